@@ -26,15 +26,13 @@ the pass says how many were skipped and what was wrong with the first. Count 0 i
 """
 import collections
 import ctypes
-import hashlib
 import os
 import re
-import subprocess
-import tempfile
 import warnings
 
 import numpy as np
 
+from ..core import native
 from ..core.tensor import LoDTensor
 from .data_feed_desc import DataFeedDesc, dense_dims, slot_kind
 from .errors import DataError, DataWarning
@@ -51,48 +49,16 @@ _KIND_NAMES = {UINT64: "uint64", FLOAT: "float"}
 # --- the C parser: build once, cache by content hash -------------------------------------
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multislot_parser.c")
-_CFLAGS = ["-O2", "-shared", "-fPIC"]
 _c_parser = None  # the ctypes function, or the DataError saying why it could not be built
-
-
-def cache_dir():
-    return os.environ.get("FLUIDITY_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "fluidity")
 
 
 def _build_c_parser():
     try:
-        with open(_SRC, "rb") as f:
-            src = f.read()
-    except OSError as e:
-        raise DataError(f"cannot read the MultiSlot parser's source: {e}") from None
-    cc = os.environ.get("CC") or "cc"
-    key = hashlib.sha256(src + " ".join([cc] + _CFLAGS).encode()).hexdigest()[:16]
-    out_dir = cache_dir()
-    lib_path = os.path.join(out_dir, f"multislot_parser-{key}.so")
-    if not os.path.exists(lib_path):
-        try:
-            os.makedirs(out_dir, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
-            os.close(fd)
-        except OSError as e:
-            raise DataError(f"cannot write to the cache directory {out_dir}: {e}") from None
-        try:
-            try:
-                r = subprocess.run([cc, *_CFLAGS, "-o", tmp, _SRC], capture_output=True, text=True)
-            except OSError as e:
-                raise DataError(f"cannot run the C compiler {cc!r}: {e}") from None
-            if r.returncode != 0:
-                msg = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["(no output)"]
-                raise DataError(f"{cc} failed to compile {_SRC}: {msg[0]}")
-            os.replace(tmp, lib_path)  # atomic: concurrent builders race harmlessly
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    try:
-        fn = ctypes.CDLL(lib_path).ms_parse
-    except (OSError, AttributeError) as e:
-        raise DataError(f"cannot load the compiled MultiSlot parser {lib_path}: {e}") from None
+        fn = native.load(_SRC).ms_parse
+    except native.NativeBuildError as e:
+        raise DataError(str(e)) from None
+    except AttributeError as e:
+        raise DataError(f"the compiled MultiSlot parser lacks ms_parse: {e}") from None
     p, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
     fn.argtypes = [ctypes.c_char_p, i64, p, i32, p, p, i32, p, p, p, p, i64, i32, p]
     fn.restype = ctypes.c_int
@@ -104,6 +70,7 @@ def c_parser():
     global _c_parser
     if _c_parser is None:
         try:
+            native.forget(_SRC)  # a reset (tests) rebuilds under the current $CC
             _c_parser = _build_c_parser()
         except DataError as e:
             _c_parser = e

@@ -3,6 +3,7 @@ import numpy as np
 
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
+from . import sparse_kernels
 from .registry import In, OpDef, Out, long, strings
 
 
@@ -108,6 +109,47 @@ LookupTable.grad = LookupTableV2.grad = staticmethod(_lookup_grad)
 
 
 # --- lookup + sum pooling in one op (what fuse_embedding_seq_pool rewrites pairs into) ----------
+def _pooled_lookup_kernel(op, attrs, multi):
+    """Forward kernel of fused_embedding_seq_pool (one Ids) and of its many-slot concat form:
+    both are sparse_kernels.pool over a Slots layout."""
+    pad = attrs["padding_idx"]
+
+    def kernel(w, ids):
+        wa = w._array
+        slots = sparse_kernels.Slots(ids if multi else [ids], op)
+        out = sparse_kernels.pool(wa, slots, pad, op)
+        if not multi:
+            out = out.reshape((slots.B,) + wa.shape[1:])
+        return LoDTensor(out, slots.lod)
+    return kernel
+
+
+def _pooled_lookup_grad_kernel(op, attrs, multi):
+    """W@GRAD of both pooled lookups: one row per id holding its sequence's slice of
+    Out@GRAD, as a SelectedRows (is_sparse) or summed into a dense table gradient."""
+    sparse, pad = attrs["is_sparse"], attrs["padding_idx"]
+    from ..core.tensor import SelectedRows
+
+    def kernel(w, ids, dout):
+        wa = w._array
+        slots = sparse_kernels.Slots(ids if multi else [ids], op)
+        width = int(np.prod(wa.shape[1:], dtype=np.int64))
+        value = sparse_kernels.pool_grad(dout._array, slots, pad, width, wa.dtype, op)
+        value = value.reshape((len(slots.ids),) + wa.shape[1:])
+        if sparse:
+            return SelectedRows(slots.ids, wa.shape[0], value)
+        out = np.zeros_like(wa)
+        sparse_kernels.rows_axpy(out, slots.ids, value, 1.0, op)
+        return LoDTensor(out)
+    return kernel
+
+
+def _table_grad_shape(ctx):
+    from ..core.dtypes import VarType
+    t = VarType.SELECTED_ROWS if ctx.attr("is_sparse") else VarType.LOD_TENSOR
+    ctx.set_output("W@GRAD", ctx.input_shape("W"), ctx.input_dtype("W"), type=t)
+
+
 class FusedEmbeddingSeqPool(OpDef):
     type = "fused_embedding_seq_pool"
     inputs = (In("W"), In("Ids", no_grad=True))
@@ -128,21 +170,7 @@ class FusedEmbeddingSeqPool(OpDef):
 
     @classmethod
     def bind(cls, attrs):
-        pad = attrs["padding_idx"]
-
-        def kernel(w, ids):
-            wa, a = w._array, ids._array
-            if not ids._lod:
-                raise ExecutionError(f"{cls.type}: Ids has no LoD; feed a LoDTensor with one "
-                                     f"sequence of ids per example")
-            off = np.asarray(ids._lod[-1], dtype=np.int64)
-            rows = _lookup(wa, a, pad, cls.type)
-            out = np.zeros((len(off) - 1,) + wa.shape[1:], dtype=wa.dtype)
-            nonempty = off[1:] > off[:-1]
-            if rows.shape[0]:
-                out[nonempty] = np.add.reduceat(rows, off[:-1][nonempty], axis=0)
-            return LoDTensor(out, ids._lod[:-1])
-        return kernel
+        return _pooled_lookup_kernel(cls.type, attrs, multi=False)
 
 
 class FusedEmbeddingSeqPoolGrad(OpDef):
@@ -152,35 +180,62 @@ class FusedEmbeddingSeqPoolGrad(OpDef):
     attrs = FusedEmbeddingSeqPool.attrs
     kind = "value"
     doc = "W@GRAD: each id's row gets its sequence's Out@GRAD (SelectedRows when is_sparse)."
-
-    @staticmethod
-    def infer_shape(ctx):
-        from ..core.dtypes import VarType
-        t = VarType.SELECTED_ROWS if ctx.attr("is_sparse") else VarType.LOD_TENSOR
-        ctx.set_output("W@GRAD", ctx.input_shape("W"), ctx.input_dtype("W"), type=t)
+    infer_shape = staticmethod(_table_grad_shape)
 
     @classmethod
     def bind(cls, attrs):
-        sparse, pad = attrs["is_sparse"], attrs["padding_idx"]
-        from ..core.tensor import SelectedRows
-
-        def kernel(w, ids, dout):
-            wa = w._array
-            flat = ids._array.reshape(-1)
-            off = np.asarray(ids._lod[-1], dtype=np.int64)
-            seg = np.repeat(np.arange(len(off) - 1), np.diff(off))
-            d = dout._array.reshape((len(off) - 1,) + wa.shape[1:])[seg]
-            if pad is not None and pad != -1:
-                d[flat == pad] = 0
-            if sparse:
-                return SelectedRows(flat.astype(np.int64), wa.shape[0], d)
-            out = np.zeros_like(wa)
-            np.add.at(out, flat, d)
-            return LoDTensor(out)
-        return kernel
+        return _pooled_lookup_grad_kernel(cls.type, attrs, multi=False)
 
 
-FusedEmbeddingSeqPool.grad = staticmethod(lambda g: g.op(
-    "fused_embedding_seq_pool_grad",
-    {"W": g.input("W"), "Ids": g.input("Ids"), "Out@GRAD": g.output_grad("Out")},
-    {"W@GRAD": g.input_grad("W")}, g.attrs()))
+class FusedEmbeddingSeqPoolConcat(OpDef):
+    """Fluidity's op (Paddle has none of this name): what fuse_embedding_seq_pool_concat makes
+    of the per-slot fused_embedding_seq_pool ops over one table that feed one concat. One
+    kernel call and one sparse gradient for all slots instead of S of each plus a `sum`."""
+    type = "fused_embedding_seq_pool_concat"
+    inputs = (In("W"), In("Ids", duplicable=True, no_grad=True))
+    outputs = (Out("Out"),)
+    attrs = {"combiner": "sum", "padding_idx": long(-1), "is_sparse": False,
+             "is_distributed": False}
+    kind = "value"
+    share_lod = None
+    doc = ("Out = concat([fused_embedding_seq_pool(W, ids) for ids in Ids], axis=1): "
+           "[B, len(Ids) * D], slot k's pooled rows in columns [k*D, (k+1)*D).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        if ctx.attr("combiner") != "sum":
+            ctx.fail(f"combiner must be 'sum', got {ctx.attr('combiner')!r}")
+        ws = ctx.input_shape("W")
+        if len(ws) != 2:
+            ctx.fail(f"W must be a [rows, width] table, got shape {ws}")
+        n = len(ctx.input_shapes("Ids"))
+        width = ws[1] * n if ws[1] >= 0 else -1
+        ctx.set_output("Out", [-1, width], ctx.input_dtype("W"), 0)
+
+    @classmethod
+    def bind(cls, attrs):
+        return _pooled_lookup_kernel(cls.type, attrs, multi=True)
+
+
+class FusedEmbeddingSeqPoolConcatGrad(OpDef):
+    type = "fused_embedding_seq_pool_concat_grad"
+    inputs = (In("W"), In("Ids", duplicable=True), In("Out@GRAD"))
+    outputs = (Out("W@GRAD"),)
+    attrs = FusedEmbeddingSeqPoolConcat.attrs
+    kind = "value"
+    doc = "W@GRAD over all slots' ids at once (one SelectedRows when is_sparse)."
+    infer_shape = staticmethod(_table_grad_shape)
+
+    @classmethod
+    def bind(cls, attrs):
+        return _pooled_lookup_grad_kernel(cls.type, attrs, multi=True)
+
+
+def _pooled_lookup_grad(g):
+    g.op(g.fwd.type + "_grad",
+         {"W": g.input("W"), "Ids": g.input("Ids"), "Out@GRAD": g.output_grad("Out")},
+         {"W@GRAD": g.input_grad("W")}, g.attrs())
+
+
+FusedEmbeddingSeqPool.grad = FusedEmbeddingSeqPoolConcat.grad = \
+    staticmethod(_pooled_lookup_grad)

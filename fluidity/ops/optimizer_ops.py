@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError, ShapeError
+from . import sparse_kernels
 from .registry import In, OpDef, Out, long
 
 
@@ -159,7 +160,7 @@ class Sgd(_Update):
 
     @classmethod
     def bind(cls, attrs):
-        generic = _Update.bind.__func__(cls, attrs)
+        generic, op = _Update.bind.__func__(cls, attrs), cls.type
 
         def kernel(param, lr, grad, master):
             # the hot case (dense grad, no master weights): one in-place update, no dict work
@@ -168,6 +169,15 @@ class Sgd(_Update):
                 if p is not None and g is not None and r is not None and r.size == 1 and \
                         p.shape == g.shape and p.flags.writeable:
                     p -= r.item() * g
+                    return param, None
+            # sparse grad: each row added in place, duplicates accumulating, no merge (as
+            # Paddle's SelectedRows SGD kernel); same result as merging first up to rounding
+            if master is None and type(grad) is SelectedRows and type(param) is LoDTensor:
+                p = _inplace(param, op, "Param")
+                if grad.value is not None and grad.value.shape[1:] == p.shape[1:] and \
+                        len(grad.rows) == grad.value.shape[0]:
+                    sparse_kernels.rows_axpy(p, grad.rows, grad.value,
+                                             -_scalar(lr, op, "LearningRate"), op)
                     return param, None
             return generic(param, lr, grad, master)
         return kernel

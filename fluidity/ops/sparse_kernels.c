@@ -1,0 +1,110 @@
+/* Sparse embedding kernels (float32 tables, int64 ids), called through ctypes by
+ * fluidity/ops/sparse_kernels.py, which holds the numpy versions with the same semantics.
+ *
+ * Layout shared by pool and pool_grad: S slots, each a LoD tensor of ids with B sequences.
+ * `ids` holds all slots' ids back to back, slot s at [starts[s], starts[s+1]); `offs` holds
+ * the per-slot LoD offsets, slot s at offs + s * offs_stride (offs_stride 0: all slots share
+ * one offsets array). `out` / `dout` is [B, S * D]: slot s's pooled rows in columns
+ * [s * D, (s + 1) * D) -- the concat of the per-slot results along axis 1.
+ *
+ * Every kernel validates all of its input before writing anything, so a bad id or LoD leaves
+ * the output (and, for rows_axpy, the parameter) untouched. Return codes: 0 ok,
+ * 1 id/row out of range (err[0] = the id, err[1] = slot or position), 2 malformed LoD
+ * (err[1] = slot).
+ */
+#include <stdint.h>
+#include <string.h>
+
+/* Table rows are read in id order, and a table of 1e6+ rows is cold in cache: ask for the
+ * row PF ids ahead so the misses overlap instead of stalling one after another (both cache
+ * lines of a row that straddles two). */
+#define PF 16
+static inline void prefetch_row(const float *row, int64_t D, int write) {
+    if (write) {
+        __builtin_prefetch(row, 1, 0);
+        __builtin_prefetch(row + D - 1, 1, 0);
+    } else {
+        __builtin_prefetch(row, 0, 0);
+        __builtin_prefetch(row + D - 1, 0, 0);
+    }
+}
+
+static int check_lod(const int64_t *offs, int64_t offs_stride, const int64_t *starts,
+                     int64_t S, int64_t B, int64_t *err) {
+    for (int64_t s = 0; s < S; s++) {
+        const int64_t *o = offs + s * offs_stride;
+        if (o[0] != 0 || o[B] != starts[s + 1] - starts[s]) { err[1] = s; return 2; }
+        for (int64_t i = 0; i < B; i++)
+            if (o[i + 1] < o[i]) { err[1] = s; return 2; }
+    }
+    return 0;
+}
+
+static int check_ids(const int64_t *ids, int64_t n, int64_t H, int64_t *err) {
+    for (int64_t k = 0; k < n; k++)
+        if (ids[k] < 0 || ids[k] >= H) { err[0] = ids[k]; err[1] = k; return 1; }
+    return 0;
+}
+
+/* out[i, s*D:(s+1)*D] = sum of W[id] over the ids of sequence i of slot s (pad ids skipped) */
+int emb_pool_f32(const float *W, int64_t H, int64_t D, const int64_t *ids,
+                 const int64_t *starts, const int64_t *offs, int64_t offs_stride, int64_t S,
+                 int64_t B, int64_t pad, float *out, int64_t *err) {
+    int rc = check_lod(offs, offs_stride, starts, S, B, err);
+    if (rc) return rc;
+    if ((rc = check_ids(ids, starts[S], H, err))) return rc;
+    int64_t width = S * D;
+    memset(out, 0, sizeof(float) * (size_t)(B * width));
+    for (int64_t s = 0; s < S; s++) {
+        const int64_t *o = offs + s * offs_stride, *id = ids + starts[s];
+        int64_t n = starts[s + 1] - starts[s];
+        for (int64_t j = 0; j < PF && j < n; j++) prefetch_row(W + id[j] * D, D, 0);
+        for (int64_t i = 0; i < B; i++) {
+            float *dst = out + i * width + s * D;
+            for (int64_t j = o[i]; j < o[i + 1]; j++) {
+                if (j + PF < n) prefetch_row(W + id[j + PF] * D, D, 0);
+                if (id[j] == pad) continue;
+                const float *src = W + id[j] * D;
+                for (int64_t d = 0; d < D; d++) dst[d] += src[d];
+            }
+        }
+    }
+    return 0;
+}
+
+/* value[starts[s] + j] = dout[i, s*D:(s+1)*D] for each id j of sequence i of slot s
+ * (zeros for pad ids): the rows of the table's sparse gradient, one per id. */
+int emb_pool_grad_f32(const float *dout, int64_t D, const int64_t *ids, const int64_t *starts,
+                      const int64_t *offs, int64_t offs_stride, int64_t S, int64_t B,
+                      int64_t pad, float *value, int64_t *err) {
+    int rc = check_lod(offs, offs_stride, starts, S, B, err);
+    if (rc) return rc;
+    int64_t width = S * D;
+    for (int64_t s = 0; s < S; s++) {
+        const int64_t *o = offs + s * offs_stride, *id = ids + starts[s];
+        float *v = value + starts[s] * D;
+        for (int64_t i = 0; i < B; i++) {
+            const float *src = dout + i * width + s * D;
+            for (int64_t j = o[i]; j < o[i + 1]; j++) {
+                if (id[j] == pad) memset(v + j * D, 0, sizeof(float) * (size_t)D);
+                else memcpy(v + j * D, src, sizeof(float) * (size_t)D);
+            }
+        }
+    }
+    return 0;
+}
+
+/* P[rows[k]] += alpha * V[k] for k < n, duplicates accumulating (Paddle's sparse SGD). */
+int rows_axpy_f32(float *P, int64_t H, int64_t D, const int64_t *rows, int64_t n,
+                  const float *V, float alpha, int64_t *err) {
+    int rc = check_ids(rows, n, H, err);
+    if (rc) return rc;
+    for (int64_t k = 0; k < PF && k < n; k++) prefetch_row(P + rows[k] * D, D, 1);
+    for (int64_t k = 0; k < n; k++) {
+        if (k + PF < n) prefetch_row(P + rows[k + PF] * D, D, 1);
+        float *p = P + rows[k] * D;
+        const float *v = V + k * D;
+        for (int64_t d = 0; d < D; d++) p[d] += alpha * v[d];
+    }
+    return 0;
+}
