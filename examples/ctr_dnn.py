@@ -4,10 +4,14 @@ layers and a 2-way softmax; cross-entropy loss and a streaming AUC.
 
     main, startup, vars_ = build_ctr_dnn(slot_names, dense_dim, vocab)
 
-The lookup+sum-pool pairs are fused into one op per slot by an IR pass (fuse=True).
+With fuse=True two IR passes rewrite the embeddings: each lookup+sum-pool pair becomes one
+fused_embedding_seq_pool op (Paddle's op: the test program, which may be saved for Paddle,
+stops there), each fc layer's mul + bias + relu becomes one `fc` op, and in the training
+program the 26 of them feeding the concat become one
+fused_embedding_seq_pool_concat (one kernel and one sparse gradient for all slots).
 """
 import fluidity as fluid
-from fluidity.transpiler.fuse import fuse_embedding_seq_pool
+from fluidity.transpiler.fuse import fuse_embedding_seq_pool, fuse_embedding_seq_pool_concat, fuse_fc
 
 
 def build_ctr_dnn(sparse_slots, dense_slot="dense_input", dense_dim=13, label="click",
@@ -29,13 +33,16 @@ def build_ctr_dnn(sparse_slots, dense_slot="dense_input", dense_dim=13, label="c
         for width in hidden:
             h = fluid.layers.fc(h, width, act="relu")
         predict = fluid.layers.fc(h, 2, act="softmax")
-        if fuse:  # lookup_table + sequence_pool(sum) -> fused_embedding_seq_pool, per slot
-            fuse_embedding_seq_pool(main)
+        if fuse:  # lookup_table + sequence_pool(sum) -> fused_embedding_seq_pool, per slot;
+            fuse_embedding_seq_pool(main)  # mul + bias + relu -> fc (both Paddle ops)
+            fuse_fc(main)
         loss = fluid.layers.mean(fluid.layers.cross_entropy(predict, y))
         auc = batch_auc = auc_states = None
         if with_auc:  # a streaming metric: extra ops per batch
             auc, batch_auc, auc_states = fluid.layers.auc(predict, y)
         test = main.clone(for_test=True)
+        if fuse:
+            fuse_embedding_seq_pool_concat(main)
         opt = {"adam": lambda: fluid.optimizer.Adam(lr, lazy_mode=True),
                "sgd": lambda: fluid.optimizer.SGD(lr),
                "adagrad": lambda: fluid.optimizer.Adagrad(lr)}[optimizer]()

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from op_test import check_grad, check_output
+from op_test import check_grad, check_output, run_op
 
 rng = np.random.default_rng(0)
 
@@ -173,3 +173,42 @@ def test_lookup_table_forward_and_grad():
     from fluidity.errors import ExecutionError
     with pytest.raises(ExecutionError, match="id 9 is out of range for a table of 6 rows"):
         check_output("lookup_table", {"W": w, "Ids": np.array([[9]], np.int64)}, {"Out": w[:1]})
+
+
+# --- fc (mul + bias + relu) and its Fluidity grad -------------------------------------------
+@pytest.mark.parametrize("act", ["", "relu"])
+def test_fc_forward_and_grad(act):
+    r = np.random.default_rng(5)
+    x = r.normal(size=(5, 4)).astype(np.float32)
+    w = r.normal(size=(4, 3)).astype(np.float32)
+    b = r.normal(size=(3,)).astype(np.float32)
+    want = x @ w + b
+    if act:
+        want = np.maximum(want, 0)
+    attrs = {"activation_type": act}
+    check_output("fc", {"Input": x, "W": w, "Bias": b}, {"Out": want}, attrs)
+    check_grad("fc", {"Input": x, "W": w, "Bias": b}, ["Input", "W", "Bias"], attrs)
+    check_output("fc", {"Input": x, "W": w}, {"Out": want - b if not act else
+                                              np.maximum(x @ w, 0)}, attrs)
+    check_grad("fc", {"Input": x, "W": w}, ["Input", "W"], attrs)
+
+
+def test_fc_flattens_leading_dims_and_pads_weights_as_paddle():
+    r = np.random.default_rng(6)
+    x = r.normal(size=(2, 3, 4)).astype(np.float32)
+    w = r.normal(size=(4, 5)).astype(np.float32)
+    b = r.normal(size=(5,)).astype(np.float32)
+    check_output("fc", {"Input": x, "W": w, "Bias": b}, {"Out": x @ w + b},
+                 {"in_num_col_dims": 2})
+    check_grad("fc", {"Input": x, "W": w, "Bias": b}, ["Input", "W", "Bias"],
+               {"in_num_col_dims": 2, "activation_type": "relu"})
+    padded = np.zeros((8, 9), np.float32)  # padding_weights: W stored with 4 extra rows/cols
+    padded[:4, :5] = w
+    check_output("fc", {"Input": x.reshape(6, 4), "W": padded, "Bias": b},
+                 {"Out": x.reshape(6, 4) @ w + b}, {"padding_weights": True})
+    check_grad("fc", {"Input": x.reshape(6, 4), "W": padded, "Bias": b}, ["W"],
+               {"padding_weights": True})
+    with pytest.raises(Exception, match="activation_type must be '' or 'relu'"):
+        run_op("fc", {"Input": x, "W": w}, {"activation_type": "tanh"})
+    with pytest.raises(Exception, match="has 4 columns but W has 3 rows"):
+        run_op("fc", {"Input": x.reshape(6, 4), "W": w[:3]})

@@ -339,6 +339,98 @@ class MulGrad(OpDef):
 Mul.grad = staticmethod(_mul_grad)
 
 
+# --- fc: mul + bias + relu in one op (Paddle's inference op; fuse_fc makes it) ---------------
+_FC_PAD = 4  # Paddle's padding_weights: W is stored [K + 4, N + 4] (for its MKL kernel)
+
+
+def _fc_weight(w, padded):
+    return w[:-_FC_PAD, :-_FC_PAD] if padded else w
+
+
+class Fc(OpDef):
+    type = "fc"
+    inputs = (In("Input"), In("W"), In("Bias", dispensable=True))
+    outputs = (Out("Out"),)
+    attrs = {"in_num_col_dims": 1, "activation_type": "", "padding_weights": False}
+    share_lod = "Input"
+    doc = ("Out = act(flatten(Input, in_num_col_dims) @ W + Bias), act '' or 'relu': "
+           "mul + elementwise_add + relu in one op, the bias and relu applied in place.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, ws = ctx.input_shape("Input"), ctx.input_shape("W")
+        n = ctx.attr("in_num_col_dims")
+        if ctx.attr("activation_type") not in ("", "relu"):
+            ctx.fail(f"activation_type must be '' or 'relu', got "
+                     f"{ctx.attr('activation_type')!r}")
+        if len(ws) != 2:
+            ctx.fail(f"W must be 2-D, got shape {ws}")
+        pad = _FC_PAD if ctx.attr("padding_weights") else 0
+        k, width = ws[0] - pad if ws[0] >= 0 else -1, ws[1] - pad if ws[1] >= 0 else -1
+        xk = prod(xs[n:])
+        if xk > 0 and k > 0 and xk != k:
+            ctx.fail(f"Input flattened at {n} has {xk} columns but W has {k} rows")
+        if ctx.has_input("Bias"):
+            bs = ctx.input_shape("Bias")
+            if prod(bs) > 0 and width > 0 and prod(bs) != width:
+                ctx.fail(f"Bias has shape {bs} but W has {width} columns")
+        ctx.set_output("Out", xs[:n] + [width], ctx.input_dtype("Input"),
+                       ctx.input_lod_level("Input"))
+
+    @classmethod
+    def bind(cls, attrs):
+        n, relu, padded = attrs["in_num_col_dims"], attrs["activation_type"] == "relu", \
+            attrs["padding_weights"]
+
+        def kernel(x, w, b):
+            w = _fc_weight(w, padded)
+            out = x.reshape(flatten_to_2d(x.shape, n)) @ w
+            if b is not None:
+                out += b.reshape(-1)
+            if relu:
+                np.maximum(out, 0, out=out)
+            return out.reshape(x.shape[:n] + w.shape[1:])
+        return kernel
+
+
+class FcGrad(OpDef):
+    """Fluidity's op (Paddle's fc is inference-only): the gradients of fc, from its Out."""
+    type = "fc_grad"
+    inputs = (In("Input"), In("W"), In("Bias", dispensable=True), In("Out"), In("Out@GRAD"))
+    outputs = (Out("Input@GRAD", dispensable=True), Out("W@GRAD", dispensable=True),
+               Out("Bias@GRAD", dispensable=True))
+    attrs = Fc.attrs
+    infer_shape = None
+
+    @classmethod
+    def bind(cls, attrs, outputs=frozenset({"Input@GRAD", "W@GRAD", "Bias@GRAD"})):
+        n, relu, padded = attrs["in_num_col_dims"], attrs["activation_type"] == "relu", \
+            attrs["padding_weights"]
+        want_x, want_w, want_b = ("Input@GRAD" in outputs, "W@GRAD" in outputs,
+                                  "Bias@GRAD" in outputs)
+
+        def kernel(x, w, b, out, dout):
+            wk = _fc_weight(w, padded)
+            x2 = x.reshape(flatten_to_2d(x.shape, n))
+            d = dout.reshape(x2.shape[0], wk.shape[1])
+            if relu:
+                d = d * (out.reshape(d.shape) > 0)  # (np.where is ~8x slower here)
+            dx = (d @ wk.T).reshape(x.shape) if want_x else None
+            dw = None
+            if want_w:
+                dw = _at_b(x2, d)
+                if padded:
+                    full = np.zeros_like(w)
+                    full[:-_FC_PAD, :-_FC_PAD] = dw
+                    dw = full
+            db = d.sum(axis=0).reshape(b.shape) if want_b and b is not None else None
+            return dx, dw, db
+        return kernel
+
+
+Fc.grad = staticmethod(lambda g: g.default())  # fc_grad reads Input, W, Bias, Out, Out@GRAD
+
+
 def _matmul_grad(g):
     g.op(g.fwd.type + "_grad",
          {"X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": g.output_grad("Out")},

@@ -4,7 +4,16 @@
 `sequence_pool(SUM)` reads becomes one `fused_embedding_seq_pool` op (Paddle's op of that
 name): no intermediate [ids, dim] tensor, one kernel instead of two, and a single grad op that
 writes the table's (sparse) gradient directly. A CTR model with 26 slots loses 52 ops.
+
+`fuse_embedding_seq_pool_concat(program)`: then a run of such ops over ONE table whose
+outputs feed one `concat(axis=1)` side by side becomes one `fused_embedding_seq_pool_concat`
+(Fluidity's op): one kernel call for all slots, its output already concatenated, and one
+sparse gradient for the table instead of one per slot plus a `sum` of them. Paddle has no such
+op: apply it to training programs, not to programs saved for Paddle.
+
+`fuse_fc(program)`: mul + elementwise_add(bias) [+ relu] -> `fc` (see its docstring).
 """
+from .. import unique_name
 from ..framework import OpRole
 
 
@@ -46,5 +55,139 @@ def fuse_embedding_seq_pool(program, skip_vars=()):
         block._remove_op(block.ops.index(pool))
         block._remove_op(block.ops.index(lookup))
         block._remove_vars([emb] + max_index)
+        fused += 1
+    return fused
+
+
+_SAME_ATTRS = ("padding_idx", "is_sparse", "is_distributed")
+
+
+def _concat_axis_1(op, block):
+    if op.type != "concat" or op.input("AxisTensor"):
+        return False
+    axis = op.attr("axis")
+    if axis == 1:
+        return True
+    x = block._find_var_recursive(op.input("X")[0])
+    return axis == -1 and x is not None and len(x.shape) == 2
+
+
+def fuse_embedding_seq_pool_concat(program, skip_vars=()):
+    """Rewrite, in the global block, each run (>= 2, side by side in a concat(axis=1)'s X) of
+    fused_embedding_seq_pool outputs over the same table and attributes, read by nothing
+    else, into one fused_embedding_seq_pool_concat; returns how many runs were fused. When
+    the run is the whole of X, the fused op writes the concat's Out and the concat goes."""
+    block = program.global_block()
+    skip = set(skip_vars)
+    producer = {op.output("Out")[0]: op for op in block.ops
+                if op.type == "fused_embedding_seq_pool"}
+    fused = 0
+    for concat in [op for op in block.ops if _concat_axis_1(op, block)]:
+        readers = _readers(block)
+        xs = concat.input("X")
+
+        def key(name):
+            op = producer.get(name)
+            if op is None or name in skip or block.var(name).persistable or \
+                    len(readers.get(name, [])) != 1 or xs.count(name) != 1 or \
+                    op.attr("combiner") != "sum" or op.attr("op_role") != OpRole.Forward:
+                return None
+            w = block._find_var_recursive(op.input("W")[0])
+            if w is None or len(w.shape) != 2:
+                return None
+            return (op.input("W")[0],) + tuple(op.attr(a) for a in _SAME_ATTRS)
+
+        runs, i = [], 0
+        while i < len(xs):
+            k, j = key(xs[i]), i + 1
+            while k is not None and j < len(xs) and key(xs[j]) == k:
+                j += 1
+            if k is not None and j - i >= 2:
+                runs.append((i, j))
+            i = j
+        if not runs:
+            continue
+        new_xs = list(xs)
+        for i, j in reversed(runs):
+            names = xs[i:j]
+            ops = [producer[n] for n in names]
+            first = ops[0]
+            w = block._find_var_recursive(first.input("W")[0])
+            whole = (i, j) == (0, len(xs))
+            if whole:
+                out = concat.output("Out")[0]
+            else:
+                out = unique_name.generate("fused_embedding_seq_pool_concat.out")
+                block.create_var(name=out, shape=[-1, w.shape[1] * len(names)],
+                                 dtype=w.dtype, lod_level=0)
+            at = max(block.ops.index(op) for op in ops)
+            block._insert_op(at + 1, "fused_embedding_seq_pool_concat",
+                             {"W": first.input("W"),
+                              "Ids": [op.input("Ids")[0] for op in ops]},
+                             {"Out": [out]},
+                             {"combiner": "sum",
+                              **{a: first.attr(a) for a in _SAME_ATTRS}},
+                             infer_shape=False)
+            for op in ops:
+                block._remove_op(block.ops.index(op))
+            block._remove_vars(names)
+            new_xs[i:j] = [out]
+            fused += 1
+            if whole:
+                block._remove_op(block.ops.index(concat))
+            else:
+                concat.set_input("X", new_xs)
+    return fused
+
+
+def _only_reader(readers, name, skip, block):
+    users = readers.get(name, [])
+    if name in skip or len(users) != 1 or block.var(name).persistable:
+        return None
+    return users[0]
+
+
+def fuse_fc(program, skip_vars=()):
+    """Paddle's fc_fuse_pass, for training too: in the global block, each forward
+    `mul(X, W)` whose output only an `elementwise_add` of a 1-D bias over the trailing dim
+    reads (and whose sum, optionally, only a `relu`) becomes one `fc` op (Paddle's op;
+    `fc_grad` is Fluidity's). Run before backward. Returns how many were fused.
+
+    Why: per layer, the bias add and relu become in-place passes over the matmul's output,
+    and the backward does relu_grad, the bias sum and both matmuls in one op — 6 ops and 3
+    temporaries fewer per layer."""
+    block = program.global_block()
+    skip = set(skip_vars)
+    fused = 0
+    for mul in [op for op in block.ops if op.type == "mul"]:
+        readers = _readers(block)
+        if mul.attr("op_role") != OpRole.Forward or mul.attr("y_num_col_dims") != 1:
+            continue
+        w = block._find_var_recursive(mul.input("Y")[0])
+        n = mul.attr("x_num_col_dims")
+        pre = mul.output("Out")[0]
+        add = _only_reader(readers, pre, skip, block)
+        if w is None or len(w.shape) != 2 or add is None or add.type != "elementwise_add" or \
+                add.input("X") != [pre]:
+            continue
+        b = block._find_var_recursive(add.input("Y")[0])
+        out_rank = len(block.var(pre).shape)
+        if b is None or not b.persistable or len(b.shape) != 1 or \
+                add.attr("axis") not in (n, -1, out_rank - 1):
+            continue
+        out, ops, act = add.output("Out")[0], [mul, add], ""
+        relu = _only_reader(readers, out, skip, block)
+        if relu is not None and relu.type == "relu":
+            ops.append(relu)
+            out, act = relu.output("Out")[0], "relu"
+        at = block.ops.index(ops[-1])
+        block._insert_op(at + 1, "fc",
+                         {"Input": mul.input("X"), "W": mul.input("Y"), "Bias": add.input("Y")},
+                         {"Out": [out]},
+                         {"in_num_col_dims": n, "activation_type": act}, infer_shape=False)
+        gone = [pre] + ([add.output("Out")[0]] if act else [])
+        for op in ops:
+            block._remove_op(block.ops.index(op))
+        block._remove_vars(gone)
         fused += 1
     return fused
