@@ -38,6 +38,7 @@ from ..framework import Program, Variable
 from .executor import Executor
 
 STOP_GRACE_S = 10.0  # after a worker fails, how long the others get to stop by themselves
+HUGE_PAGE_MIN = 4 << 20  # shared arrays at least this large ask for transparent huge pages
 
 
 # --- shared parameters ------------------------------------------------------------------------
@@ -45,6 +46,14 @@ def _shared_empty(shape, dtype):
     """An ndarray in an anonymous MAP_SHARED mapping: forked children write the same pages."""
     nbytes = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
     buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+    if nbytes >= HUGE_PAGE_MIN and hasattr(mmap, "MADV_HUGEPAGE"):
+        # random rows of a large sparse table cost a TLB miss each on 4 KiB pages; where the
+        # kernel allows huge pages for shared memory (transparent_hugepage/shmem_enabled
+        # "advise" or "within_size") this asks for them, as numpy does for private arrays
+        try:
+            buf.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
     arr = np.frombuffer(buf, dtype=dtype, count=int(np.prod(shape, dtype=np.int64)))
     return arr.reshape(shape)
 
