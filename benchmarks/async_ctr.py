@@ -14,7 +14,7 @@ Quality (`--epochs` 4 over all files; each run from the same initial parameters)
 held-out log-loss/AUC of each (vs. the generating model's optimum), and a PNG of training
 loss vs. wall time.
 
-Throughput (`--rounds` 5 rounds, each run one epoch over the first `--round-files` 8 files
+Throughput (`--rounds` 3 rounds, each run one epoch over the first `--round-files` 16 files
 from fresh parameters, in rotating order; medians and per-round ratios, since the VM's speed
 drifts by 10-40% over minutes):
   async-1, async-N as above
@@ -326,9 +326,9 @@ def main():
     ap.add_argument("--decay", type=float, default=1.0,
                     help="multiply the learning rate by this after each epoch")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--rounds", type=int, default=5,
+    ap.add_argument("--rounds", type=int, default=3,
                     help="throughput rounds (async-1, async-N, torch-N, paddle-N each)")
-    ap.add_argument("--round-files", type=int, default=8,
+    ap.add_argument("--round-files", type=int, default=16,
                     help="files (of 32) each throughput run trains on for one epoch")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "data", "ctr_bench"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "out"))
