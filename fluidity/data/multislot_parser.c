@@ -98,7 +98,8 @@ static int parse_float(const char *p, const char *e, float *out) {
     const char *s = p;
     int neg = 0;
     if (s < e && (*s == '+' || *s == '-')) neg = *s++ == '-';
-    if (ieq(s, e, "inf") || ieq(s, e, "infinity") || ieq(s, e, "nan"))
+    if (s < e && (*s | 0x20) >= 'a' && (*s | 0x20) <= 'z' &&   /* a word: inf, nan? */
+        (ieq(s, e, "inf") || ieq(s, e, "infinity") || ieq(s, e, "nan")))
         return parse_float_strtod(p, e, out);
     uint64_t m = 0;
     int sig = 0, nd = 0, exact = 1;
