@@ -14,9 +14,9 @@ Quality (`--epochs` 4 over all files; each run from the same initial parameters)
 held-out log-loss/AUC of each (vs. the generating model's optimum), and a PNG of training
 loss vs. wall time.
 
-Throughput (`--rounds` 3 rounds, each run one epoch over the first `--round-files` 16 files
-from fresh parameters, in rotating order; medians and per-round ratios, since the VM's speed
-drifts by 10-40% over minutes):
+Throughput (`--rounds` 5 rounds, each run one epoch over the first `--round-files` 16 files
+from fresh parameters, in alternating order; medians and per-round ratios, since the VM's
+speed drifts by 10-40% over minutes):
   async-1, async-N as above
   torch-N  PyTorch Hogwild (torch.multiprocessing, share_memory(), sparse nn.EmbeddingBag,
            1 thread per process, torch.optim.SGD) on the same files, model and batch size,
@@ -281,8 +281,9 @@ def count_lines(files):
 
 def throughput_rounds(a, model, info, desc, files, n, skip):
     """Examples/s of async-1, async-N, torch-N and paddle-N, each from fresh parameters for
-    one epoch over `files`, repeated `a.rounds` times in rotating order: the VM's speed drifts
-    by 10-40% over minutes, so ratios are taken within a round and their median reported."""
+    one epoch over `files`, repeated `a.rounds` times in alternating order: the VM's speed
+    drifts by 10-40% over minutes, so ratios are taken within a round and their median
+    reported."""
     lines = count_lines(files)
     runs = [("async-1", lambda: run_async(model, desc, files, 1, a.lr, 1)[0]),
             (f"async-{n}", lambda: run_async(model, desc, files, 1, a.lr, n)[0])]
@@ -303,7 +304,9 @@ def throughput_rounds(a, model, info, desc, files, n, skip):
             "paddle")))
     eps = {name: [] for name, _ in runs}
     for r in range(a.rounds):
-        order = runs[r % len(runs):] + runs[:r % len(runs)]
+        # forward, then backward: each compared pair (async-1/async-N, async-N/torch-N)
+        # stays side by side in time, and neither is always first
+        order = runs if r % 2 == 0 else runs[::-1]
         for name, fn in order:
             out = fn()
             eps[name].append(out["eps"] if out else None)
@@ -326,7 +329,7 @@ def main():
     ap.add_argument("--decay", type=float, default=1.0,
                     help="multiply the learning rate by this after each epoch")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--rounds", type=int, default=3,
+    ap.add_argument("--rounds", type=int, default=5,
                     help="throughput rounds (async-1, async-N, torch-N, paddle-N each)")
     ap.add_argument("--round-files", type=int, default=16,
                     help="files (of 32) each throughput run trains on for one epoch")
