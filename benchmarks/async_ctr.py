@@ -18,6 +18,9 @@ Throughput (`--rounds` 5 rounds, each run one epoch over the first `--round-file
 from fresh parameters, in alternating order; medians and per-round ratios, since the VM's
 speed drifts by 10-40% over minutes):
   async-1, async-N as above
+  indep-N  the control: N independent async-1 trainers at once, each on every N-th file with
+           private parameters; indep-N / async-1 is what this machine gives N copies of the
+           single-worker job (memory, L3 and the cores' clocks are shared, not only the cores)
   torch-N  PyTorch Hogwild (torch.multiprocessing, share_memory(), sparse nn.EmbeddingBag,
            1 thread per process, torch.optim.SGD) on the same files, model and batch size,
            when torch is importable (optional: `pip install torch==2.13.0`); timed from
@@ -261,7 +264,11 @@ def plot(curves, path):
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, c in curves.items():
         if c:
-            ax.plot([t for t, _ in c], [l for _, l in c], lw=1.2, label=name)
+            t, loss = np.array([t for t, _ in c]), np.array([l for _, l in c])
+            k = max(1, min(25, len(loss) // 10))  # moving average: the trend, not the noise
+            smooth = np.convolve(loss, np.ones(k) / k, mode="valid")
+            line, = ax.plot(t[k - 1:], smooth, lw=1.4, label=f"{name} (mean of {k})")
+            ax.plot(t, loss, lw=0.5, alpha=0.25, color=line.get_color())
     ax.set_xlabel("wall time (s)")
     ax.set_ylabel("training log-loss")
     ax.set_title("CTR-DNN: loss vs. wall time")
@@ -269,6 +276,41 @@ def plot(curves, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _indep_child(model, desc, files, lr, barrier, q):
+    try:
+        main, _, v, _, scope = fresh_model(model, lr)
+        barrier.wait()  # all trainers built: the timed runs overlap
+        t0 = time.time()
+        res = fluid.AsyncExecutor().run(main, desc, files, 1, fetch=[v["loss"]], scope=scope,
+                                        progress=False)
+        q.put((res.examples, t0, time.time(), None))
+    except BaseException as e:  # report, don't hang the parent
+        q.put((0, 0.0, 0.0, repr(e)))
+
+
+def run_independent(model, desc, files, lr, n):
+    """The control for Hogwild: n independent async-1 trainers at once, each on every n-th
+    file with its own private parameters (nothing shared), timed from the first one's start
+    to the last one's end. Their total examples/s is what this machine gives n concurrent
+    copies of the single-worker workload."""
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    q, barrier = ctx.Queue(), ctx.Barrier(n)
+    ps = [ctx.Process(target=_indep_child, args=(model, desc, files[i::n], lr, barrier, q))
+          for i in range(n)]
+    for p in ps:
+        p.start()
+    outs = [q.get() for _ in ps]
+    for p in ps:
+        p.join()
+    errors = [o[3] for o in outs if o[3]]
+    if errors:
+        raise RuntimeError(f"independent trainer failed: {errors[0]}")
+    n_ex = sum(o[0] for o in outs)
+    secs = max(o[2] for o in outs) - min(o[1] for o in outs)
+    return {"examples": n_ex, "seconds": secs, "eps": n_ex / secs}
 
 
 def count_lines(files):
@@ -285,7 +327,8 @@ def throughput_rounds(a, model, info, desc, files, n, skip):
     drifts by 10-40% over minutes, so ratios are taken within a round and their median
     reported."""
     lines = count_lines(files)
-    runs = [("async-1", lambda: run_async(model, desc, files, 1, a.lr, 1)[0]),
+    runs = [(f"indep-{n}", lambda: run_independent(model, desc, files, a.lr, n)),
+            ("async-1", lambda: run_async(model, desc, files, 1, a.lr, 1)[0]),
             (f"async-{n}", lambda: run_async(model, desc, files, 1, a.lr, n)[0])]
     notes = {}
 
@@ -398,6 +441,12 @@ def main():
     scale, per = _median_ratio(eps[f"async-{n}"], eps["async-1"])
     print(f"scaling: async-{n} / async-1 = {scale:.2f}x examples/s (per round "
           f"{', '.join(f'{x:.2f}' for x in per)}; target >= 1.8x on 2 cores)")
+    ceiling, per = _median_ratio(eps[f"indep-{n}"], eps["async-1"])
+    cost, per2 = _median_ratio(eps[f"async-{n}"], eps[f"indep-{n}"])
+    print(f"control: indep-{n} ({n} independent async-1 trainers at once, nothing shared) / "
+          f"async-1 = {ceiling:.2f}x (what this machine gives {n} copies; per round "
+          f"{', '.join(f'{x:.2f}' for x in per)}); async-{n} / indep-{n} = {cost:.2f}x "
+          f"(Hogwild vs. unshared copies; per round {', '.join(f'{x:.2f}' for x in per2)})")
     if f"torch-{n}" in eps:
         ratio, per = _median_ratio(eps[f"async-{n}"], eps[f"torch-{n}"])
         if ratio:
