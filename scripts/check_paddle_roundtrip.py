@@ -6,7 +6,8 @@ Run it with Fluidity's interpreter; Paddle runs in its own (``.venv-paddle`` by 
 
     .venv/bin/python scripts/check_paddle_roundtrip.py [--paddle-python PATH] [--keep DIR]
 
-1. Fluidity -> Paddle: an MLP and an embedding model built with fluidity.layers are saved in
+1. Fluidity -> Paddle: an MLP, an embedding model and the demo's CTR-DNN (LoD ids, its
+   fused_embedding_seq_pool and fc ops) built with fluidity.layers are saved in
    three layouts (directory + separate parameter files, directory + combined file, 2.x
    prefix .pdmodel/.pdiparams). Paddle's `paddle.static.load_inference_model` loads and runs
    each; outputs must match Fluidity's. Paddle then re-saves the loaded parameters with
@@ -51,7 +52,15 @@ for name, m in spec.items():
         try:
             with paddle.static.scope_guard(paddle.static.Scope()):
                 prog, feeds, fetches = paddle.static.load_inference_model(path, exe, **kw)
-                outs = exe.run(prog, feed={n: data["in_" + n] for n in feeds}, fetch_list=fetches)
+                feed = {}
+                for n in feeds:  # a LoD input comes with its offsets as lod_<name>
+                    feed[n] = data["in_" + n]
+                    if "lod_" + n in data:
+                        t = paddle.base.core.LoDTensor()
+                        t.set(feed[n], paddle.CPUPlace())
+                        t.set_lod([data["lod_" + n].tolist()])
+                        feed[n] = t
+                outs = exe.run(prog, feed=feed, fetch_list=fetches)
                 diffs = [float(np.abs(o - data[f"out_{i}"]).max()) for i, o in enumerate(outs)]
                 res = {"ok": all(np.allclose(o, data[f"out_{i}"], rtol=%(rtol)g, atol=%(atol)g)
                                  for i, o in enumerate(outs)),
@@ -144,10 +153,32 @@ def _embedding():
     return main, startup, [ids], [y], feed
 
 
+def _ctr():
+    """The demo's CTR-DNN, small: the inference program build_ctr_dnn makes (its per-slot
+    fused_embedding_seq_pool ops and fused `fc` layers are Paddle ops), fed LoD ids."""
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    from ctr_dnn import build_ctr_dnn
+    slots = ["c1", "c2", "c3"]
+    _, startup, test, v = build_ctr_dnn(slots, dense_dim=4, vocab=50, emb_dim=3, hidden=(8,),
+                                        optimizer="sgd", with_auc=False)
+    block = test.global_block()
+    rng = np.random.default_rng(3)
+    lens = [2, 1, 3, 0, 1]
+    feed = {"dense_input": rng.normal(size=(5, 4)).astype("float32")}
+    for s in slots:
+        t = fluid.LoDTensor()
+        t.set(rng.integers(0, 50, size=(sum(lens), 1)).astype("int64"), fluid.CPUPlace())
+        t.set_recursive_sequence_lengths([lens])
+        feed[s] = t
+    feed["click"] = rng.integers(0, 2, size=(5, 1)).astype("int64")  # the loss ops want it
+    feed_vars = [block.var("dense_input")] + [block.var(s) for s in slots]
+    return test, startup, feed_vars, [v["predict"]], feed
+
+
 def save_fluidity_models(work):
     exe = fluid.Executor(fluid.CPUPlace())
     spec = {}
-    for name, build in [("mlp", _mlp), ("embedding", _embedding)]:
+    for name, build in [("mlp", _mlp), ("embedding", _embedding), ("ctr", _ctr)]:
         main, startup, feed_vars, fetch_vars, feed = build()
         names = [v.name for v in feed_vars]
         with fluid.scope_guard(fluid.Scope()):
@@ -158,7 +189,10 @@ def save_fluidity_models(work):
             fio.save_inference_model(d + "_comb", names, fetch_vars, exe, main,
                                      params_filename="params")
             fio.save_inference_model(os.path.join(d, name), feed_vars, fetch_vars, exe, main)
-        np.savez(os.path.join(work, name + ".npz"), **{"in_" + k: v for k, v in feed.items()},
+        np.savez(os.path.join(work, name + ".npz"),
+                 **{"in_" + k: np.asarray(v) for k, v in feed.items()},
+                 **{"lod_" + k: np.asarray(v.lod()[0]) for k, v in feed.items()
+                    if isinstance(v, fluid.LoDTensor) and v.lod()},
                  **{f"out_{i}": o for i, o in enumerate(outs)})
         spec[name] = {"layouts": {
             "dir+separate": [d + "_sep", {"model_filename": "__model__",
