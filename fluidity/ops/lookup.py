@@ -173,18 +173,24 @@ class FusedEmbeddingSeqPool(OpDef):
         return _pooled_lookup_kernel(cls.type, attrs, multi=False)
 
 
-class FusedEmbeddingSeqPoolGrad(OpDef):
-    type = "fused_embedding_seq_pool_grad"
-    inputs = (In("W"), In("Ids"), In("Out@GRAD"))
+class _PooledLookupGrad(OpDef):
+    """Base of the two pooled lookups' grad ops: one kernel, `multi` says whether Ids is a
+    list of slots."""
     outputs = (Out("W@GRAD"),)
-    attrs = FusedEmbeddingSeqPool.attrs
     kind = "value"
-    doc = "W@GRAD: each id's row gets its sequence's Out@GRAD (SelectedRows when is_sparse)."
     infer_shape = staticmethod(_table_grad_shape)
+    multi = False
 
     @classmethod
     def bind(cls, attrs):
-        return _pooled_lookup_grad_kernel(cls.type, attrs, multi=False)
+        return _pooled_lookup_grad_kernel(cls.type, attrs, multi=cls.multi)
+
+
+class FusedEmbeddingSeqPoolGrad(_PooledLookupGrad):
+    type = "fused_embedding_seq_pool_grad"
+    inputs = (In("W"), In("Ids"), In("Out@GRAD"))
+    attrs = FusedEmbeddingSeqPool.attrs
+    doc = "W@GRAD: each id's row gets its sequence's Out@GRAD (SelectedRows when is_sparse)."
 
 
 class FusedEmbeddingSeqPoolConcat(OpDef):
@@ -217,18 +223,12 @@ class FusedEmbeddingSeqPoolConcat(OpDef):
         return _pooled_lookup_kernel(cls.type, attrs, multi=True)
 
 
-class FusedEmbeddingSeqPoolConcatGrad(OpDef):
+class FusedEmbeddingSeqPoolConcatGrad(_PooledLookupGrad):
     type = "fused_embedding_seq_pool_concat_grad"
     inputs = (In("W"), In("Ids", duplicable=True), In("Out@GRAD"))
-    outputs = (Out("W@GRAD"),)
     attrs = FusedEmbeddingSeqPoolConcat.attrs
-    kind = "value"
     doc = "W@GRAD over all slots' ids at once (one SelectedRows when is_sparse)."
-    infer_shape = staticmethod(_table_grad_shape)
-
-    @classmethod
-    def bind(cls, attrs):
-        return _pooled_lookup_grad_kernel(cls.type, attrs, multi=True)
+    multi = True
 
 
 def _pooled_lookup_grad(g):
