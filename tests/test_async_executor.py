@@ -152,3 +152,32 @@ def test_clear_errors_before_starting(ctr):
     other = fluid.Program()
     with pytest.raises(FluidityError, match="slot 'dense_input' has no variable"):
         ae.run(other, d2, ctr["train"], 2, scope=scope)
+
+
+def test_fused_ctr_dnn_trains_with_hogwild_as_the_unfused_one(ctr):
+    """The demo's CTR-DNN with its fusion passes (one fused_embedding_seq_pool_concat for all
+    slots, fc layers, sparse SGD rows added in place) trains with 2 Hogwild workers to the
+    held-out loss of the same model without them."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples"))
+    from ctr_dnn import build_ctr_dnn
+    from demo import evaluate
+    m = ctr["model"]
+    desc = DataFeedDesc(os.path.join(ctr["dir"], "data_feed.prototxt"))
+    desc.set_batch_size(64)
+    losses = {}
+    for fuse in (False, True):
+        main, startup, test, v = build_ctr_dnn(
+            m["sparse_slots"], dense_dim=len(m["dense_weights"]), vocab=m["vocab"], emb_dim=4,
+            hidden=(32, 32), lr=0.2, optimizer="sgd", with_auc=False, fuse=fuse)
+        types = {op.type for op in main.global_block().ops}
+        assert ("fused_embedding_seq_pool_concat" in types) == fuse and ("fc" in types) == fuse
+        exe, scope = fluid.Executor(), fluid.Scope()
+        exe.run(startup, scope=scope)
+        for _ in range(2):
+            AsyncExecutor().run(main, desc, ctr["train"], 2, fetch=[v["loss"]], scope=scope)
+        losses[fuse] = evaluate(exe, scope, test, v["predict"], desc, ctr["test"],
+                                m)["logloss"]
+    base = ctr["test_info"]["base_logloss"]
+    assert losses[True] < base - 0.02 and losses[False] < base - 0.02, (losses, base)
+    assert losses[True] == pytest.approx(losses[False], rel=0.03), losses
