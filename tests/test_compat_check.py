@@ -145,6 +145,9 @@ def test_kernel_hints_and_paddle_extra_attrs_accepted():
         {"Scale_x": 1.0, "Scale_y": 1.0, "Scale_out": 1.0, "mkldnn_data_type": "float32"})
     _op(d.blocks[0], "mul", {"X": ["x"], "Y": ["y"]}, {"Out": ["z"]},
         {"force_fp32_output": False, "scale_x": 1.0})
+    _op(d.blocks[0], "fc", {"Input": ["x"], "W": ["y"]}, {"Out": ["z"]},  # Paddle's fc_fuse_pass
+        {"in_num_col_dims": 1, "activation_type": "relu", "use_quantizer": False,
+         "Scale_in": 1.0, "Scale_weights": [1.0], "Scale_out": 1.0, "force_fp32_output": False})
     assert "use_mkldnn" in KERNEL_HINTS
     check_program(d)
     _op(d.blocks[0], "relu", {"X": ["x"]}, {"Out": ["y"]}, {"Scale_x": 1.0})  # not relu's

@@ -57,6 +57,7 @@ PADDLE_EXTRA_ATTRS = {
     "elementwise_div": _SCALES, "elementwise_max": _SCALES, "elementwise_pow": _SCALES,
     "elementwise_mod": _SCALES, "elementwise_floordiv": _SCALES,
     "elementwise_min": _SCALES + ("x_data_format", "y_data_format"),
+    "fc": ("Scale_in", "Scale_weights", "Scale_out", "force_fp32_output"),
     "layer_norm": ("is_test",),
     "lookup_table_v2": _PS,
     "mul": ("force_fp32_output", "scale_out", "scale_x", "scale_y"),
