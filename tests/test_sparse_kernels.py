@@ -188,3 +188,79 @@ def test_without_a_compiler_the_numpy_kernels_serve(tmp_path, monkeypatch):
     finally:
         native.forget(K._SRC)
         K._lib = None
+
+
+def _run_adam(p, grad, lazy, steps=3):
+    """Steps of one adam op (Grad a dense array or a SelectedRows, set in the scope);
+    returns Param, Moment1, Moment2 and Beta1Pow after them."""
+    import fluidity as fluid
+    main = fluid.Program()
+    block = main.global_block()
+    for n, shape in (("p", p.shape), ("m1", p.shape), ("m2", p.shape), ("lr", [1]),
+                     ("b1p", [1]), ("b2p", [1])):
+        block.create_var(name=n, shape=list(shape), dtype="float32", persistable=True)
+    block.create_var(name="g", shape=list(p.shape), dtype="float32", persistable=True,
+                     type=fluid.core.VarType.SELECTED_ROWS if isinstance(grad, SelectedRows)
+                     else fluid.core.VarType.LOD_TENSOR)
+    block.append_op("adam", {"Param": ["p"], "Grad": ["g"], "LearningRate": ["lr"],
+                             "Moment1": ["m1"], "Moment2": ["m2"], "Beta1Pow": ["b1p"],
+                             "Beta2Pow": ["b2p"]},
+                    {"ParamOut": ["p"], "Moment1Out": ["m1"], "Moment2Out": ["m2"],
+                     "Beta1PowOut": ["b1p"], "Beta2PowOut": ["b2p"]},
+                    {"lazy_mode": lazy, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8})
+    scope = fluid.Scope()
+    for n, v in (("p", p), ("m1", np.zeros_like(p)), ("m2", np.zeros_like(p)),
+                 ("lr", np.array([0.01], np.float32)), ("b1p", np.array([0.9], np.float32)),
+                 ("b2p", np.array([0.999], np.float32))):
+        scope.var(n).get_tensor().set(v)
+    if isinstance(grad, SelectedRows):
+        scope.var("g").value = grad
+    else:
+        scope.var("g").get_tensor().set(grad)
+    exe = fluid.Executor()
+    for _ in range(steps):
+        exe.run(main, scope=scope)
+    return [np.asarray(scope.find_var(n).get_tensor()).copy() for n in ("p", "m1", "m2", "b1p")]
+
+
+@pytest.mark.parametrize("kind", ["dense", "lazy rows", "all rows"])
+def test_adam_in_c_equals_numpy_bit_for_bit(kind, monkeypatch):
+    took = []
+    real = K.adam
+    monkeypatch.setattr(K, "adam", lambda *a: took.append(real(*a)) or took[-1])
+    p = rng.normal(size=(9, 4)).astype(np.float32)
+    if kind == "dense":
+        grad, lazy = rng.normal(size=(9, 4)).astype(np.float32), False
+    else:  # duplicate rows are summed first, as Paddle's MergeAdd
+        grad = SelectedRows(np.array([7, 2, 7, 0]), 9, rng.normal(size=(4, 4)).astype(np.float32))
+        lazy = kind == "lazy rows"
+    old = K.set_native(True)
+    try:
+        c = _run_adam(p, grad, lazy)
+        K.set_native(False)
+        ref = _run_adam(p, grad, lazy)
+    finally:
+        K.set_native(old)
+    assert took[:3] == [True] * 3 and took[3:] == [False] * 3  # C, then numpy
+    for a, b in zip(c, ref):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(c[0], p)
+    if kind == "lazy rows":  # rows absent from the gradient are untouched
+        np.testing.assert_array_equal(c[0][[1, 3, 4, 5, 6, 8]], p[[1, 3, 4, 5, 6, 8]])
+
+
+def test_merge_rows_sums_duplicates_as_merged_does():
+    rows = rng.integers(0, 50, size=400)
+    value = rng.normal(size=(400, 3)).astype(np.float32)
+    got_rows, got = K.merge_rows(rows, value)
+    assert list(got_rows) == list(dict.fromkeys(rows.tolist()))  # first-seen order
+    want = SelectedRows(rows, 50, value).merged()
+    order = np.argsort(got_rows)
+    np.testing.assert_array_equal(got_rows[order], want.rows)
+    # the same sums up to rounding: numpy's reduction may associate long runs differently
+    np.testing.assert_allclose(got[order], want.value, rtol=1e-5, atol=1e-6)
+    old = K.set_native(False)
+    try:
+        assert K.merge_rows(rows, value) is None  # the caller then uses merged()
+    finally:
+        K.set_native(old)

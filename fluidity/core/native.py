@@ -31,14 +31,14 @@ def cache_dir():
         os.path.expanduser("~"), ".cache", "fluidity")
 
 
-def _build(src_path, cflags):
+def _build(src_path, cflags, libs):
     try:
         with open(src_path, "rb") as f:
             src = f.read()
     except OSError as e:
         raise NativeBuildError(f"cannot read the C source {src_path}: {e}") from None
     cc = os.environ.get("CC") or "cc"
-    key = hashlib.sha256(src + " ".join([cc, *cflags]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(src + " ".join([cc, *cflags, *libs]).encode()).hexdigest()[:16]
     out_dir = cache_dir()
     stem = os.path.splitext(os.path.basename(src_path))[0]
     lib_path = os.path.join(out_dir, f"{stem}-{key}.so")
@@ -52,8 +52,8 @@ def _build(src_path, cflags):
                 from None
         try:
             try:
-                r = subprocess.run([cc, *cflags, "-o", tmp, src_path], capture_output=True,
-                                   text=True)
+                r = subprocess.run([cc, *cflags, "-o", tmp, src_path, *libs],
+                                   capture_output=True, text=True)
             except OSError as e:
                 raise NativeBuildError(f"cannot run the C compiler {cc!r}: {e}") from None
             if r.returncode != 0:
@@ -69,13 +69,14 @@ def _build(src_path, cflags):
         raise NativeBuildError(f"cannot load the compiled library {lib_path}: {e}") from None
 
 
-def load(src_path, cflags=CFLAGS):
-    """The ctypes library built from `src_path`; NativeBuildError (once per process and
-    source, then the same error again) when it cannot be built."""
+def load(src_path, cflags=CFLAGS, libs=()):
+    """The ctypes library built from `src_path` (linked with `libs`, e.g. "-lm");
+    NativeBuildError (once per process and source, then the same error again) when it cannot
+    be built."""
     lib = _loaded.get(src_path)
     if lib is None:
         try:
-            lib = _build(src_path, tuple(cflags))
+            lib = _build(src_path, tuple(cflags), tuple(libs))
         except NativeBuildError as e:
             lib = e
         _loaded[src_path] = lib

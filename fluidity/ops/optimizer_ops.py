@@ -17,6 +17,8 @@ With a SelectedRows `Grad` each op follows Paddle's CPU kernel:
   update all rows, with g = 0 for rows absent from Grad (velocity and moments still decay),
   which gives exactly the result of the same step with the equivalent dense gradient.
 """
+import math
+
 import numpy as np
 
 from ..core.tensor import LoDTensor, SelectedRows
@@ -51,7 +53,8 @@ def _scalar(t, op, slot):
 
 def _sparse_rows(grad, p, op):
     """(unique rows, their summed values shaped like rows of p) of a SelectedRows grad."""
-    m = grad.merged()
+    merged = sparse_kernels.merge_rows(grad.rows, grad.value) if len(grad.rows) > 1 else None
+    m = grad.merged() if merged is None else SelectedRows(merged[0], grad.height, merged[1])
     rows = m.rows
     bad = rows[(rows < 0) | (rows >= p.shape[0])]
     if bad.size:
@@ -271,6 +274,53 @@ class Adam(_Update):
     @staticmethod
     def rule(attrs):
         return _adam
+
+    @classmethod
+    def bind(cls, attrs):
+        generic = _Update.bind.__func__(cls, attrs)
+        if cls.type != "adam":  # adamw's rule differs
+            return generic
+        names, outs, op, lazy = cls._in_names, cls._out_names, cls.type, attrs["lazy_mode"]
+
+        def kernel(*args):
+            # the hot case (float32, no master weights): one C pass per element
+            ins = dict(zip(names, args))
+            if ins.get("MasterParam") is None and _adam_native(ins, attrs, lazy, op):
+                cls.finish(ins, attrs)
+                return tuple(ins.get(cls.out_of.get(o)) for o in outs)
+            return generic(*args)
+        return kernel
+
+
+def _adam_native(ins, attrs, lazy, op):
+    """Adam's step by sparse_kernels.adam when the inputs suit it (else False: numpy)."""
+    p_t, g_t = ins["Param"], ins["Grad"]
+    if type(p_t) is not LoDTensor or p_t._array is None or p_t._array.dtype != np.float32:
+        return False
+    p = _inplace(p_t, op, "Param")
+    m1, m2 = _inplace(ins["Moment1"], op, "Moment1"), _inplace(ins["Moment2"], op, "Moment2")
+    if m1.shape != p.shape or m2.shape != p.shape:
+        return False  # numpy's path says what is wrong
+    if type(g_t) is LoDTensor:
+        g, rows = g_t._array, None
+        if g is None or g.shape != p.shape:
+            return False
+    elif type(g_t) is SelectedRows and g_t.value is not None:
+        rows, g = _sparse_rows(g_t, p, op)
+        if not rows.size:
+            return False
+        if not lazy:  # every row, g = 0 where absent
+            dense = np.zeros_like(p)
+            dense[rows] = g
+            g, rows = dense, None
+    else:
+        return False
+    e = Adam.extra(ins, attrs)
+    lr = _scalar(ins["LearningRate"], op, "LearningRate")
+    lr_t = lr * math.sqrt(1.0 - e["b2p"]) / (1.0 - e["b1p"])
+    eps_t = e["eps"] * math.sqrt(1.0 - e["b2p"])
+    return sparse_kernels.adam(p, m1, m2, np.ascontiguousarray(g), rows, lr_t, e["beta1"],
+                               e["beta2"], eps_t, op)
 
 
 class Adamw(Adam):

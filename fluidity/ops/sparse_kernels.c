@@ -1,5 +1,7 @@
-/* Sparse embedding kernels (float32 tables, int64 ids), called through ctypes by
- * fluidity/ops/sparse_kernels.py, which holds the numpy versions with the same semantics.
+/* Sparse embedding kernels (float32 tables, int64 ids) and the optimizer loops that numpy
+ * does in several passes or with a sort (Adam's step, merging duplicate gradient rows),
+ * called through ctypes by fluidity/ops/sparse_kernels.py, which holds the numpy versions
+ * with the same semantics.
  *
  * Layout shared by pool and pool_grad: S slots, each a LoD tensor of ids with B sequences.
  * `ids` holds all slots' ids back to back, slot s at [starts[s], starts[s+1]); `offs` holds
@@ -13,7 +15,17 @@
  * (err[1] = slot).
  */
 #include <stdint.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* A loop worth vectorizing is built for AVX-512, AVX2 and the x86-64 baseline, and the loader
+ * picks what the CPU has (GCC's target_clones, a glibc ifunc); elsewhere, the baseline. */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(__clang__)
+#define MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MULTIVERSION
+#endif
 
 /* Table rows are read in id order, and a table of 1e6+ rows is cold in cache (and, in shared
  * memory without huge pages, in the TLB): ask for rows PF ids ahead so the misses overlap
@@ -112,4 +124,61 @@ int rows_axpy_f32(float *P, int64_t H, int64_t D, const int64_t *rows, int64_t n
         }
     }
     return 0;
+}
+
+/* Paddle's Adam step, in one pass per element, on P, M1, M2 (float32) from G: every element
+ * (rows == NULL: n_rows rows of D), or row rows[k] from row k of G (lazy mode; rows unique).
+ * Rounding follows the numpy version: moments in float32, the step in double.
+ *   m1 = b1 m1 + (1 - b1) g;  m2 = b2 m2 + ((1 - b2) g) g;  p -= lr_t m1 / (sqrt(m2) + eps_t) */
+MULTIVERSION
+int adam_f32(float *P, float *M1, float *M2, const float *G, const int64_t *rows,
+             int64_t n_rows, int64_t D, int64_t H, double lr_t, float b1, float c1, float b2,
+             float c2, double eps_t, int64_t *err) {
+    if (rows) { /* c1 = 1 - b1 and c2 = 1 - b2 rounded from double, as numpy has them */
+        int rc = check_ids(rows, n_rows, H, err);
+        if (rc) return rc;
+    }
+    for (int64_t k = 0; k < n_rows; k++) {
+        int64_t base = (rows ? rows[k] : k) * D;
+        float *p = P + base, *m1 = M1 + base, *m2 = M2 + base;
+        const float *g = G + k * D;
+        for (int64_t d = 0; d < D; d++) {
+            float a = b1 * m1[d] + c1 * g[d];
+            float b = b2 * m2[d] + (c2 * g[d]) * g[d];
+            m1[d] = a;
+            m2[d] = b;
+            p[d] = (float)((double)p[d] - lr_t * ((double)a / ((double)sqrtf(b) + eps_t)));
+        }
+    }
+    return 0;
+}
+
+/* The unique values of rows[0:n] in first-seen order (out_rows[0:m]) with their rows of V
+ * summed in order (out_V[0:m]): Paddle's MergeAdd without a sort, by an open-addressing
+ * table. Returns m, or -1 when out of memory. */
+int64_t merge_rows_f32(const int64_t *rows, const float *V, int64_t n, int64_t D,
+                       int64_t *out_rows, float *out_V) {
+    int64_t cap = 16;
+    while (cap < 2 * n) cap <<= 1;
+    int64_t *slot = malloc(sizeof(int64_t) * (size_t)cap);
+    if (!slot) return -1;
+    memset(slot, 0xff, sizeof(int64_t) * (size_t)cap); /* -1: empty */
+    int shift = 64 - __builtin_ctzll((unsigned long long)cap);
+    int64_t m = 0;
+    for (int64_t k = 0; k < n; k++) {
+        uint64_t h = ((uint64_t)rows[k] * 0x9E3779B97F4A7C15ULL) >> shift;
+        while (slot[h] >= 0 && out_rows[slot[h]] != rows[k]) h = (h + 1) & (uint64_t)(cap - 1);
+        const float *v = V + k * D;
+        if (slot[h] < 0) {
+            slot[h] = m;
+            out_rows[m] = rows[k];
+            memcpy(out_V + m * D, v, sizeof(float) * (size_t)D);
+            m++;
+        } else {
+            float *o = out_V + slot[h] * D;
+            for (int64_t d = 0; d < D; d++) o[d] += v[d];
+        }
+    }
+    free(slot);
+    return m;
 }

@@ -1,5 +1,5 @@
 """Kernels of the sparse embedding ops: pooled lookups over several slots, their row
-gradients, and row-scatter updates. Each runs compiled C (sparse_kernels.c, built on first use
+gradients, and row-scatter updates; and the one-pass Adam step (dense or on rows). Each runs compiled C (sparse_kernels.c, built on first use
 by core.native) for float32 tables and int64 ids, and numpy otherwise (no compiler, float64);
 both give the same results and the same errors, raised before anything is written.
 
@@ -19,6 +19,9 @@ from ..core import native
 from ..errors import ExecutionError
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sparse_kernels.c")
+# -O3 and no errno from sqrtf let the compiler vectorize the Adam loop; no -ffast-math and no
+# FMA contraction, so each operation rounds as numpy's does and the two agree bit for bit
+_CFLAGS = ("-O3", "-fno-math-errno", "-ffp-contract=off", "-shared", "-fPIC")
 _lib = None      # the CDLL, False when it cannot be built (numpy is used)
 _enabled = os.environ.get("FLUIDITY_NATIVE", "1") != "0"
 
@@ -27,13 +30,18 @@ def _native():
     global _lib
     if _lib is None:
         try:
-            lib = native.load(_SRC)
+            lib = native.load(_SRC, cflags=_CFLAGS, libs=("-lm",))
             p, i64 = ctypes.c_void_p, ctypes.c_int64
             lib.emb_pool_f32.argtypes = [p, i64, i64, p, p, p, i64, i64, i64, i64, p, p]
             lib.emb_pool_grad_f32.argtypes = [p, i64, p, p, p, i64, i64, i64, i64, p, p]
             lib.rows_axpy_f32.argtypes = [p, i64, i64, p, i64, p, ctypes.c_float, p]
-            for f in (lib.emb_pool_f32, lib.emb_pool_grad_f32, lib.rows_axpy_f32):
+            f32, f64 = ctypes.c_float, ctypes.c_double
+            lib.adam_f32.argtypes = [p, p, p, p, p, i64, i64, i64, f64, f32, f32, f32, f32, f64,
+                                     p]
+            for f in (lib.emb_pool_f32, lib.emb_pool_grad_f32, lib.rows_axpy_f32, lib.adam_f32):
                 f.restype = ctypes.c_int
+            lib.merge_rows_f32.argtypes = [p, p, i64, i64, p, p]
+            lib.merge_rows_f32.restype = i64
             _lib = lib
         except native.NativeBuildError as e:
             warnings.warn(f"{e}; sparse embedding kernels use numpy (slower)", stacklevel=3)
@@ -201,3 +209,44 @@ def rows_axpy(p, rows, value, alpha, op):
     if bad.size:
         raise ExecutionError(f"{op}: Grad has row {int(bad[0])} but Param has {H} rows")
     np.add.at(p.reshape(H, D), rows, (alpha * value).reshape(len(rows), D).astype(p.dtype))
+
+
+def adam(p, m1, m2, g, rows, lr_t, beta1, beta2, eps_t, op):
+    """Paddle's Adam step in place on float32 C-contiguous p, m1, m2: every element from g of
+    p's shape (rows None), or the unique `rows` from g's rows (lazy mode). Returns False when
+    the arrays do not suit the C kernel (the caller uses numpy then)."""
+    lib = _native()
+    if not (lib and _c_ok(p, m1, m2, g)):
+        return False
+    H = p.shape[0] if p.ndim else 1
+    D = int(np.prod(p.shape[1:], dtype=np.int64)) if p.ndim else 1
+    err = np.zeros(2, np.int64)
+    if rows is None:
+        n, ptr = H, None
+    else:
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        n, ptr = rows.size, rows.ctypes.data
+    if lib.adam_f32(p.ctypes.data, m1.ctypes.data, m2.ctypes.data, g.ctypes.data, ptr, n, D,
+                    H, lr_t, beta1, 1.0 - beta1, beta2, 1.0 - beta2, eps_t, err.ctypes.data):
+        raise ExecutionError(f"{op}: Grad has row {int(err[0])} but Param has {H} rows")
+    return True
+
+
+def merge_rows(rows, value):
+    """(unique rows, their values summed) of a row-wise gradient, the rows in first-seen
+    order (SelectedRows.merged() sorts them; an update of unique rows does not care), or
+    None when the C kernel does not apply. Duplicates are summed in their order (merged()'s
+    np.add.reduceat may associate a long run differently: equal up to rounding)."""
+    lib = _native()
+    if not lib or value.dtype != np.float32 or len(rows) != value.shape[0]:
+        return None
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    value = np.ascontiguousarray(value)
+    D = int(np.prod(value.shape[1:], dtype=np.int64))
+    out_rows = np.empty(len(rows), np.int64)
+    out_v = np.empty((len(rows), D), np.float32)
+    m = lib.merge_rows_f32(rows.ctypes.data, value.ctypes.data, len(rows), D,
+                           out_rows.ctypes.data, out_v.ctypes.data)
+    if m < 0:
+        raise MemoryError("merge_rows: out of memory")
+    return out_rows[:m], out_v[:m].reshape((m,) + value.shape[1:])
