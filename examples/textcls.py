@@ -7,12 +7,15 @@ classifier of fluidity.data.generate_text's documents.
 
     main, startup, test, v = build_textcls(vocab=10000, classes=2, dim=16)
     v["loss"], v["predict"] ([batch, classes] probabilities)
+
+With fuse=True (and sum pooling) the lookup and the pool are one fused_embedding_seq_pool op.
 """
 import fluidity as fluid
+from fluidity.transpiler.fuse import fuse_embedding_seq_pool
 
 
 def build_textcls(vocab, classes=2, dim=16, pool="sum", hidden=0, lr=0.5, words="words",
-                  label="label", seed=7, optimizer="sgd"):
+                  label="label", seed=7, optimizer="sgd", fuse=True):
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = seed
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
@@ -21,6 +24,8 @@ def build_textcls(vocab, classes=2, dim=16, pool="sum", hidden=0, lr=0.5, words=
         emb = fluid.layers.embedding(w, [vocab, dim], is_sparse=True, param_attr=fluid.ParamAttr(
             name="bow_emb", initializer=fluid.initializer.Uniform(-0.05, 0.05)))
         h = fluid.layers.sequence_pool(emb, pool)
+        if fuse:  # lookup + sum pool -> fused_embedding_seq_pool (Paddle's op; C kernel)
+            fuse_embedding_seq_pool(main)
         if hidden:
             h = fluid.layers.fc(h, hidden, act="relu")
         predict = fluid.layers.fc(h, classes, act="softmax")

@@ -190,28 +190,34 @@ def test_without_a_compiler_the_numpy_kernels_serve(tmp_path, monkeypatch):
         K._lib = None
 
 
-def _run_adam(p, grad, lazy, steps=3):
-    """Steps of one adam op (Grad a dense array or a SelectedRows, set in the scope);
-    returns Param, Moment1, Moment2 and Beta1Pow after them."""
+_UPDATES = {  # op type: (its state slots, attrs)
+    "adam": (("Moment1", "Moment2", "Beta1Pow", "Beta2Pow"),
+             {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8}),
+    "adagrad": (("Moment",), {"epsilon": 1e-6}),
+}
+
+
+def _run_update(op_type, p, grad, attrs=None, steps=3):
+    """Steps of one update op (Grad a dense array or a SelectedRows, set in the scope: it
+    cannot be fed); returns Param and the states after them."""
     import fluidity as fluid
+    states, base_attrs = _UPDATES[op_type]
     main = fluid.Program()
     block = main.global_block()
-    for n, shape in (("p", p.shape), ("m1", p.shape), ("m2", p.shape), ("lr", [1]),
-                     ("b1p", [1]), ("b2p", [1])):
-        block.create_var(name=n, shape=list(shape), dtype="float32", persistable=True)
+    values = {"Param": p, "LearningRate": np.array([0.01], np.float32)}
+    for s in states:
+        values[s] = np.array([0.9 if s == "Beta1Pow" else 0.999], np.float32) \
+            if s.endswith("Pow") else np.zeros_like(p)
+    for n, v in values.items():
+        block.create_var(name=n, shape=list(v.shape), dtype="float32", persistable=True)
     block.create_var(name="g", shape=list(p.shape), dtype="float32", persistable=True,
                      type=fluid.core.VarType.SELECTED_ROWS if isinstance(grad, SelectedRows)
                      else fluid.core.VarType.LOD_TENSOR)
-    block.append_op("adam", {"Param": ["p"], "Grad": ["g"], "LearningRate": ["lr"],
-                             "Moment1": ["m1"], "Moment2": ["m2"], "Beta1Pow": ["b1p"],
-                             "Beta2Pow": ["b2p"]},
-                    {"ParamOut": ["p"], "Moment1Out": ["m1"], "Moment2Out": ["m2"],
-                     "Beta1PowOut": ["b1p"], "Beta2PowOut": ["b2p"]},
-                    {"lazy_mode": lazy, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8})
+    block.append_op(op_type, {**{n: [n] for n in values}, "Grad": ["g"]},
+                    {"ParamOut": ["Param"], **{s + "Out": [s] for s in states}},
+                    {**base_attrs, **(attrs or {})})
     scope = fluid.Scope()
-    for n, v in (("p", p), ("m1", np.zeros_like(p)), ("m2", np.zeros_like(p)),
-                 ("lr", np.array([0.01], np.float32)), ("b1p", np.array([0.9], np.float32)),
-                 ("b2p", np.array([0.999], np.float32))):
+    for n, v in values.items():
         scope.var(n).get_tensor().set(v)
     if isinstance(grad, SelectedRows):
         scope.var("g").value = grad
@@ -220,25 +226,27 @@ def _run_adam(p, grad, lazy, steps=3):
     exe = fluid.Executor()
     for _ in range(steps):
         exe.run(main, scope=scope)
-    return [np.asarray(scope.find_var(n).get_tensor()).copy() for n in ("p", "m1", "m2", "b1p")]
+    return [np.asarray(scope.find_var(n).get_tensor()).copy() for n in ("Param",) + states]
 
 
-@pytest.mark.parametrize("kind", ["dense", "lazy rows", "all rows"])
-def test_adam_in_c_equals_numpy_bit_for_bit(kind, monkeypatch):
+@pytest.mark.parametrize("op_type,kind", [("adam", "dense"), ("adam", "lazy rows"),
+                                          ("adam", "all rows"), ("adagrad", "dense"),
+                                          ("adagrad", "lazy rows")])
+def test_update_in_c_equals_numpy_bit_for_bit(op_type, kind, monkeypatch):
     took = []
-    real = K.adam
-    monkeypatch.setattr(K, "adam", lambda *a: took.append(real(*a)) or took[-1])
+    real = getattr(K, op_type)
+    monkeypatch.setattr(K, op_type, lambda *a: took.append(real(*a)) or took[-1])
     p = rng.normal(size=(9, 4)).astype(np.float32)
+    attrs = {"lazy_mode": kind == "lazy rows"} if op_type == "adam" else {}
     if kind == "dense":
-        grad, lazy = rng.normal(size=(9, 4)).astype(np.float32), False
+        grad = rng.normal(size=(9, 4)).astype(np.float32)
     else:  # duplicate rows are summed first, as Paddle's MergeAdd
         grad = SelectedRows(np.array([7, 2, 7, 0]), 9, rng.normal(size=(4, 4)).astype(np.float32))
-        lazy = kind == "lazy rows"
     old = K.set_native(True)
     try:
-        c = _run_adam(p, grad, lazy)
+        c = _run_update(op_type, p, grad, attrs)
         K.set_native(False)
-        ref = _run_adam(p, grad, lazy)
+        ref = _run_update(op_type, p, grad, attrs)
     finally:
         K.set_native(old)
     assert took[:3] == [True] * 3 and took[3:] == [False] * 3  # C, then numpy

@@ -277,50 +277,62 @@ class Adam(_Update):
 
     @classmethod
     def bind(cls, attrs):
-        generic = _Update.bind.__func__(cls, attrs)
         if cls.type != "adam":  # adamw's rule differs
-            return generic
-        names, outs, op, lazy = cls._in_names, cls._out_names, cls.type, attrs["lazy_mode"]
+            return _Update.bind.__func__(cls, attrs)
 
-        def kernel(*args):
-            # the hot case (float32, no master weights): one C pass per element
-            ins = dict(zip(names, args))
-            if ins.get("MasterParam") is None and _adam_native(ins, attrs, lazy, op):
-                cls.finish(ins, attrs)
-                return tuple(ins.get(cls.out_of.get(o)) for o in outs)
-            return generic(*args)
-        return kernel
+        def step(ins, p, states, g, rows, op):
+            e = cls.extra(ins, attrs)
+            lr = _scalar(ins["LearningRate"], op, "LearningRate")
+            lr_t = lr * math.sqrt(1.0 - e["b2p"]) / (1.0 - e["b1p"])
+            eps_t = e["eps"] * math.sqrt(1.0 - e["b2p"])
+            return sparse_kernels.adam(p, *states, g, rows, lr_t, e["beta1"], e["beta2"],
+                                       eps_t, op)
+        return _with_native_step(cls, attrs, step)
 
 
-def _adam_native(ins, attrs, lazy, op):
-    """Adam's step by sparse_kernels.adam when the inputs suit it (else False: numpy)."""
-    p_t, g_t = ins["Param"], ins["Grad"]
-    if type(p_t) is not LoDTensor or p_t._array is None or p_t._array.dtype != np.float32:
-        return False
-    p = _inplace(p_t, op, "Param")
-    m1, m2 = _inplace(ins["Moment1"], op, "Moment1"), _inplace(ins["Moment2"], op, "Moment2")
-    if m1.shape != p.shape or m2.shape != p.shape:
-        return False  # numpy's path says what is wrong
-    if type(g_t) is LoDTensor:
-        g, rows = g_t._array, None
-        if g is None or g.shape != p.shape:
+def _with_native_step(cls, attrs, step):
+    """The update op's kernel: `step(ins, p, states, g, rows, op)` (a C kernel; returns False
+    if it cannot take these arrays) when Param, its states and Grad are float32 without
+    master weights, the numpy rule otherwise. `rows`: the unique rows of a SelectedRows Grad
+    in lazy mode (g their summed values), None for a dense step (a SelectedRows Grad made
+    dense with g = 0 where absent, when the op is not lazy)."""
+    generic = _Update.bind.__func__(cls, attrs)
+    names, outs, op = cls._in_names, cls._out_names, cls.type
+    slots, lazy = cls.state_slots(attrs), cls.lazy(attrs)
+
+    def native(ins):
+        p_t, g_t = ins["Param"], ins["Grad"]
+        if ins.get("MasterParam") is not None or type(p_t) is not LoDTensor or \
+                p_t._array is None or p_t._array.dtype != np.float32 or \
+                any(ins.get(s) is None for s in slots):
             return False
-    elif type(g_t) is SelectedRows and g_t.value is not None:
-        rows, g = _sparse_rows(g_t, p, op)
-        if not rows.size:
+        p = _inplace(p_t, op, "Param")
+        states = [_inplace(ins[s], op, s) for s in slots]
+        if any(a.shape != p.shape for a in states):
+            return False  # numpy's path says what is wrong
+        if type(g_t) is LoDTensor:
+            g, rows = g_t._array, None
+            if g is None or g.shape != p.shape:
+                return False
+        elif type(g_t) is SelectedRows and g_t.value is not None:
+            rows, g = _sparse_rows(g_t, p, op)
+            if not rows.size:
+                return False
+            if not lazy:  # every row, g = 0 where absent
+                dense = np.zeros_like(p)
+                dense[rows] = g
+                g, rows = dense, None
+        else:
             return False
-        if not lazy:  # every row, g = 0 where absent
-            dense = np.zeros_like(p)
-            dense[rows] = g
-            g, rows = dense, None
-    else:
-        return False
-    e = Adam.extra(ins, attrs)
-    lr = _scalar(ins["LearningRate"], op, "LearningRate")
-    lr_t = lr * math.sqrt(1.0 - e["b2p"]) / (1.0 - e["b1p"])
-    eps_t = e["eps"] * math.sqrt(1.0 - e["b2p"])
-    return sparse_kernels.adam(p, m1, m2, np.ascontiguousarray(g), rows, lr_t, e["beta1"],
-                               e["beta2"], eps_t, op)
+        return step(ins, p, states, np.ascontiguousarray(g), rows, op)
+
+    def kernel(*args):
+        ins = dict(zip(names, args))
+        if native(ins):
+            cls.finish(ins, attrs)
+            return tuple(ins.get(cls.out_of.get(o)) for o in outs)
+        return generic(*args)
+    return kernel
 
 
 class Adamw(Adam):
@@ -361,6 +373,13 @@ class Adagrad(_Update):
             m = m + g * g
             return p - lr * g / (np.sqrt(m) + eps), m
         return f
+
+    @classmethod
+    def bind(cls, attrs):
+        eps = attrs["epsilon"]
+        return _with_native_step(cls, attrs, lambda ins, p, states, g, rows, op: (
+            sparse_kernels.adagrad(p, states[0], g, rows,
+                                   _scalar(ins["LearningRate"], op, "LearningRate"), eps, op)))
 
 
 class Rmsprop(_Update):

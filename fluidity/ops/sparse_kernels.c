@@ -182,3 +182,35 @@ int64_t merge_rows_f32(const int64_t *rows, const float *V, int64_t n, int64_t D
     free(slot);
     return m;
 }
+
+/* Adagrad's step, rounding as numpy's (float32 throughout):
+ *   m += g g;  p -= (lr g) / (sqrt(m) + eps)
+ * on every element (rows == NULL) or on the unique rows `rows` from the rows of G, their
+ * cache lines fetched in bursts ahead (with Hogwild they are often in another core's cache). */
+MULTIVERSION
+int adagrad_f32(float *P, float *M, const float *G, const int64_t *rows, int64_t n_rows,
+                int64_t D, int64_t H, float lr, float eps, int64_t *err) {
+    if (rows) {
+        int rc = check_ids(rows, n_rows, H, err);
+        if (rc) return rc;
+    }
+    for (int64_t a = 0; a < n_rows; a += PF) {
+        int64_t b = a + PF < n_rows ? a + PF : n_rows;
+        if (rows)
+            for (int64_t k = a; k < b; k++) {
+                prefetch_row(P + rows[k] * D, D, 1);
+                prefetch_row(M + rows[k] * D, D, 1);
+            }
+        for (int64_t k = a; k < b; k++) {
+            int64_t base = (rows ? rows[k] : k) * D;
+            float *p = P + base, *m = M + base;
+            const float *g = G + k * D;
+            for (int64_t d = 0; d < D; d++) {
+                float v = m[d] + g[d] * g[d];
+                m[d] = v;
+                p[d] = p[d] - (lr * g[d]) / (sqrtf(v) + eps);
+            }
+        }
+    }
+    return 0;
+}

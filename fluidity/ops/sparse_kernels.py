@@ -40,6 +40,8 @@ def _native():
                                      p]
             for f in (lib.emb_pool_f32, lib.emb_pool_grad_f32, lib.rows_axpy_f32, lib.adam_f32):
                 f.restype = ctypes.c_int
+            lib.adagrad_f32.argtypes = [p, p, p, p, i64, i64, i64, f32, f32, p]
+            lib.adagrad_f32.restype = ctypes.c_int
             lib.merge_rows_f32.argtypes = [p, p, i64, i64, p, p]
             lib.merge_rows_f32.restype = i64
             _lib = lib
@@ -211,25 +213,51 @@ def rows_axpy(p, rows, value, alpha, op):
     np.add.at(p.reshape(H, D), rows, (alpha * value).reshape(len(rows), D).astype(p.dtype))
 
 
+def _update_args(p, arrays, rows):
+    """(H, D, number of rows, rows pointer) for an update kernel, or None when the float32
+    C-contiguous arrays it needs are not there."""
+    if not _c_ok(p, *arrays):
+        return None
+    H = p.shape[0] if p.ndim else 1
+    D = int(np.prod(p.shape[1:], dtype=np.int64)) if p.ndim else 1
+    if rows is None:
+        return H, D, H, None, None
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    return H, D, rows.size, rows.ctypes.data, rows  # (rows kept alive with its pointer)
+
+
+def _check_update(rc, err, op, H):
+    if rc:
+        raise ExecutionError(f"{op}: Grad has row {int(err[0])} but Param has {H} rows")
+    return True
+
+
 def adam(p, m1, m2, g, rows, lr_t, beta1, beta2, eps_t, op):
     """Paddle's Adam step in place on float32 C-contiguous p, m1, m2: every element from g of
     p's shape (rows None), or the unique `rows` from g's rows (lazy mode). Returns False when
     the arrays do not suit the C kernel (the caller uses numpy then)."""
     lib = _native()
-    if not (lib and _c_ok(p, m1, m2, g)):
+    args = lib and _update_args(p, (m1, m2, g), rows)
+    if not args:
         return False
-    H = p.shape[0] if p.ndim else 1
-    D = int(np.prod(p.shape[1:], dtype=np.int64)) if p.ndim else 1
+    H, D, n, ptr, _keep = args
     err = np.zeros(2, np.int64)
-    if rows is None:
-        n, ptr = H, None
-    else:
-        rows = np.ascontiguousarray(rows, dtype=np.int64)
-        n, ptr = rows.size, rows.ctypes.data
-    if lib.adam_f32(p.ctypes.data, m1.ctypes.data, m2.ctypes.data, g.ctypes.data, ptr, n, D,
-                    H, lr_t, beta1, 1.0 - beta1, beta2, 1.0 - beta2, eps_t, err.ctypes.data):
-        raise ExecutionError(f"{op}: Grad has row {int(err[0])} but Param has {H} rows")
-    return True
+    return _check_update(lib.adam_f32(p.ctypes.data, m1.ctypes.data, m2.ctypes.data,
+                                      g.ctypes.data, ptr, n, D, H, lr_t, beta1, 1.0 - beta1,
+                                      beta2, 1.0 - beta2, eps_t, err.ctypes.data), err, op, H)
+
+
+def adagrad(p, m, g, rows, lr, eps, op):
+    """Adagrad's step in place (as adam: every element, or the unique `rows`); False when the
+    arrays do not suit the C kernel."""
+    lib = _native()
+    args = lib and _update_args(p, (m, g), rows)
+    if not args:
+        return False
+    H, D, n, ptr, _keep = args
+    err = np.zeros(2, np.int64)
+    return _check_update(lib.adagrad_f32(p.ctypes.data, m.ctypes.data, g.ctypes.data, ptr, n,
+                                         D, H, lr, eps, err.ctypes.data), err, op, H)
 
 
 def merge_rows(rows, value):
