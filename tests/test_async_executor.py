@@ -59,7 +59,8 @@ def heldout_logloss(exe, scope, main, logit, desc, files):
     return total / n
 
 
-def test_hogwild_converges_to_the_known_optimum(ctr):
+@pytest.mark.parametrize("read_ahead", [False, True])
+def test_hogwild_converges_to_the_known_optimum(ctr, read_ahead):
     desc = DataFeedDesc(os.path.join(ctr["dir"], "data_feed.prototxt"))
     desc.set_batch_size(32)
     main, startup, loss, logit = wide_model(ctr["model"])
@@ -70,7 +71,8 @@ def test_hogwild_converges_to_the_known_optimum(ctr):
     ae = AsyncExecutor(fluid.CPUPlace())
     for _ in range(3):
         res = ae.run(main, desc, ctr["train"], thread_num=2, fetch=[loss], scope=scope,
-                     callback=lambda n, f: seen.append((n, f[loss.name])))
+                     callback=lambda n, f: seen.append((n, f[loss.name])),
+                     read_ahead=read_ahead)
     assert res.examples == 24000 and len(res.workers) == 2
     after = heldout_logloss(exe, scope, main, logit, desc, ctr["test"])
     opt = ctr["test_info"]["optimal_logloss"]
@@ -107,7 +109,8 @@ def test_parameters_are_shared_not_copied(ctr):
     assert is_shared(w._array) and np.abs(np.asarray(w)).sum() > 0
 
 
-def test_bad_line_stops_the_run_with_file_and_line(ctr, tmp_path):
+@pytest.mark.parametrize("read_ahead", [False, True])
+def test_bad_line_stops_the_run_with_file_and_line(ctr, tmp_path, read_ahead):
     desc = DataFeedDesc(os.path.join(ctr["dir"], "data_feed.prototxt"))
     bad = tmp_path / "bad.txt"
     lines = open(ctr["train"][0]).read().splitlines()[:50]
@@ -118,11 +121,12 @@ def test_bad_line_stops_the_run_with_file_and_line(ctr, tmp_path):
     exe.run(startup, scope=scope)
     with pytest.raises(ExecutionError) as ei:
         AsyncExecutor().run(main, desc, [str(bad)] + ctr["train"], 2, fetch=[loss],
-                            scope=scope)
+                            scope=scope, read_ahead=read_ahead)
     assert "bad.txt" in str(ei.value) and "42" in str(ei.value)
     # parameters stay readable after a failed run
     assert np.isfinite(np.asarray(scope.find_var("wide_w").get_tensor())).all()
-    res = AsyncExecutor().run(main, desc, [str(bad)], 1, scope=scope, skip_bad_lines=True)
+    res = AsyncExecutor().run(main, desc, [str(bad)], 1, scope=scope, skip_bad_lines=True,
+                              read_ahead=read_ahead)
     assert res.skipped_lines == 1 and res.examples == 49
 
 
