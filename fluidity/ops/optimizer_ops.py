@@ -3,8 +3,7 @@ gradient clipping and regularization build on (squared_l2_norm, clip_by_norm,
 merge_selected_rows, get_tensor_from_selected_rows, and three `selected_rows_*` helpers that
 stand in for Paddle ops accepting SelectedRows where ours take arrays only).
 
-Every update op takes a dense LoDTensor `Grad` or a SelectedRows one (duplicate rows are
-merged first) and updates `Param` and its accumulators IN PLACE: the numpy arrays held by the
+Every update op takes a dense LoDTensor `Grad` or a SelectedRows one and updates `Param` and its accumulators IN PLACE: the numpy arrays held by the
 input LoDTensors are overwritten and the same LoDTensor objects are returned as `ParamOut`,
 `<Acc>Out`. ParamOut is meant to be the Param variable itself (as Optimizer builds it), so
 threads sharing a scope (Hogwild) all see one array.
@@ -16,6 +15,11 @@ With a SelectedRows `Grad` each op follows Paddle's CPU kernel:
 * every row: momentum, rmsprop, and adam/adamw with ``lazy_mode=False`` (Paddle's default)
   update all rows, with g = 0 for rows absent from Grad (velocity and moments still decay),
   which gives exactly the result of the same step with the equivalent dense gradient.
+
+Duplicate rows of a SelectedRows `Grad` are merged (summed) first, except by sgd, which adds
+each row in place as Paddle's kernel does (the same result up to rounding, without a merge).
+The hot loops — sgd's rows, adam's and adagrad's steps, the merge — run in C for float32
+(`sparse_kernels`, bit-identical to the numpy rules here, which serve everything else).
 """
 import math
 
