@@ -5,8 +5,9 @@ stand in for Paddle ops accepting SelectedRows where ours take arrays only).
 
 Every update op takes a dense LoDTensor `Grad` or a SelectedRows one and updates `Param` and
 its accumulators IN PLACE: the numpy arrays held by the input LoDTensors are overwritten and
-the same LoDTensor objects are returned as `ParamOut`, `<Acc>Out`. ParamOut is meant to be the Param variable itself (as Optimizer builds it), so
-threads sharing a scope (Hogwild) all see one array.
+the same LoDTensor objects are returned as `ParamOut`, `<Acc>Out`. ParamOut is meant to be
+the Param variable itself (as Optimizer builds it), so threads sharing a scope (Hogwild) all
+see one array.
 
 With a SelectedRows `Grad` each op follows Paddle's CPU kernel:
 

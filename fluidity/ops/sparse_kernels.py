@@ -1,7 +1,9 @@
 """Kernels of the sparse embedding ops: pooled lookups over several slots, their row
-gradients, and row-scatter updates; and the one-pass Adam step (dense or on rows). Each runs compiled C (sparse_kernels.c, built on first use
-by core.native) for float32 tables and int64 ids, and numpy otherwise (no compiler, float64);
-both give the same results and the same errors, raised before anything is written.
+gradients, row-scatter updates and merging duplicate rows; and the optimizer steps numpy
+does in several passes (Adam, Adagrad; dense or on rows). Each runs compiled C
+(sparse_kernels.c, built on first use by core.native) for float32 tables and int64 ids, and
+numpy otherwise (no compiler, float64); both give the same results and the same errors,
+raised before anything is written.
 
 Why C: a CTR model looks up one or a few ids per slot per example, so numpy's
 fancy-index + reduceat spends its time on per-call overhead and a [ids, dim] temporary
