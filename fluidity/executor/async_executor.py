@@ -229,6 +229,15 @@ def _prefetch(items, stop, depth=4):
         yield item
 
 
+def _build_native_once():
+    """Build (or load) the C parser and kernels in the parent before forking: otherwise, on a
+    fresh cache, every worker would run the compiler at once (dozens, on a big server)."""
+    from ..data import multislot
+    from ..ops import sparse_kernels
+    multislot._select_backend("auto")  # warns here, once, if it falls back to Python
+    sparse_kernels._native()           # likewise for numpy
+
+
 def _limit_blas_threads(n):
     """One BLAS thread per worker process, when threadpoolctl is there to say so."""
     try:
@@ -344,6 +353,7 @@ class AsyncExecutor:
             raise FluidityError(f"fetch_info has {len(labels)} labels for {len(fetch_names)} "
                                 f"fetch targets")
         bar = _Progress(show, labels, debug)
+        _build_native_once()
         t0 = time.perf_counter()
         for p in workers:
             p.start()
