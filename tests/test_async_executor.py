@@ -185,3 +185,24 @@ def test_fused_ctr_dnn_trains_with_hogwild_as_the_unfused_one(ctr):
     base = ctr["test_info"]["base_logloss"]
     assert losses[True] < base - 0.02 and losses[False] < base - 0.02, (losses, base)
     assert losses[True] == pytest.approx(losses[False], rel=0.03), losses
+
+
+def test_native_code_is_built_once_in_the_parent(ctr, tmp_path, monkeypatch):
+    """On a fresh cache the C parser and kernels are compiled before the workers fork (not
+    once per worker), so the parent holds them after the run."""
+    from fluidity.core import native
+    from fluidity.data import multislot
+    from fluidity.ops import sparse_kernels
+    monkeypatch.setenv("FLUIDITY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(multislot, "_c_parser", None)
+    monkeypatch.setattr(sparse_kernels, "_lib", None)
+    native.forget()
+    desc = DataFeedDesc(os.path.join(ctr["dir"], "data_feed.prototxt"))
+    main, startup, loss, logit = wide_model(ctr["model"])
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    AsyncExecutor().run(main, desc, ctr["train"][:2], 2, scope=scope)
+    assert multislot._c_parser is not None and sparse_kernels._lib
+    built = sorted(os.listdir(tmp_path / "cache"))
+    assert [b.split("-")[0] for b in built] == ["multislot_parser", "sparse_kernels"], built
+    native.forget()
