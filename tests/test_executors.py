@@ -78,7 +78,33 @@ def embedding_model():
     return main, startup, loss, feeds
 
 
-MODELS = {"mlp": mlp, "cnn": cnn, "embedding": embedding_model}
+def ctr_model():
+    """The demo's CTR-DNN, small, with its fusion passes: fused_embedding_seq_pool_concat over
+    LoD ids (empty sequences included), fc layers, lazy Adam on the sparse table."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples"))
+    from ctr_dnn import build_ctr_dnn
+    slots = ["c1", "c2", "c3"]
+    main, startup, _, v = build_ctr_dnn(slots, dense_dim=4, vocab=40, emb_dim=3, hidden=(8, 8),
+                                        lr=0.05, with_auc=False, seed=9)
+
+    def feeds(step, batch=6):
+        r = np.random.default_rng(300 + step)
+        f = {"dense_input": r.normal(size=(batch, 4)).astype("float32"),
+             "click": r.integers(0, 2, size=(batch, 1)).astype("int64")}
+        for s in slots:
+            lens = r.integers(0, 3, size=batch)
+            t = fluid.LoDTensor()
+            t.set(r.integers(0, 40, size=(int(lens.sum()), 1)).astype("int64"),
+                  fluid.CPUPlace())
+            t.set_recursive_sequence_lengths([lens.tolist()])
+            f[s] = t
+        return f
+    return main, startup, v["loss"], feeds
+
+
+MODELS = {"mlp": mlp, "cnn": cnn, "embedding": embedding_model, "ctr": ctr_model}
 
 
 def train(model, strategy=None, steps=3, transform=None, batches=None):
