@@ -151,13 +151,14 @@ def test_every_executor_matches_the_interpreter_bit_for_bit(model, kind):
     assert_same(train(MODELS[model], ExecutionStrategy(kind)), reference(model))
 
 
+@pytest.mark.parametrize("model", ["mlp", "ctr"])
 @pytest.mark.parametrize("kind", ["interpreter"] + KINDS)
-def test_executors_run_memory_optimized_and_released_programs_identically(kind):
+def test_executors_run_memory_optimized_and_released_programs_identically(kind, model):
     def both(main, loss):
         memory_optimize(main)
         release_memory(main)
-    got = train(mlp, ExecutionStrategy(kind), transform=both)
-    assert_same(got, reference("mlp"))
+    got = train(MODELS[model], ExecutionStrategy(kind), transform=both)
+    assert_same(got, reference(model))
 
 
 def test_parallel_with_more_threads_and_capped_blas_matches():
