@@ -136,10 +136,17 @@ def _c_ok(*arrays):
     return all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
 
 
+def _rows_width(a):
+    """(rows, width) of `a` seen as a table of rows: its first dim by the rest."""
+    if not a.ndim:
+        return 1, 1
+    return a.shape[0], int(np.prod(a.shape[1:], dtype=np.int64))
+
+
 def pool(w, slots, pad, op):
     """[B, S * D]: per slot, the sum of w's rows over each sequence's ids (pad ids skip)."""
     pad = -1 if pad is None else int(pad)
-    H, D = w.shape[0], int(np.prod(w.shape[1:], dtype=np.int64))
+    H, D = _rows_width(w)
     lib = _native()
     if lib and _c_ok(w):
         out = np.empty((slots.B, slots.S * D), np.float32)
@@ -198,16 +205,14 @@ def pool_grad(dout, slots, pad, D, dtype, op):
 def rows_axpy(p, rows, value, alpha, op):
     """p[rows[k]] += alpha * value[k], duplicates accumulating; nothing is written when a row
     is out of range."""
-    H = p.shape[0]
-    D = int(np.prod(p.shape[1:], dtype=np.int64))
+    H, D = _rows_width(p)
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     lib = _native()
     if lib and _c_ok(p) and value.dtype == np.float32:
         value = np.ascontiguousarray(value)
         err = np.zeros(2, np.int64)
-        if lib.rows_axpy_f32(p.ctypes.data, H, D, rows.ctypes.data, rows.size,
-                             value.ctypes.data, alpha, err.ctypes.data):
-            raise ExecutionError(f"{op}: Grad has row {int(err[0])} but Param has {H} rows")
+        _check_update(lib.rows_axpy_f32(p.ctypes.data, H, D, rows.ctypes.data, rows.size,
+                                        value.ctypes.data, alpha, err.ctypes.data), err, op, H)
         return
     bad = rows[(rows < 0) | (rows >= H)]
     if bad.size:
@@ -216,12 +221,11 @@ def rows_axpy(p, rows, value, alpha, op):
 
 
 def _update_args(p, arrays, rows):
-    """(H, D, number of rows, rows pointer) for an update kernel, or None when the float32
-    C-contiguous arrays it needs are not there."""
+    """(H, D, number of rows to update, rows pointer, the rows array behind the pointer) for
+    an update kernel, or None when the float32 C-contiguous arrays it needs are not there."""
     if not _c_ok(p, *arrays):
         return None
-    H = p.shape[0] if p.ndim else 1
-    D = int(np.prod(p.shape[1:], dtype=np.int64)) if p.ndim else 1
+    H, D = _rows_width(p)
     if rows is None:
         return H, D, H, None, None
     rows = np.ascontiguousarray(rows, dtype=np.int64)
@@ -272,7 +276,7 @@ def merge_rows(rows, value):
         return None
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     value = np.ascontiguousarray(value)
-    D = int(np.prod(value.shape[1:], dtype=np.int64))
+    D = _rows_width(value)[1]
     out_rows = np.empty(len(rows), np.int64)
     out_v = np.empty((len(rows), D), np.float32)
     m = lib.merge_rows_f32(rows.ctypes.data, value.ctypes.data, len(rows), D,

@@ -82,8 +82,8 @@ def fuse_embedding_seq_pool_concat(program, skip_vars=()):
     producer = {op.output("Out")[0]: op for op in block.ops
                 if op.type == "fused_embedding_seq_pool"}
     fused = 0
+    readers = _readers(block)  # a rewrite only touches its own run's names: no refresh needed
     for concat in [op for op in block.ops if _concat_axis_1(op, block)]:
-        readers = _readers(block)
         xs = concat.input("X")
 
         def key(name):
@@ -159,8 +159,8 @@ def fuse_fc(program, skip_vars=()):
     block = program.global_block()
     skip = set(skip_vars)
     fused = 0
+    readers = _readers(block)  # a rewrite only touches its own layer's names: no refresh needed
     for mul in [op for op in block.ops if op.type == "mul"]:
-        readers = _readers(block)
         if mul.attr("op_role") != OpRole.Forward or mul.attr("y_num_col_dims") != 1:
             continue
         w = block._find_var_recursive(mul.input("Y")[0])
