@@ -61,7 +61,7 @@ def _cmd_ops(args):
         n += 1
         ins = ", ".join(map(repr, opdef.inputs))
         outs = ", ".join(map(repr, opdef.outputs))
-        attrs = ", ".join(f"{k}={v[1]!r}" for k, v in opdef._attr_specs.items()
+        attrs = ", ".join(f"{k}={v!r}" for k, v in opdef.defaults().items()
                           if k not in COMMON_ATTRS)
         grad = " [grad]" if opdef.grad is not None else ""
         print(f"{name}({ins}) -> ({outs}){grad}")

@@ -335,9 +335,9 @@ class Operator:
         for a in self.desc.attrs:
             if a.name == name:
                 return registry.read_attr(a)
-        opdef = registry._REGISTRY.get(self.type)
-        if opdef is not None and name in opdef._attr_specs:
-            return opdef._attr_specs[name][1]
+        opdef = registry.find(self.type)
+        if opdef is not None and opdef.declares(name):
+            return opdef.defaults()[name]
         raise ProgramError(f"op '{self.type}' has no attribute '{name}'")
 
     @property
@@ -378,9 +378,10 @@ def _set_slot(repeated, slot, names):
 
 
 def _write_attr(op_desc, op_type, name, value):
-    opdef = registry._REGISTRY.get(op_type)
-    spec = opdef._attr_specs.get(name) if opdef is not None else None
-    type_ = spec[0] if spec is not None else registry.attr_type_of(value)
+    opdef = registry.find(op_type)
+    type_ = opdef.attr_type(name) if opdef is not None else None
+    if type_ is None:
+        type_ = registry.attr_type_of(value)
     for a in op_desc.attrs:
         if a.name == name:
             registry.write_attr(a, name, value, type_)
@@ -413,7 +414,7 @@ class InferShapeContext:
     def __init__(self, op):
         self.op = op
         self.block = op.block
-        self.opdef = registry._REGISTRY[op.type]
+        self.opdef = registry.get(op.type)
 
     def attr(self, name):
         return self.op.attr(name)
@@ -689,7 +690,7 @@ class Block:
         _fill_slots(od.inputs, opdef.inputs, inputs, type, "input")
         _fill_slots(od.outputs, opdef.outputs, outputs, type, "output")
         attrs = dict(attrs or {})
-        for name, (t, default) in opdef._attr_specs.items():
+        for name, default in opdef.defaults().items():
             if name not in attrs and name not in registry.COMMON_ATTRS and default is not None:
                 attrs[name] = default
         attrs.setdefault("op_role", _op_role_stack[-1])
@@ -862,7 +863,7 @@ class Program:
         used = {od.type for bd in self.desc.blocks for od in bd.ops}
         have = {p.op_name for p in self.desc.op_version_map.pair}
         for t in sorted(used - have):
-            opdef = registry._REGISTRY.get(t)
+            opdef = registry.find(t)
             if opdef is not None and opdef.version:
                 pair = self.desc.op_version_map.pair.add()
                 pair.op_name = t

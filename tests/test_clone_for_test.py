@@ -54,7 +54,7 @@ def test_clone_for_test_drops_training_ops_and_sets_is_test():
                      "elementwise_add", "mean"]
     assert ops[-1].attr("op_role") == OpRole.Forward | OpRole.Loss   # the loss op stays
     for op in ops:   # every op that declares is_test has it set, not just a known list
-        if "is_test" in registry.get(op.type)._attr_specs:
+        if registry.get(op.type).declares("is_test"):
             assert op.attr("is_test") is True, op.type
     assert {"dropout", "batch_norm", "pool2d"} <= {op.type for op in ops if op.has_attr("is_test")}
     # persistables (params, moving stats, lr) and the data var stay

@@ -65,7 +65,7 @@ def is_barrier(op):
     """Whether `op` must run alone: control flow, or a ctx op other than feed/fetch/delete."""
     if sub_block_ids(op):
         return True
-    opdef = registry._REGISTRY.get(op.type)
+    opdef = registry.find(op.type)
     return (opdef is None or opdef.kind == "ctx") and op.type not in _PLAIN_CTX
 
 
@@ -156,7 +156,8 @@ def temporaries(program, block, ops, skip=()):
                 if n in temps:
                     temps[n].deleted = True
             continue
-        ctx = registry._REGISTRY.get(op.type) is None or registry.get(op.type).kind == "ctx"
+        opdef = registry.find(op.type)
+        ctx = opdef is None or opdef.kind == "ctx"
         for n in reads:
             t = temps.get(n)
             if t is None:

@@ -11,7 +11,7 @@ X's bytes when it is X's last reader. The plan is made for the batch size of the
 `plan.memory.report()` or `strategy.memory_report()` (planned arena bytes against the naive
 sum of all temporaries).
 
-Running an op: kernels with a `bind_out` form write straight into their output's planned
+Running an op: kernels `prepare` returns as `registry.Allocating` write straight into their output's planned
 bytes (`alloc(shape, dtype)`); other kernels' results are copied in. After each op, values of
 temporaries past their last use are dropped, and an output that is not planned but views
 planned bytes (a sparse gradient slicing its input, say) gets its own copy, so no live value
@@ -123,7 +123,7 @@ class LinearPlan(Plan):
         """[(op index, out, x)]: an output that may reuse a dying input's bytes."""
         pairs = []
         for i, op in enumerate(self.ops):
-            opdef = registry._REGISTRY.get(op.type)
+            opdef = registry.find(op.type)
             for out_slot, in_slot in (opdef.inplace.items() if opdef else ()):
                 outs, ins = op.output(out_slot), op.input(in_slot)
                 if not outs or not ins:
@@ -136,20 +136,19 @@ class LinearPlan(Plan):
         return pairs
 
     def _out_step(self, op):
-        """A step running the op's `bind_out` kernel into its planned bytes, or None."""
-        opdef = registry._REGISTRY.get(op.type)
-        if opdef is None or opdef.bind_out is None or opdef.kind != "array" \
+        """A step running the op's Allocating kernel into its planned bytes, or None."""
+        opdef = registry.find(op.type)
+        if opdef is None or opdef.kind != "array" \
                 or len(opdef.outputs) != 1 or any(s.duplicable for s in opdef.inputs):
             return None
         outs = op.output(opdef.outputs[0].name)
         if len(outs) != 1 or outs[0] not in self.planned:
             return None
-        attrs = {k: d for k, (_t, d) in opdef._attr_specs.items()}
-        attrs.update(op.all_attrs())
-        kout = opdef.bind_out(attrs)
-        if kout is None:
+        prep = OpPrep(self, op, opdef, registry.attrs_of(opdef, op.all_attrs()))
+        fn = opdef.kernel_for(prep.attrs, prep.present_outputs())
+        if not isinstance(fn, registry.Allocating):
             return None
-        prep = OpPrep(self, op, opdef, attrs)
+        kout = fn.into
         ins = [prep.in_one(s.name) for s in opdef.inputs]
         o = prep.out_one(opdef.outputs[0].name)
         lod_i = prep.in_one(opdef.share_lod) if opdef.slot(opdef.share_lod or "") else None

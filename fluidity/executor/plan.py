@@ -55,6 +55,11 @@ class OpPrep:
         ids = self.out_idx(slot)
         return ids[0] if ids else None
 
+    def present_outputs(self):
+        """The output slots the op writes: a kernel may skip computing the others (e.g.
+        X@GRAD of a data input)."""
+        return frozenset(s.name for s in self.opdef.outputs if self.out_idx(s.name))
+
 
 def _reader(prep, slot):
     """How a step fetches input `slot`: ('one', i) | ('many', [i..]) | None (absent)."""
@@ -146,19 +151,6 @@ def _compile_step(readers, writers, lod_i, as_values):
     return ns["make"]
 
 
-_TAKES_OUTPUTS = {}
-
-
-def _takes_outputs(opdef):
-    """Whether `opdef.bind` takes a second argument: the set of output slots the op really
-    has, so a kernel can skip computing what nobody reads (e.g. X@GRAD of a data input)."""
-    r = _TAKES_OUTPUTS.get(opdef)
-    if r is None:
-        import inspect
-        r = _TAKES_OUTPUTS[opdef] = len(inspect.signature(opdef.bind).parameters) >= 2
-    return r
-
-
 class Plan:
     """One block of one program, prepared. Immutable after construction; shareable by
     threads (each run binds its own frame)."""
@@ -206,18 +198,12 @@ class Plan:
 
     def _prepare_op(self, op):
         opdef = registry.get(op.type)
-        attrs = {}
-        for name, (_t, default) in opdef._attr_specs.items():
-            attrs[name] = default
-        attrs.update(op.all_attrs())
-        prep = OpPrep(self, op, opdef, attrs)
+        prep = OpPrep(self, op, opdef, registry.attrs_of(opdef, op.all_attrs()))
         if opdef.kind == "ctx":
             return opdef.make_step(prep)
-        if _takes_outputs(opdef):
-            present = frozenset(s.name for s in opdef.outputs if prep.out_idx(s.name))
-            fn = opdef.bind(attrs, present)
-        else:
-            fn = opdef.bind(attrs)
+        fn = opdef.kernel_for(prep.attrs, prep.present_outputs())
+        if isinstance(fn, registry.Allocating):   # the interpreter lets kernels allocate
+            fn = fn.kernel
         return make_array_step(prep, fn, as_values=opdef.kind == "value")
 
     # -- running ------------------------------------------------------------------------

@@ -3,5 +3,4 @@ from . import registry
 from . import (activation, control_flow, creation, feed_fetch, io_ops,  # noqa: F401
                logic, lookup, loss, math, memory_ops, metric, nn, optimizer_ops, reduce, rnn,
                sequence, tensor)
-from . import compat  # noqa: F401,E402  (last: it sets Paddle op versions on the ops above)
-from .registry import OpDef, all_ops, get, has
+from .registry import OpDef, all_ops, find, get, has

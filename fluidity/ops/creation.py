@@ -2,7 +2,7 @@
 import numpy as np
 
 from ..core import dtypes
-from .registry import In, OpDef, Out, bools, floats, ints, longs
+from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, longs
 
 
 def _shape_from(shape, shape_tensor, shape_list):
@@ -27,8 +27,11 @@ class _Creator(OpDef):
 class FillConstant(_Creator):
     type = "fill_constant"
     inputs = (In("ValueTensor", dispensable=True, no_grad=True),) + _Creator.inputs
+    # place_type: where Paddle puts the tensor (-1 default, CPU, CUDA-pinned, XPU); it never
+    # changes the values, so the kernel ignores it
     attrs = {"shape": ints(), "dtype": dtypes.VarType.FP32,
-             "value": 0.0, "str_value": "", "force_cpu": False}
+             "value": 0.0, "str_value": "", "force_cpu": False, "place_type": -1}
+    version = 2  # Paddle's checkpoints: input ValueTensor (1); attribute place_type (2)
     doc = "Out = a tensor of `shape` filled with `value`."
 
     @staticmethod
@@ -43,7 +46,7 @@ class FillConstant(_Creator):
 
 class _Random(_Creator):
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         seed = attrs.get("seed", 0)
         rng = np.random.default_rng(seed if seed else None)
         fn = cls.sample
@@ -101,21 +104,35 @@ class Assign(OpDef):
         return x
 
 
+# assign_value takes the value list of its dtype (Paddle's kernel): fp64_values for FP64
+# (Paddle >= 2.6 writes float64 constants there; older programs in fp32_values).
+_ASSIGN_LISTS = {dtypes.VarType.BOOL: "bool_values", dtypes.VarType.INT32: "int32_values",
+                 dtypes.VarType.INT64: "int64_values", dtypes.VarType.FP32: "fp32_values",
+                 dtypes.VarType.FP64: "fp64_values"}
+
+
 class AssignValue(OpDef):
     type = "assign_value"
     outputs = (Out("Out"),)
     attrs = {"shape": ints(), "dtype": dtypes.VarType.FP32, "fp32_values": floats(),
-             "int32_values": ints(), "int64_values": longs(), "bool_values": bools()}
+             "int32_values": ints(), "int64_values": longs(), "bool_values": bools(),
+             "fp64_values": Typed(AttrType.FLOAT64S, [])}
     share_lod = None
-    doc = "Out = constant values stored in the op's attributes."
+    doc = "Out = constant values stored in the op's attributes (the list of its dtype)."
 
     @staticmethod
     def infer_shape(ctx):
         ctx.set_output("Out", ctx.attr("shape"), ctx.attr("dtype"))
 
     @staticmethod
-    def kernel(*, shape, dtype, fp32_values, int32_values, int64_values, bool_values):
-        vals = fp32_values or int32_values or int64_values or bool_values
+    def kernel(*, shape, dtype, fp32_values, int32_values, int64_values, bool_values,
+               fp64_values):
+        lists = {"fp32_values": fp32_values, "int32_values": int32_values,
+                 "int64_values": int64_values, "bool_values": bool_values,
+                 "fp64_values": fp64_values}
+        vals = lists.get(_ASSIGN_LISTS.get(dtype, ""))
+        if not vals:
+            vals = fp32_values or int32_values or int64_values or bool_values or fp64_values
         return np.asarray(vals, dtype=dtypes.to_numpy(dtype)).reshape(shape)
 
 
@@ -162,41 +179,6 @@ class FillAnyLike(OpDef):
     @staticmethod
     def kernel(x, *, value, dtype):
         return np.full(x.shape, value, dtype=x.dtype if dtype == -1 else dtypes.to_numpy(dtype))
-
-
-# --- Paddle 2.x: fill_constant's `place_type` (its op version 2) --------------------------
-# Where Paddle puts the tensor (-1 default, CPU, CUDA-pinned, XPU); it never changes the
-# values, and Fluidity runs on the CPU, so the kernel ignores it.
-from .registry import AttrType  # noqa: E402
-
-FillConstant.attrs = {**FillConstant.attrs, "place_type": -1}
-FillConstant._attr_specs["place_type"] = (AttrType.INT, -1)
-
-
-# --- Paddle 2.x: assign_value's `fp64_values`; linspace -----------------------------------
-# assign_value takes the value list of its dtype (Paddle's kernel): fp64_values for FP64
-# (Paddle >= 2.6 writes float64 constants there; older programs in fp32_values).
-from .registry import Typed  # noqa: E402
-
-AssignValue.attrs = {**AssignValue.attrs, "fp64_values": Typed(AttrType.FLOAT64S, [])}
-AssignValue._attr_specs["fp64_values"] = (AttrType.FLOAT64S, [])
-_ASSIGN_LISTS = {dtypes.VarType.BOOL: "bool_values", dtypes.VarType.INT32: "int32_values",
-                 dtypes.VarType.INT64: "int64_values", dtypes.VarType.FP32: "fp32_values",
-                 dtypes.VarType.FP64: "fp64_values"}
-
-
-def _assign_value_kernel(*, shape, dtype, fp32_values, int32_values, int64_values,
-                         bool_values, fp64_values):
-    lists = {"fp32_values": fp32_values, "int32_values": int32_values,
-             "int64_values": int64_values, "bool_values": bool_values,
-             "fp64_values": fp64_values}
-    vals = lists.get(_ASSIGN_LISTS.get(dtype, ""))
-    if not vals:
-        vals = fp32_values or int32_values or int64_values or bool_values or fp64_values
-    return np.asarray(vals, dtype=dtypes.to_numpy(dtype)).reshape(shape)
-
-
-AssignValue.kernel = staticmethod(_assign_value_kernel)
 
 
 class Linspace(OpDef):

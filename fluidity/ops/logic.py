@@ -34,11 +34,11 @@ class _Binary(OpDef):
 
     @staticmethod
     def infer_shape(ctx):
-        axis = ctx.attr("axis") if "axis" in ctx.opdef._attr_specs else -1
+        axis = ctx.attr("axis") if ctx.opdef.declares("axis") else -1
         ctx.set_output("Out", _broadcast_out(ctx, axis), BOOL, ctx.input_lod_level("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         f, axis = cls.func, attrs.get("axis", -1)
 
         def kernel(x, y):
@@ -68,6 +68,7 @@ def _class_name(op_type):
 for _name, _f in COMPARISONS.items():
     type(_class_name(_name), (_Binary,),
          {"type": _name, "func": staticmethod(_f), "attrs": {"axis": -1, "force_cpu": False},
+          "version": 1,  # Paddle's checkpoint: attribute force_cpu
           "__module__": __name__, "doc": f"Out = {_f.__name__}(X, Y) (bool), broadcast."})
 for _name, _f in LOGICAL.items():
     type(_class_name(_name), (_Binary,),
@@ -85,7 +86,9 @@ class LogicalNot(OpDef):
     def infer_shape(ctx):
         ctx.share("X", "Out", dtype=BOOL)
 
-    kernel = staticmethod(np.logical_not)
+    @staticmethod
+    def kernel(x):
+        return np.logical_not(x)
 
 
 class Increment(OpDef):
@@ -103,7 +106,7 @@ class Increment(OpDef):
         ctx.share("X", "Out")
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         step = attrs["step"]
 
         def kernel(x):
@@ -180,6 +183,7 @@ def _bounds(attrs, min_t, max_t):
 
 class Clip(OpDef):
     type = "clip"
+    version = 1  # Paddle's checkpoint: inputs Min and Max (dispensable, overriding the attributes)
     inputs = (In("X"), In("Min", dispensable=True, no_grad=True),
               In("Max", dispensable=True, no_grad=True))
     outputs = (Out("Out"),)
@@ -193,7 +197,7 @@ class Clip(OpDef):
         ctx.share("X", "Out")
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, min_t, max_t):
             lo, hi = _bounds(attrs, min_t, max_t)
             return np.clip(x, lo, hi).astype(x.dtype, copy=False)
@@ -209,7 +213,7 @@ class ClipGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, min_t, max_t, dout):
             lo, hi = _bounds(attrs, min_t, max_t)
             return np.where((x > lo) & (x < hi), dout, np.zeros((), dout.dtype))
@@ -254,7 +258,7 @@ class _ArgMinMax(OpDef):
         ctx.set_output("Out", out, dtypes.VarType.INT64 if dt == -1 else dt)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         f, axis, keep, flat = cls.func, attrs["axis"], attrs["keepdims"], attrs["flatten"]
         dt = np.int64 if attrs["dtype"] == -1 else dtypes.to_numpy(attrs["dtype"])
 

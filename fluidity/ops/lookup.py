@@ -21,6 +21,7 @@ def _lookup(w, ids, padding_idx, name):
 
 class LookupTable(OpDef):
     type = "lookup_table"
+    version = 1  # Paddle's checkpoint: attribute entry_config
     inputs = (In("W"), In("Ids", no_grad=True))
     outputs = (Out("Out"),)
     attrs = {"is_sparse": False, "is_distributed": False, "padding_idx": long(-1),
@@ -42,7 +43,7 @@ class LookupTable(OpDef):
                        ctx.input_lod_level("Ids"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         pad, lead = attrs["padding_idx"], cls.ids_shape
 
         def kernel(w, ids):
@@ -54,6 +55,7 @@ class LookupTable(OpDef):
 
 class LookupTableV2(LookupTable):
     type = "lookup_table_v2"
+    version = 1  # Paddle's checkpoint: int32 as well as int64 ids
     doc = "Out = W[Ids]; Ids of any shape, Out has Ids' shape + [width]."
 
     @staticmethod
@@ -77,7 +79,7 @@ class LookupTableGrad(OpDef):
         ctx.set_output("W@GRAD", ctx.input_shape("W"), ctx.input_dtype("W"), type=t)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         sparse, pad = attrs["is_sparse"], attrs["padding_idx"]
         from ..core.tensor import SelectedRows
 
@@ -169,7 +171,7 @@ class FusedEmbeddingSeqPool(OpDef):
         ctx.set_output("Out", [-1] + ws[1:], ctx.input_dtype("W"), 0)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         return _pooled_lookup_kernel(cls.type, attrs, multi=False)
 
 
@@ -182,7 +184,7 @@ class _PooledLookupGrad(OpDef):
     multi = False
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         return _pooled_lookup_grad_kernel(cls.type, attrs, multi=cls.multi)
 
 
@@ -219,7 +221,7 @@ class FusedEmbeddingSeqPoolConcat(OpDef):
         ctx.set_output("Out", [-1, width], ctx.input_dtype("W"), 0)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         return _pooled_lookup_kernel(cls.type, attrs, multi=True)
 
 

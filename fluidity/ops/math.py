@@ -15,10 +15,9 @@ class Scale(OpDef):
     attrs = {"scale": 1.0, "bias": 0.0, "bias_after_scale": True}
     doc = "Out = scale * X + bias (bias_after_scale) or scale * (X + bias)."
     inplace = {"Out": "X"}
-    bind_out = classmethod(lambda cls, a: affine_out(a["scale"], a["bias"], a["bias_after_scale"], cls.bind(a)))  # noqa: E501
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         s, b, after = attrs["scale"], attrs["bias"], attrs["bias_after_scale"]
 
         def kernel(x, scale_t):
@@ -27,7 +26,7 @@ class Scale(OpDef):
             if after:
                 return (x * k + b).astype(dt, copy=False) if b else (x * k).astype(dt, copy=False)
             return ((x + b) * k).astype(dt, copy=False)
-        return kernel
+        return affine_out(s, b, after, kernel)
 
 
 # --- elementwise family: one table, one class each -------------------------------------
@@ -51,7 +50,6 @@ class Elementwise(OpDef):
     version = 1
     func = None
     inplace = {"Out": "X"}
-    bind_out = classmethod(lambda cls, attrs: binary_out(cls.func, attrs["axis"], cls.bind(attrs)))
 
     @staticmethod
     def infer_shape(ctx):
@@ -70,7 +68,7 @@ class Elementwise(OpDef):
         ctx.set_output("Out", out, ctx.input_dtype("X"), ctx.input_lod_level(lod_src))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         f, axis = cls.func, attrs["axis"]
 
         def kernel(x, y):
@@ -79,7 +77,7 @@ class Elementwise(OpDef):
             else:
                 out = f(*broadcast_pair(x, y, axis))
             return out if out.dtype == x.dtype else out.astype(x.dtype)
-        return kernel
+        return binary_out(f, axis, kernel)
 
 
 for _name, _f in ELEMENTWISE.items():
@@ -94,7 +92,6 @@ class Mul(OpDef):
     outputs = (Out("Out"),)
     attrs = {"x_num_col_dims": 1, "y_num_col_dims": 1}
     doc = "Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims) (fc's matmul)."
-    bind_out = classmethod(lambda cls, a: mul_out(a["x_num_col_dims"], a["y_num_col_dims"], cls.bind(a)))  # noqa: E501
 
     @staticmethod
     def infer_shape(ctx):
@@ -109,7 +106,7 @@ class Mul(OpDef):
                        ctx.input_lod_level("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         xn, yn = attrs["x_num_col_dims"], attrs["y_num_col_dims"]
 
         def kernel(x, y):
@@ -118,7 +115,7 @@ class Mul(OpDef):
             x2 = x.reshape(flatten_to_2d(x.shape, xn))
             y2 = y.reshape(flatten_to_2d(y.shape, yn))
             return (x2 @ y2).reshape(x.shape[:xn] + y.shape[yn:])
-        return kernel
+        return mul_out(xn, yn, kernel)
 
 
 def _matmul_shape(xs, ys, tx, ty):
@@ -153,7 +150,6 @@ class _MatmulBase(OpDef):
     outputs = (Out("Out"),)
     share_lod = None
     tx_attr, ty_attr = "trans_x", "trans_y"
-    bind_out = classmethod(lambda cls, a: matmul_out(a[cls.tx_attr], a[cls.ty_attr], a.get("alpha", 1.0), cls.bind(a)))  # noqa: E501
 
     @classmethod
     def infer_shape(cls, ctx):
@@ -165,7 +161,7 @@ class _MatmulBase(OpDef):
         ctx.set_output("Out", out, ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         tx, ty = attrs[cls.tx_attr], attrs[cls.ty_attr]
         alpha = attrs.get("alpha", 1.0)
 
@@ -178,11 +174,14 @@ class _MatmulBase(OpDef):
             if alpha != 1.0:
                 out = out * np.asarray(alpha, dtype=out.dtype)
             return np.asarray(out)
-        return kernel
+        return matmul_out(tx, ty, alpha, kernel)
 
 
 class Matmul(_MatmulBase):
     type = "matmul"
+    # Paddle's checkpoint 1: attribute fused_reshape_Y of oneDNN fusion passes, which Paddle
+    # clips from saved programs (a program still carrying it fails the attribute check)
+    version = 1
     attrs = {"transpose_X": False, "transpose_Y": False, "alpha": 1.0}
     tx_attr, ty_attr = "transpose_X", "transpose_Y"
     doc = "Out = alpha * op(X) @ op(Y), batched, with numpy's broadcasting of batch dims."
@@ -279,7 +278,7 @@ class ElementwiseGrad(OpDef):
     inplace = {"X@GRAD": "Out@GRAD"}
 
     @classmethod
-    def bind(cls, attrs, outputs=frozenset({"X@GRAD", "Y@GRAD"})):
+    def prepare(cls, attrs, outputs):
         axis, fx, fy = attrs["axis"], cls.fx, cls.fy
         want_x, want_y = "X@GRAD" in outputs, "Y@GRAD" in outputs
 
@@ -323,7 +322,7 @@ class MulGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs, outputs=frozenset({"X@GRAD", "Y@GRAD"})):
+    def prepare(cls, attrs, outputs):
         xn, yn = attrs["x_num_col_dims"], attrs["y_num_col_dims"]
         want_x, want_y = "X@GRAD" in outputs, "Y@GRAD" in outputs
 
@@ -378,7 +377,7 @@ class Fc(OpDef):
                        ctx.input_lod_level("Input"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         n, relu, padded = attrs["in_num_col_dims"], attrs["activation_type"] == "relu", \
             attrs["padding_weights"]
 
@@ -403,7 +402,7 @@ class FcGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs, outputs=frozenset({"Input@GRAD", "W@GRAD", "Bias@GRAD"})):
+    def prepare(cls, attrs, outputs):
         n, relu, padded = attrs["in_num_col_dims"], attrs["activation_type"] == "relu", \
             attrs["padding_weights"]
         want_x, want_w, want_b = ("Input@GRAD" in outputs, "W@GRAD" in outputs,
@@ -444,7 +443,7 @@ class _MatmulGradBase(OpDef):
     fwd = None
 
     @classmethod
-    def bind(cls, attrs, outputs=frozenset({"X@GRAD", "Y@GRAD"})):
+    def prepare(cls, attrs, outputs):
         tx, ty = attrs[cls.fwd.tx_attr], attrs[cls.fwd.ty_attr]
         alpha = attrs.get("alpha", 1.0)
 
@@ -578,7 +577,7 @@ class Cumsum(OpDef):
         ctx.set_output("Out", [n] if ctx.attr("flatten") else xs, ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         a, f, e, r = attrs["axis"], attrs["flatten"], attrs["exclusive"], attrs["reverse"]
         return lambda x: _cumsum(x, a, f, e, r)
 
@@ -592,7 +591,7 @@ class CumsumGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         a, f, e, r = attrs["axis"], attrs["flatten"], attrs["exclusive"], attrs["reverse"]
         return lambda x, d: _cumsum(d, a, f, e, not r).reshape(x.shape)
 

@@ -3,17 +3,18 @@
 * `delete_var` frees its inputs' values right after their last use (what
   `fluidity.transpiler.release_memory` inserts; Paddle's op of that name). The variables stay
   in the scope, empty, as after Paddle's eager deletion.
-* `ufunc_out`, `binary_out`, `affine_out`, `mul_out`, `matmul_out` build an op's `bind_out`
-  kernel: `kernel(*inputs, alloc)` writes the one output into `alloc(shape, dtype)` (a buffer
-  the linear executor planned) with the same numpy calls, in the same order, as the op's
-  plain kernel, so results are bit-identical. Inputs those calls don't cover exactly
-  (mixed or integer dtypes, dispensable tensors) go to the plain kernel (`fallback`), whose
-  result the executor then copies into the buffer.
+* `ufunc_out`, `binary_out`, `affine_out`, `mul_out`, `matmul_out` turn an op's plain
+  kernel (`fallback`) into a `registry.Allocating` kernel, which `prepare` returns: its `into(
+  *inputs, alloc)` writes the one output into `alloc(shape, dtype)` (a buffer the linear
+  executor planned) with the same numpy calls, in the same order, as the plain kernel, so
+  results are bit-identical. Inputs those calls don't cover exactly (mixed or integer dtypes,
+  dispensable tensors) go to the plain kernel, whose result the executor then copies into
+  the buffer.
 """
 import numpy as np
 
 from .common import broadcast_pair, flatten_to_2d
-from .registry import In, OpDef
+from .registry import Allocating, In, OpDef
 
 
 class DeleteVar(OpDef):
@@ -42,30 +43,30 @@ def _floats(*arrays):
 def ufunc_out(f, fallback, *consts):
     """Out = f(x, *consts) for a numpy ufunc `f` (None when `f` is not one)."""
     if not isinstance(f, np.ufunc):
-        return None
+        return fallback
 
-    def kernel(x, alloc):
+    def into(x, alloc):
         if x.dtype.kind != "f":
             return fallback(x)
         return f(x, *consts, out=alloc(x.shape, x.dtype))
-    return kernel
+    return Allocating(fallback, into)
 
 
 def binary_out(f, axis, fallback):
     """Out = f(X, Y) with Paddle's `axis` broadcasting (elementwise_*)."""
-    def kernel(x, y, alloc):
+    def into(x, y, alloc):
         if not _floats(x, y):
             return fallback(x, y)
         if x.shape == y.shape:
             return f(x, y, out=alloc(x.shape, x.dtype))
         a, b = broadcast_pair(x, y, axis)
         return f(a, b, out=alloc(np.broadcast_shapes(a.shape, b.shape), x.dtype))
-    return kernel
+    return Allocating(fallback, into)
 
 
 def affine_out(scale, bias, bias_after_scale, fallback):
     """Out = X * scale + bias, or (X + bias) * scale (the `scale` op without ScaleTensor)."""
-    def kernel(x, scale_t, alloc):
+    def into(x, scale_t, alloc):
         if scale_t is not None or x.dtype.kind != "f":
             return fallback(x, scale_t)
         o = alloc(x.shape, x.dtype)
@@ -77,12 +78,12 @@ def affine_out(scale, bias, bias_after_scale, fallback):
             np.add(x, bias, out=o)
             np.multiply(o, scale, out=o)
         return o
-    return kernel
+    return Allocating(fallback, into)
 
 
 def mul_out(x_num_col_dims, y_num_col_dims, fallback):
     """Out = flatten(X) @ flatten(Y) (the `mul` op)."""
-    def kernel(x, y, alloc):
+    def into(x, y, alloc):
         if not _floats(x, y):
             return fallback(x, y)
         if x.ndim == 2 and y.ndim == 2:
@@ -92,16 +93,16 @@ def mul_out(x_num_col_dims, y_num_col_dims, fallback):
         o = alloc(x.shape[:x_num_col_dims] + y.shape[y_num_col_dims:], x.dtype)
         np.matmul(x2, y2, out=o.reshape(x2.shape[0], y2.shape[1]))
         return o
-    return kernel
+    return Allocating(fallback, into)
 
 
 def matmul_out(trans_x, trans_y, alpha, fallback):
     """Out = op(X) @ op(Y) for inputs of rank >= 2 and alpha 1 (matmul, matmul_v2)."""
-    def kernel(x, y, alloc):
+    def into(x, y, alloc):
         if alpha != 1.0 or x.ndim < 2 or y.ndim < 2 or not _floats(x, y):
             return fallback(x, y)
         a = np.swapaxes(x, -1, -2) if trans_x else x
         b = np.swapaxes(y, -1, -2) if trans_y else y
         shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
         return np.matmul(a, b, out=alloc(shape, x.dtype))
-    return kernel
+    return Allocating(fallback, into)

@@ -49,7 +49,7 @@ class TopK(OpDef):
         ctx.set_output("Indices", out, VarType.INT64, lod)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis, largest = attrs.get("axis", -1), attrs.get("largest", True)
         return lambda x, k_t: _topk(cls.type, x, _k_of(k_t, attrs["k"]), axis, largest)
 
@@ -71,7 +71,7 @@ class TopKGrad(OpDef):
     doc = "X@GRAD = Out@GRAD scattered to Indices, zero elsewhere."
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = attrs.get("axis", -1)
 
         def kernel(x, idx, dout):
@@ -175,7 +175,7 @@ class Auc(OpDef):
         ctx.set_output("StatNegOut", stat, VarType.INT64)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         nt, steps = attrs["num_thresholds"], attrs["slide_steps"]
         buckets, size = nt + 1, _stat_size(nt, steps)
 

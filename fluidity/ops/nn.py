@@ -130,7 +130,7 @@ class Conv2D(OpDef):
         ctx.set_output("Output", out, ctx.input_dtype("Input"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         groups, last, name = attrs["groups"], _channel_last(attrs["data_format"]), cls.type
 
         def kernel(x, w, bias, residual):
@@ -170,7 +170,7 @@ class Conv2DGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs, outputs=frozenset({"Input@GRAD", "Filter@GRAD", "Bias@GRAD"})):
+    def prepare(cls, attrs, outputs):
         groups, last = attrs["groups"], _channel_last(attrs["data_format"])
         want_x, want_w = "Input@GRAD" in outputs, "Filter@GRAD" in outputs
 
@@ -342,7 +342,7 @@ class Pool2D(OpDef):
                        ctx.input_dtype("X"), ctx.input_lod_level("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         last, is_max = _channel_last(attrs["data_format"]), attrs["pooling_type"] == "max"
 
         def kernel(x):
@@ -367,7 +367,7 @@ class Pool2DGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         last, is_max = _channel_last(attrs["data_format"]), attrs["pooling_type"] == "max"
 
         def kernel(x, out, dout):
@@ -436,7 +436,7 @@ class BatchNorm(OpDef):
                 ctx.set_output(slot, [c], ctx.input_dtype("Mean"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         eps, layout = attrs["epsilon"], attrs["data_layout"]
         global_stats = _bn_global_stats(attrs)
 
@@ -472,7 +472,7 @@ class BatchNormGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         layout, global_stats = attrs["data_layout"], _bn_global_stats(attrs)
 
         def kernel(x, scale, bias, saved_mean, inv_std, mean, var, reserve, dy):
@@ -539,7 +539,7 @@ class LayerNorm(OpDef):
                 ctx.set_output(slot, [_prod(xs[:axis])], ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         eps, axis = attrs["epsilon"], attrs["begin_norm_axis"]
 
         def kernel(x, scale, bias):
@@ -570,7 +570,7 @@ class LayerNormGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         eps, axis = attrs["epsilon"], attrs["begin_norm_axis"]
 
         def kernel(x, scale, bias, mean, var, dy):
@@ -628,7 +628,7 @@ class Dropout(OpDef):
             ctx.set_output("Mask", ctx.input_shape("X"), "uint8")
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         p, upscale = attrs["dropout_prob"], attrs["dropout_implementation"] == "upscale_in_train"
         fixed = attrs["seed"] if attrs["fix_seed"] else None
         rng = np.random.default_rng(attrs["seed"] or None)   # advances from run to run
@@ -661,7 +661,7 @@ class DropoutGrad(OpDef):
     inplace = {"X@GRAD": "Out@GRAD"}
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         p, upscale = attrs["dropout_prob"], attrs["dropout_implementation"] == "upscale_in_train"
         if attrs["is_test"]:
             k = 1.0 if upscale else 1.0 - p
@@ -753,7 +753,7 @@ class Conv2DTranspose(OpDef):
                        ctx.input_dtype("Input"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         groups, last = attrs["groups"], _channel_last(attrs["data_format"])
 
         def kernel(x, w, bias):
@@ -788,7 +788,7 @@ class Conv2DTransposeGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         groups, last = attrs["groups"], _channel_last(attrs["data_format"])
 
         def kernel(x, w, bias, dout):
@@ -847,7 +847,7 @@ class GroupNorm(OpDef):
         return x.reshape((x.shape[0], g, x.shape[1] // g) + x.shape[2:]), x.shape
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         eps, g, layout = attrs["epsilon"], attrs["groups"], attrs["data_layout"]
 
         def kernel(x, scale, bias):
@@ -876,7 +876,7 @@ class GroupNormGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         eps, g, layout = attrs["epsilon"], attrs["groups"], attrs["data_layout"]
 
         def kernel(x, scale, bias, mean, var, dy):
@@ -936,7 +936,7 @@ class InstanceNorm(OpDef):
                 ctx.set_output(slot, [nc], ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         eps = attrs["epsilon"]
 
         def kernel(x, scale, bias):
@@ -997,7 +997,7 @@ class PRelu(OpDef):
            "('channel') or one per element of a sample ('element').")
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         mode, fmt = attrs["mode"], attrs["data_format"]
 
         def kernel(x, alpha):
@@ -1014,7 +1014,7 @@ class PReluGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         mode, fmt = attrs["mode"], attrs["data_format"]
 
         def kernel(x, alpha, dout):
@@ -1097,7 +1097,7 @@ class Pad3D(OpDef):
         return sp, maps
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         value = attrs["value"]
 
         def kernel(x, pad_t):
@@ -1121,7 +1121,7 @@ class Pad3DGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, pad_t, dout):
             sp, maps = Pad3D._maps(attrs, x.shape, pad_t)
             d = dout
@@ -1227,7 +1227,7 @@ class _InterpV2(OpDef):
                 _interp_matrix(cls.method, w, ow, sw, ac, am))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         last = _channel_last(attrs["data_layout"])
 
         def kernel(x, out_size, size_list, scale_t):
@@ -1249,7 +1249,7 @@ class _InterpV2Grad(OpDef):
     fwd = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         last = _channel_last(attrs["data_layout"])
 
         def kernel(x, out_size, size_list, scale_t, dout):
@@ -1315,7 +1315,7 @@ class MaxPool2DWithIndex(OpDef):
             ctx.set_output("Mask", xs[:2] + [oh, ow], "int32")
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         a = _pool_with_index_attrs(attrs)
 
         def kernel(x):

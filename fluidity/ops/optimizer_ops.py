@@ -105,8 +105,8 @@ class _Update(OpDef):
         pass
 
     @classmethod
-    def bind(cls, attrs):
-        op, names, outs = cls.type, cls._in_names, cls._out_names
+    def prepare(cls, attrs, outputs):
+        op, names, outs = cls.type, cls.input_names(), cls.output_names()
         rule, lazy, slots = cls.rule(attrs), cls.lazy(attrs), cls.state_slots(attrs)
 
         def kernel(*args):
@@ -167,8 +167,8 @@ class Sgd(_Update):
         return lambda lr, g, p: (p - lr * g,)
 
     @classmethod
-    def bind(cls, attrs):
-        generic, op = _Update.bind.__func__(cls, attrs), cls.type
+    def prepare(cls, attrs, outputs):
+        generic, op = _Update.prepare.__func__(cls, attrs, outputs), cls.type
 
         def kernel(param, lr, grad, master):
             # the hot case (dense grad, no master weights): one in-place update, no dict work
@@ -193,6 +193,8 @@ class Sgd(_Update):
 
 class Momentum(_Update):
     type = "momentum"
+    version = 1  # Paddle's checkpoint: MasterParam/MasterParamOut, regularization_method/_coeff,
+    #              multi_precision, rescale_grad
     inputs = (In("Param"), In("Grad"), In("Velocity"), In("LearningRate"), _MASTER_IN)
     outputs = (Out("ParamOut"), Out("VelocityOut"), _MASTER_OUT)
     attrs = {"mu": 0.0, "use_nesterov": False, "regularization_method": "",
@@ -281,9 +283,9 @@ class Adam(_Update):
         return _adam
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         if cls.type != "adam":  # adamw's rule differs
-            return _Update.bind.__func__(cls, attrs)
+            return _Update.prepare.__func__(cls, attrs, outputs)
 
         def step(ins, p, states, g, rows, op):
             e = cls.extra(ins, attrs)
@@ -292,17 +294,17 @@ class Adam(_Update):
             eps_t = e["eps"] * math.sqrt(1.0 - e["b2p"])
             return sparse_kernels.adam(p, *states, g, rows, lr_t, e["beta1"], e["beta2"],
                                        eps_t, op)
-        return _with_native_step(cls, attrs, step)
+        return _with_native_step(cls, attrs, outputs, step)
 
 
-def _with_native_step(cls, attrs, step):
+def _with_native_step(cls, attrs, outputs, step):
     """The update op's kernel: `step(ins, p, states, g, rows, op)` (a C kernel; returns False
     if it cannot take these arrays) when Param, its states and Grad are float32 without
     master weights, the numpy rule otherwise. `rows`: the unique rows of a SelectedRows Grad
     in lazy mode (g their summed values), None for a dense step (a SelectedRows Grad made
     dense with g = 0 where absent, when the op is not lazy)."""
-    generic = _Update.bind.__func__(cls, attrs)
-    names, outs, op = cls._in_names, cls._out_names, cls.type
+    generic = _Update.prepare.__func__(cls, attrs, outputs)
+    names, outs, op = cls.input_names(), cls.output_names(), cls.type
     slots, lazy = cls.state_slots(attrs), cls.lazy(attrs)
 
     def native(ins):
@@ -380,9 +382,9 @@ class Adagrad(_Update):
         return f
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         eps = attrs["epsilon"]
-        return _with_native_step(cls, attrs, lambda ins, p, states, g, rows, op: (
+        return _with_native_step(cls, attrs, outputs, lambda ins, p, states, g, rows, op: (
             sparse_kernels.adagrad(p, states[0], g, rows,
                                    _scalar(ins["LearningRate"], op, "LearningRate"), eps, op)))
 
@@ -628,7 +630,7 @@ class SelectedRowsWeightDecay(OpDef):
                        type=ctx.input_type("Grad"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         method, coeff = attrs["regularization_method"], attrs["regularization_coeff"]
         if method not in ("l1_decay", "l2_decay"):
             raise ExecutionError(f"{cls.type}: regularization_method must be 'l1_decay' or "

@@ -63,7 +63,7 @@ class Reduce(OpDef):
                        out_dtype if out_dtype >= 0 else ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         f, keep = cls.func, attrs["keep_dim"]
         dim, everything = attrs["dim"], attrs["reduce_all"]
         to = dtypes.to_numpy(attrs["out_dtype"]) if attrs["out_dtype"] >= 0 else None
@@ -116,7 +116,7 @@ class ReduceGrad(OpDef):
     dfunc = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         df, dim, everything = cls.dfunc, attrs["dim"], attrs["reduce_all"]
 
         def kernel(x, out, dout):
@@ -222,7 +222,7 @@ class PNorm(OpDef):
                        ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         p, axis, keep, vec = attrs["porder"], attrs["axis"], attrs["keepdim"], attrs["asvector"]
 
         def kernel(x):
@@ -241,7 +241,7 @@ class PNormGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         p, axis, vec, eps = attrs["porder"], attrs["axis"], attrs["asvector"], attrs["epsilon"]
 
         def kernel(x, out, dout):

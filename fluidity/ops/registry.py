@@ -2,19 +2,20 @@
 slot and attribute schema (Paddle's names and defaults), build-time shape/dtype inference,
 the CPU kernel, how LoD flows, and the gradient maker used by `backward`.
 
-Kernels come in three kinds:
+Ops come in three kinds:
 
-* ``kind = "array"`` (most ops): ``kernel(*inputs, **attrs)`` takes numpy arrays (a list for
-  a duplicable slot, None for an absent dispensable one) in declared input order, and returns
-  one array, or a tuple in declared output order. The executor wraps results in LoDTensors
-  whose LoD comes from the input slot named by `share_lod`.
+* ``kind = "array"`` (most ops): the kernel takes numpy arrays (a list for a duplicable slot,
+  None for an absent dispensable one) in declared input order, and returns one array, or a
+  tuple in declared output order. The executor wraps results in LoDTensors whose LoD comes
+  from the input slot named by `share_lod`.
 * ``kind = "value"``: the same, but inputs and outputs are the holders' values themselves
   (LoDTensor, SelectedRows, LoDTensorArray) for ops that read or make LoD or sparse rows.
-* ``kind = "ctx"``: ``run(ctx)`` with full access to the op, its variables, scope and executor
-  (feed/fetch, control flow, I/O).
+* ``kind = "ctx"``: ``make_step(op)`` builds the op's step over the run's frame, with access to
+  its variables, scope and sub-blocks (feed/fetch, control flow, I/O).
 
-Attributes are bound once, when a plan is prepared: `bind(attrs)` returns the callable the
-executor calls per run, so attribute parsing never happens on the hot path.
+A kernel is written one way, `kernel(*inputs, **attrs)`, or, to precompute from attributes,
+`prepare(cls, attrs, outputs)` returning it. Attributes are bound once, when a plan is
+prepared (`OpDef.kernel_for`), so attribute parsing never happens on the hot path.
 """
 import inspect
 
@@ -207,8 +208,35 @@ COMMON_ATTRS = {"op_role": 0, "op_role_var": strings(), "op_namescope": "/",
                 "op_callstack": strings(), "op_device": "", "with_quant_attr": False}
 
 
+class Allocating:
+    """A kernel that can also write its one output into memory the caller planned.
+
+    `prepare` returns one when the op can: `kernel(*inputs)` allocates as usual (the
+    interpreter calls it), `into(*inputs, alloc)` computes exactly the same thing, in the
+    same numpy calls, into `alloc(shape, dtype)` (the linear executor's arena bytes)."""
+    __slots__ = ("kernel", "into")
+
+    def __init__(self, kernel, into):
+        self.kernel, self.into = kernel, into
+
+    def __call__(self, *inputs):
+        return self.kernel(*inputs)
+
+
 class OpDef:
-    """Base of every op definition. Subclasses set `type` and are registered on creation."""
+    """Base of every op definition. Subclasses set `type` and are registered on creation.
+
+    Running an op (see docs/ops.md) takes one of two forms, by `kind`:
+
+    * `kind = "array"` or `"value"`: a kernel over the op's inputs in declared order (numpy
+      arrays, or the holders' values for "value"). Write it as `kernel(*inputs, **attrs)`, a
+      staticmethod whose keyword-only parameters name the attributes it takes; or, to
+      precompute from the attributes once per prepared plan, as
+      `prepare(cls, attrs, outputs)`, a classmethod returning the kernel (`attrs`: every
+      attribute, defaults filled in; `outputs`: the output slots the op really has).
+    * `kind = "ctx"`: ops that act on the run itself (feed/fetch, control flow, I/O) have no
+      kernel but `make_step(op)`, which returns the `step(frame, env)` of the prepared op.
+    """
     type = None
     inputs = ()
     outputs = ()
@@ -217,25 +245,58 @@ class OpDef:
     share_lod = "X"          # outputs inherit this input's LoD (None: outputs have no LoD)
     version = 0              # Paddle's op version this definition implements
     doc = ""
-    # Memory planning (fluidity/executor/linear.py). `inplace = {"Out": "X"}`: the output may
+    # Memory planning (fluidity/executor/linear.py): `inplace = {"Out": "X"}`: the output may
     # take over the input's buffer when this op is the input's last reader (element-wise ops).
-    # `bind_out(attrs)`: a kernel(*inputs, alloc) that writes its one output into
-    # alloc(shape, dtype) and returns it, computing exactly what the kernel computes; without
-    # it the executor copies the kernel's result into the planned buffer.
     inplace = {}
-    bind_out = None
+    kernel = None            # staticmethod kernel(*inputs, **attrs)
+    prepare = None           # classmethod prepare(cls, attrs, outputs) -> kernel
+    make_step = None         # staticmethod make_step(op) -> step(frame, env), kind "ctx"
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
-        cls._attr_specs = {}
+        cls._specs = {}
         for name, default in {**COMMON_ATTRS, **cls.attrs}.items():
             t = attr_type_of(default)
             d = default.default if isinstance(default, Typed) else default
-            cls._attr_specs[name] = (t, d)
-        cls._in_names = tuple(s.name for s in cls.inputs)
-        cls._out_names = tuple(s.name for s in cls.outputs)
+            cls._specs[name] = (t, d)
         if "type" in cls.__dict__ and cls.type:
             register(cls)
+
+    # --- the schema ------------------------------------------------------------------------
+    @classmethod
+    def defaults(cls):
+        """{attribute: default} of every attribute the op declares (common ones included)."""
+        return {name: d for name, (_t, d) in cls._specs.items()}
+
+    @classmethod
+    def attr_type(cls, name):
+        """The AttrType attribute `name` is stored as, or None when the op lacks it."""
+        spec = cls._specs.get(name)
+        return spec[0] if spec is not None else None
+
+    @classmethod
+    def declares(cls, name):
+        """Whether the op's schema has attribute `name`."""
+        return name in cls._specs
+
+    @classmethod
+    def attr_names(cls, common=True):
+        return [n for n in cls._specs if common or n not in COMMON_ATTRS]
+
+    @classmethod
+    def slot(cls, name, inputs=True):
+        for s in (cls.inputs if inputs else cls.outputs):
+            if s.name == name:
+                return s
+        return None
+
+    @classmethod
+    def input_names(cls):
+        return tuple(s.name for s in cls.inputs)
+
+    @classmethod
+    def output_names(cls):
+        return tuple(s.name for s in cls.outputs)
 
     # --- build time ----------------------------------------------------------------------
     @staticmethod
@@ -245,50 +306,56 @@ class OpDef:
         ctx.same_as_first_input()
 
     # --- run time ------------------------------------------------------------------------
-    kernel = None
-
     @classmethod
-    def bind(cls, attrs):
-        """A callable for the executor: the kernel with the attributes it names bound."""
+    def kernel_for(cls, attrs, outputs):
+        """The kernel a prepared plan calls for one op: `prepare(attrs, outputs)`, or
+        `kernel` with the attributes it names bound. `attrs` must hold every declared
+        attribute (`defaults()` updated with the op's own)."""
+        if cls.prepare is not None:
+            return cls.prepare(attrs, outputs)
         fn = cls.kernel
-        params = _kernel_params(fn)
-        if params is None:  # takes **kwargs: give it every declared attribute
-            kw = {k: v for k, v in attrs.items() if k not in COMMON_ATTRS}
-        else:
-            kw = {k: attrs[k] for k in params if k in attrs}
-        if not kw:
+        if fn is None:
+            raise ProgramError(f"op '{cls.type}' ({cls.kind}) has no kernel")
+        names = kernel_attrs(fn)
+        if not names:
             return fn
+        kw = {k: attrs[k] for k in names}
         return lambda *args: fn(*args, **kw)
 
     # --- backward --------------------------------------------------------------------------
     grad = None   # staticmethod(g: backward.GradOpMaker) -> None; appends grad ops via g
 
-    @classmethod
-    def slot(cls, name, inputs=True):
-        for s in (cls.inputs if inputs else cls.outputs):
-            if s.name == name:
-                return s
-        return None
+
+_KERNEL_ATTRS = {}
 
 
-_PARAM_CACHE = {}
-
-
-def _kernel_params(fn):
-    """Names of keyword parameters a kernel takes after its positional inputs
-    (None when it takes **kwargs)."""
+def kernel_attrs(fn):
+    """The attribute names a `kernel(*inputs, **attrs)` takes: its keyword-only parameters."""
     try:
-        return _PARAM_CACHE[fn]
+        return _KERNEL_ATTRS[fn]
     except KeyError:
         pass
-    sig = inspect.signature(fn)
-    if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        res = None
-    else:
-        res = tuple(n for n, p in sig.parameters.items()
-                    if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
-    _PARAM_CACHE[fn] = res
+    params = inspect.signature(fn).parameters.values()
+    res = _KERNEL_ATTRS[fn] = tuple(p.name for p in params if p.kind == p.KEYWORD_ONLY)
     return res
+
+
+def check_opdef(cls):
+    """Problems with how an OpDef is written (one kernel form, attributes it names declared);
+    [] when none. Run over every registered op by the registry's tests."""
+    problems = []
+    forms = [f for f in ("kernel", "prepare", "make_step") if getattr(cls, f) is not None]
+    want = ["make_step"] if cls.kind == "ctx" else ["kernel", "prepare"]
+    if len(forms) != 1 or forms[0] not in want:
+        problems.append(f"{cls.type}: kind '{cls.kind}' needs exactly one of {want}, has "
+                        f"{forms or 'none'}")
+    if cls.kernel is not None:
+        undeclared = [n for n in kernel_attrs(cls.kernel) if n not in cls._specs]
+        if undeclared:
+            problems.append(f"{cls.type}: kernel takes undeclared attributes {undeclared}")
+    if cls.kind not in ("array", "value", "ctx"):
+        problems.append(f"{cls.type}: unknown kind '{cls.kind}'")
+    return problems
 
 
 def register(cls):
@@ -297,6 +364,11 @@ def register(cls):
                            f"{_REGISTRY[cls.type].__module__} and {cls.__module__}")
     _REGISTRY[cls.type] = cls
     return cls
+
+
+def find(op_type):
+    """The OpDef of `op_type`, or None when no op of that type is registered."""
+    return _REGISTRY.get(op_type)
 
 
 def get(op_type):
@@ -317,3 +389,11 @@ def has(op_type):
 
 def all_ops():
     return dict(sorted(_REGISTRY.items()))
+
+
+def attrs_of(opdef, op_attrs):
+    """Every attribute of an op for its kernel: the OpDef's defaults updated with the op's
+    own (`op_attrs`, as read from its desc)."""
+    attrs = opdef.defaults()
+    attrs.update(op_attrs)
+    return attrs

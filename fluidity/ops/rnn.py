@@ -120,7 +120,7 @@ class LSTM(OpDef):
                 _act(attrs["candidate_activation"], "lstm"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         (gate, _), (cell_act, _), (cand_act, _) = cls.acts(attrs)
         peep, rev = attrs["use_peepholes"], attrs["is_reverse"]
 
@@ -168,7 +168,7 @@ class LSTMGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         (_, dgate), (_, dcell), (_, dcand_act) = LSTM.acts(attrs)
         peep, rev = attrs["use_peepholes"], attrs["is_reverse"]
 
@@ -295,7 +295,7 @@ class GRU(OpDef):
                 ctx.set_output(slot, [-1, width], dt, 0)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         gate, _ = _act(attrs["gate_activation"], "gru")
         act, _ = _act(attrs["activation"], "gru")
         rev, origin = attrs["is_reverse"], attrs["origin_mode"]
@@ -335,7 +335,7 @@ class GRUGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         _, dgate = _act(attrs["gate_activation"], "gru")
         _, dact = _act(attrs["activation"], "gru")
         rev, origin = attrs["is_reverse"], attrs["origin_mode"]
@@ -406,7 +406,7 @@ class GRUUnit(OpDef):
         ctx.set_output("Hidden", [shape[0], d], dt)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         gate, _ = _act(attrs["gate_activation"], "gru_unit")
         act, _ = _act(attrs["activation"], "gru_unit")
 
@@ -427,7 +427,7 @@ class GRUUnitGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         _, dgate = _act(attrs["gate_activation"], "gru_unit")
         _, dact = _act(attrs["activation"], "gru_unit")
 
@@ -691,7 +691,7 @@ class RNN(OpDef):
             ctx.set_output("Reserve", [-1], ctx.input_dtype("Input"), 0)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         if attrs["mode"] not in _GATES:
             raise ExecutionError(f"rnn: mode must be one of {list(_GATES)}, "
                                  f"got {attrs['mode']!r}")
@@ -717,7 +717,7 @@ class RNNGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, pre_states, weights, seq_len, reserve, dout, dstates):
             masks = None
             if reserve is not None and reserve.size:    # dropout masks, one per inner layer

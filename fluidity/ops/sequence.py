@@ -112,7 +112,7 @@ class SequencePool(OpDef):
             ctx.set_output("MaxIndex", [-1] + shape[1:], "int32", 0)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         ptype, pad = attrs["pooltype"].upper(), attrs["pad_value"]
 
         def kernel(x):
@@ -139,7 +139,7 @@ class SequencePoolGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         ptype = attrs["pooltype"].upper()
 
         def kernel(x, max_index, dout):
@@ -190,7 +190,7 @@ class _Gather(OpDef):
         return a
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, *rest):
             idx, lod = cls.index(attrs, x, *rest)
             return LoDTensor(np.ascontiguousarray(cls.rows(x._array)[idx]), lod)
@@ -211,7 +211,7 @@ class _Gather(OpDef):
             infer_shape = None
 
             @classmethod
-            def bind(cls, attrs):
+            def prepare(cls, attrs, outputs):
                 def kernel(x, *rest):
                     *ins, dout = rest
                     idx, _ = fwd.index(attrs, x, *ins)
@@ -442,7 +442,7 @@ class SequencePad(OpDef):
         return _ranges(np.arange(len(lens)) * width, lens), lens, width
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         padded_length = attrs["padded_length"]
 
         def kernel(x, pad_value):
@@ -469,7 +469,7 @@ class SequencePadGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, dout):
             pos, _, _ = SequencePad.index(x, attrs["padded_length"])
             d = dout._array
@@ -550,7 +550,7 @@ class SequenceReshape(OpDef):
                        max(ctx.input_lod_level("X"), 1))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         new_dim = attrs["new_dim"]
 
         def kernel(x):
@@ -599,7 +599,7 @@ class LoDReset(OpDef):
         ctx.set_output("Out", ctx.input_shape("X"), ctx.input_dtype("X"), lvl)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         target, append = [int(v) for v in attrs["target_lod"]], attrs["append"]
 
         def kernel(x, y):
@@ -673,7 +673,7 @@ class SequenceEnumerate(OpDef):
                        ctx.input_lod_level("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         win, pad = attrs["win_size"], attrs["pad_value"]
 
         def kernel(x):
@@ -739,7 +739,7 @@ class SequenceConv(OpDef):
         return np.concatenate(parts)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, pad, filt):
             idx = cls.index(x, pad, attrs)
             w = filt._array
@@ -762,7 +762,7 @@ class SequenceConvGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         trainable = attrs["paddingTrainable"]
 
         def kernel(x, pad, filt, dout):

@@ -81,7 +81,7 @@ class Cast(OpDef):
         ctx.share("X", "Out", dtype=ctx.attr("out_dtype"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         dt = dtypes.to_numpy(attrs["out_dtype"])
         return lambda x: x.astype(dt)   # always a copy (see the module docstring)
 
@@ -127,7 +127,7 @@ class Concat(OpDef):
         ctx.set_output("Out", out, ctx.input_dtype("X"), ctx.input_lod_level("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
 
         def kernel(xs, axis_t):
@@ -147,7 +147,7 @@ class ConcatGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
 
         def kernel(xs, axis_t, dout):
@@ -218,7 +218,7 @@ class Split(OpDef):
                            i=i)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis, num, sections = attrs["axis"], attrs["num"], attrs["sections"]
 
         def kernel(x, axis_t, sections_t):
@@ -259,7 +259,7 @@ class Stack(OpDef):
         ctx.set_output("Y", out, ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
 
         def kernel(xs):
@@ -277,7 +277,7 @@ class StackGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
         return lambda dy: [p.copy() for p in np.moveaxis(dy, axis, 0)]
 
@@ -324,7 +324,7 @@ class _ShapeOp(OpDef):
         return a.reshape(cls.out_shape(list(a.shape), attr))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, *tensors):
             a = x._array
             out = cls.apply(a, cls.runtime_attr(attrs, *tensors))
@@ -439,9 +439,10 @@ class Transpose2(_ShapeOp):
 class Transpose2Grad(_ShapeOpGrad):
     type = "transpose2_grad"
     attrs = Transpose2.attrs
+    kernel = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
 
         def kernel(xshape, dout):
@@ -592,7 +593,7 @@ class Slice(OpDef):
         ctx.set_output("Out", out, ctx.input_dtype("Input"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axes, decrease = attrs["axes"], attrs["decrease_axis"]
 
         def kernel(x, starts_t, ends_t, starts_l, ends_l):
@@ -612,7 +613,7 @@ class SliceGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axes, decrease = attrs["axes"], attrs["decrease_axis"]
 
         def kernel(x, starts_t, ends_t, starts_l, ends_l, dout):
@@ -652,6 +653,7 @@ def _check_index(idx, size, op):
 
 class Gather(OpDef):
     type = "gather"
+    version = 1  # Paddle's checkpoint: input Axis
     inputs = (In("X"), In("Index", no_grad=True), In("Axis", dispensable=True, no_grad=True))
     outputs = (Out("Out"),)
     attrs = {"overwrite": True, "axis": 0}
@@ -671,7 +673,7 @@ class Gather(OpDef):
         ctx.set_output("Out", out, ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
 
         def kernel(x, index, axis_t):
@@ -689,7 +691,7 @@ class GatherGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
 
         def kernel(x, index, axis_t, dout):
@@ -734,7 +736,7 @@ class Expand(OpDef):
         ctx.set_output("Out", out, ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, times_t, times_l):
             times = _ints_from(times_t, times_l) or attrs["expand_times"]
             _expand_shape(list(x.shape), times)
@@ -751,7 +753,7 @@ class ExpandGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, times_t, times_l, dout):
             times = _ints_from(times_t, times_l) or attrs["expand_times"]
             # Out viewed as [t0, d0, t1, d1, ...]: sum over the t axes
@@ -799,7 +801,7 @@ class ExpandV2(OpDef):
         ctx.set_output("Out", out, ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, shape_t, shape_l):
             shape = _ints_from(shape_t, shape_l) or attrs["shape"]
             return np.broadcast_to(x, _expand_v2_shape(list(x.shape), shape)).copy()
@@ -865,7 +867,7 @@ class OneHot(OpDef):
         ctx.set_output("Out", lead + [depth], ctx.attr("dtype"), ctx.input_lod_level("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         dt, allow = dtypes.to_numpy(attrs["dtype"]), attrs["allow_out_of_range"]
         trim = cls.last_is_one
 
@@ -940,7 +942,7 @@ class Tile(OpDef):
                        ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, times_t, times_l):
             times = _ints_from(times_t, times_l) or attrs["repeat_times"]
             shape, times, _ = _tile_plan(x.shape, times)
@@ -957,7 +959,7 @@ class TileGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         def kernel(x, times_t, times_l, dout):
             times = _ints_from(times_t, times_l) or attrs["repeat_times"]
             shape, times, _ = _tile_plan(x.shape, times)
@@ -979,7 +981,7 @@ class Flip(OpDef):
     doc = "Out = X reversed along each dim in `axis`."
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = list(attrs["axis"])
 
         def kernel(x):
@@ -1009,7 +1011,7 @@ class Roll(OpDef):
            "is empty).")
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = [int(a) for a in attrs["axis"]]
 
         def kernel(x, shifts_t):
@@ -1026,7 +1028,7 @@ class RollGrad(OpDef):
     infer_shape = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = [int(a) for a in attrs["axis"]]
 
         def kernel(x, shifts_t, dout):
@@ -1117,7 +1119,7 @@ class StridedSlice(OpDef):
         ctx.set_output("Out", out, ctx.input_dtype("Input"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axes, decrease = attrs["axes"], attrs["decrease_axis"]
 
         def kernel(x, *bounds):
@@ -1136,7 +1138,7 @@ class StridedSliceGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axes, decrease = attrs["axes"], attrs["decrease_axis"]
 
         def kernel(x, *rest):
@@ -1180,7 +1182,7 @@ class Unstack(OpDef):
         ctx.set_output("Y", xs[:a] + xs[a + 1:], ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
 
         def kernel(x):
@@ -1198,7 +1200,7 @@ class UnstackGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
         return lambda ds: np.stack(ds, axis=_norm_axis(axis, ds[0].ndim + 1))
 
@@ -1223,7 +1225,7 @@ class IndexSelect(OpDef):
         ctx.set_output("Out", out, ctx.input_dtype("X"))
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         dim = attrs["dim"]
 
         def kernel(x, index):
@@ -1241,7 +1243,7 @@ class IndexSelectGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         dim = attrs["dim"]
 
         def kernel(x, index, dout):
@@ -1273,7 +1275,7 @@ class Argsort(OpDef):
         ctx.set_output("Indices", ctx.input_shape("X"), dtypes.VarType.INT64)
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis, desc = attrs["axis"], attrs["descending"]
 
         def kernel(x):
@@ -1296,7 +1298,7 @@ class ArgsortGrad(OpDef):
     share_lod = None
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
 
         def kernel(x, idx, dout):
@@ -1327,7 +1329,7 @@ class TrilTriu(OpDef):
            "last two dims of X, zeros elsewhere.")
 
     @classmethod
-    def bind(cls, attrs):
+    def prepare(cls, attrs, outputs):
         d, lower = attrs["diagonal"], attrs["lower"]
 
         def kernel(x):

@@ -103,14 +103,14 @@ def find_unsupported(program):
         for od in bd.ops:
             t = od.type
             used.add(t)
-            opdef = registry._REGISTRY.get(t)
+            opdef = registry.find(t)
             if opdef is None:
                 blocks = unknown_ops.setdefault(t, [])
                 blocks.append(bd.idx)
                 continue
-            specs, extra = opdef._attr_specs, PADDLE_EXTRA_ATTRS.get(t, ())
+            extra = PADDLE_EXTRA_ATTRS.get(t, ())
             bad = {a.name for a in od.attrs
-                   if a.name not in specs and a.name not in KERNEL_HINTS and a.name not in extra}
+                   if not opdef.declares(a.name) and a.name not in KERNEL_HINTS and a.name not in extra}
             if bad:
                 unknown_attrs.setdefault(t, set()).update(bad)
             slots = [f"input {v.parameter}" for v in od.inputs
@@ -120,7 +120,7 @@ def find_unsupported(program):
             if slots:
                 unknown_slots.setdefault(t, set()).update(slots)
     for pair in desc.op_version_map.pair:
-        opdef = registry._REGISTRY.get(pair.op_name)
+        opdef = registry.find(pair.op_name)
         if pair.op_name in used and opdef is not None \
                 and pair.op_version.version > opdef.version:
             newer[pair.op_name] = (pair.op_version.version, opdef.version)

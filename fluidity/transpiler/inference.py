@@ -33,8 +33,8 @@ def _drop_ops(block):
 
 def _set_is_test(block):
     for op in block.ops:
-        opdef = registry._REGISTRY.get(op.type)
-        if opdef is not None and "is_test" in opdef._attr_specs:
+        opdef = registry.find(op.type)
+        if opdef is not None and opdef.declares("is_test"):
             op._set_attr("is_test", True)
 
 

@@ -141,7 +141,7 @@ def inference_optimize(program):
         b0._remove_var(name)
     for block in program.blocks:
         for op in block.ops:
-            opdef = registry._REGISTRY.get(op.type)
-            if op.has_attr("is_test") or (opdef is not None and "is_test" in opdef._attr_specs):
+            opdef = registry.find(op.type)
+            if op.has_attr("is_test") or (opdef is not None and opdef.declares("is_test")):
                 op._set_attr("is_test", True)
     return program
