@@ -350,11 +350,11 @@ def plot_curves(runs, path, title, ylabel, hline=None):
 
 def profile_batches(build, desc, files, n_batches=300, fetch="loss"):
     """One process, one BLAS thread: time the reader and each op of the training program
-    over n_batches (by wrapping the steps of the Executor's prepared plan)."""
-    import collections
+    over n_batches (the executor's profile observer)."""
     from threadpoolctl import threadpool_limits
     main, startup, test, v = build()
-    exe, scope = fluid.Executor(), fluid.Scope()
+    strategy = fluid.ExecutionStrategy("interpreter", profile=True)
+    exe, scope = fluid.Executor(strategy=strategy), fluid.Scope()
     exe.run(startup, scope=scope)
     with threadpool_limits(1):
         t = time.perf_counter()
@@ -363,29 +363,18 @@ def profile_batches(build, desc, files, n_batches=300, fetch="loss"):
         read = (time.perf_counter() - t) / len(batches)
         for b in batches[:10]:
             exe.run(main, feed=b, fetch_list=[v[fetch]], scope=scope)
-        plan = next(iter(exe._cache[main].values())).plan
-        spent = collections.defaultdict(float)
-        steps = list(plan.steps)
-
-        def timed(i, s):
-            def step(frame, env):
-                t0 = time.perf_counter()
-                s(frame, env)
-                spent[i] += time.perf_counter() - t0
-            return step
-        plan.steps = [timed(i, s) for i, s in enumerate(steps)]
+        strategy.profile.reset()
         t = time.perf_counter()
         for b in batches[10:]:
             exe.run(main, feed=b, fetch_list=[v[fetch]], scope=scope)
         run = (time.perf_counter() - t) / (len(batches) - 10)
-        plan.steps = steps
-    ops = sorted(((spent[i] / (len(batches) - 10), i, plan.ops[i].type)
-                  for i in range(len(steps))), reverse=True)
+    n = len(batches) - 10
+    ops = [(sec / n, label) for label, calls, sec in strategy.profile.rows() if calls]
     print(f"\nprofile (1 process, batch {desc.batch_size}): reader {1e6 * read:.0f} us/batch, "
           f"executor {1e6 * run:.0f} us/batch ({100 * read / (read + run):.0f}% reading); "
           f"slowest ops (us/batch):")
-    for sec, i, typ in ops[:8]:
-        print(f"  #{i:<3d} {typ:40s} {1e6 * sec:8.0f}  ({100 * sec / run:.0f}%)")
+    for sec, label in ops[:8]:
+        print(f"  {label[:60]:60s} {1e6 * sec:8.0f}  ({100 * sec / run:.0f}%)")
     return read, run, ops
 
 

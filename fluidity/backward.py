@@ -21,6 +21,7 @@ declares the grad ops it needs. This pass then
 from . import unique_name
 from .core.dtypes import VarType
 from .errors import FluidityError, ProgramError
+from .ir import rewrite
 from .framework import (EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, Parameter, Variable,
                         grad_var_name, op_role_guard)
 from .ops import registry
@@ -120,7 +121,7 @@ def _needs_grad_forward(block, ops, no_grad):
             continue
         if any(n in needs for n in _differentiable_inputs(op)):
             for n in op.output_arg_names:
-                v = block._find_var_recursive(n)
+                v = block.find_var_recursive(n)
                 if n not in no_grad and not (v is not None and v.stop_gradient and
                                              n not in produced):
                     needs.add(n)
@@ -147,11 +148,11 @@ def _ops_leading_to(ops, targets):
 
 
 def _find_var(block, name):
-    return block._find_var_recursive(name)
+    return block.find_var_recursive(name)
 
 
 def _create_grad_var(block, name, fwd_name):
-    v = block._find_var_recursive(name)
+    v = block.find_var_recursive(name)
     if v is not None:
         return v
     fwd = _find_var(block, fwd_name)
@@ -236,7 +237,7 @@ def _isolate_reads_after_writes(block):
     parent = block.parent
 
     def outer(n):
-        return n not in block.vars and parent._find_var_recursive(n) is not None
+        return n not in block.vars and parent.find_var_recursive(n) is not None
 
     def plain(o):
         return not o.has_attr("sub_block")
@@ -251,17 +252,19 @@ def _isolate_reads_after_writes(block):
         inplace = set(op.input_arg_names) & set(op.output_arg_names)
         if plain(op):
             for n in (set(op.input_arg_names) & copies.keys()) - inplace:
-                op._rename_input(n, copies[n])
+                rewrite.rename_arg(op, n, copies[n])
         for n in dict.fromkeys(op.output_arg_names):
             copies.pop(n, None)
             if n in inplace or not outer(n) or not any(reads_later(n, o)
                                                         for o in block.ops[k + 1:]):
                 continue
-            v = parent._find_var_recursive(n)
+            v = parent.find_var_recursive(n)
             copy = block.create_var(name=unique_name.generate(n + "@STEP"), shape=v.shape,
                                     dtype=v.dtype, lod_level=v.lod_level, type=v.type)
-            block._insert_op(k + 1, "assign", {"X": [n]}, {"Out": [copy.name]},
-                             infer_shape=False)
+            # the copy belongs to the forward block: it takes the writing op's role (so
+            # clone(for_test) keeps it), not the Backward role this pass runs under
+            rewrite.insert_op(block, k + 1, "assign", {"X": [n]}, {"Out": [copy.name]},
+                              {"op_role": op.role})
             copies[n] = copy.name
             k += 1
         k += 1

@@ -74,7 +74,7 @@ def _cmd_ops(args):
 
 
 def _cmd_show(args):
-    from .framework import format_program
+    from .ir.format import format_program
     from .transpiler.compat_check import UnsupportedProgramError, check_program
     prog = load_program_file(args.file)
     print(format_program(prog))

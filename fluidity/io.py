@@ -24,9 +24,11 @@ from .core import serialization as ser
 from .core.dtypes import VarType
 from .errors import ExecutionError, FluidityError, ProgramError
 from .executor import Executor
+from .core.names import OpRole
 from .framework import EMPTY_VAR_NAME, Parameter, Program, Variable, default_main_program
+from .ir import rewrite
 from .transpiler.compat_check import check_program
-from .transpiler.prune import inference_optimize, prune
+from .transpiler.prune import inference_optimize
 
 __all__ = ["is_persistable", "is_parameter", "save_vars", "load_vars", "save_params",
            "load_params", "save_persistables", "load_persistables", "save_inference_model",
@@ -201,7 +203,7 @@ def _wrap_targets(program, targets):
     block = program.global_block()
     out = []
     for i, t in enumerate(targets):
-        var = block._find_var_recursive(t)
+        var = block.find_var_recursive(t)
         if var is None:
             raise ProgramError(f"target '{t}' is not a variable of the program")
         if var.dtype == VarType.BOOL or t.startswith("save_infer_model/scale_"):
@@ -225,7 +227,7 @@ def _check_inputs(program, feeds):
     have = set(feeds)
     for op in block.ops:
         for n in op.input_arg_names:
-            v = block._find_var_recursive(n)
+            v = block.find_var_recursive(n)
             if n in have or n == EMPTY_VAR_NAME or (v is not None and v.persistable):
                 continue
             raise ProgramError(
@@ -241,9 +243,9 @@ def normalize_program(program, feeds, targets):
     p = program.clone()
     b = p.global_block()
     for i in reversed([i for i, op in enumerate(b.ops) if op.type in ("feed", "fetch")]):
-        b._remove_op(i)
+        rewrite.remove_ops(b, i)
     targets = _wrap_targets(p, targets)
-    p = inference_optimize(prune(p, targets, feeds))
+    p = inference_optimize(p._prune_with_input(feeds, targets))
     b = p.global_block()
     for i, name in enumerate(feeds):
         if not b.has_var(name):
@@ -253,8 +255,8 @@ def normalize_program(program, feeds, targets):
     if feeds:
         holder = b.create_var(name="feed", type=VarType.FEED_MINIBATCH, persistable=True)
         for col, name in enumerate(feeds):  # each prepended: reverse col order, as Paddle
-            b._insert_op(0, "feed", {"X": holder}, {"Out": name}, {"col": col},
-                         infer_shape=False)
+            rewrite.insert_op(b, 0, "feed", {"X": holder}, {"Out": name},
+                              {"col": col, "op_role": OpRole.Forward})
     holder = b.create_var(name="fetch", type=VarType.FETCH_LIST, persistable=True)
     for col, name in enumerate(targets):
         b.append_op("fetch", {"X": name}, {"Out": holder}, {"col": col}, infer_shape=False)
@@ -265,12 +267,8 @@ def normalize_program(program, feeds, targets):
 def _clip_extra(program):
     """Drop attributes Paddle 2.x clips from saved models (`op_callstack`: source paths)."""
     for block in program.blocks:
-        for od in block.desc.ops:
-            keep = [a for a in od.attrs if a.name not in ("op_callstack", "with_quant_attr")]
-            if len(keep) != len(od.attrs):
-                del od.attrs[:]
-                od.attrs.extend(keep)
-    program._bump()
+        for op in block.ops:
+            rewrite.remove_attrs(op, ("op_callstack", "with_quant_attr"))
 
 
 def _write_program(path, program):

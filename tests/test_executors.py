@@ -7,11 +7,12 @@ import pytest
 import fluidity as fluid
 from fluidity.errors import ExecutionError, FluidityError
 from fluidity.executor import ExecutionStrategy
-from fluidity.executor.analysis import dependencies, topological_order
-from fluidity.executor.memory_plan import MemoryPlan
+from fluidity.ir.analysis import dependencies, topological_order
+from fluidity.ir.memory_plan import MemoryPlan
 from fluidity.transpiler.memory_optimize import memory_optimize, release_memory
 
 KINDS = ["linear", "dataflow", "parallel"]
+ALL_KINDS = ["interpreter"] + KINDS
 
 
 # --- models: (main, startup, loss, feeds(step) -> dict) -------------------------------------
@@ -297,6 +298,47 @@ def test_dataflow_profile_lists_every_op_sorted_by_time():
     assert len(strategy.profile.events) == len(plan.ops)     # the latest run's timeline
 
 
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_every_kind_can_be_profiled_with_the_same_results(kind):
+    """The profile observes any kind of plan (and sub-block plans); results don't change."""
+    main, startup, loss, feeds = mlp()
+    got = []
+    for profile in (False, True):
+        strategy = ExecutionStrategy(kind, profile=profile)
+        exe, scope = fluid.Executor(strategy=strategy), fluid.Scope()
+        exe.run(startup, scope=scope)
+        if profile:
+            strategy.profile.reset()
+        got.append([exe.run(main, feed=feeds(s), fetch_list=[loss], scope=scope)[0]
+                    for s in range(2)])
+    assert all(np.array_equal(a, b) for a, b in zip(*got))
+    plan = next(iter(exe._cache[main].values())).plan
+    exe.close()
+    rows = [r for r in strategy.profile.rows() if r[1]]
+    assert len(rows) == len(plan.ops) and all(calls == 2 for _, calls, _ in rows)
+    assert len(strategy.profile.events) == len(plan.ops)
+
+
+def test_profile_times_the_ops_of_sub_blocks():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        i = fluid.layers.fill_constant([1], "int64", 0)
+        n = fluid.layers.fill_constant([1], "int64", 3)
+        x = fluid.layers.fill_constant([1], "float32", 1.0)
+        cond = fluid.layers.less_than(i, n)
+        loop = fluid.layers.While(cond)
+        with loop.block():
+            fluid.layers.assign(fluid.layers.scale(x, 2.0), x)
+            fluid.layers.increment(i, in_place=True)
+            fluid.layers.less_than(i, n, cond=cond)
+    strategy = ExecutionStrategy("interpreter", profile=True)
+    exe = fluid.Executor(strategy=strategy)
+    (out,) = exe.run(main, fetch_list=[x], scope=fluid.Scope())
+    assert float(out.reshape(-1)[0]) == 8.0
+    by_type = dict((t, c) for t, c, _ in strategy.profile.rows(by="type"))
+    assert by_type["while"] == 1 and by_type["scale"] == 3 and by_type["increment"] == 3
+
+
 def _two_towers(n=1200):
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
@@ -385,7 +427,7 @@ def test_strategy_validation_and_defaults():
     assert repr(ExecutionStrategy("parallel", num_threads=3)) == \
         "ExecutionStrategy('parallel', num_threads=3)"
     for bad in [dict(kind="fast"), dict(kind="parallel", num_threads=0),
-                dict(kind="linear", profile=True), dict(kind="parallel", blas_threads=0)]:
+                dict(kind="parallel", blas_threads=0)]:
         with pytest.raises(FluidityError):
             ExecutionStrategy(**bad)
 

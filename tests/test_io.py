@@ -10,7 +10,6 @@ from fluidity import io as fio
 from fluidity.core import serialization as ser
 from fluidity.core.dtypes import VarType
 from fluidity.errors import ExecutionError, FluidityError, ProgramError, ShapeError
-from fluidity.transpiler.prune import prune
 
 _X = np.random.default_rng(0).normal(size=(5, 4)).astype("float32")
 
@@ -184,14 +183,14 @@ def test_pruning_keeps_only_what_targets_need(exe, tmp_path):
     main, startup, x, h, y, side = _mlp()
     exe.run(startup)
     n_ops = len(main.global_block().ops)
-    p = prune(main, [y])
+    p = main._prune([y])
     assert len(main.global_block().ops) == n_ops  # input untouched
     types = [op.type for op in p.global_block().ops]
     assert types == ["mul", "elementwise_add", "relu", "mul", "elementwise_add", "softmax"]
     assert "side_w" not in p.global_block().vars and "w1" in p.global_block().vars
     assert list(p.global_block().vars) == sorted(p.global_block().vars)  # Paddle's order
     # feeding the hidden layer cuts off everything that produced it
-    p = prune(main, [y], [h])
+    p = main._prune_with_input([h], [y])
     assert [op.type for op in p.global_block().ops] == ["mul", "elementwise_add", "softmax"]
     want, hv = exe.run(main, feed={"x": _X}, fetch_list=[y, h])
     fio.save_inference_model(tmp_path, [h.name], [y], exe, main)

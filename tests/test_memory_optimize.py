@@ -5,7 +5,7 @@ import pytest
 
 import fluidity as fluid
 from fluidity.executor import add_feed_fetch_ops
-from fluidity.executor.analysis import op_uses
+from fluidity.ir.analysis import op_uses
 from fluidity.transpiler.memory_optimize import memory_optimize, release_memory
 from test_executors import MODELS, assert_same, mlp, reference, train
 

@@ -34,7 +34,7 @@ import numpy as np
 from ..core.scope import global_scope
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, FluidityError
-from ..framework import Program, Variable
+from ..ir.views import ProgramView, VarView
 from .executor import Executor
 
 STOP_GRACE_S = 10.0  # after a worker fails, how long the others get to stop by themselves
@@ -301,7 +301,7 @@ class AsyncExecutor:
         than the overlap gains once a step takes a few ms or less (measured, 2 cores: CTR-DNN
         10-20% and a bag-of-words classifier 15-30% fewer examples/s with it, for 1 worker
         and for 2); it can pay when parsing is heavy next to the step and cores are idle."""
-        if not isinstance(program, Program):
+        if not isinstance(program, ProgramView):
             raise FluidityError(f"AsyncExecutor.run needs a Program, got "
                                 f"{type(program).__name__}")
         from ..data.data_feed_desc import DataFeedDesc
@@ -317,10 +317,10 @@ class AsyncExecutor:
         if thread_num < 1:
             raise FluidityError(f"thread_num must be >= 1, got {thread_num}")
         fetch = [] if fetch is None else (fetch if isinstance(fetch, (list, tuple)) else [fetch])
-        fetch_names = [f.name if isinstance(f, Variable) else f for f in fetch]
+        fetch_names = [f.name if isinstance(f, VarView) else f for f in fetch]
         block = program.global_block()
         for n in fetch_names:
-            if block._find_var_recursive(n) is None:
+            if block.find_var_recursive(n) is None:
                 raise FluidityError(f"cannot fetch '{n}': the program has no such variable")
         used = [s.name for s in desc.slots if s.is_used]
         for n in used:

@@ -1,25 +1,34 @@
 """The interpreter Executor (Paddle's `fluid.Executor`).
 
-`run` adds feed/fetch ops to a cached copy of the program (one per program version, block,
+`run` adds feed/fetch ops to a cached copy of the program (one per program revision, block,
 feed names and fetch names), prepares a Plan for it once, and then per call only validates
 the feed, binds a frame in a local kid scope and runs the steps.
+
+The executor sees programs as descs only (`ir.views`): what it is handed at its edge — the
+builder's Program, a CompiledProgram, or a bare ProgramDesc — becomes a ProgramView there.
 """
 import weakref
+from collections import OrderedDict
 
 import numpy as np
 
-from ..core import dtypes
+from ..core import defaults, dtypes
 from ..core.allocator import keep_freed_memory
 from ..core.dtypes import VarType
-from ..core.scope import Scope, global_scope
+from ..core.scope import global_scope
 from ..core.tensor import LoDTensor, SelectedRows, as_lod_tensor
 from ..errors import FeedError, FetchError, FluidityError
-from ..framework import Program, Variable, default_main_program
+from ..ir import rewrite
+from ..ir.views import ProgramView, VarView
+from ..proto import framework_pb2 as pb
 from .plan import Plan, RunEnv
+from .strategy import ExecutionStrategy
+
+_RAW_DESC_VIEWS = 16   # bare ProgramDescs an executor keeps a view (and its plans) of
 
 
 def _fetch_name(f):
-    if isinstance(f, Variable):
+    if isinstance(f, VarView):
         return f.name
     if isinstance(f, str):
         return f
@@ -83,32 +92,38 @@ def _columns(block, op_type, slot, names, what):
     return cols
 
 
+def _holder(block, name, var_type):
+    v = block.vars.get(name)
+    if v is None:
+        return rewrite.add_var(block, name, var_type, persistable=True)
+    v.persistable = True
+    return v
+
+
 def add_feed_fetch_ops(program, block_id, feed_names, fetch_names, feed_var_name="feed",
                        fetch_var_name="fetch"):
-    """A copy of `program` whose block `block_id` starts with one feed op per fed name and
-    ends with one fetch op per fetched name (Paddle's layout: holder vars + `col`)."""
-    p = program.clone()
+    """A ProgramView of a copy of `program` (a view or a ProgramDesc) whose block `block_id`
+    starts with one feed op per fed name and ends with one fetch op per fetched name
+    (Paddle's layout: holder vars + `col`)."""
+    desc = program.desc if isinstance(program, ProgramView) else program
+    p = ProgramView(rewrite.copy_program(desc))
     block = p.block(block_id)
     for name in feed_names:
-        if block._find_var_recursive(name) is None:
+        if block.find_var_recursive(name) is None:
             raise FeedError(f"cannot feed '{name}': the program has no variable of that name")
     for name in fetch_names:
-        if block._find_var_recursive(name) is None:
+        if block.find_var_recursive(name) is None:
             raise FetchError(f"cannot fetch '{name}': the program has no variable of that name")
     has_feed = any(op.type == "feed" for op in block.ops)
     has_fetch = any(op.type == "fetch" for op in block.ops)
     if feed_names and not has_feed:
-        holder = block.create_var(name=feed_var_name, type=VarType.FEED_MINIBATCH,
-                                  persistable=True)
+        holder = _holder(block, feed_var_name, VarType.FEED_MINIBATCH)
         for col, name in reversed(list(enumerate(feed_names))):
-            block._insert_op(0, "feed", {"X": holder}, {"Out": name}, {"col": col},
-                             infer_shape=False)
+            rewrite.insert_op(block, 0, "feed", {"X": holder}, {"Out": name}, {"col": col})
     if fetch_names and not has_fetch:
-        holder = block.create_var(name=fetch_var_name, type=VarType.FETCH_LIST,
-                                  persistable=True)
+        holder = _holder(block, fetch_var_name, VarType.FETCH_LIST)
         for col, name in enumerate(fetch_names):
-            block.append_op("fetch", {"X": name}, {"Out": holder}, {"col": col},
-                            infer_shape=False)
+            rewrite.append_op(block, "fetch", {"X": name}, {"Out": holder}, {"col": col})
     return p
 
 
@@ -121,18 +136,19 @@ class Executor:
         self.place = place
         keep_freed_memory()  # temporaries' memory stays mapped between runs
         if isinstance(strategy, str):
-            from .strategy import ExecutionStrategy
             strategy = ExecutionStrategy(strategy)
         self.strategy = strategy
-        # program -> {(version, block, feeds, fetches, holder names): _Prepared}
+        self._kinds = strategy if strategy is not None else ExecutionStrategy()
+        # program -> {(revision, block, feeds, fetches, holder names): _Prepared}
         self._cache = weakref.WeakKeyDictionary()
-        self._block_plans = weakref.WeakKeyDictionary()  # program -> {(version, block): Plan}
+        self._block_plans = weakref.WeakKeyDictionary()  # program -> {(revision, block): Plan}
+        self._raw_views = OrderedDict()   # id(ProgramDesc) -> (desc, its view), LRU
 
     # -- preparing ----------------------------------------------------------------------
     def _prepare(self, program, block_id, feed_names, fetch_names, feed_var_name,
                  fetch_var_name):
         per_prog = self._cache.get(program)
-        key = (program._version, block_id, feed_names, fetch_names, feed_var_name,
+        key = (program.revision, block_id, feed_names, fetch_names, feed_var_name,
                fetch_var_name)
         if per_prog is not None:
             prep = per_prog.get(key)
@@ -141,17 +157,16 @@ class Executor:
         else:
             per_prog = self._cache[program] = {}
         # a changed program makes older entries useless
-        for k in [k for k in per_prog if k[0] != program._version]:
+        for k in [k for k in per_prog if k[0] != program.revision]:
             del per_prog[k]
         p = add_feed_fetch_ops(program, block_id, list(feed_names), list(fetch_names),
                                feed_var_name, fetch_var_name)
         block = p.block(block_id)
-        feed_vars = [block._find_var_recursive(n) for n in feed_names]
-        fetch_persistable = [block._find_var_recursive(n).persistable for n in fetch_names]
+        feed_vars = [block.find_var_recursive(n) for n in feed_names]
+        fetch_persistable = [block.find_var_recursive(n).persistable for n in fetch_names]
         feed_cols = _columns(block, "feed", "Out", feed_names, "feed")
         fetch_cols = _columns(block, "fetch", "X", fetch_names, "fetch")
-        plan = Plan(p, block_id) if self.strategy is None else \
-            self.strategy.make_plan(p, block_id)
+        plan = self._kinds.make_plan(p, block_id)
         prep = _Prepared(p, plan, feed_vars,
                          [feed_cols[n] for n in feed_names] if feed_cols else
                          list(range(len(feed_names))),
@@ -163,16 +178,16 @@ class Executor:
     def prepare_block(self, program, block_id):
         """The cached Plan of a block as is (no feed/fetch): used to run sub-blocks."""
         plans = self._block_plans.setdefault(program, {})
-        key = (program._version, block_id)
+        key = (program.revision, block_id)
         plan = plans.get(key)
         if plan is None:
-            plan = plans[key] = Plan(program, block_id)
+            plan = plans[key] = self._kinds.observed(Plan(program, block_id))
         return plan
 
     def run_block(self, program, block_id, scope):
         """Run one block of `program` in `scope` as is (for control-flow ops)."""
         plan = self.prepare_block(program, block_id)
-        plan.run(plan.bind(scope), RunEnv(scope, self, program))
+        plan.run(plan.frame(scope), RunEnv(scope, self, program))
 
     # -- feeding ------------------------------------------------------------------------
     @staticmethod
@@ -206,11 +221,7 @@ class Executor:
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
             fetch_var_name="fetch", scope=None, return_numpy=True, use_program_cache=True,
             block_id=0, create_local_scope=True):
-        if program is None:
-            program = default_main_program()
-        program = getattr(program, "_program_for_executor", lambda: program)()
-        if not isinstance(program, Program):
-            raise FluidityError(f"Executor.run needs a Program, got {type(program).__name__}")
+        program = self._as_view(program)
         if scope is None:
             scope = global_scope()
         feed = feed or {}
@@ -220,7 +231,7 @@ class Executor:
             fetch_list = []
         elif not isinstance(fetch_list, (list, tuple)):
             fetch_list = [fetch_list]
-        feed_names = tuple(k.name if isinstance(k, Variable) else k for k in feed)
+        feed_names = tuple(k.name if isinstance(k, VarView) else k for k in feed)
         fetch_names = tuple(_fetch_name(f) for f in fetch_list)
 
         prep = self._prepare(program, block_id, feed_names, fetch_names, feed_var_name,
@@ -236,8 +247,10 @@ class Executor:
 
         local = scope.new_scope() if create_local_scope else scope
         plan = prep.plan
+        if self._kinds.profile is not None:
+            self._kinds.profile.begin_run()
         try:
-            plan.run(plan.bind(local), RunEnv(local, self, prep.program))
+            plan.run(plan.frame(local), RunEnv(local, self, prep.program))
         finally:
             if create_local_scope:
                 scope.delete_scope(local)
@@ -252,9 +265,37 @@ class Executor:
                        for r, p in zip(results, prep.fetch_persistable)]
         return results
 
+    def _as_view(self, program):
+        """The ProgramView to run for what a caller hands `run`: the default main program
+        for None; a CompiledProgram's program; a view (the builder's Program is one) as is;
+        a bare ProgramDesc in a view kept for the next runs (the desc is taken as unchanged
+        between them: change it and hand a new one, or a view)."""
+        if program is None:
+            program = defaults.main_program()
+            if program is None:
+                raise FluidityError("Executor.run: no program given and no default main "
+                                    "program")
+        program_for_executor = getattr(program, "program_for_executor", None)
+        if program_for_executor is not None:
+            program = program_for_executor()
+        if isinstance(program, ProgramView):
+            return program
+        if isinstance(program, pb.ProgramDesc):
+            hit = self._raw_views.get(id(program))
+            if hit is not None and hit[0] is program:
+                self._raw_views.move_to_end(id(program))
+                return hit[1]
+            view = ProgramView(program)
+            self._raw_views[id(program)] = (program, view)
+            if len(self._raw_views) > _RAW_DESC_VIEWS:
+                self._raw_views.popitem(last=False)
+            return view
+        raise FluidityError(f"Executor.run needs a Program or ProgramDesc, got "
+                            f"{type(program).__name__}")
+
     def close(self):
         self._cache.clear()
         self._block_plans.clear()
-        if self.strategy is not None:
-            self.strategy.close()
+        self._raw_views.clear()
+        self._kinds.close()
 

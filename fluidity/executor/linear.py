@@ -29,9 +29,9 @@ import threading
 import numpy as np
 
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
+from ..ir.analysis import dependencies, is_dense, temporaries, topological_order
+from ..ir.memory_plan import MemoryPlan, var_nbytes
 from ..ops import registry
-from .analysis import dependencies, is_dense, temporaries, topological_order
-from .memory_plan import MemoryPlan, var_nbytes
 from .plan import OpPrep, Plan
 
 

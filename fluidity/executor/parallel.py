@@ -49,9 +49,8 @@ def _blas_limit(n):
 
 
 class ParallelPlan(DataflowPlan):
-    def __init__(self, program, block_idx=0, num_threads=2, profile=None, pool=None,
-                 blas_threads=None):
-        super().__init__(program, block_idx, profile)
+    def __init__(self, program, block_idx=0, num_threads=2, pool=None, blas_threads=None):
+        super().__init__(program, block_idx)
         self.num_threads = num_threads
         self.blas_threads = blas_threads
         self._pool = pool
@@ -93,8 +92,6 @@ class ParallelPlan(DataflowPlan):
             self._run_threads(frame, env)
 
     def _run_threads(self, frame, env):
-        if self.profile is not None:
-            self.profile.events = []
         run = _Run(self)
         helpers = [self._pool.submit(self._work, run, frame, env)
                    for _ in range(self.num_threads - 1)]

@@ -4,20 +4,20 @@ At prepare time every variable the block's ops touch gets a slot in a *frame* (a
 scope Variables), and every op becomes a `step(frame, env)` closure that reads its inputs
 from frame slots and writes its outputs back. Running the block is then
 
-    frame = plan.bind(scope)          # one scope lookup per variable
+    frame = plan.frame(scope)         # one scope lookup per variable
     for step in plan.steps: step(frame, env)
 
 so per-op dispatch costs one Python call and a few list reads, not a protobuf walk.
 """
+from ..core.names import EMPTY_VAR_NAME
 from ..core.tensor import LoDTensor
-from ..errors import ExecutionError, FluidityError, ProgramError
-from ..framework import EMPTY_VAR_NAME
+from ..errors import ExecutionError, ProgramError
 from ..ops import registry
 
 
 class RunEnv:
-    """What steps of `ctx` ops may need beyond the frame: the scope the block runs in and
-    the executor (to run sub-blocks)."""
+    """What steps of `ctx` ops may need beyond the frame: the scope the block runs in, the
+    program (a ProgramView) and the executor that runs its sub-blocks."""
     __slots__ = ("scope", "executor", "program")
 
     def __init__(self, scope, executor, program):
@@ -25,9 +25,14 @@ class RunEnv:
         self.executor = executor
         self.program = program
 
+    def run_block(self, block_idx, scope):
+        """Run block `block_idx` of this run's program in `scope` (control-flow ops)."""
+        self.executor.run_block(self.program, block_idx, scope)
+
 
 class OpPrep:
-    """What an op's `make_step` sees while the plan is prepared."""
+    """What an op's `make_step` sees while the plan is prepared: the op (an OpView), its
+    attributes with defaults, and the frame slots of its variables."""
 
     def __init__(self, plan, op, opdef, attrs):
         self.plan = plan
@@ -39,6 +44,10 @@ class OpPrep:
 
     def idx(self, name):
         return self.plan.slot_of(name)
+
+    def find_var(self, name):
+        """The view of variable `name` as the op's block sees it (None if undeclared)."""
+        return self.block.find_var_recursive(name)
 
     def in_idx(self, slot):
         """Frame slots of input `slot` ([] when absent)."""
@@ -152,8 +161,8 @@ def _compile_step(readers, writers, lod_i, as_values):
 
 
 class Plan:
-    """One block of one program, prepared. Immutable after construction; shareable by
-    threads (each run binds its own frame)."""
+    """One block of one program (a ProgramView), prepared. Immutable after construction;
+    shareable by threads (each run binds its own frame)."""
 
     def __init__(self, program, block_idx=0):
         self.program = program
@@ -183,7 +192,7 @@ class Plan:
         v = self.block.vars.get(name)
         if v is not None:
             bucket = self.persist if v.persistable else self.local
-        elif self.block._find_var_recursive(name) is not None:
+        elif self.block.find_var_recursive(name) is not None:
             bucket = self.outer
         else:
             raise ProgramError(f"op '{op.type}' in block {self.block_idx} uses variable "
@@ -207,7 +216,7 @@ class Plan:
         return make_array_step(prep, fn, as_values=opdef.kind == "value")
 
     # -- running ------------------------------------------------------------------------
-    def bind(self, scope):
+    def frame(self, scope):
         """The frame for a run in `scope`: locals created there, persistables found up the
         chain or created in the root, outer-block variables found up the chain."""
         frame = [None] * len(self.names)
@@ -231,12 +240,19 @@ class Plan:
             for step in self.steps:
                 step(frame, env)
                 i += 1
-        except FluidityError as e:
-            if isinstance(e, ExecutionError) and e.op_index is not None:
-                raise
-            raise self._error(i, frame, e) from e
         except Exception as e:
-            raise self._error(i, frame, e) from e
+            err = self.failure(i, frame, e)
+            if err is e:
+                raise
+            raise err from e
+
+    def failure(self, i, frame, exc):
+        """What to raise when op i failed with `exc`: `exc` itself when it already names the
+        op it came from (a sub-block's), else an ExecutionError naming op i, its inputs and
+        their shapes, and where the op was created."""
+        if isinstance(exc, ExecutionError) and exc.op_index is not None:
+            return exc
+        return self._error(i, frame, exc)
 
     def _error(self, i, frame, exc):
         op = self.ops[i]

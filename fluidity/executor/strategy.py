@@ -11,14 +11,15 @@ kind           runs the block                                       module (exec
                plan: tensors whose lifetimes don't overlap share    memory_plan.py
                bytes, in place where ops allow
                (`print(strategy.memory_report())`)
-"dataflow"     each op once its inputs are ready; `profile=True`    dataflow.py
-               times every op (`print(strategy.profile)`)
+"dataflow"     each op once its inputs are ready                    dataflow.py
 "parallel"     independent ready ops at once on `num_threads`       parallel.py
                threads; `blas_threads` caps BLAS meanwhile (below)
 
 The program is never changed: a strategy only picks the kind of prepared plan the Executor
-builds for it (once per program version, block, feed and fetch names). Sub-blocks of control
-flow ops are run by the interpreter. All kinds give bit-identical results.
+builds for it (once per program revision, block, feed and fetch names) from `PLAN_KINDS`.
+Sub-blocks of control flow ops are run by the interpreter. All kinds give bit-identical
+results. `profile=True`, for every kind, times every op, sub-blocks' included
+(`print(strategy.profile)`; executor/profile.py).
 
 `blas_threads` (parallel only): None (default) leaves BLAS alone, so two matmuls at once
 each want every core; an int, or "auto" (cores // num_threads), caps BLAS while the run
@@ -30,21 +31,48 @@ import os
 import weakref
 
 from ..errors import FluidityError
+from . import profile as profiling
+from .dataflow import DataflowPlan
+from .linear import LinearPlan
+from .parallel import ParallelPlan, make_pool
+from .plan import Plan
 
-KINDS = ("interpreter", "linear", "dataflow", "parallel")
+
+def _linear(strategy, program, block_id):
+    plan = LinearPlan(program, block_id)
+    strategy._linear_plans = [r for r in strategy._linear_plans if r() is not None]
+    strategy._linear_plans.append(weakref.ref(plan))
+    return plan
+
+
+def _parallel(strategy, program, block_id):
+    n = strategy.num_threads
+    if strategy._pool is None and n > 1:
+        strategy._pool = make_pool(n)
+    blas = strategy.blas_threads
+    if blas == "auto":
+        blas = max(1, (os.cpu_count() or 1) // n) if n > 1 else None
+    return ParallelPlan(program, block_id, n, strategy._pool, blas)
+
+
+# kind -> plan(strategy, program view, block index): the one place a kind is chosen
+PLAN_KINDS = {
+    "interpreter": lambda strategy, program, block_id: Plan(program, block_id),
+    "linear": _linear,
+    "dataflow": lambda strategy, program, block_id: DataflowPlan(program, block_id),
+    "parallel": _parallel,
+}
+KINDS = tuple(PLAN_KINDS)
 
 
 class ExecutionStrategy:
     def __init__(self, kind="interpreter", num_threads=2, profile=False, blas_threads=None):
-        if kind not in KINDS:
+        if kind not in PLAN_KINDS:
             raise FluidityError(f"ExecutionStrategy: kind must be one of {', '.join(KINDS)}; "
                                 f"got {kind!r}")
         if not isinstance(num_threads, int) or num_threads < 1:
             raise FluidityError(f"ExecutionStrategy: num_threads must be a positive int, got "
                                 f"{num_threads!r}")
-        if profile and kind not in ("dataflow", "parallel"):
-            raise FluidityError(f"ExecutionStrategy: profile=True needs kind 'dataflow' or "
-                                f"'parallel' (got {kind!r})")
         if blas_threads not in (None, "auto") and (not isinstance(blas_threads, int)
                                                    or blas_threads < 1):
             raise FluidityError(f"ExecutionStrategy: blas_threads must be 'auto', None or a "
@@ -52,36 +80,18 @@ class ExecutionStrategy:
         self.kind = kind
         self.num_threads = num_threads
         self.blas_threads = blas_threads
-        self.profile = None
-        if profile:
-            from .dataflow import Profile
-            self.profile = Profile()
+        self.profile = profiling.Profile() if profile else None
         self._pool = None
         self._linear_plans = []     # weak references, for memory_report()
 
     def make_plan(self, program, block_id=0):
-        """The prepared plan of this kind for one block of `program`."""
-        if self.kind == "linear":
-            from .linear import LinearPlan
-            plan = LinearPlan(program, block_id)
-            self._linear_plans = [r for r in self._linear_plans if r() is not None]
-            self._linear_plans.append(weakref.ref(plan))
-            return plan
-        if self.kind == "dataflow":
-            from .dataflow import DataflowPlan
-            return DataflowPlan(program, block_id, self.profile)
-        if self.kind == "parallel":
-            from .parallel import ParallelPlan, make_pool
-            if self._pool is None and self.num_threads > 1:
-                self._pool = make_pool(self.num_threads)
-            blas = self.blas_threads
-            if blas == "auto":
-                blas = max(1, (os.cpu_count() or 1) // self.num_threads) \
-                    if self.num_threads > 1 else None
-            return ParallelPlan(program, block_id, self.num_threads, self.profile, self._pool,
-                                blas)
-        from .plan import Plan
-        return Plan(program, block_id)
+        """The prepared plan of this kind for one block of `program` (a ProgramView),
+        observed by the profile when there is one."""
+        return self.observed(PLAN_KINDS[self.kind](self, program, block_id))
+
+    def observed(self, plan):
+        """`plan`, its steps timed by this strategy's profile when it has one."""
+        return profiling.observe(plan, self.profile) if self.profile is not None else plan
 
     def memory_report(self):
         """The memory plans (arena vs naive sum) of the linear plans this strategy made and

@@ -1,6 +1,8 @@
 """User-facing layer functions (`fluid.layers.fc`, ...). Each module declares `__all__`;
 everything listed there is re-exported here."""
-from . import math_op_patch  # noqa: F401
+from . import math_op_patch
+
+math_op_patch.monkey_patch_variable()
 
 from . import (control_flow, io, learning_rate_scheduler, loss, manip, metric, nn, ops,
                rnn, sequence, tensor)

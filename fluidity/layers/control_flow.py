@@ -56,7 +56,7 @@ def _outer_io(block, written_first=()):
 
     def outer(names):
         return [n for n in dict.fromkeys(names)
-                if n not in block.vars and parent._find_var_recursive(n) is not None]
+                if n not in block.vars and parent.find_var_recursive(n) is not None]
     return outer(reads), outer(writes)
 
 
@@ -193,7 +193,7 @@ def _copy_to_parent(var):
         raise TypeError(f"cond: branches must return Variables, got {type(var).__name__}")
     program = default_main_program()
     parent = program.block(program.current_block().parent_idx)
-    if var.type == ARRAY and parent._find_var_recursive(var.name) is not None:
+    if var.type == ARRAY and parent.find_var_recursive(var.name) is not None:
         return var
     out = parent.create_var(name=unique_name.generate("_generated_var"), dtype=var.dtype,
                             shape=var.shape, type=var.type, lod_level=var.lod_level)
@@ -596,7 +596,7 @@ class StaticRNN:
         local.update(x.name for x in self.inputs)
         local.update(self.memories)
         params = [n for op in body.ops for n in op.input_arg_names if n not in local]
-        params = [n for n in dict.fromkeys(params) if parent._find_var_recursive(n) is not None]
+        params = [n for n in dict.fromkeys(params) if parent.find_var_recursive(n) is not None]
         boots, pre, new = [], [], []
         for name, (init, pre_mem, value) in self.memories.items():
             if value is None:
@@ -686,7 +686,7 @@ class DynamicRNN:
         """x's step t (rows of the sequences longer than t), for a LoD tensor x."""
         self._assert_in("step_input")
         parent = self._parent_block()
-        if parent._find_var_recursive(x.name) is None:
+        if parent.find_var_recursive(x.name) is None:
             raise ValueError(f"DynamicRNN.step_input: '{x.name}' was made inside the RNN "
                              f"block; compute step inputs before `with drnn.block():`")
         if self.lod_rank_table is None:

@@ -1,4 +1,10 @@
-"""`a + b`, `x * 2.0` on Variables: elementwise ops, or `scale` when the other side is a number."""
+"""`a + b`, `x * 2.0` on Variables: elementwise ops, or `scale` when the other side is a number.
+
+`monkey_patch_variable()` (run when `fluidity.layers` is imported, as Paddle's of that name)
+gives the builder's Variable these operators: they build layers, which the framework itself
+does not import.
+"""
+from ..framework import Variable
 from ..layer_helper import LayerHelper
 
 _SCALAR_AS_SCALE = {
@@ -30,3 +36,23 @@ def binary(x, other, op_type, reverse=False):
     helper.append_op(op_type, inputs={"X": a, "Y": b}, outputs={"Out": out},
                      attrs={"axis": -1})
     return out
+
+
+_OPERATORS = {"__add__": ("elementwise_add", False), "__radd__": ("elementwise_add", True),
+              "__sub__": ("elementwise_sub", False), "__rsub__": ("elementwise_sub", True),
+              "__mul__": ("elementwise_mul", False), "__rmul__": ("elementwise_mul", True),
+              "__truediv__": ("elementwise_div", False),
+              "__rtruediv__": ("elementwise_div", True),
+              "__pow__": ("elementwise_pow", False)}
+
+
+def _operator(op_type, reverse):
+    def method(self, other):
+        return binary(self, other, op_type, reverse)
+    return method
+
+
+def monkey_patch_variable():
+    for name, (op_type, reverse) in _OPERATORS.items():
+        setattr(Variable, name, _operator(op_type, reverse))
+    Variable.__neg__ = lambda self: binary(self, -1.0, "elementwise_mul")

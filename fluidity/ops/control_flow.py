@@ -223,7 +223,7 @@ class While(OpDef):
         before, after = _snapshot_plan(p.program, sub, p.op.input("X") + p.op.output("Out"))
 
         def step(frame, env):
-            scope, run = env.scope, env.executor.run_block
+            scope, run = env.scope, env.run_block
             holder = frame[scopes_i]
             _drop_scopes(scope, holder.value)
             scopes = holder.value = []
@@ -231,12 +231,12 @@ class While(OpDef):
             while _cond_true(cond, cond_name):
                 s = scope.new_scope()
                 if is_test:
-                    run(env.program, sub, s)
+                    run(sub, s)
                     scope.delete_scope(s)
                     continue
                 scopes.append(s)
                 pre = _tensor_values(scope, before)
-                run(env.program, sub, s)
+                run(sub, s)
                 _put_snapshots(s, pre)
                 _put_snapshots(s, _tensor_values(scope, after))
         return step
@@ -276,7 +276,7 @@ class WhileGrad(OpDef):
                 for _, inner, _ in wanted:
                     s.var(inner).value = None
                 _set_locals(s, grads)
-                env.executor.run_block(env.program, sub, s)
+                env.run_block(sub, s)
                 for x, inner, _ in wanted:
                     got = s._vars[inner].value
                     if x in carried:
@@ -346,7 +346,7 @@ class ConditionalBlock(OpDef):
             s = scope.new_scope()
             holder.value = [s]
             pre = _tensor_values(scope, before)
-            env.executor.run_block(env.program, sub, s)
+            env.run_block(sub, s)
             _put_snapshots(s, pre)
             _put_snapshots(s, _tensor_values(scope, after))
         return step
@@ -385,7 +385,7 @@ class ConditionalBlockGrad(OpDef):
                 for _, inner, _ in wanted:
                     s.var(inner).value = None
                 _set_locals(s, _outside_grads(scope, ogs, ogs))
-                env.executor.run_block(env.program, sub, s)
+                env.run_block(sub, s)
                 got = {x: s._vars[inner].value for x, inner, _ in wanted}
             for x, _, slot in wanted:
                 val = got.get(x)
@@ -983,7 +983,7 @@ class Recurrent(OpDef):
                 for e, src in zip(ex, [frame[i].value for i in init_ids] if prev is None
                                   else [prev._vars[n].value for n in st]):
                     s.var(e).value = src
-                env.executor.run_block(env.program, sub, s)
+                env.run_block(sub, s)
                 for j, name in enumerate(outs):
                     steps[j][t] = s._vars[name].value._array
                 if keep:
@@ -1053,7 +1053,7 @@ class RecurrentGrad(OpDef):
                 for e, name in zip(ex, st):
                     v = later._vars.get(grad_var_name(e)) if later is not None else None
                     s.var(grad_var_name(name)).value = v.value if v is not None else None
-                env.executor.run_block(env.program, sub, s)
+                env.run_block(sub, s)
                 for x, inner, _ in w_par:
                     par_grads[x] = _add(par_grads.get(x), s._vars[inner].value)
                 for x, inner, _ in w_in:

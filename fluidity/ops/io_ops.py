@@ -121,7 +121,7 @@ class Load(OpDef):
     @staticmethod
     def make_step(p):
         o, name = p.out_one("Out"), p.op.output("Out")[0]
-        var = p.block._find_var_recursive(name)
+        var = p.find_var(name)
         path, fp16 = _path(p), p.attrs["load_as_fp16"]
         seek, shape = p.attrs["seek"], list(p.attrs["shape"])
         is_sr = var is not None and var.type == VarType.SELECTED_ROWS
@@ -207,7 +207,7 @@ class LoadCombine(OpDef):
     @staticmethod
     def make_step(p):
         ids, names = p.out_idx("Out"), p.op.output("Out")
-        vars_ = [p.block._find_var_recursive(n) for n in names]
+        vars_ = [p.find_var(n) for n in names]
         if p.attrs["model_from_memory"]:
             raise FluidityError("load_combine: model_from_memory is not supported (a binary "
                                 "string attribute cannot be stored in a program); load from a "

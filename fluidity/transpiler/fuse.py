@@ -12,9 +12,13 @@ sparse gradient for the table instead of one per slot plus a `sum` of them. Padd
 op: apply it to training programs, not to programs saved for Paddle.
 
 `fuse_fc(program)`: mul + elementwise_add(bias) [+ relu] -> `fc` (see its docstring).
+
+Each rewrites a ProgramView (the builder's Program is one) in place through `ir.rewrite`;
+`ir.rewrite.on_copy(desc, pass_)` runs one as a pure function of descs.
 """
 from .. import unique_name
-from ..framework import OpRole
+from ..core.names import OpRole
+from ..ir import rewrite
 
 
 def _readers(block):
@@ -44,17 +48,16 @@ def fuse_embedding_seq_pool(program, skip_vars=()):
         max_index = pool.output("MaxIndex")
         if any(readers.get(n) for n in max_index):
             continue
-        i = block.ops.index(pool)
-        block._insert_op(i, "fused_embedding_seq_pool",
-                         {"W": lookup.input("W"), "Ids": lookup.input("Ids")},
-                         {"Out": pool.output("Out")},
-                         {"combiner": "sum", "padding_idx": lookup.attr("padding_idx"),
-                          "is_sparse": lookup.attr("is_sparse"),
-                          "is_distributed": lookup.attr("is_distributed")},
-                         infer_shape=False)
-        block._remove_op(block.ops.index(pool))
-        block._remove_op(block.ops.index(lookup))
-        block._remove_vars([emb] + max_index)
+        rewrite.insert_op(block, pool.idx, "fused_embedding_seq_pool",
+                          {"W": lookup.input("W"), "Ids": lookup.input("Ids")},
+                          {"Out": pool.output("Out")},
+                          {"combiner": "sum", "padding_idx": lookup.attr("padding_idx"),
+                           "op_role": lookup.attr("op_role"),
+                           "is_sparse": lookup.attr("is_sparse"),
+                           "is_distributed": lookup.attr("is_distributed")})
+        rewrite.remove_op(block, pool)
+        rewrite.remove_op(block, lookup)
+        rewrite.remove_vars(block, [emb] + max_index)
         fused += 1
     return fused
 
@@ -68,7 +71,7 @@ def _concat_axis_1(op, block):
     axis = op.attr("axis")
     if axis == 1:
         return True
-    x = block._find_var_recursive(op.input("X")[0])
+    x = block.find_var_recursive(op.input("X")[0])
     return axis == -1 and x is not None and len(x.shape) == 2
 
 
@@ -92,7 +95,7 @@ def fuse_embedding_seq_pool_concat(program, skip_vars=()):
                     len(readers.get(name, [])) != 1 or xs.count(name) != 1 or \
                     op.attr("combiner") != "sum" or op.attr("op_role") != OpRole.Forward:
                 return None
-            w = block._find_var_recursive(op.input("W")[0])
+            w = block.find_var_recursive(op.input("W")[0])
             if w is None or len(w.shape) != 2:
                 return None
             return (op.input("W")[0],) + tuple(op.attr(a) for a in _SAME_ATTRS)
@@ -112,31 +115,30 @@ def fuse_embedding_seq_pool_concat(program, skip_vars=()):
             names = xs[i:j]
             ops = [producer[n] for n in names]
             first = ops[0]
-            w = block._find_var_recursive(first.input("W")[0])
+            w = block.find_var_recursive(first.input("W")[0])
             whole = (i, j) == (0, len(xs))
             if whole:
                 out = concat.output("Out")[0]
             else:
                 out = unique_name.generate("fused_embedding_seq_pool_concat.out")
-                block.create_var(name=out, shape=[-1, w.shape[1] * len(names)],
-                                 dtype=w.dtype, lod_level=0)
-            at = max(block.ops.index(op) for op in ops)
-            block._insert_op(at + 1, "fused_embedding_seq_pool_concat",
-                             {"W": first.input("W"),
-                              "Ids": [op.input("Ids")[0] for op in ops]},
-                             {"Out": [out]},
-                             {"combiner": "sum",
-                              **{a: first.attr(a) for a in _SAME_ATTRS}},
-                             infer_shape=False)
+                rewrite.add_var(block, out, shape=[-1, w.shape[1] * len(names)],
+                                dtype=w.dtype, lod_level=0)
+            at = max(op.idx for op in ops)
+            rewrite.insert_op(block, at + 1, "fused_embedding_seq_pool_concat",
+                              {"W": first.input("W"),
+                               "Ids": [op.input("Ids")[0] for op in ops]},
+                              {"Out": [out]},
+                              {"combiner": "sum", "op_role": first.attr("op_role"),
+                               **{a: first.attr(a) for a in _SAME_ATTRS}})
             for op in ops:
-                block._remove_op(block.ops.index(op))
-            block._remove_vars(names)
+                rewrite.remove_op(block, op)
+            rewrite.remove_vars(block, names)
             new_xs[i:j] = [out]
             fused += 1
             if whole:
-                block._remove_op(block.ops.index(concat))
+                rewrite.remove_op(block, concat)
             else:
-                concat.set_input("X", new_xs)
+                rewrite.set_inputs(concat, "X", new_xs)
     return fused
 
 
@@ -163,14 +165,14 @@ def fuse_fc(program, skip_vars=()):
     for mul in [op for op in block.ops if op.type == "mul"]:
         if mul.attr("op_role") != OpRole.Forward or mul.attr("y_num_col_dims") != 1:
             continue
-        w = block._find_var_recursive(mul.input("Y")[0])
+        w = block.find_var_recursive(mul.input("Y")[0])
         n = mul.attr("x_num_col_dims")
         pre = mul.output("Out")[0]
         add = _only_reader(readers, pre, skip, block)
         if w is None or len(w.shape) != 2 or add is None or add.type != "elementwise_add" or \
                 add.input("X") != [pre]:
             continue
-        b = block._find_var_recursive(add.input("Y")[0])
+        b = block.find_var_recursive(add.input("Y")[0])
         out_rank = len(block.var(pre).shape)
         if b is None or not b.persistable or len(b.shape) != 1 or \
                 add.attr("axis") not in (n, -1, out_rank - 1):
@@ -180,14 +182,13 @@ def fuse_fc(program, skip_vars=()):
         if relu is not None and relu.type == "relu":
             ops.append(relu)
             out, act = relu.output("Out")[0], "relu"
-        at = block.ops.index(ops[-1])
-        block._insert_op(at + 1, "fc",
-                         {"Input": mul.input("X"), "W": mul.input("Y"), "Bias": add.input("Y")},
-                         {"Out": [out]},
-                         {"in_num_col_dims": n, "activation_type": act}, infer_shape=False)
+        rewrite.insert_op(block, ops[-1].idx + 1, "fc",
+                          {"Input": mul.input("X"), "W": mul.input("Y"), "Bias": add.input("Y")},
+                          {"Out": [out]}, {"in_num_col_dims": n, "activation_type": act,
+                                           "op_role": mul.attr("op_role")})
         gone = [pre] + ([add.output("Out")[0]] if act else [])
         for op in ops:
-            block._remove_op(block.ops.index(op))
-        block._remove_vars(gone)
+            rewrite.remove_op(block, op)
+        rewrite.remove_vars(block, gone)
         fused += 1
     return fused

@@ -9,47 +9,56 @@ program, in place.
   statistics, learning rates) and feed targets (data variables and outputs of feed ops).
 
 Blocks are kept (sub-block indices stay valid); ops inside them are filtered the same way.
+`inference_desc(desc)` is the same pass as a pure function of descs.
 """
-from ..framework import OpRole
+from ..core.names import OpRole
+from ..ir import rewrite
+from ..ir.views import ProgramView
 from ..ops import registry
 
 _DROP_ROLES = OpRole.Backward | OpRole.Optimize | OpRole.LRSched
 
 
-def _role(op):
-    return op.attr("op_role") if op.has_attr("op_role") else OpRole.Forward
-
-
 def _drop_ops(block):
     """Remove training-only ops, a run of consecutive ops at a time."""
-    drop = [i for i, op in enumerate(block.ops) if _role(op) & _DROP_ROLES]
+    drop = [i for i, op in enumerate(block.ops) if op.role & _DROP_ROLES]
     while drop:
         end = drop.pop()
         start = end
         while drop and drop[-1] == start - 1:
             start = drop.pop()
-        block._remove_op(start, end + 1)
+        rewrite.remove_ops(block, start, end + 1)
 
 
-def _set_is_test(block):
-    for op in block.ops:
-        opdef = registry.find(op.type)
-        if opdef is not None and opdef.declares("is_test"):
-            op._set_attr("is_test", True)
+def set_is_test(program, also_declared_by_desc=False):
+    """Set `is_test` to True on every op whose OpDef declares it (and, with
+    `also_declared_by_desc`, on every op whose desc carries it)."""
+    for block in program.blocks:
+        for op in block.ops:
+            opdef = registry.find(op.type)
+            if (opdef is not None and opdef.declares("is_test")) or \
+                    (also_declared_by_desc and op.has_attr("is_test")):
+                rewrite.set_attr(op, "is_test", True)
 
 
 def make_inference_program(program):
-    """Rewrite `program` (a fresh clone) for inference; returns it."""
+    """Rewrite `program` (a ProgramView: the builder's Program is one) for inference;
+    returns it."""
     for block in program.blocks:
         _drop_ops(block)
-        _set_is_test(block)
+    set_is_test(program)
     used = set()
     for block in program.blocks:
         for op in block.ops:
             used.update(op.input_arg_names)
             used.update(op.output_arg_names)
     for block in program.blocks:
-        block._remove_vars({name for name, var in block.vars.items()
-                             if name not in used and not var.persistable
-                             and not var.need_check_feed})
+        rewrite.remove_vars(block, {name for name, var in block.vars.items()
+                                    if name not in used and not var.persistable
+                                    and not var.need_check_feed})
     return program
+
+
+def inference_desc(desc):
+    """The inference ProgramDesc of a training ProgramDesc (`desc` is not touched)."""
+    return make_inference_program(ProgramView(rewrite.copy_program(desc))).desc

@@ -13,15 +13,19 @@ reads, which are the program's results (the loss, say); everything in `skip_opt_
 or Variables: add the intermediates you fetch, as in Paddle); variables any sub-block reads
 or writes (they are live across the whole control-flow op); variables read before they are
 written (their values come from outside the run). Only the global block is rewritten.
+
+Both rewrite a ProgramView (the builder's Program is one) in place, as Paddle's do, through
+`ir.rewrite`; `ir.rewrite.on_copy(desc, memory_optimize)` is the pure form.
 """
 from ..core.dtypes import VarType
-from ..executor.analysis import temporaries
-from ..executor.memory_plan import var_nbytes
-from ..framework import Variable
+from ..ir import rewrite
+from ..ir.analysis import temporaries
+from ..ir.memory_plan import var_nbytes
+from ..ir.views import VarView
 
 
 def _skip_names(skip_opt_set):
-    return {v.name if isinstance(v, Variable) else str(v) for v in (skip_opt_set or ())}
+    return {v.name if isinstance(v, VarView) else str(v) for v in (skip_opt_set or ())}
 
 
 def _candidates(program, skip_opt_set, types):
@@ -31,12 +35,11 @@ def _candidates(program, skip_opt_set, types):
 
 
 def _rename_in_op(op, old, new):
-    op._rename_input(old, new)
-    op._rename_output(old, new)
+    rewrite.rename_arg(op, old, new)
     if op.has_attr("op_role_var"):
         names = op.attr("op_role_var")
         if old in names:
-            op._set_attr("op_role_var", [new if n == old else n for n in names])
+            rewrite.set_attr(op, "op_role_var", [new if n == old else n for n in names])
 
 
 def memory_optimize(program, skip_opt_set=None, print_log=False, level=0):
@@ -67,9 +70,7 @@ def memory_optimize(program, skip_opt_set=None, print_log=False, level=0):
         for n in dict.fromkeys(op.input_arg_names + op.output_arg_names):
             if last.get(n) == i:
                 pool.append(n)
-    if reused:
-        block._remove_vars([x for x, _ in reused])
-        program._bump()
+    rewrite.remove_vars(block, [x for x, _ in reused])
     program._is_mem_optimized = True
     if print_log:
         saved = sum(var_nbytes(cands[x].var, 1) or 0 for x, _ in reused)
@@ -93,6 +94,6 @@ def release_memory(program, skip_opt_set=None):
             dead.setdefault(t.last, []).append(n)
     for i in sorted(dead, reverse=True):
         role = ops[i].attr("op_role")
-        block._insert_op(i + 1, "delete_var", {"X": sorted(dead[i])}, {}, {"op_role": role},
-                         infer_shape=False)
+        rewrite.insert_op(block, i + 1, "delete_var", {"X": sorted(dead[i])}, {},
+                          {"op_role": role})
     return len(dead)

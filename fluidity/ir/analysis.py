@@ -1,6 +1,7 @@
-"""What a block's ops read and write, as the executors and memory passes see it.
+"""What a block's ops read and write, as the executors, memory passes and the code generator
+see it.
 
-All facts come from the ProgramDesc alone:
+All facts come from the ProgramDesc alone (through `ir.views`):
 
 * `op_uses(op)`: the names an op reads and writes. An op with sub-blocks (`while`,
   `conditional_block`, ... : BLOCK/BLOCKS attributes) reads *and* writes every name any op of
@@ -16,28 +17,16 @@ All facts come from the ProgramDesc alone:
 import heapq
 
 from ..core.dtypes import VarType
-from ..framework import EMPTY_VAR_NAME
+from ..core.names import EMPTY_VAR_NAME
 from ..ops import registry
-from ..proto import framework_pb2 as pb
 
-_BLOCK_ATTRS = (pb.AttrType.BLOCK, pb.AttrType.BLOCKS)
 # ctx ops whose reads and writes are exactly their slots
 _PLAIN_CTX = frozenset({"feed", "fetch", "delete_var"})
 
 
-def sub_block_ids(op):
-    ids = []
-    for a in op.desc.attrs:
-        if a.type == pb.AttrType.BLOCK:
-            ids.append(a.block_idx)
-        elif a.type == pb.AttrType.BLOCKS:
-            ids.extend(a.blocks_idx)
-    return ids
-
-
 def sub_block_vars(program, op):
     """Every name used by the ops of `op`'s sub-blocks, nested ones included."""
-    names, todo, seen = set(), list(sub_block_ids(op)), set()
+    names, todo, seen = set(), list(op.sub_block_ids()), set()
     while todo:
         b = todo.pop()
         if b in seen or not 0 <= b < program.num_blocks:
@@ -46,7 +35,7 @@ def sub_block_vars(program, op):
         for sub in program.block(b).ops:
             names.update(sub.input_arg_names)
             names.update(sub.output_arg_names)
-            todo.extend(sub_block_ids(sub))
+            todo.extend(sub.sub_block_ids())
     names.discard(EMPTY_VAR_NAME)
     return names
 
@@ -63,7 +52,7 @@ def op_uses(program, op):
 
 def is_barrier(op):
     """Whether `op` must run alone: control flow, or a ctx op other than feed/fetch/delete."""
-    if sub_block_ids(op):
+    if op.sub_block_ids():
         return True
     opdef = registry.find(op.type)
     return (opdef is None or opdef.kind == "ctx") and op.type not in _PLAIN_CTX

@@ -1,0 +1,65 @@
+"""Readable text of a program, block, op or variable (`fluidity show`, `Program.to_string`)."""
+from ..core import dtypes
+from ..core.dtypes import VarType
+from .views import TENSORLIKE
+
+# attributes of every op that say nothing about what it computes
+_HIDDEN_ATTRS = {"op_callstack", "op_role_var", "op_namescope", "op_device", "with_quant_attr"}
+
+
+def format_var(v):
+    t = v.type
+    flags = []
+    if v.persistable:
+        flags.append("persistable")
+    if v.is_parameter:
+        flags.append("parameter")
+    if v.stop_gradient:
+        flags.append("stop_gradient")
+    if t in TENSORLIKE:
+        kind = {VarType.LOD_TENSOR: "", VarType.SELECTED_ROWS: "selected_rows ",
+                VarType.LOD_TENSOR_ARRAY: "tensor_array "}[t]
+        lod = f" lod_level={v.lod_level}" if v.lod_level else ""
+        desc = f"{kind}{dtypes.name(v.dtype)}{list(v.shape)}{lod}"
+    else:
+        desc = VarType.Type.Name(t).lower()
+    return f"{v.name} : {desc}" + (f" ({', '.join(flags)})" if flags else "")
+
+
+def _fmt_attr(value):
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list) and len(value) > 8:
+        return "[" + ", ".join(_fmt_attr(x) for x in value[:8]) + f", ... ({len(value)})]"
+    return repr(value)
+
+
+def format_op(op, show_role=False):
+    def slots(m):
+        return ", ".join(f"{k}={v[0] if len(v) == 1 else v}" for k, v in m.items() if v)
+    attrs = {k: v for k, v in op.all_attrs().items() if k not in _HIDDEN_ATTRS}
+    if not show_role and attrs.get("op_role") == 0:
+        attrs.pop("op_role")
+    a = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in sorted(attrs.items()))
+    return f"{slots(op.outputs_map())} = {op.type}({slots(op.inputs_map())})" + (
+        f" {{{a}}}" if a else "")
+
+
+def format_block(block):
+    head = f"block {block.idx}" + (f" (parent {block.parent_idx})" if block.parent_idx >= 0
+                                   else "")
+    if block.forward_block_idx >= 0:
+        head += f" (forward block {block.forward_block_idx})"
+    lines = [head + ":", "  vars:"]
+    lines += [f"    {format_var(v)}" for v in block.vars.values()]
+    lines.append("  ops:")
+    lines += [f"    {format_op(op)}" for op in block.ops]
+    return "\n".join(lines)
+
+
+def format_program(program):
+    head = f"program (version {program.desc.version.version}"
+    if program.desc.op_version_map.pair:
+        head += f", {len(program.desc.op_version_map.pair)} op versions"
+    head += ")"
+    return "\n".join([head] + [format_block(b) for b in program.blocks])
