@@ -104,6 +104,14 @@ class Scope:
         kid.drop_kids()
         kid._vars.clear()
 
+    def local_lookup(self):
+        """`lookup(name)`: this scope's own Variable of that name or None, as fast as a dict
+        lookup (for binding a plan's frame once per run)."""
+        return self._vars.get
+
+    def has_kid(self, kid):
+        return kid in self._kids
+
     def kids(self):
         return list(self._kids)
 

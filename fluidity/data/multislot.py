@@ -79,6 +79,12 @@ def c_parser():
     return _c_parser
 
 
+def build():
+    """Build (or load from the cache) the C parser now; False when it cannot be built (a
+    warning says why once, and the pure-Python parser is used)."""
+    return _select_backend("auto") is not None
+
+
 def _select_backend(backend):
     if backend == "python":
         return None

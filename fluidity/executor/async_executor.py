@@ -234,8 +234,8 @@ def _build_native_once():
     fresh cache, every worker would run the compiler at once (dozens, on a big server)."""
     from ..data import multislot
     from ..ops import sparse_kernels
-    multislot._select_backend("auto")  # warns here, once, if it falls back to Python
-    sparse_kernels._native()           # likewise for numpy
+    multislot.build()       # warns here, once, if it falls back to Python
+    sparse_kernels.build()  # likewise for numpy
 
 
 def _limit_blas_threads(n):

@@ -220,9 +220,9 @@ class Plan:
         """The frame for a run in `scope`: locals created there, persistables found up the
         chain or created in the root, outer-block variables found up the chain."""
         frame = [None] * len(self.names)
-        vars_ = scope._vars
+        lookup = scope.local_lookup()
         for i, n in self.local:
-            v = vars_.get(n)
+            v = lookup(n)
             frame[i] = v if v is not None else scope.var(n)
         if self.persist:
             root = scope.root()

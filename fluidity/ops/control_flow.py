@@ -128,7 +128,7 @@ def _aligned_out(p, slot):
 
 def _drop_scopes(scope, scopes):
     for s in scopes or ():
-        if s in scope._kids:
+        if scope.has_kid(s):
             scope.delete_scope(s)
 
 
@@ -167,7 +167,7 @@ def _tensor_values(scope, names):
 
 def _put_snapshots(step_scope, values):
     for n, val in values.items():
-        if n not in step_scope._vars:
+        if step_scope.find_local_var(n) is None:
             step_scope.var(n).value = val
 
 
@@ -278,7 +278,7 @@ class WhileGrad(OpDef):
                 _set_locals(s, grads)
                 env.run_block(sub, s)
                 for x, inner, _ in wanted:
-                    got = s._vars[inner].value
+                    got = s.find_local_var(inner).value
                     if x in carried:
                         grads[inner] = got if not _empty(got) else _zeros_like(grads.get(inner))
                     else:
@@ -386,7 +386,7 @@ class ConditionalBlockGrad(OpDef):
                     s.var(inner).value = None
                 _set_locals(s, _outside_grads(scope, ogs, ogs))
                 env.run_block(sub, s)
-                got = {x: s._vars[inner].value for x, inner, _ in wanted}
+                got = {x: s.find_local_var(inner).value for x, inner, _ in wanted}
             for x, _, slot in wanted:
                 val = got.get(x)
                 if _empty(val):
@@ -981,11 +981,11 @@ class Recurrent(OpDef):
                 for name, seq in zip(ins, seqs):
                     s.var(name).value = LoDTensor(seq[t])
                 for e, src in zip(ex, [frame[i].value for i in init_ids] if prev is None
-                                  else [prev._vars[n].value for n in st]):
+                                  else [prev.find_local_var(n).value for n in st]):
                     s.var(e).value = src
                 env.run_block(sub, s)
                 for j, name in enumerate(outs):
-                    steps[j][t] = s._vars[name].value._array
+                    steps[j][t] = s.find_local_var(name).value._array
                 if keep:
                     scopes.append(s)
                 elif prev is not None:
@@ -1051,18 +1051,18 @@ class RecurrentGrad(OpDef):
                 for name, g in zip(outs, ogs):
                     s.var(grad_var_name(name)).value = LoDTensor(g[t])
                 for e, name in zip(ex, st):
-                    v = later._vars.get(grad_var_name(e)) if later is not None else None
+                    v = later.find_local_var(grad_var_name(e)) if later is not None else None
                     s.var(grad_var_name(name)).value = v.value if v is not None else None
                 env.run_block(sub, s)
                 for x, inner, _ in w_par:
-                    par_grads[x] = _add(par_grads.get(x), s._vars[inner].value)
+                    par_grads[x] = _add(par_grads.get(x), s.find_local_var(inner).value)
                 for x, inner, _ in w_in:
-                    v = s._vars[inner].value
+                    v = s.find_local_var(inner).value
                     if not _empty(v):
                         in_grads[x][t] = _dense(v)._array
                 later = s
             for x, inner, slot in w_init:
-                v = later._vars[inner].value if later is not None else None
+                v = later.find_local_var(inner).value if later is not None else None
                 frame[slot].value = v if not _empty(v) else _zeros_like(scope.find_var(x).value)
             for x, _, slot in w_in:
                 frame[slot].value = LoDTensor(in_grads[x])

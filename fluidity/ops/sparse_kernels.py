@@ -53,6 +53,13 @@ def _native():
     return _lib if _enabled else False
 
 
+def build():
+    """Build (or load from the cache) the C kernels now; False when they cannot be built
+    (a warning says why once, and numpy is used). Done before forking workers, so N of them
+    never run the compiler at once."""
+    return _native() is not False
+
+
 def set_native(enabled):
     """Use the C kernels (True, the default) or the numpy ones; returns the previous choice."""
     global _enabled
