@@ -31,8 +31,9 @@ import fluidity as fluid
 from fluidity import io as fio
 from fluidity import ops
 from fluidity.core.tensor import LoDTensor
+from paths import FIXTURES
 
-ZOO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "paddle_zoo")
+ZOO = os.path.join(FIXTURES, "paddle_zoo")
 MODELS = sorted(d for d in os.listdir(ZOO) if os.path.isfile(os.path.join(ZOO, d, "meta.json")))
 RTOL = {"float32": 1e-5, "float64": 1e-12}
 FLOOR_FRACTION, MIN_FLOOR = 0.05, 1e-6

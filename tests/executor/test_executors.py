@@ -10,6 +10,7 @@ from fluidity.executor import ExecutionStrategy
 from fluidity.ir.analysis import dependencies, topological_order
 from fluidity.ir.memory_plan import MemoryPlan
 from fluidity.transpiler.memory_optimize import memory_optimize, release_memory
+from paths import EXAMPLES
 
 KINDS = ["linear", "dataflow", "parallel"]
 ALL_KINDS = ["interpreter"] + KINDS
@@ -84,7 +85,7 @@ def ctr_model():
     LoD ids (empty sequences included), fc layers, lazy Adam on the sparse table."""
     import os
     import sys
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples"))
+    sys.path.insert(0, EXAMPLES)
     from ctr_dnn import build_ctr_dnn
     slots = ["c1", "c2", "c3"]
     main, startup, _, v = build_ctr_dnn(slots, dense_dim=4, vocab=40, emb_dim=3, hidden=(8, 8),

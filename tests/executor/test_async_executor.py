@@ -11,6 +11,7 @@ from fluidity.data import DataFeedDesc, MultiSlotReader
 from fluidity.data.generate import generate_ctr
 from fluidity.errors import ExecutionError, FluidityError
 from fluidity.executor.async_executor import AsyncExecutor
+from paths import EXAMPLES
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +164,7 @@ def test_fused_ctr_dnn_trains_with_hogwild_as_the_unfused_one(ctr):
     slots, fc layers, sparse SGD rows added in place) trains with 2 Hogwild workers to the
     held-out loss of the same model without them."""
     import sys
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples"))
+    sys.path.insert(0, EXAMPLES)
     from ctr_dnn import build_ctr_dnn
     from demo import evaluate
     m = ctr["model"]

@@ -1,3 +1,5 @@
+"""sequence_pool (every pool type, empty sequences, pad_value) forward against numpy loops and
+its numeric gradients."""
 import numpy as np
 import pytest
 

@@ -12,9 +12,10 @@ import pytest
 from fluidity.core.tensor import LoDTensor
 from fluidity.errors import ExecutionError
 from op_test import check_grad, run_op
+from paths import FIXTURES
 
 rng = np.random.default_rng(3)
-FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "rnn_paddle.npz")
+FIXTURE = os.path.join(FIXTURES, "rnn_paddle.npz")
 
 
 def sigmoid(x):

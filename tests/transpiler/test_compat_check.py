@@ -14,8 +14,9 @@ from fluidity.ops import registry
 from fluidity.proto import framework_pb2 as pb
 from fluidity.transpiler.compat_check import (KERNEL_HINTS, UnsupportedProgramError,
                                               check_program, find_unsupported)
+from paths import FIXTURES
 
-ZOO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "paddle_zoo")
+ZOO = os.path.join(FIXTURES, "paddle_zoo")
 
 
 def _op(block, type_, inputs=None, outputs=None, attrs=None):

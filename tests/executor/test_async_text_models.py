@@ -12,8 +12,9 @@ import fluidity as fluid
 from fluidity.data import DataFeedDesc, MultiSlotReader
 from fluidity.data import generate_text as gt
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "examples"))
+from paths import EXAMPLES  # noqa: E402
+
+sys.path.insert(0, EXAMPLES)
 from textcls import build_textcls  # noqa: E402
 from word2vec import build_word2vec  # noqa: E402
 

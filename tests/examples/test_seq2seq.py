@@ -5,8 +5,9 @@ import os
 import sys
 
 import numpy as np
+from paths import EXAMPLES
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+sys.path.insert(0, EXAMPLES)
 import seq2seq  # noqa: E402
 
 import fluidity as fluid  # noqa: E402
