@@ -4,13 +4,14 @@
 PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
 .PHONY: demo test venv bench clean
 
-$(STAMP): pyproject.toml
+# exact versions from constraints.txt; pyproject.toml states the compatible ranges
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q -e '.[test,demo]'
+	$(VPY) -m pip install -q -c constraints.txt -e '.[test,demo]'
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv: $(STAMP)
