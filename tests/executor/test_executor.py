@@ -225,3 +225,23 @@ def test_program_with_feed_fetch_ops_uses_their_columns():
         exe.run(with_ops, feed={"a": av}, fetch_list=[s.name])
     with pytest.raises(FetchError, match="cannot fetch"):
         exe.run(with_ops, feed={"a": av, "b": bv}, fetch_list=["a"])
+
+
+def test_a_bare_program_desc_runs_and_its_plan_is_reused():
+    """The executor's edge takes a ProgramDesc as well as a Program: same results, one
+    prepared plan for repeated runs of the same desc object."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [2])
+        y = fluid.layers.scale(x, 3.0)
+    exe = fluid.Executor()
+    xv = np.ones((2, 2), "float32")
+    (a,) = exe.run(main, feed={"x": xv}, fetch_list=[y])
+    desc = main.desc
+    (b,) = exe.run(desc, feed={"x": xv}, fetch_list=[y.name])
+    (c,) = exe.run(desc, feed={"x": xv}, fetch_list=[y.name])
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(b, c)
+    assert len(exe._raw_views) == 1
+    with pytest.raises(fluid.FluidityError, match="needs a Program or ProgramDesc"):
+        exe.run(42)
