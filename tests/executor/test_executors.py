@@ -11,6 +11,7 @@ from fluidity.ir.analysis import dependencies, topological_order
 from fluidity.ir.memory_plan import MemoryPlan
 from fluidity.transpiler.memory_optimize import memory_optimize, release_memory
 from paths import EXAMPLES
+from programs import doubling_while
 
 KINDS = ["linear", "dataflow", "parallel"]
 ALL_KINDS = ["interpreter"] + KINDS
@@ -321,17 +322,7 @@ def test_every_kind_can_be_profiled_with_the_same_results(kind):
 
 
 def test_profile_times_the_ops_of_sub_blocks():
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
-        i = fluid.layers.fill_constant([1], "int64", 0)
-        n = fluid.layers.fill_constant([1], "int64", 3)
-        x = fluid.layers.fill_constant([1], "float32", 1.0)
-        cond = fluid.layers.less_than(i, n)
-        loop = fluid.layers.While(cond)
-        with loop.block():
-            fluid.layers.assign(fluid.layers.scale(x, 2.0), x)
-            fluid.layers.increment(i, in_place=True)
-            fluid.layers.less_than(i, n, cond=cond)
+    main, _, x = doubling_while(steps=3, fed_x=False)
     strategy = ExecutionStrategy("interpreter", profile=True)
     exe = fluid.Executor(strategy=strategy)
     (out,) = exe.run(main, fetch_list=[x], scope=fluid.Scope())

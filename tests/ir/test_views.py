@@ -6,25 +6,11 @@ from fluidity.core.dtypes import VarType
 from fluidity.core.names import OpRole
 from fluidity.errors import ProgramError, VariableNotFoundError
 from fluidity.ir.views import BlockView, ProgramView, as_program_view, op_role, sub_block_ids
-
-
-def _while_program():
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
-        x = fluid.layers.data("x", [3])
-        i = fluid.layers.fill_constant([1], "int64", 0)
-        n = fluid.layers.fill_constant([1], "int64", 2)
-        cond = fluid.layers.less_than(i, n)
-        loop = fluid.layers.While(cond)
-        with loop.block():
-            fluid.layers.assign(fluid.layers.scale(x, 2.0), x)
-            fluid.layers.increment(i, in_place=True)
-            fluid.layers.less_than(i, n, cond=cond)
-    return main
+from programs import doubling_while
 
 
 def test_a_view_of_the_builders_desc_reads_the_same_program():
-    main = _while_program()
+    main, _, _ = doubling_while()
     view = ProgramView(main.desc)
     assert view.num_blocks == main.num_blocks == 2
     for vb, mb in zip(view.blocks, main.blocks):
