@@ -1,6 +1,6 @@
 """Fluidity: a PaddlePaddle-Fluid-style deep-learning framework. `import fluidity as fluid`."""
 from . import backward, clip, core, errors, initializer, layers, ops, optimizer  # noqa: F401
-from . import io, regularizer, unique_name  # noqa: F401
+from . import compiler, io, regularizer, unique_name  # noqa: F401
 from .backward import append_backward, gradients
 from .clip import set_gradient_clip
 from .core import (CPUPlace, CUDAPlace, LoDTensor, LoDTensorArray, Scope, SelectedRows,
@@ -8,6 +8,7 @@ from .core import (CPUPlace, CUDAPlace, LoDTensor, LoDTensorArray, Scope, Select
 from .core.dtypes import VarType
 from .errors import FluidityError
 from .data import DataFeedDesc
+from .compiler import BuildStrategy, CompiledProgram
 from .executor import ExecutionStrategy, Executor
 from .executor.async_executor import AsyncExecutor
 from .transpiler.memory_optimize import memory_optimize, release_memory

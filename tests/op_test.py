@@ -8,13 +8,23 @@ its appended backward against numeric (central finite-difference) gradients.
 Inputs are arrays, LoDTensors (for LoD), or lists of (name, array) for duplicable slots.
 Gradient checks run in float64 so that finite differences are accurate; the loss is
 sum_k mean(out_k * R_k) with fixed random R_k, so no gradient cancels by symmetry.
+
+Every op with a compiled form (fluidity/codegen) is also run compiled, wherever these
+helpers run it: `run_op` compares the compiled outputs with the interpreter's (the numpy
+kernels), and `check_grad` compares the compiled gradients (float32) with the interpreted
+ones. `compiled_checked` records which op types a compiled check covered.
 """
 import numpy as np
 
 import fluidity as fluid
 from fluidity.backward import gradients
 from fluidity.core.tensor import LoDTensor
+from fluidity.codegen.emitters import rule_for
 from fluidity.ops import registry
+
+compiled_checked = set()     # op types some compiled run of this process covered
+COMPILED_RTOL = 1e-5         # compiled vs numpy kernels: exp/log/tanh, BLAS blocking and
+COMPILED_ATOL = 1e-6         # summation order may round differently; arithmetic is exact
 
 
 def _as_items(slot, value):
@@ -72,11 +82,45 @@ def run_op(op_type, inputs, attrs=None, outputs=None, return_lod=False):
     flat = [(slot, v) for slot, vs in out_vars.items() for v in vs]
     res = exe.run(main, feed=feed, fetch_list=[v for _, v in flat], scope=scope,
                   return_numpy=not return_lod)
+    compare_compiled(main, feed, [v for _, v in flat], res, scope, op_type)
     out = {}
     for (slot, _), r in zip(flat, res):
         out.setdefault(slot, []).append(r)
     opdef = registry.get(op_type)
     return {k: (v if opdef.slot(k, inputs=False).duplicable else v[0]) for k, v in out.items()}
+
+
+def compiled_ops(program):
+    """The op types of block 0 of `program` that run in a native segment."""
+    from fluidity.codegen.lower import Lowering
+    if not any(rule_for(registry.get(op.type)) for op in program.global_block().ops):
+        return set()
+    return {t for _, t, where, _ in Lowering(program, 0).explain() if where != "python"}
+
+
+def compare_compiled(main, feed, fetch, want, scope, what):
+    """Run `main` compiled (in `scope`, after the interpreter) and assert its fetches match
+    `want` (float: within COMPILED_RTOL/ATOL; others exactly). Returns the op types that ran
+    compiled (none: nothing to compare)."""
+    done = compiled_ops(main)
+    if not done:
+        return done
+    exe = fluid.Executor(fluid.CPUPlace())
+    compiled = fluid.CompiledProgram(main).with_native_code()
+    got = exe.run(compiled, feed=feed, fetch_list=fetch, scope=scope,
+                  return_numpy=not any(isinstance(w, LoDTensor) for w in want))
+    for v, g, w in zip(fetch, got, want):
+        g, w = _array(g), _array(w)
+        label = f"{what}: compiled {getattr(v, 'name', v)}"
+        assert g.shape == w.shape and g.dtype == w.dtype, \
+            f"{label}: {g.dtype}{g.shape}, interpreter {w.dtype}{w.shape}"
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, rtol=COMPILED_RTOL, atol=COMPILED_ATOL,
+                                       err_msg=label)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=label)
+    compiled_checked.update(done)
+    return done
 
 
 def check_output(op_type, inputs, expected, attrs=None, atol=1e-5, rtol=1e-5, outputs=None):
@@ -166,3 +210,45 @@ def check_grad(op_type, inputs, wrt, attrs=None, output_slots=None, outputs=None
         num /= 2 * delta
         np.testing.assert_allclose(a.reshape(num.shape), num, rtol=rtol, atol=atol,
                                    err_msg=f"{op_type}: gradient of '{t.name}'")
+    _check_compiled_grads(op_type, inputs, wrt, attrs, output_slots, outputs, seed)
+
+
+def _check_compiled_grads(op_type, inputs, wrt, attrs, output_slots, outputs, seed):
+    """The same gradient program in float32, compiled vs interpreted (when the op or its
+    gradient op has a compiled form)."""
+    if not any(registry.has(t) and rule_for(registry.get(t))
+               for t in (op_type, op_type + "_grad")):
+        return
+    rng = np.random.default_rng(seed)
+    main, startup, feed, out_vars, in_vars = build_op(op_type, inputs, attrs, outputs,
+                                                      dtype_cast=np.float32)
+    opdef = registry.get(op_type)
+    slots = output_slots or [s.name for s in opdef.outputs
+                             if s.name in out_vars and not s.intermediate]
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    candidates = [v for s in slots for v in out_vars[s]]
+    fwd = exe.run(main, feed=feed, fetch_list=candidates, scope=scope)
+    kept = [(v, o) for v, o in zip(candidates, fwd)
+            if np.asarray(o).dtype == np.float32 and np.asarray(o).size > 0]
+    if not kept:
+        return
+    with fluid.program_guard(main, startup):
+        block = main.global_block()
+        terms = []
+        for i, (v, o) in enumerate(kept):
+            w = rng.uniform(0.5, 1.5, size=np.shape(o)).astype(np.float32)
+            wv = block.create_var(name=f"gc_w{i}", shape=w.shape, dtype="float32")
+            feed[wv.name] = w
+            prod = block.create_var(name=f"gc_p{i}", dtype="float32")
+            block.append_op("elementwise_mul", {"X": v, "Y": wv}, {"Out": prod})
+            s = block.create_var(name=f"gc_s{i}", dtype="float32")
+            block.append_op("mean", {"X": prod}, {"Out": s})
+            terms.append(s)
+        loss = block.create_var(name="gc_loss", dtype="float32", shape=[1])
+        block.append_op("sum", {"X": terms}, {"Out": loss})
+        targets = [in_vars[w][0] if isinstance(w, str) else in_vars[w[0]][w[1]] for w in wrt]
+        grads = [g for g in gradients([loss], targets) if g is not None]
+    if not grads:
+        return
+    want = exe.run(main, feed=feed, fetch_list=grads, scope=scope)
+    compare_compiled(main, feed, grads, want, scope, f"{op_type} gradients")

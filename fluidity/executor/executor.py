@@ -146,10 +146,13 @@ class Executor:
 
     # -- preparing ----------------------------------------------------------------------
     def _prepare(self, program, block_id, feed_names, fetch_names, feed_var_name,
-                 fetch_var_name):
+                 fetch_var_name, strategy=None):
+        """The prepared plan (and feed/fetch layout) of one signature; `strategy`, when
+        given (a CompiledProgram's), picks the plan kind instead of the executor's."""
         per_prog = self._cache.get(program)
+        strategy = strategy or self._kinds
         key = (program.revision, block_id, feed_names, fetch_names, feed_var_name,
-               fetch_var_name)
+               fetch_var_name, strategy.kind)
         if per_prog is not None:
             prep = per_prog.get(key)
             if prep is not None:
@@ -166,7 +169,7 @@ class Executor:
         fetch_persistable = [block.find_var_recursive(n).persistable for n in fetch_names]
         feed_cols = _columns(block, "feed", "Out", feed_names, "feed")
         fetch_cols = _columns(block, "fetch", "X", fetch_names, "fetch")
-        plan = self._kinds.make_plan(p, block_id)
+        plan = strategy.make_plan(p, block_id)
         prep = _Prepared(p, plan, feed_vars,
                          [feed_cols[n] for n in feed_names] if feed_cols else
                          list(range(len(feed_names))),
@@ -221,6 +224,7 @@ class Executor:
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
             fetch_var_name="fetch", scope=None, return_numpy=True, use_program_cache=True,
             block_id=0, create_local_scope=True):
+        strategy = getattr(program, "plan_strategy", None)
         program = self._as_view(program)
         if scope is None:
             scope = global_scope()
@@ -235,7 +239,7 @@ class Executor:
         fetch_names = tuple(_fetch_name(f) for f in fetch_list)
 
         prep = self._prepare(program, block_id, feed_names, fetch_names, feed_var_name,
-                             fetch_var_name)
+                             fetch_var_name, strategy)
         if feed_names:
             fed = [None] * prep.n_feed
             for spec, col, value in zip(prep.feed_specs, prep.feed_cols, feed.values()):

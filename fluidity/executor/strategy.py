@@ -14,11 +14,14 @@ kind           runs the block                                       module (exec
 "dataflow"     each op once its inputs are ready                    dataflow.py
 "parallel"     independent ready ops at once on `num_threads`       parallel.py
                threads; `blas_threads` caps BLAS meanwhile (below)
+"native"       runs of ops compiled to C++ (fluidity/codegen) as    native.py
+               native calls, the other ops as Python steps; results
+               match the interpreter within float rounding
 
 The program is never changed: a strategy only picks the kind of prepared plan the Executor
 builds for it (once per program revision, block, feed and fetch names) from `PLAN_KINDS`.
-Sub-blocks of control flow ops are run by the interpreter. All kinds give bit-identical
-results. `profile=True`, for every kind, times every op, sub-blocks' included
+Sub-blocks of control flow ops are run by the interpreter. The interpreted kinds give
+bit-identical results. `profile=True`, for every kind, times every op, sub-blocks' included
 (`print(strategy.profile)`; executor/profile.py).
 
 `blas_threads` (parallel only): None (default) leaves BLAS alone, so two matmuls at once
@@ -34,6 +37,7 @@ from ..errors import FluidityError
 from . import profile as profiling
 from .dataflow import DataflowPlan
 from .linear import LinearPlan
+from .native import NativePlan
 from .parallel import ParallelPlan, make_pool
 from .plan import Plan
 
@@ -61,6 +65,7 @@ PLAN_KINDS = {
     "linear": _linear,
     "dataflow": lambda strategy, program, block_id: DataflowPlan(program, block_id),
     "parallel": _parallel,
+    "native": lambda strategy, program, block_id: NativePlan(program, block_id),
 }
 KINDS = tuple(PLAN_KINDS)
 

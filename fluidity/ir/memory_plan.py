@@ -66,6 +66,49 @@ def place(groups):
     return capacity
 
 
+def group_in_place(sizes, lifetimes, inplace):
+    """In-place partners as one group: ({name: its group}, [(out, x) pairs taken]). `sizes`
+    may be numbers or any values compared with == (the code generator's size expressions);
+    a pair is taken when x's lifetime ends where out's begins and their sizes are equal."""
+    group_of = {}
+    for n, size in sizes.items():
+        first, last = lifetimes[n]
+        group_of[n] = _Group(n, size, first, last)
+    taken = []
+    for out, x in inplace:
+        g, go = group_of[x], group_of[out]
+        if go is g or len(go.names) > 1 or g.last != lifetimes[x][1] or go.size != g.size:
+            continue
+        g.names.append(out)
+        g.last = max(g.last, go.last)
+        group_of[out] = g
+        taken.append((out, x))
+    return group_of, taken
+
+
+def colour_by_lifetime(sizes, lifetimes, inplace=()):
+    """For sizes known only at run time: ({name: slot}, [in-place pairs taken], n slots).
+    Groups that never live at the same time share a slot (interval colouring in order of
+    first write, which uses the fewest slots); a slot's size is then the largest of its
+    members' sizes, and slots lie side by side in one arena."""
+    group_of, taken = group_in_place(sizes, lifetimes, inplace)
+    groups = sorted({id(g): g for g in group_of.values()}.values(),
+                    key=lambda g: (g.first, g.names[0]))
+    free, slot_of_group, n = [], {}, 0     # free: (last use, slot) of slots whose group ended
+    busy = []
+    for g in groups:
+        busy.sort()
+        while busy and busy[0][0] < g.first:
+            free.append(busy.pop(0)[1])
+        if free:
+            slot = free.pop(0)
+        else:
+            slot, n = n, n + 1
+        slot_of_group[id(g)] = slot
+        busy.append((g.last, slot))
+    return {name: slot_of_group[id(g)] for name, g in group_of.items()}, taken, n
+
+
 class MemoryPlan:
     """Where each planned temporary lives: `offsets[name] = (offset, nbytes)`."""
 
@@ -73,19 +116,8 @@ class MemoryPlan:
         """sizes: {name: nbytes}; lifetimes: {name: (first, last)}; inplace: [(out, x)]
         pairs in op order, already checked to be legal for the op."""
         self.batch, self.label = batch, label
-        group_of = {}
-        for n, size in sizes.items():
-            first, last = lifetimes[n]
-            group_of[n] = _Group(n, _round(size), first, last)
-        self.inplace = []
-        for out, x in inplace:
-            g, go = group_of[x], group_of[out]
-            if go is g or len(go.names) > 1 or g.last != lifetimes[x][1] or go.size != g.size:
-                continue
-            g.names.append(out)
-            g.last = max(g.last, go.last)
-            group_of[out] = g
-            self.inplace.append((out, x))
+        group_of, self.inplace = group_in_place(
+            {n: _round(size) for n, size in sizes.items()}, lifetimes, inplace)
         groups = list({id(g): g for g in group_of.values()}.values())
         self.capacity = place(groups)
         self.offsets = {n: (group_of[n].offset, sizes[n]) for n in sizes}

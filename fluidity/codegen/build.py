@@ -1,0 +1,131 @@
+"""Compile generated C++ with the system compiler, cache the result by the source's hash,
+load it.
+
+`compile_cached(source, kind)` writes `<hash>.cc` beside the binary in the cache directory
+(`$FLUIDITY_CACHE_DIR/codegen`, default `~/.cache/fluidity/codegen`) and builds a shared
+library (`kind="shared"`) or an executable (`kind="exe"`) with `$CXX` (default `g++`):
+`-O3 -march=native` (retried without `-march=native` where the compiler refuses it), no FMA
+contraction (so float results round as numpy's do), linked against the OpenBLAS of the
+`scipy-openblas32` package. The key covers the source, the compiler, the flags and the BLAS,
+so a change to any of them builds anew; builders racing on one key write temp files and
+rename them into place atomically. A failed build raises `CompileError` naming the
+generated file and showing the compiler's message.
+"""
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+
+from ..core import native
+from ..errors import FluidityError
+
+RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
+CXXFLAGS = ("-O3", "-std=c++17", "-fPIC", "-fno-math-errno", "-ffp-contract=off",
+            "-fno-semantic-interposition", "-Wno-unused-variable", "-Wno-unused-but-set-variable")
+NATIVE_ARCH = ("-march=native",)
+
+
+class CompileError(FluidityError):
+    """Generated code did not compile (or link, or load)."""
+
+
+def blas():
+    """(include dir, lib dir, link name) of the BLAS generated code links against."""
+    try:
+        import scipy_openblas32 as ob
+    except ImportError:
+        raise CompileError("compiled programs call BLAS from the scipy-openblas32 package, "
+                           "which is not installed: pip install scipy-openblas32") from None
+    return ob.get_include_dir(), ob.get_lib_dir(), ob.get_library()
+
+
+def cache_dir():
+    return os.path.join(native.cache_dir(), "codegen")
+
+
+def _runtime_sources():
+    """The runtime headers' text, part of every key: a changed header rebuilds."""
+    out = []
+    for f in sorted(os.listdir(RUNTIME_DIR)):
+        if f.endswith((".h", ".hpp")):
+            with open(os.path.join(RUNTIME_DIR, f), "rb") as fh:
+                out.append(fh.read())
+    return b"".join(out)
+
+
+_arch_ok = {}   # compiler -> whether it takes -march=native
+
+
+def _flags(cxx, kind):
+    inc, libdir, lib = blas()
+    arch = NATIVE_ARCH if _arch_ok.get(cxx, True) else ()
+    link = [f"-L{libdir}", f"-l{lib}", f"-Wl,-rpath,{libdir}", "-lm", "-lpthread"]
+    head = ["-shared"] if kind == "shared" else []
+    return [*head, *CXXFLAGS, *arch, f"-I{RUNTIME_DIR}", f"-I{inc}"], link
+
+
+def binary_path(source, kind="shared", name="fluidity_gen"):
+    """Where `compile_cached` puts the binary of `source` (it may not be built yet)."""
+    cxx = os.environ.get("CXX") or "g++"
+    flags, link = _flags(cxx, kind)
+    key = hashlib.sha256(source.encode() + _runtime_sources() +
+                         " ".join([cxx, *flags, *link]).encode()).hexdigest()[:20]
+    ext = ".so" if kind == "shared" else ""
+    return os.path.join(cache_dir(), f"{name}-{key}{ext}")
+
+
+def compile_cached(source, kind="shared", name="fluidity_gen"):
+    """Path of the binary built from C++ `source` (built now unless cached)."""
+    cxx = os.environ.get("CXX") or "g++"
+    out = binary_path(source, kind, name)
+    if os.path.exists(out):
+        return out
+    d = cache_dir()
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError as e:
+        raise CompileError(f"cannot write to the cache directory {d}: {e}") from None
+    src = out[:-3] + ".cc" if out.endswith(".so") else out + ".cc"
+    fd, tmp_src = tempfile.mkstemp(suffix=".cc", dir=d)
+    with os.fdopen(fd, "w") as f:
+        f.write(source)
+    os.replace(tmp_src, src)
+    fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=d)
+    os.close(fd)
+    try:
+        r = _run_compiler(cxx, kind, src, tmp)
+        if r.returncode != 0 and _arch_ok.get(cxx, True) and "march" in r.stderr:
+            _arch_ok[cxx] = False          # a compiler without -march=native: portable build
+            r = _run_compiler(cxx, kind, src, tmp)
+        if r.returncode != 0:
+            msg = "\n".join((r.stderr or r.stdout).strip().splitlines()[:30])
+            raise CompileError(f"{cxx} failed to compile the generated code {src}:\n{msg}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+def _run_compiler(cxx, kind, src, out):
+    flags, link = _flags(cxx, kind)
+    try:
+        return subprocess.run([cxx, *flags, "-o", out, src, *link], capture_output=True,
+                              text=True)
+    except OSError as e:
+        raise CompileError(f"cannot run the C++ compiler {cxx!r}: {e}") from None
+
+
+_loaded = {}
+
+
+def load(path):
+    """The ctypes library at `path` (loaded once per process); its calls release the GIL."""
+    lib = _loaded.get(path)
+    if lib is None:
+        try:
+            lib = _loaded[path] = ctypes.CDLL(path)
+        except OSError as e:
+            raise CompileError(f"cannot load the compiled library {path}: {e}") from None
+    return lib

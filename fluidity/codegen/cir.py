@@ -1,0 +1,157 @@
+"""The code generator's small C++ IR: buffers with symbolic dims, and the context an op's
+emitter writes its code through.
+
+A `Buf` is one value a compiled segment touches: a C pointer name, its element type, its
+dims as C expressions (integer literals where the program's desc knows them, names bound at
+run time where it says -1), and for LoD tensors the name of its level-0 offsets.
+
+An op's emitter (`OpDef.emit`, or `OpDef.c_expr` through codegen/emitters.py) gets an `Emit`:
+`e.input(slot)`, `e.attr(name)`, `e.output(slot, dims)`, `e.code(line)`,
+`e.check(cond, message)`, `e.fail(reason)`. Dims arithmetic (`mul`, `prod`) folds
+literals, so a program whose shapes the desc knows compiles to constant trip counts.
+"""
+from ..core.dtypes import VarType
+
+# the C type of each dtype generated code handles
+CTYPES = {VarType.FP32: "float", VarType.FP64: "double", VarType.INT64: "int64_t",
+          VarType.INT32: "int32_t", VarType.BOOL: "bool", VarType.UINT8: "uint8_t",
+          VarType.INT8: "int8_t"}
+SIZEOF = {"float": 4, "double": 8, "int64_t": 8, "int32_t": 4, "bool": 1, "uint8_t": 1,
+          "int8_t": 1}
+
+
+class NotCompilable(Exception):
+    """An op (as the program uses it) has no compiled form; the message says why."""
+
+
+def is_lit(d):
+    return isinstance(d, int) or (isinstance(d, str) and d.lstrip("-").isdigit())
+
+
+def mul(a, b):
+    """a * b as a C expression, folded when both are literals."""
+    if is_lit(a) and is_lit(b):
+        return str(int(a) * int(b))
+    if str(a) == "1":
+        return str(b)
+    if str(b) == "1":
+        return str(a)
+    if str(a) == "0" or str(b) == "0":
+        return "0"
+    return f"({a} * {b})"
+
+
+def prod(dims):
+    out = "1"
+    for d in dims:
+        out = mul(out, d)
+    return out
+
+
+class Buf:
+    """A tensor in generated code. `name` is the C pointer; `var` the program variable;
+    `dims` C expressions; `lod`/`lod_len` name the level-0 offsets and their count (None
+    without LoD); `lod_src` the segment input whose LoD the value carries; `rows`/`height`
+    are set for SelectedRows (the row ids and the table height)."""
+    __slots__ = ("name", "var", "ctype", "dims", "lod", "lod_len", "lod_src", "rows",
+                 "height", "kind", "first", "last", "slot", "persistable")
+
+    def __init__(self, name, var, ctype, dims, kind):
+        self.name, self.var, self.ctype, self.dims, self.kind = name, var, ctype, \
+            [str(d) for d in dims], kind
+        self.lod = self.lod_len = self.lod_src = self.rows = self.height = None
+        self.first = self.last = None
+        self.slot = None
+        self.persistable = False
+
+    @property
+    def ndim(self):
+        return len(self.dims)
+
+    def numel(self):
+        return prod(self.dims)
+
+    def nbytes(self):
+        return mul(self.numel(), SIZEOF[self.ctype])
+
+    def dim(self, k):
+        return self.dims[k]
+
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        return f"Buf({self.name}: {self.var} {self.ctype}{self.dims})"
+
+
+class Emit:
+    """What an op's emitter sees: its inputs as Bufs, its attributes, and where to write."""
+
+    def __init__(self, lowering, op, opdef, attrs, k):
+        self._low, self.op, self.opdef, self.attrs, self.k = lowering, op, opdef, attrs, k
+        self.lines = []
+        self.outputs = {}
+
+    # -- reading ------------------------------------------------------------------------
+    def attr(self, name):
+        return self.attrs[name]
+
+    def inputs(self, slot):
+        return [self._low.read(n, self.op) for n in self.op.input(slot)]
+
+    def input(self, slot, i=0):
+        names = self.op.input(slot)
+        return self._low.read(names[i], self.op) if i < len(names) else None
+
+    def has_output(self, slot):
+        return bool(self.op.output(slot))
+
+    def output_var(self, slot, i=0):
+        names = self.op.output(slot)
+        return names[i] if i < len(names) else None
+
+    # -- writing ------------------------------------------------------------------------
+    def output(self, slot, dims, ctype=None, i=0, lod_from=None):
+        """Declare output `slot` (#i) with `dims` (C expressions); returns its Buf. Its LoD
+        is `lod_from`'s, else that of the op's `share_lod` input."""
+        name = self.output_var(slot, i)
+        if name is None:
+            raise NotCompilable(f"output {slot} #{i} is absent")
+        src = lod_from
+        if src is None and self.opdef.share_lod is not None:
+            src = self.input(self.opdef.share_lod) if self.op.input(self.opdef.share_lod) \
+                else None
+        buf = self._low.write(name, dims, ctype or "float", self.op, self.k)
+        if src is not None and src.lod is not None:
+            buf.lod, buf.lod_len, buf.lod_src = src.lod, src.lod_len, src.lod_src
+        self.outputs.setdefault(slot, []).append(buf)
+        return buf
+
+    def code(self, line):
+        self.lines.append(line)
+
+    def check(self, cond, message):
+        """At run time: when C condition `cond` holds, the segment stops with `message`
+        (a C string literal's text; %lld args are not supported: keep it plain)."""
+        msg = message.replace("\\", "\\\\").replace('"', '\\"')
+        self.lines.append(f'if ({cond}) return fl::fail(err, {self.k}, "{msg}");')
+
+    def same_dims(self, a, b):
+        """Emit run-time checks that Bufs a and b have the same dims (equal literals are
+        proven now; a literal pair that differs is NotCompilable)."""
+        if a.ndim != b.ndim:
+            raise NotCompilable(f"rank {a.ndim} vs {b.ndim}")
+        for x, y in zip(a.dims, b.dims):
+            if x == y:
+                continue
+            if is_lit(x) and is_lit(y):
+                raise NotCompilable(f"dims {a.dims} vs {b.dims}")
+            self.check(f"{x} != {y}", f"{self.op.type}: {a.var} and {b.var} differ in shape")
+
+    def fail(self, reason):
+        raise NotCompilable(reason)
+
+    def require_float(self, *bufs):
+        for b in bufs:
+            if b is not None and b.ctype != "float":
+                raise NotCompilable(f"{b.var} is {b.ctype}: compiled for float32 only")

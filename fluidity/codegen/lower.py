@@ -1,0 +1,293 @@
+"""Lower one block of a program to compiled segments and Python ops.
+
+The block's ops are taken in the block's order. A run of ops that all have a compiled form
+(`emitters.rule_for`) for the dtypes and shapes this program gives them becomes one
+*segment*: one C++ function over the values it reads from outside (its inputs, passed in as
+pointers and dims), the temporaries it makes (at offsets of one arena, coloured by lifetime
+with `ir.memory_plan`) and the values later ops, fetches or the scope need from it (its
+outputs: in the arena too, except persistables, which are updated in their own memory). An
+op with no compiled form cuts the segment there and runs as a Python step; `explain()` says
+which ops ran where and why.
+
+Dims the desc knows are literals in the code (checked against the values at run time); -1
+dims are read from the inputs, so one build serves every batch size and every LoD.
+
+Calling convention of `fl_seg_N(int64_t* args, char* arena, int64_t cap, char* err)`:
+args[0] is written with the arena bytes needed when `cap` is too small (return 1); input k
+occupies args[1 + k*S ...] = (data pointer, ndim, dims[8], lod pointer, lod length); output
+j occupies args[out_base + j*S ...] = (arena offset or -1 for a persistable updated in
+place, ndim, dims[8], rows offset, height). Return 0 on success, 2 + op index (within the
+segment) with a message in `err` when an op finds bad input.
+"""
+from ..core.dtypes import VarType
+from ..core.names import EMPTY_VAR_NAME
+from ..ir.analysis import sub_block_vars
+from ..ir.memory_plan import colour_by_lifetime
+from ..ops import registry
+from .cir import CTYPES, Buf, Emit, NotCompilable, is_lit
+from .emitters import rule_for
+
+S = 12           # int64 slots per tensor in args
+MAX_DIMS = 8
+ALIGN = 64
+
+
+class Segment:
+    """A run of compiled ops: `ops` [(block op index, OpView)], `inputs` / `outputs`
+    [Buf] in args order, the C function's `name` and its `lines`."""
+
+    def __init__(self, index):
+        self.index = index
+        self.name = f"fl_seg_{index}"
+        self.ops = []
+        self.inputs = []
+        self.outputs = []
+        self.bufs = []
+        self.body = []           # per op: the emitted lines
+        self.inplace = []        # (out buf name, in buf name) taken
+        self.lines = []
+
+    @property
+    def first(self):
+        return self.ops[0][0]
+
+    @property
+    def last(self):
+        return self.ops[-1][0]
+
+    @property
+    def out_base(self):
+        return 1 + len(self.inputs) * S
+
+
+class Lowering:
+    """One block lowered. `parts` lists, in order, ("py", op index, reason) and
+    ("native", Segment); `source` is the C++ translation unit of all segments."""
+
+    def __init__(self, program, block_idx=0, keep=()):
+        """keep: names whose values must leave a segment even if no later op reads them
+        (fetch targets of the caller)."""
+        self.program = program
+        self.block = program.block(block_idx)
+        self.block_idx = block_idx
+        self.keep = set(keep)
+        self.parts = []
+        self.segments = []
+        self._seg = None
+        self._env = {}
+        self._n = 0
+        ops = self.block.ops
+        self._reads_after = self._later_reads(ops)
+        for i, op in enumerate(ops):
+            reason = self._try(i, op)
+            if reason is not None:
+                self._close()
+                self.parts.append(("py", i, reason))
+        self._close()
+        self.source = self._render()
+
+    # -- which ops compile ---------------------------------------------------------------
+    def _try(self, i, op):
+        """Emit op i into the open segment; the reason it cannot be compiled, or None."""
+        opdef = registry.find(op.type)
+        if opdef is None:
+            return "unknown op"
+        if opdef.kind == "ctx":
+            return f"'{op.type}' acts on the run itself (feed, fetch, control flow, I/O)"
+        if op.sub_block_ids():
+            return "has sub-blocks"
+        rule = rule_for(opdef)
+        if rule is None:
+            return f"'{op.type}' has no C++ emitter"
+        if self._seg is None:
+            self._seg = Segment(len(self.segments))
+        saved = (dict(self._env), list(self._seg.inputs), list(self._seg.bufs), self._n)
+        attrs = registry.attrs_of(opdef, op.all_attrs())
+        e = Emit(self, op, opdef, attrs, len(self._seg.ops))
+        try:
+            rule(e)
+        except NotCompilable as exc:
+            self._env, self._seg.inputs, self._seg.bufs, self._n = saved
+            if not self._seg.ops:
+                self._seg = None
+            return f"'{op.type}': {exc}"
+        self._seg.ops.append((i, op))
+        self._seg.body.append(e.lines)
+        return None
+
+    def _close(self):
+        seg = self._seg
+        if seg is None:
+            return
+        self._seg = None
+        self._finish(seg)
+        self.segments.append(seg)
+        self.parts.append(("native", seg))
+        self._env = {}
+
+    # -- buffers --------------------------------------------------------------------------
+    def _var(self, name, op):
+        v = self.block.find_var_recursive(name)
+        if v is None:
+            raise NotCompilable(f"variable '{name}' is not declared")
+        return v
+
+    def read(self, name, op):
+        """The Buf op reads as `name`: the segment's latest write, or a new input."""
+        if name == EMPTY_VAR_NAME:
+            return None
+        k = len(self._seg.ops)
+        buf = self._env.get(name)
+        if buf is None:
+            v = self._var(name, op)
+            if v.type != VarType.LOD_TENSOR:
+                raise NotCompilable(f"input '{name}' is a {VarType.Type.Name(v.type)}")
+            ctype = CTYPES.get(v.dtype)
+            if ctype is None:
+                raise NotCompilable(f"input '{name}' has a dtype generated code lacks")
+            j = len(self._seg.inputs)
+            if len(v.shape) > MAX_DIMS:
+                raise NotCompilable(f"input '{name}' has more than {MAX_DIMS} dims")
+            dims = [d if d >= 0 else f"in{j}_d{a}" for a, d in enumerate(v.shape)]
+            buf = Buf(f"in{j}", name, ctype, dims, "input")
+            buf.persistable = v.persistable
+            buf.first = k
+            if v.lod_level:
+                if v.lod_level > 1:
+                    raise NotCompilable(f"input '{name}' has {v.lod_level} LoD levels")
+                buf.lod, buf.lod_len, buf.lod_src = f"in{j}_lod", f"in{j}_nlod", name
+            self._seg.inputs.append(buf)
+            self._seg.bufs.append(buf)
+            self._env[name] = buf
+        buf.last = k
+        return buf
+
+    def write(self, name, dims, ctype, op, k):
+        """A new value of `name` written by op k: in place for a persistable input (its own
+        memory), else a new arena buffer."""
+        v = self._var(name, op)
+        if v.type != VarType.LOD_TENSOR:
+            raise NotCompilable(f"output '{name}' is a {VarType.Type.Name(v.type)}")
+        old = self._env.get(name)
+        if old is not None and old.kind == "input" and old.persistable:
+            if len(dims) != old.ndim:
+                raise NotCompilable(f"'{name}' changes rank in place")
+            old.kind = "inout"
+            old.last = k
+            return old
+        if v.persistable:
+            raise NotCompilable(f"writes persistable '{name}' that it does not read")
+        buf = Buf(f"t{self._n}", name, ctype, dims, "temp")
+        self._n += 1
+        buf.first = buf.last = k
+        self._seg.bufs.append(buf)
+        self._env[name] = buf
+        return buf
+
+    # -- finishing a segment -----------------------------------------------------------------
+    def _later_reads(self, ops):
+        """reads_after[i]: names read by ops after op i (sub-blocks included)."""
+        after, acc = [None] * len(ops), set()
+        for i in range(len(ops) - 1, -1, -1):
+            after[i] = set(acc)
+            op = ops[i]
+            acc.update(op.input_arg_names)
+            acc.update(sub_block_vars(self.program, op))
+        return after
+
+    def _finish(self, seg):
+        n_ops = len(seg.ops)
+        later = self._reads_after[seg.last]
+        for name, buf in self._env.items():
+            if buf.kind == "inout":
+                seg.outputs.append(buf)
+            elif buf.kind == "temp":
+                v = self.block.find_var_recursive(name)
+                outside = v is not None and v.name not in self.block.vars
+                if name in later or name in self.keep or outside:
+                    buf.kind = "output"
+                    buf.last = n_ops
+                    seg.outputs.append(buf)
+        arena = [b for b in seg.bufs if b.kind in ("temp", "output")]
+        sizes = {b.name: b.nbytes() for b in arena}
+        life = {b.name: (b.first, b.last) for b in arena}
+        slots, seg.inplace, seg.n_slots = colour_by_lifetime(sizes, life)
+        for b in arena:
+            b.slot = slots[b.name]
+        seg.lines = self._function(seg)
+
+    def _function(self, seg):
+        L = [f'extern "C" int {seg.name}(int64_t* args, char* arena, int64_t cap, char* err) {{']
+        for j, b in enumerate(seg.inputs):
+            base = 1 + j * S
+            L.append(f"  {b.ctype}* {b.name} = ({b.ctype}*)args[{base}];")
+            k = b.first          # the first op that reads it answers for it
+            L.append(f"  if (args[{base + 1}] != {b.ndim}) return fl::fail(err, {k}, "
+                     f'"input {_c(b.var)} has another rank than the program gives it");')
+            for a, d in enumerate(b.dims):
+                if is_lit(d):
+                    L.append(f"  if (args[{base + 2 + a}] != {d}) return fl::fail(err, {k}, "
+                             f'"input {_c(b.var)}: dim {a} is not {d} as the program says");')
+                else:
+                    L.append(f"  const int64_t {d} = args[{base + 2 + a}];")
+            if b.lod is not None:
+                L.append(f"  const int64_t* {b.lod} = (const int64_t*)args[{base + 10}];")
+                L.append(f"  const int64_t {b.lod_len} = args[{base + 11}];")
+        # arena: slot sizes from the dims, then offsets
+        members = {}
+        for b in seg.bufs:
+            if b.slot is not None:
+                members.setdefault(b.slot, []).append(b)
+        for s in range(seg.n_slots):
+            sizes = ", ".join(f"(int64_t){b.nbytes()}" for b in members.get(s, []))
+            L.append(f"  const int64_t sz{s} = fl::align(std::max<int64_t>({{0, {sizes}}}));")
+        off = "0"
+        for s in range(seg.n_slots):
+            L.append(f"  const int64_t off{s} = {off};")
+            off = f"off{s} + sz{s}"
+        L.append(f"  const int64_t need = {off};")
+        L.append("  if (need > cap) { args[0] = need; return 1; }")
+        for b in seg.bufs:
+            if b.slot is not None:
+                L.append(f"  {b.ctype}* {b.name} = ({b.ctype}*)(arena + off{b.slot});")
+        for k, ((i, op), lines) in enumerate(zip(seg.ops, seg.body)):
+            L.append(f"  // #{i} {op.type}")
+            L.append("  {")
+            L += [f"    {line}" for line in lines]
+            L.append("  }")
+        base = seg.out_base
+        for j, b in enumerate(seg.outputs):
+            o = base + j * S
+            L.append(f"  args[{o}] = {'off' + str(b.slot) if b.slot is not None else -1};")
+            L.append(f"  args[{o + 1}] = {b.ndim};")
+            for a, d in enumerate(b.dims):
+                L.append(f"  args[{o + 2 + a}] = {d};")
+        L.append("  return 0;")
+        L.append("}")
+        return L
+
+    def _render(self):
+        head = ["// generated by fluidity.codegen from block "
+                f"{self.block_idx} of a program; do not edit", '#include "fluidity.h"',
+                "#include <algorithm>", ""]
+        out = list(head)
+        for seg in self.segments:
+            out += seg.lines + [""]
+        return "\n".join(out)
+
+    # -- reporting --------------------------------------------------------------------------
+    def explain(self):
+        """[(block op index, op type, where: 'segment N' or 'python', why)] in block order."""
+        rows = []
+        for part in self.parts:
+            if part[0] == "py":
+                _, i, reason = part
+                rows.append((i, self.block.ops[i].type, "python", reason))
+            else:
+                seg = part[1]
+                rows += [(i, op.type, f"segment {seg.index}", "") for i, op in seg.ops]
+        return sorted(rows)
+
+
+def _c(s):
+    return s.replace("\\", "\\\\").replace('"', '\\"')
