@@ -113,7 +113,7 @@ for _t in ELEMENTWISE:
     globals()[_t] = _elementwise_layer(_t)
 
 
-# --- convolution, pooling, normalization, dropout (ops in fluidity/ops/nn.py) ------------------
+# --- convolution, pooling, normalization, dropout (ops in fluidity/ops/conv.py, norm.py, nn.py) ---
 __all__ += ["conv2d", "pool2d", "batch_norm", "layer_norm", "dropout", "flatten"]
 
 

@@ -1,18 +1,11 @@
 """Activations: one table of (type, forward) and one class each; softmax."""
+import math
+
 import numpy as np
 
+from .common import sigmoid
 from .memory_ops import ufunc_out
 from .registry import Allocating, In, OpDef, Out, get as get_op
-
-
-def _sigmoid(x):
-    # numerically stable for large |x|
-    out = np.empty_like(x)
-    pos = x >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-x[pos]))
-    ex = np.exp(x[~pos])
-    out[~pos] = ex / (1.0 + ex)
-    return out
 
 
 # type: (forward(x), derivative dX(x, out, dout), what the grad op reads besides Out@GRAD).
@@ -21,7 +14,7 @@ def _sigmoid(x):
 _TABLE = {
     "relu": (lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
              lambda x, o, d: d * (o > 0), ("Out",)),
-    "sigmoid": (_sigmoid, lambda x, o, d: d * o * (1 - o), ("Out",)),
+    "sigmoid": (sigmoid, lambda x, o, d: d * o * (1 - o), ("Out",)),
     "tanh": (np.tanh, lambda x, o, d: d * (1 - o * o), ("Out",)),
     "exp": (np.exp, lambda x, o, d: d * o, ("Out",)),
     "log": (np.log, lambda x, o, d: d / x, ("X",)),
@@ -38,9 +31,9 @@ _TABLE = {
     "softsign": (lambda x: x / (1.0 + np.abs(x)), lambda x, o, d: d / (1 + np.abs(x)) ** 2,
                  ("X",)),
     "logsigmoid": (lambda x: -np.logaddexp(0, -x).astype(x.dtype, copy=False),
-                   lambda x, o, d: d * _sigmoid(-x), ("X",)),
-    "silu": (lambda x: x * _sigmoid(x),
-             lambda x, o, d: d * (_sigmoid(x) * (1 + x * (1 - _sigmoid(x)))), ("X",)),
+                   lambda x, o, d: d * sigmoid(-x), ("X",)),
+    "silu": (lambda x: x * sigmoid(x),
+             lambda x, o, d: d * (sigmoid(x) * (1 + x * (1 - sigmoid(x)))), ("X",)),
     "sign": (np.sign, lambda x, o, d: np.zeros_like(d), ()),
 }
 # The same values as the forward/derivative, written into planned memory (linear executor).
@@ -144,9 +137,8 @@ class Gelu(Activation):
     def prepare(cls, attrs, outputs):
         if attrs["approximate"]:
             return lambda x: (0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))).astype(x.dtype)
-        from math import erf, sqrt
-        verf = np.vectorize(erf)
-        return lambda x: (0.5 * x * (1 + verf(x / sqrt(2)))).astype(x.dtype)
+        verf = np.vectorize(math.erf)
+        return lambda x: (0.5 * x * (1 + verf(x / math.sqrt(2)))).astype(x.dtype)
 
 
 class GeluGrad(ActivationGrad):
@@ -156,16 +148,15 @@ class GeluGrad(ActivationGrad):
 
     @classmethod
     def prepare(cls, attrs, outputs):
-        from math import erf, pi, sqrt
-        verf = np.vectorize(erf)
+        verf = np.vectorize(math.erf)
         if attrs["approximate"]:
             def k(x, o, d):
                 c = np.sqrt(2 / np.pi)
                 t = np.tanh(c * (x + 0.044715 * x ** 3))
                 return (d * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x))).astype(x.dtype)
             return k
-        return lambda x, o, d: (d * (0.5 * (1 + verf(x / sqrt(2))) +
-                                     x * np.exp(-x * x / 2) / sqrt(2 * pi))).astype(x.dtype)
+        return lambda x, o, d: (d * (0.5 * (1 + verf(x / math.sqrt(2))) + x * np.exp(-x * x / 2)
+                                     / math.sqrt(2 * math.pi))).astype(x.dtype)
 
 
 class Pow(Activation):
@@ -217,7 +208,7 @@ class SoftplusGrad(ActivationGrad):
 
         def kernel(x, o, d):
             xb = x * beta
-            return np.where(xb > th, d, d * _sigmoid(xb)).astype(x.dtype, copy=False)
+            return np.where(xb > th, d, d * sigmoid(xb)).astype(x.dtype, copy=False)
         return kernel
 
 
@@ -300,8 +291,16 @@ class LogSoftmaxGrad(OpDef):
 # share); the gradient op `<type>_grad` takes X, Out and Out@GRAD and the forward's
 # attributes. Formulas are Paddle's (phi/kernels/funcs/activation_functor.h).
 def _erf(x):
-    from scipy.special import erf
+    """erf elementwise: scipy's where it is installed (it is no dependency of Fluidity),
+    else math.erf per element (slower, the same values to float32 rounding)."""
+    try:
+        from scipy.special import erf
+    except ImportError:
+        return _ERF(x)
     return erf(x)
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def _softplus_thr(x, threshold):
@@ -330,13 +329,13 @@ PADDLE_ACTIVATIONS = {
                                                     (2 * x + offset) / scale)),
                    "Out = X * min(max(X + offset, 0), threshold) / scale."),
     "swish": ({"beta": 1.0},
-              lambda x, beta: x * _sigmoid(beta * x),
-              lambda x, o, beta: _sigmoid(beta * x) * (1 + beta * x * (1 - _sigmoid(beta * x))),
+              lambda x, beta: x * sigmoid(beta * x),
+              lambda x, o, beta: sigmoid(beta * x) * (1 + beta * x * (1 - sigmoid(beta * x))),
               "Out = X * sigmoid(beta * X) (silu for beta = 1)."),
     "mish": ({"threshold": 20.0},
              lambda x, threshold: x * np.tanh(_softplus_thr(x, threshold)),
              lambda x, o, threshold: (lambda t: t + x * (1 - t * t) * np.where(
-                 x > threshold, 1, _sigmoid(x)))(np.tanh(_softplus_thr(x, threshold))),
+                 x > threshold, 1, sigmoid(x)))(np.tanh(_softplus_thr(x, threshold))),
              "Out = X * tanh(softplus(X)), softplus(X) = X where X > threshold.",
              1),  # its checkpoint: softplus inside with `threshold`, as here
     "elu": ({"alpha": 1.0},

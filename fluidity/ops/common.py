@@ -1,5 +1,11 @@
-"""Helpers shared by op families: Paddle's broadcasting rule and shape arithmetic."""
+"""Helpers shared by op families: Paddle's broadcasting rule, shape arithmetic, build-time
+shape rules and attributes given as tensors; and, for value and ctx ops, the holders' values
+(empty tensors, SelectedRows made dense, zeros, gradients summed) and step frames."""
 import numpy as np
+
+from ..core.names import EMPTY_VAR_NAME
+from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
+from ..errors import ExecutionError, ShapeError
 
 
 def align_for_broadcast(x_shape, y_shape, axis):
@@ -67,6 +73,11 @@ def prod(shape):
     return n
 
 
+def numel(shape):
+    """Number of elements, or -1 if a dim is unknown."""
+    return -1 if any(d < 0 for d in shape) else prod(shape)
+
+
 def flatten_to_2d(shape, num_col_dims):
     """[d0..dk-1, dk..dn] -> [prod(d0..dk-1), prod(dk..)] (mul's x_num_col_dims rule)."""
     return prod(shape[:num_col_dims]), prod(shape[num_col_dims:])
@@ -74,3 +85,118 @@ def flatten_to_2d(shape, num_col_dims):
 
 def as_dtype_of(value, like):
     return np.asarray(value, dtype=like.dtype)
+
+
+def norm_axis(axis, rank, what="axis"):
+    """`axis` in [-rank, rank) -> [0, rank); ShapeError otherwise."""
+    if not -rank <= axis < max(rank, 1):
+        raise ShapeError(f"{what} {axis} is out of range for a tensor of rank {rank}")
+    return axis % rank if rank else 0
+
+
+def infer_with(ctx, rule, *args):
+    """Run a shape rule at build time; a broken rule fails naming the op and its inputs."""
+    try:
+        return rule(*args)
+    except ShapeError as e:
+        ctx.fail(str(e))
+
+
+def ints_from(tensor=None, tensor_list=None):
+    """Ints a layer passed as a 1-D tensor or a list of [1] tensors (None if neither)."""
+    if tensor_list:
+        return [int(np.asarray(t).reshape(-1)[0]) for t in tensor_list]
+    if tensor is not None:
+        return [int(v) for v in np.asarray(tensor).reshape(-1)]
+    return None
+
+
+def present(slots):
+    """Grad-op inputs without the empty (absent dispensable) slots."""
+    return {k: v for k, v in slots.items() if v}
+
+
+def channel_last(fmt):
+    """Whether data_format / data_layout `fmt` puts channels last (NHWC, NDHWC)."""
+    return fmt in ("NHWC", "NDHWC")
+
+
+# --- holders' values and step frames (value and ctx ops) -----------------------------------
+def is_empty(v):
+    """No value: None, or a LoDTensor holding no array."""
+    return v is None or (isinstance(v, LoDTensor) and v._array is None)
+
+
+def scalar_value(t, what):
+    """The one element of tensor `t` (ExecutionError naming `what` otherwise)."""
+    if is_empty(t):
+        raise ExecutionError(f"{what} has no value")
+    a = np.asarray(t._array)
+    if a.size != 1:
+        raise ExecutionError(f"{what} must hold one element, got shape {list(a.shape)}")
+    return a.reshape(-1)[0]
+
+
+def zeros_like_value(v):
+    """Zeros shaped like a value; an empty array for an array (missing elements are zero)."""
+    if isinstance(v, LoDTensorArray):
+        return LoDTensorArray()
+    if isinstance(v, SelectedRows):
+        return LoDTensor(np.zeros((v.height,) + v.value.shape[1:], v.value.dtype))
+    if is_empty(v):
+        return None
+    return LoDTensor(np.zeros_like(v._array), v._lod)
+
+
+def dense(v):
+    """A SelectedRows as a dense LoDTensor; anything else as it is."""
+    return LoDTensor(v.to_dense()) if isinstance(v, SelectedRows) else v
+
+
+def add_grads(a, b):
+    """a + b for gradients: None (or an empty tensor) is zero; arrays add element-wise."""
+    if is_empty(a):
+        return None if is_empty(b) else b
+    if is_empty(b):
+        return a
+    if isinstance(a, LoDTensorArray) or isinstance(b, LoDTensorArray):
+        a = a if isinstance(a, LoDTensorArray) else LoDTensorArray()
+        b = b if isinstance(b, LoDTensorArray) else LoDTensorArray()
+        out = LoDTensorArray()
+        for j in range(max(len(a), len(b))):
+            x = a[j] if j < len(a) else None
+            y = b[j] if j < len(b) else None
+            v = add_grads(x, y)
+            list.append(out, v if v is not None else LoDTensor())
+        return out
+    a, b = dense(a), dense(b)
+    return LoDTensor(a._array + b._array.reshape(a._array.shape), a._lod or b._lod)
+
+
+def aligned_outputs(p, slot):
+    """Frame slots of a duplicable output, None where the name is @EMPTY@."""
+    return [p.idx(n) if n != EMPTY_VAR_NAME else None for n in p.op.output(slot)]
+
+
+def drop_scopes(scope, scopes):
+    """Delete the kid scopes `scopes` of `scope` (those still there)."""
+    for s in scopes or ():
+        if scope.has_kid(s):
+            scope.delete_scope(s)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)), numerically stable for large |x| (exp of a non-positive number
+    only)."""
+    out = np.empty_like(x)
+    pos = x >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-x[pos]))
+    ex = np.exp(x[~pos])
+    out[~pos] = ex / (1.0 + ex)
+    return out
+
+
+def default_grad(g):
+    """Paddle's default grad op: `<type>_grad` taking the forward's inputs, outputs and
+    output gradients (for the classes of a table that all use it)."""
+    g.default()

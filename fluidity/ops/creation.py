@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..core import dtypes
+from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, longs
 
 
@@ -94,7 +95,6 @@ class Assign(OpDef):
 
     @staticmethod
     def kernel(x):
-        from ..core.tensor import LoDTensor, SelectedRows, LoDTensorArray
         if isinstance(x, LoDTensor):
             return LoDTensor(x._array.copy(), x._lod)
         if isinstance(x, SelectedRows):
@@ -102,6 +102,11 @@ class Assign(OpDef):
         if isinstance(x, LoDTensorArray):
             return LoDTensorArray(LoDTensor(t._array.copy(), t._lod) for t in x)
         return x
+
+    # assign passes its gradient straight through (control-flow layers move values across
+    # block boundaries with it)
+    grad = staticmethod(lambda g: g.op(
+        "assign", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")}))
 
 
 # assign_value takes the value list of its dtype (Paddle's kernel): fp64_values for FP64
@@ -235,7 +240,6 @@ class FillConstantBatchSizeLike(OpDef):
 
     @staticmethod
     def kernel(x, *, shape, input_dim_idx, output_dim_idx, dtype, value, str_value):
-        from ..core.tensor import LoDTensor
         if x._lod and input_dim_idx == 0:
             n = len(x._lod[-1]) - 1
         else:
@@ -243,9 +247,3 @@ class FillConstantBatchSizeLike(OpDef):
         v = float(str_value) if str_value else value
         return LoDTensor(np.full(_batch_shape(shape, n, output_dim_idx), v,
                                  dtypes.to_numpy(dtype)))
-
-
-# assign passes its gradient straight through (control-flow layers move values across
-# block boundaries with it)
-Assign.grad = staticmethod(lambda g: g.op(
-    "assign", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")}))

@@ -6,6 +6,7 @@ was. Loads check every record and that it fits the variable the program declares
 shape with -1 as a wildcard); errors name the file and the variable. A combined file is
 read completely before any variable is assigned.
 """
+import io
 import os
 
 import numpy as np
@@ -183,7 +184,6 @@ class SaveCombine(OpDef):
             if to_memory:
                 if y is None:
                     raise FluidityError("save_combine with save_to_memory needs output Y")
-                import io
                 buf = io.BytesIO()
                 write(buf)
                 frame[y].value = buf.getvalue()

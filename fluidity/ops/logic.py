@@ -137,6 +137,11 @@ class Where(OpDef):
     def kernel(cond, x, y):
         return np.where(cond, x, y)
 
+    grad = staticmethod(lambda g: g.op(
+        "where_grad", {"Condition": g.input("Condition"), "X": g.input("X"), "Y": g.input("Y"),
+                       "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}))
+
 
 class WhereGrad(OpDef):
     type = "where_grad"
@@ -148,12 +153,6 @@ class WhereGrad(OpDef):
     def kernel(cond, x, y, dout):
         zero = np.zeros((), dout.dtype)
         return np.where(cond, dout, zero), np.where(cond, zero, dout)
-
-
-Where.grad = staticmethod(lambda g: g.op(
-    "where_grad", {"Condition": g.input("Condition"), "X": g.input("X"), "Y": g.input("Y"),
-                   "Out@GRAD": g.output_grad("Out")},
-    {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}))
 
 
 class WhereIndex(OpDef):
@@ -203,6 +202,12 @@ class Clip(OpDef):
             return np.clip(x, lo, hi).astype(x.dtype, copy=False)
         return kernel
 
+    grad = staticmethod(lambda g: g.op(
+        "clip_grad", {k: v for k, v in {"X": g.input("X"), "Min": g.input("Min"),
+                                        "Max": g.input("Max"),
+                                        "Out@GRAD": g.output_grad("Out")}.items() if v},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
 
 class ClipGrad(OpDef):
     type = "clip_grad"
@@ -218,13 +223,6 @@ class ClipGrad(OpDef):
             lo, hi = _bounds(attrs, min_t, max_t)
             return np.where((x > lo) & (x < hi), dout, np.zeros((), dout.dtype))
         return kernel
-
-
-Clip.grad = staticmethod(lambda g: g.op(
-    "clip_grad", {k: v for k, v in {"X": g.input("X"), "Min": g.input("Min"),
-                                    "Max": g.input("Max"),
-                                    "Out@GRAD": g.output_grad("Out")}.items() if v},
-    {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
 # --- arg_max / arg_min -----------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Embedding lookups: lookup_table (ids [N, 1]) and lookup_table_v2 (ids of any shape)."""
 import numpy as np
 
-from ..core.tensor import LoDTensor
+from ..core.dtypes import VarType
+from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from . import sparse_kernels
 from .registry import In, OpDef, Out, long, strings
@@ -17,6 +18,12 @@ def _lookup(w, ids, padding_idx, name):
     if padding_idx != -1 and padding_idx is not None:
         out[flat == padding_idx] = 0
     return out
+
+
+def _lookup_grad(g):
+    g.op(g.fwd.type + "_grad", {"W": g.input("W"), "Ids": g.input("Ids"),
+                                "Out@GRAD": g.output_grad("Out")},
+         {"W@GRAD": g.input_grad("W")}, g.attrs())
 
 
 class LookupTable(OpDef):
@@ -52,6 +59,8 @@ class LookupTable(OpDef):
             return LoDTensor(out.reshape(tuple(lead(a.shape)) + wa.shape[1:]), ids._lod)
         return kernel
 
+    grad = staticmethod(_lookup_grad)
+
 
 class LookupTableV2(LookupTable):
     type = "lookup_table_v2"
@@ -64,6 +73,11 @@ class LookupTableV2(LookupTable):
 
 
 # --- gradient: dense, or SelectedRows of the looked-up rows when is_sparse ---------------------
+def _table_grad_shape(ctx):
+    t = VarType.SELECTED_ROWS if ctx.attr("is_sparse") else VarType.LOD_TENSOR
+    ctx.set_output("W@GRAD", ctx.input_shape("W"), ctx.input_dtype("W"), type=t)
+
+
 class LookupTableGrad(OpDef):
     type = "lookup_table_grad"
     inputs = (In("W"), In("Ids"), In("Out@GRAD"))
@@ -72,16 +86,11 @@ class LookupTableGrad(OpDef):
     kind = "value"
     doc = "W@GRAD: rows Ids of Out@GRAD (a SelectedRows when is_sparse; duplicates kept)."
 
-    @staticmethod
-    def infer_shape(ctx):
-        from ..core.dtypes import VarType
-        t = VarType.SELECTED_ROWS if ctx.attr("is_sparse") else VarType.LOD_TENSOR
-        ctx.set_output("W@GRAD", ctx.input_shape("W"), ctx.input_dtype("W"), type=t)
+    infer_shape = staticmethod(_table_grad_shape)
 
     @classmethod
     def prepare(cls, attrs, outputs):
         sparse, pad = attrs["is_sparse"], attrs["padding_idx"]
-        from ..core.tensor import SelectedRows
 
         def kernel(w, ids, dout):
             wa = w._array
@@ -99,15 +108,6 @@ class LookupTableGrad(OpDef):
 
 class LookupTableV2Grad(LookupTableGrad):
     type = "lookup_table_v2_grad"
-
-
-def _lookup_grad(g):
-    g.op(g.fwd.type + "_grad", {"W": g.input("W"), "Ids": g.input("Ids"),
-                                "Out@GRAD": g.output_grad("Out")},
-         {"W@GRAD": g.input_grad("W")}, g.attrs())
-
-
-LookupTable.grad = LookupTableV2.grad = staticmethod(_lookup_grad)
 
 
 # --- lookup + sum pooling in one op (what fuse_embedding_seq_pool rewrites pairs into) ----------
@@ -130,7 +130,6 @@ def _pooled_lookup_grad_kernel(op, attrs, multi):
     """W@GRAD of both pooled lookups: one row per id holding its sequence's slice of
     Out@GRAD, as a SelectedRows (is_sparse) or summed into a dense table gradient."""
     sparse, pad = attrs["is_sparse"], attrs["padding_idx"]
-    from ..core.tensor import SelectedRows
 
     def kernel(w, ids, dout):
         wa = w._array
@@ -144,12 +143,6 @@ def _pooled_lookup_grad_kernel(op, attrs, multi):
         sparse_kernels.rows_axpy(out, slots.ids, value, 1.0, op)
         return LoDTensor(out)
     return kernel
-
-
-def _table_grad_shape(ctx):
-    from ..core.dtypes import VarType
-    t = VarType.SELECTED_ROWS if ctx.attr("is_sparse") else VarType.LOD_TENSOR
-    ctx.set_output("W@GRAD", ctx.input_shape("W"), ctx.input_dtype("W"), type=t)
 
 
 class FusedEmbeddingSeqPool(OpDef):
@@ -173,6 +166,8 @@ class FusedEmbeddingSeqPool(OpDef):
     @classmethod
     def prepare(cls, attrs, outputs):
         return _pooled_lookup_kernel(cls.type, attrs, multi=False)
+
+    grad = staticmethod(_lookup_grad)
 
 
 class _PooledLookupGrad(OpDef):
@@ -224,6 +219,8 @@ class FusedEmbeddingSeqPoolConcat(OpDef):
     def prepare(cls, attrs, outputs):
         return _pooled_lookup_kernel(cls.type, attrs, multi=True)
 
+    grad = staticmethod(_lookup_grad)
+
 
 class FusedEmbeddingSeqPoolConcatGrad(_PooledLookupGrad):
     type = "fused_embedding_seq_pool_concat_grad"
@@ -231,13 +228,3 @@ class FusedEmbeddingSeqPoolConcatGrad(_PooledLookupGrad):
     attrs = FusedEmbeddingSeqPoolConcat.attrs
     doc = "W@GRAD over all slots' ids at once (one SelectedRows when is_sparse)."
     multi = True
-
-
-def _pooled_lookup_grad(g):
-    g.op(g.fwd.type + "_grad",
-         {"W": g.input("W"), "Ids": g.input("Ids"), "Out@GRAD": g.output_grad("Out")},
-         {"W@GRAD": g.input_grad("W")}, g.attrs())
-
-
-FusedEmbeddingSeqPool.grad = FusedEmbeddingSeqPoolConcat.grad = \
-    staticmethod(_pooled_lookup_grad)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..errors import ExecutionError
-from .activation import _sigmoid
+from .common import sigmoid
 from .registry import In, OpDef, Out
 
 IGNORE_INDEX = -100  # Paddle's kIgnoreIndex
@@ -116,6 +116,11 @@ class CrossEntropy(OpDef):
             y = np.where(ignored, 0, -_log(np.take_along_axis(x, ids, -1)))
         return y.astype(x.dtype, copy=False)
 
+    grad = staticmethod(lambda g: g.op(
+        "cross_entropy_grad", {"X": g.input("X"), "Label": g.input("Label"),
+                               "Y@GRAD": g.output_grad("Y")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
 
 class CrossEntropyGrad(OpDef):
     type = "cross_entropy_grad"
@@ -137,12 +142,6 @@ def _scatter_last(shape, ids, values, dtype, axis=-1):
     out = np.zeros(shape, dtype=dtype)
     np.put_along_axis(out, ids, values.astype(dtype, copy=False), axis)
     return out
-
-
-CrossEntropy.grad = staticmethod(lambda g: g.op(
-    "cross_entropy_grad", {"X": g.input("X"), "Label": g.input("Label"),
-                           "Y@GRAD": g.output_grad("Y")},
-    {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
 class CrossEntropy2(OpDef):
@@ -169,6 +168,11 @@ class CrossEntropy2(OpDef):
         y = np.where(ignored, 0, -_log(match)).astype(x.dtype, copy=False)
         return y, np.empty(x.shape + (0,), x.dtype), match
 
+    grad = staticmethod(lambda g: g.op(
+        "cross_entropy_grad2", {"Label": g.input("Label"), "MatchX": g.output("MatchX"),
+                                "XShape": g.output("XShape"), "Y@GRAD": g.output_grad("Y")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
 
 class CrossEntropyGrad2(OpDef):
     type = "cross_entropy_grad2"   # Paddle's name (not cross_entropy2_grad)
@@ -185,12 +189,6 @@ class CrossEntropyGrad2(OpDef):
         ignored = ids == ignore_index
         return _scatter_last(shape, np.where(ignored, 0, ids),
                              np.where(ignored, 0, -dy / match), dy.dtype)
-
-
-CrossEntropy2.grad = staticmethod(lambda g: g.op(
-    "cross_entropy_grad2", {"Label": g.input("Label"), "MatchX": g.output("MatchX"),
-                            "XShape": g.output("XShape"), "Y@GRAD": g.output_grad("Y")},
-    {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
 # --- softmax_with_cross_entropy on logits ------------------------------------------------
@@ -239,6 +237,12 @@ class SoftmaxWithCrossEntropy(OpDef):
         dt = logits.dtype
         return prob.astype(dt, copy=False), loss.astype(dt, copy=False)
 
+    grad = staticmethod(lambda g: g.op(
+        "softmax_with_cross_entropy_grad",
+        {"Label": g.input("Label"), "Softmax": g.output("Softmax"),
+         "Loss@GRAD": g.output_grad("Loss")},
+        {"Logits@GRAD": g.input_grad("Logits")}, g.attrs()))
+
 
 class SoftmaxWithCrossEntropyGrad(OpDef):
     type = "softmax_with_cross_entropy_grad"
@@ -271,13 +275,6 @@ class SoftmaxWithCrossEntropyGrad(OpDef):
         return d.astype(dt, copy=False)
 
 
-SoftmaxWithCrossEntropy.grad = staticmethod(lambda g: g.op(
-    "softmax_with_cross_entropy_grad",
-    {"Label": g.input("Label"), "Softmax": g.output("Softmax"),
-     "Loss@GRAD": g.output_grad("Loss")},
-    {"Logits@GRAD": g.input_grad("Logits")}, g.attrs()))
-
-
 # --- elementwise losses ----------------------------------------------------------------------
 def _same_shape(ctx, a, b):
     sa, sb = ctx.input_shape(a), ctx.input_shape(b)
@@ -290,6 +287,13 @@ def _runtime_same_shape(op, a, b, names=("X", "Label")):
     if a.shape != b.shape:
         raise ExecutionError(f"{op}: {names[0]} {list(a.shape)} and {names[1]} "
                              f"{list(b.shape)} must have the same shape")
+
+
+def _x_label_grad(g):
+    """Grad op reading X, Label and Out@GRAD, writing X@GRAD."""
+    g.op(g.fwd.type + "_grad", {"X": g.input("X"), "Label": g.input("Label"),
+                                "Out@GRAD": g.output_grad("Out")},
+         {"X@GRAD": g.input_grad("X")}, g.attrs())
 
 
 class SigmoidCrossEntropyWithLogits(OpDef):
@@ -318,6 +322,8 @@ class SigmoidCrossEntropyWithLogits(OpDef):
         out = np.maximum(x, 0) - x * label + np.log1p(np.exp(-np.abs(x)))
         return (out * op._weight(label, normalize, ignore_index)).astype(x.dtype, copy=False)
 
+    grad = staticmethod(_x_label_grad)
+
 
 class SigmoidCrossEntropyWithLogitsGrad(OpDef):
     type = "sigmoid_cross_entropy_with_logits_grad"
@@ -329,7 +335,7 @@ class SigmoidCrossEntropyWithLogitsGrad(OpDef):
     @staticmethod
     def kernel(x, label, dout, *, normalize, ignore_index):
         w = SigmoidCrossEntropyWithLogits._weight(label, normalize, ignore_index)
-        return ((_sigmoid(x) - label) * dout * w).astype(x.dtype, copy=False)
+        return ((sigmoid(x) - label) * dout * w).astype(x.dtype, copy=False)
 
 
 class HuberLoss(OpDef):
@@ -353,6 +359,10 @@ class HuberLoss(OpDef):
         out = np.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))
         return r, out.astype(x.dtype, copy=False)
 
+    grad = staticmethod(lambda g: g.op(
+        "huber_loss_grad", {"Residual": g.output("Residual"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}, g.attrs()))
+
 
 class HuberLossGrad(OpDef):
     type = "huber_loss_grad"
@@ -368,9 +378,13 @@ class HuberLossGrad(OpDef):
         return -dr, dr
 
 
-HuberLoss.grad = staticmethod(lambda g: g.op(
-    "huber_loss_grad", {"Residual": g.output("Residual"), "Out@GRAD": g.output_grad("Out")},
-    {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}, g.attrs()))
+def _smooth_l1_grad(g):
+    ins = {"Diff": g.output("Diff"), "Out@GRAD": g.output_grad("Out")}
+    for w in ("InsideWeight", "OutsideWeight"):
+        if g.input(w):
+            ins[w] = g.input(w)
+    g.op("smooth_l1_loss_grad", ins,
+         {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}, g.attrs())
 
 
 class SmoothL1Loss(OpDef):
@@ -406,6 +420,8 @@ class SmoothL1Loss(OpDef):
         out = val.reshape(x.shape[0], -1).sum(axis=1, keepdims=True)
         return d.astype(x.dtype, copy=False), out.astype(x.dtype, copy=False)
 
+    grad = staticmethod(_smooth_l1_grad)
+
 
 class SmoothL1LossGrad(OpDef):
     type = "smooth_l1_loss_grad"
@@ -425,18 +441,6 @@ class SmoothL1LossGrad(OpDef):
                 g = g * w
         g = (g * dout.reshape((-1,) + (1,) * (d.ndim - 1))).astype(d.dtype, copy=False)
         return g, -g
-
-
-def _smooth_l1_grad(g):
-    ins = {"Diff": g.output("Diff"), "Out@GRAD": g.output_grad("Out")}
-    for w in ("InsideWeight", "OutsideWeight"):
-        if g.input(w):
-            ins[w] = g.input(w)
-    g.op("smooth_l1_loss_grad", ins,
-         {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}, g.attrs())
-
-
-SmoothL1Loss.grad = staticmethod(_smooth_l1_grad)
 
 
 class LogLoss(OpDef):
@@ -460,6 +464,11 @@ class LogLoss(OpDef):
         out = -label * np.log(p + epsilon) - (1 - label) * np.log(1 - p + epsilon)
         return out.astype(p.dtype, copy=False)
 
+    grad = staticmethod(lambda g: g.op(
+        "log_loss_grad", {"Predicted": g.input("Predicted"), "Labels": g.input("Labels"),
+                          "Loss@GRAD": g.output_grad("Loss")},
+        {"Predicted@GRAD": g.input_grad("Predicted")}, g.attrs()))
+
 
 class LogLossGrad(OpDef):
     type = "log_loss_grad"
@@ -473,12 +482,6 @@ class LogLossGrad(OpDef):
     def kernel(p, label, dloss, *, epsilon):
         d = -label / (p + epsilon) + (1 - label) / (1 - p + epsilon)
         return (d * dloss).astype(p.dtype, copy=False)
-
-
-LogLoss.grad = staticmethod(lambda g: g.op(
-    "log_loss_grad", {"Predicted": g.input("Predicted"), "Labels": g.input("Labels"),
-                      "Loss@GRAD": g.output_grad("Loss")},
-    {"Predicted@GRAD": g.input_grad("Predicted")}, g.attrs()))
 
 
 class BceLoss(OpDef):
@@ -503,6 +506,8 @@ class BceLoss(OpDef):
             lx, l1x = np.maximum(np.log(x), -100), np.maximum(np.log(1 - x), -100)
         return (-(label * lx + (1 - label) * l1x)).astype(x.dtype, copy=False)
 
+    grad = staticmethod(_x_label_grad)
+
 
 class BceLossGrad(OpDef):
     type = "bce_loss_grad"
@@ -514,13 +519,3 @@ class BceLossGrad(OpDef):
     def kernel(x, label, dout):
         return (dout * (x - label) / np.maximum((1 - x) * x, 1e-12)).astype(x.dtype,
                                                                             copy=False)
-
-
-def _x_label_grad(g):
-    """Grad op reading X, Label and Out@GRAD, writing X@GRAD."""
-    g.op(g.fwd.type + "_grad", {"X": g.input("X"), "Label": g.input("Label"),
-                                "Out@GRAD": g.output_grad("Out")},
-         {"X@GRAD": g.input_grad("X")}, g.attrs())
-
-
-SigmoidCrossEntropyWithLogits.grad = BceLoss.grad = staticmethod(_x_label_grad)

@@ -2,10 +2,12 @@
 matmul_v2, sum, mean."""
 import numpy as np
 
+from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
-from .common import align_for_broadcast, broadcast_pair, broadcast_shape, flatten_to_2d, prod
+from .common import (align_for_broadcast, broadcast_pair, broadcast_shape, default_grad,
+                     flatten_to_2d, prod, reduce_to_shape)
 from .memory_ops import affine_out, binary_out, matmul_out, mul_out
-from .registry import In, OpDef, Out, get as get_op
+from .registry import In, OpDef, Out
 
 
 class Scale(OpDef):
@@ -28,6 +30,10 @@ class Scale(OpDef):
             return ((x + b) * k).astype(dt, copy=False)
         return affine_out(s, b, after, kernel)
 
+    grad = staticmethod(lambda g: g.op(
+        "scale", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
+        {"scale": g.attr("scale"), "bias": 0.0, "bias_after_scale": True}))
+
 
 # --- elementwise family: one table, one class each -------------------------------------
 ELEMENTWISE = {
@@ -42,12 +48,25 @@ ELEMENTWISE = {
     "elementwise_floordiv": np.floor_divide,
 }
 
+# d(out)/dx, d(out)/dy of each elementwise op with a gradient (not mod, floordiv), given x, y
+# (broadcast), out, dout
+ELEMENTWISE_GRADS = {
+    "elementwise_add": (lambda x, y, o, d: d, lambda x, y, o, d: d),
+    "elementwise_sub": (lambda x, y, o, d: d, lambda x, y, o, d: -d),
+    "elementwise_mul": (lambda x, y, o, d: d * y, lambda x, y, o, d: d * x),
+    "elementwise_div": (lambda x, y, o, d: d / y, lambda x, y, o, d: -d * o / y),
+    "elementwise_max": (lambda x, y, o, d: d * (x > y), lambda x, y, o, d: d * (x <= y)),
+    "elementwise_min": (lambda x, y, o, d: d * (x < y), lambda x, y, o, d: d * (x >= y)),
+    "elementwise_pow": (lambda x, y, o, d: d * y * np.power(x, y - 1),
+                        lambda x, y, o, d: d * o * np.log(np.where(x > 0, x, 1))),
+}
+
 
 class Elementwise(OpDef):
     inputs = (In("X"), In("Y"))
     outputs = (Out("Out"),)
     attrs = {"axis": -1}
-    version = 1
+    version = 1   # Paddle's checkpoint: attribute Scale_y (not declared here)
     func = None
     inplace = {"Out": "X"}
 
@@ -83,7 +102,13 @@ class Elementwise(OpDef):
 for _name, _f in ELEMENTWISE.items():
     type("".join(p.title() for p in _name.split("_")), (Elementwise,),
          {"type": _name, "func": staticmethod(_f), "__module__": __name__,
-          "doc": f"Out = {_f.__name__}(X, Y) with Paddle's axis broadcasting."})
+          "doc": f"Out = {_f.__name__}(X, Y) with Paddle's axis broadcasting.",
+          "grad": staticmethod(default_grad) if _name in ELEMENTWISE_GRADS else None})
+
+
+def _mul_grad(g):
+    g.op("mul_grad", {"X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": g.output_grad("Out")},
+         {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}, g.attrs())
 
 
 class Mul(OpDef):
@@ -116,6 +141,8 @@ class Mul(OpDef):
             y2 = y.reshape(flatten_to_2d(y.shape, yn))
             return (x2 @ y2).reshape(x.shape[:xn] + y.shape[yn:])
         return mul_out(xn, yn, kernel)
+
+    grad = staticmethod(_mul_grad)
 
 
 def _matmul_shape(xs, ys, tx, ty):
@@ -177,6 +204,12 @@ class _MatmulBase(OpDef):
         return matmul_out(tx, ty, alpha, kernel)
 
 
+def _matmul_grad(g):
+    g.op(g.fwd.type + "_grad",
+         {"X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": g.output_grad("Out")},
+         {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}, g.attrs())
+
+
 class Matmul(_MatmulBase):
     type = "matmul"
     # Paddle's checkpoint 1: attribute fused_reshape_Y of oneDNN fusion passes, which Paddle
@@ -185,12 +218,19 @@ class Matmul(_MatmulBase):
     attrs = {"transpose_X": False, "transpose_Y": False, "alpha": 1.0}
     tx_attr, ty_attr = "transpose_X", "transpose_Y"
     doc = "Out = alpha * op(X) @ op(Y), batched, with numpy's broadcasting of batch dims."
+    grad = staticmethod(_matmul_grad)
 
 
 class MatmulV2(_MatmulBase):
     type = "matmul_v2"
     attrs = {"trans_x": False, "trans_y": False}
     doc = "Out = op(X) @ op(Y) (paddle.matmul)."
+    grad = staticmethod(_matmul_grad)
+
+
+def _sum_grad(g):
+    for x, gx in zip(g.input("X"), g.input_grad("X")):
+        g.op("assign", {"X": g.output_grad("Out")}, {"Out": [gx]})
 
 
 class Sum(OpDef):
@@ -204,7 +244,6 @@ class Sum(OpDef):
     @staticmethod
     def infer_shape(ctx):
         vs = ctx.input_vars("X")
-        from ..core.dtypes import VarType
         t = VarType.SELECTED_ROWS if all(v.type == VarType.SELECTED_ROWS for v in vs) \
             else VarType.LOD_TENSOR
         ctx.set_output("Out", vs[0].shape, vs[0].dtype, vs[0].lod_level, type=t)
@@ -227,6 +266,8 @@ class Sum(OpDef):
                 out = out + v._array
         return LoDTensor(out, lod)
 
+    grad = staticmethod(_sum_grad)
+
 
 class Mean(OpDef):
     type = "mean"
@@ -243,32 +284,12 @@ class Mean(OpDef):
     def kernel(x):
         return np.asarray([x.mean()], dtype=x.dtype)
 
+    grad = staticmethod(lambda g: g.op(
+        "mean_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}))
+
 
 # --- gradients -----------------------------------------------------------------------------
-from .common import reduce_to_shape  # noqa: E402
-
-Scale.grad = staticmethod(lambda g: g.op(
-    "scale", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
-    {"scale": g.attr("scale"), "bias": 0.0, "bias_after_scale": True}))
-
-
-def _elementwise_grad(g):
-    g.default()
-
-
-# d(out)/dx, d(out)/dy for each elementwise op, given x, y (broadcast), out, dout
-ELEMENTWISE_GRADS = {
-    "elementwise_add": (lambda x, y, o, d: d, lambda x, y, o, d: d),
-    "elementwise_sub": (lambda x, y, o, d: d, lambda x, y, o, d: -d),
-    "elementwise_mul": (lambda x, y, o, d: d * y, lambda x, y, o, d: d * x),
-    "elementwise_div": (lambda x, y, o, d: d / y, lambda x, y, o, d: -d * o / y),
-    "elementwise_max": (lambda x, y, o, d: d * (x > y), lambda x, y, o, d: d * (x <= y)),
-    "elementwise_min": (lambda x, y, o, d: d * (x < y), lambda x, y, o, d: d * (x >= y)),
-    "elementwise_pow": (lambda x, y, o, d: d * y * np.power(x, y - 1),
-                        lambda x, y, o, d: d * o * np.log(np.where(x > 0, x, 1))),
-}
-
-
 class ElementwiseGrad(OpDef):
     inputs = (In("X"), In("Y"), In("Out", dispensable=True), In("Out@GRAD"))
     outputs = (Out("X@GRAD", dispensable=True), Out("Y@GRAD", dispensable=True))
@@ -299,7 +320,6 @@ for _name, (_fx, _fy) in ELEMENTWISE_GRADS.items():
     type("".join(p.title() for p in _name.split("_")) + "Grad", (ElementwiseGrad,),
          {"type": _name + "_grad", "fx": staticmethod(_fx), "fy": staticmethod(_fy),
           "__module__": __name__})
-    get_op(_name).grad = staticmethod(_elementwise_grad)
 
 
 def _at_b(a, b):
@@ -307,11 +327,6 @@ def _at_b(a, b):
     if a.shape[0] == 1:
         return np.multiply(a.reshape(-1, 1), b)
     return a.T @ b
-
-
-def _mul_grad(g):
-    g.op("mul_grad", {"X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": g.output_grad("Out")},
-         {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}, g.attrs())
 
 
 class MulGrad(OpDef):
@@ -333,9 +348,6 @@ class MulGrad(OpDef):
             return ((d2 @ y2.T).reshape(x.shape) if want_x else None,
                     _at_b(x2, d2).reshape(y.shape) if want_y else None)
         return kernel
-
-
-Mul.grad = staticmethod(_mul_grad)
 
 
 # --- fc: mul + bias + relu in one op (Paddle's inference op; fuse_fc makes it) ---------------
@@ -391,6 +403,9 @@ class Fc(OpDef):
             return out.reshape(x.shape[:n] + w.shape[1:])
         return kernel
 
+    # fc_grad reads Input, W, Bias, Out, Out@GRAD
+    grad = staticmethod(lambda g: g.default())
+
 
 class FcGrad(OpDef):
     """Fluidity's op (Paddle's fc is inference-only): the gradients of fc, from its Out."""
@@ -425,15 +440,6 @@ class FcGrad(OpDef):
             db = d.sum(axis=0).reshape(b.shape) if want_b and b is not None else None
             return dx, dw, db
         return kernel
-
-
-Fc.grad = staticmethod(lambda g: g.default())  # fc_grad reads Input, W, Bias, Out, Out@GRAD
-
-
-def _matmul_grad(g):
-    g.op(g.fwd.type + "_grad",
-         {"X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": g.output_grad("Out")},
-         {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}, g.attrs())
 
 
 class _MatmulGradBase(OpDef):
@@ -480,17 +486,6 @@ class MatmulV2Grad(_MatmulGradBase):
     fwd = MatmulV2
 
 
-Matmul.grad = MatmulV2.grad = staticmethod(_matmul_grad)
-
-
-def _sum_grad(g):
-    for x, gx in zip(g.input("X"), g.input_grad("X")):
-        g.op("assign", {"X": g.output_grad("Out")}, {"Out": [gx]})
-
-
-Sum.grad = staticmethod(_sum_grad)
-
-
 class MeanGrad(OpDef):
     type = "mean_grad"
     inputs = (In("X"), In("Out@GRAD"))
@@ -500,11 +495,6 @@ class MeanGrad(OpDef):
     @staticmethod
     def kernel(x, dout):
         return np.full(x.shape, dout.reshape(-1)[0] / max(x.size, 1), dtype=x.dtype)
-
-
-Mean.grad = staticmethod(lambda g: g.op(
-    "mean_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
-    {"X@GRAD": g.input_grad("X")}))
 
 
 # --- Paddle 2.x: bmm, cumsum -----------------------------------------------------------------
@@ -528,6 +518,8 @@ class Bmm(OpDef):
     def kernel(x, y):
         return np.matmul(x, y)
 
+    grad = staticmethod(_matmul_grad)
+
 
 class BmmGrad(OpDef):
     type = "bmm_grad"
@@ -539,9 +531,6 @@ class BmmGrad(OpDef):
     def kernel(x, y, dout):
         return (np.matmul(dout, y.transpose(0, 2, 1)).astype(x.dtype, copy=False),
                 np.matmul(x.transpose(0, 2, 1), dout).astype(y.dtype, copy=False))
-
-
-Bmm.grad = staticmethod(_matmul_grad)
 
 
 def _cumsum(x, axis, flatten, exclusive, reverse):
@@ -581,6 +570,10 @@ class Cumsum(OpDef):
         a, f, e, r = attrs["axis"], attrs["flatten"], attrs["exclusive"], attrs["reverse"]
         return lambda x: _cumsum(x, a, f, e, r)
 
+    grad = staticmethod(lambda g: g.op(
+        "cumsum_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
 
 class CumsumGrad(OpDef):
     type = "cumsum_grad"
@@ -594,8 +587,3 @@ class CumsumGrad(OpDef):
     def prepare(cls, attrs, outputs):
         a, f, e, r = attrs["axis"], attrs["flatten"], attrs["exclusive"], attrs["reverse"]
         return lambda x, d: _cumsum(d, a, f, e, not r).reshape(x.shape)
-
-
-Cumsum.grad = staticmethod(lambda g: g.op(
-    "cumsum_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
-    {"X@GRAD": g.input_grad("X")}, g.attrs()))

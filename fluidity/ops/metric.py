@@ -25,6 +25,12 @@ def _k_of(k_tensor, k):
     return k if k_tensor is None else int(np.asarray(k_tensor).reshape(-1)[0])
 
 
+def _topk_grad(g):
+    g.op(g.fwd.type + "_grad", {"X": g.input("X"), "Indices": g.output("Indices"),
+                                "Out@GRAD": g.output_grad("Out")},
+         {"X@GRAD": g.input_grad("X")}, g.attrs())
+
+
 class TopK(OpDef):
     type = "top_k"
     inputs = (In("X"), In("K", dispensable=True, no_grad=True))
@@ -52,6 +58,8 @@ class TopK(OpDef):
     def prepare(cls, attrs, outputs):
         axis, largest = attrs.get("axis", -1), attrs.get("largest", True)
         return lambda x, k_t: _topk(cls.type, x, _k_of(k_t, attrs["k"]), axis, largest)
+
+    grad = staticmethod(_topk_grad)
 
 
 class TopKV2(TopK):
@@ -84,15 +92,6 @@ class TopKGrad(OpDef):
 class TopKV2Grad(TopKGrad):
     type = "top_k_v2_grad"
     attrs = TopKV2.attrs
-
-
-def _topk_grad(g):
-    g.op(g.fwd.type + "_grad", {"X": g.input("X"), "Indices": g.output("Indices"),
-                                "Out@GRAD": g.output_grad("Out")},
-         {"X@GRAD": g.input_grad("X")}, g.attrs())
-
-
-TopK.grad = TopKV2.grad = staticmethod(_topk_grad)
 
 
 # --- accuracy --------------------------------------------------------------------------------
@@ -192,7 +191,7 @@ class Auc(OpDef):
             if n and not (np.all(p >= 0) and np.all(p <= 1)):  # catches NaN too
                 nan = int(np.isnan(p).sum())
                 raise ExecutionError(
-                    f"auc: predictions must lie in [0, 1], got "
+                    "auc: predictions must lie in [0, 1], got "
                     + (f"{nan} NaN values (has training diverged? try a smaller learning "
                        f"rate)" if nan else f"[{p.min()}, {p.max()}]"))
             bins = (p * np.asarray(nt, p.dtype)).astype(np.int64)

@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError, ShapeError
 from . import sparse_kernels
@@ -481,6 +482,10 @@ class SquaredL2Norm(OpDef):
         a, _ = _dense_or_merged(x)
         return LoDTensor(np.asarray([np.sum(np.square(a))], dtype=a.dtype))
 
+    grad = staticmethod(lambda g: g.op(
+        "squared_l2_norm_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}))
+
 
 class SquaredL2NormGrad(OpDef):
     type = "squared_l2_norm_grad"
@@ -491,11 +496,6 @@ class SquaredL2NormGrad(OpDef):
     @staticmethod
     def kernel(x, dout):
         return (2.0 * dout.reshape(-1)[0] * x).astype(x.dtype, copy=False)
-
-
-SquaredL2Norm.grad = staticmethod(lambda g: g.op(
-    "squared_l2_norm_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
-    {"X@GRAD": g.input_grad("X")}))
 
 
 class ClipByNorm(OpDef):
@@ -553,7 +553,6 @@ class GetTensorFromSelectedRows(OpDef):
 
     @staticmethod
     def infer_shape(ctx):
-        from ..core.dtypes import VarType
         ctx.set_output("Out", ctx.input_shape("X"), ctx.input_dtype("X"),
                        type=VarType.LOD_TENSOR)
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..core import dtypes
 from ..errors import ShapeError
-from .registry import In, OpDef, Out, get as get_op, ints
+from .common import default_grad
+from .registry import In, OpDef, Out, ints, longs
 
 
 def _reduced_axes(rank, dim, reduce_all):
@@ -76,10 +77,18 @@ class Reduce(OpDef):
         return kernel
 
 
+def _reduce_grad_without_out(g):
+    """reduce_sum / reduce_mean: Paddle's grad op reads X (for its shape) and Out@GRAD only."""
+    g.op(g.fwd.type + "_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+         {"X@GRAD": g.input_grad("X")}, g.attrs())
+
+
 for _name, _f in REDUCERS.items():
     type("".join(p.title() for p in _name.split("_")), (Reduce,),
          {"type": _name, "func": staticmethod(_f), "__module__": __name__,
-          "doc": f"Out = {_f.__name__} of X over `dim` (every dim if reduce_all or dim=[])."})
+          "doc": f"Out = {_f.__name__} of X over `dim` (every dim if reduce_all or dim=[]).",
+          "grad": staticmethod(_reduce_grad_without_out if _name in ("reduce_sum", "reduce_mean")
+                               else default_grad)})
 
 
 # --- gradients -----------------------------------------------------------------------------
@@ -127,27 +136,12 @@ class ReduceGrad(OpDef):
         return kernel
 
 
-def _reduce_grad_without_out(g):
-    """reduce_sum / reduce_mean: Paddle's grad op reads X (for its shape) and Out@GRAD only."""
-    g.op(g.fwd.type + "_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
-         {"X@GRAD": g.input_grad("X")}, g.attrs())
-
-
-def _reduce_grad_with_out(g):
-    g.default()
-
-
 for _name, _df in REDUCE_GRADS.items():
     type("".join(p.title() for p in _name.split("_")) + "Grad", (ReduceGrad,),
          {"type": _name + "_grad", "dfunc": staticmethod(_df), "__module__": __name__})
-    get_op(_name).grad = staticmethod(_reduce_grad_without_out if _name in
-                                      ("reduce_sum", "reduce_mean") else _reduce_grad_with_out)
 
 
 # --- Paddle 2.x: reduce_all / reduce_any, p_norm, frobenius_norm ----------------------------
-from .registry import longs  # noqa: E402
-
-
 class _BoolReduce(Reduce):
     attrs = {**Reduce.attrs, "dim": longs([0])}
 
@@ -174,14 +168,12 @@ class FrobeniusNorm(Reduce):
     func = staticmethod(lambda x, axis, keepdims: np.sqrt(
         np.sum(np.square(x), axis=axis, keepdims=keepdims)))
     doc = "Out = sqrt(sum of X^2) over `dim` (every dim if reduce_all)."
+    grad = staticmethod(default_grad)
 
 
 class FrobeniusNormGrad(ReduceGrad):
     type = "frobenius_norm_grad"
     dfunc = staticmethod(lambda x, o, d, axes: d * x / np.where(o == 0, 1, o))
-
-
-FrobeniusNorm.grad = staticmethod(_reduce_grad_with_out)
 
 
 def _p_norm_axes(x, axis, asvector):
@@ -231,6 +223,8 @@ class PNorm(OpDef):
                 _p_norm_shape(list(x.shape), axis, keep, vec))
         return kernel
 
+    grad = staticmethod(lambda g: g.default())
+
 
 class PNormGrad(OpDef):
     type = "p_norm_grad"
@@ -255,6 +249,3 @@ class PNormGrad(OpDef):
             g = np.sign(x) * np.power(np.abs(x), p - 1) / np.power(np.maximum(o, eps), p - 1)
             return (d * g).astype(x.dtype)
         return kernel
-
-
-PNorm.grad = staticmethod(lambda g: g.default())

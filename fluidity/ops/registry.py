@@ -17,6 +17,7 @@ A kernel is written one way, `kernel(*inputs, **attrs)`, or, to precompute from 
 `prepare(cls, attrs, outputs)` returning it. Attributes are bound once, when a plan is
 prepared (`OpDef.kernel_for`), so attribute parsing never happens on the hot path.
 """
+import difflib
 import inspect
 
 from ..errors import ProgramError, UnknownOpError
@@ -376,7 +377,6 @@ def get(op_type):
     try:
         return _REGISTRY[op_type]
     except KeyError:
-        import difflib
         close = difflib.get_close_matches(op_type, list(_REGISTRY), n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UnknownOpError(f"unknown op type '{op_type}'{hint}; `fluidity ops` lists the "

@@ -82,6 +82,15 @@ def _arr(t):
     return None if t is None else t._array
 
 
+def _lstm_grad(g):
+    ins = {n: g.input(n) for n in ("Input", "H0", "C0", "Weight", "Bias") if g.input(n)}
+    ins.update({n: g.output(n) for n in ("Hidden", "Cell", "BatchGate", "BatchCellPreAct")})
+    ins["Hidden@GRAD"], ins["Cell@GRAD"] = g.output_grad("Hidden"), g.output_grad("Cell")
+    outs = {n + "@GRAD": g.input_grad(n) for n in ("Input", "H0", "C0", "Weight", "Bias")
+            if g.input(n)}
+    g.op("lstm_grad", ins, outs, g.attrs())
+
+
 # --- lstm -----------------------------------------------------------------------------------
 class LSTM(OpDef):
     type = "lstm"
@@ -155,6 +164,8 @@ class LSTM(OpDef):
                     LoDTensor(cacts))
         return kernel
 
+    grad = staticmethod(_lstm_grad)
+
 
 class LSTMGrad(OpDef):
     type = "lstm_grad"
@@ -224,18 +235,6 @@ class LSTMGrad(OpDef):
         return kernel
 
 
-def _lstm_grad(g):
-    ins = {n: g.input(n) for n in ("Input", "H0", "C0", "Weight", "Bias") if g.input(n)}
-    ins.update({n: g.output(n) for n in ("Hidden", "Cell", "BatchGate", "BatchCellPreAct")})
-    ins["Hidden@GRAD"], ins["Cell@GRAD"] = g.output_grad("Hidden"), g.output_grad("Cell")
-    outs = {n + "@GRAD": g.input_grad(n) for n in ("Input", "H0", "C0", "Weight", "Bias")
-            if g.input(n)}
-    g.op("lstm_grad", ins, outs, g.attrs())
-
-
-LSTM.grad = staticmethod(_lstm_grad)
-
-
 # --- gru (and the step it shares with gru_unit) ---------------------------------------------
 def _gru_weights(w):
     d = w.shape[0]
@@ -268,6 +267,16 @@ def _gru_step_grad(gates, rh, hp, dh, w_ur, w_c, dgate, dact, origin):
     dur = np.concatenate([du * dgate(u), drh * hp * dgate(r)], 1)
     dhp = dhp + drh * r + dur @ w_ur.T
     return np.concatenate([dur, dc], 1), dhp, hp.T @ dur, rh.T @ dc
+
+
+def _gru_grad(g):
+    ins = {n: g.input(n) for n in ("Input", "H0", "Weight", "Bias") if g.input(n)}
+    ins.update({n: g.output(n) for n in ("BatchGate", "BatchResetHiddenPrev", "BatchHidden",
+                                         "Hidden")})
+    ins["Hidden@GRAD"] = g.output_grad("Hidden")
+    outs = {n + "@GRAD": g.input_grad(n) for n in ("Input", "H0", "Weight", "Bias")
+            if g.input(n)}
+    g.op("gru_grad", ins, outs, g.attrs())
 
 
 class GRU(OpDef):
@@ -322,6 +331,8 @@ class GRU(OpDef):
             return (LoDTensor(gates), LoDTensor(rhs), LoDTensor(hid), LoDTensor(hidden, x._lod))
         return kernel
 
+    grad = staticmethod(_gru_grad)
+
 
 class GRUGrad(OpDef):
     type = "gru_grad"
@@ -371,17 +382,13 @@ class GRUGrad(OpDef):
         return kernel
 
 
-def _gru_grad(g):
-    ins = {n: g.input(n) for n in ("Input", "H0", "Weight", "Bias") if g.input(n)}
-    ins.update({n: g.output(n) for n in ("BatchGate", "BatchResetHiddenPrev", "BatchHidden",
-                                         "Hidden")})
-    ins["Hidden@GRAD"] = g.output_grad("Hidden")
-    outs = {n + "@GRAD": g.input_grad(n) for n in ("Input", "H0", "Weight", "Bias")
+def _gru_unit_grad(g):
+    ins = {n: g.input(n) for n in ("Input", "HiddenPrev", "Weight", "Bias") if g.input(n)}
+    ins.update({"Gate": g.output("Gate"), "ResetHiddenPrev": g.output("ResetHiddenPrev"),
+                "Hidden@GRAD": g.output_grad("Hidden")})
+    outs = {n + "@GRAD": g.input_grad(n) for n in ("Input", "HiddenPrev", "Weight", "Bias")
             if g.input(n)}
-    g.op("gru_grad", ins, outs, g.attrs())
-
-
-GRU.grad = staticmethod(_gru_grad)
+    g.op("gru_unit_grad", ins, outs, g.attrs())
 
 
 # --- gru_unit / lstm_unit: one step over a dense batch --------------------------------------
@@ -416,6 +423,8 @@ class GRUUnit(OpDef):
             return _gru_step(g, hp, w_ur, w_c, gate, act, attrs["origin_mode"])
         return kernel
 
+    grad = staticmethod(_gru_unit_grad)
+
 
 class GRUUnitGrad(OpDef):
     type = "gru_unit_grad"
@@ -439,18 +448,6 @@ class GRUUnitGrad(OpDef):
             db = None if b is None else dg.sum(0).reshape(b.shape)
             return dg, dhp, dw, db
         return kernel
-
-
-def _gru_unit_grad(g):
-    ins = {n: g.input(n) for n in ("Input", "HiddenPrev", "Weight", "Bias") if g.input(n)}
-    ins.update({"Gate": g.output("Gate"), "ResetHiddenPrev": g.output("ResetHiddenPrev"),
-                "Hidden@GRAD": g.output_grad("Hidden")})
-    outs = {n + "@GRAD": g.input_grad(n) for n in ("Input", "HiddenPrev", "Weight", "Bias")
-            if g.input(n)}
-    g.op("gru_unit_grad", ins, outs, g.attrs())
-
-
-GRUUnit.grad = staticmethod(_gru_unit_grad)
 
 
 class LSTMUnit(OpDef):
@@ -479,6 +476,12 @@ class LSTMUnit(OpDef):
         c = f * c_prev + i * g
         return c, o * np.tanh(c)
 
+    grad = staticmethod(lambda g: g.op(
+        "lstm_unit_grad", {"X": g.input("X"), "C_prev": g.input("C_prev"), "C": g.output("C"),
+                           "H": g.output("H"), "C@GRAD": g.output_grad("C"),
+                           "H@GRAD": g.output_grad("H")},
+        {"X@GRAD": g.input_grad("X"), "C_prev@GRAD": g.input_grad("C_prev")}, g.attrs()))
+
 
 class LSTMUnitGrad(OpDef):
     type = "lstm_unit_grad"
@@ -495,13 +498,6 @@ class LSTMUnitGrad(OpDef):
         dx = np.concatenate([dc * g * i * (1 - i), dc * c_prev * f * (1 - f),
                              dh * tc * o * (1 - o), dc * i * (1 - g * g)], 1)
         return dx, dc * f
-
-
-LSTMUnit.grad = staticmethod(lambda g: g.op(
-    "lstm_unit_grad", {"X": g.input("X"), "C_prev": g.input("C_prev"), "C": g.output("C"),
-                       "H": g.output("H"), "C@GRAD": g.output_grad("C"),
-                       "H@GRAD": g.output_grad("H")},
-    {"X@GRAD": g.input_grad("X"), "C_prev@GRAD": g.input_grad("C_prev")}, g.attrs()))
 
 
 # --- Paddle 2.x `rnn` (cuDNN-style multi-layer, bidirectional; dense time-major input) ------
@@ -665,6 +661,17 @@ def _rnn_backward(attrs, x, pre_states, weights, seq_len, masks, dout, dfinals):
     return d_inp, dpre, dw
 
 
+def _rnn_grad(g):
+    ins = {"Input": g.input("Input"), "PreState": g.input("PreState"),
+           "WeightList": g.input("WeightList"), "Reserve": g.output("Reserve"),
+           "Out@GRAD": g.output_grad("Out"), "State@GRAD": g.output_grad("State")}
+    if g.input("SequenceLength"):
+        ins["SequenceLength"] = g.input("SequenceLength")
+    g.op("rnn_grad", ins, {"Input@GRAD": g.input_grad("Input"),
+                           "PreState@GRAD": g.input_grad("PreState"),
+                           "WeightList@GRAD": g.input_grad("WeightList")}, g.attrs())
+
+
 class RNN(OpDef):
     type = "rnn"
     inputs = (In("Input"), In("PreState", duplicable=True), In("WeightList", duplicable=True),
@@ -704,6 +711,8 @@ class RNN(OpDef):
             return out.astype(x.dtype, copy=False), np.zeros(0, np.uint8), finals, reserve
         return kernel
 
+    grad = staticmethod(_rnn_grad)
+
 
 class RNNGrad(OpDef):
     type = "rnn_grad"
@@ -730,17 +739,3 @@ class RNNGrad(OpDef):
                        zip(pre_states, list(dstates) + [None] * len(pre_states))]
             return _rnn_backward(attrs, x, pre_states, weights, seq_len, masks, dout, dstates)
         return kernel
-
-
-def _rnn_grad(g):
-    ins = {"Input": g.input("Input"), "PreState": g.input("PreState"),
-           "WeightList": g.input("WeightList"), "Reserve": g.output("Reserve"),
-           "Out@GRAD": g.output_grad("Out"), "State@GRAD": g.output_grad("State")}
-    if g.input("SequenceLength"):
-        ins["SequenceLength"] = g.input("SequenceLength")
-    g.op("rnn_grad", ins, {"Input@GRAD": g.input_grad("Input"),
-                           "PreState@GRAD": g.input_grad("PreState"),
-                           "WeightList@GRAD": g.input_grad("WeightList")}, g.attrs())
-
-
-RNN.grad = staticmethod(_rnn_grad)

@@ -129,6 +129,11 @@ class SequencePool(OpDef):
             return LoDTensor(out, lod), LoDTensor(idx)
         return kernel
 
+    grad = staticmethod(lambda g: g.op(
+        "sequence_pool_grad", {"X": g.input("X"), "MaxIndex": g.output("MaxIndex"),
+                               "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
 
 class SequencePoolGrad(OpDef):
     type = "sequence_pool_grad"
@@ -167,12 +172,6 @@ class SequencePoolGrad(OpDef):
                     g[rows] = d[ne]
             return LoDTensor(np.ascontiguousarray(g, dtype=a.dtype), x._lod)
         return kernel
-
-
-SequencePool.grad = staticmethod(lambda g: g.op(
-    "sequence_pool_grad", {"X": g.input("X"), "MaxIndex": g.output("MaxIndex"),
-                           "Out@GRAD": g.output_grad("Out")},
-    {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
 # --- gather-like ops: one row index forward, scatter-add backward ---------------------------
@@ -392,6 +391,10 @@ class SequenceConcat(OpDef):
         stacked = np.concatenate([x._array for x in xs])
         return LoDTensor(stacked[idx], _with_last(xs[0]._lod, off))
 
+    grad = staticmethod(lambda g: g.op(
+        "sequence_concat_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}))
+
 
 class SequenceConcatGrad(OpDef):
     type = "sequence_concat_grad"
@@ -408,11 +411,6 @@ class SequenceConcatGrad(OpDef):
         d[idx] = dout._array
         parts = np.split(d, np.cumsum([len(x._array) for x in xs])[:-1])
         return [LoDTensor(p, x._lod) for p, x in zip(parts, xs)]
-
-
-SequenceConcat.grad = staticmethod(lambda g: g.op(
-    "sequence_concat_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
-    {"X@GRAD": g.input_grad("X")}))
 
 
 class SequencePad(OpDef):
@@ -459,6 +457,10 @@ class SequencePad(OpDef):
                     LoDTensor(lens.astype(np.int64)))
         return kernel
 
+    grad = staticmethod(lambda g: g.op(
+        "sequence_pad_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
 
 class SequencePadGrad(OpDef):
     type = "sequence_pad_grad"
@@ -475,11 +477,6 @@ class SequencePadGrad(OpDef):
             d = dout._array
             return LoDTensor(d.reshape((-1,) + d.shape[2:])[pos], x._lod)
         return kernel
-
-
-SequencePad.grad = staticmethod(lambda g: g.op(
-    "sequence_pad_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
-    {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
 # --- row-local ops ---------------------------------------------------------------------------
@@ -513,6 +510,10 @@ class SequenceSoftmax(OpDef):
         e = np.exp(v - m[seg])
         return LoDTensor((e / _seg_sum(e, off)[seg]).reshape(a.shape), x._lod)
 
+    grad = staticmethod(lambda g: g.op(
+        "sequence_softmax_grad", {"Out": g.output("Out"), "Out@GRAD": g.output_grad("Out"),
+                                  "X": g.input("X")}, {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
 
 class SequenceSoftmaxGrad(OpDef):
     type = "sequence_softmax_grad"
@@ -528,11 +529,6 @@ class SequenceSoftmaxGrad(OpDef):
         y, dy = out._array.reshape(-1), dout._array.reshape(-1)
         dx = y * (dy - _seg_sum(y * dy, off)[_seg(off)])
         return LoDTensor(dx.reshape(x._array.shape), x._lod)
-
-
-SequenceSoftmax.grad = staticmethod(lambda g: g.op(
-    "sequence_softmax_grad", {"Out": g.output("Out"), "Out@GRAD": g.output_grad("Out"),
-                              "X": g.input("X")}, {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
 class SequenceReshape(OpDef):
@@ -564,6 +560,10 @@ class SequenceReshape(OpDef):
             return LoDTensor(a.reshape(-1, new_dim), _with_last(x._lod, off * width // new_dim))
         return kernel
 
+    grad = staticmethod(lambda g: g.op(
+        "sequence_reshape_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
 
 class SequenceReshapeGrad(OpDef):
     type = "sequence_reshape_grad"
@@ -576,11 +576,6 @@ class SequenceReshapeGrad(OpDef):
     @staticmethod
     def kernel(x, dout):
         return LoDTensor(dout._array.reshape(x._array.shape).copy(), x._lod)
-
-
-SequenceReshape.grad = staticmethod(lambda g: g.op(
-    "sequence_reshape_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
-    {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
 class LoDReset(OpDef):
@@ -618,6 +613,10 @@ class LoDReset(OpDef):
             return LoDTensor(a.copy(), lod)
         return kernel
 
+    grad = staticmethod(lambda g: g.op(
+        "lod_reset_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
 
 class LoDResetGrad(OpDef):
     type = "lod_reset_grad"
@@ -630,11 +629,6 @@ class LoDResetGrad(OpDef):
     @staticmethod
     def kernel(x, dout):
         return LoDTensor(dout._array.copy(), x._lod)
-
-
-LoDReset.grad = staticmethod(lambda g: g.op(
-    "lod_reset_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
-    {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
 class SequenceMask(OpDef):
@@ -684,6 +678,15 @@ class SequenceEnumerate(OpDef):
             out = np.where(inside, v[np.minimum(pos, len(v) - 1)], pad).astype(v.dtype)
             return LoDTensor(out, x._lod)
         return kernel
+
+
+def _conv_grad(g):
+    ins = {"X": g.input("X"), "Filter": g.input("Filter"), "Out@GRAD": g.output_grad("Out")}
+    outs = {"X@GRAD": g.input_grad("X"), "Filter@GRAD": g.input_grad("Filter")}
+    if g.input("PaddingData"):
+        ins["PaddingData"] = g.input("PaddingData")
+        outs["PaddingData@GRAD"] = g.input_grad("PaddingData")
+    g.op("sequence_conv_grad", ins, outs, g.attrs())
 
 
 # --- sequence_conv: a context window over the rows of each sequence --------------------------
@@ -751,6 +754,8 @@ class SequenceConv(OpDef):
             return LoDTensor(col.reshape(len(idx), w.shape[0]) @ w, x._lod)
         return kernel
 
+    grad = staticmethod(_conv_grad)
+
 
 class SequenceConvGrad(OpDef):
     type = "sequence_conv_grad"
@@ -777,15 +782,3 @@ class SequenceConvGrad(OpDef):
             dpad = LoDTensor(dext[t + 1:].copy()) if trainable else None
             return LoDTensor(dext[:t].copy(), x._lod), dpad, LoDTensor(dfilt)
         return kernel
-
-
-def _conv_grad(g):
-    ins = {"X": g.input("X"), "Filter": g.input("Filter"), "Out@GRAD": g.output_grad("Out")}
-    outs = {"X@GRAD": g.input_grad("X"), "Filter@GRAD": g.input_grad("Filter")}
-    if g.input("PaddingData"):
-        ins["PaddingData"] = g.input("PaddingData")
-        outs["PaddingData@GRAD"] = g.input_grad("PaddingData")
-    g.op("sequence_conv_grad", ins, outs, g.attrs())
-
-
-SequenceConv.grad = staticmethod(_conv_grad)

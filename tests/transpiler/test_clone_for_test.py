@@ -7,7 +7,7 @@ import fluidity as fluid
 from fluidity.backward import append_backward
 from fluidity.framework import OpRole, op_role_guard
 from fluidity.ops import registry
-from test_nn_ops import bn_ref, conv_ref, pool_ref
+from references import bn_ref, conv_ref, pool_ref
 
 TRAINING_ROLES = OpRole.Backward | OpRole.Optimize | OpRole.LRSched
 

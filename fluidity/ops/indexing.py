@@ -1,0 +1,392 @@
+"""Slicing and gathering: slice, strided_slice, gather, index_select, masked_select.
+
+Conventions as in tensor.py: Out is a copy (never a view of X), tensor inputs (StartsTensor,
+Axis, ...) override the attributes at run time, and shape rules raise ShapeError.
+"""
+import numpy as np
+
+from ..errors import ExecutionError, ShapeError
+from .common import infer_with, ints_from, norm_axis, present, reduce_to_shape
+from .registry import In, OpDef, Out, ints
+
+
+# --- slice ---------------------------------------------------------------------------------
+def _slice_plan(shape, axes, starts, ends, decrease):
+    """(index, sliced shape, output shape) of Paddle's slice. Negative starts/ends count from
+    the end; both are then clamped to [0, dim]; an empty range gives a 0-size dim. Unknown
+    dims (and starts/ends given as -1 at build time by tensors) give -1."""
+    if not len(axes) == len(starts) == len(ends):
+        raise ShapeError(f"axes {axes}, starts {starts} and ends {ends} differ in length")
+    index = [slice(None)] * len(shape)
+    sliced = list(shape)
+    for a, s, e in zip(axes, starts, ends):
+        a = norm_axis(a, len(shape), "axes entry")
+        dim = shape[a]
+        if dim < 0 or s is None or e is None:
+            sliced[a] = -1
+            continue
+        s = min(max(s + dim if s < 0 else s, 0), dim)
+        e = min(max(e + dim if e < 0 else e, 0), dim)
+        e = max(e, s)
+        index[a] = slice(s, e)
+        sliced[a] = e - s
+    drop = {norm_axis(a, len(shape), "decrease_axis entry") for a in decrease}
+    for a in drop:
+        if sliced[a] not in (1, -1):
+            raise ShapeError(f"decrease_axis {sorted(drop)}: dim {a} has size {sliced[a]}, not 1")
+    out = [d for i, d in enumerate(sliced) if i not in drop]
+    return tuple(index), sliced, out or [1]
+
+
+def _slice_grad(g):
+    ins = {s.name: g.input(s.name) for s in Slice.inputs}
+    ins["Out@GRAD"] = g.output_grad("Out")
+    g.op("slice_grad", present(ins), {"Input@GRAD": g.input_grad("Input")}, g.attrs())
+
+
+class Slice(OpDef):
+    type = "slice"
+    inputs = (In("Input"),
+              In("StartsTensor", dispensable=True, no_grad=True),
+              In("EndsTensor", dispensable=True, no_grad=True),
+              In("StartsTensorList", duplicable=True, dispensable=True, no_grad=True),
+              In("EndsTensorList", duplicable=True, dispensable=True, no_grad=True))
+    outputs = (Out("Out"),)
+    attrs = {"axes": ints(), "starts": ints(), "ends": ints(), "infer_flags": ints(),
+             "decrease_axis": ints()}
+    share_lod = None
+    doc = ("Out = Input[starts:ends] on `axes` (Python-style clamping), then the dims in "
+           "`decrease_axis` (size 1) removed.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        starts, ends = list(ctx.attr("starts")), list(ctx.attr("ends"))
+        axes = ctx.attr("axes")
+        if ctx.has_input("StartsTensor") or ctx.has_input("StartsTensorList"):
+            starts = [None] * len(axes)
+        if ctx.has_input("EndsTensor") or ctx.has_input("EndsTensorList"):
+            ends = [None] * len(axes)
+        flags = ctx.attr("infer_flags")
+        if flags and len(flags) == len(axes):  # -1: this axis' bounds come from a tensor
+            starts = [None if f == -1 else s for f, s in zip(flags, starts)]
+        _, _, out = infer_with(ctx, _slice_plan, ctx.input_shape("Input"), axes, starts, ends,
+                           ctx.attr("decrease_axis"))
+        ctx.set_output("Out", out, ctx.input_dtype("Input"))
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        axes, decrease = attrs["axes"], attrs["decrease_axis"]
+
+        def kernel(x, starts_t, ends_t, starts_l, ends_l):
+            starts = ints_from(starts_t, starts_l) or attrs["starts"]
+            ends = ints_from(ends_t, ends_l) or attrs["ends"]
+            index, _, out = _slice_plan(list(x.shape), axes, starts, ends, decrease)
+            return x[index].copy().reshape(out)  # a copy: Out shares no memory with Input
+        return kernel
+
+    grad = staticmethod(_slice_grad)
+
+
+class SliceGrad(OpDef):
+    type = "slice_grad"
+    inputs = Slice.inputs + (In("Out@GRAD"),)
+    outputs = (Out("Input@GRAD"),)
+    attrs = Slice.attrs
+    infer_shape = None
+    share_lod = None
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        axes, decrease = attrs["axes"], attrs["decrease_axis"]
+
+        def kernel(x, starts_t, ends_t, starts_l, ends_l, dout):
+            starts = ints_from(starts_t, starts_l) or attrs["starts"]
+            ends = ints_from(ends_t, ends_l) or attrs["ends"]
+            index, sliced, _ = _slice_plan(list(x.shape), axes, starts, ends, decrease)
+            dx = np.zeros_like(x)
+            dx[index] = dout.reshape(sliced)
+            return dx
+        return kernel
+
+
+# --- strided_slice -------------------------------------------------------------------------
+def _strided_plan(shape, axes, starts, ends, strides, decrease):
+    """(per-dim index arrays or slices, sliced shape, output shape) of Paddle's strided_slice:
+    negative starts/ends count from the end once; stride > 0 takes [start, end) clamped to
+    the dim; stride < 0 goes down from min(start, dim - 1) to max(end, -1), exclusive."""
+    if not len(axes) == len(starts) == len(ends) == len(strides):
+        raise ShapeError(f"axes {axes}, starts {starts}, ends {ends} and strides {strides} "
+                         f"differ in length")
+    index = [slice(None)] * len(shape)
+    sliced = list(shape)
+    for a, s, e, st in zip(axes, starts, ends, strides):
+        a = norm_axis(a, len(shape), "axes entry")
+        dim = shape[a]
+        if st == 0:
+            raise ShapeError("strided_slice: a stride is 0")
+        if dim < 0 or s is None or e is None:
+            sliced[a] = -1
+            continue
+        s = s + dim if s < 0 else s
+        e = e + dim if e < 0 else e
+        if st > 0:
+            s, e = min(max(s, 0), dim), min(max(e, 0), dim)
+            idx = np.arange(s, e, st) if e > s else np.arange(0)
+        else:
+            s, e = min(s, dim - 1), max(e, -1)
+            idx = np.arange(s, e, st) if s > e else np.arange(0)
+        index[a] = idx
+        sliced[a] = len(idx)
+    drop = {norm_axis(a, len(shape), "decrease_axis entry") for a in decrease}
+    for a in drop:
+        if sliced[a] not in (1, -1):
+            raise ShapeError(f"decrease_axis {sorted(drop)}: dim {a} has size {sliced[a]}, not 1")
+    out = [d for i, d in enumerate(sliced) if i not in drop]
+    return index, sliced, out or [1]
+
+
+def _strided_take(x, index):
+    for a, idx in enumerate(index):
+        if not isinstance(idx, slice):
+            x = np.take(x, idx, axis=a)
+    return x
+
+
+def _strided_slice_grad(g):
+    ins = {s.name: g.input(s.name) for s in StridedSlice.inputs}
+    ins["Out@GRAD"] = g.output_grad("Out")
+    g.op("strided_slice_grad", present(ins), {"Input@GRAD": g.input_grad("Input")},
+         g.attrs())
+
+
+class StridedSlice(OpDef):
+    type = "strided_slice"
+    inputs = (In("Input"),
+              In("StartsTensor", dispensable=True, no_grad=True),
+              In("StartsTensorList", duplicable=True, dispensable=True, no_grad=True),
+              In("EndsTensor", dispensable=True, no_grad=True),
+              In("EndsTensorList", duplicable=True, dispensable=True, no_grad=True),
+              In("StridesTensor", dispensable=True, no_grad=True),
+              In("StridesTensorList", duplicable=True, dispensable=True, no_grad=True))
+    outputs = (Out("Out"),)
+    attrs = {"axes": ints(), "starts": ints(), "ends": ints(), "strides": ints(),
+             "infer_flags": ints(), "decrease_axis": ints()}
+    share_lod = None
+    doc = ("Out = Input[starts:ends:strides] on `axes` (negative strides walk backwards), "
+           "then the size-1 dims in `decrease_axis` removed.")
+
+    @staticmethod
+    def _bounds(attrs, st, stl, en, enl, sd, sdl):
+        return (ints_from(st, stl) or list(attrs["starts"]),
+                ints_from(en, enl) or list(attrs["ends"]),
+                ints_from(sd, sdl) or list(attrs["strides"]))
+
+    @staticmethod
+    def infer_shape(ctx):
+        axes = ctx.attr("axes")
+        starts, ends, strides = (list(ctx.attr(k)) for k in ("starts", "ends", "strides"))
+        for key, slots in (("starts", ("StartsTensor", "StartsTensorList")),
+                           ("ends", ("EndsTensor", "EndsTensorList")),
+                           ("strides", ("StridesTensor", "StridesTensorList"))):
+            if any(ctx.has_input(s) for s in slots):
+                ctx.set_output("Out", None, ctx.input_dtype("Input"))
+                return
+        _, _, out = infer_with(ctx, _strided_plan, ctx.input_shape("Input"), axes, starts, ends,
+                           strides, ctx.attr("decrease_axis"))
+        ctx.set_output("Out", out, ctx.input_dtype("Input"))
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        axes, decrease = attrs["axes"], attrs["decrease_axis"]
+
+        def kernel(x, *bounds):
+            starts, ends, strides = StridedSlice._bounds(attrs, *bounds)
+            index, _, out = _strided_plan(list(x.shape), axes, starts, ends, strides, decrease)
+            return np.ascontiguousarray(_strided_take(x, index)).reshape(out)
+        return kernel
+
+    grad = staticmethod(_strided_slice_grad)
+
+
+class StridedSliceGrad(OpDef):
+    type = "strided_slice_grad"
+    inputs = StridedSlice.inputs + (In("Out@GRAD"),)
+    outputs = (Out("Input@GRAD"),)
+    attrs = StridedSlice.attrs
+    infer_shape = None
+    share_lod = None
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        axes, decrease = attrs["axes"], attrs["decrease_axis"]
+
+        def kernel(x, *rest):
+            *bounds, dout = rest
+            starts, ends, strides = StridedSlice._bounds(attrs, *bounds)
+            index, sliced, _ = _strided_plan(list(x.shape), axes, starts, ends, strides,
+                                             decrease)
+            full = [np.arange(d) if isinstance(i, slice) else i
+                    for d, i in zip(x.shape, index)]
+            dx = np.zeros_like(x)
+            np.add.at(dx, np.ix_(*full), dout.reshape(sliced))
+            return dx
+        return kernel
+
+
+# --- gather, index_select ------------------------------------------------------------------
+def _gather_axis(axis, axis_t, rank):
+    return norm_axis(axis if axis_t is None else int(np.asarray(axis_t).reshape(-1)[0]), rank)
+
+
+def _check_index(idx, size, op):
+    if idx.ndim > 2 or idx.ndim == 2 and idx.shape[1] != 1:
+        raise ShapeError(f"{op}: Index must be 1-D or [N, 1], got shape {list(idx.shape)}")
+    flat = idx.reshape(-1)
+    bad = flat[(flat < -size) | (flat >= size)]
+    if bad.size:
+        raise ExecutionError(f"{op}: index {int(bad[0])} is out of range for a dim of size "
+                             f"{size}")
+    return flat
+
+
+class Gather(OpDef):
+    type = "gather"
+    version = 1  # Paddle's checkpoint: input Axis
+    inputs = (In("X"), In("Index", no_grad=True), In("Axis", dispensable=True, no_grad=True))
+    outputs = (Out("Out"),)
+    attrs = {"overwrite": True, "axis": 0}
+    share_lod = None
+    doc = "Out = X's slices at positions Index (1-D or [N, 1]) along `axis`."
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, ids = ctx.input_shape("X"), ctx.input_shape("Index")
+        if len(ids) > 2 or len(ids) == 2 and ids[1] not in (1, -1):
+            ctx.fail(f"Index must be 1-D or [N, 1], got {ids}")
+        out = list(xs)
+        if ctx.has_input("Axis"):
+            out = [-1] * len(xs)
+        else:
+            out[infer_with(ctx, norm_axis, ctx.attr("axis"), len(xs))] = ids[0] if ids else 1
+        ctx.set_output("Out", out, ctx.input_dtype("X"))
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        axis = attrs["axis"]
+
+        def kernel(x, index, axis_t):
+            ax = _gather_axis(axis, axis_t, x.ndim)
+            return np.take(x, _check_index(index, x.shape[ax], cls.type), axis=ax)
+        return kernel
+
+    grad = staticmethod(lambda g: g.op(
+        "gather_grad", present({"X": g.input("X"), "Index": g.input("Index"),
+                                 "Axis": g.input("Axis"), "Out@GRAD": g.output_grad("Out")}),
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class GatherGrad(OpDef):
+    type = "gather_grad"
+    inputs = (In("X"), In("Index"), In("Axis", dispensable=True), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = Gather.attrs
+    infer_shape = None
+    share_lod = None
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        axis = attrs["axis"]
+
+        def kernel(x, index, axis_t, dout):
+            ax = _gather_axis(axis, axis_t, x.ndim)
+            dx = np.zeros_like(x)
+            np.add.at(np.moveaxis(dx, ax, 0), index.reshape(-1), np.moveaxis(dout, ax, 0))
+            return dx
+        return kernel
+
+
+class IndexSelect(OpDef):
+    type = "index_select"
+    inputs = (In("X"), In("Index", no_grad=True))
+    outputs = (Out("Out"),)
+    attrs = {"dim": 0}
+    share_lod = None
+    doc = "Out = X's slices at the 1-D Index positions along `dim`."
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, ids = ctx.input_shape("X"), ctx.input_shape("Index")
+        out = list(xs)
+        out[infer_with(ctx, norm_axis, ctx.attr("dim"), len(xs))] = ids[0] if ids else -1
+        ctx.set_output("Out", out, ctx.input_dtype("X"))
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        dim = attrs["dim"]
+
+        def kernel(x, index):
+            a = norm_axis(dim, x.ndim)
+            return np.take(x, _check_index(index, x.shape[a], "index_select"), axis=a)
+        return kernel
+
+    grad = staticmethod(lambda g: g.op(
+        "index_select_grad", {"X": g.input("X"), "Index": g.input("Index"),
+                              "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class IndexSelectGrad(OpDef):
+    type = "index_select_grad"
+    inputs = (In("X"), In("Index"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = IndexSelect.attrs
+    infer_shape = None
+    share_lod = None
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        dim = attrs["dim"]
+
+        def kernel(x, index, dout):
+            a = norm_axis(dim, x.ndim)
+            dx = np.zeros((x.shape[a],) + np.moveaxis(dout, a, 0).shape[1:], x.dtype)
+            np.add.at(dx, index.reshape(-1) % x.shape[a], np.moveaxis(dout, a, 0))
+            return np.ascontiguousarray(np.moveaxis(dx, 0, a))
+        return kernel
+
+
+# --- masked_select -------------------------------------------------------------------------
+class MaskedSelect(OpDef):
+    type = "masked_select"
+    inputs = (In("X"), In("Mask", no_grad=True))
+    outputs = (Out("Y"),)
+    share_lod = None
+    doc = "Y = the elements of X where Mask (broadcast to X) is true, 1-D."
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Y", [-1], ctx.input_dtype("X"))
+
+    @staticmethod
+    def kernel(x, mask):
+        shape = np.broadcast_shapes(x.shape, mask.shape)
+        return np.broadcast_to(x, shape)[np.broadcast_to(mask.astype(bool), shape)].copy()
+
+    grad = staticmethod(lambda g: g.op(
+        "masked_select_grad", {"X": g.input("X"), "Mask": g.input("Mask"),
+                               "Y@GRAD": g.output_grad("Y")}, {"X@GRAD": g.input_grad("X")}))
+
+
+class MaskedSelectGrad(OpDef):
+    type = "masked_select_grad"
+    inputs = (In("X"), In("Mask"), In("Y@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(x, mask, dy):
+        shape = np.broadcast_shapes(x.shape, mask.shape)
+        d = np.zeros(shape, x.dtype)
+        d[np.broadcast_to(mask.astype(bool), shape)] = dy
+        return reduce_to_shape(d, x.shape).astype(x.dtype, copy=False)

@@ -1,0 +1,61 @@
+"""Slicing and gathering ops (fluidity/ops/indexing.py): forward against numpy, gradients
+against finite differences, shape errors."""
+import numpy as np
+import pytest
+
+from fluidity.errors import FluidityError
+from op_test import check_grad, check_output, run_op
+from test_tensor_ops import build_fails, r
+
+
+# --- slice ---------------------------------------------------------------------------------
+SLICES = [  # axes, starts, ends, decrease_axis, numpy index
+    ([0], [1], [3], [], np.s_[1:3]),
+    ([1, 2], [-2, 0], [10000, -1], [], np.s_[:, -2:, 0:-1]),
+    ([0, 2], [-100, 2], [1, 3], [0, 2], np.s_[0, :, 2]),
+    ([1], [3], [1], [], np.s_[:, 3:1]),            # empty range -> 0-size dim
+    ([2], [-1], [100], [], np.s_[:, :, -1:]),
+]
+
+
+@pytest.mark.parametrize("axes,starts,ends,dec,idx", SLICES)
+def test_slice(axes, starts, ends, dec, idx):
+    x = r(3, 4, 5)
+    attrs = {"axes": axes, "starts": starts, "ends": ends, "decrease_axis": dec,
+             "infer_flags": [1] * len(axes)}
+    check_output("slice", {"Input": x}, {"Out": x[idx]}, attrs)
+    if x[idx].size:
+        check_grad("slice", {"Input": r(3, 4, 3)}, ["Input"],
+                   {**attrs, "ends": [min(e, 3) if a == 2 else e for a, e in zip(axes, ends)]})
+
+
+def test_slice_all_decreased_is_shape_1_and_tensors():
+    x = r(3, 4)
+    check_output("slice", {"Input": x}, {"Out": x[1:2, 2:3].reshape(1)},
+                 {"axes": [0, 1], "starts": [1, 2], "ends": [2, 3], "decrease_axis": [0, 1]})
+    got = run_op("slice", {"Input": x, "StartsTensor": np.array([1], np.int64),
+                           "EndsTensorList": [("e0", np.array([3], np.int32))]},
+                 {"axes": [1], "starts": [-1], "ends": [-1], "infer_flags": [-1]})
+    np.testing.assert_array_equal(got["Out"], x[:, 1:3])
+
+
+def test_slice_bad_decrease_fails():
+    msg = build_fails("slice", {"Input": r(3, 4)},
+                      {"axes": [0], "starts": [0], "ends": [2], "decrease_axis": [0]})
+    assert "[3, 4]" in msg
+
+
+# --- gather ------------------------------------------------------------------------------
+@pytest.mark.parametrize("axis,index", [(0, [2, 0, 2]), (1, [[1], [0]]), (-1, [3, 3, 0])])
+def test_gather(axis, index):
+    x = r(3, 2, 4)
+    idx = np.array(index, np.int64)
+    want = np.take(x, idx.reshape(-1), axis=axis)
+    check_output("gather", {"X": x, "Index": idx}, {"Out": want}, {"axis": axis})
+    check_grad("gather", {"X": x, "Index": idx}, ["X"], {"axis": axis})
+
+
+def test_gather_errors():
+    build_fails("gather", {"X": r(3, 2), "Index": np.zeros((2, 2), np.int64)})
+    with pytest.raises(FluidityError, match="out of range"):
+        run_op("gather", {"X": r(3, 2), "Index": np.array([3], np.int64)})
