@@ -104,10 +104,15 @@ def run(tree, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("benches", nargs="*", default=list(BENCHES), choices=list(BENCHES))
+    ap.add_argument("benches", nargs="*", metavar="BENCH",
+                    help=f"any of {', '.join(BENCHES)} (default: all)")
     ap.add_argument("--base", required=True, help="the git revision to compare against")
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
+    unknown = [b for b in a.benches if b not in BENCHES]
+    if unknown:
+        ap.error(f"unknown benchmark(s) {unknown}; choose from {', '.join(BENCHES)}")
+    a.benches = a.benches or list(BENCHES)
     base_rev = subprocess.run(["git", "rev-parse", "--short", a.base], cwd=ROOT, text=True,
                               capture_output=True, check=True).stdout.strip()
     head_rev = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, text=True,
