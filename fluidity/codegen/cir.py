@@ -11,6 +11,7 @@ An op's emitter (`OpDef.emit`, or `OpDef.c_expr` through codegen/emitters.py) ge
 literals, so a program whose shapes the desc knows compiles to constant trip counts.
 """
 from ..core.dtypes import VarType
+from ..core.names import EMPTY_VAR_NAME
 
 # the C type of each dtype generated code handles
 CTYPES = {VarType.FP32: "float", VarType.FP64: "double", VarType.INT64: "int64_t",
@@ -46,6 +47,34 @@ def prod(dims):
     for d in dims:
         out = mul(out, d)
     return out
+
+
+def literal(value):
+    """A Python attribute value as a C literal."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        r = repr(value)
+        if r in ("inf", "-inf", "nan"):
+            return {"inf": "INFINITY", "-inf": "-INFINITY", "nan": "NAN"}[r]
+        return r + "f"
+    if isinstance(value, int):
+        return f"{value}LL"
+    raise NotCompilable(f"attribute value {value!r} has no C literal")
+
+
+def aligned(x_dims, y_dims, axis):
+    """Y's dims padded with 1s to X's rank by Paddle's axis rule (cf. ops/common.py)."""
+    nx, ny = len(x_dims), len(y_dims)
+    if axis == -1 or axis is None:
+        axis = nx - ny
+    y = [str(d) for d in y_dims]
+    while y and axis + len(y) > nx and y[-1] == "1":
+        y.pop()
+    if axis < 0 or axis + len(y) > nx:
+        raise NotCompilable(f"Y{list(y_dims)} does not align with X{list(x_dims)} at axis "
+                            f"{axis}")
+    return ["1"] * axis + y + ["1"] * (nx - axis - len(y))
 
 
 class Buf:
@@ -91,20 +120,26 @@ class Emit:
         self._low, self.op, self.opdef, self.attrs, self.k = lowering, op, opdef, attrs, k
         self.lines = []
         self.outputs = {}
+        self.touched = {}        # name -> Buf of every buffer the op's code names
 
     # -- reading ------------------------------------------------------------------------
     def attr(self, name):
         return self.attrs[name]
 
+    def _touch(self, buf):
+        if buf is not None:
+            self.touched[buf.name] = buf
+        return buf
+
     def inputs(self, slot):
-        return [self._low.read(n, self.op) for n in self.op.input(slot)]
+        return [self._touch(self._low.read(n, self.op)) for n in self.op.input(slot)]
 
     def input(self, slot, i=0):
         names = self.op.input(slot)
-        return self._low.read(names[i], self.op) if i < len(names) else None
+        return self._touch(self._low.read(names[i], self.op)) if i < len(names) else None
 
     def has_output(self, slot):
-        return bool(self.op.output(slot))
+        return any(n != EMPTY_VAR_NAME for n in self.op.output(slot))
 
     def output_var(self, slot, i=0):
         names = self.op.output(slot)
@@ -125,7 +160,11 @@ class Emit:
         if src is not None and src.lod is not None:
             buf.lod, buf.lod_len, buf.lod_src = src.lod, src.lod_len, src.lod_src
         self.outputs.setdefault(slot, []).append(buf)
-        return buf
+        return self._touch(buf)
+
+    def scratch(self, dims, ctype="float"):
+        """A buffer of `dims` for this op's own use (arena bytes free after the op)."""
+        return self._touch(self._low.scratch(dims, ctype, self.k))
 
     def code(self, line):
         self.lines.append(line)
@@ -150,6 +189,38 @@ class Emit:
 
     def fail(self, reason):
         raise NotCompilable(reason)
+
+    # -- helpers for emitters (ops import nothing from codegen) ----------------------------
+    prod = staticmethod(prod)
+    mul = staticmethod(mul)
+    literal = staticmethod(literal)
+    is_lit = staticmethod(is_lit)
+
+    def span(self, x, y):
+        """(pre, n, post): Y broadcast over X by the op's `axis` covers X's dims [a, b),
+        pre/post the products before/after; checks the covered dims (run time where
+        symbolic); NotCompilable when Y covers non-contiguous dims or X broadcasts."""
+        if y.ndim > x.ndim:
+            self.fail("X broadcast to Y")
+        ya = aligned(x.dims, y.dims, self.attrs.get("axis", -1))
+        cover = [k for k, d in enumerate(ya) if d != "1"]
+        a, b = (cover[0], cover[-1] + 1) if cover else (x.ndim, x.ndim)
+        if any(ya[k] == "1" for k in range(a, b)):
+            self.fail(f"Y{y.dims} broadcasts over non-contiguous dims of X{x.dims}")
+        for k in range(a, b):
+            if ya[k] != x.dims[k]:
+                if is_lit(ya[k]) and is_lit(x.dims[k]):
+                    self.fail(f"Y{y.dims} does not broadcast to X{x.dims}")
+                self.check(f"{ya[k]} != {x.dims[k]}",
+                           f"{self.op.type}: Y does not broadcast to X")
+        return prod(x.dims[:a]), prod(x.dims[a:b]), prod(x.dims[b:])
+
+    def ctype_of(self, dtype):
+        """The C type of a dtype code (NotCompilable for one generated code lacks)."""
+        ct = CTYPES.get(dtype)
+        if ct is None:
+            raise NotCompilable(f"dtype {dtype} has no C type here")
+        return ct
 
     def require_float(self, *bufs):
         for b in bufs:

@@ -9,7 +9,7 @@ An op class says how it compiles, with the op (ops never import this package):
   `"x > 0 ? x : x * {alpha}"`; the output is the op's first output. Binary ops broadcast Y
   by Paddle's `axis` rule where Y's dims are one contiguous run of X's.
 """
-from .cir import NotCompilable, is_lit, prod
+from .cir import NotCompilable, literal
 
 # slot -> the name its element has in a c_expr
 ELEMENT_NAMES = {"X": "x", "Y": "y", "Out": "o", "Out@GRAD": "d"}
@@ -28,20 +28,6 @@ def rule_for(opdef, target="cpu"):
     return None
 
 
-def literal(value):
-    """A Python attribute value as a C literal."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        r = repr(value)
-        if r in ("inf", "-inf", "nan"):
-            return {"inf": "INFINITY", "-inf": "-INFINITY", "nan": "NAN"}[r]
-        return r + ("f" if "e" in r or "." in r else ".0f")
-    if isinstance(value, int):
-        return f"{value}LL"
-    raise NotCompilable(f"attribute value {value!r} has no C literal")
-
-
 def expand(expr, attrs):
     """`expr` with {attr} replaced by the attributes' C literals."""
     try:
@@ -49,19 +35,6 @@ def expand(expr, attrs):
                               if isinstance(v, (bool, int, float))})
     except KeyError as e:
         raise NotCompilable(f"c_expr names attribute {e}") from None
-
-
-def _aligned(x_dims, y_dims, axis):
-    """Y's dims padded with 1s to X's rank by Paddle's axis rule (cf. ops/common.py)."""
-    nx, ny = len(x_dims), len(y_dims)
-    if axis == -1 or axis is None:
-        axis = nx - ny
-    y = list(y_dims)
-    while y and axis + len(y) > nx and y[-1] == "1":
-        y.pop()
-    if axis < 0 or axis + len(y) > nx:
-        raise NotCompilable(f"Y{y_dims} does not align with X{x_dims} at axis {axis}")
-    return ["1"] * axis + y + ["1"] * (nx - axis - len(y))
 
 
 def elementwise(e, expr):
@@ -89,23 +62,7 @@ def elementwise(e, expr):
 
 def _broadcast(e, x, y, out_slot, body):
     """Out = f(X, Y) with Y spanning X's dims [a, b): loops over (pre, n, post)."""
-    if y.ndim > x.ndim:
-        e.fail("X broadcast to Y")
-    axis = e.attrs.get("axis", -1)
-    ya = _aligned(x.dims, y.dims, axis)
-    span = [k for k, d in enumerate(ya) if d != "1"]
-    if not span:
-        a = b = x.ndim
-    else:
-        a, b = span[0], span[-1] + 1
-        if any(ya[k] == "1" for k in range(a, b)):
-            e.fail(f"Y{y.dims} broadcasts over non-contiguous dims of X{x.dims}")
-    for k in range(a, b):
-        if ya[k] != x.dims[k]:
-            if is_lit(ya[k]) and is_lit(x.dims[k]):
-                e.fail(f"Y{y.dims} does not broadcast to X{x.dims}")
-            e.check(f"{ya[k]} != {x.dims[k]}", f"{e.op.type}: Y does not broadcast to X")
-    pre, n, post = prod(x.dims[:a]), prod(x.dims[a:b]), prod(x.dims[b:])
+    pre, n, post = e.span(x, y)
     out = e.output(out_slot, x.dims, x.ctype)
     if post == "1":
         e.code(f"for (int64_t p = 0; p < {pre}; ++p) {{ const float* xr = {x} + p * {n}; "

@@ -19,6 +19,8 @@ j occupies args[out_base + j*S ...] = (arena offset or -1 for a persistable upda
 place, ndim, dims[8], rows offset, height). Return 0 on success, 2 + op index (within the
 segment) with a message in `err` when an op finds bad input.
 """
+import re
+
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
 from ..ir.analysis import sub_block_vars
@@ -112,7 +114,7 @@ class Lowering:
                 self._seg = None
             return f"'{op.type}': {exc}"
         self._seg.ops.append((i, op))
-        self._seg.body.append(e.lines)
+        self._seg.body.append((e.lines, list(e.touched.values())))
         return None
 
     def _close(self):
@@ -169,7 +171,7 @@ class Lowering:
         if v.type != VarType.LOD_TENSOR:
             raise NotCompilable(f"output '{name}' is a {VarType.Type.Name(v.type)}")
         old = self._env.get(name)
-        if old is not None and old.kind == "input" and old.persistable:
+        if old is not None and old.kind in ("input", "inout") and old.persistable:
             if len(dims) != old.ndim:
                 raise NotCompilable(f"'{name}' changes rank in place")
             old.kind = "inout"
@@ -182,6 +184,13 @@ class Lowering:
         buf.first = buf.last = k
         self._seg.bufs.append(buf)
         self._env[name] = buf
+        return buf
+
+    def scratch(self, dims, ctype, k):
+        buf = Buf(f"t{self._n}", f"(scratch of op {k})", ctype, dims, "scratch")
+        self._n += 1
+        buf.first = buf.last = k
+        self._seg.bufs.append(buf)
         return buf
 
     # -- finishing a segment -----------------------------------------------------------------
@@ -208,7 +217,7 @@ class Lowering:
                     buf.kind = "output"
                     buf.last = n_ops
                     seg.outputs.append(buf)
-        arena = [b for b in seg.bufs if b.kind in ("temp", "output")]
+        arena = [b for b in seg.bufs if b.kind in ("temp", "output", "scratch")]
         sizes = {b.name: b.nbytes() for b in arena}
         life = {b.name: (b.first, b.last) for b in arena}
         slots, seg.inplace, seg.n_slots = colour_by_lifetime(sizes, life)
@@ -216,11 +225,30 @@ class Lowering:
             b.slot = slots[b.name]
         seg.lines = self._function(seg)
 
+    def _op_functions(self, seg):
+        """One function per op: its buffers as restrict parameters (distinct buffers never
+        share memory: arena slots of values alive at once differ, inputs are outside the
+        arena), so the compiler vectorizes without alias checks (GCC honours restrict on
+        parameters)."""
+        L = []
+        for k, ((i, op), (lines, touched)) in enumerate(zip(seg.ops, seg.body)):
+            params = [f"{b.ctype}* __restrict__ {b.name}" for b in touched]
+            params += [f"const int64_t* {n}" if n.endswith("_lod") else f"const int64_t {n}"
+                       for n in _symbols(lines, touched)]
+            L.append(f"// #{i} {op.type}")
+            L.append(f"static __attribute__((noinline)) int {seg.name}_op{k}("
+                     f"{', '.join(params + ['char* err'])}) {{")
+            L += [f"  {line}" for line in lines]
+            L.append("  return 0;")
+            L.append("}")
+        return L
+
     def _function(self, seg):
-        L = [f'extern "C" int {seg.name}(int64_t* args, char* arena, int64_t cap, char* err) {{']
+        L = self._op_functions(seg)
+        L.append(f'extern "C" int {seg.name}(int64_t* args, char* arena, int64_t cap, char* err) {{')
         for j, b in enumerate(seg.inputs):
             base = 1 + j * S
-            L.append(f"  {b.ctype}* {b.name} = ({b.ctype}*)args[{base}];")
+            L.append(f"  {b.ctype}* const {b.name}_ = ({b.ctype}*)args[{base}];")
             k = b.first          # the first op that reads it answers for it
             L.append(f"  if (args[{base + 1}] != {b.ndim}) return fl::fail(err, {k}, "
                      f'"input {_c(b.var)} has another rank than the program gives it");')
@@ -249,12 +277,11 @@ class Lowering:
         L.append("  if (need > cap) { args[0] = need; return 1; }")
         for b in seg.bufs:
             if b.slot is not None:
-                L.append(f"  {b.ctype}* {b.name} = ({b.ctype}*)(arena + off{b.slot});")
-        for k, ((i, op), lines) in enumerate(zip(seg.ops, seg.body)):
-            L.append(f"  // #{i} {op.type}")
-            L.append("  {")
-            L += [f"    {line}" for line in lines]
-            L.append("  }")
+                L.append(f"  {b.ctype}* const {b.name}_ = ({b.ctype}*)(arena + off{b.slot});")
+        for k, ((i, op), (lines, touched)) in enumerate(zip(seg.ops, seg.body)):
+            args = ", ".join([f"{b.name}_" for b in touched] + _symbols(lines, touched))
+            L.append(f"  if (int rc = {seg.name}_op{k}({args}{', ' if args else ''}err)) "
+                     f"return rc;  // #{i} {op.type}")
         base = seg.out_base
         for j, b in enumerate(seg.outputs):
             o = base + j * S
@@ -287,6 +314,16 @@ class Lowering:
                 seg = part[1]
                 rows += [(i, op.type, f"segment {seg.index}", "") for i, op in seg.ops]
         return sorted(rows)
+
+
+_SYMBOL = re.compile(r"\bin\d+_(?:d\d+|lod|nlod)\b")
+
+
+def _symbols(lines, touched):
+    """The run-time dims and LoD names an op's code uses (they become its parameters)."""
+    text = "\n".join(lines) + " " + " ".join(d for b in touched for d in b.dims)
+    text += " " + " ".join(f"{b.lod} {b.lod_len}" for b in touched if b.lod)
+    return sorted(set(_SYMBOL.findall(text)))
 
 
 def _c(s):

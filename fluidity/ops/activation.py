@@ -36,6 +36,31 @@ _TABLE = {
              lambda x, o, d: d * (sigmoid(x) * (1 + x * (1 - sigmoid(x)))), ("X",)),
     "sign": (np.sign, lambda x, o, d: np.zeros_like(d), ()),
 }
+# The same for compiled code (fluidity/codegen): C expressions over the element x (X), o (Out)
+# and d (Out@GRAD), computed in float as the numpy forms are (transcendental functions may
+# round differently from numpy's by an ulp).
+_C = {
+    "relu": ("fl::fmaxnp(x, 0.0f)", "d * (o > 0 ? 1.0f : 0.0f)"),
+    "sigmoid": ("fl::sigmoid(x)", "d * o * (1.0f - o)"),
+    "tanh": ("std::tanh(x)", "d * (1.0f - o * o)"),
+    "exp": ("std::exp(x)", "d * o"),
+    "log": ("std::log(x)", "d / x"),
+    "sqrt": ("std::sqrt(x)", "d * 0.5f / o"),
+    "rsqrt": ("1.0f / std::sqrt(x)", "d * -0.5f * (o * o * o)"),
+    "square": ("x * x", "d * 2.0f * x"),
+    "abs": ("std::fabs(x)", "d * fl::sign(x)"),
+    "reciprocal": ("1.0f / x", "-d * o * o"),
+    "floor": ("std::floor(x)", "0.0f"),
+    "ceil": ("std::ceil(x)", "0.0f"),
+    "round": ("std::nearbyint(x)", "0.0f"),
+    "sin": ("std::sin(x)", "d * std::cos(x)"),
+    "cos": ("std::cos(x)", "-d * std::sin(x)"),
+    "softsign": ("x / (1.0f + std::fabs(x))",
+                 "d / ((1.0f + std::fabs(x)) * (1.0f + std::fabs(x)))"),
+    "logsigmoid": ("-fl::logaddexp0(-x)", "d * fl::sigmoid(-x)"),
+    "silu": ("x * fl::sigmoid(x)", "d * (fl::sigmoid(x) * (1.0f + x * (1.0f - fl::sigmoid(x))))"),
+    "sign": ("fl::sign(x)", "0.0f"),
+}
 # The same values as the forward/derivative, written into planned memory (linear executor).
 _INTO = {"relu": lambda x, alloc: np.maximum(x, 0, out=alloc(x.shape, x.dtype))}
 _GRAD_INTO = {"relu": lambda x, o, d, alloc: np.multiply(d, o > 0, out=alloc(d.shape, d.dtype))}
@@ -100,9 +125,10 @@ for _name, (_f, _df, _reads) in _TABLE.items():
     type(_title(_name), (Activation,),
          {"type": _name, "func": staticmethod(_f), "__module__": __name__,
           "into": staticmethod(_INTO[_name]) if _name in _INTO else None,
-          "doc": f"Out = {_name}(X), elementwise."})
+          "c_expr": _C[_name][0], "doc": f"Out = {_name}(X), elementwise."})
     type(_title(_name) + "Grad", (ActivationGrad,),
          {"type": _name + "_grad", "dfunc": staticmethod(_df), "reads": _reads,
+          "c_expr": _C[_name][1],
           "into": staticmethod(_GRAD_INTO[_name]) if _name in _GRAD_INTO else None,
           "__module__": __name__})
 
@@ -110,6 +136,7 @@ for _name, (_f, _df, _reads) in _TABLE.items():
 class LeakyRelu(Activation):
     type = "leaky_relu"
     attrs = {"alpha": 0.02}
+    c_expr = "x > 0 ? x : x * {alpha}"
     version = 1  # Paddle's checkpoint: out = x if x > 0 else alpha * x, for any alpha
 
     @classmethod
@@ -122,6 +149,7 @@ class LeakyReluGrad(ActivationGrad):
     type = "leaky_relu_grad"
     attrs = LeakyRelu.attrs
     reads = ("X",)
+    c_expr = "x > 0 ? d : d * {alpha}"
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -162,6 +190,7 @@ class GeluGrad(ActivationGrad):
 class Pow(Activation):
     type = "pow"
     attrs = {"factor": 1.0}
+    c_expr = "std::pow(x, {factor})"
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -173,6 +202,7 @@ class PowGrad(ActivationGrad):
     type = "pow_grad"
     attrs = Pow.attrs
     reads = ("X",)
+    c_expr = "d * {factor} * std::pow(x, {factor} - 1.0f)"
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -186,6 +216,7 @@ class Softplus(Activation):
     version = 1  # Paddle's checkpoint: attributes beta and threshold
     doc = ("Out = X where beta * X > threshold, else log(1 + exp(beta * X)) / beta (with the "
            "defaults, log(1 + exp(X)) to within float rounding).")
+    c_expr = "x * {beta} > {threshold} ? x : fl::logaddexp0(x * {beta}) / {beta}"
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -201,6 +232,7 @@ class SoftplusGrad(ActivationGrad):
     type = "softplus_grad"
     attrs = Softplus.attrs
     reads = ("X",)
+    c_expr = "x * {beta} > {threshold} ? d : d * fl::sigmoid(x * {beta})"
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -230,6 +262,15 @@ class Softmax(OpDef):
         axis = attrs["axis"]
         return lambda x: softmax(x, axis)
 
+    @staticmethod
+    def emit(e):
+        x = e.input("X")
+        e.require_float(x)
+        if e.attr("axis") % max(x.ndim, 1) != x.ndim - 1:
+            e.fail("softmax over another axis than the last")
+        out = e.output("Out", x.dims)
+        e.code(f"fl::softmax_rows({x}, {out}, {e.prod(x.dims[:-1])}, {x.dims[-1]});")
+
     grad = staticmethod(lambda g: g.op(
         "softmax_grad", {"Out": g.output("Out"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
@@ -248,6 +289,16 @@ class SoftmaxGrad(OpDef):
     def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
         return lambda o, d: (o * (d - (d * o).sum(axis=axis, keepdims=True))).astype(o.dtype)
+
+    @staticmethod
+    def emit(e):
+        o, d = e.input("Out"), e.input("Out@GRAD")
+        e.require_float(o, d)
+        if e.attr("axis") % max(o.ndim, 1) != o.ndim - 1:
+            e.fail("softmax over another axis than the last")
+        e.same_dims(o, d)
+        dx = e.output("X@GRAD", o.dims)
+        e.code(f"fl::softmax_rows_grad({o}, {d}, {dx}, {e.prod(o.dims[:-1])}, {o.dims[-1]});")
 
 
 class LogSoftmax(OpDef):

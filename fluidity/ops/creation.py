@@ -44,6 +44,19 @@ class FillConstant(_Creator):
             v = float(str_value) if str_value else value
         return np.full(shp, v, dtype=dtypes.to_numpy(dtype))
 
+    @staticmethod
+    def emit(e):
+        if e.op.input("ValueTensor") or e.op.input("ShapeTensor") or \
+                e.op.input("ShapeTensorList"):
+            e.fail("the shape or value comes from a tensor")
+        shape = list(e.attr("shape"))
+        if any(d < 0 for d in shape):
+            e.fail(f"shape {shape} has unknown dims")
+        value = float(e.attr("str_value")) if e.attr("str_value") else float(e.attr("value"))
+        out = e.output("Out", shape, e.ctype_of(e.attr("dtype")))
+        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = "
+               f"({out.ctype})({value!r});")
+
 
 class _Random(_Creator):
     @classmethod

@@ -237,6 +237,27 @@ class SoftmaxWithCrossEntropy(OpDef):
         dt = logits.dtype
         return prob.astype(dt, copy=False), loss.astype(dt, copy=False)
 
+    @staticmethod
+    def emit(e):
+        """Hard int64 labels over the last axis (fluidity.h: softmax_xent_hard computes the
+        kernel's fast path when every label is in range and none ignored, else its
+        log-softmax path)."""
+        if e.attr("soft_label") or not e.attr("use_softmax"):
+            e.fail("soft labels, or no softmax")
+        x, label = e.input("Logits"), e.input("Label")
+        e.require_float(x)
+        if label.ctype != "int64_t":
+            e.fail("labels are not int64")
+        if e.attr("axis") % x.ndim != x.ndim - 1:
+            e.fail("classes on another axis than the last")
+        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
+        e.check(f"{label.numel()} != {rows}", "softmax_with_cross_entropy: Label needs one "
+                "id per row of Logits")
+        prob = e.output("Softmax", x.dims)
+        loss = e.output("Loss", x.dims[:-1] + ["1"])
+        e.code(f"if (fl::softmax_xent_hard({x}, {label}, {prob}, {loss}, {rows}, {cols}, "
+               f"{e.attr('ignore_index')}LL, err)) return {2 + e.k};")
+
     grad = staticmethod(lambda g: g.op(
         "softmax_with_cross_entropy_grad",
         {"Label": g.input("Label"), "Softmax": g.output("Softmax"),
@@ -273,6 +294,21 @@ class SoftmaxWithCrossEntropyGrad(OpDef):
         d = prob * dloss
         np.put_along_axis(d, ids, np.take_along_axis(d, ids, axis) - dloss, axis)
         return d.astype(dt, copy=False)
+
+    @staticmethod
+    def emit(e):
+        if e.attr("soft_label") or not e.attr("use_softmax"):
+            e.fail("soft labels, or no softmax")
+        label, prob, dloss = e.input("Label"), e.input("Softmax"), e.input("Loss@GRAD")
+        e.require_float(prob, dloss)
+        if label.ctype != "int64_t":
+            e.fail("labels are not int64")
+        if e.attr("axis") % prob.ndim != prob.ndim - 1:
+            e.fail("classes on another axis than the last")
+        rows, cols = e.prod(prob.dims[:-1]), prob.dims[-1]
+        d = e.output("Logits@GRAD", prob.dims)
+        e.code(f"fl::softmax_xent_hard_grad({prob}, {label}, {dloss}, {d}, {rows}, {cols}, "
+               f"{e.attr('ignore_index')}LL);")
 
 
 # --- elementwise losses ----------------------------------------------------------------------

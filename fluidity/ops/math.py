@@ -1,5 +1,7 @@
 """Arithmetic ops: scale, elementwise_* (Paddle's `axis` broadcasting), mul, matmul,
 matmul_v2, sum, mean."""
+import re
+
 import numpy as np
 
 from ..core.dtypes import VarType
@@ -30,35 +32,54 @@ class Scale(OpDef):
             return ((x + b) * k).astype(dt, copy=False)
         return affine_out(s, b, after, kernel)
 
+    @staticmethod
+    def emit(e):
+        if e.op.input("ScaleTensor"):
+            e.fail("the scale comes from a tensor")
+        x = e.input("X")
+        e.require_float(x)
+        s, b = e.literal(float(e.attr("scale"))), e.literal(float(e.attr("bias")))
+        out = e.output("Out", x.dims)
+        if e.attr("bias_after_scale"):
+            expr = f"v * {s} + {b}" if float(e.attr("bias")) else f"v * {s}"
+        else:
+            expr = f"(v + {b}) * {s}"
+        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const float v = {x}[i]; "
+               f"{out}[i] = {expr}; }}")
+
     grad = staticmethod(lambda g: g.op(
         "scale", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
         {"scale": g.attr("scale"), "bias": 0.0, "bias_after_scale": True}))
 
 
 # --- elementwise family: one table, one class each -------------------------------------
+# type: (numpy function, its float C expression over x and y for compiled code, or None)
 ELEMENTWISE = {
-    "elementwise_add": np.add,
-    "elementwise_sub": np.subtract,
-    "elementwise_mul": np.multiply,
-    "elementwise_div": np.divide,
-    "elementwise_max": np.maximum,
-    "elementwise_min": np.minimum,
-    "elementwise_pow": np.power,
-    "elementwise_mod": np.mod,
-    "elementwise_floordiv": np.floor_divide,
+    "elementwise_add": (np.add, "x + y"),
+    "elementwise_sub": (np.subtract, "x - y"),
+    "elementwise_mul": (np.multiply, "x * y"),
+    "elementwise_div": (np.divide, "x / y"),
+    "elementwise_max": (np.maximum, "fl::fmaxnp(x, y)"),
+    "elementwise_min": (np.minimum, "fl::fminnp(x, y)"),
+    "elementwise_pow": (np.power, "std::pow(x, y)"),
+    "elementwise_mod": (np.mod, None),
+    "elementwise_floordiv": (np.floor_divide, None),
 }
 
 # d(out)/dx, d(out)/dy of each elementwise op with a gradient (not mod, floordiv), given x, y
-# (broadcast), out, dout
+# (broadcast), out, dout; then the same as C expressions (None: not compiled)
 ELEMENTWISE_GRADS = {
-    "elementwise_add": (lambda x, y, o, d: d, lambda x, y, o, d: d),
-    "elementwise_sub": (lambda x, y, o, d: d, lambda x, y, o, d: -d),
-    "elementwise_mul": (lambda x, y, o, d: d * y, lambda x, y, o, d: d * x),
-    "elementwise_div": (lambda x, y, o, d: d / y, lambda x, y, o, d: -d * o / y),
-    "elementwise_max": (lambda x, y, o, d: d * (x > y), lambda x, y, o, d: d * (x <= y)),
-    "elementwise_min": (lambda x, y, o, d: d * (x < y), lambda x, y, o, d: d * (x >= y)),
+    "elementwise_add": (lambda x, y, o, d: d, lambda x, y, o, d: d, "d", "d"),
+    "elementwise_sub": (lambda x, y, o, d: d, lambda x, y, o, d: -d, "d", "-d"),
+    "elementwise_mul": (lambda x, y, o, d: d * y, lambda x, y, o, d: d * x, "d * y", "d * x"),
+    "elementwise_div": (lambda x, y, o, d: d / y, lambda x, y, o, d: -d * o / y, "d / y",
+                        "-d * o / y"),
+    "elementwise_max": (lambda x, y, o, d: d * (x > y), lambda x, y, o, d: d * (x <= y),
+                        "d * (x > y ? 1.0f : 0.0f)", "d * (x <= y ? 1.0f : 0.0f)"),
+    "elementwise_min": (lambda x, y, o, d: d * (x < y), lambda x, y, o, d: d * (x >= y),
+                        "d * (x < y ? 1.0f : 0.0f)", "d * (x >= y ? 1.0f : 0.0f)"),
     "elementwise_pow": (lambda x, y, o, d: d * y * np.power(x, y - 1),
-                        lambda x, y, o, d: d * o * np.log(np.where(x > 0, x, 1))),
+                        lambda x, y, o, d: d * o * np.log(np.where(x > 0, x, 1)), None, None),
 }
 
 
@@ -99,9 +120,9 @@ class Elementwise(OpDef):
         return binary_out(f, axis, kernel)
 
 
-for _name, _f in ELEMENTWISE.items():
+for _name, (_f, _c) in ELEMENTWISE.items():
     type("".join(p.title() for p in _name.split("_")), (Elementwise,),
-         {"type": _name, "func": staticmethod(_f), "__module__": __name__,
+         {"type": _name, "func": staticmethod(_f), "c_expr": _c, "__module__": __name__,
           "doc": f"Out = {_f.__name__}(X, Y) with Paddle's axis broadcasting.",
           "grad": staticmethod(default_grad) if _name in ELEMENTWISE_GRADS else None})
 
@@ -141,6 +162,21 @@ class Mul(OpDef):
             y2 = y.reshape(flatten_to_2d(y.shape, yn))
             return (x2 @ y2).reshape(x.shape[:xn] + y.shape[yn:])
         return mul_out(xn, yn, kernel)
+
+    @staticmethod
+    def emit(e):
+        x, y = e.input("X"), e.input("Y")
+        e.require_float(x, y)
+        xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
+        m, k, k2, n = (e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[:yn]),
+                       e.prod(y.dims[yn:]))
+        if k != k2:
+            if e.is_lit(k) and e.is_lit(k2):
+                e.fail(f"X has {k} columns, Y {k2} rows")
+            e.check(f"{k} != {k2}", "mul: X's columns differ from Y's rows")
+        out = e.output("Out", x.dims[:xn] + y.dims[yn:])
+        e.code(f"fl::gemm(false, false, {m}, {n}, {k}, 1.0f, {x}, {k}, {y}, {n}, 0.0f, "
+               f"{out}, {n});")
 
     grad = staticmethod(_mul_grad)
 
@@ -202,6 +238,31 @@ class _MatmulBase(OpDef):
                 out = out * np.asarray(alpha, dtype=out.dtype)
             return np.asarray(out)
         return matmul_out(tx, ty, alpha, kernel)
+
+    @classmethod
+    def emit(cls, e):
+        """op(X) @ op(Y) for 2-D operands, or a batch of them with the same batch dims."""
+        x, y = e.input("X"), e.input("Y")
+        e.require_float(x, y)
+        tx, ty, alpha = e.attr(cls.tx_attr), e.attr(cls.ty_attr), e.attrs.get("alpha", 1.0)
+        if x.ndim < 2 or x.ndim != y.ndim:
+            e.fail("1-D operands or broadcast batch dims")
+        batch = x.dims[:-2]
+        for a, b in zip(batch, y.dims[:-2]):
+            if a != b:
+                e.check(f"{a} != {b}", f"{e.op.type}: batch dims differ")
+        m, k = (x.dims[-1], x.dims[-2]) if tx else (x.dims[-2], x.dims[-1])
+        k2, n = (y.dims[-1], y.dims[-2]) if ty else (y.dims[-2], y.dims[-1])
+        if k != k2:
+            if e.is_lit(k) and e.is_lit(k2):
+                e.fail(f"inner dims {k} and {k2} differ")
+            e.check(f"{k} != {k2}", f"{e.op.type}: inner dims differ")
+        out = e.output("Out", batch + [m, n])
+        mk, kn, mn = e.mul(m, k), e.mul(k, n), e.mul(m, n)
+        e.code(f"for (int64_t b = 0; b < {e.prod(batch)}; ++b) fl::gemm({str(tx).lower()}, "
+               f"{str(ty).lower()}, {m}, {n}, {k}, {e.literal(float(alpha))}, {x} + b * {mk}, "
+               f"{m if tx else k}, {y} + b * {kn}, {k if ty else n}, 0.0f, {out} + b * {mn}, "
+               f"{n});")
 
 
 def _matmul_grad(g):
@@ -266,6 +327,18 @@ class Sum(OpDef):
                 out = out + v._array
         return LoDTensor(out, lod)
 
+    @staticmethod
+    def emit(e):
+        xs = e.inputs("X")
+        if not xs or any(b is None for b in xs):
+            e.fail("an input is absent")
+        e.require_float(*xs)
+        for b in xs[1:]:
+            e.same_dims(xs[0], b)
+        out = e.output("Out", xs[0].dims, lod_from=xs[0])
+        terms = " + ".join(f"{b}[i]" for b in xs)        # left to right, as the kernel adds
+        e.code(f"for (int64_t i = 0; i < {xs[0].numel()}; ++i) {out}[i] = {terms};")
+
     grad = staticmethod(_sum_grad)
 
 
@@ -284,6 +357,14 @@ class Mean(OpDef):
     def kernel(x):
         return np.asarray([x.mean()], dtype=x.dtype)
 
+    @staticmethod
+    def emit(e):
+        x = e.input("X")
+        e.require_float(x)
+        out = e.output("Out", ["1"])
+        n = x.numel()       # numpy's pairwise sum, then one float division: the same bits
+        e.code(f"{out}[0] = fl::pairwise_sum({x}, {n}, 1) / (float)({n});")
+
     grad = staticmethod(lambda g: g.op(
         "mean_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}))
@@ -296,6 +377,7 @@ class ElementwiseGrad(OpDef):
     attrs = {"axis": -1}
     infer_shape = None
     fx = fy = None
+    c_dx = c_dy = None       # the table's C forms of fx, fy (compiled code)
     inplace = {"X@GRAD": "Out@GRAD"}
 
     @classmethod
@@ -315,10 +397,41 @@ class ElementwiseGrad(OpDef):
             return gx, gy
         return kernel
 
+    @classmethod
+    def emit(cls, e):
+        """dX, dY by the table's C forms; with Y broadcast over a contiguous run of X's dims,
+        dY sums over the others in order (rows first), as the kernel's reduction does."""
+        if cls.c_dx is None:
+            e.fail("no compiled form")
+        x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
+        o = e.input("Out") if e.op.input("Out") else None
+        e.require_float(x, y, d, o)
+        if o is None and re.search(r"\bo\b", cls.c_dx + " " + cls.c_dy):
+            e.fail("needs Out")
+        same = y.ndim == x.ndim and y.dims == x.dims
+        pre, n, post = ("1", x.numel(), "1") if same else e.span(x, y)
+        yi = "i" if same else "j"
+        load = (f"const int64_t i = (p * {n} + j) * {post} + q; const float x = {x}[i]; "
+                f"const float y = {y}[{yi}]; const float d = {d}[i];"
+                + (f" const float o = {o}[i];" if o is not None else ""))
+        loops = (f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t j = 0; j < {n}; ++j) "
+                 f"for (int64_t q = 0; q < {post}; ++q)")
+        if e.has_output("X@GRAD"):
+            dx = e.output("X@GRAD", x.dims, lod_from=x)
+            e.code(f"{loops} {{ {load} {dx}[i] = {cls.c_dx}; }}")
+        if e.has_output("Y@GRAD"):
+            dy = e.output("Y@GRAD", y.dims, lod_from=y)
+            if same:
+                e.code(f"{loops} {{ {load} {dy}[i] = {cls.c_dy}; }}")
+            else:
+                e.code(f"for (int64_t j = 0; j < {n}; ++j) {dy}[j] = 0.0f;")
+                e.code(f"{loops} {{ {load} {dy}[j] += {cls.c_dy}; }}")
 
-for _name, (_fx, _fy) in ELEMENTWISE_GRADS.items():
+
+for _name, (_fx, _fy, _cx, _cy) in ELEMENTWISE_GRADS.items():
     type("".join(p.title() for p in _name.split("_")) + "Grad", (ElementwiseGrad,),
          {"type": _name + "_grad", "fx": staticmethod(_fx), "fy": staticmethod(_fy),
+          "c_dx": _cx, "c_dy": _cy,
           "__module__": __name__})
 
 
@@ -348,6 +461,20 @@ class MulGrad(OpDef):
             return ((d2 @ y2.T).reshape(x.shape) if want_x else None,
                     _at_b(x2, d2).reshape(y.shape) if want_y else None)
         return kernel
+
+    @staticmethod
+    def emit(e):
+        x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
+        e.require_float(x, y, d)
+        xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
+        m, k, n = e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[yn:])
+        if e.has_output("X@GRAD"):
+            dx = e.output("X@GRAD", x.dims, lod_from=x)
+            e.code(f"fl::gemm(false, true, {m}, {k}, {n}, 1.0f, {d}, {n}, {y}, {n}, 0.0f, "
+                   f"{dx}, {k});")
+        if e.has_output("Y@GRAD"):
+            dy = e.output("Y@GRAD", y.dims, lod_from=y)
+            e.code(f"fl::at_b({m}, {k}, {n}, {x}, {d}, {dy});")
 
 
 # --- fc: mul + bias + relu in one op (Paddle's inference op; fuse_fc makes it) ---------------
@@ -403,6 +530,28 @@ class Fc(OpDef):
             return out.reshape(x.shape[:n] + w.shape[1:])
         return kernel
 
+    @staticmethod
+    def emit(e):
+        if e.attr("padding_weights"):
+            e.fail("padded weights")
+        x, w, b = e.input("Input"), e.input("W"), e.input("Bias")
+        e.require_float(x, w, b)
+        n = e.attr("in_num_col_dims")
+        m, k, k2, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[0], w.dims[1]
+        if k != k2:
+            if e.is_lit(k) and e.is_lit(k2):
+                e.fail(f"Input has {k} columns, W {k2} rows")
+            e.check(f"{k} != {k2}", "fc: Input's columns differ from W's rows")
+        out = e.output("Out", x.dims[:n] + [width])
+        e.code(f"fl::gemm(false, false, {m}, {width}, {k}, 1.0f, {x}, {k}, {w}, {width}, 0.0f, "
+               f"{out}, {width});")
+        relu = e.attr("activation_type") == "relu"
+        if b is not None or relu:
+            add = f"v = v + {b}[j]; " if b is not None else ""
+            act = "v = v > 0 ? v : 0.0f; " if relu else ""
+            e.code(f"for (int64_t r = 0; r < {m}; ++r) for (int64_t j = 0; j < {width}; ++j) "
+                   f"{{ float v = {out}[r * {width} + j]; {add}{act}{out}[r * {width} + j] = v; }}")
+
     # fc_grad reads Input, W, Bias, Out, Out@GRAD
     grad = staticmethod(lambda g: g.default())
 
@@ -441,6 +590,33 @@ class FcGrad(OpDef):
             return dx, dw, db
         return kernel
 
+    @staticmethod
+    def emit(e):
+        if e.attr("padding_weights"):
+            e.fail("padded weights")
+        x, w, b, out, dout = (e.input("Input"), e.input("W"), e.input("Bias"), e.input("Out"),
+                              e.input("Out@GRAD"))
+        e.require_float(x, w, b, out, dout)
+        n = e.attr("in_num_col_dims")
+        m, k, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[1]
+        d = dout
+        if e.attr("activation_type") == "relu":
+            d = e.scratch([m, width])
+            e.code(f"for (int64_t i = 0; i < {e.mul(m, width)}; ++i) "
+                   f"{d}[i] = {dout}[i] * ({out}[i] > 0 ? 1.0f : 0.0f);")
+        if e.has_output("Input@GRAD"):
+            dx = e.output("Input@GRAD", x.dims, lod_from=x)
+            e.code(f"fl::gemm(false, true, {m}, {k}, {width}, 1.0f, {d}, {width}, {w}, {width}, "
+                   f"0.0f, {dx}, {k});")
+        if e.has_output("W@GRAD"):
+            dw = e.output("W@GRAD", w.dims)
+            e.code(f"fl::at_b({m}, {k}, {width}, {x}, {d}, {dw});")
+        if e.has_output("Bias@GRAD") and b is not None:
+            db = e.output("Bias@GRAD", b.dims)
+            e.code(f"for (int64_t j = 0; j < {width}; ++j) {db}[j] = 0.0f; "
+                   f"for (int64_t r = 0; r < {m}; ++r) for (int64_t j = 0; j < {width}; ++j) "
+                   f"{db}[j] += {d}[r * {width} + j];")
+
 
 class _MatmulGradBase(OpDef):
     inputs = (In("X"), In("Y"), In("Out@GRAD"))
@@ -473,6 +649,37 @@ class _MatmulGradBase(OpDef):
             return dx.astype(x.dtype, copy=False), dy.astype(y.dtype, copy=False)
         return kernel
 
+    @classmethod
+    def emit(cls, e):
+        """2-D operands: with a = op(X) [M,K], b = op(Y) [K,N], d [M,N]: dX = d b^T (or its
+        transpose), dY = a^T d (or its transpose), each one gemm over the stored matrices."""
+        x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
+        e.require_float(x, y, d)
+        if x.ndim != 2 or y.ndim != 2:
+            e.fail("not 2-D")
+        tx, ty = e.attr(cls.fwd.tx_attr), e.attr(cls.fwd.ty_attr)
+        al = e.literal(float(e.attrs.get("alpha", 1.0)))
+        m, k = (x.dims[1], x.dims[0]) if tx else (x.dims[0], x.dims[1])
+        n = y.dims[0] if ty else y.dims[1]
+        ldx, ldy = (m if tx else k), (k if ty else n)
+        T = {True: "true", False: "false"}
+        if e.has_output("X@GRAD"):
+            dx = e.output("X@GRAD", x.dims)
+            if tx:
+                e.code(f"fl::gemm({T[ty]}, true, {k}, {m}, {n}, {al}, {y}, {ldy}, {d}, {n}, "
+                       f"0.0f, {dx}, {m});")
+            else:
+                e.code(f"fl::gemm(false, {T[not ty]}, {m}, {k}, {n}, {al}, {d}, {n}, {y}, "
+                       f"{ldy}, 0.0f, {dx}, {k});")
+        if e.has_output("Y@GRAD"):
+            dy = e.output("Y@GRAD", y.dims)
+            if ty:
+                e.code(f"fl::gemm(true, {T[tx]}, {n}, {k}, {m}, {al}, {d}, {n}, {x}, {ldx}, "
+                       f"0.0f, {dy}, {k});")
+            else:
+                e.code(f"fl::gemm({T[not tx]}, false, {k}, {n}, {m}, {al}, {x}, {ldx}, {d}, "
+                       f"{n}, 0.0f, {dy}, {n});")
+
 
 class MatmulGrad(_MatmulGradBase):
     type = "matmul_grad"
@@ -495,6 +702,15 @@ class MeanGrad(OpDef):
     @staticmethod
     def kernel(x, dout):
         return np.full(x.shape, dout.reshape(-1)[0] / max(x.size, 1), dtype=x.dtype)
+
+    @staticmethod
+    def emit(e):
+        x, d = e.input("X"), e.input("Out@GRAD")
+        e.require_float(x, d)
+        dx = e.output("X@GRAD", x.dims, lod_from=x)
+        n = x.numel()
+        e.code(f"const float g = {d}[0] / (float)std::max<int64_t>({n}, 1); "
+               f"for (int64_t i = 0; i < {n}; ++i) {dx}[i] = g;")
 
 
 # --- Paddle 2.x: bmm, cumsum -----------------------------------------------------------------

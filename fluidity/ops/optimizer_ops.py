@@ -154,6 +154,26 @@ _MASTER_IN = In("MasterParam", dispensable=True)
 _MASTER_OUT = Out("MasterParamOut", dispensable=True)
 
 
+def _emit_dense(e, states=()):
+    """Compiled update ops share this: (Param, [states], Grad, LearningRate) as Bufs of a
+    dense float32 step without master weights, each Out the Param/state it updates in
+    place; NotCompilable otherwise."""
+    if e.op.input("MasterParam"):
+        e.fail("master weights")
+    p, g, lr = e.input("Param"), e.input("Grad"), e.input("LearningRate")
+    ss = [e.input(s) for s in states]
+    e.require_float(p, g, lr, *ss)
+    e.same_dims(p, g)
+    for s in ss:
+        e.same_dims(p, s)
+    for out, src in e.opdef.out_of.items():
+        if e.has_output(out) and e.op.output(out) != e.op.input(src):
+            e.fail(f"{out} is not {src}: not an update in place")
+        if e.has_output(out) and src != "MasterParam":
+            e.output(out, e.input(src).dims)
+    return p, ss, g, lr
+
+
 class Sgd(_Update):
     type = "sgd"
     inputs = (In("Param"), In("LearningRate"), In("Grad"), _MASTER_IN)
@@ -191,6 +211,12 @@ class Sgd(_Update):
             return generic(param, lr, grad, master)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        p, _, g, lr = _emit_dense(e)
+        e.code(f"const float r = {lr}[0]; for (int64_t i = 0; i < {p.numel()}; ++i) "
+               f"{p}[i] = {p}[i] - r * {g}[i];")
+
 
 class Momentum(_Update):
     type = "momentum"
@@ -225,6 +251,22 @@ class Momentum(_Update):
             v = mu * v + g
             return (p - lr * (g + mu * v) if nesterov else p - lr * v), v
         return f
+
+    @staticmethod
+    def emit(e):
+        p, (v,), g, lr = _emit_dense(e, ("Velocity",))
+        mu, rescale = e.literal(float(e.attr("mu"))), float(e.attr("rescale_grad"))
+        l2 = float(e.attr("regularization_coeff")) \
+            if e.attr("regularization_method") == "l2_decay" else 0.0
+        grad = "g0"
+        if rescale != 1.0:
+            grad = f"({grad} * {e.literal(rescale)})"
+        if l2:
+            grad = f"({grad} + {e.literal(l2)} * {p}[i])"
+        step = f"r * (g + {mu} * nv)" if e.attr("use_nesterov") else "r * nv"
+        e.code(f"const float r = {lr}[0]; for (int64_t i = 0; i < {p.numel()}; ++i) {{ "
+               f"const float g0 = {g}[i]; const float g = {grad}; "
+               f"const float nv = {mu} * {v}[i] + g; {v}[i] = nv; {p}[i] = {p}[i] - {step}; }}")
 
 
 def _adam(lr, g, p, m1, m2, *, beta1, beta2, eps, b1p, b2p):
@@ -296,6 +338,27 @@ class Adam(_Update):
             return sparse_kernels.adam(p, *states, g, rows, lr_t, e["beta1"], e["beta2"],
                                        eps_t, op)
         return _with_native_step(cls, attrs, outputs, step)
+
+    @classmethod
+    def emit(cls, e):
+        """The dense step as the C kernel computes it (moments in float32, the step in
+        double from lr_t and eps_t), then the beta powers, all in place."""
+        if cls.type != "adam":
+            e.fail("adamw")
+        for t in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
+            if e.op.input(t):
+                e.fail(f"{t} input")
+        p, (m1, m2), g, lr = _emit_dense(e, ("Moment1", "Moment2"))
+        b1p, b2p = e.input("Beta1Pow"), e.input("Beta2Pow")
+        e.require_float(b1p, b2p)
+        b1, b2, eps = (repr(float(e.attr(a))) for a in ("beta1", "beta2", "epsilon"))
+        e.code(f"const double p1 = (double){b1p}[0], p2 = (double){b2p}[0]; "
+               f"const double lr_t = (double){lr}[0] * std::sqrt(1.0 - p2) / (1.0 - p1); "
+               f"const double eps_t = {eps} * std::sqrt(1.0 - p2);")
+        e.code(f"fl::adam({p}, {m1}, {m2}, {g}, {p.numel()}, lr_t, (float){b1}, "
+               f"(float)(1.0 - {b1}), (float){b2}, (float)(1.0 - {b2}), eps_t);")
+        if not e.attr("use_global_beta_pow"):
+            e.code(f"{b1p}[0] = {b1p}[0] * (float){b1}; {b2p}[0] = {b2p}[0] * (float){b2};")
 
 
 def _with_native_step(cls, attrs, outputs, step):
@@ -388,6 +451,14 @@ class Adagrad(_Update):
         return _with_native_step(cls, attrs, outputs, lambda ins, p, states, g, rows, op: (
             sparse_kernels.adagrad(p, states[0], g, rows,
                                    _scalar(ins["LearningRate"], op, "LearningRate"), eps, op)))
+
+    @staticmethod
+    def emit(e):
+        p, (m,), g, lr = _emit_dense(e, ("Moment",))
+        eps = e.literal(float(e.attr("epsilon")))
+        e.code(f"const float r = {lr}[0]; for (int64_t i = 0; i < {p.numel()}; ++i) {{ "
+               f"const float v = {m}[i] + {g}[i] * {g}[i]; {m}[i] = v; "
+               f"{p}[i] = {p}[i] - (r * {g}[i]) / (std::sqrt(v) + {eps}); }}")
 
 
 class Rmsprop(_Update):

@@ -52,12 +52,29 @@ inline void matmul(i64 M, i64 N, i64 K, const float* A, const float* B, float* C
     gemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
 }
 
+// Y = A[M,K]^T @ D[M,N] as the numpy kernels' _at_b: for one row an outer product (exactly
+// a * d, as numpy's multiply), else one gemm.
+inline void at_b(i64 M, i64 K, i64 N, const float* A, const float* D, float* Y) {
+    if (M == 1) {
+        for (i64 i = 0; i < K; ++i)
+            for (i64 j = 0; j < N; ++j) Y[i * N + j] = A[i] * D[j];
+        return;
+    }
+    gemm(true, false, K, N, M, 1.0f, A, K, D, N, 0.0f, Y, N);
+}
+
+// numpy's maximum/minimum: a NaN in either operand is the result.
+inline float fmaxnp(float a, float b) { return (a >= b || a != a) ? a : b; }
+inline float fminnp(float a, float b) { return (a <= b || a != a) ? a : b; }
+
 // --- numerics shared with the numpy kernels -------------------------------------------------
 inline float sigmoid(float x) {   // the same branches as ops/activation.py's _sigmoid
     if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
     float e = std::exp(x);
     return e / (1.0f + e);
 }
+
+inline float sign(float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : x); }
 
 inline float logaddexp0(float x) {   // log(1 + exp(x)), numpy's logaddexp(0, x)
     return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
@@ -98,6 +115,83 @@ inline void softmax_rows(const float* x, float* out, i64 rows, i64 cols) {
         for (i64 c = 0; c < cols; ++c) o[c] = std::exp(xr[c] - m);
         float s = pairwise_sum(o, cols, 1);
         for (i64 c = 0; c < cols; ++c) o[c] = o[c] / s;
+    }
+}
+
+// softmax's gradient over rows: dx = o * (d - sum(d * o)), the sum pairwise as numpy's.
+inline void softmax_rows_grad(const float* o, const float* d, float* dx, i64 rows, i64 cols) {
+    for (i64 r = 0; r < rows; ++r) {
+        const float* orow = o + r * cols;
+        const float* drow = d + r * cols;
+        float* out = dx + r * cols;
+        for (i64 c = 0; c < cols; ++c) out[c] = drow[c] * orow[c];
+        const float s = pairwise_sum(out, cols, 1);
+        for (i64 c = 0; c < cols; ++c) out[c] = orow[c] * (drow[c] - s);
+    }
+}
+
+// --- losses -----------------------------------------------------------------------------------
+// softmax_with_cross_entropy over [rows, cols] logits with one int64 label per row, as the
+// numpy kernel computes it (ops/loss.py): when every label is in range and none is ignored,
+// prob = e / s and loss = log(s) - shifted[label]; otherwise through log_softmax, loss 0 at
+// ignored rows. Returns 0, or -1 with a message for a label out of range.
+inline int softmax_xent_hard(const float* x, const int64_t* label, float* prob, float* loss,
+                             i64 rows, i64 cols, i64 ignore_index, char* err) {
+    bool fast = true;
+    for (i64 r = 0; r < rows; ++r) {
+        i64 l = label[r];
+        if (l < 0 || l >= cols || (ignore_index >= 0 && ignore_index < cols && l == ignore_index))
+            fast = false;
+        if (l != ignore_index && (l < 0 || l >= cols)) {
+            std::snprintf(err, 512, "label %lld is out of range [0, %lld) (ignore_index=%lld)",
+                          (long long)l, (long long)cols, (long long)ignore_index);
+            return -1;
+        }
+    }
+    for (i64 r = 0; r < rows; ++r) {
+        const float* xr = x + r * cols;
+        float* p = prob + r * cols;
+        float m = xr[0];
+        for (i64 c = 1; c < cols; ++c) m = xr[c] > m ? xr[c] : m;
+        for (i64 c = 0; c < cols; ++c) p[c] = std::exp(xr[c] - m);
+        const float s = pairwise_sum(p, cols, 1);
+        const i64 l = label[r];
+        if (fast) {
+            loss[r] = std::log(s) - (xr[l] - m);
+            for (i64 c = 0; c < cols; ++c) p[c] = p[c] / s;
+        } else {
+            const float ls = std::log(s);
+            const bool ignored = l == ignore_index;
+            loss[r] = ignored ? 0.0f : -((xr[l] - m) - ls);
+            for (i64 c = 0; c < cols; ++c) p[c] = std::exp((xr[c] - m) - ls);
+        }
+    }
+    return 0;
+}
+
+// its gradient: d = prob * dloss; d[label] -= dloss (rows whose label is ignored: 0).
+inline void softmax_xent_hard_grad(const float* prob, const int64_t* label, const float* dloss,
+                                   float* d, i64 rows, i64 cols, i64 ignore_index) {
+    for (i64 r = 0; r < rows; ++r) {
+        const float* p = prob + r * cols;
+        float* o = d + r * cols;
+        const i64 l = label[r];
+        const float g = l == ignore_index ? 0.0f : dloss[r];
+        for (i64 c = 0; c < cols; ++c) o[c] = p[c] * g;
+        if (l >= 0 && l < cols) o[l] = o[l] - g;
+    }
+}
+
+// --- optimizers (dense) --------------------------------------------------------------------------
+// Adam as ops/optimizer_ops.py and sparse_kernels.c: moments in float32, the step in double.
+inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double lr_t, float b1,
+                 float c1, float b2, float c2, double eps_t) {
+    for (i64 i = 0; i < n; ++i) {
+        float a = b1 * m1[i] + c1 * g[i];
+        float b = b2 * m2[i] + (c2 * g[i]) * g[i];
+        m1[i] = a;
+        m2[i] = b;
+        p[i] = (float)((double)p[i] - lr_t * ((double)a / ((double)std::sqrt(b) + eps_t)));
     }
 }
 
