@@ -162,6 +162,20 @@ class Emit:
         self.outputs.setdefault(slot, []).append(buf)
         return self._touch(buf)
 
+    def fused_update(self, slot):
+        """(Param, LearningRate) Bufs when output `slot` is a gradient whose only use is a
+        dense sgd update the op may apply itself (Param -= LearningRate * gradient, in
+        place, after everything that reads Param); the sgd op is then not emitted. None
+        otherwise: write the gradient as usual."""
+        name = self.output_var(slot)
+        if name is None or not self.has_output(slot):
+            return None
+        got = self._low.fused_update(name, self.k)
+        if got is not None:
+            self._touch(got[0])
+            self._touch(got[1])
+        return got
+
     def scratch(self, dims, ctype="float"):
         """A buffer of `dims` for this op's own use (arena bytes free after the op)."""
         return self._touch(self._low.scratch(dims, ctype, self.k))

@@ -80,7 +80,13 @@ class Lowering:
         self._n = 0
         ops = self.block.ops
         self._reads_after = self._later_reads(ops)
+        self._updates = self._fusable_updates(ops)
+        self._fused = {}           # sgd op index -> the op index its update was fused into
+        self._pending_fuse = None
         for i, op in enumerate(ops):
+            if i in self._fused:
+                self.parts.append(("fused", i, self._fused[i]))
+                continue
             reason = self._try(i, op)
             if reason is not None:
                 self._close()
@@ -104,17 +110,21 @@ class Lowering:
         if self._seg is None:
             self._seg = Segment(len(self.segments))
         saved = (dict(self._env), list(self._seg.inputs), list(self._seg.bufs), self._n)
+        self._pending_fuse = None
         attrs = registry.attrs_of(opdef, op.all_attrs())
         e = Emit(self, op, opdef, attrs, len(self._seg.ops))
         try:
             rule(e)
         except NotCompilable as exc:
             self._env, self._seg.inputs, self._seg.bufs, self._n = saved
+            self._pending_fuse = None
             if not self._seg.ops:
                 self._seg = None
             return f"'{op.type}': {exc}"
         self._seg.ops.append((i, op))
         self._seg.body.append((e.lines, list(e.touched.values())))
+        if self._pending_fuse is not None:
+            self._fused[self._pending_fuse] = i
         return None
 
     def _close(self):
@@ -127,6 +137,52 @@ class Lowering:
         self.parts.append(("native", seg))
         self._env = {}
 
+    def _fusable_updates(self, ops):
+        """{gradient name: (sgd op index, Param, LearningRate)} for dense sgd updates whose
+        Grad only that sgd reads and where no op between the gradient's maker and the sgd
+        touches Param or writes LearningRate: the maker may apply the update itself, in
+        the same arithmetic, without the gradient in memory."""
+        readers, writers = {}, {}
+        for i, op in enumerate(ops):
+            for n in op.input_arg_names:
+                readers.setdefault(n, []).append(i)
+            for n in op.output_arg_names:
+                writers.setdefault(n, []).append(i)
+            for n in sub_block_vars(self.program, op):
+                readers.setdefault(n, []).append(i)
+        out = {}
+        for i, op in enumerate(ops):
+            if op.type != "sgd" or op.input("MasterParam"):
+                continue
+            (g,), (p,), (lr,) = op.input("Grad"), op.input("Param"), op.input("LearningRate")
+            v = self.block.find_var_recursive(g)
+            makers = writers.get(g, [])
+            if v is None or v.persistable or v.type != VarType.LOD_TENSOR or g in self.keep \
+                    or readers.get(g) != [i] or len(makers) != 1 or op.output("ParamOut") != [p]:
+                continue
+            k = makers[0]
+            between = range(k + 1, i)
+            touch_p = readers.get(p, []) + writers.get(p, [])
+            if any(j in between for j in touch_p + writers.get(lr, [])):
+                continue
+            out[g] = (i, p, lr)
+        return out
+
+    def fused_update(self, grad_name, k_op):
+        """(Param Buf updated in place, LearningRate Buf) when the op emitting `grad_name`
+        may apply its sgd update itself (the sgd is then skipped); else None."""
+        hit = self._updates.get(grad_name)
+        if hit is None:
+            return None
+        i_sgd, p, lr = hit
+        param = self.read(p, None)
+        rate = self.read(lr, None)
+        if param.kind not in ("input", "inout") or not param.persistable:
+            return None
+        self.write(p, param.dims, param.ctype, None, k_op)
+        self._pending_fuse = i_sgd
+        return param, rate
+
     # -- buffers --------------------------------------------------------------------------
     def _var(self, name, op):
         v = self.block.find_var_recursive(name)
@@ -135,7 +191,7 @@ class Lowering:
         return v
 
     def read(self, name, op):
-        """The Buf op reads as `name`: the segment's latest write, or a new input."""
+        """The Buf an op reads as `name`: the segment's latest write, or a new input."""
         if name == EMPTY_VAR_NAME:
             return None
         k = len(self._seg.ops)
@@ -305,11 +361,18 @@ class Lowering:
     # -- reporting --------------------------------------------------------------------------
     def explain(self):
         """[(block op index, op type, where: 'segment N' or 'python', why)] in block order."""
-        rows = []
+        rows, where = [], {}
+        for part in self.parts:
+            if part[0] == "native":
+                where.update((i, f"segment {part[1].index}") for i, _ in part[1].ops)
         for part in self.parts:
             if part[0] == "py":
                 _, i, reason = part
                 rows.append((i, self.block.ops[i].type, "python", reason))
+            elif part[0] == "fused":
+                _, i, into = part
+                rows.append((i, self.block.ops[i].type, where.get(into, "?"),
+                             f"fused into #{into} {self.block.ops[into].type}"))
             else:
                 seg = part[1]
                 rows += [(i, op.type, f"segment {seg.index}", "") for i, op in seg.ops]

@@ -36,18 +36,21 @@ class SegmentOp:
 
 
 class _ThreadState:
-    """Per thread: the args vector, the error buffer and the arena of one segment."""
-    __slots__ = ("args", "args_ptr", "err", "arena", "arena_ptr")
+    """Per thread: the args vector, the error buffer and the arena of one segment, and the
+    input arrays last passed (a parameter's pointer and dims are written once)."""
+    __slots__ = ("args", "args_ptr", "err", "arena", "arena_ptr", "cap", "seen", "shapes")
 
-    def __init__(self, n_args):
+    def __init__(self, n_args, n_in):
         self.args = np.zeros(n_args, np.int64)
         self.args_ptr = self.args.ctypes.data
         self.err = ctypes.create_string_buffer(_ERR_BYTES)
+        self.seen, self.shapes = [None] * n_in, [None] * n_in
         self.grow(1 << 16)
 
     def grow(self, need):
         self.arena = np.empty(max(int(need), 64), np.uint8)
         self.arena_ptr = self.arena.ctypes.data
+        self.cap = self.arena.shape[0]
 
 
 class NativePlan(Plan):
@@ -61,15 +64,24 @@ class NativePlan(Plan):
         self.library = None
         if low.segments:
             self.library = build.load(build.compile_cached(low.source))
-        steps, ops = [], []
+        steps, ops, used = [], [], set()
         for part in low.parts:
+            if part[0] == "fused":         # an update applied by the op that made its grad
+                continue
             if part[0] == "py":
                 steps.append(self.steps[part[1]])
-                ops.append(self.ops[part[1]])
+                op = self.ops[part[1]]
+                ops.append(op)
+                used.update(op.input_arg_names + op.output_arg_names)
             else:
                 steps.append(self._segment_step(part[1], set(fetched)))
                 ops.append(SegmentOp(part[1]))
+                used.update(b.var for b in part[1].inputs + part[1].outputs)
         self.steps, self.ops = steps, ops
+        # a value only a segment makes and uses never needs a scope variable: bind the others
+        self.local = [(i, n) for i, n in self.local if n in used]
+        self.persist = [(i, n) for i, n in self.persist if n in used]
+        self.outer = [(i, n) for i, n in self.outer if n in used]
 
     def explain(self):
         return self.lowering.explain()
@@ -87,52 +99,53 @@ class NativePlan(Plan):
                 for b in seg.outputs]
         tls = threading.local()
         block_idx, seg_ops = self.block_idx, seg.ops
+        n_in, out_base = len(ins), seg.out_base
+
+        def fail(name, what):
+            return _input_error(seg_ops, name, what, block_idx)
 
         def step(frame, env):
-            st = getattr(tls, "st", None)
+            st = tls.__dict__.get("st")
             if st is None:
-                st = tls.st = _ThreadState(n_args)
-            P = st.args
-            keep = []                      # LoD arrays alive until the call returns
+                st = tls.st = _ThreadState(n_args, n_in)
+            P, seen = st.args, st.seen
+            keep = None                    # arrays alive until the call returns
             for j, (slot, name, dt, ndim, has_lod) in enumerate(ins):
                 t = frame[slot].value
                 a = getattr(t, "_array", None)
-                if a is None:
-                    raise _input_error(seg_ops, name, "has no value (feed it, or run the "
-                                       "startup program)", block_idx)
-                if a.dtype != dt:
-                    raise _input_error(seg_ops, name, f"is {a.dtype}, compiled for {dt}",
-                                       block_idx)
-                if not a.flags.c_contiguous:
-                    a = np.ascontiguousarray(a)
-                    keep.append(a)
                 base = 1 + j * S
-                P[base] = a.ctypes.data
-                P[base + 1] = a.ndim
-                P[base + 2:base + 2 + a.ndim] = a.shape
+                if a is not seen[j] or a.shape != st.shapes[j]:
+                    if a is None:
+                        raise fail(name, "has no value (feed it, or run the startup program)")
+                    if a.dtype != dt:
+                        raise fail(name, f"is {a.dtype}, compiled for {dt}")
+                    if not a.flags.c_contiguous:
+                        a = np.ascontiguousarray(a)
+                    seen[j], st.shapes[j] = a, a.shape    # parameters hit this cache
+                    P[base] = a.__array_interface__["data"][0]
+                    P[base + 1] = a.ndim
+                    P[base + 2:base + 2 + a.ndim] = a.shape
                 if has_lod:
                     if not t._lod:
-                        raise _input_error(seg_ops, name, "has no LoD", block_idx)
+                        raise fail(name, "has no LoD")
                     lod = np.asarray(t._lod[-1], np.int64)
-                    keep.append(lod)
-                    P[base + 10] = lod.ctypes.data
+                    keep = (keep or []) + [lod]
+                    P[base + 10] = lod.__array_interface__["data"][0]
                     P[base + 11] = lod.shape[0]
-            while True:
-                rc = fn(st.args_ptr, st.arena_ptr, st.arena.shape[0], st.err)
-                if rc != 1:
-                    break
+            rc = fn(st.args_ptr, st.arena_ptr, st.cap, st.err)
+            while rc == 1:
                 st.grow(P[0])
+                rc = fn(st.args_ptr, st.arena_ptr, st.cap, st.err)
             if rc:
                 i, op = seg_ops[rc - 2] if 2 <= rc < 2 + len(seg_ops) else seg_ops[0]
                 raise _op_error(op, i, st.err.value.decode(errors="replace"), block_idx)
             arena = st.arena
-            base = seg.out_base
             for j, (slot, dt, ndim, lod_slot, copy, in_place) in enumerate(outs):
                 if in_place:
                     continue
-                o = base + j * S
-                off = int(P[o])
+                o = out_base + j * S
                 shape = tuple(P[o + 2:o + 2 + ndim].tolist())
+                off = int(P[o])
                 n = dt.itemsize
                 for d in shape:
                     n *= d

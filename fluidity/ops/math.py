@@ -473,8 +473,12 @@ class MulGrad(OpDef):
             e.code(f"fl::gemm(false, true, {m}, {k}, {n}, 1.0f, {d}, {n}, {y}, {n}, 0.0f, "
                    f"{dx}, {k});")
         if e.has_output("Y@GRAD"):
-            dy = e.output("Y@GRAD", y.dims, lod_from=y)
-            e.code(f"fl::at_b({m}, {k}, {n}, {x}, {d}, {dy});")
+            update = e.fused_update("Y@GRAD")     # after dX: dX reads Y
+            if update is not None:
+                e.code(f"fl::at_b_update({m}, {k}, {n}, {x}, {d}, {update[0]}, {update[1]});")
+            else:
+                dy = e.output("Y@GRAD", y.dims, lod_from=y)
+                e.code(f"fl::at_b({m}, {k}, {n}, {x}, {d}, {dy});")
 
 
 # --- fc: mul + bias + relu in one op (Paddle's inference op; fuse_fc makes it) ---------------
@@ -609,8 +613,13 @@ class FcGrad(OpDef):
             e.code(f"fl::gemm(false, true, {m}, {k}, {width}, 1.0f, {d}, {width}, {w}, {width}, "
                    f"0.0f, {dx}, {k});")
         if e.has_output("W@GRAD"):
-            dw = e.output("W@GRAD", w.dims)
-            e.code(f"fl::at_b({m}, {k}, {width}, {x}, {d}, {dw});")
+            update = e.fused_update("W@GRAD")     # after Input@GRAD: it reads W
+            if update is not None:
+                e.code(f"fl::at_b_update({m}, {k}, {width}, {x}, {d}, {update[0]}, "
+                       f"{update[1]});")
+            else:
+                dw = e.output("W@GRAD", w.dims)
+                e.code(f"fl::at_b({m}, {k}, {width}, {x}, {d}, {dw});")
         if e.has_output("Bias@GRAD") and b is not None:
             db = e.output("Bias@GRAD", b.dims)
             e.code(f"for (int64_t j = 0; j < {width}; ++j) {db}[j] = 0.0f; "

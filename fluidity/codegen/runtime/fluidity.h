@@ -63,6 +63,23 @@ inline void at_b(i64 M, i64 K, i64 N, const float* A, const float* D, float* Y) 
     gemm(true, false, K, N, M, 1.0f, A, K, D, N, 0.0f, Y, N);
 }
 
+// P -= lr[0] * (A^T @ D) in place: sgd applied where its gradient is made (the gradient is
+// never stored). One row: P[i,j] - r * (a_i * d_j), the unfused arithmetic exactly; more:
+// one gemm accumulating -r * A^T D into P.
+inline void at_b_update(i64 M, i64 K, i64 N, const float* A, const float* D, float* P,
+                        const float* lr) {
+    const float r = lr[0];
+    if (M == 1) {
+        for (i64 i = 0; i < K; ++i) {
+            const float a = A[i];
+            float* p = P + i * N;
+            for (i64 j = 0; j < N; ++j) p[j] = p[j] - r * (a * D[j]);
+        }
+        return;
+    }
+    gemm(true, false, K, N, M, -r, A, K, D, N, 1.0f, P, N);
+}
+
 // numpy's maximum/minimum: a NaN in either operand is the result.
 inline float fmaxnp(float a, float b) { return (a >= b || a != a) ? a : b; }
 inline float fminnp(float a, float b) { return (a <= b || a != a) ? a : b; }
