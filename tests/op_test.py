@@ -210,15 +210,16 @@ def check_grad(op_type, inputs, wrt, attrs=None, output_slots=None, outputs=None
         num /= 2 * delta
         np.testing.assert_allclose(a.reshape(num.shape), num, rtol=rtol, atol=atol,
                                    err_msg=f"{op_type}: gradient of '{t.name}'")
-    _check_compiled_grads(op_type, inputs, wrt, attrs, output_slots, outputs, seed)
+    check_compiled_grads(op_type, inputs, wrt, attrs, output_slots, outputs, seed)
 
 
-def _check_compiled_grads(op_type, inputs, wrt, attrs, output_slots, outputs, seed):
+def check_compiled_grads(op_type, inputs, wrt, attrs=None, output_slots=None, outputs=None,
+                         seed=0):
     """The same gradient program in float32, compiled vs interpreted (when the op or its
     gradient op has a compiled form)."""
     if not any(registry.has(t) and rule_for(registry.get(t))
                for t in (op_type, op_type + "_grad")):
-        return
+        return set()
     rng = np.random.default_rng(seed)
     main, startup, feed, out_vars, in_vars = build_op(op_type, inputs, attrs, outputs,
                                                       dtype_cast=np.float32)
@@ -231,7 +232,7 @@ def _check_compiled_grads(op_type, inputs, wrt, attrs, output_slots, outputs, se
     kept = [(v, o) for v, o in zip(candidates, fwd)
             if np.asarray(o).dtype == np.float32 and np.asarray(o).size > 0]
     if not kept:
-        return
+        return set()
     with fluid.program_guard(main, startup):
         block = main.global_block()
         terms = []
@@ -249,6 +250,6 @@ def _check_compiled_grads(op_type, inputs, wrt, attrs, output_slots, outputs, se
         targets = [in_vars[w][0] if isinstance(w, str) else in_vars[w[0]][w[1]] for w in wrt]
         grads = [g for g in gradients([loss], targets) if g is not None]
     if not grads:
-        return
+        return set()
     want = exe.run(main, feed=feed, fetch_list=grads, scope=scope)
-    compare_compiled(main, feed, grads, want, scope, f"{op_type} gradients")
+    return compare_compiled(main, feed, grads, want, scope, f"{op_type} gradients")

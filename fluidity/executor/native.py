@@ -27,12 +27,16 @@ _ERR_BYTES = 512
 
 class SegmentOp:
     """What a compiled segment looks like to the plan's bookkeeping (profiles, errors)."""
+    input_names = ()
 
     def __init__(self, seg):
         self.seg = seg
-        self.type = f"compiled_segment[{len(seg.ops)} ops]"
+        self.type = f"compiled_segment[{len(seg.ops)} ops: #{seg.first}..#{seg.last}]"
         self.input_arg_names = [b.var for b in seg.inputs]
         self.output_arg_names = [b.var for b in seg.outputs]
+
+    def has_attr(self, name):
+        return False
 
 
 class _ThreadState:
@@ -114,9 +118,9 @@ class NativePlan(Plan):
                 t = frame[slot].value
                 a = getattr(t, "_array", None)
                 base = 1 + j * S
+                if a is None:
+                    raise fail(name, "has no value (feed it, or run the startup program)")
                 if a is not seen[j] or a.shape != st.shapes[j]:
-                    if a is None:
-                        raise fail(name, "has no value (feed it, or run the startup program)")
                     if a.dtype != dt:
                         raise fail(name, f"is {a.dtype}, compiled for {dt}")
                     if not a.flags.c_contiguous:
