@@ -29,6 +29,16 @@ def is_lit(d):
     return isinstance(d, int) or (isinstance(d, str) and d.lstrip("-").isdigit())
 
 
+def _atom(x):
+    """`x` as an operand of *: an identifier, literal or parenthesized expression as is,
+    anything else in parentheses."""
+    x = str(x)
+    if is_lit(x) or x.replace("_", "").isalnum() or (x.startswith("(") and x.endswith(")")
+                                                       and x.count("(") == 1):
+        return x
+    return f"({x})"
+
+
 def mul(a, b):
     """a * b as a C expression, folded when both are literals."""
     if is_lit(a) and is_lit(b):
@@ -39,7 +49,7 @@ def mul(a, b):
         return str(a)
     if str(a) == "0" or str(b) == "0":
         return "0"
-    return f"({a} * {b})"
+    return f"({_atom(a)} * {_atom(b)})"
 
 
 def prod(dims):
@@ -129,6 +139,8 @@ class Emit:
     def _touch(self, buf):
         if buf is not None:
             self.touched[buf.name] = buf
+            if buf.rows is not None:
+                self.touched[buf.rows.name] = buf.rows
         return buf
 
     def inputs(self, slot):
@@ -146,14 +158,29 @@ class Emit:
         return names[i] if i < len(names) else None
 
     # -- writing ------------------------------------------------------------------------
+    def output_rows(self, slot, n_rows, row_dims, height, ctype="float"):
+        """Declare SelectedRows output `slot`: `n_rows` rows of `row_dims` (its value Buf,
+        returned) with their ids in `.rows` (int64) and the table height `height`."""
+        name = self.output_var(slot)
+        if name is None or name == EMPTY_VAR_NAME:
+            raise NotCompilable(f"output {slot} is absent")
+        buf = self._low.write(name, [n_rows] + list(row_dims), ctype, self.op, self.k,
+                              rows=True)
+        buf.height = str(height)
+        self.outputs.setdefault(slot, []).append(buf)
+        self._touch(buf.rows)
+        return self._touch(buf)
+
     def output(self, slot, dims, ctype=None, i=0, lod_from=None):
         """Declare output `slot` (#i) with `dims` (C expressions); returns its Buf. Its LoD
         is `lod_from`'s, else that of the op's `share_lod` input."""
         name = self.output_var(slot, i)
-        if name is None:
+        if name is None or name == EMPTY_VAR_NAME:
             raise NotCompilable(f"output {slot} #{i} is absent")
         src = lod_from
-        if src is None and self.opdef.share_lod is not None:
+        if src is False:                         # no LoD, whatever share_lod says
+            src = None
+        elif src is None and self.opdef.share_lod is not None:
             src = self.input(self.opdef.share_lod) if self.op.input(self.opdef.share_lod) \
                 else None
         buf = self._low.write(name, dims, ctype or "float", self.op, self.k)

@@ -138,8 +138,8 @@ class Lowering:
         self._env = {}
 
     def _fusable_updates(self, ops):
-        """{gradient name: (sgd op index, Param, LearningRate)} for dense sgd updates whose
-        Grad only that sgd reads and where no op between the gradient's maker and the sgd
+        """{gradient name: (sgd op index, Param, LearningRate)} for sgd updates whose Grad
+        (dense or SelectedRows) only that sgd reads and where no op between its maker and the sgd
         touches Param or writes LearningRate: the maker may apply the update itself, in
         the same arithmetic, without the gradient in memory."""
         readers, writers = {}, {}
@@ -157,7 +157,8 @@ class Lowering:
             (g,), (p,), (lr,) = op.input("Grad"), op.input("Param"), op.input("LearningRate")
             v = self.block.find_var_recursive(g)
             makers = writers.get(g, [])
-            if v is None or v.persistable or v.type != VarType.LOD_TENSOR or g in self.keep \
+            if v is None or v.persistable or g in self.keep or \
+                    v.type not in (VarType.LOD_TENSOR, VarType.SELECTED_ROWS) \
                     or readers.get(g) != [i] or len(makers) != 1 or op.output("ParamOut") != [p]:
                 continue
             k = makers[0]
@@ -198,7 +199,7 @@ class Lowering:
         buf = self._env.get(name)
         if buf is None:
             v = self._var(name, op)
-            if v.type != VarType.LOD_TENSOR:
+            if v.type not in (VarType.LOD_TENSOR, VarType.SELECTED_ROWS):
                 raise NotCompilable(f"input '{name}' is a {VarType.Type.Name(v.type)}")
             ctype = CTYPES.get(v.dtype)
             if ctype is None:
@@ -210,7 +211,12 @@ class Lowering:
             buf = Buf(f"in{j}", name, ctype, dims, "input")
             buf.persistable = v.persistable
             buf.first = k
-            if v.lod_level:
+            if v.type == VarType.SELECTED_ROWS:     # value [rows, ...], ids, height
+                buf.dims[0] = f"in{j}_d0"
+                buf.rows = Buf(f"in{j}_rows", name, "int64_t", [buf.dims[0]], "input")
+                buf.rows.first = k
+                buf.height = f"in{j}_h"
+            elif v.lod_level:
                 if v.lod_level > 1:
                     raise NotCompilable(f"input '{name}' has {v.lod_level} LoD levels")
                 buf.lod, buf.lod_len, buf.lod_src = f"in{j}_lod", f"in{j}_nlod", name
@@ -218,13 +224,17 @@ class Lowering:
             self._seg.bufs.append(buf)
             self._env[name] = buf
         buf.last = k
+        if buf.rows is not None:
+            buf.rows.last = k
         return buf
 
-    def write(self, name, dims, ctype, op, k):
+    def write(self, name, dims, ctype, op, k, rows=False):
         """A new value of `name` written by op k: in place for a persistable input (its own
-        memory), else a new arena buffer."""
+        memory), else a new arena buffer (with an int64 buffer of row ids for `rows`, a
+        SelectedRows)."""
         v = self._var(name, op)
-        if v.type != VarType.LOD_TENSOR:
+        want = VarType.SELECTED_ROWS if rows else VarType.LOD_TENSOR
+        if v.type != want:
             raise NotCompilable(f"output '{name}' is a {VarType.Type.Name(v.type)}")
         old = self._env.get(name)
         if old is not None and old.kind in ("input", "inout") and old.persistable:
@@ -239,6 +249,11 @@ class Lowering:
         self._n += 1
         buf.first = buf.last = k
         self._seg.bufs.append(buf)
+        if rows:
+            buf.rows = Buf(f"t{self._n}", name, "int64_t", dims[:1], "temp")
+            self._n += 1
+            buf.rows.first = buf.rows.last = k
+            self._seg.bufs.append(buf.rows)
         self._env[name] = buf
         return buf
 
@@ -272,6 +287,8 @@ class Lowering:
                 if name in later or name in self.keep or outside:
                     buf.kind = "output"
                     buf.last = n_ops
+                    if buf.rows is not None:
+                        buf.rows.kind, buf.rows.last = "output", n_ops
                     seg.outputs.append(buf)
         arena = [b for b in seg.bufs if b.kind in ("temp", "output", "scratch")]
         sizes = {b.name: b.nbytes() for b in arena}
@@ -317,6 +334,9 @@ class Lowering:
             if b.lod is not None:
                 L.append(f"  const int64_t* {b.lod} = (const int64_t*)args[{base + 10}];")
                 L.append(f"  const int64_t {b.lod_len} = args[{base + 11}];")
+            if b.rows is not None:
+                L.append(f"  int64_t* const {b.rows.name}_ = (int64_t*)args[{base + 10}];")
+                L.append(f"  const int64_t {b.height} = args[{base + 11}];")
         # arena: slot sizes from the dims, then offsets
         members = {}
         for b in seg.bufs:
@@ -345,6 +365,9 @@ class Lowering:
             L.append(f"  args[{o + 1}] = {b.ndim};")
             for a, d in enumerate(b.dims):
                 L.append(f"  args[{o + 2 + a}] = {d};")
+            if b.rows is not None:
+                L.append(f"  args[{o + 10}] = off{b.rows.slot};")
+                L.append(f"  args[{o + 11}] = {b.height};")
         L.append("  return 0;")
         L.append("}")
         return L
@@ -379,13 +402,14 @@ class Lowering:
         return sorted(rows)
 
 
-_SYMBOL = re.compile(r"\bin\d+_(?:d\d+|lod|nlod)\b")
+_SYMBOL = re.compile(r"\bin\d+_(?:d\d+|lod|nlod|h)\b")
 
 
 def _symbols(lines, touched):
     """The run-time dims and LoD names an op's code uses (they become its parameters)."""
     text = "\n".join(lines) + " " + " ".join(d for b in touched for d in b.dims)
     text += " " + " ".join(f"{b.lod} {b.lod_len}" for b in touched if b.lod)
+    text += " " + " ".join(str(b.height) for b in touched if b.height)
     return sorted(set(_SYMBOL.findall(text)))
 
 

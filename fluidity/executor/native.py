@@ -18,7 +18,7 @@ import numpy as np
 
 from ..codegen import build
 from ..codegen.lower import S, Lowering
-from ..core.tensor import LoDTensor
+from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from .plan import Plan
 
@@ -95,11 +95,11 @@ class NativePlan(Plan):
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
         fn.restype = ctypes.c_int
         n_args = seg.out_base + len(seg.outputs) * S
-        ins = [(self.slot_of(b.var), b.var, np.dtype(_NP[b.ctype]), b.ndim, b.lod is not None)
-               for b in seg.inputs]
+        ins = [(self.slot_of(b.var), b.var, np.dtype(_NP[b.ctype]), b.ndim, b.lod is not None,
+                b.rows is not None) for b in seg.inputs]
         in_slot = {b.var: self.slot_of(b.var) for b in seg.inputs}
         outs = [(self.slot_of(b.var), np.dtype(_NP[b.ctype]), b.ndim,
-                 in_slot.get(b.lod_src), b.var in fetched, b.slot is None)
+                 in_slot.get(b.lod_src), b.var in fetched, b.slot is None, b.rows is not None)
                 for b in seg.outputs]
         tls = threading.local()
         block_idx, seg_ops = self.block_idx, seg.ops
@@ -114,9 +114,9 @@ class NativePlan(Plan):
                 st = tls.st = _ThreadState(n_args, n_in)
             P, seen = st.args, st.seen
             keep = None                    # arrays alive until the call returns
-            for j, (slot, name, dt, ndim, has_lod) in enumerate(ins):
+            for j, (slot, name, dt, ndim, has_lod, sparse) in enumerate(ins):
                 t = frame[slot].value
-                a = getattr(t, "_array", None)
+                a = t.value if sparse and type(t) is SelectedRows else getattr(t, "_array", None)
                 base = 1 + j * S
                 if a is None:
                     raise fail(name, "has no value (feed it, or run the startup program)")
@@ -129,7 +129,14 @@ class NativePlan(Plan):
                     P[base] = a.__array_interface__["data"][0]
                     P[base + 1] = a.ndim
                     P[base + 2:base + 2 + a.ndim] = a.shape
-                if has_lod:
+                if sparse:
+                    rows = np.ascontiguousarray(t.rows, np.int64)
+                    if rows.shape != (a.shape[0],):
+                        raise fail(name, f"has {rows.shape[0]} row ids for {a.shape[0]} rows")
+                    keep = (keep or []) + [rows]
+                    P[base + 10] = rows.__array_interface__["data"][0]
+                    P[base + 11] = t.height
+                elif has_lod:
                     if not t._lod:
                         raise fail(name, "has no LoD")
                     lod = np.asarray(t._lod[-1], np.int64)
@@ -144,7 +151,7 @@ class NativePlan(Plan):
                 i, op = seg_ops[rc - 2] if 2 <= rc < 2 + len(seg_ops) else seg_ops[0]
                 raise _op_error(op, i, st.err.value.decode(errors="replace"), block_idx)
             arena = st.arena
-            for j, (slot, dt, ndim, lod_slot, copy, in_place) in enumerate(outs):
+            for j, (slot, dt, ndim, lod_slot, copy, in_place, sparse) in enumerate(outs):
                 if in_place:
                     continue
                 o = out_base + j * S
@@ -154,6 +161,12 @@ class NativePlan(Plan):
                 for d in shape:
                     n *= d
                 arr = arena[off:off + n].view(dt).reshape(shape)
+                if sparse:
+                    r = int(P[o + 10])
+                    rows = arena[r:r + 8 * shape[0]].view(np.int64)
+                    frame[slot].value = SelectedRows(rows.copy() if copy else rows,
+                                                     int(P[o + 11]), arr.copy() if copy else arr)
+                    continue
                 if copy:
                     arr = arr.copy()
                 lod = frame[lod_slot].value._lod if lod_slot is not None else None

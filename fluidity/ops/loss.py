@@ -116,6 +116,24 @@ class CrossEntropy(OpDef):
             y = np.where(ignored, 0, -_log(np.take_along_axis(x, ids, -1)))
         return y.astype(x.dtype, copy=False)
 
+    @staticmethod
+    def emit(e):
+        """Hard int64 labels: Y = -clip(log(X[label]), -1e20, 1e20), 0 where ignored."""
+        x, label = e.input("X"), e.input("Label")
+        e.require_float(x)
+        if e.attr("soft_label") or label.ctype != "int64_t":
+            e.fail("soft labels, or labels not int64")
+        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
+        e.check(f"{label.numel()} != {rows}", "cross_entropy: Label needs one id per row of X")
+        y = e.output("Y", x.dims[:-1] + ["1"])
+        ig = e.attr("ignore_index")
+        e.code(f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
+               f"if (l == {ig}LL) {{ {y}[r] = 0.0f; continue; }} "
+               f"if (l < 0 || l >= {cols}) {{ std::snprintf(err, 512, \"cross_entropy: label "
+               f"%lld is out of range [0, %lld) (ignore_index={ig})\", (long long)l, "
+               f"(long long){cols}); return {2 + e.k}; }} "
+               f"{y}[r] = -fl::tolerable_log({x}[r * {cols} + l]); }}")
+
     grad = staticmethod(lambda g: g.op(
         "cross_entropy_grad", {"X": g.input("X"), "Label": g.input("Label"),
                                "Y@GRAD": g.output_grad("Y")},
@@ -136,6 +154,20 @@ class CrossEntropyGrad(OpDef):
         ids, ignored = _hard_labels(CrossEntropy.type, label, x, x.ndim - 1, ignore_index)
         return _scatter_last(x.shape, ids, np.where(ignored, 0, -dy / np.take_along_axis(
             x, ids, -1)), x.dtype)
+
+    @staticmethod
+    def emit(e):
+        x, label, dy = e.input("X"), e.input("Label"), e.input("Y@GRAD")
+        e.require_float(x, dy)
+        if e.attr("soft_label") or label.ctype != "int64_t":
+            e.fail("soft labels, or labels not int64")
+        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
+        g = e.output("X@GRAD", x.dims, lod_from=x)
+        ig = e.attr("ignore_index")
+        e.code(f"std::memset({g}, 0, sizeof(float) * {g.numel()}); "
+               f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
+               f"if (l == {ig}LL || l < 0 || l >= {cols}) continue; "
+               f"{g}[r * {cols} + l] = -{dy}[r] / {x}[r * {cols} + l]; }}")
 
 
 def _scatter_last(shape, ids, values, dtype, axis=-1):
@@ -168,6 +200,27 @@ class CrossEntropy2(OpDef):
         y = np.where(ignored, 0, -_log(match)).astype(x.dtype, copy=False)
         return y, np.empty(x.shape + (0,), x.dtype), match
 
+    @staticmethod
+    def emit(e):
+        x, label = e.input("X"), e.input("Label")
+        e.require_float(x)
+        if label.ctype != "int64_t":
+            e.fail("labels are not int64")
+        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
+        e.check(f"{label.numel()} != {rows}", "cross_entropy2: Label needs one id per row of X")
+        y = e.output("Y", x.dims[:-1] + ["1"])
+        match = e.output("MatchX", x.dims[:-1] + ["1"])
+        if e.has_output("XShape"):
+            e.output("XShape", x.dims + ["0"])
+        ig = e.attr("ignore_index")
+        e.code(f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
+               f"if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = {x}[r * {cols}]; continue; }} "
+               f"if (l < 0 || l >= {cols}) {{ std::snprintf(err, 512, \"cross_entropy2: label "
+               f"%lld is out of range [0, %lld) (ignore_index={ig})\", (long long)l, "
+               f"(long long){cols}); return {2 + e.k}; }} "
+               f"const float v = {x}[r * {cols} + l]; {match}[r] = v; "
+               f"{y}[r] = -fl::tolerable_log(v); }}")
+
     grad = staticmethod(lambda g: g.op(
         "cross_entropy_grad2", {"Label": g.input("Label"), "MatchX": g.output("MatchX"),
                                 "XShape": g.output("XShape"), "Y@GRAD": g.output_grad("Y")},
@@ -189,6 +242,22 @@ class CrossEntropyGrad2(OpDef):
         ignored = ids == ignore_index
         return _scatter_last(shape, np.where(ignored, 0, ids),
                              np.where(ignored, 0, -dy / match), dy.dtype)
+
+    @staticmethod
+    def emit(e):
+        label, match, xshape, dy = (e.input("Label"), e.input("MatchX"), e.input("XShape"),
+                                    e.input("Y@GRAD"))
+        e.require_float(match, dy)
+        if label.ctype != "int64_t":
+            e.fail("labels are not int64")
+        dims = xshape.dims[:-1]
+        rows, cols = e.prod(dims[:-1]), dims[-1]
+        g = e.output("X@GRAD", dims, dy.ctype)
+        ig = e.attr("ignore_index")
+        e.code(f"std::memset({g}, 0, sizeof(float) * {g.numel()}); "
+               f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
+               f"if (l == {ig}LL || l < 0 || l >= {cols}) continue; "
+               f"{g}[r * {cols} + l] = -{dy}[r] / {match}[r]; }}")
 
 
 # --- softmax_with_cross_entropy on logits ------------------------------------------------

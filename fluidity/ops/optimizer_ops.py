@@ -154,16 +154,19 @@ _MASTER_IN = In("MasterParam", dispensable=True)
 _MASTER_OUT = Out("MasterParamOut", dispensable=True)
 
 
-def _emit_dense(e, states=()):
+def _emit_update(e, states=()):
     """Compiled update ops share this: (Param, [states], Grad, LearningRate) as Bufs of a
-    dense float32 step without master weights, each Out the Param/state it updates in
-    place; NotCompilable otherwise."""
+    float32 step without master weights, each Out the Param/state it updates in place;
+    NotCompilable otherwise. A SelectedRows Grad (`g.rows` set) has rows of Param's width."""
     if e.op.input("MasterParam"):
         e.fail("master weights")
     p, g, lr = e.input("Param"), e.input("Grad"), e.input("LearningRate")
     ss = [e.input(s) for s in states]
     e.require_float(p, g, lr, *ss)
-    e.same_dims(p, g)
+    if g.rows is None:
+        e.same_dims(p, g)
+    elif g.dims[1:] != p.dims[1:]:
+        e.fail(f"Grad rows {g.dims[1:]} differ from Param rows {p.dims[1:]}")
     for s in ss:
         e.same_dims(p, s)
     for out, src in e.opdef.out_of.items():
@@ -213,7 +216,13 @@ class Sgd(_Update):
 
     @staticmethod
     def emit(e):
-        p, _, g, lr = _emit_dense(e)
+        p, _, g, lr = _emit_update(e)
+        if g.rows is not None:    # each row added in place, duplicates accumulating
+            n, d = g.dims[0], e.prod(p.dims[1:])
+            e.code(f'if (fl::check_ids({g.rows}, {n}, {p.dims[0]}, "sgd", err)) '
+                   f"return {2 + e.k};")
+            e.code(f"fl::rows_axpy({p}, {d}, {g.rows}, {n}, {g}, -{lr}[0]);")
+            return
         e.code(f"const float r = {lr}[0]; for (int64_t i = 0; i < {p.numel()}; ++i) "
                f"{p}[i] = {p}[i] - r * {g}[i];")
 
@@ -254,7 +263,9 @@ class Momentum(_Update):
 
     @staticmethod
     def emit(e):
-        p, (v,), g, lr = _emit_dense(e, ("Velocity",))
+        p, (v,), g, lr = _emit_update(e, ("Velocity",))
+        if g.rows is not None:
+            e.fail("a SelectedRows Grad (momentum updates every row)")
         mu, rescale = e.literal(float(e.attr("mu"))), float(e.attr("rescale_grad"))
         l2 = float(e.attr("regularization_coeff")) \
             if e.attr("regularization_method") == "l2_decay" else 0.0
@@ -346,17 +357,44 @@ class Adam(_Update):
         for t in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
             if e.op.input(t):
                 e.fail(f"{t} input")
-        p, (m1, m2), g, lr = _emit_dense(e, ("Moment1", "Moment2"))
+        p, (m1, m2), g, lr = _emit_update(e, ("Moment1", "Moment2"))
         b1p, b2p = e.input("Beta1Pow"), e.input("Beta2Pow")
         e.require_float(b1p, b2p)
+        if g.rows is not None and not e.attr("lazy_mode"):
+            e.fail("a SelectedRows Grad without lazy_mode (every row is updated)")
         b1, b2, eps = (repr(float(e.attr(a))) for a in ("beta1", "beta2", "epsilon"))
         e.code(f"const double p1 = (double){b1p}[0], p2 = (double){b2p}[0]; "
                f"const double lr_t = (double){lr}[0] * std::sqrt(1.0 - p2) / (1.0 - p1); "
                f"const double eps_t = {eps} * std::sqrt(1.0 - p2);")
-        e.code(f"fl::adam({p}, {m1}, {m2}, {g}, {p.numel()}, lr_t, (float){b1}, "
-               f"(float)(1.0 - {b1}), (float){b2}, (float)(1.0 - {b2}), eps_t);")
-        if not e.attr("use_global_beta_pow"):
-            e.code(f"{b1p}[0] = {b1p}[0] * (float){b1}; {b2p}[0] = {b2p}[0] * (float){b2};")
+        betas = f"(float){b1}, (float)(1.0 - {b1}), (float){b2}, (float)(1.0 - {b2}), eps_t"
+        pows = "" if e.attr("use_global_beta_pow") else \
+            f"{b1p}[0] = {b1p}[0] * (float){b1}; {b2p}[0] = {b2p}[0] * (float){b2};"
+        if g.rows is None:
+            e.code(f"fl::adam({p}, {m1}, {m2}, {g}, {p.numel()}, lr_t, {betas});")
+            e.code(pows)
+            return
+        rows, merged, d = _emit_merge(e, p, g)   # the unique rows, their summed values
+        e.code(f"if (m > 0) {{ fl::adam_rows({p}, {m1}, {m2}, {merged}, {rows}, m, {d}, lr_t, "
+               f"{betas}); {pows} }}")
+
+
+def _emit_merge(e, p, g):
+    """C that merges a SelectedRows Grad's duplicate rows (first-seen order, values summed
+    in order, as sparse_kernels.merge_rows) into scratch and checks them against Param's
+    rows; defines `m`, the number of unique rows. Returns (rows, values, row width)."""
+    n, d = g.dims[0], e.prod(p.dims[1:])
+    rows = e.scratch([n], "int64_t")
+    merged = e.scratch([n, d])
+    table = e.scratch([f"({e.mul(4, n)} + 16)" if not e.is_lit(n) else str(4 * int(n) + 16)],
+                      "int64_t")
+    e.code(f"const int64_t m = {n} > 1 ? fl::merge_rows({g.rows}, {g}, {n}, {d}, {rows}, "
+           f"{merged}, {table}, fl::merge_cap({n})) : {n};")
+    e.code(f"if ({n} == 1) {{ {rows}[0] = {g.rows}[0]; std::memcpy({merged}, {g}, "
+           f"sizeof(float) * {d}); }}")
+    e.code(f"for (int64_t k = 0; k < m; ++k) if ({rows}[k] < 0 || {rows}[k] >= {p.dims[0]}) "
+           f"{{ std::snprintf(err, 512, \"{e.op.type}: Grad has row %lld but Param has %lld "
+           f"rows\", (long long){rows}[k], (long long){p.dims[0]}); return {2 + e.k}; }}")
+    return rows, merged, d
 
 
 def _with_native_step(cls, attrs, outputs, step):
@@ -453,8 +491,12 @@ class Adagrad(_Update):
 
     @staticmethod
     def emit(e):
-        p, (m,), g, lr = _emit_dense(e, ("Moment",))
+        p, (m,), g, lr = _emit_update(e, ("Moment",))
         eps = e.literal(float(e.attr("epsilon")))
+        if g.rows is not None:
+            rows, merged, d = _emit_merge(e, p, g)
+            e.code(f"fl::adagrad_rows({p}, {m}, {merged}, {rows}, m, {d}, {lr}[0], {eps});")
+            return
         e.code(f"const float r = {lr}[0]; for (int64_t i = 0; i < {p.numel()}; ++i) {{ "
                f"const float v = {m}[i] + {g}[i] * {g}[i]; {m}[i] = v; "
                f"{p}[i] = {p}[i] - (r * {g}[i]) / (std::sqrt(v) + {eps}); }}")

@@ -129,6 +129,52 @@ class SequencePool(OpDef):
             return LoDTensor(out, lod), LoDTensor(idx)
         return kernel
 
+    # per pooltype: C over a sequence's rows [s, t) of width w at column j, as the numpy
+    # kernel rounds: reduceat adds rows in order; AVERAGE and SQRT divide in double (numpy
+    # promotes float32 / int64 lengths to float64) and round once
+    C_POOL = {
+        "SUM": "float v = x[s * w + j]; for (int64_t r = s + 1; r < t; ++r) v += x[r * w + j];",
+        "AVERAGE": "float v = x[s * w + j]; for (int64_t r = s + 1; r < t; ++r) "
+                   "v += x[r * w + j]; v = (float)((double)v / (double)(t - s));",
+        "SQRT": "float v = x[s * w + j]; for (int64_t r = s + 1; r < t; ++r) v += x[r * w + j]; "
+                "v = (float)((double)v / std::sqrt((double)(t - s)));",
+        "MAX": "float v = x[s * w + j]; int32_t a = (int32_t)s; for (int64_t r = s + 1; r < t; "
+               "++r) if (x[r * w + j] > v || x[r * w + j] != x[r * w + j]) { v = x[r * w + j]; "
+               "a = (int32_t)r; }",
+        "MIN": "float v = x[s * w + j]; int32_t a = (int32_t)s; for (int64_t r = s + 1; r < t; "
+               "++r) if (x[r * w + j] < v || x[r * w + j] != x[r * w + j]) { v = x[r * w + j]; "
+               "a = (int32_t)r; }",
+        "FIRST": "float v = x[s * w + j];",
+        "LAST": "float v = x[(t - 1) * w + j];",
+    }
+
+    @classmethod
+    def emit(cls, e):
+        x = e.input("X")
+        e.require_float(x)
+        ptype = e.attr("pooltype").upper()
+        if x.lod is None or ptype not in cls.C_POOL:
+            e.fail("X has no LoD, or an unknown pooltype")
+        b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
+        out = e.output("Out", [b] + x.dims[1:], lod_from=False)
+        arg = ptype in ("MAX", "MIN")
+        idx = None
+        if e.has_output("MaxIndex"):
+            idx = e.output("MaxIndex", ([b] if arg else ["0"]) + x.dims[1:], "int32_t",
+                           lod_from=False)
+        elif arg:
+            e.fail("MAX/MIN pooling without its MaxIndex output")
+        pad = e.literal(float(e.attr("pad_value")))
+        e.check(f"{x.lod}[{x.lod_len} - 1] != {x.dims[0]}", "sequence_pool: X's LoD ends "
+                "elsewhere than its number of rows")
+        put_idx = f" {idx}[i * w + j] = a;" if arg else ""
+        # an empty sequence pools to pad_value; its MaxIndex is X's row count (the kernel's)
+        empty_idx = f" {idx}[i * w + j] = (int32_t)({x.dims[0]});" if arg else ""
+        e.code(f"const float* x = {x}; const int64_t w = {w}; for (int64_t i = 0; i < {b}; "
+               f"++i) {{ const int64_t s = {x.lod}[i], t = {x.lod}[i + 1]; for (int64_t j = 0; "
+               f"j < w; ++j) {{ if (t <= s) {{ {out}[i * w + j] = {pad};{empty_idx} continue; }} "
+               f"{cls.C_POOL[ptype]} {out}[i * w + j] = v;{put_idx} }} }}")
+
     grad = staticmethod(lambda g: g.op(
         "sequence_pool_grad", {"X": g.input("X"), "MaxIndex": g.output("MaxIndex"),
                                "Out@GRAD": g.output_grad("Out")},
@@ -172,6 +218,34 @@ class SequencePoolGrad(OpDef):
                     g[rows] = d[ne]
             return LoDTensor(np.ascontiguousarray(g, dtype=a.dtype), x._lod)
         return kernel
+
+    @staticmethod
+    def emit(e):
+        """SUM/AVERAGE/SQRT spread each sequence's gradient over its rows (divided in double
+        as numpy does), FIRST/LAST/MAX/MIN give it to one row of each; empty sequences get
+        none."""
+        x, d = e.input("X"), e.input("Out@GRAD")
+        e.require_float(x, d)
+        ptype = e.attr("pooltype").upper()
+        if x.lod is None or ptype not in SequencePool.C_POOL:
+            e.fail("X has no LoD, or an unknown pooltype")
+        g = e.output("X@GRAD", x.dims, lod_from=x)
+        b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
+        spread = {"SUM": "d", "AVERAGE": "(float)((double)d / (double)(t - s))",
+                  "SQRT": "(float)((double)d / std::sqrt((double)(t - s)))"}
+        head = (f"const float* x = {x}; const int64_t w = {w}; for (int64_t i = 0; i < {b}; "
+                f"++i) {{ const int64_t s = {x.lod}[i], t = {x.lod}[i + 1]; for (int64_t j = 0; "
+                f"j < w; ++j) {{ const float d = {d}[i * w + j];")
+        if ptype in spread:
+            e.code(f"{head} for (int64_t r = s; r < t; ++r) {g}[r * w + j] = {spread[ptype]}; }} }}")
+            return
+        e.code(f"std::memset({g}, 0, sizeof(float) * {g.numel()});")
+        pick = {"FIRST": "s", "LAST": "t - 1"}.get(ptype)
+        if pick is None:   # MAX/MIN: the first extreme row, found again as the kernel does
+            e.code(f"{head} if (t <= s) continue; {SequencePool.C_POOL[ptype]} "
+                   f"{g}[(int64_t)a * w + j] = d; }} }}")
+        else:
+            e.code(f"{head} if (t <= s) continue; {g}[({pick}) * w + j] = d; }} }}")
 
 
 # --- gather-like ops: one row index forward, scatter-add backward ---------------------------

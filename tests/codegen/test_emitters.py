@@ -7,6 +7,7 @@ from op_test import check_compiled_grads, compiled_ops, compare_compiled, build_
 
 import fluidity as fluid
 from fluidity.codegen.emitters import rule_for
+from fluidity.core.tensor import LoDTensor, SelectedRows
 from fluidity.ops import registry
 from fluidity.ops.activation import ACTIVATIONS
 
@@ -68,6 +69,46 @@ def _adam_extra():
             "Beta2Pow": np.array([0.999 ** 3], np.float32)}
 
 
+def _lod_ids(height, lens):
+    t = LoDTensor(rng.integers(0, height, (sum(lens), 1)).astype(np.int64))
+    t.set_recursive_sequence_lengths([lens])
+    return t
+
+
+def _lens():
+    return [int(n) for n in rng.integers(0, 4, int(rng.integers(1, 5)))]
+
+
+def _lookup():
+    h, d = int(rng.integers(3, 9)), int(rng.integers(1, 5))
+    return ({"W": f32(h, d), "Ids": rng.integers(0, h, (int(rng.integers(1, 7)), 1))},
+            {"padding_idx": 1}, ["W"])
+
+
+def _pooled(multi):
+    def sample():
+        h, d, lens = int(rng.integers(3, 9)), int(rng.integers(1, 5)), _lens()
+        ids = [(f"ids{k}", _lod_ids(h, lens)) for k in range(3)] if multi else _lod_ids(h, lens)
+        return {"W": f32(h, d), "Ids": ids}, {"padding_idx": 0}, ["W"]
+    return sample
+
+
+def _seq_pool(ptype):
+    def sample():
+        lens = _lens() + [0]
+        x = LoDTensor(f32(sum(lens), 3))
+        x.set_recursive_sequence_lengths([lens])
+        return {"X": x}, {"pooltype": ptype, "pad_value": 0.5}, ["X"]
+    return sample
+
+
+def _xent():
+    n, c = dims()
+    p = rng.uniform(0.05, 1.0, (n, c)).astype(np.float32)
+    return ({"X": p / p.sum(1, keepdims=True), "Label": rng.integers(0, c, (n, 1))}, {},
+            ["X"])
+
+
 SAMPLES = {
     "scale": lambda: ({"X": f32(*dims())}, {"scale": 1.5, "bias": -0.25}, ["X"]),
     "elementwise_add": _binary(), "elementwise_sub": _binary(),
@@ -92,7 +133,15 @@ SAMPLES = {
     "momentum": _update(("Velocity",), {"mu": 0.9, "use_nesterov": True}),
     "adagrad": _update(("Moment",)),
     "adam": _update(("Moment1", "Moment2"), extra=_adam_extra),
+    "lookup_table": _lookup, "lookup_table_v2": _lookup,
+    "fused_embedding_seq_pool": _pooled(False), "fused_embedding_seq_pool_concat": _pooled(True),
+    "sequence_pool": _seq_pool("SUM"),
+    "concat": lambda: (lambda n, m: ({"X": [("c0", f32(n, m)), ("c1", f32(n, 2)),
+                                             ("c2", f32(n, 1))]}, {"axis": 1},
+                                      [("X", 0), ("X", 1)]))(*dims()),
+    "cross_entropy": _xent, "cross_entropy2": _xent,
 }
+SEQUENCE_POOLS = ["SUM", "AVERAGE", "SQRT", "MAX", "MIN", "FIRST", "LAST"]
 for _t in ACTIVATIONS:
     SAMPLES.setdefault(_t, _unary(0.2, 2.0) if _t in ("log", "sqrt", "rsqrt") else _unary())
 
@@ -102,6 +151,8 @@ def _emitter_ops():
 
 
 def _forward_of(op_type):
+    if op_type == "cross_entropy_grad2":       # Paddle's name, not cross_entropy2_grad
+        return "cross_entropy2"
     return op_type[:-len("_grad")] if op_type.endswith("_grad") else op_type
 
 
@@ -111,7 +162,7 @@ def test_every_op_with_an_emitter_has_a_sample():
 
 
 def test_every_grad_op_with_an_emitter_belongs_to_a_forward_op_that_has_a_sample():
-    grads = [t for t in _emitter_ops() if t.endswith("_grad")]
+    grads = [t for t in _emitter_ops() if t.endswith(("_grad", "_grad2"))]
     assert grads and all(_forward_of(t) in SAMPLES for t in grads)
 
 
@@ -158,6 +209,55 @@ def test_compiled_matches_the_numpy_kernel(op_type):
     assert compare_compiled(main, feed, fetch, want, scope, op_type)
     if wrt:
         done = check_compiled_grads(op_type, inputs, wrt, attrs, seed=3)
-        grad = op_type + "_grad"
+        grad = "cross_entropy_grad2" if op_type == "cross_entropy2" else op_type + "_grad"
         if registry.has(grad) and rule_for(registry.get(grad)):
             assert grad in done, f"{grad} did not compile"
+
+
+@pytest.mark.parametrize("ptype", SEQUENCE_POOLS)
+def test_every_sequence_pool_type_compiles_as_the_kernel(ptype):
+    inputs, attrs, wrt = _seq_pool(ptype)()
+    outputs = ["Out", "MaxIndex"] if ptype in ("MAX", "MIN") else ["Out"]
+    main, startup, feed, out_vars, _ = build_op("sequence_pool", inputs, attrs, outputs)
+    fetch = [v for vs in out_vars.values() for v in vs]
+    want = fluid.Executor().run(main, feed=feed, fetch_list=fetch, scope=fluid.Scope())
+    assert compare_compiled(main, feed, fetch, want, fluid.Scope(), ptype)
+    done = check_compiled_grads("sequence_pool", inputs, wrt, attrs, output_slots=["Out"],
+                                seed=3)
+    assert "sequence_pool_grad" in done
+
+
+@pytest.mark.parametrize("op_type,states,attrs", [
+    ("sgd", (), {}), ("adagrad", ("Moment",), {}),
+    ("adam", ("Moment1", "Moment2"), {"lazy_mode": True})])
+def test_sparse_updates_compile_bit_for_bit(op_type, states, attrs):
+    """A SelectedRows Grad with duplicate rows: sgd adds row by row, adam and adagrad
+    merge the duplicates first (the kernels' semantics, and their bits)."""
+    h, d = 6, 3
+    rows = np.array([4, 1, 4, 0, 4], np.int64)
+    values = {"Param": f32(h, d), "LearningRate": np.array([0.1], np.float32)}
+    values.update({s: f32(h, d, lo=0.0, hi=1.0) for s in states})
+    if op_type == "adam":
+        values.update(_adam_extra())
+    opdef = registry.get(op_type)
+    main = fluid.Program()
+    block = main.global_block()
+    for n, v in values.items():
+        block.create_var(name=n, shape=v.shape, dtype=v.dtype, persistable=True)
+    g = block.create_var(name="Grad", shape=[h, d], dtype="float32", persistable=True,
+                         type=fluid.core.VarType.SELECTED_ROWS)   # set in the scope below
+    outs = {o: [src] for o, src in opdef.out_of.items() if src in values}
+    block.append_op(op_type, {**{k: [k] for k in values}, "Grad": [g]}, outs, attrs)
+    grad = SelectedRows(rows, h, f32(len(rows), d))
+    assert op_type in compiled_ops(main)
+    got = []
+    for compiled in (False, True):
+        scope = fluid.Scope()
+        for n, v in values.items():
+            scope.var(n).get_tensor().set(v)
+        scope.var("Grad").value = grad
+        prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
+        fluid.Executor().run(prog, scope=scope)
+        got.append({n: np.array(scope.find_var(n).get_tensor()) for n in values})
+    for n in values:
+        np.testing.assert_array_equal(got[1][n], got[0][n], err_msg=n)

@@ -91,6 +91,13 @@ inline float sigmoid(float x) {   // the same branches as ops/activation.py's _s
     return e / (1.0f + e);
 }
 
+// Paddle's "tolerable" log of the loss ops (ops/loss.py _log): clipped to +-1e20, so
+// log(0) is -1e20, never -inf.
+inline float tolerable_log(float x) {
+    const float v = std::log(x);
+    return v != v ? v : (v < -1e20f ? -1e20f : (v > 1e20f ? 1e20f : v));
+}
+
 inline float sign(float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : x); }
 
 inline float logaddexp0(float x) {   // log(1 + exp(x)), numpy's logaddexp(0, x)
@@ -213,3 +220,5 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 }
 
 }  // namespace fl
+
+#include "sparse.h"
