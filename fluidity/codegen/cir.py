@@ -131,6 +131,7 @@ class Emit:
         self.lines = []
         self.outputs = {}
         self.touched = {}        # name -> Buf of every buffer the op's code names
+        self.preconditions = []  # (C condition that must not hold, message)
 
     # -- reading ------------------------------------------------------------------------
     def attr(self, name):
@@ -211,10 +212,11 @@ class Emit:
         self.lines.append(line)
 
     def check(self, cond, message):
-        """At run time: when C condition `cond` holds, the segment stops with `message`
-        (a C string literal's text; %lld args are not supported: keep it plain)."""
-        msg = message.replace("\\", "\\\\").replace('"', '\\"')
-        self.lines.append(f'if ({cond}) return fl::fail(err, {self.k}, "{msg}");')
+        """A shape precondition of this op's code: when C condition `cond` (over dims and
+        LoD, no computed data) holds at run time, the segment runs interpreted instead,
+        where the numpy kernel handles the case or names what is wrong. Checked before the
+        segment writes anything."""
+        self.preconditions.append((cond, message))
 
     def same_dims(self, a, b):
         """Emit run-time checks that Bufs a and b have the same dims (equal literals are

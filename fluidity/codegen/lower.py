@@ -12,6 +12,10 @@ which ops ran where and why.
 Dims the desc knows are literals in the code (checked against the values at run time); -1
 dims are read from the inputs, so one build serves every batch size and every LoD.
 
+An input whose rank or literal dims differ from the desc's at run time (a value of a shape
+the program does not declare) makes the function return -1 before it writes anything; the
+native plan then runs that segment's ops interpreted (and says so once).
+
 Calling convention of `fl_seg_N(int64_t* args, char* arena, int64_t cap, char* err)`:
 args[0] is written with the arena bytes needed when `cap` is too small (return 1); input k
 occupies args[1 + k*S ...] = (data pointer, ndim, dims[8], lod pointer, lod length); output
@@ -47,6 +51,7 @@ class Segment:
         self.bufs = []
         self.body = []           # per op: the emitted lines
         self.inplace = []        # (out buf name, in buf name) taken
+        self.preconditions = []  # (C condition, message): run interpreted when one holds
         self.lines = []
 
     @property
@@ -123,6 +128,7 @@ class Lowering:
             return f"'{op.type}': {exc}"
         self._seg.ops.append((i, op))
         self._seg.body.append((e.lines, list(e.touched.values())))
+        self._seg.preconditions += e.preconditions
         if self._pending_fuse is not None:
             self._fused[self._pending_fuse] = i
         return None
@@ -322,13 +328,12 @@ class Lowering:
         for j, b in enumerate(seg.inputs):
             base = 1 + j * S
             L.append(f"  {b.ctype}* const {b.name}_ = ({b.ctype}*)args[{base}];")
-            k = b.first          # the first op that reads it answers for it
-            L.append(f"  if (args[{base + 1}] != {b.ndim}) return fl::fail(err, {k}, "
-                     f'"input {_c(b.var)} has another rank than the program gives it");')
+            L.append(f"  if (args[{base + 1}] != {b.ndim}) return fl::mismatch(err, "
+                     f'"{_c(b.var)}: rank is not {b.ndim}");')
             for a, d in enumerate(b.dims):
                 if is_lit(d):
-                    L.append(f"  if (args[{base + 2 + a}] != {d}) return fl::fail(err, {k}, "
-                             f'"input {_c(b.var)}: dim {a} is not {d} as the program says");')
+                    L.append(f"  if (args[{base + 2 + a}] != {d}) return fl::mismatch(err, "
+                             f'"{_c(b.var)}: dim {a} is not {d}");')
                 else:
                     L.append(f"  const int64_t {d} = args[{base + 2 + a}];")
             if b.lod is not None:
@@ -337,6 +342,8 @@ class Lowering:
             if b.rows is not None:
                 L.append(f"  int64_t* const {b.rows.name}_ = (int64_t*)args[{base + 10}];")
                 L.append(f"  const int64_t {b.height} = args[{base + 11}];")
+        for cond, msg in seg.preconditions:
+            L.append(f'  if ({cond}) return fl::mismatch(err, "{_c(msg)}");')
         # arena: slot sizes from the dims, then offsets
         members = {}
         for b in seg.bufs:

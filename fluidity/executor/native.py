@@ -12,6 +12,7 @@ memory, as the interpreter does. An op that finds bad input stops the run with a
 ExecutionError naming it, as in the interpreter.
 """
 import ctypes
+import logging
 import threading
 
 import numpy as np
@@ -23,6 +24,7 @@ from ..errors import ExecutionError
 from .plan import Plan
 
 _ERR_BYTES = 512
+logger = logging.getLogger("fluidity")
 
 
 class SegmentOp:
@@ -69,8 +71,12 @@ class NativePlan(Plan):
         if low.segments:
             self.library = build.load(build.compile_cached(low.source))
         steps, ops, used = [], [], set()
+        self._interpreted = self.steps     # every op's Python step: a segment's fallback
+        self._all_persist = list(self.persist)
+        self._fused_into = {}
         for part in low.parts:
             if part[0] == "fused":         # an update applied by the op that made its grad
+                self._fused_into.setdefault(part[2], []).append(part[1])
                 continue
             if part[0] == "py":
                 steps.append(self.steps[part[1]])
@@ -82,6 +88,8 @@ class NativePlan(Plan):
                 ops.append(SegmentOp(part[1]))
                 used.update(b.var for b in part[1].inputs + part[1].outputs)
         self.steps, self.ops = steps, ops
+        self._block_index = [op.seg.first if isinstance(op, SegmentOp) else op.idx
+                             for op in ops]
         # a value only a segment makes and uses never needs a scope variable: bind the others
         self.local = [(i, n) for i, n in self.local if n in used]
         self.persist = [(i, n) for i, n in self.persist if n in used]
@@ -92,6 +100,7 @@ class NativePlan(Plan):
 
     def _segment_step(self, seg, fetched):
         fn = getattr(self.library, seg.name)
+        interpreted = self._interpreted_segment(seg)
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
         fn.restype = ctypes.c_int
         n_args = seg.out_base + len(seg.outputs) * S
@@ -120,6 +129,8 @@ class NativePlan(Plan):
                 base = 1 + j * S
                 if a is None:
                     raise fail(name, "has no value (feed it, or run the startup program)")
+                if a.ndim > 8:
+                    return interpreted(frame, env, f"{name} has {a.ndim} dims")
                 if a is not seen[j] or a.shape != st.shapes[j]:
                     if a.dtype != dt:
                         raise fail(name, f"is {a.dtype}, compiled for {dt}")
@@ -147,6 +158,8 @@ class NativePlan(Plan):
             while rc == 1:
                 st.grow(P[0])
                 rc = fn(st.args_ptr, st.arena_ptr, st.cap, st.err)
+            if rc == -1:                   # inputs of other shapes than the program says
+                return interpreted(frame, env, st.err.value.decode(errors="replace"))
             if rc:
                 i, op = seg_ops[rc - 2] if 2 <= rc < 2 + len(seg_ops) else seg_ops[0]
                 raise _op_error(op, i, st.err.value.decode(errors="replace"), block_idx)
@@ -172,6 +185,49 @@ class NativePlan(Plan):
                 lod = frame[lod_slot].value._lod if lod_slot is not None else None
                 frame[slot].value = LoDTensor(arr, lod)
         return step
+
+
+    def _interpreted_segment(self, seg):
+        """The segment's ops as Python steps (sgd updates fused into them right after their
+        gradient's op), for inputs the compiled code was not made for; says so once. An op
+        that fails is named as the interpreter names it."""
+
+        order = []
+        for i, _ in seg.ops:
+            order.append(i)
+            order += self._fused_into.get(i, [])
+        idx = order
+        names = sorted({n for i in idx for n in self.ops_by_index(i)})
+        slots = [(self.slot_of(n), n) for n in names]
+        persist = {n for _, n in self._all_persist}
+        warned = []
+
+        def run(frame, env, why):
+            if not warned:
+                warned.append(why)
+                logger.warning("compiled segment of ops #%d..#%d in block %d was built for "
+                               "other input shapes (%s): its ops run interpreted",
+                               seg.first, seg.last, self.block_idx, why)
+            for i, n in slots:           # bind what only the segment used, as frame() would
+                if frame[i] is None:
+                    v = env.scope.find_var(n) if n in persist else None
+                    frame[i] = v if v is not None else env.scope.var(n)
+            for i in order:
+                try:
+                    self._interpreted[i](frame, env)
+                except Exception as exc:
+                    if isinstance(exc, ExecutionError) and exc.op_index is not None:
+                        raise
+                    raise self.describe_failure(self.block.ops[i], i, frame, exc) from exc
+        return run
+
+    def block_index_of(self, i):
+        return self._block_index[i]
+
+    def ops_by_index(self, i):
+        """The names op i of the block uses that have frame slots."""
+        op = self.block.ops[i]
+        return [n for n in op.input_arg_names + op.output_arg_names if n in self._slot]
 
 
 _NP = {"float": "float32", "double": "float64", "int64_t": "int64", "int32_t": "int32",

@@ -252,13 +252,18 @@ class Plan:
         their shapes, and where the op was created."""
         if isinstance(exc, ExecutionError) and exc.op_index is not None:
             return exc
-        return self._error(i, frame, exc)
+        return self.describe_failure(self.ops[i], self.block_index_of(i), frame, exc)
 
-    def _error(self, i, frame, exc):
-        op = self.ops[i]
+    def block_index_of(self, i):
+        """The block index of the op step i runs (kinds that reorder or group ops map it)."""
+        return i
+
+    def describe_failure(self, op, i, frame, exc):
+        """An ExecutionError for op `op` (block index i) failing with `exc`: the op, its
+        inputs' dtypes, shapes and LoD, and where the op was created."""
         where = op.attr("op_callstack") if op.has_attr("op_callstack") else []
         # number ops as in the user's program: feed ops the executor prepended don't count
-        n = i - sum(1 for o in self.ops[:i] if o.type == "feed")
+        n = i - sum(1 for o in self.block.ops[:i] if o.type == "feed")
         lines = [f"op #{n} '{op.type}' in block {self.block_idx} failed: "
                  f"{type(exc).__name__}: {exc}"]
         if where:
@@ -269,7 +274,7 @@ class Plan:
                 if n == EMPTY_VAR_NAME:
                     continue
                 v = frame[self._slot[n]]
-                val = v.value
+                val = v.value if v is not None else None
                 if val is None or (isinstance(val, LoDTensor) and val._array is None):
                     missing.append(n)
                     desc = "no value"

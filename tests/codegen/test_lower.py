@@ -92,10 +92,32 @@ def test_inputs_of_the_wrong_dtype_or_shape_name_the_variable():
     feed["label"] = feed["label"].astype("int32")
     with pytest.raises(fluid.FluidityError, match="label"):
         exe.run(compiled, feed=feed, fetch_list=[loss], scope=scope)
-    # a parameter replaced by one of another shape than the program declares
+    # a parameter replaced by one of another shape than the program declares: the segment
+    # built for the declared shape runs interpreted, and the kernel names what is wrong
     scope.find_var("fc_0.w_0").get_tensor().set(np.zeros((7, 8), "float32"))
-    with pytest.raises(ExecutionError, match=r"fc_0\.w_0: dim 0 is not 6"):
+    with pytest.raises(ExecutionError, match=r"(?s)op #\d+ '(mul|fc)'.*'fc_0\.w_0' = float32\[7, 8\]"):
         exe.run(compiled, feed=_batch(4), fetch_list=[loss], scope=scope)
+
+
+def test_inputs_of_shapes_the_desc_does_not_declare_run_interpreted_with_a_warning(caplog):
+    """A fed value whose shape differs from its variable's declared one (Fluid feeds [6]
+    into a data layer of shape [1]): the segment's code was built for the declared shape,
+    so that call runs its ops interpreted, with the same results, and says so once."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [3], append_batch_size=False)
+        y = fluid.layers.scale(fluid.layers.relu(x), 2.0)
+    main.global_block().var("x").desc.need_check_feed = False    # let [5] through the feed
+    compiled = fluid.CompiledProgram(main).with_native_code()
+    exe = fluid.Executor()
+    (a,) = exe.run(compiled, feed={"x": np.array([-1, 2, 3], "float32")}, fetch_list=[y])
+    np.testing.assert_array_equal(a, [0, 4, 6])
+    with caplog.at_level("WARNING", logger="fluidity"):
+        (b,) = exe.run(compiled, feed={"x": np.arange(5, dtype="float32") - 2}, fetch_list=[y])
+        exe.run(compiled, feed={"x": np.arange(5, dtype="float32")}, fetch_list=[y])
+    np.testing.assert_array_equal(b, [0, 0, 0, 2, 4])
+    warnings = [r for r in caplog.records if "run interpreted" in r.getMessage()]
+    assert len(warnings) == 1 and "x: dim 0 is not 3" in warnings[0].getMessage()
 
 
 def test_an_uninitialized_parameter_is_named():

@@ -29,6 +29,14 @@ inline int fail(char* err, int op_index, const char* msg) {
     return 2 + op_index;
 }
 
+// An input whose rank or a dim differs from what the program's desc says (the segment was
+// compiled for that): nothing written yet; the caller runs the segment's ops interpreted.
+constexpr int MISMATCH = -1;
+inline int mismatch(char* err, const char* msg) {
+    std::snprintf(err, 512, "%s", msg);
+    return MISMATCH;
+}
+
 // Arena slots are 64-byte aligned (cache lines; AVX-512 loads).
 inline int64_t align(int64_t n) { return (n + 63) / 64 * 64; }
 
