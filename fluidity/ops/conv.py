@@ -101,6 +101,24 @@ def _conv_shape_error(xs, fs, groups):
     return None
 
 
+def _emit_conv_geometry(e, x, w):
+    """The literal geometry of a compiled NCHW conv (N may be symbolic): (code declaring
+    a fl::ConvGeom `g`, groups, M, [oh, ow]); NotCompilable when H, W, C or the filter are
+    not literal or the layout is NHWC."""
+    if channel_last(e.attr("data_format")):
+        e.fail("NHWC layout")
+    if x.ndim != 4 or w.ndim != 4 or not all(e.is_lit(d) for d in x.dims[1:] + w.dims):
+        e.fail("channels, image or filter size not known when compiling")
+    n, (c, h, wd), (m, cg, kh, kw) = x.dims[0], map(int, x.dims[1:]), map(int, w.dims)
+    groups = e.attr("groups")
+    if _conv_shape_error([1, c, h, wd], [m, cg, kh, kw], groups):
+        e.fail(_conv_shape_error([1, c, h, wd], [m, cg, kh, kw], groups))
+    strides, pads, dil, (oh, ow) = _conv_geometry(e.attrs, (h, wd), (kh, kw))
+    code = (f"const fl::ConvGeom g{{{n}, {c}, {h}, {wd}, {kh}, {kw}, {oh}, {ow}, {strides[0]}, "
+            f"{strides[1]}, {pads[0]}, {pads[2]}, {dil[0]}, {dil[1]}}};")
+    return code, groups, m, [oh, ow]
+
+
 def _conv_grad(g):
     ins = {"Input": g.input("Input"), "Filter": g.input("Filter"),
            "Output@GRAD": g.output_grad("Output")}
@@ -164,6 +182,31 @@ class Conv2D(OpDef):
             return np.ascontiguousarray(out, dtype=x.dtype)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """im2col, one gemm per group over the whole batch (the kernel's matmul), then NCHW
+        and the bias."""
+        x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
+        if e.op.input("ResidualData"):
+            e.fail("ResidualData")
+        e.require_float(x, w, bias)
+        geom, groups, m, (oh, ow) = _emit_conv_geometry(e, x, w)
+        out = e.output("Output", [x.dims[0], str(m), str(oh), str(ow)])
+        ckk = e.prod(w.dims[1:])
+        ncol = e.mul(x.dims[0], oh * ow)
+        cols = e.scratch([e.mul(groups, ckk), ncol])
+        tmp = e.scratch([str(m), ncol])
+        mg = m // groups
+        e.code(geom)
+        e.code(f"fl::im2col({x}, g, {cols});")
+        e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(false, false, {mg}, {ncol}, "
+               f"{ckk}, 1.0f, {w} + gi * {mg} * {ckk}, {ckk}, {cols} + gi * {ckk} * {ncol}, "
+               f"{ncol}, 0.0f, {tmp} + gi * {mg} * {ncol}, {ncol});")
+        e.code(f"fl::swap01({tmp}, {out}, {m}, {x.dims[0]}, {oh * ow});")
+        if bias is not None:
+            e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) "
+                   f"{out}[i] = {out}[i] + {bias}[(i / {oh * ow}) % {m}];")
+
     grad = staticmethod(_conv_grad)
 
 
@@ -214,6 +257,36 @@ class Conv2DGrad(OpDef):
                 db = dout.sum(axis=(0, 2, 3)).astype(bias.dtype)
             return dx, dw, db
         return kernel
+
+    @staticmethod
+    def emit(e):
+        x, w, bias, dout = e.input("Input"), e.input("Filter"), e.input("Bias"), \
+            e.input("Output@GRAD")
+        e.require_float(x, w, bias, dout)
+        geom, groups, m, (oh, ow) = _emit_conv_geometry(e, x, w)
+        ckk, mg = e.prod(w.dims[1:]), m // groups
+        ncol = e.mul(x.dims[0], oh * ow)
+        e.code(geom)
+        d = e.scratch([str(m), ncol])      # Output@GRAD as [M, N*oh*ow]
+        e.code(f"fl::swap01({dout}, {d}, {x.dims[0]}, {m}, {oh * ow});")
+        if e.has_output("Filter@GRAD"):
+            cols = e.scratch([e.mul(groups, ckk), ncol])
+            dw = e.output("Filter@GRAD", w.dims)
+            e.code(f"fl::im2col({x}, g, {cols});")
+            e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(false, true, {mg}, "
+                   f"{ckk}, {ncol}, 1.0f, {d} + gi * {mg} * {ncol}, {ncol}, {cols} + gi * {ckk} "
+                   f"* {ncol}, {ncol}, 0.0f, {dw} + gi * {mg} * {ckk}, {ckk});")
+        if e.has_output("Input@GRAD"):
+            dcols = e.scratch([e.mul(groups, ckk), ncol])
+            dx = e.output("Input@GRAD", x.dims)
+            e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(true, false, {ckk}, "
+                   f"{ncol}, {mg}, 1.0f, {w} + gi * {mg} * {ckk}, {ckk}, {d} + gi * {mg} * "
+                   f"{ncol}, {ncol}, 0.0f, {dcols} + gi * {ckk} * {ncol}, {ncol});")
+            e.code(f"fl::col2im({dcols}, g, {dx});")
+        if e.has_output("Bias@GRAD") and bias is not None:
+            db = e.output("Bias@GRAD", bias.dims)
+            e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ double s = 0; for (int64_t i = 0; "
+                   f"i < {ncol}; ++i) s += {d}[c * {ncol} + i]; {db}[c] = (float)s; }}")
 
 
 class DepthwiseConv2DGrad(Conv2DGrad):
@@ -489,7 +562,75 @@ class Pool2D(OpDef):
             return np.ascontiguousarray(out, dtype=x.dtype)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """Each window's taps in the kernel's order (rows, then columns): the first maximum,
+        or the sum of a separable average (columns of each row summed, then the rows)
+        divided as the kernel divides."""
+        x = e.input("X")
+        e.require_float(x)
+        taps, (oh, ow), div = _emit_pool_tables(e, x)
+        out = e.output("Out", x.dims[:2] + [str(oh), str(ow)])
+        h, w = int(x.dims[2]), int(x.dims[3])
+        e.code(taps)
+        if e.attr("pooling_type") == "max":
+            body = ("float v = -INFINITY; bool any = false; for (int64_t i = hs[a]; i < he[a]; ++i) "
+                    "for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = img[i * W + j]; "
+                    "if (!any || t > v || t != t) { v = t; any = true; } }")
+        else:
+            body = ("float v = 0.0f; for (int64_t j = ws[b]; j < we[b]; ++j) { float col = 0.0f; "
+                    "for (int64_t i = hs[a]; i < he[a]; ++i) col += img[i * W + j]; v += col; } "
+                    "v = v / div[a * OW + b];")
+        e.code(f"const int64_t W = {w}, OW = {ow}; for (int64_t p = 0; p < {e.prod(x.dims[:2])}; "
+               f"++p) {{ const float* img = {x} + p * {h * w}; float* o = {out} + p * {oh * ow}; "
+               f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < {ow}; ++b) {{ {body} "
+               f"o[a * OW + b] = v; }} }}")
+
     grad = staticmethod(lambda g: g.default())
+
+
+def _emit_pool_tables(e, x):
+    """C tables of a compiled NCHW pool2d's windows: rows [hs, he), columns [ws, we) of each
+    output position (the kernel's _pool_windows, clipped), and the average's divisors."""
+    if channel_last(e.attr("data_format")) or e.attr("adaptive"):
+        e.fail("NHWC layout or adaptive pooling")
+    if x.ndim != 4 or not all(e.is_lit(d) for d in x.dims[2:]):
+        e.fail("image size not known when compiling")
+    h, w = int(x.dims[2]), int(x.dims[3])
+    ((ih, vh), (iw, vw)), ksize, _ = _pool_windows(e.attrs, h, w)
+    if not (_contiguous(ih, vh) and _contiguous(iw, vw)):
+        e.fail("windows that are not runs of positions")
+    hs, he = _runs(ih, vh)
+    ws, we = _runs(iw, vw)
+    if e.attr("exclusive") or e.attr("global_pooling"):
+        div = np.maximum(np.outer(vh.sum(1), vw.sum(1)), 1).astype(np.float32)
+    else:
+        div = np.full((len(hs), len(ws)), np.float32(ksize[0] * ksize[1]), np.float32)
+    if e.attr("global_pooling"):
+        div = np.full((1, 1), np.float32(h * w), np.float32)
+
+    def arr(name, values, ctype="int64_t"):
+        vals = ", ".join(repr(float(v)) + "f" if ctype == "float" else str(int(v))
+                         for v in np.ravel(values))
+        return f"static const {ctype} {name}[] = {{{vals}}};"
+    code = " ".join([arr("hs", hs), arr("he", he), arr("ws", ws), arr("we", we),
+                     arr("div", div, "float")])
+    return code, (len(hs), len(ws)), div
+
+
+def _contiguous(idx, valid):
+    """Whether every window's valid taps are consecutive positions."""
+    for row, ok in zip(idx, valid):
+        pos = row[ok]
+        if len(pos) and not np.array_equal(pos, np.arange(pos[0], pos[0] + len(pos))):
+            return False
+    return True
+
+
+def _runs(idx, valid):
+    starts = [int(row[ok][0]) if ok.any() else 0 for row, ok in zip(idx, valid)]
+    ends = [int(row[ok][-1]) + 1 if ok.any() else 0 for row, ok in zip(idx, valid)]
+    return starts, ends
 
 
 class Pool2DGrad(OpDef):
@@ -518,6 +659,36 @@ class Pool2DGrad(OpDef):
                 dx = dx.transpose(0, 2, 3, 1)
             return np.ascontiguousarray(dx, dtype=x.dtype)
         return kernel
+
+    @staticmethod
+    def emit(e):
+        """max: each window's gradient to its first maximum, summed per position in double
+        (the kernel's bincount); avg: spread over the window divided as the forward."""
+        x, dout = e.input("X"), e.input("Out@GRAD")
+        e.require_float(x, dout)
+        taps, (oh, ow), _ = _emit_pool_tables(e, x)
+        dx = e.output("X@GRAD", x.dims)
+        h, w = int(x.dims[2]), int(x.dims[3])
+        planes = e.prod(x.dims[:2])
+        e.code(taps)
+        head = (f"const int64_t W = {w}, OW = {ow}; for (int64_t p = 0; p < {planes}; ++p) {{ "
+                f"const float* img = {x} + p * {h * w}; const float* d = {dout} + p * "
+                f"{oh * ow}; ")
+        if e.attr("pooling_type") == "max":
+            acc = e.scratch([planes, str(h * w)], "double")
+            e.code(f"std::memset({acc}, 0, sizeof(double) * {acc.numel()});")
+            e.code(head + f"double* g = {acc} + p * {h * w}; for (int64_t a = 0; a < {oh}; ++a) "
+                   "for (int64_t b = 0; b < OW; ++b) { float v = -INFINITY; int64_t at = -1; "
+                   "for (int64_t i = hs[a]; i < he[a]; ++i) for (int64_t j = ws[b]; j < we[b]; "
+                   "++j) { const float t = img[i * W + j]; if (at < 0 || t > v) { v = t; "
+                   "at = i * W + j; } } if (at >= 0) g[at] += (double)d[a * OW + b]; } }")
+            e.code(f"for (int64_t i = 0; i < {dx.numel()}; ++i) {dx}[i] = (float){acc}[i];")
+        else:
+            e.code(f"std::memset({dx}, 0, sizeof(float) * {dx.numel()});")
+            e.code(head + f"float* g = {dx} + p * {h * w}; for (int64_t a = 0; a < {oh}; ++a) "
+                   "for (int64_t b = 0; b < OW; ++b) { const float v = d[a * OW + b] / "
+                   "div[a * OW + b]; for (int64_t i = hs[a]; i < he[a]; ++i) for (int64_t j = "
+                   "ws[b]; j < we[b]; ++j) g[i * W + j] += v; } }")
 
 
 # --- max_pool2d_with_index -----------------------------------------------------------------

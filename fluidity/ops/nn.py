@@ -60,6 +60,20 @@ class Dropout(OpDef):
         "dropout_grad", {"Mask": g.output("Mask"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
+    @staticmethod
+    def emit(e):
+        """Test mode only (training draws its mask from numpy's generator)."""
+        if not e.attr("is_test"):
+            e.fail("training dropout draws a random mask")
+        x = e.input("X")
+        e.require_float(x)
+        out = e.output("Out", x.dims)
+        if e.attr("dropout_implementation") == "upscale_in_train":
+            e.code(f"std::memcpy({out}, {x}, sizeof(float) * {x.numel()});")
+        else:
+            k = e.literal(1.0 - float(e.attr("dropout_prob")))
+            e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = {x}[i] * {k};")
+
 
 class DropoutGrad(OpDef):
     type = "dropout_grad"

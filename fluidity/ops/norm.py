@@ -90,6 +90,54 @@ class BatchNorm(OpDef):
                     None)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """NCHW-style [N, C, ...]: per channel, the statistics (the batch's, summed in
+        double, or the running ones), inv_std = 1 / sqrt(var + eps) and
+        y = x * (scale * inv_std) + (bias - mean * scale * inv_std) in float as the kernel."""
+        if channel_last(e.attr("data_layout")) or e.op.input("MomentumTensor"):
+            e.fail("NHWC layout or a MomentumTensor")
+        x, scale, bias, mean, var = (e.input(s) for s in ("X", "Scale", "Bias", "Mean",
+                                                         "Variance"))
+        e.require_float(x, scale, bias, mean, var)
+        if x.ndim < 2 or not e.is_lit(x.dims[1]):
+            e.fail("channels not known when compiling")
+        c, n, inner = x.dims[1], x.dims[0], e.prod(x.dims[2:])
+        y = e.output("Y", x.dims)
+        eps = e.literal(float(e.attr("epsilon")))
+        e.code(f"const int64_t C = {c}, N = {n}, P = {inner};")
+        if _bn_global_stats(e.attrs):
+            m, v = mean, var
+            for slot, run in (("MeanOut", mean), ("VarianceOut", var)):
+                if e.has_output(slot):          # the running statistics, unchanged
+                    out = e.output(slot, run.dims)
+                    if out is not run:
+                        e.code(f"std::memcpy({out}, {run}, sizeof(float) * C);")
+        else:
+            m, v = e.scratch([c]), e.scratch([c])
+            mom = float(e.attr("momentum"))
+            e.code(f"for (int64_t ch = 0; ch < C; ++ch) {{ double s = 0, q = 0; for (int64_t b = "
+                   f"0; b < N; ++b) {{ const float* r = {x} + (b * C + ch) * P; for (int64_t i = "
+                   f"0; i < P; ++i) s += r[i]; }} const float mu = (float)(s / (double)(N * P)); "
+                   f"for (int64_t b = 0; b < N; ++b) {{ const float* r = {x} + (b * C + ch) * P; "
+                   f"for (int64_t i = 0; i < P; ++i) {{ const float t = r[i] - mu; q += t * t; }} }} "
+                   f"{m}[ch] = mu; {v}[ch] = (float)(q / (double)(N * P)); }}")
+            for slot, run, batch in (("MeanOut", mean, m), ("VarianceOut", var, v)):
+                if e.has_output(slot):      # in place when it is the running variable
+                    out = e.output(slot, run.dims)
+                    e.code(f"for (int64_t ch = 0; ch < C; ++ch) {out}[ch] = {run}[ch] * "
+                           f"{e.literal(mom)} + {batch}[ch] * {e.literal(1.0 - mom)};")
+        inv = e.output("SavedVariance", [c]) if e.has_output("SavedVariance") else e.scratch([c])
+        if e.has_output("SavedMean"):
+            sm = e.output("SavedMean", [c])
+            e.code(f"std::memcpy({sm}, {m}, sizeof(float) * C);")
+        e.code(f"for (int64_t ch = 0; ch < C; ++ch) {inv}[ch] = 1.0f / std::sqrt({v}[ch] + {eps});")
+        e.code(f"for (int64_t b = 0; b < N; ++b) for (int64_t ch = 0; ch < C; ++ch) {{ "
+               f"const float k = {scale}[ch] * {inv}[ch]; const float off = {bias}[ch] - "
+               f"{m}[ch] * {scale}[ch] * {inv}[ch]; const float* r = {x} + (b * C + ch) * P; "
+               f"float* o = {y} + (b * C + ch) * P; for (int64_t i = 0; i < P; ++i) "
+               f"o[i] = r[i] * k + off; }}")
+
     grad = staticmethod(_batch_norm_grad)
 
 
@@ -121,6 +169,39 @@ class BatchNormGrad(OpDef):
             return (dx.astype(x.dtype, copy=False), dscale.astype(scale.dtype, copy=False),
                     dbias.astype(scale.dtype, copy=False))
         return kernel
+
+    @staticmethod
+    def emit(e):
+        if channel_last(e.attr("data_layout")):
+            e.fail("NHWC layout")
+        x, scale, sm, inv, dy = (e.input(s) for s in ("X", "Scale", "SavedMean",
+                                                      "SavedVariance", "Y@GRAD"))
+        e.require_float(x, scale, sm, inv, dy)
+        if x.ndim < 2 or not e.is_lit(x.dims[1]):
+            e.fail("channels not known when compiling")
+        c = x.dims[1]
+        e.code(f"const int64_t C = {c}, N = {x.dims[0]}, P = {e.prod(x.dims[2:])};")
+        db, ds = e.scratch([c]), e.scratch([c])
+        e.code(f"for (int64_t ch = 0; ch < C; ++ch) {{ double sb = 0, ss = 0; for (int64_t b = 0; "
+               f"b < N; ++b) {{ const float* r = {x} + (b * C + ch) * P; const float* g = {dy} + "
+               f"(b * C + ch) * P; for (int64_t i = 0; i < P; ++i) {{ sb += g[i]; ss += g[i] * "
+               f"((r[i] - {sm}[ch]) * {inv}[ch]); }} }} {db}[ch] = (float)sb; {ds}[ch] = (float)ss; }}")
+        if e.has_output("X@GRAD"):
+            dx = e.output("X@GRAD", x.dims)
+            if _bn_global_stats(e.attrs):
+                body = "o[i] = g[i] * k;"
+            else:
+                body = ("const float xh = (r[i] - sm) * iv; "
+                        "o[i] = k * (g[i] - (dbc + xh * dsc) / (float)(N * P));")
+            e.code(f"for (int64_t b = 0; b < N; ++b) for (int64_t ch = 0; ch < C; ++ch) {{ "
+                   f"const float k = {scale}[ch] * {inv}[ch], sm = {sm}[ch], iv = {inv}[ch], "
+                   f"dbc = {db}[ch], dsc = {ds}[ch]; const float* r = {x} + (b * C + ch) * P; "
+                   f"const float* g = {dy} + (b * C + ch) * P; float* o = {dx} + (b * C + ch) * P; "
+                   f"for (int64_t i = 0; i < P; ++i) {{ {body} }} }}")
+        if e.has_output("Scale@GRAD"):
+            e.code(f"std::memcpy({e.output('Scale@GRAD', [c])}, {ds}, sizeof(float) * C);")
+        if e.has_output("Bias@GRAD"):
+            e.code(f"std::memcpy({e.output('Bias@GRAD', [c])}, {db}, sizeof(float) * C);")
 
 
 # --- layer_norm ----------------------------------------------------------------------------

@@ -78,6 +78,34 @@ class _ShapeOp(OpDef):
             return LoDTensor(out, lod), _xshape_array(a)
         return kernel
 
+    @classmethod
+    def emit(cls, e):
+        """A copy into Out's dims: the shape rule applied to X's dims with the symbolic ones
+        as -1, the one -1 left (if any) being numel(X) / the product of the others."""
+        if any(e.op.input(s.name) for s in cls.inputs[1:]):
+            e.fail("the shape comes from a tensor")
+        x = e.input("X")
+        known = [int(d) if e.is_lit(d) else -1 for d in x.dims]
+        try:
+            shape = cls.out_shape(known, e.attrs.__getitem__)
+        except (ShapeError, ProgramError) as exc:
+            e.fail(str(exc))
+        dims = [str(d) for d in shape]
+        if shape.count(-1) > 1:
+            e.fail("more than one unknown dim")
+        if -1 in shape:
+            rest = e.prod([d for d in dims if d != "-1"])
+            dims[shape.index(-1)] = f"({x.numel()} / {rest})"
+        keep_lod = x.ndim and dims and dims[0] == x.dims[0]
+        out = e.output("Out", dims, x.ctype, lod_from=None if keep_lod else False)
+        if e.has_output("XShape"):
+            e.output("XShape", ["0"] + x.dims, x.ctype, lod_from=False)
+        cls.emit_copy(e, x, out)
+
+    @staticmethod
+    def emit_copy(e, x, out):
+        e.code(f"std::memcpy({out}, {x}, sizeof(*{x}) * {x.numel()});")
+
 
 class _ShapeOpGrad(OpDef):
     inputs = (In("XShape"), In("Out@GRAD"))
@@ -89,6 +117,12 @@ class _ShapeOpGrad(OpDef):
     @staticmethod
     def kernel(xshape, dout):
         return dout.reshape(xshape.shape[1:])
+
+    @staticmethod
+    def emit(e):
+        xshape, d = e.input("XShape"), e.input("Out@GRAD")
+        g = e.output("X@GRAD", xshape.dims[1:], d.ctype, lod_from=False)
+        e.code(f"std::memcpy({g}, {d}, sizeof(*{d}) * {d.numel()});")
 
 
 # --- reshape2, transpose2, squeeze2, unsqueeze2, flatten2, flatten_contiguous_range --------
@@ -173,6 +207,12 @@ class Transpose2(_ShapeOp):
     def apply(cls, a, attr):
         return a.transpose(_perm(attr("axis"), a.ndim))
 
+    @staticmethod
+    def emit_copy(e, x, out):
+        perm = _perm(e.attr("axis"), x.ndim)
+        e.code(f"const int64_t dims[] = {{{', '.join(x.dims)}}}; const int perm[] = "
+               f"{{{', '.join(map(str, perm))}}}; fl::transpose({x}, {out}, {x.ndim}, dims, perm);")
+
 
 class Transpose2Grad(_ShapeOpGrad):
     type = "transpose2_grad"
@@ -188,10 +228,26 @@ class Transpose2Grad(_ShapeOpGrad):
             return np.ascontiguousarray(dout.transpose(inv))
         return kernel
 
+    @staticmethod
+    def emit(e):
+        xshape, d = e.input("XShape"), e.input("Out@GRAD")
+        inv = [int(i) for i in np.argsort(_perm(e.attr("axis"), d.ndim))]
+        g = e.output("X@GRAD", xshape.dims[1:], d.ctype, lod_from=False)
+        e.code(f"const int64_t dims[] = {{{', '.join(d.dims)}}}; const int perm[] = "
+               f"{{{', '.join(map(str, inv))}}}; fl::transpose({d}, {g}, {d.ndim}, dims, perm);")
+
 
 class Squeeze2(_ShapeOp):
     type = "squeeze2"
     attrs = {"axes": ints()}
+
+    @classmethod
+    def emit(cls, e):
+        x = e.input("X")
+        axes = [int(a) % max(x.ndim, 1) for a in e.attr("axes")] or range(x.ndim)
+        if any(not e.is_lit(x.dims[a]) for a in axes):
+            e.fail("whether a dim it may squeeze is 1 is known only at run time")
+        super().emit(e)
     doc = ("Out = X without the size-1 dims listed in `axes` (every size-1 dim if empty); a "
            "listed dim whose size is not 1 is kept (Paddle 2.x).")
 

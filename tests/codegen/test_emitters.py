@@ -109,6 +109,39 @@ def _xent():
             ["X"])
 
 
+def _conv(groups=1):
+    def sample():
+        n, c, m = int(rng.integers(1, 3)), 2 * groups, 2 * groups
+        return ({"Input": f32(n, c, 6, 5), "Filter": f32(m, c // groups, 3, 2)},
+                {"strides": [2, 1], "paddings": [1, 0], "groups": groups, "dilations": [1, 2]},
+                ["Input", "Filter"])
+    return sample
+
+
+def _pool(ptype, **attrs):
+    def sample():
+        return ({"X": f32(int(rng.integers(1, 3)), 2, 5, 6)},
+                {"pooling_type": ptype, "ksize": [3, 2], "strides": [2, 2], "paddings": [1, 0],
+                 **attrs}, ["X"])
+    return sample
+
+
+def _bn(is_test):
+    def sample():
+        n, c = int(rng.integers(2, 4)), 3
+        return ({"X": f32(n, c, 2, 3), "Scale": f32(c, lo=0.5), "Bias": f32(c),
+                 "Mean": f32(c), "Variance": f32(c, lo=0.5, hi=1.5)},
+                {"is_test": is_test, "epsilon": 1e-4}, None if is_test else ["X", "Scale", "Bias"],
+                ["Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance"])
+    return sample
+
+
+def _shape(**attrs):
+    def sample():
+        return {"X": f32(int(rng.integers(1, 4)), 3, 1, 4)}, attrs, ["X"]
+    return sample
+
+
 SAMPLES = {
     "scale": lambda: ({"X": f32(*dims())}, {"scale": 1.5, "bias": -0.25}, ["X"]),
     "elementwise_add": _binary(), "elementwise_sub": _binary(),
@@ -140,6 +173,24 @@ SAMPLES = {
                                              ("c2", f32(n, 1))]}, {"axis": 1},
                                       [("X", 0), ("X", 1)]))(*dims()),
     "cross_entropy": _xent, "cross_entropy2": _xent,
+    "conv2d": _conv(), "depthwise_conv2d": _conv(groups=2),
+    "pool2d": _pool("max"), "batch_norm": _bn(False),
+    "dropout": lambda: ({"X": f32(*dims())}, {"is_test": True, "dropout_prob": 0.25}, None,
+                        ["Out"]),
+    "reshape2": _shape(shape=[0, -1]), "transpose2": _shape(axis=[2, 0, 3, 1]),
+    "squeeze2": _shape(axes=[2]), "unsqueeze2": _shape(axes=[0]),
+    "flatten2": _shape(axis=2), "flatten_contiguous_range": _shape(start_axis=1, stop_axis=2),
+}
+EXTRA = {   # more forms of ops above: each compiled vs the kernel too
+    "pool2d avg": ("pool2d", _pool("avg", exclusive=False)),
+    "pool2d avg exclusive ceil": ("pool2d", _pool("avg", ceil_mode=True)),
+    "pool2d global max": ("pool2d", _pool("max", global_pooling=True)),
+    "batch_norm test": ("batch_norm", _bn(True)),
+    "conv2d bias": ("conv2d", lambda: (lambda i, a, w: (
+        {**i, "Bias": f32(i["Filter"].shape[0])}, a, w + ["Bias"]))(*_conv()())),
+    "dropout upscale": ("dropout", lambda: ({"X": f32(*dims())},
+                                            {"is_test": True, "dropout_implementation":
+                                             "upscale_in_train"}, None, ["Out"])),
 }
 SEQUENCE_POOLS = ["SUM", "AVERAGE", "SQRT", "MAX", "MIN", "FIRST", "LAST"]
 for _t in ACTIVATIONS:
@@ -191,9 +242,10 @@ def _run_update(program, values, compiled):
     return {n: np.array(scope.find_var(n).get_tensor()) for n in values}
 
 
-@pytest.mark.parametrize("op_type", sorted(SAMPLES))
-def test_compiled_matches_the_numpy_kernel(op_type):
-    inputs, attrs, wrt = SAMPLES[op_type]()
+@pytest.mark.parametrize("case", sorted(SAMPLES) + sorted(EXTRA))
+def test_compiled_matches_the_numpy_kernel(case):
+    op_type, sample = EXTRA.get(case, (case, SAMPLES.get(case)))
+    inputs, attrs, wrt, *outputs = sample()    # outputs: the slots to make, when not all
     if op_type in UPDATES:
         main, values = _update_program(op_type, inputs, attrs)
         assert op_type in compiled_ops(main), f"{op_type} did not compile"
@@ -201,14 +253,15 @@ def test_compiled_matches_the_numpy_kernel(op_type):
         for n in values:           # the same arithmetic in the same order: the same bits
             np.testing.assert_array_equal(got[n], want[n], err_msg=n)
         return
-    main, startup, feed, out_vars, _ = build_op(op_type, inputs, attrs)
+    main, startup, feed, out_vars, _ = build_op(op_type, inputs, attrs, *outputs)
     fetch = [v for vs in out_vars.values() for v in vs]
     assert op_type in compiled_ops(main), f"{op_type} did not compile"
     exe, scope = fluid.Executor(), fluid.Scope()
     want = exe.run(main, feed=feed, fetch_list=fetch, scope=scope)
     assert compare_compiled(main, feed, fetch, want, scope, op_type)
     if wrt:
-        done = check_compiled_grads(op_type, inputs, wrt, attrs, seed=3)
+        done = check_compiled_grads(op_type, inputs, wrt, attrs, outputs=(outputs or [None])[0],
+                                    seed=3)
         grad = "cross_entropy_grad2" if op_type == "cross_entropy2" else op_type + "_grad"
         if registry.has(grad) and rule_for(registry.get(grad)):
             assert grad in done, f"{grad} did not compile"

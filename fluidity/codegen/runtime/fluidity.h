@@ -229,4 +229,5 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 
 }  // namespace fl
 
+#include "conv.h"
 #include "sparse.h"

@@ -1,0 +1,91 @@
+// Convolution, pooling, normalization and rearranging kernels for generated code, laid out
+// as fluidity/ops/conv.py and norm.py lay theirs (NCHW; columns [C, kh, kw] x [N, oh, ow]),
+// so the BLAS calls are the numpy kernels' own.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace fl {
+
+struct ConvGeom {
+    int64_t N, C, H, W, KH, KW, OH, OW, SH, SW, PT, PL, DH, DW;
+};
+
+// cols[(c*KH + i)*KW + j][(n*OH + oh)*OW + ow] = x[n, c, oh*SH - PT + i*DH, ow*SW - PL + j*DW]
+// (0 outside the image): conv.py's _im2col, every group's rows one after another.
+inline void im2col(const float* x, const ConvGeom& g, float* cols) {
+    const int64_t ncol = g.N * g.OH * g.OW;
+    for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t i = 0; i < g.KH; ++i)
+            for (int64_t j = 0; j < g.KW; ++j) {
+                float* row = cols + ((c * g.KH + i) * g.KW + j) * ncol;
+                for (int64_t n = 0; n < g.N; ++n) {
+                    const float* img = x + (n * g.C + c) * g.H * g.W;
+                    for (int64_t oh = 0; oh < g.OH; ++oh) {
+                        const int64_t h = oh * g.SH - g.PT + i * g.DH;
+                        float* dst = row + (n * g.OH + oh) * g.OW;
+                        if (h < 0 || h >= g.H) {
+                            for (int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = 0.0f;
+                            continue;
+                        }
+                        const float* src = img + h * g.W;
+                        for (int64_t ow = 0; ow < g.OW; ++ow) {
+                            const int64_t w = ow * g.SW - g.PL + j * g.DW;
+                            dst[ow] = (w >= 0 && w < g.W) ? src[w] : 0.0f;
+                        }
+                    }
+                }
+            }
+}
+
+// The adjoint: dx[n, c, h, w] += dcols[...] tap by tap (i, then j), as conv.py's col2im adds
+// one strided slice per kernel tap. dx is zeroed first.
+inline void col2im(const float* dcols, const ConvGeom& g, float* dx) {
+    const int64_t ncol = g.N * g.OH * g.OW;
+    std::memset(dx, 0, sizeof(float) * (size_t)(g.N * g.C * g.H * g.W));
+    for (int64_t i = 0; i < g.KH; ++i)
+        for (int64_t j = 0; j < g.KW; ++j)
+            for (int64_t c = 0; c < g.C; ++c) {
+                const float* row = dcols + ((c * g.KH + i) * g.KW + j) * ncol;
+                for (int64_t n = 0; n < g.N; ++n) {
+                    float* img = dx + (n * g.C + c) * g.H * g.W;
+                    for (int64_t oh = 0; oh < g.OH; ++oh) {
+                        const int64_t h = oh * g.SH - g.PT + i * g.DH;
+                        if (h < 0 || h >= g.H) continue;
+                        const float* src = row + (n * g.OH + oh) * g.OW;
+                        for (int64_t ow = 0; ow < g.OW; ++ow) {
+                            const int64_t w = ow * g.SW - g.PL + j * g.DW;
+                            if (w >= 0 && w < g.W) img[h * g.W + w] += src[ow];
+                        }
+                    }
+                }
+            }
+}
+
+// [M, N, P] <-> [N, M, P] (a conv output in its gemm layout and NCHW).
+inline void swap01(const float* in, float* out, int64_t M, int64_t N, int64_t P) {
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n)
+            std::memcpy(out + (n * M + m) * P, in + (m * N + n) * P, sizeof(float) * (size_t)P);
+}
+
+// out = x with its dims permuted: out.dim[k] = x.dim[perm[k]] (any rank up to 8).
+template <typename T>
+inline void transpose(const T* x, T* out, int nd, const int64_t* dims, const int* perm) {
+    int64_t xstride[8], odims[8], idx[8] = {0};
+    int64_t s = 1, total = 1;
+    for (int k = nd - 1; k >= 0; --k) { xstride[k] = s; s *= dims[k]; }
+    for (int k = 0; k < nd; ++k) { odims[k] = dims[perm[k]]; total *= odims[k]; }
+    for (int64_t o = 0; o < total; ++o) {
+        int64_t src = 0;
+        for (int k = 0; k < nd; ++k) src += idx[k] * xstride[perm[k]];
+        out[o] = x[src];
+        for (int k = nd - 1; k >= 0; --k) {
+            if (++idx[k] < odims[k]) break;
+            idx[k] = 0;
+        }
+    }
+}
+
+}  // namespace fl
