@@ -151,6 +151,11 @@ class Emit:
         names = self.op.input(slot)
         return self._touch(self._low.read(names[i], self.op)) if i < len(names) else None
 
+    def made_here(self, slot):
+        """Whether every input of `slot` is a value this compiled code makes (not read from
+        the scope, where it may have none)."""
+        return all(self._low.made_here(n) for n in self.op.input(slot))
+
     def has_output(self, slot):
         return any(n != EMPTY_VAR_NAME for n in self.op.output(slot))
 

@@ -7,7 +7,10 @@ An op class says how it compiles, with the op (ops never import this package):
 * `c_expr = "..."`: an elementwise op written as one C expression per element over the
   names x (input X), y (Y), o (Out) and d (Out@GRAD), with `{attr}` for attributes, e.g.
   `"x > 0 ? x : x * {alpha}"`; the output is the op's first output. Binary ops broadcast Y
-  by Paddle's `axis` rule where Y's dims are one contiguous run of X's.
+  by Paddle's `axis` rule where Y's dims are one contiguous run of X's. The inputs are
+  float32 unless the class sets `c_any_type = True` (then any dtype, all inputs alike, each
+  element loaded as its own C type); the output has X's type, or `c_out_type` ("bool" for
+  comparisons).
 """
 from .cir import NotCompilable, literal
 
@@ -44,32 +47,39 @@ def elementwise(e, expr):
             ins[name] = e.input(slot)
     if not ins:
         e.fail("no input")
-    e.require_float(*ins.values())
+    if getattr(e.opdef, "c_any_type", False):
+        types = {b.ctype for b in ins.values()}
+        if len(types) > 1:
+            e.fail(f"inputs of types {sorted(types)}: compiled for one type")
+    else:
+        e.require_float(*ins.values())
     out_slot = e.opdef.outputs[0].name
     x = ins.get("x") or ins.get("d") or next(iter(ins.values()))
     y = ins.get("y")
+    out_type = getattr(e.opdef, "c_out_type", None) or x.ctype
     body = expand(expr, e.attrs)
     if y is not None and (y.ndim != x.ndim or any(a != b for a, b in zip(x.dims, y.dims))):
-        return _broadcast(e, x, y, out_slot, body)
+        return _broadcast(e, x, y, out_slot, out_type, body)
     for b in ins.values():
         if b is not x:
             e.same_dims(x, b)
-    out = e.output(out_slot, x.dims, x.ctype)
+    out = e.output(out_slot, x.dims, out_type)
     n = x.numel()
-    loads = " ".join(f"const float {k} = {b}[i];" for k, b in ins.items())
+    loads = " ".join(f"const {b.ctype} {k} = {b}[i];" for k, b in ins.items())
     e.code(f"for (int64_t i = 0; i < {n}; ++i) {{ {loads} {out}[i] = {body}; }}")
 
 
-def _broadcast(e, x, y, out_slot, body):
+def _broadcast(e, x, y, out_slot, out_type, body):
     """Out = f(X, Y) with Y spanning X's dims [a, b): loops over (pre, n, post)."""
     pre, n, post = e.span(x, y)
-    out = e.output(out_slot, x.dims, x.ctype)
+    out = e.output(out_slot, x.dims, out_type)
+    t = x.ctype
     if post == "1":
-        e.code(f"for (int64_t p = 0; p < {pre}; ++p) {{ const float* xr = {x} + p * {n}; "
-               f"float* orow = {out} + p * {n}; for (int64_t j = 0; j < {n}; ++j) "
-               f"{{ const float x = xr[j]; const float y = {y}[j]; orow[j] = {body}; }} }}")
+        e.code(f"for (int64_t p = 0; p < {pre}; ++p) {{ const {t}* xr = {x} + p * {n}; "
+               f"{out_type}* orow = {out} + p * {n}; for (int64_t j = 0; j < {n}; ++j) "
+               f"{{ const {t} x = xr[j]; const {t} y = {y}[j]; orow[j] = {body}; }} }}")
     else:
         e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t j = 0; j < {n}; ++j) {{ "
-               f"const float y = {y}[j]; const int64_t base = (p * {n} + j) * {post}; "
-               f"for (int64_t q = 0; q < {post}; ++q) {{ const float x = {x}[base + q]; "
+               f"const {t} y = {y}[j]; const int64_t base = (p * {n} + j) * {post}; "
+               f"for (int64_t q = 0; q < {post}; ++q) {{ const {t} x = {x}[base + q]; "
                f"{out}[base + q] = {body}; }} }}")

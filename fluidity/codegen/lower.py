@@ -105,11 +105,11 @@ class Lowering:
         opdef = registry.find(op.type)
         if opdef is None:
             return "unknown op"
-        if opdef.kind == "ctx":
+        rule = rule_for(opdef)
+        if rule is None and opdef.kind == "ctx":
             return f"'{op.type}' acts on the run itself (feed, fetch, control flow, I/O)"
         if op.sub_block_ids():
             return "has sub-blocks"
-        rule = rule_for(opdef)
         if rule is None:
             return f"'{op.type}' has no C++ emitter"
         if self._seg is None:
@@ -233,6 +233,10 @@ class Lowering:
         if buf.rows is not None:
             buf.rows.last = k
         return buf
+
+    def made_here(self, name):
+        buf = self._env.get(name) if self._seg is not None else None
+        return buf is not None and buf.kind not in ("input", "inout")
 
     def write(self, name, dims, ctype, op, k, rows=False):
         """A new value of `name` written by op k: in place for a persistable input (its own

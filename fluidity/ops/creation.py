@@ -116,6 +116,12 @@ class Assign(OpDef):
             return LoDTensorArray(LoDTensor(t._array.copy(), t._lod) for t in x)
         return x
 
+    @staticmethod
+    def emit(e):
+        x = e.input("X")
+        out = e.output("Out", x.dims, x.ctype)
+        e.code(f"std::memcpy({out}, {x}, {x.nbytes()});")
+
     # assign passes its gradient straight through (control-flow layers move values across
     # block boundaries with it)
     grad = staticmethod(lambda g: g.op(

@@ -46,18 +46,19 @@ class _Binary(OpDef):
         return kernel
 
 
+# type: (numpy function, the C expression compiled code computes it with)
 COMPARISONS = {
-    "less_than": np.less,
-    "less_equal": np.less_equal,
-    "greater_than": np.greater,
-    "greater_equal": np.greater_equal,
-    "equal": np.equal,
-    "not_equal": np.not_equal,
+    "less_than": (np.less, "x < y"),
+    "less_equal": (np.less_equal, "x <= y"),
+    "greater_than": (np.greater, "x > y"),
+    "greater_equal": (np.greater_equal, "x >= y"),
+    "equal": (np.equal, "x == y"),
+    "not_equal": (np.not_equal, "x != y"),
 }
 LOGICAL = {
-    "logical_and": np.logical_and,
-    "logical_or": np.logical_or,
-    "logical_xor": np.logical_xor,
+    "logical_and": (np.logical_and, "(bool)x && (bool)y"),
+    "logical_or": (np.logical_or, "(bool)x || (bool)y"),
+    "logical_xor": (np.logical_xor, "(bool)x != (bool)y"),
 }
 
 
@@ -65,14 +66,16 @@ def _class_name(op_type):
     return "".join(p.title() for p in op_type.split("_"))
 
 
-for _name, _f in COMPARISONS.items():
+for _name, (_f, _c) in COMPARISONS.items():
     type(_class_name(_name), (_Binary,),
          {"type": _name, "func": staticmethod(_f), "attrs": {"axis": -1, "force_cpu": False},
           "version": 1,  # Paddle's checkpoint: attribute force_cpu
+          "c_expr": _c, "c_any_type": True, "c_out_type": "bool",
           "__module__": __name__, "doc": f"Out = {_f.__name__}(X, Y) (bool), broadcast."})
-for _name, _f in LOGICAL.items():
+for _name, (_f, _c) in LOGICAL.items():
     type(_class_name(_name), (_Binary,),
-         {"type": _name, "func": staticmethod(_f), "__module__": __name__,
+         {"type": _name, "func": staticmethod(_f), "c_expr": _c, "c_any_type": True,
+          "c_out_type": "bool", "__module__": __name__,
           "doc": f"Out = {_f.__name__}(X, Y) (bool), broadcast."})
 
 
@@ -81,6 +84,7 @@ class LogicalNot(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     doc = "Out = not X (bool)."
+    c_expr, c_any_type, c_out_type = "!(bool)x", True, "bool"
 
     @staticmethod
     def infer_shape(ctx):

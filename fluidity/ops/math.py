@@ -34,18 +34,25 @@ class Scale(OpDef):
 
     @staticmethod
     def emit(e):
+        """float32 in float32 and float64 in float64 (as numpy, the attributes being Python
+        floats); integers in double, truncated back (numpy's float64 product, astype)."""
         if e.op.input("ScaleTensor"):
             e.fail("the scale comes from a tensor")
         x = e.input("X")
-        e.require_float(x)
-        s, b = e.literal(float(e.attr("scale"))), e.literal(float(e.attr("bias")))
-        out = e.output("Out", x.dims)
+        s, b = float(e.attr("scale")), float(e.attr("bias"))
+        if x.ctype == "float":
+            s, b, t = e.literal(s), e.literal(b), "float"
+        elif x.ctype == "bool":
+            e.fail("X is bool")
+        else:
+            s, b, t = repr(s), repr(b), "double"
+        out = e.output("Out", x.dims, x.ctype)
         if e.attr("bias_after_scale"):
             expr = f"v * {s} + {b}" if float(e.attr("bias")) else f"v * {s}"
         else:
             expr = f"(v + {b}) * {s}"
-        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const float v = {x}[i]; "
-               f"{out}[i] = {expr}; }}")
+        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const {t} v = ({t}){x}[i]; "
+               f"{out}[i] = ({x.ctype})({expr}); }}")
 
     grad = staticmethod(lambda g: g.op(
         "scale", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},

@@ -38,6 +38,14 @@ class Cast(OpDef):
         dt = dtypes.to_numpy(attrs["out_dtype"])
         return lambda x: x.astype(dt)   # always a copy (see the module docstring)
 
+    @staticmethod
+    def emit(e):
+        """C conversions are numpy's astype: round to nearest between floats, truncation
+        toward zero to integers, != 0 to bool."""
+        x = e.input("X")
+        out = e.output("Out", x.dims, e.ctype_of(e.attr("out_dtype")))
+        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = ({out.ctype}){x}[i];")
+
     grad = staticmethod(lambda g: g.op(
         "cast", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
         {"in_dtype": g.attr("out_dtype"), "out_dtype": g.attr("in_dtype")}))

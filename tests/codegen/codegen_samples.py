@@ -182,7 +182,50 @@ SAMPLES = {
     "squeeze2": shape_op(axes=[2]), "unsqueeze2": shape_op(axes=[0]),
     "flatten2": shape_op(axis=2), "flatten_contiguous_range": shape_op(start_axis=1, stop_axis=2),
 }
+
+
+def ints(*shape, hi=4):
+    return rng.integers(-hi, hi, size=shape).astype(np.int64)
+
+
+def compare(make):
+    """X and Y from `make(*shape)` with some elements equal (comparisons' edge)."""
+    def sample():
+        n, m = dims()
+        x, y = make(n, m), make(n, m)
+        y.reshape(-1)[::3] = x.reshape(-1)[::3]
+        return {"X": x, "Y": y}, {}, None
+    return sample
+
+
+def bools(*shape):
+    return rng.integers(0, 2, size=shape).astype(bool)
+
+
+SAMPLES.update({
+    **{t: compare(ints) for t in ("less_than", "less_equal", "greater_than", "greater_equal",
+                                  "equal", "not_equal")},
+    **{t: compare(bools) for t in ("logical_and", "logical_or", "logical_xor")},
+    "logical_not": lambda: ({"X": bools(*dims())}, {}, None),
+    "cast": lambda: ({"X": f32(*dims(), lo=-9, hi=9)}, {"in_dtype": 5, "out_dtype": 3}, None),
+    "assign": lambda: ({"X": ints(*dims())}, {}, None),
+})
+# select_input is compiled only where its inputs are made in the same compiled code (the two
+# branches of a cond): tests/codegen/test_control_flow.py
+ELSEWHERE = {"select_input"}
 EXTRA = {   # more forms of ops above: each compiled vs the kernel too
+    "less_than float": ("less_than", compare(f32)),
+    "equal broadcast": ("equal", lambda: (lambda x: ({"X": x, "Y": x[0].copy()}, {"axis": 1},
+                                                     None))(ints(3, 4))),
+    "cast to bool": ("cast", lambda: ({"X": f32(*dims()).round()},
+                                      {"in_dtype": 5, "out_dtype": 0}, None)),
+    "cast int to float64": ("cast", lambda: ({"X": ints(*dims(), hi=1 << 40)},
+                                             {"in_dtype": 3, "out_dtype": 6}, None)),
+    "scale int64": ("scale", lambda: ({"X": ints(*dims(), hi=100)},
+                                      {"scale": -1.7, "bias": 2.5}, None)),
+    "scale float64 bias first": ("scale", lambda: (
+        {"X": rng.uniform(-2, 2, dims())}, {"scale": 0.3, "bias": 0.1,
+                                             "bias_after_scale": False}, None)),
     "pool2d avg": ("pool2d", pool("avg", exclusive=False)),
     "pool2d avg exclusive ceil": ("pool2d", pool("avg", ceil_mode=True)),
     "pool2d global max": ("pool2d", pool("max", global_pooling=True)),
@@ -199,8 +242,9 @@ for _t in ACTIVATIONS:
 
 
 def all_samples():
-    """(SAMPLES, EXTRA) of this module and every codegen_samples_*.py beside it."""
-    samples, extra = dict(SAMPLES), dict(EXTRA)
+    """(SAMPLES, EXTRA, ELSEWHERE: ops whose compiled form is tested in a whole program) of
+    this module and every codegen_samples_*.py beside it."""
+    samples, extra, elsewhere = dict(SAMPLES), dict(EXTRA), set(ELSEWHERE)
     here = os.path.dirname(os.path.abspath(__file__))
     for path in sorted(glob.glob(os.path.join(here, "codegen_samples_*.py"))):
         mod = importlib.import_module(os.path.basename(path)[:-3])
@@ -208,4 +252,5 @@ def all_samples():
         assert not clash, f"{path}: samples defined twice: {sorted(clash)}"
         samples.update(mod.SAMPLES)
         extra.update(getattr(mod, "EXTRA", {}))
-    return samples, extra
+        elsewhere.update(getattr(mod, "ELSEWHERE", ()))
+    return samples, extra, elsewhere

@@ -12,7 +12,7 @@ from fluidity.codegen.emitters import rule_for
 from fluidity.core.tensor import SelectedRows
 from fluidity.ops import registry
 
-SAMPLES, EXTRA = all_samples()
+SAMPLES, EXTRA, ELSEWHERE = all_samples()
 
 
 def _emitter_ops():
@@ -26,7 +26,7 @@ def _forward_of(op_type):
 
 
 def test_every_op_with_an_emitter_has_a_sample():
-    missing = sorted({_forward_of(t) for t in _emitter_ops()} - set(SAMPLES))
+    missing = sorted({_forward_of(t) for t in _emitter_ops()} - set(SAMPLES) - ELSEWHERE)
     assert missing == []
 
 
