@@ -93,7 +93,7 @@ class Buf:
     without LoD); `lod_src` the segment input whose LoD the value carries; `rows`/`height`
     are set for SelectedRows (the row ids and the table height)."""
     __slots__ = ("name", "var", "ctype", "dims", "lod", "lod_len", "lod_src", "rows",
-                 "height", "kind", "first", "last", "slot", "persistable")
+                 "height", "kind", "first", "last", "slot", "persistable", "written")
 
     def __init__(self, name, var, ctype, dims, kind):
         self.name, self.var, self.ctype, self.dims, self.kind = name, var, ctype, \
@@ -102,6 +102,7 @@ class Buf:
         self.first = self.last = None
         self.slot = None
         self.persistable = False
+        self.written = None      # C flag set when a branch writes it (None: always written)
 
     @property
     def ndim(self):
@@ -132,6 +133,7 @@ class Emit:
         self.outputs = {}
         self.touched = {}        # name -> Buf of every buffer the op's code names
         self.preconditions = []  # (C condition that must not hold, message)
+        self.unset_reads = []    # Bufs read that a branch not taken leaves unset
 
     # -- reading ------------------------------------------------------------------------
     def attr(self, name):
@@ -144,12 +146,20 @@ class Emit:
                 self.touched[buf.rows.name] = buf.rows
         return buf
 
-    def inputs(self, slot):
-        return [self._touch(self._low.read(n, self.op)) for n in self.op.input(slot)]
+    def _read(self, name, maybe_unset):
+        buf = self._touch(self._low.read(name, self.op))
+        if buf is not None and buf.written and not maybe_unset and buf not in self.unset_reads:
+            self.unset_reads.append(buf)         # checked before the op runs
+        return buf
 
-    def input(self, slot, i=0):
+    def inputs(self, slot, maybe_unset=False):
+        """The Bufs of input `slot`; maybe_unset: the op's code itself never reads a value a
+        branch not taken left unset (else the run stops there, as the interpreter does)."""
+        return [self._read(n, maybe_unset) for n in self.op.input(slot)]
+
+    def input(self, slot, i=0, maybe_unset=False):
         names = self.op.input(slot)
-        return self._touch(self._low.read(names[i], self.op)) if i < len(names) else None
+        return self._read(names[i], maybe_unset) if i < len(names) else None
 
     def made_here(self, slot):
         """Whether every input of `slot` is a value this compiled code makes (not read from

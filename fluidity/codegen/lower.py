@@ -39,19 +39,28 @@ ALIGN = 64
 
 
 class Segment:
-    """A run of compiled ops: `ops` [(block op index, OpView)], `inputs` / `outputs`
-    [Buf] in args order, the C function's `name` and its `lines`."""
+    """A run of compiled ops: `ops` [(block op index, OpView)] of the lowered block (a
+    `while` or `conditional_block` among them stands for its sub-block's ops), `inputs` /
+    `outputs` [Buf] in args order, the C function's `name` and its `lines`.
+
+    `sites` [(block index, op index, OpView)] are the ops emitted, sub-blocks' included; an
+    op's position there (its `k`) orders buffer lifetimes and is its error code (2 + k).
+    `units` is the function body in order: ("op", k, lines, touched bufs) for an op's own
+    function, ("ctl", lines) for the loops and branches of control flow around them."""
 
     def __init__(self, index):
         self.index = index
         self.name = f"fl_seg_{index}"
         self.ops = []
+        self.sites = []
         self.inputs = []
         self.outputs = []
         self.bufs = []
-        self.body = []           # per op: the emitted lines
+        self.units = []
+        self.flags = []          # C names of "this value was written" flags (cond branches)
         self.inplace = []        # (out buf name, in buf name) taken
         self.preconditions = []  # (C condition, message): run interpreted when one holds
+        self.notes = {}          # block op index -> what explain() says of it
         self.lines = []
 
     @property
@@ -83,6 +92,7 @@ class Lowering:
         self._seg = None
         self._env = {}
         self._n = 0
+        self._blocks = [self.block]    # the block whose ops are being emitted, innermost last
         ops = self.block.ops
         self._reads_after = self._later_reads(ops)
         self._updates = self._fusable_updates(ops)
@@ -102,36 +112,98 @@ class Lowering:
     # -- which ops compile ---------------------------------------------------------------
     def _try(self, i, op):
         """Emit op i into the open segment; the reason it cannot be compiled, or None."""
-        opdef = registry.find(op.type)
-        if opdef is None:
-            return "unknown op"
-        rule = rule_for(opdef)
-        if rule is None and opdef.kind == "ctx":
-            return f"'{op.type}' acts on the run itself (feed, fetch, control flow, I/O)"
-        if op.sub_block_ids():
-            return "has sub-blocks"
-        if rule is None:
-            return f"'{op.type}' has no C++ emitter"
         if self._seg is None:
             self._seg = Segment(len(self.segments))
-        saved = (dict(self._env), list(self._seg.inputs), list(self._seg.bufs), self._n)
+        seg = self._seg
+        saved = self._snapshot()
         self._pending_fuse = None
-        attrs = registry.attrs_of(opdef, op.all_attrs())
-        e = Emit(self, op, opdef, attrs, len(self._seg.ops))
         try:
-            rule(e)
+            note = self.emit_op(op, self.block_idx, i)
         except NotCompilable as exc:
-            self._env, self._seg.inputs, self._seg.bufs, self._n = saved
+            self._restore(saved)
             self._pending_fuse = None
-            if not self._seg.ops:
+            if not seg.ops:
                 self._seg = None
-            return f"'{op.type}': {exc}"
-        self._seg.ops.append((i, op))
-        self._seg.body.append((e.lines, list(e.touched.values())))
-        self._seg.preconditions += e.preconditions
+            return str(exc)
+        seg.ops.append((i, op))
+        if note:
+            seg.notes[i] = note
         if self._pending_fuse is not None:
             self._fused[self._pending_fuse] = i
         return None
+
+    def emit_op(self, op, block_idx, i):
+        """Emit `op` (#i of block `block_idx`) into the open segment: through its emitter, or
+        as a loop or branch over its sub-block (codegen/control.py). Returns a note for
+        explain() or None; raises NotCompilable with the reason it cannot be compiled (the
+        caller restores the state it saved)."""
+        from .control import CONTROL     # control.py lowers sub-blocks through this module
+        opdef = registry.find(op.type)
+        if opdef is None:
+            raise NotCompilable(f"'{op.type}' is an unknown op")
+        if op.type in CONTROL:
+            return CONTROL[op.type](self, op, block_idx, i)
+        rule = rule_for(opdef)
+        if rule is None and opdef.kind == "ctx":
+            raise NotCompilable(f"'{op.type}' acts on the run itself (feed, fetch, control "
+                                "flow, I/O)")
+        if op.sub_block_ids():
+            raise NotCompilable(f"'{op.type}' has sub-blocks")
+        if rule is None:
+            raise NotCompilable(f"'{op.type}' has no C++ emitter")
+        seg = self._seg
+        attrs = registry.attrs_of(opdef, op.all_attrs())
+        e = Emit(self, op, opdef, attrs, len(seg.sites))
+        try:
+            rule(e)
+        except NotCompilable as exc:
+            raise NotCompilable(f"'{op.type}': {exc}") from None
+        seg.sites.append((block_idx, i, op))
+        guards = [f'if (!{b.written}) return fl::fail(err, {e.k}, "{_c(b.var)} has no value '
+                  f'(the branch that sets it did not run)");' for b in e.unset_reads]
+        seg.units.append(("op", e.k, e.lines, list(e.touched.values()), guards))
+        seg.preconditions += e.preconditions
+        return None
+
+    def control(self, lines):
+        """Lines of the segment function itself (loops and branches around op calls)."""
+        self._seg.units.append(("ctl", list(lines)))
+
+    @property
+    def current_block(self):
+        """The block whose ops are being emitted."""
+        return self._blocks[-1]
+
+    is_literal = staticmethod(is_lit)
+
+    def precondition(self, cond, message):
+        """A run-time condition under which the segment runs interpreted (Emit.check)."""
+        self._seg.preconditions.append((cond, message))
+
+    @property
+    def position(self):
+        """The lifetime position of the next op emitted."""
+        return len(self._seg.sites)
+
+    def in_block(self, block):
+        """Context: ops emitted meanwhile are `block`'s (their names resolve there)."""
+        return _InBlock(self, block)
+
+    def _snapshot(self):
+        seg = self._seg
+        kinds = [(b, b.kind, b.last) for b in seg.bufs]
+        return (dict(self._env), len(seg.inputs), len(seg.bufs), self._n, len(seg.sites),
+                len(seg.units), len(seg.preconditions), len(seg.flags), kinds,
+                list(self._blocks))
+
+    def _restore(self, saved):
+        seg = self._seg
+        (self._env, n_in, n_bufs, self._n, n_sites, n_units, n_pre, n_flags, kinds,
+         self._blocks) = saved
+        del seg.inputs[n_in:], seg.bufs[n_bufs:], seg.sites[n_sites:], seg.units[n_units:]
+        del seg.preconditions[n_pre:], seg.flags[n_flags:]
+        for b, kind, last in kinds:
+            b.kind, b.last = kind, last
 
     def _close(self):
         seg = self._seg
@@ -179,7 +251,7 @@ class Lowering:
         """(Param Buf updated in place, LearningRate Buf) when the op emitting `grad_name`
         may apply its sgd update itself (the sgd is then skipped); else None."""
         hit = self._updates.get(grad_name)
-        if hit is None:
+        if hit is None or len(self._blocks) > 1:     # not from inside a loop or branch
             return None
         i_sgd, p, lr = hit
         param = self.read(p, None)
@@ -192,7 +264,7 @@ class Lowering:
 
     # -- buffers --------------------------------------------------------------------------
     def _var(self, name, op):
-        v = self.block.find_var_recursive(name)
+        v = self._blocks[-1].find_var_recursive(name)
         if v is None:
             raise NotCompilable(f"variable '{name}' is not declared")
         return v
@@ -201,7 +273,7 @@ class Lowering:
         """The Buf an op reads as `name`: the segment's latest write, or a new input."""
         if name == EMPTY_VAR_NAME:
             return None
-        k = len(self._seg.ops)
+        k = len(self._seg.sites)
         buf = self._env.get(name)
         if buf is None:
             v = self._var(name, op)
@@ -237,6 +309,38 @@ class Lowering:
     def made_here(self, name):
         buf = self._env.get(name) if self._seg is not None else None
         return buf is not None and buf.kind not in ("input", "inout")
+
+    def value(self, name):
+        """The Buf the segment holds for `name` now, or None."""
+        return self._env.get(name)
+
+    def bind(self, name, buf):
+        """Make `buf` the value of `name` for the ops emitted next (None: forget it)."""
+        if buf is None:
+            self._env.pop(name, None)
+        else:
+            self._env[name] = buf
+
+    def temp(self, name, dims, ctype, k):
+        """A new arena buffer for a value of `name` (a loop's carried value)."""
+        buf = Buf(f"t{self._n}", name, ctype, dims, "temp")
+        self._n += 1
+        buf.first = buf.last = k
+        self._seg.bufs.append(buf)
+        return buf
+
+    def flag(self, buf):
+        """Give `buf` a run-time "was written" flag (a value only a branch sets)."""
+        buf.written = f"ok_{buf.name}"
+        self._seg.flags.append(buf.written)
+        return buf.written
+
+    def live_through(self, first, last):
+        """Values alive on entering positions [first, last] stay alive to `last` (a loop's
+        body runs again: what it reads from before the loop must outlive every pass)."""
+        for b in self._seg.bufs:
+            if b.first < first and b.last >= first:
+                b.last = max(b.last, last)
 
     def write(self, name, dims, ctype, op, k, rows=False):
         """A new value of `name` written by op k: in place for a persistable input (its own
@@ -286,7 +390,7 @@ class Lowering:
         return after
 
     def _finish(self, seg):
-        n_ops = len(seg.ops)
+        n_ops = len(seg.sites)
         later = self._reads_after[seg.last]
         for name, buf in self._env.items():
             if buf.kind == "inout":
@@ -314,11 +418,15 @@ class Lowering:
         arena), so the compiler vectorizes without alias checks (GCC honours restrict on
         parameters)."""
         L = []
-        for k, ((i, op), (lines, touched)) in enumerate(zip(seg.ops, seg.body)):
+        for unit in seg.units:
+            if unit[0] != "op":
+                continue
+            _, k, lines, touched, _ = unit
+            block_idx, i, op = seg.sites[k]
             params = [f"{b.ctype}* __restrict__ {b.name}" for b in touched]
             params += [f"const int64_t* {n}" if n.endswith("_lod") else f"const int64_t {n}"
                        for n in _symbols(lines, touched)]
-            L.append(f"// #{i} {op.type}")
+            L.append(f"// block {block_idx} #{i} {op.type}")
             L.append(f"static __attribute__((noinline)) int {seg.name}_op{k}("
                      f"{', '.join(params + ['char* err'])}) {{")
             L += [f"  {line}" for line in lines]
@@ -365,15 +473,28 @@ class Lowering:
         for b in seg.bufs:
             if b.slot is not None:
                 L.append(f"  {b.ctype}* const {b.name}_ = ({b.ctype}*)(arena + off{b.slot});")
-        for k, ((i, op), (lines, touched)) in enumerate(zip(seg.ops, seg.body)):
+        L += [f"  bool {f} = false;" for f in seg.flags]
+        depth = 1
+        for unit in seg.units:
+            if unit[0] == "ctl":
+                for line in unit[1]:
+                    depth -= line.startswith("}")
+                    L.append("  " * depth + line)
+                    depth += line.endswith("{")
+                continue
+            _, k, lines, touched, guards = unit
+            block_idx, i, op = seg.sites[k]
+            pad = "  " * depth
+            L += [pad + g for g in guards]
             args = ", ".join([f"{b.name}_" for b in touched] + _symbols(lines, touched))
-            L.append(f"  if (int rc = {seg.name}_op{k}({args}{', ' if args else ''}err)) "
-                     f"return rc;  // #{i} {op.type}")
+            L.append(f"{pad}if (int rc = {seg.name}_op{k}({args}{', ' if args else ''}err)) "
+                     f"return rc;  // block {block_idx} #{i} {op.type}")
         base = seg.out_base
         for j, b in enumerate(seg.outputs):
             o = base + j * S
             L.append(f"  args[{o}] = {'off' + str(b.slot) if b.slot is not None else -1};")
-            L.append(f"  args[{o + 1}] = {b.ndim};")
+            L.append(f"  args[{o + 1}] = {b.written + ' ? ' if b.written else ''}{b.ndim}"
+                     f"{' : -1' if b.written else ''};")
             for a, d in enumerate(b.dims):
                 L.append(f"  args[{o + 2 + a}] = {d};")
             if b.rows is not None:
@@ -409,8 +530,20 @@ class Lowering:
                              f"fused into #{into} {self.block.ops[into].type}"))
             else:
                 seg = part[1]
-                rows += [(i, op.type, f"segment {seg.index}", "") for i, op in seg.ops]
+                rows += [(i, op.type, f"segment {seg.index}", seg.notes.get(i, ""))
+                         for i, op in seg.ops]
         return sorted(rows)
+
+
+class _InBlock:
+    def __init__(self, low, block):
+        self.low, self.block = low, block
+
+    def __enter__(self):
+        self.low._blocks.append(self.block)
+
+    def __exit__(self, *exc):
+        self.low._blocks.pop()
 
 
 _SYMBOL = re.compile(r"\bin\d+_(?:d\d+|lod|nlod|h)\b")

@@ -111,7 +111,7 @@ class NativePlan(Plan):
                  in_slot.get(b.lod_src), b.var in fetched, b.slot is None, b.rows is not None)
                 for b in seg.outputs]
         tls = threading.local()
-        block_idx, seg_ops = self.block_idx, seg.ops
+        block_idx, seg_ops, sites = self.block_idx, seg.ops, seg.sites
         n_in, out_base = len(ins), seg.out_base
 
         def fail(name, what):
@@ -161,13 +161,16 @@ class NativePlan(Plan):
             if rc == -1:                   # inputs of other shapes than the program says
                 return interpreted(frame, env, st.err.value.decode(errors="replace"))
             if rc:
-                i, op = seg_ops[rc - 2] if 2 <= rc < 2 + len(seg_ops) else seg_ops[0]
-                raise _op_error(op, i, st.err.value.decode(errors="replace"), block_idx)
+                b, i, op = sites[rc - 2] if 2 <= rc < 2 + len(sites) else \
+                    (block_idx,) + seg_ops[0]
+                raise _op_error(op, i, st.err.value.decode(errors="replace"), b)
             arena = st.arena
             for j, (slot, dt, ndim, lod_slot, copy, in_place, sparse) in enumerate(outs):
                 if in_place:
                     continue
                 o = out_base + j * S
+                if P[o + 1] < 0:           # a branch that sets it did not run: keep the scope's
+                    continue
                 shape = tuple(P[o + 2:o + 2 + ndim].tolist())
                 off = int(P[o])
                 n = dt.itemsize

@@ -353,7 +353,7 @@ class SelectInput(OpDef):
         if not e.made_here("X"):     # a branch not taken leaves its value unset: Python's
             e.fail("its inputs come from outside the compiled code (a branch not taken "
                    "leaves one unset)")
-        xs, mask = e.inputs("X"), e.input("Mask")
+        xs, mask = e.inputs("X", maybe_unset=True), e.input("Mask")
         if mask.ctype not in ("int32_t", "int64_t") or mask.numel() not in ("1", 1):
             e.fail(f"Mask is {mask.ctype}{mask.dims}, not one integer")
         if len({b.ctype for b in xs}) != 1:

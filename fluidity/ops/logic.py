@@ -120,6 +120,23 @@ class Increment(OpDef):
             return (x + step).astype(x.dtype, copy=False)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """In double and back, as numpy adds the float `step` (integers truncate)."""
+        x = e.input("X")
+        if x.ctype == "bool":
+            e.fail("X is bool")
+        n = x.numel()
+        if e.is_lit(n):
+            if int(n) != 1:
+                e.fail(f"X has {n} elements, not one")
+        else:
+            e.check(f"{n} != 1", "increment: X must hold exactly one element")
+        out = e.output("Out", x.dims, x.ctype)
+        t = "float" if x.ctype == "float" else "double"
+        step = e.literal(float(e.attr("step"))) if t == "float" else repr(float(e.attr("step")))
+        e.code(f"{out}[0] = ({x.ctype})(({t}){x}[0] + {step});")
+
 
 # --- where / where_index -------------------------------------------------------------------
 class Where(OpDef):

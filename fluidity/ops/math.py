@@ -127,9 +127,14 @@ class Elementwise(OpDef):
         return binary_out(f, axis, kernel)
 
 
+# compiled for every dtype (the others for float32: C's integer division and float pow are
+# not numpy's)
+ANY_TYPE = {"elementwise_add", "elementwise_sub", "elementwise_mul"}
+
 for _name, (_f, _c) in ELEMENTWISE.items():
     type("".join(p.title() for p in _name.split("_")), (Elementwise,),
-         {"type": _name, "func": staticmethod(_f), "c_expr": _c, "__module__": __name__,
+         {"type": _name, "func": staticmethod(_f), "c_expr": _c, "c_any_type": _name in ANY_TYPE,
+          "__module__": __name__,
           "doc": f"Out = {_f.__name__}(X, Y) with Paddle's axis broadcasting.",
           "grad": staticmethod(default_grad) if _name in ELEMENTWISE_GRADS else None})
 

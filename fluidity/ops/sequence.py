@@ -66,7 +66,9 @@ def _pool(x, off, ptype, pad_value):
     nonempty = lens > 0
     out = np.full((n,) + x.shape[1:], pad_value, dtype=x.dtype)
     if not nonempty.any():
-        return out, None
+        # MAX/MIN still index every sequence: an empty one points past X (its row count)
+        arg = ptype in ("MAX", "MIN")
+        return out, (np.full(out.shape, len(x), np.int32) if arg else None)
     starts = off[:-1][nonempty]
     if ptype in ("SUM", "AVERAGE", "SQRT"):
         s = np.add.reduceat(x, starts, axis=0)

@@ -95,9 +95,19 @@ class _ShapeOp(OpDef):
             e.fail("more than one unknown dim")
         if -1 in shape:
             rest = e.prod([d for d in dims if d != "-1"])
+            # a size the rule cannot split: interpreted, where the kernel names the shapes
+            e.check(f"{rest} == 0 || {x.numel()} % {rest} != 0",
+                    f"{e.op.type}: X's size does not split into {shape}")
             dims[shape.index(-1)] = f"({x.numel()} / {rest})"
-        keep_lod = x.ndim and dims and dims[0] == x.dims[0]
-        out = e.output("Out", dims, x.ctype, lod_from=None if keep_lod else False)
+        # the LoD stays when the rows do (the kernel's rule); where only run time can say,
+        # a run that keeps them runs interpreted
+        keep_lod = x.lod is not None and x.ndim > 0 and len(dims) > 0
+        if keep_lod and dims[0] != x.dims[0]:
+            if not (e.is_lit(dims[0]) and e.is_lit(x.dims[0])):
+                e.check(f"{dims[0]} == {x.dims[0]}",
+                        f"{e.op.type}: keeps X's rows and so its LoD")
+            keep_lod = False
+        out = e.output("Out", dims, x.ctype, lod_from=x if keep_lod else False)
         if e.has_output("XShape"):
             e.output("XShape", ["0"] + x.dims, x.ctype, lod_from=False)
         cls.emit_copy(e, x, out)

@@ -209,9 +209,10 @@ SAMPLES.update({
     "logical_not": lambda: ({"X": bools(*dims())}, {}, None),
     "cast": lambda: ({"X": f32(*dims(), lo=-9, hi=9)}, {"in_dtype": 5, "out_dtype": 3}, None),
     "assign": lambda: ({"X": ints(*dims())}, {}, None),
+    "increment": lambda: ({"X": ints(1)}, {"step": 3.0}, None),
 })
 # select_input is compiled only where its inputs are made in the same compiled code (the two
-# branches of a cond): tests/codegen/test_control_flow.py
+# branches of a cond): tests/codegen/test_compiled_blocks.py
 ELSEWHERE = {"select_input"}
 EXTRA = {   # more forms of ops above: each compiled vs the kernel too
     "less_than float": ("less_than", compare(f32)),
@@ -221,6 +222,11 @@ EXTRA = {   # more forms of ops above: each compiled vs the kernel too
                                       {"in_dtype": 5, "out_dtype": 0}, None)),
     "cast int to float64": ("cast", lambda: ({"X": ints(*dims(), hi=1 << 40)},
                                              {"in_dtype": 3, "out_dtype": 6}, None)),
+    "increment float": ("increment", lambda: ({"X": f32(1)}, {"step": -0.5}, None)),
+    "elementwise_add int64": ("elementwise_add", compare(ints)),
+    "elementwise_mul int32 broadcast": ("elementwise_mul", lambda: (lambda x: (
+        {"X": x, "Y": x[:, :1].reshape(-1).copy()}, {"axis": 0}, None))(
+            ints(3, 4).astype(np.int32))),
     "scale int64": ("scale", lambda: ({"X": ints(*dims(), hi=100)},
                                       {"scale": -1.7, "bias": 2.5}, None)),
     "scale float64 bias first": ("scale", lambda: (

@@ -39,6 +39,16 @@ def test_sequence_pool(ptype, lens):
                outputs=["Out", "MaxIndex"], output_slots=["Out"])
 
 
+@pytest.mark.parametrize("ptype", ["MAX", "MIN"])
+def test_all_empty_sequences_pool_to_pad_and_index_past_x(ptype):
+    t = LoDTensor(np.zeros((0, 3), np.float32))
+    t.set_recursive_sequence_lengths([[0, 0]])
+    got = run_op("sequence_pool", {"X": t}, {"pooltype": ptype, "pad_value": 2.0},
+                 outputs=["Out", "MaxIndex"])
+    np.testing.assert_array_equal(got["Out"], np.full((2, 3), 2.0, np.float32))
+    np.testing.assert_array_equal(got["MaxIndex"], np.zeros((2, 3), np.int32))
+
+
 def test_sequence_pool_needs_lod():
     with pytest.raises(ExecutionError, match="sequence_pool: input X has no LoD"):
         run_op("sequence_pool", {"X": np.ones((3, 2), np.float32)}, {"pooltype": "SUM"},

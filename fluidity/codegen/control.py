@@ -1,0 +1,217 @@
+"""Control flow in generated code: a `while` op becomes a C++ loop and a `conditional_block`
+an `if` around their sub-blocks' ops, emitted into the same segment as the ops around them
+(the design's multi-block code generation; nested blocks nest).
+
+The interpreter runs a sub-block in a child scope: the names the sub-block declares are its
+own, every other name it writes is the parent's variable. Here the parent's variables a
+sub-block writes are *carried*: each has one arena buffer for the whole loop or branch, that
+the ops read at the start of a pass, and that the pass's final value is copied back into at
+its end (so a value may not change shape from pass to pass: such a program stays
+interpreted, and explain() says why). A carried value that the sub-block writes before it
+reads, and that had no value before, gets a run-time flag: set when a pass writes it, it
+says whether the value leaves the segment (a branch not taken leaves the scope's variable
+as it was, as in the interpreter) and stops an op that reads it unset with an error.
+
+A loop or branch whose gradient op reads its step scopes is left to the interpreter (the
+compiled code keeps no scopes), as is one whose sub-block has an op without a compiled form.
+"""
+from ..core.dtypes import VarType
+from ..core.names import EMPTY_VAR_NAME
+from .cir import NotCompilable
+
+
+def lower_while(low, op, block_idx, i):
+    """`while (Condition) { block }`; returns the note explain() shows."""
+    sub = _sub_block(low, op)
+    _refuse_scope_readers(low, op, SCOPE_SLOTS["while"])
+    carried, lines = _carry_in(low, op, sub)
+    kb = low.position
+    (cond_name,) = op.input("Condition")
+    cond = low.read(cond_name, op)
+    _require_flag_value(low, cond, "Condition")
+    low.control(lines + [f"while ({cond.name}_[0]) {{"])
+    n = _emit_block(low, sub)
+    ke = max(low.position - 1, kb)
+    low.control(_carry_out(low, carried, sub, kb, ke) + ["}"])
+    low.live_through(kb, ke)
+    return f"a loop over block {sub.idx} ({n} ops)"
+
+
+def lower_conditional_block(low, op, block_idx, i):
+    """`if (Cond) { block }`: a scalar bool Cond (is_scalar_condition), else every Cond input
+    non-empty (Paddle's rule)."""
+    sub = _sub_block(low, op)
+    _refuse_scope_readers(low, op, SCOPE_SLOTS["conditional_block"])
+    conds = [low.read(n, op) for n in op.input("Cond")]
+    if op.attr("is_scalar_condition"):
+        if len(conds) != 1:
+            raise NotCompilable(f"{len(conds)} scalar conditions")
+        _require_flag_value(low, conds[0], "Cond")
+        test = f"{conds[0].name}_[0]"
+    else:
+        test = " && ".join(f"{c.numel()} != 0" for c in conds) or "true"
+    carried, lines = _carry_in(low, op, sub)
+    kb = low.position
+    low.control(lines + [f"if ({test}) {{"])
+    n = _emit_block(low, sub)
+    ke = max(low.position - 1, kb)
+    low.control(_carry_out(low, carried, sub, kb, ke) + ["}"])
+    return f"a branch over block {sub.idx} ({n} ops)"
+
+
+CONTROL = {"while": lower_while, "conditional_block": lower_conditional_block}
+
+
+def _sub_block(low, op):
+    ids = op.sub_block_ids()
+    if len(ids) != 1 or not 0 < ids[0] < low.program.num_blocks:
+        raise NotCompilable(f"'{op.type}' names blocks {ids}")
+    return low.program.block(ids[0])
+
+
+def _refuse_scope_readers(low, op, slot):
+    """The scopes a control op leaves are read by its gradient op (training through the
+    loop): compiled code keeps none."""
+    scopes = {n for n in op.output(slot) if n != EMPTY_VAR_NAME}
+    for b in range(low.program.num_blocks):
+        for other in low.program.block(b).ops:
+            if scopes & set(other.input_arg_names):
+                raise NotCompilable(f"'{other.type}' reads its {slot} (the gradient of a "
+                                    "loop or branch runs interpreted)")
+
+
+def _require_flag_value(low, buf, slot):
+    if buf.ctype != "bool":
+        raise NotCompilable(f"{slot} '{buf.var}' is {buf.ctype}, not bool")
+    n = buf.numel()
+    if low.is_literal(n):
+        if int(n) != 1:
+            raise NotCompilable(f"{slot} '{buf.var}' has {n} elements, not one")
+    else:
+        low.precondition(f"{n} != 1", f"{slot} '{buf.var}' does not hold one element")
+
+
+def _subtree(program, block):
+    """The blocks of `block` and of every control op nested in it."""
+    out, todo = [], [block.idx]
+    while todo:
+        b = program.block(todo.pop())
+        out.append(b)
+        for op in b.ops:
+            todo.extend(k for k in op.sub_block_ids() if 0 < k < program.num_blocks)
+    return out
+
+
+def _events(program, block):
+    """(name, is_write) in the order the block's ops touch them; a nested control op
+    reads its inputs and then touches what its own blocks touch."""
+    for op in block.ops:
+        for n in op.input_arg_names:
+            yield n, False
+        for k in op.sub_block_ids():
+            if 0 < k < program.num_blocks:
+                yield from _events(program, program.block(k))
+        for n in op.output_arg_names:
+            yield n, True
+
+
+def _carry_in(low, op, sub):
+    """{name: the buffer a parent variable the sub-block writes lives in across passes, or
+    None when that buffer is made after the body (a value it only writes)}, and the copy
+    lines that fill the buffers made here. Binds each carried name to its buffer."""
+    program, parent = low.program, low.current_block
+    blocks = _subtree(program, sub)
+    local = {n for b in blocks for n in b.vars}
+    for n in sorted(local):
+        if parent.find_var_recursive(n) is not None:
+            raise NotCompilable(f"block {sub.idx} declares '{n}' that an outer block declares "
+                                "too")
+    first = {}
+    for n, is_write in _events(program, sub):
+        if n != EMPTY_VAR_NAME and n not in local:
+            first.setdefault(n, is_write)
+    written = [n for b in blocks for o in b.ops for n in _values_written(o)
+               if n not in local]
+    carried, lines, k = {}, [], low.position
+    for n in dict.fromkeys(written):
+        v = parent.find_var_recursive(n)
+        if v is None:
+            raise NotCompilable(f"block {sub.idx} writes '{n}' that no block declares")
+        if v.type != VarType.LOD_TENSOR:
+            raise NotCompilable(f"block {sub.idx} writes '{n}', a "
+                                f"{VarType.Type.Name(v.type)}")
+        prior = low.value(n)
+        if prior is None and (first.get(n) is False or v.persistable):
+            prior = low.read(n, op)
+        if prior is None:
+            carried[n] = None
+            continue
+        if prior.rows is not None:
+            raise NotCompilable(f"block {sub.idx} writes SelectedRows '{n}'")
+        if prior.kind == "input" and not prior.persistable:    # the caller's memory: copy
+            carry = low.temp(n, prior.dims, prior.ctype, k)
+            carry.lod, carry.lod_len, carry.lod_src = prior.lod, prior.lod_len, prior.lod_src
+            lines.append(f"std::memcpy({carry.name}_, {prior.name}_, {prior.nbytes()});")
+            low.bind(n, carry)
+        else:                                   # an arena value, or a parameter in place
+            carry = prior
+            carry.last = max(carry.last, k)
+        carried[n] = carry
+    return carried, lines
+
+
+# the outputs of control ops that hold scopes, not values
+SCOPE_SLOTS = {"while": "StepScopes", "conditional_block": "Scope"}
+
+
+def _values_written(op):
+    scopes = set(op.output(SCOPE_SLOTS[op.type])) if op.type in SCOPE_SLOTS else set()
+    return [n for n in op.output_arg_names if n != EMPTY_VAR_NAME and n not in scopes]
+
+
+def _carry_out(low, carried, sub, kb, ke):
+    """The lines that copy each pass's final values into the carried buffers; binds the
+    parent's names to them again and forgets the sub-block's own names."""
+    lines = []
+    for n, carry in carried.items():
+        final = low.value(n)
+        if final is None:
+            raise NotCompilable(f"'{n}' has no value after block {sub.idx}")
+        if carry is None:                      # only written inside: made now, flagged
+            carry = low.temp(n, final.dims, final.ctype, kb)
+            carry.lod, carry.lod_len, carry.lod_src = final.lod, final.lod_len, final.lod_src
+            low.flag(carry)
+        elif final is not carry:
+            if final.ctype != carry.ctype or final.dims != carry.dims:
+                raise NotCompilable(f"'{n}' changes from {_typed(carry)} to {_typed(final)} "
+                                    f"in block {sub.idx}")
+            if final.lod_src != carry.lod_src:
+                raise NotCompilable(f"'{n}' changes its LoD in block {sub.idx}")
+        if final is not carry:
+            copy = [f"std::memcpy({carry.name}_, {final.name}_, {final.nbytes()});"]
+            if carry.written:
+                copy.append(f"{carry.written} = true;")
+            if final.written:                  # set only where a nested branch set it
+                copy = [f"if ({final.written}) {{"] + copy + ["}"]
+            lines += copy
+            final.last = max(final.last, ke)
+        carry.last = max(carry.last, ke)
+        low.bind(n, carry)
+    for b in _subtree(low.program, sub):
+        for n in b.vars:
+            low.bind(n, None)
+    return lines
+
+
+def _typed(buf):
+    return f"{buf.ctype}[{', '.join(buf.dims)}]"
+
+
+def _emit_block(low, sub):
+    with low.in_block(sub):
+        for j, op in enumerate(sub.ops):
+            try:
+                low.emit_op(op, sub.idx, j)
+            except NotCompilable as e:
+                raise NotCompilable(f"block {sub.idx} #{j} {e}") from None
+    return len(sub.ops)
