@@ -21,6 +21,7 @@ Gate layouts (Paddle's):
 """
 import numpy as np
 
+from ..core.names import EMPTY_VAR_NAME
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
 from .registry import In, OpDef, Out
@@ -80,6 +81,63 @@ def _initial(h0, order, n, d, dtype):
 
 def _arr(t):
     return None if t is None else t._array
+
+
+# --- compiled forms (fluidity/codegen; C++ in codegen/runtime/rnn.h) -------------------------
+def _c_act(e, attr):
+    """The C++ activation constant of activation attribute `attr` (a name, or gru_unit's
+    code); NotCompilable for one the kernels do not know."""
+    name = e.attr(attr)
+    if isinstance(name, int):
+        name = ACT_CODES[name] if 0 <= name < len(ACT_CODES) else str(name)
+    if name not in ACTS:
+        e.fail(f"unknown activation {name!r}")
+    return "fl::ACT_" + name.upper()
+
+
+def _same(e, a, b, what):
+    """Dims a and b (C expressions) must be equal: proven or refused now when both are
+    literals, else checked at run time (a mismatch runs the op interpreted, where the kernel
+    says what is wrong)."""
+    a, b = str(a), str(b)
+    if a == b:
+        return
+    if e.is_lit(a) and e.is_lit(b):
+        e.fail(f"{what} ({a} vs {b})")
+    e.check(f"{a} != {b}", f"{e.op.type}: {what}")
+
+
+def _out_or_scratch(e, slot, dims):
+    """Output `slot` (no LoD) when the op has it, else a scratch buffer: the kernels compute
+    the intermediate batches either way."""
+    return e.output(slot, dims, lod_from=False) if e.has_output(slot) else e.scratch(dims)
+
+
+def _emit_sequences(e, x, width):
+    """Checks of a LoD Input [rows, width * D] of lstm/gru: (number of sequences as a C
+    expression, rows). Offsets that do not start at 0, decrease or end elsewhere than its rows
+    run the op interpreted (the kernel reports them)."""
+    if x.lod is None:
+        e.fail("Input has no LoD")
+    if x.ndim != 2:
+        e.fail("Input is not [rows, columns]")
+    _same(e, x.dims[1], width, "Input's columns do not match Weight")
+    e.check(f"!fl::lod_is_offsets({x.lod}, {x.lod_len}, {x.dims[0]})",
+            f"{e.op.type}: the LoD of Input is not offsets of its rows")
+    return f"({x.lod_len} - 1)", x.dims[0]
+
+
+def _emit_initial(e, slot, n, d):
+    """Initial state input `slot` ([N, D]) as a C pointer, or nullptr without it."""
+    s = e.input(slot)
+    if s is None:
+        return "nullptr"
+    e.require_float(s)
+    if s.ndim != 2:
+        e.fail(f"{slot} is not [sequences, D]")
+    _same(e, s.dims[0], n, f"{slot} has a row per sequence")
+    _same(e, s.dims[1], d, f"{slot} has D columns")
+    return s.name
 
 
 def _lstm_grad(g):
@@ -163,6 +221,32 @@ class LSTM(OpDef):
             return (LoDTensor(hidden, x._lod), LoDTensor(cell, x._lod), LoDTensor(gates),
                     LoDTensor(cacts))
         return kernel
+
+    @staticmethod
+    def emit(e):
+        """fl::lstm_seq: the sequences walked in the kernel's batch order, per step a gemm of
+        the running ones' states by Weight, then the gates in the kernel's order."""
+        x, w, b = e.input("Input"), e.input("Weight"), e.input("Bias")
+        e.require_float(x, w, b)
+        if w.ndim != 2:
+            e.fail("Weight is not [D, 4D]")
+        d, peep = w.dims[0], bool(e.attr("use_peepholes"))
+        g = e.mul(4, d)
+        _same(e, w.dims[1], g, "Weight is not [D, 4D]")
+        _same(e, b.numel(), e.mul(7 if peep else 4, d), "Bias has not 7D (peepholes) or 4D values")
+        acts = ", ".join(_c_act(e, a) for a in ("gate_activation", "cell_activation",
+                                                "candidate_activation"))
+        n, rows = _emit_sequences(e, x, g)
+        h0, c0 = _emit_initial(e, "H0", n, d), _emit_initial(e, "C0", n, d)
+        hidden = e.output("Hidden", [rows, d], lod_from=x)
+        cell = e.output("Cell", [rows, d], lod_from=x)
+        gates = _out_or_scratch(e, "BatchGate", [rows, g])
+        cacts = _out_or_scratch(e, "BatchCellPreAct", [rows, d])
+        order = e.scratch([n], "int64_t")
+        h, c, hg = e.scratch([n, d]), e.scratch([n, d]), e.scratch([n, g])
+        e.code(f"fl::lstm_seq<{acts}, {e.literal(peep)}>({x}, {x.lod}, {n}, {d}, "
+               f"{e.literal(bool(e.attr('is_reverse')))}, {w}, {b}, {h0}, {c0}, {hidden}, "
+               f"{cell}, {gates}, {cacts}, {order}, {h}, {c}, {hg});")
 
     grad = staticmethod(_lstm_grad)
 
@@ -331,6 +415,33 @@ class GRU(OpDef):
             return (LoDTensor(gates), LoDTensor(rhs), LoDTensor(hid), LoDTensor(hidden, x._lod))
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """fl::gru_seq: the sequences walked in the kernel's batch order, per step the two
+        gemms of fl::gru_step (the gates' part of Weight, then the candidate's)."""
+        x, w, b = e.input("Input"), e.input("Weight"), e.input("Bias")
+        e.require_float(x, w, b)
+        if w.ndim != 2:
+            e.fail("Weight is not [D, 3D]")
+        d = w.dims[0]
+        g = e.mul(3, d)
+        _same(e, w.dims[1], g, "Weight is not [D, 3D]")
+        if b is not None:
+            _same(e, b.numel(), g, "Bias has not 3D values")
+        gate, act = _c_act(e, "gate_activation"), _c_act(e, "activation")
+        n, rows = _emit_sequences(e, x, g)
+        h0 = _emit_initial(e, "H0", n, d)
+        hidden = e.output("Hidden", [rows, d], lod_from=x)
+        gates = _out_or_scratch(e, "BatchGate", [rows, g])
+        rh = _out_or_scratch(e, "BatchResetHiddenPrev", [rows, d])
+        bh = _out_or_scratch(e, "BatchHidden", [rows, d])
+        order = e.scratch([n], "int64_t")
+        h_init, hg = e.scratch([n, d]), e.scratch([n, e.mul(2, d)])
+        e.code(f"fl::gru_seq<{gate}, {act}>({x}, {x.lod}, {n}, {d}, "
+               f"{e.literal(bool(e.attr('is_reverse')))}, "
+               f"{e.literal(bool(e.attr('origin_mode')))}, {w}, {b or 'nullptr'}, {h0}, "
+               f"{hidden}, {gates}, {rh}, {bh}, {order}, {h_init}, {hg});")
+
     grad = staticmethod(_gru_grad)
 
 
@@ -423,6 +534,32 @@ class GRUUnit(OpDef):
             return _gru_step(g, hp, w_ur, w_c, gate, act, attrs["origin_mode"])
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """Gate = Input + Bias, then fl::gru_step over the batch."""
+        x, hp, w, b = (e.input(s) for s in ("Input", "HiddenPrev", "Weight", "Bias"))
+        e.require_float(x, hp, w, b)
+        if x.ndim != 2 or hp.ndim != 2 or w.ndim != 2:
+            e.fail("Input, HiddenPrev or Weight is not 2-D")
+        d = w.dims[0]
+        g = e.mul(3, d)
+        _same(e, w.dims[1], g, "Weight is not [D, 3D]")
+        _same(e, x.dims[1], g, "Input is not [N, 3D]")
+        _same(e, hp.dims[1], d, "HiddenPrev is not [N, D]")
+        _same(e, hp.dims[0], x.dims[0], "Input and HiddenPrev differ in rows")
+        if b is not None:
+            _same(e, b.numel(), g, "Bias has not 3D values")
+        gate, act = _c_act(e, "gate_activation"), _c_act(e, "activation")
+        n = x.dims[0]
+        gates = _out_or_scratch(e, "Gate", [n, g])
+        rh = _out_or_scratch(e, "ResetHiddenPrev", [n, d])
+        h = e.output("Hidden", [n, d])
+        hg = e.scratch([n, e.mul(2, d)])
+        add = f" + {b}[i % {g}]" if b is not None else ""
+        e.code(f"for (int64_t i = 0; i < {e.mul(n, g)}; ++i) {gates}[i] = {x}[i]{add};")
+        e.code(f"fl::gru_step<{gate}, {act}>({n}, {d}, {gates}, {hp}, {w}, "
+               f"{w} + {e.mul(e.mul(2, d), d)}, {rh}, {hg}, {h}, {e.literal(bool(e.attr('origin_mode')))});")
+
     grad = staticmethod(_gru_unit_grad)
 
 
@@ -475,6 +612,19 @@ class LSTMUnit(OpDef):
         i, f, o, g = cls.gates(x, forget_bias)
         c = f * c_prev + i * g
         return c, o * np.tanh(c)
+
+    @staticmethod
+    def emit(e):
+        x, cp = e.input("X"), e.input("C_prev")
+        e.require_float(x, cp)
+        if x.ndim != 2 or cp.ndim != 2:
+            e.fail("X or C_prev is not 2-D")
+        n, d = cp.dims
+        _same(e, x.dims[1], e.mul(4, d), "X is not [N, 4D] for C_prev [N, D]")
+        _same(e, x.dims[0], n, "X and C_prev differ in rows")
+        c, h = e.output("C", cp.dims), e.output("H", cp.dims)
+        e.code(f"fl::lstm_unit({n}, {d}, {x}, {cp}, {e.literal(float(e.attr('forget_bias')))}, "
+               f"{c}, {h});")
 
     grad = staticmethod(lambda g: g.op(
         "lstm_unit_grad", {"X": g.input("X"), "C_prev": g.input("C_prev"), "C": g.output("C"),
@@ -710,6 +860,76 @@ class RNN(OpDef):
                 np.zeros(0, x.dtype)
             return out.astype(x.dtype, copy=False), np.zeros(0, np.uint8), finals, reserve
         return kernel
+
+    C_MODES = {"LSTM": "fl::RNN_LSTM", "GRU": "fl::RNN_GRU", "RNN_TANH": "fl::RNN_TANH",
+               "RNN_RELU": "fl::RNN_RELU"}
+
+    @classmethod
+    def emit(cls, e):
+        """The forward without dropout masks (is_test, no dropout, or one layer), by
+        fl::rnn_forward: per layer and direction the input projection of all steps one gemm,
+        then a gemm and the gates per step. Reserve (no masks) and DropoutState are empty, as
+        the kernel makes them. The weights' shapes must be known when compiling."""
+        mode, layers = e.attr("mode"), int(e.attr("num_layers"))
+        dirs = 2 if e.attr("is_bidirec") else 1
+        if mode not in cls.C_MODES or layers < 1:
+            e.fail(f"mode {mode!r} with {layers} layers")
+        if layers > 1 and not e.attr("is_test") and e.attr("dropout_prob") > 0:
+            e.fail("dropout between layers (training) draws random masks")
+        x, pre, ws = e.input("Input"), e.inputs("PreState"), e.inputs("WeightList")
+        lens = e.input("SequenceLength")
+        e.require_float(x, *pre, *ws)
+        n_states, n_w = (2 if mode == "LSTM" else 1), 2 * layers * dirs
+        state_names = e.op.output("State")
+        if len(pre) != n_states or len(state_names) > n_states or len(ws) != 2 * n_w:
+            e.fail(f"{len(pre)} PreState, {len(state_names)} State and {len(ws)} WeightList "
+                   f"tensors for {mode} with {layers} layer(s) x {dirs} direction(s)")
+        if x.ndim != 3:
+            e.fail("Input is not [T, B, I]")
+        if not all(e.is_lit(v) for w in ws for v in w.dims) or ws[1].ndim != 2:
+            e.fail("the weights' shapes are not known when compiling")
+        t, batch, i = x.dims
+        h = int(ws[1].dims[1])
+        gh = _GATES[mode] * h
+        for layer in range(layers):
+            for d in range(dirs):
+                k = layer * dirs + d
+                w_ih, w_hh = ws[2 * k], ws[2 * k + 1]
+                if w_ih.ndim != 2 or [int(v) for v in w_hh.dims] != [gh, h] or \
+                        int(w_ih.dims[0]) != gh:
+                    e.fail(f"WeightList's weights of layer {layer} are not [{gh}, in], "
+                           f"[{gh}, {h}]")
+                _same(e, w_ih.dims[1], i if layer == 0 else dirs * h,
+                      f"W_ih of layer {layer} does not match its input")
+                for b in (ws[n_w + 2 * k], ws[n_w + 2 * k + 1]):
+                    if int(b.numel()) != gh:
+                        e.fail(f"WeightList's biases of layer {layer} have not {gh} values")
+        for s in pre:
+            if s.ndim != 3:
+                e.fail("PreState is not [layers * directions, B, H]")
+            for a, want in zip(s.dims, (layers * dirs, batch, h)):
+                _same(e, a, want, "PreState is not [layers * directions, B, H]")
+        if lens is not None:
+            if lens.ctype not in ("int32_t", "int64_t"):
+                e.fail(f"SequenceLength is {lens.ctype}")
+            _same(e, lens.numel(), batch, "SequenceLength has not B values")
+        out = e.output("Out", [t, batch, dirs * h], lod_from=False)
+        sdims = [layers * dirs, batch, h]
+        states = [e.output("State", sdims, i=s, lod_from=False)
+                  if s < len(state_names) and state_names[s] != EMPTY_VAR_NAME
+                  else e.scratch(sdims) for s in range(n_states)]
+        if e.has_output("Reserve"):
+            e.output("Reserve", ["0"], x.ctype, lod_from=False)
+        if e.has_output("DropoutState"):
+            e.output("DropoutState", ["0"], "uint8_t", lod_from=False)
+        xg, hg = e.scratch([e.mul(t, batch), gh]), e.scratch([batch, gh])
+        inner = [e.scratch([t, batch, dirs * h]).name if layers > j else "nullptr"
+                 for j in (1, 2)]
+        c_pre, c_state = (pre[1].name, states[1].name) if mode == "LSTM" else ("nullptr",) * 2
+        e.code(f"const float* const wl[] = {{{', '.join(w.name for w in ws)}}};")
+        e.code(f"fl::rnn_forward<{cls.C_MODES[mode]}>({t}, {batch}, {i}, {h}, {layers}, {dirs}, "
+               f"{x}, wl, {pre[0]}, {c_pre}, {lens or '(const int64_t*)nullptr'}, {out}, "
+               f"{states[0]}, {c_state}, {inner[0]}, {inner[1]}, {xg}, {hg});")
 
     grad = staticmethod(_rnn_grad)
 
