@@ -32,7 +32,8 @@ def binary(x, other, op_type, reverse=False):
         from .tensor import fill_constant
         other = fill_constant([1], x.dtype, float(other))
     a, b = (other, x) if reverse else (x, other)
-    out = helper.create_variable_for_type_inference(x.dtype)
+    out = helper.create_variable_for_type_inference("bool" if op_type in _COMPARISONS
+                                                    else x.dtype)
     helper.append_op(op_type, inputs={"X": a, "Y": b}, outputs={"Out": out},
                      attrs={"axis": -1})
     return out
@@ -43,7 +44,13 @@ _OPERATORS = {"__add__": ("elementwise_add", False), "__radd__": ("elementwise_a
               "__mul__": ("elementwise_mul", False), "__rmul__": ("elementwise_mul", True),
               "__truediv__": ("elementwise_div", False),
               "__rtruediv__": ("elementwise_div", True),
-              "__pow__": ("elementwise_pow", False)}
+              "__pow__": ("elementwise_pow", False), "__rpow__": ("elementwise_pow", True),
+              "__floordiv__": ("elementwise_floordiv", False),
+              "__mod__": ("elementwise_mod", False),
+              # comparisons (a bool Variable), as Fluid 1.6+; == and != stay Python's identity
+              "__lt__": ("less_than", False), "__le__": ("less_equal", False),
+              "__gt__": ("greater_than", False), "__ge__": ("greater_equal", False)}
+_COMPARISONS = {"less_than", "less_equal", "greater_than", "greater_equal"}
 
 
 def _operator(op_type, reverse):

@@ -1,0 +1,48 @@
+"""layers.create_parameter and layers.create_global_var as Fluid programs use them."""
+import numpy as np
+import pytest
+
+import fluidity as fluid
+
+L = fluid.layers
+
+
+def test_create_parameter_is_trainable_and_initialized_by_the_startup_program():
+    main, startup = fluid.Program(), fluid.Program()
+    attr = fluid.ParamAttr(initializer=fluid.initializer.Constant(0.5))
+    with fluid.program_guard(main, startup):
+        w = L.create_parameter([2, 3], "float32", name="w", attr=attr)
+        b = L.create_parameter([3], "float32", is_bias=True)
+        x = L.data("x", [2], dtype="float32")
+        loss = L.mean(L.elementwise_add(L.matmul(x, w), b))
+        fluid.optimizer.SGD(1.0).minimize(loss)
+    assert attr.name is None                    # the caller's attr is not changed
+    assert w.name == "w" and w.trainable and list(w.shape) == [2, 3]
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    np.testing.assert_array_equal(np.array(scope.find_var("w").get_tensor()),
+                                  np.full((2, 3), 0.5, "float32"))
+    np.testing.assert_array_equal(np.array(scope.find_var(b.name).get_tensor()), np.zeros(3))
+    exe.run(main, feed={"x": np.ones((4, 2), "float32")}, scope=scope)
+    # d mean / d w = column sums of x / (4 * 3) per element: 4 / 12
+    np.testing.assert_allclose(np.array(scope.find_var("w").get_tensor()), 0.5 - 1 / 3,
+                               rtol=1e-6)
+
+
+def test_create_global_var_holds_its_value_and_persists():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        step = L.create_global_var([1], 2.0, "float32", persistable=True, name="step")
+        L.increment(step, 1.0, in_place=True)
+    assert step.persistable and step.name == "step"
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    for want in (3.0, 4.0):
+        got = exe.run(main, fetch_list=[step], scope=scope)[0]
+        assert got.tolist() == [want]
+
+
+def test_create_parameter_rejects_a_bad_shape():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        with pytest.raises(TypeError, match="create_parameter: shape"):
+            L.create_parameter("3x4", "float32")
