@@ -7,6 +7,14 @@
     fluidity run MODEL --input NAME=FILE.npy [...] [--output OUT.npz]
                                   load an inference model (directory or prefix), run it on
                                   the inputs, print each output (and save them all)
+    fluidity compile MODEL -o OUT/ [--portable]
+                                  build the model as native code with no Python at run
+                                  time: OUT/libfluidity_model.so + fluidity_model.h, the
+                                  executable OUT/model_run (.npy in, .npy out) and
+                                  OUT/model.params
+    fluidity compile MODEL --explain
+                                  which ops would run as native code, which as Python
+                                  steps, and why
 """
 import argparse
 import fnmatch
@@ -156,6 +164,20 @@ def _cmd_run(args):
     return 0
 
 
+def _cmd_compile(args):
+    from .codegen import standalone
+    if args.explain:
+        print(standalone.explain_model(args.model))
+        if not args.output:
+            return 0
+    if not args.output:
+        raise FluidityError("compile: give the output directory (-o OUT/) or --explain")
+    paths = standalone.compile_model(args.model, args.output, portable=args.portable)
+    for what in ("library", "header", "executable", "params"):
+        print(f"{what:10s} {paths[what]}")
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="fluidity", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -173,6 +195,15 @@ def main(argv=None):
                    help="an input of the model (repeat for each)")
     p.add_argument("--output", "-o", metavar="OUT.npz", help="save every output here")
     p.set_defaults(fn=_cmd_run)
+    p = sub.add_parser("compile", help="build an inference model as a native library and "
+                                       "executable")
+    p.add_argument("model", help="model directory or path prefix, as for `run`")
+    p.add_argument("--output", "-o", metavar="OUT", help="directory to write the build to")
+    p.add_argument("--explain", action="store_true",
+                   help="list where each op runs (native segment or Python) and why")
+    p.add_argument("--portable", action="store_true",
+                   help="build for any x86-64/arm64 of the kind, not -march=native")
+    p.set_defaults(fn=_cmd_compile)
     args = ap.parse_args(argv)
     try:
         return args.fn(args)

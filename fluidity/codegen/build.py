@@ -110,11 +110,35 @@ def compile_cached(source, kind="shared", name="fluidity_gen"):
 
 def _run_compiler(cxx, kind, src, out):
     flags, link = _flags(cxx, kind)
+    return run_compiler([cxx, *flags, "-o", out, src, *link])
+
+
+def run_compiler(argv):
+    """The compiler's CompletedProcess (text output captured); CompileError when it cannot
+    be started at all."""
     try:
-        return subprocess.run([cxx, *flags, "-o", out, src, *link], capture_output=True,
-                              text=True)
+        return subprocess.run(argv, capture_output=True, text=True)
     except OSError as e:
-        raise CompileError(f"cannot run the C++ compiler {cxx!r}: {e}") from None
+        raise CompileError(f"cannot run the C++ compiler {argv[0]!r}: {e}") from None
+
+
+def compile_files(sources, out, kind="shared", includes=(), link=(), portable=False):
+    """Build `sources` into `out` (not cached: a deliverable, e.g. a standalone model) with
+    the flags generated code gets, plus `includes` and `link`; `portable` leaves out
+    -march=native. The BLAS is linked as for cached builds; the caller sets any rpath."""
+    cxx = os.environ.get("CXX") or "g++"
+    flags, blas_link = _flags(cxx, kind)
+    if portable:
+        flags = [f for f in flags if f not in NATIVE_ARCH]
+    blas_link = [a for a in blas_link if not a.startswith("-Wl,-rpath")]
+    argv = [cxx, *flags, *(f"-I{d}" for d in includes), "-o", out, *sources, *link, *blas_link]
+    r = run_compiler(argv)
+    if r.returncode != 0 and not portable and "march" in r.stderr:
+        return compile_files(sources, out, kind, includes, link, portable=True)
+    if r.returncode != 0:
+        msg = "\n".join((r.stderr or r.stdout).strip().splitlines()[:30])
+        raise CompileError(f"{cxx} failed to build {out} from {', '.join(sources)}:\n{msg}")
+    return out
 
 
 _loaded = {}
