@@ -1,0 +1,285 @@
+"""Compiled programs (`CompiledProgram(...).with_native_code()`) vs the interpreter, a numpy
+floor, PaddlePaddle's inference predictor and single-core sgemm. Three workloads, each run in
+its own process (`--mode` runs one):
+
+  train-mlp  MLP 784-256-128-10 (relu, relu, logits), softmax_with_cross_entropy + mean, SGD
+             lr 0.01 (benchmarks/train_mlp.py's workload and numpy floor), batch 1, 64, 512:
+             median time of a full `exe.run(program, feed={x, label}, fetch_list=[loss])`,
+             compiled vs interpreted vs the same step as one plain numpy function.
+  infer      the Paddle-saved inference models of tests/fixtures/paddle_zoo (mlp, cnn,
+             ctr_dnn, lstm, gru) at batch 1 and 64 (the fixture's input rows drawn with
+             replacement): median `exe.run` latency compiled vs interpreted, and vs Paddle's
+             `paddle.inference` predictor on the same .pdmodel/.pdiparams (IR optimization on;
+             with and without oneDNN, the faster taken) when `--paddle-python` exists
+             (default .venv-paddle/bin/python: `pip install paddlepaddle==3.3.1`). One thread
+             everywhere (OPENBLAS_NUM_THREADS=1, Paddle's default of 1 math thread).
+  ctr-train  the CTR-DNN training step of examples/ctr_dnn.py as benchmarks/async_ctr.py trains
+             it (26 sparse slots of 1-3 ids each over a 100,000 x 10 table, 13 dense
+             features, fc 400-400-400-2, SGD, no AUC) at batch 128, one thread: compiled vs
+             interpreted steps/s, and GFLOP/s of its 12 matmuls (4 forward, 8 backward)
+             against the same 12 sgemm calls timed alone (numpy, one thread).
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/compiled.py
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+ZOO = os.path.join(ROOT, "tests", "fixtures", "paddle_zoo")
+INFER_MODELS = ("mlp", "cnn", "ctr_dnn", "lstm", "gru")
+
+
+def median_time(fn, steps, warmup=20):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+# --- train-mlp ---------------------------------------------------------------------------
+def train_mlp(steps):
+    import fluidity as fluid
+    sys.path.insert(0, HERE)
+    from train_mlp import bench_numpy, build, data
+    print("train-mlp: MLP 784-256-128-10 SGD step, median of full exe.run calls")
+    print(f"{'batch':>5} {'compiled':>11} {'interpreter':>12} {'numpy':>11} "
+          f"{'vs interp':>10} {'vs numpy':>9}")
+    for batch in (1, 64, 512):
+        n = max(30, steps // max(1, batch // 32))
+        batches = data(batch)
+        t = {}
+        for kind in ("interpreter", "compiled"):
+            main, startup, loss = build()
+            exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+            exe.run(startup, scope=scope)
+            prog = main if kind == "interpreter" else fluid.CompiledProgram(main) \
+                .with_native_code(feed=["x", "label"], fetch_list=[loss])
+            it = iter(range(1 << 62))
+
+            def step():
+                x, y = batches[next(it) % len(batches)]
+                exe.run(prog, feed={"x": x, "label": y}, fetch_list=[loss], scope=scope)
+            t[kind] = median_time(step, n)
+        t["numpy"] = bench_numpy(batches, n)
+        print(f"{batch:>5} {t['compiled'] * 1e6:>9.0f}us {t['interpreter'] * 1e6:>10.0f}us "
+              f"{t['numpy'] * 1e6:>9.0f}us {t['interpreter'] / t['compiled']:>9.2f}x "
+              f"{t['compiled'] / t['numpy']:>8.2f}x")
+    print("(vs interp: interpreter time / compiled time; vs numpy: compiled time / numpy "
+          "floor time, under 1 is faster than the floor)")
+
+
+# --- infer -------------------------------------------------------------------------------
+def zoo_feed(name, batch, seed=0):
+    """{feed name: array} of `batch` rows drawn (with replacement) from the fixture's input:
+    ids stay in the model's vocabulary."""
+    import numpy as np
+    data = np.load(os.path.join(ZOO, name, "input.npz"))
+    rng = np.random.default_rng(seed)
+    keys = [k for k in data.files if not k.endswith("@lod")]
+    if any(k + "@lod" in data.files for k in keys):
+        raise SystemExit(f"{name}: LoD inputs are not sampled by this benchmark")
+    rows = rng.integers(0, data[keys[0]].shape[0], batch)
+    return {k: np.ascontiguousarray(data[k][rows]) for k in keys}
+
+
+def infer_fluidity(name, batch, steps):
+    import fluidity as fluid
+    from fluidity import io as fio
+    feed = zoo_feed(name, batch)
+    exe = fluid.Executor(fluid.CPUPlace())
+    out = {}
+    with fluid.scope_guard(fluid.Scope()):
+        prog, feeds, fetches = fio.load_inference_model(os.path.join(ZOO, name, "model"), exe)
+        compiled = fluid.CompiledProgram(prog).with_native_code()
+        for kind, p in (("interpreter", prog), ("compiled", compiled)):
+            out[kind] = median_time(lambda: exe.run(p, feed=feed, fetch_list=fetches), steps)
+    return out
+
+
+PADDLE_INFER = r"""
+import json, os, statistics, sys, time
+import numpy as np
+import paddle.inference as pi
+d = json.loads(sys.argv[1])
+feed = dict(np.load(d["feed"]))
+best = None
+for onednn in (False, True):
+    cfg = pi.Config(d["model"] + ".pdmodel", d["model"] + ".pdiparams")
+    cfg.disable_gpu()
+    cfg.switch_ir_optim(True)
+    cfg.set_cpu_math_library_num_threads(1)
+    cfg.disable_glog_info()
+    if onednn:
+        cfg.enable_mkldnn()
+    else:
+        cfg.disable_mkldnn()
+    p = pi.create_predictor(cfg)
+    ins = [(p.get_input_handle(n), feed[n]) for n in p.get_input_names()]
+    outs = [p.get_output_handle(n) for n in p.get_output_names()]
+    def run():
+        for h, v in ins:
+            h.copy_from_cpu(v)
+        p.run()
+        return [o.copy_to_cpu() for o in outs]
+    for _ in range(20):
+        run()
+    ts = []
+    for _ in range(d["steps"]):
+        t = time.perf_counter(); run(); ts.append(time.perf_counter() - t)
+    m = statistics.median(ts)
+    if best is None or m < best[0]:
+        best = (m, "oneDNN" if onednn else "native CPU")
+import paddle
+print(json.dumps({"time": best[0], "kernels": best[1], "version": paddle.__version__}))
+"""
+
+
+def infer_paddle(python, name, batch, steps, tmp):
+    import numpy as np
+    if not python or not os.path.exists(python):
+        return None, "no paddle python"
+    path = os.path.join(tmp, f"{name}-{batch}.npz")
+    np.savez(path, **zoo_feed(name, batch))
+    arg = json.dumps({"model": os.path.join(ZOO, name, "model"), "feed": path, "steps": steps})
+    r = subprocess.run([python, "-c", PADDLE_INFER, arg], capture_output=True, text=True,
+                       env={**os.environ, "GLOG_minloglevel": "3", "OMP_NUM_THREADS": "1"})
+    if r.returncode != 0:
+        return None, (r.stderr.strip().splitlines() or ["failed"])[-1]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    return res["time"], f"paddle {res['version']} ({res['kernels']})"
+
+
+def infer(steps, paddle_python):
+    import tempfile
+    print("infer: median exe.run latency (one thread); paddle: paddle.inference predictor, "
+          "copy in + run + copy out")
+    print(f"{'model':>8} {'batch':>5} {'compiled':>10} {'interp':>10} {'paddle':>10} "
+          f"{'vs interp':>10} {'vs paddle':>10}  paddle kernels")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in INFER_MODELS:
+            for batch in (1, 64):
+                t = infer_fluidity(name, batch, steps)
+                tp, info = infer_paddle(paddle_python, name, batch, steps, tmp)
+                vs_p = f"{tp / t['compiled']:.2f}x" if tp else "n/a"
+                print(f"{name:>8} {batch:>5} {t['compiled'] * 1e6:>8.0f}us "
+                      f"{t['interpreter'] * 1e6:>8.0f}us "
+                      f"{(f'{tp * 1e6:.0f}us') if tp else 'n/a':>10} "
+                      f"{t['interpreter'] / t['compiled']:>9.2f}x {vs_p:>10}  {info}")
+                sys.stdout.flush()
+    print("(vs X: X's time / compiled time; above 1 means compiled is faster)")
+
+
+# --- ctr-train ---------------------------------------------------------------------------
+SLOTS, DENSE, VOCAB, EMB, HIDDEN, BATCH = 26, 13, 100_000, 10, (400, 400, 400), 128
+
+
+def ctr_batches(n, seed=0):
+    import numpy as np
+    from fluidity.core.tensor import LoDTensor
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        feed = {"dense_input": rng.random((BATCH, DENSE), dtype=np.float32),
+                "click": rng.integers(0, 2, (BATCH, 1)).astype(np.int64)}
+        for s in range(SLOTS):
+            lens = rng.integers(1, 4, BATCH)
+            ids = rng.integers(0, VOCAB, (int(lens.sum()), 1)).astype(np.int64)
+            t = LoDTensor(ids)
+            t.set_recursive_sequence_lengths([lens.tolist()])
+            feed[f"slot_{s}"] = t
+        out.append(feed)
+    return out
+
+
+def ctr_gemm_shapes():
+    """(m, k, n) of the step's 12 matmuls: per fc layer X[B,k] W[k,n] forward, dW = X^T dY
+    and dX = dY W^T backward (dX of the first layer feeds the embeddings' gradient)."""
+    widths = [SLOTS * EMB + DENSE, *HIDDEN, 2]
+    shapes = []
+    for k, n in zip(widths, widths[1:]):
+        shapes += [(BATCH, k, n), (k, BATCH, n), (BATCH, n, k)]
+    return shapes
+
+
+def sgemm_floor(steps):
+    """Median time of the step's 12 float32 matmuls alone (numpy's BLAS, one thread)."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    ops = [(rng.random((m, k), dtype=np.float32), rng.random((k, n), dtype=np.float32),
+            np.empty((m, n), np.float32)) for m, k, n in ctr_gemm_shapes()]
+
+    def run():
+        for a, b, c in ops:
+            np.matmul(a, b, out=c)
+    return median_time(run, steps)
+
+
+def ctr_train(steps):
+    import fluidity as fluid
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    from ctr_dnn import build_ctr_dnn
+    slots = [f"slot_{s}" for s in range(SLOTS)]
+    batches = ctr_batches(8)
+    flops = sum(2 * m * k * n for m, k, n in ctr_gemm_shapes())
+    print(f"ctr-train: CTR-DNN batch {BATCH}, {SLOTS} slots, table {VOCAB}x{EMB}, fc "
+          f"{'-'.join(map(str, HIDDEN))}-2, SGD; {flops / 1e6:.1f} MFLOP of matmul a step; "
+          f"one thread")
+    t = {}
+    for kind in ("interpreter", "compiled"):
+        main, startup, _, v = build_ctr_dnn(slots, dense_dim=DENSE, vocab=VOCAB, emb_dim=EMB,
+                                            hidden=HIDDEN, optimizer="sgd", with_auc=False)
+        exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+        exe.run(startup, scope=scope)
+        loss = v["loss"]
+        prog = main
+        if kind == "compiled":
+            prog = fluid.CompiledProgram(main).with_native_code(fetch_list=[loss])
+        it = iter(range(1 << 62))
+        t[kind] = median_time(lambda: exe.run(prog, feed=batches[next(it) % 8],
+                                              fetch_list=[loss], scope=scope), steps)
+    t["sgemm"] = sgemm_floor(steps)
+    for kind in ("compiled", "interpreter"):
+        print(f"  {kind:>11}: {1 / t[kind]:>7.1f} steps/s  {t[kind] * 1e3:6.2f} ms  "
+              f"{flops / t[kind] / 1e9:6.1f} GFLOP/s  {t['sgemm'] / t[kind]:5.1%} of sgemm")
+    print(f"  {'sgemm':>11}: the 12 matmuls alone {t['sgemm'] * 1e3:.2f} ms, "
+          f"{flops / t['sgemm'] / 1e9:.1f} GFLOP/s")
+    print(f"  compiled vs interpreter: {t['interpreter'] / t['compiled']:.2f}x steps/s")
+
+
+MODES = {"train-mlp": lambda a: train_mlp(a.steps),
+         "infer": lambda a: infer(a.steps, a.paddle_python),
+         "ctr-train": lambda a: ctr_train(max(30, a.steps // 10))}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mode", choices=sorted(MODES), help="run one workload (default: each "
+                    "in its own process)")
+    ap.add_argument("--steps", type=int, default=300, help="timed steps (fewer at large "
+                    "batches)")
+    ap.add_argument("--paddle-python", default=os.path.join(ROOT, ".venv-paddle", "bin",
+                                                            "python"))
+    a = ap.parse_args()
+    if a.mode:
+        if a.mode != "train-mlp":        # before numpy loads OpenBLAS
+            os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        MODES[a.mode](a)
+        return
+    for mode in ("train-mlp", "infer", "ctr-train"):
+        subprocess.run([sys.executable, __file__, "--mode", mode, "--steps", str(a.steps),
+                        "--paddle-python", a.paddle_python], check=True)
+        print()
+
+
+if __name__ == "__main__":
+    main()
