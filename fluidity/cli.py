@@ -165,14 +165,14 @@ def _cmd_run(args):
 
 
 def _cmd_compile(args):
-    from .codegen import standalone
+    from .compiler import compile_inference_model, explain_inference_model
     if args.explain:
-        print(standalone.explain_model(args.model))
+        print(explain_inference_model(args.model))
         if not args.output:
             return 0
     if not args.output:
         raise FluidityError("compile: give the output directory (-o OUT/) or --explain")
-    paths = standalone.compile_model(args.model, args.output, portable=args.portable)
+    paths = compile_inference_model(args.model, args.output, portable=args.portable)
     for what in ("library", "header", "executable", "params"):
         print(f"{what:10s} {paths[what]}")
     return 0

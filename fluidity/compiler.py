@@ -73,3 +73,34 @@ class CompiledProgram:
         fetch = _names(fetch_list) if fetch_list is not None else (self._fetch or [])
         view = add_feed_fetch_ops(self._program, block_id, feed, fetch)
         return format_explain(explain_rows(view, block_id, keep=fetch))
+
+
+def _load_model(model_dir, model_filename=None, params_filename=None):
+    from . import io as fio
+    from .core.scope import Scope, scope_guard
+    from .executor import Executor
+    scope = Scope()
+    with scope_guard(scope):
+        prog, feeds, fetches = fio.load_inference_model(model_dir, Executor(),
+                                                        model_filename, params_filename)
+    return prog, list(feeds), [v.name for v in fetches], scope
+
+
+def compile_inference_model(model_dir, out_dir, model_filename=None, params_filename=None,
+                            portable=False):
+    """A saved inference model (directory or path prefix, as `io.load_inference_model`
+    takes) built into `out_dir` as a native library with a C API, an executable over .npy
+    files and its parameters (`fluidity compile MODEL -o OUT/`; codegen/standalone.py).
+    Returns the paths written. Raises CompileError naming each op that cannot compile."""
+    from .codegen import standalone
+    prog, feeds, fetches, scope = _load_model(model_dir, model_filename, params_filename)
+    return standalone.compile_model(prog, feeds, fetches, scope, out_dir, name=str(model_dir),
+                                    portable=portable)
+
+
+def explain_inference_model(model_dir, model_filename=None, params_filename=None):
+    """Where each op of a saved inference model would run compiled (native segment or
+    Python step) and why, as a table."""
+    from .codegen import standalone
+    prog, _, fetches, _ = _load_model(model_dir, model_filename, params_filename)
+    return standalone.explain_model(prog, fetches)

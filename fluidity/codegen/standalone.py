@@ -15,14 +15,14 @@ OUT/ gets:
 
 Every op but feed and fetch must compile: one that would run as a Python step is named
 with its block and why (`compile_model` raises CompileError); `explain_model` lists where
-each op would run without building anything.
+each op would run without building anything. Loading a saved model is the caller's
+(`fluidity.compiler.compile_inference_model`, the CLI): codegen reads descs and a scope.
 """
 import os
 import shutil
 
 from ..core import serialization as ser
 from ..core.dtypes import VarType
-from ..core.scope import Scope, scope_guard
 from .build import RUNTIME_DIR, CompileError, blas, compile_files
 from .explain import format_explain
 from .lower import Lowering
@@ -33,40 +33,26 @@ KIND = {"feed": "fl::model::FEED", "param": "fl::model::PARAM", "value": "fl::mo
 PASS_THROUGH = ("feed", "fetch")      # ops the driver does itself
 
 
-def load_model(model_dir, model_filename=None, params_filename=None):
-    """(program, feed names, fetch names, scope with the parameters) of a saved model."""
-    from .. import io as fio
-    from ..executor import Executor
-    scope = Scope()
-    with scope_guard(scope):
-        prog, feeds, fetches = fio.load_inference_model(model_dir, Executor(),
-                                                        model_filename, params_filename)
-    return prog, list(feeds), [v.name for v in fetches], scope
+def explain_model(program, fetches):
+    """The explain() table of a program's block 0 (its fetch targets kept), as `fluidity
+    compile --explain` prints it."""
+    return format_explain(Lowering(program, 0, keep=fetches).explain())
 
 
-def explain_model(model_dir, **kw):
-    """The explain() table of a saved model's block 0, as `fluidity compile --explain`
-    prints it."""
-    prog, _, fetches, _ = load_model(model_dir, **kw)
-    return format_explain(Lowering(prog, 0, keep=fetches).explain())
-
-
-def compile_model(model_dir, out_dir, model_filename=None, params_filename=None,
-                  portable=False):
-    """Build the standalone model of `model_dir` into `out_dir`; returns the paths written
-    ({"library", "header", "executable", "params", "source"})."""
-    prog, feeds, fetches, scope = load_model(model_dir, model_filename, params_filename)
-    low = Lowering(prog, 0, keep=fetches)
-    _require_all_native(low, model_dir)
-    block = prog.global_block()
-    table = _Tables(low, block, feeds, fetches)
+def compile_model(program, feeds, fetches, scope, out_dir, name="model", portable=False):
+    """Build the standalone model of an inference `program` (feed and fetch target names in
+    order, parameters in `scope`) into `out_dir`; returns the paths written ({"library",
+    "header", "executable", "params", "source"}). `name` is what errors call it."""
+    low = Lowering(program, 0, keep=fetches)
+    _require_all_native(low, name)
+    table = _Tables(low, program.global_block(), feeds, fetches)
     os.makedirs(out_dir, exist_ok=True)
     paths = {k: os.path.join(out_dir, f) for k, f in (
         ("source", "model.cc"), ("header", "fluidity_model.h"), ("params", "model.params"),
         ("library", "libfluidity_model.so"), ("executable", "model_run"))}
     _write_params(paths["params"], [table.names[i] for i in table.params], scope)
     with open(paths["source"], "w") as f:
-        f.write(low.source + "\n" + table.render(model_dir))
+        f.write(low.source + "\n" + table.render())
     shutil.copyfile(os.path.join(RUNTIME_DIR, "fluidity_model.h"), paths["header"])
     _, libdir, lib = blas()
     blas_file = f"lib{lib}.so"
@@ -79,11 +65,11 @@ def compile_model(model_dir, out_dir, model_filename=None, params_filename=None,
     return paths
 
 
-def _require_all_native(low, model_dir):
+def _require_all_native(low, name):
     rows = [r for r in low.explain() if r[2] == "python" and r[1] not in PASS_THROUGH]
     if rows:
         listed = "\n".join(f"  op #{i} '{t}' in block 0: {why}" for i, t, _, why in rows)
-        raise CompileError(f"{model_dir}: {len(rows)} op(s) have no compiled form here, so "
+        raise CompileError(f"{name}: {len(rows)} op(s) have no compiled form here, so "
                            f"the model cannot run without Python:\n{listed}")
 
 
@@ -158,7 +144,7 @@ class _Tables:
         dims = ", ".join(str(int(d)) for d in (shape or [])[:8]) if ndim >= 0 else ""
         return f"{{{c_string(name)}, {code}, {ndim}, {{{dims}}}, {KIND[self.kind[name]]}}}"
 
-    def render(self, model_dir):
+    def render(self):
         L = ["// the model's tables for runtime/model.h (fluidity/codegen/standalone.py)",
              '#include "model.h"', "", "static const fl::model::VarInfo VARS[] = {"]
         L += [f"    {self._var_info(n)}," for n in self.names]

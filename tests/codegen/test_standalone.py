@@ -17,7 +17,8 @@ from test_paddle_zoo import _expected, assert_matches
 
 import fluidity as fluid
 from fluidity.codegen.build import CompileError
-from fluidity.codegen.standalone import c_string, compile_model, explain_model
+from fluidity.codegen.standalone import c_string
+from fluidity.compiler import compile_inference_model, explain_inference_model
 
 ZOO = os.path.join(FIXTURES, "paddle_zoo")
 
@@ -155,7 +156,7 @@ def test_a_sequence_model_takes_its_lod_on_the_command_line(tmp_path):
     """text_bow: a LoD input (bag-of-words over variable-length sequences) vs Paddle's
     outputs."""
     out = tmp_path / "out"
-    compile_model(os.path.join(ZOO, "text_bow", "model"), str(out))
+    compile_inference_model(os.path.join(ZOO, "text_bow", "model"), str(out))
     data = np.load(os.path.join(ZOO, "text_bow", "input.npz"))
     np.save(tmp_path / "ids.npy", data["ids"])
     lod = ",".join(map(str, data["ids@lod"].tolist()))
@@ -180,8 +181,8 @@ def test_a_model_with_an_op_that_does_not_compile_is_refused_naming_it(tmp_path)
         exe.run(start)
         fluid.io.save_inference_model(str(tmp_path / "m"), ["x"], [z], exe, main)
     with pytest.raises(CompileError, match=r"op #\d+ 'top_k' in block 0"):
-        compile_model(str(tmp_path / "m"), str(tmp_path / "out"))
-    assert "top_k" in explain_model(str(tmp_path / "m"))
+        compile_inference_model(str(tmp_path / "m"), str(tmp_path / "out"))
+    assert "top_k" in explain_inference_model(str(tmp_path / "m"))
     r = _cli("compile", str(tmp_path / "m"), "-o", str(tmp_path / "out"))
     assert r.returncode == 2 and "cannot run without Python" in r.stderr
     assert not (tmp_path / "out" / "model_run").exists()
