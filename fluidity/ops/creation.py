@@ -59,16 +59,20 @@ class FillConstant(_Creator):
 
 
 class _Random(_Creator):
+    """A nonzero `seed` gives the same values on every run, as Paddle's kernels reseed their
+    engine per run (so a startup program with `random_seed` set initializes the same
+    parameters each time it runs); seed 0 draws fresh values from run to run."""
     @classmethod
     def prepare(cls, attrs, outputs):
         seed = attrs.get("seed", 0)
-        rng = np.random.default_rng(seed if seed else None)
+        rng = None if seed else np.random.default_rng()
         fn = cls.sample
         dtype = dtypes.to_numpy(attrs["dtype"])
 
         def kernel(shape_t, shape_list):
             shp = _shape_from(attrs["shape"], shape_t, shape_list)
-            return fn(rng, shp, attrs).astype(dtype, copy=False)
+            r = rng if rng is not None else np.random.default_rng(seed)
+            return fn(r, shp, attrs).astype(dtype, copy=False)
         return kernel
 
 

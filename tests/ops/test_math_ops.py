@@ -212,3 +212,21 @@ def test_fc_flattens_leading_dims_and_pads_weights_as_paddle():
         run_op("fc", {"Input": x, "W": w}, {"activation_type": "tanh"})
     with pytest.raises(Exception, match="has 4 columns but W has 3 rows"):
         run_op("fc", {"Input": x.reshape(6, 4), "W": w[:3]})
+
+
+@pytest.mark.parametrize("op", ["uniform_random", "gaussian_random"])
+def test_a_seeded_random_op_gives_the_same_values_every_run_as_paddles(op):
+    """Paddle reseeds its engine per run when `seed` is set: a startup program with
+    random_seed initializes the same parameters each time it runs; seed 0 differs per run."""
+    import fluidity as fluid
+    runs = {}
+    for seed in (5, 0):
+        main = fluid.Program()
+        block = main.global_block()
+        out = block.create_var(name="out", dtype="float32", shape=[4, 3])
+        block.append_op(type=op, outputs={"Out": [out]},
+                        attrs={"shape": [4, 3], "dtype": 5, "seed": seed})
+        exe = fluid.Executor()
+        runs[seed] = [exe.run(main, fetch_list=[out])[0] for _ in range(2)]
+    np.testing.assert_array_equal(runs[5][0], runs[5][1])
+    assert not np.array_equal(runs[0][0], runs[0][1])
