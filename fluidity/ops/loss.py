@@ -429,6 +429,39 @@ class SigmoidCrossEntropyWithLogits(OpDef):
 
     grad = staticmethod(_x_label_grad)
 
+    # C over element i of x, l (Label): `v` the op's value, `keep` whether Label is counted;
+    # `inv` is 1 / max(counted, 1) in double as numpy's keep / count is
+    C_VALUE = "float v = std::max(xv, 0.0f) - xv * lv + std::log1p(std::exp(-std::fabs(xv)));"
+    C_GRAD = "float v = (fl::sigmoid(xv) - lv) * d[i];"
+
+    @classmethod
+    def emit(cls, e):
+        _emit_sigmoid_xent(e, cls.C_VALUE, "Out")
+
+
+def _emit_sigmoid_xent(e, value, out_slot):
+    """sigmoid_cross_entropy_with_logits and its gradient: `value` (C) per element, times
+    the kernels' weight (0 where Label is ignore_index; 1 / counted with normalize)."""
+    x, label = e.input("X"), e.input("Label")
+    e.require_float(x, label)
+    e.same_dims(x, label)
+    d = e.input("Out@GRAD") if out_slot == "X@GRAD" else None
+    if d is not None:
+        e.same_dims(x, d)
+    out = e.output(out_slot, x.dims, lod_from=x)
+    ignore = float(int(e.attr("ignore_index")))
+    keep = f"(std::trunc(l[i]) != {e.literal(ignore)})"
+    count = (f"int64_t c = 0; for (int64_t i = 0; i < n; ++i) c += {keep}; "
+             f"const double inv = 1.0 / (double)std::max<int64_t>(c, 1);"
+             if e.attr("normalize") else "")
+    weigh = "(float)((double)v * ({k} ? inv : 0.0))" if e.attr("normalize") else \
+        "v * (float){k}"
+    e.code(f"const float* x = {x}; const float* l = {label}; "
+           + (f"const float* d = {d}; " if d is not None else "")
+           + f"const int64_t n = {x.numel()}; {count} "
+           f"for (int64_t i = 0; i < n; ++i) {{ const float xv = x[i], lv = l[i]; {value} "
+           f"{out}[i] = {weigh.format(k=keep)}; }}")
+
 
 class SigmoidCrossEntropyWithLogitsGrad(OpDef):
     type = "sigmoid_cross_entropy_with_logits_grad"
@@ -441,6 +474,10 @@ class SigmoidCrossEntropyWithLogitsGrad(OpDef):
     def kernel(x, label, dout, *, normalize, ignore_index):
         w = SigmoidCrossEntropyWithLogits._weight(label, normalize, ignore_index)
         return ((sigmoid(x) - label) * dout * w).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def emit(e):
+        _emit_sigmoid_xent(e, SigmoidCrossEntropyWithLogits.C_GRAD, "X@GRAD")
 
 
 class HuberLoss(OpDef):

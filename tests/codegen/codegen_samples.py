@@ -210,11 +210,25 @@ SAMPLES.update({
     "cast": lambda: ({"X": f32(*dims(), lo=-9, hi=9)}, {"in_dtype": 5, "out_dtype": 3}, None),
     "assign": lambda: ({"X": ints(*dims())}, {}, None),
     "increment": lambda: ({"X": ints(1)}, {"step": 3.0}, None),
+    "sigmoid_cross_entropy_with_logits": lambda: sigmoid_xent({}),
 })
+
+
+def sigmoid_xent(attrs):
+    """Logits (some large) and labels in [0, 1], a few of them ignore_index (-100 or the
+    attribute's), the others counted."""
+    n, m = dims()
+    label = rng.uniform(0, 1, (n, m)).astype(np.float32)
+    label[rng.random((n, m)) < 0.3] = attrs.get("ignore_index", -100)
+    return {"X": f32(n, m, lo=-30, hi=30), "Label": label}, attrs, ["X"]
 # select_input is compiled only where its inputs are made in the same compiled code (the two
 # branches of a cond): tests/codegen/test_compiled_blocks.py
 ELSEWHERE = {"select_input"}
 EXTRA = {   # more forms of ops above: each compiled vs the kernel too
+    "sigmoid_cross_entropy_with_logits normalized": ("sigmoid_cross_entropy_with_logits",
+                                                     lambda: sigmoid_xent({"normalize": True})),
+    "sigmoid_cross_entropy_with_logits ignore_index 1": (
+        "sigmoid_cross_entropy_with_logits", lambda: sigmoid_xent({"ignore_index": 1})),
     "less_than float": ("less_than", compare(f32)),
     "equal broadcast": ("equal", lambda: (lambda x: ({"X": x, "Y": x[0].copy()}, {"axis": 1},
                                                      None))(ints(3, 4))),
