@@ -21,6 +21,58 @@ def _topk(op, x, k, axis, largest=True):
     return np.take_along_axis(x, idx, axis), idx.astype(np.int64, copy=False)
 
 
+def _emit_axis(e, x, axis):
+    """(pre, n, post) of X around `axis` as C expressions, and the axis made non-negative."""
+    if not -x.ndim <= axis < x.ndim:
+        e.fail(f"axis {axis} out of range for rank {x.ndim}")
+    axis %= x.ndim
+    return e.prod(x.dims[:axis]), x.dims[axis], e.prod(x.dims[axis + 1:]), axis
+
+
+def _emit_topk(e, axis, largest):
+    """top_k / top_k_v2: per (pre, post) line, a partial sort of the line's indices by value
+    (NaN last, ties by index: numpy's stable argsort of -X or X)."""
+    x = e.input("X")
+    e.require_float(x)
+    if e.op.input("K"):
+        e.fail("k comes from a tensor")
+    k = int(e.attr("k"))
+    pre, n, post, axis = _emit_axis(e, x, axis)
+    if e.is_lit(n) and not 1 <= k <= int(n):
+        e.fail(f"k={k} is not in [1, {n}]")
+    e.check(f"{n} < {k}", f"{e.op.type}: k={k} is more than the axis' size")
+    dims = x.dims[:axis] + [str(k)] + x.dims[axis + 1:]
+    out, idx = e.output("Out", dims), e.output("Indices", dims, "int64_t")
+    order = e.scratch([n], "int64_t")
+    cmp = ">" if largest else "<"
+    e.code(f"const float* x = {x}; const int64_t n = {n}, post = {post}, k = {k}; "
+           f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t q = 0; q < post; ++q) {{ "
+           f"const float* line = x + p * n * post + q; "
+           f"for (int64_t j = 0; j < n; ++j) {order}[j] = j; "
+           f"std::partial_sort({order}, {order} + k, {order} + n, [&](int64_t i, int64_t j) {{ "
+           f"const float a = line[i * post], b = line[j * post]; "
+           f"const bool an = a != a, bn = b != b; "
+           f"if (an || bn) return an == bn ? i < j : bn; "
+           f"if (a != b) return a {cmp} b; return i < j; }}); "
+           f"for (int64_t r = 0; r < k; ++r) {{ const int64_t o = (p * k + r) * post + q; "
+           f"{out}[o] = line[{order}[r] * post]; {idx}[o] = {order}[r]; }} }}")
+
+
+def _emit_topk_grad(e, axis):
+    x, idx, d = e.input("X"), e.input("Indices"), e.input("Out@GRAD")
+    e.require_float(x, d)
+    pre, n, post, axis = _emit_axis(e, x, axis)
+    k = idx.dims[axis]
+    dx = e.output("X@GRAD", x.dims)
+    e.code(f"const int64_t n = {n}, post = {post}, k = {k}; "
+           f"for (int64_t i = 0; i < {x.numel()}; ++i) {dx}[i] = 0.0f; "
+           f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t r = 0; r < k; ++r) "
+           f"for (int64_t q = 0; q < post; ++q) {{ const int64_t o = (p * k + r) * post + q; "
+           f"const int64_t j = {idx}[o]; "
+           f"if (j < 0 || j >= n) return fl::fail(err, {e.k}, \"{e.op.type}: an index is out "
+           f"of range\"); {dx}[(p * n + j) * post + q] = {d}[o]; }}")
+
+
 def _k_of(k_tensor, k):
     return k if k_tensor is None else int(np.asarray(k_tensor).reshape(-1)[0])
 
@@ -61,6 +113,11 @@ class TopK(OpDef):
 
     grad = staticmethod(_topk_grad)
 
+    @classmethod
+    def emit(cls, e):
+        _emit_topk(e, e.attr(cls.axis_attr) if cls.axis_attr else -1,
+                   e.attr("largest") if cls.axis_attr else True)
+
 
 class TopKV2(TopK):
     type = "top_k_v2"
@@ -87,6 +144,10 @@ class TopKGrad(OpDef):
             np.put_along_axis(dx, idx, dout.astype(x.dtype, copy=False), axis)
             return dx
         return kernel
+
+    @classmethod
+    def emit(cls, e):
+        _emit_topk_grad(e, e.attr("axis") if "axis" in cls.attrs else -1)
 
 
 class TopKV2Grad(TopKGrad):
@@ -126,6 +187,23 @@ class Accuracy(OpDef):
         acc = correct / n if n else 0.0
         return (np.array([acc], np.float32), np.array([correct], np.int32),
                 np.array([n], np.int32))
+
+    @staticmethod
+    def emit(e):
+        idx, label = e.input("Indices"), e.input("Label")
+        ints = ("int64_t", "int32_t")
+        if idx.ctype not in ints or label.ctype not in ints or idx.ndim != 2:
+            e.fail(f"Indices {idx.ctype}{idx.dims} / Label {label.ctype}: not integer ids")
+        n, k = idx.dims
+        e.check(f"{label.numel()} != {n}", "accuracy: Label and Indices differ in rows")
+        acc = e.output("Accuracy", ["1"], "float", lod_from=False)
+        correct = e.output("Correct", ["1"], "int32_t", lod_from=False)
+        total = e.output("Total", ["1"], "int32_t", lod_from=False)
+        e.code(f"const int64_t n = {n}, k = {k}; int64_t c = 0; "
+               f"for (int64_t i = 0; i < n; ++i) for (int64_t j = 0; j < k; ++j) "
+               f"if ((int64_t){idx}[i * k + j] == (int64_t){label}[i]) {{ ++c; break; }} "
+               f"{acc}[0] = n ? (float)((double)c / (double)n) : 0.0f; "
+               f"{correct}[0] = (int32_t)c; {total}[0] = (int32_t)n;")
 
 
 # --- auc -------------------------------------------------------------------------------------

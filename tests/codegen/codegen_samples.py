@@ -211,7 +211,23 @@ SAMPLES.update({
     "assign": lambda: ({"X": ints(*dims())}, {}, None),
     "increment": lambda: ({"X": ints(1)}, {"step": 3.0}, None),
     "sigmoid_cross_entropy_with_logits": lambda: sigmoid_xent({}),
+    "top_k": lambda: (lambda n, m: ({"X": ties(n, m)}, {"k": int(rng.integers(1, m + 1))},
+                                    ["X"], ["Out", "Indices"]))(*dims()),
+    "top_k_v2": lambda: ({"X": ties(3, 5, 4)}, {"k": 2, "axis": 1, "largest": False}, ["X"],
+                         ["Out", "Indices"]),
+    "accuracy": lambda: (lambda n: ({"Out": f32(n, 2), "Indices": ints(n, 2, hi=3),
+                                     "Label": ints(n, 1, hi=3)}, {}, None,
+                                    ["Accuracy", "Correct", "Total"]))(int(rng.integers(1, 9))),
 })
+
+
+def ties(*shape):
+    """Values with ties, +-0 and a NaN: top_k's order among equals is by index, NaN last."""
+    x = rng.integers(-3, 3, shape).astype(np.float32)
+    x.reshape(-1)[0] = -0.0
+    if x.size > 3:
+        x.reshape(-1)[3] = np.nan
+    return x
 
 
 def sigmoid_xent(attrs):
@@ -225,6 +241,10 @@ def sigmoid_xent(attrs):
 # branches of a cond): tests/codegen/test_compiled_blocks.py
 ELSEWHERE = {"select_input"}
 EXTRA = {   # more forms of ops above: each compiled vs the kernel too
+    "top_k_v2 largest over the last axis": ("top_k_v2", lambda: (
+        {"X": f32(4, 7)}, {"k": 3}, ["X"], ["Out", "Indices"])),
+    "top_k_v2 axis 0, k = n": ("top_k_v2", lambda: (
+        {"X": ties(4, 3)}, {"k": 4, "axis": 0}, ["X"], ["Out", "Indices"])),
     "sigmoid_cross_entropy_with_logits normalized": ("sigmoid_cross_entropy_with_logits",
                                                      lambda: sigmoid_xent({"normalize": True})),
     "sigmoid_cross_entropy_with_logits ignore_index 1": (

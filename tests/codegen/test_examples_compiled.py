@@ -82,7 +82,8 @@ def seq2seq():
 
 # example -> (builder, ops that must compile)
 EXAMPLES_ = {
-    "digits mlp": (lambda: digits(mlp), {"mul", "mul_grad", "adam", "relu_grad"}),
+    "digits mlp": (lambda: digits(mlp), {"mul", "mul_grad", "adam", "relu_grad", "top_k",
+                                         "accuracy"}),
     "digits cnn": (lambda: digits(cnn), {"conv2d", "conv2d_grad", "batch_norm", "pool2d"}),
     "ctr_dnn sgd": (lambda: ctr("sgd"), {"fused_embedding_seq_pool_concat", "fc"}),
     "ctr_dnn adam": (lambda: ctr("adam"), {"adam"}),
