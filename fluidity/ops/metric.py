@@ -301,3 +301,51 @@ class Auc(OpDef):
                     stat_neg if np.shares_memory(stats[1], stat_neg) else
                     stats[1].reshape(stat_neg.shape))
         return kernel
+
+    @staticmethod
+    def emit(e):
+        """The kernel's steps over the stats in place: check every prediction, histogram
+        the batch, slide the window, then the ROC area from the totals (in double; summed
+        in order where numpy sums pairwise, so within rounding of the kernel's)."""
+        pred, label = e.input("Predict"), e.input("Label")
+        sp, sn = e.input("StatPos"), e.input("StatNeg")
+        e.require_float(pred)
+        if label.ctype not in ("int64_t", "int32_t") or sp.ctype != "int64_t" or \
+                sn.ctype != "int64_t" or pred.ndim != 2:
+            e.fail(f"Label {label.ctype}, stats {sp.ctype}/{sn.ctype}, Predict rank "
+                   f"{pred.ndim}: not the kernel's int64 stats over [N, C] predictions")
+        for out, src in (("StatPosOut", "StatPos"), ("StatNegOut", "StatNeg")):
+            if e.op.output(out) != e.op.input(src):
+                e.fail(f"{out} is not {src}: not an update in place")
+            e.output(out, e.input(src).dims, "int64_t")
+        nt, steps = int(e.attr("num_thresholds")), int(e.attr("slide_steps"))
+        buckets, size = nt + 1, _stat_size(nt, steps)
+        n, c = pred.dims
+        e.check(f"{label.numel()} != {n}", "auc: Label and Predict differ in rows")
+        e.check(f"{sp.numel()} != {size} || {sn.numel()} != {size}",
+                "auc: a stat of another size than num_thresholds and slide_steps make")
+        auc = e.output("AUC", ["1"], "double", lod_from=False)
+        counts = e.scratch([str(2 * buckets)], "int64_t")
+        e.code(f"const int64_t n = {n}, c = {c}, B = {buckets}, steps = {steps}; "
+               f"for (int64_t i = 0; i < n; ++i) {{ const float p = {pred}[i * c + c - 1]; "
+               f'if (!(p >= 0.0f && p <= 1.0f)) return fl::fail(err, {e.k}, "auc: predictions '
+               f'must lie in [0, 1] (a NaN or a value outside: has training diverged? try a '
+               f'smaller learning rate)"); }} '
+               f"int64_t* cp = {counts}; int64_t* cn = {counts} + B; "
+               f"for (int64_t j = 0; j < 2 * B; ++j) {counts}[j] = 0; "
+               f"for (int64_t i = 0; i < n; ++i) {{ "
+               f"const int64_t b = (int64_t)({pred}[i * c + c - 1] * {float(nt)!r}f); "
+               f"if ({label}[i] != 0) ++cp[b]; else ++cn[b]; }} "
+               f"const int64_t total_at = steps * B; "
+               f"const int64_t cur = steps ? {sp}[{size} - 1] % steps : 0; "
+               f"int64_t* st[2] = {{{sp}, {sn}}}; const int64_t* cs[2] = {{cp, cn}}; "
+               f"for (int s = 0; s < 2; ++s) {{ int64_t* w = st[s] + cur * B; "
+               f"int64_t* t = st[s] + total_at; for (int64_t j = 0; j < B; ++j) {{ "
+               f"if (steps) {{ t[j] -= w[j]; w[j] = cs[s][j]; }} t[j] += cs[s][j]; }} }} "
+               f"const int64_t* tp_ = {sp} + total_at; const int64_t* tn_ = {sn} + total_at; "
+               f"double tp = 0, fp = 0, area = 0; for (int64_t j = B - 1; j >= 0; --j) {{ "
+               f"const double pj = (double)tp_[j], nj = (double)tn_[j]; tp += pj; fp += nj; "
+               f"area += nj * (2 * tp - pj); }} area /= 2; "
+               f"{auc}[0] = (tp > 0 && fp > 0) ? area / tp / fp : area; "
+               f"if (steps) {{ {sp}[{size} - 1] += 1; {sn}[{size} - 1] += 1; }}")
+

@@ -239,7 +239,7 @@ def sigmoid_xent(attrs):
     return {"X": f32(n, m, lo=-30, hi=30), "Label": label}, attrs, ["X"]
 # select_input is compiled only where its inputs are made in the same compiled code (the two
 # branches of a cond): tests/codegen/test_compiled_blocks.py
-ELSEWHERE = {"select_input"}
+ELSEWHERE = {"select_input", "auc"}   # auc: tests/codegen/test_metrics_compiled.py
 EXTRA = {   # more forms of ops above: each compiled vs the kernel too
     "top_k_v2 largest over the last axis": ("top_k_v2", lambda: (
         {"X": f32(4, 7)}, {"k": 3}, ["X"], ["Out", "Indices"])),
