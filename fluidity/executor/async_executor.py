@@ -1,8 +1,11 @@
 """AsyncExecutor: Hogwild training from MultiSlot files on all cores.
 
-`run(program, data_feed, filelist, thread_num, fetch)` starts `thread_num` worker
-*processes* (fork), so the workers really run at once: Python's GIL would serialize threads,
-since per-op dispatch is Python code. Before the workers start, every persistable tensor of
+`run(program, data_feed, filelist, thread_num, fetch)` starts `thread_num` workers. When
+every op of the program compiles (fluidity/codegen), they are *threads* of this process,
+each running the training step as native calls that release the GIL, over the parameters in
+the scope, in place (no copies, nothing to share). Otherwise they are worker *processes*
+(fork), so that Python per-op dispatch runs at once too; `workers=` picks either, and
+the choice is logged. For processes, before the workers start, every persistable tensor of
 the program (parameters, optimizer accumulators, learning rate, counters) is moved into an
 anonymous shared memory mapping, which forked workers inherit: all of them read and update
 the same parameters in place, without locks (Hogwild!, Niu et al. 2011), and the parent
@@ -29,6 +32,8 @@ import threading
 import time
 import traceback
 
+import logging
+
 import numpy as np
 
 from ..core.scope import global_scope
@@ -36,7 +41,9 @@ from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, FluidityError
 from ..ir.views import ProgramView, VarView
 from .executor import Executor
+from .strategy import ExecutionStrategy
 
+logger = logging.getLogger("fluidity")
 STOP_GRACE_S = 10.0  # after a worker fails, how long the others get to stop by themselves
 HUGE_PAGE_MIN = 4 << 20  # shared arrays at least this large ask for transparent huge pages
 
@@ -105,11 +112,12 @@ class _Worker:
     """Runs in a forked child: pick files, read batches, run the program, report."""
 
     def __init__(self, wid, program, desc, files, next_file, stop, out_q, scope, fetch_names,
-                 report_every, shared, reader_args, read_ahead=False):
+                 report_every, shared, reader_args, read_ahead=False, plan_kind="interpreter"):
         self.wid, self.program, self.desc, self.files = wid, program, desc, files
         self.next_file, self.stop, self.out_q = next_file, stop, out_q
         self.scope, self.fetch_names, self.report_every = scope, fetch_names, report_every
         self.shared, self.reader_args, self.read_ahead = shared, reader_args, read_ahead
+        self.plan_kind = plan_kind   # "native" in worker threads: steps that release the GIL
 
     def _pick_file(self):
         with self.next_file.get_lock():
@@ -144,9 +152,8 @@ class _Worker:
 
     def run(self):
         from ..data.multislot import MultiSlotReader
-        _limit_blas_threads(1)  # workers x BLAS threads <= cores, or oversubscription eats the gain
         started = time.time()
-        exe = Executor()
+        exe = Executor(strategy=ExecutionStrategy(self.plan_kind))
         wscope = self.scope.new_scope()
         nf = len(self.fetch_names)
         sums, batches, examples = np.zeros(nf), 0, 0
@@ -164,7 +171,8 @@ class _Worker:
             feed = item
             n = _batch_examples(feed)
             res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names, scope=wscope)
-            self._resync()
+            if self.shared:
+                self._resync()
             vals = np.array([float(np.asarray(r).mean()) for r in res]) if nf else sums
             sums += vals * n if nf else 0
             batches += 1
@@ -238,6 +246,28 @@ def _build_native_once():
     sparse_kernels.build()  # likewise for numpy
 
 
+class _blas_threads:
+    """Limit the BLAS libraries to `n` threads while worker threads run (workers x BLAS
+    threads <= cores; OpenBLAS serializes callers that each want its pool); None: no
+    change."""
+
+    def __init__(self, n):
+        self.n, self.ctl = n, None
+
+    def __enter__(self):
+        if self.n is not None:
+            try:
+                from threadpoolctl import threadpool_limits
+            except ImportError:
+                return self
+            self.ctl = threadpool_limits(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        if self.ctl is not None:
+            self.ctl.restore_original_limits()
+
+
 def _limit_blas_threads(n):
     """One BLAS thread per worker process, when threadpoolctl is there to say so."""
     try:
@@ -255,11 +285,11 @@ def _batch_examples(feed):
     return t._array.shape[0]
 
 
-def _worker_main(worker):
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+def _run_reporting(worker):
+    """Run a worker; report any exception (a kernel's, a reader's) to the parent. 0 or 1."""
     try:
         worker.run()
-        code = 0
+        return 0
     except BaseException as e:  # report everything, including kernel errors
         msg = str(e) if isinstance(e, FluidityError) else \
             f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
@@ -267,10 +297,71 @@ def _worker_main(worker):
             worker.out_q.put(("error", worker.wid, type(e).__name__, msg))
         except Exception:
             pass
-        code = 1
+        return 1
+
+
+def _worker_main(worker):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    _limit_blas_threads(1)  # workers x BLAS threads <= cores, or oversubscription eats the gain
+    code = _run_reporting(worker)
     worker.out_q.close()
     worker.out_q.join_thread()
     os._exit(code)
+
+
+class _Counter:
+    """The next file's index for worker threads (the face of multiprocessing.Value)."""
+
+    def __init__(self):
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def get_lock(self):
+        return self._lock
+
+
+class _WorkerThread:
+    """A worker as a thread of this process, with the face `_collect` reads of a process.
+    Its steps are native calls that release the GIL, so threads run them at once."""
+
+    def __init__(self, worker):
+        self.worker, self.exitcode = worker, None
+        self.thread = threading.Thread(target=self._main, daemon=True,
+                                       name=f"fluidity-worker-{worker.wid}")
+
+    def _main(self):
+        self.exitcode = _run_reporting(self.worker)
+
+    def start(self):
+        self.thread.start()
+
+    def is_alive(self):
+        return self.thread.is_alive()
+
+    def join(self, timeout=None):
+        self.thread.join(timeout)
+
+    def terminate(self):
+        """Threads cannot be killed: a straggler stops at its next batch (the stop event)
+        and, being a daemon, never keeps the process alive."""
+
+
+def native_obstacles(program, fetch_names):
+    """The ops of block 0 that would run as Python steps if `program` ran compiled
+    ([(index, type, why)]; empty when each training step is native calls only)."""
+    from ..codegen.lower import Lowering
+    rows = Lowering(program, 0, keep=fetch_names).explain()
+    return [(i, t, why) for i, t, where, why in rows if where == "python"]
+
+
+def _prebuild(program, fetch_names):
+    """Build the compiled step's library once, before the workers (each worker's executor
+    would otherwise find an empty cache at the same moment and compile it too)."""
+    from ..codegen import build
+    from ..codegen.lower import Lowering
+    low = Lowering(program, 0, keep=fetch_names)
+    if low.segments:
+        build.load(build.compile_cached(low.source))
 
 
 # --- the executor -------------------------------------------------------------------------
@@ -287,7 +378,7 @@ class AsyncExecutor:
 
     def run(self, program, data_feed, filelist, thread_num, fetch=None, mode="", debug=False,
             scope=None, report_every=None, progress=None, skip_bad_lines=False,
-            callback=None, fetch_info=None, read_ahead=False):
+            callback=None, fetch_info=None, read_ahead=False, workers="auto"):
         """Train `program` on `filelist` with `thread_num` Hogwild workers.
 
         fetch: variables (or names) to report, labelled by `fetch_info` (default: their
@@ -300,7 +391,14 @@ class AsyncExecutor:
         Off by default: the hand-offs and the two threads' contention for the GIL cost more
         than the overlap gains once a step takes a few ms or less (measured, 2 cores: CTR-DNN
         10-20% and a bag-of-words classifier 15-30% fewer examples/s with it, for 1 worker
-        and for 2); it can pay when parsing is heavy next to the step and cores are idle."""
+        and for 2); it can pay when parsing is heavy next to the step and cores are idle.
+
+        workers: "threads" runs the workers as threads of this process, each training step
+        compiled to native code (`with_native_code()`; the calls release the GIL) over the
+        parameters in place; "processes" forks worker processes over parameters moved to
+        shared memory, running the program as it is; "auto" (the default) takes threads
+        when every op of the program compiles and processes otherwise, and logs which and
+        why."""
         if not isinstance(program, ProgramView):
             raise FluidityError(f"AsyncExecutor.run needs a Program, got "
                                 f"{type(program).__name__}")
@@ -333,20 +431,24 @@ class AsyncExecutor:
         if missing:
             raise FluidityError(f"persistable variables {missing[:5]} have no value: run the "
                                 f"startup program first")
-        shared = share_persistables(program, scope)
+        threads = self._choose_workers(workers, program, fetch_names)
+        self.last_mode = "threads" if threads else "processes"
         report_every = report_every or max(1, 20 // thread_num)
-
-        ctx = mp.get_context("fork")
-        out_q = ctx.Queue()
-        stop = ctx.Event()
-        next_file = ctx.Value("l", 0)
-        workers = []
         reader_args = {"skip_bad_lines": skip_bad_lines}
-        for wid in range(min(thread_num, len(files))):
+        n_workers = min(thread_num, len(files))
+        if threads:
+            out_q, stop, next_file, shared = queue.Queue(), threading.Event(), _Counter(), {}
+        else:
+            shared = share_persistables(program, scope)
+            ctx = mp.get_context("fork")
+            out_q, stop, next_file = ctx.Queue(), ctx.Event(), ctx.Value("l", 0)
+        workers = []
+        for wid in range(n_workers):
             w = _Worker(wid, program, desc, files, next_file, stop, out_q, scope, fetch_names,
-                        report_every, shared, reader_args, read_ahead)
-            p = ctx.Process(target=_worker_main, args=(w,), daemon=True)
-            workers.append(p)
+                        report_every, shared, reader_args, read_ahead,
+                        plan_kind="native" if threads else "interpreter")
+            workers.append(_WorkerThread(w) if threads else
+                           ctx.Process(target=_worker_main, args=(w,), daemon=True))
         show = progress if progress is not None else "auto"
         labels = list(fetch_info) if fetch_info else fetch_names
         if len(labels) != len(fetch_names):
@@ -354,12 +456,39 @@ class AsyncExecutor:
                                 f"fetch targets")
         bar = _Progress(show, labels, debug)
         _build_native_once()
+        if threads:
+            _prebuild(program, fetch_names)
         t0 = time.perf_counter()
-        for p in workers:
-            p.start()
-        result = self._collect(workers, out_q, stop, bar, fetch_names, t0, callback)
+        with _blas_threads(1 if threads else None):
+            for p in workers:
+                p.start()
+            result = self._collect(workers, out_q, stop, bar, fetch_names, t0, callback)
         bar.close()
+        result.mode = self.last_mode
         return result
+
+    @staticmethod
+    def _choose_workers(workers, program, fetch_names):
+        """True for worker threads (see run()); logs the choice and why."""
+        if workers not in ("auto", "threads", "processes"):
+            raise FluidityError(f"workers must be 'auto', 'threads' or 'processes', got "
+                                f"{workers!r}")
+        if workers == "processes":
+            return False
+        obstacles = native_obstacles(program, fetch_names)
+        if workers == "threads":
+            if obstacles:
+                logger.info("AsyncExecutor: worker threads; %d op(s) run as Python steps "
+                            "under the GIL (%s)", len(obstacles),
+                            ", ".join(sorted({t for _, t, _ in obstacles})))
+            return True
+        if obstacles:
+            i, t, why = obstacles[0]
+            logger.info("AsyncExecutor: worker processes: %d op(s) do not compile (op #%d "
+                        "'%s': %s)", len(obstacles), i, t, why)
+            return False
+        logger.info("AsyncExecutor: worker threads running the compiled training step")
+        return True
 
     def _collect(self, workers, out_q, stop, bar, fetch_names, t0, callback):
         done, errors, workers_info = set(), [], {}
