@@ -6,12 +6,16 @@ An op class says how it compiles, with the op (ops never import this package):
 * `emit = staticmethod(fn)`: `fn(e)` writes the op's C++ through an `Emit` (cir.py);
 * `c_expr = "..."`: an elementwise op written as one C expression per element over the
   names x (input X), y (Y), o (Out) and d (Out@GRAD), with `{attr}` for attributes, e.g.
-  `"x > 0 ? x : x * {alpha}"`; the output is the op's first output. Binary ops broadcast Y
-  by Paddle's `axis` rule where Y's dims are one contiguous run of X's. The inputs are
+  `"x > 0 ? x : x * {alpha}"`; the output is the op's first output. Binary ops broadcast
+  as the numpy kernels do (Paddle's `axis` rule lines up the lower-rank operand, then
+  numpy's): a Y whose dims are one contiguous run of X's loops over (pre, n, post), any
+  other pattern (Y over non-adjacent dims, X broadcast too) walks fl::broadcast_each. The
+  inputs are
   float32 unless the class sets `c_any_type = True` (then any dtype, all inputs alike, each
   element loaded as its own C type); the output has X's type, or `c_out_type` ("bool" for
   comparisons).
 """
+from ..ops.common import broadcast_code, broadcast_plan, spans_contiguously
 from .cir import NotCompilable, literal
 
 # slot -> the name its element has in a c_expr
@@ -59,7 +63,9 @@ def elementwise(e, expr):
     out_type = getattr(e.opdef, "c_out_type", None) or x.ctype
     body = expand(expr, e.attrs)
     if y is not None and (y.ndim != x.ndim or any(a != b for a, b in zip(x.dims, y.dims))):
-        return _broadcast(e, x, y, out_slot, out_type, body)
+        if spans_contiguously(x.dims, y.dims, e.attrs.get("axis", -1)):
+            return _broadcast(e, x, y, out_slot, out_type, body)
+        return _broadcast_general(e, x, y, out_slot, out_type, body)
     for b in ins.values():
         if b is not x:
             e.same_dims(x, b)
@@ -83,3 +89,12 @@ def _broadcast(e, x, y, out_slot, out_type, body):
                f"const {t} y = {y}[j]; const int64_t base = (p * {n} + j) * {post}; "
                f"for (int64_t q = 0; q < {post}; ++q) {{ const {t} x = {x}[base + q]; "
                f"{out}[base + q] = {body}; }} }}")
+
+
+def _broadcast_general(e, x, y, out_slot, out_type, body):
+    """Out = f(X, Y) under any broadcast (either operand, any set of dims): one walk over
+    Out with each operand's strides (0 where it broadcasts)."""
+    dims, loops = broadcast_plan(e, x.dims, y.dims, e.attrs.get("axis", -1))
+    out = e.output(out_slot, dims, out_type, lod_from=y if y.ndim > x.ndim else None)
+    e.code(broadcast_code(loops, f"const {x.ctype} x = {x}[ia]; const {y.ctype} y = {y}[ib]; "
+                                 f"{out}[i] = {body};"))

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import ShapeError
-from .common import channel_last
+from .common import channel_last, check_dims
 from .registry import In, OpDef, Out, ints
 
 
@@ -333,6 +333,27 @@ def _convt_geometry(attrs, in_hw, k_hw):
     return strides, pads, dil, out
 
 
+def _emit_convt_geometry(e, x, w):
+    """The literal geometry of a compiled NCHW conv2d_transpose (N may be symbolic): (code
+    declaring the fl::ConvGeom `g` of the conv2d it transposes: the image is Output [N, M,
+    oh, ow], the conv's output positions Input's [h, w]; groups, C, M/groups, [oh, ow])."""
+    if channel_last(e.attr("data_format")):
+        e.fail("NHWC layout")
+    if x.ndim != 4 or w.ndim != 4 or not all(e.is_lit(d) for d in x.dims[1:] + w.dims):
+        e.fail("channels, image or filter size not known when compiling")
+    n, (c, h, wd), (c2, mg, kh, kw) = x.dims[0], map(int, x.dims[1:]), map(int, w.dims)
+    groups = e.attr("groups")
+    if c != c2 or groups < 1 or c % groups:
+        e.fail(f"Input {x.dims} and Filter {w.dims} with groups={groups} do not fit")
+    try:
+        strides, pads, dil, (oh, ow) = _convt_geometry(e.attrs, (h, wd), (kh, kw))
+    except ShapeError as err:
+        e.fail(str(err))
+    code = (f"const fl::ConvGeom g{{{n}, {groups * mg}, {oh}, {ow}, {kh}, {kw}, {h}, {wd}, "
+            f"{strides[0]}, {strides[1]}, {pads[0]}, {pads[2]}, {dil[0]}, {dil[1]}}};")
+    return code, groups, c, mg, [oh, ow]
+
+
 class Conv2DTranspose(OpDef):
     type = "conv2d_transpose"
     inputs = (In("Input"), In("Filter"), In("Bias", dispensable=True))
@@ -391,6 +412,29 @@ class Conv2DTranspose(OpDef):
             return np.ascontiguousarray(out, dtype=x.dtype)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """The kernel's steps: Input as [C, N*h*w], one gemm per group making the columns
+        W_g^T @ X_g, col2im into Output (tap by tap, as _col2im adds), then the bias."""
+        x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
+        e.require_float(x, w, bias)
+        geom, groups, c, mg, (oh, ow) = _emit_convt_geometry(e, x, w)
+        n, hw = x.dims[0], int(x.dims[2]) * int(x.dims[3])
+        m, cg, mgkk = groups * mg, c // groups, e.prod(w.dims[1:])
+        out = e.output("Output", [n, str(m), str(oh), str(ow)])
+        ncol = e.mul(n, hw)
+        xg = e.scratch([str(c), ncol])
+        cols = e.scratch([e.mul(groups, mgkk), ncol])
+        e.code(geom)
+        e.code(f"fl::swap01({x}, {xg}, {n}, {c}, {hw});")
+        e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(true, false, {mgkk}, {ncol}, "
+               f"{cg}, 1.0f, {w} + gi * {cg} * {mgkk}, {mgkk}, {xg} + gi * {cg} * {ncol}, "
+               f"{ncol}, 0.0f, {cols} + gi * {mgkk} * {ncol}, {ncol});")
+        e.code(f"fl::col2im({cols}, g, {out});")
+        if bias is not None:
+            e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) "
+                   f"{out}[i] = {out}[i] + {bias}[(i / {oh * ow}) % {m}];")
+
     grad = staticmethod(_conv_grad)
 
 
@@ -423,6 +467,41 @@ class Conv2DTransposeGrad(OpDef):
                 dx = dx.transpose(0, 2, 3, 1)
             return (np.ascontiguousarray(dx, dtype=x.dtype), dw.astype(w.dtype, copy=False), db)
         return kernel
+
+    @staticmethod
+    def emit(e):
+        """The kernel's steps: im2col of Output@GRAD at Input's positions, per group dX_g =
+        W_g @ cols_g and dW_g = X_g @ cols_g^T (gemms), dBias summed in double."""
+        x, w, bias, dout = e.input("Input"), e.input("Filter"), e.input("Bias"), \
+            e.input("Output@GRAD")
+        e.require_float(x, w, bias, dout)
+        geom, groups, c, mg, (oh, ow) = _emit_convt_geometry(e, x, w)
+        n, hw = x.dims[0], int(x.dims[2]) * int(x.dims[3])
+        m, cg, mgkk = groups * mg, c // groups, e.prod(w.dims[1:])
+        check_dims(e, dout, [n, str(m), str(oh), str(ow)], "Output")
+        ncol = e.mul(n, hw)
+        cols = e.scratch([e.mul(groups, mgkk), ncol])
+        e.code(geom)
+        e.code(f"fl::im2col({dout}, g, {cols});")
+        if e.has_output("Input@GRAD"):
+            tmp = e.scratch([str(c), ncol])
+            dx = e.output("Input@GRAD", x.dims)
+            e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(false, false, {cg}, "
+                   f"{ncol}, {mgkk}, 1.0f, {w} + gi * {cg} * {mgkk}, {mgkk}, {cols} + gi * "
+                   f"{mgkk} * {ncol}, {ncol}, 0.0f, {tmp} + gi * {cg} * {ncol}, {ncol});")
+            e.code(f"fl::swap01({tmp}, {dx}, {c}, {n}, {hw});")
+        if e.has_output("Filter@GRAD"):
+            xg = e.scratch([str(c), ncol])
+            dw = e.output("Filter@GRAD", w.dims)
+            e.code(f"fl::swap01({x}, {xg}, {n}, {c}, {hw});")
+            e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(false, true, {cg}, "
+                   f"{mgkk}, {ncol}, 1.0f, {xg} + gi * {cg} * {ncol}, {ncol}, {cols} + gi * "
+                   f"{mgkk} * {ncol}, {ncol}, 0.0f, {dw} + gi * {cg} * {mgkk}, {mgkk});")
+        if e.has_output("Bias@GRAD") and bias is not None:
+            db = e.output("Bias@GRAD", bias.dims)
+            e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ double s = 0; for (int64_t b = 0; "
+                   f"b < {n}; ++b) for (int64_t i = 0; i < {oh * ow}; ++i) s += {dout}[(b * {m} "
+                   f"+ c) * {oh * ow} + i]; {db}[c] = (float)s; }}")
 
 
 # --- pool2d --------------------------------------------------------------------------------
@@ -564,49 +643,78 @@ class Pool2D(OpDef):
 
     @staticmethod
     def emit(e):
-        """Each window's taps in the kernel's order (rows, then columns): the first maximum,
-        or the sum of a separable average (columns of each row summed, then the rows)
-        divided as the kernel divides."""
+        """Each window's taps in the kernel's order (rows, then columns): the first maximum
+        (NaN wins, as np.maximum's), or the sum of a separable average (columns of each row
+        summed, then the rows) divided as the kernel divides. NHWC walks the same planes
+        with a channel stride."""
         x = e.input("X")
         e.require_float(x)
-        taps, (oh, ow), div = _emit_pool_tables(e, x)
-        out = e.output("Out", x.dims[:2] + [str(oh), str(ow)])
-        h, w = int(x.dims[2]), int(x.dims[3])
-        e.code(taps)
+        lay = _PoolLayout(e, x, e.attrs)
+        tables, (oh, ow) = _emit_pool_tables(e, e.attrs, lay.h, lay.w)
+        out = e.output("Out", lay.dims(oh, ow))
         if e.attr("pooling_type") == "max":
-            body = ("float v = -INFINITY; bool any = false; for (int64_t i = hs[a]; i < he[a]; ++i) "
-                    "for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = img[i * W + j]; "
-                    "if (!any || t > v || t != t) { v = t; any = true; } }")
+            body = ("float v = -INFINITY; bool any = false; for (int64_t i = hs[a]; i < he[a]; "
+                    "++i) for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = "
+                    "img[(i * W + j) * ES]; if (!any || t > v || t != t) { v = t; any = true; } }")
         else:
             body = ("float v = 0.0f; for (int64_t j = ws[b]; j < we[b]; ++j) { float col = 0.0f; "
-                    "for (int64_t i = hs[a]; i < he[a]; ++i) col += img[i * W + j]; v += col; } "
-                    "v = v / div[a * OW + b];")
-        e.code(f"const int64_t W = {w}, OW = {ow}; for (int64_t p = 0; p < {e.prod(x.dims[:2])}; "
-               f"++p) {{ const float* img = {x} + p * {h * w}; float* o = {out} + p * {oh * ow}; "
-               f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < {ow}; ++b) {{ {body} "
-               f"o[a * OW + b] = v; }} }}")
+                    "for (int64_t i = hs[a]; i < he[a]; ++i) col += img[(i * W + j) * ES]; "
+                    "v += col; } v = v / div[a * OW + b];")
+        e.code(tables)
+        e.code(lay.planes(ow, ("const float* img", x, lay.h * lay.w),
+                          ("float* o", out, oh * ow)) +
+               f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
+               f"{body} o[(a * OW + b) * ES] = v; }} }}")
 
     grad = staticmethod(lambda g: g.default())
 
 
-def _emit_pool_tables(e, x):
-    """C tables of a compiled NCHW pool2d's windows: rows [hs, he), columns [ws, we) of each
-    output position (the kernel's _pool_windows, clipped), and the average's divisors."""
-    if channel_last(e.attr("data_format")) or e.attr("adaptive"):
-        e.fail("NHWC layout or adaptive pooling")
-    if x.ndim != 4 or not all(e.is_lit(d) for d in x.dims[2:]):
-        e.fail("image size not known when compiling")
-    h, w = int(x.dims[2]), int(x.dims[3])
-    ((ih, vh), (iw, vw)), ksize, _ = _pool_windows(e.attrs, h, w)
+class _PoolLayout:
+    """Where compiled pooling finds the planes of X (4-D, H and W known when compiling):
+    plane p (of N*C) of NCHW starts at p*H*W, its elements one apart; of NHWC, (n, c) =
+    (p / C, p % C) starts at n*H*W*C + c, its elements C apart (ES)."""
+
+    def __init__(self, e, x, attrs):
+        if x.ndim != 4:
+            e.fail(f"X is {x.ndim}-D")
+        self.last = channel_last(attrs.get("data_format", "NCHW"))
+        self.n, self.c, h, w = ((x.dims[0], x.dims[3], x.dims[1], x.dims[2]) if self.last
+                                else x.dims)
+        if not (e.is_lit(h) and e.is_lit(w)):
+            e.fail("image size not known when compiling")
+        self.h, self.w = int(h), int(w)
+        self.n_planes = e.mul(self.n, self.c)
+
+    def dims(self, oh, ow):
+        """The dims of a pooled output in X's layout."""
+        return ([self.n, str(oh), str(ow), self.c] if self.last
+                else [self.n, self.c, str(oh), str(ow)])
+
+    def planes(self, ow, *pointers):
+        """C++ opening a loop over the planes (the caller closes its brace) that declares
+        W, OW, ES and, for each (declaration, Buf, plane size) of `pointers`, that pointer
+        to the Buf's plane p."""
+        decls = " ".join(
+            f"{decl} = {buf} + (p / ES) * {size} * ES + p % ES;" if self.last else
+            f"{decl} = {buf} + p * {size};" for decl, buf, size in pointers)
+        return (f"const int64_t W = {self.w}, OW = {ow}, ES = {self.c if self.last else 1}; "
+                f"for (int64_t p = 0; p < {self.n_planes}; ++p) {{ {decls} ")
+
+
+def _emit_pool_tables(e, attrs, h, w):
+    """C tables of a compiled pool's windows over an h x w plane: rows [hs, he), columns
+    [ws, we) of each output position (the kernel's _pool_windows, clipped; adaptive cells
+    too), and the average's divisors (div); returns (code, (oh, ow))."""
+    ((ih, vh), (iw, vw)), ksize, adaptive = _pool_windows(attrs, h, w)
     if not (_contiguous(ih, vh) and _contiguous(iw, vw)):
         e.fail("windows that are not runs of positions")
     hs, he = _runs(ih, vh)
     ws, we = _runs(iw, vw)
-    if e.attr("exclusive") or e.attr("global_pooling"):
+    if attrs.get("exclusive", True) or attrs["global_pooling"] or adaptive:
         div = np.maximum(np.outer(vh.sum(1), vw.sum(1)), 1).astype(np.float32)
     else:
         div = np.full((len(hs), len(ws)), np.float32(ksize[0] * ksize[1]), np.float32)
-    if e.attr("global_pooling"):
+    if attrs["global_pooling"]:
         div = np.full((1, 1), np.float32(h * w), np.float32)
 
     def arr(name, values, ctype="int64_t"):
@@ -615,7 +723,7 @@ def _emit_pool_tables(e, x):
         return f"static const {ctype} {name}[] = {{{vals}}};"
     code = " ".join([arr("hs", hs), arr("he", he), arr("ws", ws), arr("we", we),
                      arr("div", div, "float")])
-    return code, (len(hs), len(ws)), div
+    return code, (len(hs), len(ws))
 
 
 def _contiguous(idx, valid):
@@ -666,29 +774,29 @@ class Pool2DGrad(OpDef):
         (the kernel's bincount); avg: spread over the window divided as the forward."""
         x, dout = e.input("X"), e.input("Out@GRAD")
         e.require_float(x, dout)
-        taps, (oh, ow), _ = _emit_pool_tables(e, x)
+        lay = _PoolLayout(e, x, e.attrs)
+        tables, (oh, ow) = _emit_pool_tables(e, e.attrs, lay.h, lay.w)
         dx = e.output("X@GRAD", x.dims)
-        h, w = int(x.dims[2]), int(x.dims[3])
-        planes = e.prod(x.dims[:2])
-        e.code(taps)
-        head = (f"const int64_t W = {w}, OW = {ow}; for (int64_t p = 0; p < {planes}; ++p) {{ "
-                f"const float* img = {x} + p * {h * w}; const float* d = {dout} + p * "
-                f"{oh * ow}; ")
+        hw = lay.h * lay.w
+        e.code(tables)
         if e.attr("pooling_type") == "max":
-            acc = e.scratch([planes, str(h * w)], "double")
+            acc = e.scratch(x.dims, "double")
             e.code(f"std::memset({acc}, 0, sizeof(double) * {acc.numel()});")
-            e.code(head + f"double* g = {acc} + p * {h * w}; for (int64_t a = 0; a < {oh}; ++a) "
-                   "for (int64_t b = 0; b < OW; ++b) { float v = -INFINITY; int64_t at = -1; "
-                   "for (int64_t i = hs[a]; i < he[a]; ++i) for (int64_t j = ws[b]; j < we[b]; "
-                   "++j) { const float t = img[i * W + j]; if (at < 0 || t > v) { v = t; "
-                   "at = i * W + j; } } if (at >= 0) g[at] += (double)d[a * OW + b]; } }")
+            e.code(lay.planes(ow, ("const float* img", x, hw), ("double* g", acc, hw),
+                              ("const float* d", dout, oh * ow)) +
+                   f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
+                   "float v = -INFINITY; int64_t at = -1; for (int64_t i = hs[a]; "
+                   "i < he[a]; ++i) for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = "
+                   "img[(i * W + j) * ES]; if (at < 0 || t > v) { v = t; at = i * W + j; } } "
+                   "if (at >= 0) g[at * ES] += (double)d[(a * OW + b) * ES]; } }")
             e.code(f"for (int64_t i = 0; i < {dx.numel()}; ++i) {dx}[i] = (float){acc}[i];")
         else:
             e.code(f"std::memset({dx}, 0, sizeof(float) * {dx.numel()});")
-            e.code(head + f"float* g = {dx} + p * {h * w}; for (int64_t a = 0; a < {oh}; ++a) "
-                   "for (int64_t b = 0; b < OW; ++b) { const float v = d[a * OW + b] / "
-                   "div[a * OW + b]; for (int64_t i = hs[a]; i < he[a]; ++i) for (int64_t j = "
-                   "ws[b]; j < we[b]; ++j) g[i * W + j] += v; } }")
+            e.code(lay.planes(ow, ("float* g", dx, hw), ("const float* d", dout, oh * ow)) +
+                   f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
+                   "const float v = d[(a * OW + b) * ES] / div[a * OW + b]; "
+                   "for (int64_t i = hs[a]; i < he[a]; ++i) for (int64_t j = ws[b]; j < we[b]; "
+                   "++j) g[(i * W + j) * ES] += v; } }")
 
 
 # --- max_pool2d_with_index -----------------------------------------------------------------
@@ -729,6 +837,28 @@ class MaxPool2DWithIndex(OpDef):
             return np.ascontiguousarray(out, dtype=x.dtype), (flat % plane).astype(np.int32)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """Each window's first maximum (strictly greater replaces, as the kernel's tap by
+        tap scan) and its position i * W + j in the plane as Mask."""
+        x = e.input("X")
+        e.require_float(x)
+        attrs = _pool_with_index_attrs(e.attrs)
+        lay = _PoolLayout(e, x, attrs)
+        tables, (oh, ow) = _emit_pool_tables(e, attrs, lay.h, lay.w)
+        out = e.output("Out", lay.dims(oh, ow))
+        mask = e.output("Mask", lay.dims(oh, ow), "int32_t") if e.has_output("Mask") else None
+        e.code(tables)
+        pointers = [("const float* img", x, lay.h * lay.w), ("float* o", out, oh * ow)]
+        if mask is not None:
+            pointers.append(("int32_t* mk", mask, oh * ow))
+        e.code(lay.planes(ow, *pointers) +
+               f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
+               "float v = -INFINITY; int64_t at = -1; for (int64_t i = hs[a]; i < he[a]; ++i) "
+               "for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = img[i * W + j]; "
+               "if (at < 0 || t > v) { v = t; at = i * W + j; } } o[a * OW + b] = v; "
+               + ("mk[a * OW + b] = (int32_t)at; " if mask else "") + "} }")
+
     grad = staticmethod(lambda g: g.op(
         "max_pool2d_with_index_grad", {"X": g.input("X"), "Mask": g.output("Mask"),
                                        "Out@GRAD": g.output_grad("Out")},
@@ -748,3 +878,25 @@ class MaxPool2DWithIndexGrad(OpDef):
         base = (np.arange(n * c) * (h * w)).reshape(n, c, 1, 1)
         dx = np.bincount((base + mask).ravel(), weights=dout.ravel(), minlength=x.size)
         return dx.reshape(x.shape).astype(x.dtype)
+
+    @staticmethod
+    def emit(e):
+        """Each Out@GRAD element added to the X position its Mask names, in double (the
+        kernel's bincount), then rounded to float."""
+        x, mask, dout = e.input("X"), e.input("Mask"), e.input("Out@GRAD")
+        e.require_float(x, dout)
+        if mask.ctype != "int32_t":
+            e.fail(f"Mask is {mask.ctype}")
+        lay = _PoolLayout(e, x, {})
+        oh, ow = dout.dims[2], dout.dims[3]
+        if not (e.is_lit(oh) and e.is_lit(ow)):
+            e.fail("output size not known when compiling")
+        e.same_dims(mask, dout)
+        dx = e.output("X@GRAD", x.dims)
+        acc = e.scratch(x.dims, "double")
+        hw, ohw = lay.h * lay.w, int(oh) * int(ow)
+        e.code(f"std::memset({acc}, 0, sizeof(double) * {acc.numel()});")
+        e.code(f"for (int64_t p = 0; p < {lay.n_planes}; ++p) for (int64_t q = 0; q < {ohw}; "
+               f"++q) {{ const int64_t at = {mask}[p * {ohw} + q]; if (at >= 0 && at < {hw}) "
+               f"{acc}[p * {hw} + at] += (double){dout}[p * {ohw} + q]; }}")
+        e.code(f"for (int64_t i = 0; i < {dx.numel()}; ++i) {dx}[i] = (float){acc}[i];")

@@ -6,8 +6,9 @@ import numpy as np
 
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
-from .common import (align_for_broadcast, broadcast_pair, broadcast_shape, default_grad,
-                     flatten_to_2d, prod, reduce_to_shape)
+from .common import (align_for_broadcast, broadcast_code, broadcast_pair, broadcast_plan,
+                     broadcast_shape, check_dims, default_grad, flatten_to_2d, prod,
+                     reduce_to_shape, spans_contiguously)
 from .memory_ops import affine_out, binary_out, matmul_out, mul_out
 from .registry import In, OpDef, Out
 
@@ -253,28 +254,115 @@ class _MatmulBase(OpDef):
 
     @classmethod
     def emit(cls, e):
-        """op(X) @ op(Y) for 2-D operands, or a batch of them with the same batch dims."""
-        x, y = e.input("X"), e.input("Y")
-        e.require_float(x, y)
-        tx, ty, alpha = e.attr(cls.tx_attr), e.attr(cls.ty_attr), e.attrs.get("alpha", 1.0)
-        if x.ndim < 2 or x.ndim != y.ndim:
-            e.fail("1-D operands or broadcast batch dims")
-        batch = x.dims[:-2]
-        for a, b in zip(batch, y.dims[:-2]):
-            if a != b:
-                e.check(f"{a} != {b}", f"{e.op.type}: batch dims differ")
-        m, k = (x.dims[-1], x.dims[-2]) if tx else (x.dims[-2], x.dims[-1])
-        k2, n = (y.dims[-1], y.dims[-2]) if ty else (y.dims[-2], y.dims[-1])
-        if k != k2:
-            if e.is_lit(k) and e.is_lit(k2):
-                e.fail(f"inner dims {k} and {k2} differ")
-            e.check(f"{k} != {k2}", f"{e.op.type}: inner dims differ")
-        out = e.output("Out", batch + [m, n])
-        mk, kn, mn = e.mul(m, k), e.mul(k, n), e.mul(m, n)
-        e.code(f"for (int64_t b = 0; b < {e.prod(batch)}; ++b) fl::gemm({str(tx).lower()}, "
-               f"{str(ty).lower()}, {m}, {n}, {k}, {e.literal(float(alpha))}, {x} + b * {mk}, "
-               f"{m if tx else k}, {y} + b * {kn}, {k if ty else n}, 0.0f, {out} + b * {mn}, "
-               f"{n});")
+        _emit_matmul(e, e.attr(cls.tx_attr), e.attr(cls.ty_attr), e.attrs.get("alpha", 1.0))
+
+
+# --- compiled matmul: every form numpy's matmul takes, as BLAS gemms ----------------------------
+_C_BOOL = {True: "true", False: "false"}
+
+
+class _MatmulPlan:
+    """The geometry of compiled op(X) @ op(Y) as numpy's matmul sees it: a 1-D X is a row
+    [1, K] and a 1-D Y a column [K, 1] (their transposes ignored, as the kernel ignores
+    them), dims squeezed from Out after; batch dims broadcast (numpy's rule) and walked by
+    fl::broadcast_each in units of whole matrices. `fold`: Y is one matrix and X is not
+    transposed, so X's batch dims fold into its rows and the whole product (and each
+    gradient) is one gemm."""
+
+    def __init__(self, e, x, y, tx, ty):
+        xd, yd = list(x.dims), list(y.dims)
+        if not xd or not yd:
+            e.fail("a 0-D operand")
+        if len(xd) == 1:
+            xd, tx = ["1"] + xd, False
+        if len(yd) == 1:
+            yd, ty = yd + ["1"], False
+        self.tx, self.ty = tx, ty
+        self.m, self.k = (xd[-1], xd[-2]) if tx else (xd[-2], xd[-1])
+        k2, self.n = (yd[-1], yd[-2]) if ty else (yd[-2], yd[-1])
+        if self.k != k2:
+            if e.is_lit(self.k) and e.is_lit(k2):
+                e.fail(f"inner dims {self.k} and {k2} differ")
+            e.check(f"{self.k} != {k2}", f"{e.op.type}: inner dims differ")
+        self.fold = not tx and len(yd) == 2
+        if self.fold:
+            self.batch, self.loops = xd[:-2], None
+            self.m_all = e.mul(e.prod(xd[:-2]), self.m)
+        else:
+            self.batch, self.loops = broadcast_plan(e, xd[:-2], yd[:-2])
+        self.out_dims = (self.batch + ([] if len(x.dims) == 1 else [self.m])
+                         + ([] if len(y.dims) == 1 else [self.n]))
+        if not self.out_dims:
+            e.fail("1-D @ 1-D (a 0-D Out)")
+        self.ldx = self.m if tx else self.k
+        self.ldy = self.k if ty else self.n
+        self.mk, self.kn, self.mn = e.mul(self.m, self.k), e.mul(self.k, self.n), \
+            e.mul(self.m, self.n)
+
+    def broadcasts(self, operand):
+        """Whether X (1) or Y (2) is reused across Out's batch (its gradient then sums)."""
+        return self.loops is not None and any(lp[operand] == "0" and lp[0] != "1"
+                                              for lp in self.loops)
+
+    def each_batch(self, call):
+        """C++ running `call` (over xo, yo, oo: the offsets of one batch's matrices of X,
+        Y and Out) for every matrix of Out's batch."""
+        return broadcast_code(self.loops, f"const int64_t xo = ia * {self.mk}, yo = ib * "
+                                          f"{self.kn}, oo = i * {self.mn}; {call}")
+
+
+def _emit_matmul(e, tx, ty, alpha):
+    """Out = alpha * op(X) @ op(Y): one gemm when X's batch folds into its rows, else one
+    per matrix of Out's (broadcast) batch."""
+    x, y = e.input("X"), e.input("Y")
+    e.require_float(x, y)
+    p = _MatmulPlan(e, x, y, tx, ty)
+    out = e.output("Out", p.out_dims)
+    al, T = e.literal(float(alpha)), _C_BOOL
+    if p.fold:
+        e.code(f"fl::gemm(false, {T[p.ty]}, {p.m_all}, {p.n}, {p.k}, {al}, {x}, {p.k}, {y}, "
+               f"{p.ldy}, 0.0f, {out}, {p.n});")
+        return
+    e.code(p.each_batch(f"fl::gemm({T[p.tx]}, {T[p.ty]}, {p.m}, {p.n}, {p.k}, {al}, {x} + xo, "
+                        f"{p.ldx}, {y} + yo, {p.ldy}, 0.0f, {out} + oo, {p.n});"))
+
+
+def _emit_matmul_grad(e, tx, ty, alpha):
+    """With a = op(X) [M,K], b = op(Y) [K,N], d [M,N] per matrix: dX = d b^T (or its
+    transpose), dY = a^T d (or its transpose), each one gemm over the stored matrices; an
+    operand reused across Out's batch gets its gradient summed there (gemm's beta = 1 over a
+    zeroed buffer), as the kernel's reduce_to_shape sums it."""
+    x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
+    e.require_float(x, y, d)
+    p = _MatmulPlan(e, x, y, tx, ty)
+    check_dims(e, d, p.out_dims, "Out")
+    al, T = e.literal(float(alpha)), _C_BOOL
+    m, k, n = (p.m_all if p.fold else p.m), p.k, p.n
+    xo, yo, do = ("", "", "") if p.fold else (" + xo", " + yo", " + oo")
+    if p.tx:
+        dx_call = (f"fl::gemm({T[p.ty]}, true, {k}, {m}, {n}, {al}, {y}{yo}, {p.ldy}, "
+                   f"{d}{do}, {n}, BETA, DX{xo}, {m});")
+    else:
+        dx_call = (f"fl::gemm(false, {T[not p.ty]}, {m}, {k}, {n}, {al}, {d}{do}, {n}, "
+                   f"{y}{yo}, {p.ldy}, BETA, DX{xo}, {k});")
+    if p.ty:
+        dy_call = (f"fl::gemm(true, {T[p.tx]}, {n}, {k}, {m}, {al}, {d}{do}, {n}, {x}{xo}, "
+                   f"{p.ldx}, BETA, DY{yo}, {k});")
+    else:
+        dy_call = (f"fl::gemm({T[not p.tx]}, false, {k}, {n}, {m}, {al}, {x}{xo}, {p.ldx}, "
+                   f"{d}{do}, {n}, BETA, DY{yo}, {n});")
+    for slot, buf, call, operand in (("X@GRAD", x, dx_call, 1), ("Y@GRAD", y, dy_call, 2)):
+        if not e.has_output(slot):
+            continue
+        g = e.output(slot, buf.dims)
+        call = call.replace("DX", g.name).replace("DY", g.name)
+        if p.fold:
+            e.code(call.replace("BETA", "0.0f"))
+        elif p.broadcasts(operand):
+            e.code(f"std::memset({g}, 0, sizeof(float) * {g.numel()});")
+            e.code(p.each_batch(call.replace("BETA", "1.0f")))
+        else:
+            e.code(p.each_batch(call.replace("BETA", "0.0f")))
 
 
 def _matmul_grad(g):
@@ -412,13 +500,17 @@ class ElementwiseGrad(OpDef):
     @classmethod
     def emit(cls, e):
         """dX, dY by the table's C forms; with Y broadcast over a contiguous run of X's dims,
-        dY sums over the others in order (rows first), as the kernel's reduction does."""
+        dY sums over the others in order (rows first), as the kernel's reduction does; any
+        other broadcast walks Out@GRAD once, each gradient an operand broadcasts summed in
+        that order (float, as the kernel's sums)."""
         x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
         o = e.input("Out") if e.op.input("Out") else None
         e.require_float(x, y, d, o)
         if o is None and re.search(r"\bo\b", cls.c_dx + " " + cls.c_dy):
             e.fail("needs Out")
         same = y.ndim == x.ndim and y.dims == x.dims
+        if not same and not spans_contiguously(x.dims, y.dims, e.attrs.get("axis", -1)):
+            return cls._emit_general(e, x, y, o, d)
         pre, n, post = ("1", x.numel(), "1") if same else e.span(x, y)
         yi = "i" if same else "j"
         load = (f"const int64_t i = (p * {n} + j) * {post} + q; const float x = {x}[i]; "
@@ -436,6 +528,25 @@ class ElementwiseGrad(OpDef):
             else:
                 e.code(f"for (int64_t j = 0; j < {n}; ++j) {dy}[j] = 0.0f;")
                 e.code(f"{loops} {{ {load} {dy}[j] += {cls.c_dy}; }}")
+
+    @classmethod
+    def _emit_general(cls, e, x, y, o, d):
+        """Any broadcast: one walk over Out (its flat index i; X's ia, Y's ib); a gradient
+        whose operand broadcasts is zeroed, then accumulated."""
+        dims, loops = broadcast_plan(e, x.dims, y.dims, e.attrs.get("axis", -1))
+        check_dims(e, d, dims, "Out")
+        load = (f"const float x = {x}[ia]; const float y = {y}[ib]; const float d = {d}[i];"
+                + (f" const float o = {o}[i];" if o is not None else ""))
+        grads = (("X@GRAD", x, "ia", cls.c_dx, 1), ("Y@GRAD", y, "ib", cls.c_dy, 2))
+        for slot, buf, at, expr, stride in grads:
+            if not e.has_output(slot):
+                continue
+            g = e.output(slot, buf.dims, lod_from=buf)
+            if any(lp[stride] == "0" and lp[0] != "1" for lp in loops):
+                e.code(f"for (int64_t i = 0; i < {buf.numel()}; ++i) {g}[i] = 0.0f;")
+                e.code(broadcast_code(loops, f"{load} {g}[{at}] += {expr};"))
+            else:
+                e.code(broadcast_code(loops, f"{load} {g}[{at}] = {expr};"))
 
 
 for _name, (_fx, _fy, _cx, _cy) in ELEMENTWISE_GRADS.items():
@@ -670,34 +781,8 @@ class _MatmulGradBase(OpDef):
 
     @classmethod
     def emit(cls, e):
-        """2-D operands: with a = op(X) [M,K], b = op(Y) [K,N], d [M,N]: dX = d b^T (or its
-        transpose), dY = a^T d (or its transpose), each one gemm over the stored matrices."""
-        x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
-        e.require_float(x, y, d)
-        if x.ndim != 2 or y.ndim != 2:
-            e.fail("not 2-D")
-        tx, ty = e.attr(cls.fwd.tx_attr), e.attr(cls.fwd.ty_attr)
-        al = e.literal(float(e.attrs.get("alpha", 1.0)))
-        m, k = (x.dims[1], x.dims[0]) if tx else (x.dims[0], x.dims[1])
-        n = y.dims[0] if ty else y.dims[1]
-        ldx, ldy = (m if tx else k), (k if ty else n)
-        T = {True: "true", False: "false"}
-        if e.has_output("X@GRAD"):
-            dx = e.output("X@GRAD", x.dims)
-            if tx:
-                e.code(f"fl::gemm({T[ty]}, true, {k}, {m}, {n}, {al}, {y}, {ldy}, {d}, {n}, "
-                       f"0.0f, {dx}, {m});")
-            else:
-                e.code(f"fl::gemm(false, {T[not ty]}, {m}, {k}, {n}, {al}, {d}, {n}, {y}, "
-                       f"{ldy}, 0.0f, {dx}, {k});")
-        if e.has_output("Y@GRAD"):
-            dy = e.output("Y@GRAD", y.dims)
-            if ty:
-                e.code(f"fl::gemm(true, {T[tx]}, {n}, {k}, {m}, {al}, {d}, {n}, {x}, {ldx}, "
-                       f"0.0f, {dy}, {k});")
-            else:
-                e.code(f"fl::gemm({T[not tx]}, false, {k}, {n}, {m}, {al}, {x}, {ldx}, {d}, "
-                       f"{n}, 0.0f, {dy}, {n});")
+        _emit_matmul_grad(e, e.attr(cls.fwd.tx_attr), e.attr(cls.fwd.ty_attr),
+                          e.attrs.get("alpha", 1.0))
 
 
 class MatmulGrad(_MatmulGradBase):
@@ -753,6 +838,7 @@ class Bmm(OpDef):
     def kernel(x, y):
         return np.matmul(x, y)
 
+    emit = staticmethod(lambda e: _emit_matmul(e, False, False, 1.0))
     grad = staticmethod(_matmul_grad)
 
 
@@ -766,6 +852,8 @@ class BmmGrad(OpDef):
     def kernel(x, y, dout):
         return (np.matmul(dout, y.transpose(0, 2, 1)).astype(x.dtype, copy=False),
                 np.matmul(x.transpose(0, 2, 1), dout).astype(y.dtype, copy=False))
+
+    emit = staticmethod(lambda e: _emit_matmul_grad(e, False, False, 1.0))
 
 
 def _cumsum(x, axis, flatten, exclusive, reverse):

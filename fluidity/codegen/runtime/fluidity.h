@@ -232,3 +232,5 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 #include "conv.h"
 #include "sparse.h"
 #include "rnn.h"
+#include "ops_extra.h"
+#include "nn.h"
