@@ -201,9 +201,9 @@ def _matmul_shape(xs, ys, tx, ty):
         xs, squeeze_x = [1] + xs, True
     if len(ys) == 1:
         ys, squeeze_y = ys + [1], True
-    if tx:
+    if tx and not squeeze_x:      # a 1-D operand is a vector either way (Paddle's kernel)
         xs[-1], xs[-2] = xs[-2], xs[-1]
-    if ty:
+    if ty and not squeeze_y:
         ys[-1], ys[-2] = ys[-2], ys[-1]
     if xs[-1] >= 0 and ys[-2] >= 0 and xs[-1] != ys[-2]:
         return None

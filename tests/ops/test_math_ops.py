@@ -230,3 +230,15 @@ def test_a_seeded_random_op_gives_the_same_values_every_run_as_paddles(op):
         runs[seed] = [exe.run(main, fetch_list=[out])[0] for _ in range(2)]
     np.testing.assert_array_equal(runs[5][0], runs[5][1])
     assert not np.array_equal(runs[0][0], runs[0][1])
+
+
+def test_matmul_v2_ignores_transpose_flags_of_a_1d_operand():
+    """A 1-D operand is a vector whatever trans_x / trans_y say (Paddle's kernel): shape
+    inference agrees with the kernel instead of refusing the program."""
+    from op_test import run_op
+    x, y = rng.normal(size=4).astype(np.float32), rng.normal(size=(2, 4, 5)).astype(np.float32)
+    got = run_op("matmul_v2", {"X": x, "Y": y}, {"trans_x": True}, ["Out"])["Out"]
+    np.testing.assert_allclose(got, np.matmul(x, y), rtol=1e-5)
+    v = rng.normal(size=5).astype(np.float32)
+    got = run_op("matmul_v2", {"X": y, "Y": v}, {"trans_y": True}, ["Out"])["Out"]
+    np.testing.assert_allclose(got, np.matmul(y, v), rtol=1e-5)
