@@ -10,7 +10,8 @@ shared 10^6 x 10 sparse embedding table, sum-pooled per slot, concat dense, 3 fc
 Quality (`--epochs` 4 over all files; each run from the same initial parameters):
   sync     plain fluid.Executor over MultiSlotReader batches in one process (the baseline)
   async-1  AsyncExecutor, 1 worker
-  async-N  AsyncExecutor, N = os.cpu_count() workers
+  async-N  AsyncExecutor, N = os.cpu_count() workers (worker threads running the compiled
+           training step: the program compiles whole)
 held-out log-loss/AUC of each (vs. the generating model's optimum), and a PNG of training
 loss vs. wall time.
 
@@ -18,6 +19,8 @@ Throughput (`--rounds` 5 rounds, each run one epoch over the first `--round-file
 from fresh parameters, in alternating order; medians and per-round ratios, since the VM's
 speed drifts by 10-40% over minutes):
   async-1, async-N as above
+  proc-N   AsyncExecutor with workers="processes": forked workers running the interpreter
+           over shared-memory parameters (the mode before compiled steps)
   indep-N  the control: N independent async-1 trainers at once, each on every N-th file with
            private parameters; indep-N / async-1 is what this machine gives N copies of the
            single-worker job (memory, L3 and the cores' clocks are shared, not only the cores)
@@ -95,7 +98,7 @@ def run_sync(model, desc, files, epochs, lr, decay=1.0):
                                                                             test, v)
 
 
-def run_async(model, desc, files, epochs, lr, workers, decay=1.0):
+def run_async(model, desc, files, epochs, lr, workers, decay=1.0, mode="auto"):
     main, test, v, exe, scope = fresh_model(model, lr)
     hist, n, secs = [], 0, 0.0
     for rate in epoch_lrs(lr, epochs, decay):
@@ -104,7 +107,7 @@ def run_async(model, desc, files, epochs, lr, workers, decay=1.0):
         marks = []
         res = fluid.AsyncExecutor().run(
             main, desc, files, workers, fetch=[v["loss"]], scope=scope, progress=False,
-            callback=lambda seen, f: marks.append((time.perf_counter() - t0, f[v["loss"].name])))
+            workers=mode, callback=lambda seen, f: marks.append((time.perf_counter() - t0, f[v["loss"].name])))
         hist += [(secs + t, loss) for t, loss in marks]
         n += res.examples
         secs += res.seconds
@@ -329,7 +332,9 @@ def throughput_rounds(a, model, info, desc, files, n, skip):
     lines = count_lines(files)
     runs = [(f"indep-{n}", lambda: run_independent(model, desc, files, a.lr, n)),
             ("async-1", lambda: run_async(model, desc, files, 1, a.lr, 1)[0]),
-            (f"async-{n}", lambda: run_async(model, desc, files, 1, a.lr, n)[0])]
+            (f"async-{n}", lambda: run_async(model, desc, files, 1, a.lr, n)[0]),
+            (f"proc-{n}", lambda: run_async(model, desc, files, 1, a.lr, n,
+                                            mode="processes")[0])]
     notes = {}
 
     def baseline(fn, name):
@@ -447,6 +452,9 @@ def main():
           f"async-1 = {ceiling:.2f}x (what this machine gives {n} copies; per round "
           f"{', '.join(f'{x:.2f}' for x in per)}); async-{n} / indep-{n} = {cost:.2f}x "
           f"(Hogwild vs. unshared copies; per round {', '.join(f'{x:.2f}' for x in per2)})")
+    ratio, per = _median_ratio(eps[f"async-{n}"], eps[f"proc-{n}"])
+    print(f"threads vs processes: async-{n} / proc-{n} = {ratio:.2f}x (per round "
+          f"{', '.join(f'{x:.2f}' for x in per)})")
     if f"torch-{n}" in eps:
         ratio, per = _median_ratio(eps[f"async-{n}"], eps[f"torch-{n}"])
         if ratio:
