@@ -360,8 +360,6 @@ class Adam(_Update):
         p, (m1, m2), g, lr = _emit_update(e, ("Moment1", "Moment2"))
         b1p, b2p = e.input("Beta1Pow"), e.input("Beta2Pow")
         e.require_float(b1p, b2p)
-        if g.rows is not None and not e.attr("lazy_mode"):
-            e.fail("a SelectedRows Grad without lazy_mode (every row is updated)")
         b1, b2, eps = (repr(float(e.attr(a))) for a in ("beta1", "beta2", "epsilon"))
         e.code(f"const double p1 = (double){b1p}[0], p2 = (double){b2p}[0]; "
                f"const double lr_t = (double){lr}[0] * std::sqrt(1.0 - p2) / (1.0 - p1); "
@@ -374,8 +372,18 @@ class Adam(_Update):
             e.code(pows)
             return
         rows, merged, d = _emit_merge(e, p, g)   # the unique rows, their summed values
-        e.code(f"if (m > 0) {{ fl::adam_rows({p}, {m1}, {m2}, {merged}, {rows}, m, {d}, lr_t, "
-               f"{betas}); {pows} }}")
+        if e.attr("lazy_mode"):
+            e.code(f"if (m > 0) {{ fl::adam_rows({p}, {m1}, {m2}, {merged}, {rows}, m, {d}, "
+                   f"lr_t, {betas}); {pows} }}")
+            return
+        # not lazy: every row steps, g = 0 where the Grad has none (the kernel's dense grad);
+        # an empty Grad takes the interpreted path, as the kernel's numpy rule does
+        e.check(f"{g.dims[0]} == 0", "adam: an empty SelectedRows Grad")
+        dense = e.scratch(p.dims)
+        e.code(f"std::memset({dense}, 0, sizeof(float) * {p.numel()}); "
+               f"for (int64_t k = 0; k < m; ++k) std::memcpy({dense} + {rows}[k] * {d}, "
+               f"{merged} + k * {d}, sizeof(float) * {d}); "
+               f"fl::adam({p}, {m1}, {m2}, {dense}, {p.numel()}, lr_t, {betas}); {pows}")
 
 
 def _emit_merge(e, p, g):

@@ -100,10 +100,12 @@ def test_every_sequence_pool_type_compiles_as_the_kernel(ptype):
 
 @pytest.mark.parametrize("op_type,states,attrs", [
     ("sgd", (), {}), ("adagrad", ("Moment",), {}),
-    ("adam", ("Moment1", "Moment2"), {"lazy_mode": True})])
+    ("adam", ("Moment1", "Moment2"), {"lazy_mode": True}),
+    ("adam", ("Moment1", "Moment2"), {"lazy_mode": False})])
 def test_sparse_updates_compile_bit_for_bit(op_type, states, attrs):
     """A SelectedRows Grad with duplicate rows: sgd adds row by row, adam and adagrad
-    merge the duplicates first (the kernels' semantics, and their bits)."""
+    merge the duplicates first (the kernels' semantics, and their bits); adam without
+    lazy_mode steps every row, with g = 0 where the Grad has none."""
     h, d = 6, 3
     rows = np.array([4, 1, 4, 0, 4], np.int64)
     values = {"Param": f32(h, d), "LearningRate": np.array([0.1], np.float32)}
