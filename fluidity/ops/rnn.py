@@ -318,6 +318,56 @@ class LSTMGrad(OpDef):
                     LoDTensor(db.reshape(bias._array.shape).astype(w.dtype)))
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """fl::lstm_seq_grad: the kernel's backward in its batch order (a gemm per step for
+        dW and for the next step's dh); sums of rows (dBias, peepholes) in order, so within
+        rounding of numpy's pairwise sums."""
+        x, w, b = e.input("Input"), e.input("Weight"), e.input("Bias")
+        hidden, cell = e.input("Hidden"), e.input("Cell")
+        gates, cacts = e.input("BatchGate"), e.input("BatchCellPreAct")
+        if None in (x, w, b, hidden, cell, gates, cacts):
+            e.fail("an input the backward reads is absent")
+        e.require_float(x, w, b, hidden, cell, gates, cacts)
+        if w.ndim != 2:
+            e.fail("Weight is not [D, 4D]")
+        d, peep = w.dims[0], bool(e.attr("use_peepholes"))
+        g = e.mul(4, d)
+        _same(e, w.dims[1], g, "Weight is not [D, 4D]")
+        _same(e, b.numel(), e.mul(7 if peep else 4, d), "Bias has not 7D (peepholes) or 4D values")
+        acts = ", ".join(_c_act(e, a) for a in ("gate_activation", "cell_activation",
+                                                "candidate_activation"))
+        n, rows = _emit_sequences(e, x, g)
+        h0, c0 = _emit_initial(e, "H0", n, d), _emit_initial(e, "C0", n, d)
+        for t, width in ((hidden, d), (cell, d), (gates, g), (cacts, d)):
+            _same(e, t.dims[0], rows, f"{t.var} has Input's rows")
+            _same(e, e.prod(t.dims[1:]), width, f"{t.var} has {width} columns")
+        douts = []
+        for slot in ("Hidden@GRAD", "Cell@GRAD"):
+            t = e.input(slot)
+            if t is not None:
+                e.require_float(t)
+                e.same_dims(t, hidden)
+            douts.append(t.name if t is not None else "nullptr")
+
+        def out(slot, dims, scratch_too=False):
+            if e.has_output(slot):
+                return e.output(slot, dims, lod_from=x if slot == "Input@GRAD" else False).name
+            return e.scratch(dims).name if scratch_too else "nullptr"
+        dx = out("Input@GRAD", x.dims)
+        dh0 = out("H0@GRAD", [n, d]) if h0 != "nullptr" else "nullptr"
+        dc0 = out("C0@GRAD", [n, d]) if c0 != "nullptr" else "nullptr"
+        dw = out("Weight@GRAD", w.dims, True)
+        db = out("Bias@GRAD", b.dims, True)
+        scratch = [e.scratch([n], "int64_t"), e.scratch([rows], "int64_t"),
+                   e.scratch([f"({rows} + 2)"], "int64_t"), e.scratch([rows, d]),
+                   e.scratch([rows, d]), e.scratch([rows, g]), e.scratch([n, d]),
+                   e.scratch([n, d]), e.scratch([n, d]), e.scratch([n, d])]
+        e.code(f"fl::lstm_seq_grad<{acts}, {e.literal(peep)}>({x.lod}, {n}, {rows}, {d}, "
+               f"{e.literal(bool(e.attr('is_reverse')))}, {w}, {b}, {h0}, {c0}, {hidden}, "
+               f"{cell}, {gates}, {cacts}, {douts[0]}, {douts[1]}, {dx}, {dh0}, {dc0}, {dw}, "
+               f"{db}, {', '.join(s.name for s in scratch)});")
+
 
 # --- gru (and the step it shares with gru_unit) ---------------------------------------------
 def _gru_weights(w):

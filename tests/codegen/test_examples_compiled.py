@@ -88,7 +88,7 @@ EXAMPLES_ = {
     "ctr_dnn sgd": (lambda: ctr("sgd"), {"fused_embedding_seq_pool_concat", "fc"}),
     "ctr_dnn adam": (lambda: ctr("adam"), {"adam"}),
     "ctr_dnn adagrad": (lambda: ctr("adagrad"), {"adagrad"}),
-    "sentiment lstm": (sentiment, {"lstm", "sequence_pool", "sequence_pool_grad"}),
+    "sentiment lstm": (sentiment, {"lstm", "lstm_grad", "sequence_pool_grad", "adam"}),
     "textcls": (textcls, {"fused_embedding_seq_pool", "cross_entropy2"}),
     "word2vec": (word2vec, {"lookup_table", "sigmoid_cross_entropy_with_logits"}),
     "seq2seq": (seq2seq, set()),

@@ -254,6 +254,107 @@ inline void lstm_seq(const float* x, const i64* lod, i64 N, i64 D, bool reverse,
     }
 }
 
+// The derivative of activation A from its output y (ops/rnn.py's ACTS).
+template <int A>
+inline float rnn_dact(float y) {
+    if constexpr (A == ACT_SIGMOID) {
+        return y * (1.0f - y);
+    } else if constexpr (A == ACT_TANH) {
+        return 1.0f - y * y;
+    } else if constexpr (A == ACT_RELU) {
+        return y > 0.0f ? 1.0f : 0.0f;
+    } else {
+        return 1.0f;
+    }
+}
+
+// lstm_grad: the kernel's backward over the same batch order, steps last to first. In:
+// x's LoD, w, bias, h0/c0 (or null), hidden/cell [rows, D] (x's rows), gates [rows, 4D] and
+// cacts [rows, D] (batch order, as lstm wrote them), dh_out/dc_out [rows, D] (or null). Out:
+// dx [rows, 4D], dh0/dc0 [N, D], dw [D, 4D], db [4D (+3D)]. Scratch: order [N], brow [rows]
+// (batch row -> x row), bounds [rows + 2], hid/cel/dg [rows, D|D|4D], hp/cp [N, D] (initial
+// states), dh_next/dc_next [N, D].
+template <int GATE, int CELL, int CAND, bool PEEP>
+inline void lstm_seq_grad(const i64* lod, i64 N, i64 R, i64 D, bool reverse, const float* w,
+                          const float* bias, const float* h0, const float* c0,
+                          const float* hidden, const float* cell, const float* gates,
+                          const float* cacts, const float* dh_out, const float* dc_out,
+                          float* dx, float* dh0, float* dc0, float* dw, float* db, i64* order,
+                          i64* brow, i64* bounds, float* hid, float* cel, float* dg, float* hp0,
+                          float* cp0, float* dh_next, float* dc_next) {
+    const i64 G = 4 * D;
+    SeqBatch sb(lod, N, order, reverse);
+    i64 T = 0, a = 0;
+    bounds[0] = 0;
+    while (sb.next()) {
+        for (i64 k = 0; k < sb.n; ++k) brow[a + k] = sb.row(k);
+        a += sb.n;
+        bounds[++T] = a;
+    }
+    seq_initial(sb, h0, D, hp0);
+    seq_initial(sb, c0, D, cp0);
+    for (i64 r = 0; r < a; ++r) {
+        std::memcpy(hid + r * D, hidden + brow[r] * D, sizeof(float) * (size_t)D);
+        std::memcpy(cel + r * D, cell + brow[r] * D, sizeof(float) * (size_t)D);
+    }
+    std::memset(dw, 0, sizeof(float) * (size_t)(D * G));
+    std::memset(dh_next, 0, sizeof(float) * (size_t)(N * D));
+    std::memset(dc_next, 0, sizeof(float) * (size_t)(N * D));
+    float* dpeep = db + G;
+    if (PEEP) std::memset(dpeep, 0, sizeof(float) * (size_t)(3 * D));
+    const float* wic = bias + 4 * D;
+    const float* wfc = bias + 5 * D;
+    const float* woc = bias + 6 * D;
+    for (i64 t = T - 1; t >= 0; --t) {
+        const i64 s = bounds[t], n = bounds[t + 1] - s;
+        const float* hp = t == 0 ? hp0 : hid + bounds[t - 1] * D;
+        const float* cp = t == 0 ? cp0 : cel + bounds[t - 1] * D;
+        for (i64 k = 0; k < n; ++k) {
+            const float* gk = gates + (s + k) * G;
+            const float* ck = cel + (s + k) * D;
+            const float* ak = cacts + (s + k) * D;
+            float* dgk = dg + (s + k) * G;
+            const i64 row = brow[s + k];
+            for (i64 j = 0; j < D; ++j) {
+                const float cand = gk[j], ig = gk[D + j], fg = gk[2 * D + j], og = gk[3 * D + j];
+                const float c = ck[j], ca = ak[j], cpj = cp[k * D + j];
+                const float dh = (dh_out ? dh_out[row * D + j] : 0.0f) + dh_next[k * D + j];
+                const float dog = dh * ca * rnn_dact<GATE>(og);
+                float dc = (dc_out ? dc_out[row * D + j] : 0.0f) + dc_next[k * D + j] +
+                           dh * og * rnn_dact<CELL>(ca);
+                if (PEEP) dc = dc + dog * woc[j];
+                const float dcand = dc * ig * rnn_dact<CAND>(cand);
+                const float dig = dc * cand * rnn_dact<GATE>(ig);
+                const float dfg = dc * cpj * rnn_dact<GATE>(fg);
+                dgk[j] = dcand;
+                dgk[D + j] = dig;
+                dgk[2 * D + j] = dfg;
+                dgk[3 * D + j] = dog;
+                float dcn = dc * fg;
+                if (PEEP) {
+                    dcn = dcn + dig * wic[j] + dfg * wfc[j];
+                    dpeep[j] += dig * cpj;
+                    dpeep[D + j] += dfg * cpj;
+                    dpeep[2 * D + j] += dog * c;
+                }
+                dc_next[k * D + j] = dcn;
+            }
+        }
+        gemm(true, false, D, G, n, 1.0f, hp, D, dg + s * G, G, 1.0f, dw, G);
+        gemm(false, true, n, D, G, 1.0f, dg + s * G, G, w, G, 0.0f, dh_next, D);
+    }
+    for (i64 j = 0; j < G; ++j) db[j] = 0.0f;
+    for (i64 r = 0; r < a; ++r) {
+        const float* dgr = dg + r * G;
+        if (dx) std::memcpy(dx + brow[r] * G, dgr, sizeof(float) * (size_t)G);
+        for (i64 j = 0; j < G; ++j) db[j] += dgr[j];
+    }
+    for (i64 k = 0; k < N; ++k) {
+        if (dh0) std::memcpy(dh0 + order[k] * D, dh_next + k * D, sizeof(float) * (size_t)D);
+        if (dc0) std::memcpy(dc0 + order[k] * D, dc_next + k * D, sizeof(float) * (size_t)D);
+    }
+}
+
 // --- GRU: one step (gru_unit; a step of gru) -----------------------------------------------------
 // n rows: g [n, 3D] = the projected input + bias (columns [update, reset, candidate]) in, the
 // activated gates out; hp [n, D] the previous states; w_ur [D, 2D] and w_c [D, D] the two
