@@ -150,6 +150,26 @@ def _lstm_grad(g):
 
 
 # --- lstm -----------------------------------------------------------------------------------
+def _emit_lstm_inputs(e):
+    """What lstm and lstm_grad read alike, checked: (Input, Weight, Bias, D, 4D, peepholes,
+    the C activations, sequences, rows, H0, C0) with D and 4D as C expressions."""
+    x, w, b = e.input("Input"), e.input("Weight"), e.input("Bias")
+    if None in (x, w, b):
+        e.fail("Input, Weight or Bias is absent")
+    e.require_float(x, w, b)
+    if w.ndim != 2:
+        e.fail("Weight is not [D, 4D]")
+    d, peep = w.dims[0], bool(e.attr("use_peepholes"))
+    g = e.mul(4, d)
+    _same(e, w.dims[1], g, "Weight is not [D, 4D]")
+    _same(e, b.numel(), e.mul(7 if peep else 4, d), "Bias has not 7D (peepholes) or 4D values")
+    acts = ", ".join(_c_act(e, a) for a in ("gate_activation", "cell_activation",
+                                            "candidate_activation"))
+    n, rows = _emit_sequences(e, x, g)
+    h0, c0 = _emit_initial(e, "H0", n, d), _emit_initial(e, "C0", n, d)
+    return x, w, b, d, g, peep, acts, n, rows, h0, c0
+
+
 class LSTM(OpDef):
     type = "lstm"
     inputs = (In("Input"), In("H0", dispensable=True), In("C0", dispensable=True),
@@ -226,18 +246,7 @@ class LSTM(OpDef):
     def emit(e):
         """fl::lstm_seq: the sequences walked in the kernel's batch order, per step a gemm of
         the running ones' states by Weight, then the gates in the kernel's order."""
-        x, w, b = e.input("Input"), e.input("Weight"), e.input("Bias")
-        e.require_float(x, w, b)
-        if w.ndim != 2:
-            e.fail("Weight is not [D, 4D]")
-        d, peep = w.dims[0], bool(e.attr("use_peepholes"))
-        g = e.mul(4, d)
-        _same(e, w.dims[1], g, "Weight is not [D, 4D]")
-        _same(e, b.numel(), e.mul(7 if peep else 4, d), "Bias has not 7D (peepholes) or 4D values")
-        acts = ", ".join(_c_act(e, a) for a in ("gate_activation", "cell_activation",
-                                                "candidate_activation"))
-        n, rows = _emit_sequences(e, x, g)
-        h0, c0 = _emit_initial(e, "H0", n, d), _emit_initial(e, "C0", n, d)
+        x, w, b, d, g, peep, acts, n, rows, h0, c0 = _emit_lstm_inputs(e)
         hidden = e.output("Hidden", [rows, d], lod_from=x)
         cell = e.output("Cell", [rows, d], lod_from=x)
         gates = _out_or_scratch(e, "BatchGate", [rows, g])
@@ -323,22 +332,12 @@ class LSTMGrad(OpDef):
         """fl::lstm_seq_grad: the kernel's backward in its batch order (a gemm per step for
         dW and for the next step's dh); sums of rows (dBias, peepholes) in order, so within
         rounding of numpy's pairwise sums."""
-        x, w, b = e.input("Input"), e.input("Weight"), e.input("Bias")
         hidden, cell = e.input("Hidden"), e.input("Cell")
         gates, cacts = e.input("BatchGate"), e.input("BatchCellPreAct")
-        if None in (x, w, b, hidden, cell, gates, cacts):
+        if None in (hidden, cell, gates, cacts):
             e.fail("an input the backward reads is absent")
-        e.require_float(x, w, b, hidden, cell, gates, cacts)
-        if w.ndim != 2:
-            e.fail("Weight is not [D, 4D]")
-        d, peep = w.dims[0], bool(e.attr("use_peepholes"))
-        g = e.mul(4, d)
-        _same(e, w.dims[1], g, "Weight is not [D, 4D]")
-        _same(e, b.numel(), e.mul(7 if peep else 4, d), "Bias has not 7D (peepholes) or 4D values")
-        acts = ", ".join(_c_act(e, a) for a in ("gate_activation", "cell_activation",
-                                                "candidate_activation"))
-        n, rows = _emit_sequences(e, x, g)
-        h0, c0 = _emit_initial(e, "H0", n, d), _emit_initial(e, "C0", n, d)
+        e.require_float(hidden, cell, gates, cacts)
+        x, w, b, d, g, peep, acts, n, rows, h0, c0 = _emit_lstm_inputs(e)
         for t, width in ((hidden, d), (cell, d), (gates, g), (cacts, d)):
             _same(e, t.dims[0], rows, f"{t.var} has Input's rows")
             _same(e, e.prod(t.dims[1:]), width, f"{t.var} has {width} columns")
