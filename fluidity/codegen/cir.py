@@ -91,9 +91,11 @@ class Buf:
     """A tensor in generated code. `name` is the C pointer; `var` the program variable;
     `dims` C expressions; `lod`/`lod_len` name the level-0 offsets and their count (None
     without LoD); `lod_src` the segment input whose LoD the value carries; `rows`/`height`
-    are set for SelectedRows (the row ids and the table height)."""
+    are set for SelectedRows (the row ids and the table height); `known` the values the
+    generated code knows it holds (a shape op's dims as C expressions, a small constant),
+    flat, or None (ops/compiled.py)."""
     __slots__ = ("name", "var", "ctype", "dims", "lod", "lod_len", "lod_src", "rows",
-                 "height", "kind", "first", "last", "slot", "persistable", "written")
+                 "height", "kind", "first", "last", "slot", "persistable", "written", "known")
 
     def __init__(self, name, var, ctype, dims, kind):
         self.name, self.var, self.ctype, self.dims, self.kind = name, var, ctype, \
@@ -103,6 +105,7 @@ class Buf:
         self.slot = None
         self.persistable = False
         self.written = None      # C flag set when a branch writes it (None: always written)
+        self.known = None
 
     @property
     def ndim(self):

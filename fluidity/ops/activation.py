@@ -1,9 +1,11 @@
 """Activations: one table of (type, forward) and one class each; softmax."""
 import math
+import re
 
 import numpy as np
 
 from .common import sigmoid
+from .compiled import dense_only, double_literal, elementwise
 from .memory_ops import ufunc_out
 from .registry import Allocating, In, OpDef, Out, get as get_op
 
@@ -160,6 +162,7 @@ class LeakyReluGrad(ActivationGrad):
 class Gelu(Activation):
     type = "gelu"
     attrs = {"approximate": False}
+    c_expr = "fl::gelu(x, {approximate})"            # runtime/ops_extra.h: numpy's precisions
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -173,6 +176,7 @@ class GeluGrad(ActivationGrad):
     type = "gelu_grad"
     attrs = Gelu.attrs
     reads = ("X",)
+    c_expr = "fl::gelu_grad(x, d, {approximate})"    # runtime/ops_extra.h: numpy's precisions
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -318,9 +322,31 @@ class LogSoftmax(OpDef):
                 x.dtype, copy=False)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """fl::log_softmax over X as [pre, n, post] along `axis` (numpy's sums: pairwise
+        along a contiguous axis, in order across rows)."""
+        x = e.input("X")
+        dense_only(e, x)
+        e.require_float(x)
+        pre, n, post = _along(e, x)
+        out = e.output("Out", x.dims)
+        e.code(f"fl::log_softmax({x}, {out}, {pre}, {n}, {post});")
+
     grad = staticmethod(lambda g: g.op(
         "log_softmax_grad", {"Out": g.output("Out"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+def _along(e, x):
+    """(pre, n, post) of Buf x seen as [pre, n, post] along the op's `axis`."""
+    if x.ndim == 0:
+        e.fail("X is 0-D")
+    axis = e.attr("axis")
+    if not -x.ndim <= axis < x.ndim:
+        e.fail(f"axis {axis} is out of range for rank {x.ndim}")
+    axis %= x.ndim
+    return e.prod(x.dims[:axis]), x.dims[axis], e.prod(x.dims[axis + 1:])
 
 
 class LogSoftmaxGrad(OpDef):
@@ -335,6 +361,16 @@ class LogSoftmaxGrad(OpDef):
     def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
         return lambda o, d: (d - np.exp(o) * d.sum(axis=axis, keepdims=True)).astype(o.dtype)
+
+    @staticmethod
+    def emit(e):
+        o, d = e.input("Out"), e.input("Out@GRAD")
+        dense_only(e, o, d)
+        e.require_float(o, d)
+        e.same_dims(o, d)
+        pre, n, post = _along(e, o)
+        dx = e.output("X@GRAD", o.dims)
+        e.code(f"fl::log_softmax_grad({o}, {d}, {dx}, {pre}, {n}, {post});")
 
 
 # --- Paddle 2.x activations (paddle.nn.functional) ---------------------------------------
@@ -404,6 +440,70 @@ PADDLE_ACTIVATIONS = {
 }
 
 
+# The same for compiled code: C expressions over x (X), o (Out) and d (Out@GRAD) in float,
+# as the numpy forms compute under NEP 50: a Python float attribute acts as a float32 next to
+# float32 arrays, but a float64 numpy scalar, or a Python float times a bool array, makes
+# float64 (hard_sigmoid's and erf's derivatives). `{attr}` is the attribute as a float
+# literal, `{attr_d}` as a double one; the grad expressions are d * the derivative, as
+# _PaddleActivationGrad multiplies. np.clip is fl::fminnp(fl::fmaxnp(x, lo), hi), NaN and
+# signed zeros alike.
+PADDLE_C = {
+    "relu6": ("fl::fminnp(fl::fmaxnp(x, 0.0f), {threshold})",
+              "d * (x > 0.0f && x < {threshold} ? 1.0f : 0.0f)"),
+    "brelu": ("fl::fminnp(fl::fmaxnp(x, {t_min}), {t_max})",
+              "d * (x > {t_min} && x < {t_max} ? 1.0f : 0.0f)"),
+    "hard_sigmoid": ("fl::fminnp(fl::fmaxnp({slope} * x + {offset}, 0.0f), 1.0f)",
+                     "(float)((double)d * (o > 0.0f && o < 1.0f ? {slope_d} : 0.0))"),
+    "hard_swish": ("x * fl::fminnp(fl::fmaxnp(x + {offset}, 0.0f), {threshold}) / {scale}",
+                   "d * (x + {offset} <= 0.0f ? 0.0f : (x + {offset} >= {threshold} ? "
+                   "{threshold_over_scale} : (2.0f * x + {offset}) / {scale}))"),
+    "swish": ("x * fl::sigmoid({beta} * x)",
+              "d * (fl::sigmoid({beta} * x) * (1.0f + {beta} * x * "
+              "(1.0f - fl::sigmoid({beta} * x))))"),
+    "mish": ("fl::mish(x, {threshold})", "fl::mish_grad(x, d, {threshold})"),
+    "elu": ("x > 0.0f ? x : {alpha} * std::expm1(fl::fminnp(x, 0.0f))",
+            "d * (x > 0.0f ? 1.0f : {alpha} * std::exp(fl::fminnp(x, 0.0f)))"),
+    "selu": ("{scale} * (x > 0.0f ? x : {alpha} * std::expm1(fl::fminnp(x, 0.0f)))",
+             "d * ({scale} * (x > 0.0f ? 1.0f : {alpha} * std::exp(fl::fminnp(x, 0.0f))))"),
+    "log1p": ("std::log1p(x)", "d * (1.0f / (1.0f + x))"),
+    "erf": ("(float)std::erf((double)x)",         # scipy's erf: double, rounded to float
+            "(float)((double)d * ({two_over_sqrt_pi_d} * (double)std::exp(-x * x)))"),
+}
+
+
+def _c_literals(e):
+    """{attr}, {attr_d} and the derived constants of PADDLE_C's expressions."""
+    lits = {}
+    for k, v in e.attrs.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            lits[k], lits[k + "_d"] = e.literal(float(v)), double_literal(v)
+    if "threshold" in lits and "scale" in lits and e.attr("scale") != 0:
+        lits["threshold_over_scale"] = e.literal(e.attr("threshold") / e.attr("scale"))
+    lits["two_over_sqrt_pi_d"] = double_literal(2 / np.sqrt(np.pi))
+    return lits
+
+
+def _emit_paddle_activation(e, grad):
+    expr = PADDLE_C[e.op.type[:-len("_grad")] if grad else e.op.type][grad]
+    try:
+        body = expr.format(**_c_literals(e))
+    except KeyError as exc:         # e.g. hard_swish's threshold / scale with scale 0
+        e.fail(f"no constant {exc}")
+    if not grad:
+        x = e.input("X")
+        elementwise(e, body, "Out", {"x": x}, x)
+        return
+    d = e.input("Out@GRAD")
+    ins = {"d": d}
+    for name, slot in (("x", "X"), ("o", "Out")):
+        if re.search(rf"\b{name}\b", body):          # the expression reads it
+            b = e.input(slot)
+            if b is None:
+                e.fail(f"{slot} is absent")
+            ins[name] = b
+    elementwise(e, body, "X@GRAD", ins, d)
+
+
 class _PaddleActivation(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"),)
@@ -432,7 +532,9 @@ class _PaddleActivationGrad(OpDef):
 for _name, (_attrs, _f, _df, _doc, *_version) in PADDLE_ACTIVATIONS.items():
     type(_title(_name), (_PaddleActivation,),
          {"type": _name, "attrs": _attrs, "fwd": staticmethod(_f), "doc": _doc,
-          "version": _version[0] if _version else 0, "__module__": __name__})
+          "version": _version[0] if _version else 0, "__module__": __name__,
+          "emit": staticmethod(lambda e: _emit_paddle_activation(e, False))})
     type(_title(_name) + "Grad", (_PaddleActivationGrad,),
          {"type": _name + "_grad", "attrs": _attrs, "dfunc": staticmethod(_df),
-          "__module__": __name__})
+          "__module__": __name__,
+          "emit": staticmethod(lambda e: _emit_paddle_activation(e, True))})

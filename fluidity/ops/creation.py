@@ -3,6 +3,8 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
+from .compiled import (NUMPY_OF_CTYPE, dense_only, known_ints, lit_int, set_known_values,
+                       value_literal)
 from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, longs
 
 
@@ -46,16 +48,37 @@ class FillConstant(_Creator):
 
     @staticmethod
     def emit(e):
-        if e.op.input("ValueTensor") or e.op.input("ShapeTensor") or \
-                e.op.input("ShapeTensorList"):
-            e.fail("the shape or value comes from a tensor")
-        shape = list(e.attr("shape"))
-        if any(d < 0 for d in shape):
-            e.fail(f"shape {shape} has unknown dims")
-        value = float(e.attr("str_value")) if e.attr("str_value") else float(e.attr("value"))
-        out = e.output("Out", shape, e.ctype_of(e.attr("dtype")))
-        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = "
-               f"({out.ctype})({value!r});")
+        """The shape from ShapeTensorList / ShapeTensor where compiled code knows their
+        values (ops/compiled.py: a shape op's dims, constants), else the attribute; the
+        value from ValueTensor at run time (converted as np.full does), else the attribute.
+        A constant of a few elements is recorded as known values, for the ops that take
+        shapes, bounds or ranges from it."""
+        shape = known_ints(e, "ShapeTensor", "ShapeTensorList", list_first=False)
+        if shape is None:
+            shape = [str(d) for d in e.attr("shape")]
+        for d in shape:
+            n = lit_int(d)
+            if n is not None and n < 0:
+                e.fail(f"shape {shape} has unknown dims")
+            if n is None:      # a known value that only run time sizes: np.full refuses < 0
+                e.check(f"{d} < 0", "fill_constant: a negative dim")
+        ctype = e.ctype_of(e.attr("dtype"))
+        if e.op.input("ValueTensor"):
+            v = e.input("ValueTensor")
+            if v.ctype not in ("float", "double", "int64_t", "int32_t", "bool"):
+                e.fail(f"ValueTensor is {v.ctype}")
+            e.check(f"{v.numel()} < 1", "fill_constant: ValueTensor is empty")
+            value = f"({ctype}){v}[0]"
+            const = None
+        else:
+            const = float(e.attr("str_value")) if e.attr("str_value") else \
+                float(e.attr("value"))
+            value = value_literal(e, const, ctype)
+        out = e.output("Out", shape, ctype)
+        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
+        n = lit_int(out.numel())
+        if const is not None and n is not None and n <= 64:
+            set_known_values(e, out, list(np.full([n], const, NUMPY_OF_CTYPE[ctype])))
 
 
 class _Random(_Creator):
@@ -207,6 +230,17 @@ class FillAnyLike(OpDef):
     @staticmethod
     def kernel(x, *, value, dtype):
         return np.full(x.shape, value, dtype=x.dtype if dtype == -1 else dtypes.to_numpy(dtype))
+
+    @staticmethod
+    def emit(e):
+        """X's dims filled with `value` as np.full converts it to the dtype."""
+        x = e.input("X")
+        dense_only(e, x)
+        d = e.attr("dtype")
+        ctype = x.ctype if d == -1 else e.ctype_of(d)
+        value = value_literal(e, e.attr("value"), ctype)
+        out = e.output("Out", x.dims, ctype)
+        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
 
 
 class Linspace(OpDef):

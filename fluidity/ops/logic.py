@@ -8,6 +8,7 @@ import numpy as np
 from ..core import dtypes
 from ..errors import ShapeError
 from .common import align_for_broadcast, broadcast_pair, broadcast_shape
+from .compiled import dense_only, double_literal
 from .registry import In, OpDef, Out, long
 
 BOOL = dtypes.VarType.BOOL
@@ -223,6 +224,16 @@ class Clip(OpDef):
             return np.clip(x, lo, hi).astype(x.dtype, copy=False)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """min(max(X, lo), hi) with numpy's NaN rule (fl::maxnp/minnp) in X's float type."""
+        x = e.input("X")
+        lo, hi = _c_bounds(e, x)
+        out = e.output("Out", x.dims, x.ctype)
+        t = x.ctype
+        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) "
+               f"{out}[i] = fl::minnp(fl::maxnp({x}[i], ({t})({lo})), ({t})({hi}));")
+
     grad = staticmethod(lambda g: g.op(
         "clip_grad", {k: v for k, v in {"X": g.input("X"), "Min": g.input("Min"),
                                         "Max": g.input("Max"),
@@ -244,6 +255,46 @@ class ClipGrad(OpDef):
             lo, hi = _bounds(attrs, min_t, max_t)
             return np.where((x > lo) & (x < hi), dout, np.zeros((), dout.dtype))
         return kernel
+
+    @staticmethod
+    def emit(e):
+        """Out@GRAD where lo < X < hi (compared in the bounds' own types), else 0."""
+        x, d = e.input("X"), e.input("Out@GRAD")
+        dense_only(e, d)
+        if d.ctype != x.ctype:
+            e.fail("X and Out@GRAD differ in type")
+        lo, hi = _c_bounds(e, x)
+        e.same_dims(x, d)
+        dx = e.output("X@GRAD", x.dims, x.ctype)
+        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const {x.ctype} v = {x}[i]; "
+               f"{dx}[i] = (v > {lo} && v < {hi}) ? {d}[i] : ({x.ctype})0; }}")
+
+
+def _c_bounds(e, x):
+    """clip's bounds as C expressions in the kernel's types: a Python float attribute as X's
+    type (NEP 50), a Min/Max tensor's first element as its own (float) type, read at run
+    time; a tensor bound that makes lo > hi stops the run as the kernel's ShapeError."""
+    dense_only(e, x)
+    if x.ctype not in ("float", "double"):
+        e.fail(f"X is {x.ctype}: compiled for floats")
+    out = []
+    for slot, attr in (("Min", "min"), ("Max", "max")):
+        b = e.input(slot)
+        if b is None:
+            v = float(e.attr(attr))
+            out.append(e.literal(v) if x.ctype == "float" else double_literal(v))
+            continue
+        if b.ctype not in ("float", "double"):
+            e.fail(f"{slot} is {b.ctype}")
+        e.check(f"{b.numel()} < 1", f"{e.op.type}: {slot} is empty")
+        out.append(f"{b}[0]")
+    if not (e.input("Min") or e.input("Max")):
+        if e.attr("min") > e.attr("max"):
+            e.fail(f"min {e.attr('min')} is greater than max {e.attr('max')}")
+    else:
+        e.code(f'if ({out[0]} > {out[1]}) return fl::fail(err, {e.k}, "{e.op.type}: min is '
+               'greater than max");')
+    return out
 
 
 # --- arg_max / arg_min -----------------------------------------------------------------------

@@ -8,6 +8,7 @@ sample and group of channels (group_norm) or per sample and channel (instance_no
 import numpy as np
 
 from .common import channel_last, numel
+from .compiled import dense_only
 from .registry import In, OpDef, Out
 
 
@@ -257,7 +258,41 @@ class LayerNorm(OpDef):
             return y.reshape(x.shape).astype(x.dtype, copy=False), m, v
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """fl::layer_norm over X as [rows, cols] split at begin_norm_axis (row means and
+        variances pairwise, as numpy's mean)."""
+        x, scale, bias = e.input("X"), e.input("Scale"), e.input("Bias")
+        dense_only(e, x, scale, bias)
+        e.require_float(x, scale, bias)
+        rows, cols = _layer_norm_split(e, x)
+        for b in (scale, bias):
+            _has_size(e, b, cols)
+        y = e.output("Y", x.dims)
+        stats = [e.output(s, [rows]) if e.has_output(s) else None for s in ("Mean", "Variance")]
+        tmp = e.scratch([cols])
+        args = ", ".join(str(b) if b is not None else "nullptr"
+                         for b in (x, scale, bias, y, *stats, tmp))
+        e.code(f"fl::layer_norm({args}, {rows}, {cols}, {e.literal(float(e.attr('epsilon')))});")
+
     grad = staticmethod(_layer_norm_grad)
+
+
+def _layer_norm_split(e, x):
+    """(rows, cols) of X at begin_norm_axis (C expressions)."""
+    axis = e.attr("begin_norm_axis")
+    if not 0 < axis < x.ndim:
+        e.fail(f"begin_norm_axis={axis} must be in [1, {x.ndim})")
+    return e.prod(x.dims[:axis]), e.prod(x.dims[axis:])
+
+
+def _has_size(e, b, n):
+    """Check that Buf b (if given) holds n elements (at run time where symbolic)."""
+    if b is None or b.numel() == n:
+        return
+    if e.is_lit(b.numel()) and e.is_lit(n):
+        e.fail(f"{b.var} has {b.numel()} elements, not {n}")
+    e.check(f"{b.numel()} != {n}", f"{e.op.type}: {b.var} has the wrong size")
 
 
 # the slots of layer_norm_grad and group_norm_grad (Paddle's; instance_norm_grad shares the
@@ -292,6 +327,33 @@ class LayerNormGrad(OpDef):
                     None if ds is None else ds.astype(scale.dtype, copy=False),
                     None if db is None else db.astype(bias.dtype, copy=False))
         return kernel
+
+    @staticmethod
+    def emit(e):
+        """fl::layer_norm_grad: the outputs asked for (Scale@GRAD / Bias@GRAD need Scale /
+        Bias, as the kernel's do)."""
+        x, scale, bias = e.input("X"), e.input("Scale"), e.input("Bias")
+        mean, var, d = e.input("Mean"), e.input("Variance"), e.input("Y@GRAD")
+        dense_only(e, x, scale, bias, mean, var, d)
+        e.require_float(x, scale, bias, mean, var, d)
+        rows, cols = _layer_norm_split(e, x)
+        e.same_dims(x, d)
+        for b, n in ((scale, cols), (bias, cols), (mean, rows), (var, rows)):
+            _has_size(e, b, n)
+        outs = []
+        for slot, like in (("X@GRAD", x), ("Scale@GRAD", scale), ("Bias@GRAD", bias)):
+            if not e.has_output(slot):
+                outs.append(None)
+            elif like is None:
+                e.fail(f"{slot} without {slot[:-5]}")
+            else:
+                outs.append(e.output(slot, like.dims))
+        a, b = e.mul(2, cols), e.mul(2, rows)
+        tmp = e.scratch([str(int(a) + int(b)) if e.is_lit(a) and e.is_lit(b) else f"{a} + {b}"])
+        args = ", ".join(str(b) if b is not None else "nullptr"
+                         for b in (x, scale, mean, var, d, *outs, tmp))
+        e.code(f"fl::layer_norm_grad({args}, {rows}, {cols}, "
+               f"{e.literal(float(e.attr('epsilon')))});")
 
 
 # --- group_norm, instance_norm -------------------------------------------------------------

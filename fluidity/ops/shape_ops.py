@@ -12,6 +12,7 @@ from ..core import dtypes
 from ..core.tensor import LoDTensor
 from ..errors import ProgramError, ShapeError
 from .common import infer_with, ints_from, norm_axis, numel
+from .compiled import dense_only, set_known_values
 from .registry import In, OpDef, Out, ints
 
 
@@ -353,6 +354,16 @@ class Shape(OpDef):
     def kernel(x):
         return np.asarray(x.shape, dtype=np.int32)
 
+    @staticmethod
+    def emit(e):
+        """Input's dims, which compiled code knows (known values for the ops that take a
+        shape from Out: ops/compiled.py)."""
+        x = e.input("Input")
+        dense_only(e, x)
+        out = e.output("Out", [str(x.ndim)], "int32_t")
+        e.code(" ".join(f"{out}[{k}] = (int32_t)({d});" for k, d in enumerate(x.dims)))
+        set_known_values(e, out, x.dims)
+
 
 class Size(OpDef):
     type = "size"
@@ -368,3 +379,11 @@ class Size(OpDef):
     @staticmethod
     def kernel(x):
         return np.asarray(x.size, dtype=np.int64)
+
+    @staticmethod
+    def emit(e):
+        x = e.input("Input")
+        dense_only(e, x)
+        out = e.output("Out", [], "int64_t")
+        e.code(f"{out}[0] = (int64_t)({x.numel()});")
+        set_known_values(e, out, [x.numel()])

@@ -18,6 +18,7 @@ import numpy as np
 from ..core import dtypes
 from ..errors import ExecutionError, ShapeError
 from .common import infer_with, ints_from, norm_axis, present, reduce_to_shape
+from .compiled import NUMPY_OF_CTYPE, known_values, lit_int, set_known_values
 from .registry import In, OpDef, Out, get as get_op, ints, longs
 
 
@@ -722,3 +723,59 @@ class Range(OpDef):
         if st == 0:
             raise ShapeError("range: Step must not be 0")
         return np.arange(s, e, st).astype(start.dtype, copy=False)
+
+    # the most values compiled code holds as constants (more: the interpreter makes them)
+    MAX_CONSTANTS = 1 << 14
+
+    @classmethod
+    def emit(cls, e):
+        """Start, End and Step must hold values compiled code knows (ops/compiled.py: a
+        constant, a dim). Constants: the kernel's np.arange itself, here, its values a table
+        in the code; integer dims: Start + i * Step, fl::arange_len of them."""
+        bufs = [e.input(s) for s in ("Start", "End", "Step")]
+        vals = []
+        for slot, b in zip(("Start", "End", "Step"), bufs):
+            v = known_values(e, b)
+            if not v:
+                e.fail(f"{slot} '{b.var}' holds a value known only at run time")
+            vals.append(lit_int(v[0]) if isinstance(v[0], str) and lit_int(v[0]) is not None
+                        else v[0])
+        ct = bufs[0].ctype
+        if not any(isinstance(v, str) for v in vals):
+            s, end, st = (NUMPY_OF_CTYPE[b.ctype](v) for b, v in zip(bufs, vals))
+            if st == 0:
+                e.fail("Step is 0")
+            try:
+                got = np.arange(s, end, st).astype(NUMPY_OF_CTYPE[ct], copy=False)
+            except (ValueError, OverflowError) as exc:     # the kernel raises it too
+                e.fail(str(exc))
+            if got.size > cls.MAX_CONSTANTS:
+                e.fail(f"{got.size} values")
+            out = e.output("Out", [str(got.size)], ct)
+            if got.size:
+                items = ", ".join(_c_item(e, v, ct) for v in got)
+                e.code(f"static const {ct} vals[] = {{{items}}}; "
+                       f"for (int64_t i = 0; i < {got.size}; ++i) {out}[i] = vals[i];")
+            if got.size <= 64:
+                set_known_values(e, out, list(got))
+            return
+        if any(b.ctype not in ("int64_t", "int32_t") for b in bufs):
+            e.fail("a bound known only as a C expression is not an integer")
+        s, end, st = (str(v) for v in vals)
+        if st.lstrip("-").isdigit():
+            if int(st) == 0:
+                e.fail("Step is 0")
+        else:
+            e.check(f"{st} == 0", "range: Step is 0")
+        out = e.output("Out", [f"fl::arange_len({s}, {end}, {st})"], ct)
+        e.code(f"for (int64_t i = 0; i < {out.dims[0]}; ++i) "
+               f"{out}[i] = ({ct})(({s}) + i * ({st}));")
+
+
+def _c_item(e, v, ctype):
+    """One value of a numpy array as a C literal of its element type (exact)."""
+    if ctype == "float":
+        return e.literal(float(v))
+    if ctype == "double":
+        return repr(float(v))
+    return f"{int(v)}LL"

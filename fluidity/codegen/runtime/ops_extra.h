@@ -11,7 +11,7 @@
 
 namespace fl {
 
-// --- element helpers ------------------------------------------------------------------------
+// --- element helpers ----------------------------------------------------------------------------
 // numpy's maximum/minimum for any element type: a NaN in either operand is the result.
 template <class T> inline T maxnp(T a, T b) { return (a >= b || a != a) ? a : b; }
 template <class T> inline T minnp(T a, T b) { return (a <= b || a != a) ? a : b; }
@@ -68,13 +68,14 @@ inline A pairwise_sum_as(const T* a, i64 n, i64 stride) {
     }
     i64 n2 = n / 2;
     n2 -= n2 % 8;
-    return pairwise_sum_as<A, E>(a, n2, stride) + pairwise_sum_as<A, E>(a + n2 * stride, n - n2, stride);
+    return pairwise_sum_as<A, E>(a, n2, stride) +
+           pairwise_sum_as<A, E>(a + n2 * stride, n - n2, stride);
 }
 inline double pairwise_sum(const double* a, i64 n, i64 stride) {
     return pairwise_sum_as<double>(a, n, stride);
 }
 
-// --- reductions (ops/reduce.py) ---------------------------------------------------------------
+// --- reductions (ops/reduce.py) -----------------------------------------------------------------
 // X [dims] reduced over the dims flagged in `red` into Out (X's dims without them), the way
 // numpy's reduction walks a C-contiguous array: size-1 dims dropped, neighbouring dims alike
 // (reduced or kept) merged, then the runs of the innermost dim in C order. A reduced innermost
@@ -228,7 +229,7 @@ inline void reduce_grad(const T* x, const T* o, const T* d, T* dx, int nd, const
     });
 }
 
-// --- slice, strided_slice, range --------------------------------------------------------------
+// --- slice, strided_slice, range ----------------------------------------------------------------
 // Paddle's slice bounds on a dim of size `dim` (ops/indexing.py _slice_plan): a negative bound
 // counts from the end, then both are clamped to [0, dim]; an empty range has length 0.
 inline i64 slice_bound(i64 v, i64 dim) {
@@ -336,7 +337,7 @@ inline float mish_grad(float x, float d, float threshold) {
     return d * (t + x * (1.0f - t * t) * (x > threshold ? 1.0f : sigmoid(x)));
 }
 
-// --- rows along an axis ---------------------------------------------------------------------------
+// --- rows along an axis -------------------------------------------------------------------------
 // log_softmax of x seen as [pre, n, post] along n (ops/activation.py LogSoftmax):
 // (x - m) - log(sum(exp(x - m))). The sum is numpy's: pairwise along a contiguous axis
 // (post == 1, exp values staged in out), else element by element in order.
