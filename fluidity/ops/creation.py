@@ -198,6 +198,13 @@ class FillZerosLike(OpDef):
     def kernel(x):
         return np.zeros_like(x)
 
+    @staticmethod
+    def emit(e):
+        x = e.input("X")
+        dense_only(e, x)
+        out = e.output("Out", x.dims, x.ctype)
+        e.code(f"std::memset({out}, 0, sizeof({out.ctype}) * {out.numel()});")
+
 
 class TruncatedGaussianRandom(_Random):
     type = "truncated_gaussian_random"

@@ -699,6 +699,34 @@ class OneHot(OpDef):
             return (ids[..., None] == np.arange(depth)).astype(dt)
         return kernel
 
+    @classmethod
+    def emit(cls, e):
+        """Every id checked first (the kernel fails before it writes), then the rows."""
+        x = e.input("X")
+        if e.op.input("depth_tensor"):
+            e.fail("depth comes from a tensor")
+        if x.ctype not in ("int64_t", "int32_t"):
+            e.fail(f"ids are {x.ctype}")
+        depth = int(e.attr("depth"))
+        if depth < 0:
+            e.fail(f"depth {depth}")
+        if cls.last_is_one:
+            if not x.dims or x.dims[-1] not in ("1",):
+                e.fail(f"X{x.dims} has no trailing dim of 1")
+            lead = x.dims[:-1]
+        else:
+            lead = x.dims
+        out = e.output("Out", lead + [str(depth)], e.ctype_of(e.attr("dtype")))
+        n, ct = e.prod(lead), out.ctype
+        check = "" if e.attr("allow_out_of_range") else (
+            f"for (int64_t i = 0; i < n; ++i) if ({x}[i] < 0 || {x}[i] >= {depth}) {{ "
+            f'std::snprintf(err, 512, "{cls.type}: id %lld is outside [0, {depth}) (set '
+            f'allow_out_of_range to get a zero row)", (long long){x}[i]); return {2 + e.k}; }} ')
+        e.code(f"const int64_t n = {n}; {check}"
+               f"std::memset({out}, 0, sizeof({ct}) * n * {depth}); "
+               f"for (int64_t i = 0; i < n; ++i) if ({x}[i] >= 0 && {x}[i] < {depth}) "
+               f"{out}[i * {depth} + {x}[i]] = ({ct})1;")
+
 
 class OneHotV2(OneHot):
     type = "one_hot_v2"

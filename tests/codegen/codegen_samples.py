@@ -211,6 +211,11 @@ SAMPLES.update({
     "assign": lambda: ({"X": ints(*dims())}, {}, None),
     "increment": lambda: ({"X": ints(1)}, {"step": 3.0}, None),
     "sigmoid_cross_entropy_with_logits": lambda: sigmoid_xent({}),
+    "fill_zeros_like": lambda: ({"X": f32(*dims())}, {}, None),
+    "one_hot": lambda: ({"X": rng.integers(0, 5, (int(rng.integers(1, 7)), 1))},
+                        {"depth": 5}, None),
+    "one_hot_v2": lambda: ({"X": rng.integers(-2, 6, (3, 4)).astype(np.int32)},
+                           {"depth": 5, "allow_out_of_range": True, "dtype": 3}, None),
     "top_k": lambda: (lambda n, m: ({"X": ties(n, m)}, {"k": int(rng.integers(1, m + 1))},
                                     ["X"], ["Out", "Indices"]))(*dims()),
     "top_k_v2": lambda: ({"X": ties(3, 5, 4)}, {"k": 2, "axis": 1, "largest": False}, ["X"],
@@ -241,6 +246,7 @@ def sigmoid_xent(attrs):
 # branches of a cond): tests/codegen/test_compiled_blocks.py
 ELSEWHERE = {"select_input", "auc"}   # auc: tests/codegen/test_metrics_compiled.py
 EXTRA = {   # more forms of ops above: each compiled vs the kernel too
+    "fill_zeros_like int64": ("fill_zeros_like", lambda: ({"X": ints(*dims())}, {}, None)),
     "top_k_v2 largest over the last axis": ("top_k_v2", lambda: (
         {"X": f32(4, 7)}, {"k": 3}, ["X"], ["Out", "Indices"])),
     "top_k_v2 axis 0, k = n": ("top_k_v2", lambda: (

@@ -134,3 +134,13 @@ def test_sparse_updates_compile_bit_for_bit(op_type, states, attrs):
         got.append({n: np.array(scope.find_var(n).get_tensor()) for n in values})
     for n in values:
         np.testing.assert_array_equal(got[1][n], got[0][n], err_msg=n)
+
+
+def test_a_one_hot_id_out_of_range_stops_the_compiled_run_naming_it():
+    from fluidity.errors import ExecutionError
+    main, startup, feed, out_vars, _ = build_op(
+        "one_hot", {"X": np.array([[1], [7], [2]], np.int64)}, {"depth": 5}, ["Out"])
+    fetch = [v for vs in out_vars.values() for v in vs]
+    compiled = fluid.CompiledProgram(main).with_native_code()
+    with pytest.raises(ExecutionError, match=r"'one_hot'.*id 7 is outside \[0, 5\)"):
+        fluid.Executor().run(compiled, feed=feed, fetch_list=fetch, scope=fluid.Scope())

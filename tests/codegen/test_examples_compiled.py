@@ -90,7 +90,8 @@ EXAMPLES_ = {
     "ctr_dnn adagrad": (lambda: ctr("adagrad"), {"adagrad"}),
     "sentiment lstm": (sentiment, {"lstm", "lstm_grad", "sequence_pool_grad", "adam"}),
     "textcls": (textcls, {"fused_embedding_seq_pool", "cross_entropy2"}),
-    "word2vec": (word2vec, {"lookup_table", "sigmoid_cross_entropy_with_logits"}),
+    "word2vec": (word2vec, {"lookup_table", "sigmoid_cross_entropy_with_logits", "one_hot",
+                            "fill_zeros_like"}),
     "seq2seq": (seq2seq, set()),
 }
 
