@@ -13,7 +13,12 @@ cross-entropy over the positive and the 5 negative pairs; plain SGD, lr 0.025 pe
 Runs, each from the same initial parameters on the same files:
   sync     plain fluid.Executor over MultiSlotReader batches in this process (the baseline)
   async-1  AsyncExecutor, 1 worker
-  async-N  AsyncExecutor, N = os.cpu_count() workers (Hogwild)
+  async-N  AsyncExecutor, N = os.cpu_count() workers (Hogwild; worker threads running the
+           compiled training step, as the program compiles whole)
+  proc-N   AsyncExecutor with workers="processes" (forked workers, the interpreter)
+  torch-N  PyTorch Hogwild SGNS on the same files, model and batch (two sparse
+           nn.Embedding tables in shared memory, torch.optim.SGD, one thread per process),
+           when torch is importable; throughput only
 Prints examples/s of each, the async-N / async-1 scaling ratio, the CPU time the workers
 got (on a shared machine fewer than N free cores caps the ratio: examples per worker
 CPU-second separates that from the executor's own scaling), held-out SGNS loss and the
@@ -38,6 +43,7 @@ import glob
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 
@@ -120,9 +126,11 @@ def run_sync(build, desc, files, epochs, report_every=20):
             (exe, scope, test, v))
 
 
-def run_async(build, desc, files, epochs, workers):
+def run_async(build, desc, files, epochs, workers, mode="auto"):
     """AsyncExecutor over the files, one run() per epoch; the loss curve is timestamped in
-    the parent as the workers' reports arrive."""
+    the parent as the workers' reports arrive. mode: AsyncExecutor's `workers` (threads
+    when the program compiles whole; "processes" forces forked workers). CPU time counts
+    this process (worker threads) and its reaped children (worker processes)."""
     main, startup, test, v = build()
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
@@ -130,16 +138,17 @@ def run_async(build, desc, files, epochs, workers):
     name = v["loss"].name
     for _ in range(epochs):
         marks = []
-        cpu0, t0 = _cpu_children(), time.perf_counter()
+        cpu0, t0 = _cpu_children() + _cpu_self(), time.perf_counter()
         res = fluid.AsyncExecutor().run(
             main, desc, files, workers, fetch=[v["loss"]], scope=scope, progress=False,
+            workers=mode,
             callback=lambda seen, f: marks.append((time.perf_counter() - t0, seen, f[name])))
-        cpu += _cpu_children() - cpu0   # workers are reaped by then: their CPU time counts
+        cpu += _cpu_children() + _cpu_self() - cpu0   # worker processes are reaped by then
         curve += [(secs + t, n + seen, loss) for t, seen, loss in marks]
         n += res.examples
         secs += res.seconds
     return ({"examples": n, "seconds": secs, "eps": n / secs, "cpu": cpu, "curve": curve,
-             "workers": workers}, (exe, scope, test, v))
+             "workers": workers, "mode": res.mode}, (exe, scope, test, v))
 
 
 def rel_diff(x, base):
@@ -218,23 +227,45 @@ def run_independent(build, desc, files, epochs, n):
     return {"examples": n_ex, "seconds": secs, "eps": n_ex / secs, "cpu": cpu, "curve": []}
 
 
+def warm_native(build, desc, files):
+    """Build the compiled training step once, untimed (the library is cached by its source:
+    the first timed run would otherwise pay the C++ compile, a one-off cost)."""
+    main, startup, _, v = build()
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    batch = next(iter(MultiSlotReader(desc, files[:1])))
+    compiled = fluid.CompiledProgram(main).with_native_code(fetch_list=[v["loss"]])
+    exe.run(compiled, feed=batch, fetch_list=[v["loss"]], scope=scope)
+
+
 def train_runs(build, desc, files, epochs, n_workers, rounds, skip, evaluate, describe,
-               wait=0):
-    """The runs of a benchmark: sync once, then `rounds` rounds of async-1 and async-N,
-    each from fresh initial parameters. Runs of round r > 1 are named 'async-1#r'. Returns
-    ({name: record}, {name: evaluate(ctx)}); describe(quality) -> text for the log line."""
+               wait=0, extra=None):
+    """The runs of a benchmark: sync once, then `rounds` rounds of async-1, async-N (worker
+    threads when the program compiles), proc-N (worker processes), indep-N and the `extra`
+    baselines ({name: fn() -> record or None}), each from fresh initial parameters. Runs of
+    round r > 1 are named 'async-1#r'. Returns ({name: record}, {name: evaluate(ctx)});
+    describe(quality) -> text for the log line."""
     plan = [("sync", 0)]
     for r in range(1, rounds + 1):
         tag = "" if r == 1 else f"#{r}"
         plan += [(f"async-1{tag}", 1), (f"async-{n_workers}{tag}", n_workers),
-                 (f"indep-{n_workers}{tag}", -n_workers)]
+                 (f"proc-{n_workers}{tag}", n_workers), (f"indep-{n_workers}{tag}", -n_workers)]
+        plan += [(f"{k}{tag}", None) for k in (extra or {})]
     runs, quality = {}, {}
+    warm_native(build, desc, files)
     for name, workers in plan:
         base = name.split("#")[0]
-        if base in skip or (abs(workers) > 1 and n_workers == 1):
+        if base in skip or (workers is not None and abs(workers) > 1 and n_workers == 1):
             continue
         wait_idle(wait)
         print(f"{name}: training ... (load average {loadavg()})", flush=True)
+        if workers is None:   # an outside baseline: throughput only
+            rec = extra[base]()
+            if rec is not None:
+                runs[name] = rec
+                print(f"{name}: {rec['examples']:,} examples in {rec['seconds']:.1f}s = "
+                      f"{rec['eps']:,.0f} examples/s ({rec.get('note', '')})", flush=True)
+            continue
         if workers < 0:  # the control: no quality to evaluate
             runs[name] = rec = run_independent(build, desc, files, epochs, -workers)
             print(f"{name}: {rec['examples']:,} examples in {rec['seconds']:.1f}s = "
@@ -242,7 +273,8 @@ def train_runs(build, desc, files, epochs, n_workers, rounds, skip, evaluate, de
                   flush=True)
             continue
         if workers:
-            rec, ctx = run_async(build, desc, files, epochs, workers)
+            mode = "processes" if base.startswith("proc-") else "auto"
+            rec, ctx = run_async(build, desc, files, epochs, workers, mode)
         else:
             rec, ctx = run_sync(build, desc, files, epochs)
         runs[name] = rec
@@ -294,6 +326,13 @@ def report_runs(runs, n_workers):
           f"rest went to other processes); per worker CPU-second they trained "
           f"{np.median(cpu_ratios):.2f}x as many examples as 1 worker (1.00 = no Hogwild or "
           f"memory contention; {n_workers} free cores x this = the scaling to expect)")
+    for other in (f"proc-{n_workers}", f"torch-{n_workers}"):
+        per = [r["eps"] / runs[other + (n[len(f"async-{n_workers}"):])]["eps"]
+               for n, r in runs.items() if n.split("#")[0] == f"async-{n_workers}"
+               and other + n[len(f"async-{n_workers}"):] in runs]
+        if per:
+            print(f"  async-{n_workers} / {other} = {np.median(per):.2f}x examples/s (per round "
+                  f"{', '.join(f'{x:.2f}' for x in per)})")
     if controls:
         print(f"  control: {n_workers} independent trainers (nothing shared) at once did "
               f"{', '.join(f'{c:.2f}x' for c, _ in controls)} the examples/s of async-1 "
@@ -312,7 +351,7 @@ def report_quality(quality, keys, checked, base="sync"):
     if base not in quality:
         return worst
     for name, q in quality.items():
-        if not name.startswith("async"):
+        if not name.startswith(("async", "proc")):
             continue
         diffs = {lab: rel_diff(q[k], quality[base][k]) for k, lab, _ in keys if k in checked}
         worst[name] = max(diffs.values())
@@ -376,6 +415,86 @@ def profile_batches(build, desc, files, n_batches=300, fetch="loss"):
     for sec, label in ops[:8]:
         print(f"  {label[:60]:60s} {1e6 * sec:8.0f}  ({100 * sec / run:.0f}%)")
     return read, run, ops
+
+
+# --- the PyTorch Hogwild baseline ----------------------------------------------------------
+TORCH_SGNS = r"""
+import json, sys, time
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+sys.path.insert(0, sys.argv[2])
+from fluidity.data import DataFeedDesc, MultiSlotReader
+
+class Sgns(torch.nn.Module):
+    def __init__(self, vocab, dim):
+        super().__init__()
+        self.w_in = torch.nn.Embedding(vocab, dim, sparse=True)
+        self.w_out = torch.nn.Embedding(vocab, dim, sparse=True)
+        torch.nn.init.uniform_(self.w_in.weight, -0.5 / dim, 0.5 / dim)
+        torch.nn.init.zeros_(self.w_out.weight)
+
+    def forward(self, center, context):
+        return (self.w_out(context) * self.w_in(center).unsqueeze(1)).sum(2)
+
+def train(model, cfg, files, q):
+    torch.set_num_threads(1)
+    desc = DataFeedDesc(cfg["desc"]); desc.set_batch_size(cfg["batch"])
+    opt = torch.optim.SGD(model.parameters(), lr=cfg["lr"])
+    n, t0 = 0, time.time()
+    for _ in range(cfg["epochs"]):
+        for b in MultiSlotReader(desc, files):
+            c = torch.from_numpy(np.asarray(b["center"]).reshape(-1))
+            x = torch.from_numpy(np.asarray(b["context"]).reshape(len(c), -1))
+            label = torch.zeros(x.shape, dtype=torch.float32); label[:, 0] = 1
+            opt.zero_grad()
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                model(c, x), label, reduction="none").sum(1).mean()
+            loss.backward()
+            opt.step()
+            n += len(c)
+    q.put((n, t0, time.time()))
+
+if __name__ == "__main__":
+    cfg = json.loads(sys.argv[1])
+    torch.manual_seed(0)
+    model = Sgns(cfg["vocab"], cfg["dim"])
+    model.share_memory()
+    ctx = mp.get_context("fork")
+    q = ctx.SimpleQueue()
+    shares = [cfg["files"][i::cfg["workers"]] for i in range(cfg["workers"])]
+    ps = [ctx.Process(target=train, args=(model, cfg, shares[r], q))
+          for r in range(cfg["workers"])]
+    for p in ps: p.start()
+    res = [q.get() for _ in ps]
+    secs = max(r[2] for r in res) - min(r[1] for r in res)   # first step to last step
+    for p in ps: p.join()
+    print(json.dumps({"examples": sum(r[0] for r in res), "seconds": secs,
+                      "version": torch.__version__}))
+"""
+
+
+def run_torch_sgns(desc_path, files, vocab, dim, lr, batch, epochs, workers):
+    """PyTorch Hogwild on the same files, model and batch: two sparse nn.Embedding tables
+    in shared memory, torch.optim.SGD, one thread per forked worker; timed from the first
+    worker's first step to the last one's last (its process start is not counted). None
+    without torch."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("torch: skipped (pip install torch==2.13.0)")
+        return None
+    cfg = {"desc": desc_path, "files": files, "vocab": vocab, "dim": dim, "lr": lr,
+           "batch": batch, "epochs": epochs, "workers": workers}
+    r = subprocess.run([sys.executable, "-c", TORCH_SGNS, json.dumps(cfg), ROOT],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("torch: failed: " + (r.stderr.strip().splitlines() or ["?"])[-1])
+        return None
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return {"examples": out["examples"], "seconds": out["seconds"],
+            "eps": out["examples"] / out["seconds"], "cpu": float("nan"), "curve": [],
+            "note": f"torch {out['version']} Hogwild, {workers} processes"}
 
 
 # --- word2vec --------------------------------------------------------------------------------
@@ -472,7 +591,9 @@ def main():
     runs, q = train_runs(build, desc, info["train"], a.epochs, a.workers, a.rounds, skip,
                          lambda ctx: evaluate(ctx, desc, info["test"], pairs),
                          lambda q: f"held-out loss {q['loss']:.4f}, spearman {q['spearman']:.4f}",
-                         wait=a.wait_idle)
+                         wait=a.wait_idle, extra={f"torch-{a.workers}": lambda: run_torch_sgns(
+                             info["desc"], info["train"], a.vocab, a.dim, a.lr * a.batch,
+                             a.batch, a.epochs, a.workers)})
     quality.update(q)
 
     report_runs(runs, a.workers)
