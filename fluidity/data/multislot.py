@@ -328,13 +328,31 @@ class MultiSlotReader:
         self.examples = 0
 
     def __iter__(self):
+        pending, avail, bs = collections.deque(), 0, self.batch_size
+        for chunk, dense_dim in self.chunks():
+            pending.append([chunk, 0])
+            avail += chunk.n
+            while avail >= bs:
+                avail -= bs
+                self.examples += bs
+                yield self._take(pending, bs, dense_dim)
+        if avail:
+            self.examples += avail
+            yield self._take(pending, avail, dense_dim)
+
+    def chunks(self):
+        """(parsed chunk, dense dims) for every non-empty chunk of every file, as parsed:
+        the chunk's `n` lines, `vals` (per used slot, its values) and `offs` ([used slots,
+        n + 1] per-line offsets into them); `dense_dim` per used slot (0 for a sparse one).
+        For a consumer that walks batches itself (AsyncExecutor's compiled worker loop;
+        `chunk_batch` makes one as iteration does). Bad lines raise or are skipped and
+        counted (`skipped_lines`) as in iteration."""
         L = self._layout
         parser = (_PyParser(L, self.skip_bad_lines) if self._fn is None
                   else _CParser(self._fn, L, self.skip_bad_lines))
         dense_dim = L.dense_dim.copy()
         self.skipped_lines = self.examples = 0
         first_bad = None
-        pending, avail, bs = collections.deque(), 0, self.batch_size
         for path in self.files:
             for chunk, base in self._chunks(path, parser, dense_dim):
                 if chunk.bad is not None:
@@ -344,18 +362,14 @@ class MultiSlotReader:
                     self.skipped_lines += chunk.skipped
                     first_bad = first_bad or error
                 if chunk.n:
-                    pending.append([chunk, 0])
-                    avail += chunk.n
-                while avail >= bs:
-                    avail -= bs
-                    self.examples += bs
-                    yield self._take(pending, bs, dense_dim)
-        if avail:
-            self.examples += avail
-            yield self._take(pending, avail, dense_dim)
+                    yield chunk, dense_dim
         if self.skipped_lines:
             warnings.warn(f"MultiSlotReader skipped {self.skipped_lines} malformed line(s); "
-                          f"the first: {first_bad}", DataWarning, stacklevel=2)
+                          f"the first: {first_bad}", DataWarning, stacklevel=3)
+
+    def chunk_batch(self, chunk, a, b, dense_dim):
+        """Lines [a, b) of a parsed chunk as the batch iteration would give them."""
+        return self._take(collections.deque([[chunk, a]]), b - a, dense_dim)
 
     def _chunks(self, path, parser, dense_dim):
         """(parsed chunk, number of lines of the file before it) for each chunk of a file."""

@@ -5,7 +5,9 @@ every op of the program compiles (fluidity/codegen), they are *threads* of this 
 each running the training step as native calls that release the GIL, over the parameters in
 the scope, in place (no copies, nothing to share). Otherwise they are worker *processes*
 (fork), so that Python per-op dispatch runs at once too; `workers=` picks either, and
-the choice is logged. For processes, before the workers start, every persistable tensor of
+the choice is logged. A worker thread whose step is one compiled segment over the feed's
+slots and the parameters hands whole parsed chunks to a loop in C (native_loop.py): no
+Python per batch, the GIL released for `report_every` batches at a time. For processes, before the workers start, every persistable tensor of
 the program (parameters, optimizer accumulators, learning rate, counters) is moved into an
 anonymous shared memory mapping, which forked workers inherit: all of them read and update
 the same parameters in place, without locks (Hogwild!, Niu et al. 2011), and the parent
@@ -150,6 +152,55 @@ class _Worker:
                 yield "batch", feed
             yield "file", (path, reader.skipped_lines)
 
+    def _executor_steps(self, exe, wscope, items):
+        """("batch", (examples, fetch means)) per batch run through the executor, and the
+        reader's ("file", ...) events."""
+        for kind, item in items:
+            if kind == "file":
+                yield kind, item
+                continue
+            res = exe.run(self.program, feed=item, fetch_list=self.fetch_names, scope=wscope)
+            if self.shared:
+                self._resync()
+            yield "batch", (_batch_examples(item),
+                            [float(np.asarray(r).mean()) for r in res])
+
+    def _compiled_steps(self, step, exe, wscope, reader_cls):
+        """The same events with the batches of each parsed chunk run by the compiled loop
+        in C (native_loop.py), `report_every` batches per call; a batch the step was not
+        built for runs through the executor."""
+        bs = self.desc.batch_size
+        while not self.stop.is_set():
+            path = self._pick_file()
+            if path is None:
+                return
+            reader = reader_cls(self.desc, [path], **self.reader_args)
+            for chunk, dense_dim in reader.chunks():
+                if not step.fits(chunk, dense_dim):
+                    raise ExecutionError(f"{path}: its slots' types differ from those the "
+                                         f"compiled step reads")
+                a = 0
+                while a < chunk.n:
+                    if self.stop.is_set():
+                        return
+                    last = min(chunk.n, a + bs * self.report_every)
+                    k, means, lines, status, msg = step.run(chunk, dense_dim, a, last, bs)
+                    for j in range(k):
+                        yield "batch", (int(lines[j]), means[j].tolist())
+                    a += int(lines.sum())
+                    if status == -1:      # inputs of other shapes: this batch interpreted
+                        b = min(chunk.n, a + bs)
+                        feed = reader.chunk_batch(chunk, a, b, dense_dim)
+                        res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names,
+                                      scope=wscope)
+                        yield "batch", (b - a, [float(np.asarray(r).mean()) for r in res])
+                        a = b
+                    elif status == -2:
+                        raise MemoryError("AsyncExecutor: no memory for the compiled step")
+                    elif status:
+                        raise step.error(status, msg)
+            yield "file", (path, reader.skipped_lines)
+
     def run(self):
         from ..data.multislot import MultiSlotReader
         started = time.time()
@@ -158,32 +209,46 @@ class _Worker:
         nf = len(self.fetch_names)
         sums, batches, examples = np.zeros(nf), 0, 0
         period = [0, 0, np.zeros(nf)]
-        items = self._read(MultiSlotReader)
-        if self.read_ahead:
-            items = _prefetch(items, self.stop)
-        for kind, item in items:
-            if kind == "file":
-                path, skipped = item
-                if skipped:
-                    self.out_q.put(("skipped", self.wid, path, skipped))
-                self.out_q.put(("file", self.wid, path))
-                continue
-            feed = item
-            n = _batch_examples(feed)
-            res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names, scope=wscope)
-            if self.shared:
-                self._resync()
-            vals = np.array([float(np.asarray(r).mean()) for r in res]) if nf else sums
-            sums += vals * n if nf else 0
-            batches += 1
-            examples += n
-            period[0] += 1
-            period[1] += n
-            period[2] += vals * n if nf else 0
-            if period[0] >= self.report_every:
-                self.out_q.put(("report", self.wid, period[0], period[1],
-                                (period[2] / max(period[1], 1)).tolist()))
-                period = [0, 0, np.zeros(nf)]
+        step = None
+        if self.plan_kind == "native" and not self.read_ahead:
+            from .native_loop import CompiledWorkerStep
+            slots = MultiSlotReader(self.desc, []).slots
+            step, why = CompiledWorkerStep.make(self.program, self.fetch_names, slots,
+                                                self.scope)
+            if step is None and self.wid == 0:
+                logger.info("AsyncExecutor: worker threads run batches through the executor "
+                            "(no compiled worker loop: %s)", why)
+        if step is not None:
+            events = self._compiled_steps(step, exe, wscope, MultiSlotReader)
+        else:
+            items = self._read(MultiSlotReader)
+            if self.read_ahead:
+                items = _prefetch(items, self.stop)
+            events = self._executor_steps(exe, wscope, items)
+        try:
+            for kind, item in events:
+                if kind == "file":
+                    path, skipped = item
+                    if skipped:
+                        self.out_q.put(("skipped", self.wid, path, skipped))
+                    self.out_q.put(("file", self.wid, path))
+                    continue
+                n, vals = item
+                vals = np.asarray(vals, np.float64)
+                if nf:
+                    sums += vals * n
+                    period[2] += vals * n
+                batches += 1
+                examples += n
+                period[0] += 1
+                period[1] += n
+                if period[0] >= self.report_every:
+                    self.out_q.put(("report", self.wid, period[0], period[1],
+                                    (period[2] / max(period[1], 1)).tolist()))
+                    period = [0, 0, np.zeros(nf)]
+        finally:
+            if step is not None:
+                step.close()
         if period[0]:
             self.out_q.put(("report", self.wid, period[0], period[1],
                             (period[2] / max(period[1], 1)).tolist()))

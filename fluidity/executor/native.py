@@ -163,7 +163,7 @@ class NativePlan(Plan):
             if rc:
                 b, i, op = sites[rc - 2] if 2 <= rc < 2 + len(sites) else \
                     (block_idx,) + seg_ops[0]
-                raise _op_error(op, i, st.err.value.decode(errors="replace"), b)
+                raise op_error(op, i, st.err.value.decode(errors="replace"), b)
             arena = st.arena
             for j, (slot, dt, ndim, lod_slot, copy, in_place, sparse) in enumerate(outs):
                 if in_place:
@@ -237,7 +237,7 @@ _NP = {"float": "float32", "double": "float64", "int64_t": "int64", "int32_t": "
        "bool": "bool", "uint8_t": "uint8", "int8_t": "int8"}
 
 
-def _op_error(op, i, message, block_idx):
+def op_error(op, i, message, block_idx):
     where = op.attr("op_callstack") if op.has_attr("op_callstack") else []
     text = f"op #{i} '{op.type}' in block {block_idx} (compiled) failed: {message}"
     if where:
@@ -248,6 +248,6 @@ def _op_error(op, i, message, block_idx):
 def _input_error(seg_ops, name, what, block_idx):
     for i, op in seg_ops:
         if name in op.input_arg_names:
-            return _op_error(op, i, f"input '{name}' {what}", block_idx)
+            return op_error(op, i, f"input '{name}' {what}", block_idx)
     i, op = seg_ops[0]
-    return _op_error(op, i, f"input '{name}' {what}", block_idx)
+    return op_error(op, i, f"input '{name}' {what}", block_idx)
