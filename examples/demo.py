@@ -138,7 +138,7 @@ def main():
     print(f"model: CTR-DNN, {n_params / 1e6:.1f}M parameters "
           f"({model['vocab']}x10 sparse table + 3x400 fc), Adam lr={a.lr}, batch {a.batch}")
     print(f"train: {a.epochs} epoch(s) over {len(info['train']['files'])} files with "
-          f"{a.workers} Hogwild worker process(es)")
+          f"{a.workers} Hogwild workers")
     history, seen, t_total = [], 0, 0.0
     for epoch in range(a.epochs):
         res = fluid.AsyncExecutor().run(main_prog, desc, info["train"]["files"], a.workers,
@@ -148,7 +148,7 @@ def main():
         seen += res.examples
         t_total += res.seconds
         print(f"epoch {epoch + 1}: {res.examples} examples in {res.seconds:.1f}s = "
-              f"{res.examples_per_sec:,.0f} examples/s; mean loss {res[0]:.4f}, "
+              f"{res.examples_per_sec:,.0f} examples/s ({res.mode}); mean loss {res[0]:.4f}, "
               f"running auc {res[1]:.4f}")
     ev = evaluate(exe, scope, test_prog, v["predict"], desc, info["test"]["files"], model)
     print(f"\nheld-out ({ev['n']} lines):")
