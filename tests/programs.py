@@ -18,3 +18,18 @@ def doubling_while(steps=2, fed_x=True):
             fluid.layers.increment(i, in_place=True)
             fluid.layers.less_than(i, n, cond=cond)
     return main, startup, x
+
+
+def counting_while(n, body):
+    """A counting While (in the current program) running body(i) for i in 0..n-1 (n an int
+    or an int64 [1] Variable); returns the counter."""
+    L = fluid.layers
+    i = L.fill_constant([1], "int64", 0)
+    n = n if isinstance(n, fluid.framework.Variable) else L.fill_constant([1], "int64", n)
+    c = L.less_than(i, n)
+    w = L.While(c)
+    with w.block():
+        body(i)
+        L.increment(i, in_place=True)
+        L.less_than(i, n, cond=c)
+    return i

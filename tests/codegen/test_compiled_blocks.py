@@ -5,6 +5,7 @@ value that changes shape, a loop whose gradient reads its step scopes) stays int
 explain() says why, and the results are the interpreter's."""
 import numpy as np
 import pytest
+from programs import counting_while
 
 import fluidity as fluid
 from fluidity.codegen.lower import Lowering
@@ -13,17 +14,7 @@ from fluidity.errors import ExecutionError
 L = fluid.layers
 
 
-def loop(n, body):
-    """A counting While running body(i) for i in 0..n-1."""
-    i = L.fill_constant([1], "int64", 0)
-    n = n if isinstance(n, fluid.framework.Variable) else L.fill_constant([1], "int64", n)
-    c = L.less_than(i, n)
-    w = L.While(c)
-    with w.block():
-        body(i)
-        L.increment(i, in_place=True)
-        L.less_than(i, n, cond=c)
-    return i
+loop = counting_while
 
 
 def build(fn):

@@ -3,6 +3,7 @@ Switch, while_loop, tensor arrays and rank tables; backward through all of them 
 against finite differences; a model with a loop that trains."""
 import numpy as np
 import pytest
+from programs import counting_while
 
 import fluidity as fluid
 from fluidity.backward import gradients
@@ -84,17 +85,7 @@ def counter(n):
     return L.fill_constant([1], "int64", 0), L.fill_constant([1], "int64", n)
 
 
-def loop(n, body):
-    """A counting While running body(i) for i in 0..n-1 (n an int or int64 [1] Variable)."""
-    i = L.fill_constant([1], "int64", 0)
-    n = n if isinstance(n, fluid.framework.Variable) else L.fill_constant([1], "int64", n)
-    c = L.less_than(i, n)
-    w = L.While(c)
-    with w.block():
-        body(i)
-        L.increment(i, in_place=True)
-        L.less_than(i, n, cond=c)
-    return i
+loop = counting_while
 
 
 # ---------------------------------------------------------------------------------------
