@@ -377,6 +377,66 @@ def _norm_grad(g):
     g.op(g.fwd.type + "_grad", ins, outs, g.attrs())
 
 
+
+def _emit_channel_norm(e, groups, instance):
+    """group_norm (NCHW) and instance_norm (groups = channels) forward, as the kernels:
+    numpy-order means (fl::reduce) of each sample's group, then of the squared deviations;
+    group_norm divides by sqrt(var + eps), instance_norm multiplies by 1 / sqrt(var + eps)
+    (its SavedVariance). Scale and Bias per channel."""
+    x = e.input("X")
+    dense_only(e, x)
+    e.require_float(x)
+    if x.ndim < 2:
+        e.fail(f"X{x.dims} has no channel dim")
+    n, c = x.dims[0], x.dims[1]
+    g = c if instance else str(groups)
+    if e.is_lit(c) and not instance and (groups < 1 or int(c) % groups):
+        e.fail(f"groups={groups} does not divide {c} channels")
+    if not instance:
+        e.check(f"{c} % {g} != 0", "group_norm: groups do not divide the channels")
+    rest = e.prod(x.dims[2:]) if x.ndim > 2 else "1"
+    cg = f"(({c}) / ({g}))"
+    per = f"({cg} * {rest})"
+    ng = e.mul(n, g)
+    sb = []
+    for slot in ("Scale", "Bias"):
+        t = e.input(slot)
+        if t is not None:
+            e.require_float(t)
+            if e.is_lit(t.numel()) and e.is_lit(c) and int(t.numel()) != int(c):
+                e.fail(f"{slot} has {t.numel()} values for {c} channels")
+            e.check(f"{t.numel()} != {c}", f"{e.op.type}: {slot} is not one value per channel")
+        sb.append(t)
+    y = e.output("Y", x.dims)
+    mean_slot, var_slot = ("SavedMean", "SavedVariance") if instance else ("Mean", "Variance")
+    stat_dims = [ng] if instance else [n, g]
+    m = e.output(mean_slot, stat_dims, lod_from=False) if e.has_output(mean_slot) else \
+        e.scratch([ng])
+    v = e.output(var_slot, stat_dims, lod_from=False) if e.has_output(var_slot) else \
+        e.scratch([ng])
+    sq = e.scratch(x.dims)
+    eps = f"(float){float(e.attr('epsilon'))!r}"
+    if instance:
+        norm = f"const float inv = 1.0f / std::sqrt({v}[i] + {eps}); {v}[i] = inv; " \
+               f"for (int64_t j = 0; j < per; ++j) {{ float yv = (xi[j] - mi) * inv; "
+    else:
+        norm = f"const float den = std::sqrt({v}[i] + {eps}); " \
+               f"for (int64_t j = 0; j < per; ++j) {{ float yv = (xi[j] - mi) / den; "
+    scale, bias = sb
+    ch = f"((i % G) * CG + j / R)"
+    affine = (f"yv = yv * {scale}[{ch}]; " if scale is not None else "") + \
+        (f"yv = yv + {bias}[{ch}]; " if bias is not None else "")
+    e.code(f"const int64_t G = {g}, CG = {cg}, R = {rest}, per = {per}, NG = {ng}; "
+           f"const int64_t dims[3] = {{{n}, G, per}}; const bool red[3] = {{false, false, true}}; "
+           f"fl::reduce<fl::R_MEAN, float, float>({x}, {m}, nullptr, 3, dims, red); "
+           f"for (int64_t i = 0; i < NG; ++i) for (int64_t j = 0; j < per; ++j) {{ "
+           f"const float d = {x}[i * per + j] - {m}[i]; {sq}[i * per + j] = d * d; }} "
+           f"fl::reduce<fl::R_MEAN, float, float>({sq}, {v}, nullptr, 3, dims, red); "
+           f"for (int64_t i = 0; i < NG; ++i) {{ const float* xi = {x} + i * per; "
+           f"float* yi = {y} + i * per; const float mi = {m}[i]; {norm}{affine}"
+           f"yi[j] = yv; }} }}")
+
+
 class GroupNorm(OpDef):
     type = "group_norm"
     inputs = (In("X"), In("Scale", dispensable=True), In("Bias", dispensable=True))
@@ -424,6 +484,12 @@ class GroupNorm(OpDef):
             return (np.ascontiguousarray(y, dtype=x.dtype), m.reshape(n, g).astype(x.dtype),
                     v.reshape(n, g).astype(x.dtype))
         return kernel
+
+    @staticmethod
+    def emit(e):
+        if channel_last(e.attr("data_layout")):
+            e.fail("NHWC layout")
+        _emit_channel_norm(e, int(e.attr("groups")), instance=False)
 
     grad = staticmethod(_norm_grad)
 
@@ -496,6 +562,10 @@ class InstanceNorm(OpDef):
             return (y.astype(x.dtype, copy=False), m.reshape(-1).astype(x.dtype),
                     inv.reshape(-1).astype(x.dtype))
         return kernel
+
+    @staticmethod
+    def emit(e):
+        _emit_channel_norm(e, 0, instance=True)
 
     grad = staticmethod(_norm_grad)
 

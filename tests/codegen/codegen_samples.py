@@ -212,6 +212,12 @@ SAMPLES.update({
     "increment": lambda: ({"X": ints(1)}, {"step": 3.0}, None),
     "sigmoid_cross_entropy_with_logits": lambda: sigmoid_xent({}),
     "fill_zeros_like": lambda: ({"X": f32(*dims())}, {}, None),
+    "group_norm": lambda: ({"X": f32(int(rng.integers(1, 4)), 6, 3, 4), "Scale": f32(6),
+                            "Bias": f32(6)}, {"groups": 3, "epsilon": 1e-5}, None,
+                           ["Y", "Mean", "Variance"]),
+    "instance_norm": lambda: ({"X": f32(int(rng.integers(1, 4)), 3, 5, 4), "Scale": f32(3),
+                               "Bias": f32(3)}, {"epsilon": 1e-5}, None,
+                              ["Y", "SavedMean", "SavedVariance"]),
     "one_hot": lambda: ({"X": rng.integers(0, 5, (int(rng.integers(1, 7)), 1))},
                         {"depth": 5}, None),
     "one_hot_v2": lambda: ({"X": rng.integers(-2, 6, (3, 4)).astype(np.int32)},
@@ -246,6 +252,10 @@ def sigmoid_xent(attrs):
 # branches of a cond): tests/codegen/test_compiled_blocks.py
 ELSEWHERE = {"select_input", "auc"}   # auc: tests/codegen/test_metrics_compiled.py
 EXTRA = {   # more forms of ops above: each compiled vs the kernel too
+    "group_norm without scale and bias, 3-D": ("group_norm", lambda: (
+        {"X": f32(2, 4, 7)}, {"groups": 2}, None, ["Y", "Mean", "Variance"])),
+    "instance_norm without scale": ("instance_norm", lambda: (
+        {"X": f32(2, 3, 6), "Bias": f32(3)}, {}, None, ["Y", "SavedMean", "SavedVariance"])),
     "fill_zeros_like int64": ("fill_zeros_like", lambda: ({"X": ints(*dims())}, {}, None)),
     "top_k_v2 largest over the last axis": ("top_k_v2", lambda: (
         {"X": f32(4, 7)}, {"k": 3}, ["X"], ["Out", "Indices"])),

@@ -13,6 +13,9 @@ from fluidity import io as fio
 from fluidity.codegen.lower import Lowering
 
 ZOO = os.path.join(FIXTURES, "paddle_zoo")
+# models with ops that have no compiled form yet (each runs as a Python step between native
+# segments); every other model compiles whole, feed and fetch aside
+PARTLY_COMPILED = {"tensor_ops"}
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -28,5 +31,8 @@ def test_a_paddle_model_runs_compiled_with_paddles_outputs(name):
     native = sum(1 for r in rows if r[2] != "python")
     assert native > 0 or all(t in ("feed", "fetch") for _, t, _, _ in rows), \
         f"{name}: nothing compiled"
+    python = {t for _, t, w, _ in rows if w == "python"} - {"feed", "fetch"}
+    if name not in PARTLY_COMPILED:
+        assert not python, f"{name}: {sorted(python)} run as Python steps"
     print(f"{name}: {native} of {len(rows)} ops native; python: "
           f"{sorted({t for _, t, w, _ in rows if w == 'python'})}")
