@@ -13,7 +13,8 @@ from ..ops.reduce import REDUCERS
 __all__ = (["concat", "split", "reshape", "transpose", "squeeze", "unsqueeze", "slice",
             "gather", "stack", "expand", "cast", "shape", "one_hot"] +
            list(REDUCERS) + list(COMPARISONS) + list(LOGICAL) +
-           ["logical_not", "increment", "argmax", "argmin", "clip", "where"])
+           ["logical_not", "increment", "argmax", "argmin", "clip", "where", "argsort",
+            "cumsum", "flip", "unstack", "clip_by_norm"])
 
 
 def _op(op_type, inputs, attrs=None, dtype=None, out=None, name=None, out_slot="Out",
@@ -271,3 +272,47 @@ def where(condition, x=None, y=None, name=None):
     if x is None or y is None:
         raise FluidityError("where: give both x and y, or neither")
     return _op("where", {"Condition": condition, "X": x, "Y": y}, dtype=x.dtype, name=name)
+
+
+def argsort(input, axis=-1, descending=False, name=None):
+    """(sorted values, int64 indices) of `input` along `axis` (stable)."""
+    helper = LayerHelper("argsort", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    ids = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    helper.append_op("argsort", inputs={"X": input}, outputs={"Out": out, "Indices": ids},
+                     attrs={"axis": int(axis), "descending": bool(descending)})
+    return out, ids
+
+
+def cumsum(x, axis=None, exclusive=None, reverse=None):
+    """Running sums along `axis` (over the flattened input when axis is None)."""
+    attrs = {"flatten": axis is None, "axis": -1 if axis is None else int(axis),
+             "exclusive": bool(exclusive), "reverse": bool(reverse)}
+    return _op("cumsum", {"X": x}, attrs)
+
+
+def flip(input, dims, name=None):
+    """`input` reversed along each axis in `dims`."""
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if not dims:
+        raise FluidityError("flip: dims must name at least one axis")
+    return _op("flip", {"X": input}, {"axis": [int(d) for d in dims]}, name=name)
+
+
+def unstack(x, axis=0, num=None):
+    """The slices of `x` along `axis`, as a list of Variables with that axis removed."""
+    n = x.shape[axis] if num is None else int(num)
+    if n is None or n < 0:
+        raise FluidityError(f"unstack: the size of axis {axis} of '{x.name}' {list(x.shape)} "
+                            f"is unknown; give num")
+    helper = LayerHelper("unstack")
+    outs = [helper.create_variable_for_type_inference(x.dtype) for _ in range(n)]
+    helper.append_op("unstack", inputs={"X": x}, outputs={"Y": outs},
+                     attrs={"axis": int(axis), "num": n})
+    return outs
+
+
+def clip_by_norm(x, max_norm, name=None):
+    """x * max_norm / max(||x||_2, max_norm)."""
+    return _op("clip_by_norm", {"X": x}, {"max_norm": float(max_norm)}, name=name)
+
