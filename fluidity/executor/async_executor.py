@@ -179,12 +179,12 @@ class _Worker:
                 if not step.fits(chunk, dense_dim):
                     raise ExecutionError(f"{path}: its slots' types differ from those the "
                                          f"compiled step reads")
-                a = 0
+                a, bound = 0, step.bind(chunk, dense_dim)
                 while a < chunk.n:
                     if self.stop.is_set():
                         return
                     last = min(chunk.n, a + bs * self.report_every)
-                    k, means, lines, status, msg = step.run(chunk, dense_dim, a, last, bs)
+                    k, means, lines, status, msg = step.run(bound, a, last, bs)
                     for j in range(k):
                         yield "batch", (int(lines[j]), means[j].tolist())
                     a += int(lines.sum())

@@ -135,20 +135,27 @@ class CompiledWorkerStep:
                 return False
         return True
 
-    def run(self, chunk, dense_dim, first, last, batch):
-        """Batches of `batch` lines over chunk lines [first, last), GIL released. Returns
-        (batches done, per-batch fetch means [k, n_fetch], per-batch lines [k], status,
-        message); status -1: batch `k` needs the executor; >= 2: an op failed."""
+    def bind(self, chunk, dense_dim):
+        """What the loop reads of a chunk, made once per chunk (contiguous offsets, value
+        pointers, widths): each run() over its batches then only fills its own outputs."""
+        vals = [np.ascontiguousarray(v) if isinstance(v, np.ndarray) else np.zeros(0)
+                for v in chunk.vals]
+        return {"vals": vals,
+                "ptrs": (ctypes.c_void_p * len(vals))(*[v.ctypes.data for v in vals]),
+                "esize": np.array([v.itemsize for v in vals], np.int64),
+                "width": np.array([int(d) for d in dense_dim], np.int64),
+                "offs": np.ascontiguousarray(chunk.offs, np.int64)}
+
+    def run(self, bound, first, last, batch):
+        """Batches of `batch` lines over lines [first, last) of a bound chunk, GIL
+        released. Returns (batches done, per-batch fetch means [k, n_fetch], per-batch lines
+        [k], status, message); status -1: the next batch needs the executor; >= 2: an op
+        failed."""
         self._bind_params()
         n_slots = len(self.slots)
         if self.lod_buf.size < n_slots * (batch + 1):
             self.lod_buf = np.zeros(n_slots * (batch + 1), np.int64)
-        vals = [np.ascontiguousarray(v) if isinstance(v, np.ndarray) else np.zeros(0)
-                for v in chunk.vals]
-        ptrs = (ctypes.c_void_p * n_slots)(*[v.ctypes.data for v in vals])
-        esize = np.array([v.itemsize for v in vals], np.int64)
-        width = np.array([0 if d == 0 else int(d) for d in dense_dim], np.int64)
-        offs = np.ascontiguousarray(chunk.offs, np.int64)
+        offs = bound["offs"]
         n_max = (last - first + batch - 1) // batch
         nf = len(self.fetch_idx)
         sums = np.zeros(max(n_max * nf, 1))
@@ -156,10 +163,11 @@ class CompiledWorkerStep:
         status = np.zeros(1, np.int64)
         k = self.lib.fl_worker_chunk(
             self.fn, self.args.ctypes.data, self.seg.out_base, ctypes.byref(self.arena),
-            self.err, n_slots, self.in_idx.ctypes.data, width.ctypes.data, esize.ctypes.data,
-            ptrs, offs.ctypes.data, offs.shape[1], first, last, batch, self.lod_buf.ctypes.data,
-            nf, self.fetch_idx.ctypes.data, self.fetch_dtypes.ctypes.data, sums.ctypes.data,
-            lines.ctypes.data, status.ctypes.data)
+            self.err, n_slots, self.in_idx.ctypes.data, bound["width"].ctypes.data,
+            bound["esize"].ctypes.data, bound["ptrs"], offs.ctypes.data, offs.shape[1], first,
+            last, batch, self.lod_buf.ctypes.data, nf, self.fetch_idx.ctypes.data,
+            self.fetch_dtypes.ctypes.data, sums.ctypes.data, lines.ctypes.data,
+            status.ctypes.data)
         return (int(k), sums[:int(k) * nf].reshape(int(k), nf), lines[:int(k)], int(status[0]),
                 self.err.value.decode(errors="replace"))
 
