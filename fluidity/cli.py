@@ -4,9 +4,10 @@
     fluidity show MODEL           print a saved program readably: a file (__model__,
                                   *.pdmodel), a model directory (DIR/__model__) or a
                                   prefix (PREFIX.pdmodel)
-    fluidity run MODEL --input NAME=FILE.npy [...] [--output OUT.npz]
+    fluidity run MODEL --input NAME=FILE.npy [...] [--lod NAME=OFF,...] [--output OUT.npz]
                                   load an inference model (directory or prefix), run it on
-                                  the inputs, print each output (and save them all)
+                                  the inputs (--lod: an input's sequence offsets), print
+                                  each output (and save them all)
     fluidity compile MODEL -o OUT/ [--portable]
                                   build the model as native code with no Python at run
                                   time: OUT/libfluidity_model.so + fluidity_model.h, the
@@ -111,6 +112,23 @@ def _read_inputs(specs):
     return inputs
 
 
+def _read_lods(specs, inputs):
+    """{name: level-0 offsets} from --lod NAME=OFF,OFF,... (the executable `fluidity compile`
+    builds takes the same option)."""
+    lods = {}
+    for spec in specs or []:
+        name, sep, offs = spec.partition("=")
+        if not (sep and name and offs):
+            raise FluidityError(f"--lod {spec!r}: expected NAME=OFF,OFF,...")
+        if name not in inputs:
+            raise FluidityError(f"--lod {name}: no --input of that name")
+        try:
+            lods[name] = [int(v) for v in offs.split(",")]
+        except ValueError:
+            raise FluidityError(f"--lod {spec!r}: offsets must be integers") from None
+    return lods
+
+
 def _fit_dtype(var, array):
     """Cast an input to its variable's dtype when that is a same-kind cast
     (float64 -> float32, int32 -> int64); otherwise the executor reports the mismatch."""
@@ -137,7 +155,9 @@ def _cmd_run(args):
     from .core import serialization as ser
     from .core.scope import Scope, scope_guard
     from .executor import Executor
+    from .core.tensor import LoDTensor
     inputs = _read_inputs(args.input)
+    lods = _read_lods(args.lod, inputs)
     exe = Executor()
     with scope_guard(Scope()):
         prog, feeds, fetches = fio.load_inference_model(args.model, exe)
@@ -151,6 +171,7 @@ def _cmd_run(args):
                                 f"(give each as --input NAME=FILE.npy)")
         block = prog.global_block()
         feed = {n: _fit_dtype(block.var(n), inputs[n]) for n in feeds}
+        feed = {n: LoDTensor(a, [lods[n]]) if n in lods else a for n, a in feed.items()}
         outs = exe.run(prog, feed=feed, fetch_list=fetches)
     results = {}
     for var, val in zip(fetches, outs):
@@ -193,6 +214,9 @@ def main(argv=None):
                                  "(PREFIX.pdmodel + PREFIX.pdiparams)")
     p.add_argument("--input", "-i", action="append", metavar="NAME=FILE.npy",
                    help="an input of the model (repeat for each)")
+    p.add_argument("--lod", action="append", metavar="NAME=OFF,OFF,...",
+                   help="level-0 sequence offsets of an input (one sequence per row: "
+                        "0,1,2,...)")
     p.add_argument("--output", "-o", metavar="OUT.npz", help="save every output here")
     p.set_defaults(fn=_cmd_run)
     p = sub.add_parser("compile", help="build an inference model as a native library and "

@@ -92,3 +92,25 @@ def test_show_accepts_directory_and_prefix(model):
         assert "Out=save_infer_model/scale_0 = scale(X=fc_1.tmp_2)" in r.stdout
     r = _cli("show", d)
     assert r.returncode == 2 and "without __model__" in r.stderr
+
+
+def test_run_takes_sequence_inputs_with_their_lod(tmp_path):
+    """A model over LoD sequences (Paddle's bag-of-words fixture): --lod gives an input's
+    offsets, as the compiled executable takes them; bad or orphan --lod is named."""
+    import os
+    from paths import FIXTURES
+    from test_paddle_zoo import _expected, assert_matches
+    zoo = os.path.join(FIXTURES, "paddle_zoo", "text_bow")
+    data = np.load(os.path.join(zoo, "input.npz"))
+    np.save(tmp_path / "ids.npy", data["ids"])
+    lod = ",".join(map(str, data["ids@lod"].tolist()))
+    model = os.path.join(zoo, "model")
+    r = _cli("run", model, "--input", f"ids={tmp_path / 'ids.npy'}", "--lod", f"ids={lod}",
+             "--output", tmp_path / "out.npz")
+    assert r.returncode == 0, r.stderr
+    out = np.load(tmp_path / "out.npz")
+    assert_matches([out[k] for k in out.files], _expected("text_bow"), "text_bow via run")
+    r = _cli("run", model, "--input", f"ids={tmp_path / 'ids.npy'}", "--lod", "ids=0,x")
+    assert r.returncode == 2 and "offsets must be integers" in r.stderr
+    r = _cli("run", model, "--input", f"ids={tmp_path / 'ids.npy'}", "--lod", f"w={lod}")
+    assert r.returncode == 2 and "--lod w: no --input of that name" in r.stderr
