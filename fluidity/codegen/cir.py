@@ -10,15 +10,12 @@ An op's emitter (`OpDef.emit`, or `OpDef.c_expr` through codegen/emitters.py) ge
 `e.check(cond, message)`, `e.fail(reason)`. Dims arithmetic (`mul`, `prod`) folds
 literals, so a program whose shapes the desc knows compiles to constant trip counts.
 """
-from ..core.dtypes import VarType
+from ..core import dtypes
 from ..core.names import EMPTY_VAR_NAME
 
 # the C type of each dtype generated code handles
-CTYPES = {VarType.FP32: "float", VarType.FP64: "double", VarType.INT64: "int64_t",
-          VarType.INT32: "int32_t", VarType.BOOL: "bool", VarType.UINT8: "uint8_t",
-          VarType.INT8: "int8_t"}
-SIZEOF = {"float": 4, "double": 8, "int64_t": 8, "int32_t": 4, "bool": 1, "uint8_t": 1,
-          "int8_t": 1}
+CTYPES = dtypes.C_TYPES
+SIZEOF = {c: dtypes.numpy_of_ctype(c).itemsize for c in CTYPES.values()}
 
 
 class NotCompilable(Exception):

@@ -22,13 +22,12 @@ import os
 import shutil
 
 from ..core import serialization as ser
-from ..core.dtypes import VarType
+from ..core.dtypes import CODE_OF_C_TYPE, VarType
+from ..core.tensor import LoDTensor
 from .build import RUNTIME_DIR, CompileError, blas, compile_files
 from .explain import format_explain
 from .lower import Lowering
 
-DTYPE_CODE = {"float": 5, "double": 6, "int64_t": 3, "int32_t": 2, "bool": 0, "uint8_t": 20,
-              "int8_t": 21, "int16_t": 1}
 KIND = {"feed": "fl::model::FEED", "param": "fl::model::PARAM", "value": "fl::model::VALUE"}
 PASS_THROUGH = ("feed", "fetch")      # ops the driver does itself
 
@@ -78,7 +77,7 @@ def _write_params(path, names, scope):
         for n in names:
             v = scope.find_var(n)
             t = v.value if v is not None else None
-            if t is None or getattr(t, "_array", None) is None:
+            if not isinstance(t, LoDTensor) or not t.is_initialized():
                 raise CompileError(f"parameter '{n}' has no value in the saved model")
             ser.write_lod_tensor(f, t)
     ser.atomic_write(path, write)
@@ -138,7 +137,7 @@ class _Tables:
         v = self.block.find_var_recursive(name)
         shape = list(v.shape) if v is not None and v.shape is not None else None
         ct = self.ctype.get(name)
-        code = DTYPE_CODE[ct] if ct else (int(v.dtype) if v is not None and v.dtype is not None
+        code = CODE_OF_C_TYPE[ct] if ct else (int(v.dtype) if v is not None and v.dtype is not None
                                           else VarType.FP32)
         ndim = len(shape) if shape is not None and len(shape) <= 8 else -1
         dims = ", ".join(str(int(d)) for d in (shape or [])[:8]) if ndim >= 0 else ""

@@ -42,6 +42,17 @@ _NAME_OF_CODE = {VarType.BOOL: "bool", VarType.INT16: "int16", VarType.INT32: "i
 
 FLOAT_TYPES = frozenset({VarType.FP16, VarType.FP32, VarType.FP64, VarType.BF16})
 
+# the C type generated code (fluidity/codegen, compiled op forms) gives each dtype it handles
+C_TYPES = {VarType.FP32: "float", VarType.FP64: "double", VarType.INT64: "int64_t",
+           VarType.INT32: "int32_t", VarType.BOOL: "bool", VarType.UINT8: "uint8_t",
+           VarType.INT8: "int8_t"}
+CODE_OF_C_TYPE = {c: t for t, c in C_TYPES.items()}
+
+
+def numpy_of_ctype(ctype):
+    """The numpy dtype of a C type in C_TYPES ('float' -> float32)."""
+    return _NP_OF_CODE[CODE_OF_C_TYPE[ctype]]
+
 
 def to_code(dtype):
     """Any dtype spelling (VarType code, numpy dtype/type, 'float32') -> VarType code."""

@@ -114,12 +114,15 @@ class _Worker:
     """Runs in a forked child: pick files, read batches, run the program, report."""
 
     def __init__(self, wid, program, desc, files, next_file, stop, out_q, scope, fetch_names,
-                 report_every, shared, reader_args, read_ahead=False, plan_kind="interpreter"):
+                 report_every, shared, reader_args, read_ahead=False, lowering=None):
         self.wid, self.program, self.desc, self.files = wid, program, desc, files
         self.next_file, self.stop, self.out_q = next_file, stop, out_q
         self.scope, self.fetch_names, self.report_every = scope, fetch_names, report_every
         self.shared, self.reader_args, self.read_ahead = shared, reader_args, read_ahead
-        self.plan_kind = plan_kind   # "native" in worker threads: steps that release the GIL
+        # worker threads: the run's lowering (their steps are native calls that release the
+        # GIL); worker processes: None (the interpreter)
+        self.lowering = lowering
+        self.plan_kind = "interpreter" if lowering is None else "native"
 
     def _pick_file(self):
         with self.next_file.get_lock():
@@ -213,7 +216,7 @@ class _Worker:
         if self.plan_kind == "native" and not self.read_ahead:
             from .native_loop import CompiledWorkerStep
             slots = MultiSlotReader(self.desc, []).slots
-            step, why = CompiledWorkerStep.make(self.program, self.fetch_names, slots,
+            step, why = CompiledWorkerStep.make(self.lowering, self.fetch_names, slots,
                                                 self.scope)
             if step is None and self.wid == 0:
                 logger.info("AsyncExecutor: worker threads run batches through the executor "
@@ -411,22 +414,26 @@ class _WorkerThread:
         and, being a daemon, never keeps the process alive."""
 
 
-def native_obstacles(program, fetch_names):
-    """The ops of block 0 that would run as Python steps if `program` ran compiled
-    ([(index, type, why)]; empty when each training step is native calls only)."""
+def lower_step(program, fetch_names):
+    """Block 0 of the training program lowered for native code (codegen.lower.Lowering),
+    once per run: the choice of worker mode, the library build and the workers' compiled
+    loops all read this one lowering."""
     from ..codegen.lower import Lowering
-    rows = Lowering(program, 0, keep=fetch_names).explain()
-    return [(i, t, why) for i, t, where, why in rows if where == "python"]
+    return Lowering(program, 0, keep=fetch_names)
 
 
-def _prebuild(program, fetch_names):
+def native_obstacles(lowering):
+    """The ops of block 0 that would run as Python steps if the program ran compiled
+    ([(index, type, why)]; empty when each training step is native calls only)."""
+    return [(i, t, why) for i, t, where, why in lowering.explain() if where == "python"]
+
+
+def _prebuild(lowering):
     """Build the compiled step's library once, before the workers (each worker's executor
     would otherwise find an empty cache at the same moment and compile it too)."""
     from ..codegen import build
-    from ..codegen.lower import Lowering
-    low = Lowering(program, 0, keep=fetch_names)
-    if low.segments:
-        build.load(build.compile_cached(low.source))
+    if lowering.segments:
+        build.load(build.compile_cached(lowering.source))
 
 
 # --- the executor -------------------------------------------------------------------------
@@ -496,7 +503,11 @@ class AsyncExecutor:
         if missing:
             raise FluidityError(f"persistable variables {missing[:5]} have no value: run the "
                                 f"startup program first")
-        threads = self._choose_workers(workers, program, fetch_names)
+        if workers not in ("auto", "threads", "processes"):
+            raise FluidityError(f"workers must be 'auto', 'threads' or 'processes', got "
+                                f"{workers!r}")
+        lowering = lower_step(program, fetch_names) if workers != "processes" else None
+        threads = self._choose_workers(workers, lowering)
         self.last_mode = "threads" if threads else "processes"
         report_every = report_every or max(1, 20 // thread_num)
         reader_args = {"skip_bad_lines": skip_bad_lines}
@@ -511,7 +522,7 @@ class AsyncExecutor:
         for wid in range(n_workers):
             w = _Worker(wid, program, desc, files, next_file, stop, out_q, scope, fetch_names,
                         report_every, shared, reader_args, read_ahead,
-                        plan_kind="native" if threads else "interpreter")
+                        lowering=lowering if threads else None)
             workers.append(_WorkerThread(w) if threads else
                            ctx.Process(target=_worker_main, args=(w,), daemon=True))
         show = progress if progress is not None else "auto"
@@ -522,7 +533,7 @@ class AsyncExecutor:
         bar = _Progress(show, labels, debug)
         _build_native_once()
         if threads:
-            _prebuild(program, fetch_names)
+            _prebuild(lowering)
         t0 = time.perf_counter()
         with _blas_threads(1 if threads else None):
             for p in workers:
@@ -533,14 +544,11 @@ class AsyncExecutor:
         return result
 
     @staticmethod
-    def _choose_workers(workers, program, fetch_names):
+    def _choose_workers(workers, lowering):
         """True for worker threads (see run()); logs the choice and why."""
-        if workers not in ("auto", "threads", "processes"):
-            raise FluidityError(f"workers must be 'auto', 'threads' or 'processes', got "
-                                f"{workers!r}")
         if workers == "processes":
             return False
-        obstacles = native_obstacles(program, fetch_names)
+        obstacles = native_obstacles(lowering)
         if workers == "threads":
             if obstacles:
                 logger.info("AsyncExecutor: worker threads; %d op(s) run as Python steps "

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..codegen import build
 from ..codegen.lower import S, Lowering
+from ..core.dtypes import numpy_of_ctype
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from .plan import Plan
@@ -104,10 +105,10 @@ class NativePlan(Plan):
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
         fn.restype = ctypes.c_int
         n_args = seg.out_base + len(seg.outputs) * S
-        ins = [(self.slot_of(b.var), b.var, np.dtype(_NP[b.ctype]), b.ndim, b.lod is not None,
+        ins = [(self.slot_of(b.var), b.var, numpy_of_ctype(b.ctype), b.ndim, b.lod is not None,
                 b.rows is not None) for b in seg.inputs]
         in_slot = {b.var: self.slot_of(b.var) for b in seg.inputs}
-        outs = [(self.slot_of(b.var), np.dtype(_NP[b.ctype]), b.ndim,
+        outs = [(self.slot_of(b.var), numpy_of_ctype(b.ctype), b.ndim,
                  in_slot.get(b.lod_src), b.var in fetched, b.slot is None, b.rows is not None)
                 for b in seg.outputs]
         tls = threading.local()
@@ -233,8 +234,6 @@ class NativePlan(Plan):
         return [n for n in op.input_arg_names + op.output_arg_names if n in self._slot]
 
 
-_NP = {"float": "float32", "double": "float64", "int64_t": "int64", "int32_t": "int32",
-       "bool": "bool", "uint8_t": "uint8", "int8_t": "int8"}
 
 
 def op_error(op, i, message, block_idx):

@@ -16,14 +16,14 @@ import os
 import numpy as np
 
 from ..codegen import build
-from ..codegen.lower import S, Lowering
+from ..codegen.lower import S
 from ..core import native as core_native
+from ..core.dtypes import CODE_OF_C_TYPE, numpy_of_ctype
 from ..core.tensor import LoDTensor
 from .native import op_error
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native_loop.c")
-FETCH_DTYPES = {"float": 5, "double": 6, "int64_t": 3, "int32_t": 2}
-SLOT_CTYPES = {np.dtype(np.int64): "int64_t", np.dtype(np.float32): "float"}
+FETCH_CTYPES = ("float", "double", "int64_t", "int32_t")   # what native_loop.c's mean_of reads
 _ERR_BYTES = 512
 _lib = None
 
@@ -74,12 +74,12 @@ class CompiledWorkerStep:
         self.lod_buf = np.zeros(0, np.int64)
 
     @classmethod
-    def make(cls, program, fetch_names, slots, scope):
-        """(CompiledWorkerStep, None) or (None, why not)."""
+    def make(cls, low, fetch_names, slots, scope):
+        """(CompiledWorkerStep, None) or (None, why not), for the training program lowered
+        with its fetch targets kept (`low`, a codegen.lower.Lowering)."""
         lib = _load()
         if not lib:
             return None, "no C compiler for the worker loop"
-        low = Lowering(program, 0, keep=fetch_names)
         segs = [p[1] for p in low.parts if p[0] == "native"]
         py = [p for p in low.parts if p[0] == "py"]
         if py or len(segs) != 1:
@@ -94,7 +94,7 @@ class CompiledWorkerStep:
                 continue
             var = scope.find_var(b.var)
             t = var.value if var is not None else None
-            a = getattr(t, "_array", None) if type(t) is LoDTensor else None
+            a = t.array if type(t) is LoDTensor else None
             if a is None or b.rows is not None or b.lod is not None:
                 return None, f"the step reads '{b.var}', neither a slot nor a dense parameter"
             params.append((j, var, b.ctype))
@@ -103,10 +103,10 @@ class CompiledWorkerStep:
         for n in fetch_names:
             k = outs.get(n)
             if k is None or seg.outputs[k].slot is None or \
-                    seg.outputs[k].ctype not in FETCH_DTYPES:
+                    seg.outputs[k].ctype not in FETCH_CTYPES:
                 return None, f"fetch target '{n}' is not a value the step makes"
             fetch_idx.append(k)
-            fetch_dtypes.append(FETCH_DTYPES[seg.outputs[k].ctype])
+            fetch_dtypes.append(CODE_OF_C_TYPE[seg.outputs[k].ctype])
         library = build.load(build.compile_cached(low.source))
         fn = ctypes.cast(getattr(library, seg.name), ctypes.c_void_p).value
         return cls(lib, fn, seg, list(slots), slot_inputs, params, fetch_idx, fetch_dtypes,
@@ -115,8 +115,8 @@ class CompiledWorkerStep:
     def _bind_params(self):
         P = self.args
         for j, var, ctype in self.params:
-            a = var.value._array
-            if not a.flags.c_contiguous or SLOT_CTYPES.get(a.dtype, ctype) != ctype:
+            a = var.value.array
+            if not a.flags.c_contiguous or a.dtype != numpy_of_ctype(ctype):
                 raise RuntimeError(f"parameter '{var.name}' changed layout")
             base = 1 + j * S
             P[base] = a.__array_interface__["data"][0]
@@ -130,8 +130,8 @@ class CompiledWorkerStep:
             if j < 0:
                 continue
             v = chunk.vals[u]
-            if not isinstance(v, np.ndarray) or SLOT_CTYPES.get(v.dtype) != \
-                    self.seg.inputs[j].ctype:
+            if not isinstance(v, np.ndarray) or \
+                    v.dtype != numpy_of_ctype(self.seg.inputs[j].ctype):
                 return False
         return True
 

@@ -17,9 +17,10 @@ import math
 
 import numpy as np
 
+from ..core import dtypes
+
 # the numpy type of each C type generated code has (cir.CTYPES' values)
-NUMPY_OF_CTYPE = {"float": np.float32, "double": np.float64, "int64_t": np.int64,
-                  "int32_t": np.int32, "bool": np.bool_, "uint8_t": np.uint8, "int8_t": np.int8}
+NUMPY_OF_CTYPE = {c: dtypes.numpy_of_ctype(c).type for c in dtypes.C_TYPES.values()}
 
 def set_known_values(e, buf, values):
     """Record that `buf` (an output this op just made) holds `values` (flat, C order). Not

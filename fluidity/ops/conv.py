@@ -101,15 +101,21 @@ def _conv_shape_error(xs, fs, groups):
     return None
 
 
-def _emit_conv_geometry(e, x, w):
-    """The literal geometry of a compiled NCHW conv (N may be symbolic): (code declaring
-    a fl::ConvGeom `g`, groups, M, [oh, ow]); NotCompilable when H, W, C or the filter are
-    not literal or the layout is NHWC."""
+def _emit_literal_nchw(e, x, w):
+    """(N, [C, H, W], Filter dims) of a compiled NCHW conv or conv_transpose, all literal
+    but N; NotCompilable when the layout is NHWC or a dim is known only at run time."""
     if channel_last(e.attr("data_format")):
         e.fail("NHWC layout")
     if x.ndim != 4 or w.ndim != 4 or not all(e.is_lit(d) for d in x.dims[1:] + w.dims):
         e.fail("channels, image or filter size not known when compiling")
-    n, (c, h, wd), (m, cg, kh, kw) = x.dims[0], map(int, x.dims[1:]), map(int, w.dims)
+    return x.dims[0], [int(d) for d in x.dims[1:]], [int(d) for d in w.dims]
+
+
+def _emit_conv_geometry(e, x, w):
+    """The literal geometry of a compiled NCHW conv (N may be symbolic): (code declaring
+    a fl::ConvGeom `g`, groups, M, [oh, ow]); NotCompilable when H, W, C or the filter are
+    not literal or the layout is NHWC."""
+    n, (c, h, wd), (m, cg, kh, kw) = _emit_literal_nchw(e, x, w)
     groups = e.attr("groups")
     if _conv_shape_error([1, c, h, wd], [m, cg, kh, kw], groups):
         e.fail(_conv_shape_error([1, c, h, wd], [m, cg, kh, kw], groups))
@@ -337,11 +343,7 @@ def _emit_convt_geometry(e, x, w):
     """The literal geometry of a compiled NCHW conv2d_transpose (N may be symbolic): (code
     declaring the fl::ConvGeom `g` of the conv2d it transposes: the image is Output [N, M,
     oh, ow], the conv's output positions Input's [h, w]; groups, C, M/groups, [oh, ow])."""
-    if channel_last(e.attr("data_format")):
-        e.fail("NHWC layout")
-    if x.ndim != 4 or w.ndim != 4 or not all(e.is_lit(d) for d in x.dims[1:] + w.dims):
-        e.fail("channels, image or filter size not known when compiling")
-    n, (c, h, wd), (c2, mg, kh, kw) = x.dims[0], map(int, x.dims[1:]), map(int, w.dims)
+    n, (c, h, wd), (c2, mg, kh, kw) = _emit_literal_nchw(e, x, w)
     groups = e.attr("groups")
     if c != c2 or groups < 1 or c % groups:
         e.fail(f"Input {x.dims} and Filter {w.dims} with groups={groups} do not fit")
@@ -440,9 +442,7 @@ class Conv2DTranspose(OpDef):
 
 class Conv2DTransposeGrad(OpDef):
     type = "conv2d_transpose_grad"
-    inputs = (In("Input"), In("Filter"), In("Bias", dispensable=True), In("Output@GRAD"))
-    outputs = (Out("Input@GRAD", dispensable=True), Out("Filter@GRAD", dispensable=True),
-               Out("Bias@GRAD", dispensable=True))
+    inputs, outputs = Conv2DGrad.inputs, Conv2DGrad.outputs   # the same slots as conv2d's
     attrs = Conv2DTranspose.attrs
     share_lod = None
     infer_shape = None

@@ -339,7 +339,17 @@ class Pad3DGrad(OpDef):
                            "src[((sd[d] * H + sh[h]) * W + sw[w]) * ES] += dst[o * ES];"))
 
 
-class _Pad3DPlan:
+class _Planes:
+    """What the pad3d and resize plans share: C++ pointing at plane p (a sample's channel)
+    of a buffer whose planes hold `size` elements; channel-last (`last`) planes interleave,
+    their elements ES = C apart."""
+
+    def _plane_at(self, buf, size):
+        return (f"{buf} + (p / ES) * {size} * ES + p % ES" if self.last
+                else f"{buf} + p * {size}")
+
+
+class _Pad3DPlan(_Planes):
     """A compiled pad3d's geometry (float X, literal spatial dims, attribute paddings):
     `tables`, C++ declaring the per-axis source tables sd, sh, sw (the kernel's _pad_index,
     -1 where the constant goes), and `out_dims`."""
@@ -378,10 +388,7 @@ class _Pad3DPlan:
         plane) of every (sample, channel) plane, `x_decl` / `out_decl` pointing into the
         plane of X / Out (channel-last planes: elements ES = C apart)."""
         (dd, hh, ww), (od, oh, ow) = self.in_sp, self.out_sp
-
-        def at(buf, size):
-            return (f"{buf} + (p / ES) * {size} * ES + p % ES" if self.last
-                    else f"{buf} + p * {size}")
+        at = self._plane_at
         return (f"const int64_t H = {hh}, W = {ww}, ES = {self.c if self.last else 1}; "
                 f"for (int64_t p = 0; p < {self.planes}; ++p) {{ {x_decl} = "
                 f"{at(x, dd * hh * ww)}; {out_decl} = {at(out, od * oh * ow)}; "
@@ -445,7 +452,7 @@ def _interp_matrix(method, n_in, n_out, scale, align_corners, align_mode):
     return a
 
 
-class _InterpPlan:
+class _InterpPlan(_Planes):
     """A compiled resize's geometry (float X, literal H and W, the output size from the
     attributes): per axis the taps of the kernel's interpolation matrix, T per output row
     (index table and float64 weight table, unused taps weight 0), and X's plane layout
@@ -488,9 +495,7 @@ class _InterpPlan:
     def walk(self, x, out, x_decl, out_decl, body):
         """C++ running `body` for every output position (k, l) of every plane, with the
         tap loops' bounds T; `x_decl` / `out_decl` point into the planes of X / Out."""
-        def at(buf, size):
-            return (f"{buf} + (p / ES) * {size} * ES + p % ES" if self.last
-                    else f"{buf} + p * {size}")
+        at = self._plane_at
         return (f"const int64_t W = {self.w}, OW = {self.ow}, T = {self.taps}, ES = "
                 f"{self.c if self.last else 1}; for (int64_t p = 0; p < {self.planes}; ++p) "
                 f"{{ {x_decl} = {at(x, self.h * self.w)}; {out_decl} = "

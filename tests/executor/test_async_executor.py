@@ -342,6 +342,7 @@ def test_the_compiled_worker_loop_trains_as_the_executor_does(ctr):
     thread running each batch through the executor's native plan (read_ahead takes that
     path), fetch reports included."""
     from fluidity.data import MultiSlotReader
+    from fluidity.executor.async_executor import lower_step
     from fluidity.executor.native_loop import CompiledWorkerStep
     desc = DataFeedDesc(os.path.join(ctr["dir"], "data_feed.prototxt"))
     desc.set_batch_size(50)
@@ -350,7 +351,8 @@ def test_the_compiled_worker_loop_trains_as_the_executor_does(ctr):
         main, startup, test, v = _ctr_dnn(ctr, with_auc=False)
         exe, scope = fluid.Executor(), fluid.Scope()
         exe.run(startup, scope=scope)
-        step, why = CompiledWorkerStep.make(main, [v["loss"].name],
+        fetch = [v["loss"].name]
+        step, why = CompiledWorkerStep.make(lower_step(main, fetch), fetch,
                                             MultiSlotReader(desc, []).slots, scope)
         assert step is not None, why
         step.close()
