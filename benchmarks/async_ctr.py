@@ -1,7 +1,7 @@
 """Hogwild CTR training: scaling with workers, quality vs. a synchronous baseline, and
 throughput vs. PyTorch Hogwild and PaddlePaddle's train_from_dataset — in one run.
 
-Workload (defaults): the demo's synthetic CTR data (fluidity.data.generate: 26 sparse slots
+Workload (defaults): the demo's synthetic CTR data (fluidity.datafeed.generate: 26 sparse slots
 of Zipf ids hashed into 10^6 buckets, 13 dense features, clicks from a known logistic model),
 `--lines` (400,000) training lines in 32 files and 50,000 held-out lines; the CTR-DNN (one
 shared 10^6 x 10 sparse embedding table, sum-pooled per slot, concat dense, 3 fc layers of
@@ -51,7 +51,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 import fluidity as fluid  # noqa: E402
 from ctr_dnn import build_ctr_dnn  # noqa: E402
 from demo import ensure_data, evaluate  # noqa: E402
-from fluidity.data import DataFeedDesc, MultiSlotReader  # noqa: E402
+from fluidity.datafeed import DataFeedDesc, MultiSlotReader  # noqa: E402
 
 EMB, HIDDEN, BATCH = 10, (400, 400, 400), 128
 
@@ -121,7 +121,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 sys.path.insert(0, sys.argv[2])
-from fluidity.data import DataFeedDesc, MultiSlotReader
+from fluidity.datafeed import DataFeedDesc, MultiSlotReader
 
 class CtrDnn(torch.nn.Module):
     def __init__(self, vocab, dense_dim, slots, emb, hidden):

@@ -1,7 +1,7 @@
 """Hogwild bag-of-words text classification: scaling with workers and held-out accuracy,
 log-loss and AUC vs. a synchronous baseline and the Bayes-optimal classifier — in one run.
 
-Workload (defaults): synthetic labelled documents from fluidity.data.generate_text — 10,000
+Workload (defaults): synthetic labelled documents from fluidity.datafeed.generate_text — 10,000
 words with Zipfian base frequencies, 2 classes whose word distributions differ on a random
 30% of the words (log-ratio strength 0.8), lengths uniform in 5..40 words; 500,000 training
 documents in 32 MultiSlot files and 20,000 held-out ones. Because the generating model is
@@ -37,8 +37,8 @@ sys.path.insert(0, HERE)
 from async_word2vec import (ROOT, add_harness_args, ensure_data, loadavg,  # noqa: E402
                             plot_curves, profile_batches, report_quality, report_runs,
                             train_runs)
-from fluidity.data import DataFeedDesc, MultiSlotReader  # noqa: E402
-from fluidity.data import generate_text as gt  # noqa: E402
+from fluidity.datafeed import DataFeedDesc, MultiSlotReader  # noqa: E402
+from fluidity.datafeed import generate_text as gt  # noqa: E402
 import fluidity as fluid  # noqa: E402
 
 

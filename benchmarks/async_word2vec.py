@@ -1,7 +1,7 @@
 """Hogwild word2vec (skip-gram, negative sampling): scaling with workers and word-similarity
 quality vs. a synchronous baseline — in one run.
 
-Workload (defaults): a synthetic corpus from fluidity.data.generate_text — 5,000 words with
+Workload (defaults): a synthetic corpus from fluidity.datafeed.generate_text — 5,000 words with
 Zipfian frequencies in 50 semantic clusters (10 groups of 5), 30,000 training sentences of
 8-20 words (topic cluster 60%, sibling cluster of the group 20%, noise 20%), dynamic window
 <= 3, 5 negatives from unigram^0.75: ~1.5M skip-gram examples in 32 MultiSlot files, plus
@@ -53,8 +53,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import fluidity as fluid  # noqa: E402
-from fluidity.data import DataFeedDesc, MultiSlotReader  # noqa: E402
-from fluidity.data import generate_text as gt  # noqa: E402
+from fluidity.datafeed import DataFeedDesc, MultiSlotReader  # noqa: E402
+from fluidity.datafeed import generate_text as gt  # noqa: E402
 
 QUALITY_TOL = 0.01   # Hogwild must reach the baseline's held-out quality within 1%
 SCALING_TARGET = 1.8
@@ -424,7 +424,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 sys.path.insert(0, sys.argv[2])
-from fluidity.data import DataFeedDesc, MultiSlotReader
+from fluidity.datafeed import DataFeedDesc, MultiSlotReader
 
 class Sgns(torch.nn.Module):
     def __init__(self, vocab, dim):

@@ -36,7 +36,7 @@ import numpy as np
 
 import fluidity as fluid
 from fluidity.executor import ExecutionStrategy
-from fluidity.transpiler.memory_optimize import memory_optimize, release_memory
+from fluidity.transpiler.memory_optimization import memory_optimize, release_memory
 
 CONFIGS = ["interpreter", "release", "memopt", "linear"]
 

@@ -1,6 +1,6 @@
 """MultiSlot reader throughput, one thread: the C parser vs the pure-Python fallback.
 
-Workload: synthetic CTR data from fluidity.data.generate (seed 0, two files): per line a
+Workload: synthetic CTR data from fluidity.datafeed.generate (seed 0, two files): per line a
 dense slot of 13 floats ("%.3f"), 26 sparse uint64 slots of one id each (Zipf ids hashed
 into 10**6 buckets) and a label slot, all used: 68 tokens, about 316 bytes a line. Timed:
 iterating one MultiSlotReader over the files (read in 2 MiB chunks, parse, slice into batches
@@ -18,8 +18,8 @@ import tempfile
 import threading
 import time
 
-from fluidity.data import MultiSlotReader
-from fluidity.data.generate import generate_ctr
+from fluidity.datafeed import MultiSlotReader
+from fluidity.datafeed.generate import generate_ctr
 
 
 def time_reader(info, backend, batch_size, repeats):

@@ -25,8 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import fluidity as fluid  # noqa: E402
 from ctr_dnn import build_ctr_dnn  # noqa: E402
-from fluidity.data import DataFeedDesc, MultiSlotReader  # noqa: E402
-from fluidity.data.generate import generate_ctr, true_logits  # noqa: E402
+from fluidity.datafeed import DataFeedDesc, MultiSlotReader  # noqa: E402
+from fluidity.datafeed.generate import generate_ctr, true_logits  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

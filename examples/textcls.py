@@ -3,7 +3,7 @@
 word ids (one LoD sequence per document) -> sparse embedding -> sequence_pool (sum or
 average) -> fc -> softmax over the classes; cross-entropy loss. With sum pooling and no
 hidden layer the model is linear in the bag of words, the family of the Bayes-optimal
-classifier of fluidity.data.generate_text's documents.
+classifier of fluidity.datafeed.generate_text's documents.
 
     main, startup, test, v = build_textcls(vocab=10000, classes=2, dim=16)
     v["loss"], v["predict"] ([batch, classes] probabilities)

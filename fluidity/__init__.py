@@ -7,11 +7,11 @@ from .core import (CPUPlace, CUDAPlace, LoDTensor, LoDTensorArray, Scope, Select
                    Tensor, create_lod_tensor, global_scope, scope_guard)
 from .core.dtypes import VarType
 from .errors import FluidityError
-from .data import DataFeedDesc
+from .datafeed import DataFeedDesc
 from .compiler import BuildStrategy, CompiledProgram
 from .executor import ExecutionStrategy, Executor
 from .executor.async_executor import AsyncExecutor
-from .transpiler.memory_optimize import memory_optimize, release_memory
+from .transpiler.memory_optimization import memory_optimize, release_memory
 from .framework import (Block, Operator, Parameter, Program, Variable, default_main_program,
                         default_startup_program, name_scope, program_guard)
 from .param_attr import ParamAttr

@@ -20,16 +20,17 @@ PKG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 # own layer's modules and lower layers'.
 LAYERS = {
     "errors": 0, "unique_name": 0, "proto": 0, "core": 0,
-    "ops": 1, "data": 1,
+    "ops": 1, "datafeed": 1,
     "ir": 2,
     "framework": 3, "executor": 3, "transpiler": 3, "codegen": 3,
     "distributed": 4, "layer_helper": 4, "param_attr": 4, "initializer": 4, "layers": 4,
     "backward": 4, "regularizer": 4, "clip": 4, "optimizer": 4, "nets": 4, "io": 4,
-    "compiler": 4,
-    "cli": 5, "__init__": 5,
+    "compiler": 4, "data_feeder": 4, "reader": 4, "dataset": 4, "profiler": 4, "metrics": 4,
+    "install_check": 5, "cli": 5, "__init__": 5,
 }
 BUILDER = {"framework", "layer_helper", "param_attr", "initializer", "layers", "backward",
-           "regularizer", "clip", "optimizer", "nets", "io", "compiler"}
+           "regularizer", "clip", "optimizer", "nets", "io", "compiler", "data_feeder", "reader",
+           "dataset", "metrics"}
 # (importer part, imported part) pairs forbidden although the layers would allow them
 FORBIDDEN = {(a, b) for a in ("executor", "transpiler", "codegen") for b in BUILDER}
 FORBIDDEN |= {("transpiler", "executor"), ("codegen", "executor"), ("executor", "distributed")}

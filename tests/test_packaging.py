@@ -68,7 +68,7 @@ import os, sys, warnings
 warnings.simplefilter("error")       # a fallback to numpy warns: make it fail
 import fluidity
 from fluidity.core import native
-from fluidity.data import multislot
+from fluidity.datafeed import multislot
 from fluidity.ops import sparse_kernels
 pkg = os.path.dirname(fluidity.__file__)
 assert pkg.startswith({site!r}), pkg

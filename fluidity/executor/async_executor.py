@@ -205,7 +205,7 @@ class _Worker:
             yield "file", (path, reader.skipped_lines)
 
     def run(self):
-        from ..data.multislot import MultiSlotReader
+        from ..datafeed.multislot import MultiSlotReader
         started = time.time()
         exe = Executor(strategy=ExecutionStrategy(self.plan_kind))
         wscope = self.scope.new_scope()
@@ -308,7 +308,7 @@ def _prefetch(items, stop, depth=4):
 def _build_native_once():
     """Build (or load) the C parser and kernels in the parent before forking: otherwise, on a
     fresh cache, every worker would run the compiler at once (dozens, on a big server)."""
-    from ..data import multislot
+    from ..datafeed import multislot
     from ..ops import sparse_kernels
     multislot.build()       # warns here, once, if it falls back to Python
     sparse_kernels.build()  # likewise for numpy
@@ -474,7 +474,7 @@ class AsyncExecutor:
         if not isinstance(program, ProgramView):
             raise FluidityError(f"AsyncExecutor.run needs a Program, got "
                                 f"{type(program).__name__}")
-        from ..data.data_feed_desc import DataFeedDesc
+        from ..datafeed.data_feed_desc import DataFeedDesc
         desc = data_feed if isinstance(data_feed, DataFeedDesc) else DataFeedDesc(data_feed)
         files = [os.fspath(f) for f in ([filelist] if isinstance(filelist, (str, os.PathLike))
                                         else filelist)]

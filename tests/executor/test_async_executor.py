@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import fluidity as fluid
-from fluidity.data import DataFeedDesc, MultiSlotReader
-from fluidity.data.generate import generate_ctr
+from fluidity.datafeed import DataFeedDesc, MultiSlotReader
+from fluidity.datafeed.generate import generate_ctr
 from fluidity.errors import ExecutionError, FluidityError
 from fluidity.executor.async_executor import AsyncExecutor
 from paths import EXAMPLES
@@ -192,7 +192,7 @@ def test_native_code_is_built_once_in_the_parent(ctr, tmp_path, monkeypatch):
     """On a fresh cache the C parser and kernels are compiled before the workers fork (not
     once per worker), so the parent holds them after the run."""
     from fluidity.core import native
-    from fluidity.data import multislot
+    from fluidity.datafeed import multislot
     from fluidity.ops import sparse_kernels
     monkeypatch.setenv("FLUIDITY_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(multislot, "_c_parser", None)
@@ -341,7 +341,7 @@ def test_the_compiled_worker_loop_trains_as_the_executor_does(ctr):
     with one worker its batches are the reader's, so it trains bit for bit as the same
     thread running each batch through the executor's native plan (read_ahead takes that
     path), fetch reports included."""
-    from fluidity.data import MultiSlotReader
+    from fluidity.datafeed import MultiSlotReader
     from fluidity.executor.async_executor import lower_step
     from fluidity.executor.native_loop import CompiledWorkerStep
     desc = DataFeedDesc(os.path.join(ctr["dir"], "data_feed.prototxt"))

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import fluidity as fluid
-from fluidity.data import DataFeedDesc, MultiSlotReader
-from fluidity.data import generate_text as gt
+from fluidity.datafeed import DataFeedDesc, MultiSlotReader
+from fluidity.datafeed import generate_text as gt
 
 from paths import EXAMPLES  # noqa: E402
 

@@ -9,7 +9,7 @@ from fluidity.errors import ExecutionError, FluidityError
 from fluidity.executor import ExecutionStrategy
 from fluidity.ir.analysis import dependencies, topological_order
 from fluidity.ir.memory_plan import MemoryPlan
-from fluidity.transpiler.memory_optimize import memory_optimize, release_memory
+from fluidity.transpiler.memory_optimization import memory_optimize, release_memory
 from paths import EXAMPLES
 from programs import doubling_while
 

@@ -20,7 +20,7 @@ can predict better than p: the mean of -[p log p + (1-p) log(1-p)] over the line
     generate_ctr("data/", lines=100_000, seed=0, prefix="test")                  # held out
     evaluate_model("data/model.json", glob("data/test-*"))["optimal_logloss"]
 
-or `python -m fluidity.data.generate data/ --lines 1000000 --files 4`.
+or `python -m fluidity.datafeed.generate data/ --lines 1000000 --files 4`.
 Output is deterministic given (seed, prefix, lines) and does not depend on `files`.
 """
 import argparse

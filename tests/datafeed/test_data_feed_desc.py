@@ -1,8 +1,8 @@
 """DataFeedDesc: Paddle's data_feed.proto on the wire and in text, loading, editing, errors."""
 import pytest
 
-from fluidity.data import DataError, DataFeedDesc
-from fluidity.data import data_feed_pb2 as pb
+from fluidity.datafeed import DataError, DataFeedDesc
+from fluidity.datafeed import data_feed_pb2 as pb
 
 PADDLE_EXAMPLE = """\
 name: "MultiSlotDataFeed"

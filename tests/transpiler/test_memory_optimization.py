@@ -6,7 +6,7 @@ import pytest
 import fluidity as fluid
 from fluidity.executor import add_feed_fetch_ops
 from fluidity.ir.analysis import op_uses
-from fluidity.transpiler.memory_optimize import memory_optimize, release_memory
+from fluidity.transpiler.memory_optimization import memory_optimize, release_memory
 from test_executors import MODELS, assert_same, mlp, reference, train
 
 

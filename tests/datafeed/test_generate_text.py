@@ -1,4 +1,4 @@
-"""fluidity.data.generate_text: synthetic skip-gram corpora and labelled documents from known
+"""fluidity.datafeed.generate_text: synthetic skip-gram corpora and labelled documents from known
 models — deterministic, readable by MultiSlotReader, with the planted structure recoverable."""
 import json
 import os
@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from fluidity.data import DataFeedDesc, MultiSlotReader
-from fluidity.data import generate_text as gt
+from fluidity.datafeed import DataFeedDesc, MultiSlotReader
+from fluidity.datafeed import generate_text as gt
 
 SMALL_W2V = dict(vocab=400, clusters=20, groups=5, negatives=4, window=2)
 SMALL_CLS = dict(vocab=600, classes=2, strength=1.0)

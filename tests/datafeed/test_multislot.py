@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from fluidity.data import DataError, DataFeedDesc, DataWarning, MultiSlotReader
-from fluidity.data import generate, multislot
+from fluidity.datafeed import DataError, DataFeedDesc, DataWarning, MultiSlotReader
+from fluidity.datafeed import generate, multislot
 
 DESC = """\
 name: "MultiSlotDataFeed"
