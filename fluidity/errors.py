@@ -46,3 +46,21 @@ class ExecutionError(FluidityError):
         self.op_type = op_type
         self.op_index = op_index
         self.cause = cause
+
+
+def declined(name, why):
+    """A stand-in for a Fluid name Fluidity does not build: calling it (or constructing it)
+    raises NotImplementedError saying `fluid.<name>` is not built and why, so a program
+    stops at the line that needs it rather than somewhere later. It carries
+    `__fluidity_declined__` (the reason), which `scripts/api_coverage.py` counts as
+    declined; docs/api.md lists each one."""
+    message = f"fluid.{name} is not built in Fluidity: {why}"
+
+    def not_built(*args, **kwargs):
+        raise NotImplementedError(message)
+
+    not_built.__name__ = name.rsplit(".", 1)[-1]
+    not_built.__qualname__ = not_built.__name__
+    not_built.__doc__ = message
+    not_built.__fluidity_declined__ = why
+    return not_built
