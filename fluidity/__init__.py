@@ -17,3 +17,15 @@ from .framework import (Block, Operator, Parameter, Program, Variable, default_m
 from .param_attr import ParamAttr
 
 __version__ = "0.1.0"
+
+# Fluid 1.x's top-level names for places and modes, fluid.data, data-parallel running,
+# metrics, the install check and the transpiler (h4-api).
+from . import install_check, metrics, transpiler  # noqa: F401,E402
+from .compiler import ParallelExecutor  # noqa: E402
+from .core import (CUDAPinnedPlace, create_random_int_lodtensor,  # noqa: E402
+                   is_compiled_with_cuda)
+from .framework import (cpu_places, cuda_pinned_places, cuda_places,  # noqa: E402
+                        in_dygraph_mode, load_op_library, require_version)
+from .layers.static_data import data  # noqa: E402
+from .param_attr import WeightNormParamAttr  # noqa: E402
+from .transpiler import DistributeTranspiler, DistributeTranspilerConfig  # noqa: E402

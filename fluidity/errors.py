@@ -1,12 +1,19 @@
 """Fluidity's exceptions. Every error a user can cause names what is at fault (variable, op,
-shape, file) instead of surfacing as a bare KeyError from deep inside."""
+shape, file) instead of surfacing as a bare KeyError from deep inside.
+
+Each also subclasses the builtin exception Fluid raises for the same fault, so a Fluid
+program's `except ValueError:` / `pytest.raises(TypeError)` keeps working: bad shapes,
+feeds, fetches and malformed programs are ValueErrors (Fluid's `check_feed_shape_type`,
+`Block.var` and the shape checks raise ValueError), wrong argument types are TypeErrors
+(Fluid's `check_type` / `check_variable_and_dtype`), a failing kernel is a RuntimeError (Fluid's
+`EnforceNotMet` at run time)."""
 
 
 class FluidityError(Exception):
     """Base class of every error Fluidity raises on purpose."""
 
 
-class ProgramError(FluidityError):
+class ProgramError(FluidityError, ValueError):
     """A program (or a file claiming to hold one) is malformed."""
 
 
@@ -14,31 +21,50 @@ class UnknownOpError(ProgramError):
     """An op type that the registry does not know."""
 
 
-class FormatError(FluidityError):
+class FormatError(FluidityError, ValueError):
     """Bytes that are not a valid file of the kind expected (tensor record, program,
     parameter file): bad version, truncated, corrupt."""
 
 
-class ShapeError(FluidityError):
+class ShapeError(FluidityError, ValueError):
     """Shapes that do not fit together, found at build or run time."""
 
 
-class FeedError(FluidityError):
+class FeedError(FluidityError, ValueError):
     """A fed value does not match the variable it feeds (name, shape, dtype)."""
 
 
-class FetchError(FluidityError):
+class FetchError(FluidityError, ValueError):
     """A fetch target the program cannot provide."""
 
 
-class VariableNotFoundError(FluidityError, KeyError):
+class VariableNotFoundError(FluidityError, KeyError, ValueError):
     """A variable an op or a user asked for is in neither the program nor the scope."""
 
     def __str__(self):  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
 
 
-class ExecutionError(FluidityError):
+class ArgumentTypeError(FluidityError, TypeError):
+    """A layer or API was given an argument of the wrong type (a numpy array where a
+    Variable is needed, a str where a list is)."""
+
+
+class DeviceError(FluidityError, RuntimeError):
+    """A device this Fluidity cannot run on was asked for (a CUDA place without CUDA)."""
+
+
+class DTypeError(FluidityError, ValueError):
+    """A dtype Fluidity does not know or cannot use there."""
+
+
+class EOFException(FluidityError):
+    """A reader ran out of data (Paddle's `fluid.core.EOFException`): raised by `exe.run`
+    of a program fed by a started, non-iterable reader when the reader is exhausted;
+    the training loop catches it, calls `reader.reset()` and starts the next pass."""
+
+
+class ExecutionError(FluidityError, RuntimeError):
     """A kernel failed while running an op; the message names the op, its inputs and shapes."""
 
     def __init__(self, message, op_type=None, op_index=None, cause=None):
@@ -64,3 +90,14 @@ def declined(name, why):
     not_built.__doc__ = message
     not_built.__fluidity_declined__ = why
     return not_built
+
+
+def declined_class(name, why, methods=()):
+    """A class standing for a Fluid class Fluidity does not build: constructing it, or
+    calling any of `methods` (Fluid's method names, so a program gets this message rather
+    than an AttributeError), raises NotImplementedError saying why."""
+    ns = {"__doc__": f"fluid.{name} is not built in Fluidity: {why}",
+          "__fluidity_declined__": why, "__init__": declined(name, why)}
+    for m in methods:
+        ns[m] = declined(f"{name}.{m}", why)
+    return type(name.rsplit(".", 1)[-1], (), ns)

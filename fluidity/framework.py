@@ -9,6 +9,7 @@ objects, as in Paddle; everything an executor needs to run is in the desc.
 """
 import contextlib
 import os
+import re
 import sys
 import traceback
 
@@ -16,7 +17,9 @@ from . import unique_name
 from .core import defaults, dtypes
 from .core.dtypes import VarType
 from .core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, grad_var_name  # noqa: F401
-from .errors import ProgramError, ShapeError
+from .core.place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, get_cuda_device_count,
+                         is_compiled_with_cuda)
+from .errors import DeviceError, ProgramError, ShapeError, declined
 from .ir import rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
 from .ir.infer_shape import InferShapeContext  # noqa: F401
@@ -80,7 +83,20 @@ class Variable(VarView):
     """A variable of a block being built. `a + b`, `x * 2.0`, ... build elementwise ops
     (`layers/math_op_patch.py` adds them)."""
 
-    def __init__(self, block, desc):
+    def __init__(self, block, type=VarType.LOD_TENSOR, name=None, shape=None, dtype=None,
+                 lod_level=None, capacity=None, persistable=None, error_clip=None,
+                 stop_gradient=False, is_data=False, need_check_feed=False,
+                 belong_to_optimizer=False, **kwargs):
+        """A view of a VarDesc of `block`. Internally `Variable(block, var_desc)`; Fluid's
+        form `Variable(block, name=..., shape=..., dtype=...)` declares the variable in the
+        block first (or takes the one already declared under that name), as Fluid does."""
+        if isinstance(type, pb.VarDesc):
+            desc = type
+        else:
+            desc = block.create_var(name=name, shape=shape, dtype=dtype, type=type,
+                                    lod_level=lod_level, persistable=persistable,
+                                    stop_gradient=stop_gradient,
+                                    need_check_feed=need_check_feed or is_data).desc
         super().__init__(block, desc)
         self.op = None  # the op that last wrote it at build time (for layers' convenience)
 
@@ -99,6 +115,15 @@ class Variable(VarView):
 
     def __repr__(self):
         return f"Variable({format_var(self)})"
+
+    def astype(self, dtype):
+        """A new variable holding this one cast to `dtype` (a `cast` op, as Fluid's
+        static-graph `Variable.astype`)."""
+        out = self.block.create_var(name=unique_name.generate("cast.tmp"), dtype=dtype,
+                                    shape=self.shape, lod_level=self.lod_level)
+        self.block.append_op("cast", inputs={"X": [self]}, outputs={"Out": [out]},
+                             attrs={"in_dtype": self.dtype, "out_dtype": out.dtype})
+        return out
 
     __hash__ = object.__hash__
 
@@ -266,6 +291,8 @@ class Block(BlockView):
 
     _insert_op_without_sync = _insert_op
 
+    _prepend_op = prepend_op
+
     def _remove_op(self, index, end=None):
         rewrite.remove_ops(self, index, end)
 
@@ -405,6 +432,22 @@ class Program(ProgramView):
         prune.check_targets(self, targets)
         return Program(prune.prune_desc(self.desc, targets, names(feeded_var_names)))
 
+    def _inference_optimize(self, prune_read_op=True):
+        """A copy for inference as Fluid's: every `is_test` attribute set to True and, with
+        `prune_read_op`, the reader ops (`read` and what feeds it) and reader variables
+        dropped, so the copy is fed by feed ops."""
+        p = Program.parse_from_string(self.desc.SerializeToString())
+        p.random_seed = self.random_seed
+        if prune_read_op:
+            block = p.global_block()
+            reads = [i for i, op in enumerate(block.ops) if op.type == "read"]
+            if reads:
+                rewrite.remove_ops(block, 0, reads[-1] + 1)
+            rewrite.remove_vars(block, [n for n, v in block.vars.items()
+                                        if v.type == VarType.READER])
+        inference.set_is_test(p)
+        return p
+
     def to_string(self, throw_on_error=False, with_details=False):
         return format_program(self)
 
@@ -455,3 +498,71 @@ def program_guard(main_program, startup_program=None):
         switch_main_program(old_main)
         if old_startup is not None:
             switch_startup_program(old_startup)
+
+
+# ---------------------------------------------------------------------------------------
+# places, modes and versions (Fluid 1.x defines these in framework.py too)
+# ---------------------------------------------------------------------------------------
+FLUID_API_VERSION = "1.8.0"   # the Fluid API level Fluidity implements (require_version)
+
+
+def cpu_places(device_count=None):
+    """`device_count` CPUPlaces (default: the CPU_NUM environment variable, else the
+    number of cores), the devices `CompiledProgram.with_data_parallel` may run on."""
+    if device_count is None:
+        device_count = int(os.environ.get("CPU_NUM", os.cpu_count() or 1))
+    if not isinstance(device_count, int) or device_count < 1:
+        raise ValueError(f"cpu_places: device_count must be a positive int, got "
+                         f"{device_count!r}")
+    return [CPUPlace() for _ in range(device_count)]
+
+
+def _no_cuda(what):
+    raise DeviceError(f"{what}: CUDA is not available; this Fluidity runs on the CPU "
+                      f"(fluid.core.is_compiled_with_cuda() is False). Use fluid.CPUPlace() "
+                      f"or fluid.cpu_places().")
+
+
+def cuda_places(device_ids=None):
+    """CUDAPlaces of `device_ids` (Fluid's). Without CUDA (always, until the CUDA backend
+    lands) it raises DeviceError, as Fluid built without CUDA does."""
+    if not is_compiled_with_cuda():
+        _no_cuda("cuda_places")
+    ids = range(get_cuda_device_count()) if device_ids is None else device_ids
+    return [CUDAPlace(i) for i in ids]
+
+
+def cuda_pinned_places(device_count=None):
+    if not is_compiled_with_cuda():
+        _no_cuda("cuda_pinned_places")
+    return [CUDAPinnedPlace() for _ in range(device_count or get_cuda_device_count())]
+
+
+def in_dygraph_mode():
+    """False: Fluidity builds static programs only (fluid.dygraph is not built)."""
+    return False
+
+
+def _version_tuple(v, what):
+    if not isinstance(v, str) or not re.fullmatch(r"\d+(\.\d+){0,3}", v):
+        raise ValueError(f"require_version: {what} must be a version string like '1.6.0', "
+                         f"got {v!r}")
+    return tuple(int(x) for x in v.split(".")) + (0,) * (4 - len(v.split(".")))
+
+
+def require_version(min_version, max_version=None):
+    """Check that the Fluid API Fluidity implements (FLUID_API_VERSION) lies in
+    [min_version, max_version]; raise an Exception saying so otherwise (Fluid's check of
+    its installed version, which a program calls before anything else)."""
+    lo = _version_tuple(min_version, "min_version")
+    hi = None if max_version is None else _version_tuple(max_version, "max_version")
+    have = _version_tuple(FLUID_API_VERSION, "FLUID_API_VERSION")
+    if have < lo or (hi is not None and have > hi):
+        want = f">= {min_version}" + (f" and <= {max_version}" if max_version else "")
+        raise Exception(f"require_version: this program needs Fluid {want}; Fluidity "
+                        f"implements the Fluid {FLUID_API_VERSION} API")
+
+
+load_op_library = declined(
+    "load_op_library", "custom C++ operator libraries cannot be loaded; an op here is a "
+    "Python class (docs/ops.md: add one there)")

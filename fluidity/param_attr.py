@@ -32,6 +32,14 @@ class ParamAttr:
 
 
 class WeightNormParamAttr(ParamAttr):
-    def __init__(self, dim=None, **kw):
-        super().__init__(**kw)
+    """A parameter trained in weight-normalized form, w = g * v / ||v|| (the norm over
+    every dimension but `dim`; all of them when None). The layer gets w; the trained
+    parameters are `<name>_g` and `<name>_v` (LayerHelper._weight_normalized)."""
+
+    def __init__(self, dim=None, name=None, initializer=None, learning_rate=1.0,
+                 regularizer=None, trainable=True, gradient_clip=None,
+                 do_model_average=False):
+        super().__init__(name=name, initializer=initializer, learning_rate=learning_rate,
+                         regularizer=regularizer, trainable=trainable,
+                         gradient_clip=gradient_clip, do_model_average=do_model_average)
         self.dim = dim

@@ -106,7 +106,7 @@ def excluded(entry):
     name = entry.name
     if name.startswith(EXCLUDED_PREFIXES) or name + "." in EXCLUDED_PREFIXES:
         return "dygraph/contrib/incubate"
-    if name in EXCLUDED_NAMES:
+    if name in EXCLUDED_NAMES or name.rsplit(".", 1)[0] in EXCLUDED_NAMES:
         return "detection/vision-only"
     if name.startswith(DYGRAPH_ONLY_CLASSES) and name.rsplit(".", 1)[1] in DYGRAPH_ONLY_METHODS:
         return "dygraph-only method"

@@ -1,7 +1,7 @@
 """Data types: Paddle's VarType codes <-> numpy dtypes <-> the names users write."""
 import numpy as np
 
-from ..errors import FluidityError
+from ..errors import DTypeError
 from ..proto import framework_pb2 as pb
 
 VarType = pb.VarType  # VarType.FP32, VarType.LOD_TENSOR, ... (Paddle's numbers)
@@ -59,13 +59,13 @@ def to_code(dtype):
     if isinstance(dtype, (int, np.integer)) and not isinstance(dtype, bool):
         if int(dtype) in _NAME_OF_CODE:
             return int(dtype)
-        raise FluidityError(f"unknown VarType dtype code {dtype}")
+        raise DTypeError(f"unknown VarType dtype code {dtype}")
     if isinstance(dtype, str) and dtype in _CODE_OF_NAME:
         return _CODE_OF_NAME[dtype]
     try:
         return _CODE_OF_NP[np.dtype(dtype).newbyteorder("=")]
     except (TypeError, KeyError):
-        raise FluidityError(f"unsupported dtype {dtype!r}; use one of {sorted(_CODE_OF_NAME)}") from None
+        raise DTypeError(f"unsupported dtype {dtype!r}; use one of {sorted(_CODE_OF_NAME)}") from None
 
 
 def to_numpy(dtype):
@@ -74,7 +74,7 @@ def to_numpy(dtype):
     try:
         return _NP_OF_CODE[code]
     except KeyError:
-        raise FluidityError(f"dtype {name(code)} has no numpy equivalent on CPU") from None
+        raise DTypeError(f"dtype {name(code)} has no numpy equivalent on CPU") from None
 
 
 def name(dtype):
@@ -84,3 +84,11 @@ def name(dtype):
 
 def is_float(dtype):
     return to_code(dtype) in FLOAT_TYPES
+
+
+class VarDesc:
+    """`fluid.core.VarDesc`, as Fluid programs use it: the home of the VarType enum
+    (`core.VarDesc.VarType.FP32`, `core.VarDesc.VarType.LOD_TENSOR`). A variable's own desc
+    is the protobuf VarDesc message (`var.desc`), read with Paddle's `shape()`, `dtype()`,
+    `lod_level()` (fluidity/ir/desc_api.py)."""
+    VarType = VarType

@@ -73,6 +73,28 @@ class LoDTensor:
     def is_initialized(self):
         return self._array is not None
 
+    # --- Paddle's element accessors (flat, C-order index), used by Fluid's tests and tools
+    def _numel(self):
+        return int(self._array.size) if self._array is not None else 0
+
+    def _checked(self, i):
+        """The array, after checking that flat index `i` is in it."""
+        if self._array is None:
+            raise FluidityError("LoDTensor is not initialized (holds no data)")
+        n = self._array.size
+        if not -n <= int(i) < n:
+            raise IndexError(f"LoDTensor element {i} is out of range (it holds {n})")
+        return self._array
+
+    def _get_float_element(self, i):
+        return float(self._checked(i).flat[int(i)])
+
+    def _set_float_element(self, i, value):
+        self._checked(i).flat[int(i)] = value     # .flat writes through any memory layout
+
+    _get_double_element = _get_float_element
+    _set_double_element = _set_float_element
+
     # --- LoD --------------------------------------------------------------------------
     def lod(self):
         return [list(level) for level in self._lod]
@@ -84,8 +106,8 @@ class LoDTensor:
     def recursive_sequence_lengths(self):
         return [offsets_to_lengths(level) for level in self._lod]
 
-    def set_recursive_sequence_lengths(self, lengths):
-        self.set_lod([lengths_to_offsets(level) for level in lengths])
+    def set_recursive_sequence_lengths(self, recursive_sequence_lengths):
+        self.set_lod([lengths_to_offsets(level) for level in recursive_sequence_lengths])
 
     def has_valid_recursive_sequence_lengths(self):
         try:
@@ -156,8 +178,8 @@ class SelectedRows:
 class LoDTensorArray(list):
     """A list of LoDTensors (tensor arrays of while loops and dynamic RNNs)."""
 
-    def append(self, t):
-        super().append(t if isinstance(t, LoDTensor) else LoDTensor(np.asarray(t)))
+    def append(self, tensor):
+        super().append(tensor if isinstance(tensor, LoDTensor) else LoDTensor(np.asarray(tensor)))
 
 
 def as_lod_tensor(value, name="value"):
@@ -185,3 +207,15 @@ def create_lod_tensor(data, recursive_seq_lens, place=None):
     t = LoDTensor(np.asarray(data))
     t.set_recursive_sequence_lengths(recursive_seq_lens)
     return t
+
+
+def create_random_int_lodtensor(recursive_seq_lens, base_shape, place=None, low=0, high=1):
+    """Fluid's test helper: a LoDTensor of random int64s in [low, high] whose rows are the
+    sequences of `recursive_seq_lens` (the last level's lengths sum to the row count), each
+    row of shape `base_shape`."""
+    if not isinstance(base_shape, (list, tuple)):
+        raise TypeError(f"create_random_int_lodtensor: base_shape must be a list, got "
+                        f"{type(base_shape).__name__}")
+    rows = sum(int(n) for n in recursive_seq_lens[-1]) if recursive_seq_lens else 0
+    data = np.random.randint(low, high + 1, size=[rows] + list(base_shape)).astype(np.int64)
+    return create_lod_tensor(data, recursive_seq_lens, place)

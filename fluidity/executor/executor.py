@@ -127,6 +127,22 @@ def add_feed_fetch_ops(program, block_id, feed_names, fetch_names, feed_var_name
     return p
 
 
+def _same_samples(shape, arr):
+    """`arr` reshaped to the declared `shape` when it holds the same batch and the same
+    elements per sample in another rank (a `[6]` label fed to `layers.data(shape=[1])`,
+    declared `[-1, 1]`; an image `[N, 784]` fed as `[N, 1, 784]`), else None. Fluid 1.x
+    feeds such a value unchecked and its ops read it as the declared shape (`mul` flattens
+    `[6]` to `[6, 1]`); here it gets that shape at the feed so every op agrees."""
+    if not shape or list(shape).count(-1) != 1 or shape[0] != -1 or arr.ndim == 0:
+        return None
+    per_sample = 1
+    for d in shape[1:]:
+        per_sample *= d
+    if per_sample <= 0 or arr.size != arr.shape[0] * per_sample:
+        return None
+    return arr.reshape((arr.shape[0],) + tuple(shape[1:]))
+
+
 class Executor:
     """Runs programs. `strategy` (an ExecutionStrategy or its kind: "interpreter",
     "linear", "dataflow", "parallel") picks the kind of plan each program block is prepared
@@ -216,8 +232,11 @@ class Executor:
         if shape is not None:
             got = t._array.shape
             if len(got) != len(shape) or any(s >= 0 and s != g for s, g in zip(shape, got)):
-                raise FeedError(f"feed '{name}': expected shape {list(shape)} (-1 = any), got "
-                                f"{list(got)}")
+                fitted = _same_samples(shape, t._array)
+                if fitted is None:
+                    raise FeedError(f"feed '{name}': expected shape {list(shape)} (-1 = any), "
+                                    f"got {list(got)}")
+                t = LoDTensor(fitted, t._lod)
         return t
 
     # -- running ------------------------------------------------------------------------

@@ -10,5 +10,5 @@ passes and the code generator.
 
 Imports run `core <- ops <- ir <- {framework, executor, transpiler, codegen}`.
 """
-from . import analysis, format, memory_plan, rewrite, views  # noqa: F401
+from . import analysis, desc_api, format, memory_plan, rewrite, views  # noqa: F401
 from .views import BlockView, OpView, ProgramView, VarView, as_program_view  # noqa: F401

@@ -13,7 +13,7 @@ being built.
     return prog.desc
 """
 from ..core.dtypes import VarType
-from ..errors import ProgramError, VariableNotFoundError
+from ..errors import ArgumentTypeError, ProgramError, VariableNotFoundError
 from ..ops import registry
 from ..proto import framework_pb2 as pb
 from .infer_shape import InferShapeContext
@@ -46,8 +46,8 @@ def _names(value, what):
         return [value.name]
     if isinstance(value, str):
         return [value]
-    raise ProgramError(f"{what}: expected a Variable or a variable name, got "
-                       f"{type(value).__name__}")
+    raise ArgumentTypeError(f"{what}: expected a Variable or a variable name, got "
+                            f"{type(value).__name__}")
 
 
 def _fill_slots(repeated, slots, given, op_type, what):

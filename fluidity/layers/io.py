@@ -5,11 +5,16 @@ from ..framework import default_main_program
 __all__ = ["data"]
 
 
-def data(name, shape, dtype="float32", lod_level=0, append_batch_size=True, type=None,
+def data(name, shape, append_batch_size=True, dtype="float32", lod_level=0, type=None,
          stop_gradient=True):
-    """A fed input variable. With append_batch_size (Fluid 1.x), a -1 batch dim is prepended
-    unless the shape already holds a -1; `fluid.data`-style callers pass the full shape with
-    append_batch_size=False."""
+    """A fed input variable (Fluid 1.x's `fluid.layers.data`, its argument order). With
+    append_batch_size, a -1 batch dim is prepended unless the shape already holds a -1;
+    `fluid.data` (fluidity/layers/static_data.py) passes the full shape without it.
+
+    Fluid 1.x does not check what is fed to a `layers.data` variable; Fluidity checks it
+    against the shape but, as Fluid's ops would read it, accepts a value of the same batch
+    and the same number of elements per sample (`[6]` for shape `[1]`: read as `[6, 1]`);
+    see `Executor._check_feed`."""
     shape = list(shape)
     if append_batch_size and -1 not in shape and (not shape or shape[0] is not None):
         shape = [-1] + shape

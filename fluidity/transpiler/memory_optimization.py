@@ -42,9 +42,16 @@ def _rename_in_op(op, old, new):
             rewrite.set_attr(op, "op_role_var", [new if n == old else n for n in names])
 
 
-def memory_optimize(program, skip_opt_set=None, print_log=False, level=0):
+def memory_optimize(input_program, skip_opt_set=None, print_log=False, level=0,
+                    skip_grads=False):
     """Reuse dead temporaries' variables for new ones of the same shape and dtype.
-    `level` is accepted for Paddle compatibility; shapes must match exactly (Paddle's 0)."""
+    `level` is accepted for Paddle compatibility; shapes must match exactly (Paddle's 0).
+    `skip_grads=True` leaves gradient (`@GRAD`) variables alone, as Fluid's default does;
+    Fluidity's default reuses them too (results are the same either way)."""
+    program = input_program
+    if skip_grads:
+        skip_opt_set = set(skip_opt_set or ()) | {
+            n for b in program.blocks for n in b.vars if "@GRAD" in n}
     block, cands = _candidates(program, skip_opt_set, (VarType.LOD_TENSOR,))
     cands = {n: t for n, t in cands.items() if not t.ctx_written and t.var.shape}
     ops = block.ops
@@ -82,9 +89,10 @@ def memory_optimize(program, skip_opt_set=None, print_log=False, level=0):
     return reused
 
 
-def release_memory(program, skip_opt_set=None):
+def release_memory(input_program, skip_opt_set=None):
     """Insert `delete_var` ops that drop each temporary's value after its last use.
     Returns the number of ops inserted."""
+    program = input_program
     block, cands = _candidates(program, skip_opt_set,
                                (VarType.LOD_TENSOR, VarType.SELECTED_ROWS))
     ops = block.ops

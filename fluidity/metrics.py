@@ -1,0 +1,285 @@
+"""`fluid.metrics`: metrics accumulated in Python over mini-batches.
+
+A training loop fetches per-batch numbers (an accuracy, chunk counts, predictions) and
+feeds them to a metric's `update`; `eval()` gives the value over everything seen since the
+last `reset()`:
+
+    acc = fluid.metrics.Accuracy()
+    for batch in reader():
+        a, = exe.run(main, feed=..., fetch_list=[batch_acc])
+        acc.update(value=a, weight=len(batch))
+    print(acc.eval())
+
+The metrics and their arithmetic are Fluid 1.x's; they run on numpy values only (nothing
+here touches a program). `DetectionMAP` builds detection ops and is declined with the
+detection layers (docs/api.md).
+"""
+import copy
+import numbers
+
+import numpy as np
+
+from .errors import declined_class
+
+__all__ = ["MetricBase", "CompositeMetric", "Precision", "Recall", "Accuracy",
+           "ChunkEvaluator", "EditDistance", "DetectionMAP", "Auc"]
+
+
+def _is_numpy(x):
+    return isinstance(x, (np.ndarray, np.generic))
+
+
+def _is_number_or_matrix(x):
+    return isinstance(x, numbers.Number) or _is_numpy(x)
+
+
+def _must_be_numpy(value, what):
+    if not _is_numpy(value):
+        raise ValueError(f"The '{what}' must be a numpy ndarray, got {type(value).__name__}")
+    return value
+
+
+def _must_be_number_or_matrix(value, what):
+    if not _is_number_or_matrix(value):
+        raise ValueError(f"The '{what}' must be a number (int, float) or a numpy ndarray, got "
+                         f"{type(value).__name__}")
+    return value
+
+
+class MetricBase:
+    """The base of every metric. Its state is its public attributes: `reset()` zeroes
+    them (ints to 0, floats to 0.0, arrays to zeros, others to None), `get_config()`
+    returns {"name", "states"}. Subclasses implement `update` and `eval`."""
+
+    def __init__(self, name):
+        self._name = str(name) if name is not None else self.__class__.__name__
+
+    def __str__(self):
+        return self._name
+
+    def _states(self):
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    def reset(self):
+        for attr, value in self._states().items():
+            if isinstance(value, bool):
+                setattr(self, attr, False)
+            elif isinstance(value, int):
+                setattr(self, attr, 0)
+            elif isinstance(value, float):
+                setattr(self, attr, 0.0)
+            elif _is_numpy(value):
+                setattr(self, attr, np.zeros_like(value))
+            else:
+                setattr(self, attr, None)
+
+    def get_config(self):
+        return {"name": self._name, "states": copy.deepcopy(self._states())}
+
+    def _subclass_must(self, method):
+        raise NotImplementedError(f"{type(self).__name__} must implement {method}()")
+
+    def update(self, preds, labels):
+        """Add one batch (implemented by each metric)."""
+        self._subclass_must("update")
+
+    def eval(self):
+        """The metric over every batch since the last reset (implemented by each metric)."""
+        self._subclass_must("eval")
+
+
+class CompositeMetric(MetricBase):
+    """Several metrics updated with the same (preds, labels); `eval()` lists their values."""
+
+    def __init__(self, name=None):
+        super().__init__(name)
+        self._metrics = []
+
+    def add_metric(self, metric):
+        if not isinstance(metric, MetricBase):
+            raise ValueError("SubMetric should be inherit from MetricBase.")
+        self._metrics.append(metric)
+
+    def update(self, preds, labels):
+        for m in self._metrics:
+            m.update(preds, labels)
+
+    def eval(self):
+        return [m.eval() for m in self._metrics]
+
+
+def _binary(preds, labels):
+    preds = np.rint(_must_be_numpy(preds, "preds")).astype("int32").reshape(-1)
+    labels = np.asarray(_must_be_numpy(labels, "labels")).reshape(-1)
+    if preds.shape != labels.shape:
+        raise ValueError(f"preds ({preds.size} values) and labels ({labels.size}) differ in "
+                         f"length")
+    return preds, labels
+
+
+class Precision(MetricBase):
+    """Binary precision tp / (tp + fp); `preds` are rounded to 0/1."""
+
+    def __init__(self, name=None):
+        super().__init__(name)
+        self.tp = 0
+        self.fp = 0
+
+    def update(self, preds, labels):
+        preds, labels = _binary(preds, labels)
+        positive = preds == 1
+        self.tp += int(np.sum(positive & (labels == 1)))
+        self.fp += int(np.sum(positive & (labels != 1)))
+
+    def eval(self):
+        ap = self.tp + self.fp
+        return float(self.tp) / ap if ap != 0 else 0.0
+
+
+class Recall(MetricBase):
+    """Binary recall tp / (tp + fn); `preds` are rounded to 0/1."""
+
+    def __init__(self, name=None):
+        super().__init__(name)
+        self.tp = 0
+        self.fn = 0
+
+    def update(self, preds, labels):
+        preds, labels = _binary(preds, labels)
+        actual = labels == 1
+        self.tp += int(np.sum(actual & (preds == 1)))
+        self.fn += int(np.sum(actual & (preds != 1)))
+
+    def eval(self):
+        recall = self.tp + self.fn
+        return float(self.tp) / recall if recall != 0 else 0.0
+
+
+class Accuracy(MetricBase):
+    """The weighted mean of per-batch accuracies: `update(value, weight)` with the batch's
+    accuracy (e.g. `layers.accuracy`'s output) and its size."""
+
+    def __init__(self, name=None):
+        super().__init__(name)
+        self.value = 0.0
+        self.weight = 0.0
+
+    def update(self, value, weight):
+        _must_be_number_or_matrix(value, "value")
+        if not isinstance(weight, numbers.Number) and not (_is_numpy(weight)
+                                                           and np.size(weight) == 1):
+            raise ValueError(f"The 'weight' must be a number (int, float), got "
+                             f"{type(weight).__name__}")
+        self.value += value * weight
+        self.weight += weight
+
+    def eval(self):
+        if self.weight == 0:
+            raise ValueError("There is no data in Accuracy Metrics. Please check "
+                             "layers.accuracy output has added to Accuracy.")
+        return self.value / self.weight
+
+
+class ChunkEvaluator(MetricBase):
+    """Precision, recall and F1 of chunks (named entities) from the counts
+    `layers.chunk_eval` returns per batch."""
+
+    def __init__(self, name=None):
+        super().__init__(name)
+        self.num_infer_chunks = 0
+        self.num_label_chunks = 0
+        self.num_correct_chunks = 0
+
+    def update(self, num_infer_chunks, num_label_chunks, num_correct_chunks):
+        for v, what in ((num_infer_chunks, "num_infer_chunks"),
+                        (num_label_chunks, "num_label_chunks"),
+                        (num_correct_chunks, "num_correct_chunks")):
+            _must_be_number_or_matrix(v, what)
+        self.num_infer_chunks += num_infer_chunks
+        self.num_label_chunks += num_label_chunks
+        self.num_correct_chunks += num_correct_chunks
+
+    def eval(self):
+        correct = float(np.sum(self.num_correct_chunks))
+        infer = float(np.sum(self.num_infer_chunks))
+        label = float(np.sum(self.num_label_chunks))
+        precision = correct / infer if infer else 0.0
+        recall = correct / label if label else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if correct else 0.0
+        return precision, recall, f1
+
+
+class EditDistance(MetricBase):
+    """Mean edit distance and instance error rate from `layers.edit_distance`'s per-batch
+    distances and sequence count."""
+
+    def __init__(self, name=None):
+        super().__init__(name)
+        self.total_distance = 0.0
+        self.seq_num = 0
+        self.instance_error = 0
+
+    def update(self, distances, seq_num):
+        distances = _must_be_numpy(distances, "distances")
+        _must_be_number_or_matrix(seq_num, "seq_num")
+        seq_num = int(np.sum(seq_num))
+        self.seq_num += seq_num
+        self.instance_error += seq_num - int(np.sum(distances == 0))
+        self.total_distance += float(np.sum(distances))
+
+    def eval(self):
+        if self.seq_num == 0:
+            raise ValueError("There is no data in EditDistance Metric. Please check "
+                             "layers.edit_distance output has been added to EditDistance.")
+        return self.total_distance / self.seq_num, self.instance_error / float(self.seq_num)
+
+
+class Auc(MetricBase):
+    """Area under the ROC curve over `num_thresholds` buckets of the positive-class
+    probability (`preds[:, 1]`, as Fluid's)."""
+
+    def __init__(self, name, curve="ROC", num_thresholds=4095):
+        super().__init__(name=name)
+        if curve != "ROC":
+            raise ValueError(f"Auc: only the ROC curve is computed, got {curve!r}")
+        self._curve = curve
+        self._num_thresholds = int(num_thresholds)
+        self._stat_pos = np.zeros(self._num_thresholds + 1, dtype=np.int64)
+        self._stat_neg = np.zeros(self._num_thresholds + 1, dtype=np.int64)
+
+    def reset(self):
+        super().reset()
+        self._stat_pos[:] = 0
+        self._stat_neg[:] = 0
+
+    def update(self, preds, labels):
+        preds = _must_be_numpy(preds, "preds")
+        labels = np.asarray(_must_be_numpy(labels, "labels")).reshape(-1)
+        if preds.ndim != 2 or preds.shape[1] < 2 or preds.shape[0] != labels.size:
+            raise ValueError(f"Auc.update: preds must be [N, 2] class probabilities for N "
+                             f"labels, got {list(preds.shape)} for {labels.size} labels")
+        bins = (preds[:, 1] * self._num_thresholds).astype(np.int64)
+        if bins.size and (bins.min() < 0 or bins.max() > self._num_thresholds):
+            raise ValueError("Auc.update: probabilities must lie in [0, 1]")
+        pos = labels.astype(bool)
+        self._stat_pos += np.bincount(bins[pos], minlength=self._num_thresholds + 1)
+        self._stat_neg += np.bincount(bins[~pos], minlength=self._num_thresholds + 1)
+
+    @staticmethod
+    def trapezoid_area(x1, x2, y1, y2):
+        return abs(x1 - x2) * (y1 + y2) / 2.0
+
+    def eval(self):
+        tot_pos = tot_neg = 0.0
+        auc = 0.0
+        for idx in range(self._num_thresholds, -1, -1):
+            prev_pos, prev_neg = tot_pos, tot_neg
+            tot_pos += float(self._stat_pos[idx])
+            tot_neg += float(self._stat_neg[idx])
+            auc += self.trapezoid_area(tot_neg, prev_neg, tot_pos, prev_pos)
+        return auc / tot_pos / tot_neg if tot_pos > 0.0 and tot_neg > 0.0 else 0.0
+
+
+DetectionMAP = declined_class(
+    "metrics.DetectionMAP", "it builds the detection layers' mAP ops, and the detection "
+    "layers are not built (docs/api.md)", ("get_map_var", "reset"))
