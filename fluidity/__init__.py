@@ -26,6 +26,6 @@ from .core import (CUDAPinnedPlace, create_random_int_lodtensor,  # noqa: E402
                    is_compiled_with_cuda)
 from .framework import (cpu_places, cuda_pinned_places, cuda_places,  # noqa: E402
                         in_dygraph_mode, load_op_library, require_version)
-from .layers.static_data import data  # noqa: E402
+from .layers.input import data, embedding, one_hot  # noqa: E402
 from .param_attr import WeightNormParamAttr  # noqa: E402
 from .transpiler import DistributeTranspiler, DistributeTranspilerConfig  # noqa: E402

@@ -170,6 +170,10 @@ class Accuracy(MetricBase):
                                                            and np.size(weight) == 1):
             raise ValueError(f"The 'weight' must be a number (int, float), got "
                              f"{type(weight).__name__}")
+        if _is_numpy(value) and np.size(value) == 1:    # a fetched [1] or [] accuracy
+            value = float(np.asarray(value).reshape(-1)[0])
+        if _is_numpy(weight):
+            weight = float(np.asarray(weight).reshape(-1)[0])
         self.value += value * weight
         self.weight += weight
 

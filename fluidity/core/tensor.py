@@ -107,7 +107,11 @@ class LoDTensor:
         return [offsets_to_lengths(level) for level in self._lod]
 
     def set_recursive_sequence_lengths(self, recursive_sequence_lengths):
-        self.set_lod([lengths_to_offsets(level) for level in recursive_sequence_lengths])
+        """Set the LoD from lengths. As Paddle's, the lengths are checked among themselves
+        but not against the rows (the data may be set after):
+        `has_valid_recursive_sequence_lengths()` says whether they fit."""
+        self._lod = check_lod([lengths_to_offsets(level)
+                               for level in recursive_sequence_lengths])
 
     def has_valid_recursive_sequence_lengths(self):
         try:
@@ -205,7 +209,7 @@ def create_lod_tensor(data, recursive_seq_lens, place=None):
         if data.dtype.kind == "i":
             data = data.astype(np.int64)
     t = LoDTensor(np.asarray(data))
-    t.set_recursive_sequence_lengths(recursive_seq_lens)
+    t.set_lod([lengths_to_offsets(level) for level in recursive_seq_lens])  # rows checked
     return t
 
 
