@@ -108,13 +108,21 @@ class CompositeMetric(MetricBase):
         return [m.eval() for m in self._metrics]
 
 
-def _binary(preds, labels):
+def _confusion(preds, labels):
+    """(true positives, false positives, false negatives) of binary `preds` (rounded to
+    0/1) against `labels`."""
     preds = np.rint(_must_be_numpy(preds, "preds")).astype("int32").reshape(-1)
     labels = np.asarray(_must_be_numpy(labels, "labels")).reshape(-1)
     if preds.shape != labels.shape:
         raise ValueError(f"preds ({preds.size} values) and labels ({labels.size}) differ in "
                          f"length")
-    return preds, labels
+    predicted, actual = preds == 1, labels == 1
+    return (int(np.sum(predicted & actual)), int(np.sum(predicted & ~actual)),
+            int(np.sum(~predicted & actual)))
+
+
+def _ratio(num, den):
+    return float(num) / den if den != 0 else 0.0
 
 
 class Precision(MetricBase):
@@ -126,14 +134,12 @@ class Precision(MetricBase):
         self.fp = 0
 
     def update(self, preds, labels):
-        preds, labels = _binary(preds, labels)
-        positive = preds == 1
-        self.tp += int(np.sum(positive & (labels == 1)))
-        self.fp += int(np.sum(positive & (labels != 1)))
+        tp, fp, _ = _confusion(preds, labels)
+        self.tp += tp
+        self.fp += fp
 
     def eval(self):
-        ap = self.tp + self.fp
-        return float(self.tp) / ap if ap != 0 else 0.0
+        return _ratio(self.tp, self.tp + self.fp)
 
 
 class Recall(MetricBase):
@@ -145,14 +151,12 @@ class Recall(MetricBase):
         self.fn = 0
 
     def update(self, preds, labels):
-        preds, labels = _binary(preds, labels)
-        actual = labels == 1
-        self.tp += int(np.sum(actual & (preds == 1)))
-        self.fn += int(np.sum(actual & (preds != 1)))
+        tp, _, fn = _confusion(preds, labels)
+        self.tp += tp
+        self.fn += fn
 
     def eval(self):
-        recall = self.tp + self.fn
-        return float(self.tp) / recall if recall != 0 else 0.0
+        return _ratio(self.tp, self.tp + self.fn)
 
 
 class Accuracy(MetricBase):
@@ -207,8 +211,7 @@ class ChunkEvaluator(MetricBase):
         correct = float(np.sum(self.num_correct_chunks))
         infer = float(np.sum(self.num_infer_chunks))
         label = float(np.sum(self.num_label_chunks))
-        precision = correct / infer if infer else 0.0
-        recall = correct / label if label else 0.0
+        precision, recall = _ratio(correct, infer), _ratio(correct, label)
         f1 = 2 * precision * recall / (precision + recall) if correct else 0.0
         return precision, recall, f1
 

@@ -42,9 +42,11 @@ MODULE_MAP = [("paddle.fluid", "fluidity"), ("paddle.reader", "fluidity.reader")
 EXCLUDED_PREFIXES = ("paddle.fluid.dygraph.", "paddle.fluid.contrib.", "paddle.fluid.incubate.",
                      "paddle.fluid.dygraph_grad_clip.")
 # methods of static-graph classes that exist only for dygraph mode in Fluid 1.x
-DYGRAPH_ONLY_METHODS = {"backward", "clear_gradient", "detach", "gradient", "numpy",
-                        "set_value", "set_dict", "state_dict"}
-DYGRAPH_ONLY_CLASSES = ("paddle.fluid.Variable.", "paddle.fluid.optimizer.")
+DYGRAPH_ONLY_METHODS = {
+    "paddle.fluid.Variable": {"backward", "clear_gradient", "detach", "gradient", "numpy",
+                              "set_value"},
+    "paddle.fluid.optimizer": {"set_dict", "state_dict"},   # of every optimizer class
+}
 # fluid.layers.detection and the vision-only layers (detection models are another project)
 DETECTION_LAYERS = {
     "prior_box", "density_prior_box", "multi_box_head", "bipartite_match", "target_assign",
@@ -108,8 +110,11 @@ def excluded(entry):
         return "dygraph/contrib/incubate"
     if name in EXCLUDED_NAMES or name.rsplit(".", 1)[0] in EXCLUDED_NAMES:
         return "detection/vision-only"
-    if name.startswith(DYGRAPH_ONLY_CLASSES) and name.rsplit(".", 1)[1] in DYGRAPH_ONLY_METHODS:
-        return "dygraph-only method"
+    owner, _, method = name.rpartition(".")
+    for prefix, methods in DYGRAPH_ONLY_METHODS.items():
+        if (owner == prefix or owner.startswith(prefix + ".")) and method in methods and \
+                owner != entry.module:
+            return "dygraph-only method"
     return None
 
 
