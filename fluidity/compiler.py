@@ -148,6 +148,15 @@ class CompiledProgram:
         self._is_data_parallel = True
         return self
 
+    def join_device_feeds(self, feeds):
+        """Fluid's data-parallel feed form, a list of one feed dict per device, as the one
+        batch this program runs: each name's values joined along the batch dimension
+        (LoD lengths carried). Executor.run calls it when given such a list."""
+        if not self._is_data_parallel:
+            raise ValueError("a list of per-device feeds needs a data-parallel program "
+                             "(with_data_parallel); feed a dict")
+        return _join_device_feeds(feeds)
+
     def with_inference_optimize(self, config):
         """Run as an inference program on the linear plan (fixed order, one memory arena).
         `config` (Fluid's AnalysisConfig / NativeConfig) is kept; its GPU and MKLDNN
@@ -207,8 +216,6 @@ class ParallelExecutor:
         joined into one batch here."""
         if feed is None:
             feed = feed_dict
-        if isinstance(feed, (list, tuple)):
-            feed = _join_device_feeds(feed)
         return self._exe.run(self._compiled, feed=feed, fetch_list=fetch_list,
                              scope=self._scope, return_numpy=return_numpy)
 

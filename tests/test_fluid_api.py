@@ -187,6 +187,11 @@ def test_with_data_parallel_trains_as_the_executor_does():
         loss_name=loss.name, build_strategy=build, exec_strategy=exec_strategy,
         places=fluid.cpu_places(2))
     assert _train(compiled, startup, loss, feeds) == plain
+    # Fluid's per-device feed list, joined into the one batch
+    halves = [{"x": xs[:8], "y": ys[:8]}, {"x": xs[8:], "y": ys[8:]}]
+    assert _train(compiled, startup, loss, [halves] * 5) == plain
+    with pytest.raises(ValueError, match="data-parallel"):
+        fluid.Executor().run(fluid.CompiledProgram(main), feed=halves, fetch_list=[loss])
     test_prog = main.clone(for_test=True)
     shared = fluid.CompiledProgram(test_prog).with_data_parallel(share_vars_from=compiled)
     assert shared.program_for_executor() is test_prog

@@ -244,6 +244,8 @@ class Executor:
             fetch_var_name="fetch", scope=None, return_numpy=True, use_program_cache=True,
             block_id=0, create_local_scope=True):
         strategy = getattr(program, "plan_strategy", None)
+        if isinstance(feed, (list, tuple)) and hasattr(program, "join_device_feeds"):
+            feed = program.join_device_feeds(feed)   # Fluid's per-device feed list
         program = self._as_view(program)
         if scope is None:
             scope = global_scope()
