@@ -21,7 +21,7 @@ class UnknownOpError(ProgramError):
     """An op type that the registry does not know."""
 
 
-class FormatError(FluidityError, ValueError):
+class FormatError(FluidityError):
     """Bytes that are not a valid file of the kind expected (tensor record, program,
     parameter file): bad version, truncated, corrupt."""
 

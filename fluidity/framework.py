@@ -17,9 +17,7 @@ from . import unique_name
 from .core import defaults, dtypes
 from .core.dtypes import VarType
 from .core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, grad_var_name  # noqa: F401
-from .core.place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, get_cuda_device_count,
-                         is_compiled_with_cuda)
-from .errors import DeviceError, ProgramError, ShapeError, declined
+from .errors import ProgramError, ShapeError
 from .ir import rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
 from .ir.infer_shape import InferShapeContext  # noqa: F401
@@ -27,6 +25,10 @@ from .ir.views import TENSORLIKE, BlockView, OpView, ProgramView, VarView
 from .ops import registry
 from .proto import framework_pb2 as pb
 from .transpiler import inference, prune
+# places, modes and versions (the end of this file)
+from .core.place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, get_cuda_device_count,
+                         is_compiled_with_cuda)
+from .errors import DeviceError, declined
 
 # Program version written into saved programs (Paddle 2.6.0 as major*1e6+minor*1e3+patch).
 CURRENT_PROGRAM_VERSION = 2006000
@@ -436,7 +438,7 @@ class Program(ProgramView):
         """A copy for inference as Fluid's: every `is_test` attribute set to True and, with
         `prune_read_op`, the reader ops (`read` and what feeds it) and reader variables
         dropped, so the copy is fed by feed ops."""
-        p = Program.parse_from_string(self.desc.SerializeToString())
+        p = Program(rewrite.copy_program(self.desc))
         p.random_seed = self.random_seed
         if prune_read_op:
             block = p.global_block()
