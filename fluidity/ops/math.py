@@ -447,21 +447,21 @@ class Mean(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     share_lod = None
-    doc = "Out = mean of all elements of X, shape [1]."
+    doc = "Out = mean of all elements of X, 0-D (shape [], as Paddle >= 2.5)."
 
     @staticmethod
     def infer_shape(ctx):
-        ctx.set_output("Out", [1], ctx.input_dtype("X"))
+        ctx.set_output("Out", [], ctx.input_dtype("X"))
 
     @staticmethod
     def kernel(x):
-        return np.asarray([x.mean()], dtype=x.dtype)
+        return np.asarray(x.mean(), dtype=x.dtype)
 
     @staticmethod
     def emit(e):
         x = e.input("X")
         e.require_float(x)
-        out = e.output("Out", ["1"])
+        out = e.output("Out", [])
         n = x.numel()       # numpy's pairwise sum, then one float division: the same bits
         e.code(f"{out}[0] = fl::pairwise_sum({x}, {n}, 1) / (float)({n});")
 
