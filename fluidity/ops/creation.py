@@ -167,9 +167,11 @@ class AssignValue(OpDef):
     outputs = (Out("Out"),)
     attrs = {"shape": ints(), "dtype": dtypes.VarType.FP32, "fp32_values": floats(),
              "int32_values": ints(), "int64_values": longs(), "bool_values": bools(),
-             "fp64_values": Typed(AttrType.FLOAT64S, [])}
+             "fp64_values": Typed(AttrType.FLOAT64S, []), "values": Typed(AttrType.SCALARS, [])}
     share_lod = None
-    doc = "Out = constant values stored in the op's attributes (the list of its dtype)."
+    version = 1   # Paddle's checkpoint: `values` (Scalars), what Paddle 3.x writes
+    doc = ("Out = constant values stored in the op's attributes: `values` (Paddle 3.x) when "
+           "set, else the list of its dtype.")
 
     @staticmethod
     def infer_shape(ctx):
@@ -177,7 +179,9 @@ class AssignValue(OpDef):
 
     @staticmethod
     def kernel(*, shape, dtype, fp32_values, int32_values, int64_values, bool_values,
-               fp64_values):
+               fp64_values, values):
+        if values:
+            return np.asarray(values, dtype=dtypes.to_numpy(dtype)).reshape(shape)
         lists = {"fp32_values": fp32_values, "int32_values": int32_values,
                  "int64_values": int64_values, "bool_values": bool_values,
                  "fp64_values": fp64_values}

@@ -33,8 +33,8 @@ KERNEL_HINTS = frozenset({"use_mkldnn", "use_cudnn", "mkldnn_data_type", "use_qu
                           "use_onednn", "onednn_data_type", "workspace_size_MB",
                           "exhaustive_search"})
 
-# Paddle's other "extra" attributes (`paddle.base.core.get_op_extra_attrs(op)` in Paddle 2.6.2,
-# less KERNEL_HINTS), for the op types Fluidity has or Paddle models commonly emit: what
+# Paddle's other "extra" attributes (`paddle.base.core.get_op_extra_attrs(op)` in Paddle 2.6.2
+# and 3.3.1, less KERNEL_HINTS and the attributes Fluidity's ops declare), for the op types Fluidity has or Paddle models commonly emit: what
 # Paddle itself strips from inference programs (`_remove_training_info(clip_extra=True)`)
 # because its reference CPU kernels do not read them (oneDNN int8 scales and fusions, cuDNN
 # tuning, training-only seeds, parameter-server routing). Fluid 1.x programs (`__model__`)
@@ -57,9 +57,15 @@ PADDLE_EXTRA_ATTRS = {
     "elementwise_div": _SCALES, "elementwise_max": _SCALES, "elementwise_pow": _SCALES,
     "elementwise_mod": _SCALES, "elementwise_floordiv": _SCALES,
     "elementwise_min": _SCALES + ("x_data_format", "y_data_format"),
-    "fc": ("Scale_in", "Scale_weights", "Scale_out", "force_fp32_output"),
+    "fc": ("Scale_in", "Scale_weights", "Scale_out", "force_fp32_output") + _FUSE[:3]
+    + ("fused_output_scale", "fused_reshape2_shape"),
     "layer_norm": ("is_test",),
+    # Paddle 3.x writes lookup_table's parameter-server routing and admission attributes
+    # with their neutral values (entry/table_class 'none')
+    "lookup_table": _PS + ("entry", "grad_inplace", "table_class"),
     "lookup_table_v2": _PS,
+    "matmul": _SCALES + ("force_fp32_output",),
+    "matmul_v2": ("force_fp32_output",),
     "mul": ("force_fp32_output", "scale_out", "scale_x", "scale_y"),
     "pool2d": ("is_test",),
     "prelu": ("is_test",),
@@ -70,7 +76,7 @@ PADDLE_EXTRA_ATTRS = {
 }
 # their gradient ops carry the same ones
 PADDLE_EXTRA_ATTRS.update({t + "_grad": a for t, a in list(PADDLE_EXTRA_ATTRS.items())
-                           if t not in ("while", "conditional_block")})
+                           if t != "while"})
 
 
 class UnsupportedProgramError(UnknownOpError):
