@@ -70,7 +70,7 @@ def test_a_0d_loss_trains_and_converts_to_float(opt):
         assert isinstance(out, np.ndarray) and out.shape == ()
         losses.append(float(out))
         assert out.item() == losses[-1]
-    assert losses[-1] < 0.1 * losses[0]
+    assert losses[-1] < 0.2 * losses[0]
 
 
 def test_feeding_a_0d_variable():
