@@ -150,3 +150,20 @@ def test_a_standalone_build_feeds_and_fetches_0d(tmp_path):
     assert got.shape == ()
     np.testing.assert_allclose(got, want, rtol=1e-5)
     assert os.path.isfile(tmp_path / "out" / "model_run")
+
+
+@pytest.mark.parametrize("kind", ["linear", "dataflow", "parallel"])
+def test_every_plan_kind_gives_the_interpreters_0d_results(kind):
+    """The linear plan's arena (memory_plan) holds 0-D temporaries as one element; every
+    kind fetches 0-D ndarrays, bit-identical to the interpreter."""
+    from fluidity.executor.strategy import ExecutionStrategy
+    main, startup, loss = _regression(fluid.optimizer.Adam(0.05))
+    runs = []
+    for exe in (fluid.Executor(), fluid.Executor(strategy=ExecutionStrategy(kind))):
+        scope = fluid.Scope()
+        exe.run(startup, scope=scope)
+        runs.append([exe.run(main, feed=f, fetch_list=[loss], scope=scope)[0]
+                     for f in _batches(4)])
+    for a, b in zip(*runs):
+        assert type(a) is type(b) is np.ndarray and a.shape == b.shape == ()
+        assert a == b
