@@ -14,10 +14,22 @@ slot per op type, and every too-new op version — so one look tells what a mode
 Versions are compared only for op types the program uses: Paddle writes the version of
 every op it has ever versioned into each saved program (68 entries in 2.6), used or not.
 
-Paddle's kernel-selection attributes (`use_mkldnn`, `use_cudnn`, ...; `KERNEL_HINTS`) never
-change an op's result, so any op may carry them, as it may carry the attributes every op has
-(`registry.COMMON_ATTRS`: op_role, op_callstack, ...) and Paddle's other per-op "extra"
-attributes that its CPU kernels ignore (`PADDLE_EXTRA_ATTRS`).
+The attribute rule. An attribute of an op is accepted when it is
+1. declared by the op's OpDef (its schema: what the kernel reads, with Paddle's defaults;
+   an attribute a newer Paddle added that changes the result, such as Paddle 3.x's
+   `ceil_mode` of max_pool2d_with_index or `values` of assign_value, is implemented there
+   and the op's `version` raised to match), or
+2. one every op carries (`registry.COMMON_ATTRS`: op_role, op_role_var, op_namescope,
+   op_callstack, op_device, with_quant_attr), or
+3. a kernel-selection hint (`KERNEL_HINTS`: use_mkldnn, use_cudnn, ...), which never changes
+   an op's result, or
+4. one of Paddle's per-op "extra" attributes its reference CPU kernels ignore
+   (`PADDLE_EXTRA_ATTRS`, from `paddle.base.core.get_op_extra_attrs` of Paddle 2.6.2 and
+   3.3.1: oneDNN scales and fusions, parameter-server routing such as lookup_table's
+   `epmap`/`table_class`, training-only seeds).
+Any other attribute may change what the op computes, so the program is refused with an
+error naming the op type and the attribute; a Paddle version that adds one is supported by
+adding it to the op (1), or to PADDLE_EXTRA_ATTRS (4) where Paddle's kernel ignores it.
 """
 from ..errors import UnknownOpError
 from ..ops import registry
