@@ -127,7 +127,10 @@ json.dump(spec, open(os.path.join(work, "paddle_spec.json"), "w"), indent=1)
 
 
 def run_paddle(python, code, work):
-    r = subprocess.run([python, "-c", code, work], capture_output=True, text=True)
+    # Paddle 3.x builds PIR programs by default; the ProgramDesc (.pdmodel) format wants the
+    # legacy IR, which Paddle 2.x always used
+    env = {**os.environ, "FLAGS_enable_pir_api": "0"}
+    r = subprocess.run([python, "-c", code, work], capture_output=True, text=True, env=env)
     if r.returncode != 0:
         sys.exit(f"Paddle ({python}) failed:\n{r.stderr[-4000:]}")
 
