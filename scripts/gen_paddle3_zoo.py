@@ -29,6 +29,11 @@ builders write, with the attributes its OpProtos fill in.
 
 Per model: model.pdmodel, model.pdiparams, input.npz, output.npz and meta.json, as the
 2.6.2 zoo (scripts/gen_paddle_zoo.py's docstring).
+
+Training programs (tests/fixtures/paddle3_train; `_save_training` says what each holds):
+train_sparse_sgd and train_adam, the whole main program Paddle 3.x builds for `minimize`
+(backward seeded by a 0-D loss@GRAD, the 0-D learning rate), its persistables before
+training and Paddle's losses and persistables after a few steps.
 """
 import argparse
 import os
@@ -100,16 +105,112 @@ def zero_d_loss():
     zoo._save("zero_d_loss", main, startup, [x, label], outs, feed, seed=22)
 
 
+# --- training programs (tests/fixtures/paddle3_train) ----------------------------------------
+TRAIN_OUT = os.path.join(zoo.ROOT, "tests", "fixtures", "paddle3_train")
+TRAIN = {}
+STEPS = 4
+
+
+def training(fn):
+    TRAIN[fn.__name__] = fn
+    return fn
+
+
+def _save_training(name, main, startup, loss, feeds, seed, out_root):
+    """The whole training program as Paddle 3.x built it (forward, backward with its 0-D
+    loss@GRAD seed, optimizer ops, the 0-D learning rate): main.pdmodel (the ProgramDesc),
+    params.pdiparams (every persistable before training, combined in sorted-name order),
+    feeds.npz (step_<i>/<name>), result.npz (loss_<i> per step, then every float persistable
+    after the last step) and meta.json."""
+    out_dir = os.path.join(out_root, name)
+    zoo.shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    scope = paddle.static.Scope()
+    persist = sorted((v for v in main.list_vars() if zoo.is_persistable(v)),
+                     key=lambda v: v.name)
+    with paddle.static.scope_guard(scope):
+        exe.run(startup)
+        rng = np.random.default_rng(seed)   # the parameters only; optimizer state as made
+        for p in sorted(main.all_parameters(), key=lambda p: p.name):
+            t = scope.find_var(p.name).get_tensor()
+            shape = np.array(t).shape
+            t.set(rng.normal(0, 1.0 / np.sqrt(shape[0]), size=shape).astype("float32"),
+                  paddle.CPUPlace())
+        paddle.static.save_vars(exe, out_dir, main, vars=persist, filename="params.pdiparams")
+        result = {}
+        for i, feed in enumerate(feeds):
+            loss_v, = exe.run(main, feed=feed, fetch_list=[loss])
+            result[f"loss_{i}"] = np.asarray(loss_v)
+        for v in persist:
+            arr = np.array(scope.find_var(v.name).get_tensor())
+            if arr.dtype.kind == "f":
+                result[v.name] = arr
+    with open(os.path.join(out_dir, "main.pdmodel"), "wb") as f:
+        f.write(main.desc.serialize_to_string())
+    np.savez(os.path.join(out_dir, "feeds.npz"),
+             **{f"step_{i}/{k}": v for i, f in enumerate(feeds) for k, v in f.items()})
+    np.savez(os.path.join(out_dir, "result.npz"), **result)
+    ops = sorted({op.type for b in main.blocks for op in b.ops})
+    meta = {"paddle_version": paddle.__version__, "loss": loss.name, "steps": len(feeds),
+            "feeds": sorted(feeds[0]), "persistables": [v.name for v in persist], "ops": ops}
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        zoo.json.dump(meta, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(f"{name}: ops {ops}")
+
+
+@training
+def train_sparse_sgd():
+    """An is_sparse embedding (SelectedRows gradient) + fc, softmax_with_cross_entropy,
+    mean (0-D loss), SGD."""
+    main, startup = zoo._programs()
+    with paddle.static.program_guard(main, startup):
+        ids = paddle.static.data("ids", [None, 3], "int64")
+        label = paddle.static.data("label", [None, 1], "int64")
+        emb = paddle.nn.Embedding(20, 5, sparse=True)(ids)
+        h = paddle.static.nn.fc(paddle.sum(emb, axis=1), 8, activation="tanh")
+        logits = paddle.static.nn.fc(h, 3)
+        loss = paddle.mean(paddle.nn.functional.softmax_with_cross_entropy(logits, label))
+        paddle.optimizer.SGD(0.2).minimize(loss)
+    rng = np.random.default_rng(41)
+    feeds = [{"ids": rng.integers(0, 20, size=(6, 3)).astype("int64"),
+              "label": rng.integers(0, 3, size=(6, 1)).astype("int64")} for _ in range(STEPS)]
+    _save_training("train_sparse_sgd", main, startup, loss, feeds, 31, TRAIN_OUT)
+
+
+@training
+def train_adam():
+    """fc layers, F.cross_entropy (mean reduction: a 0-D loss), Adam (0-D learning rate,
+    [1] beta powers)."""
+    main, startup = zoo._programs()
+    with paddle.static.program_guard(main, startup):
+        x = paddle.static.data("x", [None, 6], "float32")
+        label = paddle.static.data("label", [None, 1], "int64")
+        h = paddle.static.nn.fc(x, 10, activation="relu")
+        logits = paddle.static.nn.fc(h, 4)
+        loss = paddle.nn.functional.cross_entropy(logits, label)
+        paddle.optimizer.Adam(0.05).minimize(loss)
+    rng = np.random.default_rng(42)
+    feeds = [{"x": rng.normal(size=(5, 6)).astype("float32"),
+              "label": rng.integers(0, 4, size=(5, 1)).astype("int64")} for _ in range(STEPS)]
+    _save_training("train_adam", main, startup, loss, feeds, 32, TRAIN_OUT)
+
+
 def main():
+    global TRAIN_OUT
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=OUT, help="fixture root (default: %(default)s)")
-    ap.add_argument("--only", nargs="*", choices=sorted(MODELS), help="models to regenerate")
+    ap.add_argument("--train-out", default=TRAIN_OUT,
+                    help="training fixture root (default: %(default)s)")
+    ap.add_argument("--only", nargs="*", choices=sorted(MODELS) + sorted(TRAIN),
+                    help="models to regenerate")
     args = ap.parse_args()
-    zoo.OUT = args.out
+    zoo.OUT, TRAIN_OUT = args.out, args.train_out
     os.makedirs(args.out, exist_ok=True)
-    for name in args.only or MODELS:
+    for name in args.only or list(MODELS) + list(TRAIN):
         with paddle.utils.unique_name.guard():
-            MODELS[name]()
+            (TRAIN.get(name) or MODELS[name])()
     return 0
 
 

@@ -3,6 +3,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
+from ..errors import ExecutionError
 from .compiled import (NUMPY_OF_CTYPE, dense_only, known_ints, lit_int, set_known_values,
                        value_literal)
 from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, longs
@@ -213,16 +214,22 @@ class FillZerosLike(OpDef):
 class TruncatedGaussianRandom(_Random):
     type = "truncated_gaussian_random"
     attrs = {"shape": ints(), "dtype": dtypes.VarType.FP32, "mean": 0.0, "std": 1.0,
-             "seed": 0}
-    doc = "Out ~ N(mean, std^2) truncated to mean +- 2 std (resampled)."
+             "seed": 0, "a": -2.0, "b": 2.0}
+    version = 1   # Paddle's checkpoint: the cut-offs `a`, `b` (values, not std units)
+    doc = ("Out ~ N(mean, std^2) truncated to [a, b] (resampled). Paddle 3.x's bounds are "
+           "values; Fluid's initializer writes a, b = mean -+ 2 std, its old truncation.")
 
     @staticmethod
     def sample(rng, shape, a):
+        lo, hi = (a["a"] - a["mean"]) / a["std"], (a["b"] - a["mean"]) / a["std"]
+        if not lo < hi:
+            raise ExecutionError(f"truncated_gaussian_random: a ({a['a']}) must be less than "
+                                 f"b ({a['b']})")
         out = rng.standard_normal(size=shape)
-        bad = np.abs(out) > 2
+        bad = (out < lo) | (out > hi)
         while bad.any():
             out[bad] = rng.standard_normal(size=int(bad.sum()))
-            bad = np.abs(out) > 2
+            bad = (out < lo) | (out > hi)
         return out * a["std"] + a["mean"]
 
 

@@ -226,9 +226,13 @@ def roc_auc_from_buckets(pos, neg):
 
 class Auc(OpDef):
     type = "auc"
-    inputs = (In("Predict"), In("Label"), In("StatPos"), In("StatNeg"))
+    # InsTagWeight (Paddle's version 1 of the op): Paddle 3.3.1's CPU kernel ignores it (the
+    # same AUC and stats for any weight, 0 included), and so does this one
+    inputs = (In("Predict"), In("Label"), In("StatPos"), In("StatNeg"),
+              In("InsTagWeight", dispensable=True, no_grad=True))
     outputs = (Out("AUC"), Out("StatPosOut"), Out("StatNegOut"))
     attrs = {"curve": "ROC", "num_thresholds": (2 << 12) - 1, "slide_steps": 1}
+    version = 1
     share_lod = None
     doc = ("Streaming ROC AUC. Each prediction (Predict's last column, in [0, 1]) goes to "
            "bucket int(p * num_thresholds) of the positive (Label != 0) or negative "
@@ -256,7 +260,7 @@ class Auc(OpDef):
         nt, steps = attrs["num_thresholds"], attrs["slide_steps"]
         buckets, size = nt + 1, _stat_size(nt, steps)
 
-        def kernel(predict, label, stat_pos, stat_neg):
+        def kernel(predict, label, stat_pos, stat_neg, ins_tag_weight=None):
             n = predict.shape[0]
             if label.size != n:
                 raise ExecutionError(f"auc: Label has {label.size} entries for {n} rows of "
