@@ -197,6 +197,37 @@ def train_adam():
     _save_training("train_adam", main, startup, loss, feeds, 32, TRAIN_OUT)
 
 
+def write_op_protos(path):
+    """Paddle's OpProto (slots, attributes, which attributes are "extra") of every op type
+    Fluidity registers, and each type's op version, as JSON: what Paddle 3.x may write on
+    those ops, for tests/ops/test_paddle3_attrs.py. Fluidity is imported from this checkout
+    (its framework.proto lives in its own package, so both load in one process)."""
+    sys.path.insert(0, zoo.ROOT)
+    from fluidity.ops import registry
+    from paddle.base.proto import framework_pb2 as ppb
+    protos = {}
+    for raw in paddle.base.core.get_all_op_protos():
+        p = ppb.OpProto.FromString(raw)
+        if registry.has(p.type):
+            protos[p.type] = {"attrs": sorted(a.name for a in p.attrs),
+                              "extra": sorted(a.name for a in p.attrs if a.extra),
+                              "inputs": sorted(v.name for v in p.inputs),
+                              "outputs": sorted(v.name for v in p.outputs)}
+    for pair in _op_versions():
+        if pair[0] in protos:
+            protos[pair[0]]["version"] = pair[1]
+    with open(path, "w") as f:
+        zoo.json.dump({"paddle_version": paddle.__version__, "ops": protos}, f, indent=0,
+                      sort_keys=True)
+        f.write("\n")
+    print(f"{path}: {len(protos)} op types")
+
+
+def _op_versions():
+    """(op type, version) of every op Paddle versions: what a saved program records."""
+    return [(t, v.version_id()) for t, v in paddle.base.core.get_op_version_map().items()]
+
+
 def main():
     global TRAIN_OUT
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -208,6 +239,8 @@ def main():
     args = ap.parse_args()
     zoo.OUT, TRAIN_OUT = args.out, args.train_out
     os.makedirs(args.out, exist_ok=True)
+    if not args.only:
+        write_op_protos(os.path.join(zoo.ROOT, "tests", "fixtures", "paddle3_op_protos.json"))
     for name in args.only or list(MODELS) + list(TRAIN):
         with paddle.utils.unique_name.guard():
             (TRAIN.get(name) or MODELS[name])()
