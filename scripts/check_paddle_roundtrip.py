@@ -6,8 +6,10 @@ Run it with Fluidity's interpreter; Paddle runs in its own (``.venv-paddle`` by 
 
     .venv/bin/python scripts/check_paddle_roundtrip.py [--paddle-python PATH] [--keep DIR]
 
-1. Fluidity -> Paddle: an MLP, an embedding model and the demo's CTR-DNN (LoD ids, its
-   fused_embedding_seq_pool and fc ops) built with fluidity.layers are saved in
+1. Fluidity -> Paddle: an MLP, one with 0-D outputs (mean, full reduce_max: Paddle must
+   give them shape [] too), an embedding model and the demo's CTR-DNN (LoD ids, its
+   fused_embedding_seq_pool and fc ops; Paddle 3.x no longer registers that op, so it is
+   reported as skipped there) built with fluidity.layers are saved in
    three layouts (directory + separate parameter files, directory + combined file, 2.x
    prefix .pdmodel/.pdiparams). Paddle's `paddle.static.load_inference_model` loads and runs
    each; outputs must match Fluidity's. Paddle then re-saves the loaded parameters with
@@ -63,6 +65,7 @@ for name, m in spec.items():
                 outs = exe.run(prog, feed=feed, fetch_list=fetches)
                 diffs = [float(np.abs(o - data[f"out_{i}"]).max()) for i, o in enumerate(outs)]
                 res = {"ok": all(np.allclose(o, data[f"out_{i}"], rtol=%(rtol)g, atol=%(atol)g)
+                                 and np.shape(o) == data[f"out_{i}"].shape   # 0-D stays 0-D
                                  for i, o in enumerate(outs)),
                        "max_abs_diff": max(diffs), "feeds": feeds}
                 if layout == "prefix":  # re-save the loaded parameters with Paddle
@@ -146,6 +149,18 @@ def _mlp():
     return main, startup, [x], [y, h], feed
 
 
+def _scalars():
+    """0-D outputs (Paddle >= 2.5's shapes): a mean and a full reduce_max of an MLP's layers."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [4])
+        h = fluid.layers.fc(x, 8, act="relu")
+        y = fluid.layers.fc(h, 3, act="softmax")
+        m, top = fluid.layers.mean(y), fluid.layers.reduce_max(h)
+    feed = {"x": np.random.default_rng(4).normal(size=(5, 4)).astype("float32")}
+    return main, startup, [x], [m, top, y], feed
+
+
 def _embedding():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
@@ -181,7 +196,8 @@ def _ctr():
 def save_fluidity_models(work):
     exe = fluid.Executor(fluid.CPUPlace())
     spec = {}
-    for name, build in [("mlp", _mlp), ("embedding", _embedding), ("ctr", _ctr)]:
+    for name, build in [("mlp", _mlp), ("scalars", _scalars), ("embedding", _embedding),
+                        ("ctr", _ctr)]:
         main, startup, feed_vars, fetch_vars, feed = build()
         names = [v.name for v in feed_vars]
         with fluid.scope_guard(fluid.Scope()):
