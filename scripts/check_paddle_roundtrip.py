@@ -139,26 +139,17 @@ def run_paddle(python, code, work):
 
 
 # --- Fluidity -> Paddle -----------------------------------------------------------------------
-def _mlp():
+def _mlp(scalars=False, seed=1):
+    """x -> fc relu -> fc softmax; with `scalars` the outputs are 0-D (Paddle >= 2.5's
+    shapes): a mean of the softmax and a full reduce_max of the hidden layer."""
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
         x = fluid.layers.data("x", [4])
         h = fluid.layers.fc(x, 8, act="relu")
         y = fluid.layers.fc(h, 3, act="softmax")
-    feed = {"x": np.random.default_rng(1).normal(size=(5, 4)).astype("float32")}
-    return main, startup, [x], [y, h], feed
-
-
-def _scalars():
-    """0-D outputs (Paddle >= 2.5's shapes): a mean and a full reduce_max of an MLP's layers."""
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        x = fluid.layers.data("x", [4])
-        h = fluid.layers.fc(x, 8, act="relu")
-        y = fluid.layers.fc(h, 3, act="softmax")
-        m, top = fluid.layers.mean(y), fluid.layers.reduce_max(h)
-    feed = {"x": np.random.default_rng(4).normal(size=(5, 4)).astype("float32")}
-    return main, startup, [x], [m, top, y], feed
+        outs = [fluid.layers.mean(y), fluid.layers.reduce_max(h), y] if scalars else [y, h]
+    feed = {"x": np.random.default_rng(seed).normal(size=(5, 4)).astype("float32")}
+    return main, startup, [x], outs, feed
 
 
 def _embedding():
@@ -196,8 +187,8 @@ def _ctr():
 def save_fluidity_models(work):
     exe = fluid.Executor(fluid.CPUPlace())
     spec = {}
-    for name, build in [("mlp", _mlp), ("scalars", _scalars), ("embedding", _embedding),
-                        ("ctr", _ctr)]:
+    for name, build in [("mlp", _mlp), ("scalars", lambda: _mlp(scalars=True, seed=4)),
+                        ("embedding", _embedding), ("ctr", _ctr)]:
         main, startup, feed_vars, fetch_vars, feed = build()
         names = [v.name for v in feed_vars]
         with fluid.scope_guard(fluid.Scope()):
