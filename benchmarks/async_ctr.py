@@ -89,7 +89,7 @@ def run_sync(model, desc, files, epochs, lr, decay=1.0):
             (l,) = exe.run(main, feed=batch, fetch_list=[v["loss"]], scope=scope)
             n += len(batch["click"].lod()[0]) - 1 if batch["click"].lod() else \
                 np.asarray(batch["click"]).shape[0]
-            losses.append(float(l[0]))
+            losses.append(float(l))
             if len(losses) == 20:
                 hist.append((time.perf_counter() - t0, float(np.mean(losses))))
                 losses = []

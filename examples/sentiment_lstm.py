@@ -103,7 +103,7 @@ def run(n_train=12000, n_test=2000, epochs=4, batch_size=64, vocab_size=3000, hi
             idx = order[b:b + batch_size]
             feed = {"words": to_lod_tensor([train_x[i] for i in idx], vocab),
                     "label": train_y[idx].reshape(-1, 1)}
-            losses.append(float(exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0][0]))
+            losses.append(float(exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0]))
         history.append(float(np.mean(losses)))
         log(f"epoch {epoch + 1}: train loss {history[-1]:.4f} ({time.time() - start:.1f}s)")
     correct = 0
@@ -111,7 +111,7 @@ def run(n_train=12000, n_test=2000, epochs=4, batch_size=64, vocab_size=3000, hi
         feed = {"words": to_lod_tensor(test_x[b:b + 256], vocab),
                 "label": test_y[b:b + 256].reshape(-1, 1)}
         a, = exe.run(test_program, feed=feed, fetch_list=[acc], scope=scope)
-        correct += float(a[0]) * len(test_x[b:b + 256])
+        correct += float(a) * len(test_x[b:b + 256])
     result = {"train_loss": history, "test_accuracy": correct / n_test,
               "majority_baseline": float(max(test_y.mean(), 1 - test_y.mean())),
               "seconds": time.time() - start}

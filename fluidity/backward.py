@@ -404,7 +404,7 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None)
     with op_role_guard(OpRole.Backward | OpRole.Loss):
         block.create_var(name=loss_grad, shape=loss.shape, dtype=loss.dtype)
         block.append_op("fill_constant", outputs={"Out": loss_grad},
-                        attrs={"shape": [d if d > 0 else 1 for d in loss.shape] or [1],
+                        attrs={"shape": [d if d > 0 else 1 for d in loss.shape],
                                "dtype": loss.dtype, "value": 1.0})
     produced = _emit_backward(block, [loss], [loss_grad], no_grad)
 
@@ -442,7 +442,7 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set=None):
                 block.append_op("assign", {"X": target_gradients[i]}, {"Out": g})
             else:
                 block.append_op("fill_constant", outputs={"Out": g},
-                                attrs={"shape": [d if d > 0 else 1 for d in t.shape] or [1],
+                                attrs={"shape": [d if d > 0 else 1 for d in t.shape],
                                        "dtype": t.dtype, "value": 1.0})
             seeds.append(g)
     # inputs must get gradients even if marked stop_gradient (e.g. data layers)

@@ -70,9 +70,10 @@ class NormalInitializer(Initializer):
 
 class TruncatedNormalInitializer(NormalInitializer):
     def _append(self, var, block):
+        m, s = float(self.loc), float(self.scale)     # Fluid's cut: mean -+ 2 std
         return block.append_op("truncated_gaussian_random", outputs={"Out": var},
                                attrs={"shape": list(var.shape), "dtype": var.dtype,
-                                      "mean": float(self.loc), "std": float(self.scale),
+                                      "mean": m, "std": s, "a": m - 2 * s, "b": m + 2 * s,
                                       "seed": self._seed_for(block)})
 
 

@@ -75,7 +75,8 @@ class Optimizer:
             self._lr_vars[program] = lr
             return
         name = unique_name.generate("learning_rate")
-        var = program.global_block().create_var(name=name, shape=[1], dtype="float32",
+        # 0-D, as Paddle >= 2.5 makes it (ops/reduce.py's note); a schedule's [1] works too
+        var = program.global_block().create_var(name=name, shape=[], dtype="float32",
                                                 persistable=True, stop_gradient=True)
         ConstantInitializer(float(lr))(var, default_startup_program().global_block())
         self._lr_vars[program] = var
@@ -95,7 +96,7 @@ class Optimizer:
         if isinstance(factor, Variable) or factor == 1.0:
             return factor if isinstance(factor, Variable) else lr
         block = default_main_program().global_block()
-        out = block.create_var(name=unique_name.generate("learning_rate_scaled"), shape=[1],
+        out = block.create_var(name=unique_name.generate("learning_rate_scaled"), shape=lr.shape,
                                dtype=lr.dtype, stop_gradient=True)
         with op_role_guard(OpRole.Optimize | OpRole.LRSched):
             block.append_op("scale", {"X": lr}, {"Out": out}, {"scale": float(factor)})

@@ -6,8 +6,10 @@ Run it with Fluidity's interpreter; Paddle runs in its own (``.venv-paddle`` by 
 
     .venv/bin/python scripts/check_paddle_roundtrip.py [--paddle-python PATH] [--keep DIR]
 
-1. Fluidity -> Paddle: an MLP, an embedding model and the demo's CTR-DNN (LoD ids, its
-   fused_embedding_seq_pool and fc ops) built with fluidity.layers are saved in
+1. Fluidity -> Paddle: an MLP, one with 0-D outputs (mean, full reduce_max: Paddle must
+   give them shape [] too), an embedding model and the demo's CTR-DNN (LoD ids, its
+   fused_embedding_seq_pool and fc ops; Paddle 3.x no longer registers that op, so it is
+   reported as skipped there) built with fluidity.layers are saved in
    three layouts (directory + separate parameter files, directory + combined file, 2.x
    prefix .pdmodel/.pdiparams). Paddle's `paddle.static.load_inference_model` loads and runs
    each; outputs must match Fluidity's. Paddle then re-saves the loaded parameters with
@@ -63,6 +65,7 @@ for name, m in spec.items():
                 outs = exe.run(prog, feed=feed, fetch_list=fetches)
                 diffs = [float(np.abs(o - data[f"out_{i}"]).max()) for i, o in enumerate(outs)]
                 res = {"ok": all(np.allclose(o, data[f"out_{i}"], rtol=%(rtol)g, atol=%(atol)g)
+                                 and np.shape(o) == data[f"out_{i}"].shape   # 0-D stays 0-D
                                  for i, o in enumerate(outs)),
                        "max_abs_diff": max(diffs), "feeds": feeds}
                 if layout == "prefix":  # re-save the loaded parameters with Paddle
@@ -127,20 +130,26 @@ json.dump(spec, open(os.path.join(work, "paddle_spec.json"), "w"), indent=1)
 
 
 def run_paddle(python, code, work):
-    r = subprocess.run([python, "-c", code, work], capture_output=True, text=True)
+    # Paddle 3.x builds PIR programs by default; the ProgramDesc (.pdmodel) format wants the
+    # legacy IR, which Paddle 2.x always used
+    env = {**os.environ, "FLAGS_enable_pir_api": "0"}
+    r = subprocess.run([python, "-c", code, work], capture_output=True, text=True, env=env)
     if r.returncode != 0:
         sys.exit(f"Paddle ({python}) failed:\n{r.stderr[-4000:]}")
 
 
 # --- Fluidity -> Paddle -----------------------------------------------------------------------
-def _mlp():
+def _mlp(scalars=False, seed=1):
+    """x -> fc relu -> fc softmax; with `scalars` the outputs are 0-D (Paddle >= 2.5's
+    shapes): a mean of the softmax and a full reduce_max of the hidden layer."""
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
         x = fluid.layers.data("x", [4])
         h = fluid.layers.fc(x, 8, act="relu")
         y = fluid.layers.fc(h, 3, act="softmax")
-    feed = {"x": np.random.default_rng(1).normal(size=(5, 4)).astype("float32")}
-    return main, startup, [x], [y, h], feed
+        outs = [fluid.layers.mean(y), fluid.layers.reduce_max(h), y] if scalars else [y, h]
+    feed = {"x": np.random.default_rng(seed).normal(size=(5, 4)).astype("float32")}
+    return main, startup, [x], outs, feed
 
 
 def _embedding():
@@ -178,7 +187,8 @@ def _ctr():
 def save_fluidity_models(work):
     exe = fluid.Executor(fluid.CPUPlace())
     spec = {}
-    for name, build in [("mlp", _mlp), ("embedding", _embedding), ("ctr", _ctr)]:
+    for name, build in [("mlp", _mlp), ("scalars", lambda: _mlp(scalars=True, seed=4)),
+                        ("embedding", _embedding), ("ctr", _ctr)]:
         main, startup, feed_vars, fetch_vars, feed = build()
         names = [v.name for v in feed_vars]
         with fluid.scope_guard(fluid.Scope()):
@@ -261,13 +271,17 @@ def main():
                            ("Paddle-saved model, run by Fluidity", from_paddle)]:
         print(title)
         for key, r in results.items():
-            failed += not r["ok"]
+            # an op this Paddle no longer has (Paddle 3.x dropped fused_embedding_seq_pool's
+            # CPU kernel) is Paddle's limit, not an interchange failure: reported, not counted
+            gone = not r["ok"] and "is not registered" in r.get("error", "")
+            failed += not r["ok"] and not gone
             detail = r.get("error") or (
                 f"max |diff| {r['max_abs_diff']:.2e}" +
                 (f", .pdiparams byte-identical: {r['params_bytes_identical']}"
                  if "params_bytes_identical" in r else "") +
                 (f", ops {r['ops']}" if "ops" in r else ""))
-            print(f"  {'ok  ' if r['ok'] else 'FAIL'} {key:24s} {detail}")
+            mark = "ok  " if r["ok"] else "skip" if gone else "FAIL"
+            print(f"  {mark} {key:24s} {detail.splitlines()[0] if gone else detail}")
     print(f"{'all checks passed' if not failed else f'{failed} check(s) failed'} (files in {work})")
     return 1 if failed else 0
 

@@ -152,7 +152,7 @@ def test_whole_network_gradients_match_finite_differences():
     test = main.clone(for_test=True)
 
     def f():
-        return float(exe.run(test, feed=feed, fetch_list=[loss], scope=scope)[0][0])
+        return float(exe.run(test, feed=feed, fetch_list=[loss], scope=scope)[0])
     for name, a in zip(params, analytic):
         t = scope.find_var(name).get_tensor()
         w = t._array

@@ -328,7 +328,7 @@ def _train(main, startup, loss, steps, feed=None):
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
     losses = [float(exe.run(main, feed=feed or {"x": _X, "y": _Y}, fetch_list=[loss],
-                            scope=scope)[0][0]) for _ in range(steps)]
+                            scope=scope)[0]) for _ in range(steps)]
     return losses, scope
 
 

@@ -37,7 +37,8 @@ def _fetch_name(f):
 
 def _to_numpy(value):
     if isinstance(value, LoDTensor):
-        return value._array
+        arr = value._array     # a numpy scalar (0-D arithmetic) is fetched as a 0-D array
+        return np.asarray(arr) if isinstance(arr, np.generic) else arr
     if isinstance(value, SelectedRows):
         return value.value
     if isinstance(value, list):

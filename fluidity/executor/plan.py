@@ -9,9 +9,12 @@ from frame slots and writes its outputs back. Running the block is then
 
 so per-op dispatch costs one Python call and a few list reads, not a protobuf walk.
 """
+import numpy as np
+
 from ..core.names import EMPTY_VAR_NAME
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, ProgramError
+from ..ir.views import TENSORLIKE
 from ..ops import registry
 
 
@@ -108,6 +111,27 @@ def make_array_step(prep, fn, as_values=False):
                          tuple(tuple(w) if isinstance(w, list) else w for w in writers),
                          lod_i, as_values)
     return make(fn, LoDTensor)
+
+
+def _declares_0d_output(prep):
+    """Whether the op writes a variable its desc declares 0-D (shape [])."""
+    for name in prep.op.output_arg_names:
+        v = prep.find_var(name) if name != EMPTY_VAR_NAME else None
+        if v is not None and v.type in TENSORLIKE and len(v.shape) == 0:
+            return True
+    return False
+
+
+def _as_0d_arrays(fn):
+    """numpy arithmetic on 0-D arrays gives numpy scalars (np.float32, not ndarray); the
+    kernel of an op with a declared 0-D output has them made 0-D arrays, so the scope, the
+    fetched values and compiled code see ndarrays. Only such ops pay for the check."""
+    def kernel(*args):
+        r = fn(*args)
+        if isinstance(r, tuple):
+            return tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in r)
+        return np.asarray(r) if isinstance(r, np.generic) else r
+    return kernel
 
 
 _FACTORIES = {}
@@ -213,6 +237,8 @@ class Plan:
         fn = opdef.kernel_for(prep.attrs, prep.present_outputs())
         if isinstance(fn, registry.Allocating):   # the interpreter lets kernels allocate
             fn = fn.kernel
+        if opdef.kind == "array" and _declares_0d_output(prep):
+            fn = _as_0d_arrays(fn)
         return make_array_step(prep, fn, as_values=opdef.kind == "value")
 
     # -- running ------------------------------------------------------------------------

@@ -196,7 +196,7 @@ def _reduce_layer(op_type):
                                            "reduce_all": everything}, name=name)
     layer.__name__ = op_type
     layer.__doc__ = (f"{op_type} of `input` over `dim` (an int or ints; None: every dim, "
-                     f"giving shape [1] unless keep_dim).")
+                     f"giving a 0-D result, shape [], unless keep_dim).")
     return layer
 
 

@@ -124,15 +124,47 @@ def _title(name):
 
 
 for _name, (_f, _df, _reads) in _TABLE.items():
-    type(_title(_name), (Activation,),
-         {"type": _name, "func": staticmethod(_f), "__module__": __name__,
-          "into": staticmethod(_INTO[_name]) if _name in _INTO else None,
-          "c_expr": _C[_name][0], "doc": f"Out = {_name}(X), elementwise."})
+    if _name != "round":      # round has an attribute: its class follows
+        type(_title(_name), (Activation,),
+             {"type": _name, "func": staticmethod(_f), "__module__": __name__,
+              "into": staticmethod(_INTO[_name]) if _name in _INTO else None,
+              "c_expr": _C[_name][0], "doc": f"Out = {_name}(X), elementwise."})
     type(_title(_name) + "Grad", (ActivationGrad,),
          {"type": _name + "_grad", "dfunc": staticmethod(_df), "reads": _reads,
           "c_expr": _C[_name][1],
           "into": staticmethod(_GRAD_INTO[_name]) if _name in _GRAD_INTO else None,
           "__module__": __name__})
+
+
+class Round(Activation):
+    type = "round"
+    attrs = {"decimals": 0}
+    version = 1   # Paddle's checkpoint: attribute decimals (Paddle 3.x writes it)
+    doc = ("Out = X rounded half to even, to `decimals` decimal places (negative: to tens, "
+           "hundreds, ...), as numpy's and Paddle's round.")
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        n = attrs["decimals"]
+        if n == 0:
+            return ufunc_out(np.round, np.round)
+        return lambda x: np.round(x, n).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def emit(e):
+        """decimals 0: std::nearbyint (half to even); numpy's x * 10^n, rint, / 10^n else."""
+        x = e.input("X")
+        e.require_float(x)
+        out = e.output("Out", x.dims, x.ctype, lod_from=x)
+        n = int(e.attr("decimals"))
+        f = "float" if x.ctype == "float" else "double"
+        if n == 0:
+            body = f"{out}[i] = std::nearbyint({x}[i]);"
+        elif n > 0:
+            body = (f"{out}[i] = ({f})(std::nearbyint({x}[i] * ({f})1e{n}) / ({f})1e{n});")
+        else:
+            body = (f"{out}[i] = ({f})(std::nearbyint({x}[i] / ({f})1e{-n}) * ({f})1e{-n});")
+        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {body}")
 
 
 class LeakyRelu(Activation):

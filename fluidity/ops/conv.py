@@ -803,7 +803,8 @@ class Pool2DGrad(OpDef):
 def _pool_with_index_attrs(attrs):
     return {"ksize": list(attrs["ksize"]), "strides": attrs["strides"],
             "paddings": list(attrs["paddings"])[:2], "global_pooling": attrs["global_pooling"],
-            "adaptive": attrs["adaptive"], "padding_algorithm": "EXPLICIT", "ceil_mode": False}
+            "adaptive": attrs["adaptive"], "padding_algorithm": "EXPLICIT",
+            "ceil_mode": attrs["ceil_mode"]}
 
 
 class MaxPool2DWithIndex(OpDef):
@@ -811,10 +812,11 @@ class MaxPool2DWithIndex(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"), Out("Mask", intermediate=True))
     attrs = {"ksize": ints(), "strides": ints([1, 1]), "paddings": ints([0, 0]),
-             "global_pooling": False, "adaptive": False}
+             "global_pooling": False, "adaptive": False, "ceil_mode": False}
     share_lod = None
+    version = 1   # Paddle's checkpoint: attribute ceil_mode (Paddle 3.x writes it)
     doc = ("Max pooling (NCHW) and Mask, the int32 index (h * W + w) of each window's first "
-           "maximum in its input plane (adaptive_max_pool2d).")
+           "maximum in its input plane (adaptive_max_pool2d); ceil_mode as pool2d's.")
 
     @staticmethod
     def infer_shape(ctx):

@@ -3,6 +3,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
+from ..errors import ExecutionError
 from .compiled import (NUMPY_OF_CTYPE, dense_only, known_ints, lit_int, set_known_values,
                        value_literal)
 from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, longs
@@ -167,9 +168,11 @@ class AssignValue(OpDef):
     outputs = (Out("Out"),)
     attrs = {"shape": ints(), "dtype": dtypes.VarType.FP32, "fp32_values": floats(),
              "int32_values": ints(), "int64_values": longs(), "bool_values": bools(),
-             "fp64_values": Typed(AttrType.FLOAT64S, [])}
+             "fp64_values": Typed(AttrType.FLOAT64S, []), "values": Typed(AttrType.SCALARS, [])}
     share_lod = None
-    doc = "Out = constant values stored in the op's attributes (the list of its dtype)."
+    version = 1   # Paddle's checkpoint: `values` (Scalars), what Paddle 3.x writes
+    doc = ("Out = constant values stored in the op's attributes: `values` (Paddle 3.x) when "
+           "set, else the list of its dtype.")
 
     @staticmethod
     def infer_shape(ctx):
@@ -177,7 +180,9 @@ class AssignValue(OpDef):
 
     @staticmethod
     def kernel(*, shape, dtype, fp32_values, int32_values, int64_values, bool_values,
-               fp64_values):
+               fp64_values, values):
+        if values:
+            return np.asarray(values, dtype=dtypes.to_numpy(dtype)).reshape(shape)
         lists = {"fp32_values": fp32_values, "int32_values": int32_values,
                  "int64_values": int64_values, "bool_values": bool_values,
                  "fp64_values": fp64_values}
@@ -209,16 +214,22 @@ class FillZerosLike(OpDef):
 class TruncatedGaussianRandom(_Random):
     type = "truncated_gaussian_random"
     attrs = {"shape": ints(), "dtype": dtypes.VarType.FP32, "mean": 0.0, "std": 1.0,
-             "seed": 0}
-    doc = "Out ~ N(mean, std^2) truncated to mean +- 2 std (resampled)."
+             "seed": 0, "a": -2.0, "b": 2.0}
+    version = 1   # Paddle's checkpoint: the cut-offs `a`, `b` (values, not std units)
+    doc = ("Out ~ N(mean, std^2) truncated to [a, b] (resampled). Paddle 3.x's bounds are "
+           "values; Fluid's initializer writes a, b = mean -+ 2 std, its old truncation.")
 
     @staticmethod
     def sample(rng, shape, a):
+        lo, hi = (a["a"] - a["mean"]) / a["std"], (a["b"] - a["mean"]) / a["std"]
+        if not lo < hi:
+            raise ExecutionError(f"truncated_gaussian_random: a ({a['a']}) must be less than "
+                                 f"b ({a['b']})")
         out = rng.standard_normal(size=shape)
-        bad = np.abs(out) > 2
+        bad = (out < lo) | (out > hi)
         while bad.any():
             out[bad] = rng.standard_normal(size=int(bad.sum()))
-            bad = np.abs(out) > 2
+            bad = (out < lo) | (out > hi)
         return out * a["std"] + a["mean"]
 
 

@@ -36,7 +36,7 @@ def _slice_plan(shape, axes, starts, ends, decrease):
         if sliced[a] not in (1, -1):
             raise ShapeError(f"decrease_axis {sorted(drop)}: dim {a} has size {sliced[a]}, not 1")
     out = [d for i, d in enumerate(sliced) if i not in drop]
-    return tuple(index), sliced, out or [1]
+    return tuple(index), sliced, out
 
 
 # --- compiled forms: a box of X (fl::strided_box, codegen/runtime/ops_extra.h) -------------
@@ -93,7 +93,7 @@ def _box(e, x, starts, ends, strides=None):
             e.check(f"{size[a]} != 1", f"{e.op.type}: a dim in decrease_axis is not 1")
         elif n != 1:
             e.fail(f"decrease_axis {sorted(drop)}: dim {a} has size {n}, not 1")
-    out = [d for k, d in enumerate(size) if k not in drop] or ["1"]
+    out = [d for k, d in enumerate(size) if k not in drop]
     arrays = (f"const int64_t dims[] = {c_ints(x.dims)}, begin[] = {c_ints(begin)}, "
               f"len[] = {c_ints(size)}, step[] = {c_ints(step)};")
     return begin, size, step, out, arrays
@@ -249,7 +249,7 @@ def _strided_plan(shape, axes, starts, ends, strides, decrease):
         if sliced[a] not in (1, -1):
             raise ShapeError(f"decrease_axis {sorted(drop)}: dim {a} has size {sliced[a]}, not 1")
     out = [d for i, d in enumerate(sliced) if i not in drop]
-    return index, sliced, out or [1]
+    return index, sliced, out
 
 
 def _strided_take(x, index):
@@ -366,7 +366,8 @@ class Gather(OpDef):
     outputs = (Out("Out"),)
     attrs = {"overwrite": True, "axis": 0}
     share_lod = None
-    doc = "Out = X's slices at positions Index (1-D or [N, 1]) along `axis`."
+    doc = ("Out = X's slices at positions Index (1-D or [N, 1]) along `axis`; a 0-D Index "
+           "takes one slice and drops the axis (Paddle >= 2.5).")
 
     @staticmethod
     def infer_shape(ctx):
@@ -375,9 +376,10 @@ class Gather(OpDef):
             ctx.fail(f"Index must be 1-D or [N, 1], got {ids}")
         out = list(xs)
         if ctx.has_input("Axis"):
-            out = [-1] * len(xs)
+            out = [-1] * (len(xs) - (not ids))
         else:
-            out[infer_with(ctx, norm_axis, ctx.attr("axis"), len(xs))] = ids[0] if ids else 1
+            ax = infer_with(ctx, norm_axis, ctx.attr("axis"), len(xs))
+            out[ax:ax + 1] = ids[:1]       # a 0-D Index drops the axis
         ctx.set_output("Out", out, ctx.input_dtype("X"))
 
     @classmethod
@@ -386,7 +388,8 @@ class Gather(OpDef):
 
         def kernel(x, index, axis_t):
             ax = _gather_axis(axis, axis_t, x.ndim)
-            return np.take(x, _check_index(index, x.shape[ax], cls.type), axis=ax)
+            flat = _check_index(index, x.shape[ax], cls.type)
+            return np.take(x, flat.reshape(index.shape) if index.ndim == 0 else flat, axis=ax)
         return kernel
 
     grad = staticmethod(lambda g: g.op(
@@ -410,6 +413,8 @@ class GatherGrad(OpDef):
         def kernel(x, index, axis_t, dout):
             ax = _gather_axis(axis, axis_t, x.ndim)
             dx = np.zeros_like(x)
+            if index.ndim == 0:        # Out lacks the gathered axis
+                dout = np.expand_dims(dout, ax)
             np.add.at(np.moveaxis(dx, ax, 0), index.reshape(-1), np.moveaxis(dout, ax, 0))
             return dx
         return kernel

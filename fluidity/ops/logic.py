@@ -300,14 +300,14 @@ def _c_bounds(e, x):
 # --- arg_max / arg_min -----------------------------------------------------------------------
 def _arg_out_shape(shape, axis, keepdims, flatten):
     if flatten:
-        return [1] * len(shape) if keepdims else [1]
+        return [1] * len(shape) if keepdims else []
     rank = len(shape)
     if not -rank <= axis < max(rank, 1):
         raise ShapeError(f"axis {axis} is out of range for rank {rank}")
     axis = axis % rank if rank else 0
     if keepdims:
         return [1 if i == axis else d for i, d in enumerate(shape)]
-    return [d for i, d in enumerate(shape) if i != axis] or [1]
+    return [d for i, d in enumerate(shape) if i != axis]
 
 
 class _ArgMinMax(OpDef):

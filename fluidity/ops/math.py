@@ -6,6 +6,7 @@ import numpy as np
 
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
+from ..errors import ProgramError
 from .common import (align_for_broadcast, broadcast_code, broadcast_pair, broadcast_plan,
                      broadcast_shape, check_dims, default_grad, flatten_to_2d, prod,
                      reduce_to_shape, spans_contiguously)
@@ -240,6 +241,9 @@ class _MatmulBase(OpDef):
     def prepare(cls, attrs, outputs):
         tx, ty = attrs[cls.tx_attr], attrs[cls.ty_attr]
         alpha = attrs.get("alpha", 1.0)
+        if attrs.get("head_number", 1) != 1:   # matmul's multi-head split (Paddle 3.x)
+            raise ProgramError(f"{cls.type}: attribute head_number={attrs['head_number']} "
+                               f"(a multi-head matmul) is not supported; only 1")
 
         def kernel(x, y):
             if tx and x.ndim > 1:
@@ -254,6 +258,8 @@ class _MatmulBase(OpDef):
 
     @classmethod
     def emit(cls, e):
+        if e.attrs.get("head_number", 1) != 1:
+            e.fail("head_number != 1")
         _emit_matmul(e, e.attr(cls.tx_attr), e.attr(cls.ty_attr), e.attrs.get("alpha", 1.0))
 
 
@@ -376,7 +382,7 @@ class Matmul(_MatmulBase):
     # Paddle's checkpoint 1: attribute fused_reshape_Y of oneDNN fusion passes, which Paddle
     # clips from saved programs (a program still carrying it fails the attribute check)
     version = 1
-    attrs = {"transpose_X": False, "transpose_Y": False, "alpha": 1.0}
+    attrs = {"transpose_X": False, "transpose_Y": False, "alpha": 1.0, "head_number": 1}
     tx_attr, ty_attr = "transpose_X", "transpose_Y"
     doc = "Out = alpha * op(X) @ op(Y), batched, with numpy's broadcasting of batch dims."
     grad = staticmethod(_matmul_grad)
@@ -447,21 +453,21 @@ class Mean(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     share_lod = None
-    doc = "Out = mean of all elements of X, shape [1]."
+    doc = "Out = mean of all elements of X, 0-D (shape [], as Paddle >= 2.5)."
 
     @staticmethod
     def infer_shape(ctx):
-        ctx.set_output("Out", [1], ctx.input_dtype("X"))
+        ctx.set_output("Out", [], ctx.input_dtype("X"))
 
     @staticmethod
     def kernel(x):
-        return np.asarray([x.mean()], dtype=x.dtype)
+        return np.asarray(x.mean(), dtype=x.dtype)
 
     @staticmethod
     def emit(e):
         x = e.input("X")
         e.require_float(x)
-        out = e.output("Out", ["1"])
+        out = e.output("Out", [])
         n = x.numel()       # numpy's pairwise sum, then one float division: the same bits
         e.code(f"{out}[0] = fl::pairwise_sum({x}, {n}, 1) / (float)({n});")
 

@@ -162,7 +162,7 @@ class Accuracy(OpDef):
     outputs = (Out("Accuracy"), Out("Correct"), Out("Total"))
     share_lod = None
     doc = ("A row is correct when its Label is among its top-k Indices. Accuracy = "
-           "Correct / Total (float32 [1]); Correct, Total int32 [1].")
+           "Correct / Total (float32, 0-D); Correct, Total int32, 0-D (Paddle >= 2.5).")
 
     @staticmethod
     def infer_shape(ctx):
@@ -173,9 +173,9 @@ class Accuracy(OpDef):
             ctx.fail(f"Label must be [N, 1], got {ls}")
         if ins[0] > 0 and ls[0] > 0 and ins[0] != ls[0]:
             ctx.fail(f"Indices has {ins[0]} rows but Label has {ls[0]}")
-        ctx.set_output("Accuracy", [1], VarType.FP32)
-        ctx.set_output("Correct", [1], VarType.INT32)
-        ctx.set_output("Total", [1], VarType.INT32)
+        ctx.set_output("Accuracy", [], VarType.FP32)
+        ctx.set_output("Correct", [], VarType.INT32)
+        ctx.set_output("Total", [], VarType.INT32)
 
     @staticmethod
     def kernel(out, indices, label):
@@ -185,8 +185,8 @@ class Accuracy(OpDef):
                                  f"Indices {list(indices.shape)}")
         correct = int((indices.reshape(n, -1) == label.reshape(n, 1)).any(axis=1).sum())
         acc = correct / n if n else 0.0
-        return (np.array([acc], np.float32), np.array([correct], np.int32),
-                np.array([n], np.int32))
+        return (np.array(acc, np.float32), np.array(correct, np.int32),
+                np.array(n, np.int32))
 
     @staticmethod
     def emit(e):
@@ -196,9 +196,9 @@ class Accuracy(OpDef):
             e.fail(f"Indices {idx.ctype}{idx.dims} / Label {label.ctype}: not integer ids")
         n, k = idx.dims
         e.check(f"{label.numel()} != {n}", "accuracy: Label and Indices differ in rows")
-        acc = e.output("Accuracy", ["1"], "float", lod_from=False)
-        correct = e.output("Correct", ["1"], "int32_t", lod_from=False)
-        total = e.output("Total", ["1"], "int32_t", lod_from=False)
+        acc = e.output("Accuracy", [], "float", lod_from=False)
+        correct = e.output("Correct", [], "int32_t", lod_from=False)
+        total = e.output("Total", [], "int32_t", lod_from=False)
         e.code(f"const int64_t n = {n}, k = {k}; int64_t c = 0; "
                f"for (int64_t i = 0; i < n; ++i) for (int64_t j = 0; j < k; ++j) "
                f"if ((int64_t){idx}[i * k + j] == (int64_t){label}[i]) {{ ++c; break; }} "
@@ -226,9 +226,13 @@ def roc_auc_from_buckets(pos, neg):
 
 class Auc(OpDef):
     type = "auc"
-    inputs = (In("Predict"), In("Label"), In("StatPos"), In("StatNeg"))
+    # InsTagWeight (Paddle's version 1 of the op): Paddle 3.3.1's CPU kernel ignores it (the
+    # same AUC and stats for any weight, 0 included), and so does this one
+    inputs = (In("Predict"), In("Label"), In("StatPos"), In("StatNeg"),
+              In("InsTagWeight", dispensable=True, no_grad=True))
     outputs = (Out("AUC"), Out("StatPosOut"), Out("StatNegOut"))
     attrs = {"curve": "ROC", "num_thresholds": (2 << 12) - 1, "slide_steps": 1}
+    version = 1
     share_lod = None
     doc = ("Streaming ROC AUC. Each prediction (Predict's last column, in [0, 1]) goes to "
            "bucket int(p * num_thresholds) of the positive (Label != 0) or negative "
@@ -247,7 +251,7 @@ class Auc(OpDef):
         if nt < 1 or steps < 0:
             ctx.fail(f"num_thresholds ({nt}) must be >= 1 and slide_steps ({steps}) >= 0")
         stat = [_stat_size(nt, steps)] if steps else [1, nt + 1]
-        ctx.set_output("AUC", [1], VarType.FP64)
+        ctx.set_output("AUC", [], VarType.FP64)
         ctx.set_output("StatPosOut", stat, VarType.INT64)
         ctx.set_output("StatNegOut", stat, VarType.INT64)
 
@@ -256,7 +260,7 @@ class Auc(OpDef):
         nt, steps = attrs["num_thresholds"], attrs["slide_steps"]
         buckets, size = nt + 1, _stat_size(nt, steps)
 
-        def kernel(predict, label, stat_pos, stat_neg):
+        def kernel(predict, label, stat_pos, stat_neg, ins_tag_weight=None):
             n = predict.shape[0]
             if label.size != n:
                 raise ExecutionError(f"auc: Label has {label.size} entries for {n} rows of "
@@ -295,7 +299,7 @@ class Auc(OpDef):
             if steps:
                 stats[0][-1] += 1
                 stats[1][-1] += 1
-            return (np.array([auc], np.float64),
+            return (np.array(auc, np.float64),
                     stat_pos if np.shares_memory(stats[0], stat_pos) else
                     stats[0].reshape(stat_pos.shape),
                     stat_neg if np.shares_memory(stats[1], stat_neg) else
@@ -324,7 +328,7 @@ class Auc(OpDef):
         e.check(f"{label.numel()} != {n}", "auc: Label and Predict differ in rows")
         e.check(f"{sp.numel()} != {size} || {sn.numel()} != {size}",
                 "auc: a stat of another size than num_thresholds and slide_steps make")
-        auc = e.output("AUC", ["1"], "double", lod_from=False)
+        auc = e.output("AUC", [], "double", lod_from=False)
         counts = e.scratch([str(2 * buckets)], "int64_t")
         e.code(f"const int64_t n = {n}, c = {c}, B = {buckets}, steps = {steps}; "
                f"for (int64_t i = 0; i < n; ++i) {{ const float p = {pred}[i * c + c - 1]; "

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
-from ..errors import ExecutionError, ShapeError
+from ..errors import ExecutionError, ProgramError, ShapeError
 from . import sparse_kernels
 from .registry import In, OpDef, Out, long
 
@@ -298,7 +298,7 @@ class Adam(_Update):
                Out("Beta2PowOut"), _MASTER_OUT)
     attrs = {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "lazy_mode": False,
              "min_row_size_to_use_multithread": long(1000), "multi_precision": False,
-             "use_global_beta_pow": False}
+             "use_global_beta_pow": False, "amsgrad": False}
     states = ("Moment1", "Moment2")
     out_of = {"ParamOut": "Param", "Moment1Out": "Moment1", "Moment2Out": "Moment2",
               "Beta1PowOut": "Beta1Pow", "Beta2PowOut": "Beta2Pow",
@@ -338,6 +338,9 @@ class Adam(_Update):
 
     @classmethod
     def prepare(cls, attrs, outputs):
+        if attrs["amsgrad"]:    # Paddle 3.x: the max of Moment2 kept in Moment2Max
+            raise ProgramError(f"{cls.type}: attribute amsgrad=True (AMSGrad) is not "
+                               f"supported")
         if cls.type != "adam":  # adamw's rule differs
             return _Update.prepare.__func__(cls, attrs, outputs)
 
@@ -357,6 +360,8 @@ class Adam(_Update):
         for t in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
             if e.op.input(t):
                 e.fail(f"{t} input")
+        if e.attr("amsgrad"):
+            e.fail("amsgrad")
         p, (m1, m2), g, lr = _emit_update(e, ("Moment1", "Moment2"))
         b1p, b2p = e.input("Beta1Pow"), e.input("Beta2Pow")
         e.require_float(b1p, b2p)
@@ -516,7 +521,10 @@ class Rmsprop(_Update):
               In("MeanGrad", dispensable=True))
     outputs = (Out("ParamOut"), Out("MomentOut"), Out("MeanSquareOut"),
                Out("MeanGradOut", dispensable=True))
-    attrs = {"epsilon": 1e-10, "decay": 0.9, "momentum": 0.0, "centered": False}
+    # multi_precision (Paddle 3.x writes it) matters only with a MasterParam, which this
+    # op does not take (a program wiring one is refused for the slot)
+    attrs = {"epsilon": 1e-10, "decay": 0.9, "momentum": 0.0, "centered": False,
+             "multi_precision": False}
     out_of = {"ParamOut": "Param", "MomentOut": "Moment", "MeanSquareOut": "MeanSquare",
               "MeanGradOut": "MeanGrad"}
     doc = ("ms = decay ms + (1-decay) g^2; (centered: mg = decay mg + (1-decay) g, "

@@ -5,12 +5,18 @@ One base class and one table. Attributes are Paddle's: `dim` (default [0]), `kee
 An empty `dim` or reduce_all=True reduces every dim.
 
 Output shape: the reduced dims are dropped (kept as 1 with keep_dim). A reduction that drops
-every dim gives shape [1], not a 0-D tensor, as in Fluid 1.x programs.
+every dim (reduce_all, or `dim` naming every axis, keep_dim False) gives a 0-D tensor, shape
+[], as Paddle 2.5 and later do (and `mean`, `accuracy`, `auc`, `arg_max` of a 1-D tensor,
+`slice` dropping every dim, the `loss@GRAD` backward seeds, the optimizers' learning rate).
 
-Outputs carry no LoD (Paddle passes it on only when dim 0 is not reduced).
-
-Compiled forms (sum, mean, max, min, prod, all, any; the gradients of sum, mean, max, min)
-reduce in numpy's order and accumulator types, so float results have numpy's bits.
+Fluid 1.x compatibility, decided: Fluid 1.x gave [1] there. Fluidity follows today's Paddle
+(the shapes a program saved by Paddle >= 2.5 declares, and what its executor fetches), so a
+fetched loss is a 0-D ndarray and `float(loss)`, `loss.item()` and `"%f" % loss` work under
+numpy 2, where `float()` of a shape-[1] array raises. The one Fluid 1.x idiom this breaks is
+indexing a fetched full reduction, `loss[0]` ("too many indices" on a 0-D array); use
+`float(loss)` or `loss.item()`, which work on both shapes. A program saved by Fluid 1.x
+keeps the [1] its VarDescs declare, but runs as today's Paddle runs it: the kernels give
+the 0-D result (Paddle 3 does the same), and every op that reads it accepts [] and [1].
 """
 import numpy as np
 
@@ -36,7 +42,7 @@ def _reduced_axes(rank, dim, reduce_all):
 def _out_shape(shape, axes, keep_dim):
     if keep_dim:
         return [1 if i in axes else d for i, d in enumerate(shape)]
-    return [d for i, d in enumerate(shape) if i not in axes] or [1]
+    return [d for i, d in enumerate(shape) if i not in axes]
 
 
 REDUCERS = {
@@ -110,7 +116,7 @@ def _plan(e, x):
     if e.attr("keep_dim"):
         out = ["1" if r else d for d, r in zip(x.dims, red)]
     else:
-        out = [d for d, r in zip(x.dims, red) if not r] or ["1"]
+        out = [d for d, r in zip(x.dims, red) if not r]
     count = e.prod([d for d, r in zip(dims, red) if r])
     kept = e.prod([d for d, r in zip(dims, red) if not r])
     arrays = (f"const int64_t dims[] = {c_ints(dims)}; "

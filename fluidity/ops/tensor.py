@@ -588,10 +588,12 @@ class Argsort(OpDef):
     type = "argsort"
     inputs = (In("X"),)
     outputs = (Out("Out"), Out("Indices"))
-    attrs = {"axis": -1, "descending": False}
+    attrs = {"axis": -1, "descending": False, "stable": False}
     share_lod = None
+    version = 1   # Paddle's checkpoint: attribute stable (Paddle 3.x writes it)
     doc = ("Out = X sorted along `axis` (stable; descending keeps equal values in order), "
-           "Indices (int64) where each came from.")
+           "Indices (int64) where each came from. The sort is always stable, so `stable` "
+           "False (equal values in any order) is met too.")
 
     @staticmethod
     def infer_shape(ctx):

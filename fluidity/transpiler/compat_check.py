@@ -14,10 +14,22 @@ slot per op type, and every too-new op version — so one look tells what a mode
 Versions are compared only for op types the program uses: Paddle writes the version of
 every op it has ever versioned into each saved program (68 entries in 2.6), used or not.
 
-Paddle's kernel-selection attributes (`use_mkldnn`, `use_cudnn`, ...; `KERNEL_HINTS`) never
-change an op's result, so any op may carry them, as it may carry the attributes every op has
-(`registry.COMMON_ATTRS`: op_role, op_callstack, ...) and Paddle's other per-op "extra"
-attributes that its CPU kernels ignore (`PADDLE_EXTRA_ATTRS`).
+The attribute rule. An attribute of an op is accepted when it is
+1. declared by the op's OpDef (its schema: what the kernel reads, with Paddle's defaults;
+   an attribute a newer Paddle added that changes the result, such as Paddle 3.x's
+   `ceil_mode` of max_pool2d_with_index or `values` of assign_value, is implemented there
+   and the op's `version` raised to match), or
+2. one every op carries (`registry.COMMON_ATTRS`: op_role, op_role_var, op_namescope,
+   op_callstack, op_device, with_quant_attr), or
+3. a kernel-selection hint (`KERNEL_HINTS`: use_mkldnn, use_cudnn, ...), which never changes
+   an op's result, or
+4. one of Paddle's per-op "extra" attributes its reference CPU kernels ignore
+   (`PADDLE_EXTRA_ATTRS`, from `paddle.base.core.get_op_extra_attrs` of Paddle 2.6.2 and
+   3.3.1: oneDNN scales and fusions, parameter-server routing such as lookup_table's
+   `epmap`/`table_class`, training-only seeds).
+Any other attribute may change what the op computes, so the program is refused with an
+error naming the op type and the attribute; a Paddle version that adds one is supported by
+adding it to the op (1), or to PADDLE_EXTRA_ATTRS (4) where Paddle's kernel ignores it.
 """
 from ..errors import UnknownOpError
 from ..ops import registry
@@ -33,8 +45,8 @@ KERNEL_HINTS = frozenset({"use_mkldnn", "use_cudnn", "mkldnn_data_type", "use_qu
                           "use_onednn", "onednn_data_type", "workspace_size_MB",
                           "exhaustive_search"})
 
-# Paddle's other "extra" attributes (`paddle.base.core.get_op_extra_attrs(op)` in Paddle 2.6.2,
-# less KERNEL_HINTS), for the op types Fluidity has or Paddle models commonly emit: what
+# Paddle's other "extra" attributes (`paddle.base.core.get_op_extra_attrs(op)` in Paddle 2.6.2
+# and 3.3.1, less KERNEL_HINTS and the attributes Fluidity's ops declare), for the op types Fluidity has or Paddle models commonly emit: what
 # Paddle itself strips from inference programs (`_remove_training_info(clip_extra=True)`)
 # because its reference CPU kernels do not read them (oneDNN int8 scales and fusions, cuDNN
 # tuning, training-only seeds, parameter-server routing). Fluid 1.x programs (`__model__`)
@@ -57,9 +69,15 @@ PADDLE_EXTRA_ATTRS = {
     "elementwise_div": _SCALES, "elementwise_max": _SCALES, "elementwise_pow": _SCALES,
     "elementwise_mod": _SCALES, "elementwise_floordiv": _SCALES,
     "elementwise_min": _SCALES + ("x_data_format", "y_data_format"),
-    "fc": ("Scale_in", "Scale_weights", "Scale_out", "force_fp32_output"),
+    "fc": ("Scale_in", "Scale_weights", "Scale_out", "force_fp32_output") + _FUSE[:3]
+    + ("fused_output_scale", "fused_reshape2_shape"),
     "layer_norm": ("is_test",),
+    # Paddle 3.x writes lookup_table's parameter-server routing and admission attributes
+    # with their neutral values (entry/table_class 'none')
+    "lookup_table": _PS + ("entry", "grad_inplace", "table_class"),
     "lookup_table_v2": _PS,
+    "matmul": _SCALES + ("force_fp32_output",),
+    "matmul_v2": ("force_fp32_output",),
     "mul": ("force_fp32_output", "scale_out", "scale_x", "scale_y"),
     "pool2d": ("is_test",),
     "prelu": ("is_test",),
@@ -70,7 +88,7 @@ PADDLE_EXTRA_ATTRS = {
 }
 # their gradient ops carry the same ones
 PADDLE_EXTRA_ATTRS.update({t + "_grad": a for t, a in list(PADDLE_EXTRA_ATTRS.items())
-                           if t not in ("while", "conditional_block")})
+                           if t != "while"})
 
 
 class UnsupportedProgramError(UnknownOpError):

@@ -42,7 +42,7 @@ def _train(main, startup, loss, compiled, steps=20):
         n = int(r.integers(1, 9))
         feed = {"x": r.normal(size=(n, 20)).astype("float32"),
                 "label": r.integers(0, 4, (n, 1)).astype("int64")}
-        losses.append(float(exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)[0][0]))
+        losses.append(float(exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)[0]))
     params = {p.name: np.array(scope.find_var(p.name).get_tensor())
               for p in main.all_parameters()}
     return np.array(losses), params

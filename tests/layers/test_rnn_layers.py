@@ -211,6 +211,6 @@ def test_dynamic_rnn_sequence_classifier_trains():
     first = None
     for _ in range(150):
         l, a = exe.run(main, feed=batch(), fetch_list=[loss, acc], scope=scope)
-        first = first if first is not None else float(l[0])
+        first = first if first is not None else float(l)
     l, a = exe.run(test, feed=batch(400), fetch_list=[loss, acc], scope=scope)
-    assert float(l[0]) < 0.5 * first and float(a[0]) > 0.85, (first, float(l[0]), float(a[0]))
+    assert float(l) < 0.5 * first and float(a) > 0.85, (first, float(l), float(a))

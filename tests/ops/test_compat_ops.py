@@ -321,6 +321,19 @@ def test_max_pool2d_with_index():
     check_grad("max_pool2d_with_index", {"X": x}, ["X"], attrs)
 
 
+def test_max_pool2d_with_index_ceil_mode():
+    """ceil_mode (Paddle 3.x's version 1 of the op): a last, partial window per dim."""
+    x = rand(2, 2, 5, 7)
+    h, w = 5, 7
+    attrs = {"ksize": [2, 2], "strides": [2, 2], "paddings": [0, 0], "ceil_mode": True}
+    out, mask = _max_pool_index_ref(x, 3, 4, lambda i, j: (
+        (2 * i, min(2 * i + 2, h)), (2 * j, min(2 * j + 2, w))))
+    check_output("max_pool2d_with_index", {"X": x}, {"Out": out, "Mask": mask}, attrs)
+    check_grad("max_pool2d_with_index", {"X": x}, ["X"], attrs)
+    floor = run_op("max_pool2d_with_index", {"X": x}, {**attrs, "ceil_mode": False})
+    assert floor["Out"].shape == (2, 2, 2, 3)
+
+
 # --- tensor ops ----------------------------------------------------------------------------
 @pytest.mark.parametrize("times", [[2, 1], [1, 3], [2, 2, 2], [3]])
 def test_tile(times):
@@ -414,6 +427,11 @@ def test_argsort(axis, descending):
                                        "Indices": idx.astype("int64")},
                  {"axis": axis, "descending": descending})
     check_grad("argsort", {"X": rand(3, 4)}, ["X"], {"axis": axis, "descending": descending})
+    # Paddle 3.x writes `stable`; a stable sort meets stable=False as well
+    for stable in (True, False):
+        check_output("argsort", {"X": x}, {"Out": np.take_along_axis(x, idx, axis),
+                                           "Indices": idx.astype("int64")},
+                     {"axis": axis, "descending": descending, "stable": stable})
 
 
 @pytest.mark.parametrize("diagonal,lower", [(0, True), (1, True), (-1, False), (1, False)])
@@ -538,6 +556,18 @@ def test_assign_value_fp64_and_by_dtype():
     out = run_op("assign_value", {}, {"shape": [2], "dtype": dtypes.VarType.INT64,
                                       "int64_values": [2**40, -3]})["Out"]
     np.testing.assert_array_equal(out, [2**40, -3])
+
+
+@pytest.mark.parametrize("dtype,values", [(dtypes.VarType.INT64, [5, 0, 2**40]),
+                                          (dtypes.VarType.FP32, [0.5, -1.25, 3.0]),
+                                          (dtypes.VarType.BOOL, [True, False, True])])
+def test_assign_value_scalars(dtype, values):
+    """Paddle 3.x (the op's version 1) writes the constants as Scalars in `values`."""
+    out = run_op("assign_value", {}, {"shape": [3], "dtype": dtype, "values": values})["Out"]
+    assert out.dtype == dtypes.to_numpy(dtype)
+    np.testing.assert_array_equal(out, np.array(values, dtypes.to_numpy(dtype)))
+    scalar = run_op("assign_value", {}, {"shape": [], "dtype": dtype, "values": values[:1]})
+    assert scalar["Out"].shape == ()
 
 
 def test_isfinite_v2():

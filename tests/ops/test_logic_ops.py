@@ -104,11 +104,13 @@ def test_arg_min_max(op, f, axis, keep):
 
 def test_arg_max_flatten_dtype_and_1d():
     x = r(3, 4)
-    check_output("arg_max", {"X": x}, {"Out": np.array([x.argmax()], np.int64)},
+    check_output("arg_max", {"X": x}, {"Out": np.array(x.argmax(), np.int64)},   # 0-D
                  {"flatten": True})
+    check_output("arg_max", {"X": x}, {"Out": np.array([[x.argmax()]], np.int64)},
+                 {"flatten": True, "keepdims": True})
     check_output("arg_min", {"X": x}, {"Out": x.argmin(axis=1).astype(np.int32)},
                  {"axis": 1, "dtype": 2})
-    check_output("arg_max", {"X": x[0]}, {"Out": np.array([x[0].argmax()], np.int64)},
+    check_output("arg_max", {"X": x[0]}, {"Out": np.array(x[0].argmax(), np.int64)},
                  {"axis": 0})
     build_fails("arg_max", {"X": x}, {"axis": 2})
 

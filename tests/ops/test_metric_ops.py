@@ -77,9 +77,9 @@ def test_accuracy(k):
     out, idx = np_topk(scores, k)
     correct = int((idx == label).any(axis=1).sum())
     check_output("accuracy", {"Out": out, "Indices": idx, "Label": label},
-                 {"Accuracy": np.array([correct / n], np.float32),
-                  "Correct": np.array([correct], np.int32),
-                  "Total": np.array([n], np.int32)})
+                 {"Accuracy": np.array(correct / n, np.float32),       # 0-D, as Paddle >= 2.5
+                  "Correct": np.array(correct, np.int32),
+                  "Total": np.array(n, np.int32)})
     if k == c:
         assert correct == n
 
@@ -113,8 +113,8 @@ def test_auc_one_batch(width, steps):
     p = ins["Predict"][:, -1]
     bins = (p * np.float32(nt)).astype(np.int64)
     # the trapezoidal bucketed AUC is exactly the rank AUC of the bucket ids
-    assert got["AUC"].dtype == np.float64 and got["AUC"].shape == (1,)
-    np.testing.assert_allclose(got["AUC"][0], roc_auc(bins, ins["Label"]), rtol=1e-12)
+    assert got["AUC"].dtype == np.float64 and got["AUC"].shape == ()
+    np.testing.assert_allclose(got["AUC"], roc_auc(bins, ins["Label"]), rtol=1e-12)
     pos = np.bincount(bins[ins["Label"][:, 0] != 0], minlength=nt + 1)
     stat = got["StatPosOut"].reshape(-1)
     np.testing.assert_array_equal(stat[steps * (nt + 1):(steps + 1) * (nt + 1)], pos)
@@ -126,9 +126,9 @@ def test_auc_degenerate():
     nt = 15
     ins = _auc_inputs(6, nt, 0)
     ins["Label"][:] = 1
-    assert run_op("auc", ins, {"num_thresholds": nt, "slide_steps": 0})["AUC"][0] == 0.0
+    assert run_op("auc", ins, {"num_thresholds": nt, "slide_steps": 0})["AUC"] == 0.0
     ins = _auc_inputs(0, nt, 0)
-    assert run_op("auc", ins, {"num_thresholds": nt, "slide_steps": 0})["AUC"][0] == 0.0
+    assert run_op("auc", ins, {"num_thresholds": nt, "slide_steps": 0})["AUC"] == 0.0
 
 
 def test_auc_bad_input():
@@ -167,13 +167,13 @@ def test_streaming_auc_layer_over_batches():
         for got, bs in ((g, seen), (s, window)):
             scores = np.concatenate([x["Predict"][:, 1] for x in bs])
             labels = np.concatenate([x["Label"] for x in bs])
-            assert abs(got[0] - roc_auc(scores, labels)) < 1e-3
+            assert got.shape == () and abs(got - roc_auc(scores, labels)) < 1e-3
     # re-running the startup program resets the state
     exe.run(startup, scope=scope)
     b = batches[0]
     g, = exe.run(main, feed={"predict": b["Predict"], "label": b["Label"]}, fetch_list=[auc],
                  scope=scope)
-    assert abs(g[0] - roc_auc(b["Predict"][:, 1], b["Label"])) < 1e-3
+    assert abs(g - roc_auc(b["Predict"][:, 1], b["Label"])) < 1e-3
 
 
 def test_accuracy_and_topk_layers():
@@ -185,7 +185,7 @@ def test_accuracy_and_topk_layers():
         values, indices = fluid.layers.topk(prob, k=2)
         acc1 = fluid.layers.accuracy(prob, label)
         acc2 = fluid.layers.accuracy(prob, label, k=2)
-    assert values.shape == (-1, 2) and acc1.shape == (1,)
+    assert values.shape == (-1, 2) and acc1.shape == ()
     exe = fluid.Executor(fluid.CPUPlace())
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
@@ -196,8 +196,9 @@ def test_accuracy_and_topk_layers():
     want_v, want_i = np_topk(p, 2)
     np.testing.assert_array_equal(i, want_i)
     np.testing.assert_allclose(v, want_v)
-    np.testing.assert_allclose(a1, [(want_i[:, :1] == lv).any(1).mean()], rtol=1e-6)
-    np.testing.assert_allclose(a2, [(want_i == lv).any(1).mean()], rtol=1e-6)
+    np.testing.assert_allclose(a1, (want_i[:, :1] == lv).any(1).mean(), rtol=1e-6)
+    np.testing.assert_allclose(a2, (want_i == lv).any(1).mean(), rtol=1e-6)
+    assert a1.shape == a2.shape == ()
     # a batch whose label count disagrees with the predictions fails, naming the op
     with pytest.raises(ExecutionError, match="'accuracy'"):
         exe.run(main, feed={"x": xv, "label": lv[:5]}, fetch_list=[acc1], scope=scope)

@@ -324,7 +324,7 @@ def test_unit_layers_train():
             "h": rng.normal(size=(8, 3)).astype(np.float32),
             "c": rng.normal(size=(8, 3)).astype(np.float32),
             "y": rng.uniform(-0.5, 0.5, size=(8, 3)).astype(np.float32)}
-    losses = [float(exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0][0])
+    losses = [float(exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0])
               for _ in range(60)]
     assert losses[-1] < 0.2 * losses[0]
 

@@ -333,7 +333,7 @@ def test_sequence_layers_build_and_train():
     m, = exe.run(main, feed={"x": xv, "y": yv}, fetch_list=[mask], scope=scope)
     np.testing.assert_array_equal(m, np.arange(4) < np.array(lens)[:, None])
     losses = [float(exe.run(main, feed={"x": xv, "y": yv}, fetch_list=[loss],
-                            scope=scope)[0][0]) for _ in range(40)]
+                            scope=scope)[0]) for _ in range(40)]
     assert losses[-1] < 0.1 * losses[0]
 
 

@@ -78,5 +78,5 @@ def test_embedding_bag_model_end_to_end():
     np.testing.assert_allclose(b, [table[[1, 2, 2]].sum(0), table[5], table[[7, 1]].sum(0)],
                                rtol=1e-5)
     losses = [float(exe.run(main, feed={"ids": idv, "label": y}, fetch_list=[loss],
-                            scope=scope)[0][0]) for _ in range(30)]
+                            scope=scope)[0]) for _ in range(30)]
     assert losses[-1] < 0.1 * losses[0]

@@ -17,6 +17,7 @@ from fluidity.transpiler.compat_check import (KERNEL_HINTS, UnsupportedProgramEr
 from paths import FIXTURES
 
 ZOO = os.path.join(FIXTURES, "paddle_zoo")
+ZOO3 = os.path.join(FIXTURES, "paddle3_zoo")
 
 
 def _op(block, type_, inputs=None, outputs=None, attrs=None):
@@ -185,12 +186,13 @@ def test_declared_paddle_versions_applied():
     assert registry.get("fill_constant").declares("place_type")
 
 
-@pytest.mark.parametrize("name", sorted(os.listdir(ZOO)))
-def test_paddle_zoo_programs_pass_or_lack_only_pending_ops(name):
-    """Paddle's own programs: nothing unknown but ops still being written elsewhere."""
-    paths = [os.path.join(ZOO, name, "model.pdmodel")]
-    if os.path.isdir(os.path.join(ZOO, name, "model_dir")):
-        paths.append(os.path.join(ZOO, name, "model_dir", "__model__"))
+@pytest.mark.parametrize("zoo, name", [(z, n) for z in (ZOO, ZOO3) for n in sorted(os.listdir(z))])
+def test_paddle_zoo_programs_pass_or_lack_only_pending_ops(zoo, name):
+    """Paddle's own programs (2.6.2 and 3.3.1): nothing unknown but ops still being written
+    elsewhere."""
+    paths = [os.path.join(zoo, name, "model.pdmodel")]
+    if os.path.isdir(os.path.join(zoo, name, "model_dir")):
+        paths.append(os.path.join(zoo, name, "model_dir", "__model__"))
     for path in paths:
         prog = fio.load_program(path)
         unknown_ops, attrs, slots, newer = find_unsupported(prog)

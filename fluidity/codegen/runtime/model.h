@@ -278,7 +278,9 @@ inline int run(fluidity_model* m, const fluidity_tensor* inputs, fluidity_tensor
                 dtype_name(info.dtype));
             return 1;
         }
-        if (t.ndim < 0 || t.ndim > 8 || (t.data == nullptr && t.ndim > 0)) {
+        int64_t numel = 1;      // a 0-D tensor holds one element: it needs data too
+        for (int d = 0; d < t.ndim && d < 8; ++d) numel *= t.dims[d];
+        if (t.ndim < 0 || t.ndim > 8 || (t.data == nullptr && numel != 0)) {
             say(err, n, "input '%s' has no data or more than 8 dims", info.name);
             return 1;
         }
