@@ -19,10 +19,13 @@ are handed out one at a time from a shared counter, so fast workers take more fi
 `report_every` batches a worker sends the mean of its fetched values and its example count
 to the parent, which shows progress and examples/s and keeps the loss curve.
 
-If a worker fails (malformed data, a kernel error) it reports its error — with file and line
-for data errors — and the parent stops the others and raises it; a worker that dies without
-a word (killed) is detected too. Nothing hangs, and the parameters in the parent's scope stay
-readable either way.
+If a worker fails (malformed data, a kernel error on a batch) or dies (a signal, the OOM
+killer), the parent notices within a tenth of a second (worker_pool.py says how), stops the
+others and raises an ExecutionError naming the worker and the file lines of the batch it
+was on (its `origin`). Nothing hangs, no worker outlives the run, and the parameters in the
+parent's scope stay readable and savable.
+
+Progress goes to a tqdm bar on a terminal, else to the `fluidity` logger at INFO.
 """
 import logging
 import multiprocessing as mp
@@ -601,8 +604,8 @@ class _WorkerFailure:
 
 class _Progress:
     """Progress of a run: a tqdm bar (examples, examples/s, latest fetch means) when stderr
-    is a terminal, else a plain line every `every` seconds (logs stay readable); with debug,
-    a line per report. show: True, False or "auto"."""
+    is a terminal, else a line to the `fluidity` logger (INFO) every `every` seconds (logs
+    stay readable); with debug, a line per report. show: True, False or "auto"."""
 
     def __init__(self, show, names, debug, every=5.0):
         self.names, self.debug, self.bar = names, debug, None
@@ -623,8 +626,8 @@ class _Progress:
         now = time.perf_counter()
         if self.debug or (self.lines and now - self.last >= self.every):
             self.last = now
-            print(f"[async] {seen:,} examples, {seen / max(elapsed, 1e-9):,.0f} ex/s {desc}",
-                  file=sys.stderr, flush=True)
+            logger.info("AsyncExecutor: %s examples, %s ex/s %s", f"{seen:,}",
+                        f"{seen / max(elapsed, 1e-9):,.0f}", desc)
 
     def close(self):
         if self.bar is not None:
