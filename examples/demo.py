@@ -45,9 +45,11 @@ def ensure_data(data_dir, lines, test_lines, files, seed=0):
         with open(stamp) as f:
             have = json.load(f)
         if have.get("params") == want:
-            print(f"data: reusing {data_dir} ({lines} train + {test_lines} test lines)")
+            print(f"data: reusing {shown(data_dir)} ({lines} train + {test_lines} test "
+                  f"lines)")
             return have
-    print(f"data: generating {lines} train + {test_lines} held-out lines into {data_dir} ...")
+    print(f"data: generating {lines} train + {test_lines} held-out lines into "
+          f"{shown(data_dir)} ...")
     t = time.perf_counter()
     train = generate_ctr(data_dir, lines, files=files, seed=seed, prefix="train")
     test = generate_ctr(data_dir, test_lines, files=1, seed=seed, prefix="test")
@@ -104,6 +106,7 @@ def plot(history, path, info, epoch_ends):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401 - matplotlib.ticker below
     fig, ax = plt.subplots(figsize=(8, 5.2))
     x = [h[0] for h in history]
     y = np.array([h[1] for h in history])
@@ -130,6 +133,7 @@ def plot(history, path, info, epoch_ends):
     lo = min(info["opt_logloss"], info["logloss"], float(y.min()))
     hi = max(info["base_logloss"], float(np.percentile(y, 99)))
     ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.12 * (hi - lo))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_xlabel("examples seen")
     ax.set_ylabel("log-loss")
     ax.set_title("CTR-DNN, Hogwild AsyncExecutor")
@@ -178,6 +182,8 @@ def main():
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "data", "ctr"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "out"))
     a = ap.parse_args()
+    # the data stamp records file paths: absolute ones serve from any working directory
+    a.data_dir, a.out_dir = os.path.abspath(a.data_dir), os.path.abspath(a.out_dir)
 
     data_mb = (a.lines + a.test_lines) * BYTES_PER_LINE / 1e6
     print(f"writes: ~{data_mb:,.0f} MB of data to {shown(a.data_dir)} (once; reused after), "
