@@ -570,7 +570,9 @@ class AsyncExecutor:
                           THREAD_STOP_GRACE_S)
             raise
         stop.set()
-        pool.shutdown(PROCESS_STOP_GRACE_S if pool.kind == "processes" else
+        # after a failure worker processes get a moment, then are terminated; after "done"
+        # from all, they are only exiting
+        pool.shutdown(PROCESS_STOP_GRACE_S if errors and pool.kind == "processes" else
                       THREAD_STOP_GRACE_S)
         if errors:
             raise errors[0].error()
