@@ -33,7 +33,7 @@ import numpy as np
 
 from .shared_memory import shared_empty
 
-PROCESS_STOP_GRACE_S = 0.5   # after a failure, how long worker processes get to stop
+PROCESS_STOP_GRACE_S = 0.3   # after a failure, how long worker processes get to stop
 THREAD_STOP_GRACE_S = 10.0   # threads cannot be killed: how long to wait for them to stop
 PR_SET_PDEATHSIG = 1
 

@@ -174,3 +174,50 @@ def test_fetch_reports_agree_in_both_worker_modes(ctr, caplog):
         assert len(lines) == len(seen) and lines[-1].startswith("AsyncExecutor: 6,000 examples")
         got[workers] = res[0]
     assert got["threads"] == pytest.approx(got["processes"], rel=0.05), got
+
+
+PARENT = r"""
+import multiprocessing as mp, sys
+sys.path.insert(0, {examples!r})
+import fluidity as fluid
+from ctr_dnn import build_ctr_dnn
+from fluidity.datafeed import DataFeedDesc
+main, startup, test, v = build_ctr_dnn(["C1", "C2", "C3", "C4"], dense_dim=3, vocab=2000,
+                                       emb_dim=4, hidden=(16,), optimizer="sgd",
+                                       with_auc=False)
+scope = fluid.Scope()
+fluid.Executor().run(startup, scope=scope)
+told = []
+def tell(n, f):
+    if not told:
+        told.append(1)
+        print(" ".join(str(p.pid) for p in mp.active_children()), flush=True)
+fluid.AsyncExecutor().run(main, DataFeedDesc({desc!r}), {files!r}, 2, workers="processes",
+                          scope=scope, callback=tell, report_every=1)
+"""
+
+
+def _gone(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\nState:\tZ" in f.read()      # a zombie has stopped; its reaper is late
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG: Linux")
+def test_worker_processes_do_not_outlive_a_killed_parent(ctr):
+    """SIGKILL the training process itself: its worker processes end with it (no orphan
+    goes on training over the shared parameters)."""
+    import subprocess
+    code = PARENT.format(examples=EXAMPLES, desc=ctr["desc"], files=ctr["files"] * 20)
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert len(pids) == 2, parent.stderr.read()[-2000:]
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_gone(p) for p in pids), pids
