@@ -206,6 +206,22 @@ class _CParser:
         return _Chunk(n, vals, offs[:, :n + 1], int(state[1]), int(state[3]), bad)
 
 
+_BLANK = np.zeros(256, bool)
+_BLANK[[ord(c) for c in " \t\r\v\f\n"]] = True
+
+
+def _nonblank_lines(buf):
+    """Indexes of the lines of `buf` that hold more than blanks (the parsers skip the
+    others)."""
+    b = np.frombuffer(buf, np.uint8)
+    ends = np.flatnonzero(b == 10)
+    if not len(b) or b[-1] != 10:
+        ends = np.append(ends, len(b))
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    filled = np.concatenate([[0], np.cumsum(~_BLANK[b])])
+    return np.flatnonzero(filled[ends] > filled[starts])
+
+
 def _lod_lists(lod):
     """Rows of a 2-D offsets array as lists; equal rows share one list (in CTR data every
     sparse slot often has one id per example), which saves most of the conversion."""
@@ -450,12 +466,20 @@ class MultiSlotReader:
                         return
                 dims_before = dense_dim.copy()
                 chunk = parser.parse(buf, dense_dim)
-                chunk.locate(path, base, lambda buf=buf, dims=dims_before:
-                             _PyParser(self._layout, True).example_lines(buf, dims))
+                chunk.locate(path, base, lambda buf=buf, dims=dims_before, c=chunk:
+                             self._example_lines(buf, dims, c.skipped))
                 yield chunk, base
                 base += chunk.lines
                 if not data:
                     return
+
+    def _example_lines(self, buf, dense_dim, skipped):
+        """Each example's line index in a chunk's `buf`: its non-blank lines (numpy, a few
+        ms for a chunk) or, when bad lines were skipped, those the rules accept (the
+        Python parser's check, line by line: only for chunks with bad lines)."""
+        if skipped:
+            return _PyParser(self._layout, True).example_lines(buf, dense_dim)
+        return _nonblank_lines(buf)
 
     def _error(self, path, base, bad, dense_dim):
         line, s, code, tok, found, expected = bad
