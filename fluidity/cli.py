@@ -121,6 +121,10 @@ def program_summary(prog):
     lines = []
     for kind, title in (("feed", "feeds"), ("fetch", "fetches")):
         names = [n for _, n in sorted(io[kind])]
+        if kind == "feed" and not names:   # a program saved without feed ops: its data vars
+            names = sorted((v.name for v in block.vars.values() if v.need_check_feed),
+                           key=natural_key)
+            title += " (no feed ops; the data variables)"
         lines.append(f"{title} ({len(names)}):" + ("" if names else " none"))
         lines += [f"    {format_var(block.var(n))}" for n in names]
     params = [v for b in prog.blocks for v in b.vars.values()

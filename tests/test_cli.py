@@ -66,6 +66,8 @@ def test_show_saved_program(tmp_path):
     path.write_bytes(main_p.serialize_to_string())
     r = _run("show", str(path))
     assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("feeds (no feed ops; the data variables) (2):\n    ids : ")
+    assert "fetches (0): none\nparameters: 4 tensors, 35 values (140 B)\n" in r.stdout
     assert "ids : int64[-1, 1] lod_level=1 (stop_gradient)" in r.stdout
     assert "fc_0.w_0 : float32[3, 2] (persistable, parameter)" in r.stdout
     assert "Out=fc_0.tmp_0 = mul(X=x, Y=fc_0.w_0) {x_num_col_dims=1, y_num_col_dims=1}" in r.stdout
