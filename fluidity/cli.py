@@ -164,6 +164,7 @@ def _read_inputs(specs):
     """({name: array}, {name: sequence lengths}) from the --input options: NAME=FILE.npy,
     or FILE.npz whose arrays are inputs by name and NAME.lod the lengths of NAME's
     sequences (one level)."""
+    import numpy as np
     inputs, lengths = {}, {}
 
     def add(table, name, value, where):
@@ -185,7 +186,11 @@ def _read_inputs(specs):
             continue
         if not (sep and name and path):
             raise FluidityError(f"--input {spec!r}: expected NAME=FILE.npy or FILE.npz")
-        add(inputs, name, _load_array(path, f"input '{name}' as a .npy array"), "--input")
+        array = _load_array(path, f"input '{name}' as a .npy array")
+        if not isinstance(array, np.ndarray):   # an .npz: several arrays, named inside
+            raise FluidityError(f"--input {spec}: {path} holds several arrays; give an .npz "
+                                f"without NAME= (its arrays are named)")
+        add(inputs, name, array, "--input")
     orphans = sorted(set(lengths) - set(inputs))
     if orphans:
         raise FluidityError(f"{orphans[0]}.lod: no input named '{orphans[0]}' beside it")

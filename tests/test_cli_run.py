@@ -163,8 +163,11 @@ def test_run_takes_inputs_and_their_lod_from_a_npz(text_bow, tmp_path):
     np.savez(tmp_path / "orphan.npz", **{"ids": ids, "ids.lod": lengths, "w.lod": lengths})
     r = _cli("run", model, "--input", tmp_path / "orphan.npz")
     assert r.returncode == 2 and "w.lod: no input named 'w' beside it" in r.stderr
+    np.save(tmp_path / "ids.npy", ids)
     r = _cli("run", model, "--input", tmp_path / "in.npz", "--input",
-             f"ids={tmp_path / 'in.npz'}")
+             f"ids={tmp_path / 'ids.npy'}")
     assert r.returncode == 2 and "input 'ids' given twice" in r.stderr
     r = _cli("run", model, "--input", tmp_path / "missing.npz")
     assert r.returncode == 2 and "missing.npz: cannot read inputs" in r.stderr
+    r = _cli("run", model, "--input", f"ids={tmp_path / 'in.npz'}")
+    assert r.returncode == 2 and "holds several arrays; give an .npz without NAME=" in r.stderr

@@ -497,7 +497,6 @@ class AsyncExecutor:
         t0 = time.perf_counter()
         try:
             with _blas_threads(1 if threads else None):
-                pool.start()
                 result = self._collect(pool, n_workers, stop, board, bar, fetch_names, t0,
                                        callback)
         finally:
@@ -526,7 +525,7 @@ class AsyncExecutor:
         return True
 
     def _collect(self, pool, n_workers, stop, board, bar, fetch_names, t0, callback):
-        """Read the workers' messages until all are done or one fails; a failure (a
+        """Start the workers and read their messages until all are done or one fails; a failure (a
         reported error, or an exit without "done": a signal, the OOM killer) is noticed
         within REPORT_POLL_S, stops the others and is raised with the worker's identity
         and the file lines of its last batch. The workers are gone when this returns."""
@@ -535,6 +534,7 @@ class AsyncExecutor:
         total_ex, sums = 0, np.zeros(len(fetch_names))
         seen_ex = 0
         try:
+            pool.start()   # here: workers started before a failure to start the rest stop too
             while len(done) < n_workers and not errors:
                 msgs, ended = pool.wait(REPORT_POLL_S)
                 for msg in msgs:

@@ -114,6 +114,7 @@ class ProcessWorkers:
     def __init__(self, runs, setup=None):
         ctx = mp.get_context("fork")
         self.procs, self.conns, self._runs, self._setup, self._ctx = [], [], runs, setup, ctx
+        self._open = set()
 
     def start(self):
         parent = os.getpid()
@@ -123,9 +124,9 @@ class ProcessWorkers:
                                   daemon=True)
             p.start()
             w.close()   # only the worker holds the write end: its death reads as EOF
+            self._open.add(len(self.procs))
             self.procs.append(p)
             self.conns.append(r)
-        self._open = set(range(len(self.procs)))
 
     def describe(self, wid):
         p = self.procs[wid]
