@@ -313,10 +313,16 @@ def _cmd_compile(args):
     return 0
 
 
+def _version():
+    """The running package's __version__: the package is initialized before any module of
+    it (this one too), so it is read from there rather than imported (the layers forbid a
+    module importing the package that contains it)."""
+    return sys.modules[__package__].__version__
+
+
 def main(argv=None):
-    from . import __version__
     ap = argparse.ArgumentParser(prog="fluidity", description=__doc__.split("\n")[0])
-    ap.add_argument("--version", action="version", version=f"fluidity {__version__}")
+    ap.add_argument("--version", action="version", version=f"fluidity {_version()}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("ops", help="list registered ops")
     p.add_argument("pattern", nargs="?", help="glob on op type, e.g. 'elementwise_*'")
