@@ -7,15 +7,19 @@
    layers of 400, softmax) and trains it with AsyncExecutor: one worker process per core,
    all updating the same parameters in shared memory without locks.
 3. Prints examples/s, then held-out AUC and log-loss next to the generating model's
-   (the optimum) and the constant predictor's; saves the inference model and a PNG of the
-   training loss curve under out/.
+   (the optimum) and the constant predictor's; saves the inference model, a few held-out
+   examples to run it on (out/ctr_sample.npz) and a PNG of the training loss curve under
+   out/, and prints the command that runs the saved model.
+
+With the defaults it writes about 200 MB of data to data/ctr/ (once; later runs reuse it)
+and 40 MB to out/; it says where and how much before it starts.
 
     .venv/bin/python examples/demo.py [--lines 600000] [--epochs 2] [--workers N]
 """
 import argparse
-import glob
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -29,6 +33,8 @@ from fluidity.datafeed import DataFeedDesc, MultiSlotReader  # noqa: E402
 from fluidity.datafeed.generate import generate_ctr, true_logits  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BYTES_PER_LINE = 302        # a generated line, on average (what the size notice says)
+MODEL_BYTES = 41e6          # the saved model (the 10^6 x 10 table) and the rest of out/
 
 
 def ensure_data(data_dir, lines, test_lines, files, seed=0):
@@ -39,9 +45,11 @@ def ensure_data(data_dir, lines, test_lines, files, seed=0):
         with open(stamp) as f:
             have = json.load(f)
         if have.get("params") == want:
-            print(f"data: reusing {data_dir} ({lines} train + {test_lines} test lines)")
+            print(f"data: reusing {shown(data_dir)} ({lines} train + {test_lines} test "
+                  f"lines)")
             return have
-    print(f"data: generating {lines} train + {test_lines} held-out lines into {data_dir} ...")
+    print(f"data: generating {lines} train + {test_lines} held-out lines into "
+          f"{shown(data_dir)} ...")
     t = time.perf_counter()
     train = generate_ctr(data_dir, lines, files=files, seed=seed, prefix="train")
     test = generate_ctr(data_dir, test_lines, files=1, seed=seed, prefix="test")
@@ -89,26 +97,76 @@ def evaluate(exe, scope, test_prog, predict, desc, files, model):
             "n": len(y)}
 
 
-def plot(history, path, info):
+def plot(history, path, info, epoch_ends):
+    """Training loss per report (and its moving average) against examples seen, the
+    optimum and the constant predictor's loss on held-out data, epoch boundaries (from the
+    second epoch on the training loss is measured on examples the model has seen, so it
+    may dip below the held-out optimum), and the held-out result after training. The
+    legend sits below the axes, where it hides no line."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
+    import matplotlib.ticker  # noqa: F401 - matplotlib.ticker below
+    fig, ax = plt.subplots(figsize=(8, 5.2))
     x = [h[0] for h in history]
     y = np.array([h[1] for h in history])
-    ax.plot(x, y, lw=0.8, alpha=0.5, label="training loss (mean per report)")
-    k = max(1, len(y) // 25)  # a moving average to see the trend through the noise
-    smooth = np.convolve(y, np.ones(k) / k, mode="valid")
-    ax.plot(x[k - 1:], smooth, lw=2, label=f"moving average ({k} reports)")
-    ax.axhline(info["opt_logloss"], color="g", ls="--", label="optimum (generating model)")
-    ax.axhline(info["base_logloss"], color="r", ls=":", label="constant click rate")
+    ax.plot(x, y, lw=0.8, alpha=0.45, label="training loss (mean per report)")
+    k = len(y) // 25  # a moving average to see the trend through the noise
+    if k > 1:
+        smooth = np.convolve(y, np.ones(k) / k, mode="valid")
+        ax.plot(x[k - 1:], smooth, lw=2,
+                label=f"training loss, moving average ({k} reports)")
+    ax.axhline(info["opt_logloss"], color="g", ls="--",
+               label=f"optimum: generating model, held out ({info['opt_logloss']:.4f})")
+    ax.axhline(info["base_logloss"], color="r", ls=":",
+               label=f"constant click rate, held out ({info['base_logloss']:.4f})")
+    for e, end in enumerate(epoch_ends[:-1]):
+        ax.axvline(end, color="0.4", lw=0.8, ls="-.",
+                   label="epoch boundary (later epochs: examples seen before)" if e == 0
+                   else None)
+    for e, (a, b) in enumerate(zip([0] + epoch_ends[:-1], epoch_ends)):
+        ax.text((a + b) / 2, 0.98, f"epoch {e + 1}", transform=ax.get_xaxis_transform(),
+                ha="center", va="top", color="0.3")
+    ax.plot([epoch_ends[-1]], [info["logloss"]], "k*", ms=13, ls="none",
+            label=f"CTR-DNN held out, after training ({info['logloss']:.4f}, "
+                  f"AUC {info['auc']:.3f})")
+    lo = min(info["opt_logloss"], info["logloss"], float(y.min()))
+    hi = max(info["base_logloss"], float(np.percentile(y, 99)))
+    ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.12 * (hi - lo))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_xlabel("examples seen")
     ax.set_ylabel("log-loss")
     ax.set_title("CTR-DNN, Hogwild AsyncExecutor")
-    ax.legend()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8,
+              frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def write_sample(desc, files, feeds, path, n=8):
+    """The first `n` examples of `files` as the .npz `fluidity run --input` takes: each feed
+    by name, and for a sequence feed NAME its sequence lengths as NAME.lod."""
+    batch = next(iter(MultiSlotReader(desc, files, batch_size=n)))
+    arrays = {}
+    for name in feeds:
+        t = batch[name]
+        arrays[name] = np.asarray(t)
+        if t.lod():
+            arrays[name + ".lod"] = np.asarray(t.recursive_sequence_lengths()[0], np.int64)
+    np.savez(path, **arrays)
+    return len(np.asarray(batch[feeds[0]]))
+
+
+def shown(path):
+    """A path as a user would type it here: relative to the current directory when it is
+    below it."""
+    rel = os.path.relpath(path)
+    return shlex.quote(path if rel.startswith("..") else rel)
+
+
+def dir_size(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
 def main():
@@ -124,7 +182,12 @@ def main():
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "data", "ctr"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "out"))
     a = ap.parse_args()
+    # the data stamp records file paths: absolute ones serve from any working directory
+    a.data_dir, a.out_dir = os.path.abspath(a.data_dir), os.path.abspath(a.out_dir)
 
+    data_mb = (a.lines + a.test_lines) * BYTES_PER_LINE / 1e6
+    print(f"writes: ~{data_mb:,.0f} MB of data to {shown(a.data_dir)} (once; reused after), "
+          f"~{MODEL_BYTES / 1e6:,.0f} MB (model, sample, plot) to {shown(a.out_dir)}")
     info = ensure_data(a.data_dir, a.lines, a.test_lines, a.files)
     with open(info["train"]["model"]) as f:
         model = json.load(f)
@@ -139,13 +202,14 @@ def main():
           f"({model['vocab']}x10 sparse table + 3x400 fc), Adam lr={a.lr}, batch {a.batch}")
     print(f"train: {a.epochs} epoch(s) over {len(info['train']['files'])} files with "
           f"{a.workers} Hogwild workers")
-    history, seen, t_total = [], 0, 0.0
+    history, seen, t_total, epoch_ends = [], 0, 0.0, []
     for epoch in range(a.epochs):
         res = fluid.AsyncExecutor().run(main_prog, desc, info["train"]["files"], a.workers,
                                         fetch=[v["loss"], v["auc"]],
                                         fetch_info=["loss", "auc"], scope=scope)
         history += [(seen + n, m[0]) for n, m in res.history]
         seen += res.examples
+        epoch_ends.append(seen)
         t_total += res.seconds
         print(f"epoch {epoch + 1}: {res.examples} examples in {res.seconds:.1f}s = "
               f"{res.examples_per_sec:,.0f} examples/s ({res.mode}); mean loss {res[0]:.4f}, "
@@ -164,10 +228,16 @@ def main():
     feeds = [model["dense_slot"]] + model["sparse_slots"]
     with fluid.scope_guard(scope):
         fluid.io.save_inference_model(model_dir, feeds, [v["predict"]], exe, test_prog)
+    sample = os.path.join(a.out_dir, "ctr_sample.npz")
+    n_sample = write_sample(desc, info["test"]["files"], feeds, sample)
     png = os.path.join(a.out_dir, "ctr_loss.png")
-    plot(history, png, ev)
-    print(f"\nsaved: inference model {model_dir} (run it: fluidity run {model_dir} ...), "
-          f"loss curve {png}")
+    plot(history, png, ev, epoch_ends)
+    print(f"\nsaved to {shown(a.out_dir)} ({dir_size(a.out_dir) / 1e6:,.0f} MB): the "
+          f"inference model {shown(model_dir)}, {n_sample} held-out examples "
+          f"{shown(sample)}, the loss curve {shown(png)}")
+    print("run the saved model on those examples (each prints P(no click), P(click)):")
+    print(f"  {shown(sys.executable)} -m fluidity.cli run {shown(model_dir)} "
+          f"--input {shown(sample)}")
     print(f"throughput: {seen / t_total:,.0f} examples/s overall with {a.workers} workers")
 
 

@@ -9,7 +9,20 @@ pairs of an example and averaged over the batch.
 
     main, startup, test, v = build_word2vec(vocab=5000, dim=64, negatives=5, lr=...)
     v["loss"], v["emb"] (the input-vector table's name)
+
+Run on its own, it generates a small corpus with planted word clusters into a temporary
+directory, trains with 2 Hogwild workers and prints how well the learned vectors' cosine
+similarities rank word pairs by the planted similarity (Spearman), before and after:
+
+    python examples/word2vec.py [--sentences 1500] [--epochs 3] [--workers 2]
 """
+import argparse
+import json
+import sys
+import tempfile
+
+import numpy as np
+
 import fluidity as fluid
 from fluidity.layer_helper import LayerHelper
 
@@ -45,3 +58,42 @@ def build_word2vec(vocab, dim=64, negatives=5, lr=1.0, center="center", context=
         opt.minimize(loss)
     return main, startup, test, {"loss": loss, "score": score, "emb": "w2v_in",
                                  "emb_out": "w2v_out"}
+
+
+def main():
+    from fluidity.datafeed import DataFeedDesc
+    from fluidity.datafeed import generate_text as gt
+    ap = argparse.ArgumentParser(description="skip-gram word2vec, Hogwild training")
+    ap.add_argument("--sentences", type=int, default=1500)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2)
+    a = ap.parse_args()
+    args = dict(vocab=300, clusters=15, groups=5, negatives=4, window=2)
+    with tempfile.TemporaryDirectory() as d:
+        info = gt.generate_skipgram(d, a.sentences, files=4, seed=1, **args)
+        print(f"data: {info['lines']} skip-gram examples from {a.sentences} generated "
+              f"sentences (vocabulary 300 in 15 planted clusters), in {d}")
+        with open(info["model"]) as f:
+            model = json.load(f)
+        desc = DataFeedDesc(info["desc"])
+        desc.set_batch_size(128)
+        pairs = gt.eval_word_pairs(model, 600, seed=2, corpus_tokens=info["tokens"],
+                                   min_count=40)
+        main_prog, startup, test, v = build_word2vec(300, 16, 4, lr=0.05 * 128)
+        exe, scope = fluid.Executor(), fluid.Scope()
+        exe.run(startup, scope=scope)
+        before = gt.word_similarity(np.asarray(scope.find_var(v["emb"]).get_tensor()), *pairs)
+        print(f"train: 16-d vectors, 4 negatives, SGD, {a.epochs} epoch(s), {a.workers} "
+              f"AsyncExecutor workers")
+        for epoch in range(a.epochs):
+            res = fluid.AsyncExecutor().run(main_prog, desc, info["files"], a.workers,
+                                            fetch=[v["loss"]], scope=scope, progress=False)
+            print(f"epoch {epoch + 1}: mean loss {res[0]:.4f}, {res.examples_per_sec:,.0f} "
+                  f"examples/s ({res.mode})")
+    after = gt.word_similarity(np.asarray(scope.find_var(v["emb"]).get_tensor()), *pairs)
+    print(f"word similarity vs. the planted one (Spearman, {len(pairs[0])} held-out pairs): "
+          f"{before['spearman']:.3f} untrained -> {after['spearman']:.3f} trained")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,13 +1,19 @@
 """The `fluidity` command.
 
-    fluidity ops [PATTERN]        list the registered ops (type, inputs -> outputs, attrs)
-    fluidity show MODEL           print a saved program readably: a file (__model__,
+    fluidity --version
+    fluidity ops [PATTERN]        list the registered ops (type, inputs -> outputs, attrs);
+                                  exit 1 when none matches PATTERN ('elementwise_*')
+    fluidity show MODEL           print a saved program readably (feeds, fetches and the
+                                  parameters' size first; variables in natural order,
+                                  C2 before C10): a file (__model__,
                                   *.pdmodel), a model directory (DIR/__model__) or a
                                   prefix (PREFIX.pdmodel)
-    fluidity run MODEL --input NAME=FILE.npy [...] [--lod NAME=OFF,...] [--output OUT.npz]
+    fluidity run MODEL --input NAME=FILE.npy [...] [--lod NAME=LENGTHS.npy] [--output OUT.npz]
+    fluidity run MODEL --input INPUTS.npz [--output OUT.npz]
                                   load an inference model (directory or prefix), run it on
-                                  the inputs (--lod: an input's sequence offsets), print
-                                  each output (and save them all)
+                                  the inputs, print each output (and save them all); a
+                                  sequence (LoD) input's lengths come from --lod (or its
+                                  offsets: --lod NAME=0,2,5) or from NAME.lod in the .npz
     fluidity compile MODEL -o OUT/ [--portable]
                                   build the model as native code with no Python at run
                                   time: OUT/libfluidity_model.so + fluidity_model.h, the
@@ -20,6 +26,7 @@
 import argparse
 import fnmatch
 import os
+import re
 import sys
 
 from .errors import FluidityError
@@ -78,15 +85,64 @@ def _cmd_ops(args):
             print(f"    attrs: {attrs}")
         if opdef.doc and args.verbose:
             print(f"    {opdef.doc}")
+    if n == 0:
+        print(f"fluidity: no op matches {args.pattern!r} (`fluidity ops` lists all "
+              f"{len(all_ops())}; quote a pattern with * so the shell leaves it alone)",
+              file=sys.stderr)
+        return 1
     print(f"{n} ops", file=sys.stderr)
     return 0
+
+
+def _size(nbytes):
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:,.1f} {unit}"
+    return f"{nbytes} B"
+
+
+def natural_key(name):
+    """Sort key that orders embedded numbers by value: C1, C2, C10 (not C1, C10, C2)."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
+
+
+def program_summary(prog):
+    """The lines `show` starts with: the feeds and fetches (in column order, as the
+    program's feed/fetch ops give them) and the parameters' count and size."""
+    import numpy as np
+    from .core import dtypes
+    from .ir.format import format_var
+    block = prog.global_block()
+    io = {"feed": [], "fetch": []}
+    for op in block.ops:
+        if op.type in io:
+            names = op.output("Out") if op.type == "feed" else op.input("X")
+            io[op.type] += [(op.attr("col"), n) for n in names]
+    lines = []
+    for kind, title in (("feed", "feeds"), ("fetch", "fetches")):
+        names = [n for _, n in sorted(io[kind])]
+        if kind == "feed" and not names:   # a program saved without feed ops: its data vars
+            names = sorted((v.name for v in block.vars.values() if v.need_check_feed),
+                           key=natural_key)
+            title += " (no feed ops; the data variables)"
+        lines.append(f"{title} ({len(names)}):" + ("" if names else " none"))
+        lines += [f"    {format_var(block.var(n))}" for n in names]
+    params = [v for b in prog.blocks for v in b.vars.values()
+              if v.persistable and v.type == dtypes.VarType.LOD_TENSOR
+              and v.name not in ("feed", "fetch")]
+    values = sum(int(np.prod([max(d, 0) for d in v.shape])) for v in params)
+    nbytes = sum(int(np.prod([max(d, 0) for d in v.shape])) *
+                 np.dtype(dtypes.to_numpy(v.dtype)).itemsize for v in params)
+    lines.append(f"parameters: {len(params)} tensors, {values:,} values ({_size(nbytes)})")
+    return "\n".join(lines)
 
 
 def _cmd_show(args):
     from .ir.format import format_program
     from .transpiler.compat_check import UnsupportedProgramError, check_program
     prog = load_program_file(args.file)
-    print(format_program(prog))
+    print(program_summary(prog))
+    print(format_program(prog, var_key=natural_key))
     try:  # show what Fluidity cannot run, after the program itself
         check_program(prog, program_path(args.file))
     except UnsupportedProgramError as e:
@@ -95,37 +151,90 @@ def _cmd_show(args):
     return 0
 
 
-def _read_inputs(specs):
+def _load_array(path, what):
     import numpy as np
-    inputs = {}
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise FluidityError(f"{path}: cannot read {what}: "
+                            f"{getattr(e, 'strerror', None) or e}") from None
+
+
+def _read_inputs(specs):
+    """({name: array}, {name: sequence lengths}) from the --input options: NAME=FILE.npy,
+    or FILE.npz whose arrays are inputs by name and NAME.lod the lengths of NAME's
+    sequences (one level)."""
+    import numpy as np
+    inputs, lengths = {}, {}
+
+    def add(table, name, value, where):
+        if name in table:
+            raise FluidityError(f"{where}: input '{name}' given twice")
+        table[name] = value
+
     for spec in specs or []:
         name, sep, path = spec.partition("=")
+        if not sep and spec.endswith(".npz"):
+            arrays = _load_array(spec, "inputs (an .npz of NAME and NAME.lod arrays)")
+            with arrays:
+                for key in arrays.files:
+                    base, dot, tag = key.rpartition(".")
+                    if dot and tag == "lod":
+                        add(lengths, base, arrays[key], spec)
+                    else:
+                        add(inputs, key, arrays[key], spec)
+            continue
         if not (sep and name and path):
-            raise FluidityError(f"--input {spec!r}: expected NAME=FILE.npy")
-        if name in inputs:
-            raise FluidityError(f"--input {name} given twice")
-        try:
-            inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise FluidityError(f"{path}: cannot read input '{name}' as a .npy array: "
-                                f"{getattr(e, 'strerror', None) or e}") from None
-    return inputs
+            raise FluidityError(f"--input {spec!r}: expected NAME=FILE.npy or FILE.npz")
+        array = _load_array(path, f"input '{name}' as a .npy array")
+        if not isinstance(array, np.ndarray):   # an .npz: several arrays, named inside
+            raise FluidityError(f"--input {spec}: {path} holds several arrays; give an .npz "
+                                f"without NAME= (its arrays are named)")
+        add(inputs, name, array, "--input")
+    orphans = sorted(set(lengths) - set(inputs))
+    if orphans:
+        raise FluidityError(f"{orphans[0]}.lod: no input named '{orphans[0]}' beside it")
+    return inputs, lengths
 
 
-def _read_lods(specs, inputs):
-    """{name: level-0 offsets} from --lod NAME=OFF,OFF,... (the executable `fluidity compile`
-    builds takes the same option)."""
-    lods = {}
+def _offsets_of_lengths(name, lengths):
+    """Level-0 offsets [0, l0, l0+l1, ...] of sequence lengths (a 1-D integer array)."""
+    import numpy as np
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or lengths.dtype.kind not in "iu" or (lengths < 0).any():
+        raise FluidityError(f"lod of '{name}': sequence lengths must be a 1-D array of "
+                            f"non-negative integers, got {lengths.dtype} "
+                            f"{list(lengths.shape)}")
+    return [0] + np.cumsum(lengths).tolist()
+
+
+def _read_lods(specs, inputs, lengths):
+    """{name: level-0 offsets}: from --lod NAME=LENGTHS.npy (sequence lengths), --lod
+    NAME=OFF,OFF,... (offsets, as the executable `fluidity compile` builds takes them) and
+    the lengths an .npz input brought. Each must cover its input's rows."""
+    lods = {n: _offsets_of_lengths(n, v) for n, v in lengths.items()}
     for spec in specs or []:
-        name, sep, offs = spec.partition("=")
-        if not (sep and name and offs):
-            raise FluidityError(f"--lod {spec!r}: expected NAME=OFF,OFF,...")
+        name, sep, value = spec.partition("=")
+        if not (sep and name and value):
+            raise FluidityError(f"--lod {spec!r}: expected NAME=LENGTHS.npy or "
+                                f"NAME=OFF,OFF,...")
         if name not in inputs:
             raise FluidityError(f"--lod {name}: no --input of that name")
+        if name in lods:
+            raise FluidityError(f"--lod {name}: its sequences are given twice")
+        if value.endswith(".npy"):
+            lods[name] = _offsets_of_lengths(name, _load_array(value, f"lod of '{name}'"))
+            continue
         try:
-            lods[name] = [int(v) for v in offs.split(",")]
+            lods[name] = [int(v) for v in value.split(",")]
         except ValueError:
-            raise FluidityError(f"--lod {spec!r}: offsets must be integers") from None
+            raise FluidityError(f"--lod {spec!r}: offsets must be integers (or give "
+                                f"sequence lengths as NAME=LENGTHS.npy)") from None
+    for name, offs in lods.items():
+        rows = len(inputs[name])
+        if offs[0] != 0 or offs[-1] != rows or any(b < a for a, b in zip(offs, offs[1:])):
+            raise FluidityError(f"lod of '{name}': sequences cover {offs[-1] - offs[0]} rows "
+                                f"(offsets {_preview(offs)}) but the input has {rows}")
     return lods
 
 
@@ -142,9 +251,14 @@ def _fit_dtype(var, array):
     return array
 
 
-def _preview(array, n=6):
+def _preview(array, n=6, rows=10):
+    """An output's values: up to `rows` rows of a narrow 2-D output one per line (a batch
+    of predictions), else its first `n` values."""
     import numpy as np
-    flat = np.asarray(array).reshape(-1)
+    a = np.asarray(array)
+    if a.ndim == 2 and 1 < a.shape[0] <= rows and a.shape[1] <= n:
+        return "\n  ".join(np.array2string(r, precision=6, separator=", ") for r in a)
+    flat = a.reshape(-1)
     vals = np.array2string(flat[:n], precision=6, separator=", ", max_line_width=1000)
     return vals + (f" ... ({flat.size} values)" if flat.size > n else "")
 
@@ -156,8 +270,8 @@ def _cmd_run(args):
     from .core.scope import Scope, scope_guard
     from .executor import Executor
     from .core.tensor import LoDTensor
-    inputs = _read_inputs(args.input)
-    lods = _read_lods(args.lod, inputs)
+    inputs, lengths = _read_inputs(args.input)
+    lods = _read_lods(args.lod, inputs, lengths)
     exe = Executor()
     with scope_guard(Scope()):
         prog, feeds, fetches = fio.load_inference_model(args.model, exe)
@@ -168,7 +282,7 @@ def _cmd_run(args):
                    ("; " if missing and extra else "") + \
                    (f"unknown input(s) {extra}" if extra else "")
             raise FluidityError(f"{what}: the model's inputs are {feeds} "
-                                f"(give each as --input NAME=FILE.npy)")
+                                f"(give each as --input NAME=FILE.npy, or all in an .npz)")
         block = prog.global_block()
         feed = {n: _fit_dtype(block.var(n), inputs[n]) for n in feeds}
         feed = {n: LoDTensor(a, [lods[n]]) if n in lods else a for n, a in feed.items()}
@@ -199,8 +313,16 @@ def _cmd_compile(args):
     return 0
 
 
+def _version():
+    """The running package's __version__: the package is initialized before any module of
+    it (this one too), so it is read from there rather than imported (the layers forbid a
+    module importing the package that contains it)."""
+    return sys.modules[__package__].__version__
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="fluidity", description=__doc__.split("\n")[0])
+    ap.add_argument("--version", action="version", version=f"fluidity {_version()}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("ops", help="list registered ops")
     p.add_argument("pattern", nargs="?", help="glob on op type, e.g. 'elementwise_*'")
@@ -212,11 +334,12 @@ def main(argv=None):
     p = sub.add_parser("run", help="run an inference model on .npy inputs")
     p.add_argument("model", help="model directory (__model__ + parameters) or path prefix "
                                  "(PREFIX.pdmodel + PREFIX.pdiparams)")
-    p.add_argument("--input", "-i", action="append", metavar="NAME=FILE.npy",
-                   help="an input of the model (repeat for each)")
-    p.add_argument("--lod", action="append", metavar="NAME=OFF,OFF,...",
-                   help="level-0 sequence offsets of an input (one sequence per row: "
-                        "0,1,2,...)")
+    p.add_argument("--input", "-i", action="append", metavar="NAME=FILE.npy|FILE.npz",
+                   help="an input of the model (repeat for each), or an .npz holding inputs "
+                        "by name and, for a sequence input NAME, its lengths as NAME.lod")
+    p.add_argument("--lod", action="append", metavar="NAME=LENGTHS.npy|NAME=OFF,OFF,...",
+                   help="the sequences of a LoD input: their lengths in a .npy file, or "
+                        "level-0 offsets (0,2,5: two sequences of 2 and 3 rows)")
     p.add_argument("--output", "-o", metavar="OUT.npz", help="save every output here")
     p.set_defaults(fn=_cmd_run)
     p = sub.add_parser("compile", help="build an inference model as a native library and "

@@ -23,6 +23,38 @@ def test_ops_lists_registry(capsys):
     assert "axis=-1" in out and "\nmul(" not in "\n" + out
 
 
+def test_ops_without_a_match_says_so_and_fails():
+    r = _run("ops", "no_such_op*")
+    assert r.returncode == 1 and r.stdout == ""
+    assert "no op matches 'no_such_op*'" in r.stderr
+
+
+def test_version():
+    r = _run("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"fluidity {fluid.__version__}"
+
+
+def test_show_starts_with_feeds_fetches_and_parameters_in_natural_order(tmp_path):
+    main_p, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main_p, startup), fluid.unique_name.guard():
+        slots = [fluid.layers.data(f"C{i}", [1]) for i in (10, 2, 1)]
+        h = fluid.layers.fc(slots, 3)                       # 3 x [1, 3] weights + [3] bias
+    exe = fluid.Executor()
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        fluid.io.save_inference_model(str(tmp_path / "m"), ["C10", "C2", "C1"], [h], exe,
+                                      main_p)
+    r = _run("show", str(tmp_path / "m"))
+    assert r.returncode == 0, r.stderr
+    head = r.stdout.split("program (")[0].splitlines()
+    assert head[0] == "feeds (3):" and [s.split()[0] for s in head[1:4]] == ["C10", "C2", "C1"]
+    assert head[4] == "fetches (1):" and head[5].split()[0].startswith("save_infer_model")
+    assert head[6] == "parameters: 4 tensors, 12 values (48 B)"
+    listed = [ln.split()[0] for ln in r.stdout.split("vars:")[1].splitlines()[1:]
+              if ln.startswith("    C")]
+    assert listed == ["C1", "C2", "C10"]
+
+
 def test_show_saved_program(tmp_path):
     main_p, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main_p, startup), fluid.unique_name.guard():
@@ -34,6 +66,8 @@ def test_show_saved_program(tmp_path):
     path.write_bytes(main_p.serialize_to_string())
     r = _run("show", str(path))
     assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("feeds (no feed ops; the data variables) (2):\n    ids : ")
+    assert "fetches (0): none\nparameters: 4 tensors, 35 values (140 B)\n" in r.stdout
     assert "ids : int64[-1, 1] lod_level=1 (stop_gradient)" in r.stdout
     assert "fc_0.w_0 : float32[3, 2] (persistable, parameter)" in r.stdout
     assert "Out=fc_0.tmp_0 = mul(X=x, Y=fc_0.w_0) {x_num_col_dims=1, y_num_col_dims=1}" in r.stdout

@@ -134,12 +134,31 @@ class _Layout:
 
 class _Chunk:
     """The parse of one chunk: per used slot, values and offsets[u, e] (value index where
-    example e starts); `bad` = (line in chunk, slot, code, token, found, expected)."""
-    __slots__ = ("n", "vals", "offs", "lines", "skipped", "bad")
+    example e starts); `bad` = (line in chunk, slot, code, token, found, expected).
+    `origin(a, b)` says which file lines examples [a, b) came from (for errors)."""
+    __slots__ = ("n", "vals", "offs", "lines", "skipped", "bad", "path", "base", "_relines")
 
     def __init__(self, n, vals, offs, lines, skipped, bad):
         self.n, self.vals, self.offs = n, vals, offs
         self.lines, self.skipped, self.bad = lines, skipped, bad
+        self.path, self.base, self._relines = None, 0, None
+
+    def locate(self, path, base, relines):
+        """Where the chunk lies: `path`, `base` lines of the file before it, and `relines`,
+        a function giving each example's line index in the chunk; it is only kept (and
+        called, on the first `origin`) when empty or skipped lines make examples and lines
+        differ, so the common chunk costs nothing."""
+        self.path, self.base = path, base
+        self._relines = relines if self.lines != self.n else None
+
+    def origin(self, a, b):
+        """(path, first line, last line), 1-based, of the chunk's examples [a, b)."""
+        if self._relines is None:
+            return self.path, self.base + a + 1, self.base + b
+        if callable(self._relines):
+            self._relines = self._relines()
+        return (self.path, self.base + int(self._relines[a]) + 1,
+                self.base + int(self._relines[b - 1]) + 1)
 
 
 class _Err(ctypes.Structure):
@@ -185,6 +204,22 @@ class _CParser:
                 self.per_line[u] = int(offs[u, n]) / n
             vals[u] = vals[u][:offs[u, n]]
         return _Chunk(n, vals, offs[:, :n + 1], int(state[1]), int(state[3]), bad)
+
+
+_BLANK = np.zeros(256, bool)
+_BLANK[[ord(c) for c in " \t\r\v\f\n"]] = True
+
+
+def _nonblank_lines(buf):
+    """Indexes of the lines of `buf` that hold more than blanks (the parsers skip the
+    others)."""
+    b = np.frombuffer(buf, np.uint8)
+    ends = np.flatnonzero(b == 10)
+    if not len(b) or b[-1] != 10:
+        ends = np.append(ends, len(b))
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    filled = np.concatenate([[0], np.cumsum(~_BLANK[b])])
+    return np.flatnonzero(filled[ends] > filled[starts])
 
 
 def _lod_lists(lod):
@@ -262,6 +297,25 @@ class _PyParser:
             arrays = [np.array(v, _DTYPES[self.L.kinds[i]]) for v, i in zip(vals, self.L.used)]
         return _Chunk(n, arrays, offs, len(lines), skipped, first_bad)
 
+    def example_lines(self, buf, dense_dim):
+        """The line index in `buf` of each example a parse of it yields (empty and
+        skipped lines have none), checked by the same rules: the origin of a chunk's
+        examples when lines were skipped."""
+        dense_dim, out = dense_dim.copy(), []
+        for li, line in enumerate(buf.split(b"\n")):
+            toks = line.split()
+            if not toks:
+                continue
+            try:
+                row = self._line(toks, dense_dim)
+            except _BadLine:
+                continue
+            for u, vs in enumerate(row):
+                if dense_dim[u] < 0:
+                    dense_dim[u] = len(vs)
+            out.append(li)
+        return np.array(out, np.int64)
+
     def _line(self, toks, dense_dim):
         j, ntok, row = 0, len(toks), []
         for s, (conv, u) in enumerate(self.slots):
@@ -293,6 +347,11 @@ class _PyParser:
 
 
 # --- the reader --------------------------------------------------------------------------
+
+def describe_origin(spans):
+    """'path:41-72' (or 'path:41', several joined by ', ') for batch_origin()'s spans."""
+    return ", ".join(f"{p}:{a}" if a == b else f"{p}:{a}-{b}" for p, a, b in spans)
+
 
 class MultiSlotReader:
     """Iterate batches ({used slot name: LoDTensor}) over MultiSlot files, in order.
@@ -367,6 +426,19 @@ class MultiSlotReader:
             warnings.warn(f"MultiSlotReader skipped {self.skipped_lines} malformed line(s); "
                           f"the first: {first_bad}", DataWarning, stacklevel=3)
 
+    def batch_origin(self):
+        """Where the batch iteration last yielded came from: [(path, first line, last
+        line)], 1-based, one entry per file it spans; for messages about the batch (an op
+        that failed on it names these lines)."""
+        spans = []
+        for chunk, a, b in getattr(self, "_pieces", ()):
+            path, first, last = chunk.origin(a, b)
+            if spans and spans[-1][0] == path:
+                spans[-1] = (path, spans[-1][1], last)
+            else:
+                spans.append((path, first, last))
+        return spans
+
     def chunk_batch(self, chunk, a, b, dense_dim):
         """Lines [a, b) of a parsed chunk as the batch iteration would give them."""
         return self._take(collections.deque([[chunk, a]]), b - a, dense_dim)
@@ -392,11 +464,22 @@ class MultiSlotReader:
                     buf, carry = carry, b""
                     if not buf:
                         return
+                dims_before = dense_dim.copy()
                 chunk = parser.parse(buf, dense_dim)
+                chunk.locate(path, base, lambda buf=buf, dims=dims_before, c=chunk:
+                             self._example_lines(buf, dims, c.skipped))
                 yield chunk, base
                 base += chunk.lines
                 if not data:
                     return
+
+    def _example_lines(self, buf, dense_dim, skipped):
+        """Each example's line index in a chunk's `buf`: its non-blank lines (numpy, a few
+        ms for a chunk) or, when bad lines were skipped, those the rules accept (the
+        Python parser's check, line by line: only for chunks with bad lines)."""
+        if skipped:
+            return _PyParser(self._layout, True).example_lines(buf, dense_dim)
+        return _nonblank_lines(buf)
 
     def _error(self, path, base, bad, dense_dim):
         line, s, code, tok, found, expected = bad
@@ -437,6 +520,7 @@ class MultiSlotReader:
                 pending.popleft()
             else:
                 entry[1] = b
+        self._pieces = pieces
         L, rows = self._layout, self._layout.sparse_rows
         if len(pieces) == 1:  # the common case: views into one chunk
             c, a, b = pieces[0]

@@ -19,22 +19,22 @@ are handed out one at a time from a shared counter, so fast workers take more fi
 `report_every` batches a worker sends the mean of its fetched values and its example count
 to the parent, which shows progress and examples/s and keeps the loss curve.
 
-If a worker fails (malformed data, a kernel error) it reports its error — with file and line
-for data errors — and the parent stops the others and raises it; a worker that dies without
-a word (killed) is detected too. Nothing hangs, and the parameters in the parent's scope stay
-readable either way.
+If a worker fails (malformed data, a kernel error on a batch) or dies (a signal, the OOM
+killer), the parent notices within a tenth of a second (worker_pool.py says how), stops the
+others and raises an ExecutionError naming the worker and the file lines of the batch it
+was on (its `origin`). Nothing hangs, no worker outlives the run, and the parameters in the
+parent's scope stay readable and savable.
+
+Progress goes to a tqdm bar on a terminal, else to the `fluidity` logger at INFO.
 """
-import mmap
+import logging
 import multiprocessing as mp
 import os
 import queue
-import signal
 import sys
 import threading
 import time
 import traceback
-
-import logging
 
 import numpy as np
 
@@ -43,38 +43,16 @@ from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, FluidityError
 from ..ir.views import ProgramView, VarView
 from .executor import Executor
+from .shared_memory import is_shared, shared_empty  # noqa: F401 - is_shared: public here too
 from .strategy import ExecutionStrategy
+from .worker_pool import (PROCESS_STOP_GRACE_S, THREAD_STOP_GRACE_S, PositionBoard,
+                          ProcessWorkers, StopFlag, ThreadWorkers)
 
 logger = logging.getLogger("fluidity")
-STOP_GRACE_S = 10.0  # after a worker fails, how long the others get to stop by themselves
-HUGE_PAGE_MIN = 4 << 20  # shared arrays at least this large ask for transparent huge pages
+REPORT_POLL_S = 0.1  # the parent's longest wait between looks at its workers
 
 
 # --- shared parameters ------------------------------------------------------------------------
-def _shared_empty(shape, dtype):
-    """An ndarray in an anonymous MAP_SHARED mapping: forked children write the same pages."""
-    nbytes = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
-    buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
-    if nbytes >= HUGE_PAGE_MIN and hasattr(mmap, "MADV_HUGEPAGE"):
-        # random rows of a large sparse table cost a TLB miss each on 4 KiB pages; where the
-        # kernel allows huge pages for shared memory (transparent_hugepage/shmem_enabled
-        # "advise" or "within_size") this asks for them, as numpy does for private arrays
-        try:
-            buf.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:
-            pass
-    arr = np.frombuffer(buf, dtype=dtype, count=int(np.prod(shape, dtype=np.int64)))
-    return arr.reshape(shape)
-
-
-def is_shared(arr):
-    """Whether `arr` lives in a shared mapping made by `_shared_empty`."""
-    b = arr
-    while isinstance(b, np.ndarray):
-        b = b.base
-    return isinstance(b, memoryview) and isinstance(b.obj, mmap.mmap)
-
-
 def share_persistables(program, scope):
     """Move the values of `program`'s persistable tensors in `scope` into shared memory.
     Returns {name: shared ndarray}. Raises if a persistable an op reads has no value."""
@@ -90,7 +68,7 @@ def share_persistables(program, scope):
             if not isinstance(t, LoDTensor):
                 continue
             if not is_shared(t._array):
-                arr = _shared_empty(t._array.shape, t._array.dtype)
+                arr = shared_empty(t._array.shape, t._array.dtype)
                 arr[...] = t._array
                 t._array = arr
             shared[v.name] = (var, t._array)
@@ -111,12 +89,14 @@ def _uninitialized_persistables(program, scope):
 
 # --- workers -----------------------------------------------------------------------------------
 class _Worker:
-    """Runs in a forked child: pick files, read batches, run the program, report."""
+    """One Hogwild worker (a forked child or a thread): pick files, read batches, run the
+    program, report through `send`. Before each batch it writes where the batch came from
+    on the position board, so its failure — or its death — names the file and lines."""
 
-    def __init__(self, wid, program, desc, files, next_file, stop, out_q, scope, fetch_names,
+    def __init__(self, wid, program, desc, files, next_file, stop, board, scope, fetch_names,
                  report_every, shared, reader_args, read_ahead=False, lowering=None):
         self.wid, self.program, self.desc, self.files = wid, program, desc, files
-        self.next_file, self.stop, self.out_q = next_file, stop, out_q
+        self.next_file, self.stop, self.board = next_file, stop, board
         self.scope, self.fetch_names, self.report_every = scope, fetch_names, report_every
         self.shared, self.reader_args, self.read_ahead = shared, reader_args, read_ahead
         # worker threads: the run's lowering (their steps are native calls that release the
@@ -125,12 +105,13 @@ class _Worker:
         self.plan_kind = "interpreter" if lowering is None else "native"
 
     def _pick_file(self):
+        """(index, path) of the next file nobody has taken, or None."""
         with self.next_file.get_lock():
             i = self.next_file.value
             if i >= len(self.files):
                 return None
             self.next_file.value = i + 1
-        return self.files[i]
+        return i, self.files[i]
 
     def _resync(self):
         """An op that replaced a shared parameter's array (instead of updating it in place)
@@ -142,17 +123,19 @@ class _Worker:
                 t._array = arr
 
     def _read(self, reader_cls):
-        """("batch", feed) for every batch of every file this worker picks, then
-        ("file", (path, skipped lines)) after each file."""
+        """("batch", (feed, (file index, first line, last line))) for every batch of every
+        file this worker picks, then ("file", (path, skipped lines)) after each file."""
         while not self.stop.is_set():
-            path = self._pick_file()
-            if path is None:
+            picked = self._pick_file()
+            if picked is None:
                 return
+            fi, path = picked
             reader = reader_cls(self.desc, [path], **self.reader_args)
             for feed in reader:
                 if self.stop.is_set():  # another worker failed: stop within the file
                     return
-                yield "batch", feed
+                (_, first, last), = reader.batch_origin()
+                yield "batch", (feed, (fi, first, last))
             yield "file", (path, reader.skipped_lines)
 
     def _executor_steps(self, exe, wscope, items):
@@ -162,10 +145,12 @@ class _Worker:
             if kind == "file":
                 yield kind, item
                 continue
-            res = exe.run(self.program, feed=item, fetch_list=self.fetch_names, scope=wscope)
+            feed, where = item
+            self.board.set(self.wid, *where)
+            res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names, scope=wscope)
             if self.shared:
                 self._resync()
-            yield "batch", (_batch_examples(item),
+            yield "batch", (_batch_examples(feed),
                             [float(np.asarray(r).mean()) for r in res])
 
     def _compiled_steps(self, step, exe, wscope, reader_cls):
@@ -174,9 +159,10 @@ class _Worker:
         built for runs through the executor."""
         bs = self.desc.batch_size
         while not self.stop.is_set():
-            path = self._pick_file()
-            if path is None:
+            picked = self._pick_file()
+            if picked is None:
                 return
+            fi, path = picked
             reader = reader_cls(self.desc, [path], **self.reader_args)
             for chunk, dense_dim in reader.chunks():
                 if not step.fits(chunk, dense_dim):
@@ -187,12 +173,16 @@ class _Worker:
                     if self.stop.is_set():
                         return
                     last = min(chunk.n, a + bs * self.report_every)
+                    self.board.set(self.wid, fi, *chunk.origin(a, last)[1:])
                     k, means, lines, status, msg = step.run(bound, a, last, bs)
                     for j in range(k):
                         yield "batch", (int(lines[j]), means[j].tolist())
                     a += int(lines.sum())
+                    if status == 0:
+                        continue
+                    b = min(chunk.n, a + bs)      # batch k: the one the loop stopped at
+                    self.board.set(self.wid, fi, *chunk.origin(a, b)[1:])
                     if status == -1:      # inputs of other shapes: this batch interpreted
-                        b = min(chunk.n, a + bs)
                         feed = reader.chunk_batch(chunk, a, b, dense_dim)
                         res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names,
                                       scope=wscope)
@@ -200,18 +190,12 @@ class _Worker:
                         a = b
                     elif status == -2:
                         raise MemoryError("AsyncExecutor: no memory for the compiled step")
-                    elif status:
+                    else:
                         raise step.error(status, msg)
             yield "file", (path, reader.skipped_lines)
 
-    def run(self):
+    def _events(self, exe, wscope):
         from ..datafeed.multislot import MultiSlotReader
-        started = time.time()
-        exe = Executor(strategy=ExecutionStrategy(self.plan_kind))
-        wscope = self.scope.new_scope()
-        nf = len(self.fetch_names)
-        sums, batches, examples = np.zeros(nf), 0, 0
-        period = [0, 0, np.zeros(nf)]
         step = None
         if self.plan_kind == "native" and not self.read_ahead:
             from .native_loop import CompiledWorkerStep
@@ -222,19 +206,27 @@ class _Worker:
                 logger.info("AsyncExecutor: worker threads run batches through the executor "
                             "(no compiled worker loop: %s)", why)
         if step is not None:
-            events = self._compiled_steps(step, exe, wscope, MultiSlotReader)
-        else:
-            items = self._read(MultiSlotReader)
-            if self.read_ahead:
-                items = _prefetch(items, self.stop)
-            events = self._executor_steps(exe, wscope, items)
+            return step, self._compiled_steps(step, exe, wscope, MultiSlotReader)
+        items = self._read(MultiSlotReader)
+        if self.read_ahead:
+            items = _prefetch(items, self.stop)
+        return None, self._executor_steps(exe, wscope, items)
+
+    def run(self, send):
+        started = time.time()
+        exe = Executor(strategy=ExecutionStrategy(self.plan_kind))
+        wscope = self.scope.new_scope()
+        nf = len(self.fetch_names)
+        sums, batches, examples = np.zeros(nf), 0, 0
+        period = [0, 0, np.zeros(nf)]
+        step, events = self._events(exe, wscope)
         try:
             for kind, item in events:
                 if kind == "file":
                     path, skipped = item
                     if skipped:
-                        self.out_q.put(("skipped", self.wid, path, skipped))
-                    self.out_q.put(("file", self.wid, path))
+                        send(("skipped", self.wid, path, skipped))
+                    send(("file", self.wid, path))
                     continue
                 n, vals = item
                 vals = np.asarray(vals, np.float64)
@@ -246,17 +238,35 @@ class _Worker:
                 period[0] += 1
                 period[1] += n
                 if period[0] >= self.report_every:
-                    self.out_q.put(("report", self.wid, period[0], period[1],
-                                    (period[2] / max(period[1], 1)).tolist()))
+                    send(("report", self.wid, period[0], period[1],
+                          (period[2] / max(period[1], 1)).tolist()))
                     period = [0, 0, np.zeros(nf)]
         finally:
             if step is not None:
                 step.close()
         if period[0]:
-            self.out_q.put(("report", self.wid, period[0], period[1],
-                            (period[2] / max(period[1], 1)).tolist()))
-        self.out_q.put(("done", self.wid, batches, examples, sums.tolist(),
-                        (os.getpid(), started, time.time())))
+            send(("report", self.wid, period[0], period[1],
+                  (period[2] / max(period[1], 1)).tolist()))
+        send(("done", self.wid, batches, examples, sums.tolist(),
+              (os.getpid(), started, time.time())))
+
+    def __call__(self, send):
+        """Run, reporting any exception (a kernel's, a reader's) to the parent, with the
+        lines of the batch it failed on unless it names its own place (a bad data line).
+        The exit code: 0 or 1."""
+        try:
+            self.run(send)
+            return 0
+        except BaseException as e:  # report everything, including kernel errors
+            from ..datafeed.errors import DataError
+            msg = str(e) if isinstance(e, FluidityError) else \
+                f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+            where = None if isinstance(e, DataError) else self.board.where(self.wid)
+            try:
+                send(("error", self.wid, type(e).__name__, msg, where))
+            except Exception:  # noqa: BLE001 - the parent sees the exit instead
+                pass
+            return 1
 
 
 class _Failure:
@@ -336,13 +346,14 @@ class _blas_threads:
             self.ctl.restore_original_limits()
 
 
-def _limit_blas_threads(n):
-    """One BLAS thread per worker process, when threadpoolctl is there to say so."""
+def _one_blas_thread():
+    """One BLAS thread per worker process (workers x BLAS threads <= cores, or
+    oversubscription eats the gain), when threadpoolctl is there to say so."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
         return
-    threadpool_limits(n)
+    threadpool_limits(1)
 
 
 def _batch_examples(feed):
@@ -351,30 +362,6 @@ def _batch_examples(feed):
             return len(t._lod[0]) - 1
     t = next(iter(feed.values()))
     return t._array.shape[0]
-
-
-def _run_reporting(worker):
-    """Run a worker; report any exception (a kernel's, a reader's) to the parent. 0 or 1."""
-    try:
-        worker.run()
-        return 0
-    except BaseException as e:  # report everything, including kernel errors
-        msg = str(e) if isinstance(e, FluidityError) else \
-            f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
-        try:
-            worker.out_q.put(("error", worker.wid, type(e).__name__, msg))
-        except Exception:
-            pass
-        return 1
-
-
-def _worker_main(worker):
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-    _limit_blas_threads(1)  # workers x BLAS threads <= cores, or oversubscription eats the gain
-    code = _run_reporting(worker)
-    worker.out_q.close()
-    worker.out_q.join_thread()
-    os._exit(code)
 
 
 class _Counter:
@@ -386,32 +373,6 @@ class _Counter:
 
     def get_lock(self):
         return self._lock
-
-
-class _WorkerThread:
-    """A worker as a thread of this process, with the face `_collect` reads of a process.
-    Its steps are native calls that release the GIL, so threads run them at once."""
-
-    def __init__(self, worker):
-        self.worker, self.exitcode = worker, None
-        self.thread = threading.Thread(target=self._main, daemon=True,
-                                       name=f"fluidity-worker-{worker.wid}")
-
-    def _main(self):
-        self.exitcode = _run_reporting(self.worker)
-
-    def start(self):
-        self.thread.start()
-
-    def is_alive(self):
-        return self.thread.is_alive()
-
-    def join(self, timeout=None):
-        self.thread.join(timeout)
-
-    def terminate(self):
-        """Threads cannot be killed: a straggler stops at its next batch (the stop event)
-        and, being a daemon, never keeps the process alive."""
 
 
 def lower_step(program, fetch_names):
@@ -513,18 +474,17 @@ class AsyncExecutor:
         reader_args = {"skip_bad_lines": skip_bad_lines}
         n_workers = min(thread_num, len(files))
         if threads:
-            out_q, stop, next_file, shared = queue.Queue(), threading.Event(), _Counter(), {}
+            next_file, shared = _Counter(), {}
         else:
             shared = share_persistables(program, scope)
-            ctx = mp.get_context("fork")
-            out_q, stop, next_file = ctx.Queue(), ctx.Event(), ctx.Value("l", 0)
-        workers = []
-        for wid in range(n_workers):
-            w = _Worker(wid, program, desc, files, next_file, stop, out_q, scope, fetch_names,
+            next_file = mp.get_context("fork").Value("l", 0)
+        stop = StopFlag(shared=not threads)
+        board = PositionBoard(n_workers, files, shared=not threads)
+        runs = [_Worker(wid, program, desc, files, next_file, stop, board, scope, fetch_names,
                         report_every, shared, reader_args, read_ahead,
                         lowering=lowering if threads else None)
-            workers.append(_WorkerThread(w) if threads else
-                           ctx.Process(target=_worker_main, args=(w,), daemon=True))
+                for wid in range(n_workers)]
+        pool = ThreadWorkers(runs) if threads else ProcessWorkers(runs, _one_blas_thread)
         show = progress if progress is not None else "auto"
         labels = list(fetch_info) if fetch_info else fetch_names
         if len(labels) != len(fetch_names):
@@ -535,11 +495,12 @@ class AsyncExecutor:
         if threads:
             _prebuild(lowering)
         t0 = time.perf_counter()
-        with _blas_threads(1 if threads else None):
-            for p in workers:
-                p.start()
-            result = self._collect(workers, out_q, stop, bar, fetch_names, t0, callback)
-        bar.close()
+        try:
+            with _blas_threads(1 if threads else None):
+                result = self._collect(pool, n_workers, stop, board, bar, fetch_names, t0,
+                                       callback)
+        finally:
+            bar.close()
         result.mode = self.last_mode
         return result
 
@@ -563,65 +524,58 @@ class AsyncExecutor:
         logger.info("AsyncExecutor: worker threads running the compiled training step")
         return True
 
-    def _collect(self, workers, out_q, stop, bar, fetch_names, t0, callback):
+    def _collect(self, pool, n_workers, stop, board, bar, fetch_names, t0, callback):
+        """Start the workers and read their messages until all are done or one fails; a failure (a
+        reported error, or an exit without "done": a signal, the OOM killer) is noticed
+        within REPORT_POLL_S, stops the others and is raised with the worker's identity
+        and the file lines of its last batch. The workers are gone when this returns."""
         done, errors, workers_info = set(), [], {}
-        stopped_at = None
         history, skipped = [], 0
         total_ex, sums = 0, np.zeros(len(fetch_names))
         seen_ex = 0
         try:
-            while len(done) < len(workers):
-                try:
-                    msg = out_q.get(timeout=0.2)
-                except queue.Empty:
-                    for wid, p in enumerate(workers):  # died without a word?
-                        if wid not in done and not p.is_alive() and p.exitcode not in (0, None):
-                            errors.append((wid, "WorkerDied",
-                                           f"worker {wid} died (exit code {p.exitcode})"))
-                            done.add(wid)
-                    if errors and not stop.is_set():
-                        stop.set()
-                        stopped_at = time.perf_counter()
-                    if stop.is_set() and time.perf_counter() - stopped_at > STOP_GRACE_S:
-                        break  # stragglers are terminated below: a failed run never hangs
-                    continue
-                kind, wid = msg[0], msg[1]
-                if kind == "report":
-                    n_batches, n_ex, means = msg[2], msg[3], msg[4]
-                    seen_ex += n_ex
-                    history.append((seen_ex, means))
-                    bar.update(n_ex, means, time.perf_counter() - t0, seen_ex)
-                    if callback is not None:
-                        callback(seen_ex, dict(zip(fetch_names, means)))
-                elif kind == "skipped":
-                    skipped += msg[3]
-                elif kind == "done":
-                    done.add(wid)
-                    total_ex += msg[3]
-                    sums += np.asarray(msg[4]) if fetch_names else 0
-                    workers_info[wid] = {"batches": msg[2], "examples": msg[3],
-                                         "pid": msg[5][0], "start": msg[5][1],
-                                         "end": msg[5][2]}
-                elif kind == "error":
-                    errors.append((wid, msg[2], msg[3]))
-                    done.add(wid)
-                    if not stop.is_set():
-                        stop.set()
-                        stopped_at = time.perf_counter()
-        except KeyboardInterrupt:
+            pool.start()   # here: workers started before a failure to start the rest stop too
+            while len(done) < n_workers and not errors:
+                msgs, ended = pool.wait(REPORT_POLL_S)
+                for msg in msgs:
+                    kind, wid = msg[0], msg[1]
+                    if kind == "report":
+                        n_ex, means = msg[3], msg[4]
+                        seen_ex += n_ex
+                        history.append((seen_ex, means))
+                        bar.update(n_ex, means, time.perf_counter() - t0, seen_ex)
+                        if callback is not None:
+                            callback(seen_ex, dict(zip(fetch_names, means)))
+                    elif kind == "skipped":
+                        skipped += msg[3]
+                    elif kind == "done":
+                        done.add(wid)
+                        total_ex += msg[3]
+                        sums += np.asarray(msg[4]) if fetch_names else 0
+                        workers_info[wid] = {"batches": msg[2], "examples": msg[3],
+                                             "pid": msg[5][0], "start": msg[5][1],
+                                             "end": msg[5][2]}
+                    elif kind == "error":
+                        errors.append(_WorkerFailure(pool.describe(wid), msg[2], msg[3],
+                                                     msg[4]))
+                        done.add(wid)
+                for wid in ended:   # exited without a word: killed, or died otherwise
+                    if wid not in done:
+                        done.add(wid)
+                        errors.append(_WorkerFailure(pool.describe(wid), "WorkerDied",
+                                                     pool.end_reason(wid), board.where(wid)))
+        except BaseException:
             stop.set()
+            pool.shutdown(PROCESS_STOP_GRACE_S if pool.kind == "processes" else
+                          THREAD_STOP_GRACE_S)
             raise
-        finally:
-            deadline = time.time() + 10
-            for p in workers:
-                p.join(timeout=max(0.1, deadline - time.time()))
-                if p.is_alive():
-                    p.terminate()
-                    p.join(1)
+        stop.set()
+        # after a failure worker processes get a moment, then are terminated; after "done"
+        # from all, they are only exiting
+        pool.shutdown(PROCESS_STOP_GRACE_S if errors and pool.kind == "processes" else
+                      THREAD_STOP_GRACE_S)
         if errors:
-            wid, etype, text = errors[0]
-            more = f" ({len(errors) - 1} other worker(s) failed too)" if len(errors) > 1 else ""
-            raise ExecutionError(f"AsyncExecutor worker {wid} failed{more}: {etype}: {text}")
+            raise errors[0].error()
         seconds = time.perf_counter() - t0
         res = AsyncRunResult((sums / max(total_ex, 1)).tolist())
         res.history, res.examples, res.seconds = history, total_ex, seconds
@@ -632,10 +586,28 @@ class AsyncExecutor:
         return res
 
 
+class _WorkerFailure:
+    """What the parent knows of a failed worker, and the ExecutionError it raises."""
+
+    def __init__(self, who, etype, text, where):
+        self.who, self.etype, self.text, self.where = who, etype, text, where
+
+    def error(self):
+        if self.etype == "WorkerDied":
+            on = f" while on {self.where}" if self.where else " before its first batch"
+            msg = f"AsyncExecutor {self.who} {self.text}{on}"
+        else:
+            on = f" on the batch from {self.where}" if self.where else ""
+            msg = f"AsyncExecutor {self.who} failed{on}: {self.etype}: {self.text}"
+        err = ExecutionError(msg)
+        err.worker, err.origin = self.who, self.where
+        return err
+
+
 class _Progress:
     """Progress of a run: a tqdm bar (examples, examples/s, latest fetch means) when stderr
-    is a terminal, else a plain line every `every` seconds (logs stay readable); with debug,
-    a line per report. show: True, False or "auto"."""
+    is a terminal, else a line to the `fluidity` logger (INFO) every `every` seconds (logs
+    stay readable); with debug, a line per report. show: True, False or "auto"."""
 
     def __init__(self, show, names, debug, every=5.0):
         self.names, self.debug, self.bar = names, debug, None
@@ -656,8 +628,8 @@ class _Progress:
         now = time.perf_counter()
         if self.debug or (self.lines and now - self.last >= self.every):
             self.last = now
-            print(f"[async] {seen:,} examples, {seen / max(elapsed, 1e-9):,.0f} ex/s {desc}",
-                  file=sys.stderr, flush=True)
+            logger.info("AsyncExecutor: %s examples, %s ex/s %s", f"{seen:,}",
+                        f"{seen / max(elapsed, 1e-9):,.0f}", desc)
 
     def close(self):
         if self.bar is not None:

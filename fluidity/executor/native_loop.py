@@ -150,7 +150,8 @@ class CompiledWorkerStep:
         """Batches of `batch` lines over lines [first, last) of a bound chunk, GIL
         released. Returns (batches done, per-batch fetch means [k, n_fetch], per-batch lines
         [k], status, message); status -1: the next batch needs the executor; >= 2: an op
-        failed."""
+        failed. Either way that batch is the k-th, starting at line first + sum(lines):
+        the caller names its file lines in the error."""
         self._bind_params()
         n_slots = len(self.slots)
         if self.lod_buf.size < n_slots * (batch + 1):

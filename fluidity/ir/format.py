@@ -45,21 +45,25 @@ def format_op(op, show_role=False):
         f" {{{a}}}" if a else "")
 
 
-def format_block(block):
+def format_block(block, var_key=None):
+    """The block's variables (in desc order, or sorted by `var_key(name)`) and ops."""
     head = f"block {block.idx}" + (f" (parent {block.parent_idx})" if block.parent_idx >= 0
                                    else "")
     if block.forward_block_idx >= 0:
         head += f" (forward block {block.forward_block_idx})"
     lines = [head + ":", "  vars:"]
-    lines += [f"    {format_var(v)}" for v in block.vars.values()]
+    vs = block.vars.values()
+    if var_key is not None:
+        vs = sorted(vs, key=lambda v: var_key(v.name))
+    lines += [f"    {format_var(v)}" for v in vs]
     lines.append("  ops:")
     lines += [f"    {format_op(op)}" for op in block.ops]
     return "\n".join(lines)
 
 
-def format_program(program):
+def format_program(program, var_key=None):
     head = f"program (version {program.desc.version.version}"
     if program.desc.op_version_map.pair:
         head += f", {len(program.desc.op_version_map.pair)} op versions"
     head += ")"
-    return "\n".join([head] + [format_block(b) for b in program.blocks])
+    return "\n".join([head] + [format_block(b, var_key) for b in program.blocks])

@@ -17,11 +17,16 @@ written (their values come from outside the run). Only the global block is rewri
 Both rewrite a ProgramView (the builder's Program is one) in place, as Paddle's do, through
 `ir.rewrite`; `ir.rewrite.on_copy(desc, memory_optimize)` is the pure form.
 """
+import logging
+
 from ..core.dtypes import VarType
 from ..ir import rewrite
 from ..ir.analysis import temporaries
 from ..ir.memory_plan import var_nbytes
 from ..ir.views import VarView
+
+
+logger = logging.getLogger("fluidity")
 
 
 def _skip_names(skip_opt_set):
@@ -47,7 +52,10 @@ def memory_optimize(input_program, skip_opt_set=None, print_log=False, level=0,
     """Reuse dead temporaries' variables for new ones of the same shape and dtype.
     `level` is accepted for Paddle compatibility; shapes must match exactly (Paddle's 0).
     `skip_grads=True` leaves gradient (`@GRAD`) variables alone, as Fluid's default does;
-    Fluidity's default reuses them too (results are the same either way)."""
+    Fluidity's default reuses them too (results are the same either way).
+    print_log: each reuse and the bytes saved go to the `fluidity` logger at INFO (a
+    library writes to its logger, not to stdout; `logging.basicConfig(level=logging.INFO)`
+    shows them)."""
     program = input_program
     if skip_grads:
         skip_opt_set = set(skip_opt_set or ()) | {
@@ -83,9 +91,9 @@ def memory_optimize(input_program, skip_opt_set=None, print_log=False, level=0,
         saved = sum(var_nbytes(cands[x].var, 1) or 0 for x, _ in reused)
         for x, c in reused:
             v = cands[x].var
-            print(f"memory_optimize: '{x}' {list(v.shape)} reuses '{c}'")
-        print(f"memory_optimize: {len(reused)} of {len(cands)} temporaries reuse a dead one's "
-              f"variable, {saved} bytes fewer at batch size 1")
+            logger.info("memory_optimize: '%s' %s reuses '%s'", x, list(v.shape), c)
+        logger.info("memory_optimize: %d of %d temporaries reuse a dead one's variable, %d "
+                    "bytes fewer at batch size 1", len(reused), len(cands), saved)
     return reused
 
 

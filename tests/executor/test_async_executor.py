@@ -317,25 +317,6 @@ def test_a_bad_line_stops_worker_threads_with_file_and_line(ctr, tmp_path, read_
     assert res.skipped_lines == 1 and res.examples == 49
 
 
-def test_a_kernel_error_in_a_worker_thread_names_the_op(ctr):
-    desc = DataFeedDesc(os.path.join(ctr["dir"], "data_feed.prototxt"))
-    main, startup, test, v = _ctr_dnn(ctr, vocab=100)   # ids up to 2000 overflow the table
-    exe, scope = fluid.Executor(), fluid.Scope()
-    exe.run(startup, scope=scope)
-    with pytest.raises(ExecutionError, match="out of range"):
-        AsyncExecutor().run(main, desc, ctr["train"], 2, fetch=[v["loss"]], scope=scope,
-                            workers="threads")
-    # the model still saves (and loads back the same) after a failed run
-    out = os.path.join(str(ctr["dir"]), "after_fail")
-    with fluid.scope_guard(scope):
-        fluid.io.save_persistables(exe, out, main)
-    again = fluid.Scope()
-    with fluid.scope_guard(again):
-        fluid.io.load_persistables(exe, out, main)
-    np.testing.assert_array_equal(np.asarray(again.find_var("SparseFeatFactors").get_tensor()),
-                                  np.asarray(scope.find_var("SparseFeatFactors").get_tensor()))
-
-
 def test_the_compiled_worker_loop_trains_as_the_executor_does(ctr):
     """A worker thread hands whole parsed chunks to the compiled loop (no Python per batch);
     with one worker its batches are the reader's, so it trains bit for bit as the same
