@@ -94,3 +94,123 @@ def log_loss(input, label, epsilon=1e-4, name=None):
     helper.append_op("log_loss", inputs={"Predicted": input, "Labels": label},
                      outputs={"Loss": loss}, attrs={"epsilon": float(epsilon)})
     return loss
+
+
+# --- Fluid 1.x losses (ops in fluidity/ops/loss_fluid1.py, composites over other layers) -------
+__all__ += ["rank_loss", "margin_rank_loss", "bpr_loss", "kldiv_loss",
+            "teacher_student_sigmoid_loss", "mse_loss", "npair_loss", "dice_loss",
+            "center_loss", "warpctc", "sampled_softmax_with_cross_entropy", "edit_distance"]
+
+
+def _need_vars(layer, **args):
+    from ..framework import Variable
+    for arg, v in args.items():
+        if not isinstance(v, Variable):
+            raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
+
+
+def _one_out(op_type, inputs, out_slot, attrs=None, name=None, like=None):
+    helper = LayerHelper(op_type, name=name)
+    out = _tmp(helper, (like or next(iter(inputs.values()))).dtype)
+    helper.append_op(op_type, inputs=inputs, outputs={out_slot: out}, attrs=attrs or {})
+    return out
+
+
+def rank_loss(label, left, right, name=None):
+    """RankNet loss of scores `left`, `right` [N, 1] for `label` [N, 1] (1: left ranks
+    higher): log(1 + exp(left - right)) - label * (left - right)."""
+    _need_vars("rank_loss", label=label, left=left, right=right)
+    return _one_out("rank_loss", {"Label": label, "Left": left, "Right": right}, "Out",
+                    name=name, like=left)
+
+
+def margin_rank_loss(label, left, right, margin=0.1, name=None):
+    """max(0, -label * (left - right) + margin), elementwise."""
+    _need_vars("margin_rank_loss", label=label, left=left, right=right)
+    helper = LayerHelper("margin_rank_loss", name=name)
+    out, act = _tmp(helper, left.dtype), _tmp(helper, left.dtype, True)
+    helper.append_op("margin_rank_loss", inputs={"X1": left, "X2": right, "Label": label},
+                     outputs={"Out": out, "Activated": act}, attrs={"margin": float(margin)})
+    return out
+
+
+def bpr_loss(input, label, name=None):
+    """Bayesian personalized ranking loss of scores `input` [N, C] for the positive class
+    ids `label` [N, 1]; returns [N, 1]."""
+    _need_vars("bpr_loss", input=input, label=label)
+    return _one_out("bpr_loss", {"X": input, "Label": label}, "Y", name=name, like=input)
+
+
+def kldiv_loss(x, target, reduction="mean", name=None):
+    """KL divergence of `target` (probabilities) from `x` (log-probabilities), reduced by
+    'none', 'sum', 'mean' or 'batchmean'."""
+    _need_vars("kldiv_loss", x=x, target=target)
+    if reduction not in ("none", "sum", "mean", "batchmean"):
+        raise ValueError(f"kldiv_loss: 'reduction' must be 'none', 'sum', 'mean' or "
+                         f"'batchmean', got {reduction!r}")
+    return _one_out("kldiv_loss", {"X": x, "Target": target}, "Loss",
+                    {"reduction": reduction}, name=name, like=x)
+
+
+def teacher_student_sigmoid_loss(input, label, soft_max_up_bound=15.0,
+                                 soft_max_lower_bound=-15.0):
+    """Sigmoid loss against a click label that may carry a teacher's score (see the op)."""
+    _need_vars("teacher_student_sigmoid_loss", input=input, label=label)
+    return _one_out("teacher_student_sigmoid_loss", {"X": input, "Label": label}, "Y",
+                    {"soft_max_up_bound": float(soft_max_up_bound),
+                     "soft_max_lower_bound": float(soft_max_lower_bound)}, like=input)
+
+
+def mse_loss(input, label):
+    """The mean of (input - label)^2."""
+    from .manip import reduce_mean
+    _need_vars("mse_loss", input=input, label=label)
+    return reduce_mean(square_error_cost(input, label))
+
+
+def npair_loss(anchor, positive, labels, l2_reg=0.002):
+    """N-pair loss (Sohn 2016): softmax cross entropy of anchor @ positive^T against the
+    rows' same-label distribution, plus l2_reg / 4 times the mean squared norms."""
+    from . import manip, nn, ops
+    _need_vars("npair_loss", anchor=anchor, positive=positive, labels=labels)
+    lab = manip.reshape(labels, [-1, 1])
+    same = manip.cast(manip.equal(lab, manip.transpose(lab, [1, 0])), anchor.dtype)
+    same = nn.elementwise_div(same, manip.reduce_sum(same, dim=1, keep_dim=True), axis=0)
+    l2 = nn.elementwise_add(manip.reduce_mean(manip.reduce_sum(ops.square(anchor), 1)),
+                            manip.reduce_mean(manip.reduce_sum(ops.square(positive), 1)))
+    l2 = nn.scale(l2, 0.25 * l2_reg)
+    sim = nn.matmul(anchor, positive, transpose_y=True)
+    ce = softmax_with_cross_entropy(sim, same, soft_label=True)
+    ce = manip.reduce_sum(nn.elementwise_mul(same, ce), dim=0)
+    return nn.elementwise_add(l2, manip.reduce_mean(ce))
+
+
+def dice_loss(input, label, epsilon=0.00001):
+    """1 - 2|X∩Y| / (|X| + |Y|) averaged over the batch, for probabilities `input`
+    [N, ..., C] and class ids `label` [N, ..., 1]."""
+    from . import manip, nn
+    _need_vars("dice_loss", input=input, label=label)
+    onehot = manip.cast(manip.one_hot(label, input.shape[-1]), input.dtype)
+    dims = list(range(1, len(input.shape)))
+    inse = manip.reduce_sum(nn.elementwise_mul(input, onehot), dim=dims)
+    denom = nn.elementwise_add(manip.reduce_sum(input, dim=dims),
+                               manip.reduce_sum(onehot, dim=dims))
+    score = nn.elementwise_div(nn.scale(inse, 2.0), nn.scale(denom, 1.0, float(epsilon)))
+    return manip.reduce_mean(nn.scale(score, -1.0, 1.0))
+
+
+def _declined(name, why):
+    def layer(*args, **kwargs):
+        raise NotImplementedError(f"fluid.layers.{name} is not available in Fluidity: {why}")
+    layer.__name__ = name
+    layer.__doc__ = f"Not built in Fluidity: {why}"
+    return layer
+
+
+center_loss = _declined("center_loss", "its op updates the class centers as a side effect "
+                        "of the forward pass; no program we target uses it")
+warpctc = _declined("warpctc", "CTC needs the warp-ctc library's alignment kernels; use "
+                    "softmax_with_cross_entropy-based losses instead")
+sampled_softmax_with_cross_entropy = _declined(
+    "sampled_softmax_with_cross_entropy", "its sampler ops (sample_logits) are not built")
+edit_distance = _declined("edit_distance", "the sequence edit-distance op is not built")

@@ -311,3 +311,53 @@ def flatten(x, axis=1, name=None):
     helper.append_op("flatten2", inputs={"X": x}, outputs={"Out": out, "XShape": x_shape},
                      attrs={"axis": axis})
     return out
+
+
+# --- label_smooth, cos_sim, l2_normalize (ops in fluidity/ops/loss_fluid1.py) ----------------
+__all__ += ["label_smooth", "cos_sim", "l2_normalize"]
+
+
+def _is_var(layer, **args):
+    from ..framework import Variable
+    for arg, v in args.items():
+        if not isinstance(v, Variable):
+            raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
+
+
+def label_smooth(label, prior_dist=None, epsilon=0.1, dtype="float32", name=None):
+    """(1 - epsilon) * label + epsilon * prior_dist (uniform over the classes by default),
+    for one-hot `label` [..., C]."""
+    _is_var("label_smooth", label=label)
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"label_smooth: 'epsilon' must be in [0, 1], got {epsilon}")
+    inputs = {"X": label}
+    if prior_dist is not None:
+        inputs["PriorDist"] = prior_dist
+    return _simple("label_smooth", inputs, {"epsilon": float(epsilon)}, dtype=dtype,
+                   name=name)
+
+
+def cos_sim(X, Y):
+    """Cosine similarity of the rows of X [N, D] and Y [N, D] (or [1, D]); returns [N, 1]."""
+    _is_var("cos_sim", X=X, Y=Y)
+    helper = LayerHelper("cos_sim")
+    out = helper.create_variable_for_type_inference(X.dtype)
+    xn = helper.create_variable_for_type_inference(X.dtype, stop_gradient=True)
+    yn = helper.create_variable_for_type_inference(X.dtype, stop_gradient=True)
+    helper.append_op("cos_sim", inputs={"X": X, "Y": Y},
+                     outputs={"Out": out, "XNorm": xn, "YNorm": yn})
+    return out
+
+
+def l2_normalize(x, axis, epsilon=1e-12, name=None):
+    """x / sqrt(sum(x^2 along axis) + epsilon) (op norm); a 1-D x is normalized whole."""
+    _is_var("l2_normalize", x=x)
+    if len(x.shape) == 1:
+        axis = 0
+    helper = LayerHelper("l2_normalize", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    norm = helper.create_variable_for_type_inference(x.dtype, stop_gradient=True)
+    helper.append_op("norm", inputs={"X": x}, outputs={"Out": out, "Norm": norm},
+                     attrs={"axis": 1 if axis is None else int(axis),
+                            "epsilon": float(epsilon)})
+    return out

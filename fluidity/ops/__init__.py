@@ -6,3 +6,4 @@ from . import (activation, control_flow, conv, creation, feed_fetch, indexing, i
 from .registry import OpDef, all_ops, find, get, has
 
 from . import scatter  # noqa: F401,E402  (Fluid 1.x index ops)
+from . import loss_fluid1  # noqa: F401,E402  (Fluid 1.x losses, cos_sim, norm)
