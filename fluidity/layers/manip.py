@@ -8,6 +8,7 @@ from ..framework import Variable
 from ..layer_helper import LayerHelper
 from ..ops.logic import COMPARISONS, LOGICAL
 from ..ops.reduce import REDUCERS
+from .tensor import fill_constant, ints_or_tensors as _ints_or_tensors, zeros
 
 # `flatten` (op flatten2) is in layers/nn.py.
 __all__ = (["concat", "split", "reshape", "transpose", "squeeze", "unsqueeze", "slice",
@@ -39,29 +40,6 @@ def _with_xshape(op_type, x, attrs, inputs=None, name=None, act=None):
     helper.append_op(op_type, inputs={"X": x, **(inputs or {})},
                      outputs={"Out": out, "XShape": xshape}, attrs=attrs)
     return helper.append_activation(out, act)
-
-
-def _int_tensor(helper, v):
-    """An int32 [1] tensor holding `v` (an int), or `v` itself if it is a Variable."""
-    if isinstance(v, Variable):
-        return v
-    t = helper.create_variable_for_type_inference("int32", stop_gradient=True)
-    helper.append_op("fill_constant", outputs={"Out": t},
-                     attrs={"shape": [1], "dtype": dtypes.VarType.INT32, "value": float(v)})
-    return t
-
-
-def _ints_or_tensors(helper, values):
-    """A list attribute a caller may give as ints, a Variable, or ints mixed with Variables.
-    Returns (attribute ints, 1-D tensor or None, tensor list or None); entries a tensor
-    decides are -1 in the attribute."""
-    if isinstance(values, Variable):
-        return [], values, None
-    values = list(values)
-    if not any(isinstance(v, Variable) for v in values):
-        return [int(v) for v in values], None, None
-    attr = [-1 if isinstance(v, Variable) else int(v) for v in values]
-    return attr, None, [_int_tensor(helper, v) for v in values]
 
 
 # --- joining and cutting ---------------------------------------------------------------------
@@ -355,7 +333,6 @@ def scatter_nd_add(ref, index, updates, name=None):
 
 def scatter_nd(index, updates, shape, name=None):
     """A zero tensor of `shape` with `updates` added at `index` (scatter_nd_add on zeros)."""
-    from .tensor import zeros
     _need_var("scatter_nd", index=index, updates=updates)
     if not isinstance(shape, (list, tuple)):
         raise TypeError(f"scatter_nd: 'shape' must be a list or tuple of ints, got {shape!r}")
@@ -428,7 +405,6 @@ def strided_slice(input, axes, starts, ends, strides):
 
 def rank(input):
     """The rank of `input`, a [1] int32 constant."""
-    from .tensor import fill_constant
     _need_var("rank", input=input)
     return fill_constant([1], "int32", len(input.shape))
 

@@ -76,6 +76,31 @@ __all__ += ["zeros", "ones", "zeros_like", "ones_like", "range", "linspace", "ey
             "sampling_id"]
 
 
+def _int_tensor(helper, v):
+    """An int32 [1] tensor holding `v` (an int), or `v` itself if it is a Variable."""
+    from ..framework import Variable
+    if isinstance(v, Variable):
+        return v
+    t = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    helper.append_op("fill_constant", outputs={"Out": t},
+                     attrs={"shape": [1], "dtype": dtypes.VarType.INT32, "value": float(v)})
+    return t
+
+
+def ints_or_tensors(helper, values):
+    """A list attribute a caller may give as ints, a Variable, or ints mixed with Variables.
+    Returns (attribute ints, 1-D tensor or None, tensor list or None); entries a tensor
+    decides are -1 in the attribute."""
+    from ..framework import Variable
+    if isinstance(values, Variable):
+        return [], values, None
+    values = list(values)
+    if not any(isinstance(v, Variable) for v in values):
+        return [int(v) for v in values], None, None
+    attr = [-1 if isinstance(v, Variable) else int(v) for v in values]
+    return attr, None, [_int_tensor(helper, v) for v in values]
+
+
 def _check_var(layer, arg, v):
     from ..framework import Variable
     if not isinstance(v, Variable):
@@ -164,13 +189,16 @@ def eye(num_rows, num_columns=None, batch_shape=None, dtype="float32"):
                             "dtype": dtypes.to_code(dtype)})
     out.stop_gradient = True
     if batch_shape:
-        from .manip import expand, reshape
         if not isinstance(batch_shape, (list, tuple)):
             raise TypeError(f"eye: 'batch_shape' must be a list of ints, got {batch_shape!r}")
         cols = num_rows if num_columns is None else num_columns
-        out = reshape(out, [1] * len(batch_shape) + [num_rows, cols])
-        out = expand(out, list(batch_shape) + [1, 1])
-        out.stop_gradient = True
+        shaped = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+        xshape = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+        helper.append_op("reshape2", inputs={"X": out}, outputs={"Out": shaped, "XShape": xshape},
+                         attrs={"shape": [1] * len(batch_shape) + [num_rows, cols]})
+        out = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+        helper.append_op("expand", inputs={"X": shaped}, outputs={"Out": out},
+                         attrs={"expand_times": [int(b) for b in batch_shape] + [1, 1]})
     return out
 
 
@@ -226,11 +254,10 @@ def _random(op_type, layer, inputs, dtype, attrs):
 def _shape_inputs(layer, shape):
     """(shape attribute, ShapeTensor / ShapeTensorList inputs) of a `shape` argument."""
     from ..framework import Variable
-    from .manip import _ints_or_tensors
     if not isinstance(shape, (list, tuple, Variable)):
         raise TypeError(f"{layer}: 'shape' must be a list, tuple or Variable, got "
                         f"{type(shape).__name__}")
-    attr, tensor, tensors = _ints_or_tensors(LayerHelper(layer), shape)
+    attr, tensor, tensors = ints_or_tensors(LayerHelper(layer), shape)
     ins = {}
     if tensor is not None:
         ins["ShapeTensor"] = tensor
