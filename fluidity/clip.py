@@ -20,7 +20,7 @@ from .framework import OpRole, Parameter, default_main_program, name_scope, op_r
 
 __all__ = ["ClipGradByValue", "ClipGradByNorm", "ClipGradByGlobalNorm", "GradientClipByValue",
            "GradientClipByNorm", "GradientClipByGlobalNorm", "set_gradient_clip",
-           "append_gradient_clip_ops"]
+           "append_gradient_clip_ops", "ErrorClipByValue", "error_clip_callback"]
 
 
 def _number(x, what):
@@ -187,3 +187,18 @@ def set_gradient_clip(clip, param_list=None, program=None):
 def append_gradient_clip_ops(params_grads):
     """Apply each parameter's `gradient_clip_attr` (set by set_gradient_clip)."""
     return _apply(params_grads, lambda p: getattr(p, "gradient_clip_attr", None))
+
+
+class ErrorClipByValue:
+    """Fluid's clipping of a variable's error (its gradient inside backward) is not built:
+    it needs backward to call clip callbacks after each gradient op."""
+
+    def __init__(self, max, min=None):
+        raise NotImplementedError(
+            "fluid.clip.ErrorClipByValue is not available in Fluidity: backward does not run "
+            "per-variable error-clip callbacks; clip gradients with GradientClipByValue")
+
+
+def error_clip_callback(block, context):
+    raise NotImplementedError("fluid.clip.error_clip_callback is not available in Fluidity "
+                              "(see ErrorClipByValue)")

@@ -130,6 +130,51 @@ class NumpyArrayInitializer(Initializer):
                                       key: vals})
 
 
+class BilinearInitializer(Initializer):
+    """Bilinear-upsampling weights for a conv2d_transpose filter [C_out, C_in, K, K]:
+    each K x K kernel is (1 - |x / f - c|) * (1 - |y / f - c|), f = ceil(K / 2),
+    c = (2f - 1 - f % 2) / (2f)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def _append(self, var, block):
+        shape = list(var.shape)
+        if len(shape) != 4 or shape[2] != shape[3]:
+            from .errors import ShapeError
+            raise ShapeError(f"BilinearInitializer for '{var.name}': needs a 4-D filter "
+                             f"with square kernels, got shape {shape}")
+        k = shape[3]
+        f = math.ceil(k / 2.0)
+        c = (2 * f - 1 - f % 2) / (2.0 * f)
+        ramp = 1 - np.abs(np.arange(k) / f - c)
+        weight = np.broadcast_to(np.outer(ramp, ramp), shape).astype(np.float32)
+        return NumpyArrayInitializer(weight)._append(var, block)
+
+
+_FORCE_INIT_ON_CPU = [False]
+
+
+def force_init_on_cpu():
+    """Whether initializers are told to place parameters on the CPU (inside init_on_cpu)."""
+    return _FORCE_INIT_ON_CPU[0]
+
+
+def init_on_cpu():
+    """A context manager under which force_init_on_cpu() is True (Fluid's hint to create
+    parameters on the CPU; Fluidity's tensors live on the CPU already)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def guard():
+        saved, _FORCE_INIT_ON_CPU[0] = _FORCE_INIT_ON_CPU[0], True
+        try:
+            yield
+        finally:
+            _FORCE_INIT_ON_CPU[0] = saved
+    return guard()
+
+
 Constant = ConstantInitializer
 Uniform = UniformInitializer
 Normal = NormalInitializer
@@ -138,3 +183,4 @@ Xavier = XavierInitializer
 MSRA = MSRAInitializer
 Kaiming = MSRAInitializer
 NumpyArray = NumpyArrayInitializer
+Bilinear = BilinearInitializer
