@@ -8,3 +8,4 @@ from .registry import OpDef, all_ops, find, get, has
 from . import scatter  # noqa: F401,E402  (Fluid 1.x index ops)
 from . import loss_fluid1  # noqa: F401,E402  (Fluid 1.x losses, cos_sim, norm)
 from . import optimizer_more  # noqa: F401,E402  (Fluid 1.x update ops)
+from . import layout  # noqa: F401,E402  (Fluid 1.x pads, crops, channel movers)
