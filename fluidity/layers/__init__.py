@@ -14,3 +14,10 @@ for _mod in _MODULES:
     for _n in _mod.__all__:
         globals()[_n] = getattr(_mod, _n)
     __all__ += list(_mod.__all__)
+
+# Fluid 1.x image layers
+from . import vision  # noqa: E402
+
+for _n in vision.__all__:
+    globals()[_n] = getattr(vision, _n)
+__all__ += list(vision.__all__)

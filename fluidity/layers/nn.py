@@ -117,7 +117,7 @@ for _t in ELEMENTWISE:
 __all__ += ["conv2d", "pool2d", "batch_norm", "layer_norm", "dropout", "flatten"]
 
 
-def _pair(v, what):
+def pair(v, what):
     if isinstance(v, int):
         return [v, v]
     v = [int(d) for d in v]
@@ -126,7 +126,7 @@ def _pair(v, what):
     return v
 
 
-def _padding_attrs(padding, what):
+def padding_attrs(padding, what):
     """(paddings, padding_algorithm) from an int, a pair, [t, b, l, r] or 'SAME'/'VALID'."""
     if isinstance(padding, str):
         algo = padding.upper()
@@ -167,8 +167,8 @@ def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
     op_type = "conv2d"
     if num_channels == groups and num_filters % num_channels == 0 and not use_cudnn:
         op_type = "depthwise_conv2d"
-    filter_size = _pair(filter_size, "filter_size")
-    paddings, algo = _padding_attrs(padding, "conv2d")
+    filter_size = pair(filter_size, "filter_size")
+    paddings, algo = padding_attrs(padding, "conv2d")
     filter_shape = [num_filters, num_channels // groups] + filter_size
     from ..initializer import NormalInitializer
     std = (2.0 / (filter_size[0] * filter_size[1] * num_channels)) ** 0.5
@@ -176,8 +176,8 @@ def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
                                 default_initializer=NormalInitializer(0.0, std))
     pre_bias = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op(op_type, inputs={"Input": input, "Filter": w}, outputs={"Output": pre_bias},
-                     attrs={"strides": _pair(stride, "stride"), "paddings": paddings,
-                            "dilations": _pair(dilation, "dilation"), "groups": groups,
+                     attrs={"strides": pair(stride, "stride"), "paddings": paddings,
+                            "dilations": pair(dilation, "dilation"), "groups": groups,
                             "use_cudnn": use_cudnn, "use_mkldnn": False,
                             "fuse_relu_before_depthwise_conv": False,
                             "padding_algorithm": algo, "data_format": data_format})
@@ -194,16 +194,16 @@ def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
         raise ValueError(f"pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
     if not global_pooling and pool_size == -1:
         raise ValueError("pool2d: give pool_size, or global_pooling=True")
-    paddings, algo = _padding_attrs(pool_padding, "pool2d")
+    paddings, algo = padding_attrs(pool_padding, "pool2d")
     if algo == "VALID" and ceil_mode:
         raise ValueError("pool2d: ceil_mode must be False with padding 'VALID'")
     helper = LayerHelper("pool2d", name=name)
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("pool2d", inputs={"X": input}, outputs={"Out": out},
                      attrs={"pooling_type": pool_type,
-                            "ksize": [1, 1] if pool_size == -1 else _pair(pool_size, "pool_size"),
+                            "ksize": [1, 1] if pool_size == -1 else pair(pool_size, "pool_size"),
                             "global_pooling": global_pooling,
-                            "strides": _pair(pool_stride, "pool_stride"), "paddings": paddings,
+                            "strides": pair(pool_stride, "pool_stride"), "paddings": paddings,
                             "padding_algorithm": algo, "use_cudnn": use_cudnn,
                             "ceil_mode": ceil_mode, "use_mkldnn": False,
                             "exclusive": exclusive, "data_format": data_format})
