@@ -21,3 +21,10 @@ from . import vision  # noqa: E402
 for _n in vision.__all__:
     globals()[_n] = getattr(vision, _n)
 __all__ += list(vision.__all__)
+
+# Fluid 1.8 multi-way branches
+from . import case as _case  # noqa: E402
+
+for _n in _case.__all__:
+    globals()[_n] = getattr(_case, _n)
+__all__ += list(_case.__all__)

@@ -310,3 +310,25 @@ def sampling_id(x, min=0.0, max=1.0, seed=0, dtype="float32"):
     helper.append_op("sampling_id", inputs={"X": x}, outputs={"Out": out},
                      attrs={"min": float(min), "max": float(max), "seed": int(seed)})
     return out
+
+
+__all__ += ["autoincreased_step_counter"]
+
+
+def autoincreased_step_counter(counter_name=None, begin=1, step=1):
+    """A persistable int64 [1] counter that the main program increments by `step` first
+    thing on every run, from begin - 1 (so it reads `begin` on the first run when step is 1,
+    as Fluid's). One per name."""
+    from ..initializer import ConstantInitializer
+    helper = LayerHelper("global_step_counter")
+    name = counter_name or "@STEP_COUNTER@"
+    block = helper.main_program.global_block()
+    if name in block.vars:
+        return block.vars[name]
+    counter = helper.create_global_variable(name=name, dtype="int64", shape=[1],
+                                            persistable=True)
+    helper.set_variable_initializer(counter, ConstantInitializer(float(begin - 1),
+                                                                 force_cpu=True))
+    block.prepend_op("increment", {"X": counter}, {"Out": counter}, {"step": float(step)})
+    counter.stop_gradient = True
+    return counter

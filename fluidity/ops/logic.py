@@ -402,3 +402,19 @@ class IsFinite(_WholeCheck):
     type = "isfinite"
     test = staticmethod(lambda x: bool(np.isfinite(x).all()))
     doc = "Out = [whether every element of X is finite]."
+
+
+class IsEmpty(OpDef):
+    type = "is_empty"
+    inputs = (In("X", no_grad=True),)
+    outputs = (Out("Out"),)
+    share_lod = None
+    doc = "Out = [whether X has no elements]."
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Out", [1], dtypes.VarType.BOOL)
+
+    @staticmethod
+    def kernel(x):
+        return np.array([x.size == 0])
