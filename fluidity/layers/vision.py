@@ -14,7 +14,8 @@ __all__ = ["conv2d_transpose", "adaptive_pool2d", "image_resize", "resize_biline
            "instance_norm", "group_norm", "pad", "pad2d", "pad_constant_like", "crop",
            "crop_tensor", "space_to_depth", "pixel_shuffle", "shuffle_channel",
            "temporal_shift", "maxout", "affine_channel", "lrn", "merge_selected_rows",
-           "get_tensor_from_selected_rows"]
+           "get_tensor_from_selected_rows", "conv3d", "conv3d_transpose", "pool3d",
+           "adaptive_pool3d", "unfold"]
 
 
 def _var(layer, **args):
@@ -414,3 +415,134 @@ def get_tensor_from_selected_rows(x, name=None):
     """The value tensor of a SelectedRows."""
     _var("get_tensor_from_selected_rows", x=x)
     return _one("get_tensor_from_selected_rows", {"X": x}, name=name)
+
+
+# --- 3-D convolution and pooling, unfold (ops in fluidity/ops/volume.py) ----------------------
+def _triple(v, what):
+    if isinstance(v, int):
+        return [v, v, v]
+    v = [int(d) for d in v]
+    if len(v) != 3:
+        raise ValueError(f"{what} must be an int or 3 ints, got {v}")
+    return v
+
+
+def _pads3(padding, layer):
+    if isinstance(padding, str):
+        raise ValueError(f"{layer}: only explicit int paddings are built, got {padding!r}")
+    if isinstance(padding, int):
+        return [padding] * 3
+    padding = [int(p) for p in padding]
+    if len(padding) not in (3, 6):
+        raise ValueError(f"{layer}: padding needs 3 or 6 values, got {padding}")
+    return padding
+
+
+def _check_ncdhw(layer, input, data_format):
+    _var(layer, input=input)
+    _rank(layer, input, 5)
+    if data_format != "NCDHW":
+        raise ValueError(f"{layer}: only data_format 'NCDHW' is built, got {data_format!r}")
+    if input.shape[1] < 0:
+        raise ShapeError(f"{layer}: the channel dim of {list(input.shape)} must be known")
+
+
+def conv3d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, groups=None,
+           param_attr=None, bias_attr=None, use_cudnn=True, act=None, name=None,
+           data_format="NCDHW"):
+    """3-D convolution of NCDHW `input`; weights default to N(0, sqrt(2 / (k^3 C)))."""
+    from ..initializer import NormalInitializer
+    _check_ncdhw("conv3d", input, data_format)
+    c = input.shape[1]
+    groups = 1 if groups is None else int(groups)
+    if c % groups:
+        raise ShapeError(f"conv3d: {c} channels are not divisible by groups={groups}")
+    k = _triple(filter_size, "conv3d: filter_size")
+    helper = LayerHelper("conv3d", input=input, param_attr=param_attr, bias_attr=bias_attr,
+                         act=act, name=name)
+    std = (2.0 / (k[0] * k[1] * k[2] * c)) ** 0.5
+    w = helper.create_parameter(param_attr, [num_filters, c // groups] + k, input.dtype,
+                                default_initializer=NormalInitializer(0.0, std))
+    pre = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("conv3d", inputs={"Input": input, "Filter": w}, outputs={"Output": pre},
+                     attrs={"strides": _triple(stride, "conv3d: stride"),
+                            "paddings": _pads3(padding, "conv3d"),
+                            "dilations": _triple(dilation, "conv3d: dilation"),
+                            "groups": groups, "use_cudnn": use_cudnn})
+    return helper.append_activation(helper.append_bias_op(pre, bias_attr, 1, 2), act)
+
+
+def conv3d_transpose(input, num_filters, output_size=None, filter_size=None, padding=0,
+                     stride=1, dilation=1, groups=None, param_attr=None, bias_attr=None,
+                     use_cudnn=True, act=None, name=None, data_format="NCDHW"):
+    """The transpose of conv3d (3-D upsampling); give filter_size, or output_size."""
+    _check_ncdhw("conv3d_transpose", input, data_format)
+    c = input.shape[1]
+    groups = 1 if groups is None else int(groups)
+    stride, dilation = _triple(stride, "stride"), _triple(dilation, "dilation")
+    pads = _pads3(padding, "conv3d_transpose")
+    p2 = [(pads[i], pads[i]) for i in range(3)] if len(pads) == 3 else \
+        [(pads[2 * i], pads[2 * i + 1]) for i in range(3)]
+    if filter_size is None:
+        if output_size is None:
+            raise ValueError("conv3d_transpose: give filter_size or output_size")
+        out = _triple(output_size, "output_size")
+        filter_size = [(out[i] - (input.shape[2 + i] - 1) * stride[i] + p2[i][0] + p2[i][1]
+                        - 1) // dilation[i] + 1 for i in range(3)]
+    k = _triple(filter_size, "filter_size")
+    helper = LayerHelper("conv3d_transpose", input=input, param_attr=param_attr,
+                         bias_attr=bias_attr, act=act, name=name)
+    w = helper.create_parameter(param_attr, [c, num_filters // groups] + k, input.dtype)
+    pre = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("conv3d_transpose", inputs={"Input": input, "Filter": w},
+                     outputs={"Output": pre},
+                     attrs={"strides": stride, "paddings": pads, "dilations": dilation,
+                            "groups": groups, "use_cudnn": use_cudnn,
+                            "output_size": [] if output_size is None else
+                            _triple(output_size, "output_size")})
+    return helper.append_activation(helper.append_bias_op(pre, bias_attr, 1, 2), act)
+
+
+def pool3d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
+           global_pooling=False, use_cudnn=True, ceil_mode=False, name=None, exclusive=True,
+           data_format="NCDHW"):
+    """Max or average pooling of NCDHW `input`."""
+    _check_ncdhw("pool3d", input, data_format)
+    if pool_type not in ("max", "avg"):
+        raise ValueError(f"pool3d: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    if not global_pooling and pool_size == -1:
+        raise ValueError("pool3d: give pool_size, or global_pooling=True")
+    if ceil_mode:
+        raise ValueError("pool3d: ceil_mode=True is not built")
+    return _one("pool3d", {"X": input},
+                {"pooling_type": pool_type, "global_pooling": bool(global_pooling),
+                 "ksize": [1, 1, 1] if pool_size == -1 else _triple(pool_size, "pool_size"),
+                 "strides": _triple(pool_stride, "pool_stride"),
+                 "paddings": _pads3(pool_padding, "pool3d"), "exclusive": bool(exclusive),
+                 "use_cudnn": use_cudnn}, name=name)
+
+
+def adaptive_pool3d(input, pool_size, pool_type="max", require_index=False, name=None):
+    raise NotImplementedError("fluid.layers.adaptive_pool3d is not available in Fluidity: "
+                              "pool3d's adaptive mode is not built")
+
+
+def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
+    """im2col: the sliding blocks of NCHW `x` as columns [N, C * kh * kw, L]; paddings an
+    int, [h, w] or [top, left, bottom, right]."""
+    _var("unfold", x=x)
+    _rank("unfold", x, 4)
+    if isinstance(paddings, int):
+        paddings = [paddings] * 4
+    paddings = [int(p) for p in paddings]
+    if len(paddings) == 2:
+        paddings = paddings * 2
+    if len(paddings) != 4:
+        raise ValueError(f"unfold: paddings needs 1, 2 or 4 values, got {paddings}")
+    helper = LayerHelper("unfold", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op("unfold", inputs={"X": x}, outputs={"Y": out},
+                     attrs={"kernel_sizes": pair(kernel_sizes, "kernel_sizes"),
+                            "strides": pair(strides, "strides"), "paddings": paddings,
+                            "dilations": pair(dilations, "dilations")})
+    return out

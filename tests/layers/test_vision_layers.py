@@ -89,3 +89,18 @@ def test_vision_layers_refuse_bad_arguments():
         _run(lambda x: [L.pixel_shuffle(x, 0)])
     with pytest.raises(NotImplementedError, match="resize_trilinear"):
         L.resize_trilinear(None)
+
+
+def test_3d_layers_and_unfold():
+    v = rng.normal(size=(2, 2, 4, 4, 4)).astype(np.float32)
+    outs = _run(lambda x: [L.conv3d(x, 3, 3, padding=1), L.conv3d_transpose(x, 2, filter_size=2,
+                                                                             stride=2),
+                           L.pool3d(x, 2, "avg", 2), L.pool3d(x, global_pooling=True),
+                           L.conv3d_transpose(x, 1, output_size=[9, 9, 9], stride=2)], v)
+    assert outs[0].shape == (2, 3, 4, 4, 4) and outs[1].shape == (2, 2, 8, 8, 8)
+    np.testing.assert_allclose(outs[2][:, :, 0, 0, 0], v[:, :, :2, :2, :2].mean(axis=(2, 3, 4)),
+                               rtol=1e-5)
+    np.testing.assert_allclose(outs[3][:, :, 0, 0, 0], v.max(axis=(2, 3, 4)))
+    assert outs[4].shape == (2, 1, 9, 9, 9)
+    (u,) = _run(lambda x: [L.unfold(x, [2, 3], strides=[1, 2], paddings=1)])
+    assert u.shape == (2, 4 * 6, 5 * 3)
