@@ -361,3 +361,119 @@ def l2_normalize(x, axis, epsilon=1e-12, name=None):
                      attrs={"axis": 1 if axis is None else int(axis),
                             "epsilon": float(epsilon)})
     return out
+
+
+# --- multiplex, bilinear_tensor_product, add_position_encoding, fsp_matrix,
+# continuous_value_model, mean_iou, affine_grid, random_crop, tensor_array_to_tensor
+# (ops in fluidity/ops/nn_fluid1.py) ---------------------------------------------------------
+__all__ += ["multiplex", "bilinear_tensor_product", "add_position_encoding", "fsp_matrix",
+            "continuous_value_model", "mean_iou", "affine_grid", "random_crop",
+            "tensor_array_to_tensor"]
+
+
+def multiplex(inputs, index):
+    """Row i of the result is row i of inputs[index[i]] (index: int32 [N, 1])."""
+    if not isinstance(inputs, (list, tuple)) or len(inputs) < 2:
+        raise ValueError("multiplex: inputs must be a list of at least 2 Variables")
+    _is_var("multiplex", index=index, **{f"inputs[{i}]": v for i, v in enumerate(inputs)})
+    return _simple("multiplex", {"Ids": index, "X": list(inputs)}, dtype=inputs[0].dtype)
+
+
+def bilinear_tensor_product(x, y, size, act=None, name=None, param_attr=None,
+                            bias_attr=None):
+    """out[:, k] = x @ W[k] @ y^T + b[k] for a learned W [size, M, N] and bias [1, size]."""
+    _is_var("bilinear_tensor_product", x=x, y=y)
+    helper = LayerHelper("bilinear_tensor_product", param_attr=param_attr,
+                         bias_attr=bias_attr, act=act, name=name)
+    w = helper.create_parameter(param_attr, [size, x.shape[1], y.shape[1]], x.dtype)
+    inputs = {"X": x, "Y": y, "Weight": w}
+    if bias_attr is not False:
+        inputs["Bias"] = helper.create_parameter(bias_attr, [1, size], x.dtype, is_bias=True)
+    out = _simple("bilinear_tensor_product", inputs, helper=helper)
+    return helper.append_activation(out, act)
+
+
+def add_position_encoding(input, alpha, beta, name=None):
+    """alpha * input + beta * the sinusoid position encoding, for input [B, T, D]."""
+    _is_var("add_position_encoding", input=input)
+    return _simple("add_position_encoding", {"X": input},
+                   {"alpha": float(alpha), "beta": float(beta)}, name=name)
+
+
+def fsp_matrix(x, y):
+    """The FSP matrix [B, C1, C2] of feature maps x [B, C1, H, W] and y [B, C2, H, W]."""
+    _is_var("fsp_matrix", x=x, y=y)
+    return _simple("fsp", {"X": x, "Y": y})
+
+
+def continuous_value_model(input, cvm, use_cvm=True):
+    """CTR show/click columns of `input` turned into log features (use_cvm) or dropped."""
+    _is_var("continuous_value_model", input=input, cvm=cvm)
+    helper = LayerHelper("cvm")
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("cvm", inputs={"X": input, "CVM": cvm}, outputs={"Y": out},
+                     attrs={"use_cvm": bool(use_cvm)})
+    return out
+
+
+def mean_iou(input, label, num_classes):
+    """(mean IoU [1], wrong [C] int32, correct [C] int32) of predicted vs true class ids."""
+    _is_var("mean_iou", input=input, label=label)
+    helper = LayerHelper("mean_iou")
+    iou = helper.create_variable_for_type_inference("float32", stop_gradient=True)
+    wrong = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    correct = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    helper.append_op("mean_iou", inputs={"Predictions": input, "Labels": label},
+                     outputs={"OutMeanIou": iou, "OutWrong": wrong, "OutCorrect": correct},
+                     attrs={"num_classes": int(num_classes)})
+    return iou, wrong, correct
+
+
+def affine_grid(theta, out_shape, name=None):
+    """The [N, H, W, 2] sampling grid of affine transforms theta [N, 2, 3] for out_shape
+    [N, C, H, W] (a list or an int Variable)."""
+    from ..framework import Variable
+    _is_var("affine_grid", theta=theta)
+    inputs, attrs = {"Theta": theta}, {}
+    if isinstance(out_shape, Variable):
+        inputs["OutputShape"] = out_shape
+    elif isinstance(out_shape, (list, tuple)) and len(out_shape) == 4:
+        attrs["output_shape"] = [int(d) for d in out_shape]
+    else:
+        raise TypeError(f"affine_grid: out_shape must be a list of 4 ints or a Variable, got "
+                        f"{out_shape!r}")
+    helper = LayerHelper("affine_grid", name=name)
+    out = helper.create_variable_for_type_inference(theta.dtype)
+    helper.append_op("affine_grid", inputs=inputs, outputs={"Output": out}, attrs=attrs)
+    return out
+
+
+def random_crop(x, shape, seed=None):
+    """A random crop of `shape` (the trailing dims) of each instance of x; seed: an int, an
+    int64 Variable, or None for a random one."""
+    import numpy as np
+    from ..framework import Variable
+    _is_var("random_crop", x=x)
+    helper = LayerHelper("random_crop")
+    out = helper.create_variable_for_type_inference(x.dtype)
+    seed_out = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    inputs, startup = {"X": x}, 0
+    if isinstance(seed, Variable):
+        inputs["Seed"] = seed
+    else:
+        startup = int(np.random.randint(1, 2 ** 31)) if seed is None else int(seed)
+    helper.append_op("random_crop", inputs=inputs, outputs={"Out": out, "SeedOut": seed_out},
+                     attrs={"shape": [int(d) for d in shape], "startup_seed": startup})
+    return out
+
+
+def tensor_array_to_tensor(input, axis=1, name=None, use_stack=False):
+    """(the array's tensors concatenated, or stacked, along axis; int32 sizes of each)."""
+    _is_var("tensor_array_to_tensor", input=input)
+    helper = LayerHelper("tensor_array_to_tensor", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    index = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    helper.append_op("tensor_array_to_tensor", inputs={"X": input},
+                     outputs={"Out": out, "OutIndex": index},
+                     attrs={"axis": int(axis), "use_stack": bool(use_stack)})
+    return out, index

@@ -1,0 +1,390 @@
+"""Assorted Fluid 1.x ops: multiplex, bilinear_tensor_product, add_position_encoding, fsp,
+cvm (continuous_value_model), mean_iou, affine_grid, random_crop, tensor_array_to_tensor —
+with the gradients of the differentiable ones."""
+import numpy as np
+
+from ..core import dtypes
+from ..core.tensor import LoDTensor, LoDTensorArray
+from ..errors import ExecutionError
+from .common import is_empty
+from .registry import In, OpDef, Out, ints
+
+
+# --- multiplex -------------------------------------------------------------------------------
+class Multiplex(OpDef):
+    type = "multiplex"
+    inputs = (In("Ids", no_grad=True), In("X", duplicable=True))
+    outputs = (Out("Out"),)
+    share_lod = None
+    doc = "Out[i] = X[Ids[i]][i]: row i taken from the candidate Ids[i]."
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Out", ctx.input_shape("X"), ctx.input_dtype("X"))
+
+    @staticmethod
+    def _ids(ids, k, n):
+        ids = np.asarray(ids).reshape(-1).astype(np.int64)
+        if len(ids) != n or ((ids < 0) | (ids >= k)).any():
+            raise ExecutionError(f"multiplex: Ids must hold {n} values in [0, {k})")
+        return ids
+
+    @staticmethod
+    def kernel(ids, xs):
+        stack = np.stack(xs)
+        ids = Multiplex._ids(ids, len(xs), stack.shape[1])
+        return stack[ids, np.arange(stack.shape[1])]
+
+    grad = staticmethod(lambda g: g.op(
+        "multiplex_grad", {"Ids": g.input("Ids"), "X": g.input("X"),
+                           "Out@GRAD": g.output_grad("Out")}, {"X@GRAD": g.input_grad("X")}))
+
+
+class MultiplexGrad(OpDef):
+    type = "multiplex_grad"
+    inputs = (In("Ids"), In("X", duplicable=True), In("Out@GRAD"))
+    outputs = (Out("X@GRAD", duplicable=True),)
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(ids, xs, dout):
+        ids = Multiplex._ids(ids, len(xs), dout.shape[0])
+        grads = []
+        for k in range(len(xs)):
+            d = np.zeros_like(dout)
+            d[ids == k] = dout[ids == k]
+            grads.append(d)
+        return grads
+
+
+# --- bilinear_tensor_product, fsp --------------------------------------------------------------
+class BilinearTensorProduct(OpDef):
+    type = "bilinear_tensor_product"
+    inputs = (In("X"), In("Y"), In("Weight"), In("Bias", dispensable=True))
+    outputs = (Out("Out"),)
+    share_lod = None
+    doc = "Out[b, k] = X[b] @ Weight[k] @ Y[b]^T + Bias[0, k]."
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, ws = ctx.input_shape("X"), ctx.input_shape("Weight")
+        if len(ws) != 3:
+            ctx.fail(f"Weight must be 3-D [size, M, N], got {ws}")
+        ctx.set_output("Out", [xs[0], ws[0]], ctx.input_dtype("X"))
+
+    @staticmethod
+    def kernel(x, y, w, bias):
+        out = np.einsum("bm,kmn,bn->bk", x, w, y)
+        if bias is not None:
+            out = out + bias.reshape(1, -1)
+        return out.astype(x.dtype)
+
+    grad = staticmethod(lambda g: g.default())
+
+
+class BilinearTensorProductGrad(OpDef):
+    type = "bilinear_tensor_product_grad"
+    inputs = (In("X"), In("Y"), In("Weight"), In("Bias", dispensable=True), In("Out"),
+              In("Out@GRAD"))
+    outputs = (Out("X@GRAD", dispensable=True), Out("Y@GRAD", dispensable=True),
+               Out("Weight@GRAD", dispensable=True), Out("Bias@GRAD", dispensable=True))
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(x, y, w, bias, out, d):
+        db = d.sum(axis=0, keepdims=True).astype(x.dtype) if bias is not None else None
+        return (np.einsum("bk,kmn,bn->bm", d, w, y).astype(x.dtype),
+                np.einsum("bk,kmn,bm->bn", d, w, x).astype(y.dtype),
+                np.einsum("bk,bm,bn->kmn", d, x, y).astype(w.dtype), db)
+
+
+class Fsp(OpDef):
+    type = "fsp"
+    inputs = (In("X"), In("Y"))
+    outputs = (Out("Out"),)
+    share_lod = None
+    doc = "Out[b] = X[b] (as [C1, H*W]) @ Y[b] (as [C2, H*W])^T / (H * W) (the FSP matrix)."
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, ys = ctx.input_shape("X"), ctx.input_shape("Y")
+        if len(xs) != 4 or len(ys) != 4 or xs[2:] != ys[2:]:
+            ctx.fail(f"X{xs} and Y{ys} must be 4-D with the same H, W")
+        ctx.set_output("Out", [xs[0], xs[1], ys[1]], ctx.input_dtype("X"))
+
+    @staticmethod
+    def kernel(x, y):
+        hw = x.shape[2] * x.shape[3]
+        return (np.einsum("bchw,bdhw->bcd", x, y) / hw).astype(x.dtype)
+
+    grad = staticmethod(lambda g: g.default())
+
+
+class FspGrad(OpDef):
+    type = "fsp_grad"
+    inputs = (In("X"), In("Y"), In("Out"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD", dispensable=True), Out("Y@GRAD", dispensable=True))
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(x, y, out, d):
+        hw = x.shape[2] * x.shape[3]
+        return (np.einsum("bcd,bdhw->bchw", d, y) / hw).astype(x.dtype), \
+            (np.einsum("bcd,bchw->bdhw", d, x) / hw).astype(y.dtype)
+
+
+# --- add_position_encoding ---------------------------------------------------------------------
+def _position_table(t, d):
+    half = d // 2
+    pos = np.arange(t, dtype=np.float64)[:, None]
+    denom = np.power(10000.0, np.arange(half) / max(half - 1, 1))[None, :]
+    val = pos / denom
+    table = np.zeros((t, d))
+    table[:, :half] = np.sin(val)
+    table[:, half:2 * half] = np.cos(val)
+    return table
+
+
+class AddPositionEncoding(OpDef):
+    type = "add_position_encoding"
+    inputs = (In("X"),)
+    outputs = (Out("Out"),)
+    attrs = {"alpha": 1.0, "beta": 1.0}
+    doc = ("Out = alpha * X + beta * PE for X [B, T, D]: PE[t, j] = sin(t / 10000^(j / "
+           "(D/2 - 1))) for j < D/2, the cos of the same for the second half.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        if len(ctx.input_shape("X")) != 3:
+            ctx.fail("X must be 3-D [batch, length, size]")
+        ctx.share("X", "Out")
+
+    @staticmethod
+    def kernel(x, *, alpha, beta):
+        return (alpha * x + beta * _position_table(x.shape[1], x.shape[2])[None]).astype(x.dtype)
+
+    grad = staticmethod(lambda g: g.op(
+        "add_position_encoding_grad", {"Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class AddPositionEncodingGrad(OpDef):
+    type = "add_position_encoding_grad"
+    inputs = (In("Out@GRAD"),)
+    outputs = (Out("X@GRAD"),)
+    attrs = AddPositionEncoding.attrs
+    infer_shape = None
+
+    @staticmethod
+    def kernel(d, *, alpha):
+        return (alpha * d).astype(d.dtype)
+
+
+# --- cvm ---------------------------------------------------------------------------------------
+class Cvm(OpDef):
+    type = "cvm"
+    inputs = (In("X"), In("CVM", no_grad=True))
+    outputs = (Out("Y"),)
+    attrs = {"use_cvm": True}
+    doc = ("CTR continuous values: X's first two columns (show, click) become log(show + 1) "
+           "and log(click + 1) - log(show + 1) (use_cvm), or are dropped.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs = list(ctx.input_shape("X"))
+        if not ctx.attr("use_cvm") and xs[-1] >= 0:
+            xs[-1] -= 2
+        ctx.set_output("Y", xs, ctx.input_dtype("X"))
+
+    @staticmethod
+    def kernel(x, cvm, *, use_cvm):
+        if not use_cvm:
+            return x[..., 2:].copy()
+        y = x.copy()
+        y[..., 0] = np.log(x[..., 0] + 1)
+        y[..., 1] = np.log(x[..., 1] + 1) - y[..., 0]
+        return y
+
+    grad = staticmethod(lambda g: g.op(
+        "cvm_grad", {"X": g.input("X"), "CVM": g.input("CVM"), "Y@GRAD": g.output_grad("Y")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class CvmGrad(OpDef):
+    type = "cvm_grad"
+    inputs = (In("X"), In("CVM"), In("Y@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = Cvm.attrs
+    infer_shape = None
+    doc = ("X@GRAD = Y@GRAD on the embedding columns; the show/click columns get the CVM "
+           "values themselves, as Paddle's kernel passes them to the sparse table.")
+
+    @staticmethod
+    def kernel(x, cvm, dy, *, use_cvm):
+        dx = np.zeros_like(x)
+        dx[..., 2:] = dy[..., 2:] if use_cvm else dy
+        dx[..., :2] = cvm.reshape(dx[..., :2].shape)
+        return dx
+
+
+# --- mean_iou ----------------------------------------------------------------------------------
+class MeanIou(OpDef):
+    type = "mean_iou"
+    inputs = (In("Predictions"), In("Labels"), In("InWrongs", duplicable=True, dispensable=True),
+              In("InCorrects", duplicable=True, dispensable=True),
+              In("InMeanIou", duplicable=True, dispensable=True))
+    outputs = (Out("OutMeanIou"), Out("OutWrong"), Out("OutCorrect"))
+    attrs = {"num_classes": 2}
+    share_lod = None
+    doc = ("Per class c: correct = pixels labelled and predicted c, wrong = pixels where just "
+           "one of them is c; OutMeanIou = mean of correct / (correct + wrong) over classes "
+           "that occur (plus the In* states, summed in).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        c = ctx.attr("num_classes")
+        ctx.set_output("OutMeanIou", [1], dtypes.VarType.FP32)
+        ctx.set_output("OutWrong", [c], dtypes.VarType.INT32)
+        ctx.set_output("OutCorrect", [c], dtypes.VarType.INT32)
+
+    @staticmethod
+    def kernel(pred, label, in_wrongs, in_corrects, in_ious, *, num_classes):
+        p, lab = pred.reshape(-1).astype(np.int64), label.reshape(-1).astype(np.int64)
+        c = num_classes
+        correct = np.bincount(p[p == lab], minlength=c)[:c].astype(np.int32)
+        wrong = (np.bincount(p[p != lab], minlength=c)[:c] +
+                 np.bincount(lab[p != lab], minlength=c)[:c]).astype(np.int32)
+        for extra in in_wrongs or []:
+            wrong = wrong + extra.astype(np.int32)
+        for extra in in_corrects or []:
+            correct = correct + extra.astype(np.int32)
+        denom = wrong + correct
+        valid = denom > 0
+        iou = (correct[valid] / denom[valid]).sum() / max(valid.sum(), 1)
+        iou += sum(float(np.asarray(v).reshape(-1)[0]) for v in (in_ious or []))
+        return np.array([iou], np.float32), wrong, correct
+
+
+# --- affine_grid -------------------------------------------------------------------------------
+def _base_grid(h, w):
+    """[H, W, 3] of (x, y, 1), x and y from -1 to 1 (corners aligned)."""
+    ys, xs = np.linspace(-1, 1, h), np.linspace(-1, 1, w)
+    grid = np.ones((h, w, 3))
+    grid[..., 0] = xs[None, :]
+    grid[..., 1] = ys[:, None]
+    return grid
+
+
+class AffineGrid(OpDef):
+    type = "affine_grid"
+    inputs = (In("Theta"), In("OutputShape", dispensable=True, no_grad=True))
+    outputs = (Out("Output"),)
+    attrs = {"output_shape": ints(), "use_cudnn": True, "align_corners": True}
+    share_lod = None
+    doc = ("Output[n, h, w] = Theta[n] @ (x_w, y_h, 1): the sampling grid of a 2-D affine "
+           "transform for output_shape [N, C, H, W] (coordinates in [-1, 1]).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        shape = ctx.attr("output_shape")
+        h, w = (shape[2], shape[3]) if len(shape) == 4 else (-1, -1)
+        ctx.set_output("Output", [ctx.input_shape("Theta")[0], h, w, 2],
+                       ctx.input_dtype("Theta"))
+
+    @staticmethod
+    def _hw(shape_t, output_shape):
+        shape = [int(v) for v in np.asarray(shape_t).reshape(-1)] if shape_t is not None \
+            else list(output_shape)
+        if len(shape) != 4:
+            raise ExecutionError(f"affine_grid: the output shape must be [N, C, H, W], got "
+                                 f"{shape}")
+        return shape[2], shape[3]
+
+    @staticmethod
+    def kernel(theta, shape_t, *, output_shape):
+        h, w = AffineGrid._hw(shape_t, output_shape)
+        return np.einsum("hwk,njk->nhwj", _base_grid(h, w), theta).astype(theta.dtype)
+
+    grad = staticmethod(lambda g: g.op(
+        "affine_grid_grad", {k: v for k, v in (("OutputShape", g.input("OutputShape")),
+                                               ("Output@GRAD", g.output_grad("Output"))) if v},
+        {"Theta@GRAD": g.input_grad("Theta")}, g.attrs()))
+
+
+class AffineGridGrad(OpDef):
+    type = "affine_grid_grad"
+    inputs = (In("OutputShape", dispensable=True), In("Output@GRAD"))
+    outputs = (Out("Theta@GRAD"),)
+    attrs = AffineGrid.attrs
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(shape_t, d, *, output_shape):
+        h, w = AffineGrid._hw(shape_t, output_shape)
+        return np.einsum("hwk,nhwj->njk", _base_grid(h, w), d).astype(d.dtype)
+
+
+# --- random_crop -------------------------------------------------------------------------------
+class RandomCrop(OpDef):
+    type = "random_crop"
+    inputs = (In("X", no_grad=True), In("Seed", dispensable=True, no_grad=True))
+    outputs = (Out("Out"), Out("SeedOut", intermediate=True))
+    attrs = {"shape": ints(), "startup_seed": 0}
+    share_lod = None
+    doc = ("Out = a crop of `shape` (the trailing dims) at a random offset per instance of "
+           "the leading dims; SeedOut = the next seed (Seed, or startup_seed, advanced).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, shape = ctx.input_shape("X"), ctx.attr("shape")
+        if len(shape) > len(xs):
+            ctx.fail(f"shape {shape} has more dims than X{xs}")
+        ctx.set_output("Out", xs[:len(xs) - len(shape)] + list(shape), ctx.input_dtype("X"))
+        ctx.set_output("SeedOut", [1], dtypes.VarType.INT64)
+
+    @staticmethod
+    def kernel(x, seed, *, shape, startup_seed):
+        s = int(np.asarray(seed).reshape(-1)[0]) if seed is not None else startup_seed
+        rng = np.random.default_rng(s if s else None)
+        k = len(shape)
+        lead, tail = x.shape[:x.ndim - k], x.shape[x.ndim - k:]
+        if any(c > d for c, d in zip(shape, tail)):
+            raise ExecutionError(f"random_crop: crop {list(shape)} exceeds X's dims "
+                                 f"{list(tail)}")
+        flat = x.reshape((-1,) + tail)
+        out = np.empty((flat.shape[0],) + tuple(shape), x.dtype)
+        for i in range(flat.shape[0]):
+            offs = [int(rng.integers(0, d - c + 1)) for c, d in zip(shape, tail)]
+            out[i] = flat[i][tuple(slice(o, o + c) for o, c in zip(offs, shape))]
+        return out.reshape(lead + tuple(shape)), np.array([int(rng.integers(1, 2 ** 62))],
+                                                          np.int64)
+
+
+# --- tensor_array_to_tensor --------------------------------------------------------------------
+class TensorArrayToTensor(OpDef):
+    type = "tensor_array_to_tensor"
+    kind = "value"
+    inputs = (In("X"),)
+    outputs = (Out("Out"), Out("OutIndex"))
+    attrs = {"axis": 1, "use_stack": False}
+    share_lod = None
+    doc = ("Out = the array's tensors concatenated (or stacked, use_stack) along `axis`; "
+           "OutIndex = each tensor's size along axis.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Out", None, ctx.input_dtype("X"))
+        ctx.set_output("OutIndex", [-1], dtypes.VarType.INT32)
+
+    @staticmethod
+    def kernel(arr, *, axis, use_stack):
+        if not isinstance(arr, LoDTensorArray) or not len(arr):
+            raise ExecutionError("tensor_array_to_tensor: X must be a non-empty tensor array")
+        parts = [t._array for t in arr if not is_empty(t)]
+        out = np.stack(parts, axis) if use_stack else np.concatenate(parts, axis)
+        sizes = [1 if use_stack else p.shape[axis] for p in parts]
+        return LoDTensor(out), LoDTensor(np.array(sizes, np.int32))

@@ -1,0 +1,93 @@
+"""multiplex, bilinear_tensor_product, fsp, add_position_encoding, cvm, mean_iou,
+affine_grid, random_crop (fluidity/ops/nn_fluid1.py): forward against numpy, gradients
+against finite differences."""
+import numpy as np
+
+from op_test import check_grad, check_output, run_op
+
+rng = np.random.default_rng(12)
+
+
+def r(*shape):
+    return rng.uniform(-1, 1, size=shape).astype(np.float32)
+
+
+def test_multiplex():
+    a, b, c = r(4, 3), r(4, 3), r(4, 3)
+    ids = np.array([[2], [0], [1], [2]], np.int32)
+    want = np.stack([c[0], a[1], b[2], c[3]])
+    ins = {"Ids": ids, "X": [("a", a), ("b", b), ("c", c)]}
+    check_output("multiplex", ins, {"Out": want})
+    check_grad("multiplex", ins, [("X", 0), ("X", 2)])
+
+
+def test_bilinear_tensor_product_and_fsp():
+    x, y, w, b = r(3, 2), r(3, 4), r(5, 2, 4), r(1, 5)
+    want = np.einsum("bm,kmn,bn->bk", x, w, y) + b
+    ins = {"X": x, "Y": y, "Weight": w, "Bias": b}
+    check_output("bilinear_tensor_product", ins, {"Out": want})
+    check_grad("bilinear_tensor_product", ins, ["X", "Y", "Weight", "Bias"])
+    u, v = r(2, 3, 2, 2), r(2, 4, 2, 2)
+    check_output("fsp", {"X": u, "Y": v},
+                 {"Out": np.einsum("bchw,bdhw->bcd", u, v) / 4})
+    check_grad("fsp", {"X": u, "Y": v}, ["X", "Y"])
+
+
+def test_add_position_encoding():
+    x = r(2, 3, 4)
+    pe = np.zeros((3, 4))
+    for t in range(3):
+        for j in range(2):
+            pe[t, j] = np.sin(t / 10000 ** (j / 1))
+            pe[t, 2 + j] = np.cos(t / 10000 ** (j / 1))
+    check_output("add_position_encoding", {"X": x}, {"Out": 0.5 * x + 2 * pe},
+                 {"alpha": 0.5, "beta": 2.0})
+    check_grad("add_position_encoding", {"X": x}, ["X"], {"alpha": 0.5, "beta": 2.0})
+
+
+def test_cvm():
+    x = np.abs(r(3, 5))
+    cvm = np.abs(r(3, 2))
+    want = x.copy()
+    want[:, 0] = np.log(x[:, 0] + 1)
+    want[:, 1] = np.log(x[:, 1] + 1) - want[:, 0]
+    check_output("cvm", {"X": x, "CVM": cvm}, {"Y": want})
+    check_output("cvm", {"X": x, "CVM": cvm}, {"Y": x[:, 2:]}, {"use_cvm": False})
+    from fluidity.ops import registry
+    dy = r(3, 5)
+    dx = registry.get("cvm_grad").kernel_for(
+        {**registry.get("cvm_grad").defaults(), "use_cvm": True}, None)(x, cvm, dy)
+    np.testing.assert_array_equal(dx[:, 2:], dy[:, 2:])
+    np.testing.assert_array_equal(dx[:, :2], cvm)
+
+
+def test_mean_iou():
+    pred = np.array([0, 1, 1, 2, 2, 2], np.int32)
+    label = np.array([0, 1, 2, 2, 2, 0], np.int32)
+    got = run_op("mean_iou", {"Predictions": pred, "Labels": label}, {"num_classes": 3})
+    assert got["OutCorrect"].tolist() == [1, 1, 2]
+    assert got["OutWrong"].tolist() == [1, 1, 2]
+    np.testing.assert_allclose(got["OutMeanIou"], [(1 / 2 + 1 / 2 + 2 / 4) / 3], rtol=1e-6)
+
+
+def test_affine_grid():
+    theta = r(2, 2, 3)
+    xs, ys = np.linspace(-1, 1, 4), np.linspace(-1, 1, 3)
+    want = np.zeros((2, 3, 4, 2))
+    for n in range(2):
+        for i in range(3):
+            for j in range(4):
+                want[n, i, j] = theta[n] @ np.array([xs[j], ys[i], 1.0])
+    check_output("affine_grid", {"Theta": theta}, {"Output": want},
+                 {"output_shape": [2, 1, 3, 4]})
+    check_grad("affine_grid", {"Theta": theta}, ["Theta"], {"output_shape": [2, 1, 3, 4]})
+
+
+def test_random_crop():
+    x = np.arange(2 * 5 * 6, dtype=np.float32).reshape(2, 5, 6)
+    got = run_op("random_crop", {"X": x}, {"shape": [3, 4], "startup_seed": 5})
+    out = got["Out"]
+    assert out.shape == (2, 3, 4)
+    for i in range(2):           # each crop is a contiguous block of its instance
+        r0, c0 = np.argwhere(x[i] == out[i, 0, 0])[0]
+        np.testing.assert_array_equal(out[i], x[i, r0:r0 + 3, c0:c0 + 4])
