@@ -45,15 +45,22 @@ class ConstantInitializer(Initializer):
 
 
 class UniformInitializer(Initializer):
-    def __init__(self, low=-1.0, high=1.0, seed=0):
+    """U[low, high); with diag_num > 0 the first diag_num rows (of the parameter seen as
+    [rows, -1]) get diag_val at column i * diag_step (Fluid 1.8's identity-like init)."""
+
+    def __init__(self, low=-1.0, high=1.0, seed=0, diag_num=0, diag_step=0, diag_val=1.0):
         super().__init__(seed)
         self.low, self.high = low, high
+        self.diag_num, self.diag_step, self.diag_val = int(diag_num), int(diag_step), \
+            float(diag_val)
 
     def _append(self, var, block):
         return block.append_op("uniform_random", outputs={"Out": var},
                                attrs={"shape": list(var.shape), "dtype": var.dtype,
                                       "min": float(self.low), "max": float(self.high),
-                                      "seed": self._seed_for(block)})
+                                      "seed": self._seed_for(block),
+                                      "diag_num": self.diag_num, "diag_step": self.diag_step,
+                                      "diag_val": self.diag_val})
 
 
 class NormalInitializer(Initializer):

@@ -227,6 +227,16 @@ class Optimizer:
         finally:
             self._grad_clip = saved
 
+    def state_dict(self):
+        raise NotImplementedError("Optimizer.state_dict is a dygraph feature, which Fluidity "
+                                  "does not have; save the program's persistables instead")
+
+    def set_dict(self, state_dict):
+        raise NotImplementedError("Optimizer.set_dict is a dygraph feature, which Fluidity "
+                                  "does not have; load the program's persistables instead")
+
+    load = set_dict
+
     def get_opti_var_name_list(self):
         """The names of the accumulators and learning rates this optimizer created."""
         names = [v.name for accs in self._accumulators.values() for v in accs.values()]

@@ -199,6 +199,11 @@ for _t in COMPARISONS:
     globals()[_t] = _compare_layer(_t)
 
 
+def less_than(x, y, force_cpu=None, cond=None, name=None):
+    """Elementwise x < y as bool; written to `cond` if given (Fluid's argument order)."""
+    return _compare_layer("less_than")(x, y, cond=cond, force_cpu=force_cpu, name=name)
+
+
 def _logical_layer(op_type):
     def layer(x, y, out=None, name=None):
         return _op(op_type, {"X": x, "Y": y}, dtype="bool", out=out, name=name)

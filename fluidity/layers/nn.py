@@ -78,7 +78,14 @@ def sum(x, name=None):
     return _simple("sum", {"X": xs}, name=name)
 
 
-sums = sum
+def sums(input, out=None):
+    """The elementwise sum of the Variables in `input`, written to `out` if given."""
+    xs = list(input) if isinstance(input, (list, tuple)) else [input]
+    helper = LayerHelper("sum")
+    if out is None:
+        out = helper.create_variable_for_type_inference(xs[0].dtype)
+    helper.append_op("sum", inputs={"X": xs}, outputs={"Out": out})
+    return out
 
 
 def mul(x, y, x_num_col_dims=1, y_num_col_dims=1, name=None):
@@ -213,7 +220,8 @@ def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
 def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, param_attr=None,
                bias_attr=None, data_layout="NCHW", in_place=False, name=None,
                moving_mean_name=None, moving_variance_name=None,
-               do_model_average_for_mean_and_var=True, use_global_stats=False):
+               do_model_average_for_mean_and_var=True, fuse_with_relu=False,
+               use_global_stats=False):
     """Batch normalization over the channel dim (1 for NCHW, last for NHWC). Creates Scale (1)
     and Bias (0) parameters and the persistable, non-trainable moving mean (0) and variance
     (1), which the op updates in place while training and uses when is_test."""
@@ -248,7 +256,7 @@ def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, para
                               "SavedMean": saved_mean, "SavedVariance": saved_variance},
                      attrs={"momentum": float(momentum), "epsilon": float(epsilon),
                             "is_test": is_test, "data_layout": data_layout,
-                            "use_mkldnn": False, "fuse_with_relu": False,
+                            "use_mkldnn": False, "fuse_with_relu": bool(fuse_with_relu),
                             "use_global_stats": use_global_stats})
     return helper.append_activation(out, act)
 
