@@ -485,3 +485,39 @@ def tensor_array_to_tensor(input, axis=1, name=None, use_stack=False):
                      outputs={"Out": out, "OutIndex": index},
                      attrs={"axis": int(axis), "use_stack": bool(use_stack)})
     return out, index
+
+
+# --- py_func (op in fluidity/ops/py_func.py) ---------------------------------------------------
+__all__ += ["py_func"]
+
+
+def py_func(func, x, out, backward_func=None, skip_vars_in_backward_input=None):
+    """Run the Python function `func` on the LoDTensors of `x` (a Variable or a list) and
+    write what it returns into `out` (Variables the caller created with their shapes and
+    dtypes, or None). `backward_func`, if given, gets the non-skipped inputs, outputs and
+    output gradients and returns the inputs' gradients."""
+    from ..framework import Variable
+    from ..ops.py_func import register_callable
+    if not callable(func):
+        raise TypeError(f"py_func: 'func' must be callable, got {type(func).__name__}")
+    if backward_func is not None and not callable(backward_func):
+        raise TypeError("py_func: 'backward_func' must be callable")
+    xs = [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x]
+    outs = [] if out is None else list(out) if isinstance(out, (list, tuple)) else [out]
+    for v in xs + outs:
+        if not isinstance(v, Variable):
+            raise TypeError(f"py_func: x and out must be Variables, got {type(v).__name__}")
+    skip = skip_vars_in_backward_input or []
+    skip = [skip] if isinstance(skip, Variable) else list(skip)
+    names = {v.name for v in xs + outs}
+    for v in skip:
+        if v.name not in names:
+            raise ValueError(f"py_func: skip_vars_in_backward_input '{v.name}' is neither in "
+                             f"x nor in out")
+    helper = LayerHelper("py_func")
+    helper.append_op("py_func", inputs={"X": xs}, outputs={"Out": outs},
+                     attrs={"forward_callable_id": register_callable(func),
+                            "backward_callable_id": register_callable(backward_func)
+                            if backward_func is not None else -1,
+                            "backward_skip_vars": [v.name for v in skip]})
+    return out
