@@ -521,3 +521,43 @@ def py_func(func, x, out, backward_func=None, skip_vars_in_backward_input=None):
                             if backward_func is not None else -1,
                             "backward_skip_vars": [v.name for v in skip]})
     return out
+
+
+# --- grid_sampler, spectral_norm (ops in fluidity/ops/nn_fluid1.py) ---------------------------
+__all__ += ["grid_sampler", "spectral_norm"]
+
+
+def grid_sampler(x, grid, name=None):
+    """Bilinear samples of x [N, C, H, W] at grid [N, H', W', 2] ((x, y) in [-1, 1])."""
+    _is_var("grid_sampler", x=x, grid=grid)
+    helper = LayerHelper("grid_sampler", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op("grid_sampler", inputs={"X": x, "Grid": grid}, outputs={"Output": out})
+    return out
+
+
+def spectral_norm(weight, dim=0, power_iters=1, eps=1e-12, name=None):
+    """weight / its largest singular value (weight as a matrix with `dim` first), estimated
+    by power iteration from fixed random vectors u, v (non-trainable parameters)."""
+    from ..initializer import NormalInitializer
+    from ..param_attr import ParamAttr
+    _is_var("spectral_norm", weight=weight)
+    shape = list(weight.shape)
+    if not -len(shape) <= dim < len(shape) or any(d < 0 for d in shape):
+        raise ValueError(f"spectral_norm: dim {dim} must index the known shape {shape}")
+    dim %= len(shape)
+    h = shape[dim]
+    w = 1
+    for i, d in enumerate(shape):
+        if i != dim:
+            w *= d
+    helper = LayerHelper("spectral_norm", name=name)
+    u, v = (helper.create_parameter(ParamAttr(trainable=False), [n], weight.dtype,
+                                    default_initializer=NormalInitializer(0.0, 1.0))
+            for n in (h, w))
+    u.stop_gradient = v.stop_gradient = True
+    out = helper.create_variable_for_type_inference(weight.dtype)
+    helper.append_op("spectral_norm", inputs={"Weight": weight, "U": u, "V": v},
+                     outputs={"Out": out},
+                     attrs={"dim": dim, "power_iters": int(power_iters), "eps": float(eps)})
+    return out

@@ -388,3 +388,158 @@ class TensorArrayToTensor(OpDef):
         out = np.stack(parts, axis) if use_stack else np.concatenate(parts, axis)
         sizes = [1 if use_stack else p.shape[axis] for p in parts]
         return LoDTensor(out), LoDTensor(np.array(sizes, np.int32))
+
+
+# --- grid_sampler ------------------------------------------------------------------------------
+def _corners(x, grid):
+    """The four bilinear corners of every grid point: [(weight, valid, yi, xi)] with the
+    pixel coordinates gx, gy (corners aligned: -1 and 1 are the edge pixels' centres)."""
+    h, w = x.shape[2:]
+    gx = (grid[..., 0].astype(np.float64) + 1) * (w - 1) / 2
+    gy = (grid[..., 1].astype(np.float64) + 1) * (h - 1) / 2
+    x0, y0 = np.floor(gx).astype(np.int64), np.floor(gy).astype(np.int64)
+    fx, fy = gx - x0, gy - y0
+    out = []
+    for dy, wy in ((0, 1 - fy), (1, fy)):
+        for dx, wx in ((0, 1 - fx), (1, fx)):
+            yi, xi = y0 + dy, x0 + dx
+            valid = (yi >= 0) & (yi < h) & (xi >= 0) & (xi < w)
+            out.append((wy * wx, valid, np.clip(yi, 0, h - 1), np.clip(xi, 0, w - 1), dy, dx))
+    return out, fx, fy
+
+
+def _pixels(x, yi, xi):
+    """x[n, :, yi[n, i, j], xi[n, i, j]] as [N, C, Ho, Wo]."""
+    n = np.arange(x.shape[0])[:, None, None]
+    return x[n, :, yi, xi].transpose(0, 3, 1, 2)
+
+
+class GridSampler(OpDef):
+    type = "grid_sampler"
+    inputs = (In("X"), In("Grid"))
+    outputs = (Out("Output"),)
+    attrs = {"use_cudnn": True, "align_corners": True, "mode": "bilinear",
+             "padding_mode": "zeros"}
+    share_lod = None
+    doc = ("Output[n, c, i, j] = X[n, c] sampled bilinearly at Grid[n, i, j] = (x, y) in "
+           "[-1, 1] (corners aligned; zero outside X).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, gs = ctx.input_shape("X"), ctx.input_shape("Grid")
+        if len(xs) != 4 or len(gs) != 4 or gs[3] != 2:
+            ctx.fail(f"X must be [N, C, H, W] and Grid [N, H', W', 2], got {xs} and {gs}")
+        ctx.set_output("Output", xs[:2] + gs[1:3], ctx.input_dtype("X"))
+
+    @staticmethod
+    def _check(attrs):
+        if (attrs["mode"], attrs["padding_mode"], attrs["align_corners"]) != (
+                "bilinear", "zeros", True):
+            raise ExecutionError("grid_sampler: only bilinear sampling with zero padding and "
+                                 "aligned corners is built")
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        cls._check(attrs)
+
+        def kernel(x, grid):
+            corners, _, _ = _corners(x, grid)
+            out = sum((w * v)[:, None] * _pixels(x, yi, xi)
+                      for w, v, yi, xi, _, _ in corners)
+            return out.astype(x.dtype)
+        return kernel
+
+    grad = staticmethod(lambda g: g.op(
+        "grid_sampler_grad", {"X": g.input("X"), "Grid": g.input("Grid"),
+                              "Output@GRAD": g.output_grad("Output")},
+        {"X@GRAD": g.input_grad("X"), "Grid@GRAD": g.input_grad("Grid")}, g.attrs()))
+
+
+class GridSamplerGrad(OpDef):
+    type = "grid_sampler_grad"
+    inputs = (In("X"), In("Grid"), In("Output@GRAD"))
+    outputs = (Out("X@GRAD", dispensable=True), Out("Grid@GRAD", dispensable=True))
+    attrs = GridSampler.attrs
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(x, grid, d, *, align_corners, mode, padding_mode):
+        h, w = x.shape[2:]
+        corners, fx, fy = _corners(x, grid)
+        dx = np.zeros(x.shape, np.float64)
+        n = np.broadcast_to(np.arange(x.shape[0])[:, None, None], fx.shape)
+        dgx = np.zeros(fx.shape)
+        dgy = np.zeros(fy.shape)
+        for wgt, valid, yi, xi, cy, cx in corners:
+            contrib = d * (wgt * valid)[:, None]                      # [N, C, Ho, Wo]
+            for c in range(x.shape[1]):
+                np.add.at(dx[:, c], (n, yi, xi), contrib[:, c])
+            vals = (_pixels(x, yi, xi) * d).sum(axis=1) * valid        # [N, Ho, Wo]
+            wy = fy if cy else 1 - fy
+            wx = fx if cx else 1 - fx
+            dgx += vals * wy * (1 if cx else -1)
+            dgy += vals * wx * (1 if cy else -1)
+        dgrid = np.stack([dgx * (w - 1) / 2, dgy * (h - 1) / 2], axis=-1)
+        return dx.astype(x.dtype), dgrid.astype(grid.dtype)
+
+
+# --- spectral_norm ----------------------------------------------------------------------------
+def _weight_matrix(w, dim):
+    perm = [dim] + [i for i in range(w.ndim) if i != dim]
+    return w.transpose(perm).reshape(w.shape[dim], -1), perm
+
+
+def _sigma(w, u, v, dim, power_iters, eps):
+    mat, perm = _weight_matrix(w.astype(np.float64), dim)
+    u, v = u.astype(np.float64).reshape(-1), v.astype(np.float64).reshape(-1)
+    for _ in range(power_iters):
+        v = mat.T @ u
+        v = v / (np.linalg.norm(v) + eps)
+        u = mat @ v
+        u = u / (np.linalg.norm(u) + eps)
+    return float(u @ mat @ v), u, v, perm
+
+
+class SpectralNorm(OpDef):
+    type = "spectral_norm"
+    inputs = (In("Weight"), In("U", no_grad=True), In("V", no_grad=True))
+    outputs = (Out("Out"),)
+    attrs = {"dim": 0, "power_iters": 1, "eps": 1e-12}
+    share_lod = None
+    doc = ("Out = Weight / sigma, sigma its largest singular value (Weight as a matrix with "
+           "`dim` first) estimated by power_iters steps of power iteration from U, V (which "
+           "stay as they are).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.share("Weight", "Out")
+
+    @staticmethod
+    def kernel(w, u, v, *, dim, power_iters, eps):
+        sigma = _sigma(w, u, v, dim, power_iters, eps)[0]
+        return (w / sigma).astype(w.dtype)
+
+    grad = staticmethod(lambda g: g.op(
+        "spectral_norm_grad", {"Weight": g.input("Weight"), "U": g.input("U"),
+                               "V": g.input("V"), "Out@GRAD": g.output_grad("Out")},
+        {"Weight@GRAD": g.input_grad("Weight")}, g.attrs()))
+
+
+class SpectralNormGrad(OpDef):
+    type = "spectral_norm_grad"
+    inputs = (In("Weight"), In("U"), In("V"), In("Out@GRAD"))
+    outputs = (Out("Weight@GRAD"),)
+    attrs = SpectralNorm.attrs
+    infer_shape = None
+    share_lod = None
+    doc = "dWeight = (dOut - sum(dOut * Out) * u v^T) / sigma, u and v held fixed."
+
+    @staticmethod
+    def kernel(w, u, v, d, *, dim, power_iters, eps):
+        sigma, u, v, perm = _sigma(w, u, v, dim, power_iters, eps)
+        dmat, _ = _weight_matrix(d.astype(np.float64), dim)
+        wmat, _ = _weight_matrix(w.astype(np.float64), dim)
+        gmat = (dmat - (dmat * wmat / sigma).sum() * np.outer(u, v)) / sigma
+        shape = [w.shape[i] for i in perm]
+        return gmat.reshape(shape).transpose(np.argsort(perm)).astype(w.dtype)

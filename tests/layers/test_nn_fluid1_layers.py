@@ -57,3 +57,17 @@ def test_layers_refuse_bad_arguments():
         _run(lambda: [L.multiplex([L.zeros([2], "float32")], L.zeros([2], "int32"))])
     with pytest.raises(TypeError, match="affine_grid: out_shape"):
         _run(lambda: [L.affine_grid(L.zeros([1, 2, 3], "float32"), [1, 2])])
+
+
+def test_grid_sampler_and_spectral_norm_layers():
+    x = rng.normal(size=(1, 2, 3, 3)).astype(np.float32)
+
+    def build():
+        xv = L.data("x", [2, 3, 3])
+        theta = L.assign(np.array([[[1, 0, 0], [0, 1, 0]]], np.float32))
+        grid = L.affine_grid(theta, [1, 2, 3, 3])
+        w = L.create_parameter([4, 3], "float32")
+        return [L.grid_sampler(xv, grid), L.spectral_norm(w, dim=0, power_iters=30), w]
+    same, sn, w = _run(build, {"x": x})
+    np.testing.assert_allclose(same, x, rtol=1e-5, atol=1e-6)    # identity transform
+    np.testing.assert_allclose(np.linalg.svd(sn, compute_uv=False)[0], 1.0, rtol=1e-3)

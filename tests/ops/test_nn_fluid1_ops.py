@@ -91,3 +91,32 @@ def test_random_crop():
     for i in range(2):           # each crop is a contiguous block of its instance
         r0, c0 = np.argwhere(x[i] == out[i, 0, 0])[0]
         np.testing.assert_array_equal(out[i], x[i, r0:r0 + 3, c0:c0 + 4])
+
+
+def test_grid_sampler():
+    x = r(2, 3, 4, 5)
+    grid = rng.uniform(-1.1, 1.1, size=(2, 3, 2, 2)).astype(np.float32)
+    want = np.zeros((2, 3, 3, 2))
+    for n in range(2):
+        for i in range(3):
+            for j in range(2):
+                gx = (grid[n, i, j, 0] + 1) * 4 / 2
+                gy = (grid[n, i, j, 1] + 1) * 3 / 2
+                x0, y0 = int(np.floor(gx)), int(np.floor(gy))
+                for yy, wy in ((y0, 1 - (gy - y0)), (y0 + 1, gy - y0)):
+                    for xx, wx in ((x0, 1 - (gx - x0)), (x0 + 1, gx - x0)):
+                        if 0 <= yy < 4 and 0 <= xx < 5:
+                            want[n, :, i, j] += wy * wx * x[n, :, yy, xx]
+    check_output("grid_sampler", {"X": x, "Grid": grid}, {"Output": want})
+    check_grad("grid_sampler", {"X": x, "Grid": grid}, ["X", "Grid"], delta=1e-7)
+
+
+def test_spectral_norm():
+    w = r(3, 2, 2)
+    u, v = r(2), r(6)
+    mat = w.transpose(1, 0, 2).reshape(2, 6)
+    sigma = np.linalg.svd(mat.astype(np.float64), compute_uv=False)[0]
+    attrs = {"dim": 1, "power_iters": 60}
+    check_output("spectral_norm", {"Weight": w, "U": u, "V": v}, {"Out": w / sigma}, attrs,
+                 rtol=1e-4)
+    check_grad("spectral_norm", {"Weight": w, "U": u, "V": v}, ["Weight"], attrs, rtol=1e-3)
