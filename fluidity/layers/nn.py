@@ -561,3 +561,44 @@ def spectral_norm(weight, dim=0, power_iters=1, eps=1e-12, name=None):
                      outputs={"Out": out},
                      attrs={"dim": dim, "power_iters": int(power_iters), "eps": float(eps)})
     return out
+
+
+# --- row_conv, im2sequence (ops in fluidity/ops/nn_fluid1.py) ----------------------------------
+__all__ += ["row_conv", "im2sequence"]
+
+
+def row_conv(input, future_context_size, param_attr=None, act=None):
+    """Lookahead convolution over each sequence of `input` (LoD [T, D], or padded
+    [B, T, D]) with a learned filter [future_context_size + 1, D]."""
+    _is_var("row_conv", input=input)
+    if not isinstance(future_context_size, int) or future_context_size < 0:
+        raise ValueError(f"row_conv: future_context_size must be an int >= 0, got "
+                         f"{future_context_size!r}")
+    helper = LayerHelper("row_conv", param_attr=param_attr, act=act)
+    w = helper.create_parameter(param_attr, [future_context_size + 1, input.shape[-1]],
+                                input.dtype)
+    out = _simple("row_conv", {"X": input, "Filter": w}, helper=helper)
+    return helper.append_activation(out, act)
+
+
+def im2sequence(input, filter_size=1, stride=1, padding=0, input_image_size=None,
+                out_stride=1, name=None):
+    """The filter_size patches of each image of `input` [N, C, H, W] as the rows of one
+    sequence per image (a LoD tensor [N * L, C * kh * kw]); padding an int, [h, w] or
+    [up, left, down, right]."""
+    _is_var("im2sequence", input=input)
+    if input_image_size is not None:
+        raise NotImplementedError("im2sequence: per-image real sizes (input_image_size) are "
+                                  "not built in Fluidity")
+    padding = [padding] * 4 if isinstance(padding, int) else [int(p) for p in padding]
+    if len(padding) == 2:
+        padding = padding * 2
+    if len(padding) != 4:
+        raise ValueError(f"im2sequence: padding needs 1, 2 or 4 values, got {padding}")
+    helper = LayerHelper("im2sequence", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype, lod_level=1)
+    helper.append_op("im2sequence", inputs={"X": input}, outputs={"Out": out},
+                     attrs={"kernels": pair(filter_size, "filter_size"),
+                            "strides": pair(stride, "stride"), "paddings": padding,
+                            "out_stride": pair(out_stride, "out_stride")})
+    return out

@@ -1,6 +1,7 @@
 """Assorted Fluid 1.x ops: multiplex, bilinear_tensor_product, add_position_encoding, fsp,
-cvm (continuous_value_model), mean_iou, affine_grid, random_crop, tensor_array_to_tensor —
-with the gradients of the differentiable ones."""
+cvm (continuous_value_model), mean_iou, affine_grid, random_crop, tensor_array_to_tensor,
+grid_sampler, spectral_norm, row_conv, im2sequence — with the gradients of the
+differentiable ones."""
 import numpy as np
 
 from ..core import dtypes
@@ -8,6 +9,7 @@ from ..core.tensor import LoDTensor, LoDTensorArray
 from ..errors import ExecutionError
 from .common import is_empty
 from .registry import In, OpDef, Out, ints
+from .volume import gather_patches, patch_map, scatter_patches
 
 
 # --- multiplex -------------------------------------------------------------------------------
@@ -543,3 +545,126 @@ class SpectralNormGrad(OpDef):
         gmat = (dmat - (dmat * wmat / sigma).sum() * np.outer(u, v)) / sigma
         shape = [w.shape[i] for i in perm]
         return gmat.reshape(shape).transpose(np.argsort(perm)).astype(w.dtype)
+
+
+# --- row_conv, im2sequence ---------------------------------------------------------------------
+def _sequences(x):
+    """[(start, end)] of the sequences of LoDTensor x: its last LoD level, or each row of a
+    padded [B, T, D] tensor (as one sequence of T steps)."""
+    if x._lod:
+        offs = x._lod[-1]
+        return [(offs[i], offs[i + 1]) for i in range(len(offs) - 1)], x._array
+    a = x._array
+    if a.ndim != 3:
+        raise ExecutionError("row_conv: X needs LoD, or the padded shape [batch, time, dim]")
+    t = a.shape[1]
+    return [(b * t, (b + 1) * t) for b in range(a.shape[0])], a.reshape(-1, a.shape[2])
+
+
+class RowConv(OpDef):
+    type = "row_conv"
+    kind = "value"
+    inputs = (In("X"), In("Filter"))
+    outputs = (Out("Out"),)
+    doc = ("Lookahead convolution (DeepSpeech 2): Out[t] = sum_i X[t + i] * Filter[i] over "
+           "i < future_context_size + 1, within each sequence.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.share("X", "Out")
+
+    @staticmethod
+    def kernel(x, f):
+        seqs, a = _sequences(x)
+        w = f._array
+        out = np.zeros_like(a)
+        for s, e in seqs:
+            for i in range(min(len(w), e - s)):
+                out[s:e - i] += a[s + i:e] * w[i]
+        return LoDTensor(out.reshape(x._array.shape), x._lod)
+
+    grad = staticmethod(lambda g: g.op(
+        "row_conv_grad", {"X": g.input("X"), "Filter": g.input("Filter"),
+                          "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X"), "Filter@GRAD": g.input_grad("Filter")}))
+
+
+class RowConvGrad(OpDef):
+    type = "row_conv_grad"
+    kind = "value"
+    inputs = (In("X"), In("Filter"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD", dispensable=True), Out("Filter@GRAD", dispensable=True))
+    infer_shape = None
+
+    @staticmethod
+    def kernel(x, f, dout):
+        seqs, a = _sequences(x)
+        w = f._array
+        d = dout._array.reshape(a.shape)
+        dx, dw = np.zeros_like(a), np.zeros_like(w)
+        for s, e in seqs:
+            for i in range(min(len(w), e - s)):
+                dx[s + i:e] += d[s:e - i] * w[i]
+                dw[i] += (d[s:e - i] * a[s + i:e]).sum(axis=0)
+        return LoDTensor(dx.reshape(x._array.shape), x._lod), LoDTensor(dw)
+
+
+class Im2Sequence(OpDef):
+    type = "im2sequence"
+    kind = "value"
+    inputs = (In("X"), In("Y", dispensable=True, no_grad=True))
+    outputs = (Out("Out"),)
+    attrs = {"kernels": ints(), "strides": ints([1, 1]), "paddings": ints([0, 0, 0, 0]),
+             "out_stride": ints([1, 1])}
+    share_lod = None
+    doc = ("Out = the kh x kw patches of each image of X [N, C, H, W] as rows [C * kh * kw] "
+           "of one sequence per image (LoD); paddings [up, left, down, right].")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs = ctx.input_shape("X")
+        k = ctx.attr("kernels")
+        ctx.set_output("Out", [-1, xs[1] * k[0] * k[1] if xs[1] >= 0 else -1],
+                       ctx.input_dtype("X"), lod_level=1)
+
+    @staticmethod
+    def _map(x_shape, attrs):
+        p = attrs["paddings"]
+        return patch_map(x_shape[2:], attrs["kernels"], attrs["strides"],
+                         [(p[0], p[2]), (p[1], p[3])], [1, 1])[0]
+
+    @staticmethod
+    def kernel(x, y, *, kernels, strides, paddings, out_stride):
+        if y is not None:
+            raise ExecutionError("im2sequence: per-image real sizes (Y) are not built")
+        a = x._array
+        m = Im2Sequence._map(a.shape, {"kernels": kernels, "strides": strides,
+                                       "paddings": paddings})
+        cols = gather_patches(a, m)                       # [N, C, L, K]
+        n, c, length, k = cols.shape
+        rows = cols.transpose(0, 2, 1, 3).reshape(n * length, c * k)
+        return LoDTensor(np.ascontiguousarray(rows), [[i * length for i in range(n + 1)]])
+
+    grad = staticmethod(lambda g: g.op(
+        "im2sequence_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class Im2SequenceGrad(OpDef):
+    type = "im2sequence_grad"
+    kind = "value"
+    inputs = (In("X"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = Im2Sequence.attrs
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(x, dout, *, kernels, strides, paddings, out_stride):
+        a = x._array
+        m = Im2Sequence._map(a.shape, {"kernels": kernels, "strides": strides,
+                                       "paddings": paddings})
+        n, c = a.shape[:2]
+        d = dout._array.reshape(n, m.shape[0], c, m.shape[1]).transpose(0, 2, 1, 3)
+        return LoDTensor(scatter_patches(np.ascontiguousarray(d), m, a.shape[2:]).astype(
+            a.dtype))

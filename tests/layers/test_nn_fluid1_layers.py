@@ -71,3 +71,19 @@ def test_grid_sampler_and_spectral_norm_layers():
     same, sn, w = _run(build, {"x": x})
     np.testing.assert_allclose(same, x, rtol=1e-5, atol=1e-6)    # identity transform
     np.testing.assert_allclose(np.linalg.svd(sn, compute_uv=False)[0], 1.0, rtol=1e-3)
+
+
+def test_row_conv_and_im2sequence_layers():
+    img = rng.normal(size=(2, 1, 4, 4)).astype(np.float32)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = L.data("img", [1, 4, 4])
+        seq = L.im2sequence(xv, filter_size=2, stride=2)
+        out = L.row_conv(seq, 1)
+        loss = L.mean(L.square(out))
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    s, o = exe.run(main, feed={"img": img}, fetch_list=[seq, out], return_numpy=False)
+    assert np.array(s).shape == (8, 4) and s.lod() == [[0, 4, 8]]
+    assert np.array(o).shape == (8, 4)

@@ -120,3 +120,29 @@ def test_spectral_norm():
     check_output("spectral_norm", {"Weight": w, "U": u, "V": v}, {"Out": w / sigma}, attrs,
                  rtol=1e-4)
     check_grad("spectral_norm", {"Weight": w, "U": u, "V": v}, ["Weight"], attrs, rtol=1e-3)
+
+
+def test_row_conv_over_sequences():
+    from fluidity.core.tensor import LoDTensor
+    x = r(5, 3)
+    w = r(2, 3)
+    lod = [[0, 3, 5]]
+    want = np.zeros_like(x)
+    for s, e in ((0, 3), (3, 5)):
+        for t in range(s, e):
+            for i in range(2):
+                if t + i < e:
+                    want[t] += x[t + i] * w[i]
+    check_output("row_conv", {"X": LoDTensor(x, lod), "Filter": w}, {"Out": want})
+    check_grad("row_conv", {"X": LoDTensor(x, lod), "Filter": w}, ["X", "Filter"])
+
+
+def test_im2sequence():
+    x = r(2, 2, 3, 4)
+    attrs = {"kernels": [2, 2], "strides": [1, 2], "paddings": [0, 0, 1, 0]}
+    xp = np.pad(x, [(0, 0), (0, 0), (0, 1), (0, 0)])
+    rows = [xp[n, :, i:i + 2, j * 2:j * 2 + 2].reshape(-1)
+            for n in range(2) for i in range(3) for j in range(2)]
+    got = run_op("im2sequence", {"X": x}, attrs)["Out"]
+    np.testing.assert_allclose(got, np.stack(rows), rtol=1e-6)
+    check_grad("im2sequence", {"X": x}, ["X"], attrs)
