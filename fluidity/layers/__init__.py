@@ -28,3 +28,10 @@ from . import case as _case  # noqa: E402
 for _n in _case.__all__:
     globals()[_n] = getattr(_case, _n)
 __all__ += list(_case.__all__)
+
+# Fluid 1.x probability distributions
+from . import distributions  # noqa: E402
+
+for _n in distributions.__all__:
+    globals()[_n] = getattr(distributions, _n)
+__all__ += list(distributions.__all__)
