@@ -35,3 +35,11 @@ from . import distributions  # noqa: E402
 for _n in distributions.__all__:
     globals()[_n] = getattr(distributions, _n)
 __all__ += list(distributions.__all__)
+
+# names not built: NotImplementedError saying why, unless a module above builds them
+from . import declined as _declined  # noqa: E402
+
+for _n in _declined.__all__:
+    if _n not in globals():
+        globals()[_n] = getattr(_declined, _n)
+        __all__.append(_n)

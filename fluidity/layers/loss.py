@@ -1,6 +1,7 @@
 """Loss layers (Fluid 1.x signatures)."""
 from ..layer_helper import LayerHelper
 from ..ops.loss import IGNORE_INDEX
+from .declined import declined
 
 __all__ = ["cross_entropy", "softmax_with_cross_entropy", "sigmoid_cross_entropy_with_logits",
            "square_error_cost", "huber_loss", "smooth_l1", "log_loss"]
@@ -199,18 +200,10 @@ def dice_loss(input, label, epsilon=0.00001):
     return manip.reduce_mean(nn.scale(score, -1.0, 1.0))
 
 
-def _declined(name, why):
-    def layer(*args, **kwargs):
-        raise NotImplementedError(f"fluid.layers.{name} is not available in Fluidity: {why}")
-    layer.__name__ = name
-    layer.__doc__ = f"Not built in Fluidity: {why}"
-    return layer
-
-
-center_loss = _declined("center_loss", "its op updates the class centers as a side effect "
+center_loss = declined("center_loss", "its op updates the class centers as a side effect "
                         "of the forward pass; no program we target uses it")
-warpctc = _declined("warpctc", "CTC needs the warp-ctc library's alignment kernels; use "
+warpctc = declined("warpctc", "CTC needs the warp-ctc library's alignment kernels; use "
                     "softmax_with_cross_entropy-based losses instead")
-sampled_softmax_with_cross_entropy = _declined(
+sampled_softmax_with_cross_entropy = declined(
     "sampled_softmax_with_cross_entropy", "its sampler ops (sample_logits) are not built")
-edit_distance = _declined("edit_distance", "the sequence edit-distance op is not built")
+edit_distance = declined("edit_distance", "the sequence edit-distance op is not built")

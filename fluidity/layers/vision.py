@@ -10,12 +10,12 @@ from ..layer_helper import LayerHelper
 from .nn import padding_attrs, pair
 
 __all__ = ["conv2d_transpose", "adaptive_pool2d", "image_resize", "resize_bilinear",
-           "resize_nearest", "image_resize_short", "resize_trilinear", "prelu",
+           "resize_nearest", "image_resize_short", "prelu",
            "instance_norm", "group_norm", "pad", "pad2d", "pad_constant_like", "crop",
            "crop_tensor", "space_to_depth", "pixel_shuffle", "shuffle_channel",
            "temporal_shift", "maxout", "affine_channel", "lrn", "merge_selected_rows",
            "get_tensor_from_selected_rows", "conv3d", "conv3d_transpose", "pool3d",
-           "adaptive_pool3d", "unfold"]
+           "unfold"]
 
 
 def _var(layer, **args):
@@ -186,12 +186,6 @@ def image_resize_short(input, out_short_len, resample="BILINEAR"):
     out[long_] = int(float(input.shape[2 + long_]) * out_short_len /
                      float(input.shape[2 + short]) + 0.5)
     return image_resize(input, out, resample=resample)
-
-
-def resize_trilinear(input, out_shape=None, scale=None, name=None, actual_shape=None,
-                     align_corners=True, align_mode=1, data_format="NCDHW"):
-    raise NotImplementedError("fluid.layers.resize_trilinear is not available in Fluidity: "
-                              "the 3-D trilinear_interp op is not built")
 
 
 # --- prelu, instance_norm, group_norm ----------------------------------------------------------
@@ -520,11 +514,6 @@ def pool3d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
                  "strides": _triple(pool_stride, "pool_stride"),
                  "paddings": _pads3(pool_padding, "pool3d"), "exclusive": bool(exclusive),
                  "use_cudnn": use_cudnn}, name=name)
-
-
-def adaptive_pool3d(input, pool_size, pool_type="max", require_index=False, name=None):
-    raise NotImplementedError("fluid.layers.adaptive_pool3d is not available in Fluidity: "
-                              "pool3d's adaptive mode is not built")
 
 
 def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
