@@ -22,6 +22,8 @@ DECLINED = {
     "roi_pool": _DETECTION, "roi_align": _DETECTION, "psroi_pool": _DETECTION,
     "prroi_pool": _DETECTION, "deformable_conv": _DETECTION,
     "deformable_roi_pooling": _DETECTION, "sigmoid_focal_loss": _DETECTION,
+    "resize_trilinear": "the 3-D trilinear_interp op is not built",
+    "adaptive_pool3d": "pool3d's adaptive mode is not built",
 }
 
 
