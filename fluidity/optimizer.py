@@ -282,14 +282,20 @@ class AdamOptimizer(Optimizer):
                                   f"{type(v).__name__}")
         self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
         self._lazy_mode = bool(lazy_mode)
-        self.accumulators = (("moment1", 0.0, None), ("moment2", 0.0, None),
-                             ("beta1_pow_acc", self._beta1, [1]),
-                             ("beta2_pow_acc", self._beta2, [1]))
+        self.accumulators = self._moment_accumulators()
 
-    def _op_io(self, param):
-        acc = {k: self._get_accumulator(n, param) for k, n in (
+    def _moment_accumulators(self):
+        """Adam's (and Lamb's) two moments and two beta powers."""
+        return (("moment1", 0.0, None), ("moment2", 0.0, None),
+                ("beta1_pow_acc", self._beta1, [1]), ("beta2_pow_acc", self._beta2, [1]))
+
+    def _moment_inputs(self, param):
+        return {k: self._get_accumulator(n, param) for k, n in (
             ("Moment1", "moment1"), ("Moment2", "moment2"), ("Beta1Pow", "beta1_pow_acc"),
             ("Beta2Pow", "beta2_pow_acc"))}
+
+    def _op_io(self, param):
+        acc = self._moment_inputs(param)
         return (acc, {k + "Out": v for k, v in acc.items()},
                 {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon,
                  "lazy_mode": self._lazy_mode})
@@ -450,7 +456,7 @@ class AdadeltaOptimizer(Optimizer):
                 {"epsilon": self._epsilon, "rho": self._rho})
 
 
-class LambOptimizer(AdamaxOptimizer):
+class LambOptimizer(AdamOptimizer):
     """LAMB (You et al.): Adam's moments with a layer-wise trust ratio (op `lamb`).
     `exclude_from_weight_decay_fn(param) -> bool` turns weight decay off per parameter."""
     type = "lamb"
@@ -466,14 +472,10 @@ class LambOptimizer(AdamaxOptimizer):
         _check(exclude_from_weight_decay_fn is None or callable(exclude_from_weight_decay_fn),
                "Lamb: exclude_from_weight_decay_fn must be callable")
         self._exclude = exclude_from_weight_decay_fn
-        self.accumulators = (("moment1", 0.0, None), ("moment2", 0.0, None),
-                             ("beta1_pow_acc", self._beta1, [1]),
-                             ("beta2_pow_acc", self._beta2, [1]))
+        self.accumulators = self._moment_accumulators()
 
     def _op_io(self, param):
-        acc = {k: self._get_accumulator(n, param) for k, n in (
-            ("Moment1", "moment1"), ("Moment2", "moment2"), ("Beta1Pow", "beta1_pow_acc"),
-            ("Beta2Pow", "beta2_pow_acc"))}
+        acc = self._moment_inputs(param)
         decay = 0.0 if self._exclude is not None and self._exclude(param) else \
             self._weight_decay
         return (acc, {"Moment1Out": acc["Moment1"], "Moment2Out": acc["Moment2"]},

@@ -280,26 +280,27 @@ def gaussian_random(shape, mean=0.0, std=1.0, seed=0, dtype="float32"):
                    {"shape": attr, "mean": float(mean), "std": float(std), "seed": int(seed)})
 
 
+def _batch_size_like(op_type, input, shape, dtype, input_dim_idx, output_dim_idx, attrs):
+    _check_var(op_type, "input", input)
+    return _random(op_type, op_type, {"Input": input}, dtype,
+                   {"shape": _check_shape(op_type, shape), "input_dim_idx": input_dim_idx,
+                    "output_dim_idx": output_dim_idx, **attrs})
+
+
 def uniform_random_batch_size_like(input, shape, dtype="float32", input_dim_idx=0,
                                    output_dim_idx=0, min=-1.0, max=1.0, seed=0):
     """U[min, max) of `shape`, its output_dim_idx dim sized as input's input_dim_idx dim."""
-    _check_var("uniform_random_batch_size_like", "input", input)
-    return _random("uniform_random_batch_size_like", "uniform_random_batch_size_like",
-                   {"Input": input}, dtype,
-                   {"shape": _check_shape("uniform_random_batch_size_like", shape),
-                    "input_dim_idx": input_dim_idx, "output_dim_idx": output_dim_idx,
-                    "min": float(min), "max": float(max), "seed": int(seed)})
+    return _batch_size_like("uniform_random_batch_size_like", input, shape, dtype,
+                            input_dim_idx, output_dim_idx,
+                            {"min": float(min), "max": float(max), "seed": int(seed)})
 
 
 def gaussian_random_batch_size_like(input, shape, input_dim_idx=0, output_dim_idx=0,
                                     mean=0.0, std=1.0, seed=0, dtype="float32"):
     """N(mean, std^2) of `shape`, its output_dim_idx dim sized as input's input_dim_idx dim."""
-    _check_var("gaussian_random_batch_size_like", "input", input)
-    return _random("gaussian_random_batch_size_like", "gaussian_random_batch_size_like",
-                   {"Input": input}, dtype,
-                   {"shape": _check_shape("gaussian_random_batch_size_like", shape),
-                    "input_dim_idx": input_dim_idx, "output_dim_idx": output_dim_idx,
-                    "mean": float(mean), "std": float(std), "seed": int(seed)})
+    return _batch_size_like("gaussian_random_batch_size_like", input, shape, dtype,
+                            input_dim_idx, output_dim_idx,
+                            {"mean": float(mean), "std": float(std), "seed": int(seed)})
 
 
 def sampling_id(x, min=0.0, max=1.0, seed=0, dtype="float32"):

@@ -206,12 +206,18 @@ def prelu(x, mode, param_attr=None, name=None):
     return _one("prelu", {"X": x, "Alpha": alpha}, {"mode": mode}, name=name)
 
 
-def _norm_params(helper, param_attr, bias_attr, c, dtype):
+def _normalize(helper, op_type, input, param_attr, bias_attr, c, stat_slots, attrs):
+    """Append a normalization op with Scale (1) and Bias (0) parameters of [c]; returns Y."""
     from ..initializer import ConstantInitializer
-    scale = helper.create_parameter(param_attr, [c], dtype,
+    scale = helper.create_parameter(param_attr, [c], input.dtype,
                                     default_initializer=ConstantInitializer(1.0))
-    bias = helper.create_parameter(bias_attr, [c], dtype, is_bias=True)
-    return scale, bias
+    bias = helper.create_parameter(bias_attr, [c], input.dtype, is_bias=True)
+    y = helper.create_variable_for_type_inference(input.dtype)
+    stats = {s: helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+             for s in stat_slots}
+    helper.append_op(op_type, inputs={"X": input, "Scale": scale, "Bias": bias},
+                     outputs={"Y": y, **stats}, attrs=attrs)
+    return y
 
 
 def instance_norm(input, epsilon=1e-05, param_attr=None, bias_attr=None, name=None):
@@ -221,14 +227,8 @@ def instance_norm(input, epsilon=1e-05, param_attr=None, bias_attr=None, name=No
     if c < 0:
         raise ShapeError(f"instance_norm: the channel dim of {list(input.shape)} must be known")
     helper = LayerHelper("instance_norm", name=name)
-    scale, bias = _norm_params(helper, param_attr, bias_attr, c, input.dtype)
-    y = helper.create_variable_for_type_inference(input.dtype)
-    mean, var = (helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
-                 for _ in range(2))
-    helper.append_op("instance_norm", inputs={"X": input, "Scale": scale, "Bias": bias},
-                     outputs={"Y": y, "SavedMean": mean, "SavedVariance": var},
-                     attrs={"epsilon": float(epsilon)})
-    return y
+    return _normalize(helper, "instance_norm", input, param_attr, bias_attr, c,
+                      ("SavedMean", "SavedVariance"), {"epsilon": float(epsilon)})
 
 
 def group_norm(input, groups, epsilon=1e-05, param_attr=None, bias_attr=None, act=None,
@@ -244,14 +244,9 @@ def group_norm(input, groups, epsilon=1e-05, param_attr=None, bias_attr=None, ac
         raise ShapeError(f"group_norm: {c} channels must be known and divisible by "
                          f"groups={groups}")
     helper = LayerHelper("group_norm", act=act, name=name)
-    scale, bias = _norm_params(helper, param_attr, bias_attr, c, input.dtype)
-    y = helper.create_variable_for_type_inference(input.dtype)
-    mean, var = (helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
-                 for _ in range(2))
-    helper.append_op("group_norm", inputs={"X": input, "Scale": scale, "Bias": bias},
-                     outputs={"Y": y, "Mean": mean, "Variance": var},
-                     attrs={"epsilon": float(epsilon), "groups": groups,
-                            "data_layout": data_layout})
+    y = _normalize(helper, "group_norm", input, param_attr, bias_attr, c,
+                   ("Mean", "Variance"), {"epsilon": float(epsilon), "groups": groups,
+                                          "data_layout": data_layout})
     return helper.append_activation(y, act)
 
 
