@@ -202,8 +202,24 @@ def dice_loss(input, label, epsilon=0.00001):
 
 center_loss = declined("center_loss", "its op updates the class centers as a side effect "
                         "of the forward pass; no program we target uses it")
-warpctc = declined("warpctc", "CTC needs the warp-ctc library's alignment kernels; use "
-                    "softmax_with_cross_entropy-based losses instead")
 sampled_softmax_with_cross_entropy = declined(
     "sampled_softmax_with_cross_entropy", "its sampler ops (sample_logits) are not built")
 edit_distance = declined("edit_distance", "the sequence edit-distance op is not built")
+
+
+def warpctc(input, label, blank=0, norm_by_times=False, input_length=None,
+            label_length=None):
+    """The CTC loss [num_sequences, 1] of unnormalized logits `input` (LoD [T, K], or padded
+    [T_max, B, K] with input_length) against int32 labels (LoD [L, 1], or padded [B, L_max]
+    with label_length); `blank` is the blank class."""
+    _need_vars("warpctc", input=input, label=label)
+    if (input_length is None) != (label_length is None):
+        raise ValueError("warpctc: give both input_length and label_length, or neither")
+    helper = LayerHelper("warpctc")
+    grad, loss = _tmp(helper, input.dtype, True), _tmp(helper, input.dtype)
+    inputs = {"Logits": input, "Label": label}
+    if input_length is not None:
+        inputs.update(LogitsLength=input_length, LabelLength=label_length)
+    helper.append_op("warpctc", inputs=inputs, outputs={"WarpCTCGrad": grad, "Loss": loss},
+                     attrs={"blank": int(blank), "norm_by_times": bool(norm_by_times)})
+    return loss

@@ -89,5 +89,24 @@ def test_loss_layers_refuse_bad_arguments():
              {})
     with pytest.raises(TypeError, match="rank_loss: 'left' must be a Variable"):
         _run(lambda: [L.rank_loss(L.zeros([2], "float32"), 1.0, L.zeros([2], "float32"))], {})
-    with pytest.raises(NotImplementedError, match="warpctc"):
-        L.warpctc(None, None)
+    with pytest.raises(NotImplementedError, match="center_loss"):
+        L.center_loss(None, None, 2, 0.1, None)
+
+
+def test_warpctc_trains_an_image_to_sequence_model():
+    img = rng.normal(size=(2, 1, 4, 8)).astype(np.float32)
+    label = fluid.create_lod_tensor(np.array([[1], [2], [2]], np.int32), [[2, 1]],
+                                    fluid.CPUPlace())
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = L.data("img", [1, 4, 8])
+        lv = L.data("label", [1], dtype="int32", lod_level=1)
+        seq = L.im2sequence(xv, filter_size=[4, 2], stride=[4, 2])   # 4 steps an image
+        logits = L.fc(seq, 3)
+        loss = L.mean(L.warpctc(logits, lv, blank=0))
+        fluid.optimizer.Adam(0.05).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    losses = [_scalar(exe.run(main, feed={"img": img, "label": label}, fetch_list=[loss])[0])
+              for _ in range(20)]
+    assert losses[-1] < 0.5 * losses[0]
