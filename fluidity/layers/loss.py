@@ -98,7 +98,7 @@ def log_loss(input, label, epsilon=1e-4, name=None):
 
 
 # --- Fluid 1.x losses (ops in fluidity/ops/loss_fluid1.py, composites over other layers) -------
-__all__ += ["rank_loss", "margin_rank_loss", "bpr_loss", "kldiv_loss",
+__all__ += ["ctc_greedy_decoder", "rank_loss", "margin_rank_loss", "bpr_loss", "kldiv_loss",
             "teacher_student_sigmoid_loss", "mse_loss", "npair_loss", "dice_loss",
             "center_loss", "warpctc", "sampled_softmax_with_cross_entropy", "edit_distance"]
 
@@ -223,3 +223,26 @@ def warpctc(input, label, blank=0, norm_by_times=False, input_length=None,
     helper.append_op("warpctc", inputs=inputs, outputs={"WarpCTCGrad": grad, "Loss": loss},
                      attrs={"blank": int(blank), "norm_by_times": bool(norm_by_times)})
     return loss
+
+
+def ctc_greedy_decoder(input, blank, input_length=None, padding_value=0, name=None):
+    """Best-path CTC decoding of probabilities `input` (LoD [T, K], or padded [B, T, K] with
+    input_length): the argmax class per step, repeats merged, blanks removed. Returns the
+    LoD int64 ids (a lone -1 where all are empty), or (padded ids, their lengths)."""
+    from .metric import topk
+    from . import manip
+    _need_vars("ctc_greedy_decoder", input=input)
+    _, ids = topk(input, 1)
+    helper = LayerHelper("ctc_greedy_decoder", name=name)
+    attrs = {"blank": int(blank), "merge_repeated": True, "padding_value": int(padding_value)}
+    if input_length is None:
+        out = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+        helper.append_op("ctc_align", inputs={"Input": ids}, outputs={"Output": out},
+                         attrs=attrs)
+        return out
+    ids = manip.squeeze(ids, [2])
+    out = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    out_len = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    helper.append_op("ctc_align", inputs={"Input": ids, "InputLength": input_length},
+                     outputs={"Output": out, "OutputLength": out_len}, attrs=attrs)
+    return out, out_len

@@ -8,6 +8,7 @@ recursions run in log space per sequence.
 """
 import numpy as np
 
+from ..core import dtypes
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
 from .registry import In, OpDef, Out
@@ -151,3 +152,56 @@ class WarpctcGrad(OpDef):
             per_row = np.repeat(d, np.diff(lo))
             out = g * per_row.reshape(-1, 1)
         return LoDTensor(out.astype(g.dtype), logits._lod)
+
+
+class CtcAlign(OpDef):
+    type = "ctc_align"
+    kind = "value"
+    inputs = (In("Input"), In("InputLength", dispensable=True))
+    outputs = (Out("Output"), Out("OutputLength", dispensable=True))
+    attrs = {"blank": 0, "merge_repeated": True, "padding_value": 0}
+    share_lod = None
+    doc = ("Per sequence of token ids: repeated tokens merged (merge_repeated), then blanks "
+           "removed. LoD Input [T, 1] -> LoD Output (a lone -1 when every result is empty); "
+           "padded Input [B, T] with InputLength -> Output [B, T] padded with padding_value "
+           "and OutputLength.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Output", ctx.input_shape("Input"), ctx.input_dtype("Input"),
+                       lod_level=ctx.input_lod_level("Input"))
+        if ctx.has_output("OutputLength"):
+            ctx.set_output("OutputLength", [-1, 1], ctx.input_dtype("InputLength")
+                           if ctx.has_input("InputLength") else dtypes.VarType.INT64)
+
+    @staticmethod
+    def _align(ids, blank, merge):
+        keep = np.ones(len(ids), bool)
+        if merge and len(ids):
+            keep[1:] = ids[1:] != ids[:-1]
+        return ids[keep & (ids != blank)]
+
+    @staticmethod
+    def kernel(x, lengths, *, blank, merge_repeated, padding_value):
+        a = x._array
+        if lengths is not None:
+            lens = lengths._array.reshape(-1).astype(np.int64)
+            out = np.full(a.shape, padding_value, a.dtype)
+            out_len = np.zeros((len(lens), 1), lengths._array.dtype)
+            for b, n in enumerate(lens):
+                got = CtcAlign._align(a[b, :n], blank, merge_repeated)
+                out[b, :len(got)] = got
+                out_len[b, 0] = len(got)
+            return LoDTensor(out), LoDTensor(out_len)
+        if not x._lod:
+            raise ExecutionError("ctc_align: Input needs LoD, or give InputLength")
+        offs = x._lod[-1]
+        flat = a.reshape(-1)
+        parts = [CtcAlign._align(flat[offs[i]:offs[i + 1]], blank, merge_repeated)
+                 for i in range(len(offs) - 1)]
+        lod = [0]
+        for p in parts:
+            lod.append(lod[-1] + len(p))
+        if lod[-1] == 0:
+            return LoDTensor(np.full((1, 1), -1, a.dtype), [[0, 1]]), None
+        return LoDTensor(np.concatenate(parts).reshape(-1, 1), [lod]), None

@@ -110,3 +110,22 @@ def test_warpctc_trains_an_image_to_sequence_model():
     losses = [_scalar(exe.run(main, feed={"img": img, "label": label}, fetch_list=[loss])[0])
               for _ in range(20)]
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_ctc_greedy_decoder():
+    probs = np.array([[.1, .8, .1], [.1, .8, .1], [.9, .05, .05], [.1, .1, .8],
+                      [.9, .05, .05], [.2, .2, .6]], np.float32)
+    x = fluid.create_lod_tensor(probs, [[4, 2]], fluid.CPUPlace())
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = L.data("x", [3], lod_level=1)
+        out = L.ctc_greedy_decoder(xv, blank=0)
+        padded = L.data("p", [2, 3, 3], append_batch_size=False)
+        lens = L.data("n", [2, 1], dtype="int64", append_batch_size=False)
+        pout, plen = L.ctc_greedy_decoder(padded, 0, input_length=lens, padding_value=-1)
+    got = fluid.Executor().run(main, feed={"x": x, "p": probs.reshape(2, 3, 3),
+                                           "n": np.array([[3], [2]], np.int64)},
+                               fetch_list=[out, pout, plen], return_numpy=False)
+    assert np.array(got[0]).reshape(-1).tolist() == [1, 2, 2] and got[0].lod() == [[0, 2, 3]]
+    assert np.array(got[1]).tolist() == [[1, -1, -1], [2, -1, -1]]
+    assert np.array(got[2]).reshape(-1).tolist() == [1, 1]

@@ -49,3 +49,15 @@ def test_warpctc_padded_and_bad_labels():
         run_op("warpctc", {"Logits": LoDTensor(z[:, 0], [[0, 4]]),
                            "Label": LoDTensor(np.array([[0]], np.int32), [[0, 1]])},
                outputs=["WarpCTCGrad", "Loss"])
+
+
+def test_ctc_align():
+    ids = np.array([[0], [1], [1], [0], [2], [2], [0], [0], [3], [3]], np.int64)
+    got = run_op("ctc_align", {"Input": LoDTensor(ids, [[0, 7, 8, 10]])}, {"blank": 0},
+                 outputs=["Output"])
+    np.testing.assert_array_equal(np.asarray(got["Output"]).reshape(-1), [1, 2, 3])
+    padded = np.array([[1, 1, 0, 2, 2], [0, 0, 0, 0, 0]], np.int64)
+    got = run_op("ctc_align", {"Input": padded, "InputLength": np.array([[5], [3]], np.int64)},
+                 {"blank": 0, "padding_value": -9}, outputs=["Output", "OutputLength"])
+    np.testing.assert_array_equal(got["Output"], [[1, 2, -9, -9, -9], [-9] * 5])
+    np.testing.assert_array_equal(got["OutputLength"], [[2], [0]])
