@@ -204,7 +204,6 @@ center_loss = declined("center_loss", "its op updates the class centers as a sid
                         "of the forward pass; no program we target uses it")
 sampled_softmax_with_cross_entropy = declined(
     "sampled_softmax_with_cross_entropy", "its sampler ops (sample_logits) are not built")
-edit_distance = declined("edit_distance", "the sequence edit-distance op is not built")
 
 
 def warpctc(input, label, blank=0, norm_by_times=False, input_length=None,
@@ -246,3 +245,40 @@ def ctc_greedy_decoder(input, blank, input_length=None, padding_value=0, name=No
     helper.append_op("ctc_align", inputs={"Input": ids, "InputLength": input_length},
                      outputs={"Output": out, "OutputLength": out_len}, attrs=attrs)
     return out, out_len
+
+
+def edit_distance(input, label, normalized=True, ignored_tokens=None, input_length=None,
+                  label_length=None):
+    """(the Levenshtein distance [N, 1] of each hypothesis in `input` to its reference in
+    `label` — divided by the reference length when normalized —, the number of pairs [1]).
+    Both are LoD int64 [*, 1], or padded [N, T] with input_length / label_length;
+    ignored_tokens (LoD input only) are dropped from both first (op sequence_erase)."""
+    _need_vars("edit_distance", input=input, label=label)
+    if (input_length is None) != (label_length is None):
+        raise ValueError("edit_distance: give both input_length and label_length, or neither")
+    helper = LayerHelper("edit_distance")
+    if ignored_tokens:
+        from ..ops import registry
+        if input_length is not None:
+            raise ValueError("edit_distance: ignored_tokens work on LoD input only")
+        if registry.find("sequence_erase") is None:
+            raise NotImplementedError("edit_distance: ignored_tokens needs the op "
+                                      "sequence_erase, which is not built")
+        input, label = (_erase(helper, v, ignored_tokens) for v in (input, label))
+    inputs = {"Hyps": input, "Refs": label}
+    if input_length is not None:
+        inputs.update(HypsLength=input_length, RefsLength=label_length)
+    out = _tmp(helper, "float32", True)
+    num = _tmp(helper, "int64", True)
+    helper.append_op("edit_distance", inputs=inputs,
+                     outputs={"Out": out, "SequenceNum": num},
+                     attrs={"normalized": bool(normalized)})
+    return out, num
+
+
+def _erase(helper, x, tokens):
+    out = helper.create_variable_for_type_inference(x.dtype, stop_gradient=True,
+                                                    lod_level=x.lod_level)
+    helper.append_op("sequence_erase", inputs={"X": x}, outputs={"Out": out},
+                     attrs={"tokens": [int(t) for t in tokens]})
+    return out

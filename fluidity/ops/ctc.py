@@ -205,3 +205,62 @@ class CtcAlign(OpDef):
         if lod[-1] == 0:
             return LoDTensor(np.full((1, 1), -1, a.dtype), [[0, 1]]), None
         return LoDTensor(np.concatenate(parts).reshape(-1, 1), [lod]), None
+
+
+def _levenshtein(a, b):
+    prev = np.arange(len(b) + 1)
+    for i in range(1, len(a) + 1):
+        cur = np.empty_like(prev)
+        cur[0] = i
+        for j in range(1, len(b) + 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+        prev = cur
+    return int(prev[-1])
+
+
+class EditDistance(OpDef):
+    type = "edit_distance"
+    kind = "value"
+    inputs = (In("Hyps"), In("Refs"), In("HypsLength", dispensable=True),
+              In("RefsLength", dispensable=True))
+    outputs = (Out("Out"), Out("SequenceNum"))
+    attrs = {"normalized": False}
+    share_lod = None
+    doc = ("Out[i] = the Levenshtein distance of hypothesis i to reference i (divided by "
+           "the reference's length when normalized); SequenceNum = the number of pairs. "
+           "LoD int64 [*, 1] inputs, or padded [B, T] with lengths.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Out", [-1, 1], dtypes.VarType.FP32)
+        ctx.set_output("SequenceNum", [1], dtypes.VarType.INT64)
+
+    @staticmethod
+    def _seqs(t, lengths, slot):
+        a = t._array
+        if lengths is not None:
+            lens = lengths._array.reshape(-1).astype(np.int64)
+            return [a[i, :n].reshape(-1) for i, n in enumerate(lens)]
+        if not t._lod:
+            raise ExecutionError(f"edit_distance: {slot} needs LoD, or give its lengths")
+        o = t._lod[-1]
+        return [a[o[i]:o[i + 1]].reshape(-1) for i in range(len(o) - 1)]
+
+    @staticmethod
+    def kernel(hyps, refs, hyps_len, refs_len, *, normalized):
+        hs = EditDistance._seqs(hyps, hyps_len, "Hyps")
+        rs = EditDistance._seqs(refs, refs_len, "Refs")
+        if len(hs) != len(rs):
+            raise ExecutionError(f"edit_distance: {len(hs)} hypotheses but {len(rs)} "
+                                 f"references")
+        out = []
+        for h, r in zip(hs, rs):
+            d = float(_levenshtein(h, r))
+            if normalized:
+                if not len(r):
+                    raise ExecutionError("edit_distance: a reference is empty; it cannot "
+                                         "normalize")
+                d /= len(r)
+            out.append(d)
+        return (LoDTensor(np.array(out, np.float32).reshape(-1, 1)),
+                LoDTensor(np.array([len(hs)], np.int64)))

@@ -129,3 +129,15 @@ def test_ctc_greedy_decoder():
     assert np.array(got[0]).reshape(-1).tolist() == [1, 2, 2] and got[0].lod() == [[0, 2, 3]]
     assert np.array(got[1]).tolist() == [[1, -1, -1], [2, -1, -1]]
     assert np.array(got[2]).reshape(-1).tolist() == [1, 1]
+
+
+def test_edit_distance_layer():
+    h = fluid.create_lod_tensor(np.array([[1], [2], [3]], np.int64), [[3]], fluid.CPUPlace())
+    r = fluid.create_lod_tensor(np.array([[1], [3]], np.int64), [[2]], fluid.CPUPlace())
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        hv = L.data("h", [1], dtype="int64", lod_level=1)
+        rv = L.data("r", [1], dtype="int64", lod_level=1)
+        dist, num = L.edit_distance(hv, rv, normalized=False)
+    d, n = fluid.Executor().run(main, feed={"h": h, "r": r}, fetch_list=[dist, num])
+    assert d.reshape(-1).tolist() == [1.0] and n.tolist() == [1]

@@ -61,3 +61,17 @@ def test_ctc_align():
                  {"blank": 0, "padding_value": -9}, outputs=["Output", "OutputLength"])
     np.testing.assert_array_equal(got["Output"], [[1, 2, -9, -9, -9], [-9] * 5])
     np.testing.assert_array_equal(got["OutputLength"], [[2], [0]])
+
+
+def test_edit_distance():
+    hyps = np.array([[1], [2], [3], [4], [5]], np.int64)
+    refs = np.array([[1], [3], [3], [4], [6], [7]], np.int64)
+    got = run_op("edit_distance", {"Hyps": LoDTensor(hyps, [[0, 3, 5]]),
+                                   "Refs": LoDTensor(refs, [[0, 2, 6]])}, {"normalized": True})
+    np.testing.assert_allclose(got["Out"].reshape(-1), [2 / 2, 3 / 4])
+    assert got["SequenceNum"].tolist() == [2]
+    got = run_op("edit_distance", {"Hyps": np.array([[1, 2, 0]], np.int64),
+                                   "Refs": np.array([[1, 0, 0]], np.int64),
+                                   "HypsLength": np.array([2], np.int64),
+                                   "RefsLength": np.array([1], np.int64)})
+    assert got["Out"].reshape(-1).tolist() == [1.0]
