@@ -33,6 +33,7 @@ LAYERS = {
     "warpctc": "input label blank norm_by_times input_length label_length",
     "ctc_greedy_decoder": "input blank input_length padding_value name",
     "edit_distance": "input label normalized ignored_tokens input_length label_length",
+    "center_loss": "input label num_classes alpha param_attr update_center",
     "dice_loss": "input label epsilon",
     "label_smooth": "label prior_dist epsilon dtype name", "cos_sim": "X Y",
     "l2_normalize": "x axis epsilon name",

@@ -200,8 +200,6 @@ def dice_loss(input, label, epsilon=0.00001):
     return manip.reduce_mean(nn.scale(score, -1.0, 1.0))
 
 
-center_loss = declined("center_loss", "its op updates the class centers as a side effect "
-                        "of the forward pass; no program we target uses it")
 sampled_softmax_with_cross_entropy = declined(
     "sampled_softmax_with_cross_entropy", "its sampler ops (sample_logits) are not built")
 
@@ -282,3 +280,25 @@ def _erase(helper, x, tokens):
     helper.append_op("sequence_erase", inputs={"X": x}, outputs={"Out": out},
                      attrs={"tokens": [int(t) for t in tokens]})
     return out
+
+
+def center_loss(input, label, num_classes, alpha, param_attr=None, update_center=True):
+    """||input - centers[label]||^2 / 2 per row ([N, 1]), the class centers a
+    [num_classes, D] parameter that the op moves toward its samples at rate `alpha` (a
+    float or a [1] Variable) when update_center."""
+    from ..framework import Variable
+    from .tensor import create_global_var
+    _need_vars("center_loss", input=input, label=label)
+    helper = LayerHelper("center_loss", param_attr=param_attr)
+    centers = helper.create_parameter(param_attr, [int(num_classes), input.shape[1]],
+                                      input.dtype)
+    centers.stop_gradient = True
+    rate = alpha if isinstance(alpha, Variable) else create_global_var(
+        [1], float(alpha), "float32", persistable=True, name=None)
+    diff, loss = _tmp(helper, input.dtype, True), _tmp(helper, input.dtype)
+    helper.append_op("center_loss",
+                     inputs={"X": input, "Label": label, "Centers": centers,
+                             "CenterUpdateRate": rate},
+                     outputs={"SampleCenterDiff": diff, "Loss": loss, "CentersOut": centers},
+                     attrs={"cluster_num": int(num_classes), "need_update": bool(update_center)})
+    return loss

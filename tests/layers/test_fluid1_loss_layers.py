@@ -89,8 +89,8 @@ def test_loss_layers_refuse_bad_arguments():
              {})
     with pytest.raises(TypeError, match="rank_loss: 'left' must be a Variable"):
         _run(lambda: [L.rank_loss(L.zeros([2], "float32"), 1.0, L.zeros([2], "float32"))], {})
-    with pytest.raises(NotImplementedError, match="center_loss"):
-        L.center_loss(None, None, 2, 0.1, None)
+    with pytest.raises(NotImplementedError, match="sampled_softmax_with_cross_entropy"):
+        L.sampled_softmax_with_cross_entropy(None, None, 2)
 
 
 def test_warpctc_trains_an_image_to_sequence_model():
@@ -141,3 +141,21 @@ def test_edit_distance_layer():
         dist, num = L.edit_distance(hv, rv, normalized=False)
     d, n = fluid.Executor().run(main, feed={"h": h, "r": r}, fetch_list=[dist, num])
     assert d.reshape(-1).tolist() == [1.0] and n.tolist() == [1]
+
+
+def test_center_loss_moves_centers_and_trains():
+    x = (rng.normal(size=(6, 2)) + np.repeat([[3, 3], [-3, -3]], 3, axis=0)).astype(np.float32)
+    lab = np.array([[0]] * 3 + [[1]] * 3, np.int64)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv, lv = L.data("x", [2]), L.data("lab", [1], dtype="int64")
+        feat = L.fc(xv, 2)
+        loss = L.mean(L.center_loss(feat, lv, 2, 0.5,
+                                    param_attr=fluid.ParamAttr(
+                                        initializer=fluid.initializer.Constant(0.0))))
+        fluid.optimizer.SGD(0.05).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    losses = [_scalar(exe.run(main, feed={"x": x, "lab": lab}, fetch_list=[loss])[0])
+              for _ in range(15)]
+    assert losses[-1] < 0.2 * losses[0]
