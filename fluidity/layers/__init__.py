@@ -15,26 +15,13 @@ for _mod in _MODULES:
         globals()[_n] = getattr(_mod, _n)
     __all__ += list(_mod.__all__)
 
-# Fluid 1.x image layers
-from . import vision  # noqa: E402
+# Fluid 1.x image layers, multi-way branches (case, switch_case), distributions
+from . import case as _case, distributions, vision  # noqa: E402
 
-for _n in vision.__all__:
-    globals()[_n] = getattr(vision, _n)
-__all__ += list(vision.__all__)
-
-# Fluid 1.8 multi-way branches
-from . import case as _case  # noqa: E402
-
-for _n in _case.__all__:
-    globals()[_n] = getattr(_case, _n)
-__all__ += list(_case.__all__)
-
-# Fluid 1.x probability distributions
-from . import distributions  # noqa: E402
-
-for _n in distributions.__all__:
-    globals()[_n] = getattr(distributions, _n)
-__all__ += list(distributions.__all__)
+for _mod in (vision, _case, distributions):
+    for _n in _mod.__all__:
+        globals()[_n] = getattr(_mod, _n)
+    __all__ += list(_mod.__all__)
 
 # names not built: NotImplementedError saying why, unless a module above builds them
 from . import declined as _declined  # noqa: E402

@@ -5,17 +5,13 @@ import math
 import numpy as np
 
 import fluidity as fluid
+from layer_programs import run_built
 
 L = fluid.layers
 
 
 def _run(build, feed=None):
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
-        outs = build()
-    exe = fluid.Executor(fluid.CPUPlace())
-    exe.run(startup)
-    return [np.asarray(o) for o in exe.run(main, feed=feed or {}, fetch_list=list(outs))]
+    return [np.asarray(o) for o in run_built(build, feed)]
 
 
 def test_uniform_and_normal():

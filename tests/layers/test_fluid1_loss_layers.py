@@ -5,18 +5,13 @@ import numpy as np
 import pytest
 
 import fluidity as fluid
+from layer_programs import run_built
 
 L = fluid.layers
 rng = np.random.default_rng(2)
 
 
-def _run(build, feed):
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
-        outs = build()
-    exe = fluid.Executor(fluid.CPUPlace())
-    exe.run(startup)
-    return exe.run(main, feed=feed, fetch_list=list(outs))
+_run = run_built
 
 
 def _scalar(v):

@@ -7,18 +7,12 @@ import numpy as np
 import pytest
 
 import fluidity as fluid
+from layer_programs import run_built
 
 L = fluid.layers
 
 
-def _run(build, feed=None):
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
-        outs = build()
-    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-    exe = fluid.Executor(fluid.CPUPlace())
-    exe.run(startup)
-    return exe.run(main, feed=feed or {}, fetch_list=outs)
+_run = run_built
 
 
 def test_zeros_ones_and_likes():
