@@ -20,7 +20,7 @@ from .framework import OpRole, Parameter, default_main_program, name_scope, op_r
 
 __all__ = ["ClipGradByValue", "ClipGradByNorm", "ClipGradByGlobalNorm", "GradientClipByValue",
            "GradientClipByNorm", "GradientClipByGlobalNorm", "set_gradient_clip",
-           "append_gradient_clip_ops"]
+           "append_gradient_clip_ops", "ErrorClipByValue", "error_clip_callback"]
 
 
 def _number(x, what):
@@ -34,9 +34,18 @@ def _new_var(block, like, tag):
                             dtype=like.dtype, type=like.type, stop_gradient=True)
 
 
+def _check_need_clip(fn):
+    if fn is not None and not callable(fn):
+        raise FluidityError(f"need_clip must be a function of the parameter, got "
+                            f"{type(fn).__name__}")
+    return fn
+
+
 class ClipGradBase:
     """A clip strategy. `_process_context` sees every (param, grad) first (global norms need
-    all gradients), then `_create_operators` returns the clipped (param, grad)."""
+    all gradients), then `_create_operators` returns the clipped (param, grad).
+    `need_clip(param) -> bool` (Fluid 1.8) leaves the parameters it refuses unclipped."""
+    need_clip = None
 
     def __call__(self, params_grads):
         return _apply(params_grads, lambda p: self)
@@ -49,7 +58,8 @@ class ClipGradBase:
 
 
 class ClipGradByValue(ClipGradBase):
-    def __init__(self, max, min=None):
+    def __init__(self, max, min=None, need_clip=None):
+        self.need_clip = _check_need_clip(need_clip)
         self.max = _number(max, "ClipGradByValue: max")
         if min is None:
             if self.max <= 0:
@@ -72,7 +82,8 @@ class ClipGradByValue(ClipGradBase):
 
 
 class ClipGradByNorm(ClipGradBase):
-    def __init__(self, clip_norm):
+    def __init__(self, clip_norm, need_clip=None):
+        self.need_clip = _check_need_clip(need_clip)
         self.clip_norm = _number(clip_norm, "ClipGradByNorm: clip_norm")
 
     def __str__(self):
@@ -86,7 +97,8 @@ class ClipGradByNorm(ClipGradBase):
 
 
 class ClipGradByGlobalNorm(ClipGradBase):
-    def __init__(self, clip_norm, group_name="default_group"):
+    def __init__(self, clip_norm, group_name="default_group", need_clip=None):
+        self.need_clip = _check_need_clip(need_clip)
         self.clip_norm = _number(clip_norm, "ClipGradByGlobalNorm: clip_norm")
         if not isinstance(group_name, str):
             raise FluidityError(f"ClipGradByGlobalNorm: group_name must be a str, got "
@@ -159,6 +171,8 @@ def _apply(params_grads, clip_of):
             if clip is not None and not isinstance(clip, ClipGradBase):
                 raise FluidityError(f"gradient clip of '{p.name}' must be a ClipGradBy*, got "
                                     f"{type(clip).__name__}")
+            if clip is not None and clip.need_clip is not None and not clip.need_clip(p):
+                clip = None
             if clip is not None:
                 clip._process_context(context, p, g)
             todo.append(clip)
@@ -187,3 +201,18 @@ def set_gradient_clip(clip, param_list=None, program=None):
 def append_gradient_clip_ops(params_grads):
     """Apply each parameter's `gradient_clip_attr` (set by set_gradient_clip)."""
     return _apply(params_grads, lambda p: getattr(p, "gradient_clip_attr", None))
+
+
+class ErrorClipByValue:
+    """Fluid's clipping of a variable's error (its gradient inside backward) is not built:
+    it needs backward to call clip callbacks after each gradient op."""
+
+    def __init__(self, max, min=None):
+        raise NotImplementedError(
+            "fluid.clip.ErrorClipByValue is not available in Fluidity: backward does not run "
+            "per-variable error-clip callbacks; clip gradients with GradientClipByValue")
+
+
+def error_clip_callback(block, context):
+    raise NotImplementedError("fluid.clip.error_clip_callback is not available in Fluidity "
+                              "(see ErrorClipByValue)")

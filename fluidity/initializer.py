@@ -45,15 +45,22 @@ class ConstantInitializer(Initializer):
 
 
 class UniformInitializer(Initializer):
-    def __init__(self, low=-1.0, high=1.0, seed=0):
+    """U[low, high); with diag_num > 0 the first diag_num rows (of the parameter seen as
+    [rows, -1]) get diag_val at column i * diag_step (Fluid 1.8's identity-like init)."""
+
+    def __init__(self, low=-1.0, high=1.0, seed=0, diag_num=0, diag_step=0, diag_val=1.0):
         super().__init__(seed)
         self.low, self.high = low, high
+        self.diag_num, self.diag_step, self.diag_val = int(diag_num), int(diag_step), \
+            float(diag_val)
 
     def _append(self, var, block):
         return block.append_op("uniform_random", outputs={"Out": var},
                                attrs={"shape": list(var.shape), "dtype": var.dtype,
                                       "min": float(self.low), "max": float(self.high),
-                                      "seed": self._seed_for(block)})
+                                      "seed": self._seed_for(block),
+                                      "diag_num": self.diag_num, "diag_step": self.diag_step,
+                                      "diag_val": self.diag_val})
 
 
 class NormalInitializer(Initializer):
@@ -131,6 +138,51 @@ class NumpyArrayInitializer(Initializer):
                                       key: vals})
 
 
+class BilinearInitializer(Initializer):
+    """Bilinear-upsampling weights for a conv2d_transpose filter [C_out, C_in, K, K]:
+    each K x K kernel is (1 - |x / f - c|) * (1 - |y / f - c|), f = ceil(K / 2),
+    c = (2f - 1 - f % 2) / (2f)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def _append(self, var, block):
+        shape = list(var.shape)
+        if len(shape) != 4 or shape[2] != shape[3]:
+            from .errors import ShapeError
+            raise ShapeError(f"BilinearInitializer for '{var.name}': needs a 4-D filter "
+                             f"with square kernels, got shape {shape}")
+        k = shape[3]
+        f = math.ceil(k / 2.0)
+        c = (2 * f - 1 - f % 2) / (2.0 * f)
+        ramp = 1 - np.abs(np.arange(k) / f - c)
+        weight = np.broadcast_to(np.outer(ramp, ramp), shape).astype(np.float32)
+        return NumpyArrayInitializer(weight)._append(var, block)
+
+
+_FORCE_INIT_ON_CPU = [False]
+
+
+def force_init_on_cpu():
+    """Whether initializers are told to place parameters on the CPU (inside init_on_cpu)."""
+    return _FORCE_INIT_ON_CPU[0]
+
+
+def init_on_cpu():
+    """A context manager under which force_init_on_cpu() is True (Fluid's hint to create
+    parameters on the CPU; Fluidity's tensors live on the CPU already)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def guard():
+        saved, _FORCE_INIT_ON_CPU[0] = _FORCE_INIT_ON_CPU[0], True
+        try:
+            yield
+        finally:
+            _FORCE_INIT_ON_CPU[0] = saved
+    return guard()
+
+
 Constant = ConstantInitializer
 Uniform = UniformInitializer
 Normal = NormalInitializer
@@ -139,3 +191,4 @@ Xavier = XavierInitializer
 MSRA = MSRAInitializer
 Kaiming = MSRAInitializer
 NumpyArray = NumpyArrayInitializer
+Bilinear = BilinearInitializer

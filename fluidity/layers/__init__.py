@@ -14,3 +14,19 @@ for _mod in _MODULES:
     for _n in _mod.__all__:
         globals()[_n] = getattr(_mod, _n)
     __all__ += list(_mod.__all__)
+
+# Fluid 1.x image layers, multi-way branches (case, switch_case), distributions
+from . import case as _case, distributions, vision  # noqa: E402
+
+for _mod in (vision, _case, distributions):
+    for _n in _mod.__all__:
+        globals()[_n] = getattr(_mod, _n)
+    __all__ += list(_mod.__all__)
+
+# names not built: NotImplementedError saying why, unless a module above builds them
+from . import declined as _declined  # noqa: E402
+
+for _n in _declined.__all__:
+    if _n not in globals():
+        globals()[_n] = getattr(_declined, _n)
+        __all__.append(_n)

@@ -48,10 +48,12 @@ def _number(x, what):
 
 def _lr_schedule(fn):
     """Build the schedule's ops with op_role LRSched."""
+    import functools
+
+    @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         with op_role_guard(OpRole.LRSched):
             return fn(*args, **kwargs)
-    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
 

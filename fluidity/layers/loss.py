@@ -1,6 +1,7 @@
 """Loss layers (Fluid 1.x signatures)."""
 from ..layer_helper import LayerHelper
 from ..ops.loss import IGNORE_INDEX
+from .declined import declined
 
 __all__ = ["cross_entropy", "softmax_with_cross_entropy", "sigmoid_cross_entropy_with_logits",
            "square_error_cost", "huber_loss", "smooth_l1", "log_loss"]
@@ -93,4 +94,211 @@ def log_loss(input, label, epsilon=1e-4, name=None):
     loss = _tmp(helper, input.dtype)
     helper.append_op("log_loss", inputs={"Predicted": input, "Labels": label},
                      outputs={"Loss": loss}, attrs={"epsilon": float(epsilon)})
+    return loss
+
+
+# --- Fluid 1.x losses (ops in fluidity/ops/loss_fluid1.py, composites over other layers) -------
+__all__ += ["ctc_greedy_decoder", "rank_loss", "margin_rank_loss", "bpr_loss", "kldiv_loss",
+            "teacher_student_sigmoid_loss", "mse_loss", "npair_loss", "dice_loss",
+            "center_loss", "warpctc", "sampled_softmax_with_cross_entropy", "edit_distance"]
+
+
+def _need_vars(layer, **args):
+    from ..framework import Variable
+    for arg, v in args.items():
+        if not isinstance(v, Variable):
+            raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
+
+
+def _one_out(op_type, inputs, out_slot, attrs=None, name=None, like=None):
+    helper = LayerHelper(op_type, name=name)
+    out = _tmp(helper, (like or next(iter(inputs.values()))).dtype)
+    helper.append_op(op_type, inputs=inputs, outputs={out_slot: out}, attrs=attrs or {})
+    return out
+
+
+def rank_loss(label, left, right, name=None):
+    """RankNet loss of scores `left`, `right` [N, 1] for `label` [N, 1] (1: left ranks
+    higher): log(1 + exp(left - right)) - label * (left - right)."""
+    _need_vars("rank_loss", label=label, left=left, right=right)
+    return _one_out("rank_loss", {"Label": label, "Left": left, "Right": right}, "Out",
+                    name=name, like=left)
+
+
+def margin_rank_loss(label, left, right, margin=0.1, name=None):
+    """max(0, -label * (left - right) + margin), elementwise."""
+    _need_vars("margin_rank_loss", label=label, left=left, right=right)
+    helper = LayerHelper("margin_rank_loss", name=name)
+    out, act = _tmp(helper, left.dtype), _tmp(helper, left.dtype, True)
+    helper.append_op("margin_rank_loss", inputs={"X1": left, "X2": right, "Label": label},
+                     outputs={"Out": out, "Activated": act}, attrs={"margin": float(margin)})
+    return out
+
+
+def bpr_loss(input, label, name=None):
+    """Bayesian personalized ranking loss of scores `input` [N, C] for the positive class
+    ids `label` [N, 1]; returns [N, 1]."""
+    _need_vars("bpr_loss", input=input, label=label)
+    return _one_out("bpr_loss", {"X": input, "Label": label}, "Y", name=name, like=input)
+
+
+def kldiv_loss(x, target, reduction="mean", name=None):
+    """KL divergence of `target` (probabilities) from `x` (log-probabilities), reduced by
+    'none', 'sum', 'mean' or 'batchmean'."""
+    _need_vars("kldiv_loss", x=x, target=target)
+    if reduction not in ("none", "sum", "mean", "batchmean"):
+        raise ValueError(f"kldiv_loss: 'reduction' must be 'none', 'sum', 'mean' or "
+                         f"'batchmean', got {reduction!r}")
+    return _one_out("kldiv_loss", {"X": x, "Target": target}, "Loss",
+                    {"reduction": reduction}, name=name, like=x)
+
+
+def teacher_student_sigmoid_loss(input, label, soft_max_up_bound=15.0,
+                                 soft_max_lower_bound=-15.0):
+    """Sigmoid loss against a click label that may carry a teacher's score (see the op)."""
+    _need_vars("teacher_student_sigmoid_loss", input=input, label=label)
+    return _one_out("teacher_student_sigmoid_loss", {"X": input, "Label": label}, "Y",
+                    {"soft_max_up_bound": float(soft_max_up_bound),
+                     "soft_max_lower_bound": float(soft_max_lower_bound)}, like=input)
+
+
+def mse_loss(input, label):
+    """The mean of (input - label)^2."""
+    from .manip import reduce_mean
+    _need_vars("mse_loss", input=input, label=label)
+    return reduce_mean(square_error_cost(input, label))
+
+
+def npair_loss(anchor, positive, labels, l2_reg=0.002):
+    """N-pair loss (Sohn 2016): softmax cross entropy of anchor @ positive^T against the
+    rows' same-label distribution, plus l2_reg / 4 times the mean squared norms."""
+    from . import manip, nn, ops
+    _need_vars("npair_loss", anchor=anchor, positive=positive, labels=labels)
+    lab = manip.reshape(labels, [-1, 1])
+    same = manip.cast(manip.equal(lab, manip.transpose(lab, [1, 0])), anchor.dtype)
+    same = nn.elementwise_div(same, manip.reduce_sum(same, dim=1, keep_dim=True), axis=0)
+    l2 = nn.elementwise_add(manip.reduce_mean(manip.reduce_sum(ops.square(anchor), 1)),
+                            manip.reduce_mean(manip.reduce_sum(ops.square(positive), 1)))
+    l2 = nn.scale(l2, 0.25 * l2_reg)
+    sim = nn.matmul(anchor, positive, transpose_y=True)
+    ce = softmax_with_cross_entropy(sim, same, soft_label=True)
+    ce = manip.reduce_sum(nn.elementwise_mul(same, ce), dim=0)
+    return nn.elementwise_add(l2, manip.reduce_mean(ce))
+
+
+def dice_loss(input, label, epsilon=0.00001):
+    """1 - 2|X∩Y| / (|X| + |Y|) averaged over the batch, for probabilities `input`
+    [N, ..., C] and class ids `label` [N, ..., 1]."""
+    from . import manip, nn
+    _need_vars("dice_loss", input=input, label=label)
+    onehot = manip.cast(manip.one_hot(label, input.shape[-1]), input.dtype)
+    dims = list(range(1, len(input.shape)))
+    inse = manip.reduce_sum(nn.elementwise_mul(input, onehot), dim=dims)
+    denom = nn.elementwise_add(manip.reduce_sum(input, dim=dims),
+                               manip.reduce_sum(onehot, dim=dims))
+    score = nn.elementwise_div(nn.scale(inse, 2.0), nn.scale(denom, 1.0, float(epsilon)))
+    return manip.reduce_mean(nn.scale(score, -1.0, 1.0))
+
+
+sampled_softmax_with_cross_entropy = declined(
+    "sampled_softmax_with_cross_entropy", "its sampler ops (sample_logits) are not built")
+
+
+def warpctc(input, label, blank=0, norm_by_times=False, input_length=None,
+            label_length=None):
+    """The CTC loss [num_sequences, 1] of unnormalized logits `input` (LoD [T, K], or padded
+    [T_max, B, K] with input_length) against int32 labels (LoD [L, 1], or padded [B, L_max]
+    with label_length); `blank` is the blank class."""
+    _need_vars("warpctc", input=input, label=label)
+    if (input_length is None) != (label_length is None):
+        raise ValueError("warpctc: give both input_length and label_length, or neither")
+    helper = LayerHelper("warpctc")
+    grad, loss = _tmp(helper, input.dtype, True), _tmp(helper, input.dtype)
+    inputs = {"Logits": input, "Label": label}
+    if input_length is not None:
+        inputs.update(LogitsLength=input_length, LabelLength=label_length)
+    helper.append_op("warpctc", inputs=inputs, outputs={"WarpCTCGrad": grad, "Loss": loss},
+                     attrs={"blank": int(blank), "norm_by_times": bool(norm_by_times)})
+    return loss
+
+
+def ctc_greedy_decoder(input, blank, input_length=None, padding_value=0, name=None):
+    """Best-path CTC decoding of probabilities `input` (LoD [T, K], or padded [B, T, K] with
+    input_length): the argmax class per step, repeats merged, blanks removed. Returns the
+    LoD int64 ids (a lone -1 where all are empty), or (padded ids, their lengths)."""
+    from .metric import topk
+    from . import manip
+    _need_vars("ctc_greedy_decoder", input=input)
+    _, ids = topk(input, 1)
+    helper = LayerHelper("ctc_greedy_decoder", name=name)
+    attrs = {"blank": int(blank), "merge_repeated": True, "padding_value": int(padding_value)}
+    if input_length is None:
+        out = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+        helper.append_op("ctc_align", inputs={"Input": ids}, outputs={"Output": out},
+                         attrs=attrs)
+        return out
+    ids = manip.squeeze(ids, [2])
+    out = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    out_len = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    helper.append_op("ctc_align", inputs={"Input": ids, "InputLength": input_length},
+                     outputs={"Output": out, "OutputLength": out_len}, attrs=attrs)
+    return out, out_len
+
+
+def edit_distance(input, label, normalized=True, ignored_tokens=None, input_length=None,
+                  label_length=None):
+    """(the Levenshtein distance [N, 1] of each hypothesis in `input` to its reference in
+    `label` — divided by the reference length when normalized —, the number of pairs [1]).
+    Both are LoD int64 [*, 1], or padded [N, T] with input_length / label_length;
+    ignored_tokens (LoD input only) are dropped from both first (op sequence_erase)."""
+    _need_vars("edit_distance", input=input, label=label)
+    if (input_length is None) != (label_length is None):
+        raise ValueError("edit_distance: give both input_length and label_length, or neither")
+    helper = LayerHelper("edit_distance")
+    if ignored_tokens:
+        from ..ops import registry
+        if input_length is not None:
+            raise ValueError("edit_distance: ignored_tokens work on LoD input only")
+        if registry.find("sequence_erase") is None:
+            raise NotImplementedError("edit_distance: ignored_tokens needs the op "
+                                      "sequence_erase, which is not built")
+        input, label = (_erase(helper, v, ignored_tokens) for v in (input, label))
+    inputs = {"Hyps": input, "Refs": label}
+    if input_length is not None:
+        inputs.update(HypsLength=input_length, RefsLength=label_length)
+    out = _tmp(helper, "float32", True)
+    num = _tmp(helper, "int64", True)
+    helper.append_op("edit_distance", inputs=inputs,
+                     outputs={"Out": out, "SequenceNum": num},
+                     attrs={"normalized": bool(normalized)})
+    return out, num
+
+
+def _erase(helper, x, tokens):
+    out = helper.create_variable_for_type_inference(x.dtype, stop_gradient=True,
+                                                    lod_level=x.lod_level)
+    helper.append_op("sequence_erase", inputs={"X": x}, outputs={"Out": out},
+                     attrs={"tokens": [int(t) for t in tokens]})
+    return out
+
+
+def center_loss(input, label, num_classes, alpha, param_attr=None, update_center=True):
+    """||input - centers[label]||^2 / 2 per row ([N, 1]), the class centers a
+    [num_classes, D] parameter that the op moves toward its samples at rate `alpha` (a
+    float or a [1] Variable) when update_center."""
+    from ..framework import Variable
+    from .tensor import create_global_var
+    _need_vars("center_loss", input=input, label=label)
+    helper = LayerHelper("center_loss", param_attr=param_attr)
+    centers = helper.create_parameter(param_attr, [int(num_classes), input.shape[1]],
+                                      input.dtype)
+    centers.stop_gradient = True
+    rate = alpha if isinstance(alpha, Variable) else create_global_var(
+        [1], float(alpha), "float32", persistable=True, name=None)
+    diff, loss = _tmp(helper, input.dtype, True), _tmp(helper, input.dtype)
+    helper.append_op("center_loss",
+                     inputs={"X": input, "Label": label, "Centers": centers,
+                             "CenterUpdateRate": rate},
+                     outputs={"SampleCenterDiff": diff, "Loss": loss, "CentersOut": centers},
+                     attrs={"cluster_num": int(num_classes), "need_update": bool(update_center)})
     return loss

@@ -8,6 +8,7 @@ from ..framework import Variable
 from ..layer_helper import LayerHelper
 from ..ops.logic import COMPARISONS, LOGICAL
 from ..ops.reduce import REDUCERS
+from .tensor import fill_constant, ints_or_tensors as _ints_or_tensors, zeros
 
 # `flatten` (op flatten2) is in layers/nn.py.
 __all__ = (["concat", "split", "reshape", "transpose", "squeeze", "unsqueeze", "slice",
@@ -39,29 +40,6 @@ def _with_xshape(op_type, x, attrs, inputs=None, name=None, act=None):
     helper.append_op(op_type, inputs={"X": x, **(inputs or {})},
                      outputs={"Out": out, "XShape": xshape}, attrs=attrs)
     return helper.append_activation(out, act)
-
-
-def _int_tensor(helper, v):
-    """An int32 [1] tensor holding `v` (an int), or `v` itself if it is a Variable."""
-    if isinstance(v, Variable):
-        return v
-    t = helper.create_variable_for_type_inference("int32", stop_gradient=True)
-    helper.append_op("fill_constant", outputs={"Out": t},
-                     attrs={"shape": [1], "dtype": dtypes.VarType.INT32, "value": float(v)})
-    return t
-
-
-def _ints_or_tensors(helper, values):
-    """A list attribute a caller may give as ints, a Variable, or ints mixed with Variables.
-    Returns (attribute ints, 1-D tensor or None, tensor list or None); entries a tensor
-    decides are -1 in the attribute."""
-    if isinstance(values, Variable):
-        return [], values, None
-    values = list(values)
-    if not any(isinstance(v, Variable) for v in values):
-        return [int(v) for v in values], None, None
-    attr = [-1 if isinstance(v, Variable) else int(v) for v in values]
-    return attr, None, [_int_tensor(helper, v) for v in values]
 
 
 # --- joining and cutting ---------------------------------------------------------------------
@@ -221,6 +199,11 @@ for _t in COMPARISONS:
     globals()[_t] = _compare_layer(_t)
 
 
+def less_than(x, y, force_cpu=None, cond=None, name=None):
+    """Elementwise x < y as bool; written to `cond` if given (Fluid's argument order)."""
+    return _compare_layer("less_than")(x, y, cond=cond, force_cpu=force_cpu, name=name)
+
+
 def _logical_layer(op_type):
     def layer(x, y, out=None, name=None):
         return _op(op_type, {"X": x, "Y": y}, dtype="bool", out=out, name=name)
@@ -316,3 +299,124 @@ def clip_by_norm(x, max_norm, name=None):
     """x * max_norm / max(||x||_2, max_norm)."""
     return _op("clip_by_norm", {"X": x}, {"max_norm": float(max_norm)}, name=name)
 
+
+
+# --- Fluid 1.x indexing layers (ops in fluidity/ops/scatter.py, indexing.py, shape_ops.py) ----
+__all__ += ["reduce_all", "reduce_any", "gather_nd", "scatter", "scatter_nd_add", "scatter_nd",
+            "unique", "unique_with_counts", "shard_index", "expand_as", "strided_slice",
+            "rank", "size"]
+
+reduce_all = _reduce_layer("reduce_all")
+reduce_any = _reduce_layer("reduce_any")
+
+
+def _need_var(layer, **args):
+    for arg, v in args.items():
+        if not isinstance(v, Variable):
+            raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
+
+
+def gather_nd(input, index, name=None):
+    """input[index[i..., :]] for every i: index's last dim addresses input's leading dims."""
+    _need_var("gather_nd", input=input, index=index)
+    return _op("gather_nd", {"X": input, "Index": index}, name=name)
+
+
+def scatter(input, index, updates, name=None, overwrite=True):
+    """`input` with rows `index` replaced by (overwrite) or set to the sum of (not) the
+    rows of `updates`."""
+    _need_var("scatter", input=input, index=index, updates=updates)
+    return _op("scatter", {"X": input, "Ids": index, "Updates": updates},
+               {"overwrite": bool(overwrite)}, name=name)
+
+
+def scatter_nd_add(ref, index, updates, name=None):
+    """`ref` with updates[i...] added at ref[index[i..., :]] (duplicates add up)."""
+    _need_var("scatter_nd_add", ref=ref, index=index, updates=updates)
+    return _op("scatter_nd_add", {"X": ref, "Index": index, "Updates": updates}, name=name)
+
+
+def scatter_nd(index, updates, shape, name=None):
+    """A zero tensor of `shape` with `updates` added at `index` (scatter_nd_add on zeros)."""
+    _need_var("scatter_nd", index=index, updates=updates)
+    if not isinstance(shape, (list, tuple)):
+        raise TypeError(f"scatter_nd: 'shape' must be a list or tuple of ints, got {shape!r}")
+    return scatter_nd_add(zeros(list(shape), updates.dtype), index, updates, name=name)
+
+
+def _unique(op_type, x, dtype, counts):
+    _need_var(op_type, x=x)
+    helper = LayerHelper(op_type)
+    out = helper.create_variable_for_type_inference(x.dtype, stop_gradient=True)
+    outs = {"Out": out, "Index": helper.create_variable_for_type_inference(
+        dtype, stop_gradient=True)}
+    if counts:
+        outs["Count"] = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+    helper.append_op(op_type, inputs={"X": x}, outputs=outs,
+                     attrs={"dtype": dtypes.to_code(dtype)})
+    return tuple(outs.values())
+
+
+def unique(x, dtype="int32"):
+    """(the distinct elements of 1-D `x` in order of first occurrence, the index of each
+    element of x among them)."""
+    return _unique("unique", x, dtype, False)
+
+
+def unique_with_counts(x, dtype="int32"):
+    """unique's (out, index) and how often each distinct element occurs."""
+    return _unique("unique_with_counts", x, dtype, True)
+
+
+def shard_index(input, index_num, nshards, shard_id, ignore_value=-1):
+    """Ids of shard `shard_id` (of `nshards` shards of ceil(index_num / nshards) ids) made
+    local to it; ids of other shards become ignore_value."""
+    _need_var("shard_index", input=input)
+    for arg, v in (("index_num", index_num), ("nshards", nshards), ("shard_id", shard_id)):
+        if not isinstance(v, int):
+            raise TypeError(f"shard_index: '{arg}' must be an int, got {v!r}")
+    if not 0 <= shard_id < nshards:
+        raise ValueError(f"shard_index: shard_id={shard_id} is not in [0, nshards={nshards})")
+    out = _op("shard_index", {"X": input},
+              {"index_num": index_num, "nshards": nshards, "shard_id": shard_id,
+               "ignore_value": int(ignore_value)})
+    out.stop_gradient = True
+    return out
+
+
+def expand_as(x, target_tensor, name=None):
+    """`x` tiled to the shape of `target_tensor`."""
+    _need_var("expand_as", x=x, target_tensor=target_tensor)
+    return _op("expand_as", {"X": x, "target_tensor": target_tensor}, name=name)
+
+
+def strided_slice(input, axes, starts, ends, strides):
+    """input[starts:ends:strides] along `axes` (each list may hold ints or [1] Variables,
+    or be one int Variable)."""
+    helper = LayerHelper("strided_slice")
+    ins = {"Input": input}
+    attrs = {"axes": [int(a) for a in axes]}
+    for key, vals in (("starts", starts), ("ends", ends), ("strides", strides)):
+        attr, t, tl = _ints_or_tensors(helper, vals)
+        attrs[key] = attr if t is None else [-1] * len(axes)
+        slot = key.title()
+        if t is not None:
+            ins[slot + "Tensor"] = t
+        if tl is not None:
+            ins[slot + "TensorList"] = tl
+    attrs["infer_flags"] = [1] * len(axes)
+    return _op("strided_slice", ins, attrs, helper=helper)
+
+
+def rank(input):
+    """The rank of `input`, a [1] int32 constant."""
+    _need_var("rank", input=input)
+    return fill_constant([1], "int32", len(input.shape))
+
+
+def size(input):
+    """The number of elements of `input` at run time, a [1] int64 tensor."""
+    _need_var("size", input=input)
+    out = _op("size", {"Input": input}, dtype="int64")
+    out.stop_gradient = True
+    return out

@@ -78,7 +78,14 @@ def sum(x, name=None):
     return _simple("sum", {"X": xs}, name=name)
 
 
-sums = sum
+def sums(input, out=None):
+    """The elementwise sum of the Variables in `input`, written to `out` if given."""
+    xs = list(input) if isinstance(input, (list, tuple)) else [input]
+    helper = LayerHelper("sum")
+    if out is None:
+        out = helper.create_variable_for_type_inference(xs[0].dtype)
+    helper.append_op("sum", inputs={"X": xs}, outputs={"Out": out})
+    return out
 
 
 def mul(x, y, x_num_col_dims=1, y_num_col_dims=1, name=None):
@@ -117,7 +124,7 @@ for _t in ELEMENTWISE:
 __all__ += ["conv2d", "pool2d", "batch_norm", "layer_norm", "dropout", "flatten"]
 
 
-def _pair(v, what):
+def pair(v, what):
     if isinstance(v, int):
         return [v, v]
     v = [int(d) for d in v]
@@ -126,7 +133,7 @@ def _pair(v, what):
     return v
 
 
-def _padding_attrs(padding, what):
+def padding_attrs(padding, what):
     """(paddings, padding_algorithm) from an int, a pair, [t, b, l, r] or 'SAME'/'VALID'."""
     if isinstance(padding, str):
         algo = padding.upper()
@@ -167,8 +174,8 @@ def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
     op_type = "conv2d"
     if num_channels == groups and num_filters % num_channels == 0 and not use_cudnn:
         op_type = "depthwise_conv2d"
-    filter_size = _pair(filter_size, "filter_size")
-    paddings, algo = _padding_attrs(padding, "conv2d")
+    filter_size = pair(filter_size, "filter_size")
+    paddings, algo = padding_attrs(padding, "conv2d")
     filter_shape = [num_filters, num_channels // groups] + filter_size
     from ..initializer import NormalInitializer
     std = (2.0 / (filter_size[0] * filter_size[1] * num_channels)) ** 0.5
@@ -176,8 +183,8 @@ def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
                                 default_initializer=NormalInitializer(0.0, std))
     pre_bias = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op(op_type, inputs={"Input": input, "Filter": w}, outputs={"Output": pre_bias},
-                     attrs={"strides": _pair(stride, "stride"), "paddings": paddings,
-                            "dilations": _pair(dilation, "dilation"), "groups": groups,
+                     attrs={"strides": pair(stride, "stride"), "paddings": paddings,
+                            "dilations": pair(dilation, "dilation"), "groups": groups,
                             "use_cudnn": use_cudnn, "use_mkldnn": False,
                             "fuse_relu_before_depthwise_conv": False,
                             "padding_algorithm": algo, "data_format": data_format})
@@ -194,16 +201,16 @@ def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
         raise ValueError(f"pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
     if not global_pooling and pool_size == -1:
         raise ValueError("pool2d: give pool_size, or global_pooling=True")
-    paddings, algo = _padding_attrs(pool_padding, "pool2d")
+    paddings, algo = padding_attrs(pool_padding, "pool2d")
     if algo == "VALID" and ceil_mode:
         raise ValueError("pool2d: ceil_mode must be False with padding 'VALID'")
     helper = LayerHelper("pool2d", name=name)
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("pool2d", inputs={"X": input}, outputs={"Out": out},
                      attrs={"pooling_type": pool_type,
-                            "ksize": [1, 1] if pool_size == -1 else _pair(pool_size, "pool_size"),
+                            "ksize": [1, 1] if pool_size == -1 else pair(pool_size, "pool_size"),
                             "global_pooling": global_pooling,
-                            "strides": _pair(pool_stride, "pool_stride"), "paddings": paddings,
+                            "strides": pair(pool_stride, "pool_stride"), "paddings": paddings,
                             "padding_algorithm": algo, "use_cudnn": use_cudnn,
                             "ceil_mode": ceil_mode, "use_mkldnn": False,
                             "exclusive": exclusive, "data_format": data_format})
@@ -213,7 +220,8 @@ def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
 def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, param_attr=None,
                bias_attr=None, data_layout="NCHW", in_place=False, name=None,
                moving_mean_name=None, moving_variance_name=None,
-               do_model_average_for_mean_and_var=True, use_global_stats=False):
+               do_model_average_for_mean_and_var=True, fuse_with_relu=False,
+               use_global_stats=False):
     """Batch normalization over the channel dim (1 for NCHW, last for NHWC). Creates Scale (1)
     and Bias (0) parameters and the persistable, non-trainable moving mean (0) and variance
     (1), which the op updates in place while training and uses when is_test."""
@@ -248,7 +256,7 @@ def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, para
                               "SavedMean": saved_mean, "SavedVariance": saved_variance},
                      attrs={"momentum": float(momentum), "epsilon": float(epsilon),
                             "is_test": is_test, "data_layout": data_layout,
-                            "use_mkldnn": False, "fuse_with_relu": False,
+                            "use_mkldnn": False, "fuse_with_relu": bool(fuse_with_relu),
                             "use_global_stats": use_global_stats})
     return helper.append_activation(out, act)
 
@@ -310,4 +318,287 @@ def flatten(x, axis=1, name=None):
     x_shape = helper.create_variable_for_type_inference(x.dtype, stop_gradient=True)
     helper.append_op("flatten2", inputs={"X": x}, outputs={"Out": out, "XShape": x_shape},
                      attrs={"axis": axis})
+    return out
+
+
+# --- label_smooth, cos_sim, l2_normalize (ops in fluidity/ops/loss_fluid1.py) ----------------
+__all__ += ["label_smooth", "cos_sim", "l2_normalize"]
+
+
+def _is_var(layer, **args):
+    from ..framework import Variable
+    for arg, v in args.items():
+        if not isinstance(v, Variable):
+            raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
+
+
+def label_smooth(label, prior_dist=None, epsilon=0.1, dtype="float32", name=None):
+    """(1 - epsilon) * label + epsilon * prior_dist (uniform over the classes by default),
+    for one-hot `label` [..., C]."""
+    _is_var("label_smooth", label=label)
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"label_smooth: 'epsilon' must be in [0, 1], got {epsilon}")
+    inputs = {"X": label}
+    if prior_dist is not None:
+        inputs["PriorDist"] = prior_dist
+    return _simple("label_smooth", inputs, {"epsilon": float(epsilon)}, dtype=dtype,
+                   name=name)
+
+
+def cos_sim(X, Y):
+    """Cosine similarity of the rows of X [N, D] and Y [N, D] (or [1, D]); returns [N, 1]."""
+    _is_var("cos_sim", X=X, Y=Y)
+    helper = LayerHelper("cos_sim")
+    out = helper.create_variable_for_type_inference(X.dtype)
+    xn = helper.create_variable_for_type_inference(X.dtype, stop_gradient=True)
+    yn = helper.create_variable_for_type_inference(X.dtype, stop_gradient=True)
+    helper.append_op("cos_sim", inputs={"X": X, "Y": Y},
+                     outputs={"Out": out, "XNorm": xn, "YNorm": yn})
+    return out
+
+
+def l2_normalize(x, axis, epsilon=1e-12, name=None):
+    """x / sqrt(sum(x^2 along axis) + epsilon) (op norm); a 1-D x is normalized whole."""
+    _is_var("l2_normalize", x=x)
+    if len(x.shape) == 1:
+        axis = 0
+    helper = LayerHelper("l2_normalize", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    norm = helper.create_variable_for_type_inference(x.dtype, stop_gradient=True)
+    helper.append_op("norm", inputs={"X": x}, outputs={"Out": out, "Norm": norm},
+                     attrs={"axis": 1 if axis is None else int(axis),
+                            "epsilon": float(epsilon)})
+    return out
+
+
+# --- multiplex, bilinear_tensor_product, add_position_encoding, fsp_matrix,
+# continuous_value_model, mean_iou, affine_grid, random_crop, tensor_array_to_tensor
+# (ops in fluidity/ops/nn_fluid1.py) ---------------------------------------------------------
+__all__ += ["multiplex", "bilinear_tensor_product", "add_position_encoding", "fsp_matrix",
+            "continuous_value_model", "mean_iou", "affine_grid", "random_crop",
+            "tensor_array_to_tensor"]
+
+
+def multiplex(inputs, index):
+    """Row i of the result is row i of inputs[index[i]] (index: int32 [N, 1])."""
+    if not isinstance(inputs, (list, tuple)) or len(inputs) < 2:
+        raise ValueError("multiplex: inputs must be a list of at least 2 Variables")
+    _is_var("multiplex", index=index, **{f"inputs[{i}]": v for i, v in enumerate(inputs)})
+    return _simple("multiplex", {"Ids": index, "X": list(inputs)}, dtype=inputs[0].dtype)
+
+
+def bilinear_tensor_product(x, y, size, act=None, name=None, param_attr=None,
+                            bias_attr=None):
+    """out[:, k] = x @ W[k] @ y^T + b[k] for a learned W [size, M, N] and bias [1, size]."""
+    _is_var("bilinear_tensor_product", x=x, y=y)
+    helper = LayerHelper("bilinear_tensor_product", param_attr=param_attr,
+                         bias_attr=bias_attr, act=act, name=name)
+    w = helper.create_parameter(param_attr, [size, x.shape[1], y.shape[1]], x.dtype)
+    inputs = {"X": x, "Y": y, "Weight": w}
+    if bias_attr is not False:
+        inputs["Bias"] = helper.create_parameter(bias_attr, [1, size], x.dtype, is_bias=True)
+    out = _simple("bilinear_tensor_product", inputs, helper=helper)
+    return helper.append_activation(out, act)
+
+
+def add_position_encoding(input, alpha, beta, name=None):
+    """alpha * input + beta * the sinusoid position encoding, for input [B, T, D]."""
+    _is_var("add_position_encoding", input=input)
+    return _simple("add_position_encoding", {"X": input},
+                   {"alpha": float(alpha), "beta": float(beta)}, name=name)
+
+
+def fsp_matrix(x, y):
+    """The FSP matrix [B, C1, C2] of feature maps x [B, C1, H, W] and y [B, C2, H, W]."""
+    _is_var("fsp_matrix", x=x, y=y)
+    return _simple("fsp", {"X": x, "Y": y})
+
+
+def continuous_value_model(input, cvm, use_cvm=True):
+    """CTR show/click columns of `input` turned into log features (use_cvm) or dropped."""
+    _is_var("continuous_value_model", input=input, cvm=cvm)
+    helper = LayerHelper("cvm")
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("cvm", inputs={"X": input, "CVM": cvm}, outputs={"Y": out},
+                     attrs={"use_cvm": bool(use_cvm)})
+    return out
+
+
+def mean_iou(input, label, num_classes):
+    """(mean IoU [1], wrong [C] int32, correct [C] int32) of predicted vs true class ids."""
+    _is_var("mean_iou", input=input, label=label)
+    helper = LayerHelper("mean_iou")
+    iou = helper.create_variable_for_type_inference("float32", stop_gradient=True)
+    wrong = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    correct = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    helper.append_op("mean_iou", inputs={"Predictions": input, "Labels": label},
+                     outputs={"OutMeanIou": iou, "OutWrong": wrong, "OutCorrect": correct},
+                     attrs={"num_classes": int(num_classes)})
+    return iou, wrong, correct
+
+
+def affine_grid(theta, out_shape, name=None):
+    """The [N, H, W, 2] sampling grid of affine transforms theta [N, 2, 3] for out_shape
+    [N, C, H, W] (a list or an int Variable)."""
+    from ..framework import Variable
+    _is_var("affine_grid", theta=theta)
+    inputs, attrs = {"Theta": theta}, {}
+    if isinstance(out_shape, Variable):
+        inputs["OutputShape"] = out_shape
+    elif isinstance(out_shape, (list, tuple)) and len(out_shape) == 4:
+        attrs["output_shape"] = [int(d) for d in out_shape]
+    else:
+        raise TypeError(f"affine_grid: out_shape must be a list of 4 ints or a Variable, got "
+                        f"{out_shape!r}")
+    helper = LayerHelper("affine_grid", name=name)
+    out = helper.create_variable_for_type_inference(theta.dtype)
+    helper.append_op("affine_grid", inputs=inputs, outputs={"Output": out}, attrs=attrs)
+    return out
+
+
+def random_crop(x, shape, seed=None):
+    """A random crop of `shape` (the trailing dims) of each instance of x; seed: an int, an
+    int64 Variable, or None for a random one."""
+    import numpy as np
+    from ..framework import Variable
+    _is_var("random_crop", x=x)
+    helper = LayerHelper("random_crop")
+    out = helper.create_variable_for_type_inference(x.dtype)
+    seed_out = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    inputs, startup = {"X": x}, 0
+    if isinstance(seed, Variable):
+        inputs["Seed"] = seed
+    else:
+        startup = int(np.random.randint(1, 2 ** 31)) if seed is None else int(seed)
+    helper.append_op("random_crop", inputs=inputs, outputs={"Out": out, "SeedOut": seed_out},
+                     attrs={"shape": [int(d) for d in shape], "startup_seed": startup})
+    return out
+
+
+def tensor_array_to_tensor(input, axis=1, name=None, use_stack=False):
+    """(the array's tensors concatenated, or stacked, along axis; int32 sizes of each)."""
+    _is_var("tensor_array_to_tensor", input=input)
+    helper = LayerHelper("tensor_array_to_tensor", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    index = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    helper.append_op("tensor_array_to_tensor", inputs={"X": input},
+                     outputs={"Out": out, "OutIndex": index},
+                     attrs={"axis": int(axis), "use_stack": bool(use_stack)})
+    return out, index
+
+
+# --- py_func (op in fluidity/ops/py_func.py) ---------------------------------------------------
+__all__ += ["py_func"]
+
+
+def py_func(func, x, out, backward_func=None, skip_vars_in_backward_input=None):
+    """Run the Python function `func` on the LoDTensors of `x` (a Variable or a list) and
+    write what it returns into `out` (Variables the caller created with their shapes and
+    dtypes, or None). `backward_func`, if given, gets the non-skipped inputs, outputs and
+    output gradients and returns the inputs' gradients."""
+    from ..framework import Variable
+    from ..ops.py_func import register_callable
+    if not callable(func):
+        raise TypeError(f"py_func: 'func' must be callable, got {type(func).__name__}")
+    if backward_func is not None and not callable(backward_func):
+        raise TypeError("py_func: 'backward_func' must be callable")
+    xs = [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x]
+    outs = [] if out is None else list(out) if isinstance(out, (list, tuple)) else [out]
+    for v in xs + outs:
+        if not isinstance(v, Variable):
+            raise TypeError(f"py_func: x and out must be Variables, got {type(v).__name__}")
+    skip = skip_vars_in_backward_input or []
+    skip = [skip] if isinstance(skip, Variable) else list(skip)
+    names = {v.name for v in xs + outs}
+    for v in skip:
+        if v.name not in names:
+            raise ValueError(f"py_func: skip_vars_in_backward_input '{v.name}' is neither in "
+                             f"x nor in out")
+    helper = LayerHelper("py_func")
+    helper.append_op("py_func", inputs={"X": xs}, outputs={"Out": outs},
+                     attrs={"forward_callable_id": register_callable(func),
+                            "backward_callable_id": register_callable(backward_func)
+                            if backward_func is not None else -1,
+                            "backward_skip_vars": [v.name for v in skip]})
+    return out
+
+
+# --- grid_sampler, spectral_norm (ops in fluidity/ops/nn_fluid1.py) ---------------------------
+__all__ += ["grid_sampler", "spectral_norm"]
+
+
+def grid_sampler(x, grid, name=None):
+    """Bilinear samples of x [N, C, H, W] at grid [N, H', W', 2] ((x, y) in [-1, 1])."""
+    _is_var("grid_sampler", x=x, grid=grid)
+    helper = LayerHelper("grid_sampler", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op("grid_sampler", inputs={"X": x, "Grid": grid}, outputs={"Output": out})
+    return out
+
+
+def spectral_norm(weight, dim=0, power_iters=1, eps=1e-12, name=None):
+    """weight / its largest singular value (weight as a matrix with `dim` first), estimated
+    by power iteration from fixed random vectors u, v (non-trainable parameters)."""
+    from ..initializer import NormalInitializer
+    from ..param_attr import ParamAttr
+    _is_var("spectral_norm", weight=weight)
+    shape = list(weight.shape)
+    if not -len(shape) <= dim < len(shape) or any(d < 0 for d in shape):
+        raise ValueError(f"spectral_norm: dim {dim} must index the known shape {shape}")
+    dim %= len(shape)
+    h = shape[dim]
+    w = 1
+    for i, d in enumerate(shape):
+        if i != dim:
+            w *= d
+    helper = LayerHelper("spectral_norm", name=name)
+    u, v = (helper.create_parameter(ParamAttr(trainable=False), [n], weight.dtype,
+                                    default_initializer=NormalInitializer(0.0, 1.0))
+            for n in (h, w))
+    u.stop_gradient = v.stop_gradient = True
+    out = helper.create_variable_for_type_inference(weight.dtype)
+    helper.append_op("spectral_norm", inputs={"Weight": weight, "U": u, "V": v},
+                     outputs={"Out": out},
+                     attrs={"dim": dim, "power_iters": int(power_iters), "eps": float(eps)})
+    return out
+
+
+# --- row_conv, im2sequence (ops in fluidity/ops/nn_fluid1.py) ----------------------------------
+__all__ += ["row_conv", "im2sequence"]
+
+
+def row_conv(input, future_context_size, param_attr=None, act=None):
+    """Lookahead convolution over each sequence of `input` (LoD [T, D], or padded
+    [B, T, D]) with a learned filter [future_context_size + 1, D]."""
+    _is_var("row_conv", input=input)
+    if not isinstance(future_context_size, int) or future_context_size < 0:
+        raise ValueError(f"row_conv: future_context_size must be an int >= 0, got "
+                         f"{future_context_size!r}")
+    helper = LayerHelper("row_conv", param_attr=param_attr, act=act)
+    w = helper.create_parameter(param_attr, [future_context_size + 1, input.shape[-1]],
+                                input.dtype)
+    out = _simple("row_conv", {"X": input, "Filter": w}, helper=helper)
+    return helper.append_activation(out, act)
+
+
+def im2sequence(input, filter_size=1, stride=1, padding=0, input_image_size=None,
+                out_stride=1, name=None):
+    """The filter_size patches of each image of `input` [N, C, H, W] as the rows of one
+    sequence per image (a LoD tensor [N * L, C * kh * kw]); padding an int, [h, w] or
+    [up, left, down, right]."""
+    _is_var("im2sequence", input=input)
+    if input_image_size is not None:
+        raise NotImplementedError("im2sequence: per-image real sizes (input_image_size) are "
+                                  "not built in Fluidity")
+    padding = [padding] * 4 if isinstance(padding, int) else [int(p) for p in padding]
+    if len(padding) == 2:
+        padding = padding * 2
+    if len(padding) != 4:
+        raise ValueError(f"im2sequence: padding needs 1, 2 or 4 values, got {padding}")
+    helper = LayerHelper("im2sequence", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype, lod_level=1)
+    helper.append_op("im2sequence", inputs={"X": input}, outputs={"Out": out},
+                     attrs={"kernels": pair(filter_size, "filter_size"),
+                            "strides": pair(stride, "stride"), "paddings": padding,
+                            "out_stride": pair(out_stride, "out_stride")})
     return out

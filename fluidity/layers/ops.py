@@ -1,9 +1,11 @@
 """One layer function per unary op (`layers.relu(x)`, `layers.exp(x)`, ...), generated from
 the activation table so each op is defined only once."""
+import inspect
+
 from ..layer_helper import LayerHelper
 from ..ops.activation import ACTIVATIONS
 
-__all__ = list(ACTIVATIONS) + ["leaky_relu", "gelu", "pow", "softmax", "erf"]
+__all__ = list(ACTIVATIONS) + ["softmax", "erf", "atan", "asin", "acos", "tanh_shrink"]
 
 
 def _unary(op_type, **defaults):
@@ -21,16 +23,16 @@ def _unary(op_type, **defaults):
 for _name in ACTIVATIONS:
     globals()[_name] = _unary(_name)
 
-leaky_relu = _unary("leaky_relu")
-gelu = _unary("gelu")
-pow = _unary("pow")
-
 
 def softmax(input, use_cudnn=False, name=None, axis=-1):
     return _unary("softmax")(input, name=name, axis=axis)
 
 
 erf = _unary("erf")
+atan = _unary("atan")
+asin = _unary("asin")
+acos = _unary("acos")
+tanh_shrink = _unary("tanh_shrink")
 
 # Fluid 1.x activations with attributes: name -> the attribute parameters, in the order
 # Fluid's signature takes them positionally (after x), with their defaults
@@ -43,7 +45,17 @@ _WITH_ATTRS = {
     "brelu": (("t_min", 0.0), ("t_max", 24.0)),
     "mish": (("threshold", 20.0),),
     "selu": (("scale", None), ("alpha", None)),
+    "leaky_relu": (("alpha", 0.02),),
+    "pow": (("factor", 1.0),),
+    "gelu": (("approximate", False),),
+    "stanh": (("scale_a", 0.67), ("scale_b", 1.7159)),
+    "soft_relu": (("threshold", 40.0),),
+    "hard_shrink": (("threshold", None),),
+    "thresholded_relu": (("threshold", None),),
+    "softshrink": (("alpha", None),),
 }
+# a Fluid argument whose op attribute has another name
+_ATTR_NAME = {("softshrink", "alpha"): "lambda"}
 
 
 def _with_attrs(op_type, params):
@@ -58,9 +70,15 @@ def _with_attrs(op_type, params):
             if k not in values:
                 raise TypeError(f"{op_type}() got an unexpected keyword argument '{k}'")
             values[k] = v
-        attrs = {k: float(v) for k, v in values.items() if v is not None}
+        attrs = {_ATTR_NAME.get((op_type, k), k): v if isinstance(v, bool) else float(v)
+                 for k, v in values.items() if v is not None}
         return _unary(op_type)(x, name=name, **attrs)
     layer.__name__ = op_type
+    P = inspect.Parameter
+    layer.__signature__ = inspect.Signature(
+        [P("x", P.POSITIONAL_OR_KEYWORD)] +
+        [P(n, P.POSITIONAL_OR_KEYWORD, default=d) for n, d in params] +
+        [P("name", P.KEYWORD_ONLY, default=None)])
     layer.__doc__ = (f"Out = {op_type}(x; {', '.join(f'{n}={d}' for n, d in params)}), "
                      f"elementwise (op '{op_type}').")
     return layer

@@ -4,3 +4,12 @@ from . import (activation, control_flow, conv, creation, feed_fetch, indexing, i
                logic, lookup, loss, math, memory_ops, metric, nn, norm, optimizer_ops, recurrent,
                reduce, rnn, sequence, shape_ops, tensor, tensor_array)
 from .registry import OpDef, all_ops, find, get, has
+
+from . import scatter  # noqa: F401,E402  (Fluid 1.x index ops)
+from . import loss_fluid1  # noqa: F401,E402  (Fluid 1.x losses, cos_sim, norm)
+from . import optimizer_more  # noqa: F401,E402  (Fluid 1.x update ops)
+from . import layout  # noqa: F401,E402  (Fluid 1.x pads, crops, channel movers)
+from . import volume  # noqa: F401,E402  (conv3d, conv3d_transpose, pool3d, unfold)
+from . import nn_fluid1  # noqa: F401,E402  (multiplex, bilinear_tensor_product, fsp, cvm, ...)
+from . import py_func  # noqa: F401,E402  (py_func)
+from . import ctc  # noqa: F401,E402  (warpctc)

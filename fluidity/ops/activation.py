@@ -469,6 +469,33 @@ PADDLE_ACTIVATIONS = {
              "Out = scale * (X if X > 0 else alpha * (exp(X) - 1))."),
     "log1p": ({}, lambda x: np.log1p(x), lambda x, o: 1 / (1 + x), "Out = log(1 + X)."),
     "erf": ({}, _erf, lambda x, o: 2 / np.sqrt(np.pi) * np.exp(-x * x), "Out = erf(X)."),
+    # Fluid 1.x activations without a compiled form (no PADDLE_C entry: they run interpreted)
+    "atan": ({}, np.arctan, lambda x, o: 1 / (1 + x * x), "Out = atan(X)."),
+    "asin": ({}, np.arcsin, lambda x, o: 1 / np.sqrt(1 - x * x), "Out = asin(X)."),
+    "acos": ({}, np.arccos, lambda x, o: -1 / np.sqrt(1 - x * x), "Out = acos(X)."),
+    "tanh_shrink": ({}, lambda x: x - np.tanh(x), lambda x, o: np.tanh(x) ** 2,
+                    "Out = X - tanh(X)."),
+    "softshrink": ({"lambda": 0.5},
+                   lambda x, **a: np.where(x > a["lambda"], x - a["lambda"],
+                                           np.where(x < -a["lambda"], x + a["lambda"], 0)),
+                   lambda x, o, **a: (np.abs(x) > a["lambda"]).astype(x.dtype),
+                   "Out = X - lambda where X > lambda, X + lambda where X < -lambda, else 0."),
+    "hard_shrink": ({"threshold": 0.5},
+                    lambda x, threshold: np.where(np.abs(x) > threshold, x, 0),
+                    lambda x, o, threshold: (np.abs(x) > threshold).astype(x.dtype),
+                    "Out = X where |X| > threshold, else 0."),
+    "thresholded_relu": ({"threshold": 1.0},
+                         lambda x, threshold: np.where(x > threshold, x, 0),
+                         lambda x, o, threshold: (x > threshold).astype(x.dtype),
+                         "Out = X where X > threshold, else 0."),
+    "stanh": ({"scale_a": 0.67, "scale_b": 1.7159},
+              lambda x, scale_a, scale_b: scale_b * np.tanh(scale_a * x),
+              lambda x, o, scale_a, scale_b: scale_a * scale_b * (1 - np.tanh(scale_a * x) ** 2),
+              "Out = scale_b * tanh(scale_a * X)."),
+    "soft_relu": ({"threshold": 40.0},
+                  lambda x, threshold: np.logaddexp(0, np.clip(x, -threshold, threshold)),
+                  lambda x, o, threshold: np.where(np.abs(x) < threshold, sigmoid(x), 0),
+                  "Out = log(1 + exp(clip(X, -threshold, threshold)))."),
 }
 
 
@@ -565,8 +592,10 @@ for _name, (_attrs, _f, _df, _doc, *_version) in PADDLE_ACTIVATIONS.items():
     type(_title(_name), (_PaddleActivation,),
          {"type": _name, "attrs": _attrs, "fwd": staticmethod(_f), "doc": _doc,
           "version": _version[0] if _version else 0, "__module__": __name__,
-          "emit": staticmethod(lambda e: _emit_paddle_activation(e, False))})
+          **({"emit": staticmethod(lambda e: _emit_paddle_activation(e, False))}
+             if _name in PADDLE_C else {})})
     type(_title(_name) + "Grad", (_PaddleActivationGrad,),
          {"type": _name + "_grad", "attrs": _attrs, "dfunc": staticmethod(_df),
           "__module__": __name__,
-          "emit": staticmethod(lambda e: _emit_paddle_activation(e, True))})
+          **({"emit": staticmethod(lambda e: _emit_paddle_activation(e, True))}
+             if _name in PADDLE_C else {})})

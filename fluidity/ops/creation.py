@@ -6,7 +6,7 @@ from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError
 from .compiled import (NUMPY_OF_CTYPE, dense_only, known_ints, lit_int, set_known_values,
                        value_literal)
-from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, longs
+from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, long, longs
 
 
 def _shape_from(shape, shape_tensor, shape_list):
@@ -322,3 +322,106 @@ class FillConstantBatchSizeLike(OpDef):
         v = float(str_value) if str_value else value
         return LoDTensor(np.full(_batch_shape(shape, n, output_dim_idx), v,
                                  dtypes.to_numpy(dtype)))
+
+
+# --- random tensors shaped after another's batch, eye, diag, sampling_id ---------------------
+class _RandomBatchSizeLike(_Random):
+    """`shape` with its output_dim_idx dim taken from Input's input_dim_idx dim, drawn as
+    the plain random op draws."""
+    inputs = (In("Input", no_grad=True),)
+    share_lod = None
+
+    @staticmethod
+    def infer_shape(ctx):
+        a = ctx.attr
+        n = ctx.input_shape("Input")[a("input_dim_idx")]
+        ctx.set_output("Out", _batch_shape(a("shape"), n, a("output_dim_idx")), a("dtype"))
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        draw = super().prepare(attrs, outputs)
+        i, o = attrs["input_dim_idx"], attrs["output_dim_idx"]
+        return lambda x: draw(np.asarray(_batch_shape(attrs["shape"], x.shape[i], o)), None)
+
+
+class UniformRandomBatchSizeLike(_RandomBatchSizeLike):
+    type = "uniform_random_batch_size_like"
+    attrs = {**UniformRandom.attrs, "input_dim_idx": 0, "output_dim_idx": 0}
+    sample = UniformRandom.sample
+    doc = "Out ~ U[min, max) of `shape`, one dim sized after Input's batch."
+
+
+class GaussianRandomBatchSizeLike(_RandomBatchSizeLike):
+    type = "gaussian_random_batch_size_like"
+    attrs = {**GaussianRandom.attrs, "input_dim_idx": 0, "output_dim_idx": 0}
+    sample = GaussianRandom.sample
+    doc = "Out ~ N(mean, std^2) of `shape`, one dim sized after Input's batch."
+
+
+class Eye(OpDef):
+    type = "eye"
+    outputs = (Out("Out"),)
+    attrs = {"num_rows": long(), "num_columns": long(-1), "dtype": dtypes.VarType.FP32}
+    share_lod = None
+    doc = "Out = the [num_rows, num_columns] identity (num_columns -1: square)."
+
+    @staticmethod
+    def infer_shape(ctx):
+        r, c = ctx.attr("num_rows"), ctx.attr("num_columns")
+        if r < 0:
+            ctx.fail(f"num_rows must be >= 0, got {r}")
+        ctx.set_output("Out", [r, r if c == -1 else c], ctx.attr("dtype"))
+
+    @staticmethod
+    def kernel(*, num_rows, num_columns, dtype):
+        return np.eye(num_rows, num_rows if num_columns == -1 else num_columns,
+                      dtype=dtypes.to_numpy(dtype))
+
+
+class Diag(OpDef):
+    type = "diag"
+    inputs = (In("Diagonal", no_grad=True),)
+    outputs = (Out("Out"),)
+    share_lod = None
+    doc = "Out = the square matrix with the 1-D Diagonal on its diagonal, 0 elsewhere."
+
+    @staticmethod
+    def infer_shape(ctx):
+        d = ctx.input_shape("Diagonal")
+        if len(d) != 1:
+            ctx.fail(f"Diagonal must be 1-D, got {d}")
+        ctx.set_output("Out", [d[0], d[0]], ctx.input_dtype("Diagonal"))
+
+    @staticmethod
+    def kernel(d):
+        return np.diag(d)
+
+
+class SamplingId(OpDef):
+    type = "sampling_id"
+    inputs = (In("X", no_grad=True),)
+    outputs = (Out("Out"),)
+    attrs = {"min": 0.0, "max": 1.0, "seed": 0}
+    share_lod = None
+    doc = ("Out[i] = the first j where r - sum(X[i, :j+1]) < 0, r ~ U[min, max): a draw "
+           "from each row of probabilities (the last column if the row sums below r).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        x = ctx.input_shape("X")
+        if len(x) != 2:
+            ctx.fail(f"X must be 2-D [batch, classes], got {x}")
+        ctx.set_output("Out", [x[0]], dtypes.VarType.INT64)
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        lo, hi, seed = attrs["min"], attrs["max"], attrs["seed"]
+        rng = None if seed else np.random.default_rng()
+
+        def kernel(x):
+            r = (rng if rng is not None else np.random.default_rng(seed)).uniform(
+                lo, hi, size=x.shape[0])
+            below = (r[:, None] - np.cumsum(x, axis=1)) < 0
+            return np.where(below.any(axis=1), below.argmax(axis=1),
+                            x.shape[1] - 1).astype(np.int64)
+        return kernel

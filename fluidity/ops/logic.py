@@ -365,3 +365,56 @@ class IsFiniteV2(OpDef):
     @staticmethod
     def kernel(x):
         return np.isfinite(x) if x.dtype.kind in "fc" else np.ones(x.shape, bool)
+
+
+# --- Fluid 1.x: isinf / isnan / isfinite over the whole tensor --------------------------------
+class _WholeCheck(OpDef):
+    """Out = one bool ([1]) saying something of all of X (has_inf, has_nan, isfinite)."""
+    inputs = (In("X"),)
+    outputs = (Out("Out"),)
+    share_lod = None
+    test = None              # test(float array) -> bool
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Out", [1], dtypes.VarType.BOOL)
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        test = cls.test
+        return lambda x: np.array([test(x) if x.dtype.kind in "fc" else
+                                   test(np.zeros(1))], dtype=bool)
+
+
+class IsInf(_WholeCheck):
+    type = "isinf"
+    test = staticmethod(lambda x: bool(np.isinf(x).any()))
+    doc = "Out = [whether any element of X is +-inf]."
+
+
+class IsNan(_WholeCheck):
+    type = "isnan"
+    test = staticmethod(lambda x: bool(np.isnan(x).any()))
+    doc = "Out = [whether any element of X is nan]."
+
+
+class IsFinite(_WholeCheck):
+    type = "isfinite"
+    test = staticmethod(lambda x: bool(np.isfinite(x).all()))
+    doc = "Out = [whether every element of X is finite]."
+
+
+class IsEmpty(OpDef):
+    type = "is_empty"
+    inputs = (In("X", no_grad=True),)
+    outputs = (Out("Out"),)
+    share_lod = None
+    doc = "Out = [whether X has no elements]."
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Out", [1], dtypes.VarType.BOOL)
+
+    @staticmethod
+    def kernel(x):
+        return np.array([x.size == 0])

@@ -42,7 +42,7 @@ def _array(t, op, slot):
     return a
 
 
-def _inplace(t, op, slot):
+def writable_array(t, op, slot):
     """The array of LoDTensor `t`, made writable (a private copy when it was read-only)."""
     a = _array(t, op, slot)
     if not a.flags.writeable:
@@ -50,7 +50,7 @@ def _inplace(t, op, slot):
     return a
 
 
-def _scalar(t, op, slot):
+def one_value(t, op, slot):
     a = _array(t, op, slot)
     if a.size != 1:
         raise ShapeError(f"{op}: '{slot}' must hold one value, got shape {list(a.shape)}")
@@ -70,7 +70,7 @@ def _sparse_rows(grad, p, op):
 
 
 # --- the update ops --------------------------------------------------------------------------
-class _Update(OpDef):
+class UpdateOp(OpDef):
     """Base of the update ops. A subclass names its accumulators (`states`: input slots read
     and written like Param, or `state_slots(attrs)`), whether a sparse Grad updates only its
     rows (`lazy(attrs)`), and `rule(attrs)` returning
@@ -110,15 +110,20 @@ class _Update(OpDef):
         op, names, outs = cls.type, cls.input_names(), cls.output_names()
         rule, lazy, slots = cls.rule(attrs), cls.lazy(attrs), cls.state_slots(attrs)
 
+        def results(ins):
+            got = tuple(ins.get(cls.out_of.get(o)) for o in outs)
+            return got[0] if len(got) == 1 else got
+
         def kernel(*args):
             ins = dict(zip(names, args))
             master = ins.get("MasterParam")
-            p = _inplace(master if master is not None else ins["Param"], op, "Param")
-            lr = _scalar(ins["LearningRate"], op, "LearningRate")
+            p = writable_array(master if master is not None else ins["Param"], op, "Param")
+            lr = (one_value(ins["LearningRate"], op, "LearningRate")
+                  if ins.get("LearningRate") is not None else 1.0)
             for s in slots:
                 if ins.get(s) is None:
                     raise ExecutionError(f"{op}: input '{s}' is needed with these attributes")
-            states = [_inplace(ins[s], op, s) for s in slots]
+            states = [writable_array(ins[s], op, s) for s in slots]
             for s, a in zip(slots, states):
                 if a.shape != p.shape:
                     raise ShapeError(f"{op}: '{s}' has shape {list(a.shape)} but Param has "
@@ -128,7 +133,7 @@ class _Update(OpDef):
             if isinstance(grad, SelectedRows):
                 rows, g = _sparse_rows(grad, p, op)
                 if not rows.size:
-                    return tuple(ins.get(cls.out_of.get(o)) for o in outs)
+                    return results(ins)
                 if lazy:
                     idx = rows
                 else:
@@ -144,9 +149,9 @@ class _Update(OpDef):
             for a, v in zip([p] + states, new):
                 a[idx] = v
             if master is not None:
-                np.copyto(_inplace(ins["Param"], op, "Param"), p, casting="unsafe")
+                np.copyto(writable_array(ins["Param"], op, "Param"), p, casting="unsafe")
             cls.finish(ins, attrs)
-            return tuple(ins.get(cls.out_of.get(o)) for o in outs)
+            return results(ins)
         return kernel
 
 
@@ -177,7 +182,7 @@ def _emit_update(e, states=()):
     return p, ss, g, lr
 
 
-class Sgd(_Update):
+class Sgd(UpdateOp):
     type = "sgd"
     inputs = (In("Param"), In("LearningRate"), In("Grad"), _MASTER_IN)
     outputs = (Out("ParamOut"), _MASTER_OUT)
@@ -192,7 +197,7 @@ class Sgd(_Update):
 
     @classmethod
     def prepare(cls, attrs, outputs):
-        generic, op = _Update.prepare.__func__(cls, attrs, outputs), cls.type
+        generic, op = UpdateOp.prepare.__func__(cls, attrs, outputs), cls.type
 
         def kernel(param, lr, grad, master):
             # the hot case (dense grad, no master weights): one in-place update, no dict work
@@ -205,11 +210,11 @@ class Sgd(_Update):
             # sparse grad: each row added in place, duplicates accumulating, no merge (as
             # Paddle's SelectedRows SGD kernel); same result as merging first up to rounding
             if master is None and type(grad) is SelectedRows and type(param) is LoDTensor:
-                p = _inplace(param, op, "Param")
+                p = writable_array(param, op, "Param")
                 if grad.value is not None and grad.value.shape[1:] == p.shape[1:] and \
                         len(grad.rows) == grad.value.shape[0]:
                     sparse_kernels.rows_axpy(p, grad.rows, grad.value,
-                                             -_scalar(lr, op, "LearningRate"), op)
+                                             -one_value(lr, op, "LearningRate"), op)
                     return param, None
             return generic(param, lr, grad, master)
         return kernel
@@ -227,7 +232,7 @@ class Sgd(_Update):
                f"{p}[i] = {p}[i] - r * {g}[i];")
 
 
-class Momentum(_Update):
+class Momentum(UpdateOp):
     type = "momentum"
     version = 1  # Paddle's checkpoint: MasterParam/MasterParamOut, regularization_method/_coeff,
     #              multi_precision, rescale_grad
@@ -288,7 +293,7 @@ def _adam(lr, g, p, m1, m2, *, beta1, beta2, eps, b1p, b2p):
     return p - lr_t * (m1 / (np.sqrt(m2) + eps * np.sqrt(1.0 - b2p))), m1, m2
 
 
-class Adam(_Update):
+class Adam(UpdateOp):
     type = "adam"
     inputs = (In("Param"), In("Grad"), In("LearningRate"), In("Moment1"), In("Moment2"),
               In("Beta1Pow"), In("Beta2Pow"), In("Beta1Tensor", dispensable=True),
@@ -318,19 +323,19 @@ class Adam(_Update):
     def extra(ins, attrs):
         def pick(slot, name):
             t = ins.get(slot)
-            return _scalar(t, "adam", slot) if t is not None else attrs[name]
+            return one_value(t, "adam", slot) if t is not None else attrs[name]
         return {"beta1": pick("Beta1Tensor", "beta1"), "beta2": pick("Beta2Tensor", "beta2"),
                 "eps": pick("EpsilonTensor", "epsilon"),
-                "b1p": _scalar(ins["Beta1Pow"], "adam", "Beta1Pow"),
-                "b2p": _scalar(ins["Beta2Pow"], "adam", "Beta2Pow")}
+                "b1p": one_value(ins["Beta1Pow"], "adam", "Beta1Pow"),
+                "b2p": one_value(ins["Beta2Pow"], "adam", "Beta2Pow")}
 
     @classmethod
     def finish(cls, ins, attrs):
         if attrs["use_global_beta_pow"]:
             return
         e = cls.extra(ins, attrs)
-        _inplace(ins["Beta1Pow"], cls.type, "Beta1Pow")[...] *= e["beta1"]
-        _inplace(ins["Beta2Pow"], cls.type, "Beta2Pow")[...] *= e["beta2"]
+        writable_array(ins["Beta1Pow"], cls.type, "Beta1Pow")[...] *= e["beta1"]
+        writable_array(ins["Beta2Pow"], cls.type, "Beta2Pow")[...] *= e["beta2"]
 
     @staticmethod
     def rule(attrs):
@@ -342,11 +347,11 @@ class Adam(_Update):
             raise ProgramError(f"{cls.type}: attribute amsgrad=True (AMSGrad) is not "
                                f"supported")
         if cls.type != "adam":  # adamw's rule differs
-            return _Update.prepare.__func__(cls, attrs, outputs)
+            return UpdateOp.prepare.__func__(cls, attrs, outputs)
 
         def step(ins, p, states, g, rows, op):
             e = cls.extra(ins, attrs)
-            lr = _scalar(ins["LearningRate"], op, "LearningRate")
+            lr = one_value(ins["LearningRate"], op, "LearningRate")
             lr_t = lr * math.sqrt(1.0 - e["b2p"]) / (1.0 - e["b1p"])
             eps_t = e["eps"] * math.sqrt(1.0 - e["b2p"])
             return sparse_kernels.adam(p, *states, g, rows, lr_t, e["beta1"], e["beta2"],
@@ -416,7 +421,7 @@ def _with_native_step(cls, attrs, outputs, step):
     master weights, the numpy rule otherwise. `rows`: the unique rows of a SelectedRows Grad
     in lazy mode (g their summed values), None for a dense step (a SelectedRows Grad made
     dense with g = 0 where absent, when the op is not lazy)."""
-    generic = _Update.prepare.__func__(cls, attrs, outputs)
+    generic = UpdateOp.prepare.__func__(cls, attrs, outputs)
     names, outs, op = cls.input_names(), cls.output_names(), cls.type
     slots, lazy = cls.state_slots(attrs), cls.lazy(attrs)
 
@@ -426,8 +431,8 @@ def _with_native_step(cls, attrs, outputs, step):
                 p_t._array is None or p_t._array.dtype != np.float32 or \
                 any(ins.get(s) is None for s in slots):
             return False
-        p = _inplace(p_t, op, "Param")
-        states = [_inplace(ins[s], op, s) for s in slots]
+        p = writable_array(p_t, op, "Param")
+        states = [writable_array(ins[s], op, s) for s in slots]
         if any(a.shape != p.shape for a in states):
             return False  # numpy's path says what is wrong
         if type(g_t) is LoDTensor:
@@ -476,7 +481,7 @@ class Adamw(Adam):
         return f
 
 
-class Adagrad(_Update):
+class Adagrad(UpdateOp):
     type = "adagrad"
     inputs = (In("Param"), In("Grad"), In("Moment"), In("LearningRate"), _MASTER_IN)
     outputs = (Out("ParamOut"), Out("MomentOut"), _MASTER_OUT)
@@ -500,7 +505,7 @@ class Adagrad(_Update):
         eps = attrs["epsilon"]
         return _with_native_step(cls, attrs, outputs, lambda ins, p, states, g, rows, op: (
             sparse_kernels.adagrad(p, states[0], g, rows,
-                                   _scalar(ins["LearningRate"], op, "LearningRate"), eps, op)))
+                                   one_value(ins["LearningRate"], op, "LearningRate"), eps, op)))
 
     @staticmethod
     def emit(e):
@@ -515,7 +520,7 @@ class Adagrad(_Update):
                f"{p}[i] = {p}[i] - (r * {g}[i]) / (std::sqrt(v) + {eps}); }}")
 
 
-class Rmsprop(_Update):
+class Rmsprop(UpdateOp):
     type = "rmsprop"
     inputs = (In("Param"), In("MeanSquare"), In("Grad"), In("Moment"), In("LearningRate"),
               In("MeanGrad", dispensable=True))
@@ -555,7 +560,7 @@ class Rmsprop(_Update):
         return f
 
 
-class Ftrl(_Update):
+class Ftrl(UpdateOp):
     type = "ftrl"
     inputs = (In("Param"), In("SquaredAccumulator"), In("LinearAccumulator"), In("Grad"),
               In("LearningRate"))
@@ -708,7 +713,7 @@ class SelectedRowsScale(OpDef):
 
     @staticmethod
     def kernel(x, scale):
-        k = _scalar(scale, "selected_rows_scale", "Scale")
+        k = one_value(scale, "selected_rows_scale", "Scale")
         if isinstance(x, SelectedRows):
             return SelectedRows(x.rows.copy(), x.height,
                                 (x.value * k).astype(x.value.dtype, copy=False))

@@ -537,6 +537,17 @@ class Flip(OpDef):
                                        {"Out": g.input_grad("X")}, {"axis": g.attr("axis")}))
 
 
+class Reverse(OpDef):
+    type = "reverse"
+    inputs = (In("X"),)
+    outputs = (Out("Out"),)
+    attrs = {"axis": ints()}
+    doc = "Out = X reversed along each dim in `axis` (Fluid 1.x's flip)."
+    prepare = Flip.prepare
+    grad = staticmethod(lambda g: g.op("reverse", {"X": g.output_grad("Out")},
+                                       {"Out": g.input_grad("X")}, {"axis": g.attr("axis")}))
+
+
 def _roll(x, shifts, axis):
     if not axis:
         return np.roll(x.reshape(-1), shifts[0] if len(shifts) == 1 else shifts).reshape(x.shape)

@@ -1,0 +1,532 @@
+"""Image layers of Fluid 1.x beyond conv2d/pool2d: conv2d_transpose, adaptive_pool2d, the
+image_resize family, prelu, instance_norm, group_norm, the pads and crops, the channel
+movers (space_to_depth, pixel_shuffle, shuffle_channel, temporal_shift), maxout,
+affine_channel, lrn; and merge_selected_rows / get_tensor_from_selected_rows."""
+import numbers
+
+from ..errors import ShapeError
+from ..framework import Variable
+from ..layer_helper import LayerHelper
+from .nn import padding_attrs, pair
+
+__all__ = ["conv2d_transpose", "adaptive_pool2d", "image_resize", "resize_bilinear",
+           "resize_nearest", "image_resize_short", "prelu",
+           "instance_norm", "group_norm", "pad", "pad2d", "pad_constant_like", "crop",
+           "crop_tensor", "space_to_depth", "pixel_shuffle", "shuffle_channel",
+           "temporal_shift", "maxout", "affine_channel", "lrn", "merge_selected_rows",
+           "get_tensor_from_selected_rows", "conv3d", "conv3d_transpose", "pool3d",
+           "unfold"]
+
+
+def _var(layer, **args):
+    for arg, v in args.items():
+        if not isinstance(v, Variable):
+            raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
+
+
+def _rank(layer, x, n):
+    if len(x.shape) != n:
+        raise ShapeError(f"{layer}: input '{x.name}' must be {n}-D, got {list(x.shape)}")
+
+
+def _one(op_type, inputs, attrs=None, name=None, dtype=None, out_slot="Out", layer=None):
+    helper = LayerHelper(layer or op_type, name=name)
+    first = next(v for v in inputs.values() if v is not None)
+    out = helper.create_variable_for_type_inference(dtype or first.dtype)
+    helper.append_op(op_type, inputs={k: v for k, v in inputs.items() if v is not None},
+                     outputs={out_slot: out}, attrs=attrs or {})
+    return out
+
+
+def _positive_int(layer, arg, v):
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
+        raise ValueError(f"{layer}: '{arg}' must be a positive int, got {v!r}")
+    return int(v)
+
+
+# --- conv2d_transpose, adaptive_pool2d ---------------------------------------------------------
+def conv2d_transpose(input, num_filters, output_size=None, filter_size=None, padding=0,
+                     stride=1, dilation=1, groups=None, param_attr=None, bias_attr=None,
+                     use_cudnn=True, act=None, name=None, data_format="NCHW"):
+    """The transpose (gradient) of conv2d: upsamples NCHW `input` to `num_filters` channels.
+    Give filter_size, or output_size and the filter size is derived from it."""
+    _var("conv2d_transpose", input=input)
+    _rank("conv2d_transpose", input, 4)
+    if data_format not in ("NCHW", "NHWC"):
+        raise ValueError(f"conv2d_transpose: data_format must be 'NCHW' or 'NHWC', got "
+                         f"{data_format!r}")
+    c_axis = 1 if data_format == "NCHW" else 3
+    hw = [2, 3] if data_format == "NCHW" else [1, 2]
+    c = input.shape[c_axis]
+    groups = 1 if groups is None else int(groups)
+    if c < 0 or c % groups:
+        raise ShapeError(f"conv2d_transpose: input channels {c} must be known and divisible "
+                         f"by groups={groups}")
+    stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
+    paddings, algo = padding_attrs(padding, "conv2d_transpose")
+    if filter_size is None:
+        if output_size is None:
+            raise ValueError("conv2d_transpose: give filter_size or output_size")
+        out = pair(output_size, "output_size")
+        pads = paddings if len(paddings) == 4 else [paddings[0]] * 2 + [paddings[1]] * 2
+        filter_size = [(out[i] - (input.shape[hw[i]] - 1) * stride[i] + pads[2 * i] +
+                        pads[2 * i + 1] - 1) // dilation[i] + 1 for i in range(2)]
+    filter_size = pair(filter_size, "filter_size")
+    helper = LayerHelper("conv2d_transpose", input=input, param_attr=param_attr,
+                         bias_attr=bias_attr, act=act, name=name)
+    w = helper.create_parameter(param_attr, [c, num_filters // groups] + filter_size,
+                                input.dtype)
+    pre_bias = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("conv2d_transpose", inputs={"Input": input, "Filter": w},
+                     outputs={"Output": pre_bias},
+                     attrs={"output_size": [] if output_size is None else
+                            pair(output_size, "output_size"),
+                            "strides": stride, "paddings": paddings, "padding_algorithm": algo,
+                            "dilations": dilation, "groups": groups, "use_cudnn": use_cudnn,
+                            "data_format": data_format})
+    pre_act = helper.append_bias_op(pre_bias, bias_attr, dim_start=c_axis, dim_end=c_axis + 1)
+    return helper.append_activation(pre_act, act)
+
+
+def adaptive_pool2d(input, pool_size, pool_type="max", require_index=False, name=None):
+    """Pool NCHW `input` to pool_size (h, w) outputs, each over its share of the input;
+    require_index (max only) also returns the argmax mask."""
+    _var("adaptive_pool2d", input=input)
+    _rank("adaptive_pool2d", input, 4)
+    if pool_type not in ("max", "avg"):
+        raise ValueError(f"adaptive_pool2d: pool_type must be 'max' or 'avg', got "
+                         f"{pool_type!r}")
+    if require_index and pool_type != "max":
+        raise ValueError("adaptive_pool2d: require_index needs pool_type 'max'")
+    ksize = pair(pool_size, "pool_size")
+    helper = LayerHelper("adaptive_pool2d", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    if require_index:
+        mask = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+        helper.append_op("max_pool2d_with_index", inputs={"X": input},
+                         outputs={"Out": out, "Mask": mask},
+                         attrs={"ksize": ksize, "adaptive": True})
+        return out, mask
+    helper.append_op("pool2d", inputs={"X": input}, outputs={"Out": out},
+                     attrs={"pooling_type": pool_type, "ksize": ksize, "adaptive": True})
+    return out
+
+
+# --- resizing ---------------------------------------------------------------------------------
+_RESAMPLE = {"BILINEAR": "bilinear_interp_v2", "NEAREST": "nearest_interp_v2"}
+
+
+def image_resize(input, out_shape=None, scale=None, name=None, resample="BILINEAR",
+                 actual_shape=None, align_corners=True, align_mode=1, data_format="NCHW"):
+    """Resize the H, W of a 4-D `input` to out_shape (ints or [1] Variables, or a Variable
+    [2]) or by `scale`; actual_shape (a Variable) overrides out_shape at run time."""
+    _var("image_resize", input=input)
+    if resample not in _RESAMPLE:
+        raise ValueError(f"image_resize: resample must be one of {sorted(_RESAMPLE)} (3-D "
+                         f"TRILINEAR is not built), got {resample!r}")
+    _rank("image_resize", input, 4)
+    if data_format not in ("NCHW", "NHWC"):
+        raise ValueError(f"image_resize: data_format must be 'NCHW' or 'NHWC', got "
+                         f"{data_format!r}")
+    if out_shape is None and scale is None and actual_shape is None:
+        raise ValueError("image_resize: give out_shape or scale")
+    attrs = {"data_layout": data_format, "align_corners": bool(align_corners),
+             "align_mode": int(align_mode), "interp_method": resample.lower(),
+             "out_h": -1, "out_w": -1, "scale": []}
+    ins = {"X": input}
+    if actual_shape is not None:
+        ins["OutSize"] = actual_shape
+    if out_shape is not None:
+        if isinstance(out_shape, Variable):
+            ins["OutSize"] = out_shape
+        else:
+            out_shape = list(out_shape)
+            if len(out_shape) != 2:
+                raise ValueError(f"image_resize: out_shape needs 2 values (h, w), got "
+                                 f"{out_shape}")
+            if any(isinstance(d, Variable) for d in out_shape):
+                from .tensor import fill_constant
+                ins["SizeTensor"] = [d if isinstance(d, Variable) else
+                                     fill_constant([1], "int32", d) for d in out_shape]
+            else:
+                attrs["out_h"], attrs["out_w"] = (int(d) for d in out_shape)
+    elif isinstance(scale, Variable):
+        ins["Scale"] = scale
+    elif scale is not None:
+        if not scale > 0:
+            raise ValueError(f"image_resize: scale must be > 0, got {scale}")
+        attrs["scale"] = [float(scale), float(scale)]
+    return _one(_RESAMPLE[resample], ins, attrs, name=name, layer="image_resize")
+
+
+def resize_bilinear(input, out_shape=None, scale=None, name=None, actual_shape=None,
+                    align_corners=True, align_mode=1, data_format="NCHW"):
+    """image_resize with bilinear interpolation."""
+    return image_resize(input, out_shape, scale, name, "BILINEAR", actual_shape,
+                        align_corners, align_mode, data_format)
+
+
+def resize_nearest(input, out_shape=None, scale=None, name=None, actual_shape=None,
+                   align_corners=True, data_format="NCHW"):
+    """image_resize with nearest-neighbour interpolation."""
+    return image_resize(input, out_shape, scale, name, "NEAREST", actual_shape,
+                        align_corners, 1, data_format)
+
+
+def image_resize_short(input, out_short_len, resample="BILINEAR"):
+    """Resize so the shorter of H, W becomes out_short_len, keeping the aspect ratio."""
+    _var("image_resize_short", input=input)
+    _rank("image_resize_short", input, 4)
+    h, w = input.shape[2], input.shape[3]
+    if h < 0 or w < 0:
+        raise ShapeError("image_resize_short: H and W of the input must be known")
+    short, long_ = (0, 1) if h <= w else (1, 0)
+    out = [0, 0]
+    out[short] = out_short_len
+    out[long_] = int(float(input.shape[2 + long_]) * out_short_len /
+                     float(input.shape[2 + short]) + 0.5)
+    return image_resize(input, out, resample=resample)
+
+
+# --- prelu, instance_norm, group_norm ----------------------------------------------------------
+def prelu(x, mode, param_attr=None, name=None):
+    """max(0, x) + alpha * min(0, x) with a learned alpha: one ('all'), one per channel
+    ('channel') or one per element ('element'); alpha starts at 0.25."""
+    from ..initializer import ConstantInitializer
+    _var("prelu", x=x)
+    shapes = {"all": [1], "channel": [1, x.shape[1], 1, 1] if len(x.shape) > 1 else None,
+              "element": [1] + list(x.shape[1:])}
+    if mode not in shapes:
+        raise ValueError(f"prelu: mode must be 'all', 'channel' or 'element', got {mode!r}")
+    if mode == "channel" and len(x.shape) != 4:
+        raise ShapeError(f"prelu: mode 'channel' needs a 4-D input, got {list(x.shape)}")
+    helper = LayerHelper("prelu", param_attr=param_attr, name=name)
+    alpha = helper.create_parameter(param_attr, shapes[mode], x.dtype,
+                                    default_initializer=ConstantInitializer(0.25))
+    return _one("prelu", {"X": x, "Alpha": alpha}, {"mode": mode}, name=name)
+
+
+def _normalize(helper, op_type, input, param_attr, bias_attr, c, stat_slots, attrs):
+    """Append a normalization op with Scale (1) and Bias (0) parameters of [c]; returns Y."""
+    from ..initializer import ConstantInitializer
+    scale = helper.create_parameter(param_attr, [c], input.dtype,
+                                    default_initializer=ConstantInitializer(1.0))
+    bias = helper.create_parameter(bias_attr, [c], input.dtype, is_bias=True)
+    y = helper.create_variable_for_type_inference(input.dtype)
+    stats = {s: helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+             for s in stat_slots}
+    helper.append_op(op_type, inputs={"X": input, "Scale": scale, "Bias": bias},
+                     outputs={"Y": y, **stats}, attrs=attrs)
+    return y
+
+
+def instance_norm(input, epsilon=1e-05, param_attr=None, bias_attr=None, name=None):
+    """Normalize each channel of each sample over its H, W; then scale and shift."""
+    _var("instance_norm", input=input)
+    c = input.shape[1] if len(input.shape) > 1 else -1
+    if c < 0:
+        raise ShapeError(f"instance_norm: the channel dim of {list(input.shape)} must be known")
+    helper = LayerHelper("instance_norm", name=name)
+    return _normalize(helper, "instance_norm", input, param_attr, bias_attr, c,
+                      ("SavedMean", "SavedVariance"), {"epsilon": float(epsilon)})
+
+
+def group_norm(input, groups, epsilon=1e-05, param_attr=None, bias_attr=None, act=None,
+               data_layout="NCHW", name=None):
+    """Normalize over groups of channels (and H, W) per sample; then scale, shift, act."""
+    _var("group_norm", input=input)
+    if data_layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"group_norm: data_layout must be 'NCHW' or 'NHWC', got "
+                         f"{data_layout!r}")
+    c = input.shape[1 if data_layout == "NCHW" else -1]
+    groups = _positive_int("group_norm", "groups", groups)
+    if c < 0 or c % groups:
+        raise ShapeError(f"group_norm: {c} channels must be known and divisible by "
+                         f"groups={groups}")
+    helper = LayerHelper("group_norm", act=act, name=name)
+    y = _normalize(helper, "group_norm", input, param_attr, bias_attr, c,
+                   ("Mean", "Variance"), {"epsilon": float(epsilon), "groups": groups,
+                                          "data_layout": data_layout})
+    return helper.append_activation(y, act)
+
+
+# --- pads and crops ---------------------------------------------------------------------------
+def pad(x, paddings, pad_value=0.0, name=None):
+    """`x` padded with pad_value; paddings = [before_0, after_0, before_1, after_1, ...]."""
+    _var("pad", x=x)
+    paddings = [int(p) for p in paddings]
+    if len(paddings) != 2 * len(x.shape):
+        raise ValueError(f"pad: paddings needs 2 values per dim of x {list(x.shape)}, got "
+                         f"{paddings}")
+    return _one("pad", {"X": x}, {"paddings": paddings, "pad_value": float(pad_value)},
+                name=name)
+
+
+def pad2d(input, paddings=[0, 0, 0, 0], mode="constant", pad_value=0.0, data_format="NCHW",
+          name=None):
+    """Pad H and W of 4-D `input` by [top, bottom, left, right] (ints or a Variable):
+    'constant' (pad_value), 'reflect' or 'edge'."""
+    _var("pad2d", input=input)
+    if mode not in ("constant", "reflect", "edge"):
+        raise ValueError(f"pad2d: mode must be 'constant', 'reflect' or 'edge', got {mode!r}")
+    ins = {"X": input}
+    attrs = {"mode": mode, "pad_value": float(pad_value), "data_format": data_format,
+             "paddings": [0, 0, 0, 0]}
+    if isinstance(paddings, Variable):
+        ins["Paddings"] = paddings
+    else:
+        attrs["paddings"] = [int(p) for p in paddings]
+        if len(attrs["paddings"]) != 4:
+            raise ValueError(f"pad2d: paddings needs 4 values, got {paddings}")
+    return _one("pad2d", ins, attrs, name=name)
+
+
+def pad_constant_like(x, y, pad_value=0.0, name=None):
+    """`y` padded at the end of each dim with pad_value to the shape of `x`."""
+    _var("pad_constant_like", x=x, y=y)
+    return _one("pad_constant_like", {"X": x, "Y": y}, {"pad_value": float(pad_value)},
+                name=name, dtype=y.dtype)
+
+
+def crop(x, shape=None, offsets=None, name=None):
+    """The block of `x` at `offsets` of `shape` (a list, or a Variable whose shape is
+    used); offsets may be a Variable."""
+    _var("crop", x=x)
+    ins, attrs = {"X": x}, {}
+    if isinstance(shape, Variable):
+        ins["Y"] = shape
+    elif shape is None:
+        raise ValueError("crop: give shape")
+    else:
+        attrs["shape"] = [int(d) for d in shape]
+    if isinstance(offsets, Variable):
+        ins["Offsets"] = offsets
+    else:
+        attrs["offsets"] = [0] * len(x.shape) if offsets is None else [int(o) for o in offsets]
+    return _one("crop", ins, attrs, name=name)
+
+
+def crop_tensor(x, shape=None, offsets=None, name=None):
+    """The block of `x` at `offsets` of `shape` (-1: to the end); each a list of ints and
+    [1] Variables, or one int Variable."""
+    from .tensor import ints_or_tensors
+    _var("crop_tensor", x=x)
+    helper = LayerHelper("crop_tensor", name=name)
+    ins, attrs = {"X": x}, {}
+    for arg, vals, slot in (("shape", shape, "Shape"), ("offsets", offsets, "Offsets")):
+        if vals is None:
+            vals = list(x.shape) if arg == "shape" else [0] * len(x.shape)
+        attr, t, tl = ints_or_tensors(helper, vals)
+        attrs[arg] = attr if t is None else []
+        if t is not None:
+            ins[slot] = t
+        if tl is not None:
+            ins[slot + "Tensor"] = tl
+    return _one("crop_tensor", ins, attrs, name=name)
+
+
+# --- channel movers, maxout, affine_channel, lrn -----------------------------------------------
+def space_to_depth(x, blocksize, name=None):
+    """Move blocksize x blocksize spatial blocks of NCHW `x` into channels."""
+    _var("space_to_depth", x=x)
+    return _one("space_to_depth", {"X": x},
+                {"blocksize": _positive_int("space_to_depth", "blocksize", blocksize)},
+                name=name)
+
+
+def pixel_shuffle(x, upscale_factor):
+    """Rearrange [N, C*r*r, H, W] into [N, C, H*r, W*r] (r = upscale_factor)."""
+    _var("pixel_shuffle", x=x)
+    return _one("pixel_shuffle", {"X": x}, {"upscale_factor": _positive_int(
+        "pixel_shuffle", "upscale_factor", upscale_factor)})
+
+
+def shuffle_channel(x, group, name=None):
+    """ShuffleNet's channel shuffle over `group` groups."""
+    _var("shuffle_channel", x=x)
+    return _one("shuffle_channel", {"X": x},
+                {"group": _positive_int("shuffle_channel", "group", group)}, name=name)
+
+
+def temporal_shift(x, seg_num, shift_ratio=0.25, name=None):
+    """TSM's shift of a fraction of channels to the neighbouring frames (x: [N*T, C, H, W])."""
+    _var("temporal_shift", x=x)
+    if not 0 < shift_ratio <= 0.5:
+        raise ValueError(f"temporal_shift: shift_ratio must be in (0, 0.5], got {shift_ratio}")
+    return _one("temporal_shift", {"X": x},
+                {"seg_num": _positive_int("temporal_shift", "seg_num", seg_num),
+                 "shift_ratio": float(shift_ratio)}, name=name)
+
+
+def maxout(x, groups, name=None, axis=1):
+    """The max of each `groups` consecutive channels."""
+    _var("maxout", x=x)
+    if axis not in (1, -1, 3):
+        raise ValueError(f"maxout: axis must be 1, -1 or 3, got {axis}")
+    return _one("maxout", {"X": x}, {"groups": _positive_int("maxout", "groups", groups),
+                                     "axis": axis}, name=name)
+
+
+def affine_channel(x, scale=None, bias=None, data_layout="NCHW", name=None, act=None):
+    """x * scale[c] + bias[c] per channel (scale, bias: [C] Variables), then act."""
+    _var("affine_channel", x=x, scale=scale, bias=bias)
+    helper = LayerHelper("affine_channel", act=act, name=name)
+    out = _one("affine_channel", {"X": x, "Scale": scale, "Bias": bias},
+               {"data_layout": data_layout}, name=name)
+    return helper.append_activation(out, act)
+
+
+def lrn(input, n=5, k=1.0, alpha=1e-4, beta=0.75, name=None, data_format="NCHW"):
+    """Local response normalization across channels of 4-D NCHW `input`."""
+    _var("lrn", input=input)
+    _rank("lrn", input, 4)
+    if data_format != "NCHW":
+        raise ValueError(f"lrn: only data_format 'NCHW' is built, got {data_format!r}")
+    helper = LayerHelper("lrn", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    mid = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    helper.append_op("lrn", inputs={"X": input}, outputs={"Out": out, "MidOut": mid},
+                     attrs={"n": _positive_int("lrn", "n", n), "k": float(k),
+                            "alpha": float(alpha), "beta": float(beta)})
+    return out
+
+
+def merge_selected_rows(x, name=None):
+    """A SelectedRows with duplicate rows summed."""
+    _var("merge_selected_rows", x=x)
+    helper = LayerHelper("merge_selected_rows", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype, type=x.type)
+    helper.append_op("merge_selected_rows", inputs={"X": x}, outputs={"Out": out})
+    return out
+
+
+def get_tensor_from_selected_rows(x, name=None):
+    """The value tensor of a SelectedRows."""
+    _var("get_tensor_from_selected_rows", x=x)
+    return _one("get_tensor_from_selected_rows", {"X": x}, name=name)
+
+
+# --- 3-D convolution and pooling, unfold (ops in fluidity/ops/volume.py) ----------------------
+def _triple(v, what):
+    if isinstance(v, int):
+        return [v, v, v]
+    v = [int(d) for d in v]
+    if len(v) != 3:
+        raise ValueError(f"{what} must be an int or 3 ints, got {v}")
+    return v
+
+
+def _pads3(padding, layer):
+    if isinstance(padding, str):
+        raise ValueError(f"{layer}: only explicit int paddings are built, got {padding!r}")
+    if isinstance(padding, int):
+        return [padding] * 3
+    padding = [int(p) for p in padding]
+    if len(padding) not in (3, 6):
+        raise ValueError(f"{layer}: padding needs 3 or 6 values, got {padding}")
+    return padding
+
+
+def _check_ncdhw(layer, input, data_format):
+    _var(layer, input=input)
+    _rank(layer, input, 5)
+    if data_format != "NCDHW":
+        raise ValueError(f"{layer}: only data_format 'NCDHW' is built, got {data_format!r}")
+    if input.shape[1] < 0:
+        raise ShapeError(f"{layer}: the channel dim of {list(input.shape)} must be known")
+
+
+def conv3d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, groups=None,
+           param_attr=None, bias_attr=None, use_cudnn=True, act=None, name=None,
+           data_format="NCDHW"):
+    """3-D convolution of NCDHW `input`; weights default to N(0, sqrt(2 / (k^3 C)))."""
+    from ..initializer import NormalInitializer
+    _check_ncdhw("conv3d", input, data_format)
+    c = input.shape[1]
+    groups = 1 if groups is None else int(groups)
+    if c % groups:
+        raise ShapeError(f"conv3d: {c} channels are not divisible by groups={groups}")
+    k = _triple(filter_size, "conv3d: filter_size")
+    helper = LayerHelper("conv3d", input=input, param_attr=param_attr, bias_attr=bias_attr,
+                         act=act, name=name)
+    std = (2.0 / (k[0] * k[1] * k[2] * c)) ** 0.5
+    w = helper.create_parameter(param_attr, [num_filters, c // groups] + k, input.dtype,
+                                default_initializer=NormalInitializer(0.0, std))
+    pre = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("conv3d", inputs={"Input": input, "Filter": w}, outputs={"Output": pre},
+                     attrs={"strides": _triple(stride, "conv3d: stride"),
+                            "paddings": _pads3(padding, "conv3d"),
+                            "dilations": _triple(dilation, "conv3d: dilation"),
+                            "groups": groups, "use_cudnn": use_cudnn})
+    return helper.append_activation(helper.append_bias_op(pre, bias_attr, 1, 2), act)
+
+
+def conv3d_transpose(input, num_filters, output_size=None, filter_size=None, padding=0,
+                     stride=1, dilation=1, groups=None, param_attr=None, bias_attr=None,
+                     use_cudnn=True, act=None, name=None, data_format="NCDHW"):
+    """The transpose of conv3d (3-D upsampling); give filter_size, or output_size."""
+    _check_ncdhw("conv3d_transpose", input, data_format)
+    c = input.shape[1]
+    groups = 1 if groups is None else int(groups)
+    stride, dilation = _triple(stride, "stride"), _triple(dilation, "dilation")
+    pads = _pads3(padding, "conv3d_transpose")
+    p2 = [(pads[i], pads[i]) for i in range(3)] if len(pads) == 3 else \
+        [(pads[2 * i], pads[2 * i + 1]) for i in range(3)]
+    if filter_size is None:
+        if output_size is None:
+            raise ValueError("conv3d_transpose: give filter_size or output_size")
+        out = _triple(output_size, "output_size")
+        filter_size = [(out[i] - (input.shape[2 + i] - 1) * stride[i] + p2[i][0] + p2[i][1]
+                        - 1) // dilation[i] + 1 for i in range(3)]
+    k = _triple(filter_size, "filter_size")
+    helper = LayerHelper("conv3d_transpose", input=input, param_attr=param_attr,
+                         bias_attr=bias_attr, act=act, name=name)
+    w = helper.create_parameter(param_attr, [c, num_filters // groups] + k, input.dtype)
+    pre = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("conv3d_transpose", inputs={"Input": input, "Filter": w},
+                     outputs={"Output": pre},
+                     attrs={"strides": stride, "paddings": pads, "dilations": dilation,
+                            "groups": groups, "use_cudnn": use_cudnn,
+                            "output_size": [] if output_size is None else
+                            _triple(output_size, "output_size")})
+    return helper.append_activation(helper.append_bias_op(pre, bias_attr, 1, 2), act)
+
+
+def pool3d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
+           global_pooling=False, use_cudnn=True, ceil_mode=False, name=None, exclusive=True,
+           data_format="NCDHW"):
+    """Max or average pooling of NCDHW `input`."""
+    _check_ncdhw("pool3d", input, data_format)
+    if pool_type not in ("max", "avg"):
+        raise ValueError(f"pool3d: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    if not global_pooling and pool_size == -1:
+        raise ValueError("pool3d: give pool_size, or global_pooling=True")
+    if ceil_mode:
+        raise ValueError("pool3d: ceil_mode=True is not built")
+    return _one("pool3d", {"X": input},
+                {"pooling_type": pool_type, "global_pooling": bool(global_pooling),
+                 "ksize": [1, 1, 1] if pool_size == -1 else _triple(pool_size, "pool_size"),
+                 "strides": _triple(pool_stride, "pool_stride"),
+                 "paddings": _pads3(pool_padding, "pool3d"), "exclusive": bool(exclusive),
+                 "use_cudnn": use_cudnn}, name=name)
+
+
+def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
+    """im2col: the sliding blocks of NCHW `x` as columns [N, C * kh * kw, L]; paddings an
+    int, [h, w] or [top, left, bottom, right]."""
+    _var("unfold", x=x)
+    _rank("unfold", x, 4)
+    if isinstance(paddings, int):
+        paddings = [paddings] * 4
+    paddings = [int(p) for p in paddings]
+    if len(paddings) == 2:
+        paddings = paddings * 2
+    if len(paddings) != 4:
+        raise ValueError(f"unfold: paddings needs 1, 2 or 4 values, got {paddings}")
+    helper = LayerHelper("unfold", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op("unfold", inputs={"X": x}, outputs={"Y": out},
+                     attrs={"kernel_sizes": pair(kernel_sizes, "kernel_sizes"),
+                            "strides": pair(strides, "strides"), "paddings": paddings,
+                            "dilations": pair(dilations, "dilations")})
+    return out

@@ -1,0 +1,390 @@
+"""Sliding-window ops over N-d inputs [N, C, *spatial] (Fluid 1.x): conv3d,
+conv3d_transpose, pool3d, and unfold (im2col of 2-D images).
+
+One patch map serves them all: for every output position and kernel offset, the flat
+spatial index of the input element it reads (-1 in the padding). A convolution is an
+einsum over the gathered patches; its input gradient adds the patch gradients back through
+the same map; a transposed convolution is that adjoint run forward.
+"""
+import numpy as np
+
+from ..errors import ExecutionError, ShapeError
+from .registry import In, OpDef, Out, ints
+
+
+def _pads(paddings, nd):
+    """[(before, after)] per spatial dim from nd symmetric values or 2*nd explicit ones."""
+    p = list(paddings)
+    if len(p) == nd:
+        return [(v, v) for v in p]
+    if len(p) == 2 * nd:
+        return [(p[2 * i], p[2 * i + 1]) for i in range(nd)]
+    raise ShapeError(f"paddings needs {nd} or {2 * nd} values, got {p}")
+
+
+def out_size(size, k, s, pad, d):
+    return (size + pad[0] + pad[1] - (d * (k - 1) + 1)) // s + 1
+
+
+def patch_map(spatial, ksize, strides, pads, dilations):
+    """int64 [prod(out), prod(k)]: the flat input index each (output position, kernel
+    offset) reads, -1 in the padding."""
+    outs = [out_size(n, k, s, p, d) for n, k, s, p, d in zip(spatial, ksize, strides, pads,
+                                                              dilations)]
+    if any(o <= 0 for o in outs):
+        raise ShapeError(f"the window {list(ksize)} (dilations {list(dilations)}) does not "
+                         f"fit the padded input {list(spatial)}")
+    grids = []
+    for n, k, s, p, d, o in zip(spatial, ksize, strides, pads, dilations, outs):
+        pos = (np.arange(o) * s)[:, None] + (np.arange(k) * d)[None, :] - p[0]   # [o, k]
+        grids.append(np.where((pos >= 0) & (pos < n), pos, -1))
+    nd = len(spatial)
+    idx = np.zeros([1] * (2 * nd), np.int64)
+    valid = np.ones([1] * (2 * nd), bool)
+    stride = 1
+    for i in reversed(range(nd)):
+        g = grids[i]
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = g.shape
+        g = g.reshape(shape)
+        idx = idx + np.maximum(g, 0) * stride
+        valid = valid & (g >= 0)
+        stride *= spatial[i]
+    m = np.where(valid, idx, -1)
+    return m.reshape(int(np.prod(outs)), int(np.prod(ksize))), outs
+
+
+def gather_patches(x, m, fill=0.0):
+    """x [N, C, *S] -> [N, C, O, K] through patch map m."""
+    n, c = x.shape[:2]
+    flat = x.reshape(n, c, -1)
+    cols = flat[:, :, np.maximum(m, 0)]
+    return np.where(m >= 0, cols, np.asarray(fill, x.dtype))
+
+
+def scatter_patches(cols, m, spatial):
+    """The adjoint of gather_patches: [N, C, O, K] summed into [N, C, *S]."""
+    n, c = cols.shape[:2]
+    out = np.zeros((n, c, int(np.prod(spatial))), cols.dtype)
+    keep = m >= 0
+    np.add.at(out, (slice(None), slice(None), m[keep]), cols[:, :, keep])
+    return out.reshape((n, c) + tuple(spatial))
+
+
+def _geometry(attrs, nd, ksize):
+    pads = _pads(attrs["paddings"], nd)
+    return list(attrs["strides"]), pads, list(attrs.get("dilations", [1] * nd)), list(ksize)
+
+
+def _grouped(groups, c, f):
+    if c % groups or f % groups:
+        raise ShapeError(f"channels {c} and filters {f} must be divisible by groups {groups}")
+    return c // groups, f // groups
+
+
+# --- conv3d ---------------------------------------------------------------------------------
+class Conv3d(OpDef):
+    type = "conv3d"
+    inputs = (In("Input"), In("Filter"), In("Bias", dispensable=True))
+    outputs = (Out("Output"),)
+    attrs = {"strides": ints([1, 1, 1]), "paddings": ints([0, 0, 0]),
+             "dilations": ints([1, 1, 1]), "groups": 1, "use_cudnn": True,
+             "padding_algorithm": "EXPLICIT", "data_format": "NCDHW"}
+    share_lod = None
+    doc = "Output = the 3-D convolution of Input [N, C, D, H, W] with Filter [F, C/g, kd, kh, kw]."
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, ws = ctx.input_shape("Input"), ctx.input_shape("Filter")
+        if len(xs) != 5 or len(ws) != 5:
+            ctx.fail(f"Input and Filter must be 5-D, got {xs} and {ws}")
+        if ctx.attr("padding_algorithm") != "EXPLICIT" or ctx.attr("data_format") != "NCDHW":
+            ctx.fail("only EXPLICIT paddings and NCDHW are built")
+        st, pads, dil, k = _geometry({a: ctx.attr(a) for a in ("strides", "paddings",
+                                                               "dilations")}, 3, ws[2:])
+        out = [out_size(n, kk, s, p, d) if n >= 0 else -1
+               for n, kk, s, p, d in zip(xs[2:], k, st, pads, dil)]
+        ctx.set_output("Output", [xs[0], ws[0]] + out, ctx.input_dtype("Input"))
+
+    @staticmethod
+    def kernel(x, w, bias, *, strides, paddings, dilations, groups):
+        m, outs = patch_map(x.shape[2:], w.shape[2:], strides, _pads(paddings, 3), dilations)
+        cg, fg = _grouped(groups, x.shape[1], w.shape[0])
+        cols = gather_patches(x, m)
+        wf = w.reshape(w.shape[0], cg, -1)
+        out = np.concatenate([np.einsum("ncok,fck->nfo", cols[:, g * cg:(g + 1) * cg],
+                                        wf[g * fg:(g + 1) * fg]) for g in range(groups)], 1)
+        out = out.reshape((x.shape[0], w.shape[0]) + tuple(outs))
+        if bias is not None:
+            out = out + bias.reshape(1, -1, 1, 1, 1)
+        return out.astype(x.dtype)
+
+    grad = staticmethod(lambda g: g.op(
+        "conv3d_grad", {"Input": g.input("Input"), "Filter": g.input("Filter"),
+                        "Output@GRAD": g.output_grad("Output")},
+        {"Input@GRAD": g.input_grad("Input"), "Filter@GRAD": g.input_grad("Filter")},
+        g.attrs()))
+
+
+def _conv_grads(x, w, dout, strides, paddings, dilations, groups):
+    """(dInput, dFilter) of conv3d."""
+    m, _ = patch_map(x.shape[2:], w.shape[2:], strides, _pads(paddings, 3), dilations)
+    cg, fg = _grouped(groups, x.shape[1], w.shape[0])
+    cols = gather_patches(x, m)
+    wf = w.reshape(w.shape[0], cg, -1)
+    d = dout.reshape(dout.shape[0], dout.shape[1], -1)
+    dcols = np.concatenate([np.einsum("nfo,fck->ncok", d[:, g * fg:(g + 1) * fg],
+                                      wf[g * fg:(g + 1) * fg]) for g in range(groups)], 1)
+    dw = np.concatenate([np.einsum("nfo,ncok->fck", d[:, g * fg:(g + 1) * fg],
+                                   cols[:, g * cg:(g + 1) * cg]) for g in range(groups)], 0)
+    return (scatter_patches(dcols, m, x.shape[2:]).astype(x.dtype),
+            dw.reshape(w.shape).astype(w.dtype))
+
+
+class Conv3dGrad(OpDef):
+    type = "conv3d_grad"
+    inputs = (In("Input"), In("Filter"), In("Output@GRAD"))
+    outputs = (Out("Input@GRAD", dispensable=True), Out("Filter@GRAD", dispensable=True))
+    attrs = Conv3d.attrs
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(x, w, dout, *, strides, paddings, dilations, groups):
+        return _conv_grads(x, w, dout, strides, paddings, dilations, groups)
+
+
+# --- conv3d_transpose -------------------------------------------------------------------------
+class Conv3dTranspose(OpDef):
+    type = "conv3d_transpose"
+    inputs = (In("Input"), In("Filter"), In("Bias", dispensable=True))
+    outputs = (Out("Output"),)
+    attrs = {"strides": ints([1, 1, 1]), "paddings": ints([0, 0, 0]),
+             "dilations": ints([1, 1, 1]), "groups": 1, "output_size": ints(),
+             "output_padding": ints(), "use_cudnn": True, "padding_algorithm": "EXPLICIT",
+             "data_format": "NCDHW"}
+    share_lod = None
+    doc = ("Output = conv3d's input gradient of Input (its transpose): Filter [C, F/g, k...], "
+           "Output size (S - 1) * stride - pads + dilation * (k - 1) + 1 (or output_size).")
+
+    @staticmethod
+    def _out_spatial(xs, k, attrs):
+        pads = _pads(attrs["paddings"], 3)
+        sizes = [(n - 1) * s - p[0] - p[1] + d * (kk - 1) + 1 if n >= 0 else -1
+                 for n, s, p, d, kk in zip(xs, attrs["strides"], pads, attrs["dilations"], k)]
+        if attrs["output_size"]:
+            sizes = list(attrs["output_size"])
+        elif attrs["output_padding"]:
+            sizes = [n + op if n >= 0 else -1 for n, op in zip(sizes, attrs["output_padding"])]
+        return sizes
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, ws = ctx.input_shape("Input"), ctx.input_shape("Filter")
+        if len(xs) != 5 or len(ws) != 5:
+            ctx.fail(f"Input and Filter must be 5-D, got {xs} and {ws}")
+        attrs = {a: ctx.attr(a) for a in ("strides", "paddings", "dilations", "output_size",
+                                          "output_padding")}
+        out = Conv3dTranspose._out_spatial(xs[2:], ws[2:], attrs)
+        ctx.set_output("Output", [xs[0], ws[1] * ctx.attr("groups")] + out,
+                       ctx.input_dtype("Input"))
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        def kernel(x, w, bias):
+            spatial = cls._out_spatial(x.shape[2:], w.shape[2:], attrs)
+            m, outs = patch_map(spatial, w.shape[2:], attrs["strides"],
+                                _pads(attrs["paddings"], 3), attrs["dilations"])
+            if list(outs) != list(x.shape[2:]):
+                raise ExecutionError(f"conv3d_transpose: output size {spatial} does not give "
+                                     f"back the input's {list(x.shape[2:])}")
+            groups = attrs["groups"]
+            cg, fg = _grouped(groups, w.shape[0], w.shape[1] * groups)
+            wf = w.reshape(w.shape[0], w.shape[1], -1)
+            xf = x.reshape(x.shape[0], x.shape[1], -1)
+            cols = np.concatenate([np.einsum("nco,cfk->nfok", xf[:, g * cg:(g + 1) * cg],
+                                             wf[g * cg:(g + 1) * cg]) for g in range(groups)], 1)
+            out = scatter_patches(cols, m, spatial)
+            if bias is not None:
+                out = out + bias.reshape(1, -1, 1, 1, 1)
+            return out.astype(x.dtype)
+        return kernel
+
+    grad = staticmethod(lambda g: g.op(
+        "conv3d_transpose_grad", {"Input": g.input("Input"), "Filter": g.input("Filter"),
+                                  "Output@GRAD": g.output_grad("Output")},
+        {"Input@GRAD": g.input_grad("Input"), "Filter@GRAD": g.input_grad("Filter")},
+        g.attrs()))
+
+
+class Conv3dTransposeGrad(OpDef):
+    type = "conv3d_transpose_grad"
+    inputs = (In("Input"), In("Filter"), In("Output@GRAD"))
+    outputs = (Out("Input@GRAD", dispensable=True), Out("Filter@GRAD", dispensable=True))
+    attrs = Conv3dTranspose.attrs
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(x, w, dout, *, strides, paddings, dilations, groups):
+        # the transpose's input gradient is conv3d of dout; its filter gradient is conv3d's
+        # filter gradient with the roles of input and output swapped
+        m, _ = patch_map(dout.shape[2:], w.shape[2:], strides, _pads(paddings, 3), dilations)
+        cg, fg = _grouped(groups, w.shape[0], w.shape[1] * groups)
+        cols = gather_patches(dout, m)                         # [N, F, O=x's S, K]
+        wf = w.reshape(w.shape[0], w.shape[1], -1)
+        xf = x.reshape(x.shape[0], x.shape[1], -1)
+        dx = np.concatenate([np.einsum("nfok,cfk->nco", cols[:, g * fg:(g + 1) * fg],
+                                       wf[g * cg:(g + 1) * cg]) for g in range(groups)], 1)
+        dw = np.concatenate([np.einsum("nco,nfok->cfk", xf[:, g * cg:(g + 1) * cg],
+                                       cols[:, g * fg:(g + 1) * fg]) for g in range(groups)], 0)
+        return dx.reshape(x.shape).astype(x.dtype), dw.reshape(w.shape).astype(w.dtype)
+
+
+# --- pool3d ---------------------------------------------------------------------------------
+class Pool3d(OpDef):
+    type = "pool3d"
+    inputs = (In("X"),)
+    outputs = (Out("Out"),)
+    attrs = {"pooling_type": "max", "ksize": ints(), "global_pooling": False,
+             "strides": ints([1, 1, 1]), "paddings": ints([0, 0, 0]), "exclusive": True,
+             "adaptive": False, "ceil_mode": False, "use_cudnn": True,
+             "padding_algorithm": "EXPLICIT", "data_format": "NCDHW"}
+    share_lod = None
+    doc = ("Max or average pooling of X [N, C, D, H, W] over ksize windows (global_pooling: "
+           "the whole volume); `exclusive` averages over the unpadded elements only.")
+
+    @staticmethod
+    def _plan(spatial, attrs):
+        if attrs["adaptive"] or attrs["ceil_mode"]:
+            raise ShapeError("pool3d: adaptive and ceil_mode pooling are not built")
+        if attrs["global_pooling"]:
+            return patch_map(spatial, spatial, [1, 1, 1], [(0, 0)] * 3, [1, 1, 1])
+        return patch_map(spatial, attrs["ksize"], attrs["strides"],
+                         _pads(attrs["paddings"], 3), [1, 1, 1])
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs = ctx.input_shape("X")
+        if len(xs) != 5:
+            ctx.fail(f"X must be 5-D, got {xs}")
+        if ctx.attr("global_pooling"):
+            out = [1, 1, 1]
+        else:
+            pads = _pads(ctx.attr("paddings"), 3)
+            out = [out_size(n, k, s, p, 1) if n >= 0 else -1 for n, k, s, p in
+                   zip(xs[2:], ctx.attr("ksize"), ctx.attr("strides"), pads)]
+        ctx.set_output("Out", xs[:2] + out, ctx.input_dtype("X"))
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        kind, excl = attrs["pooling_type"], attrs["exclusive"]
+        if kind not in ("max", "avg"):
+            raise ShapeError(f"pool3d: pooling_type must be max or avg, got {kind}")
+
+        def kernel(x):
+            m, outs = cls._plan(x.shape[2:], attrs)
+            shape = x.shape[:2] + tuple(outs)
+            if kind == "max":
+                return gather_patches(x, m, -np.inf).max(axis=-1).reshape(shape)
+            total = gather_patches(x, m).sum(axis=-1)
+            count = (m >= 0).sum(axis=-1) if excl else m.shape[1]
+            return (total / count).astype(x.dtype).reshape(shape)
+        return kernel
+
+    grad = staticmethod(lambda g: g.default())
+
+
+class Pool3dGrad(OpDef):
+    type = "pool3d_grad"
+    inputs = (In("X"), In("Out"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = Pool3d.attrs
+    infer_shape = None
+    share_lod = None
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        kind, excl = attrs["pooling_type"], attrs["exclusive"]
+
+        def kernel(x, out, dout):
+            m, _ = Pool3d._plan(x.shape[2:], attrs)
+            d = dout.reshape(dout.shape[0], dout.shape[1], -1, 1)
+            if kind == "max":
+                cols = gather_patches(x, m, -np.inf)
+                hit = cols == cols.max(axis=-1, keepdims=True)
+                hit &= np.cumsum(hit, axis=-1) == 1                   # the first maximum
+                dcols = hit * d
+            else:
+                count = (m >= 0).sum(axis=-1)[:, None] if excl else m.shape[1]
+                dcols = np.broadcast_to(d / count, d.shape[:3] + (m.shape[1],))
+            return scatter_patches(np.ascontiguousarray(dcols), m, x.shape[2:]).astype(x.dtype)
+        return kernel
+
+
+# --- unfold -----------------------------------------------------------------------------------
+def _unfold_pads(p):
+    """Paddle's unfold paddings [top, left, bottom, right] as (before, after) per dim."""
+    return [(p[0], p[2]), (p[1], p[3])]
+
+
+class Unfold(OpDef):
+    type = "unfold"
+    inputs = (In("X"),)
+    outputs = (Out("Y"),)
+    attrs = {"kernel_sizes": ints(), "strides": ints([1, 1]), "paddings": ints([0, 0, 0, 0]),
+             "dilations": ints([1, 1])}
+    share_lod = None
+    doc = ("Y [N, C * kh * kw, L] = the sliding kh x kw blocks of X [N, C, H, W] (im2col); "
+           "paddings [top, left, bottom, right].")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs = ctx.input_shape("X")
+        if len(xs) != 4:
+            ctx.fail(f"X must be 4-D, got {xs}")
+        k, s, d = ctx.attr("kernel_sizes"), ctx.attr("strides"), ctx.attr("dilations")
+        pads = _unfold_pads(ctx.attr("paddings"))
+        if any(n < 0 for n in xs[2:]):
+            length = -1
+        else:
+            outs = [out_size(n, kk, ss, p, dd) for n, kk, ss, p, dd in
+                    zip(xs[2:], k, s, pads, d)]
+            if any(o <= 0 for o in outs):
+                ctx.fail(f"the {k} window does not fit the padded input")
+            length = outs[0] * outs[1]
+        ctx.set_output("Y", [xs[0], xs[1] * k[0] * k[1] if xs[1] >= 0 else -1, length],
+                       ctx.input_dtype("X"))
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        def kernel(x):
+            m, _ = patch_map(x.shape[2:], attrs["kernel_sizes"], attrs["strides"],
+                             _unfold_pads(attrs["paddings"]), attrs["dilations"])
+            cols = gather_patches(x, m)                       # [N, C, L, K]
+            n, c, length, k = cols.shape
+            return cols.transpose(0, 1, 3, 2).reshape(n, c * k, length)
+        return kernel
+
+    grad = staticmethod(lambda g: g.op(
+        "unfold_grad", {"X": g.input("X"), "Y@GRAD": g.output_grad("Y")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class UnfoldGrad(OpDef):
+    type = "unfold_grad"
+    inputs = (In("X"), In("Y@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = Unfold.attrs
+    infer_shape = None
+    share_lod = None
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        def kernel(x, dy):
+            m, _ = patch_map(x.shape[2:], attrs["kernel_sizes"], attrs["strides"],
+                             _unfold_pads(attrs["paddings"]), attrs["dilations"])
+            n, c = x.shape[:2]
+            dcols = dy.reshape(n, c, m.shape[1], m.shape[0]).transpose(0, 1, 3, 2)
+            return scatter_patches(np.ascontiguousarray(dcols), m, x.shape[2:]).astype(x.dtype)
+        return kernel

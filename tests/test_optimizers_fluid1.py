@@ -1,0 +1,226 @@
+"""Fluid 1.x optimizers: the update ops adamax, decayed_adagrad, adadelta, lamb,
+lars_momentum, dpsgd and average_accumulates against numpy forms of their rules over
+several steps; the Adamax/DecayedAdagrad/Adadelta/Lamb/LarsMomentum/Dpsgd classes,
+ModelAverage, ExponentialMovingAverage, RecomputeOptimizer and LookaheadOptimizer training
+a small regression; minimize's Fluid arguments; the declined optimizers."""
+import numpy as np
+import pytest
+
+import fluidity as fluid
+from fluidity import layers, optimizer
+from fluidity.errors import FluidityError
+from test_optimizers import OneOp
+
+rng = np.random.default_rng(4)
+SHAPE = (4, 3)
+
+
+def _steps(n=3):
+    return [rng.normal(size=SHAPE) for _ in range(n)]
+
+
+def _norm(a):
+    return np.sqrt((a * a).sum())
+
+
+def test_adamax_decayed_adagrad_adadelta():
+    p0 = rng.normal(size=SHAPE)
+    grads = _steps()
+    lr = np.array([0.1])
+    # adamax (Beta1Pow advanced by the test, as the optimizer's scale op does)
+    op = OneOp("adamax", {"Param": p0, "Grad": grads[0], "LearningRate": lr,
+                          "Moment": np.zeros(SHAPE), "InfNorm": np.zeros(SHAPE),
+                          "Beta1Pow": np.array([0.9])}, {"beta1": 0.9, "beta2": 0.99})
+    p, m, u, b1p = p0.copy(), np.zeros(SHAPE), np.zeros(SHAPE), 0.9
+    for g in grads:
+        op.run(Grad=g, Beta1Pow=np.array([b1p]))
+        m = 0.9 * m + 0.1 * g
+        u = np.maximum(0.99 * u + 1e-8, np.abs(g))
+        p = p - 0.1 / (1 - b1p) * m / u
+        b1p *= 0.9
+    np.testing.assert_allclose(op["Param"], p, rtol=1e-5)
+    # decayed_adagrad
+    op = OneOp("decayed_adagrad", {"Param": p0, "Grad": grads[0], "Moment": np.zeros(SHAPE),
+                                   "LearningRate": lr}, {"decay": 0.8, "epsilon": 1e-6})
+    p, m = p0.copy(), np.zeros(SHAPE)
+    for g in grads:
+        op.run(Grad=g)
+        m = 0.8 * m + 0.2 * g * g
+        p = p - 0.1 * g / (np.sqrt(m) + 1e-6)
+    np.testing.assert_allclose(op["Param"], p, rtol=1e-5)
+    # adadelta
+    op = OneOp("adadelta", {"Param": p0, "Grad": grads[0], "AvgSquaredGrad": np.zeros(SHAPE),
+                            "AvgSquaredUpdate": np.zeros(SHAPE), "LearningRate": np.array([1.0])},
+               {"rho": 0.9, "epsilon": 1e-6})
+    p, g2, u2 = p0.copy(), np.zeros(SHAPE), np.zeros(SHAPE)
+    for g in grads:
+        op.run(Grad=g)
+        g2 = 0.9 * g2 + 0.1 * g * g
+        d = -np.sqrt((u2 + 1e-6) / (g2 + 1e-6)) * g
+        u2 = 0.9 * u2 + 0.1 * d * d
+        p = p + d
+    np.testing.assert_allclose(op["Param"], p, rtol=1e-5)
+
+
+def test_lamb_lars_dpsgd():
+    p0 = rng.normal(size=SHAPE)
+    grads = _steps()
+    lr = np.array([0.05])
+    op = OneOp("lamb", {"Param": p0, "Grad": grads[0], "LearningRate": lr,
+                        "Moment1": np.zeros(SHAPE), "Moment2": np.zeros(SHAPE),
+                        "Beta1Pow": np.array([0.9]), "Beta2Pow": np.array([0.999])},
+               {"weight_decay": 0.01})
+    p, m1, m2, b1p, b2p = p0.copy(), np.zeros(SHAPE), np.zeros(SHAPE), 0.9, 0.999
+    for g in grads:
+        op.run(Grad=g, Beta1Pow=np.array([b1p]), Beta2Pow=np.array([b2p]))
+        m1 = 0.9 * m1 + 0.1 * g
+        m2 = 0.999 * m2 + 0.001 * g * g
+        r = (m1 / (1 - b1p)) / (np.sqrt(m2 / (1 - b2p)) + 1e-6) + 0.01 * p
+        p = p - 0.05 * _norm(p) / _norm(r) * r
+        b1p, b2p = b1p * 0.9, b2p * 0.999
+    np.testing.assert_allclose(op["Param"], p, rtol=1e-5)
+    op = OneOp("lars_momentum", {"Param": p0, "Grad": grads[0], "Velocity": np.zeros(SHAPE),
+                                 "LearningRate": lr},
+               {"mu": 0.9, "lars_coeff": 0.01, "lars_weight_decay": 0.001})
+    p, v = p0.copy(), np.zeros(SHAPE)
+    for g in grads:
+        op.run(Grad=g)
+        local = 0.05 * 0.01 * _norm(p) / (_norm(g) + 0.001 * _norm(p))
+        v = 0.9 * v + local * (g + 0.001 * p)
+        p = p - v
+    np.testing.assert_allclose(op["Param"], p, rtol=1e-5)
+    g = grads[0] * 10
+    op = OneOp("dpsgd", {"Param": p0, "Grad": g, "LearningRate": lr},
+               {"clip": 1.0, "batch_size": 4.0, "sigma": 0.0})
+    op.run()
+    np.testing.assert_allclose(op["Param"], p0 - 0.05 * g / _norm(g), rtol=1e-5)
+
+
+def test_average_accumulates_window():
+    p = np.ones(SHAPE)
+    op = OneOp("average_accumulates", {
+        "param": p, "in_sum_1": np.zeros(SHAPE), "in_sum_2": np.zeros(SHAPE),
+        "in_sum_3": np.zeros(SHAPE), "in_num_accumulates": np.array([0], np.int64),
+        "in_old_num_accumulates": np.array([0], np.int64),
+        "in_num_updates": np.array([0], np.int64)},
+        {"average_window": 0.5, "min_average_window": 2, "max_average_window": 3})
+    # the op writes new persistable vars named after its outputs; feed them back each step
+    for step in range(1, 6):
+        op.run(param=p * step)
+        for s in ("sum_1", "sum_2", "sum_3", "num_accumulates", "old_num_accumulates",
+                  "num_updates"):
+            op.set("in_" + s, op["out_" + s])
+    # a window closes at step 2 (2 >= min 2 and >= 0.5 * 2 updates) and at step 4; sum_3
+    # holds the last closed window (steps 3, 4), sum_1 the open one (step 5)
+    np.testing.assert_allclose(op["out_sum_3"], 7 * p)
+    np.testing.assert_allclose(op["out_sum_1"], 5 * p)
+    assert op["out_num_accumulates"].tolist() == [1] and op["out_num_updates"].tolist() == [5]
+    assert op["out_old_num_accumulates"].tolist() == [2]
+
+
+def _regression(make_opt, steps=30, extra=None):
+    x = rng.normal(size=(16, 3)).astype(np.float32)
+    y = (x @ np.array([[1.0], [-2.0], [0.5]]) + 0.3).astype(np.float32)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv, yv = layers.data("x", [3]), layers.data("y", [1])
+        pred = layers.fc(xv, 1)
+        loss = layers.mean(layers.square_error_cost(pred, yv))
+        opt = make_opt()
+        opt.minimize(loss)
+        helper = extra(main, startup) if extra else None
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    losses = [float(np.asarray(exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss])[0])
+                    .reshape(-1)[0]) for _ in range(steps)]
+    return losses, exe, main, helper, (x, y, loss)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: optimizer.Adamax(0.1),
+    lambda: optimizer.DecayedAdagrad(0.1),
+    lambda: optimizer.Adadelta(learning_rate=20.0, rho=0.9),
+    lambda: optimizer.Lamb(0.05),
+    lambda: optimizer.LarsMomentum(1.0, 0.9, lars_coeff=0.05),
+    lambda: optimizer.Dpsgd(0.05, clip=10.0, batch_size=16.0, sigma=0.0),
+    lambda: optimizer.RecomputeOptimizer(optimizer.SGD(0.1)),
+    lambda: optimizer.LookaheadOptimizer(optimizer.SGD(0.1), alpha=0.5, k=3),
+], ids=["adamax", "decayed_adagrad", "adadelta", "lamb", "lars", "dpsgd", "recompute",
+        "lookahead"])
+def test_fluid1_optimizers_train(make):
+    def made():
+        opt = make()
+        if isinstance(opt, optimizer.RecomputeOptimizer):
+            opt._set_checkpoints([])
+        return opt
+    losses, *_ = _regression(made)
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_lookahead_syncs_fast_and_slow_every_k_steps():
+    losses, exe, main, _, (x, y, loss) = _regression(
+        lambda: optimizer.LookaheadOptimizer(optimizer.SGD(0.1), alpha=0.5, k=2), steps=2)
+    scope = fluid.global_scope()
+    params = [p.name for p in main.global_block().all_parameters()]
+    for name in params:
+        np.testing.assert_allclose(np.asarray(scope.find_var(name).value._array),
+                                   np.asarray(scope.find_var(name + "@SLOW").value._array))
+
+
+def test_model_average_and_ema_swap_in_averages():
+    def extras(main, startup):
+        return (optimizer.ModelAverage(0.5, min_average_window=2, max_average_window=4),
+                optimizer.ExponentialMovingAverage(0.9))
+    _, exe, main, (avg, ema), (x, y, loss) = _regression(lambda: optimizer.SGD(0.05), 0,
+                                                         extras)
+    with fluid.program_guard(main):
+        ema.update()
+    scope = fluid.global_scope()
+    w = next(p.name for p in main.global_block().all_parameters() if p.shape[0] == 3)
+    seen = []
+    for _ in range(6):
+        exe.run(main, feed={"x": x, "y": y})
+        seen.append(np.array(scope.find_var(w).value._array))
+    trained = seen[-1].copy()
+    with avg.apply(exe):
+        averaged = np.array(scope.find_var(w).value._array)
+    np.testing.assert_allclose(np.array(scope.find_var(w).value._array), trained)
+    # windows: steps 1-2 closed (sum_3), steps 3-6 accumulating: mean of the last 4 + 2 ...
+    assert not np.allclose(averaged, trained)
+    lo, hi = np.min(seen, axis=0), np.max(seen, axis=0)
+    assert ((averaged >= lo - 1e-6) & (averaged <= hi + 1e-6)).all()
+    want, e, pw = 0, 0.0, 1.0
+    for s in seen:
+        e, pw = 0.9 * e + 0.1 * s, pw * 0.9
+    with ema.apply(exe, need_restore=False):
+        pass
+    np.testing.assert_allclose(np.array(scope.find_var(w).value._array), e / (1 - pw),
+                               rtol=1e-5)
+    ema.restore(exe)
+    np.testing.assert_allclose(np.array(scope.find_var(w).value._array), trained)
+
+
+def test_minimize_takes_fluids_arguments_and_declines_dgc():
+    losses, *_ = _regression(lambda: _ClipMin(optimizer.SGD(0.1)))
+    assert losses[-1] < losses[0]
+    with pytest.raises(NotImplementedError, match="DGCMomentumOptimizer"):
+        optimizer.DGCMomentumOptimizer(0.1, 0.9, rampup_begin_step=0)
+    with pytest.raises(NotImplementedError, match="PipelineOptimizer"):
+        optimizer.PipelineOptimizer(optimizer.SGD(0.1))
+    with pytest.raises(FluidityError, match="Adamax: beta1 must be a number"):
+        optimizer.Adamax(0.1, beta1="x")
+
+
+class _ClipMin:
+    """minimize(loss, startup_program, parameter_list, no_grad_set, grad_clip) by keyword."""
+
+    def __init__(self, opt):
+        self.opt = opt
+
+    def minimize(self, loss):
+        ops, pg = self.opt.minimize(loss, startup_program=None, parameter_list=None,
+                                    no_grad_set=None,
+                                    grad_clip=fluid.clip.GradientClipByValue(1.0))
+        assert any(op.type == "clip" for op in loss.block.ops)
+        assert self.opt.get_opti_var_name_list()
+        return ops, pg
