@@ -17,3 +17,8 @@ from .framework import (Block, Operator, Parameter, Program, Variable, default_m
 from .param_attr import ParamAttr
 
 __version__ = "0.1.0"
+
+# h6-book: DataFeeder, fluid.nets, paddle.reader's decorators and batch
+from . import nets, reader  # noqa: F401
+from .data_feeder import DataFeeder
+from .reader import batch
