@@ -4,3 +4,5 @@ from . import (activation, control_flow, conv, creation, feed_fetch, indexing, i
                logic, lookup, loss, math, memory_ops, metric, nn, norm, optimizer_ops, recurrent,
                reduce, rnn, sequence, shape_ops, tensor, tensor_array)
 from .registry import OpDef, all_ops, find, get, has
+# h6-book: CRF, sampled losses and beam search
+from . import crf  # noqa: F401,E402
