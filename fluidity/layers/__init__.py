@@ -14,3 +14,11 @@ for _mod in _MODULES:
     for _n in _mod.__all__:
         globals()[_n] = getattr(_mod, _n)
     __all__ += list(_mod.__all__)
+
+# h6-book: sequence labelling, sampled losses and beam search layers
+from . import beam, crf, sampled_loss  # noqa: E402
+
+for _mod in (beam, crf, sampled_loss):
+    for _n in _mod.__all__:
+        globals()[_n] = getattr(_mod, _n)
+    __all__ += list(_mod.__all__)

@@ -5,4 +5,4 @@ from . import (activation, control_flow, conv, creation, feed_fetch, indexing, i
                reduce, rnn, sequence, shape_ops, tensor, tensor_array)
 from .registry import OpDef, all_ops, find, get, has
 # h6-book: CRF, sampled losses and beam search
-from . import crf  # noqa: F401,E402
+from . import beam, crf, sampled  # noqa: F401,E402
