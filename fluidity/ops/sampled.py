@@ -79,6 +79,15 @@ def _nce_sampler(attrs, probs, alias, alias_probs):
                     np.asarray(alias_probs._array, np.float64).reshape(-1))
 
 
+def _grad_op(g, grad_type, inputs, fwd_outputs, out_slot, wrt):
+    """Append `grad_type` reading the forward's present `inputs`, its `fwd_outputs` and
+    out_slot's gradient, writing the gradients of the present inputs `wrt`."""
+    ins = {s: g.input(s) for s in inputs if g.input(s)}
+    ins.update({s: g.output(s) for s in fwd_outputs})
+    ins[out_slot + "@GRAD"] = g.output_grad(out_slot)
+    g.op(grad_type, ins, {s + "@GRAD": g.input_grad(s) for s in wrt if g.input(s)}, g.attrs())
+
+
 def _nce_logits(x, w, b, labels):
     """sigmoid(x_i . W[l] + b[l]) for every sampled label l of row i."""
     logits = np.einsum("nd,nkd->nk", x, w[labels])
@@ -152,25 +161,22 @@ class NCE(OpDef):
                     LoDTensor(o.astype(dt)), LoDTensor(labels))
         return kernel
 
-    @staticmethod
-    def grad(g):
-        names = ("Input", "Label", "Weight", "Bias", "SampleWeight", "CustomDistProbs",
-                 "CustomDistAlias", "CustomDistAliasProbs")
-        ins = {s: g.input(s) for s in names if g.input(s)}
-        ins.update({"SampleLogits": g.output("SampleLogits"),
-                    "SampleLabels": g.output("SampleLabels"),
-                    "Cost@GRAD": g.output_grad("Cost")})
-        outs = {"Input@GRAD": g.input_grad("Input"), "Weight@GRAD": g.input_grad("Weight")}
-        if g.input("Bias"):
-            outs["Bias@GRAD"] = g.input_grad("Bias")
-        g.op("nce_grad", ins, outs, g.attrs())
+    grad = staticmethod(lambda g: _grad_op(
+        g, "nce_grad", [s.name for s in NCE.inputs], ("SampleLogits", "SampleLabels"), "Cost",
+        ("Input", "Weight", "Bias")))
 
 
-def _table_grad_type(ctx, slot, table):
-    """infer_shape of a grad op whose table gradient is a SelectedRows when is_sparse."""
-    if ctx.has_output(slot):
-        t = VarType.SELECTED_ROWS if ctx.attr("is_sparse") else VarType.LOD_TENSOR
-        ctx.set_output(slot, ctx.input_shape(table), ctx.input_dtype(table), type=t)
+class _TableGrad(OpDef):
+    """A grad op whose gradient of input `table` is a SelectedRows when is_sparse."""
+    kind = "value"
+    table = None
+
+    @classmethod
+    def infer_shape(cls, ctx):
+        slot = cls.table + "@GRAD"
+        if ctx.has_output(slot):
+            t = VarType.SELECTED_ROWS if ctx.attr("is_sparse") else VarType.LOD_TENSOR
+            ctx.set_output(slot, ctx.input_shape(cls.table), ctx.input_dtype(cls.table), type=t)
 
 
 def _table_grad(rows, d, shape, sparse):
@@ -182,17 +188,13 @@ def _table_grad(rows, d, shape, sparse):
     return LoDTensor(out)
 
 
-class NCEGrad(OpDef):
+class NCEGrad(_TableGrad):
     type = "nce_grad"
     inputs = NCE.inputs + (In("SampleLogits"), In("SampleLabels"), In("Cost@GRAD"))
     outputs = (Out("Input@GRAD", dispensable=True), Out("Weight@GRAD", dispensable=True),
                Out("Bias@GRAD", dispensable=True))
     attrs = NCE.attrs
-    kind = "value"
-
-    @staticmethod
-    def infer_shape(ctx):
-        _table_grad_type(ctx, "Weight@GRAD", "Weight")
+    table = "Weight"
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -318,18 +320,12 @@ class HierarchicalSigmoid(OpDef):
             return LoDTensor(out.astype(dt)), LoDTensor(soft.astype(dt)), w_out
         return kernel
 
-    @staticmethod
-    def grad(g):
-        ins = {s: g.input(s) for s in ("X", "W", "Label", "PathTable", "PathCode", "Bias")
-               if g.input(s)}
-        ins.update({"PreOut": g.output("PreOut"), "Out@GRAD": g.output_grad("Out")})
-        outs = {"X@GRAD": g.input_grad("X"), "W@GRAD": g.input_grad("W")}
-        if g.input("Bias"):
-            outs["Bias@GRAD"] = g.input_grad("Bias")
-        g.op("hierarchical_sigmoid_grad", ins, outs, g.attrs())
+    grad = staticmethod(lambda g: _grad_op(
+        g, "hierarchical_sigmoid_grad", ("X", "W", "Label", "PathTable", "PathCode", "Bias"),
+        ("PreOut",), "Out", ("X", "W", "Bias")))
 
 
-class HierarchicalSigmoidGrad(OpDef):
+class HierarchicalSigmoidGrad(_TableGrad):
     type = "hierarchical_sigmoid_grad"
     inputs = (In("X"), In("W"), In("Label"), In("PathTable", dispensable=True),
               In("PathCode", dispensable=True), In("Bias", dispensable=True), In("PreOut"),
@@ -337,11 +333,7 @@ class HierarchicalSigmoidGrad(OpDef):
     outputs = (Out("X@GRAD", dispensable=True), Out("W@GRAD", dispensable=True),
                Out("Bias@GRAD", dispensable=True))
     attrs = HierarchicalSigmoid.attrs
-    kind = "value"
-
-    @staticmethod
-    def infer_shape(ctx):
-        _table_grad_type(ctx, "W@GRAD", "W")
+    table = "W"
 
     @classmethod
     def prepare(cls, attrs, outputs):

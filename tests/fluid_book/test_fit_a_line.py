@@ -7,6 +7,7 @@ import numpy as np
 
 import fluidity as fluid
 import fluidity.reader
+from book_util import scalar
 
 rng = np.random.default_rng(1)
 TRUE_W = rng.normal(size=13).astype(np.float32)
@@ -42,7 +43,7 @@ def test_fit_a_line(tmp_path):
         for data in train_reader():
             avg_loss_value, = exe.run(fluid.default_main_program(),
                                       feed=feeder.feed(data), fetch_list=[avg_cost])
-            losses.append(float(np.asarray(avg_loss_value).reshape(-1)[0]))
+            losses.append(scalar(avg_loss_value))
     assert losses[-1] < 0.05 < losses[0]
 
     save_dirname = str(tmp_path / "fit_a_line.inference.model")

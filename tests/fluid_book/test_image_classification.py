@@ -12,6 +12,7 @@ import pytest
 
 import fluidity as fluid
 import fluidity.reader
+from book_util import scalar, train_test
 
 CLASSDIM = 10
 BATCH_SIZE = 32
@@ -111,15 +112,10 @@ def test_image_classification(net_type, passes, max_loss, min_acc, tmp_path):
         for data in train_reader():
             loss_v, _ = exe.run(fluid.default_main_program(), feed=feeder.feed(data),
                                 fetch_list=[avg_cost, acc])
-            pass_losses.append(float(np.asarray(loss_v).reshape(-1)[0]))
+            pass_losses.append(scalar(loss_v))
     assert np.mean(pass_losses) < max_loss, (net_type, pass_losses)
-    accs, losses = [], []
-    for data in test_reader():
-        loss_v, acc_v = exe.run(test_program, feed=feeder.feed(data),
-                                fetch_list=[avg_cost, acc])
-        losses.append(float(np.asarray(loss_v).reshape(-1)[0]))
-        accs.append(float(np.asarray(acc_v).reshape(-1)[0]))
-    assert np.mean(accs) > min_acc, (net_type, accs, losses)
+    test_loss, test_acc = train_test(exe, test_program, feeder, test_reader, [avg_cost, acc])
+    assert test_acc > min_acc, (net_type, test_acc, test_loss)
 
     save_dirname = str(tmp_path / f"image_classification_{net_type}.inference.model")
     fluid.io.save_inference_model(save_dirname, ["pixel"], [predict], exe)

@@ -14,6 +14,7 @@ import numpy as np
 
 import fluidity as fluid
 import fluidity.reader
+from book_util import scalar
 
 WORD_DICT_LEN, PRED_DICT_LEN, MARK_DICT_LEN = 30, 5, 2
 LABEL_DICT_LEN = 5            # B-0 I-0 B-1 I-1 O
@@ -130,9 +131,9 @@ def test_label_semantic_roles(tmp_path):
         for data in train_data():
             cost, f1, n_label = exe.run(main_program, feed=feeder.feed(data),
                                         fetch_list=[avg_cost, f1_score, num_label_chunks])
-            costs.append(float(np.asarray(cost).reshape(-1)[0]))
-            f1s.append(float(np.asarray(f1).reshape(-1)[0]))
-            assert int(np.asarray(n_label).reshape(-1)[0]) > 0
+            costs.append(scalar(cost))
+            f1s.append(scalar(f1))
+            assert scalar(n_label) > 0
     # the frozen embedding stayed as loaded; the CRF cost fell and the chunks are found
     np.testing.assert_array_equal(
         np.asarray(fluid.global_scope().find_var(embedding_name).get_tensor()),

@@ -9,6 +9,7 @@ import pytest
 
 import fluidity as fluid
 import fluidity.reader
+from book_util import train_test
 
 BATCH_SIZE = 32
 TEMPLATES = np.random.default_rng(7).uniform(-1, 1, (10, 784)).astype(np.float32)
@@ -71,14 +72,8 @@ def test_recognize_digits(nn_type, passes, tmp_path):
         for data in train_reader():
             exe.run(fluid.default_main_program(), feed=feeder.feed(data),
                     fetch_list=[avg_loss, acc])
-    accs, losses = [], []
-    for data in test_reader():
-        loss_v, acc_v = exe.run(test_program, feed=feeder.feed(data),
-                                fetch_list=[avg_loss, acc])
-        losses.append(float(np.asarray(loss_v).reshape(-1)[0]))
-        accs.append(float(np.asarray(acc_v).reshape(-1)[0]))
-    assert np.mean(accs) > 0.9, (nn_type, accs)
-    assert np.mean(losses) < 0.5
+    test_loss, test_acc = train_test(exe, test_program, feeder, test_reader, [avg_loss, acc])
+    assert test_acc > 0.9 and test_loss < 0.5, (nn_type, test_acc, test_loss)
 
     save_dirname = str(tmp_path / f"recognize_digits_{nn_type}.inference.model")
     fluid.io.save_inference_model(save_dirname, ["img"], [prediction], exe)

@@ -11,6 +11,7 @@ import pytest
 
 import fluidity as fluid
 import fluidity.reader
+from book_util import train_test
 
 layers, nets = fluid.layers, fluid.nets
 IS_SPARSE = True
@@ -110,10 +111,7 @@ def test_recommender_system(tmp_path):
     for pass_id in range(10):
         for batch_id, data in enumerate(train_reader()):
             exe.run(program=main_program, feed=feeder.feed(data), fetch_list=[avg_cost])
-        costs = [float(np.asarray(exe.run(test_program, feed=feeder.feed(d),
-                                          fetch_list=[avg_cost])[0]).reshape(-1)[0])
-                 for d in test_reader()]
-        test_costs.append(np.mean(costs))
+        test_costs.append(train_test(exe, test_program, feeder, test_reader, [avg_cost])[0])
         if test_costs[-1] < 1.0:
             fluid.io.save_inference_model(
                 save_dirname, ["user_id", "gender_id", "age_id", "job_id", "movie_id",

@@ -12,6 +12,7 @@ import pytest
 
 import fluidity as fluid
 import fluidity.reader
+from book_util import scalar
 
 DICT_DIM = 60
 BATCH_SIZE = 16
@@ -125,8 +126,8 @@ def test_understand_sentiment(net_method, lr, save, tmp_path):
         for batch in train_data():
             cost_val, acc_val = exe.run(fluid.default_main_program(),
                                         feed=feeder.feed(batch), fetch_list=[cost, acc_out])
-            cost_val = float(np.asarray(cost_val).reshape(-1)[0])
-            acc_val = float(np.asarray(acc_val).reshape(-1)[0])
+            cost_val = scalar(cost_val)
+            acc_val = scalar(acc_val)
             history.append((round(cost_val, 3), acc_val))
             if cost_val < 0.4 and acc_val > 0.8:
                 if save:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import fluidity as fluid
+from book_util import scalar
 
 EMBED_SIZE = 32
 HIDDEN_SIZE = 64
@@ -68,7 +69,7 @@ def test_word2vec(is_sparse, tmp_path):
         for data in train_reader():
             avg_cost_np = exe.run(fluid.default_main_program(), feed=feeder.feed(data),
                                   fetch_list=[avg_cost])
-            costs.append(float(np.asarray(avg_cost_np[0]).reshape(-1)[0]))
+            costs.append(scalar(avg_cost_np[0]))
             if costs[-1] < 0.5:
                 fluid.io.save_inference_model(save_dirname,
                                               ['firstw', 'secondw', 'thirdw', 'forthw'],
