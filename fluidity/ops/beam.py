@@ -31,18 +31,17 @@ def _select(pre_ids, pre_scores, ids, scores, starts, ends, beam_size, end_id, a
         np.broadcast_to(np.arange(width, dtype=np.int64), s2.shape)
     out = []
     for start, end in zip(starts, ends):
-        rows, cid, csc = [], [], []
+        parts = []     # (rows, ids, scores) of each prefix's candidates
         for r in range(start, end):
             if pre_ids[r] == end_id:   # an ended prefix: one candidate, its score unchanged
-                rows.append([r]), cid.append([end_id]), csc.append([pre_scores[r]])
-                continue
-            rows.append(np.full(width, r))
-            cid.append(i2[r])
-            csc.append(s2[r] if accumulated else pre_scores[r] + np.log(s2[r]))
-        if not rows:
+                parts.append(([r], [end_id], [pre_scores[r]]))
+            else:
+                parts.append((np.full(width, r), i2[r],
+                              s2[r] if accumulated else pre_scores[r] + np.log(s2[r])))
+        if not parts:
             out.append([])
             continue
-        rows, cid, csc = (np.concatenate([np.asarray(v) for v in a]) for a in (rows, cid, csc))
+        rows, cid, csc = (np.concatenate([np.asarray(p[k]) for p in parts]) for k in range(3))
         order = np.lexsort((np.arange(len(rows)), -rows, -csc))[:beam_size]
         out.append([(int(rows[k]), int(cid[k]), float(csc[k])) for k in order])
     return out
