@@ -29,3 +29,8 @@ from .framework import (cpu_places, cuda_pinned_places, cuda_places,  # noqa: E4
 from .layers.input import data, embedding, one_hot  # noqa: E402
 from .param_attr import WeightNormParamAttr  # noqa: E402
 from .transpiler import DistributeTranspiler, DistributeTranspilerConfig  # noqa: E402
+
+# h6-book: DataFeeder, fluid.nets, paddle.reader's decorators and batch
+from . import nets, reader  # noqa: F401
+from .data_feeder import DataFeeder
+from .reader import batch

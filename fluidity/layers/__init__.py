@@ -23,6 +23,14 @@ for _mod in (vision, _case, distributions):
         globals()[_n] = getattr(_mod, _n)
     __all__ += list(_mod.__all__)
 
+# h6-book: sequence labelling, sampled losses and beam search layers
+from . import beam, crf, sampled_loss  # noqa: E402
+
+for _mod in (beam, crf, sampled_loss):
+    for _n in _mod.__all__:
+        globals()[_n] = getattr(_mod, _n)
+    __all__ += list(_mod.__all__)
+
 # names not built: NotImplementedError saying why, unless a module above builds them
 from . import declined as _declined  # noqa: E402
 

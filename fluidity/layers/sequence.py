@@ -1,12 +1,12 @@
 """Sequence layers over LoD tensors (Fluid 1.x signatures)."""
 from ..core import dtypes
-from ..errors import ProgramError
 from ..layer_helper import LayerHelper
 
 __all__ = ["sequence_pool", "sequence_first_step", "sequence_last_step", "sequence_conv",
            "sequence_softmax", "sequence_expand", "sequence_expand_as", "sequence_concat",
            "sequence_reshape", "sequence_slice", "sequence_pad", "sequence_unpad",
-           "sequence_mask", "sequence_reverse", "sequence_enumerate", "lod_reset"]
+           "sequence_mask", "sequence_reverse", "sequence_enumerate", "lod_reset",
+           "lod_append", "sequence_scatter"]
 
 
 def sequence_pool(input, pool_type, is_test=False, pad_value=0.0):
@@ -134,5 +134,22 @@ def lod_reset(x, y=None, target_lod=None):
     if y is not None:
         return _one("lod_reset", {"X": x, "Y": y})
     if target_lod is None:
-        raise ProgramError("lod_reset: give y or target_lod")
+        raise ValueError("lod_reset: y and target_lod should not both be None")
     return _one("lod_reset", {"X": x}, {"target_lod": [int(v) for v in target_lod]})
+
+
+def lod_append(x, level):
+    """x with one more LoD level below its own: `level` offsets (a list) or a Variable
+    (its LoD, or its data as offsets)."""
+    if hasattr(level, "name") and hasattr(level, "block"):
+        return _one("lod_reset", {"X": x, "Y": level}, {"append": True})
+    if not isinstance(level, (list, tuple)):
+        raise ValueError(f"lod_append: level must be a list, tuple or Variable, got "
+                         f"{type(level).__name__}")
+    return _one("lod_reset", {"X": x}, {"target_lod": [int(v) for v in level],
+                                        "append": True})
+
+
+def sequence_scatter(input, index, updates, name=None):
+    """out = input; out[i, index[j]] += updates[j] for the j of sequence i of index."""
+    return _one("sequence_scatter", {"X": input, "Ids": index, "Updates": updates}, name=name)

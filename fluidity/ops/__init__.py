@@ -13,3 +13,5 @@ from . import volume  # noqa: F401,E402  (conv3d, conv3d_transpose, pool3d, unfo
 from . import nn_fluid1  # noqa: F401,E402  (multiplex, bilinear_tensor_product, fsp, cvm, ...)
 from . import py_func  # noqa: F401,E402  (py_func)
 from . import ctc  # noqa: F401,E402  (warpctc)
+# h6-book: CRF, sampled losses and beam search
+from . import beam, crf, sampled  # noqa: F401,E402

@@ -858,3 +858,65 @@ class SequenceConvGrad(OpDef):
             dpad = LoDTensor(dext[t + 1:].copy()) if trainable else None
             return LoDTensor(dext[:t].copy(), x._lod), dpad, LoDTensor(dfilt)
         return kernel
+
+
+# --- sequence_scatter: sparse updates of each row of X by one sequence of (id, value) --------
+class SequenceScatter(OpDef):
+    type = "sequence_scatter"
+    inputs = (In("X"), In("Ids", no_grad=True), In("Updates"))
+    outputs = (Out("Out"),)
+    kind = "value"
+    share_lod = None
+    doc = ("Out = X, then Out[i, Ids[j]] += Updates[j] for every j of sequence i of Ids "
+           "(Ids and Updates share one LoD; one sequence per row of X).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Out", ctx.input_shape("X"), ctx.input_dtype("X"), 0)
+
+    @staticmethod
+    def index(x, ids, updates):
+        """(row, column) of X that every update goes to."""
+        off = _offsets(ids, "sequence_scatter", "Ids")
+        a = x._array
+        col = np.asarray(ids._array).reshape(-1).astype(np.int64)
+        if updates._array.size != len(col):
+            raise ExecutionError(f"sequence_scatter: Updates has {updates._array.size} values "
+                                 f"for {len(col)} ids")
+        if len(off) - 1 != a.shape[0]:
+            raise ExecutionError(f"sequence_scatter: Ids has {len(off) - 1} sequences but X "
+                                 f"has {a.shape[0]} rows; one sequence per row")
+        width = int(np.prod(a.shape[1:]))
+        if col.size and (col.min() < 0 or col.max() >= width):
+            raise ExecutionError(f"sequence_scatter: id {int(col[(col < 0) | (col >= width)][0])}"
+                                 f" is out of range for rows of {width}")
+        return _seg(off), col
+
+    @classmethod
+    def kernel(cls, x, ids, updates):
+        row, col = cls.index(x, ids, updates)
+        a = x._array
+        out = a.reshape(a.shape[0], -1).copy()
+        np.add.at(out, (row, col), updates._array.reshape(-1).astype(a.dtype))
+        return LoDTensor(out.reshape(a.shape), x._lod)
+
+    grad = staticmethod(lambda g: g.op(
+        "sequence_scatter_grad", {"X": g.input("X"), "Ids": g.input("Ids"),
+                                  "Updates": g.input("Updates"),
+                                  "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X"), "Updates@GRAD": g.input_grad("Updates")}))
+
+
+class SequenceScatterGrad(OpDef):
+    type = "sequence_scatter_grad"
+    inputs = (In("X"), In("Ids"), In("Updates"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD", dispensable=True), Out("Updates@GRAD", dispensable=True))
+    kind = "value"
+    infer_shape = None
+
+    @staticmethod
+    def kernel(x, ids, updates, dout):
+        row, col = SequenceScatter.index(x, ids, updates)
+        d = dout._array
+        du = d.reshape(d.shape[0], -1)[row, col].reshape(updates._array.shape)
+        return LoDTensor(d.copy(), x._lod), LoDTensor(du.copy(), updates._lod)

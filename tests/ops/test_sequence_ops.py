@@ -363,3 +363,44 @@ def test_empty_batch(op, inputs, attrs, out):
     t = LoDTensor(np.zeros((0, width)), [[0, 0, 0]])
     got = run(op, dict(inputs, X=t), attrs)[out]
     assert np.asarray(got).shape[0] == 0 and lengths(got) == [[0, 0]]
+
+
+# --- sequence_scatter / lod_append ------------------------------------------------------------
+def test_sequence_scatter():
+    """Paddle's doc case: X zeros [3, 6], Ids lod [[3, 1, 2]]."""
+    x = rng.normal(size=(3, 6))
+    ids = np.array([[0], [1], [2], [5], [4], [1]], np.int64)
+    upd = rng.normal(size=(6, 1))
+    out = run("sequence_scatter", {"X": x, "Ids": lod_t(ids, [3, 1, 2]),
+                                   "Updates": lod_t(upd, [3, 1, 2])})["Out"]
+    want = x.copy()
+    for r, c, u in zip([0, 0, 0, 1, 2, 2], ids.ravel(), upd.ravel()):
+        want[r, c] += u
+    np.testing.assert_allclose(np.asarray(out), want)
+    check_grad("sequence_scatter", {"X": x, "Ids": lod_t(ids, [3, 1, 2]),
+                                    "Updates": lod_t(upd, [3, 1, 2])}, ["X", "Updates"])
+    with pytest.raises(ExecutionError, match="one sequence per row"):
+        run("sequence_scatter", {"X": x, "Ids": lod_t(ids, [5, 1]),
+                                 "Updates": lod_t(upd, [5, 1])})
+
+
+def test_lod_append_layer():
+    import fluidity as fluid
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", [1], lod_level=1)
+        out = fluid.layers.lod_append(x, [0, 1, 2, 4, 6])
+        with pytest.raises(ValueError, match="level must be"):
+            fluid.layers.lod_append(x, 3)
+    t = np.arange(6, dtype=np.float32).reshape(6, 1)   # dense: gets its first level
+    r, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": t}, fetch_list=[out],
+                                              return_numpy=False)
+    assert r.recursive_sequence_lengths() == [[1, 1, 2, 2]]
+    lvl2 = lod_t(np.arange(4, dtype=np.float32).reshape(4, 1), [2, 2])
+    main2 = fluid.Program()
+    with fluid.program_guard(main2, fluid.Program()):
+        x = fluid.layers.data("x", [1], lod_level=1)
+        out = fluid.layers.lod_append(x, [0, 1, 2, 3, 4])
+    r, = fluid.Executor(fluid.CPUPlace()).run(main2, feed={"x": lvl2}, fetch_list=[out],
+                                              return_numpy=False)
+    assert r.recursive_sequence_lengths() == [[2, 2], [1, 1, 1, 1]]

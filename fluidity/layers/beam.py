@@ -1,0 +1,48 @@
+"""Beam-search layers (Fluid 1.x signatures); ops in fluidity/ops/beam.py."""
+from ..framework import Variable
+from ..layer_helper import LayerHelper
+
+__all__ = ["beam_search", "beam_search_decode"]
+
+
+def _check(layer, **vars_):
+    for arg, v in vars_.items():
+        if not isinstance(v, Variable):
+            raise TypeError(f"{layer}: {arg} must be a Variable, got {type(v).__name__}")
+
+
+def beam_search(pre_ids, pre_scores, ids, scores, beam_size, end_id, level=0,
+                is_accumulated=True, name=None, return_parent_idx=False):
+    """One step of beam search over 2-level LoD candidates: (selected_ids, selected_scores)
+    and, with return_parent_idx, the prefix row each selection extends."""
+    _check("beam_search", pre_ids=pre_ids, pre_scores=pre_scores, scores=scores)
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size <= 0:
+        raise ValueError(f"beam_search: beam_size must be a positive int, got {beam_size!r}")
+    helper = LayerHelper("beam_search", name=name)
+    inputs = {"pre_ids": pre_ids, "pre_scores": pre_scores, "scores": scores}
+    if ids is not None:
+        _check("beam_search", ids=ids)
+        inputs["ids"] = ids
+    sel_ids = helper.create_variable_for_type_inference(pre_ids.dtype, stop_gradient=True)
+    sel_scores = helper.create_variable_for_type_inference(pre_scores.dtype,
+                                                           stop_gradient=True)
+    parent = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    helper.append_op("beam_search", inputs=inputs,
+                     outputs={"selected_ids": sel_ids, "selected_scores": sel_scores,
+                              "parent_idx": parent},
+                     attrs={"level": level, "beam_size": beam_size, "end_id": end_id,
+                            "is_accumulated": is_accumulated})
+    return (sel_ids, sel_scores, parent) if return_parent_idx else (sel_ids, sel_scores)
+
+
+def beam_search_decode(ids, scores, beam_size, end_id, name=None):
+    """Tensor arrays of every step's beam_search selections -> (sentence ids, sentence
+    scores), LoD [sources -> sentences -> words]."""
+    _check("beam_search_decode", ids=ids, scores=scores)
+    helper = LayerHelper("beam_search_decode", name=name)
+    sent_ids = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    sent_scores = helper.create_variable_for_type_inference(scores.dtype, stop_gradient=True)
+    helper.append_op("beam_search_decode", inputs={"Ids": ids, "Scores": scores},
+                     outputs={"SentenceIds": sent_ids, "SentenceScores": sent_scores},
+                     attrs={"beam_size": beam_size, "end_id": end_id})
+    return sent_ids, sent_scores

@@ -1,0 +1,358 @@
+"""Losses over many classes that touch only a few rows of the class table per example:
+nce (noise-contrastive estimation with uniform, log-uniform or custom negative samplers) and
+hierarchical_sigmoid (a binary code path per class: Paddle's default complete tree or a custom
+path_table/path_code). With is_sparse the table's gradient is a SelectedRows of the rows
+used, as an embedding's is.
+"""
+import numpy as np
+
+from ..core.dtypes import VarType
+from ..core.tensor import LoDTensor, SelectedRows
+from ..errors import ExecutionError
+from .common import sigmoid
+from .registry import In, OpDef, Out, ints, strings
+
+SAMPLERS = {"uniform": 0, "log_uniform": 1, "custom_dist": 2}
+
+
+def alias_tables(probs):
+    """Walker's alias tables (alias index, alias probability) of a distribution `probs`
+    (normalized here), as the custom_dist sampler draws from them."""
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim != 1 or not len(p) or (p < 0).any() or p.sum() <= 0:
+        raise ValueError("custom_dist must be a non-empty list of non-negative probabilities "
+                         "with a positive sum")
+    n = len(p)
+    scaled = p / p.sum() * n
+    alias = np.full(n, -1, np.int64)
+    alias_probs = np.ones(n)
+    small = [i for i in range(n) if scaled[i] < 1.0]
+    large = [i for i in range(n) if scaled[i] >= 1.0]
+    while small and large:
+        s, g = small.pop(), large.pop()
+        alias_probs[s], alias[s] = scaled[s], g
+        scaled[g] -= 1.0 - scaled[s]
+        (small if scaled[g] < 1.0 else large).append(g)
+    return alias, alias_probs
+
+
+class _Sampler:
+    """Draws negative classes in [0, n) and says the probability of a class."""
+
+    def __init__(self, kind, n, probs=None, alias=None, alias_probs=None):
+        self.kind, self.n = kind, n
+        self.probs, self.alias, self.alias_probs = probs, alias, alias_probs
+
+    def sample(self, rng, size):
+        if self.kind == 0:
+            return rng.integers(0, self.n, size=size)
+        if self.kind == 1:
+            v = np.exp(rng.uniform(0, 1, size) * np.log(self.n + 1)).astype(np.int64) - 1
+            return np.clip(v, 0, self.n - 1)
+        idx = rng.integers(0, self.n, size=size)
+        keep = rng.uniform(0, 1, size) < self.alias_probs[idx]
+        return np.where(keep, idx, self.alias[idx])
+
+    def probability(self, k):
+        if self.kind == 0:
+            return np.full(k.shape, 1.0 / self.n)
+        if self.kind == 1:
+            return np.log((k + 2.0) / (k + 1.0)) / np.log(self.n + 1)
+        return self.probs[k]
+
+
+def _nce_sampler(attrs, probs, alias, alias_probs):
+    n, kind = attrs["num_total_classes"], attrs["sampler"]
+    if kind not in (0, 1, 2):
+        raise ExecutionError(f"nce: sampler must be 0 (uniform), 1 (log_uniform) or 2 "
+                             f"(custom_dist), got {kind}")
+    if kind != 2:
+        return _Sampler(kind, n)
+    if probs is None or alias is None or alias_probs is None:
+        raise ExecutionError("nce: the custom_dist sampler needs inputs CustomDistProbs, "
+                             "CustomDistAlias and CustomDistAliasProbs")
+    p = np.asarray(probs._array, np.float64).reshape(-1)
+    if len(p) != n:
+        raise ExecutionError(f"nce: CustomDistProbs has {len(p)} entries for "
+                             f"num_total_classes={n}")
+    return _Sampler(2, n, p, np.asarray(alias._array).reshape(-1).astype(np.int64),
+                    np.asarray(alias_probs._array, np.float64).reshape(-1))
+
+
+def _grad_op(g, grad_type, inputs, fwd_outputs, out_slot, wrt):
+    """Append `grad_type` reading the forward's present `inputs`, its `fwd_outputs` and
+    out_slot's gradient, writing the gradients of the present inputs `wrt`."""
+    ins = {s: g.input(s) for s in inputs if g.input(s)}
+    ins.update({s: g.output(s) for s in fwd_outputs})
+    ins[out_slot + "@GRAD"] = g.output_grad(out_slot)
+    g.op(grad_type, ins, {s + "@GRAD": g.input_grad(s) for s in wrt if g.input(s)}, g.attrs())
+
+
+def _nce_logits(x, w, b, labels):
+    """sigmoid(x_i . W[l] + b[l]) for every sampled label l of row i."""
+    logits = np.einsum("nd,nkd->nk", x, w[labels])
+    if b is not None:
+        logits = logits + b.reshape(-1)[labels]
+    return sigmoid(logits)
+
+
+class NCE(OpDef):
+    type = "nce"
+    inputs = (In("Input"), In("Label", no_grad=True), In("Weight"),
+              In("Bias", dispensable=True), In("SampleWeight", dispensable=True, no_grad=True),
+              In("CustomDistProbs", dispensable=True, no_grad=True),
+              In("CustomDistAlias", dispensable=True, no_grad=True),
+              In("CustomDistAliasProbs", dispensable=True, no_grad=True))
+    outputs = (Out("Cost"), Out("SampleLogits", intermediate=True),
+               Out("SampleLabels", intermediate=True))
+    attrs = {"num_total_classes": 1, "num_neg_samples": 10, "custom_neg_classes": ints(),
+             "sampler": 0, "seed": 0, "is_sparse": False, "remote_prefetch": False,
+             "is_test": False, "trainer_id": 0, "height_sections": ints(),
+             "epmap": strings(), "table_names": strings()}
+    kind = "value"
+    share_lod = None
+    doc = ("Cost[i] = sum over the true labels of -log(o / (o + k P(l))) and over "
+           "num_neg_samples sampled labels of -log(k P(l) / (o + k P(l))), o = sigmoid(x_i . "
+           "W[l] + b[l]), k = num_neg_samples, P the sampler's probability.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        x, lab = ctx.input_shape("Input"), ctx.input_shape("Label")
+        if len(x) != 2 or len(lab) != 2:
+            ctx.fail("Input must be [batch, dim] and Label [batch, num_true_class]")
+        width = (lab[1] + ctx.attr("num_neg_samples")) if lab[1] > 0 else -1
+        ctx.set_output("Cost", [x[0], 1], ctx.input_dtype("Input"), 0)
+        ctx.set_output("SampleLogits", [x[0], width], ctx.input_dtype("Input"), 0)
+        ctx.set_output("SampleLabels", [x[0], width], "int64", 0)
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        k, seed = attrs["num_neg_samples"], attrs["seed"]
+        custom_neg = [int(c) for c in attrs["custom_neg_classes"]]
+        n = attrs["num_total_classes"]
+        if custom_neg and len(custom_neg) != k:
+            raise ExecutionError(f"nce: custom_neg_classes has {len(custom_neg)} classes but "
+                                 f"num_neg_samples is {k}")
+        # seed 0: a fresh stream; otherwise the same negatives every run (Paddle's behaviour)
+        stream = np.random.default_rng() if seed == 0 else None
+
+        def kernel(x, label, w, b, sw, probs, alias, alias_probs):
+            sampler = _nce_sampler(attrs, probs, alias, alias_probs)
+            xa = x._array
+            lab = np.asarray(label._array).astype(np.int64).reshape(len(xa), -1)
+            if lab.size and (lab.min() < 0 or lab.max() >= n):
+                raise ExecutionError(f"nce: label {int(lab.max())} is out of range for "
+                                     f"num_total_classes={n}")
+            if custom_neg:
+                neg = np.tile(np.asarray(custom_neg, np.int64), (len(xa), 1))
+            else:
+                rng = stream if stream is not None else np.random.default_rng(seed)
+                neg = sampler.sample(rng, (len(xa), k)).astype(np.int64)
+            labels = np.concatenate([lab, neg], axis=1)
+            o = _nce_logits(xa, w._array, b._array if b is not None else None, labels)
+            q = sampler.probability(labels) * k
+            nt = lab.shape[1]
+            cost = np.concatenate([-np.log(o[:, :nt] / (o[:, :nt] + q[:, :nt])),
+                                   -np.log(q[:, nt:] / (o[:, nt:] + q[:, nt:]))], axis=1)
+            if sw is not None:
+                cost = cost * np.asarray(sw._array).reshape(-1, 1)
+            dt = xa.dtype
+            return (LoDTensor(cost.sum(1, keepdims=True).astype(dt)),
+                    LoDTensor(o.astype(dt)), LoDTensor(labels))
+        return kernel
+
+    grad = staticmethod(lambda g: _grad_op(
+        g, "nce_grad", [s.name for s in NCE.inputs], ("SampleLogits", "SampleLabels"), "Cost",
+        ("Input", "Weight", "Bias")))
+
+
+class _TableGrad(OpDef):
+    """A grad op whose gradient of input `table` is a SelectedRows when is_sparse."""
+    kind = "value"
+    table = None
+
+    @classmethod
+    def infer_shape(cls, ctx):
+        slot = cls.table + "@GRAD"
+        if ctx.has_output(slot):
+            t = VarType.SELECTED_ROWS if ctx.attr("is_sparse") else VarType.LOD_TENSOR
+            ctx.set_output(slot, ctx.input_shape(cls.table), ctx.input_dtype(cls.table), type=t)
+
+
+def _table_grad(rows, d, shape, sparse):
+    """Gradient of a [height, dim] table from per-use rows (ids) and their values d."""
+    if sparse:
+        return SelectedRows(rows.astype(np.int64), shape[0], np.ascontiguousarray(d))
+    out = np.zeros(shape, d.dtype)
+    np.add.at(out, rows, d)
+    return LoDTensor(out)
+
+
+class NCEGrad(_TableGrad):
+    type = "nce_grad"
+    inputs = NCE.inputs + (In("SampleLogits"), In("SampleLabels"), In("Cost@GRAD"))
+    outputs = (Out("Input@GRAD", dispensable=True), Out("Weight@GRAD", dispensable=True),
+               Out("Bias@GRAD", dispensable=True))
+    attrs = NCE.attrs
+    table = "Weight"
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        k, sparse = attrs["num_neg_samples"], attrs["is_sparse"]
+
+        def kernel(x, label, w, b, sw, probs, alias, alias_probs, _logits, sample_labels,
+                   dcost):
+            sampler = _nce_sampler(attrs, probs, alias, alias_probs)
+            xa, wa = x._array, w._array
+            labels = np.asarray(sample_labels._array).astype(np.int64)
+            nt = labels.shape[1] - k
+            o = _nce_logits(xa, wa, b._array if b is not None else None, labels)
+            q = sampler.probability(labels) * k
+            dlogit = np.concatenate([q[:, :nt] / (o[:, :nt] + q[:, :nt]) * (o[:, :nt] - 1),
+                                     o[:, nt:] * (1 - o[:, nt:]) / (o[:, nt:] + q[:, nt:])],
+                                    axis=1)
+            dlogit *= np.asarray(dcost._array).reshape(-1, 1)
+            if sw is not None:
+                dlogit *= np.asarray(sw._array).reshape(-1, 1)
+            dlogit = dlogit.astype(xa.dtype)
+            dx = np.einsum("nk,nkd->nd", dlogit, wa[labels])
+            dw_rows = (dlogit[..., None] * xa[:, None, :]).reshape(-1, xa.shape[1])
+            dw = _table_grad(labels.reshape(-1), dw_rows, wa.shape, sparse)
+            db = None
+            if b is not None:
+                db = np.zeros(b._array.size, xa.dtype)
+                np.add.at(db, labels.reshape(-1), dlogit.reshape(-1))
+                db = LoDTensor(db.reshape(b._array.shape))
+            return LoDTensor(dx), dw, db
+        return kernel
+
+
+# --- hierarchical_sigmoid --------------------------------------------------------------------
+def _default_codes(label, num_classes):
+    """Paddle's complete binary tree: (node index [N, L], bit [N, L], valid [N, L]) with
+    L = bit length of num_classes - 1."""
+    c = label.reshape(-1).astype(np.int64) + num_classes
+    width = int(num_classes - 1).bit_length()
+    j = np.arange(width)
+    lengths = np.array([int(v).bit_length() - 1 for v in c], np.int64)
+    valid = j[None, :] < lengths[:, None]
+    index = np.where(valid, (c[:, None] >> (j[None, :] + 1)) - 1, 0)
+    bits = np.where(valid, (c[:, None] >> j[None, :]) & 1, 0)
+    return index, bits, valid
+
+
+def _custom_codes(table, code):
+    t = np.asarray(table._array).astype(np.int64)
+    c = np.asarray(code._array).astype(np.int64)
+    if t.shape != c.shape:
+        raise ExecutionError(f"hierarchical_sigmoid: PathTable {list(t.shape)} and PathCode "
+                             f"{list(c.shape)} must have the same shape")
+    neg = t < 0   # a path ends at its first negative entry
+    valid = ~np.logical_or.accumulate(neg, axis=1)
+    return np.where(valid, t, 0), np.where(valid, c != 0, 0).astype(np.int64), valid
+
+
+def _hsig_codes(op, attrs, x, label, table, code, w):
+    if (table is None) != (code is None):
+        raise ExecutionError(f"{op}: give both PathTable and PathCode for a custom tree, or "
+                             f"neither")
+    if table is not None:
+        index, bits, valid = _custom_codes(table, code)
+    else:
+        lab = np.asarray(label._array).reshape(-1)
+        n = attrs["num_classes"]
+        if lab.size and (lab.min() < 0 or lab.max() >= n):
+            raise ExecutionError(f"{op}: label {int(lab.max())} is out of range for "
+                                 f"num_classes={n}")
+        index, bits, valid = _default_codes(lab, n)
+    if index.shape[0] != x._array.shape[0]:
+        raise ExecutionError(f"{op}: {index.shape[0]} paths for {x._array.shape[0]} rows of X")
+    if valid.any() and index[valid].max() >= w._array.shape[0]:
+        raise ExecutionError(f"{op}: tree node {int(index[valid].max())} is out of range for "
+                             f"W with {w._array.shape[0]} rows")
+    return index, bits, valid
+
+
+def _hsig_pre(x, w, b, index, valid):
+    pre = np.einsum("nd,nld->nl", x, w[index])
+    if b is not None:
+        pre = pre + b.reshape(-1)[index]
+    return np.clip(np.where(valid, pre, 0.0), -40.0, 40.0)
+
+
+class HierarchicalSigmoid(OpDef):
+    type = "hierarchical_sigmoid"
+    inputs = (In("X"), In("W"), In("Label", no_grad=True),
+              In("PathTable", dispensable=True, no_grad=True),
+              In("PathCode", dispensable=True, no_grad=True), In("Bias", dispensable=True))
+    outputs = (Out("Out"), Out("PreOut", intermediate=True),
+               Out("W_Out", dispensable=True, intermediate=True))
+    attrs = {"num_classes": 2, "is_sparse": False, "remote_prefetch": False, "trainer_id": 0,
+             "height_sections": ints(), "epmap": strings(), "table_names": strings()}
+    kind = "value"
+    share_lod = None
+    doc = ("Out[i] = sum over the nodes j of label i's code path of softplus(z) - bit_j z, "
+           "z = X[i] . W[node_j] + Bias[node_j] (clipped to [-40, 40]); as in Paddle, every "
+           "slot past a shorter path adds log 2.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        x = ctx.input_shape("X")
+        if ctx.has_input("PathTable"):
+            width = ctx.input_shape("PathTable")[-1]
+        else:
+            width = int(ctx.attr("num_classes") - 1).bit_length()
+        ctx.set_output("Out", [x[0], 1], ctx.input_dtype("X"), 0)
+        ctx.set_output("PreOut", [x[0], width], ctx.input_dtype("X"), 0)
+        if ctx.has_output("W_Out"):
+            ctx.share("W", "W_Out")
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        def kernel(x, w, label, table, code, b):
+            index, bits, valid = _hsig_codes(cls.type, attrs, x, label, table, code, w)
+            pre = _hsig_pre(x._array, w._array, b._array if b is not None else None,
+                            index, valid)
+            soft = np.logaddexp(0.0, pre)
+            out = soft.sum(1, keepdims=True) - (bits * pre).sum(1, keepdims=True)
+            dt = x._array.dtype
+            w_out = LoDTensor(w._array.copy()) if "W_Out" in outputs else None
+            return LoDTensor(out.astype(dt)), LoDTensor(soft.astype(dt)), w_out
+        return kernel
+
+    grad = staticmethod(lambda g: _grad_op(
+        g, "hierarchical_sigmoid_grad", ("X", "W", "Label", "PathTable", "PathCode", "Bias"),
+        ("PreOut",), "Out", ("X", "W", "Bias")))
+
+
+class HierarchicalSigmoidGrad(_TableGrad):
+    type = "hierarchical_sigmoid_grad"
+    inputs = (In("X"), In("W"), In("Label"), In("PathTable", dispensable=True),
+              In("PathCode", dispensable=True), In("Bias", dispensable=True), In("PreOut"),
+              In("Out@GRAD"))
+    outputs = (Out("X@GRAD", dispensable=True), Out("W@GRAD", dispensable=True),
+               Out("Bias@GRAD", dispensable=True))
+    attrs = HierarchicalSigmoid.attrs
+    table = "W"
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        sparse = attrs["is_sparse"]
+
+        def kernel(x, w, label, table, code, b, _pre_out, dout):
+            index, bits, valid = _hsig_codes(cls.type, attrs, x, label, table, code, w)
+            xa, wa = x._array, w._array
+            pre = _hsig_pre(xa, wa, b._array if b is not None else None, index, valid)
+            dpre = (sigmoid(pre) - bits) * valid * np.asarray(dout._array).reshape(-1, 1)
+            dpre = dpre.astype(xa.dtype)
+            dx = np.einsum("nl,nld->nd", dpre, wa[index])
+            rows, used = index[valid], dpre[valid]
+            n_of = np.nonzero(valid)[0]
+            dw = _table_grad(rows, used[:, None] * xa[n_of], wa.shape, sparse)
+            db = None
+            if b is not None:
+                db = np.zeros(b._array.size, xa.dtype)
+                np.add.at(db, rows, used)
+                db = LoDTensor(db.reshape(b._array.shape))
+            return LoDTensor(dx), dw, db
+        return kernel
