@@ -216,8 +216,6 @@ def test_train_then_beam_search(is_sparse):
         assert ends == sorted(ends, reverse=True)
 
 
-@pytest.mark.xfail(strict=True, reason="needs fluid.layers.zeros and fluid.layers.is_empty "
-                                       "(h5-layers)")
 def test_decode_as_the_chapter():
     context = encoder(False)
     translation_ids, translation_scores = decoder_decode(context, False)

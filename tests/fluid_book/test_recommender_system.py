@@ -87,7 +87,6 @@ def model():
     return scale_infer, avg_cost
 
 
-@pytest.mark.xfail(strict=True, reason="needs fluid.layers.cos_sim (h5-layers)")
 def test_recommender_system(tmp_path):
     scale_infer, avg_cost = model()
     test_program = fluid.default_main_program().clone(for_test=True)
