@@ -7,7 +7,6 @@ once the test cost falls below a threshold, then save/load the inference model a
 new pairs. Synthetic ratings (a user taste times a movie trait) replace
 paddle.dataset.movielens."""
 import numpy as np
-import pytest
 
 import fluidity as fluid
 import fluidity.reader
