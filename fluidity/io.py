@@ -378,3 +378,7 @@ def load_inference_model_v2(path_prefix, executor, model_filename=None, params_f
     program = load_program(model)
     check_program(program, model)
     return _finish_load(program, executor, os.path.dirname(params), os.path.basename(params))
+
+# readers fed from Python (fluid.io.DataLoader, fluid.io.PyReader)
+from .reader.dataloader import DataLoader, PyReader  # noqa: E402,F401
+__all__ += ["DataLoader", "PyReader"]

@@ -229,6 +229,8 @@ class Executor:
         if scope is None:
             scope = global_scope()
         feed = feed or {}
+        if isinstance(feed, (list, tuple)) and len(feed) == 1 and isinstance(feed[0], dict):
+            feed = feed[0]   # one place's feed, as an iterable DataLoader gives it
         if not isinstance(feed, dict):
             raise FeedError(f"feed must be a dict of name -> value, got {type(feed).__name__}")
         if fetch_list is None:

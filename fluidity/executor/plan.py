@@ -10,6 +10,7 @@ from frame slots and writes its outputs back. Running the block is then
 so per-op dispatch costs one Python call and a few list reads, not a protobuf walk.
 """
 from ..core.names import EMPTY_VAR_NAME
+from ..core.reader import passes_through
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, ProgramError
 from ..ops import registry
@@ -251,6 +252,8 @@ class Plan:
         op it came from (a sub-block's), else an ExecutionError naming op i, its inputs and
         their shapes, and where the op was created."""
         if isinstance(exc, ExecutionError) and exc.op_index is not None:
+            return exc
+        if passes_through(exc):    # a reader's end of data, an error of a user's generator
             return exc
         return self.describe_failure(self.ops[i], self.block_index_of(i), frame, exc)
 

@@ -4,3 +4,4 @@ from . import (activation, control_flow, conv, creation, feed_fetch, indexing, i
                logic, lookup, loss, math, memory_ops, metric, nn, norm, optimizer_ops, recurrent,
                reduce, rnn, sequence, shape_ops, tensor, tensor_array)
 from .registry import OpDef, all_ops, find, get, has
+from . import reader_ops  # noqa: F401
