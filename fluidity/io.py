@@ -37,6 +37,8 @@ __all__ = ["is_persistable", "is_parameter", "save_vars", "load_vars", "save_par
 
 MODEL_FILENAME = "__model__"
 _NOT_SAVED = (VarType.FEED_MINIBATCH, VarType.FETCH_LIST, VarType.READER)
+# a py_reader's queue variable (RAW) holds no tensor either: Paddle skips RAW too
+_NOT_SAVED = _NOT_SAVED + (VarType.RAW,)
 
 
 def is_persistable(var):

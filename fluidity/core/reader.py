@@ -176,12 +176,16 @@ class Reader:
 class QueueReader(Reader):
     """Reads the batches a Python thread pushes into a BlockingQueue (`create_py_reader`)."""
 
-    def __init__(self, queue):
+    def __init__(self, queue, check=None):
         super().__init__()
         self.queue = queue
+        self.check = check      # check(batch) raises when a batch does not fit
 
     def read_next(self):
-        return self.queue.pop()
+        batch = self.queue.pop()
+        if batch is not None and self.check is not None:
+            self.check(batch)
+        return batch
 
     def _stop(self):
         self.queue.kill()

@@ -51,6 +51,8 @@ class CreatePyReader(OpDef):
     @staticmethod
     def make_step(p):
         qname, o = p.op.input("blocking_queue")[0], p.out_one("Out")
+        check = batch_checker(p.op.output("Out")[0], reader_specs(p.attrs),
+                              p.attrs["need_check_feed"])
 
         def step(frame, env):
             var = env.scope.find_var(qname)
@@ -60,7 +62,7 @@ class CreatePyReader(OpDef):
                     f"create_py_reader: no reader queue '{qname}' in the scope the program "
                     f"runs in: py_reader / DataLoader keep it in fluid.global_scope(), so run "
                     f"the startup program there (or in a kid scope of it)")
-            frame[o].value = QueueReader(q)
+            frame[o].value = QueueReader(q, check)
         return step
 
 
@@ -145,18 +147,26 @@ class CreateBatchReader(_Decorated):
         return _decorator_step(p, lambda r: BatchReader(r, n, drop))
 
 
-def _check_spec(name, var, t):
-    """Raise FeedError when tensor `t` does not fit the declared variable `var`."""
-    arr = t._array
-    want = var.dtype
-    if want is not None and dtypes.to_code(arr.dtype) != want:
-        raise FeedError(f"read: the reader gave '{name}' dtype {arr.dtype}, the variable is "
-                        f"{dtypes.name(want)}")
-    if var.need_check_feed:
-        shape = var.shape
-        if len(shape) != arr.ndim or any(s >= 0 and s != g for s, g in zip(shape, arr.shape)):
-            raise FeedError(f"read: the reader gave '{name}' shape {list(arr.shape)}, the "
-                            f"variable is {list(shape)} (-1 = any)")
+def batch_checker(name, specs, need_check_feed):
+    """check(batch): raise FeedError when a batch's tensors do not fit the reader's specs
+    (count and dtype always; shape, -1 matching any size, where need_check_feed)."""
+    want = [(dtypes.to_numpy(d), tuple(shape) if need else None)
+            for (shape, d, _), need in zip(specs, list(need_check_feed) + [0] * len(specs))]
+
+    def check(batch):
+        if len(batch) != len(want):
+            raise FeedError(f"reader '{name}': a batch of {len(batch)} tensors for "
+                            f"{len(want)} variables")
+        for k, (t, (dtype, shape)) in enumerate(zip(batch, want)):
+            arr = t._array
+            if arr.dtype != dtype:
+                raise FeedError(f"reader '{name}': tensor {k} of a batch is {arr.dtype}, the "
+                                f"variable is {np.dtype(dtype)}")
+            if shape is not None and (len(shape) != arr.ndim or any(
+                    s >= 0 and s != g for s, g in zip(shape, arr.shape))):
+                raise FeedError(f"reader '{name}': tensor {k} of a batch has shape "
+                                f"{list(arr.shape)}, the variable {list(shape)} (-1 = any)")
+    return check
 
 
 class Read(OpDef):
@@ -175,7 +185,6 @@ class Read(OpDef):
         r, rname = p.in_one("Reader"), p.op.input("Reader")[0]
         names = p.op.output("Out")
         outs = p.out_idx("Out")
-        checks = [(n, p.find_var(n)) for n in names]
         throw = p.attrs["throw_eof_exp"]
 
         def step(frame, env):
@@ -194,10 +203,6 @@ class Read(OpDef):
             if len(batch) != len(outs):
                 raise FeedError(f"read: the reader '{rname}' gave {len(batch)} tensors for "
                                 f"{len(outs)} variables {names}")
-            for i, (n, var), t in zip(outs, checks, batch):
-                if not isinstance(t, LoDTensor):
-                    t = LoDTensor(np.asarray(t))
-                if var is not None:
-                    _check_spec(n, var, t)
+            for i, t in zip(outs, batch):
                 frame[i].value = t
         return step
