@@ -17,3 +17,7 @@ from .framework import (Block, Operator, Parameter, Program, Variable, default_m
 from .param_attr import ParamAttr
 
 __version__ = "0.1.0"
+
+# readers, datasets (fluid.io.DataLoader lives in io)
+from . import reader  # noqa: E402,F401
+from .dataset import DatasetFactory  # noqa: E402,F401
