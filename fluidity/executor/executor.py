@@ -7,6 +7,7 @@ the feed, binds a frame in a local kid scope and runs the steps.
 The executor sees programs as descs only (`ir.views`): what it is handed at its edge — the
 builder's Program, a CompiledProgram, or a bare ProgramDesc — becomes a ProgramView there.
 """
+import time
 import weakref
 from collections import OrderedDict
 
@@ -14,6 +15,7 @@ import numpy as np
 
 from ..core import defaults, dtypes
 from ..core.allocator import keep_freed_memory
+from ..core.flags import flag
 from ..core.dtypes import VarType
 from ..core.scope import global_scope
 from ..core.tensor import LoDTensor, SelectedRows, as_lod_tensor
@@ -21,6 +23,8 @@ from ..errors import FeedError, FetchError, FluidityError
 from ..ir import rewrite
 from ..ir.views import ProgramView, VarView
 from ..proto import framework_pb2 as pb
+from . import nan_inf
+from . import profile as profiling
 from .plan import Plan, RunEnv
 from .strategy import ExecutionStrategy
 
@@ -100,6 +104,21 @@ def _holder(block, name, var_type):
     return v
 
 
+def _observers():
+    """What observes the plans prepared now: (the process-wide profile or None, whether
+    FLAGS_check_nan_inf is on). Part of every plan's cache key."""
+    return profiling.active(), flag("FLAGS_check_nan_inf")
+
+
+def _observed(plan, observers):
+    profile, check = observers
+    if check:
+        plan = nan_inf.observe(plan)
+    if profile is not None:
+        plan = profiling.observe(plan, profile)
+    return plan
+
+
 def add_feed_fetch_ops(program, block_id, feed_names, fetch_names, feed_var_name="feed",
                        fetch_var_name="fetch"):
     """A ProgramView of a copy of `program` (a view or a ProgramDesc) whose block `block_id`
@@ -151,8 +170,9 @@ class Executor:
         given (a CompiledProgram's), picks the plan kind instead of the executor's."""
         per_prog = self._cache.get(program)
         strategy = strategy or self._kinds
+        observers = _observers()
         key = (program.revision, block_id, feed_names, fetch_names, feed_var_name,
-               fetch_var_name, strategy.kind)
+               fetch_var_name, strategy.kind, observers)
         if per_prog is not None:
             prep = per_prog.get(key)
             if prep is not None:
@@ -169,7 +189,7 @@ class Executor:
         fetch_persistable = [block.find_var_recursive(n).persistable for n in fetch_names]
         feed_cols = _columns(block, "feed", "Out", feed_names, "feed")
         fetch_cols = _columns(block, "fetch", "X", fetch_names, "fetch")
-        plan = strategy.make_plan(p, block_id)
+        plan = _observed(strategy.make_plan(p, block_id), observers)
         prep = _Prepared(p, plan, feed_vars,
                          [feed_cols[n] for n in feed_names] if feed_cols else
                          list(range(len(feed_names))),
@@ -181,10 +201,12 @@ class Executor:
     def prepare_block(self, program, block_id):
         """The cached Plan of a block as is (no feed/fetch): used to run sub-blocks."""
         plans = self._block_plans.setdefault(program, {})
-        key = (program.revision, block_id)
+        observers = _observers()
+        key = (program.revision, block_id, observers)
         plan = plans.get(key)
         if plan is None:
-            plan = plans[key] = self._kinds.observed(Plan(program, block_id))
+            plan = plans[key] = _observed(self._kinds.observed(Plan(program, block_id)),
+                                          observers)
         return plan
 
     def run_block(self, program, block_id, scope):
@@ -255,6 +277,9 @@ class Executor:
         plan = prep.plan
         if self._kinds.profile is not None:
             self._kinds.profile.begin_run()
+        step_profile = profiling.active()
+        if step_profile is not None:
+            t0 = time.perf_counter()
         try:
             plan.run(plan.frame(local), RunEnv(local, self, prep.program))
         finally:
@@ -262,6 +287,8 @@ class Executor:
                 scope.delete_scope(local)
             else:
                 scope.drop_kids()
+            if step_profile is not None:
+                step_profile.record_step(t0, time.perf_counter())
         if not fetch_names:
             return []
         results = [holder.value[c] for c in prep.fetch_cols]
