@@ -14,3 +14,9 @@ for _mod in _MODULES:
     for _n in _mod.__all__:
         globals()[_n] = getattr(_mod, _n)
     __all__ += list(_mod.__all__)
+
+from . import debug  # noqa: E402  (Print)
+
+for _n in debug.__all__:
+    globals()[_n] = getattr(debug, _n)
+__all__ += list(debug.__all__)

@@ -5,3 +5,4 @@ from . import (activation, control_flow, conv, creation, feed_fetch, indexing, i
                reduce, rnn, sequence, shape_ops, tensor, tensor_array)
 from .registry import OpDef, all_ops, find, get, has
 from . import reader_ops  # noqa: F401
+from . import print_op  # noqa: F401
