@@ -219,14 +219,14 @@ def _prefetch_loop(underlying, buf):
         buf.close(mark_passing(e))
 
 
-def _join_thread(state):
-    """Stop a prefetching thread: kill its buffer (wakes a push), then join it."""
-    buf, holder = state
-    buf.kill()
-    t = holder[0]
-    if t is not None and t is not threading.current_thread():
-        t.join()
-    holder[0] = None
+def stop_threads(queue, threads):
+    """Stop the threads feeding or draining `queue`: kill it (wakes a blocked push or pop),
+    join them (never the calling thread itself), forget them."""
+    queue.kill()
+    for t in threads:
+        if t is not threading.current_thread():
+            t.join()
+    threads.clear()
 
 
 class DoubleBufferReader(DecoratedReader):
@@ -237,19 +237,19 @@ class DoubleBufferReader(DecoratedReader):
     def __init__(self, underlying, capacity=2):
         super().__init__(underlying)
         self._buf = BlockingQueue(capacity)
-        self._thread = [None]
-        self._finalizer = weakref.finalize(self, _join_thread, (self._buf, self._thread))
+        self._threads = []
+        self._finalizer = weakref.finalize(self, stop_threads, self._buf, self._threads)
 
     def read_next(self):
-        if self._thread[0] is None:
+        if not self._threads:
             t = threading.Thread(target=_prefetch_loop, args=(self.underlying, self._buf),
                                  name="fluidity-double-buffer", daemon=True)
-            self._thread[0] = t
+            self._threads.append(t)
             t.start()
         return self._buf.pop()
 
     def _stop(self):
-        _join_thread((self._buf, self._thread))
+        stop_threads(self._buf, self._threads)
 
     def _restart(self):
         self._buf.reopen()

@@ -15,7 +15,7 @@ import numpy as np
 from google.protobuf import text_format
 
 from ..core import dtypes
-from ..core.reader import BlockingQueue, Reader, mark_passing
+from ..core.reader import BlockingQueue, Reader, mark_passing, stop_threads
 from ..core.tensor import LoDTensor
 from . import data_feed_pb2
 from .data_feed_desc import DataFeedDesc
@@ -60,15 +60,6 @@ def _read_files(files, next_file, desc, casts, queue, done):
         queue.close()
 
 
-def _stop_threads(state):
-    queue, threads = state
-    queue.kill()
-    for t in threads:
-        if t is not threading.current_thread():
-            t.join()
-    threads.clear()
-
-
 class MultiSlotFilesReader(Reader):
     def __init__(self, files, specs, thread_num=1, buffer_size=64):
         super().__init__()
@@ -80,7 +71,7 @@ class MultiSlotFilesReader(Reader):
         self.thread_num = max(1, min(int(thread_num), len(self.files)))
         self._queue = BlockingQueue(max(1, int(buffer_size)))
         self._threads = []
-        self._finalizer = weakref.finalize(self, _stop_threads, (self._queue, self._threads))
+        self._finalizer = weakref.finalize(self, stop_threads, self._queue, self._threads)
 
     def _start_threads(self):
         next_file = (threading.Lock(), [0])
@@ -98,7 +89,7 @@ class MultiSlotFilesReader(Reader):
         return self._queue.pop()
 
     def _stop(self):
-        _stop_threads((self._queue, self._threads))
+        stop_threads(self._queue, self._threads)
 
     def _restart(self):
         self._queue.reopen()

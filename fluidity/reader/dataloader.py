@@ -23,15 +23,6 @@ from . import feeding
 from . import program as reader_program
 
 
-def _batches(reader):
-    """Batches of a (python-side) reader until its end."""
-    while True:
-        b = reader.read_next()
-        if b is None:
-            return
-        yield b
-
-
 class GeneratorLoader:
     """What `DataLoader.from_generator` and `PyReader` return."""
 
@@ -130,7 +121,7 @@ class GeneratorLoader:
         top = DoubleBufferReader(reader) if self.use_double_buffer else reader
         feeder.start()
         try:
-            for batch in _batches(top):
+            for batch in top:
                 if self.return_list:
                     yield batch
                 else:

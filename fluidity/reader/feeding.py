@@ -21,7 +21,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..core import dtypes
-from ..core.reader import BlockingQueue, mark_passing
+from ..core.reader import BlockingQueue, mark_passing, stop_threads
 from ..core.tensor import LoDTensor
 from ..errors import FeedError, FluidityError
 
@@ -179,15 +179,6 @@ def _feed_loop(source, convert, q):
             close()
 
 
-def _stop(state):
-    q, holder = state
-    q.kill()
-    t = holder[0]
-    if t is not None and t is not threading.current_thread():
-        t.join()
-    holder[0] = None
-
-
 class QueueFeeder:
     """Runs `source()` (a generator function) through `convert` into a BlockingQueue of
     `capacity` on a thread. `start()` / `stop()`; the thread never outlives the feeder."""
@@ -195,8 +186,8 @@ class QueueFeeder:
     def __init__(self, capacity, queue=None):
         self.queue = queue if queue is not None else BlockingQueue(capacity)
         self.source = self.convert = None
-        self._thread = [None]
-        self._finalizer = weakref.finalize(self, _stop, (self.queue, self._thread))
+        self._threads = []
+        self._finalizer = weakref.finalize(self, stop_threads, self.queue, self._threads)
 
     def set_source(self, source, convert):
         if not callable(source):
@@ -206,7 +197,7 @@ class QueueFeeder:
 
     @property
     def running(self):
-        return self._thread[0] is not None
+        return bool(self._threads)
 
     def start(self):
         if self.source is None:
@@ -217,9 +208,9 @@ class QueueFeeder:
         self.queue.reopen()
         t = threading.Thread(target=_feed_loop, args=(self.source, self.convert, self.queue),
                              name="fluidity-feeder", daemon=True)
-        self._thread[0] = t
+        self._threads.append(t)
         t.start()
 
     def stop(self):
         """Stop the thread (waking it if it waits on the queue) and join it."""
-        _stop((self.queue, self._thread))
+        stop_threads(self.queue, self._threads)

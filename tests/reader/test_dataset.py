@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import fluidity as fluid
-from fluidity.datafeed import MultiSlotReader
 from fluidity.datafeed.generate import generate_ctr
 from fluidity.errors import FluidityError
 from fluidity.executor.async_executor import AsyncExecutor
+from executor.test_async_executor import heldout_logloss as heldout, wide_model
 
 
 @pytest.fixture(scope="module")
@@ -23,32 +23,11 @@ def ctr(tmp_path_factory):
 
 
 def wide(model):
-    main, startup = fluid.Program(), fluid.Program()
-    main.random_seed = startup.random_seed = 3
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        dense = fluid.layers.data(model["dense_slot"], [len(model["dense_weights"])])
-        ids = [fluid.layers.data(s, [1], dtype="int64", lod_level=1)
-               for s in model["sparse_slots"]]
-        label = fluid.layers.data(model["label_slot"], [1], dtype="int64")
-        terms = [fluid.layers.sequence_pool(fluid.layers.embedding(
-            i, [model["vocab"], 1], is_sparse=True), "sum") for i in ids]
-        logit = fluid.layers.sum(terms + [fluid.layers.fc(dense, 1)])
-        loss = fluid.layers.mean(fluid.layers.sigmoid_cross_entropy_with_logits(
-            logit, fluid.layers.cast(label, "float32")))
-        fluid.optimizer.Adagrad(0.05).minimize(loss)
-    return main, startup, [dense] + ids + [label], loss, logit
-
-
-def heldout(exe, scope, main, logit, desc, files):
-    test = main.clone(for_test=True)
-    total = n = 0
-    for batch in MultiSlotReader(desc, files, batch_size=1000):
-        (z,) = exe.run(test, feed=batch, fetch_list=[logit], scope=scope)
-        y = np.asarray(batch["click"]).reshape(-1)
-        z = z.reshape(-1).astype(np.float64)
-        total += float(np.sum(np.logaddexp(0, z) - y * z))
-        n += len(y)
-    return total / n
+    """test_async_executor's logistic regression, and its data variables in slot order."""
+    main, startup, loss, logit = wide_model(model)
+    block = main.global_block()
+    names = [model["dense_slot"]] + model["sparse_slots"] + [model["label_slot"]]
+    return main, startup, [block.var(n) for n in names], loss, logit
 
 
 def _dataset(kind, use_vars, files, threads=1, batch=32, pipe=None):
