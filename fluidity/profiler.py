@@ -21,8 +21,9 @@ threads over the executor path, and sub-programs of the main thread) show as the
 tracks, one per worker thread. What runs elsewhere is not seen: ops of worker *processes*
 (forked: their timings stay in the child), and the compiled worker loop
 (executor/native_loop.c), which runs whole chunks of batches in C without returning to
-Python — its worker threads show no op events at all. The native plan kind shows each
-compiled segment as one step of its first op.
+Python — its worker threads show no op events at all (run with `read_ahead=True` to see
+them through the executor). Under the native plan kind a compiled segment is one row,
+`compiled_segment[n ops: #first..#last]`.
 """
 import contextlib
 import json
@@ -106,8 +107,9 @@ def chrome_trace(profile):
     for ident, s, e in profile.steps:
         events.append({"name": "step", "cat": "step", "ph": "X", "pid": pid,
                        "tid": tid(ident), "ts": (s - t0) * 1e6, "dur": (e - s) * 1e6})
+    types = profile.op_types()
     for label, ident, s, e in profile.events:
-        events.append({"name": label.split(" ")[3] if label.count(" ") >= 3 else label,
+        events.append({"name": types.get(label, label),
                        "cat": "op", "ph": "X", "pid": pid, "tid": tid(ident),
                        "ts": (s - t0) * 1e6, "dur": (e - s) * 1e6, "args": {"op": label}})
     return {"traceEvents": events, "displayTimeUnit": "ms"}

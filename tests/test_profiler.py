@@ -120,3 +120,25 @@ def test_check_nan_inf_names_the_op_the_variable_and_where():
     assert "test_profiler.py" in msg                 # the op's creation site
     with pytest.raises(FluidityError, match="unknown flag"):
         fluid.set_flags({"FLAGS_no_such": 1})
+
+
+def test_async_executor_worker_threads_are_tracks(tmp_path):
+    from executor.test_async_executor import wide_model
+    from fluidity.datafeed import DataFeedDesc
+    from fluidity.datafeed.generate import generate_ctr
+    import json
+    info = generate_ctr(str(tmp_path), 2000, files=2, seed=1, vocab=2000, sparse_slots=4,
+                        dense_slots=3)   # test_async_executor's model: its build is shared
+    model = json.load(open(info["model"]))
+    main, startup, loss, logit = wide_model(model)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    desc = DataFeedDesc(info["desc"])
+    with fluid.profiler.profiler("CPU", profile_path=str(tmp_path / "t.json")):
+        res = fluid.AsyncExecutor().run(main, desc, info["files"], 2, scope=scope,
+                                        workers="threads", read_ahead=True, progress=False)
+    assert res.examples == 2000
+    trace = json.loads((tmp_path / "t.json").read_text())
+    steps = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["name"] == "step"]
+    assert len({e["tid"] for e in steps}) == 2
+    assert len(steps) == sum(w["batches"] for w in res.workers)

@@ -54,6 +54,10 @@ class Profile:
         if len(self.events) < self.max_events:
             self.events.append((row[0], threading.get_ident(), start, end))
 
+    def op_types(self):
+        """{row label: op type} of every op the profile knows."""
+        return {r[0]: r[1] for r in self._rows.values()}
+
     def record_step(self, start, end):
         """A whole Executor.run (a step) took [start, end]."""
         self.steps.append((threading.get_ident(), start, end))
