@@ -181,7 +181,8 @@ class DatasetBase:
         from .framework import Program, default_main_program
         self._check_ready()
         program = default_main_program() if program is None else program
-        program = getattr(program, "_program", program)    # a CompiledProgram's
+        if hasattr(program, "program_for_executor"):       # a CompiledProgram
+            program = program.program_for_executor()
         if not isinstance(program, Program):
             raise FluidityError(f"train_from_dataset needs a Program, got "
                                 f"{type(program).__name__}")

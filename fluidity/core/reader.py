@@ -10,8 +10,9 @@ after a reset the readers read from the beginning again.
 `create_py_reader` makes) empties; an exception raised by the feeding side is handed to the
 reading side and raised there, as the user's own exception (`passes_through`).
 
-No reader thread outlives its reader: threads are joined on reset and when the reader is
-garbage-collected (a finalizer that holds no reference to the reader itself).
+No reader thread outlives its reader: threads are joined on reset; when a reader is
+garbage-collected, a finalizer (holding no reference to the reader) kills its queue, and its
+thread ends as soon as it wakes.
 """
 import collections
 import random
@@ -219,13 +220,16 @@ def _prefetch_loop(underlying, buf):
         buf.close(mark_passing(e))
 
 
-def stop_threads(queue, threads):
+def stop_threads(queue, threads, join=True):
     """Stop the threads feeding or draining `queue`: kill it (wakes a blocked push or pop),
-    join them (never the calling thread itself), forget them."""
+    join them (never the calling thread itself), forget them. Finalizers pass join=False:
+    garbage collection may run anywhere, and a thread waiting on something else (a user's
+    generator, an underlying reader) ends as soon as that returns, into the killed queue."""
     queue.kill()
-    for t in threads:
-        if t is not threading.current_thread():
-            t.join()
+    if join:
+        for t in threads:
+            if t is not threading.current_thread():
+                t.join()
     threads.clear()
 
 
@@ -238,7 +242,7 @@ class DoubleBufferReader(DecoratedReader):
         super().__init__(underlying)
         self._buf = BlockingQueue(capacity)
         self._threads = []
-        self._finalizer = weakref.finalize(self, stop_threads, self._buf, self._threads)
+        self._finalizer = weakref.finalize(self, stop_threads, self._buf, self._threads, False)
 
     def read_next(self):
         if not self._threads:

@@ -71,7 +71,7 @@ class MultiSlotFilesReader(Reader):
         self.thread_num = max(1, min(int(thread_num), len(self.files)))
         self._queue = BlockingQueue(max(1, int(buffer_size)))
         self._threads = []
-        self._finalizer = weakref.finalize(self, stop_threads, self._queue, self._threads)
+        self._finalizer = weakref.finalize(self, stop_threads, self._queue, self._threads, False)
 
     def _start_threads(self):
         next_file = (threading.Lock(), [0])

@@ -62,6 +62,10 @@ class CreatePyReader(OpDef):
                     f"create_py_reader: no reader queue '{qname}' in the scope the program "
                     f"runs in: py_reader / DataLoader keep it in fluid.global_scope(), so run "
                     f"the startup program there (or in a kid scope of it)")
+            old = frame[o].value
+            if isinstance(old, Reader):    # the startup program runs again: stop the old
+                old.shutdown()             # stack (its threads read the same queue)
+                q.reopen()
             frame[o].value = QueueReader(q, check)
         return step
 

@@ -187,7 +187,7 @@ class QueueFeeder:
         self.queue = queue if queue is not None else BlockingQueue(capacity)
         self.source = self.convert = None
         self._threads = []
-        self._finalizer = weakref.finalize(self, stop_threads, self.queue, self._threads)
+        self._finalizer = weakref.finalize(self, stop_threads, self.queue, self._threads, False)
 
     def set_source(self, source, convert):
         if not callable(source):

@@ -330,3 +330,27 @@ def test_open_files_reads_multislot_files_with_threads(tmp_path):
         except fluid.core.EOFException:
             reader.reset()
         assert rows == 20           # 21 lines, batches of 4, the leftover one dropped
+
+
+def test_running_the_startup_program_again_replaces_the_reader_stack():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        reader = fluid.layers.py_reader(2, [(-1, 3), (-1, 1)], ["float32", "int64"])
+        x, y = fluid.layers.read_file(reader)
+        s = fluid.layers.reduce_sum(x)
+    batches = _batches(4)
+    reader.decorate_tensor_provider(lambda: iter(batches))
+    exe = fluid.Executor()
+    exe.run(startup)
+    reader.start()
+    exe.run(main, fetch_list=[s])          # the double buffer's thread is running
+    reader.reset()
+    exe.run(startup)                        # a new py reader; the old stack is stopped
+    reader.start()
+    got = []
+    try:
+        while True:
+            got.append(_scalar(exe.run(main, fetch_list=[s])[0]))
+    except fluid.core.EOFException:
+        reader.reset()
+    assert got == pytest.approx([float(a.sum()) for a, _ in batches])
