@@ -45,7 +45,7 @@ logger = logging.getLogger("fluidity")
 
 __all__ = ["DatasetFactory", "QueueDataset", "InMemoryDataset"]
 
-_SLOT_TYPE = {VarType.INT64: "uint64", VarType.INT32: "uint64", VarType.FP32: "float"}
+_SLOT_TYPE = {VarType.INT64: "uint64", VarType.FP32: "float"}  # as Paddle: no other dtypes
 
 
 class DatasetFactory:
