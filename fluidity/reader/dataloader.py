@@ -24,7 +24,9 @@ from . import program as reader_program
 
 
 class GeneratorLoader:
-    """What `DataLoader.from_generator` and `PyReader` return."""
+    """What `DataLoader.from_generator` and `PyReader` return. `drop_last` is Paddle's rule
+    for splitting batches over several places; with one place (CPU) nothing is dropped by
+    it (`set_sample_generator(..., drop_last)` decides about a short last batch)."""
 
     def __init__(self, feed_list=None, capacity=None, use_double_buffer=True, iterable=True,
                  return_list=False, use_multiprocess=False, drop_last=True):
@@ -46,7 +48,6 @@ class GeneratorLoader:
             self._control = None
         else:
             self._init_non_iterable()
-        self._convert = self._source = None
 
     def _init_non_iterable(self):
         specs = [(tuple(v.shape), v.dtype, v.lod_level) for v in self.feed_list]
