@@ -18,6 +18,7 @@ exe.train_from_dataset vs. AsyncExecutor.run.
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/readers.py
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -67,7 +68,7 @@ def mlp_pass(kind, batches, n):
     # one warm-up step prepares the plan
     exe.run(main, feed={"x": batches[0][0], "label": batches[0][1]}, fetch_list=[loss]) \
         if kind != "in-prog" else None
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if kind == "feed":
         for x, y in gen():
             exe.run(main, feed={"x": x, "label": y}, fetch_list=[loss])
@@ -83,7 +84,7 @@ def mlp_pass(kind, batches, n):
                 exe.run(main, fetch_list=[loss])
         except fluid.core.EOFException:
             loader.reset()
-    return n / (time.perf_counter() - t0)
+    return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
 
 
 def ctr_run(kind, files, desc_vars, workers):
@@ -101,14 +102,14 @@ def ctr_run(kind, files, desc_vars, workers):
     ds.set_batch_size(128)
     ds.set_thread(workers)
     ds.set_filelist(files)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if kind == "async":
         res = fluid.AsyncExecutor().run(main, ds.data_feed_desc(), files, workers,
                                         fetch=[v["loss"]], scope=scope, progress=False)
     else:
         res = exe.train_from_dataset(main, ds, scope=scope, thread=workers,
                                      fetch_list=[v["loss"]])
-    return res.examples / (time.perf_counter() - t0)
+    return res.examples / (time.perf_counter() - t0), res.examples / (time.process_time() - c0)
 
 
 def main(argv=None):
@@ -128,18 +129,12 @@ def main(argv=None):
     for r in range(args.rounds):
         for k in (kinds if r % 2 == 0 else kinds[::-1]):
             res[k].append(mlp_pass(k, batches, args.batches))
-    base = statistics.median(res["feed"])
-    print(f"MLP batch 64, {args.batches} batches a pass, {args.rounds} rounds (steps/s)")
-    for k in kinds:
-        ratios = [a / b for a, b in zip(res[k], res["feed"])]
-        print(f"  {k:8s} median {statistics.median(res[k]):8.1f}  "
-              f"ratio to feed {statistics.median(res[k]) / base:.3f}  "
-              f"(per-round ratios {', '.join(f'{x:.3f}' for x in ratios)})")
+    report(f"MLP batch 64, {args.batches} batches a pass, {args.rounds} rounds (steps/s)",
+           res, "feed")
     if args.skip_ctr:
         return
     with tempfile.TemporaryDirectory() as d:
         info = generate_ctr(d, args.lines, files=8, seed=1)
-        import json
         model = json.load(open(info["model"]))
         files = sorted(info["files"])
         spec = (model["sparse_slots"], model["vocab"])
@@ -148,13 +143,23 @@ def main(argv=None):
         for r in range(args.rounds):
             for k in (["async", "dataset"] if r % 2 == 0 else ["dataset", "async"]):
                 out[k].append(ctr_run(k, files, spec, args.workers))
-    a, b = statistics.median(out["async"]), statistics.median(out["dataset"])
-    ratios = [y / x for x, y in zip(out["async"], out["dataset"])]
-    print(f"CTR-DNN, {args.lines} lines, {args.workers} workers, {args.rounds} rounds "
-          f"(examples/s)")
-    print(f"  async    median {a:10.0f}")
-    print(f"  dataset  median {b:10.0f}  ratio to async {b / a:.3f}  (per-round ratios "
-          f"{', '.join(f'{x:.3f}' for x in ratios)})")
+    report(f"CTR-DNN, {args.lines} lines, {args.workers} workers, {args.rounds} rounds "
+           f"(examples/s)", out, "async")
+
+
+def report(title, res, base):
+    """Medians of wall-clock and CPU-time rates, and per-round ratios to `base`. On a
+    loaded machine the CPU-time rate (work per CPU second of the process, all its threads)
+    is the steadier measure of cost; wall-clock rates follow the scheduler."""
+    print(title)
+    for which, col in (("wall", 0), ("cpu", 1)):
+        b = statistics.median(r[col] for r in res[base])
+        for k, runs in res.items():
+            vals = [r[col] for r in runs]
+            ratios = [v[col] / w[col] for v, w in zip(runs, res[base])]
+            print(f"  {which:4s} {k:8s} median {statistics.median(vals):10.1f}  ratio to "
+                  f"{base} {statistics.median(vals) / b:.3f}  (per round "
+                  f"{', '.join(f'{x:.3f}' for x in ratios)})")
 
 
 if __name__ == "__main__":

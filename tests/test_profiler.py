@@ -82,10 +82,14 @@ def test_worker_threads_are_separate_tracks():
     exe = fluid.Executor()
     exe.run(startup)
     feeds = [_feed(np.random.default_rng(k), 16) for k in range(2)]
+    both = threading.Barrier(2)     # both alive till both ran: thread ids are not reused
+
+    def work(f):
+        fluid.Executor().run(main, feed=f, fetch_list=[loss], scope=fluid.global_scope())
+        both.wait(timeout=60)
     fluid.profiler.start_profiler("CPU")
     try:
-        ts = [threading.Thread(target=lambda f=f: fluid.Executor().run(
-            main, feed=f, fetch_list=[loss], scope=fluid.global_scope())) for f in feeds]
+        ts = [threading.Thread(target=work, args=(f,)) for f in feeds]
         for t in ts:
             t.start()
         for t in ts:
