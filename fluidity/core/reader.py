@@ -125,6 +125,9 @@ class Reader:
     or buffers, `_stop()` (stop and join, drop buffers) and `_restart()`."""
 
     underlying = None
+    # True when batches are made ahead by a thread of the reader's own (a queue's feeder,
+    # file-reading threads): reading it never waits for the work of making a batch
+    asynchronous = False
 
     def __init__(self):
         self._decorators = weakref.WeakSet()
@@ -176,6 +179,7 @@ class Reader:
 
 class QueueReader(Reader):
     """Reads the batches a Python thread pushes into a BlockingQueue (`create_py_reader`)."""
+    asynchronous = True
 
     def __init__(self, queue, check=None):
         super().__init__()
@@ -236,13 +240,19 @@ def stop_threads(queue, threads, join=True):
 class DoubleBufferReader(DecoratedReader):
     """Reads ahead of its consumer on a background thread, `capacity` batches deep
     (`create_double_buffer_reader`). The thread starts at the first read after a (re)start
-    and is joined on shutdown."""
+    and is joined on shutdown. Over an asynchronous reader (a py_reader's queue, open_files'
+    threads) the reads go straight through: that reader's thread already works ahead and
+    its queue is the buffer, so another thread would only add a hand-off per batch (on a
+    CPU place there is no device copy to overlap)."""
+    asynchronous = True
 
     def __init__(self, underlying, capacity=2):
         super().__init__(underlying)
         self._buf = BlockingQueue(capacity)
         self._threads = []
         self._finalizer = weakref.finalize(self, stop_threads, self._buf, self._threads, False)
+        if underlying.asynchronous:
+            self.read_next = underlying.read_next
 
     def read_next(self):
         if not self._threads:

@@ -61,6 +61,8 @@ def _read_files(files, next_file, desc, casts, queue, done):
 
 
 class MultiSlotFilesReader(Reader):
+    asynchronous = True
+
     def __init__(self, files, specs, thread_num=1, buffer_size=64):
         super().__init__()
         if not files:

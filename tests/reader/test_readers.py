@@ -282,7 +282,7 @@ def test_shuffle_and_batch_readers_in_the_program():
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
         reader = fluid.layers.py_reader(8, [(-1, 1)], ["int64"], use_double_buffer=False)
         batched = fluid.layers.batch(fluid.layers.shuffle(reader, 5), 3)
-        v = fluid.layers.read_file(batched)
+        v = fluid.layers.read_file(fluid.layers.double_buffer(batched))   # a prefetch thread
         s = fluid.layers.reduce_sum(v)
     reader.decorate_tensor_provider(lambda: ([np.array([[i]], np.int64)] for i in range(10)))
     exe = fluid.Executor()
@@ -354,3 +354,31 @@ def test_running_the_startup_program_again_replaces_the_reader_stack():
     except fluid.core.EOFException:
         reader.reset()
     assert got == pytest.approx([float(a.sum()) for a, _ in batches])
+
+
+def test_double_buffer_thread_over_a_synchronous_reader_hands_errors_on():
+    from fluidity.core.reader import DoubleBufferReader, Reader
+    from fluidity.core.tensor import LoDTensor
+
+    class Counting(Reader):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def read_next(self):
+            self.n += 1
+            if self.n > 3:
+                raise Boom("record 4 is bad")
+            return [LoDTensor(np.array([self.n]))]
+
+        def _restart(self):
+            self.n = 0
+
+    db = DoubleBufferReader(Counting())
+    got = [int(np.asarray(db.read_next()[0])[0]) for _ in range(3)]
+    assert got == [1, 2, 3]
+    with pytest.raises(Boom, match="record 4"):
+        db.read_next()
+    db.reset()
+    assert int(np.asarray(db.read_next()[0])[0]) == 1
+    db.shutdown()
