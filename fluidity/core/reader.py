@@ -62,6 +62,7 @@ class BlockingQueue:
         if capacity < 1:
             raise FluidityError(f"a reader's queue capacity must be >= 1, got {capacity}")
         self.capacity = capacity
+        self._low = capacity // 2
         self._items = collections.deque()
         self._cv = threading.Condition()
         self._closed = self._killed = False
@@ -83,7 +84,8 @@ class BlockingQueue:
                 self._cv.wait()
             if self._items and not self._killed:
                 item = self._items.popleft()
-                self._cv.notify_all()
+                if len(self._items) <= self._low:   # wake the producer to refill: once per
+                    self._cv.notify_all()           # half a queue, not once per batch
                 return item
             if self._error is not None and not self._killed:
                 err, self._error = self._error, None
