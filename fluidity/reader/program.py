@@ -116,16 +116,6 @@ def insert_read(reader, outputs, index):
                             outputs={"Out": list(outputs)})
 
 
-def scope_reader(name):
-    """The Reader a READER variable holds in the global scope."""
-    var = global_scope().find_var(name)
-    r = var.value if var is not None else None
-    if not isinstance(r, Reader):
-        raise FluidityError(f"reader '{name}' is not made yet: run the startup program (and "
-                            f"for a decorated reader, the main program) first")
-    return r
-
-
 def reset_scope_reader(name):
     var = global_scope().find_var(name)
     if var is not None and isinstance(var.value, Reader):
