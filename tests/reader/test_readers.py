@@ -382,3 +382,31 @@ def test_double_buffer_thread_over_a_synchronous_reader_hands_errors_on():
     db.reset()
     assert int(np.asarray(db.read_next()[0])[0]) == 1
     db.shutdown()
+
+
+def test_reader_programs_run_from_their_serialized_descs():
+    """Everything the reader ops need is in the ProgramDesc (and the queue, by name, in the
+    global scope): programs parsed back from bytes read the same batches."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        reader = fluid.layers.py_reader(2, [(-1, 3), (-1, 1)], ["float32", "int64"],
+                                        name="saved")
+        x, y = fluid.layers.read_file(reader)
+        s = fluid.layers.reduce_sum(x)
+    main2 = fluid.Program.parse_from_string(main.desc.SerializeToString())
+    startup2 = fluid.Program.parse_from_string(startup.desc.SerializeToString())
+    assert [op.type for op in startup2.global_block().ops] == ["create_py_reader"]
+    assert [op.type for op in main2.global_block().ops][:2] == ["create_double_buffer_reader",
+                                                                "read"]
+    batches = _batches(3)
+    reader.decorate_tensor_provider(lambda: iter(batches))
+    exe = fluid.Executor()
+    exe.run(startup2)
+    reader.start()
+    got = []
+    try:
+        while True:
+            got.append(_scalar(exe.run(main2, fetch_list=[s.name])[0]))
+    except fluid.core.EOFException:
+        reader.reset()
+    assert got == pytest.approx([float(a.sum()) for a, _ in batches])
