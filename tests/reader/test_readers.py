@@ -60,6 +60,16 @@ def _run_to_eof(exe, main, loss, scope=None):
         return out
 
 
+def _passes(exe, main, loss, reader, n=2):
+    """Losses of n passes: start, run until EOFException, reset."""
+    got = []
+    for _ in range(n):
+        reader.start()
+        got += _run_to_eof(exe, main, loss)
+        reader.reset()
+    return got
+
+
 @pytest.mark.parametrize("double", [False, True])
 def test_py_reader_trains_as_feeding_does_pass_after_pass(double):
     batches = _batches()
@@ -73,11 +83,7 @@ def test_py_reader_trains_as_feeding_does_pass_after_pass(double):
     reader.decorate_tensor_provider(lambda: iter(batches))
     exe = fluid.Executor()
     exe.run(startup)
-    got = []
-    for _ in range(2):
-        reader.start()
-        got += _run_to_eof(exe, main, loss)
-        reader.reset()
+    got = _passes(exe, main, loss, reader)
     assert got == _feed_losses(batches)
 
 
@@ -159,12 +165,19 @@ def test_a_batch_that_does_not_fit_the_variables_is_refused():
     reader.reset()
 
 
-def test_a_thousand_start_reset_cycles_leave_no_thread():
+def _sum_reader(name=None):
+    """A py_reader program fetching the sum of each batch's first tensor."""
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        reader = fluid.layers.py_reader(2, [(-1, 3), (-1, 1)], ["float32", "int64"])
+        reader = fluid.layers.py_reader(2, [(-1, 3), (-1, 1)], ["float32", "int64"],
+                                        name=name)
         x, y = fluid.layers.read_file(reader)
         s = fluid.layers.reduce_sum(x)
+    return main, startup, reader, s
+
+
+def test_a_thousand_start_reset_cycles_leave_no_thread():
+    main, startup, reader, s = _sum_reader()
     batches = _batches(5)
     reader.decorate_tensor_provider(lambda: iter(batches))
     exe = fluid.Executor()
@@ -172,7 +185,7 @@ def test_a_thousand_start_reset_cycles_leave_no_thread():
     base = threading.active_count()
     for i in range(1000):
         reader.start()
-        if i % 10 == 0:          # sometimes read (the double buffer's thread starts)
+        if i % 10 == 0:          # sometimes read a batch
             exe.run(main, fetch_list=[s])
         reader.reset()
     assert threading.active_count() == base
@@ -216,11 +229,7 @@ def test_non_iterable_dataloader_trains_as_feeding_does(build_net_first):
     loader.set_sample_list_generator(lambda: iter(samples))
     exe = fluid.Executor()
     exe.run(startup)
-    got = []
-    for _ in range(2):
-        loader.start()
-        got += _run_to_eof(exe, main, loss)
-        loader.reset()
+    got = _passes(exe, main, loss, loader)
     np.testing.assert_allclose(got, _feed_losses(batches), rtol=1e-6)
 
 
@@ -333,11 +342,7 @@ def test_open_files_reads_multislot_files_with_threads(tmp_path):
 
 
 def test_running_the_startup_program_again_replaces_the_reader_stack():
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        reader = fluid.layers.py_reader(2, [(-1, 3), (-1, 1)], ["float32", "int64"])
-        x, y = fluid.layers.read_file(reader)
-        s = fluid.layers.reduce_sum(x)
+    main, startup, reader, s = _sum_reader()
     batches = _batches(4)
     reader.decorate_tensor_provider(lambda: iter(batches))
     exe = fluid.Executor()
@@ -347,12 +352,8 @@ def test_running_the_startup_program_again_replaces_the_reader_stack():
     reader.reset()
     exe.run(startup)                        # a new py reader; the old stack is stopped
     reader.start()
-    got = []
-    try:
-        while True:
-            got.append(_scalar(exe.run(main, fetch_list=[s])[0]))
-    except fluid.core.EOFException:
-        reader.reset()
+    got = _run_to_eof(exe, main, s)
+    reader.reset()
     assert got == pytest.approx([float(a.sum()) for a, _ in batches])
 
 
@@ -387,12 +388,7 @@ def test_double_buffer_thread_over_a_synchronous_reader_hands_errors_on():
 def test_reader_programs_run_from_their_serialized_descs():
     """Everything the reader ops need is in the ProgramDesc (and the queue, by name, in the
     global scope): programs parsed back from bytes read the same batches."""
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        reader = fluid.layers.py_reader(2, [(-1, 3), (-1, 1)], ["float32", "int64"],
-                                        name="saved")
-        x, y = fluid.layers.read_file(reader)
-        s = fluid.layers.reduce_sum(x)
+    main, startup, reader, s = _sum_reader(name="saved")
     main2 = fluid.Program.parse_from_string(main.desc.SerializeToString())
     startup2 = fluid.Program.parse_from_string(startup.desc.SerializeToString())
     assert [op.type for op in startup2.global_block().ops] == ["create_py_reader"]
@@ -403,10 +399,6 @@ def test_reader_programs_run_from_their_serialized_descs():
     exe = fluid.Executor()
     exe.run(startup2)
     reader.start()
-    got = []
-    try:
-        while True:
-            got.append(_scalar(exe.run(main2, fetch_list=[s.name])[0]))
-    except fluid.core.EOFException:
-        reader.reset()
+    got = _run_to_eof(exe, main2, s.name)
+    reader.reset()
     assert got == pytest.approx([float(a.sum()) for a, _ in batches])
