@@ -34,3 +34,11 @@ from .transpiler import DistributeTranspiler, DistributeTranspilerConfig  # noqa
 from . import nets, reader  # noqa: F401
 from .data_feeder import DataFeeder
 from .reader import batch
+
+# readers, datasets (fluid.io.DataLoader lives in io)
+from . import reader  # noqa: E402,F401
+from .dataset import DatasetFactory  # noqa: E402,F401
+
+# the profiler and global flags (FLAGS_check_nan_inf)
+from . import profiler  # noqa: E402,F401
+from .core.flags import get_flags, set_flags  # noqa: E402,F401

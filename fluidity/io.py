@@ -37,6 +37,8 @@ __all__ = ["is_persistable", "is_parameter", "save_vars", "load_vars", "save_par
 
 MODEL_FILENAME = "__model__"
 _NOT_SAVED = (VarType.FEED_MINIBATCH, VarType.FETCH_LIST, VarType.READER)
+# a py_reader's queue variable (RAW) holds no tensor either: Paddle skips RAW too
+_NOT_SAVED = _NOT_SAVED + (VarType.RAW,)
 
 
 def is_persistable(var):
@@ -378,3 +380,7 @@ def load_inference_model_v2(path_prefix, executor, model_filename=None, params_f
     program = load_program(model)
     check_program(program, model)
     return _finish_load(program, executor, os.path.dirname(params), os.path.basename(params))
+
+# readers fed from Python (fluid.io.DataLoader, fluid.io.PyReader)
+from .reader.dataloader import DataLoader, PyReader  # noqa: E402,F401
+__all__ += ["DataLoader", "PyReader"]

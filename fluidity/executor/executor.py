@@ -7,6 +7,7 @@ the feed, binds a frame in a local kid scope and runs the steps.
 The executor sees programs as descs only (`ir.views`): what it is handed at its edge — the
 builder's Program, a CompiledProgram, or a bare ProgramDesc — becomes a ProgramView there.
 """
+import time
 import weakref
 from collections import OrderedDict
 
@@ -14,6 +15,7 @@ import numpy as np
 
 from ..core import defaults, dtypes
 from ..core.allocator import keep_freed_memory
+from ..core.flags import flag
 from ..core.dtypes import VarType
 from ..core.scope import global_scope
 from ..core.tensor import LoDTensor, SelectedRows, as_lod_tensor
@@ -21,6 +23,8 @@ from ..errors import FeedError, FetchError, FluidityError
 from ..ir import rewrite
 from ..ir.views import ProgramView, VarView
 from ..proto import framework_pb2 as pb
+from . import nan_inf
+from . import profile as profiling
 from .plan import Plan, RunEnv
 from .strategy import ExecutionStrategy
 
@@ -101,6 +105,21 @@ def _holder(block, name, var_type):
     return v
 
 
+def _observers():
+    """What observes the plans prepared now: (the process-wide profile or None, whether
+    FLAGS_check_nan_inf is on). Part of every plan's cache key."""
+    return profiling.active(), flag("FLAGS_check_nan_inf")
+
+
+def _observed(plan, observers):
+    profile, check = observers
+    if check:
+        plan = nan_inf.observe(plan)
+    if profile is not None:
+        plan = profiling.observe(plan, profile)
+    return plan
+
+
 def add_feed_fetch_ops(program, block_id, feed_names, fetch_names, feed_var_name="feed",
                        fetch_var_name="fetch"):
     """A ProgramView of a copy of `program` (a view or a ProgramDesc) whose block `block_id`
@@ -168,8 +187,9 @@ class Executor:
         given (a CompiledProgram's), picks the plan kind instead of the executor's."""
         per_prog = self._cache.get(program)
         strategy = strategy or self._kinds
+        observers = _observers()
         key = (program.revision, block_id, feed_names, fetch_names, feed_var_name,
-               fetch_var_name, strategy.kind)
+               fetch_var_name, strategy.kind, observers)
         if per_prog is not None:
             prep = per_prog.get(key)
             if prep is not None:
@@ -186,7 +206,7 @@ class Executor:
         fetch_persistable = [block.find_var_recursive(n).persistable for n in fetch_names]
         feed_cols = _columns(block, "feed", "Out", feed_names, "feed")
         fetch_cols = _columns(block, "fetch", "X", fetch_names, "fetch")
-        plan = strategy.make_plan(p, block_id)
+        plan = _observed(strategy.make_plan(p, block_id), observers)
         prep = _Prepared(p, plan, feed_vars,
                          [feed_cols[n] for n in feed_names] if feed_cols else
                          list(range(len(feed_names))),
@@ -198,10 +218,12 @@ class Executor:
     def prepare_block(self, program, block_id):
         """The cached Plan of a block as is (no feed/fetch): used to run sub-blocks."""
         plans = self._block_plans.setdefault(program, {})
-        key = (program.revision, block_id)
+        observers = _observers()
+        key = (program.revision, block_id, observers)
         plan = plans.get(key)
         if plan is None:
-            plan = plans[key] = self._kinds.observed(Plan(program, block_id))
+            plan = plans[key] = _observed(self._kinds.observed(Plan(program, block_id)),
+                                          observers)
         return plan
 
     def run_block(self, program, block_id, scope):
@@ -251,6 +273,8 @@ class Executor:
         if scope is None:
             scope = global_scope()
         feed = feed or {}
+        if isinstance(feed, (list, tuple)) and len(feed) == 1 and isinstance(feed[0], dict):
+            feed = feed[0]   # one place's feed, as an iterable DataLoader gives it
         if not isinstance(feed, dict):
             raise FeedError(f"feed must be a dict of name -> value, got {type(feed).__name__}")
         if fetch_list is None:
@@ -275,6 +299,9 @@ class Executor:
         plan = prep.plan
         if self._kinds.profile is not None:
             self._kinds.profile.begin_run()
+        step_profile = profiling.active()
+        if step_profile is not None:
+            t0 = time.perf_counter()
         try:
             plan.run(plan.frame(local), RunEnv(local, self, prep.program))
         finally:
@@ -282,6 +309,8 @@ class Executor:
                 scope.delete_scope(local)
             else:
                 scope.drop_kids()
+            if step_profile is not None:
+                step_profile.record_step(t0, time.perf_counter())
         if not fetch_names:
             return []
         results = [holder.value[c] for c in prep.fetch_cols]
@@ -318,6 +347,34 @@ class Executor:
             return view
         raise FluidityError(f"Executor.run needs a Program or ProgramDesc, got "
                             f"{type(program).__name__}")
+
+    # -- datasets (Paddle 1.4+) --------------------------------------------------------------
+    def train_from_dataset(self, program=None, dataset=None, scope=None, thread=0,
+                           debug=False, fetch_list=None, fetch_info=None, print_period=100):
+        """Train `program` on `dataset` (fluid.DatasetFactory) with Hogwild workers, as
+        AsyncExecutor.run does: `thread` > 0 caps the dataset's thread count; fetch_list's
+        means are shown every `print_period` batches (labelled by fetch_info). Returns the
+        run's fetched means and record (Paddle returns None)."""
+        return self._run_dataset(program, dataset, scope, thread, debug, fetch_list,
+                                 fetch_info, print_period, infer=False)
+
+    def infer_from_dataset(self, program=None, dataset=None, scope=None, thread=0,
+                           debug=False, fetch_list=None, fetch_info=None, print_period=100):
+        """Run `program`'s inference copy (no backward or optimizer ops) over `dataset` with
+        the same workers: the parameters are not changed."""
+        return self._run_dataset(program, dataset, scope, thread, debug, fetch_list,
+                                 fetch_info, print_period, infer=True)
+
+    @staticmethod
+    def _run_dataset(program, dataset, scope, thread, debug, fetch_list, fetch_info,
+                     print_period, infer):
+        run_workers = getattr(dataset, "run_workers", None)
+        if run_workers is None:
+            raise FluidityError(f"train_from_dataset needs a dataset made by "
+                                f"fluid.DatasetFactory(), got {type(dataset).__name__}")
+        return run_workers(program=program, scope=scope, thread=thread, debug=debug,
+                           fetch_list=fetch_list, fetch_info=fetch_info,
+                           print_period=print_period, infer=infer)
 
     def close(self):
         self._cache.clear()

@@ -12,6 +12,7 @@ so per-op dispatch costs one Python call and a few list reads, not a protobuf wa
 import numpy as np
 
 from ..core.names import EMPTY_VAR_NAME
+from ..core.reader import passes_through
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, ProgramError
 from ..ir.views import TENSORLIKE
@@ -277,6 +278,8 @@ class Plan:
         op it came from (a sub-block's), else an ExecutionError naming op i, its inputs and
         their shapes, and where the op was created."""
         if isinstance(exc, ExecutionError) and exc.op_index is not None:
+            return exc
+        if passes_through(exc):    # a reader's end of data, an error of a user's generator
             return exc
         return self.describe_failure(self.ops[i], self.block_index_of(i), frame, exc)
 

@@ -22,6 +22,9 @@ class Profile:
         self.events = []         # the latest run: (label, thread id, start, end)
         self._n_plans = 0
         self._lock = threading.Lock()
+        self._minmax = {}        # key -> [min, max] seconds of one call
+        self.steps = []          # (thread id, start, end) of every observed Executor.run
+        self.max_events = 1_000_000
 
     def register(self, plan):
         """Row keys and labels for a plan's ops; returns the keys."""
@@ -39,8 +42,42 @@ class Profile:
     def record(self, key, start, end):
         row = self._rows[key]
         row[2] += 1
-        row[3] += end - start
-        self.events.append((row[0], threading.get_ident(), start, end))
+        d = end - start
+        row[3] += d
+        mm = self._minmax.get(key)
+        if mm is None:
+            self._minmax[key] = [d, d]
+        elif d < mm[0]:
+            mm[0] = d
+        elif d > mm[1]:
+            mm[1] = d
+        if len(self.events) < self.max_events:
+            self.events.append((row[0], threading.get_ident(), start, end))
+
+    def op_types(self):
+        """{row label: op type} of every op the profile knows."""
+        return {r[0]: r[1] for r in self._rows.values()}
+
+    def record_step(self, start, end):
+        """A whole Executor.run (a step) took [start, end]."""
+        self.steps.append((threading.get_ident(), start, end))
+
+    def stats(self):
+        """[(op type, calls, total, min, max seconds)] per op type, for every op that ran."""
+        agg = {}
+        for key, (_label, t, calls, secs) in self._rows.items():
+            if not calls:
+                continue
+            lo, hi = self._minmax[key]
+            a = agg.get(t)
+            if a is None:
+                agg[t] = [calls, secs, lo, hi]
+            else:
+                a[0] += calls
+                a[1] += secs
+                a[2] = min(a[2], lo)
+                a[3] = max(a[3], hi)
+        return [(t, c, s, lo, hi) for t, (c, s, lo, hi) in agg.items()]
 
     def rows(self, by="op"):
         """[(label, calls, total seconds)] sorted by total time, per op or per op type."""
@@ -77,6 +114,8 @@ class Profile:
         for r in self._rows.values():
             r[2], r[3] = 0, 0.0
         self.events = []
+        self._minmax = {}
+        self.steps = []
 
 
 def observe(plan, profile):
@@ -93,3 +132,19 @@ def observe(plan, profile):
         return run
     plan.steps = [timed(s, k) for s, k in zip(plan.steps, profile.register(plan))]
     return plan
+
+
+# --- the process-wide profiler (fluid.profiler) ----------------------------------------------
+# While it is on, every plan an Executor prepares is observed by it (plans are cached per
+# on/off, so switching it off goes back to the untouched plans).
+_active = None
+
+
+def active():
+    """The process-wide Profile while fluid.profiler is on, else None."""
+    return _active
+
+
+def set_active(profile):
+    global _active
+    _active = profile

@@ -31,6 +31,12 @@ for _mod in (beam, crf, sampled_loss):
         globals()[_n] = getattr(_mod, _n)
     __all__ += list(_mod.__all__)
 
+from . import debug  # noqa: E402  (Print)
+
+for _n in debug.__all__:
+    globals()[_n] = getattr(debug, _n)
+__all__ += list(debug.__all__)
+
 # names not built: NotImplementedError saying why, unless a module above builds them
 from . import declined as _declined  # noqa: E402
 

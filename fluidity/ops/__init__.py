@@ -15,3 +15,5 @@ from . import py_func  # noqa: F401,E402  (py_func)
 from . import ctc  # noqa: F401,E402  (warpctc)
 # h6-book: CRF, sampled losses and beam search
 from . import beam, crf, sampled  # noqa: F401,E402
+from . import reader_ops  # noqa: F401
+from . import print_op  # noqa: F401

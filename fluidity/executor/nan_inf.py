@@ -1,0 +1,57 @@
+"""FLAGS_check_nan_inf as an observer of prepared plans: each op's step is followed by a
+check of the float outputs it wrote; the first NaN or Inf stops the run with an
+ExecutionError naming the op, the variable, and where the op was created (its
+`op_callstack`). Plans are prepared with it only while the flag is on, so off it costs
+nothing."""
+import logging
+
+import numpy as np
+
+from ..core.names import EMPTY_VAR_NAME
+from ..core.tensor import LoDTensor, SelectedRows
+from ..errors import ExecutionError
+
+logger = logging.getLogger("fluidity")
+
+
+def _array(value):
+    if isinstance(value, LoDTensor):
+        return value._array
+    if isinstance(value, SelectedRows):
+        return value.value
+    return None
+
+
+def _fault(arr):
+    """'NaN' / 'Inf' counts of a float array with any, else None."""
+    if arr is None or arr.dtype.kind not in "fc" or np.isfinite(arr).all():
+        return None
+    nan = int(np.isnan(arr).sum())
+    return f"{nan} NaN and {arr.size - nan - int(np.isfinite(arr).sum())} Inf of {arr.size} values"
+
+
+def observe(plan):
+    """Make every step of `plan` check its op's outputs; returns the plan."""
+    if len(plan.steps) != len(plan.ops):
+        logger.warning("FLAGS_check_nan_inf: a %s runs ops in groups; its ops are not "
+                       "checked one by one", type(plan).__name__)
+        return plan
+
+    def checked(step, i, op):
+        outs = [(n, plan.slot_of(n)) for n in op.output_arg_names if n != EMPTY_VAR_NAME]
+        where = op.attr("op_callstack") if op.has_attr("op_callstack") else []
+
+        def run(frame, env):
+            step(frame, env)
+            for name, k in outs:
+                v = frame[k]
+                fault = _fault(_array(v.value)) if v is not None else None
+                if fault is not None:
+                    at = f"; the op was created at {where[-1]}" if where else ""
+                    raise ExecutionError(
+                        f"FLAGS_check_nan_inf: op #{i} '{op.type}' in block "
+                        f"{plan.block_idx} wrote {fault} to variable '{name}'{at}",
+                        op_type=op.type, op_index=i)
+        return run
+    plan.steps = [checked(s, i, op) for i, (s, op) in enumerate(zip(plan.steps, plan.ops))]
+    return plan
