@@ -97,15 +97,18 @@ def write_vars(executor, dirname, vars, filename=None):
                                         filename or None, "inputs"))
 
 
-def read_vars(executor, dirname, vars, filename=None):
-    """Check the files against `dirname`'s manifest, then run the load program of `vars`.
-    Each value must fit its variable (dtype and shape) and a combined file must hold
-    exactly the variables asked for."""
+def read_vars(executor, dirname, vars, filename=None, saved_in=None):
+    """Check the files against the manifest of the save they belong to (`saved_in`, a
+    directory at or above `dirname`; `dirname` itself by default), then run the load program
+    of `vars`. Each value must fit its variable (dtype and shape) and a combined file must
+    hold exactly the variables asked for."""
     if filename:
         path = os.path.join(dirname, filename)
         if vars and not os.path.isfile(path):
             raise FluidityError(f"{path}: no such parameter file")
-    manifest.verify(dirname, [filename] if filename else [v.name for v in vars])
+    root = saved_in or dirname
+    names = [filename] if filename else [v.name for v in vars]
+    manifest.verify(root, [os.path.relpath(os.path.join(dirname, n), root) for n in names])
     run_io_program(executor, io_program("load", "load_combine", dirname, vars,
                                         filename or None, "outputs"))
 
