@@ -101,7 +101,7 @@ def save(program, model_path):
     program = as_program(program)
     prefix = os.path.abspath(_prefix(model_path))
     d, base = os.path.split(prefix)
-    variables = program.list_vars()
+    variables = list(program.list_vars())
     with atomic.StagedFiles(d, base) as stage:
         _dump(os.path.join(stage.path, base + ".pdparams"),
               [v.name for v in variables if _is_parameter(v)])
@@ -211,8 +211,9 @@ def load(program, model_path, executor=None, var_list=None):
             if v.name in state:
                 _set(v, state[v.name], model_path)
         return
-    groups = [(prefix + ".pdparams", [v for v in program.list_vars() if _is_parameter(v)]),
-              (prefix + ".pdopt", [v for v in program.list_vars() if is_belong_to_optimizer(v)])]
+    variables = list(program.list_vars())
+    groups = [(prefix + ".pdparams", [v for v in variables if _is_parameter(v)]),
+              (prefix + ".pdopt", [v for v in variables if is_belong_to_optimizer(v)])]
     for path, vars_ in groups:
         if not vars_:
             continue
