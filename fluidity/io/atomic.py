@@ -53,6 +53,7 @@ import shutil
 import tempfile
 import threading
 
+from ..core import serialization as ser
 from ..errors import FluidityError
 from . import manifest
 
@@ -69,22 +70,9 @@ def _leftover(parent, target, kind):
     return os.path.join(parent, f".{target}.fluidity-{kind}")
 
 
-def _fsync_dir(d):
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _fsync_tree(top):
     for root, _dirs, _files in os.walk(top, topdown=False):
-        _fsync_dir(root)
+        ser.fsync_dir(root)
 
 
 def remove_tree(path):
@@ -183,7 +171,7 @@ def _settle_locked(parent, target=None):
             remove_tree(os.path.join(parent, name))
             changed = True
     if changed:
-        _fsync_dir(parent)
+        ser.fsync_dir(parent)
 
 
 def settle(parent, target=None):
@@ -204,7 +192,7 @@ def _swap_in(parent, target):
             remove_tree(old)
         os.rename(dest, old)
     os.rename(new, dest)
-    _fsync_dir(parent)
+    ser.fsync_dir(parent)
     if cwd is not None:
         _return_to(dest, cwd)
     remove_tree(old)
@@ -235,7 +223,7 @@ def _move_files_in(src, parent):
     names = sorted(os.listdir(src), key=lambda n: n == manifest.MANIFEST)
     for n in names:
         os.replace(os.path.join(src, n), os.path.join(parent, n))
-    _fsync_dir(parent)
+    ser.fsync_dir(parent)
     remove_tree(src)
 
 
@@ -300,21 +288,42 @@ def _name_the_target(exc, staging, target):
         exc.args = (exc.args[0].replace(staging, target),) + exc.args[1:]
 
 
-class StagedDirectory:
+class _Staged:
+    """A save staged in `self.path`: `__exit__` commits it (`_commit`) when the block ended
+    well, else discards it; errors name `self.where` (what the user asked to save), never the
+    staging copy."""
+
+    def _cannot(self, e):
+        return FluidityError(f"{self.where}: cannot save here: {e.strerror or e}")
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            _drop_staging(self.path, remove=True)
+            _name_the_target(exc, self.path, self.home)
+            return False
+        try:
+            self._commit()
+        except OSError as e:
+            _drop_staging(self.path, remove=True)
+            raise self._cannot(e) from None
+        return False
+
+
+class StagedDirectory(_Staged):
     """`with StagedDirectory(dirname) as stage:` write the save's files under `stage.path`;
     leaving the block without an exception commits them as the new contents of `dirname`
     (the files already there that the save did not write kept), with an exception discards
     them and leaves `dirname` as it was."""
 
     def __init__(self, dirname):
-        self.requested = os.fspath(dirname)
-        self.target = os.path.realpath(os.path.abspath(self.requested))
+        self.where = os.fspath(dirname)
+        self.home = self.target = os.path.realpath(os.path.abspath(self.where))
         self.parent, self.name = os.path.split(self.target)
         self.in_place = False
 
     def __enter__(self):
         if os.path.exists(self.target) and not os.path.isdir(self.target):
-            raise FluidityError(f"{self.requested}: is a file, not a directory to save into")
+            raise FluidityError(f"{self.where}: is a file, not a directory to save into")
         try:
             os.makedirs(self.parent, exist_ok=True)
             settle(self.parent, self.name)
@@ -323,8 +332,7 @@ class StagedDirectory:
             else:
                 self._stage_in_place()
         except OSError as e:
-            raise FluidityError(f"{self.requested}: cannot save here: {e.strerror or e}") \
-                from None
+            raise self._cannot(e) from None
         return self
 
     def _swappable(self):
@@ -335,23 +343,11 @@ class StagedDirectory:
     def _stage_in_place(self):
         logger.warning("%s: a mount point or in a directory this process cannot write: "
                        "saving file by file (each file atomic, the save as a whole not)",
-                       self.requested)
+                       self.where)
         self.in_place = True
+        os.makedirs(self.target, exist_ok=True)
         settle(self.target, IN_PLACE)
         self.path = _new_staging(self.target, IN_PLACE, "staging")
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None:
-            _drop_staging(self.path, remove=True)
-            _name_the_target(exc, self.path, self.target)
-            return False
-        try:
-            self._commit()
-        except OSError as e:
-            _drop_staging(self.path, remove=True)
-            raise FluidityError(f"{self.requested}: cannot save here: {e.strerror or e}") \
-                from None
-        return False
 
     def _commit(self):
         written = set(_files_under(self.path))
@@ -367,7 +363,7 @@ class StagedDirectory:
             new = _leftover(self.parent, self.name, "new")
             os.rename(self.path, new)                       # the commit point
             _drop_staging(self.path, remove=False)
-            _fsync_dir(self.parent)
+            ser.fsync_dir(self.parent)
             _swap_in(self.parent, self.name)
 
     def _commit_in_place(self, written):
@@ -384,14 +380,15 @@ class StagedDirectory:
             _fsync_tree(self.target)
 
 
-class StagedFiles:
+class StagedFiles(_Staged):
     """`with StagedFiles(directory, prefix) as stage:` write files named `prefix...` under
     `stage.path`; leaving the block commits them into `directory` as one group (the
     directory's other files untouched), an exception discards them."""
 
     def __init__(self, directory, prefix):
-        self.directory = os.path.realpath(os.path.abspath(os.fspath(directory)))
+        self.home = self.directory = os.path.realpath(os.path.abspath(os.fspath(directory)))
         self.prefix = prefix
+        self.where = os.path.join(self.directory, prefix)
 
     def __enter__(self):
         try:
@@ -399,22 +396,8 @@ class StagedFiles:
             settle(self.directory, self.prefix)
             self.path = _new_staging(self.directory, self.prefix, "files-staging")
         except OSError as e:
-            raise FluidityError(f"{os.path.join(self.directory, self.prefix)}: cannot save "
-                                f"here: {e.strerror or e}") from None
+            raise self._cannot(e) from None
         return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None:
-            _drop_staging(self.path, remove=True)
-            _name_the_target(exc, self.path, self.directory)
-            return False
-        try:
-            self._commit()
-        except OSError as e:
-            _drop_staging(self.path, remove=True)
-            raise FluidityError(f"{os.path.join(self.directory, self.prefix)}: cannot save "
-                                f"here: {e.strerror or e}") from None
-        return False
 
     def _commit(self):
         written = set(_files_under(self.path))
@@ -428,7 +411,7 @@ class StagedFiles:
             new = _leftover(self.directory, self.prefix, "files-new")
             os.rename(self.path, new)                       # the commit point
             _drop_staging(self.path, remove=False)
-            _fsync_dir(self.directory)
+            ser.fsync_dir(self.directory)
             _move_files_in(new, self.directory)
 
 
@@ -459,5 +442,5 @@ def retire(path):
             os.rename(os.path.join(parent, name), old)
         except FileNotFoundError:
             return
-        _fsync_dir(parent)
+        ser.fsync_dir(parent)
         remove_tree(old)

@@ -9,16 +9,8 @@ import pytest
 import fluidity as fluid
 from fluidity.errors import FluidityError, FormatError, ManifestError
 from fluidity.io import atomic, manifest
-from io_models import adam_mlp, hidden_entries, picture, same_values, set_values, values
+from io_models import hidden_entries, picture, same_values, set_values, values
 
-
-@pytest.fixture
-def model():
-    main, startup, x, y, loss = adam_mlp()
-    with fluid.scope_guard(fluid.Scope()):
-        exe = fluid.Executor(fluid.CPUPlace())
-        exe.run(startup)
-        yield exe, main, startup, y
 
 
 def _reloaded(exe, startup, main, load):

@@ -13,23 +13,15 @@ import pytest
 
 import fluidity as fluid
 from fluidity.errors import CheckpointError, ManifestError
-from io_models import adam_mlp, same_values, set_values, values
+from io_models import same_values, set_values, values
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "train_resumable.py")
 
 
-@pytest.fixture
-def model():
-    main, startup, x, y, loss = adam_mlp()
-    with fluid.scope_guard(fluid.Scope()):
-        exe = fluid.Executor(fluid.CPUPlace())
-        exe.run(startup)
-        yield exe, main, startup
-
 
 def test_layout_serials_and_newest_kept(model, tmp_path):
-    exe, main, startup = model
+    exe, main, startup, _ = model
     d = str(tmp_path / "ckpt")
     assert fluid.io.get_latest_checkpoint_serial(d) == -1
     saved = {}
@@ -61,7 +53,7 @@ def test_layout_serials_and_newest_kept(model, tmp_path):
 
 
 def test_bad_checkpoint_calls(model, tmp_path):
-    exe, main, startup = model
+    exe, main, startup, _ = model
     d = str(tmp_path / "c")
     with pytest.raises(ValueError, match="'checkpoint_dir' should not be None"):
         fluid.io.save_checkpoint(exe, None, main_program=main)
@@ -85,7 +77,7 @@ def test_bad_checkpoint_calls(model, tmp_path):
 
 
 def test_incomplete_checkpoints_are_never_loaded(model, tmp_path):
-    exe, main, startup = model
+    exe, main, startup, _ = model
     d = str(tmp_path / "c")
     set_values(main, 1)
     want = values(main)

@@ -8,7 +8,7 @@ import pytest
 
 import fluidity as fluid
 from fluidity.errors import FluidityError, FormatError, ManifestError, ShapeError
-from io_models import adam_mlp, same_values, set_values, values
+from io_models import same_values, set_values, values
 
 PARAMS = ["b1", "b2", "w1", "w2"]
 
@@ -23,17 +23,9 @@ class _RunsCode:
         return os.system, (self.command,)
 
 
-@pytest.fixture
-def model():
-    main, startup, x, y, loss = adam_mlp()
-    with fluid.scope_guard(fluid.Scope()):
-        exe = fluid.Executor(fluid.CPUPlace())
-        exe.run(startup)
-        yield exe, main, startup
-
 
 def test_save_writes_the_trio_and_load_restores_everything(model, tmp_path):
-    exe, main, startup = model
+    exe, main, startup, _ = model
     set_values(main, 3)
     want = values(main)
     fluid.io.save(main, str(tmp_path / "m" / "model"))
@@ -61,7 +53,7 @@ def test_save_writes_the_trio_and_load_restores_everything(model, tmp_path):
 
 
 def test_load_from_a_persistables_directory_and_combined_file(model, tmp_path):
-    exe, main, startup = model
+    exe, main, startup, _ = model
     set_values(main, 4)
     want = values(main)
     fluid.io.save_persistables(exe, str(tmp_path / "dir"), main)
@@ -78,7 +70,7 @@ def test_load_from_a_persistables_directory_and_combined_file(model, tmp_path):
 
 
 def test_bad_state_files(model, tmp_path):
-    exe, main, startup = model
+    exe, main, startup, _ = model
     prefix = str(tmp_path / "model")
     fluid.io.save(main, prefix)
     other = fluid.Program()                      # a program whose w2 is [8, 5]
@@ -102,7 +94,7 @@ def test_bad_state_files(model, tmp_path):
 
 
 def test_trio_is_one_group(model, tmp_path):
-    exe, main, startup = model
+    exe, main, startup, _ = model
     prefix = str(tmp_path / "model")
     fluid.io.save(main, prefix)
     data = bytearray(open(prefix + ".pdopt", "rb").read())
