@@ -89,24 +89,54 @@ def _ignore_missing(func, path, exc_info):
         raise exc_info[1]
 
 
+_held = threading.local()   # {parent: [mode, fd]} of the locks this thread holds
+
+
 @contextlib.contextmanager
 def _locked(parent, exclusive=True):
     """An flock on directory `parent` (exclusive for commits and settling, shared for
-    reading); no lock where the file system cannot give one."""
+    reading); no lock where the file system cannot give one. Re-entrant per thread: a
+    nested request uses the lock the thread holds (a shared one converted to exclusive
+    meanwhile), never a second descriptor that would wait on the first."""
     import fcntl
+    held = getattr(_held, "locks", None)
+    if held is None:
+        held = _held.locks = {}
+    key = os.path.realpath(parent)
+    want = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    if key in held:
+        mode, fd = held[key]
+        if mode == fcntl.LOCK_EX or want == mode:
+            yield
+            return
+        _flock(fd, want)                     # shared -> exclusive, and back after
+        held[key][0] = want
+        try:
+            yield
+        finally:
+            _flock(fd, mode)
+            held[key][0] = mode
+        return
     try:
         fd = os.open(parent, os.O_RDONLY)
     except OSError:
         yield
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        except OSError:
-            pass
+        _flock(fd, want)
+        held[key] = [want, fd]
         yield
     finally:
+        held.pop(key, None)
         os.close(fd)  # releases the lock
+
+
+def _flock(fd, mode):
+    import fcntl
+    try:
+        fcntl.flock(fd, mode)
+    except OSError:
+        pass
 
 
 def _process_gone(pid):
