@@ -11,7 +11,8 @@ D, in parent P, is never written in place:
     ``P/.D.fluidity-staging-<pid>-<random>/``, each file fsynced;
  3. under an exclusive flock on P: every file of D that the save did not write (the user's
     own files, an inference model saved there before, ...) is hard-linked into the staging
-    dir (copied where links are impossible), so it survives; the manifest
+    dir (copied where links are impossible), so it survives -- except the temporary files
+    of a file write that a kill cut short, which are swept away so; the manifest
     (``__fluidity_manifest__.json``: each new file's size and sha256, plus the entries of D's
     old manifest for the files carried over) is written last; the staging dir is fsynced;
  4. **commit point**: rename the staging dir to ``P/.D.fluidity-new``, fsync P;
@@ -62,6 +63,9 @@ logger = logging.getLogger("fluidity")
 _LEFTOVER = re.compile(r"^\.(?P<target>.+)\.fluidity-(?P<kind>staging|new|old|files-staging|"
                        r"files-new)(?:-(?P<pid>\d+)-[A-Za-z0-9_]+)?$")
 IN_PLACE = "__fluidity_in_place__"   # the staging name of a save made inside its directory
+# a temporary file of serialization.atomic_write (".<name>.<12 hex>.tmp") left by a writer
+# killed mid-file: never carried into the next save, so that save sweeps it away
+_WRITE_TEMP = re.compile(r"^\..+\.[0-9a-f]{12}\.tmp$")
 _active = set()             # staging dirs of this process's saves in progress
 _active_lock = threading.Lock()
 
@@ -271,7 +275,8 @@ def _carry(src, dst, written):
     returns their relative paths."""
     carried = []
     for rel in _files_under(src):
-        if rel in written or rel == manifest.MANIFEST:
+        if rel in written or rel == manifest.MANIFEST or \
+                _WRITE_TEMP.match(os.path.basename(rel)):
             continue
         a, b = os.path.join(src, rel), os.path.join(dst, rel)
         if os.path.lexists(b):

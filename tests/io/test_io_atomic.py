@@ -27,6 +27,7 @@ def test_files_the_save_does_not_write_survive(model, tmp_path):
     (d / "README").write_text("mine")
     (d / "sub").mkdir()
     (d / "sub" / "notes").write_text("also mine")
+    (d / ".w1.0123456789ab.tmp").write_bytes(b"half a file")  # a killed writer's temp file
     fluid.io.save_inference_model(str(d), ["x"], [y], exe, main)   # __model__ + params
     set_values(main, 5)
     fluid.io.save_persistables(exe, str(d), main, filename="state")  # then all state
