@@ -293,12 +293,34 @@ def _carry(src, dst, written):
     return carried
 
 
-def _new_staging(parent, target, kind):
+def _new_staging(parent, target, kind, like=None):
+    """A fresh staging dir in `parent`, with the permissions of directory `like` when that
+    exists, else those a new directory gets (mkdtemp's own 0700 would lock others out of
+    the save once it is swapped in)."""
     os.makedirs(parent, exist_ok=True)
     path = tempfile.mkdtemp(prefix=f".{target}.fluidity-{kind}-{os.getpid()}-", dir=parent)
     with _active_lock:
         _active.add(path)
+    try:
+        mode = os.stat(like).st_mode & 0o7777 if like and os.path.isdir(like) else \
+            0o777 & ~_umask()
+        os.chmod(path, mode)
+    except OSError:
+        pass
     return path
+
+
+def _umask():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
 
 
 def _drop_staging(path, remove):
@@ -363,7 +385,7 @@ class StagedDirectory(_Staged):
             os.makedirs(self.parent, exist_ok=True)
             settle(self.parent, self.name)
             if self._swappable():
-                self.path = _new_staging(self.parent, self.name, "staging")
+                self.path = _new_staging(self.parent, self.name, "staging", like=self.target)
             else:
                 self._stage_in_place()
         except OSError as e:

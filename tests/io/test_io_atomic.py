@@ -41,7 +41,14 @@ def test_files_the_save_does_not_write_survive(model, tmp_path):
                     lambda: fluid.io.load_persistables(exe, str(d), main, filename="state"))
     assert same_values(got, want)
     fluid.io.load_inference_model(str(d), exe)  # its files kept, and still verified
-    assert hidden_entries(str(d)) == [] and sorted(os.listdir(tmp_path)) == ["m"]
+    os.chmod(d, 0o751)
+    fluid.io.save_params(exe, str(d), main)
+    assert os.stat(d).st_mode & 0o777 == 0o751           # the directory keeps its mode
+    fluid.io.save_params(exe, str(tmp_path / "fresh"), main)
+    umask = os.umask(0o22)
+    os.umask(umask)
+    assert os.stat(tmp_path / "fresh").st_mode & 0o777 == 0o777 & ~umask
+    assert hidden_entries(str(d)) == [] and sorted(os.listdir(tmp_path)) == ["fresh", "m"]
 
 
 def test_changed_file_is_named_on_load(model, tmp_path):
