@@ -46,14 +46,3 @@ class ExecutionError(FluidityError):
         self.op_type = op_type
         self.op_index = op_index
         self.cause = cause
-
-
-# --- saves: manifests and checkpoints (fluidity.io) ---------------------------------------------
-class ManifestError(FormatError, ValueError):
-    """A saved file whose size or checksum differs from what the save's manifest recorded
-    (the file was changed or corrupted after the save), or a manifest that cannot be read."""
-
-
-class CheckpointError(FluidityError, ValueError):
-    """A checkpoint that is not there (no complete checkpoint, an unknown serial) or
-    arguments of a checkpoint call that Fluid refuses with a ValueError."""

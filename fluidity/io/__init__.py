@@ -15,8 +15,9 @@ manifest; Paddle's own directories load as before.
 from .inference import (MODEL_FILENAME, get_feed_target_names, get_fetch_target_names,
                         load_inference_model, load_inference_model_v2, load_program,
                         normalize_program, save_inference_model, save_inference_model_v2)
-from .checkpoint import (clean_checkpoint, get_latest_checkpoint_serial, load_checkpoint,
-                         load_trainer_args, save_checkpoint)
+from .checkpoint import (CheckpointError, clean_checkpoint, get_latest_checkpoint_serial,
+                         load_checkpoint, load_trainer_args, save_checkpoint)
+from .manifest import ManifestError
 from .program_state import load, load_program_state, save, set_program_state
 from .variables import (is_parameter, is_persistable, load_params, load_persistables,
                         load_vars, save_params, save_persistables, save_vars)
@@ -27,4 +28,4 @@ __all__ = ["is_persistable", "is_parameter", "save_vars", "load_vars", "save_par
            "get_feed_target_names", "get_fetch_target_names", "load_program",
            "save_checkpoint", "load_checkpoint", "clean_checkpoint",
            "get_latest_checkpoint_serial", "load_trainer_args", "save", "load",
-           "load_program_state", "set_program_state"]
+           "load_program_state", "set_program_state", "ManifestError", "CheckpointError"]

@@ -20,7 +20,7 @@ import re
 
 from ..core import serialization as ser
 from ..core.dtypes import VarType
-from ..errors import CheckpointError
+from ..errors import FluidityError
 from . import atomic, manifest
 from .variables import as_program, read_vars, select, write_vars
 
@@ -32,6 +32,11 @@ CHECKPOINT_SEPARATOR = "_"
 TRAINER_ARGS_FILE = "__trainer_args__.json"
 _SERIAL_DIR = re.compile(rf"^{CHECKPOINT_PREFIX}{CHECKPOINT_SEPARATOR}(\d+)$")
 _NOT_CHECKPOINTED = (VarType.FEED_MINIBATCH, VarType.FETCH_LIST, VarType.RAW, VarType.READER)
+
+
+class CheckpointError(FluidityError, ValueError):
+    """A checkpoint that is not there (no complete checkpoint, an unknown serial) or
+    arguments of a checkpoint call that Fluid refuses with a ValueError."""
 
 
 def is_checkpoint_var(var):

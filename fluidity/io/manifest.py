@@ -13,9 +13,16 @@ import json
 import os
 
 from ..core import serialization as ser
-from ..errors import ManifestError
+from ..errors import FormatError
 
 MANIFEST = "__fluidity_manifest__.json"
+
+
+class ManifestError(FormatError, ValueError):
+    """A saved file whose size or checksum differs from what the save's manifest recorded
+    (the file was changed or corrupted after the save), or a manifest that cannot be read."""
+
+
 FORMAT = "fluidity-manifest"
 VERSION = 1
 _BLOCK = 1 << 20

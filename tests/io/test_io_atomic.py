@@ -7,7 +7,8 @@ import os
 import pytest
 
 import fluidity as fluid
-from fluidity.errors import FluidityError, FormatError, ManifestError
+from fluidity.errors import FluidityError, FormatError
+from fluidity.io import ManifestError
 from fluidity.io import atomic, manifest
 from io_models import hidden_entries, picture, same_values, set_values, values
 

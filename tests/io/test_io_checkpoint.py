@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fluidity as fluid
-from fluidity.errors import CheckpointError, ManifestError
+from fluidity.io import CheckpointError, ManifestError
 from io_models import same_values, set_values, values
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import fluidity as fluid
-from fluidity.errors import FluidityError, FormatError, ManifestError, ShapeError
+from fluidity.errors import FluidityError, FormatError, ShapeError
+from fluidity.io import ManifestError
 from io_models import same_values, set_values, values
 
 PARAMS = ["b1", "b2", "w1", "w2"]
