@@ -78,6 +78,7 @@ def test_run_reports_a_broken_parameter_file(model, tmp_path):
     shutil.copytree(d / "dir", tmp_path / "m")
     w = tmp_path / "m" / "fc_1.w_0"
     w.write_bytes(w.read_bytes()[:-4])
+    (tmp_path / "m" / "__fluidity_manifest__.json").unlink()  # as Paddle's: no manifest
     r = _cli("run", tmp_path / "m", "-i", f"x={d / 'x.npy'}", "-i", f"ids={d / 'ids.npy'}")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "fc_1.w_0: variable 'fc_1.w_0': truncated data" in r.stderr

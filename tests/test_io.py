@@ -47,12 +47,19 @@ def _fresh(fn):
 _PARAMS = ["a_w2", "b1", "side_b", "side_w", "w1", "z_b2"]
 
 
+def _listing(d):
+    """The files of a save: Paddle's, without fluidity's manifest (which must be there)."""
+    names = os.listdir(d)
+    assert fio.manifest.MANIFEST in names
+    return sorted(n for n in names if n != fio.manifest.MANIFEST)
+
+
 # --- variables ---------------------------------------------------------------------------
 def test_save_load_params_separate_files(exe, tmp_path):
     main, startup, *_ = _mlp()
     exe.run(startup)
     fio.save_params(exe, tmp_path, main)
-    assert sorted(os.listdir(tmp_path)) == _PARAMS
+    assert _listing(tmp_path) == _PARAMS
     for name in _PARAMS:  # each file is exactly one LoDTensor record of the value
         assert (tmp_path / name).read_bytes() == ser.lod_tensor_to_bytes(_val(name))
     want = {n: _val(n) for n in _PARAMS}
@@ -69,7 +76,7 @@ def test_combined_file_is_records_sorted_by_name(exe, tmp_path):
     main, startup, *_ = _mlp()
     exe.run(startup)
     fio.save_params(exe, tmp_path, main, filename="params")
-    assert os.listdir(tmp_path) == ["params"]
+    assert _listing(tmp_path) == ["params"]
     assert (tmp_path / "params").read_bytes() == b"".join(
         ser.lod_tensor_to_bytes(_val(n)) for n in sorted(_PARAMS))
     want = {n: _val(n) for n in _PARAMS}
@@ -92,7 +99,7 @@ def test_persistables_follow_paddles_rules(exe, tmp_path):
     exe.run(startup)
     fluid.global_scope().var("step").get_tensor().set(np.array([7], np.int64))
     fio.save_persistables(exe, tmp_path / "p", main)
-    assert sorted(os.listdir(tmp_path / "p")) == sorted(_PARAMS + ["step"])
+    assert _listing(tmp_path / "p") == sorted(_PARAMS + ["step"])
     fio.save_params(exe, tmp_path / "q", main)
     assert "step" not in os.listdir(tmp_path / "q")
     got = _fresh(lambda: (fio.load_persistables(exe, tmp_path / "p", main), _val("step"))[1])
@@ -104,9 +111,9 @@ def test_save_vars_by_list_and_predicate(exe, tmp_path):
     exe.run(startup)
     b = main.global_block()
     fio.save_vars(exe, tmp_path / "a", vars=[b.var("w1"), b.var("b1")])
-    assert sorted(os.listdir(tmp_path / "a")) == ["b1", "w1"]
+    assert _listing(tmp_path / "a") == ["b1", "w1"]
     fio.save_vars(exe, tmp_path / "b", main, predicate=lambda v: v.name.startswith("side"))
-    assert sorted(os.listdir(tmp_path / "b")) == ["side_b", "side_w"]
+    assert _listing(tmp_path / "b") == ["side_b", "side_w"]
 
 
 def test_selected_rows_variable_round_trip(exe, tmp_path):
@@ -148,9 +155,9 @@ def test_inference_model_round_trip_mlp_all_layouts(exe, tmp_path):
     fio.save_inference_model(tmp_path / "comb", ["x"], [y], exe, main, params_filename="params")
     fio.save_inference_model(str(tmp_path / "v2" / "model"), [x], [y], exe, main)
     fio.save_inference_model_v2(tmp_path / "v2b" / "m", [x], [y], exe, program=main)
-    assert sorted(os.listdir(tmp_path / "sep")) == ["__model__", "a_w2", "b1", "w1", "z_b2"]
-    assert sorted(os.listdir(tmp_path / "comb")) == ["__model__", "params"]
-    assert sorted(os.listdir(tmp_path / "v2")) == ["model.pdiparams", "model.pdmodel"]
+    assert _listing(tmp_path / "sep") == ["__model__", "a_w2", "b1", "w1", "z_b2"]
+    assert _listing(tmp_path / "comb") == ["__model__", "params"]
+    assert _listing(tmp_path / "v2") == ["model.pdiparams", "model.pdmodel"]
     assert (tmp_path / "v2" / "model.pdiparams").read_bytes() == \
         (tmp_path / "comb" / "params").read_bytes()
     for path, kw in [(tmp_path / "sep", {}), (tmp_path / "comb", {"params_filename": "params"}),
@@ -194,7 +201,7 @@ def test_pruning_keeps_only_what_targets_need(exe, tmp_path):
     assert [op.type for op in p.global_block().ops] == ["mul", "elementwise_add", "softmax"]
     want, hv = exe.run(main, feed={"x": _X}, fetch_list=[y, h])
     fio.save_inference_model(tmp_path, [h.name], [y], exe, main)
-    assert sorted(os.listdir(tmp_path)) == ["__model__", "a_w2", "z_b2"]
+    assert _listing(tmp_path) == ["__model__", "a_w2", "z_b2"]
     _, feeds, _, (got,) = _run_loaded(exe, tmp_path, hv)
     assert feeds == [h.name]
     np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -252,7 +259,7 @@ def test_program_only_and_not_for_deployment(exe, tmp_path):
     main, startup, x, h, y, side = _mlp()
     exe.run(startup)
     fio.save_inference_model(tmp_path / "a", ["x"], [y], exe, main, program_only=True)
-    assert os.listdir(tmp_path / "a") == ["__model__"]
+    assert _listing(tmp_path / "a") == ["__model__"]
     fio.save_inference_model(tmp_path / "b", ["x"], [y], exe, main, export_for_deployment=False)
     assert "__model__.main_program" in os.listdir(tmp_path / "b")
     assert "side_w" in os.listdir(tmp_path / "b")  # whole program: nothing pruned
@@ -293,7 +300,7 @@ def test_failure_while_writing_combined_file_keeps_old_one(exe, tmp_path, monkey
     with pytest.raises(KeyboardInterrupt):
         fio.save_params(exe, tmp_path, main, filename="params")
     assert (tmp_path / "params").read_bytes() == before
-    assert os.listdir(tmp_path) == ["params"]
+    assert _listing(tmp_path) == ["params"]
 
 
 # --- bad files ---------------------------------------------------------------------------
@@ -303,6 +310,8 @@ def saved(exe, tmp_path):
     exe.run(startup)
     fio.save_inference_model(tmp_path / "sep", ["x"], [y], exe, main)
     fio.save_inference_model(tmp_path / "comb", ["x"], [y], exe, main, params_filename="params")
+    for d in ("sep", "comb"):  # Paddle's directories: no manifest, the loaders' own checks
+        (tmp_path / d / fio.manifest.MANIFEST).unlink()
     return tmp_path
 
 

@@ -352,3 +352,7 @@ def read_file(path):
             return f.read()
     except OSError as e:
         raise FluidityError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+# public: fluidity.io.atomic fsyncs the directories whose entries it renames
+fsync_dir = _fsync_dir

@@ -14,6 +14,7 @@ from fluidity.ops import registry
 from fluidity.proto import framework_pb2 as pb
 from fluidity.transpiler.compat_check import (KERNEL_HINTS, UnsupportedProgramError,
                                               check_program, find_unsupported)
+from fluidity.io.manifest import MANIFEST
 from paths import FIXTURES
 
 ZOO = os.path.join(FIXTURES, "paddle_zoo")
@@ -226,6 +227,7 @@ def broken_model(tmp_path_factory):
         if od.type in ("relu", "softmax"):
             od.type = "fancy_" + od.type
     path.write_bytes(desc.SerializeToString())
+    (d / "bad" / MANIFEST).unlink()  # hand-edited: a directory without fluidity's manifest
     np.save(d / "x.npy", np.ones((2, 4), "float32"))
     return d
 
@@ -254,6 +256,7 @@ def test_load_inference_model_refuses_newer_op_version(tmp_path):
     assert pairs["elementwise_add"].op_version.version == registry.get("elementwise_add").version
     pairs["elementwise_add"].op_version.version += 1
     path.write_bytes(desc.SerializeToString())
+    (tmp_path / MANIFEST).unlink()  # hand-edited: a directory without fluidity's manifest
     with pytest.raises(UnsupportedProgramError, match="elementwise_add is version"):
         fio.load_inference_model(str(tmp_path), exe)
 

@@ -1,159 +1,42 @@
-"""Save and load parameters and inference models in PaddlePaddle's formats (`fluid.io`).
-
-Variables are saved and loaded as Paddle does it: a throwaway program of `save`/`load` ops
-(one file per variable, named after it) or one `save_combine`/`load_combine` op (one file,
-records of the variables sorted by name), run by the executor in the global scope.
-
-Inference models, two layouts:
+"""Inference models in Paddle's two layouts, saved atomically (fluidity.io.atomic).
 
 * Fluid 1.x: ``save_inference_model(dirname, feeded_var_names, target_vars, executor, ...)``
   writes ``dirname/__model__`` (or `model_filename`) and the persistables (separate files, or
-  one `params_filename`).
-* Paddle 2.x: ``save_inference_model(path_prefix, feed_vars, fetch_vars, executor)`` — told
-  apart from 1.x by `feed_vars` being Variables, as Paddle's two APIs take them — writes
-  ``<prefix>.pdmodel`` and ``<prefix>.pdiparams`` (combined). `save_inference_model_v2` and
-  `load_inference_model_v2` name that layout explicitly.
+  one `params_filename`) as one staged directory save.
+* Paddle 2.x: ``save_inference_model(path_prefix, feed_vars, fetch_vars, executor)`` -- told
+  apart from 1.x by `feed_vars` being Variables, as Paddle's two APIs take them -- writes
+  ``<prefix>.pdmodel`` and ``<prefix>.pdiparams`` (combined) as one staged file group.
+  `save_inference_model_v2` and `load_inference_model_v2` name that layout explicitly.
 
 ``load_inference_model(path, executor)`` reads either: a directory holding `__model__` (or
 `model_filename`), else ``<path>.pdmodel``. Every file problem (missing, truncated, corrupt,
-wrong version, not fitting the program's variable) raises a FluidityError naming the file.
+changed since the save per the manifest, wrong version, not fitting the program's variable)
+raises a FluidityError naming the file.
 """
 import os
 
-from .core import serialization as ser
-from .core.dtypes import VarType
-from .errors import ExecutionError, FluidityError, ProgramError
-from .executor import Executor
-from .core.names import OpRole
-from .framework import EMPTY_VAR_NAME, Parameter, Program, Variable, default_main_program
-from .ir import rewrite
-from .transpiler.compat_check import check_program
-from .transpiler.prune import inference_optimize
-
-__all__ = ["is_persistable", "is_parameter", "save_vars", "load_vars", "save_params",
-           "load_params", "save_persistables", "load_persistables", "save_inference_model",
-           "load_inference_model", "save_inference_model_v2", "load_inference_model_v2",
-           "get_feed_target_names", "get_fetch_target_names", "load_program"]
+from ..core import serialization as ser
+from ..core.dtypes import VarType
+from ..core.names import OpRole
+from ..errors import FluidityError, ProgramError
+from ..framework import EMPTY_VAR_NAME, Program, Variable
+from ..ir import rewrite
+from ..transpiler.compat_check import check_program
+from ..transpiler.prune import inference_optimize
+from . import atomic, manifest
+from .variables import as_program, is_persistable, read_vars, select, write_vars
 
 MODEL_FILENAME = "__model__"
-_NOT_SAVED = (VarType.FEED_MINIBATCH, VarType.FETCH_LIST, VarType.READER)
-# a py_reader's queue variable (RAW) holds no tensor either: Paddle skips RAW too
-_NOT_SAVED = _NOT_SAVED + (VarType.RAW,)
-
-
-def is_persistable(var):
-    """Paddle's rule: persistable, and not a feed/fetch holder or a reader."""
-    return var.persistable and var.type not in _NOT_SAVED
-
-
-def is_parameter(var):
-    return isinstance(var, Parameter)
-
-
-# ---------------------------------------------------------------------------------------
-# variables
-# ---------------------------------------------------------------------------------------
-def _program(p):
-    p = default_main_program() if p is None else p
-    if not isinstance(p, Program):
-        raise FluidityError(f"main_program must be a Program, got {type(p).__name__}")
-    return p
-
-
-def _select(main_program, vars, predicate):
-    """The variables to save/load: `vars`, or those of the program `predicate` accepts;
-    unique by name, RAW variables skipped (as Paddle does)."""
-    if vars is None:
-        vars = [v for v in _program(main_program).list_vars() if predicate is None or predicate(v)]
-    out = {}
-    for v in vars:
-        if not isinstance(v, Variable):
-            raise FluidityError(f"vars must hold Variables, got {type(v).__name__}")
-        if v.type != VarType.RAW:
-            out.setdefault(v.name, v)
-    return list(out.values())
-
-
-def _clone_var(block, var):
-    return block.create_var(name=var.name, shape=var.shape, dtype=var.dtype, type=var.type,
-                            lod_level=var.lod_level, persistable=True)
-
-
-def _run(executor, program):
-    """Run a throwaway program; an op's own error (naming the file) is raised as is."""
-    try:
-        (executor or Executor()).run(program)
-    except ExecutionError as e:
-        if isinstance(e.cause, FluidityError):
-            raise e.cause from None
-        raise
-
-
-def _io_program(op, combined_op, dirname, vars, filename, slot):
-    prog = Program()
-    block = prog.global_block()
-    clones = [_clone_var(block, v) for v in vars]
-    if filename is None:
-        for v in clones:
-            block.append_op(op, **{slot: {"X" if slot == "inputs" else "Out": v}},
-                            attrs={"file_path": os.path.join(dirname, v.name)},
-                            infer_shape=False)
-    elif clones:
-        sparse = [v.name for v in clones if v.type != VarType.LOD_TENSOR]
-        if sparse:
-            raise FluidityError(f"{os.path.join(dirname, filename)}: variables {sparse} are not "
-                                f"LoDTensors, which a combined file cannot hold; use separate "
-                                f"files (filename=None)")
-        clones.sort(key=lambda v: v.name)
-        block.append_op(combined_op, **{slot: {"X" if slot == "inputs" else "Out": clones}},
-                        attrs={"file_path": os.path.join(dirname, filename)},
-                        infer_shape=False)
-    return prog
-
-
-def save_vars(executor, dirname, main_program=None, vars=None, predicate=None, filename=None):
-    """Save `vars` (or the variables of `main_program` that `predicate` accepts) from the
-    global scope into `dirname`: one file per variable, or all in `filename`, sorted by name."""
-    vars = _select(main_program, vars, predicate)
-    dirname = os.path.normpath(os.fspath(dirname))
-    _run(executor, _io_program("save", "save_combine", dirname, vars, filename or None,
-                               "inputs"))
-
-
-def load_vars(executor, dirname, main_program=None, vars=None, predicate=None, filename=None):
-    """Load what `save_vars` saved into the global scope. Each value must fit its variable
-    (dtype and shape) and a combined file must hold exactly the variables asked for."""
-    vars = _select(main_program, vars, predicate)
-    dirname = os.path.normpath(os.fspath(dirname))
-    if filename:
-        path = os.path.join(dirname, filename)
-        if vars and not os.path.isfile(path):
-            raise FluidityError(f"{path}: no such parameter file")
-    _run(executor, _io_program("load", "load_combine", dirname, vars, filename or None,
-                               "outputs"))
-
-
-def save_params(executor, dirname, main_program=None, filename=None):
-    save_vars(executor, dirname, main_program, predicate=is_parameter, filename=filename)
-
-
-def load_params(executor, dirname, main_program=None, filename=None):
-    load_vars(executor, dirname, main_program, predicate=is_parameter, filename=filename)
-
-
-def save_persistables(executor, dirname, main_program=None, filename=None):
-    save_vars(executor, dirname, main_program, predicate=is_persistable, filename=filename)
-
-
-def load_persistables(executor, dirname, main_program=None, filename=None):
-    load_vars(executor, dirname, main_program, predicate=is_persistable, filename=filename)
 
 
 # ---------------------------------------------------------------------------------------
 # programs
 # ---------------------------------------------------------------------------------------
 def load_program(path):
-    """A Program from a serialized ProgramDesc file; errors name the file."""
+    """A Program from a serialized ProgramDesc file; errors name the file (and a file that
+    differs from what its directory's manifest recorded is refused)."""
+    d, name = os.path.split(os.path.abspath(os.fspath(path)))
+    manifest.verify(d, [name])
     data = ser.read_file(path)
     if not data:
         raise ProgramError(f"{path}: empty file, not a program")
@@ -273,7 +156,7 @@ def _clip_extra(program):
             rewrite.remove_attrs(op, ("op_callstack", "with_quant_attr"))
 
 
-def _write_program(path, program):
+def write_program(path, program):
     data = program.serialize_to_string()
     ser.atomic_write(path, lambda f: f.write(data))
 
@@ -298,24 +181,24 @@ def save_inference_model(dirname, feeded_var_names, target_vars, executor, main_
     targets = _names(target_vars, "target_vars")
     if not targets:
         raise FluidityError("save_inference_model: target_vars is empty")
-    main_program = _program(main_program)
-    dirname = os.path.normpath(os.fspath(dirname))
-    model_path = os.path.join(dirname, os.path.basename(model_filename or MODEL_FILENAME))
+    main_program = as_program(main_program)
+    model_name = os.path.basename(model_filename or MODEL_FILENAME)
     if export_for_deployment:
         program, fetch_names = normalize_program(main_program, feeds, targets)
-        _write_program(model_path, program)
     else:
         program = main_program.clone()
         fetch_names = _wrap_targets(program, targets)
-        _write_program(model_path + ".main_program", program)
-    if not program_only:
-        save_persistables(executor, dirname, program,
-                          os.path.basename(params_filename) if params_filename else None)
+        model_name += ".main_program"
+    with atomic.StagedDirectory(dirname) as stage:
+        write_program(os.path.join(stage.path, model_name), program)
+        if not program_only:
+            write_vars(executor, stage.path, select(program, None, is_persistable),
+                       os.path.basename(params_filename) if params_filename else None)
     return fetch_names
 
 
 def _finish_load(program, executor, dirname, params_filename):
-    load_persistables(executor, dirname, program, params_filename)
+    read_vars(executor, dirname, select(program, None, is_persistable), params_filename)
     try:
         feeds = get_feed_target_names(program)
         fetches = get_fetch_target_names(program)
@@ -333,6 +216,7 @@ def load_inference_model(dirname, executor, model_filename=None, params_filename
         raise FluidityError("load_inference_model: loading from memory (dirname=None) is not "
                             "supported; give the model's directory or path prefix")
     path = os.path.normpath(os.fspath(dirname))
+    atomic.settle(*os.path.split(os.path.abspath(path)))  # a directory or a file group
     is_dir = os.path.isdir(path)
     if not (is_dir and (model_filename or os.path.exists(os.path.join(path, MODEL_FILENAME)))) \
             and os.path.isfile(path + ".pdmodel"):
@@ -340,11 +224,12 @@ def load_inference_model(dirname, executor, model_filename=None, params_filename
     if not is_dir:
         raise FluidityError(f"{path}: no inference model here: neither a directory with "
                             f"{MODEL_FILENAME} nor a prefix of {path}.pdmodel")
-    model_path = os.path.join(path, os.path.basename(model_filename or MODEL_FILENAME))
-    program = load_program(model_path)
-    check_program(program, model_path)
-    return _finish_load(program, executor, path,
-                        os.path.basename(params_filename) if params_filename else None)
+    with atomic.reading(path) as d:
+        model_path = os.path.join(d, os.path.basename(model_filename or MODEL_FILENAME))
+        program = load_program(model_path)
+        check_program(program, model_path)
+        return _finish_load(program, executor, d,
+                            os.path.basename(params_filename) if params_filename else None)
 
 
 def save_inference_model_v2(path_prefix, feed_vars, fetch_vars, executor, program=None,
@@ -363,11 +248,13 @@ def save_inference_model_v2(path_prefix, feed_vars, fetch_vars, executor, progra
     targets = _names(fetch_vars, "fetch_vars")
     if not targets:
         raise FluidityError("save_inference_model: fetch_vars is empty")
-    prog, fetch_names = normalize_program(_program(program), feeds, targets)
-    _write_program(path_prefix + ".pdmodel", prog)
-    if any(is_persistable(v) for v in prog.list_vars()):
-        save_persistables(executor, os.path.dirname(path_prefix), prog,
-                          os.path.basename(path_prefix) + ".pdiparams")
+    prog, fetch_names = normalize_program(as_program(program), feeds, targets)
+    d, base = os.path.split(path_prefix)
+    with atomic.StagedFiles(d, base) as stage:
+        write_program(os.path.join(stage.path, base + ".pdmodel"), prog)
+        params = select(prog, None, is_persistable)
+        if params:
+            write_vars(executor, stage.path, params, base + ".pdiparams")
     return fetch_names
 
 
@@ -377,10 +264,8 @@ def load_inference_model_v2(path_prefix, executor, model_filename=None, params_f
     d = os.path.dirname(path_prefix)
     model = os.path.join(d, model_filename) if model_filename else path_prefix + ".pdmodel"
     params = os.path.join(d, params_filename) if params_filename else path_prefix + ".pdiparams"
-    program = load_program(model)
-    check_program(program, model)
-    return _finish_load(program, executor, os.path.dirname(params), os.path.basename(params))
-
-# readers fed from Python (fluid.io.DataLoader, fluid.io.PyReader)
-from .reader.dataloader import DataLoader, PyReader  # noqa: E402,F401
-__all__ += ["DataLoader", "PyReader"]
+    with atomic.reading(d, os.path.basename(path_prefix)):
+        program = load_program(model)
+        check_program(program, model)
+        return _finish_load(program, executor, os.path.dirname(params),
+                            os.path.basename(params))
