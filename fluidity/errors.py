@@ -14,9 +14,10 @@ class UnknownOpError(ProgramError):
     """An op type that the registry does not know."""
 
 
-class FormatError(FluidityError):
+class FormatError(FluidityError, ValueError):
     """Bytes that are not a valid file of the kind expected (tensor record, program,
-    parameter file): bad version, truncated, corrupt."""
+    parameter file, DataFeedDesc): bad version, truncated, corrupt. A ValueError, as the
+    bad value is the input's. The message names the file (when there is one) and the field."""
 
 
 class ShapeError(FluidityError):
@@ -46,3 +47,11 @@ class ExecutionError(FluidityError):
         self.op_type = op_type
         self.op_index = op_index
         self.cause = cause
+
+
+# -- loaders (h2-loaders) -----------------------------------------------------------------
+class ProgramFormatError(FormatError, ProgramError):
+    """A serialized ProgramDesc that is corrupt: not protobuf, a required field missing,
+    invalid UTF-8 in a string, an unknown enum value, an impossible shape, a block or
+    sub-block index out of range. Both a FormatError and a ProgramError, so callers that
+    catch either see it."""

@@ -155,13 +155,13 @@ def test_garbage_tensor_desc():
     with pytest.raises(ser.FormatError, match="bad TensorDesc length -5"):
         ser.lod_tensor_from_bytes(bad)
     no_dtype = _NO_LOD[:16] + struct.pack("<i", 4) + b"\x10\x02\x10\x03" + _NO_LOD[26:]
-    with pytest.raises(ser.FormatError, match="data_type is missing"):
+    with pytest.raises(ser.FormatError, match="field data_type: required field missing"):
         ser.lod_tensor_from_bytes(no_dtype)
 
 
 def test_unknown_and_unsupported_dtypes():
     bad = _NO_LOD[:20] + b"\x08\x63" + _NO_LOD[22:]   # data_type = 99
-    with pytest.raises(ser.FormatError, match="unknown tensor dtype code 99"):
+    with pytest.raises(ser.FormatError, match="field data_type: unknown Type value 99"):
         ser.lod_tensor_from_bytes(bad)
     bf16 = _NO_LOD[:20] + b"\x08\x16" + _NO_LOD[22:]  # BF16 (22): no numpy dtype
     with pytest.raises(ser.FormatError, match="unsupported tensor dtype BF16"):
