@@ -100,7 +100,7 @@ def test_malformed_config_names_file_and_line(tmp_path, text, line, fragment):
 
 
 @pytest.mark.parametrize("slots, fragment", [
-    ('slots { type: "uint64" }', "slot #0 has no name"),
+    ('slots { type: "uint64" }', "slot #0 (field multi_slot_desc.slots[0]) has no name"),
     ('slots { name: "a" }', "has type ''"),
     ('slots { name: "a" type: "int64" }', "has type 'int64'"),
     ('slots { name: "a" type: "float" } slots { name: "a" type: "float" }', "declared twice"),
