@@ -23,6 +23,7 @@ __all__ = ["find_problem", "check_message"]
 
 _STRING, _MESSAGE = FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_MESSAGE
 _KNOWN_NUMBERS = {}   # message descriptor -> {field number: field name}
+_STRING_PLANS = {}    # message descriptor -> ((field, is string), ...) that can hold strings
 
 
 def _known(descriptor):
@@ -32,8 +33,58 @@ def _known(descriptor):
     return known
 
 
+def _string_plan(descriptor, busy=()):
+    """The fields of a message type that are strings or messages that may hold strings:
+    the string walk skips the rest (a VarDesc's type, TensorDescs: most of a program)."""
+    plan = _STRING_PLANS.get(descriptor)
+    if plan is None:
+        busy = busy + (descriptor,)
+        plan = tuple((f, f.type == _STRING) for f in descriptor.fields
+                     if f.type == _STRING or (f.type == _MESSAGE and (
+                         f.message_type in busy or _string_plan(f.message_type, busy))))
+        _STRING_PLANS[descriptor] = plan
+    return plan
+
+
+def _bad_strings(msg, path):
+    """(path, why) for the first string of `msg` that is not valid UTF-8 (upb hands such a
+    proto2 string back as bytes), else None."""
+    for field, is_string in _string_plan(msg.DESCRIPTOR):
+        name = field.name
+        if field.is_repeated:
+            values = getattr(msg, name)
+            if is_string:
+                for k, v in enumerate(values):
+                    if type(v) is not str:
+                        return f"{path}{name}[{k}]", f"invalid UTF-8 in a string: {v[:40]!r}"
+            else:
+                for k, sub in enumerate(values):
+                    found = _bad_strings(sub, f"{path}{name}[{k}].")
+                    if found is not None:
+                        return found
+        elif msg.HasField(name):
+            v = getattr(msg, name)
+            if is_string:
+                if type(v) is not str:
+                    return f"{path}{name}", f"invalid UTF-8 in a string: {v[:40]!r}"
+            else:
+                found = _bad_strings(v, f"{path}{name}.")
+                if found is not None:
+                    return found
+    return None
+
+
+def _has_unknown(msg):
+    """Whether `msg` or a message in it holds unknown fields (cheap: sizes, in C)."""
+    bare = type(msg)()
+    bare.CopyFrom(msg)
+    bare.DiscardUnknownFields()
+    return len(bare.SerializePartialToString()) != len(msg.SerializePartialToString())
+
+
 def _misread(msg, path):
-    """(path, why) for a known field number in `msg`'s unknown-field set, else None."""
+    """(path, why) for the first known field number in the unknown-field set of `msg` or a
+    message in it, else None."""
     known = _known(msg.DESCRIPTOR)
     for f in unknown_fields.UnknownFieldSet(msg):
         name = known.get(f.field_number)
@@ -44,37 +95,23 @@ def _misread(msg, path):
             else:
                 why = f"a value of the wrong wire type ({f.wire_type})"
             return f"{path}{name}", why
-    return None
-
-
-def _walk(msg, path):
-    found = _misread(msg, path)
-    if found is not None:
-        return found
     for field, value in msg.ListFields():
-        if field.type == _STRING:
-            values = value if field.is_repeated else (value,)
-            for k, v in enumerate(values):
-                if not isinstance(v, str):
-                    at = f"[{k}]" if field.is_repeated else ""
-                    return f"{path}{field.name}{at}", f"invalid UTF-8 in a string: {v[:40]!r}"
-        elif field.type == _MESSAGE:
-            if field.is_repeated:
-                for k, sub in enumerate(value):
-                    found = _walk(sub, f"{path}{field.name}[{k}].")
-                    if found is not None:
-                        return found
-            else:
-                found = _walk(value, f"{path}{field.name}.")
-                if found is not None:
-                    return found
+        if field.type != _MESSAGE:
+            continue
+        subs = enumerate(value) if field.is_repeated else ((None, value),)
+        for k, sub in subs:
+            found = _misread(sub, f"{path}{field.name}{'' if k is None else f'[{k}]'}.")
+            if found is not None:
+                return found
     return None
 
 
 def find_problem(msg):
     """(field path, what is wrong) for the first problem of `msg`, or None when it is whole:
-    every required field set, every string valid UTF-8, every known field well-typed."""
-    found = _walk(msg, "")
+    every known field well-typed, every string valid UTF-8, every required field set."""
+    found = _misread(msg, "") if _has_unknown(msg) else None
+    if found is None:
+        found = _bad_strings(msg, "")
     if found is not None:
         return found
     if not msg.IsInitialized():

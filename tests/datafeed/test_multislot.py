@@ -316,3 +316,66 @@ def test_generator_held_out_split_shares_the_model(tmp_path):
     assert open(train["files"][0]).read() != open(test["files"][0]).read()
     ev = generate.evaluate_model(test["model"], test["files"])
     assert ev["optimal_logloss"] == pytest.approx(test["optimal_logloss"], rel=1e-9)
+
+
+# --- values checked, the option that keeps non-finite floats, batch origins --------------
+NONFINITE = ["nan", "-NaN", "inf", "-inf", "Infinity", "1e400", "1e39", "-3.4028235677973366e38"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nonfinite_floats_are_kept_only_when_allowed(tmp_path, desc, backend):
+    lines = [f"1 5 2 0.5 {tok} 0 1 1" for tok in NONFINITE]
+    path = _write(tmp_path, "nf.txt", "\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"nf.txt:1: slot 'dense': value 'nan' is not a finite"):
+        _read(desc, [path], backend=backend)
+    kept = _read(desc, [path], backend=backend, batch_size=100, allow_nonfinite=True)
+    got = kept[0]["dense"].numpy()[:, 1]
+    assert np.isnan(got[:2]).all() and np.isinf(got[2:]).all()
+    desc.allow_nonfinite = True        # the desc's setting, which AsyncExecutor's readers take
+    assert len(_read(desc, [path], backend=backend, batch_size=100)[0]["dense"].numpy()) == 8
+    with pytest.warns(DataWarning, match=r"skipped 8 malformed line\(s\)"):
+        assert _read(desc, [path], backend=backend, allow_nonfinite=False,
+                     skip_bad_lines=True, batch_size=100) == []
+
+
+def test_float32_overflow_threshold_is_the_same_in_both_parsers(tmp_path):
+    d = DataFeedDesc.from_text('multi_slot_desc { slots { name: "x" type: "float" '
+                               'is_used: true } }')
+    edge = [3.4028235677973366e38, 3.4028235677973362e38, 3.4028234663852886e38]
+    for tok in [repr(v) for v in edge] + [repr(-v) for v in edge]:
+        path = _write(tmp_path, "e.txt", f"1 {tok}\n")
+        got = []
+        for backend in BACKENDS:
+            try:
+                got.append(float(_read(d, [path], backend=backend)[0]["x"].numpy()[0, 0]))
+            except DataError as e:
+                got.append(str(e).split(": ", 1)[1])
+        assert got[0] == got[1], (tok, got)
+        with np.errstate(over="ignore"):
+            finite = np.isfinite(np.float32(float(tok)))
+        assert isinstance(got[0], float) == finite, (tok, got)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batches_name_their_file_and_lines(tmp_path, desc, backend):
+    lines = [GOOD.replace(" 1 1", f" 1 {i % 2}") for i in range(5)]
+    f1 = _write(tmp_path, "1.txt", "\n".join(lines[:3]) + "\n\n")   # an empty line 4
+    f2 = _write(tmp_path, "2.txt", "\n" + "\n".join(lines[3:]) + "\n")
+    reader = MultiSlotReader(desc, [f1, f2], batch_size=2, chunk_size=30, backend=backend)
+    origins = [b.origin for b in reader]
+    assert origins == [((f1, 1, 2),), ((f1, 3, 3), (f2, 2, 2)), ((f2, 3, 3),)]
+    assert origins[1][0].path == f1 and origins[1][1].first_line == 2
+    for chunk, dense_dim in reader.chunks():   # the compiled worker loop's view of it
+        assert chunk.origin(0, chunk.n).path == chunk.path
+        assert reader.chunk_batch(chunk, 0, chunk.n, dense_dim).origin == (
+            chunk.origin(0, chunk.n),)
+    import pickle
+    b = next(iter(reader))
+    assert pickle.loads(pickle.dumps(b)).origin == b.origin
+
+
+def test_ids_up_to_int64_max_are_read_exactly(tmp_path, desc):
+    path = _write(tmp_path, "ids.txt", "2 0 9223372036854775807 2 1 1 0 1 1\n")
+    for backend in BACKENDS:
+        (b,) = _read(desc, [path], backend=backend)
+        assert b["words"].numpy()[:, 0].tolist() == [0, 2**63 - 1]
