@@ -50,6 +50,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)   # this tree's fluidity, in the driver and its workers
 ZOO = os.path.join(ROOT, "tests", "fixtures", "paddle_zoo")
 AS_LIMIT = 3 << 30
 BATCH = 64      # cases sent to the worker at once
@@ -449,7 +450,18 @@ class _Case:
         return p
 
 
+def _plan_error():
+    from fluidity.errors import FluidityError
+
+    class PlanError(FluidityError):
+        """A well-formed program whose block 0 the executor refuses to prepare, with a
+        FluidityError naming the op (an attribute value the op does not accept, a variable
+        no block declares): a clear error at the first run, not a loader's."""
+    return PlanError
+
+
 def run_program(data, opts):
+    from fluidity.errors import FluidityError
     from fluidity.executor.plan import Plan
     from fluidity.framework import Program, load_program_file
     from fluidity.ir.views import ProgramView
@@ -458,7 +470,10 @@ def run_program(data, opts):
     check_program(program, "fuzzed program")
     again = Program.parse_from_string(program.serialize_to_string())  # round trip
     assert len(again.blocks) == len(program.blocks), "round trip lost blocks"
-    Plan(ProgramView(program.desc), 0)
+    try:
+        Plan(ProgramView(program.desc), 0)
+    except FluidityError as e:
+        raise PlanError(f"{type(e).__name__}: {e}") from None
 
 
 def run_tensor(data, opts):
@@ -520,11 +535,12 @@ def run_multislot_py(data, opts):
 def _documented():
     from fluidity.datafeed.errors import DataError
     from fluidity.errors import FormatError, ProgramError
-    return {"program": (FormatError, ProgramError), "tensor": (FormatError,),
+    return {"program": (FormatError, ProgramError, PlanError), "tensor": (FormatError,),
             "combined": (FormatError,), "datafeed_desc": (FormatError,),
             "multislot_c": (DataError,), "multislot_py": (DataError,)}
 
 
+PlanError = _plan_error()
 RUNNERS = {"program": run_program, "tensor": run_tensor, "combined": run_combined,
            "datafeed_desc": run_datafeed_desc, "multislot_c": run_multislot_c,
            "multislot_py": run_multislot_py}
@@ -746,7 +762,6 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.worker:
         return worker_main()
-    sys.path.insert(0, ROOT)
     results = []
     for target in args.targets.split(","):
         if target not in RUNNERS:
