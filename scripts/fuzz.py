@@ -21,7 +21,8 @@ record headers (versions, LoD levels, TensorDesc length), text-proto and MultiSl
 records, configs and data lines).
 
 Each case runs in a worker subprocess (limited to 3 GiB of address space, so a lying header
-that allocates gigabytes shows up) with a per-case time limit. A case FAILS when it raises
+that allocates gigabytes shows up) with a per-case time limit (a case that exceeds it is run once more in a fresh worker: only
+a second timeout is a hang). A case FAILS when it raises
 anything but its target's documented errors (FormatError; for programs also ProgramError,
 e.g. UnsupportedProgramError; MultiSlot parse errors: DataError), exceeds the time limit
 (hang) or kills the worker (crash, e.g. a segfault in the C parser); the input is saved
@@ -54,6 +55,8 @@ sys.path.insert(0, ROOT)   # this tree's fluidity, in the driver and its workers
 ZOO = os.path.join(ROOT, "tests", "fixtures", "paddle_zoo")
 AS_LIMIT = 3 << 30
 BATCH = 64      # cases sent to the worker at once
+READY = b"ready\n"
+STARTUP_S = 300  # a worker's imports (and the C parser's build) on a busy machine
 
 # =======================================================================================
 # protobuf wire format: a tree to mutate field by field
@@ -86,9 +89,10 @@ def _enc_varint(v):
             return bytes(out)
 
 
-def wire_parse(data, depth=0):
-    """[[field, wire type, value]]: int (varint), bytes (fixed, or length-delimited that is
-    not a message), or a nested list (length-delimited that parses as a message)."""
+def wire_fields(data):
+    """[[field, wire type, value]] of one message level: value an int (varint) or bytes
+    (fixed, or length-delimited: a nested message is parsed only when descended into, so a
+    mutation costs the path to its field, not the whole file). ValueError if not protobuf."""
     out, i = [], 0
     while i < len(data):
         key, i = _varint(data, i)
@@ -97,21 +101,14 @@ def wire_parse(data, depth=0):
             raise ValueError("field 0")
         if wt == 0:
             v, i = _varint(data, i)
-        elif wt == 1 or wt == 5:
-            n = 8 if wt == 1 else 4
+        elif wt in (1, 2, 5):
+            if wt == 2:
+                n, i = _varint(data, i)
+            else:
+                n = 8 if wt == 1 else 4
             if i + n > len(data):
-                raise ValueError("short fixed")
+                raise ValueError("short field")
             v, i = data[i:i + n], i + n
-        elif wt == 2:
-            n, i = _varint(data, i)
-            if i + n > len(data):
-                raise ValueError("short bytes")
-            v, i = data[i:i + n], i + n
-            if v and depth < 12:
-                try:
-                    v = wire_parse(v, depth + 1)
-                except ValueError:
-                    pass
         else:
             raise ValueError("wire type")
         out.append([num, wt, v])
@@ -127,17 +124,8 @@ def wire_encode(fields):
         elif wt in (1, 5):
             out += v
         else:
-            b = wire_encode(v) if isinstance(v, list) else v
-            out += _enc_varint(len(b)) + b
+            out += _enc_varint(len(v)) + v
     return bytes(out)
-
-
-def _nodes(fields, out):
-    for f in fields:
-        out.append((fields, f))
-        if isinstance(f[2], list):
-            _nodes(f[2], out)
-    return out
 
 
 _VARINTS = [0, 1, 2, 3, 7, 99, 127, 128, 255, 1000, (1 << 31) - 1, 1 << 31, (1 << 32) - 1,
@@ -145,24 +133,34 @@ _VARINTS = [0, 1, 2, 3, 7, 99, 127, 128, 255, 1000, (1 << 31) - 1, 1 << 31, (1 <
 _BAD_UTF8 = [b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf0\x28\x8c\xbc", b"a\x80b", b"\xfe\xfe"]
 
 
-def mutate_wire(rng, data):
-    """`data` with one protobuf field mutated (falls back to bytes when it does not parse)."""
+def mutate_wire(rng, data, depth=0):
+    """`data` (a protobuf message) with one field somewhere in it mutated: a random path
+    down nested messages, then at its end a field deleted, duplicated, renumbered, given
+    another wire type, a varint set to a boundary value or an unknown enum, a string made
+    invalid UTF-8, ... (bytes-level when `data` does not parse)."""
     try:
-        tree = wire_parse(data)
+        fields = wire_fields(data)
     except ValueError:
         return mutate_bytes(rng, data)
-    nodes = _nodes(tree, [])
-    if not nodes:
+    if not fields:
         return data + wire_encode([[rng.randint(1, 20), 0, rng.choice(_VARINTS)]])
-    parent, f = rng.choice(nodes)
+    k = rng.randrange(len(fields))
+    f = fields[k]
+    if f[1] == 2 and f[2] and depth < 12 and rng.random() < 0.75:
+        try:
+            wire_fields(f[2])          # a message: go down into it
+            f[2] = mutate_wire(rng, f[2], depth + 1)
+            return wire_encode(fields)
+        except ValueError:
+            pass
     op = rng.randrange(9)
     if op == 0:
-        parent.remove(f)                                   # a field (maybe required) gone
+        del fields[k]                                      # a field (maybe required) gone
     elif op == 1:
-        parent.insert(parent.index(f), [f[0], f[1], f[2]])  # duplicated
+        fields.insert(k, list(f))                          # duplicated
     elif op == 2:
         f[0] = rng.choice([f[0] + 1, max(1, f[0] - 1), rng.randint(1, 40), 536870911])
-    elif op == 3:                                         # another wire type
+    elif op == 3:                                          # another wire type
         f[1] = rng.choice([w for w in (0, 1, 2, 5) if w != f[1]])
         f[2] = {0: rng.choice(_VARINTS), 1: rng.randbytes(8), 5: rng.randbytes(4),
                 2: rng.randbytes(rng.randint(0, 6))}[f[1]]
@@ -171,24 +169,20 @@ def mutate_wire(rng, data):
     elif f[1] in (1, 5):
         n = len(f[2])
         f[2] = rng.choice([rng.randbytes(n), b"\xff" * n, b"\x00" * n,
-                           struct.pack("<d", float("nan")) if n == 8 else struct.pack("<f", float("inf"))])
-    elif isinstance(f[2], list):
-        if f[2] and op < 6:
-            f[2].pop(rng.randrange(len(f[2])))
-        elif f[2] and op < 8:
-            rng.shuffle(f[2])
-        else:
-            f[2] = mutate_bytes(rng, wire_encode(f[2]))
+                           struct.pack("<d", float("nan")) if n == 8 else
+                           struct.pack("<f", float("inf"))])
     else:
         b = f[2]
         if op < 6 and b:
-            k = rng.randrange(len(b))
-            f[2] = b[:k] + rng.choice(_BAD_UTF8) + b[k + 1:]
+            j = rng.randrange(len(b))
+            f[2] = b[:j] + rng.choice(_BAD_UTF8) + b[j + 1:]
         elif op < 7:
             f[2] = rng.choice([b"", b * rng.randint(2, 50), rng.randbytes(rng.randint(1, 30))])
+        elif op < 8 and len(fields) > 1:
+            rng.shuffle(fields)
         else:
             f[2] = mutate_bytes(rng, b)
-    return wire_encode(tree)
+    return wire_encode(fields)
 
 
 # =======================================================================================
@@ -532,18 +526,33 @@ def run_multislot_py(data, opts):
     _read_multislot(data, opts, "python")
 
 
+def run_selftest(data, opts):
+    """The harness's own check (tests/test_fuzz.py): each way a case can fail, on demand."""
+    if data == b"crash":
+        os.kill(os.getpid(), 11)      # as a segfault in a C parser would
+    elif data == b"hang":
+        time.sleep(3600)
+    elif data == b"raw":
+        raise KeyError("raw")
+    elif data == b"documented":
+        from fluidity.errors import FormatError
+        raise FormatError("documented")
+
+
 def _documented():
     from fluidity.datafeed.errors import DataError
     from fluidity.errors import FormatError, ProgramError
     return {"program": (FormatError, ProgramError, PlanError), "tensor": (FormatError,),
             "combined": (FormatError,), "datafeed_desc": (FormatError,),
-            "multislot_c": (DataError,), "multislot_py": (DataError,)}
+            "multislot_c": (DataError,), "multislot_py": (DataError,),
+            "_selftest": (FormatError,)}
 
 
 PlanError = _plan_error()
 RUNNERS = {"program": run_program, "tensor": run_tensor, "combined": run_combined,
            "datafeed_desc": run_datafeed_desc, "multislot_c": run_multislot_c,
-           "multislot_py": run_multislot_py}
+           "multislot_py": run_multislot_py, "_selftest": run_selftest}
+TARGETS = [t for t in RUNNERS if not t.startswith("_")]
 
 
 def worker_main():
@@ -565,6 +574,8 @@ def worker_main():
     from fluidity.datafeed import multislot
     multislot.build()
     inp, out = sys.stdin.buffer, sys.stdout.buffer
+    out.write(READY)      # imports done: the driver's per-case clock starts now
+    out.flush()
     while True:
         head = inp.read(4)
         if len(head) < 4:
@@ -594,6 +605,11 @@ class Worker:
                    OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
         self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        fd = self.p.stdout.fileno()
+        if not select.select([fd], [], [], STARTUP_S)[0] or \
+                os.read(fd, len(READY)) != READY:
+            self.p.kill()
+            raise RuntimeError(f"the fuzz worker did not start in {STARTUP_S} s")
 
     def run(self, cases, timeout):
         """Yield (kind, class, message) per case, in order; the worker answers each case as
@@ -640,7 +656,9 @@ class Worker:
 
 SEEDS = {"program": _program_seeds, "tensor": _tensor_seeds, "combined": _combined_seeds,
          "datafeed_desc": lambda: [(d, {}) for d in DATAFEED_DESCS],
-         "multislot_c": _multislot_seeds, "multislot_py": _multislot_seeds}
+         "multislot_c": _multislot_seeds, "multislot_py": _multislot_seeds,
+         "_selftest": lambda: [(d, {}) for d in (b"ok", b"raw", b"crash", b"documented",
+                                                b"hang")]}
 GENERATORS = {"program": lambda rng: (gen_program(rng), {}), "tensor": gen_tensor,
               "combined": lambda rng: (gen_tensor(rng)[0] * rng.randint(1, 2), {"n": 1}),
               "datafeed_desc": lambda rng: (gen_desc_text(rng), {}),
@@ -686,8 +704,10 @@ def _mutate_record(rng, data):
     return data[:j + 4 + n + rng.randint(0, max(0, len(data) - j - 4 - n))]  # data cut
 
 
-def make_case(target, rng, seeds):
-    """(data, opts) for one case: mostly mutated seeds, some generated from scratch."""
+def make_case(target, rng, seeds, k=0):
+    """(data, opts) for case k: mostly mutated seeds, some generated from scratch."""
+    if target == "_selftest":
+        return seeds[k % len(seeds)]
     r = rng.random()
     if r < 0.15:
         data, opts = GENERATORS[target](rng)
@@ -706,20 +726,27 @@ def make_case(target, rng, seeds):
     return data, opts
 
 
-def fuzz(target, cases, seed, timeout, out_dir, progress=True):
+def fuzz(target, cases, seed, timeout, out_dir, progress=True, worker=None):
+    """Run `cases` cases of `target`; the summary dict, and the worker (alive) for the
+    next target."""
     rng = random.Random(f"{target}:{seed}")   # every input follows from target and seed
     seeds = SEEDS[target]()
     counts, failures = collections.Counter(), []
-    worker = Worker()
+    worker = worker if worker is not None and worker.alive() else Worker()
     t0 = time.time()
     pending, done, reported = [], 0, 0
     while done < cases:
         while len(pending) < min(BATCH, cases - done):
-            pending.append(make_case(target, rng, seeds))
+            pending.append(make_case(target, rng, seeds, done + len(pending)))
         answered = 0
         for (data, opts), (kind, cls, msg) in zip(
                 pending, worker.run([(target, d, o) for d, o in pending], timeout)):
             answered += 1
+            if kind == "hang":  # a busy machine, or a real hang? once more, in a new worker
+                worker = Worker()
+                kind, cls, msg = next(worker.run([(target, data, opts)], timeout))
+                if kind != "hang":
+                    counts["slow (answered when run again)"] += 1
             counts[kind if kind != "documented" else f"documented:{cls}"] += 1
             if kind in ("raw", "hang", "crash"):
                 failures.append(_save(out_dir, target, kind, cls, msg, data, opts))
@@ -731,10 +758,9 @@ def fuzz(target, cases, seed, timeout, out_dir, progress=True):
             reported = done
             print(f"  {target}: {done}/{cases} cases, {len(failures)} failures, "
                   f"{time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-    worker.close()
     return {"target": target, "cases": cases, "seed": seed,
-                "wall_s": round(time.time() - t0, 1), "outcomes": dict(sorted(counts.items())),
-                "failures": failures}
+            "wall_s": round(time.time() - t0, 1), "outcomes": dict(sorted(counts.items())),
+            "failures": failures}, worker
 
 
 def _save(out_dir, target, kind, cls, msg, data, opts):
@@ -752,7 +778,7 @@ def _save(out_dir, target, kind, cls, msg, data, opts):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--targets", default=",".join(RUNNERS))
+    ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=10.0)
@@ -762,17 +788,20 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.worker:
         return worker_main()
-    results = []
+    results, worker = [], None
     for target in args.targets.split(","):
         if target not in RUNNERS:
-            ap.error(f"unknown target {target!r}; targets: {', '.join(RUNNERS)}")
-        res = fuzz(target, args.cases, args.seed, args.timeout, args.out)
+            ap.error(f"unknown target {target!r}; targets: {', '.join(TARGETS)}")
+        res, worker = fuzz(target, args.cases, args.seed, args.timeout, args.out,
+                           worker=worker)
         results.append(res)
         bad = len(res["failures"])
         print(f"{target:14} {res['cases']:>7} cases  {res['wall_s']:>7.1f} s  "
               f"failures {bad}  {json.dumps(res['outcomes'])}", flush=True)
         for f in res["failures"][:5]:
             print(f"    {f['kind']} {f['class']}: {f['message'][:160]!r} -> {f['input']}")
+    if worker is not None:
+        worker.close()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -213,11 +213,25 @@ class Plan:
         opdef = registry.get(op.type)
         prep = OpPrep(self, op, opdef, registry.attrs_of(opdef, op.all_attrs()))
         if opdef.kind == "ctx":
+            self._check_slots(op, opdef)
             return opdef.make_step(prep)
         fn = opdef.kernel_for(prep.attrs, prep.present_outputs())
         if isinstance(fn, registry.Allocating):   # the interpreter lets kernels allocate
             fn = fn.kernel
         return make_array_step(prep, fn, as_values=opdef.kind == "value")
+
+    def _check_slots(self, op, opdef):
+        """A control-flow or I/O op's step reads its slots as it is prepared: one its schema
+        requires (neither dispensable nor duplicable) must name a variable, or the program
+        (a corrupt or hand-edited file) is refused here, naming the op and the slot."""
+        for kind, slots, names in (("input", opdef.inputs, op.input),
+                                   ("output", opdef.outputs, op.output)):
+            for slot in slots:
+                if slot.dispensable or slot.duplicable:
+                    continue
+                if not any(n != EMPTY_VAR_NAME for n in names(slot.name)):
+                    raise ProgramError(f"{self.op_label(self.block.ops.index(op))} has no "
+                                       f"{kind} {slot.name}, which it requires")
 
     # -- running ------------------------------------------------------------------------
     def frame(self, scope):
