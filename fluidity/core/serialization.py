@@ -19,6 +19,7 @@ with no names: the reader must know the variables (sorted by name) from the prog
 Readers check everything and raise `FormatError` saying what is wrong; callers prefix the
 file name.
 """
+import contextlib
 import io
 import math
 import os
@@ -304,11 +305,21 @@ def reader(f):
 # ---------------------------------------------------------------------------------------
 # files: what the load ops and fluid.io read
 # ---------------------------------------------------------------------------------------
-def _open(path):
+@contextlib.contextmanager
+def _file_reader(path, what=""):
+    """A reader over file `path`; a FormatError or OSError inside becomes an error saying
+    "<path>: <what><problem>" (FormatError, or FluidityError when it cannot be read)."""
     try:
-        return open(path, "rb")
+        f = open(path, "rb")
     except OSError as e:
         raise FluidityError(f"{path}: cannot read: {e.strerror or e}") from None
+    with f:
+        try:
+            yield _Reader(f)
+        except FormatError as e:
+            raise FormatError(f"{path}: {what}{e}") from None
+        except OSError as e:
+            raise FluidityError(f"{path}: {what}cannot read: {e.strerror or e}") from None
 
 
 def _left(r):
@@ -321,20 +332,10 @@ def load_tensor_file(path, selected_rows=False, window=None, name=None):
     that slice only (then bytes after the record are not checked). Problems raise
     FormatError (a ValueError), or FluidityError when the file cannot be read, saying
     "<path>: [variable '<name>': ]<what is wrong>"."""
-    what = f"variable '{name}': " if name is not None else ""
-    with _open(path) as f:
-        r = _Reader(f)
-        try:
-            if selected_rows:
-                value = read_selected_rows(r)
-            else:
-                value = read_lod_tensor(r, window)
-            if window is None and not r.at_end():
-                raise FormatError(f"{_left(r)} unexpected bytes after the record")
-        except FormatError as e:
-            raise FormatError(f"{path}: {what}{e}") from None
-        except OSError as e:
-            raise FluidityError(f"{path}: {what}cannot read: {e.strerror or e}") from None
+    with _file_reader(path, f"variable '{name}': " if name is not None else "") as r:
+        value = read_selected_rows(r) if selected_rows else read_lod_tensor(r, window)
+        if window is None and not r.at_end():
+            raise FormatError(f"{_left(r)} unexpected bytes after the record")
     return value
 
 
@@ -345,23 +346,17 @@ def load_combined_file(path, names):
     as `load_tensor_file`'s, naming the record's variable."""
     names = list(names)
     values = []
-    with _open(path) as f:
-        r = _Reader(f)
-        try:
-            for k, n in enumerate(names):
-                try:
-                    values.append(read_lod_tensor(r))
-                except FormatError as e:
-                    raise FormatError(f"variable #{k} '{n}' of the {len(names)} expected "
-                                      f"(records are in name order): {e}") from None
-            if not r.at_end():
-                raise FormatError(f"{_left(r)} bytes left after the last of the {len(names)} "
-                                  f"variables the program expects; the file belongs to "
-                                  f"another program, or is corrupt")
-        except FormatError as e:
-            raise FormatError(f"{path}: {e}") from None
-        except OSError as e:
-            raise FluidityError(f"{path}: cannot read: {e.strerror or e}") from None
+    with _file_reader(path) as r:
+        for k, n in enumerate(names):
+            try:
+                values.append(read_lod_tensor(r))
+            except FormatError as e:
+                raise FormatError(f"variable #{k} '{n}' of the {len(names)} expected (records "
+                                  f"are in name order): {e}") from None
+        if not r.at_end():
+            raise FormatError(f"{_left(r)} bytes left after the last of the {len(names)} "
+                              f"variables the program expects; the file belongs to another "
+                              f"program, or is corrupt")
     return values
 
 
