@@ -57,7 +57,7 @@ class _Prepared:
         self.program = program
         self.plan = plan
         self.feed_vars = feed_vars
-        readers = plan.first_readers({v.name for v in feed_vars})
+        readers = plan.nonempty_readers({v.name for v in feed_vars})
         self.feed_specs = [_feed_spec(v, readers.get(v.name)) for v in feed_vars]
         self.needs = plan.inputs_from_outside()
         self.feed_cols = feed_cols
@@ -69,7 +69,7 @@ class _Prepared:
 
 def _feed_spec(var, reader):
     """(name, dtype code, numpy dtype, shape to check or None, (op label, input slot) of
-    the first op that reads it or None), read from the desc once."""
+    the first op that cannot take an empty batch of it, or None), read from the desc once."""
     code = var.dtype
     try:
         np_dtype = dtypes.to_numpy(code) if code is not None else None
@@ -80,14 +80,13 @@ def _feed_spec(var, reader):
 
 
 def _empty_batch(spec, t):
-    """FeedError for a fed value holding no example: 0 rows and no sequence (an empty
-    batch would make a mean nan, a batch_norm's statistics nan, a conv2d fail)."""
-    name, reader = spec[0], spec[4]
-    who = (f"{reader[0]} would get it as input {reader[1]}" if reader else
-           "no op reads it")
+    """FeedError for a fed value holding no example (0 rows and no sequence) that goes into
+    an op that cannot compute on one (a conv2d fails, a batch_norm's statistics turn nan)."""
+    name, (label, slot) = spec[0], spec[4]
     return FeedError(f"feed '{name}' is an empty batch: shape {list(t._array.shape)}"
-                     f"{f' lod {t._lod}' if t._lod else ''}, no example; {who}. Feed at least "
-                     f"one example (a reader's last partial batch is never empty)")
+                     f"{f' lod {t._lod}' if t._lod else ''}, no example; {label} cannot take "
+                     f"it as input {slot}. Feed at least one example (a reader's last partial "
+                     f"batch is never empty)")
 
 
 def _unset(prep, frame, feed_names):
@@ -245,9 +244,10 @@ class Executor:
             if len(got) != len(shape) or any(s >= 0 and s != g for s, g in zip(shape, got)):
                 raise FeedError(f"feed '{name}': expected shape {list(shape)} (-1 = any), got "
                                 f"{list(got)}")
-        a = t._array
-        if a.ndim and not a.shape[0] and (not t._lod or len(t._lod[0]) < 2):
-            raise _empty_batch(spec, t)
+        if spec[4] is not None:
+            a = t._array
+            if a.ndim and not a.shape[0] and (not t._lod or len(t._lod[0]) < 2):
+                raise _empty_batch(spec, t)
         return t
 
     # -- running ------------------------------------------------------------------------

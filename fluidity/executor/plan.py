@@ -282,14 +282,13 @@ class Plan:
         n = i - sum(1 for o in self.block.ops[:i] if o.type == "feed")
         return f"op #{n} '{self.block.ops[i].type}' in block {self.block_idx}"
 
-    def first_readers(self, names):
+    def nonempty_readers(self, names):
         """{name: (op label, input slot)} of the first op of the block that reads each of
-        `names` (absent when none does): what an error about a fed value names."""
+        `names` through one of its `nonempty_inputs` (absent when none does): the op an
+        empty batch fed to it would fail or mislead."""
         out = {}
         for i, op in enumerate(self.block.ops):
-            if op.type == "feed":
-                continue
-            for slot in op.input_names:
+            for slot in registry.get(op.type).nonempty_inputs:
                 for n in op.input(slot):
                     if n in names and n not in out:
                         out[n] = (self.op_label(i), slot)
@@ -347,7 +346,8 @@ class Plan:
         if missing:
             lines.insert(1, f"  input variable(s) {missing} have no value: feed them, or run the "
                             f"startup program to initialize parameters")
-        if empty:
-            lines.insert(1, f"  input(s) {', '.join(empty)} hold no elements (an empty batch?); "
-                            f"'{op.type}' cannot run on them")
+        if empty:  # the likelier cause than what the kernel said: lead with it
+            lines[0] = (f"{self.op_label(i)} cannot run on an empty input: "
+                        f"{', '.join(empty)} hold(s) no elements (an empty batch?); the kernel "
+                        f"said {type(exc).__name__}: {exc}")
         return ExecutionError("\n".join(lines), op_type=op.type, op_index=i, cause=exc)

@@ -39,7 +39,7 @@ def test_missing_feed_names_variable_and_op_before_running(kind, slot):
 def test_empty_batch_names_op_input_and_shape(kind, slot):
     exe, main, loss, scope = _net(kind)
     with pytest.raises(FeedError, match=rf"feed 'x' is an empty batch: shape \[0, 3, 8, 8\], "
-                                        rf"no example; op #1 '{kind}' in block 0 would get it "
+                                        rf"no example; op #1 '{kind}' in block 0 cannot take it "
                                         rf"as input {slot}"):
         exe.run(main, feed={"x": np.zeros((0, 3, 8, 8), np.float32)}, fetch_list=[loss],
                 scope=scope)
@@ -71,3 +71,26 @@ def test_a_value_left_in_the_scope_counts_as_given():
             create_local_scope=False)
     (out,) = exe.run(main, fetch_list=[y], scope=scope, create_local_scope=False)
     assert out.tolist() == [[2.0, 2.0]]
+
+
+def test_an_empty_tensor_made_inside_the_program_is_named_when_its_op_fails():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [3, 8, 8])
+        y = fluid.layers.conv2d(fluid.layers.scale(x, 2.0), 4, 3)  # scale takes an empty x
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    with pytest.raises(fluid.errors.ExecutionError,
+                       match=r"op #1 'conv2d' in block 0 cannot run on an empty input: Input "
+                             r"'scale_\d+.tmp_0' \[0, 3, 8, 8\] hold\(s\) no elements"):
+        exe.run(main, feed={"x": np.zeros((0, 3, 8, 8), np.float32)}, fetch_list=[y])
+
+
+def test_ops_that_compute_on_empty_inputs_still_take_them():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [4])
+        y = fluid.layers.reduce_sum(fluid.layers.scale(x, 2.0))
+    exe = fluid.Executor(fluid.CPUPlace())
+    (out,) = exe.run(main, feed={"x": np.zeros((0, 4), np.float32)}, fetch_list=[y])
+    assert np.asarray(out).size == 1 and np.asarray(out).sum() == 0.0
