@@ -48,6 +48,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -560,7 +561,6 @@ def worker_main():
     it is done, with (kind, class, message)."""
     import logging
     import resource
-    import tempfile
     import warnings
     warnings.simplefilter("ignore")
     logging.disable(logging.CRITICAL)
@@ -568,8 +568,7 @@ def worker_main():
         resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
     except (ValueError, OSError):
         pass
-    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # no disk per case
-    _Case.dir = tempfile.mkdtemp(prefix="fluidity-fuzz-", dir=shm)
+    _Case.dir = os.environ["FLUIDITY_FUZZ_SCRATCH"]   # the driver's, removed by it
     documented = _documented()
     from fluidity.datafeed import multislot
     multislot.build()
@@ -579,7 +578,6 @@ def worker_main():
     while True:
         head = inp.read(4)
         if len(head) < 4:
-            shutil.rmtree(_Case.dir, ignore_errors=True)
             return
         for target, data, opts in pickle.loads(inp.read(struct.unpack("<I", head)[0])):
             try:
@@ -600,16 +598,27 @@ def worker_main():
 # the driver
 # =======================================================================================
 class Worker:
+    """A worker subprocess and its scratch folder (in /dev/shm where there is one: no disk
+    per case), which is removed however the worker ends: closed, killed or crashed."""
+
     def __init__(self):
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        self.scratch = tempfile.mkdtemp(prefix="fluidity-fuzz-", dir=shm)
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                   FLUIDITY_FUZZ_SCRATCH=self.scratch)
         self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         fd = self.p.stdout.fileno()
         if not select.select([fd], [], [], STARTUP_S)[0] or \
                 os.read(fd, len(READY)) != READY:
-            self.p.kill()
+            self._kill()
             raise RuntimeError(f"the fuzz worker did not start in {STARTUP_S} s")
+
+    def _kill(self):
+        self.p.kill()
+        self.p.wait()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def run(self, cases, timeout):
         """Yield (kind, class, message) per case, in order; the worker answers each case as
@@ -628,8 +637,7 @@ class Worker:
             while len(buf) < 4 or len(buf) < 4 + struct.unpack("<I", buf[:4])[0]:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([fd], [], [], left)[0]:
-                    self.p.kill()
-                    self.p.wait()
+                    self._kill()
                     yield ("hang", None, f"no answer in {timeout} s")
                     return
                 chunk = os.read(fd, 1 << 16)
@@ -643,6 +651,7 @@ class Worker:
 
     def _died(self):
         rc = self.p.wait()
+        shutil.rmtree(self.scratch, ignore_errors=True)
         return ("crash", None, f"worker exited with {rc}" + (f" (signal {-rc})" if rc < 0 else ""))
 
     def alive(self):
@@ -652,6 +661,7 @@ class Worker:
         if self.alive():
             self.p.stdin.close()
             self.p.wait()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 SEEDS = {"program": _program_seeds, "tensor": _tensor_seeds, "combined": _combined_seeds,
