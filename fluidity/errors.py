@@ -21,9 +21,10 @@ class UnknownOpError(ProgramError):
     """An op type that the registry does not know."""
 
 
-class FormatError(FluidityError):
+class FormatError(FluidityError, ValueError):
     """Bytes that are not a valid file of the kind expected (tensor record, program,
-    parameter file): bad version, truncated, corrupt."""
+    parameter file, DataFeedDesc): bad version, truncated, corrupt. A ValueError, as the
+    bad value is the input's. The message names the file (when there is one) and the field."""
 
 
 class ShapeError(FluidityError, ValueError):
@@ -101,3 +102,11 @@ def declined_class(name, why, methods=()):
     for m in methods:
         ns[m] = declined(f"{name}.{m}", why)
     return type(name.rsplit(".", 1)[-1], (), ns)
+
+
+# -- loaders (h2-loaders) -----------------------------------------------------------------
+class ProgramFormatError(FormatError, ProgramError):
+    """A serialized ProgramDesc that is corrupt: not protobuf, a required field missing,
+    invalid UTF-8 in a string, an unknown enum value, an impossible shape, a block or
+    sub-block index out of range. Both a FormatError and a ProgramError, so callers that
+    catch either see it."""

@@ -16,9 +16,10 @@ import traceback
 from . import unique_name
 from .core import defaults, dtypes
 from .core.dtypes import VarType
+from .core.serialization import read_file
 from .core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, grad_var_name  # noqa: F401
 from .errors import ProgramError, ShapeError
-from .ir import rewrite
+from .ir import desc_check, rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
 from .ir.infer_shape import InferShapeContext  # noqa: F401
 from .ir.views import TENSORLIKE, BlockView, OpView, ProgramView, VarView
@@ -380,19 +381,9 @@ class Program(ProgramView):
 
     @staticmethod
     def parse_from_string(binary_str):
-        desc = pb.ProgramDesc()
-        try:
-            desc.ParseFromString(binary_str)
-        except Exception as e:
-            raise ProgramError(f"not a ProgramDesc (protobuf parse failed: {e})") from None
-        if not desc.blocks:
-            raise ProgramError("ProgramDesc has no blocks")
-        for i, bd in enumerate(desc.blocks):
-            if bd.idx != i:
-                raise ProgramError(f"block #{i} says its idx is {bd.idx}")
-            if (i == 0 and bd.parent_idx != -1) or (i > 0 and not 0 <= bd.parent_idx < len(desc.blocks)):
-                raise ProgramError(f"block {i} has parent_idx {bd.parent_idx}, out of range")
-        return Program(desc)
+        """A Program from a serialized ProgramDesc, checked before use (ir.desc_check):
+        corrupt bytes raise ProgramFormatError (a ValueError) naming the field at fault."""
+        return Program(desc_check.parse_program_desc(binary_str))
 
     @staticmethod
     def _construct_from_desc(desc):
@@ -401,7 +392,7 @@ class Program(ProgramView):
     def clone(self, for_test=False):
         """A deep copy. for_test=True: inference copy (backward/optimizer ops dropped,
         `is_test` attributes set)."""
-        p = Program.parse_from_string(self.desc.SerializeToString())
+        p = Program(rewrite.copy_program(self.desc))  # our own desc: no need to check it
         p.random_seed = self.random_seed
         p._startup = self._startup
         p._is_test = for_test
@@ -568,3 +559,12 @@ def require_version(min_version, max_version=None):
 load_op_library = declined(
     "load_op_library", "custom C++ operator libraries cannot be loaded; an op here is a "
     "Python class (docs/ops.md: add one there)")
+
+
+# -- loading (h2-loaders) -------------------------------------------------------------------
+def load_program_file(path):
+    """A Program from a file holding a serialized ProgramDesc (`__model__`, `.pdmodel`),
+    checked before use; every problem (unreadable, empty, corrupt) raises a FluidityError
+    naming the file, a ProgramFormatError (a ValueError) for the bytes themselves."""
+    path = os.fspath(path)
+    return Program(desc_check.parse_program_desc(read_file(path), path))

@@ -92,3 +92,16 @@ class VarDesc:
     is the protobuf VarDesc message (`var.desc`), read with Paddle's `shape()`, `dtype()`,
     `lod_level()` (fluidity/ir/desc_api.py)."""
     VarType = VarType
+
+
+# -- what a file may name (loaders check TensorDescs against these) ------------------------
+# every VarType code that is a tensor element type (FP8 has no numpy dtype, as BF16)
+CODES = frozenset(_NAME_OF_CODE) | {VarType.FP8_E4M3FN, VarType.FP8_E5M2}
+# the element types a tensor can hold on CPU here (numpy has them)
+NUMPY_CODES = frozenset(_NP_OF_CODE)
+
+
+def numpy_of_code(code):
+    """The numpy dtype of a VarType element code, or None when numpy has none (bfloat16,
+    fp8) or the code is not an element type: for readers of files, which must not raise."""
+    return _NP_OF_CODE.get(code)

@@ -19,7 +19,9 @@ with no names: the reader must know the variables (sorted by name) from the prog
 Readers check everything and raise `FormatError` saying what is wrong; callers prefix the
 file name.
 """
+import contextlib
 import io
+import math
 import os
 import struct
 import uuid
@@ -28,7 +30,7 @@ import numpy as np
 
 from ..errors import FluidityError, FormatError
 from ..proto import framework_pb2 as pb
-from . import dtypes
+from . import dtypes, proto_check
 from .tensor import LoDTensor, SelectedRows, check_lod
 
 TENSOR_VERSION = 0
@@ -118,18 +120,18 @@ class _Reader:
         except (AttributeError, OSError):
             pass
 
-    def _short(self, what, n, got):
+    def short(self, what, n, got):
         return FormatError(f"truncated data: expected {n} bytes of {what} at offset "
                            f"{self.pos}, got {got}")
 
     def read(self, n, what):
         if self.left is not None and n > self.left:
-            raise self._short(what, n, self.left)
+            raise self.short(what, n, self.left)
         parts, got = [], 0
         while got < n:
             b = self.f.read(min(n - got, _CHUNK))
             if not b:
-                raise self._short(what, n, got)
+                raise self.short(what, n, got)
             parts.append(b)
             got += len(b)
         self.pos += n
@@ -145,7 +147,7 @@ class _Reader:
         for d in shape:
             n *= d
         if self.left is not None and n > self.left:
-            raise self._short(what, n, self.left)
+            raise self.short(what, n, self.left)
         try:
             out = np.empty(shape, dtype=dtype.newbyteorder("<"))
         except (ValueError, MemoryError):
@@ -155,7 +157,7 @@ class _Reader:
         while got < n:
             k = self.f.readinto(view[got:got + _CHUNK].data)
             if not k:
-                raise self._short(what, n, got)
+                raise self.short(what, n, got)
             got += k
         self.pos += n
         if self.left is not None:
@@ -165,7 +167,7 @@ class _Reader:
     def skip(self, n, what):
         if self.left is not None:
             if n > self.left:
-                raise self._short(what, n, self.left)
+                raise self.short(what, n, self.left)
             self.f.seek(n, os.SEEK_CUR)
             self.pos += n
             self.left -= n
@@ -186,57 +188,52 @@ def _check_version(r, what):
                           f"{TENSOR_VERSION}; is this a Paddle tensor/parameter file?)")
 
 
-def _read_dense(r, window=None):
-    _check_version(r, "tensor")
+_MAX_DESC = 1 << 20        # a TensorDesc is a dtype and a few dims: tens of bytes
+_INT64_MAX = (1 << 63) - 1
+
+
+def _read_tensor_desc(r):
+    """(numpy dtype, dims) of the TensorDesc at the reader, checked: known element type
+    numpy has, every dim >= 0 (a record holds a concrete tensor; [] is a 0-D one), a byte
+    size that fits an int64."""
     (n,) = r.unpack("<i", "TensorDesc length")
-    if n < 0 or n > 1 << 20:
+    if n < 0 or n > _MAX_DESC:
         raise FormatError(f"bad TensorDesc length {n} at offset {r.pos - 4}")
+    at = f"bad TensorDesc ({n} bytes at offset {r.pos})"
     blob = r.read(n, "TensorDesc")
     desc = pb.VarType.TensorDesc()
     try:
         desc.ParseFromString(blob)
     except Exception as e:  # protobuf's DecodeError and friends
-        raise FormatError(f"bad TensorDesc ({n} bytes at offset {r.pos - n}): {e}") from None
-    if not desc.HasField("data_type"):
-        # proto2 keeps an enum value it does not know as an unknown field
-        code = _leading_varint_field1(blob)
-        if code is None:
-            raise FormatError(f"bad TensorDesc ({n} bytes at offset {r.pos - n}): "
-                              f"data_type is missing")
-        raise FormatError(f"unknown tensor dtype code {code} in TensorDesc")
-    code = desc.data_type
-    if code not in dtypes._NP_OF_CODE:
-        name = pb.VarType.Type.Name(code) if code in pb.VarType.Type.values() else str(code)
-        raise FormatError(f"unknown or unsupported tensor dtype {name} in TensorDesc")
-    dims = list(desc.dims)
+        raise FormatError(f"{at}: {e}") from None
+    proto_check.check_message(desc, at)
+    code, dims = desc.data_type, list(desc.dims)
+    dtype = dtypes.numpy_of_code(code)
+    if dtype is None:
+        raise FormatError(f"unknown or unsupported tensor dtype {pb.VarType.Type.Name(code)} "
+                          f"in TensorDesc")
     if any(d < 0 for d in dims):
-        raise FormatError(f"bad TensorDesc: negative dims {dims}")
-    dtype = dtypes._NP_OF_CODE[code]
-    what = f"{dtypes.name(code)}{dims} data"
+        raise FormatError(f"{at}: negative dims {dims}")
+    if dtype.itemsize * math.prod(dims) > _INT64_MAX:
+        raise FormatError(f"{at}: impossible shape {dims}: its size overflows an int64")
+    return dtype, dims
+
+
+def _read_dense(r, window=None):
+    _check_version(r, "tensor")
+    dtype, dims = _read_tensor_desc(r)
+    what = f"{dtypes.name(dtype)}{dims} data"
     if window is None:
         return r.read_array(dtype, dims, what)
     seek, shape = window
-    total, want = int(np.prod(dims)), int(np.prod(shape))
+    total, want = math.prod(dims), math.prod(shape)
     if seek < 0 or any(d < 0 for d in shape) or seek + want > total:
         raise FormatError(f"cannot read shape {list(shape)} ({want} elements) from element "
-                          f"{seek} of a tensor {dtypes.name(code)}{dims} ({total} elements)")
+                          f"{seek} of a tensor {dtypes.name(dtype)}{dims} ({total} elements)")
     r.skip(seek * dtype.itemsize, what)
     out = r.read_array(dtype, shape, what)
     r.skip((total - seek - want) * dtype.itemsize, what)
     return out
-
-
-def _leading_varint_field1(blob):
-    """The value of a varint field 1 (tag 0x08) at the start of `blob`, if there is one."""
-    if not blob or blob[0] != 0x08:
-        return None
-    value, shift = 0, 0
-    for b in blob[1:11]:
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return value
-    return None
 
 
 def read_lod_tensor(f, window=None):
@@ -245,6 +242,8 @@ def read_lod_tensor(f, window=None):
     r = f if isinstance(f, _Reader) else _Reader(f)
     _check_version(r, "LoDTensor")
     (levels,) = r.unpack("<Q", "LoD level count")
+    if r.left is not None and levels > r.left // 8:
+        raise r.short(f"{levels} LoD levels", 8 * levels, r.left)
     lod = []
     for i in range(levels):
         (size,) = r.unpack("<Q", f"LoD level {i} size")
@@ -256,8 +255,10 @@ def read_lod_tensor(f, window=None):
     if window is not None:
         return LoDTensor(array)
     if lod:
+        if not array.ndim:
+            raise FormatError(f"a 0-D tensor cannot have a LoD ({levels} level(s))")
         try:
-            lod = check_lod(lod, array.shape[0] if array.ndim else None)
+            lod = check_lod(lod, array.shape[0])
         except FluidityError as e:
             raise FormatError(f"bad LoD: {e}") from None
     return LoDTensor(array, lod)
@@ -299,6 +300,64 @@ def selected_rows_from_bytes(data):
 def reader(f):
     """A reader over file object `f` for several records (read_*(r) accept it); `r.at_end()`."""
     return _Reader(f)
+
+
+# ---------------------------------------------------------------------------------------
+# files: what the load ops and fluid.io read
+# ---------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _file_reader(path, what=""):
+    """A reader over file `path`; a FormatError or OSError inside becomes an error saying
+    "<path>: <what><problem>" (FormatError, or FluidityError when it cannot be read)."""
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise FluidityError(f"{path}: cannot read: {e.strerror or e}") from None
+    with f:
+        try:
+            yield _Reader(f)
+        except FormatError as e:
+            raise FormatError(f"{path}: {what}{e}") from None
+        except OSError as e:
+            raise FluidityError(f"{path}: {what}cannot read: {e.strerror or e}") from None
+
+
+def _left(r):
+    return r.left if r.left is not None else "some"
+
+
+def load_tensor_file(path, selected_rows=False, window=None, name=None):
+    """The one tensor record of file `path` (Paddle's `save` op / `save_vars` per-variable
+    file): a LoDTensor, or a SelectedRows when `selected_rows`; `window=(seek, shape)` reads
+    that slice only (then bytes after the record are not checked). Problems raise
+    FormatError (a ValueError), or FluidityError when the file cannot be read, saying
+    "<path>: [variable '<name>': ]<what is wrong>"."""
+    with _file_reader(path, f"variable '{name}': " if name is not None else "") as r:
+        value = read_selected_rows(r) if selected_rows else read_lod_tensor(r, window)
+        if window is None and not r.at_end():
+            raise FormatError(f"{_left(r)} unexpected bytes after the record")
+    return value
+
+
+def load_combined_file(path, names):
+    """The LoDTensor records of a combined parameter file (`save_combine`, `.pdiparams`),
+    one per name in `names` (the variables in the order they were saved: sorted by name);
+    the file must hold exactly that many. Read whole before anything is returned. Errors
+    as `load_tensor_file`'s, naming the record's variable."""
+    names = list(names)
+    values = []
+    with _file_reader(path) as r:
+        for k, n in enumerate(names):
+            try:
+                values.append(read_lod_tensor(r))
+            except FormatError as e:
+                raise FormatError(f"variable #{k} '{n}' of the {len(names)} expected (records "
+                                  f"are in name order): {e}") from None
+        if not r.at_end():
+            raise FormatError(f"{_left(r)} bytes left after the last of the {len(names)} "
+                              f"variables the program expects; the file belongs to another "
+                              f"program, or is corrupt")
+    return values
 
 
 # ---------------------------------------------------------------------------------------

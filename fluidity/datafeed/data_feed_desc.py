@@ -10,15 +10,23 @@ It is a `DataFeedDesc` protobuf message (data_feed.proto) kept in protobuf *text
     }
 
 Every declared slot appears in each data line, in this order; only used slots are fed.
+
+A config is checked when it is read: text-format syntax (file and line), then its fields
+(file and field path): every required field, slot types 'uint64'/'float', unique slot names,
+dense shapes of positive dims (a leading -1 aside) whose product fits a line, a positive
+batch_size. Problems raise DataFeedDescError, a DataError and a FormatError (ValueError).
 """
+import math
 import os
 
 from google.protobuf import text_format
 
+from ..core import proto_check
 from . import data_feed_pb2
-from .errors import DataError
+from .errors import DataError, DataFeedDescError
 
 SLOT_TYPES = {"u": "uint64", "f": "float"}  # Paddle checks only the first letter
+MAX_DENSE_DIM = (1 << 31) - 1   # values of one dense slot on one line
 
 
 def slot_kind(slot):
@@ -35,21 +43,73 @@ def dense_dims(slot):
     return tuple(shape) if shape else None
 
 
+# --- the rules a config must keep: each returns its first problem, or None ---------------
+def _slot_problem(i, slot, seen):
+    at = f"slot #{i} (field multi_slot_desc.slots[{i}])"
+    if not slot.HasField("name") or not slot.name:
+        return f"{at} has no name"
+    if not slot.HasField("type") or slot.type[:1] not in SLOT_TYPES:
+        return (f"{at} ('{slot.name}') has type '{slot.type}'; MultiSlot slots are 'uint64' "
+                f"or 'float'")
+    if slot.name in seen:
+        return f"{at}: slot name '{slot.name}' is declared twice"
+    dims = dense_dims(slot)
+    if slot.is_dense and dims is not None:
+        if any(d <= 0 for d in dims):
+            return (f"{at} ('{slot.name}') has shape {list(slot.shape)}; only a leading -1 "
+                    f"(the batch) may be non-positive")
+        if math.prod(dims) > MAX_DENSE_DIM:
+            return (f"{at} ('{slot.name}') has shape {list(slot.shape)}: "
+                    f"{math.prod(dims)} values a line, more than {MAX_DENSE_DIM}")
+    return None
+
+
+def _slots(desc):
+    seen = set()
+    for i, slot in enumerate(desc.multi_slot_desc.slots):
+        problem = _slot_problem(i, slot, seen)
+        if problem is not None:
+            return problem
+        seen.add(slot.name)
+    return None
+
+
+def _batch_size(desc):
+    if desc.batch_size <= 0:
+        return f"field batch_size: batch_size must be positive, got {desc.batch_size}"
+    return None
+
+
+def _whole(desc):
+    found = proto_check.find_problem(desc)
+    return None if found is None else f"field {found[0]}: {found[1]}"
+
+
+_RULES = (_slots, _batch_size, _whole)
+
+
 class DataFeedDesc:
     """`DataFeedDesc(proto_file)` loads a DataFeedDesc in protobuf text format from a file.
 
     `set_batch_size(n)`, `set_use_slots(names)`, `set_dense_slots(names)` edit it (like
     Paddle, they mark the named slots and leave the others as they are); `desc()` gives the
     text back. `proto_desc` is the message itself.
+
+    `allow_nonfinite` (False; not part of the text, which is Paddle's): the readers of this
+    desc keep float values that are nan, inf or overflow float32 instead of rejecting their
+    lines (`MultiSlotReader(allow_nonfinite=...)` overrides it per reader).
     """
+    allow_nonfinite = False
 
     def __init__(self, proto_file):
         path = os.fspath(proto_file)
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
+        except OSError as e:
             raise DataError(f"cannot read DataFeedDesc file {path}: {e}") from None
+        except UnicodeDecodeError as e:
+            raise DataFeedDescError(f"DataFeedDesc file {path} is not UTF-8 text: {e}") from None
         self._load(text, path)
 
     @classmethod
@@ -62,35 +122,24 @@ class DataFeedDesc:
     def _load(self, text, source):
         self.source = source
         self.proto_desc = data_feed_pb2.DataFeedDesc()
+        if isinstance(text, (bytes, bytearray)):
+            try:
+                text = bytes(text).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataFeedDescError(f"DataFeedDesc {source} is not UTF-8 text: {e}") \
+                    from None
         try:
             text_format.Parse(text, self.proto_desc)
         except text_format.ParseError as e:
             msg = str(e)
             prefix = f"{e.GetLine()}:{e.GetColumn()} : "
             msg = msg[len(prefix):] if msg.startswith(prefix) else msg
-            raise DataError(f"malformed DataFeedDesc (column {e.GetColumn()}): {msg}",
-                            source, e.GetLine()) from None
-        self._validate()
-
-    def _validate(self):
-        seen = set()
-        for i, slot in enumerate(self.slots):
-            what = f"DataFeedDesc {self.source}: slot #{i}"
-            if not slot.HasField("name") or not slot.name:
-                raise DataError(f"{what} has no name")
-            if not slot.HasField("type") or slot.type[:1] not in SLOT_TYPES:
-                raise DataError(f"{what} ('{slot.name}') has type '{slot.type}'; "
-                                f"MultiSlot slots are 'uint64' or 'float'")
-            if slot.name in seen:
-                raise DataError(f"{what}: slot name '{slot.name}' is declared twice")
-            seen.add(slot.name)
-            dims = dense_dims(slot)
-            if slot.is_dense and dims is not None and any(d <= 0 for d in dims):
-                raise DataError(f"{what} ('{slot.name}') has shape {list(slot.shape)}; only a "
-                                f"leading -1 (the batch) may be non-positive")
-        if self.proto_desc.batch_size <= 0:
-            raise DataError(f"DataFeedDesc {self.source}: batch_size must be positive, "
-                            f"got {self.proto_desc.batch_size}")
+            raise DataFeedDescError(f"malformed DataFeedDesc (column {e.GetColumn()}): {msg}",
+                                    source, e.GetLine()) from None
+        for rule in _RULES:
+            problem = rule(self.proto_desc)
+            if problem is not None:
+                raise DataFeedDescError(f"DataFeedDesc {source}: {problem}")
 
     # --- editing (Paddle's API) -------------------------------------------------------
     def set_batch_size(self, batch_size):

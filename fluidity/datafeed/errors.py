@@ -1,5 +1,5 @@
 """Errors of the data side: bad DataFeedDesc configs and malformed data lines."""
-from ..errors import FluidityError
+from ..errors import FluidityError, FormatError
 
 
 class DataError(FluidityError):
@@ -12,6 +12,12 @@ class DataError(FluidityError):
         self.path = path
         self.line = line
         self.reason = message
+
+
+class DataFeedDescError(DataError, FormatError):
+    """A DataFeedDesc config that is not valid text-format protobuf, or whose fields do not
+    make a MultiSlot layout (a FormatError, so a ValueError): names the file, and the line or
+    the field."""
 
 
 class DataWarning(UserWarning):

@@ -23,6 +23,16 @@ A malformed line raises DataError naming the file, the line and the fault; with
 skip_bad_lines=True it is skipped, counted in `skipped_lines`, and a warning at the end of
 the pass says how many were skipped and what was wrong with the first. Count 0 is allowed
 (an empty sequence); Paddle rejects it.
+
+Values are checked, not only parsed: a uint64 id above 2^63-1 (the int64 tensor it goes to
+cannot hold it) or with a minus sign is a bad line, never a wrapped id; a float that is nan,
+inf, or overflows float32 (1e39) is a bad line unless `allow_nonfinite=True` (the reader's
+argument, or `DataFeedDesc.allow_nonfinite`, which AsyncExecutor's readers take), since one
+such value turns a whole training run into loss=nan.
+
+Every batch is a `Batch`: a dict whose `origin` says where its examples came from, a tuple
+of `Origin(path, first_line, last_line)` (1-based, inclusive; one per file the batch spans),
+for errors about fed data to name the file and lines.
 """
 import collections
 import ctypes
@@ -40,8 +50,12 @@ from .errors import DataError, DataWarning
 CHUNK_SIZE = 2 << 20
 
 # error codes, as in multislot_parser.c
-COUNT_MISSING, COUNT_NOT_INT, COUNT_NEGATIVE, TOO_FEW, BAD_VALUE, EXTRA, DENSE_DIM = range(1, 8)
+(COUNT_MISSING, COUNT_NOT_INT, COUNT_NEGATIVE, TOO_FEW, BAD_VALUE, EXTRA, DENSE_DIM, NONFINITE,
+ ID_RANGE, NEGATIVE_ID) = range(1, 11)
+SKIP_BAD, ALLOW_NONFINITE = 1, 2   # ms_parse's flags
 UINT64, FLOAT = 0, 1
+INT64_MAX = (1 << 63) - 1
+FLOAT32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103  # the least double that rounds to inf as a float
 _DTYPES = {UINT64: np.int64, FLOAT: np.float32}
 _KIND_NAMES = {UINT64: "uint64", FLOAT: "float"}
 
@@ -60,7 +74,7 @@ def _build_c_parser():
     except AttributeError as e:
         raise DataError(f"the compiled MultiSlot parser lacks ms_parse: {e}") from None
     p, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
-    fn.argtypes = [ctypes.c_char_p, i64, p, i32, p, p, i32, p, p, p, p, i64, i32, p]
+    fn.argtypes = [ctypes.c_char_p, i64, p, i32, p, p, i32, p, p, p, p, i64, i32, p, p]
     fn.restype = ctypes.c_int
     return fn
 
@@ -132,33 +146,39 @@ class _Layout:
         self.sparse_rows = [u for u, d in enumerate(self.dims) if d is None]
 
 
+Origin = collections.namedtuple("Origin", "path first_line last_line")
+Origin.__doc__ = "Lines first_line..last_line (1-based, inclusive) of data file `path`."
+
+
+class Batch(dict):
+    """{used slot name: LoDTensor}, and `origin`: the Origin of each file's part of it."""
+    __slots__ = ("origin",)
+
+    def __init__(self, items, origin):
+        super().__init__(items)
+        self.origin = origin
+
+    def __reduce__(self):  # pickles (forked workers' queues) keep the origin
+        return Batch, (dict(self), self.origin)
+
+
 class _Chunk:
     """The parse of one chunk: per used slot, values and offsets[u, e] (value index where
-    example e starts); `bad` = (line in chunk, slot, code, token, found, expected).
-    `origin(a, b)` says which file lines examples [a, b) came from (for errors)."""
-    __slots__ = ("n", "vals", "offs", "lines", "skipped", "bad", "path", "base", "_relines")
+    example e starts); `line_of[e]`: example e's line in the chunk (from 0); `bad` = (line in
+    chunk, slot, code, token, found, expected). `path` and `base` (lines of the file before
+    the chunk) are set by the reader."""
+    __slots__ = ("n", "vals", "offs", "lines", "skipped", "bad", "line_of", "path", "base")
 
-    def __init__(self, n, vals, offs, lines, skipped, bad):
+    def __init__(self, n, vals, offs, lines, skipped, bad, line_of=None):
         self.n, self.vals, self.offs = n, vals, offs
         self.lines, self.skipped, self.bad = lines, skipped, bad
-        self.path, self.base, self._relines = None, 0, None
-
-    def locate(self, path, base, relines):
-        """Where the chunk lies: `path`, `base` lines of the file before it, and `relines`,
-        a function giving each example's line index in the chunk; it is only kept (and
-        called, on the first `origin`) when empty or skipped lines make examples and lines
-        differ, so the common chunk costs nothing."""
-        self.path, self.base = path, base
-        self._relines = relines if self.lines != self.n else None
+        self.line_of = line_of
+        self.path, self.base = None, 0
 
     def origin(self, a, b):
-        """(path, first line, last line), 1-based, of the chunk's examples [a, b)."""
-        if self._relines is None:
-            return self.path, self.base + a + 1, self.base + b
-        if callable(self._relines):
-            self._relines = self._relines()
-        return (self.path, self.base + int(self._relines[a]) + 1,
-                self.base + int(self._relines[b - 1]) + 1)
+        """The Origin of examples [a, b) of this chunk (b > a)."""
+        return Origin(self.path, self.base + int(self.line_of[a]) + 1,
+                      self.base + int(self.line_of[b - 1]) + 1)
 
 
 class _Err(ctypes.Structure):
@@ -167,14 +187,16 @@ class _Err(ctypes.Structure):
 
 
 class _CParser:
-    def __init__(self, fn, layout, skip):
-        self.fn, self.L, self.skip = fn, layout, int(skip)
+    def __init__(self, fn, layout, skip, allow_nonfinite):
+        self.fn, self.L = fn, layout
+        self.flags = (SKIP_BAD if skip else 0) | (ALLOW_NONFINITE if allow_nonfinite else 0)
         self.per_line = [4.0] * len(layout.used)  # values per line, to size the buffers
 
     def parse(self, buf, dense_dim):
         L, nu = self.L, len(self.L.used)
         stride = buf.count(b"\n") + 2
         offs = np.empty((nu, stride), np.int64)
+        line_of = np.empty(stride, np.int64)
         caps = np.array([int(r * stride * 1.2) + 64 for r in self.per_line], np.int64)
         vals = [np.empty(c, _DTYPES[L.kinds[i]]) for c, i in zip(caps, L.used)]
         ptrs = (ctypes.c_void_p * max(nu, 1))(*[v.ctypes.data for v in vals])
@@ -182,7 +204,8 @@ class _CParser:
         while True:
             rc = self.fn(buf, len(buf), state.ctypes.data, len(L.kinds), L.kinds.ctypes.data,
                          L.use.ctypes.data, nu, dense_dim.ctypes.data, ptrs, caps.ctypes.data,
-                         offs.ctypes.data, stride, self.skip, ctypes.byref(err))
+                         offs.ctypes.data, stride, self.flags, line_of.ctypes.data,
+                         ctypes.byref(err))
             if rc != 1:
                 break
             u, need = int(state[4]), int(state[5])  # a slot's buffer is full: grow it
@@ -203,23 +226,7 @@ class _CParser:
             if n:
                 self.per_line[u] = int(offs[u, n]) / n
             vals[u] = vals[u][:offs[u, n]]
-        return _Chunk(n, vals, offs[:, :n + 1], int(state[1]), int(state[3]), bad)
-
-
-_BLANK = np.zeros(256, bool)
-_BLANK[[ord(c) for c in " \t\r\v\f\n"]] = True
-
-
-def _nonblank_lines(buf):
-    """Indexes of the lines of `buf` that hold more than blanks (the parsers skip the
-    others)."""
-    b = np.frombuffer(buf, np.uint8)
-    ends = np.flatnonzero(b == 10)
-    if not len(b) or b[-1] != 10:
-        ends = np.append(ends, len(b))
-    starts = np.concatenate([[0], ends[:-1] + 1])
-    filled = np.concatenate([[0], np.cumsum(~_BLANK[b])])
-    return np.flatnonzero(filled[ends] > filled[starts])
+        return _Chunk(n, vals, offs[:, :n + 1], int(state[1]), int(state[3]), bad, line_of[:n])
 
 
 def _lod_lists(lod):
@@ -232,8 +239,24 @@ def _lod_lists(lod):
     return [first if eq else row.tolist() for eq, row in zip(same, lod)]
 
 
+def _origin(pieces):
+    """The Origins of (chunk, a, b) pieces of a batch: one per file, lines merged."""
+    out = []
+    for c, a, b in pieces:
+        o = c.origin(a, b)
+        if out and out[-1].path == o.path:
+            out[-1] = out[-1]._replace(last_line=o.last_line)
+        else:
+            out.append(o)
+    return tuple(out)
+
+
 class _BadLine(Exception):
     pass
+
+
+class _BadValue(Exception):
+    """A value of a used slot is wrong; args[0] is the error code."""
 
 
 _FLOAT_RE = re.compile(rb"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)",
@@ -242,27 +265,33 @@ _FLOAT_RE = re.compile(rb"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|inf|i
 
 def _py_uint64(tok):
     if not tok.isdigit():
-        raise ValueError
+        negative = tok[:1] == b"-" and tok[1:].isdigit()
+        raise _BadValue(NEGATIVE_ID if negative else BAD_VALUE)
     v = int(tok)
-    if v >= 1 << 63:
-        if v >= 1 << 64:
-            raise ValueError
-        v -= 1 << 64  # the id's bits, read as int64 (as the C parser stores it)
+    if v > INT64_MAX:
+        raise _BadValue(ID_RANGE)
     return v
 
 
 def _py_float(tok):
     if _FLOAT_RE.fullmatch(tok) is None:
-        raise ValueError
+        raise _BadValue(BAD_VALUE)
     return float(tok)
+
+
+def _py_finite_float(tok):
+    v = _py_float(tok)
+    if not -FLOAT32_OVERFLOW < v < FLOAT32_OVERFLOW:  # nan fails both
+        raise _BadValue(NONFINITE)
+    return v
 
 
 class _PyParser:
     """The fallback: the same rules as multislot_parser.c, one line at a time."""
 
-    def __init__(self, layout, skip):
+    def __init__(self, layout, skip, allow_nonfinite):
         self.L, self.skip = layout, skip
-        conv = {UINT64: _py_uint64, FLOAT: _py_float}
+        conv = {UINT64: _py_uint64, FLOAT: _py_float if allow_nonfinite else _py_finite_float}
         self.slots = [(conv[int(k)], int(u)) for k, u in zip(layout.kinds, layout.use)]
 
     def parse(self, buf, dense_dim):
@@ -270,7 +299,7 @@ class _PyParser:
         lines = buf.split(b"\n")
         if lines[-1] == b"":
             lines.pop()
-        vals, counts = [[] for _ in range(nu)], [[] for _ in range(nu)]
+        vals, counts, line_of = [[] for _ in range(nu)], [[] for _ in range(nu)], []
         skipped, first_bad = 0, None
         for li, line in enumerate(lines):
             toks = line.split()
@@ -284,37 +313,20 @@ class _PyParser:
                 skipped += 1
                 first_bad = first_bad or (li,) + e.args
                 continue
+            line_of.append(li)
             for u, vs in enumerate(row):
                 vals[u].extend(vs)
                 counts[u].append(len(vs))
                 if dense_dim[u] < 0:
                     dense_dim[u] = len(vs)
-        n = len(counts[0]) if nu else 0
+        n = len(line_of)
         offs = np.zeros((nu, n + 1), np.int64)
         if n:
             np.cumsum(np.array(counts, np.int64), axis=1, out=offs[:, 1:])
-        with np.errstate(over="ignore"):  # 1e39 -> inf in float32, as in C
+        with np.errstate(over="ignore"):  # 1e39 -> inf in float32 (allow_nonfinite), as in C
             arrays = [np.array(v, _DTYPES[self.L.kinds[i]]) for v, i in zip(vals, self.L.used)]
-        return _Chunk(n, arrays, offs, len(lines), skipped, first_bad)
-
-    def example_lines(self, buf, dense_dim):
-        """The line index in `buf` of each example a parse of it yields (empty and
-        skipped lines have none), checked by the same rules: the origin of a chunk's
-        examples when lines were skipped."""
-        dense_dim, out = dense_dim.copy(), []
-        for li, line in enumerate(buf.split(b"\n")):
-            toks = line.split()
-            if not toks:
-                continue
-            try:
-                row = self._line(toks, dense_dim)
-            except _BadLine:
-                continue
-            for u, vs in enumerate(row):
-                if dense_dim[u] < 0:
-                    dense_dim[u] = len(vs)
-            out.append(li)
-        return np.array(out, np.int64)
+        return _Chunk(n, arrays, offs, len(lines), skipped, first_bad,
+                      np.array(line_of, np.int64))
 
     def _line(self, toks, dense_dim):
         j, ntok, row = 0, len(toks), []
@@ -333,8 +345,8 @@ class _PyParser:
                 for v in vs:
                     try:
                         out.append(conv(v))
-                    except ValueError:
-                        raise _BadLine(s, BAD_VALUE, v, 0, 0) from None
+                    except _BadValue as e:
+                        raise _BadLine(s, e.args[0], v, 0, 0) from None
             if len(vs) < cnt:
                 raise _BadLine(s, TOO_FEW, ct, len(vs), 0)
             if u >= 0:
@@ -346,12 +358,25 @@ class _PyParser:
         return row
 
 
+# what a bad line's error code means: formats over the facts `_error` gathers
+_WHY = {
+    COUNT_MISSING: "slot '{name}': count missing (the line ends after {s} of {nslots} slots)",
+    COUNT_NOT_INT: "slot '{name}': count {tok} is not an integer",
+    COUNT_NEGATIVE: "slot '{name}': negative count {tok}",
+    TOO_FEW: "slot '{name}': count {tok} but only {found} value(s) follow",
+    BAD_VALUE: "slot '{name}': value {tok} is not a valid {kind}",
+    EXTRA: "{found} extra token(s) after the last slot, starting with {tok}",
+    DENSE_DIM: "dense slot '{name}' has {found} value(s) where {expected} are expected "
+               "(from {source})",
+    NONFINITE: "slot '{name}': value {tok} is not a finite float32 (nan, inf, or beyond "
+               "+-3.4e38); allow_nonfinite=True (MultiSlotReader or DataFeedDesc) keeps such "
+               "values",
+    ID_RANGE: "slot '{name}': id {tok} is above 2^63-1, the largest id an int64 tensor holds",
+    NEGATIVE_ID: "slot '{name}': negative id {tok}; uint64 ids are 0 to 2^63-1",
+}
+
+
 # --- the reader --------------------------------------------------------------------------
-
-def describe_origin(spans):
-    """'path:41-72' (or 'path:41', several joined by ', ') for batch_origin()'s spans."""
-    return ", ".join(f"{p}:{a}" if a == b else f"{p}:{a}-{b}" for p, a, b in spans)
-
 
 class MultiSlotReader:
     """Iterate batches ({used slot name: LoDTensor}) over MultiSlot files, in order.
@@ -359,13 +384,16 @@ class MultiSlotReader:
     desc: a DataFeedDesc (or the path of one); files: paths, read one after another (a
     batch may span two files; the last batch may be short). batch_size defaults to the
     desc's. backend: "auto" (C, else Python with a warning), "c" or "python".
+    allow_nonfinite: keep float values that are nan, inf or overflow float32 (read as inf)
+    instead of rejecting their lines; None takes the desc's `allow_nonfinite` (False).
+    Each batch is a `Batch` (a dict) whose `origin` names the file(s) and lines it holds.
     Each iteration re-reads the files; `skipped_lines` and `examples` describe the last one.
     One reader per worker thread: a reader is not to be iterated by two threads at once.
     Equal LoDs in a batch may be one shared list object: treat LoD lists as read-only.
     """
 
     def __init__(self, desc, files, batch_size=None, skip_bad_lines=False,
-                 chunk_size=CHUNK_SIZE, backend="auto"):
+                 chunk_size=CHUNK_SIZE, backend="auto", allow_nonfinite=None):
         if not isinstance(desc, DataFeedDesc):
             desc = DataFeedDesc(desc)
         self.desc = desc
@@ -379,6 +407,8 @@ class MultiSlotReader:
             raise DataError(f"chunk_size must be positive, got {chunk_size}")
         self.chunk_size = int(chunk_size)
         self.skip_bad_lines = bool(skip_bad_lines)
+        self.allow_nonfinite = bool(desc.allow_nonfinite if allow_nonfinite is None
+                                    else allow_nonfinite)
         fn = _select_backend(backend)
         self.backend = "python" if fn is None else "c"
         self._fn = fn
@@ -407,8 +437,8 @@ class MultiSlotReader:
         `chunk_batch` makes one as iteration does). Bad lines raise or are skipped and
         counted (`skipped_lines`) as in iteration."""
         L = self._layout
-        parser = (_PyParser(L, self.skip_bad_lines) if self._fn is None
-                  else _CParser(self._fn, L, self.skip_bad_lines))
+        parser = (_PyParser(L, self.skip_bad_lines, self.allow_nonfinite) if self._fn is None
+                  else _CParser(self._fn, L, self.skip_bad_lines, self.allow_nonfinite))
         dense_dim = L.dense_dim.copy()
         self.skipped_lines = self.examples = 0
         first_bad = None
@@ -426,21 +456,9 @@ class MultiSlotReader:
             warnings.warn(f"MultiSlotReader skipped {self.skipped_lines} malformed line(s); "
                           f"the first: {first_bad}", DataWarning, stacklevel=3)
 
-    def batch_origin(self):
-        """Where the batch iteration last yielded came from: [(path, first line, last
-        line)], 1-based, one entry per file it spans; for messages about the batch (an op
-        that failed on it names these lines)."""
-        spans = []
-        for chunk, a, b in getattr(self, "_pieces", ()):
-            path, first, last = chunk.origin(a, b)
-            if spans and spans[-1][0] == path:
-                spans[-1] = (path, spans[-1][1], last)
-            else:
-                spans.append((path, first, last))
-        return spans
-
     def chunk_batch(self, chunk, a, b, dense_dim):
-        """Lines [a, b) of a parsed chunk as the batch iteration would give them."""
+        """Examples [a, b) of a parsed chunk as the batch iteration would give them (a Batch;
+        `chunk.origin(a, b)` alone says where they came from)."""
         return self._take(collections.deque([[chunk, a]]), b - a, dense_dim)
 
     def _chunks(self, path, parser, dense_dim):
@@ -464,48 +482,24 @@ class MultiSlotReader:
                     buf, carry = carry, b""
                     if not buf:
                         return
-                dims_before = dense_dim.copy()
                 chunk = parser.parse(buf, dense_dim)
-                chunk.locate(path, base, lambda buf=buf, dims=dims_before, c=chunk:
-                             self._example_lines(buf, dims, c.skipped))
+                chunk.path, chunk.base = path, base
                 yield chunk, base
                 base += chunk.lines
                 if not data:
                     return
 
-    def _example_lines(self, buf, dense_dim, skipped):
-        """Each example's line index in a chunk's `buf`: its non-blank lines (numpy, a few
-        ms for a chunk) or, when bad lines were skipped, those the rules accept (the
-        Python parser's check, line by line: only for chunks with bad lines)."""
-        if skipped:
-            return _PyParser(self._layout, True).example_lines(buf, dense_dim)
-        return _nonblank_lines(buf)
-
     def _error(self, path, base, bad, dense_dim):
         line, s, code, tok, found, expected = bad
-        name = self._layout.names[s]
         tok = tok.decode("utf-8", "replace")
-        tok = repr(tok if len(tok) <= 40 else tok[:40] + "...")
-        if code == COUNT_MISSING:
-            why = (f"slot '{name}': count missing (the line ends after {s} of "
-                   f"{len(self._layout.names)} slots)")
-        elif code == COUNT_NOT_INT:
-            why = f"slot '{name}': count {tok} is not an integer"
-        elif code == COUNT_NEGATIVE:
-            why = f"slot '{name}': negative count {tok}"
-        elif code == TOO_FEW:
-            why = f"slot '{name}': count {tok} but only {found} value(s) follow"
-        elif code == BAD_VALUE:
-            kind = _KIND_NAMES[int(self._layout.kinds[s])]
-            why = f"slot '{name}': value {tok} is not a valid {kind}"
-        elif code == EXTRA:
-            why = f"{found} extra token(s) after the last slot, starting with {tok}"
-        else:
+        facts = {"name": self._layout.names[s], "s": s, "nslots": len(self._layout.names),
+                 "tok": repr(tok if len(tok) <= 40 else tok[:40] + "..."),
+                 "kind": _KIND_NAMES[int(self._layout.kinds[s])], "found": found,
+                 "expected": expected}
+        if code == DENSE_DIM:
             u = self._layout.use[s]
-            source = "its shape" if self._layout.dims[u] else "the first line"
-            why = (f"dense slot '{name}' has {found} value(s) where {expected} are expected "
-                   f"(from {source})")
-        return DataError(why, path, base + int(line) + 1)
+            facts["source"] = "its shape" if self._layout.dims[u] else "the first line"
+        return DataError(_WHY[code].format(**facts), path, base + int(line) + 1)
 
     def _take(self, pending, n, dense_dim):
         """The next n examples from the pending chunks, as {name: LoDTensor}."""
@@ -520,7 +514,6 @@ class MultiSlotReader:
                 pending.popleft()
             else:
                 entry[1] = b
-        self._pieces = pieces
         L, rows = self._layout, self._layout.sparse_rows
         if len(pieces) == 1:  # the common case: views into one chunk
             c, a, b = pieces[0]
@@ -536,7 +529,7 @@ class MultiSlotReader:
             np.cumsum(lens, axis=1, out=lod[:, 1:])
         total = sum(b - a for _, a, b in pieces)
         lods = dict(zip(rows, _lod_lists(lod)))
-        batch = {}
+        batch = Batch((), _origin(pieces))
         for u, (name, v) in enumerate(zip(self.slots, values)):
             dims = L.dims[u]
             if dims is None:
@@ -548,3 +541,9 @@ class MultiSlotReader:
     def __repr__(self):
         return (f"MultiSlotReader({len(self.files)} file(s), batch_size={self.batch_size}, "
                 f"slots={self.slots}, backend={self.backend!r})")
+
+
+def describe_origin(spans):
+    """'path:41-72' (or 'path:41', several joined by ', ') for a batch's origin (its
+    Origins, or (path, first line, last line) tuples): how errors about a batch name it."""
+    return ", ".join(f"{p}:{a}" if a == b else f"{p}:{a}-{b}" for p, a, b in spans)

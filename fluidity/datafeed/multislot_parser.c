@@ -12,15 +12,23 @@
  *        [3] lines skipped, [4] used slot that needs more room, [5] values it needs.
  * Returns MS_DONE, MS_NEED_SPACE (state[0] is at the start of the line that did not fit:
  * grow vals[state[4]] and call again) or MS_BAD_LINE (*err says what and where; with
- * skip_bad, bad lines are counted in state[3], the first one described in *err).
+ * MS_SKIP_BAD in flags, bad lines are counted in state[3], the first one described in *err).
+ *
+ * Values of used slots are checked: a uint64 id must fit an int64 (the tensor it goes to:
+ * above 2^63-1 is E_ID_RANGE, a minus sign E_NEGATIVE_ID, never a wrapped id); a float must
+ * be finite as a float (nan, inf and 1e39, which overflows float, are E_NONFINITE) unless
+ * MS_ALLOW_NONFINITE is in flags. example_line[e] is the line (in the chunk, from 0) of
+ * example e, so a batch can name the lines it came from.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { MS_DONE = 0, MS_NEED_SPACE = 1, MS_BAD_LINE = 2 };
 enum { E_COUNT_MISSING = 1, E_COUNT_NOT_INT, E_COUNT_NEGATIVE, E_TOO_FEW, E_BAD_VALUE,
-       E_EXTRA, E_DENSE_DIM };
+       E_EXTRA, E_DENSE_DIM, E_NONFINITE, E_ID_RANGE, E_NEGATIVE_ID };
+enum { MS_SKIP_BAD = 1, MS_ALLOW_NONFINITE = 2 };
 enum { KIND_UINT64 = 0, KIND_FLOAT = 1 };
 
 typedef struct {
@@ -148,7 +156,7 @@ static int bad(ms_error *err, int64_t code, int64_t slot, const char *buf, const
 static int parse_line(const char *buf, const char *p, const char *le, int32_t nslots,
                       const int32_t *kind, const int32_t *use, const int64_t *dense_dim,
                       void **vals, const int64_t *cap, int64_t *tent, int64_t *cnts,
-                      ms_error *err, int64_t *state) {
+                      int allow_nonfinite, ms_error *err, int64_t *state) {
     for (int32_t s = 0; s < nslots; s++) {
         while (p < le && is_space(*p)) p++;
         if (p == le) return bad(err, E_COUNT_MISSING, s, buf, p, p, 0, 0);
@@ -181,9 +189,12 @@ static int parse_line(const char *buf, const char *p, const char *le, int32_t ns
             const char *v = p;
             if (u >= 0 && kind[s] == KIND_UINT64) {
                 uint64_t id;
-                if (!scan_uint64(v, le, &p, &id)) {
+                int ok = scan_uint64(v, le, &p, &id);
+                if (!ok || id > (uint64_t)INT64_MAX) {
                     while (p < le && !is_space(*p)) p++;
-                    return bad(err, E_BAD_VALUE, s, buf, v, p, 0, 0);
+                    int code = all_digits(v, p) ? E_ID_RANGE
+                             : *v == '-' && all_digits(v + 1, p) ? E_NEGATIVE_ID : E_BAD_VALUE;
+                    return bad(err, code, s, buf, v, p, 0, 0);
                 }
                 if (write) ((int64_t *)vals[u])[tent[u] + (int64_t)k] = (int64_t)id;
                 continue;
@@ -192,6 +203,8 @@ static int parse_line(const char *buf, const char *p, const char *le, int32_t ns
             if (u >= 0) {
                 float f;
                 if (!parse_float(v, p, &f)) return bad(err, E_BAD_VALUE, s, buf, v, p, 0, 0);
+                if (!allow_nonfinite && !isfinite(f))
+                    return bad(err, E_NONFINITE, s, buf, v, p, 0, 0);
                 if (write) ((float *)vals[u])[tent[u] + (int64_t)k] = f;
             }
         }
@@ -218,8 +231,9 @@ static int parse_line(const char *buf, const char *p, const char *le, int32_t ns
 
 int ms_parse(const char *buf, int64_t len, int64_t *state, int32_t nslots, const int32_t *kind,
              const int32_t *use, int32_t nused, int64_t *dense_dim, void **vals,
-             const int64_t *cap, int64_t *offs, int64_t stride, int32_t skip_bad,
-             ms_error *err) {
+             const int64_t *cap, int64_t *offs, int64_t stride, int32_t flags,
+             int64_t *example_line, ms_error *err) {
+    int skip_bad = flags & MS_SKIP_BAD, allow_nonfinite = (flags & MS_ALLOW_NONFINITE) != 0;
     int64_t pos = state[0], line = state[1], ex = state[2];
     int64_t *tent = malloc(sizeof(int64_t) * (size_t)(2 * nused + 1));
     if (!tent) return -1;
@@ -238,8 +252,8 @@ int ms_parse(const char *buf, int64_t len, int64_t *state, int32_t nslots, const
         if (ex + 1 >= stride) { state[4] = -1; state[5] = ex + 2; rc = MS_NEED_SPACE; break; }
         for (int32_t u = 0; u < nused; u++) tent[u] = offs[u * stride + ex];
         ms_error e;
-        int r = parse_line(buf, p, le, nslots, kind, use, dense_dim, vals, cap, tent, cnts, &e,
-                           state);
+        int r = parse_line(buf, p, le, nslots, kind, use, dense_dim, vals, cap, tent, cnts,
+                           allow_nonfinite, &e, state);
         if (r == MS_NEED_SPACE) { rc = r; break; }
         if (r == MS_BAD_LINE) {
             e.line = line;
@@ -250,6 +264,7 @@ int ms_parse(const char *buf, int64_t len, int64_t *state, int32_t nslots, const
                 offs[u * stride + ex + 1] = tent[u];
                 if (dense_dim[u] < 0) dense_dim[u] = cnts[u];
             }
+            example_line[ex] = line;
             ex++;
         }
         line++;

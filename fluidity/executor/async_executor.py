@@ -134,7 +134,7 @@ class _Worker:
             for feed in reader:
                 if self.stop.is_set():  # another worker failed: stop within the file
                     return
-                (_, first, last), = reader.batch_origin()
+                (_, first, last), = feed.origin
                 yield "batch", (feed, (fi, first, last))
             yield "file", (path, reader.skipped_lines)
 

@@ -53,15 +53,18 @@ def _to_numpy(value):
 class _Prepared:
     """A program copy with feed/fetch ops, its plan, and what feeding needs: the fed
     variables (to check values against), the holder column of each fed name and of each
-    fetched name (in the caller's order), and the holders' sizes."""
+    fetched name (in the caller's order), the holders' sizes, and the tensors a run must
+    find with a value although nothing feeds or computes them (`needs`)."""
     __slots__ = ("program", "plan", "feed_vars", "feed_specs", "feed_cols", "fetch_cols",
-                 "n_feed", "n_fetch", "fetch_persistable")
+                 "n_feed", "n_fetch", "fetch_persistable", "needs")
 
     def __init__(self, program, plan, feed_vars, feed_cols, fetch_cols, fetch_persistable):
         self.program = program
         self.plan = plan
         self.feed_vars = feed_vars
-        self.feed_specs = [_feed_spec(v) for v in feed_vars]
+        readers = plan.nonempty_readers({v.name for v in feed_vars})
+        self.feed_specs = [_feed_spec(v, readers.get(v.name)) for v in feed_vars]
+        self.needs = plan.inputs_from_outside()
         self.feed_cols = feed_cols
         self.fetch_cols = fetch_cols
         self.n_feed = max(feed_cols, default=-1) + 1
@@ -69,15 +72,38 @@ class _Prepared:
         self.fetch_persistable = fetch_persistable
 
 
-def _feed_spec(var):
-    """(name, dtype code, numpy dtype, shape to check or None), read from the desc once."""
+def _feed_spec(var, reader):
+    """(name, dtype code, numpy dtype, shape to check or None, (op label, input slot) of
+    the first op that cannot take an empty batch of it, or None), read from the desc once."""
     code = var.dtype
     try:
         np_dtype = dtypes.to_numpy(code) if code is not None else None
     except FluidityError:  # a dtype numpy lacks (bfloat16): checked by code only
         np_dtype = None
     check = var.need_check_feed and var.type == VarType.LOD_TENSOR
-    return (var.name, code, np_dtype, tuple(var.shape) if check else None)
+    return (var.name, code, np_dtype, tuple(var.shape) if check else None, reader)
+
+
+def _empty_batch(spec, t):
+    """FeedError for a fed value holding no example (0 rows and no sequence) that goes into
+    an op that cannot compute on one (a conv2d fails, a batch_norm's statistics turn nan)."""
+    name, (label, slot) = spec[0], spec[4]
+    return FeedError(f"feed '{name}' is an empty batch: shape {list(t._array.shape)}"
+                     f"{f' lod {t._lod}' if t._lod else ''}, no example; {label} cannot take "
+                     f"it as input {slot}. Feed at least one example (a reader's last partial "
+                     f"batch is never empty)")
+
+
+def _unset(prep, frame, feed_names):
+    """FeedError for the first tensor the run needs from outside that has no value."""
+    for i, name, label, slot in prep.needs:
+        v = frame[i].value
+        if v is None or (type(v) is LoDTensor and v._array is None):
+            fed = f"this run feeds {sorted(feed_names)}" if feed_names else "nothing is fed"
+            return FeedError(f"variable '{name}' has no value, and {label} needs it (input "
+                             f"{slot}): it is neither fed nor computed by an op before; feed "
+                             f"it (exe.run(feed={{'{name}': ...}})); {fed}")
+    return None
 
 
 def _columns(block, op_type, slot, names, what):
@@ -235,7 +261,7 @@ class Executor:
     @staticmethod
     def _check_feed(spec, value):
         """The LoDTensor to feed for `value`, checked against the variable (FeedSpec)."""
-        name, want, np_dtype, shape = spec
+        name, want, np_dtype, shape, _reader = spec
         if isinstance(value, (LoDTensor, np.ndarray)):
             t = value if type(value) is LoDTensor else as_lod_tensor(value, name)
             arr = t._array
@@ -260,6 +286,10 @@ class Executor:
                     raise FeedError(f"feed '{name}': expected shape {list(shape)} (-1 = any), "
                                     f"got {list(got)}")
                 t = LoDTensor(fitted, t._lod)
+        if spec[4] is not None:
+            a = t._array
+            if a.ndim and not a.shape[0] and (not t._lod or len(t._lod[0]) < 2):
+                raise _empty_batch(spec, t)
         return t
 
     # -- running ------------------------------------------------------------------------
@@ -303,7 +333,12 @@ class Executor:
         if step_profile is not None:
             t0 = time.perf_counter()
         try:
-            plan.run(plan.frame(local), RunEnv(local, self, prep.program))
+            frame = plan.frame(local)
+            if prep.needs:  # a tensor nothing feeds or computes: say so before any op runs
+                err = _unset(prep, frame, feed_names)
+                if err is not None:
+                    raise err
+            plan.run(frame, RunEnv(local, self, prep.program))
         finally:
             if create_local_scope:
                 scope.delete_scope(local)

@@ -11,12 +11,16 @@ so per-op dispatch costs one Python call and a few list reads, not a protobuf wa
 """
 import numpy as np
 
+from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
 from ..core.reader import passes_through
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, ProgramError
 from ..ir.views import TENSORLIKE
 from ..ops import registry
+
+
+_TENSORS = (VarType.LOD_TENSOR, VarType.SELECTED_ROWS)
 
 
 class RunEnv:
@@ -234,6 +238,7 @@ class Plan:
         opdef = registry.get(op.type)
         prep = OpPrep(self, op, opdef, registry.attrs_of(opdef, op.all_attrs()))
         if opdef.kind == "ctx":
+            self._check_slots(op, opdef)
             return opdef.make_step(prep)
         fn = opdef.kernel_for(prep.attrs, prep.present_outputs())
         if isinstance(fn, registry.Allocating):   # the interpreter lets kernels allocate
@@ -241,6 +246,19 @@ class Plan:
         if opdef.kind == "array" and _declares_0d_output(prep):
             fn = _as_0d_arrays(fn)
         return make_array_step(prep, fn, as_values=opdef.kind == "value")
+
+    def _check_slots(self, op, opdef):
+        """A control-flow or I/O op's step reads its slots as it is prepared: one its schema
+        requires (neither dispensable nor duplicable) must name a variable, or the program
+        (a corrupt or hand-edited file) is refused here, naming the op and the slot."""
+        for kind, slots, names in (("input", opdef.inputs, op.input),
+                                   ("output", opdef.outputs, op.output)):
+            for slot in slots:
+                if slot.dispensable or slot.duplicable:
+                    continue
+                if not any(n != EMPTY_VAR_NAME for n in names(slot.name)):
+                    raise ProgramError(f"{self.op_label(self.block.ops.index(op))} has no "
+                                       f"{kind} {slot.name}, which it requires")
 
     # -- running ------------------------------------------------------------------------
     def frame(self, scope):
@@ -287,17 +305,55 @@ class Plan:
         """The block index of the op step i runs (kinds that reorder or group ops map it)."""
         return i
 
+    def op_label(self, i):
+        """"op #n 'type' in block b" for the op at block index i, numbered as in the user's
+        program (feed ops the executor prepended do not count)."""
+        n = i - sum(1 for o in self.block.ops[:i] if o.type == "feed")
+        return f"op #{n} '{self.block.ops[i].type}' in block {self.block_idx}"
+
+    def nonempty_readers(self, names):
+        """{name: (op label, input slot)} of the first op of the block that reads each of
+        `names` through one of its `nonempty_inputs` (absent when none does): the op an
+        empty batch fed to it would fail or mislead."""
+        out = {}
+        for i, op in enumerate(self.block.ops):
+            for slot in registry.get(op.type).nonempty_inputs:
+                for n in op.input(slot):
+                    if n in names and n not in out:
+                        out[n] = (self.op_label(i), slot)
+        return out
+
+    def inputs_from_outside(self):
+        """[(frame slot, name, op label, input slot)] of the tensors of this block that an
+        op reads before any op of the block writes them, and that no op of another block
+        writes: a run must find them with a value (fed, or left in the scope), or that op
+        fails. Control-flow ops are left out (their sub-blocks say what they read)."""
+        written_elsewhere = {n for b in self.program.blocks if b.idx != self.block_idx
+                             for op in b.ops for n in op.output_arg_names}
+        written, out = set(), []
+        for i, op in enumerate(self.block.ops):
+            if registry.get(op.type).kind != "ctx":
+                for slot in op.input_names:
+                    for n in op.input(slot):
+                        if n in written or n in written_elsewhere or n == EMPTY_VAR_NAME:
+                            continue
+                        v = self.block.vars.get(n)
+                        if v is None or v.persistable or v.type not in _TENSORS:
+                            continue
+                        written.add(n)  # reported once, for its first reader
+                        out.append((self._slot[n], n, self.op_label(i), slot))
+            written.update(op.output_arg_names)
+        return out
+
     def describe_failure(self, op, i, frame, exc):
         """An ExecutionError for op `op` (block index i) failing with `exc`: the op, its
-        inputs' dtypes, shapes and LoD, and where the op was created."""
+        inputs' dtypes, shapes and LoD, and where the op was created. Inputs without a
+        value, or without elements (an empty batch), are named first."""
         where = op.attr("op_callstack") if op.has_attr("op_callstack") else []
-        # number ops as in the user's program: feed ops the executor prepended don't count
-        n = i - sum(1 for o in self.block.ops[:i] if o.type == "feed")
-        lines = [f"op #{n} '{op.type}' in block {self.block_idx} failed: "
-                 f"{type(exc).__name__}: {exc}"]
+        lines = [f"{self.op_label(i)} failed: {type(exc).__name__}: {exc}"]
         if where:
             lines.append(f"  the op was created at {where[-1]}")
-        missing = []
+        missing, empty = [], []
         for slot in op.input_names:
             for n in op.input(slot):
                 if n == EMPTY_VAR_NAME:
@@ -309,6 +365,8 @@ class Plan:
                     desc = "no value"
                 elif isinstance(val, LoDTensor):
                     desc = f"{val._array.dtype}{list(val._array.shape)}"
+                    if val._array.size == 0:
+                        empty.append(f"{slot} '{n}' {list(val._array.shape)}")
                     if val._lod:
                         desc += f" lod={val._lod}"
                 else:
@@ -317,4 +375,8 @@ class Plan:
         if missing:
             lines.insert(1, f"  input variable(s) {missing} have no value: feed them, or run the "
                             f"startup program to initialize parameters")
+        if empty:  # the likelier cause than what the kernel said: lead with it
+            lines[0] = (f"{self.op_label(i)} cannot run on an empty input: "
+                        f"{', '.join(empty)} hold(s) no elements (an empty batch?); the kernel "
+                        f"said {type(exc).__name__}: {exc}")
         return ExecutionError("\n".join(lines), op_type=op.type, op_index=i, cause=exc)

@@ -137,6 +137,7 @@ def _conv_grad(g):
 
 class Conv2D(OpDef):
     type = "conv2d"
+    nonempty_inputs = ("Input",)
     inputs = (In("Input"), In("Filter"), In("Bias", dispensable=True),
               In("ResidualData", dispensable=True, no_grad=True))
     outputs = (Out("Output"),)
@@ -596,6 +597,7 @@ def _max_pool(attrs, x, with_index=False):
 
 class Pool2D(OpDef):
     type = "pool2d"
+    nonempty_inputs = ("X",)
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     attrs = {"pooling_type": "max", "ksize": ints(), "global_pooling": False,

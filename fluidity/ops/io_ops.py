@@ -79,12 +79,6 @@ def _check_fits(path, name, var, value, check_dtype=True):
                          f"{_describe(got_dtype, array.shape)}")
 
 
-def _load_error(path, e, what=""):
-    if isinstance(e, OSError):
-        return FluidityError(f"{path}: cannot read: {e.strerror or e}")
-    return type(e)(f"{path}: {what}{e}")
-
-
 class Save(OpDef):
     type = "save"
     inputs = (In("X"),)
@@ -128,19 +122,8 @@ class Load(OpDef):
         is_sr = var is not None and var.type == VarType.SELECTED_ROWS
 
         def step(frame, env):
-            try:
-                with open(path, "rb") as f:
-                    r = ser.reader(f)
-                    if is_sr:
-                        value = ser.read_selected_rows(r)
-                    elif seek >= 0:
-                        value = ser.read_lod_tensor(r, window=(seek, shape))
-                    else:
-                        value = ser.read_lod_tensor(r)
-                    if seek < 0 and not r.at_end():
-                        raise ser.FormatError(f"{r.left} unexpected bytes after the record")
-            except (OSError, ser.FormatError) as e:
-                raise _load_error(path, e, f"variable '{name}': ") from None
+            value = ser.load_tensor_file(path, is_sr, (seek, shape) if seek >= 0 else None,
+                                         name)
             _check_fits(path, name, var, value, check_dtype=not fp16)
             if fp16:
                 if is_sr:
@@ -215,24 +198,7 @@ class LoadCombine(OpDef):
         path, fp16 = _path(p), p.attrs["load_as_fp16"]
 
         def step(frame, env):
-            values = []
-            try:
-                with open(path, "rb") as f:
-                    r = ser.reader(f)
-                    for k, n in enumerate(names):
-                        try:
-                            values.append(ser.read_lod_tensor(r))
-                        except ser.FormatError as e:
-                            raise ser.FormatError(
-                                f"variable #{k} '{n}' of the {len(names)} expected (records are "
-                                f"in name order): {e}") from None
-                    if not r.at_end():
-                        raise ser.FormatError(
-                            f"{r.left if r.left is not None else 'some'} bytes left after the "
-                            f"last of the {len(names)} variables the program expects; the file "
-                            f"belongs to another program, or is corrupt")
-            except (OSError, ser.FormatError) as e:
-                raise _load_error(path, e) from None
+            values = ser.load_combined_file(path, names)
             for n, var, v in zip(names, vars_, values):
                 _check_fits(path, n, var, v, check_dtype=not fp16)
             for i, v in zip(ids, values):

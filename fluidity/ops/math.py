@@ -148,6 +148,7 @@ def _mul_grad(g):
 
 class Mul(OpDef):
     type = "mul"
+    nonempty_inputs = ("X",)
     inputs = (In("X"), In("Y"))
     outputs = (Out("Out"),)
     attrs = {"x_num_col_dims": 1, "y_num_col_dims": 1}
@@ -618,6 +619,7 @@ def _fc_weight(w, padded):
 
 class Fc(OpDef):
     type = "fc"
+    nonempty_inputs = ("Input",)
     inputs = (In("Input"), In("W"), In("Bias", dispensable=True))
     outputs = (Out("Out"),)
     attrs = {"in_num_col_dims": 1, "activation_type": "", "padding_weights": False}

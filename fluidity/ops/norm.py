@@ -38,6 +38,7 @@ def _batch_norm_grad(g):
 
 class BatchNorm(OpDef):
     type = "batch_norm"
+    nonempty_inputs = ("X",)
     inputs = (In("X"), In("Scale"), In("Bias"), In("Mean", no_grad=True),
               In("Variance", no_grad=True), In("MomentumTensor", dispensable=True, no_grad=True))
     outputs = (Out("Y"), Out("MeanOut"), Out("VarianceOut"),

@@ -249,6 +249,10 @@ class OpDef:
     # Memory planning (fluidity/executor/linear.py): `inplace = {"Out": "X"}`: the output may
     # take over the input's buffer when this op is the input's last reader (element-wise ops).
     inplace = {}
+    # Input slots whose first dim is a batch the op cannot compute on when it is empty (a
+    # conv, a pool, an fc, batch statistics): the executor refuses a fed batch of no
+    # example that goes straight into one, naming the op (executor/executor.py).
+    nonempty_inputs = ()
     kernel = None            # staticmethod kernel(*inputs, **attrs)
     prepare = None           # classmethod prepare(cls, attrs, outputs) -> kernel
     make_step = None         # staticmethod make_step(op) -> step(frame, env), kind "ctx"

@@ -155,13 +155,13 @@ def test_garbage_tensor_desc():
     with pytest.raises(ser.FormatError, match="bad TensorDesc length -5"):
         ser.lod_tensor_from_bytes(bad)
     no_dtype = _NO_LOD[:16] + struct.pack("<i", 4) + b"\x10\x02\x10\x03" + _NO_LOD[26:]
-    with pytest.raises(ser.FormatError, match="data_type is missing"):
+    with pytest.raises(ser.FormatError, match="field data_type: required field missing"):
         ser.lod_tensor_from_bytes(no_dtype)
 
 
 def test_unknown_and_unsupported_dtypes():
     bad = _NO_LOD[:20] + b"\x08\x63" + _NO_LOD[22:]   # data_type = 99
-    with pytest.raises(ser.FormatError, match="unknown tensor dtype code 99"):
+    with pytest.raises(ser.FormatError, match="field data_type: unknown Type value 99"):
         ser.lod_tensor_from_bytes(bad)
     bf16 = _NO_LOD[:20] + b"\x08\x16" + _NO_LOD[22:]  # BF16 (22): no numpy dtype
     with pytest.raises(ser.FormatError, match="unsupported tensor dtype BF16"):
@@ -240,3 +240,59 @@ def test_atomic_write_failure_keeps_old_file(tmp_path, monkeypatch):
 def test_read_file_names_missing_file(tmp_path):
     with pytest.raises(FluidityError, match="nope: cannot read"):
         ser.read_file(tmp_path / "nope")
+
+
+# --- the file loaders (load ops, fluid.io) ---------------------------------------------
+def test_load_tensor_file_names_file_and_variable(tmp_path):
+    path = tmp_path / "w"
+    path.write_bytes(_NO_LOD)
+    np.testing.assert_array_equal(ser.load_tensor_file(path).numpy(), _ARR)
+    path.write_bytes(_NO_LOD[:-3])
+    with pytest.raises(ser.FormatError, match=f"^{path}: variable 'w': truncated"):
+        ser.load_tensor_file(path, name="w")
+    path.write_bytes(_NO_LOD + b"x")
+    with pytest.raises(ser.FormatError, match=f"^{path}: 1 unexpected bytes after the record"):
+        ser.load_tensor_file(path)
+    with pytest.raises(FluidityError, match="nope: cannot read"):
+        ser.load_tensor_file(tmp_path / "nope")
+
+
+def test_load_combined_file_names_the_record(tmp_path):
+    a, b = ser.lod_tensor_to_bytes(_ARR), ser.lod_tensor_to_bytes(np.arange(3, dtype=np.int64))
+    path = tmp_path / "params"
+    path.write_bytes(a + b)
+    got = ser.load_combined_file(path, ["a", "b"])
+    assert got[1].numpy().tolist() == [0, 1, 2]
+    path.write_bytes(a + b[:-1])
+    with pytest.raises(ser.FormatError, match=f"^{path}: variable #1 'b' of the 2 expected"):
+        ser.load_combined_file(path, ["a", "b"])
+    path.write_bytes(a + b + a)
+    with pytest.raises(ser.FormatError, match="bytes left after the last of the 2 variables"):
+        ser.load_combined_file(path, ["a", "b"])
+
+
+def test_zero_d_records_load_and_cannot_have_a_lod():
+    zero_d = ser.lod_tensor_to_bytes(np.float32(1.5).reshape(()))
+    t = ser.lod_tensor_from_bytes(zero_d)
+    assert t.numpy().shape == () and float(t.numpy()) == 1.5
+    with_lod = struct.pack("<IQQQ", 0, 1, 8, 0) + zero_d[12:]
+    with pytest.raises(ser.FormatError, match="a 0-D tensor cannot have a LoD"):
+        ser.lod_tensor_from_bytes(with_lod)
+
+
+def test_lying_headers_do_not_allocate():
+    levels = struct.pack("<IQ", 0, 1 << 60) + _NO_LOD[12:]     # 2^60 LoD levels
+    with pytest.raises(ser.FormatError, match="truncated data: expected .* LoD levels"):
+        ser.lod_tensor_from_bytes(levels)
+    desc = bytes.fromhex("0805") + b"".join(b"\x10" + b"\xff" * 7 + b"\x7f" for _ in range(3))
+    huge = bytes(16) + struct.pack("<i", len(desc)) + desc      # dims [2^56-1] * 3
+    with pytest.raises(ser.FormatError, match="impossible shape .* overflows an int64"):
+        ser.lod_tensor_from_bytes(huge)
+    neg = bytes(16) + struct.pack("<i", 13) + bytes.fromhex("0805") + b"\x10" + b"\xff" * 9 + b"\x01"
+    with pytest.raises(ser.FormatError, match=r"negative dims \[-1\]"):
+        ser.lod_tensor_from_bytes(neg)
+
+
+def test_format_errors_are_value_errors():
+    with pytest.raises(ValueError):
+        ser.lod_tensor_from_bytes(b"\x01")

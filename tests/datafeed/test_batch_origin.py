@@ -1,4 +1,4 @@
-"""Where a batch came from: MultiSlotReader.batch_origin() and a parsed chunk's origin()
+"""Where a batch came from: a batch's `origin` (MultiSlotReader yields Batch dicts) and a parsed chunk's origin()
 give the file lines of its examples, counting empty and skipped lines, across chunks and
 files, with either parser (errors about a batch name these lines)."""
 import warnings
@@ -41,7 +41,7 @@ def test_batch_origin_counts_empty_and_skipped_lines(tmp_path, backend, chunk_si
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for batch in reader:
-            origins.append(reader.batch_origin())
+            origins.append([tuple(o) for o in batch.origin])
     assert origins == [[(a, 1, 5)], [(a, 6, 7), (b, 1, 1)], [(b, 2, 2)]]
     assert describe_origin([(a, 6, 8), (b, 1, 1)]) == f"{a}:6-8, {b}:1"
 

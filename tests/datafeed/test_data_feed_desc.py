@@ -100,7 +100,7 @@ def test_malformed_config_names_file_and_line(tmp_path, text, line, fragment):
 
 
 @pytest.mark.parametrize("slots, fragment", [
-    ('slots { type: "uint64" }', "slot #0 has no name"),
+    ('slots { type: "uint64" }', "slot #0 (field multi_slot_desc.slots[0]) has no name"),
     ('slots { name: "a" }', "has type ''"),
     ('slots { name: "a" type: "int64" }', "has type 'int64'"),
     ('slots { name: "a" type: "float" } slots { name: "a" type: "float" }', "declared twice"),
@@ -121,3 +121,33 @@ def test_bad_batch_size_and_missing_file(tmp_path):
         d.set_batch_size(0)
     with pytest.raises(DataError, match="cannot read DataFeedDesc file .*missing.proto"):
         DataFeedDesc(str(tmp_path / "missing.proto"))
+
+
+def test_config_errors_are_format_errors_naming_file_and_field(tmp_path):
+    from fluidity.datafeed.errors import DataFeedDescError
+    from fluidity.errors import FormatError
+    path = _write(tmp_path, 'multi_slot_desc { slots { name: "a" type: "float" } }\n'
+                            'batch_size: 0\n')
+    with pytest.raises(DataFeedDescError) as e:
+        DataFeedDesc(path)
+    assert isinstance(e.value, FormatError) and isinstance(e.value, ValueError)
+    assert isinstance(e.value, DataError) and path in str(e.value)
+    assert "field batch_size: batch_size must be positive" in str(e.value)
+    raw = tmp_path / "latin1.proto"
+    raw.write_bytes(b'name: "caf\xe9"\n')
+    with pytest.raises(DataFeedDescError, match="latin1.proto is not UTF-8 text"):
+        DataFeedDesc(str(raw))
+    with pytest.raises(DataFeedDescError, match="is not UTF-8 text"):
+        DataFeedDesc.from_text(b'name: "\xff"')
+    with pytest.raises(DataFeedDescError, match=r":1: malformed DataFeedDesc .*utf-8"):
+        DataFeedDesc.from_text('name: "\\xff"')
+    with pytest.raises(DataFeedDescError, match="4294901758 values a line, more than 2147483647"):
+        DataFeedDesc.from_text('multi_slot_desc { slots { name: "a" type: "float" '
+                               'is_dense: true shape: [65534, 65537] } }')
+
+
+def test_allow_nonfinite_is_off_unless_set(tmp_path):
+    d = DataFeedDesc(_write(tmp_path, PADDLE_EXAMPLE))
+    assert d.allow_nonfinite is False
+    d.allow_nonfinite = True
+    assert DataFeedDesc(_write(tmp_path, PADDLE_EXAMPLE)).allow_nonfinite is False

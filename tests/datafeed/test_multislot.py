@@ -61,7 +61,7 @@ def test_batches_from_hand_written_lines(tmp_path, desc, backend):
                   "3 1926 8 17 2 0.5 1.5 1 x 1 1\n"
                   "\n   \t \n"
                   "1 5 2 1 2 0 1 0\r\n"
-                  "2 18446744073709551615 9\t2 -1 1e3  2 a b 1 1")  # no final newline
+                  "2 9223372036854775807 9\t2 -1 1e3  2 a b 1 1")  # no final newline
     batches = _read(desc, [path], backend=backend)
     assert [len(b["label"].numpy()) for b in batches] == [2, 1]
     b0, b1 = batches
@@ -72,7 +72,7 @@ def test_batches_from_hand_written_lines(tmp_path, desc, backend):
     assert b0["dense"].numpy().dtype == np.float32
     assert b0["dense"].numpy().tolist() == [[0.5, 1.5], [1.0, 2.0]] and b0["dense"].lod() == []
     assert b0["label"].numpy().tolist() == [[1], [0]] and b0["label"].numpy().dtype == np.int64
-    assert b1["words"].numpy().tolist() == [[-1], [9]]  # uint64 bits read as int64
+    assert b1["words"].numpy().tolist() == [[2**63 - 1], [9]]  # the largest id an int64 holds
     assert b1["words"].lod() == [[0, 2]]
     assert b1["dense"].numpy().tolist() == [[-1.0, 1000.0]]
 
@@ -120,7 +120,7 @@ def _random_lines(rng, n):
     out = []
     for _ in range(n):
         k = int(rng.integers(0, 5))
-        ids = rng.integers(0, 2**63, k, dtype=np.uint64) * np.uint64(rng.integers(1, 3))
+        ids = rng.integers(0, 2**63, k, dtype=np.uint64)
         dense = rng.choice(floats, 2)
         unused = rng.choice(floats + ["garbage"], int(rng.integers(0, 3)))
         out.append(" ".join([str(k), *map(str, ids), "2", *dense, str(len(unused)), *unused,
@@ -132,8 +132,10 @@ def test_both_backends_give_identical_batches(tmp_path, desc):
     rng = np.random.default_rng(7)
     path = _write(tmp_path, "r.txt", "\n".join(_random_lines(rng, 500)) + "\n")
     for bs in (1, 7, 64, 1000):
-        c = _plain(_read(desc, [path], batch_size=bs, backend="c", chunk_size=1000))
-        py = _plain(_read(desc, [path], batch_size=bs, backend="python", chunk_size=1000))
+        c = _plain(_read(desc, [path], batch_size=bs, backend="c", chunk_size=1000,
+                         allow_nonfinite=True))
+        py = _plain(_read(desc, [path], batch_size=bs, backend="python", chunk_size=1000,
+                          allow_nonfinite=True))
         _assert_same(c, py)
     dense = np.concatenate([b["dense"][0] for b in c]).ravel()
     assert np.isinf(dense).any() and np.isnan(dense).any()
@@ -149,7 +151,7 @@ def test_floats_are_rounded_like_python(tmp_path):
     with np.errstate(over="ignore"):
         want = np.array([float(t) for t in toks], np.float64).astype(np.float32)
     for backend in BACKENDS:
-        (b,) = _read(d, [path], batch_size=100, backend=backend)
+        (b,) = _read(d, [path], batch_size=100, backend=backend, allow_nonfinite=True)
         got = b["x"].numpy()[:, 0]
         assert got.tobytes() == want.tobytes(), backend
 
@@ -161,8 +163,9 @@ def test_file_bigger_than_the_chunk(tmp_path, desc, backend):
     lines[10] = "200 " + " ".join(["12345"] * 200) + " 2 1 2 0 1 1"  # longer than a chunk
     path = _write(tmp_path, "big.txt", "\n".join(lines) + "\n")
     assert os.path.getsize(path) > 50 * 64
-    small = _plain(_read(desc, [path], batch_size=16, chunk_size=64, backend=backend))
-    whole = _plain(_read(desc, [path], batch_size=16, backend=backend))
+    small = _plain(_read(desc, [path], batch_size=16, chunk_size=64, backend=backend,
+                         allow_nonfinite=True))
+    whole = _plain(_read(desc, [path], batch_size=16, backend=backend, allow_nonfinite=True))
     _assert_same(small, whole)
     assert sum(len(b["label"][0]) for b in small) == len(lines)
 
@@ -178,8 +181,19 @@ MALFORMED = [  # (line, fault); DESC slots: words (uint64), dense (float, 2), un
     ("99999999999999999999999 5", r"slot 'words': count '9+' but only 1 value\(s\) follow"),
     ("1 5 2 0.5 0.5 3 1 2", r"slot 'unused': count '3' but only 2 value\(s\) follow"),
     ("1 5x 2 0.5 0.5 0 1 1", r"slot 'words': value '5x' is not a valid uint64"),
-    ("1 -5 2 0.5 0.5 0 1 1", r"slot 'words': value '-5' is not a valid uint64"),
-    ("1 18446744073709551616 2 0.5 0.5 0 1 1", r"slot 'words': value '18446744073709551616' is not a valid uint64"),
+    ("1 -5 2 0.5 0.5 0 1 1", r"slot 'words': negative id '-5'; uint64 ids are 0 to 2\^63-1"),
+    ("1 -x 2 0.5 0.5 0 1 1", r"slot 'words': value '-x' is not a valid uint64"),
+    ("1 9223372036854775808 2 0.5 0.5 0 1 1",
+     r"slot 'words': id '9223372036854775808' is above 2\^63-1, the largest id an int64"),
+    ("1 18446744073709551616 2 0.5 0.5 0 1 1", r"slot 'words': id '18446744073709551616' is "
+                                               r"above 2\^63-1"),
+    ("1 5 2 0.5 nan 0 1 1", r"slot 'dense': value 'nan' is not a finite float32 \(nan, inf, "
+                            r"or beyond \+-3.4e38\); allow_nonfinite=True"),
+    ("1 5 2 -Infinity 0.5 0 1 1", r"slot 'dense': value '-Infinity' is not a finite float32"),
+    ("1 5 2 1e400 0.5 0 1 1", r"slot 'dense': value '1e400' is not a finite float32"),
+    ("1 5 2 0.5 -1e39 0 1 1", r"slot 'dense': value '-1e39' is not a finite float32"),
+    ("1 5 2 0.5 3.4028235677973366e38 0 1 1", r"slot 'dense': value '3.4028235677973366e38' "
+                                              r"is not a finite float32"),
     ("1 5 2 0.5 abc 0 1 1", r"slot 'dense': value 'abc' is not a valid float"),
     ("1 5 2 0.5 0x1p3 0 1 1", r"slot 'dense': value '0x1p3' is not a valid float"),
     ("1 5 2 0.5 1_0 0 1 1", r"slot 'dense': value '1_0' is not a valid float"),
@@ -302,3 +316,66 @@ def test_generator_held_out_split_shares_the_model(tmp_path):
     assert open(train["files"][0]).read() != open(test["files"][0]).read()
     ev = generate.evaluate_model(test["model"], test["files"])
     assert ev["optimal_logloss"] == pytest.approx(test["optimal_logloss"], rel=1e-9)
+
+
+# --- values checked, the option that keeps non-finite floats, batch origins --------------
+NONFINITE = ["nan", "-NaN", "inf", "-inf", "Infinity", "1e400", "1e39", "-3.4028235677973366e38"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nonfinite_floats_are_kept_only_when_allowed(tmp_path, desc, backend):
+    lines = [f"1 5 2 0.5 {tok} 0 1 1" for tok in NONFINITE]
+    path = _write(tmp_path, "nf.txt", "\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"nf.txt:1: slot 'dense': value 'nan' is not a finite"):
+        _read(desc, [path], backend=backend)
+    kept = _read(desc, [path], backend=backend, batch_size=100, allow_nonfinite=True)
+    got = kept[0]["dense"].numpy()[:, 1]
+    assert np.isnan(got[:2]).all() and np.isinf(got[2:]).all()
+    desc.allow_nonfinite = True        # the desc's setting, which AsyncExecutor's readers take
+    assert len(_read(desc, [path], backend=backend, batch_size=100)[0]["dense"].numpy()) == 8
+    with pytest.warns(DataWarning, match=r"skipped 8 malformed line\(s\)"):
+        assert _read(desc, [path], backend=backend, allow_nonfinite=False,
+                     skip_bad_lines=True, batch_size=100) == []
+
+
+def test_float32_overflow_threshold_is_the_same_in_both_parsers(tmp_path):
+    d = DataFeedDesc.from_text('multi_slot_desc { slots { name: "x" type: "float" '
+                               'is_used: true } }')
+    edge = [3.4028235677973366e38, 3.4028235677973362e38, 3.4028234663852886e38]
+    for tok in [repr(v) for v in edge] + [repr(-v) for v in edge]:
+        path = _write(tmp_path, "e.txt", f"1 {tok}\n")
+        got = []
+        for backend in BACKENDS:
+            try:
+                got.append(float(_read(d, [path], backend=backend)[0]["x"].numpy()[0, 0]))
+            except DataError as e:
+                got.append(str(e).split(": ", 1)[1])
+        assert got[0] == got[1], (tok, got)
+        with np.errstate(over="ignore"):
+            finite = np.isfinite(np.float32(float(tok)))
+        assert isinstance(got[0], float) == finite, (tok, got)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batches_name_their_file_and_lines(tmp_path, desc, backend):
+    lines = [GOOD.replace(" 1 1", f" 1 {i % 2}") for i in range(5)]
+    f1 = _write(tmp_path, "1.txt", "\n".join(lines[:3]) + "\n\n")   # an empty line 4
+    f2 = _write(tmp_path, "2.txt", "\n" + "\n".join(lines[3:]) + "\n")
+    reader = MultiSlotReader(desc, [f1, f2], batch_size=2, chunk_size=30, backend=backend)
+    origins = [b.origin for b in reader]
+    assert origins == [((f1, 1, 2),), ((f1, 3, 3), (f2, 2, 2)), ((f2, 3, 3),)]
+    assert origins[1][0].path == f1 and origins[1][1].first_line == 2
+    for chunk, dense_dim in reader.chunks():   # the compiled worker loop's view of it
+        assert chunk.origin(0, chunk.n).path == chunk.path
+        assert reader.chunk_batch(chunk, 0, chunk.n, dense_dim).origin == (
+            chunk.origin(0, chunk.n),)
+    import pickle
+    b = next(iter(reader))
+    assert pickle.loads(pickle.dumps(b)).origin == b.origin
+
+
+def test_ids_up_to_int64_max_are_read_exactly(tmp_path, desc):
+    path = _write(tmp_path, "ids.txt", "2 0 9223372036854775807 2 1 1 0 1 1\n")
+    for backend in BACKENDS:
+        (b,) = _read(desc, [path], backend=backend)
+        assert b["words"].numpy()[:, 0].tolist() == [0, 2**63 - 1]

@@ -145,8 +145,8 @@ def test_missing_input_value_names_variable_and_op():
     msg = str(ei.value)
     assert "'mul'" in msg and "'w'" in msg and "startup program" in msg
     assert "test_executor.py" in msg  # where the op was created
-    with pytest.raises(ExecutionError, match="'x'"):  # data not fed
-        s = fluid.Scope()
+    with pytest.raises(FeedError, match="variable 'x' has no value, and op #0 'mul'"):
+        s = fluid.Scope()  # data not fed: said before any op runs
         exe.run(startup, scope=s)
         exe.run(main, fetch_list=[y], scope=s)
 
