@@ -50,21 +50,10 @@ def program_path(path):
 
 
 def load_program_file(path):
-    """A Program from a serialized ProgramDesc file, with errors that name the file."""
-    from .framework import Program
-    from .errors import ProgramError
-    path = program_path(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise FluidityError(f"{path}: cannot read: {e.strerror}") from None
-    if not data:
-        raise ProgramError(f"{path}: empty file, not a program")
-    try:
-        return Program.parse_from_string(data)
-    except ProgramError as e:
-        raise ProgramError(f"{path}: {e}") from None
+    """A Program from a serialized ProgramDesc file (or a model directory / prefix), checked
+    before use, with errors that name the file."""
+    from .framework import load_program_file as load
+    return load(program_path(path))
 
 
 def _cmd_ops(args):

@@ -19,7 +19,7 @@ from ..core import serialization as ser
 from ..core.dtypes import VarType
 from ..core.names import OpRole
 from ..errors import FluidityError, ProgramError
-from ..framework import EMPTY_VAR_NAME, Program, Variable
+from ..framework import EMPTY_VAR_NAME, Program, Variable, load_program_file
 from ..ir import rewrite
 from ..transpiler.compat_check import check_program
 from ..transpiler.prune import inference_optimize
@@ -37,13 +37,7 @@ def load_program(path):
     differs from what its directory's manifest recorded is refused)."""
     d, name = os.path.split(os.path.abspath(os.fspath(path)))
     manifest.verify(d, [name])
-    data = ser.read_file(path)
-    if not data:
-        raise ProgramError(f"{path}: empty file, not a program")
-    try:
-        return Program.parse_from_string(data)
-    except ProgramError as e:
-        raise ProgramError(f"{path}: {e}") from None
+    return load_program_file(path)
 
 
 def _targets_by_col(program, op_type, slot, what):
