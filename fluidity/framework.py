@@ -18,7 +18,7 @@ from .core import defaults, dtypes
 from .core.dtypes import VarType
 from .core.serialization import read_file
 from .core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, grad_var_name  # noqa: F401
-from .errors import ProgramError, ShapeError
+from .errors import ProgramError, ProgramFormatError, ShapeError
 from .ir import desc_check, rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
 from .ir.infer_shape import InferShapeContext  # noqa: F401
@@ -567,4 +567,7 @@ def load_program_file(path):
     checked before use; every problem (unreadable, empty, corrupt) raises a FluidityError
     naming the file, a ProgramFormatError (a ValueError) for the bytes themselves."""
     path = os.fspath(path)
-    return Program(desc_check.parse_program_desc(read_file(path), path))
+    data = read_file(path)
+    if not data:
+        raise ProgramFormatError(f"{path}: empty file, not a program")
+    return Program(desc_check.parse_program_desc(data, path))
