@@ -42,3 +42,6 @@ from .dataset import DatasetFactory  # noqa: E402,F401
 # the profiler and global flags (FLAGS_check_nan_inf)
 from . import profiler  # noqa: E402,F401
 from .core.flags import get_flags, set_flags  # noqa: E402,F401
+
+# Fluid 1.8's top-level fluid.save / fluid.load: the same functions as fluid.io.save / load
+from .io import load, save  # noqa: E402,F401

@@ -386,11 +386,27 @@ def _append_grad_ops(block, specs, available):
     return produced
 
 
-def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None):
+def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
+                    checkpoints=None):
     """Append the backward pass of scalar `loss` to its program. Returns [(param, grad)]
-    for the trainable parameters (or `parameter_list`) that the loss depends on."""
+    for the trainable parameters (or `parameter_list`) that the loss depends on.
+
+    `checkpoints` (Fluid 1.8's recompute checkpoints: Variables or names) are checked and
+    accepted; the gradients are the same as without them, because Fluidity keeps the
+    forward activations rather than recomputing them between checkpoints — no memory is
+    saved (as RecomputeOptimizer here; the memory passes free what is dead)."""
     if not isinstance(loss, Variable):
         raise FluidityError(f"append_backward needs a Variable loss, got {type(loss).__name__}")
+    if checkpoints is not None:
+        if not isinstance(checkpoints, (list, tuple)) or not all(
+                isinstance(c, (Variable, str)) for c in checkpoints):
+            raise TypeError(f"append_backward: checkpoints must be a list of Variables, got "
+                            f"{checkpoints!r}")
+        for c in checkpoints:
+            if loss.block.program.global_block().find_var_recursive(
+                    c if isinstance(c, str) else c.name) is None:
+                raise ValueError(f"append_backward: checkpoint {c!r} is not a variable of "
+                                 f"the loss's program")
     block = loss.block
     if block.idx != 0:
         raise ProgramError("append_backward: the loss must be in the global block")

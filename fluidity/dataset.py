@@ -172,11 +172,13 @@ class DatasetBase:
         raise NotImplementedError
 
     def run_workers(self, program=None, scope=None, thread=0, debug=False,
-                    fetch_list=None, fetch_info=None, print_period=100, infer=False):
+                    fetch_list=None, fetch_info=None, print_period=100, infer=False,
+                    fetch_handler=None):
         """`exe.train_from_dataset` / `infer_from_dataset`: run `program` over this dataset
         with Hogwild workers (AsyncExecutor.run); infer runs the program's inference copy
         (no backward or optimizer ops: the parameters stay as they are). Returns the
-        AsyncExecutor's result (the fetched means over the run, and the run's record)."""
+        AsyncExecutor's result (the fetched means over the run, and the run's record).
+        `fetch_handler` is called on its period and at the end (executor/fetch_handler.py)."""
         from .executor.async_executor import AsyncExecutor
         from .framework import Program, default_main_program
         self._check_ready()
@@ -192,10 +194,25 @@ class DatasetBase:
             else self.thread_num
         files = self.worker_files(threads)
         fetch_list = list(fetch_list or [])
-        result = AsyncExecutor().run(
-            program, self.data_feed_desc(), files, threads, fetch=fetch_list, debug=debug,
-            scope=scope, fetch_info=fetch_info,
-            report_every=max(1, int(print_period)) if fetch_list else None)
+        monitor = None
+        if fetch_handler is not None:
+            from .core.scope import global_scope
+            from .executor.fetch_handler import FetchHandlerMonitor
+            monitor = FetchHandlerMonitor(fetch_handler, program,
+                                          scope if scope is not None else global_scope())
+            monitor.start()
+        try:
+            result = AsyncExecutor().run(
+                program, self.data_feed_desc(), files, threads, fetch=fetch_list,
+                debug=debug, scope=scope, fetch_info=fetch_info,
+                report_every=max(1, int(print_period)) if fetch_list else None,
+                callback=monitor.report if monitor else None)
+        except BaseException:
+            if monitor:
+                monitor.stop(final=False)
+            raise
+        if monitor:
+            monitor.stop()
         self._after_run()
         return result
 

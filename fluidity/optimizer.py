@@ -16,7 +16,7 @@ from . import unique_name
 from .backward import append_backward
 from .clip import ClipGradBase, append_gradient_clip_ops
 from .core.dtypes import VarType
-from .errors import FluidityError
+from .errors import FluidityError, declined_class
 from .framework import (OpRole, Parameter, Program, Variable, default_main_program,
                         default_startup_program, name_scope, op_role_guard, program_guard)
 from .initializer import ConstantInitializer
@@ -821,18 +821,13 @@ class LookaheadOptimizer:
         return out
 
 
-class _Declined:
-    why = ""
+DGCMomentumOptimizer = declined_class(
+    "optimizer.DGCMomentumOptimizer",
+    "deep gradient compression only pays across GPUs in multi-node training, which Fluidity "
+    "does not run; use Momentum",
+    methods=("apply_gradients", "apply_optimize", "backward", "minimize"))
 
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError(f"fluid.optimizer.{type(self).__name__} is not available "
-                                  f"in Fluidity: {self.why}")
-
-
-class DGCMomentumOptimizer(_Declined):
-    why = ("deep gradient compression only pays across GPUs in multi-node training, which "
-           "Fluidity does not run; use Momentum")
-
-
-class PipelineOptimizer(_Declined):
-    why = "pipeline training splits a program across devices, which Fluidity does not run"
+PipelineOptimizer = declined_class(
+    "optimizer.PipelineOptimizer",
+    "pipeline training splits a program across devices, which Fluidity does not run",
+    methods=("minimize",))

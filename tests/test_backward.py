@@ -182,3 +182,30 @@ def test_gradients_of_targets_that_feed_each_other_are_summed():
         (gx,) = gradients([y, z], [x])
     (g,) = fluid.Executor().run(main, feed={"x": np.ones(2, "float32")}, fetch_list=[gx])
     np.testing.assert_allclose(g, [8.0, 8.0])  # 2 * (1 + 3)
+
+
+def _two_layer_grads(checkpoints):
+    main, startup = _prog()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [3])
+        h = fluid.layers.fc(x, 4, act="tanh")
+        loss = fluid.layers.mean(fluid.layers.fc(h, 1))
+        pairs = append_backward(loss, checkpoints=[h] if checkpoints else None)
+    exe = fluid.Executor()
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    xv = np.random.RandomState(0).rand(5, 3).astype("float32")
+    return exe.run(main, feed={"x": xv}, fetch_list=[g for _, g in pairs], scope=scope)
+
+
+def test_recompute_checkpoints_give_the_same_gradients():
+    for a, b in zip(_two_layer_grads(False), _two_layer_grads(True)):
+        np.testing.assert_array_equal(a, b)
+    main, startup = _prog()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [3])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+        with pytest.raises(TypeError):
+            append_backward(loss, checkpoints=x)
+        with pytest.raises(ValueError, match="not a variable"):
+            append_backward(loss, checkpoints=["nowhere"])

@@ -34,7 +34,10 @@ LAYERS = {
     "ctc_greedy_decoder": "input blank input_length padding_value name",
     "edit_distance": "input label normalized ignored_tokens input_length label_length",
     "center_loss": "input label num_classes alpha param_attr update_center",
-    "dice_loss": "input label epsilon",
+    "dice_loss": "input label epsilon name",
+    "hard_swish": "x threshold scale offset name",
+    "fc": "input size num_flatten_dims param_attr bias_attr act name",
+    "argsort": "input axis descending name",
     "label_smooth": "label prior_dist epsilon dtype name", "cos_sim": "X Y",
     "l2_normalize": "x axis epsilon name",
     "conv2d_transpose": "input num_filters output_size filter_size padding stride dilation "

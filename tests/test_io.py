@@ -451,3 +451,15 @@ def test_paddle_loads_our_model(exe, tmp_path):
         prog, feeds, fetches = paddle.static.load_inference_model(str(tmp_path / "model"), pexe)
         got, = pexe.run(prog, feed={feeds[0]: _X}, fetch_list=fetches)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_tensor_array_nothing_writes_is_an_unfed_input(exe, tmp_path):
+    # DynamicRNN's output array (read by its while op, written by it too) is no feed; an
+    # array that no op of the program writes still is one
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        arr = fluid.layers.create_array("float32")
+        i = fluid.layers.fill_constant([1], "int64", 0)
+        y = fluid.layers.scale(fluid.layers.array_read(arr, i), 2.0)
+    with pytest.raises(ProgramError, match=f"the targets need variable '{arr.name}'"):
+        fio.save_inference_model(tmp_path, [], [y], exe, main)

@@ -224,3 +224,12 @@ class _ClipMin:
         assert any(op.type == "clip" for op in loss.block.ops)
         assert self.opt.get_opti_var_name_list()
         return ops, pg
+
+
+def test_declined_optimizers_methods_say_why():
+    for cls, methods in ((optimizer.DGCMomentumOptimizer,
+                          ("apply_gradients", "apply_optimize", "backward", "minimize")),
+                         (optimizer.PipelineOptimizer, ("minimize",))):
+        for m in methods:
+            with pytest.raises(NotImplementedError, match=f"{cls.__name__}.{m}"):
+                getattr(cls, m)(None, None)

@@ -385,31 +385,36 @@ class Executor:
 
     # -- datasets (Paddle 1.4+) --------------------------------------------------------------
     def train_from_dataset(self, program=None, dataset=None, scope=None, thread=0,
-                           debug=False, fetch_list=None, fetch_info=None, print_period=100):
+                           debug=False, fetch_list=None, fetch_info=None, print_period=100,
+                           fetch_handler=None):
         """Train `program` on `dataset` (fluid.DatasetFactory) with Hogwild workers, as
         AsyncExecutor.run does: `thread` > 0 caps the dataset's thread count; fetch_list's
-        means are shown every `print_period` batches (labelled by fetch_info). Returns the
-        run's fetched means and record (Paddle returns None)."""
+        means are shown every `print_period` batches (labelled by fetch_info);
+        `fetch_handler` (a fluid.executor.FetchHandler) is called every its period_secs
+        (executor/fetch_handler.py). Returns the run's fetched means and record (Paddle
+        returns None)."""
         return self._run_dataset(program, dataset, scope, thread, debug, fetch_list,
-                                 fetch_info, print_period, infer=False)
+                                 fetch_info, print_period, fetch_handler, infer=False)
 
     def infer_from_dataset(self, program=None, dataset=None, scope=None, thread=0,
-                           debug=False, fetch_list=None, fetch_info=None, print_period=100):
+                           debug=False, fetch_list=None, fetch_info=None, print_period=100,
+                           fetch_handler=None):
         """Run `program`'s inference copy (no backward or optimizer ops) over `dataset` with
         the same workers: the parameters are not changed."""
         return self._run_dataset(program, dataset, scope, thread, debug, fetch_list,
-                                 fetch_info, print_period, infer=True)
+                                 fetch_info, print_period, fetch_handler, infer=True)
 
     @staticmethod
     def _run_dataset(program, dataset, scope, thread, debug, fetch_list, fetch_info,
-                     print_period, infer):
+                     print_period, fetch_handler, infer):
         run_workers = getattr(dataset, "run_workers", None)
         if run_workers is None:
             raise FluidityError(f"train_from_dataset needs a dataset made by "
                                 f"fluid.DatasetFactory(), got {type(dataset).__name__}")
         return run_workers(program=program, scope=scope, thread=thread, debug=debug,
                            fetch_list=fetch_list, fetch_info=fetch_info,
-                           print_period=print_period, infer=infer)
+                           print_period=print_period, infer=infer,
+                           fetch_handler=fetch_handler)
 
     def close(self):
         self._cache.clear()

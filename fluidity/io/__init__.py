@@ -33,3 +33,10 @@ __all__ = ["is_persistable", "is_parameter", "save_vars", "load_vars", "save_par
 # readers fed from Python (fluid.io.DataLoader, fluid.io.PyReader)
 from ..reader.dataloader import DataLoader, PyReader  # noqa: E402,F401
 __all__ += ["DataLoader", "PyReader"]
+
+# Fluid 1.8's fluid.io names for paddle.reader's decorators (the same functions)
+from ..reader.decorator import (batch, buffered, cache, chain, compose,  # noqa: E402,F401
+                                firstn, map_readers, multiprocess_reader, shuffle,
+                                xmap_readers)
+__all__ += ["batch", "shuffle", "buffered", "cache", "chain", "compose", "firstn",
+            "map_readers", "xmap_readers", "multiprocess_reader"]

@@ -101,13 +101,18 @@ def _wrap_targets(program, targets):
 
 
 def _check_inputs(program, feeds):
-    """Every variable block 0 reads must be fed, persistable or computed before."""
+    """Every variable block 0 reads must be fed, persistable or computed before. A tensor
+    array that an op of block 0 writes is not a feed even where it is read first: it starts
+    empty (DynamicRNN's output array, which its while op reads and writes)."""
     block = program.global_block()
     have = set(feeds)
+    written = {n for op in block.ops for n in op.output_arg_names}
     for op in block.ops:
         for n in op.input_arg_names:
             v = block.find_var_recursive(n)
             if n in have or n == EMPTY_VAR_NAME or (v is not None and v.persistable):
+                continue
+            if v is not None and v.type == VarType.LOD_TENSOR_ARRAY and n in written:
                 continue
             raise ProgramError(
                 f"the targets need variable '{n}' (input of op '{op.type}'), which is neither "

@@ -1,8 +1,9 @@
 """Beam-search layers (Fluid 1.x signatures); ops in fluidity/ops/beam.py."""
+from ..core.dtypes import VarType
 from ..framework import Variable
 from ..layer_helper import LayerHelper
 
-__all__ = ["beam_search", "beam_search_decode"]
+__all__ = ["beam_search", "beam_search_decode", "gather_tree"]
 
 
 def _check(layer, **vars_):
@@ -46,3 +47,20 @@ def beam_search_decode(ids, scores, beam_size, end_id, name=None):
                      outputs={"SentenceIds": sent_ids, "SentenceScores": sent_scores},
                      attrs={"beam_size": beam_size, "end_id": end_id})
     return sent_ids, sent_scores
+
+
+def gather_tree(ids, parents):
+    """Fluid 1.8's gather_tree: the whole beams of a fixed-width beam search. `ids` and
+    `parents` are int64 (or int32) [max_time, batch, beam]: each step's chosen ids and the
+    beam of the previous step each extends. Returns the ids of every step along the path
+    that ends at each beam of the last step, [max_time, batch, beam]."""
+    _check("gather_tree", ids=ids, parents=parents)
+    for arg, v in (("ids", ids), ("parents", parents)):
+        if v.dtype not in (VarType.INT32, VarType.INT64):
+            raise TypeError(f"gather_tree: {arg} must be int32 or int64, got "
+                            f"{VarType(v.dtype).name.lower()}")
+    helper = LayerHelper("gather_tree")
+    out = helper.create_variable_for_type_inference(ids.dtype, stop_gradient=True)
+    helper.append_op("gather_tree", inputs={"Ids": ids, "Parents": parents},
+                     outputs={"Out": out})
+    return out

@@ -1,6 +1,8 @@
 """fluid.layers names Fluidity does not build: each raises NotImplementedError saying why.
 A module that builds one of these names later takes precedence (layers/__init__ binds a
 declined name only where no real layer has it)."""
+from ..errors import declined_class
+
 
 _RNN_API = ("Fluid 1.8's cell API (rnn, cells, decoders, dynamic_decode) is not built; use "
             "StaticRNN, DynamicRNN, dynamic_lstm or dynamic_gru")
@@ -24,7 +26,16 @@ DECLINED = {
     "deformable_roi_pooling": _DETECTION, "sigmoid_focal_loss": _DETECTION,
     "resize_trilinear": "the 3-D trilinear_interp op is not built",
     "adaptive_pool3d": "pool3d's adaptive mode is not built",
+    "tree_conv": ("the tree_conv op (tree-based convolution over edge sets, TBCNN) and its "
+                  "tree-to-column transform are not built"),
 }
+# the classes of the cell API with Fluid's method names, so a program calling one gets the
+# reason rather than an AttributeError
+_CELL = ("call", "get_initial_states")
+_DECODER = ("initialize", "step", "finalize")
+DECLINED_CLASSES = {"RNNCell": _CELL, "GRUCell": _CELL, "LSTMCell": _CELL,
+                    "Decoder": _DECODER,
+                    "BeamSearchDecoder": _DECODER + ("tile_beam_merge_with_batch",)}
 
 
 def declined(name, why):
@@ -38,4 +49,7 @@ def declined(name, why):
 
 __all__ = list(DECLINED)
 for _name, _why in DECLINED.items():
-    globals()[_name] = declined(_name, _why)
+    if _name in DECLINED_CLASSES:
+        globals()[_name] = declined_class(f"layers.{_name}", _why, DECLINED_CLASSES[_name])
+    else:
+        globals()[_name] = declined(_name, _why)

@@ -51,7 +51,29 @@ def _draw(layer, shape, batch_like, seed, **dist):
             if layer == "uniform" else tensor.gaussian_random(out_shape, seed=seed))
 
 
-class Uniform:
+class Distribution:
+    """The base of the distributions, as Fluid 1.8's: a method a distribution does not define
+    raises NotImplementedError, as in Fluid 1.8 (Uniform.kl_divergence, Categorical.sample /
+    log_prob, MultivariateNormalDiag.sample / log_prob)."""
+
+    def sample(self):
+        raise NotImplementedError(f"{type(self).__name__}.sample is not defined (Fluid 1.8 "
+                                  f"does not define it either)")
+
+    def entropy(self):
+        raise NotImplementedError(f"{type(self).__name__}.entropy is not defined (Fluid 1.8 "
+                                  f"does not define it either)")
+
+    def kl_divergence(self, other):
+        raise NotImplementedError(f"{type(self).__name__}.kl_divergence is not defined "
+                                  f"(Fluid 1.8 does not define it either)")
+
+    def log_prob(self, value):
+        raise NotImplementedError(f"{type(self).__name__}.log_prob is not defined (Fluid 1.8 "
+                                  f"does not define it either)")
+
+
+class Uniform(Distribution):
     """U[low, high) (elementwise over low and high's broadcast batch shape)."""
 
     def __init__(self, low, high):
@@ -75,7 +97,7 @@ class Uniform:
         return ops.log(nn.elementwise_sub(self.high, self.low))
 
 
-class Normal:
+class Normal(Distribution):
     """N(loc, scale^2) (elementwise over the broadcast batch shape)."""
 
     def __init__(self, loc, scale):
@@ -115,7 +137,7 @@ def _softmax_parts(logits):
     return shifted, e, manip.reduce_sum(e, dim=-1, keep_dim=True)
 
 
-class Categorical:
+class Categorical(Distribution):
     """The categorical distribution of softmax(logits) over the last dim."""
 
     def __init__(self, logits):
@@ -139,7 +161,7 @@ class Categorical:
                                          keep_dim=True), -1.0)
 
 
-class MultivariateNormalDiag:
+class MultivariateNormalDiag(Distribution):
     """A k-variate normal with mean `loc` [k] and diagonal covariance matrix `scale` [k, k]."""
 
     def __init__(self, loc, scale):

@@ -186,7 +186,7 @@ def npair_loss(anchor, positive, labels, l2_reg=0.002):
     return nn.elementwise_add(l2, manip.reduce_mean(ce))
 
 
-def dice_loss(input, label, epsilon=0.00001):
+def dice_loss(input, label, epsilon=0.00001, name=None):
     """1 - 2|X∩Y| / (|X| + |Y|) averaged over the batch, for probabilities `input`
     [N, ..., C] and class ids `label` [N, ..., 1]."""
     from . import manip, nn
@@ -197,7 +197,7 @@ def dice_loss(input, label, epsilon=0.00001):
     denom = nn.elementwise_add(manip.reduce_sum(input, dim=dims),
                                manip.reduce_sum(onehot, dim=dims))
     score = nn.elementwise_div(nn.scale(inse, 2.0), nn.scale(denom, 1.0, float(epsilon)))
-    return manip.reduce_mean(nn.scale(score, -1.0, 1.0))
+    return manip.reduce_mean(nn.scale(score, -1.0, 1.0), name=name)
 
 
 sampled_softmax_with_cross_entropy = declined(

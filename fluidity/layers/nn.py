@@ -8,7 +8,7 @@ __all__ = ["fc", "embedding", "mean", "mul", "matmul", "scale", "sum", "sums"] +
 
 
 def fc(input, size, num_flatten_dims=1, param_attr=None, bias_attr=None, act=None,
-       is_test=False, name=None):
+       name=None, is_test=False):
     """out = act(sum_i flatten(input_i) @ W_i + b). Several inputs each get their own weight;
     `num_flatten_dims` says how many leading dims stay (the rest are flattened into one)."""
     helper = LayerHelper("fc", input=input, param_attr=param_attr, bias_attr=bias_attr,

@@ -61,9 +61,16 @@ _ATTR_NAME = {("softshrink", "alpha"): "lambda"}
 def _with_attrs(op_type, params):
     names = [n for n, _ in params]
 
-    def layer(x, *args, name=None, **kw):
-        if len(args) > len(names):
-            raise TypeError(f"{op_type}() takes at most {len(names) + 1} positional arguments")
+    def layer(x, *args, **kw):
+        # Fluid's order: x, the attributes, then name (positional too)
+        if len(args) > len(names) + 1:
+            raise TypeError(f"{op_type}() takes at most {len(names) + 2} positional arguments")
+        if len(args) == len(names) + 1:
+            if "name" in kw:
+                raise TypeError(f"{op_type}() got multiple values for argument 'name'")
+            kw["name"] = args[-1]
+            args = args[:-1]
+        name = kw.pop("name", None)
         values = dict(params)
         values.update(zip(names, args))
         for k, v in kw.items():
@@ -78,7 +85,7 @@ def _with_attrs(op_type, params):
     layer.__signature__ = inspect.Signature(
         [P("x", P.POSITIONAL_OR_KEYWORD)] +
         [P(n, P.POSITIONAL_OR_KEYWORD, default=d) for n, d in params] +
-        [P("name", P.KEYWORD_ONLY, default=None)])
+        [P("name", P.POSITIONAL_OR_KEYWORD, default=None)])
     layer.__doc__ = (f"Out = {op_type}(x; {', '.join(f'{n}={d}' for n, d in params)}), "
                      f"elementwise (op '{op_type}').")
     return layer

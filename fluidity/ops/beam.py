@@ -182,3 +182,42 @@ class BeamSearchDecode(OpDef):
                         s.append(float(sv[c]))
                     prefix[k][j] = int(np.searchsorted(sent, c, side="right") - 1)
         return [[(w[::-1], s[::-1]) for w, s in per] for per in sents]
+
+
+class GatherTree(OpDef):
+    type = "gather_tree"
+    inputs = (In("Ids", no_grad=True), In("Parents", no_grad=True))
+    outputs = (Out("Out"),)
+    attrs = {}
+    share_lod = None
+    doc = ("Back-trace fixed-width beam search: Ids and Parents [max_time, batch, beam] "
+           "(the step's chosen ids and the beam each came from); Out[t, b, k] is the id at "
+           "step t of the beam that ends at k of the last step.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        ids, parents = ctx.input_shape("Ids"), ctx.input_shape("Parents")
+        if len(ids) != 3 or list(ids) != list(parents):
+            ctx.fail(f"Ids {list(ids)} and Parents {list(parents)} must both be "
+                     f"[max_time, batch, beam]")
+        ctx.share("Ids", "Out")
+
+    @staticmethod
+    def kernel(ids, parents):
+        if ids.shape != parents.shape or ids.ndim != 3:
+            raise ExecutionError(f"gather_tree: Ids {list(ids.shape)} and Parents "
+                                 f"{list(parents.shape)} must both be [max_time, batch, beam]")
+        steps, batch, beam = ids.shape
+        if parents.size and (parents.min() < 0 or parents.max() >= beam):
+            raise ExecutionError(f"gather_tree: Parents must be beam indices in [0, {beam}), "
+                                 f"got values in [{parents.min()}, {parents.max()}]")
+        out = np.empty_like(ids)
+        if steps == 0:
+            return out
+        rows = np.arange(batch)[:, None]
+        out[-1] = ids[-1]
+        parent = parents[-1]
+        for t in range(steps - 2, -1, -1):
+            out[t] = ids[t][rows, parent]
+            parent = parents[t][rows, parent]
+        return out

@@ -1,5 +1,5 @@
 """Readers: `paddle.reader`'s decorators (fluidity.reader.shuffle, ...), feeding programs
 from Python (DataLoader, PyReader) and the reader layout of a program (reader/program.py)."""
-from . import decorator  # noqa: F401
+from . import creator, decorator  # noqa: F401
 from .decorator import *  # noqa: F401,F403
 from .dataloader import DataLoader, PyReader  # noqa: F401

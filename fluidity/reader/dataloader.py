@@ -114,6 +114,21 @@ class GeneratorLoader:
                                 "start(), exe.run until fluid.core.EOFException, reset()")
         return self._iterate()
 
+    def __next__(self):
+        """The next batch of the pass under way (a new pass starts after the last one ended):
+        Paddle's iterator protocol, so `next(loader)` works as well as `for`."""
+        if getattr(self, "_current", None) is None:
+            self._current = iter(self)
+        try:
+            return next(self._current)
+        except StopIteration:
+            self._current = None
+            raise
+
+    def next(self):
+        """Fluid 1.x's name for `__next__` (Python 2's iterator protocol)."""
+        return self.__next__()
+
     def _iterate(self):
         feeder = self._feeder
         if feeder.running:
@@ -154,3 +169,9 @@ class PyReader(GeneratorLoader):
     def __init__(self, feed_list=None, capacity=None, use_double_buffer=True, iterable=True,
                  return_list=False):
         super().__init__(feed_list, capacity, use_double_buffer, iterable, return_list)
+
+    def decorate_sample_generator(self, sample_generator, batch_size, drop_last=True,
+                                  places=None):
+        """`sample_generator()` yields one sample (a tuple with a field per variable) at a
+        time; they are batched by `batch_size` (a short last batch dropped by `drop_last`)."""
+        return self.set_sample_generator(sample_generator, batch_size, drop_last, places)

@@ -5,10 +5,14 @@ import itertools
 import multiprocessing
 import queue
 import random
+import shlex
+import subprocess
 import threading
+import zlib
 
 __all__ = ["map_readers", "buffered", "compose", "chain", "shuffle", "ComposeNotAligned",
-           "firstn", "xmap_readers", "cache", "multiprocess_reader", "batch"]
+           "firstn", "xmap_readers", "cache", "multiprocess_reader", "batch", "PipeReader",
+           "Fake"]
 
 
 def _check_reader(reader, who):
@@ -266,3 +270,81 @@ def batch(reader, batch_size, drop_last=False):
         if b and not drop_last:
             yield b
     return batch_reader
+
+
+class PipeReader:
+    """paddle.reader.PipeReader(command, bufsize=8192, file_type="plain"): the output of
+    `command` (split into arguments as a shell would, run without a shell, as Paddle does),
+    read `bufsize` bytes at a time; `file_type` "gzip" decompresses it on the way.
+
+        for line in PipeReader("hadoop fs -cat /data/part-0").get_line(): ...
+    """
+
+    def __init__(self, command, bufsize=8192, file_type="plain"):
+        if not isinstance(command, str):
+            raise TypeError(f"PipeReader: command must be a string, got "
+                            f"{type(command).__name__}")
+        if file_type not in ("plain", "gzip"):
+            raise TypeError(f"PipeReader: file_type must be 'plain' or 'gzip', got "
+                            f"{file_type!r}")
+        _check_positive(bufsize, "PipeReader", "bufsize")
+        self.command, self.bufsize, self.file_type = command, bufsize, file_type
+
+    def _chunks(self):
+        dec = zlib.decompressobj(32 + zlib.MAX_WBITS) if self.file_type == "gzip" else None
+        proc = subprocess.Popen(shlex.split(self.command), stdout=subprocess.PIPE)
+        finished = False
+        try:
+            while True:
+                buf = proc.stdout.read(self.bufsize)
+                if not buf:
+                    break
+                yield (dec.decompress(buf) if dec else buf).decode()
+            if dec:
+                yield dec.flush().decode()
+            finished = True
+        finally:
+            proc.stdout.close()
+            if not finished:          # left early: the command's output is not needed
+                proc.kill()
+            code = proc.wait()
+        if code:
+            raise RuntimeError(f"PipeReader: command {self.command!r} exited with status "
+                               f"{code}")
+
+    def get_line(self, cut_lines=True, line_break="\n"):
+        """The output's lines (without `line_break`; the last one too where the output does
+        not end with it), or with cut_lines=False the decoded chunks as they are read."""
+        if not cut_lines:
+            yield from (c for c in self._chunks() if c)
+            return
+        rest = ""
+        for chunk in self._chunks():
+            *lines, rest = (rest + chunk).split(line_break)
+            yield from lines
+        if rest:
+            yield rest
+
+
+class Fake:
+    """paddle.reader.Fake: `Fake()(reader, data_num)` is a reader that yields the first
+    sample of `reader` `data_num` times (to time a model without reading data)."""
+
+    def __init__(self):
+        self.data = None
+        self.yield_num = 0
+
+    def __call__(self, reader, data_num):
+        _check_reader(reader, "Fake")
+        if isinstance(data_num, bool) or not isinstance(data_num, int) or data_num < 0:
+            raise ValueError(f"Fake: data_num must be a non-negative integer, got "
+                             f"{data_num!r}")
+
+        def fake_reader():
+            if self.data is None:
+                self.data = next(iter(reader()))
+            while self.yield_num < data_num:
+                yield self.data
+                self.yield_num += 1
+            self.yield_num = 0
+        return fake_reader

@@ -97,15 +97,9 @@ def loss_net(prediction, label):
     return avg_cost, accuracy, prediction
 
 
-DYN_RNN_SAVE = pytest.mark.xfail(
-    strict=True, reason="save_inference_model rejects the program: io._check_inputs counts "
-    "DynamicRNN's output tensor array (read by the while op before its first write) as an "
-    "unfed input (io, h1)")
-
-
 @pytest.mark.parametrize("net_method,lr,save", [
     (convolution_net, 0.05, True), (stacked_lstm_net, 0.05, True), (dyn_rnn_lstm, 0.1, False),
-    pytest.param(dyn_rnn_lstm, 0.1, True, marks=DYN_RNN_SAVE, id="dyn_rnn_lstm-save")])
+    (dyn_rnn_lstm, 0.1, True)])
 def test_understand_sentiment(net_method, lr, save, tmp_path):
     data = fluid.layers.data(name="words", shape=[1], dtype="int64", lod_level=1)
     label = fluid.layers.data(name="label", shape=[1], dtype="int64")

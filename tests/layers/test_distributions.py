@@ -64,3 +64,20 @@ def test_categorical_and_multivariate_normal_diag():
     want = 0.5 * (np.trace(inv2 @ s1) + d @ inv2 @ d - 2 +
                   math.log(np.linalg.det(s2) / np.linalg.det(s1)))
     np.testing.assert_allclose(gkl.reshape(-1)[0], want, rtol=1e-5)
+
+
+def test_methods_fluid_does_not_define_raise_as_in_fluid():
+    import pytest
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        u = L.Uniform([0.0], [1.0])
+        c = L.Categorical(np.array([0.1, 0.2], np.float32))
+        m = L.MultivariateNormalDiag(np.array([0.3, 0.5], np.float32),
+                                     np.array([[0.4, 0], [0, 0.5]], np.float32))
+        v = L.assign(np.array([0.5], np.float32))
+        for call, what in ((lambda: u.kl_divergence(u), "Uniform.kl_divergence"),
+                           (lambda: c.sample(), "Categorical.sample"),
+                           (lambda: c.log_prob(v), "Categorical.log_prob"),
+                           (lambda: m.sample(), "MultivariateNormalDiag.sample"),
+                           (lambda: m.log_prob(v), "MultivariateNormalDiag.log_prob")):
+            with pytest.raises(NotImplementedError, match=what):
+                call()

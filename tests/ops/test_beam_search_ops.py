@@ -112,3 +112,52 @@ def run_decode(steps):
     exe = fluid.Executor(fluid.CPUPlace())
     r_i, r_s = exe.run(main, feed=feed, fetch_list=[out_i, out_s], return_numpy=False)
     return np.asarray(r_i), np.asarray(r_s), r_i.lod()
+
+
+def gather_tree_ref(ids, parents):
+    """Paddle's gather_tree, written as its loops."""
+    steps, batch, beam = ids.shape
+    out = np.zeros_like(ids)
+    for b in range(batch):
+        for k in range(beam):
+            out[-1, b, k] = ids[-1, b, k]
+            parent = parents[-1, b, k]
+            for t in range(steps - 2, -1, -1):
+                out[t, b, k] = ids[t, b, parent]
+                parent = parents[t, b, parent]
+    return out
+
+
+def test_gather_tree_op_against_numpy():
+    rng = np.random.RandomState(3)
+    for dtype in (np.int64, np.int32):
+        ids = rng.randint(0, 10, (5, 3, 4)).astype(dtype)
+        parents = rng.randint(0, 4, (5, 3, 4)).astype(dtype)
+        out = run_op("gather_tree", {"Ids": ids, "Parents": parents})["Out"]
+        np.testing.assert_array_equal(np.asarray(out), gather_tree_ref(ids, parents))
+    # Paddle's docstring example
+    ids = np.array([[[2, 2], [6, 1]], [[3, 9], [6, 1]], [[0, 1], [9, 0]]], np.int64)
+    parents = np.array([[[0, 0], [1, 1]], [[1, 0], [1, 0]], [[0, 0], [0, 1]]], np.int64)
+    out = run_op("gather_tree", {"Ids": ids, "Parents": parents})["Out"]
+    np.testing.assert_array_equal(np.asarray(out), [[[2, 2], [1, 6]], [[3, 3], [6, 1]],
+                                                     [[0, 1], [9, 0]]])
+    with pytest.raises(ExecutionError, match="beam indices"):
+        run_op("gather_tree", {"Ids": ids, "Parents": parents + 2})
+
+
+def test_gather_tree_layer():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        ids = fluid.data("ids", [None, 2, 3], "int64")
+        parents = fluid.data("parents", [None, 2, 3], "int64")
+        out = fluid.layers.gather_tree(ids, parents)
+        with pytest.raises(TypeError):
+            fluid.layers.gather_tree(ids, fluid.data("p32", [None, 2, 3], "float32"))
+        with pytest.raises(TypeError):
+            fluid.layers.gather_tree(np.zeros((1, 2, 3)), parents)
+    rng = np.random.RandomState(0)
+    iv = rng.randint(0, 9, (4, 2, 3)).astype(np.int64)
+    pv = rng.randint(0, 3, (4, 2, 3)).astype(np.int64)
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"ids": iv, "parents": pv},
+                                                fetch_list=[out])
+    np.testing.assert_array_equal(got, gather_tree_ref(iv, pv))

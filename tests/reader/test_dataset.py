@@ -143,3 +143,49 @@ def test_dataset_errors(ctr):
     with pytest.raises(FluidityError, match="DatasetFactory"):
         exe.train_from_dataset(main, object(), scope=scope)
     assert not any(os.path.basename(f).startswith("piped") for f in ctr["train"])
+
+
+def test_fetch_handler_is_called_on_its_period_and_at_the_end(ctr):
+    main, startup, use_vars, loss, logit = wide(ctr["model"])
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    param = main.global_block().all_parameters()[0]
+    calls = []
+
+    class Keep(fluid.executor.FetchHandler):
+        def handler(self, res_dict):
+            calls.append(res_dict)
+
+    ds = _dataset("QueueDataset", use_vars, ctr["train"])
+    handler = Keep({"w": param, "loss": loss, "logit": logit}, period_secs=0.01)
+    exe.train_from_dataset(main, ds, scope=scope, fetch_list=[loss], print_period=5,
+                           fetch_handler=handler)
+    assert len(calls) >= 1
+    last = calls[-1]                 # the call at the end: the trained parameter
+    np.testing.assert_array_equal(last["w"], np.array(scope.find_var(param.name).get_tensor()))
+    assert last["loss"].shape == (1,) and 0 < last["loss"][0] < 1   # the latest report's mean
+    assert last["logit"] is None     # neither persistable nor fetched: None, as in Paddle
+
+
+def test_fetch_handler_errors(ctr, capsys):
+    main, startup, use_vars, loss, logit = wide(ctr["model"])
+    with pytest.raises(TypeError):
+        fluid.executor.FetchHandler(None)
+    with pytest.raises(ValueError):
+        fluid.executor.FetchHandler({"loss": loss}, period_secs=0)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    ds = _dataset("QueueDataset", use_vars, ctr["train"][:1])
+    with pytest.raises(TypeError, match="FetchHandler"):
+        exe.train_from_dataset(main, ds, scope=scope, fetch_handler=lambda res: None)
+
+    class Broken(fluid.executor.FetchHandler):
+        def handler(self, res_dict):
+            raise RuntimeError("handler broke")
+    with pytest.raises(RuntimeError, match="handler broke"):
+        exe.infer_from_dataset(main, ds, scope=scope, fetch_handler=Broken({"l": loss}))
+    # the default handler prints the first element of each value
+    param = main.global_block().all_parameters()[0]
+    exe.infer_from_dataset(main, ds, scope=scope,
+                           fetch_handler=fluid.executor.FetchHandler({"w": param}))
+    assert "w[0]: " in capsys.readouterr().out
