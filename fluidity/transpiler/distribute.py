@@ -135,6 +135,13 @@ def _params_grads(b0):
 
 def _plan(b0, endpoints, config):
     """{param: [_Block]} with endpoints assigned, in optimizer order."""
+    other = sorted({op.type for op in b0.ops if op.role & OpRole.Optimize and
+                    len(list(_attr(op, "op_role_var", []) or [])) < 2})
+    if other:
+        raise NotImplementedError(
+            f"distribute transpiler: optimize-role ops without a parameter ({other}: "
+            f"gradient clipping or regularization) would have to run on the pservers, "
+            f"which is not built yet")
     dispatcher = config.split_method(endpoints)
     plan = {}
     for p, g, _ops in _params_grads(b0):

@@ -172,3 +172,13 @@ def test_errors():
         t.get_pserver_program("127.0.0.1:1")
     with pytest.raises(ValueError, match="trainer_id"):
         _transpile(main, start, tid=2)
+
+
+def test_clip_and_regularization_fail_fast():
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [4])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+        fluid.optimizer.SGD(0.1, regularization=fluid.regularizer.L2Decay(0.01)).minimize(loss)
+    with pytest.raises(NotImplementedError, match="regularization"):
+        _transpile(main, start)
