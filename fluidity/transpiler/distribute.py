@@ -142,12 +142,21 @@ def _plan(b0, endpoints, config):
             f"distribute transpiler: optimize-role ops without a parameter ({other}: "
             f"gradient clipping or regularization) would have to run on the pservers, "
             f"which is not built yet")
+    if any(op.role & OpRole.LRSched for op in b0.ops):
+        raise NotImplementedError("distribute transpiler: a learning-rate schedule would "
+                                  "have to run on the pservers (an LR-decay block), which is "
+                                  "not built yet")
     dispatcher = config.split_method(endpoints)
     plan = {}
     for p, g, _ops in _params_grads(b0):
         var = b0.find_var_recursive(p)
         if var is None:
             raise ProgramError(f"the optimizer updates '{p}', which the program does not declare")
+        gvar = b0.find_var_recursive(g)
+        if gvar is not None and gvar.type == VarType.SELECTED_ROWS:
+            raise NotImplementedError(f"distribute transpiler: '{p}' has a sparse "
+                                      f"(SelectedRows) gradient; sparse parameters and "
+                                      f"distributed lookup tables are not built yet")
         shape = list(var.shape)
         slices = (slice_variable(shape, len(endpoints), config.min_block_size)
                   if config.slice_var_up else [(0, shape[0] if shape else 1)])

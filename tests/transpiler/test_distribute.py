@@ -182,3 +182,22 @@ def test_clip_and_regularization_fail_fast():
         fluid.optimizer.SGD(0.1, regularization=fluid.regularizer.L2Decay(0.01)).minimize(loss)
     with pytest.raises(NotImplementedError, match="regularization"):
         _transpile(main, start)
+
+
+def test_sparse_gradients_and_lr_schedules_fail_fast():
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        ids = fluid.layers.data("ids", [1], dtype="int64")
+        emb = fluid.layers.embedding(ids, [100, 8], is_sparse=True)
+        loss = fluid.layers.mean(emb)
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    with pytest.raises(NotImplementedError, match="SelectedRows"):
+        _transpile(main, start)
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [4])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+        lr = fluid.layers.exponential_decay(0.1, 10, 0.5)
+        fluid.optimizer.SGD(lr).minimize(loss)
+    with pytest.raises(NotImplementedError, match="learning-rate schedule"):
+        _transpile(main, start)
