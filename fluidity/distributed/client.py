@@ -59,42 +59,67 @@ class RPCClient:
         while True:
             left = end - time.monotonic()
             if left <= 0:
-                raise RPCError(f"{method} to pserver {endpoint}: not reachable within the "
-                               f"{deadline_s:g} s deadline (FLAGS_rpc_deadline)")
+                raise RPCError(f"{method} to pserver {endpoint}: unreachable or no answer "
+                               f"within the {deadline_s:g} s deadline (FLAGS_rpc_deadline)")
             try:
                 return wire.decode(fn(request, timeout=left, wait_for_ready=True))
             except grpc.RpcError as e:
-                code = e.code()
-                if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise RPCError(f"{method} to pserver {endpoint}: unreachable or no answer "
-                                   f"within the {deadline_s:g} s deadline "
-                                   f"(FLAGS_rpc_deadline); is the pserver running?") from None
-                if code == grpc.StatusCode.UNAVAILABLE and attempt < self.retries:
+                if e.code() == grpc.StatusCode.UNAVAILABLE and attempt < self.retries:
                     attempt += 1
                     time.sleep(min(delay, max(0.0, end - time.monotonic())))
                     delay *= 2
                     continue
-                raise RPCError(f"{method} to pserver {endpoint} failed ({code.name}): "
-                               f"{e.details()}") from None
+                raise self._error(endpoint, method, e, deadline_s) from None
+
+    def _error(self, endpoint, method, e, deadline_s):
+        if e.code() == self._grpc.StatusCode.DEADLINE_EXCEEDED:
+            return RPCError(f"{method} to pserver {endpoint}: unreachable or no answer "
+                            f"within the {deadline_s:g} s deadline (FLAGS_rpc_deadline); is "
+                            f"the pserver running?")
+        return RPCError(f"{method} to pserver {endpoint} failed ({e.code().name}): "
+                        f"{e.details()}")
+
+    def call_many(self, calls):
+        """[(header, value)] of each (endpoint, method, header, value), the calls made at
+        once; one that finds its server unavailable goes on as `call` (retries)."""
+        if len(calls) <= 1:
+            return [self.call(*c) for c in calls]
+        grpc = self._grpc
+        futs = [self._channel(ep).unary_unary(method_path(m)).future(
+                    wire.encode(h, v), timeout=self.deadline_s, wait_for_ready=True)
+                for ep, m, h, v in calls]
+        out = []
+        try:
+            for (ep, m, h, v), f in zip(calls, futs):
+                try:
+                    out.append(wire.decode(f.result()))
+                except grpc.RpcError as e:
+                    if e.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise self._error(ep, m, e, self.deadline_s) from None
+                    out.append(self.call(ep, m, h, v))
+        finally:
+            for f in futs:
+                f.cancel()
+        return out
 
     # -- what the ops call -----------------------------------------------------------------
     def send_vars(self, items, trainer_id):
         """Send each (endpoint, name, value)."""
         self._trainer_id = trainer_id
-        for ep, name, value in items:
-            self.call(ep, "SendVariable", {"name": name, "trainer_id": trainer_id}, value)
+        self.call_many([(ep, "SendVariable", {"name": name, "trainer_id": trainer_id}, value)
+                        for ep, name, value in items])
 
     def get_vars(self, items, trainer_id):
         """The values of each (endpoint, name)."""
         self._trainer_id = trainer_id
-        return [self.call(ep, "GetVariable", {"name": name, "trainer_id": trainer_id})[1]
-                for ep, name in items]
+        return [v for _h, v in self.call_many(
+            [(ep, "GetVariable", {"name": name, "trainer_id": trainer_id}, None)
+             for ep, name in items])]
 
     def barrier(self, endpoints, kind, trainer_id):
         self._trainer_id = trainer_id
         method = {"send": "SendBarrier", "fetch": "FetchBarrier"}[kind]
-        for ep in endpoints:
-            self.call(ep, method, {"trainer_id": trainer_id})
+        self.call_many([(ep, method, {"trainer_id": trainer_id}, None) for ep in endpoints])
 
     def close(self):
         """Say goodbye to every server contacted, then close the channels."""
