@@ -1,7 +1,7 @@
 """A distributed training script as a Fluid user writes one: read the launcher's
 environment, transpile, then run as a parameter server or as a trainer.
 
-    python dist_mlp.py sync|async OUT_DIR STEPS
+    python dist_mlp.py sync|async OUT_DIR STEPS [LR [sgd|momentum|adam]]
 
 A trainer saves its initial and final parameters and its losses to OUT_DIR/trainer_<id>.npz."""
 import os
@@ -15,7 +15,12 @@ BATCH = 16          # rows per trainer per step
 DIN, HIDDEN = 64, 256
 
 
-def build(lr):
+OPTIMIZERS = {"sgd": lambda lr: fluid.optimizer.SGD(lr),
+              "momentum": lambda lr: fluid.optimizer.Momentum(lr, 0.9),
+              "adam": lambda lr: fluid.optimizer.Adam(lr)}
+
+
+def build(lr, opt="sgd"):
     main, start = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, start), fluid.unique_name.guard():
         x = fluid.layers.data("x", [DIN])
@@ -23,7 +28,7 @@ def build(lr):
         h = fluid.layers.fc(x, HIDDEN, act="tanh")
         pred = fluid.layers.fc(h, 1)
         loss = fluid.layers.mean(fluid.layers.square_error_cost(pred, y))
-        fluid.optimizer.SGD(lr).minimize(loss)
+        OPTIMIZERS[opt](lr).minimize(loss)
     return main, start, loss
 
 
@@ -43,11 +48,12 @@ def params(prog, scope):
 def main():
     mode, out_dir, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
     lr = float(sys.argv[4]) if len(sys.argv) > 4 else 0.1
+    opt = sys.argv[5] if len(sys.argv) > 5 else "sgd"
     role = os.environ["TRAINING_ROLE"]
     eps = os.environ["PADDLE_PSERVERS_IP_PORT_LIST"]
     trainers = int(os.environ["PADDLE_TRAINERS_NUM"])
     tid = int(os.environ["PADDLE_TRAINER_ID"])
-    prog, start, loss = build(lr)
+    prog, start, loss = build(lr, opt)
     t = fluid.DistributeTranspiler()
     t.transpile(tid, program=prog, pservers=eps, trainers=trainers,
                 sync_mode=(mode == "sync"), startup_program=start)

@@ -38,9 +38,9 @@ def _logs(tmp_path):
     return "\n".join(out)
 
 
-def _single_process(init, steps, lr, trainers):
-    """SGD on the trainers' batches put together, from the same initial parameters."""
-    prog, start, loss = dist_mlp.build(lr)
+def _single_process(init, steps, lr, trainers, opt="sgd"):
+    """Training on the trainers' batches put together, from the same initial parameters."""
+    prog, start, loss = dist_mlp.build(lr, opt)
     scope = fluid.Scope()
     exe = fluid.Executor(fluid.CPUPlace())
     with fluid.scope_guard(scope):
@@ -60,9 +60,10 @@ def _load(path):
     return init, final, z["losses"]
 
 
-def test_sync_two_pservers_two_trainers_match_single_process(tmp_path):
-    steps, lr = 6, 0.1
-    r = _launch(tmp_path, "sync", str(tmp_path), str(steps), str(lr))
+@pytest.mark.parametrize("opt,lr", [("sgd", 0.1), ("adam", 0.01)])
+def test_sync_two_pservers_two_trainers_match_single_process(tmp_path, opt, lr):
+    steps = 6
+    r = _launch(tmp_path, "sync", str(tmp_path), str(steps), str(lr), opt)
     assert r.returncode == 0, r.stderr + _logs(tmp_path)
     init0, final0, _ = _load(tmp_path / "trainer_0.npz")
     init1, final1, _ = _load(tmp_path / "trainer_1.npz")
@@ -70,7 +71,7 @@ def test_sync_two_pservers_two_trainers_match_single_process(tmp_path):
     for k in init0:     # both trainers start from, and end with, the servers' values
         np.testing.assert_array_equal(init0[k], init1[k])
         np.testing.assert_array_equal(final0[k], final1[k])
-    want = _single_process(init0, steps, lr, 2)
+    want = _single_process(init0, steps, lr, 2, opt)
     for k, v in want.items():
         assert not np.allclose(v, init0[k])                 # training moved it
         np.testing.assert_allclose(final0[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
