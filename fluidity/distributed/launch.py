@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -72,8 +73,14 @@ class _Proc:
         self.log.close()
 
 
+def _terminated(signum, _frame):
+    raise SystemExit(128 + signum)   # unwinds through launch()'s finally: children stopped
+
+
 def launch(argv=None):
     a = _parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
     if a.server_num < 1 or a.worker_num < 1:
         raise SystemExit("launch: --server_num and --worker_num must be at least 1")
     if a.servers:

@@ -27,8 +27,21 @@ def _launch(tmp_path, *args, servers=2, workers=2, script=SCRIPT, timeout=60,
     cmd = [sys.executable, *launcher, "--server_num", str(servers),
            "--worker_num", str(workers), "--log_dir", str(tmp_path / "log"),
            "--server_timeout", "10", script, *args]
-    return subprocess.run(cmd, env=env, cwd=str(tmp_path), timeout=timeout,
-                          capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()            # the launcher stops its children on SIGTERM
+        try:
+            proc.communicate(timeout=15)
+        finally:
+            proc.kill()
+        pytest.fail(f"the launcher did not finish within {timeout} s\n{_logs(tmp_path)}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _logs(tmp_path):
