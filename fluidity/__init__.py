@@ -29,6 +29,10 @@ from .framework import (cpu_places, cuda_pinned_places, cuda_places,  # noqa: E4
 from .layers.input import data, embedding, one_hot  # noqa: E402
 from .param_attr import WeightNormParamAttr  # noqa: E402
 from .transpiler import DistributeTranspiler, DistributeTranspilerConfig  # noqa: E402
+from .transpiler import distribute_transpiler as _dist_t  # noqa: E402
+from .framework import default_main_program as _dmp, default_startup_program as _dsp  # noqa: E402
+_dist_t.default_programs = lambda: (_dmp(), _dsp())
+from . import distributed  # noqa: F401,E402  (registers the RPC ops' run-time services)
 
 # h6-book: DataFeeder, fluid.nets, paddle.reader's decorators and batch
 from . import nets, reader  # noqa: F401

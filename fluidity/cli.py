@@ -310,6 +310,10 @@ def _version():
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["launch"]:   # everything after it is the launcher's (and the script's)
+        from .distributed.launch import launch
+        return launch(argv[1:])
     ap = argparse.ArgumentParser(prog="fluidity", description=__doc__.split("\n")[0])
     ap.add_argument("--version", action="version", version=f"fluidity {_version()}")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -340,6 +344,8 @@ def main(argv=None):
     p.add_argument("--portable", action="store_true",
                    help="build for any x86-64/arm64 of the kind, not -march=native")
     p.set_defaults(fn=_cmd_compile)
+    sub.add_parser("launch", help="start local pservers and trainers running a training "
+                                  "script (python -m fluidity.distributed.launch --help)")
     args = ap.parse_args(argv)
     try:
         return args.fn(args)

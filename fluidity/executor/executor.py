@@ -26,6 +26,7 @@ from ..proto import framework_pb2 as pb
 from . import nan_inf
 from . import profile as profiling
 from .plan import Plan, RunEnv
+from .services import Services
 from .strategy import ExecutionStrategy
 
 _RAW_DESC_VIEWS = 16   # bare ProgramDescs an executor keeps a view (and its plans) of
@@ -205,6 +206,7 @@ class Executor:
         self._cache = weakref.WeakKeyDictionary()
         self._block_plans = weakref.WeakKeyDictionary()  # program -> {(revision, block): Plan}
         self._raw_views = OrderedDict()   # id(ProgramDesc) -> (desc, its view), LRU
+        self.services = Services(self)    # run-time services of RPC ops (services.py)
 
     # -- preparing ----------------------------------------------------------------------
     def _prepare(self, program, block_id, feed_names, fetch_names, feed_var_name,
@@ -417,6 +419,7 @@ class Executor:
                            fetch_handler=fetch_handler)
 
     def close(self):
+        self.services.close()             # a trainer says goodbye to its pservers here
         self._cache.clear()
         self._block_plans.clear()
         self._raw_views.clear()

@@ -28,6 +28,11 @@ class RunEnv:
     program (a ProgramView) and the executor that runs its sub-blocks."""
     __slots__ = ("scope", "executor", "program")
 
+    def service(self, name):
+        """The executor's run-time service `name` (`executor.services`): how RPC ops reach
+        the network without importing it."""
+        return self.executor.services.get(name)
+
     def __init__(self, scope, executor, program):
         self.scope = scope
         self.executor = executor

@@ -17,3 +17,4 @@ from . import ctc  # noqa: F401,E402  (warpctc)
 from . import beam, crf, sampled  # noqa: F401,E402
 from . import reader_ops  # noqa: F401
 from . import print_op  # noqa: F401
+from . import dist_ops  # noqa: F401,E402  (send, recv, barriers, listen_and_serv)

@@ -1,0 +1,54 @@
+"""What travels over the wire: a small JSON header (variable name, trainer id, what the
+payload is) and the variable's bytes in Paddle's tensor format (`core.serialization`:
+the LoDTensor / SelectedRows record Paddle writes to files), never pickle.
+
+    message = u32 little-endian header length | header (UTF-8 JSON) | payload
+"""
+import json
+import struct
+
+from ..core import serialization as ser
+from ..core.tensor import LoDTensor, SelectedRows
+from ..errors import FormatError
+
+_LEN = struct.Struct("<I")
+
+
+def encode(header, value=None):
+    """A message of `header` (a dict of JSON values) and `value` (LoDTensor, SelectedRows,
+    a numpy array, or None)."""
+    header = dict(header)
+    if value is None:
+        header["kind"], payload = "none", b""
+    elif isinstance(value, SelectedRows):
+        header["kind"], payload = "selected_rows", ser.selected_rows_to_bytes(value)
+    elif isinstance(value, LoDTensor):
+        header["kind"], payload = "lod_tensor", ser.lod_tensor_to_bytes(value)
+    else:
+        header["kind"], payload = "lod_tensor", ser.lod_tensor_to_bytes(LoDTensor(value))
+    h = json.dumps(header, separators=(",", ":")).encode()
+    return _LEN.pack(len(h)) + h + payload
+
+
+def decode(message):
+    """(header dict, value or None) of a message."""
+    if len(message) < _LEN.size:
+        raise FormatError(f"RPC message of {len(message)} bytes is too short")
+    (n,) = _LEN.unpack_from(message)
+    if _LEN.size + n > len(message):
+        raise FormatError(f"RPC message header of {n} bytes overruns the message")
+    try:
+        header = json.loads(message[_LEN.size:_LEN.size + n].decode())
+    except ValueError as e:
+        raise FormatError(f"RPC message header is not JSON: {e}") from None
+    payload = message[_LEN.size + n:]
+    kind = header.get("kind")
+    if kind == "none":
+        value = None
+    elif kind == "lod_tensor":
+        value = ser.lod_tensor_from_bytes(payload)
+    elif kind == "selected_rows":
+        value = ser.selected_rows_from_bytes(payload)
+    else:
+        raise FormatError(f"RPC message of unknown kind {kind!r}")
+    return header, value

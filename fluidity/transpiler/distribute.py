@@ -1,0 +1,407 @@
+"""The distribute transpiler (Paddle's `DistributeTranspiler`, pserver mode): one training
+program in, a trainer program and one program per parameter server out.
+
+    transpile(main, startup, trainer_id, endpoints, trainers, sync_mode, config)
+        -> DistPrograms(trainer, trainer_startup, {endpoint: (pserver_main, pserver_startup)})
+
+is a pure function of ProgramDescs: the inputs are never touched.
+
+* Each (parameter, gradient) pair is read from the optimizer ops' `op_role_var`. With
+  `slice_var_up` a parameter is cut into row blocks (`slice_variable`, Paddle's rule: at most
+  one block per server, no block under `min_block_size` elements, whole rows); its gradient
+  is cut the same way. The dispatcher (`RoundRobin` or `HashName`) gives each gradient block
+  (and so its parameter block) an endpoint.
+* Trainer: the optimizer and LR-schedule ops are dropped; after the op that makes each
+  gradient come `split_byref` (into `<grad>.block<i>`, when sliced) and `send` (attr `epmap`;
+  its `sync_mode` is "wait for the RPC", so on in async training); at the end `send_barrier`
+  (sync), one `recv` per parameter (its blocks), `fetch_barrier` (sync) and a `concat` of the
+  blocks back into the parameter. In sync training with several trainers each trainer's
+  gradient blocks carry `.trainer_<id>`. The trainer startup program gets the same recv /
+  fetch_barrier / concat, so every trainer starts from the servers' initial values.
+* Parameter server: block 0 declares its parameter blocks, their accumulators (sliced the
+  same way when they have the parameter's shape, one copy per block otherwise) and the
+  gradients it receives, and holds one `listen_and_serv`; block 1.. are the optimize blocks,
+  one per parameter block: in sync training with N trainers `sum` of the N gradients then
+  `scale(1/N)` (Fluid averages on the server), then the optimizer op(s) renamed to the
+  block's variables. Its startup program runs the original initializers, reshaped to the
+  blocks.
+"""
+import math
+from collections import namedtuple
+
+from ..core.dtypes import VarType
+from ..core.names import OpRole
+from ..errors import ProgramError
+from ..ir import rewrite
+from ..ir.views import ProgramView
+from ..proto import framework_pb2 as pb
+from .ps_dispatcher import HashName, PSDispatcher, RoundRobin  # noqa: F401
+
+DistPrograms = namedtuple("DistPrograms", "trainer trainer_startup pservers")
+
+# Paddle's control-variable names for the RPC ops' dependencies
+_SEND_CTRL = "@SEND_CTRL@"
+_BARRIER_CTRL = "@BARRIER_CTRL@"
+
+
+class DistributeTranspilerConfig:
+    """Fluid's `DistributeTranspilerConfig`: `slice_var_up` (cut parameters into blocks
+    across servers), `split_method` (a dispatcher class: RoundRobin or HashName),
+    `min_block_size` (elements; at least 8192 as in Fluid)."""
+
+    def __init__(self):
+        self.slice_var_up = True
+        self.split_method = RoundRobin
+        self.min_block_size = 8192
+        self.enable_dc_asgd = False
+        self.mode = "pserver"
+        self.print_log = False
+        self.wait_port = True
+
+    def check(self):
+        if self.min_block_size < 8192:
+            raise ValueError(f"min_block_size must be at least 8192 (Fluid's rule), got "
+                             f"{self.min_block_size}")
+        if not (isinstance(self.split_method, type) and
+                issubclass(self.split_method, PSDispatcher)):
+            raise ValueError("split_method must be fluid.transpiler.RoundRobin or HashName")
+        if self.mode != "pserver":
+            raise NotImplementedError(f"DistributeTranspilerConfig.mode={self.mode!r}: only "
+                                      f"'pserver' is built (nccl2/collective are not)")
+        if self.enable_dc_asgd:
+            raise NotImplementedError("enable_dc_asgd (DC-ASGD) is not built")
+
+
+def slice_variable(shape, slice_count, min_block_size):
+    """[(first row, rows)] of the blocks a variable of `shape` is cut into (Paddle's
+    `slice_variable`: split_count = min(slice_count, numel // min_block_size) at least 1,
+    block size rounded up to whole rows)."""
+    shape = [int(d) for d in shape]
+    if not shape or any(d < 0 for d in shape):
+        raise ProgramError(f"cannot slice a variable of shape {shape}")
+    numel = math.prod(shape)
+    split_count = max(1, min(slice_count, numel // min_block_size))
+    block_size = math.ceil(numel / split_count)
+    row = math.prod(shape[1:]) if len(shape) > 1 else 1
+    if block_size % row:
+        block_size += row - block_size % row
+    rows_per = block_size // row
+    out, begin = [], 0
+    while begin < shape[0]:
+        rows = min(rows_per, shape[0] - begin)
+        out.append((begin, rows))
+        begin += rows
+    return out
+
+
+class _Block:
+    """One block of a parameter and its gradient, and the server that holds it."""
+    __slots__ = ("param", "grad", "idx", "begin", "rows", "shape", "pname", "gname", "ep",
+                 "sliced")
+
+    def __init__(self, param, grad, idx, begin, rows, shape, sliced):
+        self.param, self.grad, self.idx = param, grad, idx
+        self.begin, self.rows, self.sliced = begin, rows, sliced
+        self.shape = [rows] + list(shape[1:])
+        self.pname = f"{param}.block{idx}" if sliced else param
+        self.gname = f"{grad}.block{idx}" if sliced else grad
+        self.ep = None
+
+    def rename(self, name):
+        """The block's name for a variable of the parameter (accumulators)."""
+        return f"{name}.block{self.idx}" if self.sliced else name
+
+
+def _attr(op, name, default=None):
+    return op.attr(name) if op.has_attr(name) else default
+
+
+def _params_grads(b0):
+    """[(param, grad, [optimize op indices])] in the order the optimizer ops come."""
+    out, by_param = [], {}
+    for i, op in enumerate(b0.ops):
+        if not op.role & OpRole.Optimize:
+            continue
+        rv = list(_attr(op, "op_role_var", []) or [])
+        if len(rv) < 2:
+            continue
+        p, g = rv[0], rv[1]
+        if p not in by_param:
+            by_param[p] = (p, g, [])
+            out.append(by_param[p])
+        by_param[p][2].append(i)
+    return out
+
+
+def _plan(b0, endpoints, config):
+    """{param: [_Block]} with endpoints assigned, in optimizer order."""
+    other = sorted({op.type for op in b0.ops if op.role & OpRole.Optimize and
+                    len(list(_attr(op, "op_role_var", []) or [])) < 2})
+    if other:
+        raise NotImplementedError(
+            f"distribute transpiler: optimize-role ops without a parameter ({other}: "
+            f"gradient clipping or regularization) would have to run on the pservers, "
+            f"which is not built yet")
+    if any(op.role & OpRole.LRSched for op in b0.ops):
+        raise NotImplementedError("distribute transpiler: a learning-rate schedule would "
+                                  "have to run on the pservers (an LR-decay block), which is "
+                                  "not built yet")
+    dispatcher = config.split_method(endpoints)
+    plan = {}
+    for p, g, _ops in _params_grads(b0):
+        var = b0.find_var_recursive(p)
+        if var is None:
+            raise ProgramError(f"the optimizer updates '{p}', which the program does not declare")
+        gvar = b0.find_var_recursive(g)
+        if gvar is not None and gvar.type == VarType.SELECTED_ROWS:
+            raise NotImplementedError(f"distribute transpiler: '{p}' has a sparse "
+                                      f"(SelectedRows) gradient; sparse parameters and "
+                                      f"distributed lookup tables are not built yet")
+        shape = list(var.shape)
+        slices = (slice_variable(shape, len(endpoints), config.min_block_size)
+                  if config.slice_var_up else [(0, shape[0] if shape else 1)])
+        sliced = len(slices) > 1
+        plan[p] = [_Block(p, g, i, b, r, shape, sliced) for i, (b, r) in enumerate(slices)]
+    blocks = [b for bs in plan.values() for b in bs]
+    for b, ep in zip(blocks, dispatcher.dispatch([b.gname for b in blocks])):
+        b.ep = ep
+    return plan
+
+
+def _declare_like(block, src, name, shape=None, persistable=None):
+    """Declare `name` in `block` as a copy of VarView `src` (another shape if given)."""
+    if name in block.vars:
+        return block.vars[name]
+    v = rewrite.add_var(block, name, src.type, shape if shape is not None else src.shape,
+                        src.dtype, src.lod_level,
+                        persistable=src.persistable if persistable is None else persistable)
+    return v
+
+
+def _ctrl(block, name):
+    if name not in block.vars:
+        rewrite.add_var(block, name, VarType.RAW)
+    return name
+
+
+def _suffix(name, trainer_id, sync_mode, trainers):
+    return f"{name}.trainer_{trainer_id}" if sync_mode and trainers > 1 else name
+
+
+# --- the trainer ---------------------------------------------------------------------------
+def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block):
+    """recv each parameter's blocks, fetch_barrier (sync), concat the blocks (in place)."""
+    rpc = {"op_role": OpRole.RPC, "trainer_id": trainer_id}
+    outs = []
+    for p, blocks in plan.items():
+        src = src_block.find_var_recursive(p)
+        names = [b.pname for b in blocks]
+        for b in blocks:
+            if b.sliced:
+                _declare_like(block, src, b.pname, b.shape, persistable=False)
+        if p not in block.vars:
+            _declare_like(block, src, p)
+        rewrite.append_op(block, "recv", {}, {"Out": names},
+                          {**rpc, "epmap": [b.ep for b in blocks], "varnames": names,
+                           "sync_mode": sync_mode, "op_role_var": [p, blocks[0].grad]})
+        outs += names
+    if sync_mode:
+        rewrite.append_op(block, "fetch_barrier", {}, {"Out": [_ctrl(block, _BARRIER_CTRL)]},
+                          {**rpc, "endpoints": list(endpoints), "sync_mode": True})
+    for p, blocks in plan.items():
+        if blocks[0].sliced:
+            rewrite.append_op(block, "concat", {"X": [b.pname for b in blocks]}, {"Out": [p]},
+                              {"axis": 0, "op_role": OpRole.Dist})
+
+
+def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode):
+    prog = ProgramView(rewrite.copy_program(main))
+    b0 = prog.global_block()
+    drop = [i for i, op in enumerate(b0.ops)
+            if op.role & (OpRole.Optimize | OpRole.LRSched)]
+    for i in reversed(drop):
+        rewrite.remove_op(b0, b0.ops[i])
+    ctrls = []
+    for p, blocks in plan.items():
+        g = blocks[0].grad
+        gvar = b0.find_var_recursive(g)
+        if gvar is None:
+            raise ProgramError(f"gradient '{g}' of '{p}' is not declared in the program")
+        sends = [_suffix(b.gname, trainer_id, sync_mode, trainers) for b in blocks]
+        if not blocks[0].sliced and sends[0] != g:
+            rewrite.rename_var(b0, g, sends[0])
+            g = sends[0]
+        writers = [i for i, op in enumerate(b0.ops) if g in op.output_arg_names]
+        if not writers:
+            raise ProgramError(f"no op of the program computes gradient '{g}'")
+        at = writers[-1] + 1
+        if blocks[0].sliced:
+            for b, n in zip(blocks, sends):
+                _declare_like(b0, gvar, n, b.shape, persistable=False)
+            rewrite.insert_op(b0, at, "split_byref", {"X": [g]}, {"Out": sends},
+                              {"sections": [b.rows for b in blocks],
+                               "op_role": OpRole.Backward})
+            at += 1
+        ctrl = _ctrl(b0, f"{_SEND_CTRL}{blocks[0].grad}")
+        ctrls.append(ctrl)
+        rewrite.insert_op(b0, at, "send", {"X": sends}, {"Out": [ctrl]},
+                          {"epmap": [b.ep for b in blocks], "sync_mode": not sync_mode,
+                           "trainer_id": trainer_id, "op_role": OpRole.RPC,
+                           "op_role_var": [p, blocks[0].grad]})
+    if sync_mode:
+        rewrite.append_op(b0, "send_barrier", {"X": ctrls}, {"Out": [_ctrl(b0, _BARRIER_CTRL)]},
+                          {"endpoints": list(endpoints), "sync_mode": True,
+                           "trainer_id": trainer_id, "op_role": OpRole.RPC})
+    src = ProgramView(main).global_block()
+    _append_recv(b0, plan, trainer_id, sync_mode, endpoints, src)
+    return prog.desc
+
+
+def append_trainer_recv(startup_block, main, plan, trainer_id, endpoints, sync_mode):
+    """Append the trainer startup's recv / fetch_barrier / concat to `startup_block` (a
+    BlockView) in place: what Fluid's `transpile` does to the user's startup program."""
+    _append_recv(startup_block, plan, trainer_id, sync_mode, endpoints,
+                 ProgramView(main).global_block())
+
+
+def _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode):
+    prog = ProgramView(rewrite.copy_program(startup))
+    _append_recv(prog.global_block(), plan, trainer_id, sync_mode, endpoints,
+                 ProgramView(main).global_block())
+    return prog.desc
+
+
+# --- the parameter servers -----------------------------------------------------------------
+def _renames_for(b0, block, opt_ops):
+    """{original name: pserver name} for the variables of a block's optimizer ops."""
+    pshape = list(b0.find_var_recursive(block.param).shape)
+    ren = {block.param: block.pname, block.grad: block.gname}
+    for op in opt_ops:
+        written = set(op.output_arg_names)
+        for n in op.input_arg_names + op.output_arg_names:
+            if n in ren:
+                continue
+            v = b0.find_var_recursive(n)
+            if v is None:
+                continue
+            if list(v.shape) == pshape or (n in written and v.persistable):
+                ren[n] = block.rename(n)  # sliced with the parameter, or one copy a block
+            else:
+                ren[n] = n                # read-only and shared (the learning rate)
+    return ren
+
+
+def _pserver(main, plan, endpoint, trainers, sync_mode):
+    src = ProgramView(main).global_block()
+    opt_ops = {p: [src.ops[i] for i in ops] for p, _g, ops in _params_grads(src)}
+    desc = pb.ProgramDesc()
+    desc.version.CopyFrom(main.version)
+    desc.blocks.add(idx=0, parent_idx=-1)
+    prog = ProgramView(desc)
+    b0 = prog.global_block()
+    received, opt_blocks, grad_to_block = [], [], []
+    var_map = {}  # pserver name -> (original name, block) for the startup program
+    for p, blocks in plan.items():
+        for blk in blocks:
+            if blk.ep != endpoint:
+                continue
+            ren = _renames_for(src, blk, opt_ops[p])
+            pshape = list(src.find_var_recursive(p).shape)
+            for orig, new in ren.items():
+                v = src.find_var_recursive(orig)
+                shape = blk.shape if list(v.shape) == pshape else list(v.shape)
+                _declare_like(b0, v, new, shape,
+                              persistable=False if orig == blk.grad else None)
+                var_map[new] = (orig, shape)
+            sub = rewrite.add_block(prog, 0)
+            gvar = src.find_var_recursive(blk.grad)
+            if sync_mode and trainers > 1:
+                per = [f"{blk.gname}.trainer_{k}" for k in range(trainers)]
+                for n in per:
+                    _declare_like(b0, gvar, n, blk.shape, persistable=False)
+                received += per
+                rewrite.append_op(sub, "sum", {"X": per}, {"Out": [blk.gname]},
+                                  {"op_role": OpRole.Optimize})
+                rewrite.append_op(sub, "scale", {"X": [blk.gname]}, {"Out": [blk.gname]},
+                                  {"scale": 1.0 / trainers, "op_role": OpRole.Optimize})
+            else:
+                received.append(blk.gname)
+            for op in opt_ops[p]:
+                od = pb.OpDesc()
+                od.CopyFrom(op.desc)
+                nop = rewrite.insert_op_desc(sub, len(sub.ops), od)
+                for old, new in ren.items():
+                    if old != new:
+                        rewrite.rename_arg(nop, old, new)
+                rewrite.set_attr(nop, "op_role_var", [blk.pname, blk.gname])
+            opt_blocks.append(sub.idx)
+            grad_to_block.append(f"{blk.gname}:{sub.idx}")
+    if not opt_blocks:
+        raise ProgramError(f"no parameter block is dispatched to pserver '{endpoint}' (more "
+                           f"servers than blocks?)")
+    rewrite.append_op(b0, "listen_and_serv", {"X": received}, {},
+                      {"endpoint": endpoint, "optimize_blocks": opt_blocks, "Fanin": trainers,
+                       "sync_mode": sync_mode, "grad_to_block_id": grad_to_block,
+                       "distributed_mode": 0 if sync_mode else 1, "op_role": OpRole.RPC})
+    return desc, var_map
+
+
+def pserver_startup(startup, pserver_main, var_map):
+    """The startup program of a pserver: the original initializers of the variables its
+    program holds, writing the block variables (their `shape` attr set to the block's)."""
+    src = ProgramView(startup).global_block()
+    pmain = ProgramView(pserver_main).global_block()
+    by_orig = {}
+    for new, (orig, shape) in var_map.items():
+        by_orig.setdefault(orig, []).append((new, shape))
+    prog = ProgramView(rewrite.copy_program(startup))
+    b0 = prog.global_block()
+    rewrite.remove_ops(b0, 0, len(b0.ops))
+    rewrite.remove_vars(b0, list(b0.vars))
+    for op in src.ops:
+        outs = op.output_arg_names
+        if len(outs) != 1 or outs[0] not in by_orig:
+            continue
+        for new, shape in by_orig[outs[0]]:
+            od = pb.OpDesc()
+            od.CopyFrom(op.desc)
+            nop = rewrite.insert_op_desc(b0, len(b0.ops), od)
+            rewrite.rename_arg(nop, outs[0], new)
+            if nop.has_attr("shape"):
+                rewrite.set_attr(nop, "shape", [int(d) for d in shape])
+            _declare_like(b0, pmain.vars[new], new)
+    return prog.desc
+
+
+def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, config=None):
+    """DistPrograms(trainer, trainer_startup, {endpoint: (pserver main, pserver startup)})
+    from ProgramDescs `main` and `startup`; neither is touched."""
+    config = config or DistributeTranspilerConfig()
+    config.check()
+    endpoints = [e.strip() for e in endpoints if e.strip()]
+    if not endpoints:
+        raise ValueError("transpile: no parameter-server endpoints given")
+    if len(set(endpoints)) != len(endpoints):
+        raise ValueError(f"transpile: an endpoint is listed twice in {endpoints}")
+    if not 0 <= trainer_id < trainers:
+        raise ValueError(f"transpile: trainer_id {trainer_id} is not in [0, {trainers})")
+    plan = _plan(ProgramView(main).global_block(), endpoints, config)
+    if not plan:
+        raise ProgramError("transpile: the program has no optimizer ops (call "
+                           "optimizer.minimize(loss) before transpiling)")
+    trainer = _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode)
+    tstart = _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode)
+    pservers = {}
+    for ep in endpoints:
+        pmain, var_map = _pserver(main, plan, ep, trainers, sync_mode)
+        pservers[ep] = (pmain, pserver_startup(startup, pmain, var_map))
+    return DistPrograms(trainer, tstart, pservers)
+
+
+def plan_blocks(main, endpoints, config):
+    """{param: [blocks]} of `transpile` (the parameter blocks and their endpoints)."""
+    return _plan(ProgramView(main).global_block(), list(endpoints), config)
+
+
+__all__ = ["DistPrograms", "DistributeTranspilerConfig", "HashName", "RoundRobin",
+           "slice_variable", "transpile", "pserver_startup", "append_trainer_recv"]

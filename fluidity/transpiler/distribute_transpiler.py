@@ -1,0 +1,96 @@
+"""Fluid's `DistributeTranspiler` API over the pure pass `distribute.transpile`.
+
+As in Fluid, `transpile` also appends the trainer's initial parameter fetch (recv,
+fetch_barrier, concat) to the startup program it is given (the default one when None), so a
+trainer script that runs `fluid.default_startup_program()` starts from the servers' values;
+the main program is never touched (the trainer program is a new one). The pserver startup
+programs come from a copy of the startup program taken before that."""
+from ..ir.views import ProgramView
+from . import distribute as _d
+from .distribute import DistributeTranspilerConfig  # noqa: F401
+from .ps_dispatcher import HashName, RoundRobin  # noqa: F401
+
+# () -> (default main Program, default startup Program); set by the builder (fluidity/__init__)
+default_programs = None
+
+
+def _wrap(like, desc):
+    """A Program (the class of `like`) over `desc`."""
+    return type(like)._construct_from_desc(desc)
+
+
+class DistributeTranspiler:
+    """`t = fluid.DistributeTranspiler(config)`; `t.transpile(trainer_id, program=None,
+    pservers="127.0.0.1:6174", trainers=1, sync_mode=True, startup_program=None,
+    current_endpoint="127.0.0.1:6174")`; then `get_trainer_program()` on trainers and
+    `get_pserver_programs(endpoint)` on servers."""
+
+    def __init__(self, config=None):
+        self.config = config if config is not None else DistributeTranspilerConfig()
+        self._result = None
+
+    def transpile(self, trainer_id, program=None, pservers="127.0.0.1:6174", trainers=1,
+                  sync_mode=True, startup_program=None, current_endpoint="127.0.0.1:6174"):
+        if program is None or startup_program is None:
+            if default_programs is None:
+                raise ValueError("transpile: pass program and startup_program")
+            dm, ds = default_programs()
+            program = program if program is not None else dm
+            startup_program = startup_program if startup_program is not None else ds
+        if isinstance(trainers, str):
+            raise NotImplementedError("trainers as an endpoint list (nccl2 mode) is not built")
+        eps = pservers.split(",") if isinstance(pservers, str) else list(pservers)
+        self.trainer_id, self.trainer_num = int(trainer_id), int(trainers)
+        self.sync_mode, self.current_endpoint = bool(sync_mode), current_endpoint
+        self.origin_program, self.startup_program = program, startup_program
+        self._origin_startup = _d.rewrite.copy_program(startup_program.desc)
+        self._result = _d.transpile(program.desc, self._origin_startup, self.trainer_id, eps,
+                                    self.trainer_num, self.sync_mode, self.config)
+        self.pserver_endpoints = [e.strip() for e in eps if e.strip()]
+        # Fluid: the trainer's startup program fetches the initial parameters
+        plan = _d.plan_blocks(program.desc, self.pserver_endpoints, self.config)
+        _d.append_trainer_recv(startup_program.global_block(), program.desc, plan,
+                               self.trainer_id, self.pserver_endpoints, self.sync_mode)
+
+    def _check(self):
+        if self._result is None:
+            raise RuntimeError("call DistributeTranspiler.transpile(...) first")
+        return self._result
+
+    def get_trainer_program(self, wait_port=True):
+        return _wrap(self.origin_program, _d.rewrite.copy_program(self._check().trainer))
+
+    def _pserver(self, endpoint):
+        pservers = self._check().pservers
+        if endpoint not in pservers:
+            raise ValueError(f"'{endpoint}' is not one of the pserver endpoints "
+                             f"{sorted(pservers)}")
+        return pservers[endpoint]
+
+    def get_pserver_program(self, endpoint):
+        return _wrap(self.origin_program, _d.rewrite.copy_program(self._pserver(endpoint)[0]))
+
+    def get_pserver_programs(self, endpoint):
+        """(pserver main program, pserver startup program) of `endpoint`."""
+        return (self.get_pserver_program(endpoint),
+                self.get_startup_program(endpoint))
+
+    def get_startup_program(self, endpoint, pserver_program=None, startup_program=None):
+        main = self._pserver(endpoint)[0] if pserver_program is None else pserver_program.desc
+        src = self._origin_startup if startup_program is None else startup_program.desc
+        var_map = _var_map(main, ProgramView(self.origin_program.desc).global_block())
+        return _wrap(self.origin_program, _d.pserver_startup(src, main, var_map))
+
+
+def _var_map(pserver_main, origin_block):
+    """{pserver var: (original var, shape)} of a pserver program's persistable variables
+    (block names `<var>.block<i>` map back to `<var>`)."""
+    out = {}
+    for v in ProgramView(pserver_main).global_block().vars.values():
+        if not v.persistable:
+            continue
+        orig = v.name
+        if origin_block.find_var_recursive(orig) is None and ".block" in orig:
+            orig = orig.rsplit(".block", 1)[0]
+        out[v.name] = (orig, list(v.shape))
+    return out

@@ -1,0 +1,203 @@
+"""The distribute transpiler: trainer and pserver programs for 2 pservers x 2 trainers,
+slicing, both dispatchers, and that the input programs are untouched."""
+import pytest
+
+import fluidity as fluid
+from fluidity.transpiler import distribute as D
+
+EPS = "127.0.0.1:6170,127.0.0.1:6171"
+
+
+def _build(opt=None, hidden=256, din=64):
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [din])
+        y = fluid.layers.data("y", [1])
+        h = fluid.layers.fc(x, hidden, act="relu")
+        p = fluid.layers.fc(h, 1)
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(p, y))
+        (opt or fluid.optimizer.SGD(0.1)).minimize(loss)
+    return main, start
+
+
+def _types(prog):
+    return [op.type for op in prog.global_block().ops]
+
+
+def _transpile(main, start, tid=0, trainers=2, sync=True, config=None):
+    t = fluid.DistributeTranspiler(config)
+    t.transpile(tid, program=main, startup_program=start, pservers=EPS, trainers=trainers,
+                sync_mode=sync)
+    return t
+
+
+def test_slice_variable_whole_rows_and_min_block():
+    assert D.slice_variable([64, 256], 2, 8192) == [(0, 32), (32, 32)]
+    assert D.slice_variable([256, 1], 2, 8192) == [(0, 256)]        # under min_block_size
+    assert D.slice_variable([100, 300], 3, 8192) == [(0, 34), (34, 34), (68, 32)]
+    assert D.slice_variable([10], 4, 8192) == [(0, 10)]
+
+
+def test_trainer_program_sync_two_trainers():
+    main, start = _build()
+    before = (main.desc.SerializeToString(), start.desc.SerializeToString())
+    t = _transpile(main, start, tid=1)
+    assert main.desc.SerializeToString() == before[0]     # the main program is untouched
+    tp = t.get_trainer_program()
+    types = _types(tp)
+    assert "sgd" not in types
+    assert types.count("send") == 4 and types.count("split_byref") == 1
+    assert types.index("send_barrier") < types.index("recv") < types.index("fetch_barrier")
+    assert types[-1] == "concat"
+    ops = tp.global_block().ops
+    split = next(op for op in ops if op.type == "split_byref")
+    assert split.input("X") == ["fc_0.w_0@GRAD"]
+    assert split.output("Out") == ["fc_0.w_0@GRAD.block0.trainer_1",
+                                   "fc_0.w_0@GRAD.block1.trainer_1"]
+    assert list(split.attr("sections")) == [32, 32]
+    send = next(op for op in ops if op.type == "send" and op.input("X") == split.output("Out"))
+    # round robin over the blocks in optimizer order: fc_0.b_0, fc_0.w_0.block0, .block1, ...
+    assert list(send.attr("epmap")) == ["127.0.0.1:6171", "127.0.0.1:6170"]
+    assert send.attr("sync_mode") is False                # "wait for the RPC": off in sync
+    # an unsliced gradient is renamed per trainer where it is made
+    assert any("fc_1.w_0@GRAD.trainer_1" in op.output_arg_names for op in ops
+               if op.type == "mul_grad")
+    barrier = next(op for op in ops if op.type == "send_barrier")
+    assert list(barrier.attr("endpoints")) == EPS.split(",")
+    assert barrier.attr("trainer_id") == 1
+    concat = ops[-1]
+    assert concat.input("X") == ["fc_0.w_0.block0", "fc_0.w_0.block1"]
+    assert concat.output("Out") == ["fc_0.w_0"]
+    # the trainer startup fetches the servers' initial values (as Fluid's transpile does)
+    assert _types(start)[-3:] == ["recv", "fetch_barrier", "concat"]
+
+
+def test_pserver_programs_sync_two_trainers():
+    main, start = _build(fluid.optimizer.Momentum(0.1, 0.9))
+    t = _transpile(main, start)
+    owned = {}
+    for ep in EPS.split(","):
+        pm, ps = t.get_pserver_programs(ep)
+        ls = pm.global_block().ops[-1]
+        assert ls.type == "listen_and_serv"
+        assert ls.attr("endpoint") == ep and ls.attr("Fanin") == 2
+        assert ls.attr("sync_mode") is True
+        blocks = list(ls.attr("optimize_blocks"))
+        assert blocks == list(range(1, pm.num_blocks))
+        g2b = dict(s.split(":") for s in ls.attr("grad_to_block_id"))
+        for g, b in g2b.items():
+            sub = pm.block(int(b))
+            assert [op.type for op in sub.ops] == ["sum", "scale", "momentum"]
+            assert sub.ops[0].input("X") == [f"{g}.trainer_0", f"{g}.trainer_1"]
+            assert sub.ops[1].attr("scale") == pytest.approx(0.5)
+            mom = sub.ops[2]
+            owned[mom.input("Param")[0]] = ep
+            assert mom.input("Grad") == [g]
+            # the velocity is sliced with its parameter and initialized by the startup
+            vel = mom.input("Velocity")[0]
+            assert pm.global_block().var(vel).shape == pm.global_block().var(
+                mom.input("Param")[0]).shape
+            init = [op for op in ps.global_block().ops if op.output_arg_names == [vel]]
+            assert len(init) == 1
+            assert list(init[0].attr("shape")) == list(pm.global_block().var(vel).shape)
+    # every block of every parameter lives on exactly one server
+    assert set(owned) == {"fc_0.w_0.block0", "fc_0.w_0.block1", "fc_0.b_0", "fc_1.w_0",
+                          "fc_1.b_0"}
+    assert owned["fc_0.w_0.block0"] != owned["fc_0.w_0.block1"]
+
+
+def test_adam_beta_pow_one_copy_per_block_and_async_mode():
+    main, start = _build(fluid.optimizer.Adam(0.01))
+    t = _transpile(main, start, trainers=2, sync=False)
+    tp = t.get_trainer_program()
+    assert "send_barrier" not in _types(tp) and "fetch_barrier" not in _types(tp)
+    assert all(op.attr("sync_mode") is True for op in tp.global_block().ops if op.type == "send")
+    names = set()
+    for ep in EPS.split(","):
+        pm = t.get_pserver_program(ep)
+        ls = pm.global_block().ops[-1]
+        assert ls.attr("sync_mode") is False and ls.attr("distributed_mode") == 1
+        for b in ls.attr("optimize_blocks"):
+            assert [op.type for op in pm.block(b).ops] == ["adam"]   # no sum/scale in async
+        names |= set(pm.global_block().vars)
+    assert {"fc_0.w_0_beta1_pow_acc_0.block0", "fc_0.w_0_beta1_pow_acc_0.block1"} <= names
+    assert "fc_0.w_0@GRAD.block0" in names          # async: no trainer suffix
+
+
+def test_no_slicing_and_hash_name():
+    main, start = _build()
+    cfg = fluid.DistributeTranspilerConfig()
+    cfg.slice_var_up = False
+    cfg.split_method = fluid.transpiler.HashName
+    t = _transpile(main, start, config=cfg)
+    assert "split_byref" not in _types(t.get_trainer_program())
+    disp = fluid.transpiler.HashName(EPS.split(","))
+    want = dict(zip(["fc_0.w_0@GRAD", "fc_0.b_0@GRAD", "fc_1.w_0@GRAD", "fc_1.b_0@GRAD"],
+                    disp.dispatch(["fc_0.w_0@GRAD", "fc_0.b_0@GRAD", "fc_1.w_0@GRAD",
+                                   "fc_1.b_0@GRAD"])))
+    for ep in EPS.split(","):
+        ls = t.get_pserver_program(ep).global_block().ops[-1]
+        for s in ls.attr("grad_to_block_id"):
+            assert want[s.split(":")[0]] == ep
+    # HashName is stable across processes (CRC-32, not Python's salted hash)
+    assert disp.dispatch(["fc_0.w_0@GRAD"]) == disp.dispatch(["fc_0.w_0@GRAD"])
+
+
+def test_round_robin_continues():
+    rr = fluid.transpiler.RoundRobin(["a", "b", "c"])
+    assert rr.dispatch(["x", "y"]) == ["a", "b"]
+    assert rr.dispatch(["z", "w"]) == ["c", "a"]
+    rr.reset()
+    assert rr.dispatch(["x"]) == ["a"]
+
+
+def test_pure_pass_leaves_descs_untouched():
+    main, start = _build()
+    m0, s0 = main.desc.SerializeToString(), start.desc.SerializeToString()
+    out = D.transpile(main.desc, start.desc, 0, EPS.split(","), 2, True)
+    assert main.desc.SerializeToString() == m0 and start.desc.SerializeToString() == s0
+    assert set(out.pservers) == set(EPS.split(","))
+    assert [op.type for op in fluid.Program._construct_from_desc(
+        out.trainer_startup).global_block().ops][-1] == "concat"
+
+
+def test_errors():
+    main, start = _build()
+    cfg = fluid.DistributeTranspilerConfig()
+    cfg.min_block_size = 100
+    with pytest.raises(ValueError, match="min_block_size"):
+        _transpile(main, start, config=cfg)
+    t = _transpile(main, start)
+    with pytest.raises(ValueError, match="not one of the pserver endpoints"):
+        t.get_pserver_program("127.0.0.1:1")
+    with pytest.raises(ValueError, match="trainer_id"):
+        _transpile(main, start, tid=2)
+
+
+def test_clip_and_regularization_fail_fast():
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [4])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+        fluid.optimizer.SGD(0.1, regularization=fluid.regularizer.L2Decay(0.01)).minimize(loss)
+    with pytest.raises(NotImplementedError, match="regularization"):
+        _transpile(main, start)
+
+
+def test_sparse_gradients_and_lr_schedules_fail_fast():
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        ids = fluid.layers.data("ids", [1], dtype="int64")
+        emb = fluid.layers.embedding(ids, [100, 8], is_sparse=True)
+        loss = fluid.layers.mean(emb)
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    with pytest.raises(NotImplementedError, match="SelectedRows"):
+        _transpile(main, start)
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [4])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+        lr = fluid.layers.exponential_decay(0.1, 10, 0.5)
+        fluid.optimizer.SGD(lr).minimize(loss)
+    with pytest.raises(NotImplementedError, match="learning-rate schedule"):
+        _transpile(main, start)
