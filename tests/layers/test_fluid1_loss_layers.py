@@ -145,6 +145,7 @@ def test_center_loss_moves_centers_and_trains(seed):
     x = (r.normal(size=(6, 2)) + np.repeat([[3, 3], [-3, -3]], 3, axis=0)).astype(np.float32)
     lab = np.array([[0]] * 3 + [[1]] * 3, np.int64)
     main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = main.random_seed = seed + 1   # before building, as in Fluid
     with fluid.program_guard(main, startup):
         xv, lv = L.data("x", [2]), L.data("lab", [1], dtype="int64")
         feat = L.fc(xv, 2)
@@ -152,7 +153,6 @@ def test_center_loss_moves_centers_and_trains(seed):
                                     param_attr=fluid.ParamAttr(
                                         initializer=fluid.initializer.Constant(0.0))))
         fluid.optimizer.SGD(0.05).minimize(loss)
-    startup.random_seed = main.random_seed = seed + 1
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(startup)
     losses = [_scalar(exe.run(main, feed={"x": x, "lab": lab}, fetch_list=[loss])[0])
