@@ -388,10 +388,12 @@ def atomic_write(path, write):
             raise
     except OSError as e:
         raise FluidityError(f"{path}: cannot write: {e.strerror or e}") from None
-    _fsync_dir(d)
+    fsync_dir(d)
 
 
-def _fsync_dir(d):
+def fsync_dir(d):
+    """Make a directory's entries (renames, new files) durable; best effort (fluidity.io.atomic
+    fsyncs the directories whose entries it renames)."""
     try:
         fd = os.open(d, os.O_RDONLY)
     except OSError:
@@ -411,7 +413,3 @@ def read_file(path):
             return f.read()
     except OSError as e:
         raise FluidityError(f"{path}: cannot read: {e.strerror or e}") from None
-
-
-# public: fluidity.io.atomic fsyncs the directories whose entries it renames
-fsync_dir = _fsync_dir

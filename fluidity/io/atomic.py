@@ -144,8 +144,6 @@ def _flock(fd, mode):
 
 
 def _process_gone(pid):
-    if pid == os.getpid():
-        return False  # decided by _active
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -330,10 +328,13 @@ def _drop_staging(path, remove):
         remove_tree(path)
 
 
-def _merged_manifest(staging, written, old_dir, carried):
-    """Entries for the new files, plus the old manifest's entries of the carried ones."""
+def _merged_manifest(staging, written, old_dir, carried=None):
+    """Entries for the new files, plus the old manifest's entries of the carried ones (by
+    default every old entry not written anew)."""
     entries = manifest.entries_for(staging, written)
     old = manifest.read(old_dir) or {}
+    if carried is None:
+        carried = [rel for rel in old if rel not in written]
     entries.update({rel: old[rel] for rel in carried if rel in old})
     return entries
 
@@ -425,16 +426,16 @@ class StagedDirectory(_Staged):
 
     def _commit_in_place(self, written):
         with _locked(self.target):
-            entries = _merged_manifest(self.path, written, self.target,
-                                       [r for r in (manifest.read(self.target) or {})
-                                        if r not in written])
+            entries = _merged_manifest(self.path, written, self.target)
             for rel in sorted(written):
                 dst = os.path.join(self.target, rel)
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
                 os.replace(os.path.join(self.path, rel), dst)
             manifest.write(self.target, entries)
             _drop_staging(self.path, remove=True)
-            _fsync_tree(self.target)
+            for d in {self.target} | {os.path.dirname(os.path.join(self.target, r))
+                                      for r in written}:
+                ser.fsync_dir(d)
 
 
 class StagedFiles(_Staged):
@@ -460,10 +461,7 @@ class StagedFiles(_Staged):
         written = set(_files_under(self.path))
         with _locked(self.directory):
             _settle_locked(self.directory, self.prefix)
-            old = manifest.read(self.directory) or {}
-            entries = {rel: e for rel, e in old.items() if rel not in written}
-            entries.update(manifest.entries_for(self.path, written))
-            manifest.write(self.path, entries)
+            manifest.write(self.path, _merged_manifest(self.path, written, self.directory))
             _fsync_tree(self.path)
             new = _leftover(self.directory, self.prefix, "files-new")
             os.rename(self.path, new)                       # the commit point

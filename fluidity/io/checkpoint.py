@@ -99,8 +99,8 @@ def _write_text(path, text):
     ser.atomic_write(path, lambda f: f.write(text.encode()))
 
 
-def _write_trainer_args(directory, trainer_args, serial):
-    text = _args_json(trainer_args)
+def _write_trainer_args(directory, trainer_args, text, serial):
+    """Fluid's one file per argument, the JSON `text` of them all, and the success mark."""
     os.makedirs(directory, exist_ok=True)
     for name, value in trainer_args.items():  # Fluid's files: str(value) each
         if not isinstance(name, str) or not name or os.sep in name or name.startswith("."):
@@ -123,7 +123,7 @@ def save_checkpoint(executor, checkpoint_dir, trainer_id=0, trainer_args=None,
         raise CheckpointError(f"max_num_checkpoints must be a positive int, got "
                               f"{max_num_checkpoints!r}")
     program = as_program(main_program)
-    _args_json(trainer_args)
+    args_text = _args_json(trainer_args)   # checked before anything is written
     os.makedirs(checkpoint_dir, exist_ok=True)
     atomic.settle(os.path.realpath(checkpoint_dir))
     serial = max(_serials(checkpoint_dir), default=-1) + 1
@@ -133,7 +133,8 @@ def save_checkpoint(executor, checkpoint_dir, trainer_id=0, trainer_args=None,
             os.makedirs(model, exist_ok=True)
             write_vars(executor, model, select(program, None, is_checkpoint_var))
             _write_text(os.path.join(model, SUCCESS_MARK_FILENAME), f"checkpoint {serial}\n")
-        _write_trainer_args(_trainer_dir(stage.path, trainer_id), trainer_args, serial)
+        _write_trainer_args(_trainer_dir(stage.path, trainer_id), trainer_args, args_text,
+                            serial)
     _keep_newest(checkpoint_dir, max_num_checkpoints)
     return serial
 
@@ -183,17 +184,21 @@ def _read_trainer_args(serial_dir, trainer_id, names=None):
 
 
 def _complete_serial_dir(checkpoint_dir, serial):
-    if serial is None:
-        serial = get_latest_checkpoint_serial(checkpoint_dir)
-        if serial < 0:
-            raise CheckpointError(f"{checkpoint_dir}: no complete checkpoint to load")
-    if not isinstance(serial, int) or serial < 0:
+    """The directory of checkpoint `serial` (the newest complete one when None), settled once
+    and listed once; a missing or incomplete one is a CheckpointError."""
+    if serial is not None and (not isinstance(serial, int) or serial < 0):
         raise CheckpointError(f"'serial' should not be None or <0, got {serial!r}")
-    atomic.settle(os.path.realpath(checkpoint_dir))
+    if checkpoint_dir and os.path.isdir(checkpoint_dir):
+        atomic.settle(os.path.realpath(checkpoint_dir))
+    complete = sorted(s for s, done in _serials(checkpoint_dir).items() if done)
+    if serial is None:
+        if not complete:
+            raise CheckpointError(f"{checkpoint_dir}: no complete checkpoint to load")
+        serial = complete[-1]
     path = _serial_dir(checkpoint_dir, serial)
-    if not _serials(checkpoint_dir).get(serial):
+    if serial not in complete:
         raise CheckpointError(f"{path}: no complete checkpoint with serial {serial} (complete "
-                              f"ones: {sorted(s for s, c in _serials(checkpoint_dir).items() if c)})")
+                              f"ones: {complete})")
     return path
 
 

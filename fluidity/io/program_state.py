@@ -18,10 +18,10 @@ import numpy as np
 from ..core import dtypes
 from ..core.scope import Scope, global_scope, scope_guard
 from ..errors import FluidityError, FormatError, ShapeError
-from ..framework import Parameter, Program
+from ..framework import Program
 from . import atomic, manifest
 from .inference import write_program
-from .variables import as_program, is_persistable, read_vars
+from .variables import as_program, is_parameter, is_persistable, read_vars
 
 logger = logging.getLogger("fluidity")
 PICKLE_PROTOCOL = 2  # what Fluid 1.x wrote and Python 2 reads
@@ -34,13 +34,9 @@ _ALLOWED = {
 }
 
 
-def _is_parameter(var):
-    return isinstance(var, Parameter)
-
-
 def is_belong_to_optimizer(var):
     """Fluid's rule for .pdopt: a persistable that is neither a parameter nor fed data."""
-    return not (_is_parameter(var) or var.need_check_feed) and is_persistable(var)
+    return not (is_parameter(var) or var.need_check_feed) and is_persistable(var)
 
 
 class _ArrayUnpickler(pickle.Unpickler):
@@ -104,7 +100,7 @@ def save(program, model_path):
     variables = list(program.list_vars())
     with atomic.StagedFiles(d, base) as stage:
         _dump(os.path.join(stage.path, base + ".pdparams"),
-              [v.name for v in variables if _is_parameter(v)])
+              [v.name for v in variables if is_parameter(v)])
         _dump(os.path.join(stage.path, base + ".pdopt"),
               [v.name for v in variables if is_belong_to_optimizer(v)])
         write_program(os.path.join(stage.path, base + ".pdmodel"), program)
@@ -201,18 +197,23 @@ def load(program, model_path, executor=None, var_list=None):
     program = as_program(program)
     prefix = _prefix(model_path)
     d, base = os.path.split(os.path.abspath(prefix))
-    with atomic.reading(d, base):
-        has_pickles = os.path.isfile(prefix + ".pdparams")
-    if not has_pickles:
-        if os.path.isdir(model_path):
-            var_list = var_list or [v for v in program.list_vars() if is_persistable(v)]
-        state = _state_from_vars_save(os.fspath(model_path), var_list)
-        for v in var_list:
-            if v.name in state:
-                _set(v, state[v.name], model_path)
-        return
+    with atomic.reading(d, base):   # both pickles read under the lock a commit takes
+        if os.path.isfile(prefix + ".pdparams"):
+            _load_pickles(program, prefix)
+            return
+    if os.path.isdir(model_path):
+        var_list = var_list or [v for v in program.list_vars() if is_persistable(v)]
+    state = _state_from_vars_save(os.fspath(model_path), var_list)
+    for v in var_list:
+        if v.name in state:
+            _set(v, state[v.name], model_path)
+
+
+def _load_pickles(program, prefix):
+    """The program's parameters from prefix.pdparams, its optimizer variables from
+    prefix.pdopt: every one must be there."""
     variables = list(program.list_vars())
-    groups = [(prefix + ".pdparams", [v for v in variables if _is_parameter(v)]),
+    groups = [(prefix + ".pdparams", [v for v in variables if is_parameter(v)]),
               (prefix + ".pdopt", [v for v in variables if is_belong_to_optimizer(v)])]
     for path, vars_ in groups:
         if not vars_:
