@@ -6,15 +6,13 @@ a field of a variable with lod_level L > 0 is a sequence nested L deep (a list o
 of ... of instances), packed into one LoDTensor whose recursive sequence lengths record the
 nesting. Dtypes come from the variables.
 """
-import multiprocessing
-import os
 
 import numpy as np
 
 from .core import dtypes
 from .core.place import CPUPlace
 from .core.tensor import LoDTensor
-from .framework import Program, Variable, default_main_program
+from .framework import Program, Variable, cpu_places, default_main_program
 
 __all__ = ["DataFeeder"]
 
@@ -126,7 +124,7 @@ class DataFeeder:
         if num_places is not None:
             return int(num_places)
         if isinstance(self.place, CPUPlace):
-            return int(os.environ.get("CPU_NUM", multiprocessing.cpu_count()))
+            return len(cpu_places())
         return 1
 
     def feed_parallel(self, iterable, num_places=None):

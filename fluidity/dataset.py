@@ -39,6 +39,7 @@ from .core.dtypes import VarType
 from .datafeed import data_feed_pb2
 from .datafeed.data_feed_desc import DataFeedDesc
 from .datafeed.multislot import MultiSlotReader
+from .executor.async_executor import batch_examples
 from .errors import FluidityError
 
 logger = logging.getLogger("fluidity")
@@ -226,17 +227,11 @@ class DatasetBase:
         bs = self.proto_desc.batch_size
         try:
             for batch in MultiSlotReader(self.data_feed_desc(), files):
-                if drop_last and len(batch) and _rows(batch) < bs:
+                if drop_last and len(batch) and batch_examples(batch) < bs:
                     return
                 yield batch
         finally:
             self._after_run()
-
-
-def _rows(batch):
-    t = next(iter(batch.values()))
-    lod = t.lod()
-    return len(lod[0]) - 1 if lod else t.shape()[0]
 
 
 class QueueDataset(DatasetBase):

@@ -110,9 +110,6 @@ class BlockingQueue:
     def is_closed(self):
         return self._closed or self._killed
 
-    def size(self):
-        return len(self._items)
-
     def __len__(self):
         return len(self._items)
 

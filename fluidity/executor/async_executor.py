@@ -27,6 +27,7 @@ parent's scope stay readable and savable.
 
 Progress goes to a tqdm bar on a terminal, else to the `fluidity` logger at INFO.
 """
+import contextlib
 import logging
 import multiprocessing as mp
 import os
@@ -43,6 +44,7 @@ from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, FluidityError
 from ..ir.views import ProgramView, VarView
 from .executor import Executor
+from .parallel import blas_limit
 from .shared_memory import is_shared, shared_empty  # noqa: F401 - is_shared: public here too
 from .strategy import ExecutionStrategy
 from .worker_pool import (PROCESS_STOP_GRACE_S, THREAD_STOP_GRACE_S, PositionBoard,
@@ -150,7 +152,7 @@ class _Worker:
             res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names, scope=wscope)
             if self.shared:
                 self._resync()
-            yield "batch", (_batch_examples(feed),
+            yield "batch", (batch_examples(feed),
                             [float(np.asarray(r).mean()) for r in res])
 
     def _compiled_steps(self, step, exe, wscope, reader_cls):
@@ -324,39 +326,14 @@ def _build_native_once():
     sparse_kernels.build()  # likewise for numpy
 
 
-class _blas_threads:
-    """Limit the BLAS libraries to `n` threads while worker threads run (workers x BLAS
-    threads <= cores; OpenBLAS serializes callers that each want its pool); None: no
-    change."""
-
-    def __init__(self, n):
-        self.n, self.ctl = n, None
-
-    def __enter__(self):
-        if self.n is not None:
-            try:
-                from threadpoolctl import threadpool_limits
-            except ImportError:
-                return self
-            self.ctl = threadpool_limits(self.n)
-        return self
-
-    def __exit__(self, *exc):
-        if self.ctl is not None:
-            self.ctl.restore_original_limits()
-
-
 def _one_blas_thread():
     """One BLAS thread per worker process (workers x BLAS threads <= cores, or
-    oversubscription eats the gain), when threadpoolctl is there to say so."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return
-    threadpool_limits(1)
+    oversubscription eats the gain)."""
+    blas_limit(1)
 
 
-def _batch_examples(feed):
+def batch_examples(feed):
+    """The number of examples in a fed batch: sequences when it has LoD, else rows."""
     for t in feed.values():
         if t._lod:
             return len(t._lod[0]) - 1
@@ -496,7 +473,7 @@ class AsyncExecutor:
             _prebuild(lowering)
         t0 = time.perf_counter()
         try:
-            with _blas_threads(1 if threads else None):
+            with blas_limit(1) if threads else contextlib.nullcontext():
                 result = self._collect(pool, n_workers, stop, board, bar, fetch_names, t0,
                                        callback)
         finally:

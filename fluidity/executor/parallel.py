@@ -39,8 +39,9 @@ class _Run:
 _blas = None
 
 
-def _blas_limit(n):
-    """Cap BLAS's threads at n for the duration of a run (threadpoolctl)."""
+def blas_limit(n):
+    """Cap BLAS's threads at n (threadpoolctl): for the duration of a `with`, or from now on
+    when the returned limiter is dropped (a worker process)."""
     global _blas
     if _blas is None:
         from threadpoolctl import ThreadpoolController
@@ -86,7 +87,7 @@ class ParallelPlan(DataflowPlan):
                     cond.notify(new - 1)
 
     def run(self, frame, env):
-        with _blas_limit(self.blas_threads) if self.blas_threads else contextlib.nullcontext():
+        with blas_limit(self.blas_threads) if self.blas_threads else contextlib.nullcontext():
             if self.num_threads <= 1 or self._pool is None:
                 return super().run(frame, env)
             self._run_threads(frame, env)

@@ -24,6 +24,7 @@ from ..core import dtypes
 from ..core.reader import BlockingQueue, mark_passing, stop_threads
 from ..core.tensor import LoDTensor
 from ..errors import FeedError, FluidityError
+from . import decorator
 
 Slot = namedtuple("Slot", "name shape dtype lod_level")
 
@@ -100,16 +101,7 @@ def batch_samples(sample_gen, batch_size, drop_last=True):
     if batch_size < 1:
         raise FluidityError(f"batch_size must be >= 1, got {batch_size}")
 
-    def sample_lists():
-        batch = []
-        for s in sample_gen():
-            batch.append(s)
-            if len(batch) == batch_size:
-                yield batch
-                batch = []
-        if batch and not drop_last:
-            yield batch
-    return sample_lists
+    return decorator.batch(sample_gen, batch_size, drop_last)
 
 
 class _RemoteError(Exception):
