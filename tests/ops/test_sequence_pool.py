@@ -59,6 +59,7 @@ def test_embedding_bag_model_end_to_end():
     """ids (LoD) -> embedding -> sequence_pool(sum) -> fc -> loss trains, and the pooled
     embedding equals a numpy bag of rows."""
     main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 3   # initial weights fixed: no flaky threshold
     with fluid.program_guard(main, startup):
         ids = fluid.layers.data("ids", [1], dtype="int64", lod_level=1)
         label = fluid.layers.data("label", [1])
