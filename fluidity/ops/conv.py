@@ -55,7 +55,8 @@ def _resolve_padding(algo, in_hw, k_hw, strides, paddings, dilations=(1, 1)):
     return _pads4(paddings), list(dilations)
 
 
-def _out_size(n, k, s, p0, p1, d=1, ceil_mode=False):
+def out_size(n, k, s, p0, p1, d=1, ceil_mode=False):
+    """An output extent of a convolution or pooling window over `n` (-1: unknown)."""
     if n < 0:
         return -1
     span = n + p0 + p1 - (d * (k - 1) + 1)
@@ -67,7 +68,7 @@ def _conv_geometry(attrs, x_hw, k_hw):
     strides = [int(s) for s in attrs["strides"]]
     pads, dil = _resolve_padding(attrs["padding_algorithm"], x_hw, k_hw, strides,
                                  attrs["paddings"], attrs["dilations"])
-    out = [_out_size(x_hw[i], k_hw[i], strides[i], pads[2 * i], pads[2 * i + 1], dil[i])
+    out = [out_size(x_hw[i], k_hw[i], strides[i], pads[2 * i], pads[2 * i + 1], dil[i])
            for i in range(2)]
     return strides, pads, dil, out
 
@@ -526,7 +527,7 @@ def _pool_windows(attrs, h, w):
             idx = start[:, None] + np.arange(int((end - start).max()))
             valid = idx < end[:, None]
         else:
-            out = _out_size(n, ksize[i], strides[i], pads[2 * i], pads[2 * i + 1],
+            out = out_size(n, ksize[i], strides[i], pads[2 * i], pads[2 * i + 1],
                             ceil_mode=attrs["ceil_mode"])
             idx = np.arange(out)[:, None] * strides[i] - pads[2 * i] + np.arange(ksize[i])
             valid = (idx >= 0) & (idx < n)
@@ -542,7 +543,7 @@ def _pool_out_shape(attrs, h, w):
     ksize, strides = list(attrs["ksize"]), [int(s) for s in attrs["strides"]]
     pads, _ = _resolve_padding(attrs["padding_algorithm"], (h, w), ksize, strides,
                                attrs["paddings"])
-    return [_out_size(n, ksize[i], strides[i], pads[2 * i], pads[2 * i + 1],
+    return [out_size(n, ksize[i], strides[i], pads[2 * i], pads[2 * i + 1],
                       ceil_mode=attrs["ceil_mode"]) for i, n in enumerate((h, w))]
 
 

@@ -81,20 +81,20 @@ def _mover_grad(fwd):
 
 
 # --- padding -----------------------------------------------------------------------------------
-_NP_MODE = {"constant": "constant", "reflect": "reflect", "edge": "edge"}
+_PAD_MODES = ("constant", "edge", "reflect")   # numpy.pad's names too
 
 
 def _pad_map(shape, pads, mode):
     """Index map of np.pad of X's ids with `pads` [(before, after)] per dim."""
     if any(b < 0 or a < 0 for b, a in pads):
         raise ShapeError(f"paddings must be >= 0, got {pads}")
-    if mode not in _NP_MODE:
-        raise ShapeError(f"mode must be one of {sorted(_NP_MODE)}, got '{mode}'")
+    if mode not in _PAD_MODES:
+        raise ShapeError(f"mode must be one of {list(_PAD_MODES)}, got '{mode}'")
     if mode == "constant":
         return np.pad(_ids(shape), pads, mode="constant", constant_values=-1)
     if mode == "reflect" and any(max(b, a) >= d for (b, a), d in zip(pads, shape) if b or a):
         raise ShapeError(f"reflect padding {pads} must be smaller than the dims {list(shape)}")
-    return np.pad(_ids(shape), pads, mode=_NP_MODE[mode])
+    return np.pad(_ids(shape), pads, mode=mode)
 
 
 class Pad(_Mover):

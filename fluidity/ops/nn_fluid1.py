@@ -9,7 +9,7 @@ from ..core.tensor import LoDTensor, LoDTensorArray
 from ..errors import ExecutionError
 from .common import is_empty
 from .registry import In, OpDef, Out, ints
-from .volume import gather_patches, patch_map, scatter_patches
+from .volume import gather_patches, patch_map, scatter_patches, tlbr_pads
 
 
 # --- multiplex -------------------------------------------------------------------------------
@@ -629,9 +629,8 @@ class Im2Sequence(OpDef):
 
     @staticmethod
     def _map(x_shape, attrs):
-        p = attrs["paddings"]
         return patch_map(x_shape[2:], attrs["kernels"], attrs["strides"],
-                         [(p[0], p[2]), (p[1], p[3])], [1, 1])[0]
+                         tlbr_pads(attrs["paddings"]), [1, 1])[0]
 
     @staticmethod
     def kernel(x, y, *, kernels, strides, paddings, out_stride):

@@ -9,6 +9,7 @@ the same map; a transposed convolution is that adjoint run forward.
 import numpy as np
 
 from ..errors import ExecutionError, ShapeError
+from .conv import out_size
 from .registry import In, OpDef, Out, ints
 
 
@@ -22,14 +23,10 @@ def _pads(paddings, nd):
     raise ShapeError(f"paddings needs {nd} or {2 * nd} values, got {p}")
 
 
-def out_size(size, k, s, pad, d):
-    return (size + pad[0] + pad[1] - (d * (k - 1) + 1)) // s + 1
-
-
 def patch_map(spatial, ksize, strides, pads, dilations):
     """int64 [prod(out), prod(k)]: the flat input index each (output position, kernel
     offset) reads, -1 in the padding."""
-    outs = [out_size(n, k, s, p, d) for n, k, s, p, d in zip(spatial, ksize, strides, pads,
+    outs = [out_size(n, k, s, *p, d) for n, k, s, p, d in zip(spatial, ksize, strides, pads,
                                                               dilations)]
     if any(o <= 0 for o in outs):
         raise ShapeError(f"the window {list(ksize)} (dilations {list(dilations)}) does not "
@@ -102,7 +99,7 @@ class Conv3d(OpDef):
             ctx.fail("only EXPLICIT paddings and NCDHW are built")
         st, pads, dil, k = _geometry({a: ctx.attr(a) for a in ("strides", "paddings",
                                                                "dilations")}, 3, ws[2:])
-        out = [out_size(n, kk, s, p, d) if n >= 0 else -1
+        out = [out_size(n, kk, s, *p, d)
                for n, kk, s, p, d in zip(xs[2:], k, st, pads, dil)]
         ctx.set_output("Output", [xs[0], ws[0]] + out, ctx.input_dtype("Input"))
 
@@ -272,7 +269,7 @@ class Pool3d(OpDef):
             out = [1, 1, 1]
         else:
             pads = _pads(ctx.attr("paddings"), 3)
-            out = [out_size(n, k, s, p, 1) if n >= 0 else -1 for n, k, s, p in
+            out = [out_size(n, k, s, *p, 1) for n, k, s, p in
                    zip(xs[2:], ctx.attr("ksize"), ctx.attr("strides"), pads)]
         ctx.set_output("Out", xs[:2] + out, ctx.input_dtype("X"))
 
@@ -323,8 +320,8 @@ class Pool3dGrad(OpDef):
 
 
 # --- unfold -----------------------------------------------------------------------------------
-def _unfold_pads(p):
-    """Paddle's unfold paddings [top, left, bottom, right] as (before, after) per dim."""
+def tlbr_pads(p):
+    """Paddle's unfold / im2sequence paddings [top, left, bottom, right] as (before, after) per dim."""
     return [(p[0], p[2]), (p[1], p[3])]
 
 
@@ -344,11 +341,11 @@ class Unfold(OpDef):
         if len(xs) != 4:
             ctx.fail(f"X must be 4-D, got {xs}")
         k, s, d = ctx.attr("kernel_sizes"), ctx.attr("strides"), ctx.attr("dilations")
-        pads = _unfold_pads(ctx.attr("paddings"))
+        pads = tlbr_pads(ctx.attr("paddings"))
         if any(n < 0 for n in xs[2:]):
             length = -1
         else:
-            outs = [out_size(n, kk, ss, p, dd) for n, kk, ss, p, dd in
+            outs = [out_size(n, kk, ss, *p, dd) for n, kk, ss, p, dd in
                     zip(xs[2:], k, s, pads, d)]
             if any(o <= 0 for o in outs):
                 ctx.fail(f"the {k} window does not fit the padded input")
@@ -360,7 +357,7 @@ class Unfold(OpDef):
     def prepare(cls, attrs, outputs):
         def kernel(x):
             m, _ = patch_map(x.shape[2:], attrs["kernel_sizes"], attrs["strides"],
-                             _unfold_pads(attrs["paddings"]), attrs["dilations"])
+                             tlbr_pads(attrs["paddings"]), attrs["dilations"])
             cols = gather_patches(x, m)                       # [N, C, L, K]
             n, c, length, k = cols.shape
             return cols.transpose(0, 1, 3, 2).reshape(n, c * k, length)
@@ -383,7 +380,7 @@ class UnfoldGrad(OpDef):
     def prepare(cls, attrs, outputs):
         def kernel(x, dy):
             m, _ = patch_map(x.shape[2:], attrs["kernel_sizes"], attrs["strides"],
-                             _unfold_pads(attrs["paddings"]), attrs["dilations"])
+                             tlbr_pads(attrs["paddings"]), attrs["dilations"])
             n, c = x.shape[:2]
             dcols = dy.reshape(n, c, m.shape[1], m.shape[0]).transpose(0, 1, 3, 2)
             return scatter_patches(np.ascontiguousarray(dcols), m, x.shape[2:]).astype(x.dtype)
