@@ -37,7 +37,8 @@ from ..ir.views import ProgramView
 from ..proto import framework_pb2 as pb
 from .ps_dispatcher import HashName, PSDispatcher, RoundRobin  # noqa: F401
 
-DistPrograms = namedtuple("DistPrograms", "trainer trainer_startup pservers")
+# plan: the parameter blocks and their endpoints the programs were written from
+DistPrograms = namedtuple("DistPrograms", "trainer trainer_startup pservers plan")
 
 # Paddle's control-variable names for the RPC ops' dependencies
 _SEND_CTRL = "@SEND_CTRL@"
@@ -395,12 +396,7 @@ def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, 
     for ep in endpoints:
         pmain, var_map = _pserver(main, plan, ep, trainers, sync_mode)
         pservers[ep] = (pmain, pserver_startup(startup, pmain, var_map))
-    return DistPrograms(trainer, tstart, pservers)
-
-
-def plan_blocks(main, endpoints, config):
-    """{param: [blocks]} of `transpile` (the parameter blocks and their endpoints)."""
-    return _plan(ProgramView(main).global_block(), list(endpoints), config)
+    return DistPrograms(trainer, tstart, pservers, plan)
 
 
 __all__ = ["DistPrograms", "DistributeTranspilerConfig", "HashName", "RoundRobin",

@@ -48,8 +48,7 @@ class DistributeTranspiler:
                                     self.trainer_num, self.sync_mode, self.config)
         self.pserver_endpoints = [e.strip() for e in eps if e.strip()]
         # Fluid: the trainer's startup program fetches the initial parameters
-        plan = _d.plan_blocks(program.desc, self.pserver_endpoints, self.config)
-        _d.append_trainer_recv(startup_program.global_block(), program.desc, plan,
+        _d.append_trainer_recv(startup_program.global_block(), program.desc, self._result.plan,
                                self.trainer_id, self.pserver_endpoints, self.sync_mode)
 
     def _check(self):
@@ -76,6 +75,9 @@ class DistributeTranspiler:
                 self.get_startup_program(endpoint))
 
     def get_startup_program(self, endpoint, pserver_program=None, startup_program=None):
+        if pserver_program is None and startup_program is None:   # written by transpile
+            return _wrap(self.origin_program,
+                         _d.rewrite.copy_program(self._pserver(endpoint)[1]))
         main = self._pserver(endpoint)[0] if pserver_program is None else pserver_program.desc
         src = self._origin_startup if startup_program is None else startup_program.desc
         var_map = _var_map(main, ProgramView(self.origin_program.desc).global_block())
