@@ -91,3 +91,18 @@ def test_feed_parallel_and_decorate_reader():
     with pytest.raises(ValueError, match="left over"):
         list(feeder.decorate_reader(reader, multi_devices=True, num_places=2,
                                     drop_last=False)())
+
+
+def test_feeder_and_reader_sample_lists_convert_alike():
+    """DataFeeder and py_reader / DataLoader sample lists share one converter."""
+    from fluidity.reader import feeding
+    main, img, label, words, para = _vars()
+    samples = [(np.arange(4), 3, [1, 2], [[1], [2, 3]]), ([4, 5, 6, 7], 1, [4], [[5, 6, 7]])]
+    feeder = fluid.DataFeeder([img, label, words, para], fluid.CPUPlace(), program=main)
+    by_feeder = feeder.feed(samples)
+    by_reader = feeding.samples_to_tensors(samples, feeding.slots_of([img, label, words, para]))
+    for name, t in zip(feeder.feed_names, by_reader):
+        np.testing.assert_array_equal(np.asarray(t), np.asarray(by_feeder[name]))
+        assert t.recursive_sequence_lengths() == by_feeder[name].recursive_sequence_lengths()
+    with pytest.raises(fluid.errors.FeedError, match="empty batch"):
+        feeder.feed([])

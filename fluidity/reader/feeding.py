@@ -3,7 +3,7 @@
 * `Slot` / `slots_of(feed_list)`: what a fed variable needs (name, shape, dtype, lod_level);
 * `samples_to_tensors(samples, slots)`: one batch as LoDTensors from a list of samples
   (tuples with one field per slot; a field of a lod_level-L slot is nested L deep), as
-  Paddle's DataFeeder converts;
+  Paddle's DataFeeder converts (`fluid.DataFeeder` calls it);
 * `batch_to_tensors(batch, slots)`: a batch the generator made itself (arrays or LoDTensors);
 * `batch_samples(sample_gen, batch_size, drop_last)`: sample lists from a sample generator;
 * `from_process(source)`: the same items, made by a forked process;
@@ -35,50 +35,75 @@ def slots_of(feed_list):
             for v in feed_list]
 
 
-def _flatten(value, level, lengths):
-    """Leaves of a field nested `level` deep; lengths[k] gets the lengths of level k."""
-    if level == 0:
-        return [value]
-    lengths[0].append(len(value))
-    out = []
-    for v in value:
-        out.extend(_flatten(v, level - 1, lengths[1:]) if level > 1 else [v])
-    return out
+def _nest(slot, field, level, leaves, lengths):
+    """Append the instances of a field nested `slot.lod_level - level` deep to `leaves`, and
+    the lengths of each nesting level k to lengths[k]."""
+    if level == slot.lod_level:
+        leaves.append(field)
+        return
+    try:
+        n = len(field)
+    except TypeError:
+        raise FeedError(f"feed '{slot.name}' has lod_level {slot.lod_level}, so each sample's "
+                        f"field must be a sequence nested {slot.lod_level} deep; got "
+                        f"{type(field).__name__} {field!r} at depth {level}") from None
+    lengths[level].append(n)
+    for item in field:
+        _nest(slot, item, level + 1, leaves, lengths)
 
 
-def _field(slot, values):
-    """The LoDTensor of one slot from its fields of every sample of the batch."""
-    dims = [d for d in slot.shape[1:]]
-    if slot.lod_level == 0:
+def _target_shape(shape):
+    """The variable's shape with -1 for its unknown dim, or None when several dims are
+    unknown (then the data is fed as it comes, as in Fluid)."""
+    shape = [-1 if d is None or d < 0 else int(d) for d in shape]
+    return shape if shape and shape.count(-1) <= 1 else None
+
+
+def slot_tensor(slot, fields):
+    """The LoDTensor of one slot from its fields of every sample of a minibatch: instances
+    packed into one array of the slot's dtype, reshaped to the slot's shape (an error when
+    they do not fit it), the nesting of a lod_level > 0 slot kept as recursive sequence
+    lengths. Fluid's DataFeeder and its py_reader sample lists convert so."""
+    leaves, lengths = [], [[] for _ in range(slot.lod_level)]
+    for field in fields:
+        _nest(slot, field, 0, leaves, lengths)
+    try:
+        arr = np.array(leaves, dtype=slot.dtype)
+    except (ValueError, TypeError) as e:
+        raise FeedError(f"feed '{slot.name}': the samples' fields do not form one "
+                        f"{np.dtype(slot.dtype)} array (ragged or non-numeric instances; "
+                        f"variable shape {list(slot.shape)}, lod_level {slot.lod_level}): "
+                        f"{e}") from None
+    shape = _target_shape(slot.shape)
+    if shape is not None and arr.ndim != len(shape):
         try:
-            arr = np.asarray(values, dtype=slot.dtype)
-        except (TypeError, ValueError) as e:
-            raise FeedError(f"feed '{slot.name}': cannot make a {np.dtype(slot.dtype)} tensor "
-                            f"of the samples' fields: {e}") from None
-        if all(d >= 0 for d in dims) and arr.size == len(values) * int(np.prod(dims)):
-            arr = arr.reshape([len(values)] + dims)
-        return LoDTensor(arr)
-    lengths = [[] for _ in range(slot.lod_level)]
-    leaves = []
-    for v in values:
-        leaves.extend(_flatten(v, slot.lod_level, lengths))
-    arr = np.asarray(leaves, dtype=slot.dtype)
-    if arr.ndim == 1:
-        arr = arr.reshape(-1, 1)
+            arr = arr.reshape(shape)
+        except ValueError:
+            arr = None
+    if arr is None or (shape is not None and any(
+            want not in (-1, got) for want, got in zip(shape, arr.shape))):
+        raise FeedError(f"feed '{slot.name}' is declared with shape {list(slot.shape)}, but "
+                        f"the minibatch gives data of shape {list(np.shape(leaves))} "
+                        f"({len(leaves)} instances) that does not fit it")
     t = LoDTensor(arr)
-    t.set_recursive_sequence_lengths(lengths)
+    if slot.lod_level:
+        t.set_recursive_sequence_lengths(lengths)
     return t
 
 
 def samples_to_tensors(samples, slots):
-    """[LoDTensor per slot] of a list of samples."""
+    """[LoDTensor per slot] of a minibatch: a list of samples, each a tuple/list with one
+    field per slot (a lone field may stand bare where there is one slot)."""
+    samples = list(samples)
     if not samples:
         raise FeedError("a sample list generator gave an empty batch")
-    for s in samples:
+    for i, s in enumerate(samples):
+        if not isinstance(s, (list, tuple, np.ndarray)) and len(slots) == 1:
+            samples[i] = s = (s,)
         if len(s) != len(slots):
-            raise FeedError(f"a sample has {len(s)} fields, the feed list "
-                            f"{[sl.name for sl in slots]} needs {len(slots)}")
-    return [_field(slot, [s[k] for s in samples]) for k, slot in enumerate(slots)]
+            raise FeedError(f"sample {i} has {len(s)} fields but the feed list has "
+                            f"{len(slots)} variables {[sl.name for sl in slots]}")
+    return [slot_tensor(slot, [s[k] for s in samples]) for k, slot in enumerate(slots)]
 
 
 def batch_to_tensors(batch, slots):
