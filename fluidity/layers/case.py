@@ -3,6 +3,7 @@ switch_case (the branch of an int index); is_empty."""
 from ..core.dtypes import VarType
 from ..framework import Variable
 from ..layer_helper import LayerHelper
+from .checks import check_variables
 from .control_flow import cond
 from .manip import equal
 from .tensor import fill_constant
@@ -35,8 +36,7 @@ def case(pred_fn_pairs, default=None, name=None):
             raise TypeError(f"case: each of pred_fn_pairs must be a (pred, fn) tuple, got "
                             f"{pair!r}")
         pred, fn = pair
-        if not isinstance(pred, Variable):
-            raise TypeError(f"case: pred must be a Variable, got {type(pred).__name__}")
+        check_variables("case", pred=pred)
         _check_fn("case", "fn", fn)
         pairs.append((pred, fn))
     if default is None:
@@ -81,8 +81,7 @@ def switch_case(branch_index, branch_fns, default=None, name=None):
 
 def is_empty(x, cond=None):
     """A bool [1]: whether `x` has no elements (written into `cond` when given)."""
-    if not isinstance(x, Variable):
-        raise TypeError(f"is_empty: 'x' must be a Variable, got {type(x).__name__}")
+    check_variables("is_empty", x=x)
     helper = LayerHelper("is_empty")
     if cond is None:
         cond = helper.create_variable_for_type_inference("bool", stop_gradient=True)

@@ -1,24 +1,18 @@
 """Sequence labelling layers (Fluid 1.x signatures): linear_chain_crf, crf_decoding,
 chunk_eval. Ops in fluidity/ops/crf.py."""
-from ..framework import Variable
 from ..layer_helper import LayerHelper
 from ..ops.crf import CHUNK_SCHEMES
 from ..param_attr import ParamAttr
+from .checks import check_variables
 
 __all__ = ["linear_chain_crf", "crf_decoding", "chunk_eval"]
-
-
-def _check_var(layer, arg, v):
-    if not isinstance(v, Variable):
-        raise TypeError(f"{layer}: {arg} must be a Variable, got {type(v).__name__}")
 
 
 def linear_chain_crf(input, label, param_attr=None, length=None):
     """Negative log-likelihood [N, 1] of each sequence's tags under a linear-chain CRF over
     the emissions `input` ([T, D] with LoD, or padded [B, S, D] with `length`). Creates the
     transition parameter [D + 2, D] named by param_attr (crf_decoding reuses it)."""
-    for arg, v in (("input", input), ("label", label)):
-        _check_var("linear_chain_crf", arg, v)
+    check_variables("linear_chain_crf", input=input, label=label)
     helper = LayerHelper("linear_chain_crf", param_attr=param_attr)
     size = input.shape[2] if length is not None else input.shape[1]
     if size is None or size <= 0:
@@ -37,7 +31,7 @@ def linear_chain_crf(input, label, param_attr=None, length=None):
 def crf_decoding(input, param_attr, label=None, length=None):
     """The Viterbi tag path of the emissions `input` under the transition parameter named
     by `param_attr` (made by linear_chain_crf); with `label`, 1 where they agree."""
-    _check_var("crf_decoding", "input", input)
+    check_variables("crf_decoding", input=input)
     attr = ParamAttr.to_attr(param_attr)
     if attr is None or attr.name is None:
         raise ValueError("crf_decoding: param_attr must name the transition parameter "

@@ -1,7 +1,9 @@
 """Loss layers (Fluid 1.x signatures)."""
 from ..layer_helper import LayerHelper
 from ..ops.loss import IGNORE_INDEX
+from .checks import check_variables
 from .declined import declined
+from .manip import one_op_layer
 
 __all__ = ["cross_entropy", "softmax_with_cross_entropy", "sigmoid_cross_entropy_with_logits",
            "square_error_cost", "huber_loss", "smooth_l1", "log_loss"]
@@ -103,31 +105,17 @@ __all__ += ["ctc_greedy_decoder", "rank_loss", "margin_rank_loss", "bpr_loss", "
             "center_loss", "warpctc", "sampled_softmax_with_cross_entropy", "edit_distance"]
 
 
-def _need_vars(layer, **args):
-    from ..framework import Variable
-    for arg, v in args.items():
-        if not isinstance(v, Variable):
-            raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
-
-
-def _one_out(op_type, inputs, out_slot, attrs=None, name=None, like=None):
-    helper = LayerHelper(op_type, name=name)
-    out = _tmp(helper, (like or next(iter(inputs.values()))).dtype)
-    helper.append_op(op_type, inputs=inputs, outputs={out_slot: out}, attrs=attrs or {})
-    return out
-
-
 def rank_loss(label, left, right, name=None):
     """RankNet loss of scores `left`, `right` [N, 1] for `label` [N, 1] (1: left ranks
     higher): log(1 + exp(left - right)) - label * (left - right)."""
-    _need_vars("rank_loss", label=label, left=left, right=right)
-    return _one_out("rank_loss", {"Label": label, "Left": left, "Right": right}, "Out",
-                    name=name, like=left)
+    check_variables("rank_loss", label=label, left=left, right=right)
+    return one_op_layer("rank_loss", {"Label": label, "Left": left, "Right": right},
+                        dtype=left.dtype, name=name)
 
 
 def margin_rank_loss(label, left, right, margin=0.1, name=None):
     """max(0, -label * (left - right) + margin), elementwise."""
-    _need_vars("margin_rank_loss", label=label, left=left, right=right)
+    check_variables("margin_rank_loss", label=label, left=left, right=right)
     helper = LayerHelper("margin_rank_loss", name=name)
     out, act = _tmp(helper, left.dtype), _tmp(helper, left.dtype, True)
     helper.append_op("margin_rank_loss", inputs={"X1": left, "X2": right, "Label": label},
@@ -138,34 +126,34 @@ def margin_rank_loss(label, left, right, margin=0.1, name=None):
 def bpr_loss(input, label, name=None):
     """Bayesian personalized ranking loss of scores `input` [N, C] for the positive class
     ids `label` [N, 1]; returns [N, 1]."""
-    _need_vars("bpr_loss", input=input, label=label)
-    return _one_out("bpr_loss", {"X": input, "Label": label}, "Y", name=name, like=input)
+    check_variables("bpr_loss", input=input, label=label)
+    return one_op_layer("bpr_loss", {"X": input, "Label": label}, name=name, out_slot="Y")
 
 
 def kldiv_loss(x, target, reduction="mean", name=None):
     """KL divergence of `target` (probabilities) from `x` (log-probabilities), reduced by
     'none', 'sum', 'mean' or 'batchmean'."""
-    _need_vars("kldiv_loss", x=x, target=target)
+    check_variables("kldiv_loss", x=x, target=target)
     if reduction not in ("none", "sum", "mean", "batchmean"):
         raise ValueError(f"kldiv_loss: 'reduction' must be 'none', 'sum', 'mean' or "
                          f"'batchmean', got {reduction!r}")
-    return _one_out("kldiv_loss", {"X": x, "Target": target}, "Loss",
-                    {"reduction": reduction}, name=name, like=x)
+    return one_op_layer("kldiv_loss", {"X": x, "Target": target}, {"reduction": reduction},
+                        name=name, out_slot="Loss")
 
 
 def teacher_student_sigmoid_loss(input, label, soft_max_up_bound=15.0,
                                  soft_max_lower_bound=-15.0):
     """Sigmoid loss against a click label that may carry a teacher's score (see the op)."""
-    _need_vars("teacher_student_sigmoid_loss", input=input, label=label)
-    return _one_out("teacher_student_sigmoid_loss", {"X": input, "Label": label}, "Y",
-                    {"soft_max_up_bound": float(soft_max_up_bound),
-                     "soft_max_lower_bound": float(soft_max_lower_bound)}, like=input)
+    check_variables("teacher_student_sigmoid_loss", input=input, label=label)
+    return one_op_layer("teacher_student_sigmoid_loss", {"X": input, "Label": label},
+                        {"soft_max_up_bound": float(soft_max_up_bound),
+                         "soft_max_lower_bound": float(soft_max_lower_bound)}, out_slot="Y")
 
 
 def mse_loss(input, label):
     """The mean of (input - label)^2."""
     from .manip import reduce_mean
-    _need_vars("mse_loss", input=input, label=label)
+    check_variables("mse_loss", input=input, label=label)
     return reduce_mean(square_error_cost(input, label))
 
 
@@ -173,7 +161,7 @@ def npair_loss(anchor, positive, labels, l2_reg=0.002):
     """N-pair loss (Sohn 2016): softmax cross entropy of anchor @ positive^T against the
     rows' same-label distribution, plus l2_reg / 4 times the mean squared norms."""
     from . import manip, nn, ops
-    _need_vars("npair_loss", anchor=anchor, positive=positive, labels=labels)
+    check_variables("npair_loss", anchor=anchor, positive=positive, labels=labels)
     lab = manip.reshape(labels, [-1, 1])
     same = manip.cast(manip.equal(lab, manip.transpose(lab, [1, 0])), anchor.dtype)
     same = nn.elementwise_div(same, manip.reduce_sum(same, dim=1, keep_dim=True), axis=0)
@@ -190,7 +178,7 @@ def dice_loss(input, label, epsilon=0.00001, name=None):
     """1 - 2|X∩Y| / (|X| + |Y|) averaged over the batch, for probabilities `input`
     [N, ..., C] and class ids `label` [N, ..., 1]."""
     from . import manip, nn
-    _need_vars("dice_loss", input=input, label=label)
+    check_variables("dice_loss", input=input, label=label)
     onehot = manip.cast(manip.one_hot(label, input.shape[-1]), input.dtype)
     dims = list(range(1, len(input.shape)))
     inse = manip.reduce_sum(nn.elementwise_mul(input, onehot), dim=dims)
@@ -209,7 +197,7 @@ def warpctc(input, label, blank=0, norm_by_times=False, input_length=None,
     """The CTC loss [num_sequences, 1] of unnormalized logits `input` (LoD [T, K], or padded
     [T_max, B, K] with input_length) against int32 labels (LoD [L, 1], or padded [B, L_max]
     with label_length); `blank` is the blank class."""
-    _need_vars("warpctc", input=input, label=label)
+    check_variables("warpctc", input=input, label=label)
     if (input_length is None) != (label_length is None):
         raise ValueError("warpctc: give both input_length and label_length, or neither")
     helper = LayerHelper("warpctc")
@@ -228,7 +216,7 @@ def ctc_greedy_decoder(input, blank, input_length=None, padding_value=0, name=No
     LoD int64 ids (a lone -1 where all are empty), or (padded ids, their lengths)."""
     from .metric import topk
     from . import manip
-    _need_vars("ctc_greedy_decoder", input=input)
+    check_variables("ctc_greedy_decoder", input=input)
     _, ids = topk(input, 1)
     helper = LayerHelper("ctc_greedy_decoder", name=name)
     attrs = {"blank": int(blank), "merge_repeated": True, "padding_value": int(padding_value)}
@@ -251,7 +239,7 @@ def edit_distance(input, label, normalized=True, ignored_tokens=None, input_leng
     `label` — divided by the reference length when normalized —, the number of pairs [1]).
     Both are LoD int64 [*, 1], or padded [N, T] with input_length / label_length;
     ignored_tokens (LoD input only) are dropped from both first (op sequence_erase)."""
-    _need_vars("edit_distance", input=input, label=label)
+    check_variables("edit_distance", input=input, label=label)
     if (input_length is None) != (label_length is None):
         raise ValueError("edit_distance: give both input_length and label_length, or neither")
     helper = LayerHelper("edit_distance")
@@ -288,7 +276,7 @@ def center_loss(input, label, num_classes, alpha, param_attr=None, update_center
     float or a [1] Variable) when update_center."""
     from ..framework import Variable
     from .tensor import create_global_var
-    _need_vars("center_loss", input=input, label=label)
+    check_variables("center_loss", input=input, label=label)
     helper = LayerHelper("center_loss", param_attr=param_attr)
     centers = helper.create_parameter(param_attr, [int(num_classes), input.shape[1]],
                                       input.dtype)

@@ -8,6 +8,7 @@ from ..framework import Variable
 from ..layer_helper import LayerHelper
 from ..ops.logic import COMPARISONS, LOGICAL
 from ..ops.reduce import REDUCERS
+from .checks import check_variables
 from .tensor import fill_constant, ints_or_tensors as _ints_or_tensors, zeros
 
 # `flatten` (op flatten2) is in layers/nn.py.
@@ -18,9 +19,12 @@ __all__ = (["concat", "split", "reshape", "transpose", "squeeze", "unsqueeze", "
             "cumsum", "flip", "unstack", "clip_by_norm"])
 
 
-def _op(op_type, inputs, attrs=None, dtype=None, out=None, name=None, out_slot="Out",
-        helper=None):
-    """Append `op_type` writing one new (or the given) output; returns it."""
+def one_op_layer(op_type, inputs, attrs=None, dtype=None, out=None, name=None, out_slot="Out",
+                 helper=None):
+    """A layer that is one op: append `op_type` over `inputs` (slot -> Variable or list;
+    None slots left out) writing one new (or the given) output to `out_slot`; returns it.
+    The output's dtype is `dtype`, else the first input's. The layers of every module that
+    are a single op build through this."""
     helper = helper or LayerHelper(op_type, name=name)
     if out is None:
         first = next(v for v in inputs.values() if v is not None)
@@ -46,7 +50,7 @@ def _with_xshape(op_type, x, attrs, inputs=None, name=None, act=None):
 def concat(input, axis=0, name=None):
     """Join `input` (a list of Variables) along `axis` (an int or an int Variable)."""
     axis_t = axis if isinstance(axis, Variable) else None
-    return _op("concat", {"X": list(input), "AxisTensor": axis_t},
+    return one_op_layer("concat", {"X": list(input), "AxisTensor": axis_t},
                {"axis": 0 if axis_t is not None else int(axis)}, name=name)
 
 
@@ -71,7 +75,7 @@ def split(input, num_or_sections, dim=-1, name=None):
 def stack(x, axis=0, name=None):
     """Stack Variables of one shape along a new dim `axis`."""
     x = list(x) if isinstance(x, (list, tuple)) else [x]
-    return _op("stack", {"X": x}, {"axis": int(axis)}, name=name, out_slot="Y")
+    return one_op_layer("stack", {"X": x}, {"axis": int(axis)}, name=name, out_slot="Y")
 
 
 # --- reshaping ---------------------------------------------------------------------------------
@@ -124,33 +128,33 @@ def slice(input, axes, starts, ends):
     flags = [-1 if a or b else 1 for a, b in zip(by_tensor(starts), by_tensor(ends))]
     attrs = {"axes": [int(a) for a in axes], "starts": s_attr or [-1] * n,
              "ends": e_attr or [-1] * n, "infer_flags": flags, "decrease_axis": []}
-    return _op("slice", {"Input": input, "StartsTensor": s_t, "EndsTensor": e_t,
+    return one_op_layer("slice", {"Input": input, "StartsTensor": s_t, "EndsTensor": e_t,
                          "StartsTensorList": s_list, "EndsTensorList": e_list}, attrs,
                helper=helper)
 
 
 def gather(input, index, overwrite=True):
     """Rows of `input` at `index` (1-D or [N, 1] int)."""
-    return _op("gather", {"X": input, "Index": index}, {"overwrite": overwrite})
+    return one_op_layer("gather", {"X": input, "Index": index}, {"overwrite": overwrite})
 
 
 def expand(x, expand_times, name=None):
     """Tile `x` expand_times[i] times along dim i."""
     helper = LayerHelper("expand", name=name)
     attr, times_t, times_list = _ints_or_tensors(helper, expand_times)
-    return _op("expand", {"X": x, "ExpandTimes": times_t, "expand_times_tensor": times_list},
+    return one_op_layer("expand", {"X": x, "ExpandTimes": times_t, "expand_times_tensor": times_list},
                {"expand_times": attr}, helper=helper)
 
 
 def cast(x, dtype):
     """`x` converted to `dtype`."""
     code = dtypes.to_code(dtype)
-    return _op("cast", {"X": x}, {"in_dtype": x.dtype, "out_dtype": code}, dtype=code)
+    return one_op_layer("cast", {"X": x}, {"in_dtype": x.dtype, "out_dtype": code}, dtype=code)
 
 
 def shape(input):
     """The shape of `input` at run time, an int32 1-D tensor."""
-    out = _op("shape", {"Input": input}, dtype="int32")
+    out = one_op_layer("shape", {"Input": input}, dtype="int32")
     out.stop_gradient = True
     return out
 
@@ -160,7 +164,7 @@ def one_hot(input, depth, allow_out_of_range=False):
     depth_t = depth if isinstance(depth, Variable) else None
     attrs = {"depth": -1 if depth_t is not None else int(depth),
              "allow_out_of_range": allow_out_of_range, "dtype": dtypes.VarType.FP32}
-    out = _op("one_hot", {"X": input, "depth_tensor": depth_t}, attrs, dtype="float32")
+    out = one_op_layer("one_hot", {"X": input, "depth_tensor": depth_t}, attrs, dtype="float32")
     out.stop_gradient = True
     return out
 
@@ -170,7 +174,7 @@ def _reduce_layer(op_type):
     def layer(input, dim=None, keep_dim=False, name=None):
         dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
         everything = not dims or len(dims) == len(input.shape)
-        return _op(op_type, {"X": input}, {"dim": dims or [0], "keep_dim": keep_dim,
+        return one_op_layer(op_type, {"X": input}, {"dim": dims or [0], "keep_dim": keep_dim,
                                            "reduce_all": everything}, name=name)
     layer.__name__ = op_type
     layer.__doc__ = (f"{op_type} of `input` over `dim` (an int or ints; None: every dim, "
@@ -185,7 +189,7 @@ for _t in REDUCERS:
 # --- comparison and logic ----------------------------------------------------------------------
 def _compare_layer(op_type):
     def layer(x, y, cond=None, force_cpu=None, name=None):
-        out = _op(op_type, {"X": x, "Y": y},
+        out = one_op_layer(op_type, {"X": x, "Y": y},
                   {"axis": -1, "force_cpu": bool(force_cpu)}, dtype="bool", out=cond,
                   name=name)
         out.stop_gradient = True
@@ -206,7 +210,7 @@ def less_than(x, y, force_cpu=None, cond=None, name=None):
 
 def _logical_layer(op_type):
     def layer(x, y, out=None, name=None):
-        return _op(op_type, {"X": x, "Y": y}, dtype="bool", out=out, name=name)
+        return one_op_layer(op_type, {"X": x, "Y": y}, dtype="bool", out=out, name=name)
     layer.__name__ = op_type
     layer.__doc__ = f"Elementwise {op_type}(x, y) of bool tensors."
     return layer
@@ -217,19 +221,19 @@ for _t in LOGICAL:
 
 
 def logical_not(x, out=None, name=None):
-    return _op("logical_not", {"X": x}, dtype="bool", out=out, name=name)
+    return one_op_layer("logical_not", {"X": x}, dtype="bool", out=out, name=name)
 
 
 def increment(x, value=1.0, in_place=True):
     """x + value for a one-element `x`; written back to `x` when in_place (loop counters)."""
-    out = _op("increment", {"X": x}, {"step": float(value)}, out=x if in_place else None)
+    out = one_op_layer("increment", {"X": x}, {"step": float(value)}, out=x if in_place else None)
     out.stop_gradient = True
     return out
 
 
 def _arg_layer(op_type):
     def layer(x, axis=0):
-        out = _op(op_type, {"X": x}, {"axis": int(axis)}, dtype="int64")
+        out = one_op_layer(op_type, {"X": x}, {"axis": int(axis)}, dtype="int64")
         out.stop_gradient = True
         return out
     layer.__doc__ = f"Indices (int64) of the {op_type[4:]}imum of `x` along `axis`."
@@ -242,19 +246,19 @@ argmin = _arg_layer("arg_min")
 
 def clip(x, min, max, name=None):
     """`x` clipped to [min, max]."""
-    return _op("clip", {"X": x}, {"min": float(min), "max": float(max)}, name=name)
+    return one_op_layer("clip", {"X": x}, {"min": float(min), "max": float(max)}, name=name)
 
 
 def where(condition, x=None, y=None, name=None):
     """With x and y: x where `condition` else y (op where). With `condition` alone (Fluid
     1.x): the [N, rank] int64 coordinates of its true elements (op where_index)."""
     if x is None and y is None:
-        out = _op("where_index", {"Condition": condition}, dtype="int64", name=name)
+        out = one_op_layer("where_index", {"Condition": condition}, dtype="int64", name=name)
         out.stop_gradient = True
         return out
     if x is None or y is None:
         raise FluidityError("where: give both x and y, or neither")
-    return _op("where", {"Condition": condition, "X": x, "Y": y}, dtype=x.dtype, name=name)
+    return one_op_layer("where", {"Condition": condition, "X": x, "Y": y}, dtype=x.dtype, name=name)
 
 
 def argsort(input, axis=-1, descending=False, name=None):
@@ -271,7 +275,7 @@ def cumsum(x, axis=None, exclusive=None, reverse=None):
     """Running sums along `axis` (over the flattened input when axis is None)."""
     attrs = {"flatten": axis is None, "axis": -1 if axis is None else int(axis),
              "exclusive": bool(exclusive), "reverse": bool(reverse)}
-    return _op("cumsum", {"X": x}, attrs)
+    return one_op_layer("cumsum", {"X": x}, attrs)
 
 
 def flip(input, dims, name=None):
@@ -279,7 +283,7 @@ def flip(input, dims, name=None):
     dims = [dims] if isinstance(dims, int) else list(dims)
     if not dims:
         raise FluidityError("flip: dims must name at least one axis")
-    return _op("flip", {"X": input}, {"axis": [int(d) for d in dims]}, name=name)
+    return one_op_layer("flip", {"X": input}, {"axis": [int(d) for d in dims]}, name=name)
 
 
 def unstack(x, axis=0, num=None):
@@ -297,8 +301,7 @@ def unstack(x, axis=0, num=None):
 
 def clip_by_norm(x, max_norm, name=None):
     """x * max_norm / max(||x||_2, max_norm)."""
-    return _op("clip_by_norm", {"X": x}, {"max_norm": float(max_norm)}, name=name)
-
+    return one_op_layer("clip_by_norm", {"X": x}, {"max_norm": float(max_norm)}, name=name)
 
 
 # --- Fluid 1.x indexing layers (ops in fluidity/ops/scatter.py, indexing.py, shape_ops.py) ----
@@ -310,42 +313,36 @@ reduce_all = _reduce_layer("reduce_all")
 reduce_any = _reduce_layer("reduce_any")
 
 
-def _need_var(layer, **args):
-    for arg, v in args.items():
-        if not isinstance(v, Variable):
-            raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
-
-
 def gather_nd(input, index, name=None):
     """input[index[i..., :]] for every i: index's last dim addresses input's leading dims."""
-    _need_var("gather_nd", input=input, index=index)
-    return _op("gather_nd", {"X": input, "Index": index}, name=name)
+    check_variables("gather_nd", input=input, index=index)
+    return one_op_layer("gather_nd", {"X": input, "Index": index}, name=name)
 
 
 def scatter(input, index, updates, name=None, overwrite=True):
     """`input` with rows `index` replaced by (overwrite) or set to the sum of (not) the
     rows of `updates`."""
-    _need_var("scatter", input=input, index=index, updates=updates)
-    return _op("scatter", {"X": input, "Ids": index, "Updates": updates},
+    check_variables("scatter", input=input, index=index, updates=updates)
+    return one_op_layer("scatter", {"X": input, "Ids": index, "Updates": updates},
                {"overwrite": bool(overwrite)}, name=name)
 
 
 def scatter_nd_add(ref, index, updates, name=None):
     """`ref` with updates[i...] added at ref[index[i..., :]] (duplicates add up)."""
-    _need_var("scatter_nd_add", ref=ref, index=index, updates=updates)
-    return _op("scatter_nd_add", {"X": ref, "Index": index, "Updates": updates}, name=name)
+    check_variables("scatter_nd_add", ref=ref, index=index, updates=updates)
+    return one_op_layer("scatter_nd_add", {"X": ref, "Index": index, "Updates": updates}, name=name)
 
 
 def scatter_nd(index, updates, shape, name=None):
     """A zero tensor of `shape` with `updates` added at `index` (scatter_nd_add on zeros)."""
-    _need_var("scatter_nd", index=index, updates=updates)
+    check_variables("scatter_nd", index=index, updates=updates)
     if not isinstance(shape, (list, tuple)):
         raise TypeError(f"scatter_nd: 'shape' must be a list or tuple of ints, got {shape!r}")
     return scatter_nd_add(zeros(list(shape), updates.dtype), index, updates, name=name)
 
 
 def _unique(op_type, x, dtype, counts):
-    _need_var(op_type, x=x)
+    check_variables(op_type, x=x)
     helper = LayerHelper(op_type)
     out = helper.create_variable_for_type_inference(x.dtype, stop_gradient=True)
     outs = {"Out": out, "Index": helper.create_variable_for_type_inference(
@@ -371,13 +368,13 @@ def unique_with_counts(x, dtype="int32"):
 def shard_index(input, index_num, nshards, shard_id, ignore_value=-1):
     """Ids of shard `shard_id` (of `nshards` shards of ceil(index_num / nshards) ids) made
     local to it; ids of other shards become ignore_value."""
-    _need_var("shard_index", input=input)
+    check_variables("shard_index", input=input)
     for arg, v in (("index_num", index_num), ("nshards", nshards), ("shard_id", shard_id)):
         if not isinstance(v, int):
             raise TypeError(f"shard_index: '{arg}' must be an int, got {v!r}")
     if not 0 <= shard_id < nshards:
         raise ValueError(f"shard_index: shard_id={shard_id} is not in [0, nshards={nshards})")
-    out = _op("shard_index", {"X": input},
+    out = one_op_layer("shard_index", {"X": input},
               {"index_num": index_num, "nshards": nshards, "shard_id": shard_id,
                "ignore_value": int(ignore_value)})
     out.stop_gradient = True
@@ -386,8 +383,8 @@ def shard_index(input, index_num, nshards, shard_id, ignore_value=-1):
 
 def expand_as(x, target_tensor, name=None):
     """`x` tiled to the shape of `target_tensor`."""
-    _need_var("expand_as", x=x, target_tensor=target_tensor)
-    return _op("expand_as", {"X": x, "target_tensor": target_tensor}, name=name)
+    check_variables("expand_as", x=x, target_tensor=target_tensor)
+    return one_op_layer("expand_as", {"X": x, "target_tensor": target_tensor}, name=name)
 
 
 def strided_slice(input, axes, starts, ends, strides):
@@ -405,18 +402,18 @@ def strided_slice(input, axes, starts, ends, strides):
         if tl is not None:
             ins[slot + "TensorList"] = tl
     attrs["infer_flags"] = [1] * len(axes)
-    return _op("strided_slice", ins, attrs, helper=helper)
+    return one_op_layer("strided_slice", ins, attrs, helper=helper)
 
 
 def rank(input):
     """The rank of `input`, a [1] int32 constant."""
-    _need_var("rank", input=input)
+    check_variables("rank", input=input)
     return fill_constant([1], "int32", len(input.shape))
 
 
 def size(input):
     """The number of elements of `input` at run time, a [1] int64 tensor."""
-    _need_var("size", input=input)
-    out = _op("size", {"Input": input}, dtype="int64")
+    check_variables("size", input=input)
+    out = one_op_layer("size", {"Input": input}, dtype="int64")
     out.stop_gradient = True
     return out

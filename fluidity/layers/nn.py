@@ -3,6 +3,8 @@ from ..core.dtypes import VarType
 from ..errors import ShapeError
 from ..layer_helper import LayerHelper
 from ..ops.math import ELEMENTWISE
+from .checks import check_variables
+from .manip import one_op_layer
 
 __all__ = ["fc", "embedding", "mean", "mul", "matmul", "scale", "sum", "sums"] + list(ELEMENTWISE)
 
@@ -58,24 +60,14 @@ def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=No
     return out
 
 
-def _simple(op_type, inputs, attrs=None, dtype=None, name=None, helper=None):
-    """One op with one output `Out`, named after the layer."""
-    helper = helper or LayerHelper(op_type, name=name)
-    first = next(iter(inputs.values()))
-    first = first[0] if isinstance(first, (list, tuple)) else first
-    out = helper.create_variable_for_type_inference(dtype if dtype is not None else first.dtype)
-    helper.append_op(op_type, inputs=inputs, outputs={"Out": out}, attrs=attrs or {})
-    return out
-
-
 def mean(x, name=None):
-    return _simple("mean", {"X": x}, name=name)
+    return one_op_layer("mean", {"X": x}, name=name)
 
 
 def sum(x, name=None):
     """Elementwise sum of a list of variables (op `sum`)."""
     xs = list(x) if isinstance(x, (list, tuple)) else [x]
-    return _simple("sum", {"X": xs}, name=name)
+    return one_op_layer("sum", {"X": xs}, name=name)
 
 
 def sums(input, out=None):
@@ -89,19 +81,19 @@ def sums(input, out=None):
 
 
 def mul(x, y, x_num_col_dims=1, y_num_col_dims=1, name=None):
-    return _simple("mul", {"X": x, "Y": y}, {"x_num_col_dims": x_num_col_dims,
+    return one_op_layer("mul", {"X": x, "Y": y}, {"x_num_col_dims": x_num_col_dims,
                                              "y_num_col_dims": y_num_col_dims}, name=name)
 
 
 def matmul(x, y, transpose_x=False, transpose_y=False, alpha=1.0, name=None):
-    return _simple("matmul", {"X": x, "Y": y}, {"transpose_X": transpose_x,
+    return one_op_layer("matmul", {"X": x, "Y": y}, {"transpose_X": transpose_x,
                                                 "transpose_Y": transpose_y,
                                                 "alpha": float(alpha)}, name=name)
 
 
 def scale(x, scale=1.0, bias=0.0, bias_after_scale=True, act=None, name=None):
     helper = LayerHelper("scale", name=name, act=act)
-    out = _simple("scale", {"X": x}, {"scale": float(scale), "bias": float(bias),
+    out = one_op_layer("scale", {"X": x}, {"scale": float(scale), "bias": float(bias),
                                       "bias_after_scale": bias_after_scale}, helper=helper)
     return helper.append_activation(out, act)
 
@@ -109,7 +101,7 @@ def scale(x, scale=1.0, bias=0.0, bias_after_scale=True, act=None, name=None):
 def _elementwise_layer(op_type):
     def layer(x, y, axis=-1, act=None, name=None):
         helper = LayerHelper(op_type, name=name, act=act)
-        out = _simple(op_type, {"X": x, "Y": y}, {"axis": axis}, helper=helper)
+        out = one_op_layer(op_type, {"X": x, "Y": y}, {"axis": axis}, helper=helper)
         return helper.append_activation(out, act)
     layer.__name__ = op_type
     layer.__doc__ = f"Out = {op_type}(x, y) with Paddle's axis broadcasting."
@@ -325,29 +317,22 @@ def flatten(x, axis=1, name=None):
 __all__ += ["label_smooth", "cos_sim", "l2_normalize"]
 
 
-def _is_var(layer, **args):
-    from ..framework import Variable
-    for arg, v in args.items():
-        if not isinstance(v, Variable):
-            raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
-
-
 def label_smooth(label, prior_dist=None, epsilon=0.1, dtype="float32", name=None):
     """(1 - epsilon) * label + epsilon * prior_dist (uniform over the classes by default),
     for one-hot `label` [..., C]."""
-    _is_var("label_smooth", label=label)
+    check_variables("label_smooth", label=label)
     if not 0.0 <= epsilon <= 1.0:
         raise ValueError(f"label_smooth: 'epsilon' must be in [0, 1], got {epsilon}")
     inputs = {"X": label}
     if prior_dist is not None:
         inputs["PriorDist"] = prior_dist
-    return _simple("label_smooth", inputs, {"epsilon": float(epsilon)}, dtype=dtype,
+    return one_op_layer("label_smooth", inputs, {"epsilon": float(epsilon)}, dtype=dtype,
                    name=name)
 
 
 def cos_sim(X, Y):
     """Cosine similarity of the rows of X [N, D] and Y [N, D] (or [1, D]); returns [N, 1]."""
-    _is_var("cos_sim", X=X, Y=Y)
+    check_variables("cos_sim", X=X, Y=Y)
     helper = LayerHelper("cos_sim")
     out = helper.create_variable_for_type_inference(X.dtype)
     xn = helper.create_variable_for_type_inference(X.dtype, stop_gradient=True)
@@ -359,7 +344,7 @@ def cos_sim(X, Y):
 
 def l2_normalize(x, axis, epsilon=1e-12, name=None):
     """x / sqrt(sum(x^2 along axis) + epsilon) (op norm); a 1-D x is normalized whole."""
-    _is_var("l2_normalize", x=x)
+    check_variables("l2_normalize", x=x)
     if len(x.shape) == 1:
         axis = 0
     helper = LayerHelper("l2_normalize", name=name)
@@ -383,40 +368,40 @@ def multiplex(inputs, index):
     """Row i of the result is row i of inputs[index[i]] (index: int32 [N, 1])."""
     if not isinstance(inputs, (list, tuple)) or len(inputs) < 2:
         raise ValueError("multiplex: inputs must be a list of at least 2 Variables")
-    _is_var("multiplex", index=index, **{f"inputs[{i}]": v for i, v in enumerate(inputs)})
-    return _simple("multiplex", {"Ids": index, "X": list(inputs)}, dtype=inputs[0].dtype)
+    check_variables("multiplex", index=index, **{f"inputs[{i}]": v for i, v in enumerate(inputs)})
+    return one_op_layer("multiplex", {"Ids": index, "X": list(inputs)}, dtype=inputs[0].dtype)
 
 
 def bilinear_tensor_product(x, y, size, act=None, name=None, param_attr=None,
                             bias_attr=None):
     """out[:, k] = x @ W[k] @ y^T + b[k] for a learned W [size, M, N] and bias [1, size]."""
-    _is_var("bilinear_tensor_product", x=x, y=y)
+    check_variables("bilinear_tensor_product", x=x, y=y)
     helper = LayerHelper("bilinear_tensor_product", param_attr=param_attr,
                          bias_attr=bias_attr, act=act, name=name)
     w = helper.create_parameter(param_attr, [size, x.shape[1], y.shape[1]], x.dtype)
     inputs = {"X": x, "Y": y, "Weight": w}
     if bias_attr is not False:
         inputs["Bias"] = helper.create_parameter(bias_attr, [1, size], x.dtype, is_bias=True)
-    out = _simple("bilinear_tensor_product", inputs, helper=helper)
+    out = one_op_layer("bilinear_tensor_product", inputs, helper=helper)
     return helper.append_activation(out, act)
 
 
 def add_position_encoding(input, alpha, beta, name=None):
     """alpha * input + beta * the sinusoid position encoding, for input [B, T, D]."""
-    _is_var("add_position_encoding", input=input)
-    return _simple("add_position_encoding", {"X": input},
+    check_variables("add_position_encoding", input=input)
+    return one_op_layer("add_position_encoding", {"X": input},
                    {"alpha": float(alpha), "beta": float(beta)}, name=name)
 
 
 def fsp_matrix(x, y):
     """The FSP matrix [B, C1, C2] of feature maps x [B, C1, H, W] and y [B, C2, H, W]."""
-    _is_var("fsp_matrix", x=x, y=y)
-    return _simple("fsp", {"X": x, "Y": y})
+    check_variables("fsp_matrix", x=x, y=y)
+    return one_op_layer("fsp", {"X": x, "Y": y})
 
 
 def continuous_value_model(input, cvm, use_cvm=True):
     """CTR show/click columns of `input` turned into log features (use_cvm) or dropped."""
-    _is_var("continuous_value_model", input=input, cvm=cvm)
+    check_variables("continuous_value_model", input=input, cvm=cvm)
     helper = LayerHelper("cvm")
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("cvm", inputs={"X": input, "CVM": cvm}, outputs={"Y": out},
@@ -426,7 +411,7 @@ def continuous_value_model(input, cvm, use_cvm=True):
 
 def mean_iou(input, label, num_classes):
     """(mean IoU [1], wrong [C] int32, correct [C] int32) of predicted vs true class ids."""
-    _is_var("mean_iou", input=input, label=label)
+    check_variables("mean_iou", input=input, label=label)
     helper = LayerHelper("mean_iou")
     iou = helper.create_variable_for_type_inference("float32", stop_gradient=True)
     wrong = helper.create_variable_for_type_inference("int32", stop_gradient=True)
@@ -441,7 +426,7 @@ def affine_grid(theta, out_shape, name=None):
     """The [N, H, W, 2] sampling grid of affine transforms theta [N, 2, 3] for out_shape
     [N, C, H, W] (a list or an int Variable)."""
     from ..framework import Variable
-    _is_var("affine_grid", theta=theta)
+    check_variables("affine_grid", theta=theta)
     inputs, attrs = {"Theta": theta}, {}
     if isinstance(out_shape, Variable):
         inputs["OutputShape"] = out_shape
@@ -461,7 +446,7 @@ def random_crop(x, shape, seed=None):
     int64 Variable, or None for a random one."""
     import numpy as np
     from ..framework import Variable
-    _is_var("random_crop", x=x)
+    check_variables("random_crop", x=x)
     helper = LayerHelper("random_crop")
     out = helper.create_variable_for_type_inference(x.dtype)
     seed_out = helper.create_variable_for_type_inference("int64", stop_gradient=True)
@@ -477,7 +462,7 @@ def random_crop(x, shape, seed=None):
 
 def tensor_array_to_tensor(input, axis=1, name=None, use_stack=False):
     """(the array's tensors concatenated, or stacked, along axis; int32 sizes of each)."""
-    _is_var("tensor_array_to_tensor", input=input)
+    check_variables("tensor_array_to_tensor", input=input)
     helper = LayerHelper("tensor_array_to_tensor", name=name)
     out = helper.create_variable_for_type_inference(input.dtype)
     index = helper.create_variable_for_type_inference("int32", stop_gradient=True)
@@ -529,7 +514,7 @@ __all__ += ["grid_sampler", "spectral_norm"]
 
 def grid_sampler(x, grid, name=None):
     """Bilinear samples of x [N, C, H, W] at grid [N, H', W', 2] ((x, y) in [-1, 1])."""
-    _is_var("grid_sampler", x=x, grid=grid)
+    check_variables("grid_sampler", x=x, grid=grid)
     helper = LayerHelper("grid_sampler", name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op("grid_sampler", inputs={"X": x, "Grid": grid}, outputs={"Output": out})
@@ -541,7 +526,7 @@ def spectral_norm(weight, dim=0, power_iters=1, eps=1e-12, name=None):
     by power iteration from fixed random vectors u, v (non-trainable parameters)."""
     from ..initializer import NormalInitializer
     from ..param_attr import ParamAttr
-    _is_var("spectral_norm", weight=weight)
+    check_variables("spectral_norm", weight=weight)
     shape = list(weight.shape)
     if not -len(shape) <= dim < len(shape) or any(d < 0 for d in shape):
         raise ValueError(f"spectral_norm: dim {dim} must index the known shape {shape}")
@@ -570,14 +555,14 @@ __all__ += ["row_conv", "im2sequence"]
 def row_conv(input, future_context_size, param_attr=None, act=None):
     """Lookahead convolution over each sequence of `input` (LoD [T, D], or padded
     [B, T, D]) with a learned filter [future_context_size + 1, D]."""
-    _is_var("row_conv", input=input)
+    check_variables("row_conv", input=input)
     if not isinstance(future_context_size, int) or future_context_size < 0:
         raise ValueError(f"row_conv: future_context_size must be an int >= 0, got "
                          f"{future_context_size!r}")
     helper = LayerHelper("row_conv", param_attr=param_attr, act=act)
     w = helper.create_parameter(param_attr, [future_context_size + 1, input.shape[-1]],
                                 input.dtype)
-    out = _simple("row_conv", {"X": input, "Filter": w}, helper=helper)
+    out = one_op_layer("row_conv", {"X": input, "Filter": w}, helper=helper)
     return helper.append_activation(out, act)
 
 
@@ -586,7 +571,7 @@ def im2sequence(input, filter_size=1, stride=1, padding=0, input_image_size=None
     """The filter_size patches of each image of `input` [N, C, H, W] as the rows of one
     sequence per image (a LoD tensor [N * L, C * kh * kw]); padding an int, [h, w] or
     [up, left, down, right]."""
-    _is_var("im2sequence", input=input)
+    check_variables("im2sequence", input=input)
     if input_image_size is not None:
         raise NotImplementedError("im2sequence: per-image real sizes (input_image_size) are "
                                   "not built in Fluidity")

@@ -2,17 +2,16 @@
 fluidity/ops/sampled.py."""
 import numpy as np
 
-from ..framework import Variable
 from ..initializer import NumpyArrayInitializer
 from ..layer_helper import LayerHelper
 from ..ops.sampled import SAMPLERS, alias_tables
+from .checks import check_variables
 
 __all__ = ["nce", "hsigmoid"]
 
 
 def _check_var(layer, arg, v, ndim=None):
-    if not isinstance(v, Variable):
-        raise TypeError(f"{layer}: {arg} must be a Variable, got {type(v).__name__}")
+    check_variables(layer, **{arg: v})
     if ndim is not None and len(v.shape) != ndim:
         raise ValueError(f"{layer}: {arg} must be {ndim}-D, got shape {list(v.shape)}")
 

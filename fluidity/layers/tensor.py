@@ -2,6 +2,7 @@
 from ..core import dtypes
 from ..framework import default_main_program
 from ..layer_helper import LayerHelper
+from .checks import check_variables
 
 __all__ = ["fill_constant", "create_tensor", "create_parameter", "create_global_var", "assign"]
 
@@ -101,12 +102,6 @@ def ints_or_tensors(helper, values):
     return attr, None, [_int_tensor(helper, v) for v in values]
 
 
-def _check_var(layer, arg, v):
-    from ..framework import Variable
-    if not isinstance(v, Variable):
-        raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
-
-
 def _check_shape(layer, shape):
     if not isinstance(shape, (list, tuple)) or not all(
             isinstance(d, int) and not isinstance(d, bool) for d in shape):
@@ -125,7 +120,7 @@ def ones(shape, dtype, force_cpu=False):
 
 
 def _fill_like(layer, x, value, out):
-    _check_var(layer, "x", x)
+    check_variables(layer, x=x)
     helper = LayerHelper(layer)
     if out is None:
         out = helper.create_variable_for_type_inference(x.dtype)
@@ -208,7 +203,7 @@ def diag(diagonal):
     import numpy as np
     if isinstance(diagonal, np.ndarray):
         diagonal = assign(diagonal)
-    _check_var("diag", "diagonal", diagonal)
+    check_variables("diag", diagonal=diagonal)
     helper = LayerHelper("diag")
     out = helper.create_variable_for_type_inference(diagonal.dtype)
     helper.append_op("diag", inputs={"Diagonal": diagonal}, outputs={"Out": out})
@@ -218,7 +213,7 @@ def diag(diagonal):
 
 def reverse(x, axis):
     """`x` reversed along `axis` (an int or a list of ints)."""
-    _check_var("reverse", "x", x)
+    check_variables("reverse", x=x)
     axis = [axis] if isinstance(axis, int) else list(axis)
     helper = LayerHelper("reverse")
     out = helper.create_variable_for_type_inference(x.dtype)
@@ -228,7 +223,7 @@ def reverse(x, axis):
 
 def _whole_check(op_type, layer):
     def check(x):
-        _check_var(layer, "x", x)
+        check_variables(layer, x=x)
         helper = LayerHelper(layer)
         out = helper.create_variable_for_type_inference("bool", stop_gradient=True)
         helper.append_op(op_type, inputs={"X": x}, outputs={"Out": out})
@@ -281,7 +276,7 @@ def gaussian_random(shape, mean=0.0, std=1.0, seed=0, dtype="float32"):
 
 
 def _batch_size_like(op_type, input, shape, dtype, input_dim_idx, output_dim_idx, attrs):
-    _check_var(op_type, "input", input)
+    check_variables(op_type, input=input)
     return _random(op_type, op_type, {"Input": input}, dtype,
                    {"shape": _check_shape(op_type, shape), "input_dim_idx": input_dim_idx,
                     "output_dim_idx": output_dim_idx, **attrs})
@@ -305,7 +300,7 @@ def gaussian_random_batch_size_like(input, shape, input_dim_idx=0, output_dim_id
 
 def sampling_id(x, min=0.0, max=1.0, seed=0, dtype="float32"):
     """One int64 id per row of `x` (probabilities), drawn from that row's distribution."""
-    _check_var("sampling_id", "x", x)
+    check_variables("sampling_id", x=x)
     helper = LayerHelper("sampling_id")
     out = helper.create_variable_for_type_inference("int64", stop_gradient=True)
     helper.append_op("sampling_id", inputs={"X": x}, outputs={"Out": out},

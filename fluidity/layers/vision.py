@@ -8,6 +8,7 @@ from ..errors import ShapeError
 from ..framework import Variable
 from ..layer_helper import LayerHelper
 from .nn import padding_attrs, pair
+from .checks import check_variables
 
 __all__ = ["conv2d_transpose", "adaptive_pool2d", "image_resize", "resize_bilinear",
            "resize_nearest", "image_resize_short", "prelu",
@@ -16,12 +17,6 @@ __all__ = ["conv2d_transpose", "adaptive_pool2d", "image_resize", "resize_biline
            "temporal_shift", "maxout", "affine_channel", "lrn", "merge_selected_rows",
            "get_tensor_from_selected_rows", "conv3d", "conv3d_transpose", "pool3d",
            "unfold"]
-
-
-def _var(layer, **args):
-    for arg, v in args.items():
-        if not isinstance(v, Variable):
-            raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
 
 
 def _rank(layer, x, n):
@@ -50,7 +45,7 @@ def conv2d_transpose(input, num_filters, output_size=None, filter_size=None, pad
                      use_cudnn=True, act=None, name=None, data_format="NCHW"):
     """The transpose (gradient) of conv2d: upsamples NCHW `input` to `num_filters` channels.
     Give filter_size, or output_size and the filter size is derived from it."""
-    _var("conv2d_transpose", input=input)
+    check_variables("conv2d_transpose", input=input)
     _rank("conv2d_transpose", input, 4)
     if data_format not in ("NCHW", "NHWC"):
         raise ValueError(f"conv2d_transpose: data_format must be 'NCHW' or 'NHWC', got "
@@ -91,7 +86,7 @@ def conv2d_transpose(input, num_filters, output_size=None, filter_size=None, pad
 def adaptive_pool2d(input, pool_size, pool_type="max", require_index=False, name=None):
     """Pool NCHW `input` to pool_size (h, w) outputs, each over its share of the input;
     require_index (max only) also returns the argmax mask."""
-    _var("adaptive_pool2d", input=input)
+    check_variables("adaptive_pool2d", input=input)
     _rank("adaptive_pool2d", input, 4)
     if pool_type not in ("max", "avg"):
         raise ValueError(f"adaptive_pool2d: pool_type must be 'max' or 'avg', got "
@@ -120,7 +115,7 @@ def image_resize(input, out_shape=None, scale=None, name=None, resample="BILINEA
                  actual_shape=None, align_corners=True, align_mode=1, data_format="NCHW"):
     """Resize the H, W of a 4-D `input` to out_shape (ints or [1] Variables, or a Variable
     [2]) or by `scale`; actual_shape (a Variable) overrides out_shape at run time."""
-    _var("image_resize", input=input)
+    check_variables("image_resize", input=input)
     if resample not in _RESAMPLE:
         raise ValueError(f"image_resize: resample must be one of {sorted(_RESAMPLE)} (3-D "
                          f"TRILINEAR is not built), got {resample!r}")
@@ -175,7 +170,7 @@ def resize_nearest(input, out_shape=None, scale=None, name=None, actual_shape=No
 
 def image_resize_short(input, out_short_len, resample="BILINEAR"):
     """Resize so the shorter of H, W becomes out_short_len, keeping the aspect ratio."""
-    _var("image_resize_short", input=input)
+    check_variables("image_resize_short", input=input)
     _rank("image_resize_short", input, 4)
     h, w = input.shape[2], input.shape[3]
     if h < 0 or w < 0:
@@ -193,7 +188,7 @@ def prelu(x, mode, param_attr=None, name=None):
     """max(0, x) + alpha * min(0, x) with a learned alpha: one ('all'), one per channel
     ('channel') or one per element ('element'); alpha starts at 0.25."""
     from ..initializer import ConstantInitializer
-    _var("prelu", x=x)
+    check_variables("prelu", x=x)
     shapes = {"all": [1], "channel": [1, x.shape[1], 1, 1] if len(x.shape) > 1 else None,
               "element": [1] + list(x.shape[1:])}
     if mode not in shapes:
@@ -222,7 +217,7 @@ def _normalize(helper, op_type, input, param_attr, bias_attr, c, stat_slots, att
 
 def instance_norm(input, epsilon=1e-05, param_attr=None, bias_attr=None, name=None):
     """Normalize each channel of each sample over its H, W; then scale and shift."""
-    _var("instance_norm", input=input)
+    check_variables("instance_norm", input=input)
     c = input.shape[1] if len(input.shape) > 1 else -1
     if c < 0:
         raise ShapeError(f"instance_norm: the channel dim of {list(input.shape)} must be known")
@@ -234,7 +229,7 @@ def instance_norm(input, epsilon=1e-05, param_attr=None, bias_attr=None, name=No
 def group_norm(input, groups, epsilon=1e-05, param_attr=None, bias_attr=None, act=None,
                data_layout="NCHW", name=None):
     """Normalize over groups of channels (and H, W) per sample; then scale, shift, act."""
-    _var("group_norm", input=input)
+    check_variables("group_norm", input=input)
     if data_layout not in ("NCHW", "NHWC"):
         raise ValueError(f"group_norm: data_layout must be 'NCHW' or 'NHWC', got "
                          f"{data_layout!r}")
@@ -253,7 +248,7 @@ def group_norm(input, groups, epsilon=1e-05, param_attr=None, bias_attr=None, ac
 # --- pads and crops ---------------------------------------------------------------------------
 def pad(x, paddings, pad_value=0.0, name=None):
     """`x` padded with pad_value; paddings = [before_0, after_0, before_1, after_1, ...]."""
-    _var("pad", x=x)
+    check_variables("pad", x=x)
     paddings = [int(p) for p in paddings]
     if len(paddings) != 2 * len(x.shape):
         raise ValueError(f"pad: paddings needs 2 values per dim of x {list(x.shape)}, got "
@@ -266,7 +261,7 @@ def pad2d(input, paddings=[0, 0, 0, 0], mode="constant", pad_value=0.0, data_for
           name=None):
     """Pad H and W of 4-D `input` by [top, bottom, left, right] (ints or a Variable):
     'constant' (pad_value), 'reflect' or 'edge'."""
-    _var("pad2d", input=input)
+    check_variables("pad2d", input=input)
     if mode not in ("constant", "reflect", "edge"):
         raise ValueError(f"pad2d: mode must be 'constant', 'reflect' or 'edge', got {mode!r}")
     ins = {"X": input}
@@ -283,7 +278,7 @@ def pad2d(input, paddings=[0, 0, 0, 0], mode="constant", pad_value=0.0, data_for
 
 def pad_constant_like(x, y, pad_value=0.0, name=None):
     """`y` padded at the end of each dim with pad_value to the shape of `x`."""
-    _var("pad_constant_like", x=x, y=y)
+    check_variables("pad_constant_like", x=x, y=y)
     return _one("pad_constant_like", {"X": x, "Y": y}, {"pad_value": float(pad_value)},
                 name=name, dtype=y.dtype)
 
@@ -291,7 +286,7 @@ def pad_constant_like(x, y, pad_value=0.0, name=None):
 def crop(x, shape=None, offsets=None, name=None):
     """The block of `x` at `offsets` of `shape` (a list, or a Variable whose shape is
     used); offsets may be a Variable."""
-    _var("crop", x=x)
+    check_variables("crop", x=x)
     ins, attrs = {"X": x}, {}
     if isinstance(shape, Variable):
         ins["Y"] = shape
@@ -310,7 +305,7 @@ def crop_tensor(x, shape=None, offsets=None, name=None):
     """The block of `x` at `offsets` of `shape` (-1: to the end); each a list of ints and
     [1] Variables, or one int Variable."""
     from .tensor import ints_or_tensors
-    _var("crop_tensor", x=x)
+    check_variables("crop_tensor", x=x)
     helper = LayerHelper("crop_tensor", name=name)
     ins, attrs = {"X": x}, {}
     for arg, vals, slot in (("shape", shape, "Shape"), ("offsets", offsets, "Offsets")):
@@ -328,7 +323,7 @@ def crop_tensor(x, shape=None, offsets=None, name=None):
 # --- channel movers, maxout, affine_channel, lrn -----------------------------------------------
 def space_to_depth(x, blocksize, name=None):
     """Move blocksize x blocksize spatial blocks of NCHW `x` into channels."""
-    _var("space_to_depth", x=x)
+    check_variables("space_to_depth", x=x)
     return _one("space_to_depth", {"X": x},
                 {"blocksize": _positive_int("space_to_depth", "blocksize", blocksize)},
                 name=name)
@@ -336,21 +331,21 @@ def space_to_depth(x, blocksize, name=None):
 
 def pixel_shuffle(x, upscale_factor):
     """Rearrange [N, C*r*r, H, W] into [N, C, H*r, W*r] (r = upscale_factor)."""
-    _var("pixel_shuffle", x=x)
+    check_variables("pixel_shuffle", x=x)
     return _one("pixel_shuffle", {"X": x}, {"upscale_factor": _positive_int(
         "pixel_shuffle", "upscale_factor", upscale_factor)})
 
 
 def shuffle_channel(x, group, name=None):
     """ShuffleNet's channel shuffle over `group` groups."""
-    _var("shuffle_channel", x=x)
+    check_variables("shuffle_channel", x=x)
     return _one("shuffle_channel", {"X": x},
                 {"group": _positive_int("shuffle_channel", "group", group)}, name=name)
 
 
 def temporal_shift(x, seg_num, shift_ratio=0.25, name=None):
     """TSM's shift of a fraction of channels to the neighbouring frames (x: [N*T, C, H, W])."""
-    _var("temporal_shift", x=x)
+    check_variables("temporal_shift", x=x)
     if not 0 < shift_ratio <= 0.5:
         raise ValueError(f"temporal_shift: shift_ratio must be in (0, 0.5], got {shift_ratio}")
     return _one("temporal_shift", {"X": x},
@@ -360,7 +355,7 @@ def temporal_shift(x, seg_num, shift_ratio=0.25, name=None):
 
 def maxout(x, groups, name=None, axis=1):
     """The max of each `groups` consecutive channels."""
-    _var("maxout", x=x)
+    check_variables("maxout", x=x)
     if axis not in (1, -1, 3):
         raise ValueError(f"maxout: axis must be 1, -1 or 3, got {axis}")
     return _one("maxout", {"X": x}, {"groups": _positive_int("maxout", "groups", groups),
@@ -369,7 +364,7 @@ def maxout(x, groups, name=None, axis=1):
 
 def affine_channel(x, scale=None, bias=None, data_layout="NCHW", name=None, act=None):
     """x * scale[c] + bias[c] per channel (scale, bias: [C] Variables), then act."""
-    _var("affine_channel", x=x, scale=scale, bias=bias)
+    check_variables("affine_channel", x=x, scale=scale, bias=bias)
     helper = LayerHelper("affine_channel", act=act, name=name)
     out = _one("affine_channel", {"X": x, "Scale": scale, "Bias": bias},
                {"data_layout": data_layout}, name=name)
@@ -378,7 +373,7 @@ def affine_channel(x, scale=None, bias=None, data_layout="NCHW", name=None, act=
 
 def lrn(input, n=5, k=1.0, alpha=1e-4, beta=0.75, name=None, data_format="NCHW"):
     """Local response normalization across channels of 4-D NCHW `input`."""
-    _var("lrn", input=input)
+    check_variables("lrn", input=input)
     _rank("lrn", input, 4)
     if data_format != "NCHW":
         raise ValueError(f"lrn: only data_format 'NCHW' is built, got {data_format!r}")
@@ -393,7 +388,7 @@ def lrn(input, n=5, k=1.0, alpha=1e-4, beta=0.75, name=None, data_format="NCHW")
 
 def merge_selected_rows(x, name=None):
     """A SelectedRows with duplicate rows summed."""
-    _var("merge_selected_rows", x=x)
+    check_variables("merge_selected_rows", x=x)
     helper = LayerHelper("merge_selected_rows", name=name)
     out = helper.create_variable_for_type_inference(x.dtype, type=x.type)
     helper.append_op("merge_selected_rows", inputs={"X": x}, outputs={"Out": out})
@@ -402,7 +397,7 @@ def merge_selected_rows(x, name=None):
 
 def get_tensor_from_selected_rows(x, name=None):
     """The value tensor of a SelectedRows."""
-    _var("get_tensor_from_selected_rows", x=x)
+    check_variables("get_tensor_from_selected_rows", x=x)
     return _one("get_tensor_from_selected_rows", {"X": x}, name=name)
 
 
@@ -428,7 +423,7 @@ def _pads3(padding, layer):
 
 
 def _check_ncdhw(layer, input, data_format):
-    _var(layer, input=input)
+    check_variables(layer, input=input)
     _rank(layer, input, 5)
     if data_format != "NCDHW":
         raise ValueError(f"{layer}: only data_format 'NCDHW' is built, got {data_format!r}")
@@ -514,7 +509,7 @@ def pool3d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
 def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
     """im2col: the sliding blocks of NCHW `x` as columns [N, C * kh * kw, L]; paddings an
     int, [h, w] or [top, left, bottom, right]."""
-    _var("unfold", x=x)
+    check_variables("unfold", x=x)
     _rank("unfold", x, 4)
     if isinstance(paddings, int):
         paddings = [paddings] * 4

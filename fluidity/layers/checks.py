@@ -1,0 +1,11 @@
+"""Argument checks the layers share, so that every layer refuses a bad argument in the same
+words, naming itself and the argument."""
+from ..framework import Variable
+
+
+def check_variables(layer, **args):
+    """TypeError naming `layer` and the argument unless every value of `args` (argument name
+    -> value) is a Variable."""
+    for arg, v in args.items():
+        if not isinstance(v, Variable):
+            raise TypeError(f"{layer}: '{arg}' must be a Variable, got {type(v).__name__}")
