@@ -438,3 +438,28 @@ def test_fluid_embedding_and_one_hot_append_a_dimension():
     np.testing.assert_array_equal(h, np.eye(10, dtype="float32")[iv])
     with pytest.raises(TypeError):
         fluid.embedding(input=ids, size=10)
+
+
+def test_fluid_embedding_and_layers_embedding_differ_only_in_the_shape_rule():
+    """One build (layers.nn.table_lookup): same table, same attrs; lookup_table replaces the
+    ids' last 1 by dim, lookup_table_v2 appends dim."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.unique_name.guard(), fluid.program_guard(main, startup):
+        ids = fluid.data(name="ids", shape=[None, 1], dtype="int64")
+        v1 = layers.embedding(ids, size=[10, 4], padding_idx=-1, param_attr="w",
+                              is_sparse=True)
+        v2 = fluid.embedding(ids, size=[10, 4], padding_idx=-1, param_attr="w",
+                             is_sparse=True)
+    assert tuple(v1.shape) == (-1, 4) and tuple(v2.shape) == (-1, 1, 4)
+    ops = main.global_block().ops
+    assert [op.type for op in ops] == ["lookup_table", "lookup_table_v2"]
+    for attr in ("is_sparse", "is_distributed", "padding_idx"):
+        assert ops[0].attr(attr) == ops[1].attr(attr)
+    assert ops[0].attr("padding_idx") == 9
+    iv = np.array([[1], [9], [3]], "int64")
+    exe, scope = fluid.Executor(), fluid.Scope()
+    with fluid.scope_guard(scope):
+        exe.run(startup)
+        a, b = exe.run(main, feed={"ids": iv}, fetch_list=[v1, v2])
+    np.testing.assert_array_equal(a, b.reshape(3, 4))
+    assert not a[1].any()

@@ -12,6 +12,7 @@ They differ from their Fluid 1.x `fluid.layers` namesakes in shapes, so they liv
 """
 from ..layer_helper import LayerHelper
 from .io import data as _layers_data
+from .nn import table_lookup
 
 __all__ = []   # reached as fluid.data / fluid.embedding / fluid.one_hot
 
@@ -37,15 +38,8 @@ def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=No
     `is_sparse` makes the table's gradient a SelectedRows of the rows looked up."""
     if not isinstance(size, (list, tuple)) or len(size) != 2:
         raise TypeError(f"fluid.embedding: size must be [vocab_size, dim], got {size!r}")
-    helper = LayerHelper("embedding", param_attr=param_attr)
-    w = helper.create_parameter(param_attr, list(size), dtype)
-    out = helper.create_variable_for_type_inference(dtype)
-    pad = -1 if padding_idx is None else (padding_idx if padding_idx >= 0
-                                          else size[0] + padding_idx)
-    helper.append_op("lookup_table_v2", inputs={"W": w, "Ids": input}, outputs={"Out": out},
-                     attrs={"is_sparse": is_sparse, "is_distributed": is_distributed,
-                            "padding_idx": pad})
-    return out
+    return table_lookup("lookup_table_v2", input, size, is_sparse, is_distributed,
+                        padding_idx, param_attr, dtype)
 
 
 def one_hot(input, depth, allow_out_of_range=False):

@@ -49,12 +49,23 @@ def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=No
               param_attr=None, dtype="float32", name=None):
     """Rows of a [vocab, dim] table for int64 ids of shape [..., 1] (op lookup_table);
     is_sparse=True makes its gradient a SelectedRows of the looked-up rows only."""
+    return table_lookup("lookup_table", input, size, is_sparse, is_distributed, padding_idx,
+                        param_attr, dtype, name)
+
+
+def table_lookup(op_type, input, size, is_sparse, is_distributed, padding_idx, param_attr,
+                 dtype, name=None):
+    """The embedding layers' one build: a [vocab, dim] table parameter and the op
+    `op_type` looking `input`'s ids up in it. `fluid.layers.embedding` (lookup_table: ids
+    [..., 1], the last 1 replaced by dim) and `fluid.embedding` (lookup_table_v2: dim
+    appended to ids of any shape) differ only in the op, whose shape rule that is. A
+    negative `padding_idx` counts from the end of the vocabulary; None is -1 (no padding)."""
     helper = LayerHelper("embedding", param_attr=param_attr, name=name)
     w = helper.create_parameter(param_attr, list(size), dtype)
     out = helper.create_variable_for_type_inference(dtype)
     pad = -1 if padding_idx is None else (padding_idx if padding_idx >= 0
                                           else size[0] + padding_idx)
-    helper.append_op("lookup_table", inputs={"W": w, "Ids": input}, outputs={"Out": out},
+    helper.append_op(op_type, inputs={"W": w, "Ids": input}, outputs={"Out": out},
                      attrs={"is_sparse": is_sparse, "is_distributed": is_distributed,
                             "padding_idx": pad})
     return out
