@@ -66,6 +66,15 @@ def reduce_to_shape(g, shape):
     return g.reshape(shape)
 
 
+def untile(dout, shape, times):
+    """The gradient of np.tile(x, times) for x of `shape` (len(times) == len(shape)): the
+    sum of dout's tiles, in dout's dtype. dout viewed as [t0, d0, t1, d1, ...] is summed
+    over the t axes. expand, tile and expand_as all take their gradient so."""
+    split = [n for t, d in zip(times, shape) for n in (t, d)]
+    return dout.reshape(split).sum(axis=tuple(range(0, 2 * len(shape), 2))) \
+        .astype(dout.dtype, copy=False)
+
+
 def prod(shape):
     n = 1
     for d in shape:

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..errors import ExecutionError
+from .common import untile
 from .registry import In, OpDef, Out
 
 
@@ -282,7 +283,4 @@ class ExpandAsGrad(OpDef):
 
     @staticmethod
     def kernel(x, target, dout):
-        split = []
-        for a, b in zip(x.shape, dout.shape):
-            split += [b // a, a]
-        return dout.reshape(split).sum(axis=tuple(range(0, 2 * x.ndim, 2))).astype(x.dtype)
+        return untile(dout, x.shape, [b // a for a, b in zip(x.shape, dout.shape)])

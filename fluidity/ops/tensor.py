@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..errors import ExecutionError, ShapeError
-from .common import infer_with, ints_from, norm_axis, present, reduce_to_shape
+from .common import infer_with, ints_from, norm_axis, present, reduce_to_shape, untile
 from .compiled import NUMPY_OF_CTYPE, known_values, lit_int, set_known_values
 from .registry import In, OpDef, Out, get as get_op, ints, longs
 
@@ -389,10 +389,7 @@ class ExpandGrad(OpDef):
     @classmethod
     def prepare(cls, attrs, outputs):
         def kernel(x, times_t, times_l, dout):
-            times = ints_from(times_t, times_l) or attrs["expand_times"]
-            # Out viewed as [t0, d0, t1, d1, ...]: sum over the t axes
-            split = [n for t, d in zip(times, x.shape) for n in (t, d)]
-            return dout.reshape(split).sum(axis=tuple(range(0, 2 * x.ndim, 2)))
+            return untile(dout, x.shape, ints_from(times_t, times_l) or attrs["expand_times"])
         return kernel
 
 
@@ -510,9 +507,7 @@ class TileGrad(OpDef):
         def kernel(x, times_t, times_l, dout):
             times = ints_from(times_t, times_l) or attrs["repeat_times"]
             shape, times, _ = _tile_plan(x.shape, times)
-            inter = [v for pair in zip(times, shape) for v in pair]
-            return dout.reshape(inter).sum(axis=tuple(range(0, 2 * len(shape), 2))) \
-                .reshape(x.shape).astype(x.dtype, copy=False)
+            return untile(dout, shape, times).reshape(x.shape)
         return kernel
 
 

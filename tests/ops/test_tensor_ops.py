@@ -256,3 +256,14 @@ def test_layers_backward_through_shape_ops():
     want = want.reshape(2, 3)
     want[0] += 1 / 6
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_untile_sums_the_tiles_in_douts_dtype():
+    """ops.common.untile: the one gradient of expand, tile and expand_as."""
+    from fluidity.ops.common import untile
+    rng = np.random.default_rng(3)
+    dout = rng.integers(0, 9, (4, 9)).astype(np.int32)
+    want = sum(dout[i * 2:(i + 1) * 2, j * 3:(j + 1) * 3] for i in range(2) for j in range(3))
+    got = untile(dout, (2, 3), (2, 3))
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.int32
