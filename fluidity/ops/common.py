@@ -125,6 +125,19 @@ def present(slots):
     return {k: v for k, v in slots.items() if v}
 
 
+def grad_maker(grad_type, reads, wrt):
+    """An OpDef's `grad` (a staticmethod) appending the op `grad_type`, which reads the
+    forward's slots `reads` (input or output slot names; `<out>@GRAD` for the gradient of
+    output `out`; absent dispensable ones left out) and writes the gradients of the forward
+    inputs `wrt` that are present, with the forward's attrs."""
+    def make(g):
+        ins = {s: g.output_grad(s[:-len("@GRAD")]) if s.endswith("@GRAD")
+               else g.input(s) or g.output(s) for s in reads}
+        g.op(grad_type, present(ins), {s + "@GRAD": g.input_grad(s) for s in wrt if g.input(s)},
+             g.attrs())
+    return staticmethod(make)
+
+
 def channel_last(fmt):
     """Whether data_format / data_layout `fmt` puts channels last (NHWC, NDHWC)."""
     return fmt in ("NHWC", "NDHWC")

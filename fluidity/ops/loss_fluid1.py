@@ -4,22 +4,8 @@ norm (l2_normalize) — each with its gradient op (formulas as Paddle's kernels 
 """
 import numpy as np
 
-from .common import sigmoid
+from .common import grad_maker, sigmoid
 from .registry import In, OpDef, Out
-
-
-def _grad_maker(grad_type, ins, outs):
-    """A grad maker writing `grad_type` over forward inputs/outputs `ins` (slot names; a
-    name ending in @GRAD is that output's gradient) and the gradients of inputs `outs`."""
-    def make(g):
-        gi = {}
-        for s in ins:
-            if s.endswith("@GRAD"):
-                gi[s] = g.output_grad(s[:-5])
-            else:
-                gi[s] = g.input(s) or g.output(s)
-        g.op(grad_type, gi, {s + "@GRAD": g.input_grad(s) for s in outs}, g.attrs())
-    return staticmethod(make)
 
 
 def _rows(ctx, slot):
@@ -43,7 +29,7 @@ class RankLoss(OpDef):
         o = left - right
         return (np.logaddexp(0, o) - label * o).astype(left.dtype)
 
-    grad = _grad_maker("rank_loss_grad", ("Label", "Left", "Right", "Out@GRAD"),
+    grad = grad_maker("rank_loss_grad", ("Label", "Left", "Right", "Out@GRAD"),
                        ("Left", "Right"))
 
 
@@ -77,7 +63,7 @@ class MarginRankLoss(OpDef):
         out = np.maximum(0, -label * (x1 - x2) + margin).astype(x1.dtype)
         return out, (out > 0).astype(x1.dtype)
 
-    grad = _grad_maker("margin_rank_loss_grad", ("Label", "Activated", "Out@GRAD"),
+    grad = grad_maker("margin_rank_loss_grad", ("Label", "Activated", "Out@GRAD"),
                        ("X1", "X2"))
 
 
@@ -121,7 +107,7 @@ class BprLoss(OpDef):
         terms = np.logaddexp(0, -(pos - x2)) * other
         return (terms.sum(axis=1) / (c - 1)).reshape(x.shape[:-1] + (1,)).astype(x.dtype)
 
-    grad = _grad_maker("bpr_loss_grad", ("X", "Label", "Y@GRAD"), ("X",))
+    grad = grad_maker("bpr_loss_grad", ("X", "Label", "Y@GRAD"), ("X",))
 
 
 class BprLossGrad(OpDef):
@@ -174,7 +160,7 @@ class KldivLoss(OpDef):
         v = np.where(target > 0, target * (np.log(safe) - x), 0)
         return np.asarray(_KL_REDUCE[reduction](v, x)).astype(x.dtype)
 
-    grad = _grad_maker("kldiv_loss_grad", ("X", "Target", "Loss@GRAD"), ("X",))
+    grad = grad_maker("kldiv_loss_grad", ("X", "Target", "Loss@GRAD"), ("X",))
 
 
 class KldivLossGrad(OpDef):
@@ -216,7 +202,7 @@ class TeacherStudentSigmoidLoss(OpDef):
                                         2 * sp - x - x * (label - 1))))
         return y.astype(x.dtype)
 
-    grad = _grad_maker("teacher_student_sigmoid_loss_grad", ("X", "Label", "Y@GRAD"),
+    grad = grad_maker("teacher_student_sigmoid_loss_grad", ("X", "Label", "Y@GRAD"),
                        ("X",))
 
 
@@ -252,7 +238,7 @@ class LabelSmooth(OpDef):
         p = prior.reshape(1, -1) if prior is not None else 1.0 / x.shape[-1]
         return ((1 - epsilon) * x + epsilon * p).astype(x.dtype)
 
-    grad = _grad_maker("label_smooth_grad", ("Out@GRAD",), ("X",))
+    grad = grad_maker("label_smooth_grad", ("Out@GRAD",), ("X",))
 
 
 class LabelSmoothGrad(OpDef):
@@ -294,7 +280,7 @@ class CosSim(OpDef):
         out = (x2 * y2).sum(axis=1, keepdims=True) / (xn * yn)
         return out.astype(x.dtype), xn.astype(x.dtype), yn.astype(x.dtype)
 
-    grad = _grad_maker("cos_sim_grad", ("X", "Y", "Out", "XNorm", "YNorm", "Out@GRAD"),
+    grad = grad_maker("cos_sim_grad", ("X", "Y", "Out", "XNorm", "YNorm", "Out@GRAD"),
                        ("X", "Y"))
 
 
@@ -337,7 +323,7 @@ class Norm(OpDef):
         n = np.sqrt((x * x).sum(axis=axis, keepdims=True) + epsilon)
         return (x / n).astype(x.dtype), n.astype(x.dtype)
 
-    grad = _grad_maker("norm_grad", ("X", "Norm", "Out@GRAD"), ("X",))
+    grad = grad_maker("norm_grad", ("X", "Norm", "Out@GRAD"), ("X",))
 
 
 class NormGrad(OpDef):
@@ -392,7 +378,7 @@ class CenterLoss(OpDef):
             new += (alpha * sums / (1 + counts)).astype(c.dtype)
         return LoDTensor(diff), LoDTensor(loss.astype(a.dtype)), LoDTensor(new)
 
-    grad = _grad_maker("center_loss_grad", ("SampleCenterDiff", "Loss@GRAD"), ("X",))
+    grad = grad_maker("center_loss_grad", ("SampleCenterDiff", "Loss@GRAD"), ("X",))
 
 
 class CenterLossGrad(OpDef):

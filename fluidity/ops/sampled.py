@@ -9,7 +9,7 @@ import numpy as np
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
-from .common import sigmoid
+from .common import grad_maker, sigmoid
 from .registry import In, OpDef, Out, ints, strings
 
 SAMPLERS = {"uniform": 0, "log_uniform": 1, "custom_dist": 2}
@@ -77,15 +77,6 @@ def _nce_sampler(attrs, probs, alias, alias_probs):
                              f"num_total_classes={n}")
     return _Sampler(2, n, p, np.asarray(alias._array).reshape(-1).astype(np.int64),
                     np.asarray(alias_probs._array, np.float64).reshape(-1))
-
-
-def _grad_op(g, grad_type, inputs, fwd_outputs, out_slot, wrt):
-    """Append `grad_type` reading the forward's present `inputs`, its `fwd_outputs` and
-    out_slot's gradient, writing the gradients of the present inputs `wrt`."""
-    ins = {s: g.input(s) for s in inputs if g.input(s)}
-    ins.update({s: g.output(s) for s in fwd_outputs})
-    ins[out_slot + "@GRAD"] = g.output_grad(out_slot)
-    g.op(grad_type, ins, {s + "@GRAD": g.input_grad(s) for s in wrt if g.input(s)}, g.attrs())
 
 
 def _nce_logits(x, w, b, labels):
@@ -161,9 +152,8 @@ class NCE(OpDef):
                     LoDTensor(o.astype(dt)), LoDTensor(labels))
         return kernel
 
-    grad = staticmethod(lambda g: _grad_op(
-        g, "nce_grad", [s.name for s in NCE.inputs], ("SampleLogits", "SampleLabels"), "Cost",
-        ("Input", "Weight", "Bias")))
+    grad = grad_maker("nce_grad", [s.name for s in inputs] +
+                      ["SampleLogits", "SampleLabels", "Cost@GRAD"], ("Input", "Weight", "Bias"))
 
 
 class _TableGrad(OpDef):
@@ -320,9 +310,9 @@ class HierarchicalSigmoid(OpDef):
             return LoDTensor(out.astype(dt)), LoDTensor(soft.astype(dt)), w_out
         return kernel
 
-    grad = staticmethod(lambda g: _grad_op(
-        g, "hierarchical_sigmoid_grad", ("X", "W", "Label", "PathTable", "PathCode", "Bias"),
-        ("PreOut",), "Out", ("X", "W", "Bias")))
+    grad = grad_maker("hierarchical_sigmoid_grad", ("X", "W", "Label", "PathTable", "PathCode",
+                                                    "Bias", "PreOut", "Out@GRAD"),
+                      ("X", "W", "Bias"))
 
 
 class HierarchicalSigmoidGrad(_TableGrad):
