@@ -426,20 +426,13 @@ class Program(ProgramView):
         return Program(prune.prune_desc(self.desc, targets, names(feeded_var_names)))
 
     def _inference_optimize(self, prune_read_op=True):
-        """A copy for inference as Fluid's: every `is_test` attribute set to True and, with
-        `prune_read_op`, the reader ops (`read` and what feeds it) and reader variables
-        dropped, so the copy is fed by feed ops."""
+        """A copy for inference as Fluid's (transpiler.prune.inference_optimize on a copy):
+        every `is_test` attribute set to True and, with `prune_read_op`, the reader ops
+        (`read` and what feeds it) and reader variables dropped, so the copy is fed by feed
+        ops."""
         p = Program(rewrite.copy_program(self.desc))
         p.random_seed = self.random_seed
-        if prune_read_op:
-            block = p.global_block()
-            reads = [i for i, op in enumerate(block.ops) if op.type == "read"]
-            if reads:
-                rewrite.remove_ops(block, 0, reads[-1] + 1)
-            rewrite.remove_vars(block, [n for n, v in block.vars.items()
-                                        if v.type == VarType.READER])
-        inference.set_is_test(p)
-        return p
+        return prune.inference_optimize(p, prune_read_op)
 
     def to_string(self, throw_on_error=False, with_details=False):
         return format_program(self)

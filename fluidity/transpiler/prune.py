@@ -105,14 +105,17 @@ def check_targets(program, targets):
             raise ProgramError(f"prune: target '{t}' is not a variable of the program")
 
 
-def inference_optimize(program):
-    """Paddle's `_inference_optimize(prune_read_op=True)`, in place over a ProgramView: drop
-    block 0's ops up to and including a `read` op and its READER variables, and set every
-    `is_test` attribute (on ops whose desc or OpDef has one) to True."""
-    b0 = program.global_block()
-    reads = [i for i, op in enumerate(b0.ops) if op.type == "read"]
-    if reads:
-        rewrite.remove_ops(b0, 0, reads[0] + 1)
-    rewrite.remove_vars(b0, [n for n, v in b0.vars.items() if v.type == VarType.READER])
+def inference_optimize(program, prune_read_op=True):
+    """Paddle's `Program._inference_optimize`, in place over a ProgramView (the builder's
+    `Program._inference_optimize` runs it on a copy; `save_inference_model` on its pruned
+    program): every `is_test` attribute (on ops whose desc or OpDef has one) set to True and,
+    with `prune_read_op`, block 0's ops up to and including its first `read` op and its
+    READER variables dropped, so the program is fed by feed ops."""
+    if prune_read_op:
+        b0 = program.global_block()
+        reads = [i for i, op in enumerate(b0.ops) if op.type == "read"]
+        if reads:
+            rewrite.remove_ops(b0, 0, reads[0] + 1)
+        rewrite.remove_vars(b0, [n for n, v in b0.vars.items() if v.type == VarType.READER])
     set_is_test(program, also_declared_by_desc=True)
     return program

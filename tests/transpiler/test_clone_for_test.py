@@ -120,3 +120,31 @@ def test_clone_for_test_of_forward_only_program_keeps_everything():
     xv = np.ones((3, 4), np.float32)
     got, = fluid.Executor().run(test, feed={"x": xv}, fetch_list=[y.name], scope=fluid.Scope())
     np.testing.assert_allclose(got, xv * 0.5)
+
+
+def test_inference_optimize_cuts_the_reader_only_when_asked():
+    """Program._inference_optimize and save_inference_model's pass are one function
+    (transpiler.prune.inference_optimize): is_test set either way; prune_read_op drops the
+    ops up to the read and the READER variables."""
+    from fluidity.core.dtypes import VarType
+    from fluidity.transpiler.prune import inference_optimize
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [3])
+        reader = fluid.layers.create_py_reader_by_data(2, [x], use_double_buffer=False)
+        xr = fluid.layers.read_file(reader)
+        fluid.layers.mean(fluid.layers.dropout(xr, 0.5))
+
+    def readers(p):
+        return [n for n, v in p.global_block().vars.items() if v.type == VarType.READER]
+
+    kept = main._inference_optimize(prune_read_op=False)
+    cut = main._inference_optimize(prune_read_op=True)
+    assert "read" in [op.type for op in kept.global_block().ops] and readers(kept)
+    assert [op.type for op in cut.global_block().ops] == ["dropout", "mean"] and not readers(cut)
+    for p in (kept, cut):
+        assert p.global_block().ops[-2].attr("is_test") is True
+    assert main.global_block().ops[-2].attr("is_test") is False    # the original untouched
+    in_place = main.clone()
+    assert inference_optimize(in_place) is in_place
+    assert [op.type for op in in_place.global_block().ops] == ["dropout", "mean"]
