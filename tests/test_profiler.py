@@ -127,6 +127,8 @@ def test_check_nan_inf_names_the_op_the_variable_and_where():
         fluid.set_flags({"FLAGS_check_nan_inf": False})
     msg = str(e.value)
     assert "'log'" in msg and f"'{y.name}'" in msg and "1 NaN" in msg
+    # labelled as every run-time error labels an op (Plan.op_label: feed ops not counted)
+    assert "op #0 'log' in block 0" in msg
     assert "test_profiler.py" in msg                 # the op's creation site
     with pytest.raises(FluidityError, match="unknown flag"):
         fluid.set_flags({"FLAGS_no_such": 1})

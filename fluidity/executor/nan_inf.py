@@ -40,6 +40,8 @@ def observe(plan):
     def checked(step, i, op):
         outs = [(n, plan.slot_of(n)) for n in op.output_arg_names if n != EMPTY_VAR_NAME]
         where = op.attr("op_callstack") if op.has_attr("op_callstack") else []
+        at_block = plan.block_index_of(i)
+        label = plan.op_label(at_block)   # as every other run-time error names the op
 
         def run(frame, env):
             step(frame, env)
@@ -49,9 +51,8 @@ def observe(plan):
                 if fault is not None:
                     at = f"; the op was created at {where[-1]}" if where else ""
                     raise ExecutionError(
-                        f"FLAGS_check_nan_inf: op #{i} '{op.type}' in block "
-                        f"{plan.block_idx} wrote {fault} to variable '{name}'{at}",
-                        op_type=op.type, op_index=i)
+                        f"FLAGS_check_nan_inf: {label} wrote {fault} to variable "
+                        f"'{name}'{at}", op_type=op.type, op_index=at_block)
         return run
     plan.steps = [checked(s, i, op) for i, (s, op) in enumerate(zip(plan.steps, plan.ops))]
     return plan
