@@ -7,7 +7,9 @@ var_list)`` + ``set_program_state(program, state_dict)`` read them back, or a di
 combined file written by save_vars / save_params / save_persistables.
 
 Pickles are read by an unpickler that builds only dicts of numpy arrays (a state file
-from elsewhere cannot run code), both numpy 1.x's and 2.x's.
+from elsewhere cannot run code), both numpy 1.x's and 2.x's. They are written naming only
+`numpy.ndarray` and `numpy.dtype`, which every numpy has: numpy 2's own array pickles name
+its private `numpy._core`, which numpy < 1.26 (so Paddle 2.x environments) cannot import.
 """
 import logging
 import os
@@ -31,12 +33,25 @@ _ALLOWED = {
     ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
     ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
     ("_codecs", "encode"), ("collections", "OrderedDict"),
+    ("__builtin__", "bytes"), ("builtins", "bytes"),   # an empty array's raw data, b""
 }
 
 
 def is_belong_to_optimizer(var):
     """Fluid's rule for .pdopt: a persistable that is neither a parameter nor fed data."""
     return not (is_parameter(var) or var.need_check_feed) and is_persistable(var)
+
+
+class _ArrayPickler(pickle.Pickler):
+    """Pickles an ndarray as numpy.ndarray((0,), "b") followed by ndarray.__setstate__ of
+    its own state (version, shape, dtype, Fortran order, raw bytes): what numpy's
+    _reconstruct does when unpickling, through names that numpy 1.x and 2.x both hold, so
+    either reads the file whichever numpy wrote it."""
+
+    def reducer_override(self, obj):
+        if type(obj) is np.ndarray:
+            return np.ndarray, ((0,), "b"), obj.__reduce__()[2]
+        return NotImplemented
 
 
 class _ArrayUnpickler(pickle.Unpickler):
@@ -76,7 +91,7 @@ def _value(name):
 def _dump(path, names):
     state = {n: _value(n) for n in names}
     with open(path, "wb") as f:
-        pickle.dump(state, f, protocol=PICKLE_PROTOCOL)
+        _ArrayPickler(f, protocol=PICKLE_PROTOCOL).dump(state)
         f.flush()
         os.fsync(f.fileno())
 

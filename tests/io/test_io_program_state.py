@@ -1,7 +1,10 @@
 """Fluid 1.6+'s fluid.io.save / load / load_program_state / set_program_state: the
 .pdparams / .pdopt / .pdmodel trio, saved as one atomic group, read back safely."""
+import io
 import os
 import pickle
+import pickletools
+import re
 
 import numpy as np
 import pytest
@@ -68,6 +71,68 @@ def test_load_from_a_persistables_directory_and_combined_file(model, tmp_path):
     assert same_values(state, want)
     with pytest.raises(FluidityError, match=r"c/all: a combined parameter file has no names"):
         fluid.io.load_program_state(str(tmp_path / "c" / "all"))
+
+
+def _globals(data):
+    """The (module, name) pairs a pickle's GLOBAL opcodes import."""
+    return {tuple(arg.split(" ")) for op, arg, _ in pickletools.genops(data)
+            if op.name == "GLOBAL"}
+
+
+def test_state_pickles_name_only_what_numpy_1_and_2_both_have(model, tmp_path):
+    """numpy 2's own array pickles name numpy._core, which numpy < 1.26 (Paddle 2.x
+    environments) cannot import: ours name numpy.ndarray and numpy.dtype only, and still
+    round-trip every array kind a state holds."""
+    exe, main, startup, _ = model
+    set_values(main, 5)
+    want = values(main)
+    fluid.io.save(main, str(tmp_path / "model"))
+    for suffix in (".pdparams", ".pdopt"):
+        data = open(tmp_path / ("model" + suffix), "rb").read()
+        assert b"numpy._core" not in data
+        assert {m for m, _ in _globals(data)} <= {"numpy", "_codecs"}, _globals(data)
+    arrays = {"f32": np.arange(6, dtype=np.float32).reshape(2, 3),
+              "fortran": np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+              "strided": np.arange(12).reshape(3, 4)[:, ::2], "zero_d": np.array(7, np.int64),
+              "bool": np.array([True, False]), "empty": np.zeros((0, 4), np.float16)}
+    from fluidity.io.program_state import _ArrayPickler, _read_pickle
+    buf = io.BytesIO()
+    _ArrayPickler(buf, protocol=2).dump(arrays)
+    assert _globals(buf.getvalue()) <= {("numpy", "ndarray"), ("numpy", "dtype"),
+                                        ("_codecs", "encode"), ("__builtin__", "bytes")}
+    path = tmp_path / "arrays.pdparams"
+    path.write_bytes(buf.getvalue())
+    for back in (pickle.loads(buf.getvalue()), _read_pickle(str(path))):
+        for k, a in arrays.items():
+            assert back[k].dtype == a.dtype and back[k].shape == a.shape, k
+            np.testing.assert_array_equal(back[k], a)
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        fluid.io.load(main, str(tmp_path / "model"), exe)
+        assert same_values(values(main), want)
+
+
+def test_load_reads_pickles_of_numpy_1_and_numpy_2(model, tmp_path):
+    """Files Paddle 2.x (numpy 1.x: numpy.core.multiarray) and Paddle 3.x or our old writer
+    (numpy 2: numpy._core.multiarray) wrote still load."""
+    exe, main, startup, _ = model
+    set_values(main, 7)
+    want = values(main)
+    prefix = str(tmp_path / "model")
+    fluid.io.save(main, prefix)
+    os.remove(tmp_path / "__fluidity_manifest__.json")   # rewritten below by hand
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        for suffix in (".pdparams", ".pdopt"):
+            state = pickle.load(open(prefix + suffix, "rb"))
+            data = re.sub(rb"numpy\.(_core|core)\.multiarray\n", module.encode() + b"\n",
+                          pickle.dumps(state, protocol=2))
+            assert (module, "_reconstruct") in _globals(data)
+            with open(prefix + suffix, "wb") as f:
+                f.write(data)
+        with fluid.scope_guard(fluid.Scope()):
+            exe.run(startup)
+            fluid.io.load(main, prefix, exe)
+            assert same_values(values(main), want)
 
 
 def test_bad_state_files(model, tmp_path):
