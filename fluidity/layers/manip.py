@@ -51,7 +51,7 @@ def concat(input, axis=0, name=None):
     """Join `input` (a list of Variables) along `axis` (an int or an int Variable)."""
     axis_t = axis if isinstance(axis, Variable) else None
     return one_op_layer("concat", {"X": list(input), "AxisTensor": axis_t},
-               {"axis": 0 if axis_t is not None else int(axis)}, name=name)
+                        {"axis": 0 if axis_t is not None else int(axis)}, name=name)
 
 
 def split(input, num_or_sections, dim=-1, name=None):
@@ -129,8 +129,8 @@ def slice(input, axes, starts, ends):
     attrs = {"axes": [int(a) for a in axes], "starts": s_attr or [-1] * n,
              "ends": e_attr or [-1] * n, "infer_flags": flags, "decrease_axis": []}
     return one_op_layer("slice", {"Input": input, "StartsTensor": s_t, "EndsTensor": e_t,
-                         "StartsTensorList": s_list, "EndsTensorList": e_list}, attrs,
-               helper=helper)
+                                  "StartsTensorList": s_list, "EndsTensorList": e_list}, attrs,
+                        helper=helper)
 
 
 def gather(input, index, overwrite=True):
@@ -142,8 +142,9 @@ def expand(x, expand_times, name=None):
     """Tile `x` expand_times[i] times along dim i."""
     helper = LayerHelper("expand", name=name)
     attr, times_t, times_list = _ints_or_tensors(helper, expand_times)
-    return one_op_layer("expand", {"X": x, "ExpandTimes": times_t, "expand_times_tensor": times_list},
-               {"expand_times": attr}, helper=helper)
+    return one_op_layer("expand", {"X": x, "ExpandTimes": times_t,
+                                   "expand_times_tensor": times_list},
+                        {"expand_times": attr}, helper=helper)
 
 
 def cast(x, dtype):
@@ -175,7 +176,7 @@ def _reduce_layer(op_type):
         dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
         everything = not dims or len(dims) == len(input.shape)
         return one_op_layer(op_type, {"X": input}, {"dim": dims or [0], "keep_dim": keep_dim,
-                                           "reduce_all": everything}, name=name)
+                                                    "reduce_all": everything}, name=name)
     layer.__name__ = op_type
     layer.__doc__ = (f"{op_type} of `input` over `dim` (an int or ints; None: every dim, "
                      f"giving a 0-D result, shape [], unless keep_dim).")
@@ -190,8 +191,8 @@ for _t in REDUCERS:
 def _compare_layer(op_type):
     def layer(x, y, cond=None, force_cpu=None, name=None):
         out = one_op_layer(op_type, {"X": x, "Y": y},
-                  {"axis": -1, "force_cpu": bool(force_cpu)}, dtype="bool", out=cond,
-                  name=name)
+                           {"axis": -1, "force_cpu": bool(force_cpu)}, dtype="bool", out=cond,
+                           name=name)
         out.stop_gradient = True
         return out
     layer.__name__ = op_type
@@ -324,7 +325,7 @@ def scatter(input, index, updates, name=None, overwrite=True):
     rows of `updates`."""
     check_variables("scatter", input=input, index=index, updates=updates)
     return one_op_layer("scatter", {"X": input, "Ids": index, "Updates": updates},
-               {"overwrite": bool(overwrite)}, name=name)
+                        {"overwrite": bool(overwrite)}, name=name)
 
 
 def scatter_nd_add(ref, index, updates, name=None):
@@ -375,8 +376,8 @@ def shard_index(input, index_num, nshards, shard_id, ignore_value=-1):
     if not 0 <= shard_id < nshards:
         raise ValueError(f"shard_index: shard_id={shard_id} is not in [0, nshards={nshards})")
     out = one_op_layer("shard_index", {"X": input},
-              {"index_num": index_num, "nshards": nshards, "shard_id": shard_id,
-               "ignore_value": int(ignore_value)})
+                       {"index_num": index_num, "nshards": nshards, "shard_id": shard_id,
+                        "ignore_value": int(ignore_value)})
     out.stop_gradient = True
     return out
 

@@ -93,19 +93,19 @@ def sums(input, out=None):
 
 def mul(x, y, x_num_col_dims=1, y_num_col_dims=1, name=None):
     return one_op_layer("mul", {"X": x, "Y": y}, {"x_num_col_dims": x_num_col_dims,
-                                             "y_num_col_dims": y_num_col_dims}, name=name)
+                                                  "y_num_col_dims": y_num_col_dims}, name=name)
 
 
 def matmul(x, y, transpose_x=False, transpose_y=False, alpha=1.0, name=None):
     return one_op_layer("matmul", {"X": x, "Y": y}, {"transpose_X": transpose_x,
-                                                "transpose_Y": transpose_y,
-                                                "alpha": float(alpha)}, name=name)
+                                                     "transpose_Y": transpose_y,
+                                                     "alpha": float(alpha)}, name=name)
 
 
 def scale(x, scale=1.0, bias=0.0, bias_after_scale=True, act=None, name=None):
     helper = LayerHelper("scale", name=name, act=act)
     out = one_op_layer("scale", {"X": x}, {"scale": float(scale), "bias": float(bias),
-                                      "bias_after_scale": bias_after_scale}, helper=helper)
+                                           "bias_after_scale": bias_after_scale}, helper=helper)
     return helper.append_activation(out, act)
 
 
@@ -338,7 +338,7 @@ def label_smooth(label, prior_dist=None, epsilon=0.1, dtype="float32", name=None
     if prior_dist is not None:
         inputs["PriorDist"] = prior_dist
     return one_op_layer("label_smooth", inputs, {"epsilon": float(epsilon)}, dtype=dtype,
-                   name=name)
+                        name=name)
 
 
 def cos_sim(X, Y):
@@ -401,7 +401,7 @@ def add_position_encoding(input, alpha, beta, name=None):
     """alpha * input + beta * the sinusoid position encoding, for input [B, T, D]."""
     check_variables("add_position_encoding", input=input)
     return one_op_layer("add_position_encoding", {"X": input},
-                   {"alpha": float(alpha), "beta": float(beta)}, name=name)
+                        {"alpha": float(alpha), "beta": float(beta)}, name=name)
 
 
 def fsp_matrix(x, y):
