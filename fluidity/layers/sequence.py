@@ -1,6 +1,7 @@
 """Sequence layers over LoD tensors (Fluid 1.x signatures)."""
 from ..core import dtypes
 from ..layer_helper import LayerHelper
+from .manip import one_op_layer
 
 __all__ = ["sequence_pool", "sequence_first_step", "sequence_last_step", "sequence_conv",
            "sequence_softmax", "sequence_expand", "sequence_expand_as", "sequence_concat",
@@ -30,16 +31,6 @@ def sequence_last_step(input):
     return sequence_pool(input, "last")
 
 
-def _one(op_type, inputs, attrs=None, out_slot="Out", dtype=None, name=None):
-    """Append `op_type` with one output and return it."""
-    helper = LayerHelper(op_type, name=name)
-    first = next(iter(inputs.values()))
-    first = first[0] if isinstance(first, (list, tuple)) else first
-    out = helper.create_variable_for_type_inference(dtype if dtype is not None else first.dtype)
-    helper.append_op(op_type, inputs=inputs, outputs={out_slot: out}, attrs=attrs or {})
-    return out
-
-
 def sequence_conv(input, num_filters, filter_size=3, filter_stride=1, padding=True,
                   padding_start=None, bias_attr=None, param_attr=None, act=None, name=None):
     """A 1-D convolution over the rows of each sequence: window of `filter_size` rows starting
@@ -58,32 +49,33 @@ def sequence_conv(input, num_filters, filter_size=3, filter_stride=1, padding=Tr
 
 def sequence_softmax(input, use_cudnn=False, name=None):
     """Softmax over the rows of each sequence of a [T, 1] LoD tensor."""
-    return _one("sequence_softmax", {"X": input}, {"use_cudnn": use_cudnn}, name=name)
+    return one_op_layer("sequence_softmax", {"X": input}, {"use_cudnn": use_cudnn}, name=name)
 
 
 def sequence_expand(x, y, ref_level=-1, name=None):
     """Repeat each sequence of x (each row, without LoD) by y's LoD at `ref_level`."""
-    return _one("sequence_expand", {"X": x, "Y": y}, {"ref_level": ref_level}, name=name)
+    return one_op_layer("sequence_expand", {"X": x, "Y": y}, {"ref_level": ref_level}, name=name)
 
 
 def sequence_expand_as(x, y, name=None):
     """Repeat row i of x as many times as sequence i of y is long."""
-    return _one("sequence_expand_as", {"X": x, "Y": y}, name=name)
+    return one_op_layer("sequence_expand_as", {"X": x, "Y": y}, name=name)
 
 
 def sequence_concat(input, name=None):
     """Concatenate the i-th sequences of every input."""
-    return _one("sequence_concat", {"X": list(input)}, name=name)
+    return one_op_layer("sequence_concat", {"X": list(input)}, name=name)
 
 
 def sequence_reshape(input, new_dim):
     """Reshape each sequence's rows to width `new_dim`."""
-    return _one("sequence_reshape", {"X": input}, {"new_dim": new_dim})
+    return one_op_layer("sequence_reshape", {"X": input}, {"new_dim": new_dim})
 
 
 def sequence_slice(input, offset, length, name=None):
     """Sequence i -> its rows offset[i] : offset[i] + length[i] (int64 [N, 1] tensors)."""
-    return _one("sequence_slice", {"X": input, "Offset": offset, "Length": length}, name=name)
+    return one_op_layer("sequence_slice", {"X": input, "Offset": offset, "Length": length},
+                        name=name)
 
 
 def sequence_pad(x, pad_value, maxlen=None, name=None):
@@ -100,7 +92,7 @@ def sequence_pad(x, pad_value, maxlen=None, name=None):
 
 def sequence_unpad(x, length, name=None):
     """Padded [N, L, ...] and lengths [N] -> packed rows with LoD."""
-    return _one("sequence_unpad", {"X": x, "Length": length}, name=name)
+    return one_op_layer("sequence_unpad", {"X": x, "Length": length}, name=name)
 
 
 def sequence_mask(x, maxlen=None, dtype="int64", name=None):
@@ -111,20 +103,20 @@ def sequence_mask(x, maxlen=None, dtype="int64", name=None):
         attrs["maxlen"] = -1
     else:
         attrs["maxlen"] = -1 if maxlen is None else int(maxlen)
-    out = _one("sequence_mask", inputs, attrs, out_slot="Y", dtype=dtype, name=name)
+    out = one_op_layer("sequence_mask", inputs, attrs, out_slot="Y", dtype=dtype, name=name)
     out.stop_gradient = True
     return out
 
 
 def sequence_reverse(x, name=None):
     """Reverse the rows of every sequence."""
-    return _one("sequence_reverse", {"X": x}, out_slot="Y", name=name)
+    return one_op_layer("sequence_reverse", {"X": x}, out_slot="Y", name=name)
 
 
 def sequence_enumerate(input, win_size, pad_value=0, name=None):
     """Row t -> the win_size ids starting at t in its sequence, pad_value past the end."""
-    out = _one("sequence_enumerate", {"X": input}, {"win_size": win_size,
-                                                    "pad_value": pad_value}, name=name)
+    out = one_op_layer("sequence_enumerate", {"X": input}, {"win_size": win_size,
+                                                            "pad_value": pad_value}, name=name)
     out.stop_gradient = True
     return out
 
@@ -132,24 +124,25 @@ def sequence_enumerate(input, win_size, pad_value=0, name=None):
 def lod_reset(x, y=None, target_lod=None):
     """x with a new LoD: y's LoD (or y's data as offsets), else `target_lod` offsets."""
     if y is not None:
-        return _one("lod_reset", {"X": x, "Y": y})
+        return one_op_layer("lod_reset", {"X": x, "Y": y})
     if target_lod is None:
         raise ValueError("lod_reset: y and target_lod should not both be None")
-    return _one("lod_reset", {"X": x}, {"target_lod": [int(v) for v in target_lod]})
+    return one_op_layer("lod_reset", {"X": x}, {"target_lod": [int(v) for v in target_lod]})
 
 
 def lod_append(x, level):
     """x with one more LoD level below its own: `level` offsets (a list) or a Variable
     (its LoD, or its data as offsets)."""
     if hasattr(level, "name") and hasattr(level, "block"):
-        return _one("lod_reset", {"X": x, "Y": level}, {"append": True})
+        return one_op_layer("lod_reset", {"X": x, "Y": level}, {"append": True})
     if not isinstance(level, (list, tuple)):
         raise ValueError(f"lod_append: level must be a list, tuple or Variable, got "
                          f"{type(level).__name__}")
-    return _one("lod_reset", {"X": x}, {"target_lod": [int(v) for v in level],
-                                        "append": True})
+    return one_op_layer("lod_reset", {"X": x}, {"target_lod": [int(v) for v in level],
+                                                "append": True})
 
 
 def sequence_scatter(input, index, updates, name=None):
     """out = input; out[i, index[j]] += updates[j] for the j of sequence i of index."""
-    return _one("sequence_scatter", {"X": input, "Ids": index, "Updates": updates}, name=name)
+    return one_op_layer("sequence_scatter", {"X": input, "Ids": index, "Updates": updates},
+                        name=name)

@@ -7,8 +7,9 @@ import numbers
 from ..errors import ShapeError
 from ..framework import Variable
 from ..layer_helper import LayerHelper
-from .nn import padding_attrs, pair
 from .checks import check_variables
+from .manip import one_op_layer
+from .nn import padding_attrs, pair
 
 __all__ = ["conv2d_transpose", "adaptive_pool2d", "image_resize", "resize_bilinear",
            "resize_nearest", "image_resize_short", "prelu",
@@ -22,15 +23,6 @@ __all__ = ["conv2d_transpose", "adaptive_pool2d", "image_resize", "resize_biline
 def _rank(layer, x, n):
     if len(x.shape) != n:
         raise ShapeError(f"{layer}: input '{x.name}' must be {n}-D, got {list(x.shape)}")
-
-
-def _one(op_type, inputs, attrs=None, name=None, dtype=None, out_slot="Out", layer=None):
-    helper = LayerHelper(layer or op_type, name=name)
-    first = next(v for v in inputs.values() if v is not None)
-    out = helper.create_variable_for_type_inference(dtype or first.dtype)
-    helper.append_op(op_type, inputs={k: v for k, v in inputs.items() if v is not None},
-                     outputs={out_slot: out}, attrs=attrs or {})
-    return out
 
 
 def _positive_int(layer, arg, v):
@@ -151,7 +143,8 @@ def image_resize(input, out_shape=None, scale=None, name=None, resample="BILINEA
         if not scale > 0:
             raise ValueError(f"image_resize: scale must be > 0, got {scale}")
         attrs["scale"] = [float(scale), float(scale)]
-    return _one(_RESAMPLE[resample], ins, attrs, name=name, layer="image_resize")
+    return one_op_layer(_RESAMPLE[resample], ins, attrs,
+                        helper=LayerHelper("image_resize", name=name))
 
 
 def resize_bilinear(input, out_shape=None, scale=None, name=None, actual_shape=None,
@@ -198,7 +191,7 @@ def prelu(x, mode, param_attr=None, name=None):
     helper = LayerHelper("prelu", param_attr=param_attr, name=name)
     alpha = helper.create_parameter(param_attr, shapes[mode], x.dtype,
                                     default_initializer=ConstantInitializer(0.25))
-    return _one("prelu", {"X": x, "Alpha": alpha}, {"mode": mode}, name=name)
+    return one_op_layer("prelu", {"X": x, "Alpha": alpha}, {"mode": mode}, name=name)
 
 
 def _normalize(helper, op_type, input, param_attr, bias_attr, c, stat_slots, attrs):
@@ -253,8 +246,8 @@ def pad(x, paddings, pad_value=0.0, name=None):
     if len(paddings) != 2 * len(x.shape):
         raise ValueError(f"pad: paddings needs 2 values per dim of x {list(x.shape)}, got "
                          f"{paddings}")
-    return _one("pad", {"X": x}, {"paddings": paddings, "pad_value": float(pad_value)},
-                name=name)
+    return one_op_layer("pad", {"X": x}, {"paddings": paddings, "pad_value": float(pad_value)},
+                        name=name)
 
 
 def pad2d(input, paddings=[0, 0, 0, 0], mode="constant", pad_value=0.0, data_format="NCHW",
@@ -273,14 +266,14 @@ def pad2d(input, paddings=[0, 0, 0, 0], mode="constant", pad_value=0.0, data_for
         attrs["paddings"] = [int(p) for p in paddings]
         if len(attrs["paddings"]) != 4:
             raise ValueError(f"pad2d: paddings needs 4 values, got {paddings}")
-    return _one("pad2d", ins, attrs, name=name)
+    return one_op_layer("pad2d", ins, attrs, name=name)
 
 
 def pad_constant_like(x, y, pad_value=0.0, name=None):
     """`y` padded at the end of each dim with pad_value to the shape of `x`."""
     check_variables("pad_constant_like", x=x, y=y)
-    return _one("pad_constant_like", {"X": x, "Y": y}, {"pad_value": float(pad_value)},
-                name=name, dtype=y.dtype)
+    return one_op_layer("pad_constant_like", {"X": x, "Y": y}, {"pad_value": float(pad_value)},
+                        name=name, dtype=y.dtype)
 
 
 def crop(x, shape=None, offsets=None, name=None):
@@ -298,7 +291,7 @@ def crop(x, shape=None, offsets=None, name=None):
         ins["Offsets"] = offsets
     else:
         attrs["offsets"] = [0] * len(x.shape) if offsets is None else [int(o) for o in offsets]
-    return _one("crop", ins, attrs, name=name)
+    return one_op_layer("crop", ins, attrs, name=name)
 
 
 def crop_tensor(x, shape=None, offsets=None, name=None):
@@ -317,30 +310,30 @@ def crop_tensor(x, shape=None, offsets=None, name=None):
             ins[slot] = t
         if tl is not None:
             ins[slot + "Tensor"] = tl
-    return _one("crop_tensor", ins, attrs, name=name)
+    return one_op_layer("crop_tensor", ins, attrs, name=name)
 
 
 # --- channel movers, maxout, affine_channel, lrn -----------------------------------------------
 def space_to_depth(x, blocksize, name=None):
     """Move blocksize x blocksize spatial blocks of NCHW `x` into channels."""
     check_variables("space_to_depth", x=x)
-    return _one("space_to_depth", {"X": x},
-                {"blocksize": _positive_int("space_to_depth", "blocksize", blocksize)},
-                name=name)
+    return one_op_layer("space_to_depth", {"X": x},
+                        {"blocksize": _positive_int("space_to_depth", "blocksize", blocksize)},
+                        name=name)
 
 
 def pixel_shuffle(x, upscale_factor):
     """Rearrange [N, C*r*r, H, W] into [N, C, H*r, W*r] (r = upscale_factor)."""
     check_variables("pixel_shuffle", x=x)
-    return _one("pixel_shuffle", {"X": x}, {"upscale_factor": _positive_int(
+    return one_op_layer("pixel_shuffle", {"X": x}, {"upscale_factor": _positive_int(
         "pixel_shuffle", "upscale_factor", upscale_factor)})
 
 
 def shuffle_channel(x, group, name=None):
     """ShuffleNet's channel shuffle over `group` groups."""
     check_variables("shuffle_channel", x=x)
-    return _one("shuffle_channel", {"X": x},
-                {"group": _positive_int("shuffle_channel", "group", group)}, name=name)
+    return one_op_layer("shuffle_channel", {"X": x},
+                        {"group": _positive_int("shuffle_channel", "group", group)}, name=name)
 
 
 def temporal_shift(x, seg_num, shift_ratio=0.25, name=None):
@@ -348,9 +341,9 @@ def temporal_shift(x, seg_num, shift_ratio=0.25, name=None):
     check_variables("temporal_shift", x=x)
     if not 0 < shift_ratio <= 0.5:
         raise ValueError(f"temporal_shift: shift_ratio must be in (0, 0.5], got {shift_ratio}")
-    return _one("temporal_shift", {"X": x},
-                {"seg_num": _positive_int("temporal_shift", "seg_num", seg_num),
-                 "shift_ratio": float(shift_ratio)}, name=name)
+    return one_op_layer("temporal_shift", {"X": x},
+                        {"seg_num": _positive_int("temporal_shift", "seg_num", seg_num),
+                         "shift_ratio": float(shift_ratio)}, name=name)
 
 
 def maxout(x, groups, name=None, axis=1):
@@ -358,16 +351,16 @@ def maxout(x, groups, name=None, axis=1):
     check_variables("maxout", x=x)
     if axis not in (1, -1, 3):
         raise ValueError(f"maxout: axis must be 1, -1 or 3, got {axis}")
-    return _one("maxout", {"X": x}, {"groups": _positive_int("maxout", "groups", groups),
-                                     "axis": axis}, name=name)
+    return one_op_layer("maxout", {"X": x}, {"groups": _positive_int("maxout", "groups", groups),
+                                             "axis": axis}, name=name)
 
 
 def affine_channel(x, scale=None, bias=None, data_layout="NCHW", name=None, act=None):
     """x * scale[c] + bias[c] per channel (scale, bias: [C] Variables), then act."""
     check_variables("affine_channel", x=x, scale=scale, bias=bias)
     helper = LayerHelper("affine_channel", act=act, name=name)
-    out = _one("affine_channel", {"X": x, "Scale": scale, "Bias": bias},
-               {"data_layout": data_layout}, name=name)
+    out = one_op_layer("affine_channel", {"X": x, "Scale": scale, "Bias": bias},
+                       {"data_layout": data_layout}, name=name)
     return helper.append_activation(out, act)
 
 
@@ -398,7 +391,7 @@ def merge_selected_rows(x, name=None):
 def get_tensor_from_selected_rows(x, name=None):
     """The value tensor of a SelectedRows."""
     check_variables("get_tensor_from_selected_rows", x=x)
-    return _one("get_tensor_from_selected_rows", {"X": x}, name=name)
+    return one_op_layer("get_tensor_from_selected_rows", {"X": x}, name=name)
 
 
 # --- 3-D convolution and pooling, unfold (ops in fluidity/ops/volume.py) ----------------------
@@ -498,12 +491,12 @@ def pool3d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
         raise ValueError("pool3d: give pool_size, or global_pooling=True")
     if ceil_mode:
         raise ValueError("pool3d: ceil_mode=True is not built")
-    return _one("pool3d", {"X": input},
-                {"pooling_type": pool_type, "global_pooling": bool(global_pooling),
-                 "ksize": [1, 1, 1] if pool_size == -1 else _triple(pool_size, "pool_size"),
-                 "strides": _triple(pool_stride, "pool_stride"),
-                 "paddings": _pads3(pool_padding, "pool3d"), "exclusive": bool(exclusive),
-                 "use_cudnn": use_cudnn}, name=name)
+    return one_op_layer("pool3d", {"X": input},
+                        {"pooling_type": pool_type, "global_pooling": bool(global_pooling),
+                         "ksize": [1, 1, 1] if pool_size == -1 else _triple(pool_size, "pool_size"),
+                         "strides": _triple(pool_stride, "pool_stride"),
+                         "paddings": _pads3(pool_padding, "pool3d"), "exclusive": bool(exclusive),
+                         "use_cudnn": use_cudnn}, name=name)
 
 
 def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
