@@ -127,13 +127,23 @@ for _t in ELEMENTWISE:
 __all__ += ["conv2d", "pool2d", "batch_norm", "layer_norm", "dropout", "flatten"]
 
 
-def pair(v, what):
+def int_list(v, n, what):
+    """`v` as a list of n ints: an int repeated n times, or n ints (a ValueError naming
+    `what` otherwise). The 2-D and 3-D conv/pool layers read their sizes so."""
     if isinstance(v, int):
-        return [v, v]
+        return [v] * n
     v = [int(d) for d in v]
-    if len(v) != 2:
-        raise ValueError(f"{what} must be an int or a pair, got {v}")
+    if len(v) != n:
+        raise ValueError(f"{what} must be an int or {n} ints, got {v}")
     return v
+
+
+def pair(v, what):
+    return int_list(v, 2, what)
+
+
+def triple(v, what):
+    return int_list(v, 3, what)
 
 
 def padding_attrs(padding, what):

@@ -9,7 +9,7 @@ from ..framework import Variable
 from ..layer_helper import LayerHelper
 from .checks import check_variables
 from .manip import one_op_layer
-from .nn import padding_attrs, pair
+from .nn import padding_attrs, pair, triple
 
 __all__ = ["conv2d_transpose", "adaptive_pool2d", "image_resize", "resize_bilinear",
            "resize_nearest", "image_resize_short", "prelu",
@@ -395,15 +395,6 @@ def get_tensor_from_selected_rows(x, name=None):
 
 
 # --- 3-D convolution and pooling, unfold (ops in fluidity/ops/volume.py) ----------------------
-def _triple(v, what):
-    if isinstance(v, int):
-        return [v, v, v]
-    v = [int(d) for d in v]
-    if len(v) != 3:
-        raise ValueError(f"{what} must be an int or 3 ints, got {v}")
-    return v
-
-
 def _pads3(padding, layer):
     if isinstance(padding, str):
         raise ValueError(f"{layer}: only explicit int paddings are built, got {padding!r}")
@@ -434,7 +425,7 @@ def conv3d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
     groups = 1 if groups is None else int(groups)
     if c % groups:
         raise ShapeError(f"conv3d: {c} channels are not divisible by groups={groups}")
-    k = _triple(filter_size, "conv3d: filter_size")
+    k = triple(filter_size, "conv3d: filter_size")
     helper = LayerHelper("conv3d", input=input, param_attr=param_attr, bias_attr=bias_attr,
                          act=act, name=name)
     std = (2.0 / (k[0] * k[1] * k[2] * c)) ** 0.5
@@ -442,9 +433,9 @@ def conv3d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
                                 default_initializer=NormalInitializer(0.0, std))
     pre = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("conv3d", inputs={"Input": input, "Filter": w}, outputs={"Output": pre},
-                     attrs={"strides": _triple(stride, "conv3d: stride"),
+                     attrs={"strides": triple(stride, "conv3d: stride"),
                             "paddings": _pads3(padding, "conv3d"),
-                            "dilations": _triple(dilation, "conv3d: dilation"),
+                            "dilations": triple(dilation, "conv3d: dilation"),
                             "groups": groups, "use_cudnn": use_cudnn})
     return helper.append_activation(helper.append_bias_op(pre, bias_attr, 1, 2), act)
 
@@ -456,17 +447,17 @@ def conv3d_transpose(input, num_filters, output_size=None, filter_size=None, pad
     _check_ncdhw("conv3d_transpose", input, data_format)
     c = input.shape[1]
     groups = 1 if groups is None else int(groups)
-    stride, dilation = _triple(stride, "stride"), _triple(dilation, "dilation")
+    stride, dilation = triple(stride, "stride"), triple(dilation, "dilation")
     pads = _pads3(padding, "conv3d_transpose")
     p2 = [(pads[i], pads[i]) for i in range(3)] if len(pads) == 3 else \
         [(pads[2 * i], pads[2 * i + 1]) for i in range(3)]
     if filter_size is None:
         if output_size is None:
             raise ValueError("conv3d_transpose: give filter_size or output_size")
-        out = _triple(output_size, "output_size")
+        out = triple(output_size, "output_size")
         filter_size = [(out[i] - (input.shape[2 + i] - 1) * stride[i] + p2[i][0] + p2[i][1]
                         - 1) // dilation[i] + 1 for i in range(3)]
-    k = _triple(filter_size, "filter_size")
+    k = triple(filter_size, "filter_size")
     helper = LayerHelper("conv3d_transpose", input=input, param_attr=param_attr,
                          bias_attr=bias_attr, act=act, name=name)
     w = helper.create_parameter(param_attr, [c, num_filters // groups] + k, input.dtype)
@@ -476,7 +467,7 @@ def conv3d_transpose(input, num_filters, output_size=None, filter_size=None, pad
                      attrs={"strides": stride, "paddings": pads, "dilations": dilation,
                             "groups": groups, "use_cudnn": use_cudnn,
                             "output_size": [] if output_size is None else
-                            _triple(output_size, "output_size")})
+                            triple(output_size, "output_size")})
     return helper.append_activation(helper.append_bias_op(pre, bias_attr, 1, 2), act)
 
 
@@ -493,8 +484,8 @@ def pool3d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
         raise ValueError("pool3d: ceil_mode=True is not built")
     return one_op_layer("pool3d", {"X": input},
                         {"pooling_type": pool_type, "global_pooling": bool(global_pooling),
-                         "ksize": [1, 1, 1] if pool_size == -1 else _triple(pool_size, "pool_size"),
-                         "strides": _triple(pool_stride, "pool_stride"),
+                         "ksize": [1, 1, 1] if pool_size == -1 else triple(pool_size, "pool_size"),
+                         "strides": triple(pool_stride, "pool_stride"),
                          "paddings": _pads3(pool_padding, "pool3d"), "exclusive": bool(exclusive),
                          "use_cudnn": use_cudnn}, name=name)
 
