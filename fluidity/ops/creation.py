@@ -295,6 +295,14 @@ def _batch_shape(shape, n, out_idx):
     return shape
 
 
+def _infer_batch_size_like(ctx):
+    """The *_batch_size_like ops' shape: `shape` with its output_dim_idx dim taken from
+    Input's input_dim_idx dim; dtype `dtype`."""
+    a = ctx.attr
+    n = ctx.input_shape("Input")[a("input_dim_idx")]
+    ctx.set_output("Out", _batch_shape(a("shape"), n, a("output_dim_idx")), a("dtype"))
+
+
 class FillConstantBatchSizeLike(OpDef):
     type = "fill_constant_batch_size_like"
     inputs = (In("Input", no_grad=True),)
@@ -306,12 +314,7 @@ class FillConstantBatchSizeLike(OpDef):
     doc = ("Out = `shape` filled with `value`, its output_dim_idx dim taken from Input's "
            "input_dim_idx dim (the number of sequences for a LoD Input and dim 0); boots "
            "the memories of StaticRNN/DynamicRNN.")
-
-    @staticmethod
-    def infer_shape(ctx):
-        a = ctx.attr
-        n = ctx.input_shape("Input")[a("input_dim_idx")]
-        ctx.set_output("Out", _batch_shape(a("shape"), n, a("output_dim_idx")), a("dtype"))
+    infer_shape = staticmethod(_infer_batch_size_like)
 
     @staticmethod
     def kernel(x, *, shape, input_dim_idx, output_dim_idx, dtype, value, str_value):
@@ -330,12 +333,7 @@ class _RandomBatchSizeLike(_Random):
     the plain random op draws."""
     inputs = (In("Input", no_grad=True),)
     share_lod = None
-
-    @staticmethod
-    def infer_shape(ctx):
-        a = ctx.attr
-        n = ctx.input_shape("Input")[a("input_dim_idx")]
-        ctx.set_output("Out", _batch_shape(a("shape"), n, a("output_dim_idx")), a("dtype"))
+    infer_shape = staticmethod(_infer_batch_size_like)
 
     @classmethod
     def prepare(cls, attrs, outputs):
