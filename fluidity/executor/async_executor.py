@@ -89,6 +89,41 @@ def _uninitialized_persistables(program, scope):
     return missing
 
 
+# --- run observers ----------------------------------------------------------------------------
+_OBSERVERS = []
+
+
+def add_observer(observer):
+    """Have `observer` follow every run over its `scope` (a package above the executor, e.g.
+    the GEO-SGD communicator of fluidity/distributed, registers one; the executor never
+    imports it). The observer's methods, each optional:
+
+    * `run_started(threads)`: before the workers start; threads: True when they are
+      threads of this process (then `ids_trained` is called), False for worker processes.
+    * `ids_trained(ids)`: from a worker thread after it trained some batches: {slot name:
+      int64 array of the ids those examples had} for each name in `observer.id_slots`.
+    * `batches_done(n)`: in the calling thread, per worker report (every `report_every`
+      batches of a worker); an exception raised here stops the run and is raised by it.
+    * `run_ended()`: after the run, whether it succeeded or not."""
+    _OBSERVERS.append(observer)
+
+
+def remove_observer(observer):
+    if observer in _OBSERVERS:
+        _OBSERVERS.remove(observer)
+
+
+def _observers_of(scope):
+    return [o for o in _OBSERVERS if getattr(o, "scope", None) is scope]
+
+
+def _notify(observers, method, *args):
+    for o in observers:
+        fn = getattr(o, method, None)
+        if fn is not None:
+            fn(*args)
+
+
 # --- workers -----------------------------------------------------------------------------------
 class _Worker:
     """One Hogwild worker (a forked child or a thread): pick files, read batches, run the
@@ -105,6 +140,23 @@ class _Worker:
         # GIL); worker processes: None (the interpreter)
         self.lowering = lowering
         self.plan_kind = "interpreter" if lowering is None else "native"
+        self.id_watch = []   # [(observer, [(slot name, used-slot index)])], threads only
+
+    def watch_ids(self, observers):
+        """Report the ids of the slots each observer names after every batch run here."""
+        used = [s.name for s in self.desc.slots if s.is_used]
+        for o in observers:
+            slots = [(n, used.index(n)) for n in getattr(o, "id_slots", ()) if n in used]
+            if slots and hasattr(o, "ids_trained"):
+                self.id_watch.append((o, slots))
+
+    def _report_ids(self, chunk=None, a=0, b=0, feed=None):
+        for o, slots in self.id_watch:
+            if feed is not None:
+                o.ids_trained({n: np.asarray(feed[n]._array).reshape(-1) for n, _ in slots})
+            else:
+                o.ids_trained({n: chunk.vals[u][chunk.offs[u, a]:chunk.offs[u, b]]
+                               for n, u in slots})
 
     def _pick_file(self):
         """(index, path) of the next file nobody has taken, or None."""
@@ -152,6 +204,8 @@ class _Worker:
             res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names, scope=wscope)
             if self.shared:
                 self._resync()
+            if self.id_watch:
+                self._report_ids(feed=feed)
             yield "batch", (batch_examples(feed),
                             [float(np.asarray(r).mean()) for r in res])
 
@@ -179,6 +233,8 @@ class _Worker:
                     k, means, lines, status, msg = step.run(bound, a, last, bs)
                     for j in range(k):
                         yield "batch", (int(lines[j]), means[j].tolist())
+                    if self.id_watch and k:
+                        self._report_ids(chunk, a, a + int(lines[:k].sum()))
                     a += int(lines.sum())
                     if status == 0:
                         continue
@@ -188,6 +244,8 @@ class _Worker:
                         feed = reader.chunk_batch(chunk, a, b, dense_dim)
                         res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names,
                                       scope=wscope)
+                        if self.id_watch:
+                            self._report_ids(feed=feed)
                         yield "batch", (b - a, [float(np.asarray(r).mean()) for r in res])
                         a = b
                     elif status == -2:
@@ -461,6 +519,10 @@ class AsyncExecutor:
                         report_every, shared, reader_args, read_ahead,
                         lowering=lowering if threads else None)
                 for wid in range(n_workers)]
+        observers = _observers_of(scope)
+        if threads:
+            for w in runs:
+                w.watch_ids(observers)
         pool = ThreadWorkers(runs) if threads else ProcessWorkers(runs, _one_blas_thread)
         show = progress if progress is not None else "auto"
         labels = list(fetch_info) if fetch_info else fetch_names
@@ -473,11 +535,13 @@ class AsyncExecutor:
             _prebuild(lowering)
         t0 = time.perf_counter()
         try:
+            _notify(observers, "run_started", threads)
             with blas_limit(1) if threads else contextlib.nullcontext():
                 result = self._collect(pool, n_workers, stop, board, bar, fetch_names, t0,
-                                       callback)
+                                       callback, observers)
         finally:
             bar.close()
+            _notify(observers, "run_ended")
         result.mode = self.last_mode
         return result
 
@@ -501,7 +565,8 @@ class AsyncExecutor:
         logger.info("AsyncExecutor: worker threads running the compiled training step")
         return True
 
-    def _collect(self, pool, n_workers, stop, board, bar, fetch_names, t0, callback):
+    def _collect(self, pool, n_workers, stop, board, bar, fetch_names, t0, callback,
+                 observers=()):
         """Start the workers and read their messages until all are done or one fails; a failure (a
         reported error, or an exit without "done": a signal, the OOM killer) is noticed
         within REPORT_POLL_S, stops the others and is raised with the worker's identity
@@ -523,6 +588,7 @@ class AsyncExecutor:
                         bar.update(n_ex, means, time.perf_counter() - t0, seen_ex)
                         if callback is not None:
                             callback(seen_ex, dict(zip(fetch_names, means)))
+                        _notify(observers, "batches_done", msg[2])
                     elif kind == "skipped":
                         skipped += msg[3]
                     elif kind == "done":
