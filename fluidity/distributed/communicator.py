@@ -12,11 +12,13 @@ Hogwild worker threads, no RPC in the step), and this communicator's thread, eve
    `stop()`, pushes all of `local - old` (Paddle's stop pushes nothing more), so the
    servers end with every update of every trainer.
 2. pull: the servers' current values (a sparse table: only the touched rows, through the
-   per-trainer `lookup_table` block), merged so that the local progress made since the push
+   per-trainer `lookup_table_v2` block), merged so that the local progress made since the push
    is kept: `local += server - old; old = server` (in place, while the workers train).
 
 Touched rows. The AsyncExecutor's worker threads report the ids of the slots that index a
-table after each run of batches (`async_executor.add_observer`: the executor never imports
+table after each run of batches (and wait there while they are `push_nums` batches ahead
+of the sync in progress, so a trainer's copy never drifts more than about 2 x push_nums
+batches from the servers') (`async_executor.add_observer`: the executor never imports
 this package); the communicator keeps their unique values per table and swaps the list out
 at a push, so finding the rows costs O(ids seen since the last push), whatever the table's
 size: for a 1e8-row table and 1e5 touched rows, a sort of 1e5 ids, not a scan. When the
@@ -107,7 +109,10 @@ class GeoCommunicator:
     def run_started(self, threads):
         self._tracking = bool(threads)
 
-    def ids_trained(self, ids):
+    def batches_trained(self, n, ids):
+        """(worker threads) Record the rows touched; count the batches; wait while the
+        thread is `push_nums` batches ahead of the sync in progress (Paddle's GEO bounds
+        it the same way: its queue of per-batch ids holds `geo_sgd_need_push_nums`)."""
         got = {}
         for slot, arr in ids.items():
             u = np.unique(arr)
@@ -116,14 +121,24 @@ class GeoCommunicator:
         with self._ids_lock:
             for t, arrs in got.items():
                 self._touched[t] += arrs
+        self._count(n, wait=True)
 
     def batches_done(self, n):
+        """(the run's thread, per worker report) Raise the communicator's error, if any;
+        count the batches of worker processes (threads count theirs themselves)."""
         if self.error is not None:
             raise self.error
+        if not self._tracking:
+            self._count(n, wait=False)
+
+    def _count(self, n, wait):
         with self._cv:
             self._pending += n
             if self._pending >= self.push_nums:
                 self._cv.notify_all()
+            while (wait and self._pending >= self.push_nums and not self._stopping and
+                   self.error is None and self._thread is not None):
+                self._cv.wait(0.05)
 
     def run_ended(self):
         pass
@@ -203,12 +218,15 @@ class GeoCommunicator:
                 if self._stopping:
                     return
                 self._pending = 0
+                self._cv.notify_all()    # workers waiting for this sync go on
             try:
                 self.sync()
             except BaseException as e:  # noqa: BLE001 - raised by the run (batches_done)
-                self.error = e if isinstance(e, ExecutionError) else ExecutionError(
-                    f"geo-sgd communicator of trainer {self.trainer_id}: "
-                    f"{type(e).__name__}: {e}")
+                with self._cv:
+                    self.error = e if isinstance(e, ExecutionError) else ExecutionError(
+                        f"geo-sgd communicator of trainer {self.trainer_id}: "
+                        f"{type(e).__name__}: {e}")
+                    self._cv.notify_all()
                 return
             last = time.monotonic()
 
@@ -271,7 +289,7 @@ class GeoCommunicator:
                 m = (rows >= b.begin) & (rows < b.begin + b.rows)
                 if not m.any():
                     continue
-                ids = LoDTensor((rows[m] - b.begin).reshape(-1, 1))
+                ids = LoDTensor((rows[m] - b.begin).astype(b.ids_dtype))
                 asks.append((b.endpoint, b.rows_var(tid), ids))
                 st.sparse_sent += _nbytes(ids)
                 gets.append((b.endpoint, b.pulled_var(tid)))

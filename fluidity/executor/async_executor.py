@@ -99,9 +99,10 @@ def add_observer(observer):
     imports it). The observer's methods, each optional:
 
     * `run_started(threads)`: before the workers start; threads: True when they are
-      threads of this process (then `ids_trained` is called), False for worker processes.
-    * `ids_trained(ids)`: from a worker thread after it trained some batches: {slot name:
-      int64 array of the ids those examples had} for each name in `observer.id_slots`.
+      threads of this process (then `batches_trained` is called), False for processes.
+    * `batches_trained(n, ids)`: from a worker thread after it trained `n` batches: ids is
+      {slot name: the ids those examples had} for each name in `observer.id_slots`. It
+      may block the worker (a communicator bounding how far training runs ahead of it).
     * `batches_done(n)`: in the calling thread, per worker report (every `report_every`
       batches of a worker); an exception raised here stops the run and is raised by it.
     * `run_ended()`: after the run, whether it succeeded or not."""
@@ -143,20 +144,20 @@ class _Worker:
         self.id_watch = []   # [(observer, [(slot name, used-slot index)])], threads only
 
     def watch_ids(self, observers):
-        """Report the ids of the slots each observer names after every batch run here."""
+        """Tell each observer the batches trained here and the ids of the slots it names."""
         used = [s.name for s in self.desc.slots if s.is_used]
         for o in observers:
-            slots = [(n, used.index(n)) for n in getattr(o, "id_slots", ()) if n in used]
-            if slots and hasattr(o, "ids_trained"):
+            if hasattr(o, "batches_trained"):
+                slots = [(n, used.index(n)) for n in getattr(o, "id_slots", ()) if n in used]
                 self.id_watch.append((o, slots))
 
-    def _report_ids(self, chunk=None, a=0, b=0, feed=None):
+    def _report_ids(self, n, chunk=None, a=0, b=0, feed=None):
         for o, slots in self.id_watch:
             if feed is not None:
-                o.ids_trained({n: np.asarray(feed[n]._array).reshape(-1) for n, _ in slots})
+                ids = {s: np.asarray(feed[s]._array).reshape(-1) for s, _ in slots}
             else:
-                o.ids_trained({n: chunk.vals[u][chunk.offs[u, a]:chunk.offs[u, b]]
-                               for n, u in slots})
+                ids = {s: chunk.vals[u][chunk.offs[u, a]:chunk.offs[u, b]] for s, u in slots}
+            o.batches_trained(n, ids)
 
     def _pick_file(self):
         """(index, path) of the next file nobody has taken, or None."""
@@ -205,7 +206,7 @@ class _Worker:
             if self.shared:
                 self._resync()
             if self.id_watch:
-                self._report_ids(feed=feed)
+                self._report_ids(1, feed=feed)
             yield "batch", (batch_examples(feed),
                             [float(np.asarray(r).mean()) for r in res])
 
@@ -234,7 +235,7 @@ class _Worker:
                     for j in range(k):
                         yield "batch", (int(lines[j]), means[j].tolist())
                     if self.id_watch and k:
-                        self._report_ids(chunk, a, a + int(lines[:k].sum()))
+                        self._report_ids(k, chunk, a, a + int(lines[:k].sum()))
                     a += int(lines.sum())
                     if status == 0:
                         continue
@@ -245,7 +246,7 @@ class _Worker:
                         res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names,
                                       scope=wscope)
                         if self.id_watch:
-                            self._report_ids(feed=feed)
+                            self._report_ids(1, feed=feed)
                         yield "batch", (b - a, [float(np.asarray(r).mean()) for r in res])
                         a = b
                     elif status == -2:

@@ -21,8 +21,8 @@ is a pure function of ProgramDescs (the inputs are never touched):
   block, Paddle's `sum(X=[<block>, <block>.delta]) -> <block>` (the delta is a LoDTensor for
   a dense parameter and a SelectedRows of the touched rows for a sparse one;
   `grad_to_block_id` maps `<block>.delta` to it), and per sparse block and trainer k a pull
-  block `lookup_table(W=<block>, Ids=<block>.rows.trainer_<k>) -> <block>.pulled.trainer_<k>`
-  (a trainer sends the ids it touched, then gets their current rows; one pair per trainer,
+  block `lookup_table_v2(W=<block>, Ids=<block>.rows.trainer_<k>) -> <block>.pulled.trainer_<k>`
+  (int32 ids, 4 bytes a row, below 2**31 rows a block; a trainer sends the ids it touched, then gets their current rows; one pair per trainer,
   so trainers never read each other's ids). Its startup program runs the original
   initializers on the blocks.
 
@@ -56,6 +56,12 @@ class GeoBlock(namedtuple("GeoBlock", "name begin rows endpoint")):
 
     def pulled_var(self, trainer_id):
         return f"{self.name}.pulled.trainer_{trainer_id}"
+
+    @property
+    def ids_dtype(self):
+        """The dtype of the row ids a pull sends: int32 (4 bytes a row on the wire) unless
+        the block has 2**31 rows or more."""
+        return "int32" if self.rows < 2**31 else "int64"
 
 
 class GeoVar(namedtuple("GeoVar", "name shape sparse blocks id_slots")):
@@ -169,10 +175,11 @@ def _pserver(main, geo, endpoint):
                 continue
             for k in range(geo.trainers):
                 ids, pulled = blk.rows_var(k), blk.pulled_var(k)
-                _declare(b0, pvar, ids, [-1, 1], VarType.LOD_TENSOR, dtype=VarType.INT64)
+                _declare(b0, pvar, ids, [-1], VarType.LOD_TENSOR,
+                         dtype=VarType.INT32 if blk.ids_dtype == "int32" else VarType.INT64)
                 _declare(b0, pvar, pulled, [-1] + list(v.shape[1:]), VarType.LOD_TENSOR)
                 sub = rewrite.add_block(prog, 0)
-                rewrite.append_op(sub, "lookup_table", {"W": [blk.name], "Ids": [ids]},
+                rewrite.append_op(sub, "lookup_table_v2", {"W": [blk.name], "Ids": [ids]},
                                   {"Out": [pulled]}, {"op_role": OpRole.RPC})
                 received.append(ids)
                 opt_blocks.append(sub.idx)
