@@ -262,7 +262,8 @@ class GeoSgdTranspiler:
         return self._check().plan
 
     def get_trainer_program(self, wait_port=True):
-        return _wrap(self.origin_program, rewrite.copy_program(self._check().trainer))
+        trainer = self._check().trainer
+        return _wrap(self.origin_program, rewrite.copy_program(trainer))
 
     def _pserver(self, endpoint):
         pservers = self._check().pservers
