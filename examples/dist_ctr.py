@@ -143,7 +143,8 @@ def main():
         t = geo_transpile(main_prog, startup, tid, endpoints, trainers, a.push_nums)
         if role == "PSERVER":
             ep = os.environ["POD_IP"] + ":" + os.environ["PADDLE_PORT"]
-            print(f"pserver {ep}: serving {len(t.plan.vars)} parameters' blocks")
+            mine = [b.name for v in t.plan.vars for b in v.blocks if b.endpoint == ep]
+            print(f"pserver {ep}: serving {len(mine)} parameter blocks ({', '.join(mine)})")
             serve(t, ep)
             print(f"pserver {ep}: every trainer said goodbye")
             return 0
