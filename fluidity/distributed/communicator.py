@@ -42,8 +42,9 @@ from ..executor import async_executor
 
 
 class CommStats:
-    """What the communicator did: syncs, seconds (in RPC, in syncs overall), bytes each way
-    (all, and the sparse tables' with their ideal), rows pushed."""
+    """What the communicator did: syncs, seconds (in RPC, in syncs overall, and the worker
+    threads' waits for a sync), bytes each way (all, and the sparse tables' with their
+    ideal), rows pushed."""
 
     def __init__(self):
         self.syncs = 0
@@ -52,6 +53,7 @@ class CommStats:
         self.sparse_sent = self.sparse_received = 0
         self.sparse_ideal_each_way = 0
         self.rows_pushed = 0
+        self.wait_seconds = 0.0     # worker threads' time waiting for a sync (summed)
 
     def as_dict(self):
         return dict(vars(self))
@@ -136,9 +138,13 @@ class GeoCommunicator:
             self._pending += n
             if self._pending >= self.push_nums:
                 self._cv.notify_all()
+            t0 = None
             while (wait and self._pending >= self.push_nums and not self._stopping and
                    self.error is None and self._thread is not None):
+                t0 = t0 or time.perf_counter()
                 self._cv.wait(0.05)
+            if t0 is not None:
+                self.stats.wait_seconds += time.perf_counter() - t0
 
     def run_ended(self):
         pass
