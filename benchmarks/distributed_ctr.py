@@ -19,8 +19,9 @@ batch 128 per worker, one epoch.
          available with the transpiler's reason
 
 Figures (the trainers' processes measure and report them): examples/s of the whole job (all
-trainers' examples over the longest trainer's time from its first step to its last sync); bytes per step (what a trainer's communicator sent plus received, over its
-batches; tensor bytes, message headers excluded); the share of a step in RPC (geo: worker
+trainers' examples over the longest trainer's time from its first step to its last sync);
+bytes per step (what a trainer's communicator sent plus received, over its batches; tensor
+bytes, message headers excluded); the share of a step in RPC (geo: worker
 threads never call RPC inside a step; the share of their time spent waiting for a sync, and
 the communicator thread's share of wall time in RPC); the sparse table's traffic (delta rows
 up with their ids, the ids of the pull, the pulled rows down) over the ideal 2 x touched rows
