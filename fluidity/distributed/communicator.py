@@ -54,6 +54,7 @@ class CommStats:
         self.sparse_ideal_each_way = 0
         self.rows_pushed = 0
         self.wait_seconds = 0.0     # worker threads' time waiting for a sync (summed)
+        self.whole_pull_bytes = 0   # pull_all's (the start's, an evaluation's): not a sync's
 
     def as_dict(self):
         return dict(vars(self))
@@ -324,13 +325,17 @@ class GeoCommunicator:
         self.stats.rpc_seconds += time.perf_counter() - t0
         self.stats.bytes_sent += sum(_nbytes(v) for _e, _n, v in items)
 
-    def _get(self, items):
+    def _get(self, items, whole=False):
         if not items:
             return []
         t0 = time.perf_counter()
         values = self._client.get_vars(items, self.trainer_id)
-        self.stats.rpc_seconds += time.perf_counter() - t0
-        self.stats.bytes_received += sum(_nbytes(v) for v in values)
+        n = sum(_nbytes(v) for v in values)
+        if whole:
+            self.stats.whole_pull_bytes += n
+        else:
+            self.stats.rpc_seconds += time.perf_counter() - t0
+            self.stats.bytes_received += n
         return values
 
     def pull_all(self):
@@ -338,7 +343,7 @@ class GeoCommunicator:
         to evaluate the global model once every trainer has stopped)."""
         with self._sync_lock:
             values = self._get([(b.endpoint, b.name) for v in self.plan.vars
-                                for b in v.blocks])
+                                for b in v.blocks], whole=True)
             it = iter(values)
             for v in self.plan.vars:
                 local = self._local(v.name)
