@@ -97,7 +97,7 @@ def train(t, startup, desc, files, workers, epochs, loss, scope, push_nums=None,
         for _ in range(epochs):
             results.append(fluid.AsyncExecutor().run(
                 t.get_trainer_program(), desc, files, workers, fetch=[loss], scope=scope,
-                progress=False, report_every=max(1, comm.push_nums // (2 * workers))))
+                progress=False))
     except BaseException:
         comm.abort()
         raise

@@ -81,6 +81,8 @@ class GeoCommunicator:
         if self.push_nums < 1:
             raise ValueError(f"push_nums must be at least 1, got {self.push_nums}")
         self.push_seconds = push_seconds
+        # the AsyncExecutor's workers report (and may wait) every this many batches
+        self.report_every = max(1, self.push_nums // 4)
         self.scale = 1.0 / plan.trainers if scale is None else float(scale)
         self.trainer_id = plan.trainer_id
         self._client = client
@@ -97,6 +99,7 @@ class GeoCommunicator:
         self._stopping = False
         self._thread = None
         self._sync_lock = threading.Lock()
+        self._deferred = False
         self.error = None
         self.stats = CommStats()
 
@@ -111,6 +114,9 @@ class GeoCommunicator:
     # -- the AsyncExecutor's observer methods --------------------------------------------------
     def run_started(self, threads):
         self._tracking = bool(threads)
+        if self._deferred:           # start(lazy=True) before the startup program ran
+            self._deferred = False
+            self._start_now()
 
     def batches_trained(self, n, ids):
         """(worker threads) Record the rows touched; count the batches; wait while the
@@ -151,11 +157,22 @@ class GeoCommunicator:
         pass
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def start(self):
+    def start(self, lazy=False):
         """Pull every parameter from the servers into the scope (every trainer starts from the
-        servers' values), then follow the runs and sync in the background."""
-        if self._thread is not None:
+        servers' values), then follow the runs and sync in the background. lazy: if the
+        parameters have no values yet (the startup program has not run: fleet's
+        `init_worker()` may come first), do that when the first run starts."""
+        if self._thread is not None or self._deferred:
             raise RuntimeError("the communicator is already running")
+        if lazy and not all(self.scope.find_var(v.name) is not None and
+                            self.scope.find_var(v.name).is_initialized()
+                            for v in self.plan.vars):
+            self._deferred = True
+            async_executor.add_observer(self)
+            return
+        self._start_now()
+
+    def _start_now(self):
         if self._client is None:
             from .client import RPCClient
             self._client = RPCClient()
@@ -167,7 +184,7 @@ class GeoCommunicator:
                                      f"{v.shape}")
         self.pull_all()
         self._stopping = False
-        async_executor.add_observer(self)
+        async_executor.add_observer(self)      # (again, after a lazy start: no-op)
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name=f"geo-communicator-{self.trainer_id}")
         self._thread.start()
@@ -178,6 +195,9 @@ class GeoCommunicator:
     def stop(self):
         """Stop the thread, then push and pull once more (nothing trained is left behind).
         Raises the thread's error, if it failed."""
+        if self._deferred:
+            self._deferred = False
+            async_executor.remove_observer(self)
         if self._thread is None:
             return
         async_executor.remove_observer(self)

@@ -105,8 +105,12 @@ def add_observer(observer):
       may block the worker (a communicator bounding how far training runs ahead of it).
     * `batches_done(n)`: in the calling thread, per worker report (every `report_every`
       batches of a worker); an exception raised here stops the run and is raised by it.
-    * `run_ended()`: after the run, whether it succeeded or not."""
-    _OBSERVERS.append(observer)
+    * `run_ended()`: after the run, whether it succeeded or not.
+
+    An observer's `report_every` attribute (batches), if set, caps the run's. Adding one
+    twice adds it once."""
+    if observer not in _OBSERVERS:
+        _OBSERVERS.append(observer)
 
 
 def remove_observer(observer):
@@ -507,6 +511,10 @@ class AsyncExecutor:
         threads = self._choose_workers(workers, lowering)
         self.last_mode = "threads" if threads else "processes"
         report_every = report_every or max(1, 20 // thread_num)
+        observers = _observers_of(scope)
+        wanted = [o.report_every for o in observers if getattr(o, "report_every", None)]
+        if wanted:   # an observer that needs to hear of batches at least this often
+            report_every = min([report_every] + wanted)
         reader_args = {"skip_bad_lines": skip_bad_lines}
         n_workers = min(thread_num, len(files))
         if threads:
@@ -520,7 +528,6 @@ class AsyncExecutor:
                         report_every, shared, reader_args, read_ahead,
                         lowering=lowering if threads else None)
                 for wid in range(n_workers)]
-        observers = _observers_of(scope)
         if threads:
             for w in runs:
                 w.watch_ids(observers)
