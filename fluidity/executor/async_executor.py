@@ -118,7 +118,8 @@ def remove_observer(observer):
         _OBSERVERS.remove(observer)
 
 
-def _observers_of(scope):
+def observers_of(scope):
+    """The observers following runs over `scope`."""
     return [o for o in _OBSERVERS if getattr(o, "scope", None) is scope]
 
 
@@ -511,7 +512,7 @@ class AsyncExecutor:
         threads = self._choose_workers(workers, lowering)
         self.last_mode = "threads" if threads else "processes"
         report_every = report_every or max(1, 20 // thread_num)
-        observers = _observers_of(scope)
+        observers = observers_of(scope)
         wanted = [o.report_every for o in observers if getattr(o, "report_every", None)]
         if wanted:   # an observer that needs to hear of batches at least this often
             report_every = min([report_every] + wanted)

@@ -230,3 +230,46 @@ def test_a_trainers_failing_worker_stops_its_job_with_file_and_line(ctr, tmp_pat
     for th in servers:     # the failed trainer said goodbye too: the servers are done
         th.join(30)
     assert not server_errors and not any(th.is_alive() for th in servers)
+
+
+class _ServersGoneClient:
+    """An RPC client whose servers answer the first pull and are gone after it."""
+
+    def __init__(self, scope, plan):
+        self.scope, self.plan = scope, plan
+
+    def get_vars(self, items, trainer_id):
+        blocks = {b.name: (v.name, b) for v in self.plan.vars for b in v.blocks}
+        out = []
+        for _ep, name in items:
+            p, b = blocks[name]
+            arr = np.asarray(self.scope.find_var(p).value._array)
+            out.append(fluid.LoDTensor(arr[b.begin:b.begin + b.rows].copy()))
+        return out
+
+    def send_vars(self, items, trainer_id):
+        from fluidity.distributed import RPCError
+        raise RPCError(f"SendVariable to pserver {items[0][0]}: unreachable or no answer "
+                       f"within the 1 s deadline (FLAGS_rpc_deadline)")
+
+    def close(self):
+        pass
+
+
+def test_a_failing_sync_stops_the_run_with_the_endpoint(ctr):
+    from fluidity.distributed.communicator import GeoCommunicator
+    t = dist_ctr.geo_transpile(ctr["main"], ctr["startup"], 0, ["127.0.0.1:1"], 1, PUSH)
+    scope = fluid.Scope()
+    fluid.Executor().run(ctr["startup"], scope=scope)
+    comm = GeoCommunicator(t.plan, scope, client=_ServersGoneClient(scope, t.plan))
+    comm.start()
+    try:
+        with pytest.raises(ExecutionError, match="127.0.0.1:1"):
+            fluid.AsyncExecutor().run(t.get_trainer_program(), ctr["desc"],
+                                      ctr["train"]["files"], 2, scope=scope, progress=False)
+    finally:
+        comm.abort()
+    # the parameters stay readable; no observer is left behind
+    from fluidity.executor import async_executor
+    assert not async_executor.observers_of(scope)
+    assert np.isfinite(np.asarray(scope.find_var("SparseFeatFactors").value._array)).all()
