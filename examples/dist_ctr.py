@@ -54,11 +54,10 @@ def read_data(data_dir):
     return dict(common, files=files), dict(common, files=test)
 
 
-def build(model, vocab, lr=0.05, batch_size=64, **kw):
+def build(model, vocab, lr=0.05, emb_dim=8, hidden=(64, 64)):
     """(main, startup, test program, vars) of the CTR-DNN over the data's slots (SGD)."""
     return build_ctr_dnn(model["sparse_slots"], dense_dim=len(model["dense_weights"]),
-                         vocab=vocab, emb_dim=kw.get("emb_dim", 8),
-                         hidden=kw.get("hidden", (64, 64)), lr=lr, optimizer="sgd",
+                         vocab=vocab, emb_dim=emb_dim, hidden=hidden, lr=lr, optimizer="sgd",
                          with_auc=False)
 
 
@@ -84,9 +83,9 @@ def serve(t, endpoint, scope=None):
 
 def train(t, startup, desc, files, workers, epochs, loss, scope, push_nums=None,
           push_seconds=None, scale=None):
-    """Train trainer program of `t` on `files` with a GEO communicator; returns (the
-    stopped communicator, the AsyncExecutor's results per epoch). The caller closes the
-    communicator (its goodbye to the servers)."""
+    """Train `t`'s trainer program on `files` with a GEO communicator; returns (the
+    stopped communicator, the AsyncExecutor's result per epoch). The caller closes the
+    communicator (its goodbye to the servers); after a failure it has said goodbye."""
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(startup, scope=scope)
     comm = GeoCommunicator(t.plan, scope, push_nums=push_nums, push_seconds=push_seconds,

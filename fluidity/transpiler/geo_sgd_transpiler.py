@@ -276,6 +276,8 @@ class GeoSgdTranspiler:
         return _wrap(self.origin_program, rewrite.copy_program(self._pserver(endpoint)[0]))
 
     def get_startup_program(self, endpoint, pserver_program=None):
+        """The startup program transpile wrote for `endpoint` (a `pserver_program` given
+        as in Fluid's signature is not re-read: it is the one transpile wrote)."""
         return _wrap(self.origin_program, rewrite.copy_program(self._pserver(endpoint)[1]))
 
     def get_pserver_programs(self, endpoint):
