@@ -47,6 +47,7 @@ def after_demo(tmp_path_factory):
                         "--out-dir", "out"],
                        cwd=d, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+    os.symlink(os.path.join(ROOT, "examples"), d / "examples")   # as from the checkout
     return d
 
 

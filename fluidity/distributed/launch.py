@@ -107,7 +107,11 @@ def launch(argv=None):
                        POD_IP="127.0.0.1")
             trainers.append(_Proc("TRAINER", i, cmd, env,
                                   os.path.join(a.log_dir, f"workerlog.{i}")))
-        return _watch(servers, trainers, a.server_timeout)
+        rc = _watch(servers, trainers, a.server_timeout)
+        if rc == 0:
+            print(f"launch: {a.worker_num} trainer(s) and {a.server_num} pserver(s) "
+                  f"finished; their output is in {a.log_dir}/workerlog.<i> and serverlog.<i>")
+        return rc
     finally:
         for p in servers + trainers:
             p.stop()

@@ -89,6 +89,47 @@ def _uninitialized_persistables(program, scope):
     return missing
 
 
+# --- run observers ----------------------------------------------------------------------------
+_OBSERVERS = []
+
+
+def add_observer(observer):
+    """Have `observer` follow every run over its `scope` (a package above the executor, e.g.
+    the GEO-SGD communicator of fluidity/distributed, registers one; the executor never
+    imports it). The observer's methods, each optional:
+
+    * `run_started(threads)`: before the workers start; threads: True when they are
+      threads of this process (then `batches_trained` is called), False for processes.
+    * `batches_trained(n, ids)`: from a worker thread after it trained `n` batches: ids is
+      {slot name: the ids those examples had} for each name in `observer.id_slots`. It
+      may block the worker (a communicator bounding how far training runs ahead of it).
+    * `batches_done(n)`: in the calling thread, per worker report (every `report_every`
+      batches of a worker); an exception raised here stops the run and is raised by it.
+    * `run_ended()`: after the run, whether it succeeded or not.
+
+    An observer's `report_every` attribute (batches), if set, caps the run's. Adding one
+    twice adds it once."""
+    if observer not in _OBSERVERS:
+        _OBSERVERS.append(observer)
+
+
+def remove_observer(observer):
+    if observer in _OBSERVERS:
+        _OBSERVERS.remove(observer)
+
+
+def observers_of(scope):
+    """The observers following runs over `scope`."""
+    return [o for o in _OBSERVERS if getattr(o, "scope", None) is scope]
+
+
+def _notify(observers, method, *args):
+    for o in observers:
+        fn = getattr(o, method, None)
+        if fn is not None:
+            fn(*args)
+
+
 # --- workers -----------------------------------------------------------------------------------
 class _Worker:
     """One Hogwild worker (a forked child or a thread): pick files, read batches, run the
@@ -105,6 +146,23 @@ class _Worker:
         # GIL); worker processes: None (the interpreter)
         self.lowering = lowering
         self.plan_kind = "interpreter" if lowering is None else "native"
+        self.id_watch = []   # [(observer, [(slot name, used-slot index)])], threads only
+
+    def watch_ids(self, observers):
+        """Tell each observer the batches trained here and the ids of the slots it names."""
+        used = [s.name for s in self.desc.slots if s.is_used]
+        for o in observers:
+            if hasattr(o, "batches_trained"):
+                slots = [(n, used.index(n)) for n in getattr(o, "id_slots", ()) if n in used]
+                self.id_watch.append((o, slots))
+
+    def _report_ids(self, n, chunk=None, a=0, b=0, feed=None):
+        for o, slots in self.id_watch:
+            if feed is not None:
+                ids = {s: np.asarray(feed[s]._array).reshape(-1) for s, _ in slots}
+            else:
+                ids = {s: chunk.vals[u][chunk.offs[u, a]:chunk.offs[u, b]] for s, u in slots}
+            o.batches_trained(n, ids)
 
     def _pick_file(self):
         """(index, path) of the next file nobody has taken, or None."""
@@ -152,6 +210,8 @@ class _Worker:
             res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names, scope=wscope)
             if self.shared:
                 self._resync()
+            if self.id_watch:
+                self._report_ids(1, feed=feed)
             yield "batch", (batch_examples(feed),
                             [float(np.asarray(r).mean()) for r in res])
 
@@ -179,6 +239,8 @@ class _Worker:
                     k, means, lines, status, msg = step.run(bound, a, last, bs)
                     for j in range(k):
                         yield "batch", (int(lines[j]), means[j].tolist())
+                    if self.id_watch and k:
+                        self._report_ids(k, chunk, a, a + int(lines[:k].sum()))
                     a += int(lines.sum())
                     if status == 0:
                         continue
@@ -188,6 +250,8 @@ class _Worker:
                         feed = reader.chunk_batch(chunk, a, b, dense_dim)
                         res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names,
                                       scope=wscope)
+                        if self.id_watch:
+                            self._report_ids(1, feed=feed)
                         yield "batch", (b - a, [float(np.asarray(r).mean()) for r in res])
                         a = b
                     elif status == -2:
@@ -448,6 +512,10 @@ class AsyncExecutor:
         threads = self._choose_workers(workers, lowering)
         self.last_mode = "threads" if threads else "processes"
         report_every = report_every or max(1, 20 // thread_num)
+        observers = observers_of(scope)
+        wanted = [o.report_every for o in observers if getattr(o, "report_every", None)]
+        if wanted:   # an observer that needs to hear of batches at least this often
+            report_every = min([report_every] + wanted)
         reader_args = {"skip_bad_lines": skip_bad_lines}
         n_workers = min(thread_num, len(files))
         if threads:
@@ -461,6 +529,9 @@ class AsyncExecutor:
                         report_every, shared, reader_args, read_ahead,
                         lowering=lowering if threads else None)
                 for wid in range(n_workers)]
+        if threads:
+            for w in runs:
+                w.watch_ids(observers)
         pool = ThreadWorkers(runs) if threads else ProcessWorkers(runs, _one_blas_thread)
         show = progress if progress is not None else "auto"
         labels = list(fetch_info) if fetch_info else fetch_names
@@ -473,11 +544,13 @@ class AsyncExecutor:
             _prebuild(lowering)
         t0 = time.perf_counter()
         try:
+            _notify(observers, "run_started", threads)
             with blas_limit(1) if threads else contextlib.nullcontext():
                 result = self._collect(pool, n_workers, stop, board, bar, fetch_names, t0,
-                                       callback)
+                                       callback, observers)
         finally:
             bar.close()
+            _notify(observers, "run_ended")
         result.mode = self.last_mode
         return result
 
@@ -501,7 +574,8 @@ class AsyncExecutor:
         logger.info("AsyncExecutor: worker threads running the compiled training step")
         return True
 
-    def _collect(self, pool, n_workers, stop, board, bar, fetch_names, t0, callback):
+    def _collect(self, pool, n_workers, stop, board, bar, fetch_names, t0, callback,
+                 observers=()):
         """Start the workers and read their messages until all are done or one fails; a failure (a
         reported error, or an exit without "done": a signal, the OOM killer) is noticed
         within REPORT_POLL_S, stops the others and is raised with the worker's identity
@@ -523,6 +597,7 @@ class AsyncExecutor:
                         bar.update(n_ex, means, time.perf_counter() - t0, seen_ex)
                         if callback is not None:
                             callback(seen_ex, dict(zip(fetch_names, means)))
+                        _notify(observers, "batches_done", msg[2])
                     elif kind == "skipped":
                         skipped += msg[3]
                     elif kind == "done":

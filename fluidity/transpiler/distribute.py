@@ -58,6 +58,10 @@ class DistributeTranspilerConfig:
         self.mode = "pserver"
         self.print_log = False
         self.wait_port = True
+        # GEO-SGD (Paddle 1.6; transpiler/geo_sgd_transpiler.py): local training, deltas
+        # pushed to the pservers every geo_sgd_need_push_nums batches
+        self.geo_sgd_mode = False
+        self.geo_sgd_need_push_nums = 100
 
     def check(self):
         if self.min_block_size < 8192:

@@ -1,0 +1,1 @@
+"""Fluid's `fluid.incubate` namespace: the parameter-server `fleet` API (incubate/fleet/)."""
