@@ -7,6 +7,8 @@ The network is not reached from here: each RPC op's step asks its run environmen
 module imports no RPC library."""
 import numpy as np
 
+from ..core.dtypes import VarType
+from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from .registry import In, OpDef, Out, blocks, ints, strings
 
@@ -47,6 +49,50 @@ class SplitByref(OpDef):
         return kernel
 
 
+class SplitSelectedRows(OpDef):
+    type = "split_selected_rows"
+    inputs = (In("X"),)
+    outputs = (Out("Out", duplicable=True),)
+    attrs = {"height_sections": ints()}
+    kind = "value"
+    share_lod = None
+    doc = ("Out[i] = the rows of SelectedRows X that fall in row section i of its height "
+           "(`height_sections`), renumbered from the section's first row, of height "
+           "height_sections[i] (a sparse gradient cut like its sliced parameter).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs = ctx.input_shape("X")
+        for i, rows in enumerate(ctx.attr("height_sections")):
+            ctx.set_output("Out", [rows] + list(xs[1:]), ctx.input_dtype("X"), i=i,
+                           type=VarType.SELECTED_ROWS)
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        sections = [int(h) for h in attrs["height_sections"]]
+        starts = np.concatenate(([0], np.cumsum(sections))).astype(np.int64)
+
+        def kernel(x):
+            if not isinstance(x, SelectedRows):
+                raise ExecutionError(f"split_selected_rows: X is {type(x).__name__}, not "
+                                     f"SelectedRows")
+            if int(starts[-1]) != x.height:
+                raise ExecutionError(f"split_selected_rows: height_sections {sections} do "
+                                     f"not add up to X's height {x.height}")
+            rows = np.asarray(x.rows, dtype=np.int64)
+            if rows.size and (rows.min() < 0 or rows.max() >= x.height):
+                bad = rows[(rows < 0) | (rows >= x.height)][0]
+                raise ExecutionError(f"split_selected_rows: row {int(bad)} is outside X's "
+                                     f"height {x.height}")
+            part = np.searchsorted(starts, rows, side="right") - 1
+            out = []
+            for i, h in enumerate(sections):
+                sel = np.flatnonzero(part == i)
+                out.append(SelectedRows(rows[sel] - starts[i], h, x.value[sel]))
+            return tuple(out)
+        return kernel
+
+
 def _rpc(env):
     return env.service("rpc")
 
@@ -73,9 +119,20 @@ class Send(OpDef):
             raise ExecutionError(f"send: {len(names)} inputs but {len(epmap)} endpoints in epmap")
 
         def step(frame, env):
-            _rpc(env).send_vars([(ep, n, frame[i].value) for ep, n, i in zip(epmap, names, idx)],
-                                tid)
+            _rpc(env).send_vars([(ep, n, _rows_lod_only(frame[i].value))
+                                 for ep, n, i in zip(epmap, names, idx)], tid)
         return step
+
+
+def _rows_lod_only(value):
+    """`value` without a LoD that does not describe its rows: the executor gives every
+    output of an op the LoD of its `share_lod` input, so a bias gradient (one row) can carry
+    the batch's LoD, which Paddle's tensor record (and so the wire) refuses."""
+    if isinstance(value, LoDTensor) and value._lod and value._array is not None:
+        last = value._lod[-1]
+        if not last or last[-1] != value._array.shape[0] if value._array.ndim else True:
+            return LoDTensor(value._array)
+    return value
 
 
 

@@ -132,7 +132,7 @@ class UpdateOp(OpDef):
             idx = Ellipsis
             if isinstance(grad, SelectedRows):
                 rows, g = _sparse_rows(grad, p, op)
-                if not rows.size:
+                if not rows.size and lazy:   # non-lazy rules still move every row (g = 0)
                     return results(ins)
                 if lazy:
                     idx = rows

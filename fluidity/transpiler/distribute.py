@@ -117,47 +117,68 @@ def _attr(op, name, default=None):
     return op.attr(name) if op.has_attr(name) else default
 
 
+_CLIP_SCOPE = "gradient_clip"
+
+
+def _is_clip(op):
+    """Gradient-clipping ops (Fluid names them under the `gradient_clip` scope): they stay
+    on the trainer, made Backward ops, as in Paddle's `_get_optimize_pass`."""
+    return op.role & OpRole.Optimize and _CLIP_SCOPE in str(_attr(op, "op_namescope", ""))
+
+
 def _params_grads(b0):
-    """[(param, grad, [optimize op indices])] in the order the optimizer ops come."""
-    out, by_param = [], {}
+    """[(param, grad, [optimize op indices])] in the order the optimizer ops come. The ops of
+    a parameter are its optimizer op(s) (`op_role_var` names the pair) and the optimize-role
+    ops without one that touch it or its gradient, or what those wrote (regularization);
+    clipping ops are not among them (`_is_clip`)."""
+    out, by_param, loose = [], {}, []
     for i, op in enumerate(b0.ops):
-        if not op.role & OpRole.Optimize:
+        if not op.role & OpRole.Optimize or _is_clip(op):
             continue
         rv = list(_attr(op, "op_role_var", []) or [])
         if len(rv) < 2:
+            loose.append(i)
             continue
         p, g = rv[0], rv[1]
         if p not in by_param:
             by_param[p] = (p, g, [])
             out.append(by_param[p])
         by_param[p][2].append(i)
+    for p, g, ops in out:
+        touched = {p, g}
+        for i in ops:
+            touched.update(b0.ops[i].output_arg_names)
+        for i in reversed(loose):   # a regularization op comes before its parameter's update
+            op = b0.ops[i]
+            names = set(op.input_arg_names) | set(op.output_arg_names)
+            if names & touched and i not in ops:
+                ops.append(i)
+                touched.update(names)
+        ops.sort()
+    owned = {i for _p, _g, ops in out for i in ops}
+    stray = sorted({b0.ops[i].type for i in loose if i not in owned})
+    if stray:
+        raise NotImplementedError(
+            f"distribute transpiler: optimize-role ops {stray} belong to no parameter's "
+            f"update (neither clipping nor its regularization); they cannot be placed on a "
+            f"parameter server")
     return out
+
+
+def _lr_ops(b0):
+    """Indices of the learning-rate schedule ops (role LRSched): they move to the pservers'
+    LR-decay block, run once per step before the optimize blocks."""
+    return [i for i, op in enumerate(b0.ops) if op.role & OpRole.LRSched]
 
 
 def _plan(b0, endpoints, config):
     """{param: [_Block]} with endpoints assigned, in optimizer order."""
-    other = sorted({op.type for op in b0.ops if op.role & OpRole.Optimize and
-                    len(list(_attr(op, "op_role_var", []) or [])) < 2})
-    if other:
-        raise NotImplementedError(
-            f"distribute transpiler: optimize-role ops without a parameter ({other}: "
-            f"gradient clipping or regularization) would have to run on the pservers, "
-            f"which is not built yet")
-    if any(op.role & OpRole.LRSched for op in b0.ops):
-        raise NotImplementedError("distribute transpiler: a learning-rate schedule would "
-                                  "have to run on the pservers (an LR-decay block), which is "
-                                  "not built yet")
     dispatcher = config.split_method(endpoints)
     plan = {}
     for p, g, _ops in _params_grads(b0):
         var = b0.find_var_recursive(p)
         if var is None:
             raise ProgramError(f"the optimizer updates '{p}', which the program does not declare")
-        gvar = b0.find_var_recursive(g)
-        if gvar is not None and gvar.type == VarType.SELECTED_ROWS:
-            raise NotImplementedError(f"distribute transpiler: '{p}' has a sparse "
-                                      f"(SelectedRows) gradient; sparse parameters and "
-                                      f"distributed lookup tables are not built yet")
         shape = list(var.shape)
         slices = (slice_variable(shape, len(endpoints), config.min_block_size)
                   if config.slice_var_up else [(0, shape[0] if shape else 1)])
@@ -219,9 +240,12 @@ def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode):
     prog = ProgramView(rewrite.copy_program(main))
     b0 = prog.global_block()
     drop = [i for i, op in enumerate(b0.ops)
-            if op.role & (OpRole.Optimize | OpRole.LRSched)]
+            if op.role & (OpRole.Optimize | OpRole.LRSched) and not _is_clip(op)]
     for i in reversed(drop):
         rewrite.remove_op(b0, b0.ops[i])
+    for op in b0.ops:
+        if _is_clip(op):
+            rewrite.set_attr(op, "op_role", OpRole.Backward)
     ctrls = []
     for p, blocks in plan.items():
         g = blocks[0].grad
@@ -239,9 +263,14 @@ def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode):
         if blocks[0].sliced:
             for b, n in zip(blocks, sends):
                 _declare_like(b0, gvar, n, b.shape, persistable=False)
-            rewrite.insert_op(b0, at, "split_byref", {"X": [g]}, {"Out": sends},
-                              {"sections": [b.rows for b in blocks],
-                               "op_role": OpRole.Backward})
+            if gvar.type == VarType.SELECTED_ROWS:   # rows renumbered within each block
+                rewrite.insert_op(b0, at, "split_selected_rows", {"X": [g]}, {"Out": sends},
+                                  {"height_sections": [b.rows for b in blocks],
+                                   "op_role": OpRole.Dist})
+            else:
+                rewrite.insert_op(b0, at, "split_byref", {"X": [g]}, {"Out": sends},
+                                  {"sections": [b.rows for b in blocks],
+                                   "op_role": OpRole.Dist})
             at += 1
         ctrl = _ctrl(b0, f"{_SEND_CTRL}{blocks[0].grad}")
         ctrls.append(ctrl)
@@ -302,6 +331,9 @@ def _pserver(main, plan, endpoint, trainers, sync_mode):
     b0 = prog.global_block()
     received, opt_blocks, grad_to_block = [], [], []
     var_map = {}  # pserver name -> (original name, block) for the startup program
+    lr_block = _lr_decay_block(prog, src, var_map)
+    if lr_block is not None:
+        opt_blocks.append(lr_block)
     for p, blocks in plan.items():
         for blk in blocks:
             if blk.ep != endpoint:
@@ -334,17 +366,46 @@ def _pserver(main, plan, endpoint, trainers, sync_mode):
                 for old, new in ren.items():
                     if old != new:
                         rewrite.rename_arg(nop, old, new)
-                rewrite.set_attr(nop, "op_role_var", [blk.pname, blk.gname])
+                if nop.has_attr("op_role_var"):
+                    rewrite.set_attr(nop, "op_role_var", [blk.pname, blk.gname])
             opt_blocks.append(sub.idx)
             grad_to_block.append(f"{blk.gname}:{sub.idx}")
-    if not opt_blocks:
+    if len(opt_blocks) == (lr_block is not None):
         raise ProgramError(f"no parameter block is dispatched to pserver '{endpoint}' (more "
                            f"servers than blocks?)")
     rewrite.append_op(b0, "listen_and_serv", {"X": received}, {},
                       {"endpoint": endpoint, "optimize_blocks": opt_blocks, "Fanin": trainers,
                        "sync_mode": sync_mode, "grad_to_block_id": grad_to_block,
-                       "distributed_mode": 0 if sync_mode else 1, "op_role": OpRole.RPC})
+                       "distributed_mode": 0 if sync_mode else 1,
+                       "lr_decay_block_id": -1 if lr_block is None else lr_block,
+                       "op_role": OpRole.RPC})
     return desc, var_map
+
+
+def _lr_decay_block(prog, src, var_map):
+    """Block 1 of a pserver program when the training program has a learning-rate schedule:
+    its LRSched ops, their variables declared in block 0 (the counter persistable, so the
+    pserver startup initializes it and a checkpoint keeps it). None without a schedule."""
+    lr = _lr_ops(src)
+    if not lr:
+        return None
+    b0 = prog.global_block()
+    sub = rewrite.add_block(prog, 0)
+    for i in lr:
+        op = src.ops[i]
+        if any(a.type in (pb.BLOCK, pb.BLOCKS) for a in op.desc.attrs):
+            raise NotImplementedError(f"distribute transpiler: the learning-rate schedule op "
+                                      f"'{op.type}' has a sub-block (control flow), which "
+                                      f"the pserver LR-decay block does not copy yet")
+        for n in op.input_arg_names + op.output_arg_names:
+            v = src.find_var_recursive(n)
+            if v is not None and n not in b0.vars:
+                _declare_like(b0, v, n)
+                var_map[n] = (n, list(v.shape))
+        od = pb.OpDesc()
+        od.CopyFrom(op.desc)
+        rewrite.insert_op_desc(sub, len(sub.ops), od)
+    return sub.idx
 
 
 def pserver_startup(startup, pserver_main, var_map):
@@ -387,6 +448,10 @@ def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, 
     if not 0 <= trainer_id < trainers:
         raise ValueError(f"transpile: trainer_id {trainer_id} is not in [0, {trainers})")
     plan = _plan(ProgramView(main).global_block(), endpoints, config)
+    if not sync_mode and _lr_ops(ProgramView(main).global_block()):
+        raise NotImplementedError("distribute transpiler: a learning-rate schedule in async "
+                                  "mode (Paddle runs it per received gradient) is not built; "
+                                  "use sync_mode=True or a constant learning rate")
     if not plan:
         raise ProgramError("transpile: the program has no optimizer ops (call "
                            "optimizer.minimize(loss) before transpiling)")
