@@ -19,7 +19,7 @@ import fluidity as fluid
 from fluidity.distributed.launch import free_ports
 
 JobResult = namedtuple("JobResult", "init final losses trainer_programs pserver_programs "
-                                    "clients")
+                                    "pserver_scopes endpoints")
 
 
 def params(prog, scope):
@@ -43,10 +43,10 @@ def _transpile(build, tid, eps, trainers, sync, config):
 
 
 def run_job(build, batch, steps, trainers=2, pservers=2, sync=True, config=None,
-            timeout=60.0, before_close=None):
+            timeout=60.0, before_close=None, on_step=None):
     eps = [f"127.0.0.1:{p}" for p in free_ports(pservers)]
     errors, threads = [], []
-    init, final, losses, tprogs, pprogs, clients = {}, {}, {}, {}, {}, {}
+    init, final, losses, tprogs, pprogs, pscopes = {}, {}, {}, {}, {}, {}
 
     def guarded(fn):
         def run(*a):
@@ -62,7 +62,7 @@ def run_job(build, batch, steps, trainers=2, pservers=2, sync=True, config=None,
         pmain, pstart = t.get_pserver_programs(ep)
         pprogs[ep] = pmain
         exe = fluid.Executor(fluid.CPUPlace())
-        scope = fluid.Scope()
+        scope = pscopes[ep] = fluid.Scope()
         exe.run(pstart, scope=scope)
         exe.run(pmain, scope=scope)
 
@@ -73,17 +73,24 @@ def run_job(build, batch, steps, trainers=2, pservers=2, sync=True, config=None,
         tprogs[tid] = prog
         exe = fluid.Executor(fluid.CPUPlace())
         scope = fluid.Scope()
-        exe.run(start, scope=scope)
-        init[tid] = params(main, scope)
-        losses[tid] = []
-        for step in range(steps):
-            (lv,) = exe.run(prog, feed=batch(step, tid), fetch_list=[loss], scope=scope)
-            losses[tid].append(float(np.asarray(lv).reshape(-1)[0]))
-        final[tid] = params(main, scope)
-        clients[tid] = exe.services.get("rpc") if hasattr(exe, "services") else None
-        if before_close is not None:
-            before_close(tid, exe, scope)
-        exe.close()
+        try:
+            exe.run(start, scope=scope)
+            init[tid] = params(main, scope)
+            losses[tid] = []
+            for step in range(steps):
+                if on_step is not None:
+                    on_step(tid, step, exe)
+                (lv,) = exe.run(prog, feed=batch(step, tid), fetch_list=[loss], scope=scope)
+                losses[tid].append(float(np.asarray(lv).reshape(-1)[0]))
+            final[tid] = params(main, scope)
+            if before_close is not None:
+                before_close(tid, exe, scope)
+        finally:
+            try:
+                exe.close()        # goodbye, also from a failed trainer: the servers end
+            except Exception:      # noqa: BLE001 - the trainer's own error is the one to see
+                if not errors:
+                    raise
 
     for ep in eps:
         threads.append(threading.Thread(target=pserver, args=(ep,), daemon=True))
@@ -98,7 +105,7 @@ def run_job(build, batch, steps, trainers=2, pservers=2, sync=True, config=None,
         time.sleep(0.02)
     if errors:      # the other threads are daemons, stopped with the test process
         raise errors[0]
-    return JobResult(init, final, losses, tprogs, pprogs, clients)
+    return JobResult(init, final, losses, tprogs, pprogs, pscopes, eps)
 
 
 def single_process(build, batch_all, steps, init):
