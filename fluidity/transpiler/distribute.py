@@ -578,8 +578,7 @@ def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
                        "sync_mode": sync_mode, "grad_to_block_id": grad_to_block,
                        "distributed_mode": 0 if sync_mode else 1,
                        "lr_decay_block_id": -1 if lr_block is None else lr_block,
-                       "prefetch_var_name_to_block_id": prefetch,
-                       "op_role": OpRole.RPC})
+                       "prefetch_var_name_to_block_id": prefetch, "op_role": OpRole.RPC})
     return desc, var_map
 
 
