@@ -129,11 +129,11 @@ def _rows_lod_only(value):
     """`value` without a LoD that does not describe its rows: the executor gives every
     output of an op the LoD of its `share_lod` input, so a bias gradient (one row) can carry
     the batch's LoD, which Paddle's tensor record (and so the wire) refuses."""
-    if isinstance(value, LoDTensor) and value._lod and value._array is not None:
-        last = value._lod[-1]
-        if not last or last[-1] != value._array.shape[0] if value._array.ndim else True:
-            return LoDTensor(value._array)
-    return value
+    if not (isinstance(value, LoDTensor) and value._lod and value._array is not None):
+        return value
+    rows = value._array.shape[0] if value._array.ndim else None
+    last = value._lod[-1]
+    return value if last and last[-1] == rows else LoDTensor(value._array)
 
 
 

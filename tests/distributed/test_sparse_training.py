@@ -148,8 +148,8 @@ def test_async_sparse_embedding_lowers_the_loss():
         y = (np.sin(ids * 0.3) + 0.1 * (ids % 3)).astype("float32").reshape(-1, 1)
         return {"ids": fluid.create_lod_tensor(ids.reshape(-1, 1), [[1] * BATCH],
                                                fluid.CPUPlace()), "y": y}
-    build = build_sparse("sgd", lr=0.3)
-    res = run_job(build, batch, 30, sync=False)
+    build = build_sparse("sgd", lr=0.1)    # each trainer's gradient is applied whole
+    res = run_job(build, batch, 40, sync=False)
     for tid in (0, 1):
         losses = res.losses[tid]
         assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5]), losses
