@@ -6,6 +6,8 @@ is imported only when one is first used."""
 from ..executor import services as _services
 from .client import RPCClient, RPCError  # noqa: F401
 from .pserver import PServer
+from .sparse_table import TableService
 
 _services.register("rpc", lambda executor: RPCClient())
 _services.register("pserver", lambda executor: PServer(executor))
+_services.register("sparse_table", lambda executor: TableService())

@@ -37,6 +37,7 @@ class RPCClient:
         self._channels = {}
         self._lock = threading.Lock()
         self._trainer_id = 0
+        self.traffic = {}   # {method: {"calls", "sent", "received"}}: count_traffic
 
     def _channel(self, endpoint):
         with self._lock:
@@ -62,7 +63,9 @@ class RPCClient:
                 raise RPCError(f"{method} to pserver {endpoint}: unreachable or no answer "
                                f"within the {deadline_s:g} s deadline (FLAGS_rpc_deadline)")
             try:
-                return wire.decode(fn(request, timeout=left, wait_for_ready=True))
+                response = fn(request, timeout=left, wait_for_ready=True)
+                self.count_traffic(method, len(request), len(response))
+                return wire.decode(response)
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.UNAVAILABLE and attempt < self.retries:
                     attempt += 1
@@ -85,14 +88,17 @@ class RPCClient:
         if len(calls) <= 1:
             return [self.call(*c) for c in calls]
         grpc = self._grpc
+        requests = [wire.encode(h, v) for _ep, _m, h, v in calls]
         futs = [self._channel(ep).unary_unary(method_path(m)).future(
-                    wire.encode(h, v), timeout=self.deadline_s, wait_for_ready=True)
-                for ep, m, h, v in calls]
+                    request, timeout=self.deadline_s, wait_for_ready=True)
+                for (ep, m, _h, _v), request in zip(calls, requests)]
         out = []
         try:
-            for (ep, m, h, v), f in zip(calls, futs):
+            for (ep, m, h, v), f, request in zip(calls, futs, requests):
                 try:
-                    out.append(wire.decode(f.result()))
+                    response = f.result()
+                    self.count_traffic(m, len(request), len(response))
+                    out.append(wire.decode(response))
                 except grpc.RpcError as e:
                     if e.code() != grpc.StatusCode.UNAVAILABLE:
                         raise self._error(ep, m, e, self.deadline_s) from None
@@ -120,6 +126,29 @@ class RPCClient:
         self._trainer_id = trainer_id
         method = {"send": "SendBarrier", "fetch": "FetchBarrier"}[kind]
         self.call_many([(ep, method, {"trainer_id": trainer_id}, None) for ep in endpoints])
+
+    def prefetch_vars(self, items, trainer_id):
+        """The rows of each (endpoint, ids name, out name, table name, ids) from the
+        distributed table's shards (their prefetch blocks), asked at once."""
+        self._trainer_id = trainer_id
+        return [v for _h, v in self.call_many(
+            [(ep, "PrefetchVariable", {"name": name, "out_name": out, "table_name": table,
+                                       "trainer_id": trainer_id}, ids)
+             for ep, name, out, table, ids in items])]
+
+    def count_traffic(self, method, sent, received):
+        """Add one answered RPC's message bytes (request, response) to `traffic`."""
+        with self._lock:
+            c = self.traffic.setdefault(method, {"calls": 0, "sent": 0, "received": 0})
+            c["calls"] += 1
+            c["sent"] += sent
+            c["received"] += received
+
+    def reset_traffic(self):
+        """Forget the counts: `traffic` is {method: {"calls", "sent", "received"}} of the
+        RPCs answered since (whole wire messages: header and payload)."""
+        with self._lock:
+            self.traffic = {}
 
     def close(self):
         """Say goodbye to every server contacted, then close the channels."""

@@ -60,6 +60,7 @@ class _State:
         self.sent = set()
         self.gone = set()
         self.error = None
+        self.prefetch_blocks = _name_to_block(attrs.get("prefetch_var_name_to_block_id", []))
 
     # -- helpers -----------------------------------------------------------------------------
     def _tid(self, header):
@@ -143,7 +144,46 @@ class _State:
             self.cv.notify_all()
         return None
 
+    def prefetch_variable(self, header, value):
+        """The rows of the ids `value` from this server's shard of the distributed table:
+        its prefetch block (lookup_sparse_table) run in a scope of its own, so lookups from
+        several trainers run at once (the table locks itself)."""
+        name, table = header["name"], header.get("table_name", "")
+        self._tid(header)
+        block = self.prefetch_blocks.get(name)
+        tables = self._prefetch_tables()
+        if block is None or (table and tables.get(name) != table):
+            have = sorted(set(tables.values())) or "none"
+            raise KeyError(f"pserver {self.endpoint} has no distributed table "
+                           f"'{table or name}' to prefetch from (its tables: {have})")
+        local = self.scope.new_scope()
+        try:
+            local.var(name).value = value
+            out = local.var(header["out_name"])
+            self.env.run_block(block, local)
+            return out.value
+        finally:
+            self.scope.delete_scope(local)
+
+    def _prefetch_tables(self):
+        """{ids variable: table name} of the prefetch blocks (their lookup's W)."""
+        out = {}
+        for name, idx in self.prefetch_blocks.items():
+            for op in self.env.program.block(idx).ops:
+                if op.type == "lookup_sparse_table":
+                    out[name] = op.input("W")[0]
+        return out
+
     def wait_done(self):
         with self.cv:
             while len(self.gone) < self.fanin and self.error is None:
                 self.cv.wait(1.0)
+
+
+def _name_to_block(entries):
+    """{name: block index} of listen_and_serv's "<name>:<block>" strings."""
+    out = {}
+    for s in entries:
+        name, _, idx = s.rpartition(":")
+        out[name] = int(idx)
+    return out

@@ -14,6 +14,7 @@ SERVICE = "sendrecv.SendRecvService"
 METHODS = {"SendVariable": "send_variable", "GetVariable": "get_variable",
            "SendBarrier": "send_barrier", "FetchBarrier": "fetch_barrier",
            "Goodbye": "goodbye"}
+METHODS["PrefetchVariable"] = "prefetch_variable"    # the distributed lookup table's rows
 
 
 def method_path(method):

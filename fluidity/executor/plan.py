@@ -245,12 +245,24 @@ class Plan:
         if opdef.kind == "ctx":
             self._check_slots(op, opdef)
             return opdef.make_step(prep)
+        sparse = getattr(opdef, "selected_rows_kernel", None)
+        if sparse is not None and self._reads_selected_rows(op):
+            return make_array_step(prep, sparse(prep.attrs), as_values=True)
         fn = opdef.kernel_for(prep.attrs, prep.present_outputs())
         if isinstance(fn, registry.Allocating):   # the interpreter lets kernels allocate
             fn = fn.kernel
         if opdef.kind == "array" and _declares_0d_output(prep):
             fn = _as_0d_arrays(fn)
         return make_array_step(prep, fn, as_values=opdef.kind == "value")
+
+    def _reads_selected_rows(self, op):
+        """Whether an input of `op` is declared SelectedRows (an op with a
+        `selected_rows_kernel` then runs that one, over the holders' values)."""
+        for n in op.input_arg_names:
+            v = self.block.find_var_recursive(n) if n != EMPTY_VAR_NAME else None
+            if v is not None and v.type == VarType.SELECTED_ROWS:
+                return True
+        return False
 
     def _check_slots(self, op, opdef):
         """A control-flow or I/O op's step reads its slots as it is prepared: one its schema

@@ -56,6 +56,19 @@ class Scale(OpDef):
         e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const {t} v = ({t}){x}[i]; "
                f"{out}[i] = ({x.ctype})({expr}); }}")
 
+    @staticmethod
+    def selected_rows_kernel(attrs):
+        """Paddle's scale of a SelectedRows X: the same rows, their values scaled (a
+        parameter server averages the trainers' sparse gradients with it)."""
+        s, b, after = attrs["scale"], attrs["bias"], attrs["bias_after_scale"]
+
+        def kernel(x, scale_t):
+            k = s if scale_t is None else np.asarray(scale_t._array).reshape(-1)[0]
+            v = x.value
+            out = v * k + b if after else (v + b) * k
+            return SelectedRows(x.rows.copy(), x.height, out.astype(v.dtype, copy=False))
+        return kernel
+
     grad = staticmethod(lambda g: g.op(
         "scale", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
         {"scale": g.attr("scale"), "bias": 0.0, "bias_after_scale": True}))

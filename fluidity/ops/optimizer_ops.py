@@ -132,7 +132,7 @@ class UpdateOp(OpDef):
             idx = Ellipsis
             if isinstance(grad, SelectedRows):
                 rows, g = _sparse_rows(grad, p, op)
-                if not rows.size:
+                if not rows.size and lazy:   # non-lazy rules still move every row (g = 0)
                     return results(ins)
                 if lazy:
                     idx = rows
@@ -207,6 +207,14 @@ class Sgd(UpdateOp):
                         p.shape == g.shape and p.flags.writeable:
                     p -= r.item() * g
                     return param, None
+            # a distributed table's shard (a SelectedRows Param, Paddle's pserver table):
+            # it updates the rows of the gradient itself, creating those it has not seen
+            if isinstance(param, SelectedRows):
+                if not hasattr(param, "apply_sgd") or type(grad) is not SelectedRows:
+                    raise ExecutionError(f"{op}: a SelectedRows Param must be a distributed "
+                                         f"table's shard updated by a SelectedRows Grad")
+                param.apply_sgd(one_value(lr, op, "LearningRate"), grad)
+                return param, None
             # sparse grad: each row added in place, duplicates accumulating, no merge (as
             # Paddle's SelectedRows SGD kernel); same result as merging first up to rounding
             if master is None and type(grad) is SelectedRows and type(param) is LoDTensor:

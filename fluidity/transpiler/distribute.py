@@ -27,6 +27,7 @@ is a pure function of ProgramDescs: the inputs are never touched.
   blocks.
 """
 import math
+import warnings
 from collections import namedtuple
 
 from ..core.dtypes import VarType
@@ -38,7 +39,9 @@ from ..proto import framework_pb2 as pb
 from .ps_dispatcher import HashName, PSDispatcher, RoundRobin  # noqa: F401
 
 # plan: the parameter blocks and their endpoints the programs were written from
-DistPrograms = namedtuple("DistPrograms", "trainer trainer_startup pservers plan")
+# table: the DistTable (None without a distributed lookup table)
+DistPrograms = namedtuple("DistPrograms", "trainer trainer_startup pservers plan table",
+                          defaults=(None,))
 
 # Paddle's control-variable names for the RPC ops' dependencies
 _SEND_CTRL = "@SEND_CTRL@"
@@ -121,47 +124,71 @@ def _attr(op, name, default=None):
     return op.attr(name) if op.has_attr(name) else default
 
 
+_CLIP_SCOPE = "gradient_clip"
+
+
+def _is_clip(op):
+    """Gradient-clipping ops (Fluid names them under the `gradient_clip` scope): they stay
+    on the trainer, made Backward ops, as in Paddle's `_get_optimize_pass`."""
+    return op.role & OpRole.Optimize and _CLIP_SCOPE in str(_attr(op, "op_namescope", ""))
+
+
 def _params_grads(b0):
-    """[(param, grad, [optimize op indices])] in the order the optimizer ops come."""
-    out, by_param = [], {}
+    """[(param, grad, [optimize op indices])] in the order the optimizer ops come. The ops of
+    a parameter are its optimizer op(s) (`op_role_var` names the pair) and the optimize-role
+    ops without one that touch it or its gradient, or what those wrote (regularization);
+    clipping ops are not among them (`_is_clip`)."""
+    out, by_param, loose = [], {}, []
     for i, op in enumerate(b0.ops):
-        if not op.role & OpRole.Optimize:
+        if not op.role & OpRole.Optimize or _is_clip(op):
             continue
         rv = list(_attr(op, "op_role_var", []) or [])
         if len(rv) < 2:
+            loose.append(i)
             continue
         p, g = rv[0], rv[1]
         if p not in by_param:
             by_param[p] = (p, g, [])
             out.append(by_param[p])
         by_param[p][2].append(i)
+    for p, g, ops in out:
+        touched = {p, g}
+        for i in ops:
+            touched.update(b0.ops[i].output_arg_names)
+        for i in reversed(loose):   # a regularization op comes before its parameter's update
+            op = b0.ops[i]
+            names = set(op.input_arg_names) | set(op.output_arg_names)
+            if names & touched and i not in ops:
+                ops.append(i)
+                touched.update(names)
+        ops.sort()
+    owned = {i for _p, _g, ops in out for i in ops}
+    stray = sorted({b0.ops[i].type for i in loose if i not in owned})
+    if stray:
+        raise NotImplementedError(
+            f"distribute transpiler: optimize-role ops {stray} belong to no parameter's "
+            f"update (neither clipping nor its regularization); they cannot be placed on a "
+            f"parameter server")
     return out
 
 
-def _plan(b0, endpoints, config):
-    """{param: [_Block]} with endpoints assigned, in optimizer order."""
-    other = sorted({op.type for op in b0.ops if op.role & OpRole.Optimize and
-                    len(list(_attr(op, "op_role_var", []) or [])) < 2})
-    if other:
-        raise NotImplementedError(
-            f"distribute transpiler: optimize-role ops without a parameter ({other}: "
-            f"gradient clipping or regularization) would have to run on the pservers, "
-            f"which is not built yet")
-    if any(op.role & OpRole.LRSched for op in b0.ops):
-        raise NotImplementedError("distribute transpiler: a learning-rate schedule would "
-                                  "have to run on the pservers (an LR-decay block), which is "
-                                  "not built yet")
+def _lr_ops(b0):
+    """Indices of the learning-rate schedule ops (role LRSched): they move to the pservers'
+    LR-decay block, run once per step before the optimize blocks."""
+    return [i for i, op in enumerate(b0.ops) if op.role & OpRole.LRSched]
+
+
+def _plan(b0, endpoints, config, table=None):
+    """{param: [_Block]} with endpoints assigned, in optimizer order (the distributed table,
+    sharded by id instead, is not among them)."""
     dispatcher = config.split_method(endpoints)
     plan = {}
     for p, g, _ops in _params_grads(b0):
+        if table is not None and p == table.name:
+            continue
         var = b0.find_var_recursive(p)
         if var is None:
             raise ProgramError(f"the optimizer updates '{p}', which the program does not declare")
-        gvar = b0.find_var_recursive(g)
-        if gvar is not None and gvar.type == VarType.SELECTED_ROWS:
-            raise NotImplementedError(f"distribute transpiler: '{p}' has a sparse "
-                                      f"(SelectedRows) gradient; sparse parameters and "
-                                      f"distributed lookup tables are not built yet")
         shape = list(var.shape)
         slices = (slice_variable(shape, len(endpoints), config.min_block_size)
                   if config.slice_var_up else [(0, shape[0] if shape else 1)])
@@ -193,6 +220,187 @@ def _suffix(name, trainer_id, sync_mode, trainers):
     return f"{name}.trainer_{trainer_id}" if sync_mode and trainers > 1 else name
 
 
+# --- the distributed lookup table ----------------------------------------------------------
+class DistTable:
+    """The program's distributed lookup table (`embedding(is_distributed=True)`; Paddle 1.x
+    allows one): its name, gradient (as the optimizer names it), shape, the lookups, the
+    learning rate and optimizer of its update, and its startup initializer."""
+
+    def __init__(self, b0, name, grad, opt_op):
+        var = b0.find_var_recursive(name)
+        self.name, self.grad = name, grad
+        self.shape = [int(d) for d in var.shape]
+        if len(self.shape) != 2:
+            raise ProgramError(f"distributed table '{name}' must be [rows, width], is "
+                               f"{self.shape}")
+        self.lr = opt_op.input("LearningRate")[0]
+        self.opt_type = opt_op.type
+
+    def lookup_ops(self, block):
+        """The lookup_table ops of `block` that read the table."""
+        return [op for op in block.ops
+                if op.type == "lookup_table" and op.input("W") == [self.name]]
+
+    def grad_names(self, trainer_id, n_eps, sync_mode):
+        """The gradient shards a trainer sends (Paddle's names)."""
+        tag = f".trainer_{trainer_id}" if sync_mode else ""
+        return [f"{self.grad}{tag}.pserver_{k}" for k in range(n_eps)]
+
+    @staticmethod
+    def ids_name(k):
+        return f"prefetch_compress_in_tmp_{k}"
+
+    @staticmethod
+    def rows_name(k):
+        return f"prefetch_compress_out_tmp_{k}"
+
+
+def _dist_table(b0, params_grads):
+    """The DistTable of the program, or None."""
+    names = sorted({op.input("W")[0] for op in b0.ops
+                    if op.type in ("lookup_table", "lookup_table_v2") and
+                    _attr(op, "is_distributed", False)})
+    if not names:
+        return None
+    if len(names) > 1:
+        raise NotImplementedError(f"distribute transpiler: one distributed lookup table per "
+                                  f"program (Paddle 1.x), this one has {names}")
+    (name,) = names
+    if any(op.type == "lookup_table_v2" and op.input("W") == [name] for op in b0.ops):
+        raise NotImplementedError(f"distributed table '{name}': lookup_table_v2 lookups "
+                                  f"(ids of any shape) are not built; Fluid 1.x's "
+                                  f"embedding writes lookup_table")
+    for p, g, ops in params_grads:
+        if p == name:
+            opt = [b0.ops[i] for i in ops if b0.ops[i].has_attr("op_role_var") and
+                   "LearningRate" in b0.ops[i].input_names]
+            if len(ops) != 1 or not opt:
+                raise NotImplementedError(f"distributed table '{name}': regularization of "
+                                          f"the table on the pservers is not built")
+            if opt[0].type != "sgd":
+                warnings.warn(f"distributed table '{name}' is updated by sgd on the "
+                              f"pservers, not '{opt[0].type}' (as in Paddle)")
+            return DistTable(b0, name, g, opt[0])
+    raise ProgramError(f"distributed table '{name}' has no optimizer op (is it trainable?)")
+
+
+def _table_initializer(startup, table):
+    """lookup_sparse_table's initializer attributes from the startup op that initializes
+    the table (uniform_random, gaussian_random or fill_constant)."""
+    for op in ProgramView(startup).global_block().ops:
+        if op.output_arg_names == [table.name]:
+            kinds = {"uniform_random": ("min", "max", "seed"),
+                     "gaussian_random": ("mean", "std", "seed"),
+                     "fill_constant": ("value",)}
+            if op.type not in kinds:
+                raise NotImplementedError(f"distributed table '{table.name}' is initialized "
+                                          f"by '{op.type}'; its rows can be made by "
+                                          f"{sorted(kinds)}")
+            attrs = {"init_type": op.type}
+            for a in kinds[op.type]:
+                attrs[a] = _attr(op, a, 0)
+            return attrs
+    raise ProgramError(f"the startup program does not initialize distributed table "
+                       f"'{table.name}'")
+
+
+def fake_init_table(startup_block, table):
+    """Replace, in place, the startup op initializing the table by `fake_init` (a trainer
+    holds no table: its lookup_table_grad reads the table's shape only)."""
+    for op in list(startup_block.ops):
+        if op.output_arg_names == [table.name] and op.type != "fake_init":
+            at = op.idx
+            rewrite.remove_op(startup_block, op)
+            rewrite.insert_op(startup_block, at, "fake_init", {}, {"Out": [table.name]},
+                              {"shape": table.shape, "op_role": OpRole.Forward})
+
+
+def _trainer_table(b0, table, trainer_id, endpoints, sync_mode):
+    """Lookups -> split_ids, prefetch, merge_ids; gradient -> split_ids, send. Returns the
+    send's control variable."""
+    lookups = table.lookup_ops(b0)
+    ids = [op.input("Ids")[0] for op in lookups]
+    outs = [op.output("Out")[0] for op in lookups]
+    at = lookups[0].idx
+    for op in reversed(lookups):
+        rewrite.remove_op(b0, op)
+    ids_var, out_var = b0.find_var_recursive(ids[0]), b0.find_var_recursive(outs[0])
+    n = len(endpoints)
+    ins = [table.ids_name(k) for k in range(n)]
+    rows = [table.rows_name(k) for k in range(n)]
+    for a, b in zip(ins, rows):
+        rewrite.add_var(b0, a, VarType.LOD_TENSOR, [-1, 1], ids_var.dtype, 0)
+        rewrite.add_var(b0, b, VarType.LOD_TENSOR, [-1, table.shape[1]], out_var.dtype, 0)
+    rewrite.insert_op(b0, at, "split_ids", {"Ids": ids}, {"Out": ins},
+                      {"op_role": OpRole.Forward})
+    rewrite.insert_op(b0, at + 1, "prefetch", {"X": ins}, {"Out": rows},
+                      {"epmap": list(endpoints), "table_names": [table.name] * n,
+                       "trainer_id": trainer_id, "op_role": OpRole.Forward})
+    rewrite.insert_op(b0, at + 2, "merge_ids", {"Ids": ids, "Rows": ins, "X": rows},
+                      {"Out": outs}, {"op_role": OpRole.Forward})
+    writers = [i for i, op in enumerate(b0.ops) if table.grad in op.output_arg_names]
+    if not writers:
+        raise ProgramError(f"no op of the program computes gradient '{table.grad}'")
+    gvar = b0.find_var_recursive(table.grad)
+    sends = table.grad_names(trainer_id, n, sync_mode)
+    for name in sends:
+        _declare_like(b0, gvar, name, persistable=False)
+    at = writers[-1] + 1
+    rewrite.insert_op(b0, at, "split_ids", {"Ids": [table.grad]}, {"Out": sends},
+                      {"op_role": OpRole.Dist})
+    ctrl = _ctrl(b0, f"{_SEND_CTRL}{table.grad}")
+    rewrite.insert_op(b0, at + 1, "send", {"X": sends}, {"Out": [ctrl]},
+                      {"epmap": list(endpoints), "sync_mode": not sync_mode,
+                       "trainer_id": trainer_id, "op_role": OpRole.RPC,
+                       "op_role_var": [table.name, table.grad]})
+    return ctrl
+
+
+def _pserver_table(prog, src, table, init, endpoint, endpoints, trainers, sync_mode,
+                   var_map):
+    """The table's optimize block and prefetch block on `endpoint`; returns (received
+    variables, optimize block, "grad:block", "ids:prefetch block")."""
+    b0 = prog.global_block()
+    k = endpoints.index(endpoint)
+    rewrite.add_var(b0, table.name, VarType.SELECTED_ROWS, table.shape,
+                    src.find_var_recursive(table.name).dtype, persistable=True)
+    gvar = src.find_var_recursive(table.grad)
+    lr = src.find_var_recursive(table.lr)
+    _declare_like(b0, lr, table.lr)
+    var_map[table.lr] = (table.lr, list(lr.shape))
+    opt = rewrite.add_block(prog, 0)
+    if sync_mode:
+        per = [f"{table.grad}.trainer_{t}.pserver_{k}" for t in range(trainers)]
+        grad = table.grad
+        for n in per + [grad]:
+            _declare_like(b0, gvar, n, persistable=False)
+        rewrite.append_op(opt, "sum", {"X": per}, {"Out": [grad]},
+                          {"op_role": OpRole.Optimize})
+        if trainers > 1:   # Paddle only sums here; we average as for every other gradient
+            rewrite.append_op(opt, "scale", {"X": [grad]}, {"Out": [grad]},
+                              {"scale": 1.0 / trainers, "op_role": OpRole.Optimize})
+    else:
+        grad = f"{table.grad}.pserver_{k}"
+        per = [grad]
+        _declare_like(b0, gvar, grad, persistable=False)
+    rewrite.append_op(opt, "sgd", {"Param": [table.name], "Grad": [grad],
+                                   "LearningRate": [table.lr]},
+                      {"ParamOut": [table.name]},
+                      {"op_role": OpRole.Optimize, "op_role_var": [table.name, grad]})
+    pre = rewrite.add_block(prog, opt.idx)
+    ids, rows = table.ids_name(k), table.rows_name(k)
+    rewrite.add_var(b0, ids, VarType.LOD_TENSOR, [-1, 1], VarType.INT64, 0)
+    rewrite.add_var(b0, rows, VarType.LOD_TENSOR, [-1, table.shape[1]],
+                    src.find_var_recursive(table.name).dtype, 0)
+    padding = [_attr(op, "padding_idx", -1) for op in table.lookup_ops(src)]
+    rewrite.append_op(pre, "lookup_sparse_table", {"Ids": [ids], "W": [table.name]},
+                      {"Out": [rows]},
+                      {**init, "is_sparse": True, "is_distributed": True,
+                       "padding_idx": padding[0], "auto_grown_table": True,
+                       "op_role": OpRole.Forward})
+    return per, opt.idx, f"{grad}:{opt.idx}", f"{ids}:{pre.idx}"
+
+
 # --- the trainer ---------------------------------------------------------------------------
 def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block):
     """recv each parameter's blocks, fetch_barrier (sync), concat the blocks (in place)."""
@@ -219,14 +427,19 @@ def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block):
                               {"axis": 0, "op_role": OpRole.Dist})
 
 
-def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode):
+def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None):
     prog = ProgramView(rewrite.copy_program(main))
     b0 = prog.global_block()
     drop = [i for i, op in enumerate(b0.ops)
-            if op.role & (OpRole.Optimize | OpRole.LRSched)]
+            if op.role & (OpRole.Optimize | OpRole.LRSched) and not _is_clip(op)]
     for i in reversed(drop):
         rewrite.remove_op(b0, b0.ops[i])
+    for op in b0.ops:
+        if _is_clip(op):
+            rewrite.set_attr(op, "op_role", OpRole.Backward)
     ctrls = []
+    if table is not None:
+        ctrls.append(_trainer_table(b0, table, trainer_id, endpoints, sync_mode))
     for p, blocks in plan.items():
         g = blocks[0].grad
         gvar = b0.find_var_recursive(g)
@@ -243,9 +456,14 @@ def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode):
         if blocks[0].sliced:
             for b, n in zip(blocks, sends):
                 _declare_like(b0, gvar, n, b.shape, persistable=False)
-            rewrite.insert_op(b0, at, "split_byref", {"X": [g]}, {"Out": sends},
-                              {"sections": [b.rows for b in blocks],
-                               "op_role": OpRole.Backward})
+            if gvar.type == VarType.SELECTED_ROWS:   # rows renumbered within each block
+                rewrite.insert_op(b0, at, "split_selected_rows", {"X": [g]}, {"Out": sends},
+                                  {"height_sections": [b.rows for b in blocks],
+                                   "op_role": OpRole.Dist})
+            else:
+                rewrite.insert_op(b0, at, "split_byref", {"X": [g]}, {"Out": sends},
+                                  {"sections": [b.rows for b in blocks],
+                                   "op_role": OpRole.Dist})
             at += 1
         ctrl = _ctrl(b0, f"{_SEND_CTRL}{blocks[0].grad}")
         ctrls.append(ctrl)
@@ -269,8 +487,10 @@ def append_trainer_recv(startup_block, main, plan, trainer_id, endpoints, sync_m
                  ProgramView(main).global_block())
 
 
-def _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode):
+def _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table=None):
     prog = ProgramView(rewrite.copy_program(startup))
+    if table is not None:
+        fake_init_table(prog.global_block(), table)
     _append_recv(prog.global_block(), plan, trainer_id, sync_mode, endpoints,
                  ProgramView(main).global_block())
     return prog.desc
@@ -296,7 +516,8 @@ def _renames_for(b0, block, opt_ops):
     return ren
 
 
-def _pserver(main, plan, endpoint, trainers, sync_mode):
+def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
+             endpoints=()):
     src = ProgramView(main).global_block()
     opt_ops = {p: [src.ops[i] for i in ops] for p, _g, ops in _params_grads(src)}
     desc = pb.ProgramDesc()
@@ -306,6 +527,9 @@ def _pserver(main, plan, endpoint, trainers, sync_mode):
     b0 = prog.global_block()
     received, opt_blocks, grad_to_block = [], [], []
     var_map = {}  # pserver name -> (original name, block) for the startup program
+    lr_block = _lr_decay_block(prog, src, var_map)
+    if lr_block is not None:
+        opt_blocks.append(lr_block)
     for p, blocks in plan.items():
         for blk in blocks:
             if blk.ep != endpoint:
@@ -338,17 +562,54 @@ def _pserver(main, plan, endpoint, trainers, sync_mode):
                 for old, new in ren.items():
                     if old != new:
                         rewrite.rename_arg(nop, old, new)
-                rewrite.set_attr(nop, "op_role_var", [blk.pname, blk.gname])
+                if nop.has_attr("op_role_var"):
+                    rewrite.set_attr(nop, "op_role_var", [blk.pname, blk.gname])
             opt_blocks.append(sub.idx)
             grad_to_block.append(f"{blk.gname}:{sub.idx}")
-    if not opt_blocks:
+    prefetch = []
+    if table is not None:
+        per, blk, g2b, pre = _pserver_table(prog, src, table, init, endpoint, list(endpoints),
+                                            trainers, sync_mode, var_map)
+        received += per
+        opt_blocks.append(blk)
+        grad_to_block.append(g2b)
+        prefetch.append(pre)
+    if len(opt_blocks) == (lr_block is not None):
         raise ProgramError(f"no parameter block is dispatched to pserver '{endpoint}' (more "
                            f"servers than blocks?)")
     rewrite.append_op(b0, "listen_and_serv", {"X": received}, {},
                       {"endpoint": endpoint, "optimize_blocks": opt_blocks, "Fanin": trainers,
                        "sync_mode": sync_mode, "grad_to_block_id": grad_to_block,
-                       "distributed_mode": 0 if sync_mode else 1, "op_role": OpRole.RPC})
+                       "distributed_mode": 0 if sync_mode else 1,
+                       "lr_decay_block_id": -1 if lr_block is None else lr_block,
+                       "prefetch_var_name_to_block_id": prefetch, "op_role": OpRole.RPC})
     return desc, var_map
+
+
+def _lr_decay_block(prog, src, var_map):
+    """Block 1 of a pserver program when the training program has a learning-rate schedule:
+    its LRSched ops, their variables declared in block 0 (the counter persistable, so the
+    pserver startup initializes it and a checkpoint keeps it). None without a schedule."""
+    lr = _lr_ops(src)
+    if not lr:
+        return None
+    b0 = prog.global_block()
+    sub = rewrite.add_block(prog, 0)
+    for i in lr:
+        op = src.ops[i]
+        if any(a.type in (pb.BLOCK, pb.BLOCKS) for a in op.desc.attrs):
+            raise NotImplementedError(f"distribute transpiler: the learning-rate schedule op "
+                                      f"'{op.type}' has a sub-block (control flow), which "
+                                      f"the pserver LR-decay block does not copy yet")
+        for n in op.input_arg_names + op.output_arg_names:
+            v = src.find_var_recursive(n)
+            if v is not None and n not in b0.vars:
+                _declare_like(b0, v, n)
+                var_map[n] = (n, list(v.shape))
+        od = pb.OpDesc()
+        od.CopyFrom(op.desc)
+        rewrite.insert_op_desc(sub, len(sub.ops), od)
+    return sub.idx
 
 
 def pserver_startup(startup, pserver_main, var_map):
@@ -390,17 +651,24 @@ def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, 
         raise ValueError(f"transpile: an endpoint is listed twice in {endpoints}")
     if not 0 <= trainer_id < trainers:
         raise ValueError(f"transpile: trainer_id {trainer_id} is not in [0, {trainers})")
-    plan = _plan(ProgramView(main).global_block(), endpoints, config)
-    if not plan:
+    src = ProgramView(main).global_block()
+    table = _dist_table(src, _params_grads(src))
+    plan = _plan(src, endpoints, config, table)
+    init = _table_initializer(startup, table) if table is not None else None
+    if not sync_mode and _lr_ops(ProgramView(main).global_block()):
+        raise NotImplementedError("distribute transpiler: a learning-rate schedule in async "
+                                  "mode (Paddle runs it per received gradient) is not built; "
+                                  "use sync_mode=True or a constant learning rate")
+    if not plan and table is None:
         raise ProgramError("transpile: the program has no optimizer ops (call "
                            "optimizer.minimize(loss) before transpiling)")
-    trainer = _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode)
-    tstart = _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode)
+    trainer = _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table)
+    tstart = _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table)
     pservers = {}
     for ep in endpoints:
-        pmain, var_map = _pserver(main, plan, ep, trainers, sync_mode)
+        pmain, var_map = _pserver(main, plan, ep, trainers, sync_mode, table, init, endpoints)
         pservers[ep] = (pmain, pserver_startup(startup, pmain, var_map))
-    return DistPrograms(trainer, tstart, pservers, plan)
+    return DistPrograms(trainer, tstart, pservers, plan, table)
 
 
 __all__ = ["DistPrograms", "DistributeTranspilerConfig", "HashName", "RoundRobin",

@@ -5,6 +5,7 @@ fetch_barrier, concat) to the startup program it is given (the default one when 
 trainer script that runs `fluid.default_startup_program()` starts from the servers' values;
 the main program is never touched (the trainer program is a new one). The pserver startup
 programs come from a copy of the startup program taken before that."""
+from ..core.dtypes import VarType
 from ..ir.views import ProgramView
 from . import distribute as _d
 from .distribute import DistributeTranspilerConfig  # noqa: F401
@@ -50,6 +51,8 @@ class DistributeTranspiler:
         # Fluid: the trainer's startup program fetches the initial parameters
         _d.append_trainer_recv(startup_program.global_block(), program.desc, self._result.plan,
                                self.trainer_id, self.pserver_endpoints, self.sync_mode)
+        if self._result.table is not None:     # a trainer holds no distributed table
+            _d.fake_init_table(startup_program.global_block(), self._result.table)
 
     def _check(self):
         if self._result is None:
@@ -89,8 +92,8 @@ def _var_map(pserver_main, origin_block):
     (block names `<var>.block<i>` map back to `<var>`)."""
     out = {}
     for v in ProgramView(pserver_main).global_block().vars.values():
-        if not v.persistable:
-            continue
+        if not v.persistable or v.type == VarType.SELECTED_ROWS:
+            continue        # (a distributed table's shard grows on its server, no initializer)
         orig = v.name
         if origin_block.find_var_recursive(orig) is None and ".block" in orig:
             orig = orig.rsplit(".block", 1)[0]

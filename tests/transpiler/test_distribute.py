@@ -174,30 +174,38 @@ def test_errors():
         _transpile(main, start, tid=2)
 
 
-def test_clip_and_regularization_fail_fast():
+def test_regularization_moves_to_the_pserver_with_its_optimizer():
     main, start = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, start), fluid.unique_name.guard():
         x = fluid.layers.data("x", [4])
         loss = fluid.layers.mean(fluid.layers.fc(x, 1))
         fluid.optimizer.SGD(0.1, regularization=fluid.regularizer.L2Decay(0.01)).minimize(loss)
-    with pytest.raises(NotImplementedError, match="regularization"):
-        _transpile(main, start)
+    t = _transpile(main, start)
+    trainer = [op.type for op in t.get_trainer_program().global_block().ops]
+    assert "sgd" not in trainer and not any(
+        "regularization" in str(op.attr("op_namescope"))
+        for op in t.get_trainer_program().global_block().ops if op.has_attr("op_namescope"))
+    blocks = [[op.type for op in b.ops] for ep in EPS.split(",")
+              for b in t.get_pserver_program(ep).blocks[1:]]
+    assert ["scale", "sum", "sgd"] in [b[-3:] for b in blocks]
 
 
-def test_sparse_gradients_and_lr_schedules_fail_fast():
-    main, start = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, start), fluid.unique_name.guard():
-        ids = fluid.layers.data("ids", [1], dtype="int64")
-        emb = fluid.layers.embedding(ids, [100, 8], is_sparse=True)
-        loss = fluid.layers.mean(emb)
-        fluid.optimizer.SGD(0.1).minimize(loss)
-    with pytest.raises(NotImplementedError, match="SelectedRows"):
-        _transpile(main, start)
+def test_async_lr_schedule_and_two_distributed_tables_fail_fast():
     main, start = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, start), fluid.unique_name.guard():
         x = fluid.layers.data("x", [4])
         loss = fluid.layers.mean(fluid.layers.fc(x, 1))
         lr = fluid.layers.exponential_decay(0.1, 10, 0.5)
         fluid.optimizer.SGD(lr).minimize(loss)
-    with pytest.raises(NotImplementedError, match="learning-rate schedule"):
+    with pytest.raises(NotImplementedError, match="learning-rate schedule in async"):
+        _transpile(main, start, sync=False)
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        ids = fluid.layers.data("ids", [1], dtype="int64", lod_level=1)
+        embs = [fluid.layers.embedding(ids, [100, 8], is_sparse=True, is_distributed=True,
+                                       param_attr=fluid.ParamAttr(name=f"t{i}"))
+                for i in range(2)]
+        loss = fluid.layers.mean(fluid.layers.elementwise_add(*embs))
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    with pytest.raises(NotImplementedError, match=r"one distributed lookup table .*t0"):
         _transpile(main, start)
