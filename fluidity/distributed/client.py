@@ -23,6 +23,7 @@ of the method; a heartbeat per server every FLAGS_rpc_heartbeat_interval seconds
 1; 0: none) from a background thread, so servers tell a dead trainer from a slow one; and
 `stats` (`RPCStats`): per call kind, calls, bytes each way, seconds, for benchmarks
 (`RPCClient.of(executor).stats.snapshot()`)."""
+import logging
 import threading
 import time
 
@@ -30,6 +31,9 @@ from ..errors import ExecutionError
 from . import wire
 from .service import (TOKEN_KEY, UNCHECKED, chunks, env_flag, message_options, method_path, rpc_token,
                       stream_threshold)
+
+
+logger = logging.getLogger("fluidity")
 
 
 class RPCError(ExecutionError):
@@ -244,6 +248,9 @@ class RPCClient:
                         f"rounds (is FLAGS_pserver_checkpoint_dir set for it?)")
             peer.incarnation = rh.get("incarnation")
             peer.step = []
+        logger.warning("pserver %s restarted (now at version %s): %s", endpoint, version,
+                       f"resending this step's {len(replay)} calls" if replay else
+                       "nothing to resend")
         for method, header, value in replay:
             self.call(endpoint, method, header, value, deadline_s)
 
