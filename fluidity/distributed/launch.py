@@ -63,6 +63,7 @@ class _Proc:
         if self.popen.poll() is None:
             try:
                 os.killpg(self.popen.pid, signal.SIGTERM)
+                os.killpg(self.popen.pid, signal.SIGCONT)   # a stopped one handles it too
                 self.popen.wait(wait)
             except (subprocess.TimeoutExpired, ProcessLookupError):
                 try:
