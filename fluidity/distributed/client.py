@@ -41,11 +41,12 @@ class RPCError(ExecutionError):
 
 
 class RPCStats:
-    """Counters of one client's calls: per method, `calls`, `bytes_sent`, `bytes_received`
-    (whole wire messages) and `seconds` (wall time of the calls; calls made together share
-    their batch's time), and `wall_seconds`, the time spent in RPC in all."""
+    """Counters of one client's calls: per method, `calls`, `streamed` (of them, those that
+    went by the streaming form), `bytes_sent`, `bytes_received` (whole wire messages) and
+    `seconds` (wall time of the calls; calls made together share their batch's time), and
+    `wall_seconds`, the time spent in RPC in all."""
 
-    KEYS = ("calls", "bytes_sent", "bytes_received", "seconds")
+    KEYS = ("calls", "streamed", "bytes_sent", "bytes_received", "seconds")
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -56,12 +57,13 @@ class RPCStats:
             self._by_method = {}
             self._wall = 0.0
 
-    def record(self, method, sent, received, seconds):
+    def record(self, method, sent, received, seconds, streamed=False):
         with self._lock:
             row = self._by_method.get(method)
             if row is None:
                 row = self._by_method[method] = dict.fromkeys(self.KEYS, 0)
             row["calls"] += 1
+            row["streamed"] += bool(streamed)
             row["bytes_sent"] += sent
             row["bytes_received"] += received
             row["seconds"] += seconds
@@ -273,7 +275,8 @@ class RPCClient:
             finally:
                 dt = time.perf_counter() - t0
                 self.stats.add_wall(dt)
-            self.stats.record(method, len(request), len(reply), dt)
+            self.stats.record(method, len(request), len(reply), dt,
+                              self._streams(endpoint, method, h, request))
             return self._finish(endpoint, method, header, value, reply)
 
     def call_many(self, calls):
