@@ -7,9 +7,16 @@ PADDLE_PORT (a pserver's own address; free ports on 127.0.0.1 unless --servers n
 them), PADDLE_CURRENT_ENDPOINT. Output goes to `<log_dir>/serverlog.<i>` and
 `workerlog.<i>`. When a process fails, every other one is stopped and the launcher exits
 non-zero naming it; when all trainers are done the servers get `--server_timeout` seconds
-to exit after the trainers' goodbyes."""
+to exit after the trainers' goodbyes.
+
+Every process gets the job's RPC token (FLUIDITY_RPC_TOKEN: the caller's, or a fresh random
+one), so the pservers refuse calls from outside the job. `--checkpoint_dir` gives the
+pservers a recovery directory (FLAGS_pserver_checkpoint_dir; `pserver.py`).
+`--backend ray` places the processes as Ray actors on the cluster at `--ray_address`
+(default: a local Ray instance started for the job; `ray_launch.py`)."""
 import argparse
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -43,6 +50,14 @@ def _parser():
     p.add_argument("--log_dir", default="log")
     p.add_argument("--server_timeout", type=float, default=30.0,
                    help="seconds the pservers get to exit after the trainers are done")
+    p.add_argument("--checkpoint_dir", default="",
+                   help="the pservers' recovery directory (FLAGS_pserver_checkpoint_dir): "
+                        "a pserver restarted on its endpoint resumes from it")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local processes (default) or Ray actors on a Ray cluster")
+    p.add_argument("--ray_address", default="",
+                   help="the Ray cluster to run on (ray.init's address; default: a local "
+                        "instance started for the job)")
     p.add_argument("training_script")
     p.add_argument("training_script_args", nargs=argparse.REMAINDER)
     return p
@@ -89,29 +104,54 @@ def launch(argv=None):
         if len(eps) != a.server_num:
             raise SystemExit(f"launch: --servers names {len(eps)} endpoints, --server_num "
                              f"is {a.server_num}")
-    else:
+    elif a.backend == "local":
         eps = [f"127.0.0.1:{p}" for p in free_ports(a.server_num)]
+    else:
+        eps = None                                  # the Ray actors' own addresses
     os.makedirs(a.log_dir, exist_ok=True)
+    job_env = job_environment(a, os.environ)
+    if a.backend == "ray":
+        from .ray_launch import launch_on_ray
+        return launch_on_ray(a, job_env, eps)
     cmd = [sys.executable, "-u", a.training_script] + list(a.training_script_args)
-    base = dict(os.environ, PADDLE_PSERVERS_IP_PORT_LIST=",".join(eps),
-                PADDLE_TRAINERS_NUM=str(a.worker_num))
+    base = dict(os.environ, **job_env)
     servers, trainers = [], []
     try:
-        for i, ep in enumerate(eps):
-            ip, port = ep.rsplit(":", 1)
-            env = dict(base, TRAINING_ROLE="PSERVER", POD_IP=ip, PADDLE_PORT=port,
-                       PADDLE_CURRENT_ENDPOINT=ep, PADDLE_TRAINER_ID="0")
-            servers.append(_Proc("PSERVER", i, cmd, env,
+        for i in range(len(eps)):
+            servers.append(_Proc("PSERVER", i, cmd,
+                                 dict(base, **role_environment("PSERVER", i, eps)),
                                  os.path.join(a.log_dir, f"serverlog.{i}")))
         for i in range(a.worker_num):
-            env = dict(base, TRAINING_ROLE="TRAINER", PADDLE_TRAINER_ID=str(i),
-                       POD_IP="127.0.0.1")
-            trainers.append(_Proc("TRAINER", i, cmd, env,
+            trainers.append(_Proc("TRAINER", i, cmd,
+                                  dict(base, **role_environment("TRAINER", i, eps)),
                                   os.path.join(a.log_dir, f"workerlog.{i}")))
         return _watch(servers, trainers, a.server_timeout)
     finally:
         for p in servers + trainers:
             p.stop()
+
+
+def job_environment(args, environ):
+    """What every process of the job gets beyond Paddle's role variables: the RPC token
+    (the caller's, else a fresh one) and the pservers' recovery directory."""
+    env = {"PADDLE_TRAINERS_NUM": str(args.worker_num)}
+    if not (environ.get("FLUIDITY_RPC_TOKEN") or environ.get("FLAGS_rpc_token")):
+        env["FLUIDITY_RPC_TOKEN"] = secrets.token_hex(16)
+    if args.checkpoint_dir:
+        env["FLAGS_pserver_checkpoint_dir"] = os.path.abspath(args.checkpoint_dir)
+    return env
+
+
+def role_environment(role, idx, eps):
+    """Paddle's variables for process `idx` of `role` ("PSERVER" / "TRAINER")."""
+    env = {"PADDLE_PSERVERS_IP_PORT_LIST": ",".join(eps), "TRAINING_ROLE": role}
+    if role == "PSERVER":
+        ip, port = eps[idx].rsplit(":", 1)
+        env.update(POD_IP=ip, PADDLE_PORT=port, PADDLE_CURRENT_ENDPOINT=eps[idx],
+                   PADDLE_TRAINER_ID="0")
+    else:
+        env.update(PADDLE_TRAINER_ID=str(idx), POD_IP="127.0.0.1")
+    return env
 
 
 def _watch(servers, trainers, server_timeout):
