@@ -8,6 +8,7 @@ import signal
 import numpy as np
 import pytest
 
+import fluidity as fluid
 from fluidity.distributed import checkpoint as ckpt
 from fluidity.io import atomic
 
@@ -16,12 +17,14 @@ from dist_job import Job, load, single_process
 
 # Killed between two steps (the trainers sleep after each), or at any moment of a step
 # (they do not): then a step's gradients or barrier reached the dead server, and the
-# trainers resend them unless its round log shows the round applied.
-@pytest.mark.parametrize("kill_at,sleep", [(3, "0.05"), (8, "0")])
-def test_killed_pserver_restarts_and_no_update_is_lost(tmp_path, kill_at, sleep):
+# trainers resend them unless its round log shows the round applied. With periodic
+# snapshots (every 0.3 s here) the restart loads a later snapshot and a shorter log.
+@pytest.mark.parametrize("kill_at,sleep,minutes", [(6, "0.05", "0.005"), (8, "0", "0")])
+def test_killed_pserver_restarts_and_no_update_is_lost(tmp_path, kill_at, sleep, minutes):
     steps, lr = 16, 0.1
     job = Job(tmp_path, ["sync", tmp_path, steps, lr],
               env={"FLAGS_pserver_checkpoint_dir": str(tmp_path / "ckpt"),
+                   "FLAGS_pserver_checkpoint_minutes": minutes,
                    "FLUIDITY_TEST_STEP_SLEEP": sleep, "FLAGS_rpc_deadline": "60000"})
     try:
         job.start()
@@ -35,6 +38,9 @@ def test_killed_pserver_restarts_and_no_update_is_lost(tmp_path, kill_at, sleep)
     finally:
         job.stop_all()
     assert "resumed from" in job.log("server", 1), job.logs()
+    if minutes != "0":           # server 0 was never killed: its snapshots are periodic ones
+        snap = tmp_path / "ckpt" / job.eps[0].replace(":", "_") / ckpt.SNAPSHOT
+        assert ckpt.load(str(snap), fluid.Scope())["version"] > 0
     assert all("pserver %s restarted" % job.eps[1] in job.log("worker", i) for i in range(2))
     init, final0, _ = load(tmp_path / "trainer_0.npz")
     _init1, final1, _ = load(tmp_path / "trainer_1.npz")
@@ -136,3 +142,12 @@ def test_round_log_ignores_a_torn_tail(tmp_path):
     np.testing.assert_array_equal(np.array(rounds[1][1]["g"]), [2, 2, 2])
     ckpt.RoundLog(path).truncate()
     assert ckpt.RoundLog(path).rounds() == []
+
+
+def test_checkpoint_notify_without_a_directory_is_refused():
+    import fluidity as fluid
+    prog = fluid.Program()
+    prog.global_block().append_op(type="checkpoint_notify",
+                                  attrs={"epmap": ["127.0.0.1:1"], "dir": ""})
+    with pytest.raises(fluid.errors.ExecutionError, match="checkpoint_notify: attribute 'dir'"):
+        fluid.Executor(fluid.CPUPlace()).run(prog, scope=fluid.Scope())
