@@ -281,8 +281,8 @@ class RPCClient:
 
     def call_many(self, calls):
         """[(header, value)] of each (endpoint, method, header, value), the calls made at
-        once; one that fails or streams goes on as `call` (retries, resync) after all the
-        others are in."""
+        once; one whose server was down or restarted, or that streams, goes on as `call`
+        (retries, resync) after all the others are in; any other failure raises."""
         if len(calls) <= 1:
             return [self.call(*c) for c in calls]
         grpc = self._grpc
@@ -295,12 +295,14 @@ class RPCClient:
                 continue
             sent.append((req, self._stub(ep, m, False).future(
                 req, timeout=self.deadline_s, wait_for_ready=True, metadata=self._metadata)))
-        replies = []
+        replies, again = [], (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED)
         try:
-            for _req, f in sent:
+            for (ep, m, _h, _v), (_req, f) in zip(calls, sent):
                 try:
                     replies.append(None if f is None else f.result())
-                except grpc.RpcError:
+                except grpc.RpcError as e:
+                    if e.code() not in again:    # down or restarted: `call` handles it
+                        raise self._error(ep, m, e, self.deadline_s) from None
                     replies.append(None)
         finally:
             for _req, f in sent:
