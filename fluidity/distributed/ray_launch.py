@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from .launch import role_environment
+from .roles import role_environment
 
 POLL_S = 0.2
 _PASSED_ON = ("PYTHONPATH", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
