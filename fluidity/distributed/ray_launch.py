@@ -64,9 +64,11 @@ class ProcessActor:
             s.bind((host, 0))
             return host, s.getsockname()[1]
 
-    def start(self, script, args, env):
+    def start(self, script, args, env, local):
         import subprocess
         full = dict(os.environ, **env)
+        if env.get("TRAINING_ROLE") == "TRAINER" and not local:
+            full["POD_IP"] = _node_ip()          # a trainer's own address on its node
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen([sys.executable, "-u", script, *args], env=full,
                                          stdout=log, stderr=subprocess.STDOUT,
@@ -162,7 +164,8 @@ def launch_on_ray(args, job_env, eps):
         env = dict(job_env, **{k: os.environ[k] for k in _PASSED_ON if k in os.environ})
         script = os.path.abspath(args.training_script)
         ray.get([m.actor.start.remote(script, list(args.training_script_args),
-                                      dict(env, **role_environment(m.role, m.idx, eps)))
+                                      dict(env, **role_environment(m.role, m.idx, eps)),
+                                      local)
                  for m in members])
         return _watch(ray, servers, trainers, args.server_timeout)
     finally:
