@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum |
 # exact versions from constraints.txt; pyproject.toml states the compatible ranges
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q -c constraints.txt -e '.[test,demo]'
+	$(VPY) -m pip install -q -c constraints.txt -e '.[test,demo,ray]'
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv: $(STAMP)

@@ -7,7 +7,13 @@ PADDLE_PORT (a pserver's own address; free ports on 127.0.0.1 unless --servers n
 them), PADDLE_CURRENT_ENDPOINT. Output goes to `<log_dir>/serverlog.<i>` and
 `workerlog.<i>`. When a process fails, every other one is stopped and the launcher exits
 non-zero naming it; when all trainers are done the servers get `--server_timeout` seconds
-to exit after the trainers' goodbyes."""
+to exit after the trainers' goodbyes.
+
+Every process gets the job's RPC token (FLUIDITY_RPC_TOKEN: the caller's, or a fresh random
+one), so the pservers refuse calls from outside the job. `--checkpoint_dir` gives the
+pservers a recovery directory (FLAGS_pserver_checkpoint_dir; `pserver.py`).
+`--backend ray` places the processes as Ray actors on the cluster at `--ray_address`
+(default: a local Ray instance started for the job; `ray_launch.py`)."""
 import argparse
 import os
 import signal
@@ -16,6 +22,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from .roles import job_environment, role_environment
 
 
 def free_ports(n, host="127.0.0.1"):
@@ -43,6 +51,14 @@ def _parser():
     p.add_argument("--log_dir", default="log")
     p.add_argument("--server_timeout", type=float, default=30.0,
                    help="seconds the pservers get to exit after the trainers are done")
+    p.add_argument("--checkpoint_dir", default="",
+                   help="the pservers' recovery directory (FLAGS_pserver_checkpoint_dir): "
+                        "a pserver restarted on its endpoint resumes from it")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local processes (default) or Ray actors on a Ray cluster")
+    p.add_argument("--ray_address", default="",
+                   help="the Ray cluster to run on (ray.init's address; default: a local "
+                        "instance started for the job)")
     p.add_argument("training_script")
     p.add_argument("training_script_args", nargs=argparse.REMAINDER)
     return p
@@ -63,6 +79,7 @@ class _Proc:
         if self.popen.poll() is None:
             try:
                 os.killpg(self.popen.pid, signal.SIGTERM)
+                os.killpg(self.popen.pid, signal.SIGCONT)   # a stopped one handles it too
                 self.popen.wait(wait)
             except (subprocess.TimeoutExpired, ProcessLookupError):
                 try:
@@ -88,24 +105,26 @@ def launch(argv=None):
         if len(eps) != a.server_num:
             raise SystemExit(f"launch: --servers names {len(eps)} endpoints, --server_num "
                              f"is {a.server_num}")
-    else:
+    elif a.backend == "local":
         eps = [f"127.0.0.1:{p}" for p in free_ports(a.server_num)]
+    else:
+        eps = None                                  # the Ray actors' own addresses
     os.makedirs(a.log_dir, exist_ok=True)
+    job_env = job_environment(a, os.environ)
+    if a.backend == "ray":
+        from .ray_launch import launch_on_ray
+        return launch_on_ray(a, job_env, eps)
     cmd = [sys.executable, "-u", a.training_script] + list(a.training_script_args)
-    base = dict(os.environ, PADDLE_PSERVERS_IP_PORT_LIST=",".join(eps),
-                PADDLE_TRAINERS_NUM=str(a.worker_num))
+    base = dict(os.environ, **job_env)
     servers, trainers = [], []
     try:
-        for i, ep in enumerate(eps):
-            ip, port = ep.rsplit(":", 1)
-            env = dict(base, TRAINING_ROLE="PSERVER", POD_IP=ip, PADDLE_PORT=port,
-                       PADDLE_CURRENT_ENDPOINT=ep, PADDLE_TRAINER_ID="0")
-            servers.append(_Proc("PSERVER", i, cmd, env,
+        for i in range(len(eps)):
+            servers.append(_Proc("PSERVER", i, cmd,
+                                 dict(base, **role_environment("PSERVER", i, eps)),
                                  os.path.join(a.log_dir, f"serverlog.{i}")))
         for i in range(a.worker_num):
-            env = dict(base, TRAINING_ROLE="TRAINER", PADDLE_TRAINER_ID=str(i),
-                       POD_IP="127.0.0.1")
-            trainers.append(_Proc("TRAINER", i, cmd, env,
+            trainers.append(_Proc("TRAINER", i, cmd,
+                                  dict(base, **role_environment("TRAINER", i, eps)),
                                   os.path.join(a.log_dir, f"workerlog.{i}")))
         rc = _watch(servers, trainers, a.server_timeout)
         if rc == 0:

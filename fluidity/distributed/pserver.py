@@ -5,18 +5,51 @@ when every one of `Fanin` trainers has said goodbye.
 
 * Sync mode, per step: each trainer sends its gradients (`<grad>.trainer_<id>`) and a send
   barrier; when all active trainers' barriers are in, the optimize blocks run (their `sum`
-  and `scale(1/N)` average the trainers' gradients) and the parameter version goes up. A
-  trainer's get waits until the version is newer than the one it last fetched (so a fast
-  trainer never reads last step's values), and its fetch barrier records the version it
-  has. The first round of gets (the trainers' startup) is answered at once.
+  and `scale(1/N)` average the trainers' gradients) and the parameter version (the number
+  of rounds applied) goes up. A trainer's get waits until the version is newer than the
+  one it last fetched (so a fast trainer never reads last step's values), and its fetch
+  barrier records the version it has. The first round of gets (the trainers' startup) is
+  answered at once. Sends and barriers carry the version the trainer computed from: one
+  for a round already applied (a retry) is ignored, so each round is applied once.
 * Async mode: each gradient runs the optimize block mapped to it (`grad_to_block_id`) as
   it arrives; gets answer the current values; barriers are errors.
 
-Blocks run one at a time (one lock) with the executor that runs `listen_and_serv`."""
-import threading
+Checkpoints (`checkpoint.py` has the format). `CheckpointNotify` (Paddle's
+`checkpoint_notify` op) saves a snapshot of every persistable variable and the version
+into the directory it names. With a recovery directory (env FLAGS_pserver_checkpoint_dir;
+each server uses `<dir>/<host>_<port>`) the server also keeps a snapshot there, taken when
+it starts and every FLAGS_pserver_checkpoint_minutes (default 10; 0: only at start), and
+in sync mode logs each round's gradients before applying it. A server started on an
+endpoint whose recovery directory holds a snapshot resumes from it: loads it, re-runs the
+logged rounds, and serves with a new incarnation id; each reply carries the incarnation
+and the version, and a call made for an earlier incarnation is refused (ABORTED), so each
+trainer asks the new server's version and resends the step's gradients and barrier when
+that step was not applied (`client.py`). Flags are environment variables, as Paddle's
+gflags are, so a script runs unchanged under the launcher or a cluster system.
 
-from ..errors import ExecutionError
-from .service import start_server
+Failures: every call and each trainer's heartbeat (client.py) marks the trainer alive. A
+trainer that has been heard from, has not said goodbye and is silent for
+FLAGS_pserver_trainer_timeout seconds (default 10) is presumed dead: every waiting and
+later call fails with an error naming it, and after a short linger (so waiting trainers get
+that error) `serve` raises it.
+
+Blocks run one at a time (one lock) with the executor that runs `listen_and_serv`."""
+import os
+import secrets
+import threading
+import time
+
+from ..errors import ExecutionError, FluidityError
+from . import checkpoint
+from .service import UNCHECKED, Refused, env_flag, start_server
+from .wire import BadRequest, field
+
+LINGER_S = 2.0               # how long a failed server keeps answering with its error
+
+
+def recovery_dir(root, endpoint):
+    """The recovery directory of the server on `endpoint` under `root`."""
+    return os.path.join(root, endpoint.replace(":", "_").replace("/", "_"))
 
 
 class PServer:
@@ -25,10 +58,19 @@ class PServer:
 
     def serve(self, attrs, received, env):
         state = _State(attrs, received, env)
-        self._server = start_server(attrs["endpoint"], state)
+        state.restore()
+        workers = min(512, 16 + 2 * state.fanin * max(1, len(state.received)))
+        self._server = start_server(attrs["endpoint"], state, max_workers=workers)
+        saver = state.start_periodic_checkpoints()
         try:
             state.wait_done()
+            if state.error is not None:
+                time.sleep(LINGER_S)
         finally:
+            state.stop.set()
+            if saver is not None:
+                saver.join()
+            state.close()
             self._server.stop(grace=1.0).wait(5.0)
             self._server = None
         if state.error is not None:
@@ -38,6 +80,10 @@ class PServer:
         if self._server is not None:
             self._server.stop(grace=None)
             self._server = None
+
+
+class TrainerLost(FluidityError):
+    """A trainer stopped calling (no heartbeat) without saying goodbye."""
 
 
 class _State:
@@ -50,23 +96,89 @@ class _State:
         for s in attrs["grad_to_block_id"]:
             name, _, idx = s.rpartition(":")
             self.grad_to_block[name] = int(idx)
-        self.received = set(received)
+        self.received = list(received)
+        self._received = set(received)
         self.env = env
         self.scope = env.scope
+        self.persistables = checkpoint.persistable_names(env.program)
         self.run_lock = threading.Lock()     # blocks and variable reads/writes
         self.cv = threading.Condition()
         self.version = 0
+        self.incarnation = secrets.token_hex(8)
         self.fetched = {}
         self.sent = set()
         self.gone = set()
+        self.last_seen = {}
         self.error = None
         self.prefetch_blocks = _name_to_block(attrs.get("prefetch_var_name_to_block_id", []))
+        self.stop = threading.Event()
+        self.trainer_timeout = env_flag("FLAGS_pserver_trainer_timeout", 10.0)
+        root = os.environ.get("FLAGS_pserver_checkpoint_dir") or None
+        self.recovery = None if root is None else recovery_dir(root, self.endpoint)
+        self.log = None
+        if self.recovery is not None and self.sync:
+            self.log = checkpoint.RoundLog(
+                os.path.join(self.recovery, checkpoint.ROUND_LOG),
+                fsync=bool(env_flag("FLAGS_pserver_log_fsync", 0, int)))
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def _snapshot_dir(self):
+        return os.path.join(self.recovery, checkpoint.SNAPSHOT)
+
+    def restore(self):
+        """Resume from the recovery snapshot and round log when there are any, then write
+        the snapshot the log continues from."""
+        if self.recovery is None:
+            return
+        snap = self._snapshot_dir()
+        if checkpoint.exists(snap):
+            self.version = int(checkpoint.load(snap, self.scope)["version"])
+            for round_no, values in (self.log.rounds() if self.log else []):
+                if round_no <= self.version:
+                    continue
+                if round_no != self.version + 1:
+                    raise checkpoint.CheckpointError(
+                        f"{self.log.path}: round {round_no} follows round {self.version}")
+                for name, value in values.items():
+                    self.scope.var(name).value = value
+                for b in self.blocks:
+                    self.env.run_block(b, self.scope)
+                self.version = round_no
+            print(f"pserver {self.endpoint}: resumed from {self.recovery} at version "
+                  f"{self.version}", flush=True)
+        self._save_recovery()
+
+    def _save_recovery(self):
+        """(run_lock held, or before serving) snapshot now, then empty the round log."""
+        os.makedirs(self.recovery, exist_ok=True)
+        checkpoint.save(self._snapshot_dir(), self.scope, self.persistables, self.version,
+                        self.endpoint)
+        if self.log is not None:
+            self.log.truncate()
+
+    def start_periodic_checkpoints(self):
+        minutes = env_flag("FLAGS_pserver_checkpoint_minutes", 10.0)
+        if self.recovery is None or minutes <= 0:
+            return None
+
+        def loop():
+            while not self.stop.wait(minutes * 60.0):
+                with self.run_lock:
+                    self._save_recovery()
+        t = threading.Thread(target=loop, name=f"pserver-checkpoint-{self.endpoint}",
+                             daemon=True)
+        t.start()
+        return t
+
+    def close(self):
+        if self.log is not None:
+            self.log.close()
 
     # -- helpers -----------------------------------------------------------------------------
     def _tid(self, header):
-        tid = int(header.get("trainer_id", 0))
+        tid = field(header, "trainer_id", int, default=0)
         if not 0 <= tid < self.fanin:
-            raise ValueError(f"trainer_id {tid} is not in [0, {self.fanin}) (Fanin)")
+            raise BadRequest(f"trainer_id {tid} is not in [0, {self.fanin}) (Fanin)")
         return tid
 
     def _run(self, block_idx):
@@ -79,22 +191,63 @@ class _State:
             raise
 
     def _optimize_if_all_sent(self):
-        """(cv held) run the optimize blocks once every active trainer's barrier is in."""
+        """(cv held) run the optimize blocks once every active trainer's barrier is in;
+        the round's inputs are logged first when there is a recovery log."""
         active = self.fanin - len(self.gone - self.sent)
         if self.sent and len(self.sent) >= active:
             with self.run_lock:
+                if self.log is not None:
+                    self.log.append(self.version + 1, {
+                        n: v.value for n in self.received
+                        if (v := self.scope.find_local_var(n)) is not None
+                        and v.value is not None})
                 for b in self.blocks:
                     self._run(b)
-            self.version += 1
+                self.version += 1
             self.sent.clear()
             self.cv.notify_all()
 
+    def _stale(self, header):
+        """Whether a sync call is for a round already applied (a retry after a lost reply or
+        a restart); a trainer ahead of this server means the server lost rounds."""
+        v = header.get("version")
+        if not self.sync or v is None:
+            return False
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise BadRequest(f"header field 'version' must be an int, got {v!r:.60}")
+        if v > self.version:
+            raise FluidityError(
+                f"trainer {header.get('trainer_id')} computed from version {v} but pserver "
+                f"{self.endpoint} is at version {self.version}: it restarted from an older "
+                f"state, so applied rounds are lost (is FLAGS_pserver_checkpoint_dir set?)")
+        return v < self.version
+
+    # -- the service hooks ---------------------------------------------------------------------
+    def admit(self, method, header):
+        tid = header.get("trainer_id")
+        if isinstance(tid, int) and 0 <= tid < self.fanin:
+            self.last_seen[tid] = time.monotonic()
+        if method in UNCHECKED:
+            return
+        inc = header.get("incarnation")
+        if inc is not None and inc != self.incarnation:
+            raise Refused("ABORTED", f"pserver {self.endpoint} restarted (incarnation "
+                                     f"{self.incarnation}, version {self.version}); the "
+                                     f"trainer resynchronises")
+        if self.error is not None and method != "Goodbye":
+            raise ExecutionError(f"the pserver failed: {self.error}")
+
+    def reply_header(self):
+        return {"incarnation": self.incarnation, "version": self.version, "sync": self.sync}
+
     # -- the RPC methods ----------------------------------------------------------------------
     def send_variable(self, header, value):
-        name = header["name"]
+        name = field(header, "name")
         self._tid(header)
-        if name not in self.received:
+        if name not in self._received:
             raise KeyError(f"pserver {self.endpoint} does not receive variable '{name}'")
+        if self._stale(header):
+            return None
         with self.run_lock:
             self.scope.var(name).value = value
             if not self.sync:
@@ -102,10 +255,11 @@ class _State:
         return None
 
     def get_variable(self, header, _value):
-        name, tid = header["name"], self._tid(header)
+        name, tid = field(header, "name"), self._tid(header)
         if self.sync:
+            after = max(self.fetched.get(tid, -1), field(header, "after", int, default=-1))
             with self.cv:
-                while not (self.version > self.fetched.get(tid, -1) or self.error or
+                while not (self.version > after or self.error or
                            len(self.gone) >= self.fanin):
                     self.cv.wait(1.0)
         if self.error is not None:
@@ -123,6 +277,8 @@ class _State:
     def send_barrier(self, header, _value):
         self._need_sync("send_barrier")
         tid = self._tid(header)
+        if self._stale(header):
+            return None
         with self.cv:
             self.sent.add(tid)
             self._optimize_if_all_sent()
@@ -173,11 +329,42 @@ class _State:
                 if op.type == "lookup_sparse_table":
                     out[name] = op.input("W")[0]
         return out
+    def checkpoint_notify(self, header, _value):
+        """Save a snapshot into the directory the request names (Paddle's
+        CheckpointNotify), at a round boundary."""
+        directory = field(header, "dir")
+        if not directory:
+            raise BadRequest("checkpoint_notify: the directory ('dir') is empty")
+        with self.run_lock:
+            checkpoint.save(directory, self.scope, self.persistables, self.version,
+                            self.endpoint)
+        return None
+
+    def get_status(self, header, _value):
+        return None                 # the reply header says it all
+
+    def heartbeat(self, header, _value):
+        self._tid(header)           # admit() noted the trainer alive
+        return None
+
+    # -- liveness ------------------------------------------------------------------------------
+    def _check_trainers(self):
+        """(cv held) fail the job when a trainer went silent without a goodbye."""
+        now = time.monotonic()
+        for tid, seen in list(self.last_seen.items()):
+            if tid not in self.gone and now - seen > self.trainer_timeout:
+                self.error = TrainerLost(
+                    f"trainer {tid} has not been heard from for {now - seen:.1f} s (no "
+                    f"heartbeat within FLAGS_pserver_trainer_timeout="
+                    f"{self.trainer_timeout:g} s) and did not say goodbye: it died or hangs")
+                self.cv.notify_all()
+                return
 
     def wait_done(self):
         with self.cv:
             while len(self.gone) < self.fanin and self.error is None:
-                self.cv.wait(1.0)
+                self.cv.wait(0.5)
+                self._check_trainers()
 
 
 def _name_to_block(entries):

@@ -14,6 +14,25 @@ from ..errors import FormatError
 _LEN = struct.Struct("<I")
 
 
+class BadRequest(FormatError):
+    """A request whose header lacks a field the method needs, or holds one of the wrong
+    type or range (refused INVALID_ARGUMENT, nothing touched)."""
+
+
+def field(header, name, kind=str, default=None):
+    """`header[name]` checked to be a `kind` (int: a JSON integer, not a bool); `default`
+    when absent and a default is given, else BadRequest naming the field."""
+    if name not in header:
+        if default is not None:
+            return default
+        raise BadRequest(f"header field '{name}' is missing")
+    v = header[name]
+    ok = (isinstance(v, int) and not isinstance(v, bool)) if kind is int else isinstance(v, kind)
+    if not ok:
+        raise BadRequest(f"header field '{name}' must be a {kind.__name__}, got {v!r:.60}")
+    return v
+
+
 def encode(header, value=None):
     """A message of `header` (a dict of JSON values) and `value` (LoDTensor, SelectedRows,
     a numpy array, or None)."""
@@ -41,6 +60,9 @@ def decode(message):
         header = json.loads(message[_LEN.size:_LEN.size + n].decode())
     except ValueError as e:
         raise FormatError(f"RPC message header is not JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise FormatError(f"RPC message header is a JSON {type(header).__name__}, not an "
+                          f"object")
     payload = message[_LEN.size + n:]
     kind = header.get("kind")
     if kind == "none":

@@ -429,3 +429,30 @@ class FakeInit(OpDef):
     @staticmethod
     def kernel(*, shape):
         return LoDTensor(np.broadcast_to(np.zeros(1, np.float32), tuple(int(d) for d in shape)))
+
+
+
+class CheckpointNotify(OpDef):
+    type = "checkpoint_notify"
+    inputs = ()
+    outputs = ()
+    attrs = {"epmap": strings(), "dir": "", "lookup_table": "", "trainer_id": 0}
+    kind = "ctx"
+    infer_shape = None
+    share_lod = None
+    doc = ("Ask each parameter server epmap[i] to save a checkpoint of its variables (every "
+           "persistable one, sparse table shards included, and its round) atomically into "
+           "`dir`/`lookup_table`_i, Paddle's directory for it (`dir`/pserver_i when no "
+           "table is named).")
+
+    @staticmethod
+    def make_step(p):
+        epmap, tid = list(p.attrs["epmap"]), p.attrs["trainer_id"]
+        directory, table = p.attrs["dir"], p.attrs["lookup_table"] or "pserver"
+        if not directory:
+            raise ExecutionError("checkpoint_notify: attribute 'dir' is empty")
+        items = [(ep, f"{directory}/{table}_{i}") for i, ep in enumerate(epmap)]
+
+        def step(frame, env):
+            _rpc(env).checkpoint_notify(items, tid)
+        return step

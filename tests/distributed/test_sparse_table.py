@@ -108,8 +108,8 @@ def test_step_traffic_is_touched_rows_within_1_2x_of_ideal():
     def on_step(tid, step, exe):
         client = exe.services.get("rpc")
         if step > 0:
-            seen[(tid, step - 1)] = {m: dict(c) for m, c in client.traffic.items()}
-        client.reset_traffic()
+            seen[(tid, step - 1)] = client.stats.snapshot()["methods"]
+        client.stats.reset()
 
     def batch(step, tid):
         return _feed(ids_of(step, tid, 200))
@@ -122,10 +122,10 @@ def test_step_traffic_is_touched_rows_within_1_2x_of_ideal():
         ideal = rows * width * 4
         fetched = t["PrefetchVariable"]
         sent = t["SendVariable"]
-        assert fetched["received"] <= 1.2 * ideal + header * fetched["calls"], (fetched, ideal)
-        assert fetched["sent"] <= 1.2 * rows * 8 + header * fetched["calls"]       # the ids
-        assert sent["sent"] <= 1.2 * ideal + header * sent["calls"], (sent, ideal)
-        assert fetched["received"] >= ideal and sent["sent"] >= ideal   # really counted
+        assert fetched["bytes_received"] <= 1.2 * ideal + header * fetched["calls"], (fetched, ideal)
+        assert fetched["bytes_sent"] <= 1.2 * rows * 8 + header * fetched["calls"]       # the ids
+        assert sent["bytes_sent"] <= 1.2 * ideal + header * sent["calls"], (sent, ideal)
+        assert fetched["bytes_received"] >= ideal and sent["bytes_sent"] >= ideal   # really counted
         assert "GetVariable" not in t    # no dense table comes back
         print(f"trainer {tid} step {step}: {rows} touched rows of width {width}: ideal "
               f"{ideal} B each way; prefetch {fetched}, gradient send {sent}")

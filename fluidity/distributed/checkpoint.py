@@ -1,0 +1,179 @@
+"""A parameter server's checkpoints: what it holds, saved atomically, and the round log that
+lets a restarted server redo every round it had applied since.
+
+A **snapshot** is a directory, committed as one staged save (`fluidity.io.atomic`: it
+appears complete, with a manifest of sizes and checksums, or not at all):
+
+    <dir>/<variable name>          each persistable variable, Paddle's tensor record
+                                   (LoDTensor or SelectedRows, by the value's type)
+    <dir>/__pserver__.json         {"version": applied rounds, "endpoint", "variables":
+                                   {name: "lod_tensor" | "selected_rows"}}
+
+It holds every persistable variable the pserver program declares that has a value in the
+scope (parameters, optimizer accumulators, learning-rate counters, sparse table shards).
+
+The **round log** (`rounds.log` beside the snapshot in the recovery directory) records, for
+each sync round applied after the snapshot, the values its optimize blocks read (the
+trainers' gradients), then a commit record; it is appended before the blocks run. A restarted
+server loads the snapshot and re-runs the logged rounds (same inputs, same ops: the same
+parameters, bit for bit), so no applied round is lost. A round whose commit record did not
+reach the file (the server died while writing it) was never applied: its trainers resend it.
+Each record: u64 little-endian length | a `wire` message."""
+import json
+import os
+import struct
+
+from ..core import serialization as ser
+from ..core.dtypes import VarType
+from ..core.tensor import LoDTensor, SelectedRows
+from ..errors import FluidityError, FormatError
+from ..io import atomic, manifest
+from . import wire
+
+STATE_FILE = "__pserver__.json"
+SNAPSHOT = "snapshot"
+ROUND_LOG = "rounds.log"
+_LEN = struct.Struct("<Q")
+_SKIP_TYPES = (VarType.FEED_MINIBATCH, VarType.FETCH_LIST, VarType.RAW, VarType.READER)
+_WRITERS = {LoDTensor: ("lod_tensor", ser.write_lod_tensor),
+            SelectedRows: ("selected_rows", ser.write_selected_rows)}
+_READERS = {"lod_tensor": ser.read_lod_tensor, "selected_rows": ser.read_selected_rows}
+
+
+class CheckpointError(FluidityError):
+    """A pserver checkpoint that cannot be written or read; the message names the path."""
+
+
+def persistable_names(program):
+    """Names of the persistable variables declared in any block of `program` (a view)."""
+    out = {}
+    for v in program.list_vars():
+        if v.persistable and v.type not in _SKIP_TYPES:
+            out.setdefault(v.name, None)
+    return list(out)
+
+
+def _checked_name(name):
+    if not name or name.startswith(".") or "/" in name or os.sep in name or name == STATE_FILE:
+        raise CheckpointError(f"variable name {name!r} cannot name a checkpoint file")
+    return name
+
+
+def save(directory, scope, names, version, endpoint):
+    """Save the values in `scope` of `names` (those that hold a LoDTensor or SelectedRows)
+    and the pserver's `version` as a snapshot in `directory`, atomically. Returns the
+    names saved."""
+    kinds = {}
+    with atomic.StagedDirectory(directory) as stage:
+        for name in names:
+            var = scope.find_var(name)
+            value = None if var is None else var.value
+            kind = _WRITERS.get(type(value))
+            if kind is None or (isinstance(value, LoDTensor) and value._array is None):
+                continue
+            kinds[name] = kind[0]
+            ser.atomic_write(os.path.join(stage.path, _checked_name(name)),
+                             lambda f, w=kind[1], v=value: w(f, v))
+        state = {"version": int(version), "endpoint": endpoint, "variables": kinds}
+        text = json.dumps(state, indent=1, sort_keys=True).encode()
+        ser.atomic_write(os.path.join(stage.path, STATE_FILE), lambda f: f.write(text))
+    return list(kinds)
+
+
+def exists(directory):
+    return os.path.isfile(os.path.join(directory, STATE_FILE)) or any(
+        n.startswith(f".{os.path.basename(directory)}.fluidity-new")
+        for n in _listdir(os.path.dirname(os.path.abspath(directory))))
+
+
+def _listdir(d):
+    try:
+        return os.listdir(d)
+    except OSError:
+        return []
+
+
+def load(directory, scope):
+    """Put a snapshot's variables into `scope` (each where the scope already holds it, else
+    in its root); returns its state dict (version, endpoint, variables)."""
+    with atomic.reading(directory) as d:
+        path = os.path.join(d, STATE_FILE)
+        try:
+            with open(path, "rb") as f:
+                state = json.loads(f.read())
+            kinds = dict(state["variables"])
+            int(state["version"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(f"{path}: not a pserver checkpoint state: {e}") from None
+        manifest.verify(d, [STATE_FILE] + [_checked_name(n) for n in kinds])
+        for name, kind in kinds.items():
+            reader = _READERS.get(kind)
+            if reader is None:
+                raise CheckpointError(f"{path}: variable '{name}' has unknown kind {kind!r}")
+            file = os.path.join(d, name)
+            try:
+                with open(file, "rb") as f:
+                    value = reader(f)
+            except OSError as e:
+                raise CheckpointError(f"{file}: cannot read: {e.strerror or e}") from None
+            except FormatError as e:
+                raise CheckpointError(f"{file}: {e}") from None
+            var = scope.find_var(name) or scope.root().var(name)
+            var.value = value
+    return state
+
+
+class RoundLog:
+    """The append-only log of the sync rounds applied since the recovery snapshot."""
+
+    def __init__(self, path, fsync=False):
+        self.path, self.fsync = path, fsync
+        self._f = None
+
+    def append(self, round_no, values):
+        """Record round `round_no`'s inputs ({name: value}) and its commit, flushed to the
+        OS (and fsynced when asked) before the caller applies the round."""
+        if self._f is None:
+            self._f = open(self.path, "ab")
+        parts = [wire.encode({"round": round_no, "name": n}, v) for n, v in values.items()]
+        parts.append(wire.encode({"round": round_no, "commit": True}))
+        self._f.write(b"".join(_LEN.pack(len(p)) + p for p in parts))
+        self._f.flush()
+        if self.fsync:
+            os.fsync(self._f.fileno())
+
+    def truncate(self):
+        """Empty the log (the snapshot just written holds every round in it)."""
+        self.close()
+        ser.atomic_write(self.path, lambda f: None)
+
+    def close(self):
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def rounds(self):
+        """[(round, {name: value})] of the committed rounds in the log, in order; a torn or
+        uncommitted tail (a server killed while appending) is ignored."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        out, pending, pos = [], {}, 0
+        while pos + _LEN.size <= len(data):
+            (n,) = _LEN.unpack_from(data, pos)
+            if pos + _LEN.size + n > len(data):
+                break                                   # torn tail
+            try:
+                header, value = wire.decode(data[pos + _LEN.size:pos + _LEN.size + n])
+            except FormatError as e:
+                raise CheckpointError(f"{self.path}: corrupt record at byte {pos}: {e}") \
+                    from None
+            pos += _LEN.size + n
+            if header.get("commit"):
+                out.append((header["round"], pending))
+                pending = {}
+            else:
+                pending[header["name"]] = value
+        return out
