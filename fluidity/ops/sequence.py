@@ -15,6 +15,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
+from . import c_checks
 from .registry import In, OpDef, Out, ints
 
 POOL_TYPES = ("SUM", "AVERAGE", "SQRT", "MAX", "MIN", "FIRST", "LAST")
@@ -765,6 +766,27 @@ def _conv_grad(g):
     g.op("sequence_conv_grad", ins, outs, g.attrs())
 
 
+def _emit_conv_inputs(e):
+    """sequence_conv(_grad)'s X [T, M] (LoD), Filter [contextLength * M, N] and PaddingData
+    (trainable: [up + down, M], else None) Bufs and its window (k, contextStart, up, down)."""
+    x, f = e.input("X"), e.input("Filter")
+    e.require_float(x, f)
+    k, cs = int(e.attr("contextLength")), int(e.attr("contextStart"))
+    if e.attr("contextStride") != 1 or x.ndim != 2 or f.ndim != 2:
+        e.fail("contextStride other than 1, or X or Filter not a matrix")
+    c_checks.same_dim(e, f.dims[0], e.mul(k, x.dims[1]), "Filter has contextLength x M rows")
+    up, down = max(0, -cs), max(0, cs + k - 1)
+    pad = None
+    if e.attr("paddingTrainable"):
+        pad = e.input("PaddingData")
+        if pad is None:
+            e.fail("paddingTrainable without PaddingData")
+        e.require_float(pad)
+        c_checks.same_dim(e, pad.dims[0], up + down, "PaddingData has up + down rows")
+        c_checks.same_dim(e, e.prod(pad.dims[1:]), x.dims[1], "PaddingData has X's width")
+    return x, f, pad, k, cs, up, down
+
+
 # --- sequence_conv: a context window over the rows of each sequence --------------------------
 class SequenceConv(OpDef):
     type = "sequence_conv"
@@ -832,6 +854,18 @@ class SequenceConv(OpDef):
 
     grad = staticmethod(_conv_grad)
 
+    @staticmethod
+    def emit(e):
+        """fl::seq_context builds the [T, contextLength * M] context matrix the kernel
+        gathers, then one gemm by Filter."""
+        x, f, pad, k, cs, up, down = _emit_conv_inputs(e)
+        out = e.output("Out", [x.dims[0], f.dims[1]], lod_from=x)
+        n = c_checks.sequences(e, x, "X")
+        col = e.scratch([x.dims[0], f.dims[0]])
+        e.code(f"fl::seq_context({x}, {x.lod}, {n}, {x.dims[1]}, {k}, {cs}, "
+               f"{pad or 'nullptr'}, {up}, {col});")
+        e.code(f"fl::matmul({x.dims[0]}, {f.dims[1]}, {f.dims[0]}, {col}, {f}, {out});")
+
 
 class SequenceConvGrad(OpDef):
     type = "sequence_conv_grad"
@@ -858,6 +892,34 @@ class SequenceConvGrad(OpDef):
             dpad = LoDTensor(dext[t + 1:].copy()) if trainable else None
             return LoDTensor(dext[:t].copy(), x._lod), dpad, LoDTensor(dfilt)
         return kernel
+
+    @staticmethod
+    def emit(e):
+        """The kernel's backward: Filter@GRAD = col^T @ dOut, then dOut @ Filter^T added
+        back through the context (fl::seq_context_grad, np.add.at's order)."""
+        x, f, pad, k, cs, up, down = _emit_conv_inputs(e)
+        d = e.input("Out@GRAD")
+        e.require_float(d)
+        c_checks.same_dim(e, d.dims[0], x.dims[0], "Out@GRAD has X's rows")
+        c_checks.same_dim(e, e.prod(d.dims[1:]), f.dims[1], "Out@GRAD has Filter's columns")
+        n = c_checks.sequences(e, x, "X")
+        rows, km = x.dims[0], f.dims[0]
+        if e.has_output("Filter@GRAD"):
+            col = e.scratch([rows, km])
+            df = e.output("Filter@GRAD", f.dims, lod_from=False)
+            e.code(f"fl::seq_context({x}, {x.lod}, {n}, {x.dims[1]}, {k}, {cs}, "
+                   f"{pad or 'nullptr'}, {up}, {col});")
+            e.code(f"fl::at_b({rows}, {km}, {f.dims[1]}, {col}, {d}, {df});")
+        dx = e.output("X@GRAD", x.dims, lod_from=x) if e.has_output("X@GRAD") else None
+        dpad = (e.output("PaddingData@GRAD", pad.dims, lod_from=False)
+                if pad is not None and e.has_output("PaddingData@GRAD") else None)
+        if dx is None and dpad is None:
+            return
+        dcol = e.scratch([rows, km])
+        e.code(f"fl::gemm(false, true, {rows}, {km}, {f.dims[1]}, 1.0f, {d}, {f.dims[1]}, "
+               f"{f}, {f.dims[1]}, 0.0f, {dcol}, {km});")
+        e.code(f"fl::seq_context_grad({dcol}, {x.lod}, {n}, {rows}, {x.dims[1]}, {k}, {cs}, "
+               f"{dx or 'nullptr'}, {dpad or 'nullptr'}, {up}, {up + down});")
 
 
 # --- sequence_scatter: sparse updates of each row of X by one sequence of (id, value) --------
