@@ -4,6 +4,7 @@ norm (l2_normalize) — each with its gradient op (formulas as Paddle's kernels 
 """
 import numpy as np
 
+from . import c_checks
 from .common import sigmoid
 from .registry import In, OpDef, Out
 
@@ -267,6 +268,23 @@ class LabelSmoothGrad(OpDef):
         return ((1 - epsilon) * dout).astype(dout.dtype)
 
 
+def _emit_cos_inputs(e):
+    """cos_sim(_grad)'s X [N, ...] and Y ([N, ...] or [1, ...]) Bufs, N, Y's rows and the
+    row width, as C expressions; Y's rows other than N or 1 run the op interpreted."""
+    x, y = e.input("X"), e.input("Y")
+    e.require_float(x, y)
+    if x.ndim < 2 or y.ndim != x.ndim:
+        e.fail("X and Y are not rows of one shape")
+    w = e.prod(x.dims[1:])
+    c_checks.same_dim(e, e.prod(y.dims[1:]), w, "Y's rows have X's shape")
+    n, ny = x.dims[0], y.dims[0]
+    if ny != n:
+        if e.is_lit(ny) and e.is_lit(n) and ny != "1":
+            e.fail(f"Y has {ny} rows for {n} of X")
+        e.check(f"{ny} != 1 && {ny} != {n}", f"{e.op.type}: Y has neither X's rows nor one")
+    return x, y, n, ny, w
+
+
 class CosSim(OpDef):
     type = "cos_sim"
     inputs = (In("X"), In("Y"))
@@ -294,6 +312,17 @@ class CosSim(OpDef):
         out = (x2 * y2).sum(axis=1, keepdims=True) / (xn * yn)
         return out.astype(x.dtype), xn.astype(x.dtype), yn.astype(x.dtype)
 
+    @staticmethod
+    def emit(e):
+        """fl::cos_sim: per row the three sums pairwise as numpy's; Y's rows are X's or one
+        (used for every X row), told apart at run time."""
+        x, y, n, ny, w = _emit_cos_inputs(e)
+        out = e.output("Out", [n, "1"])
+        xn = e.output("XNorm", [n, "1"]) if e.has_output("XNorm") else e.scratch([n])
+        yn = e.output("YNorm", [ny, "1"]) if e.has_output("YNorm") else e.scratch([ny])
+        tmp = e.scratch([w])
+        e.code(f"fl::cos_sim({x}, {y}, {n}, {ny}, {w}, {out}, {xn}, {yn}, {tmp});")
+
     grad = _grad_maker("cos_sim_grad", ("X", "Y", "Out", "XNorm", "YNorm", "Out@GRAD"),
                        ("X", "Y"))
 
@@ -312,6 +341,22 @@ class CosSimGrad(OpDef):
         if y.shape[0] == 1 and x.shape[0] != 1:
             dy = dy.sum(axis=0, keepdims=True)
         return dx.reshape(x.shape).astype(x.dtype), dy.reshape(y.shape).astype(y.dtype)
+
+    @staticmethod
+    def emit(e):
+        """fl::cos_sim_grad: the kernel's expressions element by element; one Y row's
+        gradient summed over X's rows in order (numpy's axis-0 sum)."""
+        x, y, n, ny, w = _emit_cos_inputs(e)
+        out, xn, yn, d = (e.input(s) for s in ("Out", "XNorm", "YNorm", "Out@GRAD"))
+        e.require_float(out, xn, yn, d)
+        for b, rows in ((out, n), (xn, n), (yn, ny), (d, n)):
+            c_checks.same_dim(e, b.numel(), rows, f"{b.var} has one value per row")
+        dx = e.output("X@GRAD", x.dims) if e.has_output("X@GRAD") else None
+        dy = e.output("Y@GRAD", y.dims) if e.has_output("Y@GRAD") else None
+        if dx is None and dy is None:
+            return
+        e.code(f"fl::cos_sim_grad({x}, {y}, {n}, {ny}, {w}, {out}, {xn}, {yn}, {d}, "
+               f"{dx or 'nullptr'}, {dy or 'nullptr'});")
 
 
 class Norm(OpDef):

@@ -32,12 +32,37 @@ def seq_conv(k=3, start=-1, trainable=False):
     return sample
 
 
+def cos_sim(y_rows=None):
+    def sample():
+        n = int(rng.integers(1, 6))
+        return ({"X": f32(n, 2, 3), "Y": f32(y_rows or n, 2, 3)}, {}, ["X", "Y"])
+    return sample
+
+
+def batch_size_like(input_dim_idx=0, lod_input=True, **attrs):
+    def sample():
+        lens = seq_lens()
+        x = f32(sum(lens), 3)
+        return ({"Input": lod(x, lens) if lod_input else x},
+                {"shape": [-1, 4] if input_dim_idx == 0 else [2, -1, 3],
+                 "input_dim_idx": input_dim_idx, "output_dim_idx": 0 if input_dim_idx == 0
+                 else 1, "value": 1.5, **attrs}, None)
+    return sample
+
+
 SAMPLES = {
     "sequence_conv": seq_conv(),
+    "cos_sim": cos_sim(),
+    "fill_constant_batch_size_like": batch_size_like(),
 }
 
 EXTRA = {
     "sequence_conv trainable padding, window past both ends": (
         "sequence_conv", seq_conv(4, -2, True)),
     "sequence_conv window ahead, zero padding": ("sequence_conv", seq_conv(2, 0)),
+    "cos_sim one Y row for every X row": ("cos_sim", cos_sim(1)),
+    "fill_constant_batch_size_like dim 1 of a dense Input, int64": (
+        "fill_constant_batch_size_like", batch_size_like(1, False, dtype=3, str_value="7")),
+    "fill_constant_batch_size_like rows of a dense Input": (
+        "fill_constant_batch_size_like", batch_size_like(0, False)),
 }

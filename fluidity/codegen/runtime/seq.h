@@ -57,3 +57,52 @@ inline void seq_context_grad(const float* dcol, const int64_t* lod, int64_t nseq
 }
 
 }  // namespace fl
+
+namespace fl {
+
+// cos_sim over rows of width w: out[i] = <x_i, y_i> / (|x_i| |y_i|), y_i = y's row i, or its
+// only row when ny == 1; each sum pairwise over the products as numpy's sum(axis=1).
+inline void cos_sim(const float* x, const float* y, int64_t n, int64_t ny, int64_t w, float* out,
+                    float* xn, float* yn, float* tmp) {
+    for (int64_t r = 0; r < ny; ++r) {
+        const float* yr = y + r * w;
+        for (int64_t c = 0; c < w; ++c) tmp[c] = yr[c] * yr[c];
+        yn[r] = std::sqrt(pairwise_sum(tmp, w, 1));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        const float* xr = x + i * w;
+        const int64_t r = ny == 1 ? 0 : i;
+        const float* yr = y + r * w;
+        for (int64_t c = 0; c < w; ++c) tmp[c] = xr[c] * xr[c];
+        xn[i] = std::sqrt(pairwise_sum(tmp, w, 1));
+        for (int64_t c = 0; c < w; ++c) tmp[c] = xr[c] * yr[c];
+        out[i] = pairwise_sum(tmp, w, 1) / (xn[i] * yn[r]);
+    }
+}
+
+// Its gradient as ops/loss_fluid1.py's CosSimGrad: dx = d (y / (xn yn) - out x / (xn xn)),
+// dy likewise, summed over X's rows (in order, from the first) when Y is one row of several.
+inline void cos_sim_grad(const float* x, const float* y, int64_t n, int64_t ny, int64_t w,
+                         const float* out, const float* xn, const float* yn, const float* d,
+                         float* dx, float* dy) {
+    const bool shared = ny == 1 && n != 1;
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = ny == 1 ? 0 : i;
+        const float* xr = x + i * w;
+        const float* yr = y + r * w;
+        const float a = xn[i], b = yn[r], o = out[i], g = d[i];
+        const float ab = a * b, aa = a * a, bb = b * b;
+        if (dx != nullptr)
+            for (int64_t c = 0; c < w; ++c) dx[i * w + c] = g * (yr[c] / ab - o * xr[c] / aa);
+        if (dy != nullptr)
+            for (int64_t c = 0; c < w; ++c) {
+                const float v = g * (xr[c] / ab - o * yr[c] / bb);
+                if (!shared)
+                    dy[i * w + c] = v;
+                else
+                    dy[c] = i == 0 ? v : dy[c] + v;
+            }
+    }
+}
+
+}  // namespace fl
