@@ -50,7 +50,39 @@ def batch_size_like(input_dim_idx=0, lod_input=True, **attrs):
     return sample
 
 
+def crf(with_label=True, tags=4):
+    """Emission [rows, tags] of LoD sequences (one empty), Transition [tags + 2, tags] and
+    a tag per row."""
+    def sample():
+        lens = seq_lens()
+        rows = sum(lens)
+        ins = {"Emission": lod(f32(rows, tags), lens), "Transition": f32(tags + 2, tags, lo=-1, hi=1)}
+        if with_label:
+            ins["Label"] = lod(rng.integers(0, tags, (rows, 1)).astype(np.int64), lens)
+        return ins, {}, ["Emission", "Transition"] if with_label else None
+    return sample
+
+
+def chunks(scheme="IOB", types=2, excluded=()):
+    """Inferred tags and labels (the same but for a few rows) over LoD sequences."""
+    def sample():
+        lens = seq_lens()
+        rows = sum(lens)
+        limit = types * {"IOB": 2, "IOE": 2, "IOBES": 4, "plain": 1}[scheme]
+        lab = rng.integers(0, limit + 1, (rows, 1)).astype(np.int64)
+        inf = lab.copy()
+        flip = rng.random(rows) < 0.3
+        inf[flip, 0] = rng.integers(0, limit + 1, int(flip.sum()))
+        return ({"Inference": lod(inf, lens), "Label": lod(lab, lens)},
+                {"chunk_scheme": scheme, "num_chunk_types": types,
+                 "excluded_chunk_types": list(excluded)}, None)
+    return sample
+
+
 SAMPLES = {
+    "linear_chain_crf": crf(),
+    "crf_decoding": crf(with_label=False),
+    "chunk_eval": chunks(),
     "sequence_conv": seq_conv(),
     "cos_sim": cos_sim(),
     "fill_constant_batch_size_like": batch_size_like(),
@@ -61,6 +93,11 @@ EXTRA = {
         "sequence_conv", seq_conv(4, -2, True)),
     "sequence_conv window ahead, zero padding": ("sequence_conv", seq_conv(2, 0)),
     "cos_sim one Y row for every X row": ("cos_sim", cos_sim(1)),
+    "crf_decoding with Label": ("crf_decoding", crf(with_label=True)),
+    "linear_chain_crf one tag": ("linear_chain_crf", crf(tags=1)),
+    "chunk_eval IOBES, 3 types, one excluded": ("chunk_eval", chunks("IOBES", 3, (1,))),
+    "chunk_eval IOE": ("chunk_eval", chunks("IOE", 2)),
+    "chunk_eval plain": ("chunk_eval", chunks("plain", 3)),
     "fill_constant_batch_size_like dim 1 of a dense Input, int64": (
         "fill_constant_batch_size_like", batch_size_like(1, False, dtype=3, str_value="7")),
     "fill_constant_batch_size_like rows of a dense Input": (

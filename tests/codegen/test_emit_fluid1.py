@@ -1,11 +1,16 @@
-"""Compiled forms of Fluid 1.x ops that the sample table (codegen_samples_fluid1.py) cannot
-check alone: the gradient of training dropout (its forward draws a random mask and runs as
-a Python step; a fixed seed gives both runs one mask)."""
+"""Compiled forms of Fluid 1.x ops beyond what the sample table (codegen_samples_fluid1.py,
+compiled vs the kernels) checks: the gradient of training dropout (its forward draws a
+random mask and runs as a Python step; a fixed seed gives both runs one mask), known
+chunk counts, a Viterbi path against brute force, and a bad label named as the interpreter
+names it."""
 import numpy as np
-from codegen_samples import f32
-from op_test import check_compiled_grads
-
 import pytest
+from codegen_samples import f32
+from codegen_samples_fluid1 import lod
+from op_test import build_op, check_compiled_grads, compiled_ops
+
+import fluidity as fluid
+from fluidity.errors import ExecutionError
 
 
 @pytest.mark.parametrize("impl", ["downgrade_in_infer", "upscale_in_train"])
@@ -14,3 +19,59 @@ def test_training_dropouts_gradient_compiles_as_the_kernel(impl):
     done = check_compiled_grads("dropout", {"X": f32(4, 6)}, ["X"], attrs,
                                 output_slots=["Out"], seed=3)
     assert "dropout_grad" in done
+
+
+def _run_compiled(op_type, inputs, attrs, outputs):
+    main, startup, feed, out_vars, _ = build_op(op_type, inputs, attrs, outputs)
+    fetch = [v for vs in out_vars.values() for v in vs]
+    assert op_type in compiled_ops(main)
+    compiled = fluid.CompiledProgram(main).with_native_code()
+    return fluid.Executor().run(compiled, feed=feed, fetch_list=fetch, scope=fluid.Scope())
+
+
+def test_compiled_chunk_eval_counts_the_chunks_of_a_known_case():
+    """IOB over 2 types (tags B-0 0, I-0 1, B-1 2, I-1 3, O 4): label chunks [0, 1] type 0,
+    [3, 3] type 1 and [5, 6] type 0; inferred [0, 1] type 0 (correct), [3, 4] type 1 (wrong
+    end); then a second sequence with one chunk found right."""
+    lab = lod(np.array([[0], [1], [4], [2], [4], [0], [1], [2], [3]], np.int64), [7, 2])
+    inf = lod(np.array([[0], [1], [4], [2], [3], [4], [4], [2], [3]], np.int64), [7, 2])
+    outs = _run_compiled("chunk_eval", {"Inference": inf, "Label": lab},
+                         {"chunk_scheme": "IOB", "num_chunk_types": 2},
+                         ["Precision", "Recall", "F1-Score", "NumInferChunks",
+                          "NumLabelChunks", "NumCorrectChunks"])
+    p, r, f1, n_inf, n_lab, n_ok = (np.asarray(o).reshape(-1)[0] for o in outs)
+    assert (n_inf, n_lab, n_ok) == (3, 4, 2)
+    np.testing.assert_allclose([p, r, f1], [2 / 3, 2 / 4, 2 * (2 / 3) * 0.5 / (2 / 3 + 0.5)],
+                               rtol=1e-6)
+
+
+def test_a_crf_label_out_of_range_stops_the_compiled_run_naming_it():
+    lens = [2, 3]
+    inputs = {"Emission": lod(f32(5, 3), lens), "Transition": f32(5, 3),
+              "Label": lod(np.array([[0], [2], [1], [3], [0]], np.int64), lens)}
+    with pytest.raises(ExecutionError, match=r"linear_chain_crf: label 3 is out of range for "
+                                             r"3 tags"):
+        _run_compiled("linear_chain_crf", inputs, {}, None)
+
+
+def test_compiled_viterbi_finds_the_path_a_brute_force_search_finds():
+    """crf_decoding's compiled path scores highest of every tag path (exhaustive search over
+    3 tags), per sequence."""
+    import itertools
+    rng = np.random.default_rng(11)
+    lens, d = [4, 1, 3], 3
+    x, w = rng.normal(size=(8, d)).astype(np.float32), rng.normal(size=(d + 2, d)).astype(
+        np.float32)
+    (path,) = _run_compiled("crf_decoding", {"Emission": lod(x, lens), "Transition": w}, {},
+                            ["ViterbiPath"])
+    path = np.asarray(path).reshape(-1)
+    start = 0
+    for n in lens:
+        xs = x[start:start + n].astype(np.float64)
+
+        def score(tags):
+            return (w[0, tags[0]] + w[1, tags[-1]] + sum(xs[t, k] for t, k in enumerate(tags))
+                    + sum(w[2 + a, b] for a, b in zip(tags, tags[1:])))
+        best = max(itertools.product(range(d), repeat=n), key=score)
+        assert tuple(path[start:start + n]) == best
+        start += n

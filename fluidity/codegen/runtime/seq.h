@@ -106,3 +106,253 @@ inline void cos_sim_grad(const float* x, const float* y, int64_t n, int64_t ny, 
 }
 
 }  // namespace fl
+
+namespace fl {
+
+// --- linear-chain CRF (ops/crf.py): Transition w is [D + 2, D], row 0 the start weights, row 1
+// the end weights, rows 2.. tag-to-tag; the recursions run in double as the kernel's float64.
+
+// ops/crf.py's _lse over n values at stride s: the max (0 when not finite) + log sum exp.
+inline double crf_lse(const double* a, int64_t n, int64_t s) {
+    double m = a[0];
+    for (int64_t i = 1; i < n; ++i) m = a[i * s] > m ? a[i * s] : m;
+    if (!std::isfinite(m)) m = 0.0;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(a[i * s] - m);
+    return m + std::log(sum);
+}
+
+// The first row whose label is outside [0, d), or -1.
+inline int64_t crf_bad_label(const int64_t* label, int64_t rows, int64_t d) {
+    for (int64_t r = 0; r < rows; ++r)
+        if (label[r] < 0 || label[r] >= d) return r;
+    return -1;
+}
+
+// log alphas la [rows of the sequence, D] of the sequence at rows [s, e) of x (double x and
+// w); returns log Z. tmp: D doubles.
+inline double crf_alpha(const double* x, int64_t s, int64_t e, int64_t d, const double* w,
+                        double* la, double* tmp) {
+    const double* trans = w + 2 * d;
+    for (int64_t j = 0; j < d; ++j) la[s * d + j] = w[j] + x[s * d + j];
+    for (int64_t t = s + 1; t < e; ++t)
+        for (int64_t j = 0; j < d; ++j) {
+            for (int64_t i = 0; i < d; ++i) tmp[i] = la[(t - 1) * d + i] + trans[i * d + j];
+            la[t * d + j] = x[t * d + j] + crf_lse(tmp, d, 1);
+        }
+    for (int64_t j = 0; j < d; ++j) tmp[j] = la[(e - 1) * d + j] + w[d + j];
+    return crf_lse(tmp, d, 1);
+}
+
+// x and w as double (the kernel's astype(float64)).
+inline void crf_widen(const float* x, int64_t rows, int64_t d, const float* tr, double* xd,
+                      double* wd) {
+    for (int64_t i = 0; i < rows * d; ++i) xd[i] = (double)x[i];
+    for (int64_t i = 0; i < (d + 2) * d; ++i) wd[i] = (double)tr[i];
+}
+
+// linear_chain_crf's outputs for the sequences of `lod` over Emission x [rows, D]: Alpha
+// (each step's alphas normalized to sum 1), EmissionExps (exp of each row less its max, in
+// float), TransitionExps and the negative log-likelihood of each sequence's labels (0 for an
+// empty one). xd [rows, D], wd [D + 2, D], la [rows, D] and tmp [D] are scratch.
+inline void linear_chain_crf(const float* x, const float* tr, const int64_t* label,
+                             const int64_t* lod, int64_t nseq, int64_t rows, int64_t d,
+                             float* alpha, float* em_exps, float* tr_exps, float* nll, double* xd,
+                             double* wd, double* la, double* tmp) {
+    crf_widen(x, rows, d, tr, xd, wd);
+    const double* trans = wd + 2 * d;
+    std::memset(alpha, 0, sizeof(float) * rows * d);
+    for (int64_t b = 0; b < nseq; ++b) {
+        const int64_t s = lod[b], e = lod[b + 1];
+        if (e <= s) {
+            nll[b] = 0.0f;
+            continue;
+        }
+        const double log_z = crf_alpha(xd, s, e, d, wd, la, tmp);
+        double xs = 0.0, ts = 0.0;
+        for (int64_t t = s; t < e; ++t) xs += xd[t * d + label[t]];
+        for (int64_t t = s + 1; t < e; ++t) ts += trans[label[t - 1] * d + label[t]];
+        const double score = (xs + (wd[label[s]] + wd[d + label[e - 1]])) + ts;
+        nll[b] = (float)(log_z - score);
+        for (int64_t t = s; t < e; ++t) {
+            const double* l = la + t * d;
+            double m = l[0], sum = 0.0;
+            for (int64_t j = 1; j < d; ++j) m = l[j] > m ? l[j] : m;
+            for (int64_t j = 0; j < d; ++j) sum += (tmp[j] = std::exp(l[j] - m));
+            for (int64_t j = 0; j < d; ++j) alpha[t * d + j] = (float)(tmp[j] / sum);
+        }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * d;
+        float m = xr[0];
+        for (int64_t j = 1; j < d; ++j) m = xr[j] > m ? xr[j] : m;
+        for (int64_t j = 0; j < d; ++j) em_exps[r * d + j] = std::exp(xr[j] - m);
+    }
+    for (int64_t i = 0; i < (d + 2) * d; ++i) tr_exps[i] = std::exp(tr[i]);
+}
+
+// Its gradient by forward-backward (ops/crf.py's _CRF.grads): dx [rows, D] and dw [D + 2, D]
+// (either nullptr) of the sequences' nll scaled by dnll. Scratch: xd, la, lb [rows, D], wd
+// and dwd [D + 2, D], tmp [D] doubles.
+inline void linear_chain_crf_grad(const float* x, const float* tr, const int64_t* label,
+                                  const int64_t* lod, int64_t nseq, int64_t rows, int64_t d,
+                                  const float* dnll, float* dx, float* dw, double* xd,
+                                  double* wd, double* la, double* lb, double* dwd, double* tmp) {
+    crf_widen(x, rows, d, tr, xd, wd);
+    const double* trans = wd + 2 * d;
+    for (int64_t i = 0; i < (d + 2) * d; ++i) dwd[i] = 0.0;
+    if (dx != nullptr) std::memset(dx, 0, sizeof(float) * rows * d);
+    for (int64_t b = 0; b < nseq; ++b) {
+        const int64_t s = lod[b], e = lod[b + 1];
+        if (e <= s) continue;
+        const double log_z = crf_alpha(xd, s, e, d, wd, la, tmp);
+        for (int64_t j = 0; j < d; ++j) lb[(e - 1) * d + j] = wd[d + j];
+        for (int64_t t = e - 2; t >= s; --t)
+            for (int64_t i = 0; i < d; ++i) {
+                for (int64_t j = 0; j < d; ++j)
+                    tmp[j] = trans[i * d + j] + (xd[(t + 1) * d + j] + lb[(t + 1) * d + j]);
+                lb[t * d + i] = crf_lse(tmp, d, 1);
+            }
+        const double g = (double)dnll[b];
+        for (int64_t t = s; t < e; ++t)
+            for (int64_t j = 0; j < d; ++j) {
+                const double marg = std::exp(la[t * d + j] + lb[t * d + j] - log_z);
+                const double v = (marg - (label[t] == j ? 1.0 : 0.0)) * g;
+                if (dx != nullptr) dx[t * d + j] = (float)v;
+                if (t == s) dwd[j] += v;
+                if (t == e - 1) dwd[d + j] += v;
+            }
+        for (int64_t t = s + 1; t < e; ++t)
+            for (int64_t i = 0; i < d; ++i)
+                for (int64_t j = 0; j < d; ++j) {
+                    double pair = std::exp(la[(t - 1) * d + i] + trans[i * d + j] +
+                                           (xd[t * d + j] + lb[t * d + j]) - log_z);
+                    if (label[t - 1] == i && label[t] == j) pair -= 1.0;
+                    dwd[(2 + i) * d + j] += pair * g;
+                }
+    }
+    if (dw != nullptr)
+        for (int64_t i = 0; i < (d + 2) * d; ++i) dw[i] = (float)dwd[i];
+}
+
+// crf_decoding's Viterbi paths (ties to the lowest tag) of the sequences of `lod`, as
+// ops/crf.py's CRFDecoding.viterbi; with `label`, 1 where the path agrees and 0 elsewhere.
+// Scratch: xd [rows, D], wd [D + 2, D], delta and cand [D] doubles, track [rows, D] int64.
+inline void crf_decoding(const float* x, const float* tr, const int64_t* label,
+                         const int64_t* lod, int64_t nseq, int64_t rows, int64_t d,
+                         int64_t* path, double* xd, double* wd, double* delta, double* step,
+                         int64_t* track) {
+    crf_widen(x, rows, d, tr, xd, wd);
+    const double* trans = wd + 2 * d;
+    std::memset(path, 0, sizeof(int64_t) * rows);
+    for (int64_t b = 0; b < nseq; ++b) {
+        const int64_t s = lod[b], e = lod[b + 1];
+        if (e <= s) continue;
+        for (int64_t j = 0; j < d; ++j) delta[j] = wd[j] + xd[s * d + j];
+        for (int64_t t = s + 1; t < e; ++t) {
+            for (int64_t j = 0; j < d; ++j) {
+                int64_t best = 0;
+                double top = delta[0] + trans[j];
+                for (int64_t i = 1; i < d; ++i) {
+                    const double c = delta[i] + trans[i * d + j];
+                    if (c > top) { top = c; best = i; }
+                }
+                track[t * d + j] = best;
+                step[j] = top + xd[t * d + j];
+            }
+            for (int64_t j = 0; j < d; ++j) delta[j] = step[j];
+        }
+        int64_t cur = 0;
+        double top = delta[0] + wd[d];
+        for (int64_t j = 1; j < d; ++j)
+            if (delta[j] + wd[d + j] > top) { top = delta[j] + wd[d + j]; cur = j; }
+        for (int64_t t = e - 1; t >= s; --t) {
+            path[t] = cur;
+            if (t > s) cur = track[t * d + cur];
+        }
+    }
+    if (label != nullptr)
+        for (int64_t r = 0; r < rows; ++r) path[r] = path[r] == label[r] ? 1 : 0;
+}
+
+// --- chunk_eval (ops/crf.py): chunks of IOB / IOE / IOBES / plain tag sequences -------------
+struct ChunkScheme {
+    int64_t n_tags, begin, inside, end, single, other;   // -1: the scheme has no such tag
+};
+
+inline bool chunk_end(int64_t pt, int64_t pty, int64_t t, int64_t ty, const ChunkScheme& c) {
+    if (pty == c.other) return false;
+    if (ty == c.other || ty != pty) return true;
+    if (pt == c.begin || pt == c.inside) return t == c.begin || t == c.single;
+    return pt == c.end || pt == c.single;
+}
+
+inline bool chunk_begin(int64_t pt, int64_t pty, int64_t t, int64_t ty, const ChunkScheme& c) {
+    if (pty == c.other) return ty != c.other;
+    if (ty == c.other) return false;
+    if (ty != pty || t == c.begin || t == c.single) return true;
+    if (t == c.inside || t == c.end) return pt == c.end || pt == c.single;
+    return false;
+}
+
+// The chunks (start, end, type) of labels[0, n) not of an excluded type, into seg [n, 3];
+// returns their count.
+inline int64_t chunk_segments(const int64_t* labels, int64_t n, const ChunkScheme& c,
+                              const int64_t* excl, int64_t n_excl, int64_t* seg) {
+    int64_t count = 0, start = 0, tag = -1, type = c.other;
+    bool in_chunk = false;
+    auto put = [&](int64_t a, int64_t b, int64_t ty) {
+        for (int64_t k = 0; k < n_excl; ++k)
+            if (excl[k] == ty) return;
+        seg[3 * count] = a;
+        seg[3 * count + 1] = b;
+        seg[3 * count + 2] = ty;
+        ++count;
+    };
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t pt = tag, pty = type;
+        tag = labels[i] % c.n_tags;
+        type = labels[i] / c.n_tags;
+        if (in_chunk && chunk_end(pt, pty, tag, type, c)) {
+            put(start, i - 1, pty);
+            in_chunk = false;
+        }
+        if (chunk_begin(pt, pty, tag, type, c)) {
+            start = i;
+            in_chunk = true;
+        }
+    }
+    if (in_chunk) put(start, n - 1, type);
+    return count;
+}
+
+// Counts of inferred, labelled and correct (identical) chunks over the sequences of `lod`;
+// returns the first row whose label is outside [0, limit] (the kernel's check), or -1.
+// so / st: scratch [rows, 3] int64 each.
+inline int64_t chunk_eval(const int64_t* inf, const int64_t* lab, const int64_t* lod,
+                          int64_t nseq, int64_t rows, const ChunkScheme& c, int64_t limit,
+                          const int64_t* excl, int64_t n_excl, int64_t* so, int64_t* st,
+                          int64_t* counts) {
+    for (int64_t r = 0; r < rows; ++r) {
+        if (inf[r] < 0 || inf[r] > limit) return r;
+        if (lab[r] < 0 || lab[r] > limit) return r;
+    }
+    counts[0] = counts[1] = counts[2] = 0;
+    for (int64_t b = 0; b < nseq; ++b) {
+        const int64_t s = lod[b], n = lod[b + 1] - s;
+        const int64_t no = chunk_segments(inf + s, n, c, excl, n_excl, so);
+        const int64_t nt = chunk_segments(lab + s, n, c, excl, n_excl, st);
+        counts[0] += no;
+        counts[1] += nt;
+        for (int64_t i = 0, j = 0; i < no && j < nt;) {   // both sorted by start, disjoint
+            if (so[3 * i] < st[3 * j]) { ++i; continue; }
+            if (so[3 * i] > st[3 * j]) { ++j; continue; }
+            counts[2] += so[3 * i + 1] == st[3 * j + 1] && so[3 * i + 2] == st[3 * j + 2];
+            ++i;
+            ++j;
+        }
+    }
+    return -1;
+}
+
+}  // namespace fl
