@@ -75,3 +75,31 @@ def test_compiled_viterbi_finds_the_path_a_brute_force_search_finds():
         best = max(itertools.product(range(d), repeat=n), key=score)
         assert tuple(path[start:start + n]) == best
         start += n
+
+
+def test_a_sparse_gradients_parts_sum_compiled_and_train_as_interpreted():
+    """One embedding table looked up twice with is_sparse: its two SelectedRows gradients are
+    summed (rows and values concatenated) and SGD applies them; compiled, the sum and the
+    update run native and the table ends as the interpreter leaves it."""
+    from fluidity.codegen.explain import explain_rows
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 5
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        a = fluid.layers.data("a", shape=[1], dtype="int64")
+        b = fluid.layers.data("b", shape=[1], dtype="int64")
+        ea = fluid.layers.embedding(a, size=[10, 4], is_sparse=True, param_attr="tab")
+        eb = fluid.layers.embedding(b, size=[10, 4], is_sparse=True, param_attr="tab")
+        loss = fluid.layers.mean(fluid.layers.elementwise_mul(ea, eb))
+        fluid.optimizer.SGD(0.5).minimize(loss)
+    rows = [t for _, t, w, _ in explain_rows(main, 0, keep=[loss.name]) if w != "python"]
+    assert "sum" in rows and "sgd" in rows
+    feed = {"a": np.array([[1], [3], [1]], np.int64), "b": np.array([[3], [7], [2]], np.int64)}
+    got = []
+    for prog in (main, fluid.CompiledProgram(main).with_native_code(fetch_list=[loss])):
+        scope = fluid.Scope()
+        exe = fluid.Executor()
+        exe.run(startup, scope=scope)
+        for _ in range(2):
+            exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)
+        got.append(np.array(scope.find_var("tab").get_tensor()))
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-6, atol=1e-7)
