@@ -79,7 +79,54 @@ def chunks(scheme="IOB", types=2, excluded=()):
     return sample
 
 
+def seq_rows(width=3, **attrs):
+    """X [rows, width] of LoD sequences, for the row-moving sequence ops."""
+    def sample():
+        lens = seq_lens()
+        return {"X": lod(f32(sum(lens), width), lens)}, dict(attrs), ["X"]
+    return sample
+
+
+def repeat_rows():
+    """X [one row per sequence of Y, 3] (no LoD), Y of LoD sequences."""
+    lens = seq_lens()
+    return ({"X": f32(len(lens), 3), "Y": lod(f32(sum(lens), 2), lens)}, {}, ["X"])
+
+
+def seq_pad(padded_length=-1, row=False):
+    def sample():
+        ins, attrs, wrt = seq_rows(padded_length=padded_length)()
+        ins["PadValue"] = f32(3) if row else np.array([0.5], np.float32)
+        return ins, attrs, wrt
+    return sample
+
+
+def seq_ids(hi, win=None):
+    lens = seq_lens()
+    return lod(rng.integers(0, hi, (sum(lens), 1)).astype(np.int64), lens)
+
+
+def seq_scatter():
+    n = len(seq_lens())
+    lens = [int(k) for k in rng.integers(0, 4, n)]
+    return ({"X": f32(n, 5), "Ids": lod(rng.integers(0, 5, (sum(lens), 1)).astype(np.int64), lens),
+             "Updates": lod(f32(sum(lens), 1), lens)}, {}, ["X", "Updates"])
+
+
 SAMPLES = {
+    "sequence_softmax": lambda: (lambda lens: ({"X": lod(f32(sum(lens), 1), lens)}, {},
+                                               ["X"]))(seq_lens()),
+    "sequence_reverse": seq_rows(),
+    "sequence_expand": repeat_rows,
+    "sequence_expand_as": repeat_rows,
+    "sequence_pad": seq_pad(),
+    "sequence_reshape": seq_rows(3, new_dim=3),
+    "lod_reset": lambda: (lambda lens: ({"X": f32(sum(lens), 2), "Y": lod(f32(sum(lens), 1), lens)},
+                                        {}, ["X"]))(seq_lens()),
+    "sequence_mask": lambda: ({"X": rng.integers(0, 6, (4,)).astype(np.int64)}, {"maxlen": 5},
+                              None),
+    "sequence_enumerate": lambda: ({"X": seq_ids(9)}, {"win_size": 3, "pad_value": -1}, None),
+    "sequence_scatter": seq_scatter,
     "linear_chain_crf": crf(),
     "crf_decoding": crf(with_label=False),
     "chunk_eval": chunks(),
@@ -94,6 +141,10 @@ EXTRA = {
     "sequence_conv window ahead, zero padding": ("sequence_conv", seq_conv(2, 0)),
     "cos_sim one Y row for every X row": ("cos_sim", cos_sim(1)),
     "crf_decoding with Label": ("crf_decoding", crf(with_label=True)),
+    "sequence_pad to a padded_length, a pad row": ("sequence_pad", seq_pad(7, True)),
+    "sequence_mask int32 lengths, float mask": ("sequence_mask", lambda: (
+        {"X": rng.integers(0, 4, (2, 3)).astype(np.int32)}, {"maxlen": 3, "out_dtype": 5},
+        None)),
     "linear_chain_crf one tag": ("linear_chain_crf", crf(tags=1)),
     "chunk_eval IOBES, 3 types, one excluded": ("chunk_eval", chunks("IOBES", 3, (1,))),
     "chunk_eval IOE": ("chunk_eval", chunks("IOE", 2)),

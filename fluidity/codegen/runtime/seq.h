@@ -356,3 +356,111 @@ inline int64_t chunk_eval(const int64_t* inf, const int64_t* lab, const int64_t*
 }
 
 }  // namespace fl
+
+namespace fl {
+
+// --- gather-like sequence ops (ops/sequence.py) ---------------------------------------------
+// The longest sequence of `lod` (0 for none).
+inline int64_t seq_max_len(const int64_t* lod, int64_t n) {
+    int64_t m = 0;
+    for (int64_t i = 0; i + 1 < n; ++i) m = lod[i + 1] - lod[i] > m ? lod[i + 1] - lod[i] : m;
+    return m;
+}
+
+// out: row i of x (w values) repeated as many times as sequence i of `lod` is long.
+template <typename T>
+inline void seq_repeat_rows(const T* x, const int64_t* lod, int64_t nseq, int64_t w, T* out) {
+    for (int64_t i = 0; i < nseq; ++i)
+        for (int64_t r = lod[i]; r < lod[i + 1]; ++r)
+            std::memcpy(out + r * w, x + i * w, sizeof(T) * w);
+}
+
+// Its gradient: dx row i = the rows of sequence i of d added in order (np.add.at into zeros).
+inline void seq_repeat_rows_grad(const float* d, const int64_t* lod, int64_t nseq, int64_t w,
+                                 float* dx) {
+    std::memset(dx, 0, sizeof(float) * nseq * w);
+    for (int64_t i = 0; i < nseq; ++i)
+        for (int64_t r = lod[i]; r < lod[i + 1]; ++r)
+            for (int64_t c = 0; c < w; ++c) dx[i * w + c] += d[r * w + c];
+}
+
+// The rows of every sequence in reverse order (its own inverse: the gradient too).
+template <typename T>
+inline void seq_reverse(const T* x, const int64_t* lod, int64_t nseq, int64_t w, T* out) {
+    for (int64_t i = 0; i < nseq; ++i) {
+        const int64_t s = lod[i], e = lod[i + 1];
+        for (int64_t r = s; r < e; ++r) std::memcpy(out + r * w, x + (s + e - 1 - r) * w, sizeof(T) * w);
+    }
+}
+
+// sequence_softmax over one value per row: per sequence exp(x - max) / sum, the max
+// NaN-propagating (np.maximum.reduceat) and the sum pairwise (np.add.reduceat of 1-D).
+inline void seq_softmax(const float* x, const int64_t* lod, int64_t nseq, float* out) {
+    for (int64_t i = 0; i < nseq; ++i) {
+        const int64_t s = lod[i], e = lod[i + 1];
+        if (e <= s) continue;
+        float m = x[s];
+        for (int64_t r = s + 1; r < e; ++r) m = fmaxnp(m, x[r]);
+        for (int64_t r = s; r < e; ++r) out[r] = std::exp(x[r] - m);
+        const float sum = pairwise_sum(out + s, e - s, 1);
+        for (int64_t r = s; r < e; ++r) out[r] = out[r] / sum;
+    }
+}
+
+// Its gradient: dx = y * (dy - sum over the sequence of y * dy).
+inline void seq_softmax_grad(const float* y, const float* dy, const int64_t* lod, int64_t nseq,
+                             float* dx) {
+    for (int64_t i = 0; i < nseq; ++i) {
+        const int64_t s = lod[i], e = lod[i + 1];
+        if (e <= s) continue;
+        for (int64_t r = s; r < e; ++r) dx[r] = y[r] * dy[r];
+        const float sum = pairwise_sum(dx + s, e - s, 1);
+        for (int64_t r = s; r < e; ++r) dx[r] = y[r] * (dy[r] - sum);
+    }
+}
+
+// sequence_enumerate: out[t, j] = v[t + j] while t + j stays in t's sequence, else pad.
+template <typename T>
+inline void seq_enumerate(const T* v, const int64_t* lod, int64_t nseq, int64_t win, T pad,
+                          T* out) {
+    for (int64_t i = 0; i < nseq; ++i)
+        for (int64_t t = lod[i]; t < lod[i + 1]; ++t)
+            for (int64_t j = 0; j < win; ++j) out[t * win + j] = t + j < lod[i + 1] ? v[t + j] : pad;
+}
+
+// sequence_pad: sequence i's rows at [i, 0 .. len), the rest of its `width` rows the pad
+// (one value, or one row when pad_row), lengths into len_out.
+template <typename T>
+inline void seq_pad(const T* x, const int64_t* lod, int64_t nseq, int64_t width, int64_t w,
+                    const T* pad, bool pad_row, T* out, int64_t* len_out) {
+    for (int64_t i = 0; i < nseq; ++i) {
+        const int64_t s = lod[i], n = lod[i + 1] - s;
+        len_out[i] = n;
+        std::memcpy(out + i * width * w, x + s * w, sizeof(T) * n * w);
+        for (int64_t r = n; r < width; ++r)
+            for (int64_t c = 0; c < w; ++c) out[(i * width + r) * w + c] = pad[pad_row ? c : 0];
+    }
+}
+
+// Its gradient: the rows of each sequence taken back out of the padded dOut.
+inline void seq_pad_grad(const float* d, const int64_t* lod, int64_t nseq, int64_t width,
+                         int64_t w, float* dx) {
+    for (int64_t i = 0; i < nseq; ++i) {
+        const int64_t s = lod[i], n = lod[i + 1] - s;
+        std::memcpy(dx + s * w, d + i * width * w, sizeof(float) * n * w);
+    }
+}
+
+// sequence_scatter: out = x, then out[i, ids[j]] += upd[j] for j in sequence i of ids, in
+// order; returns the first j whose id is outside [0, w), or -1 (nothing written then).
+inline int64_t seq_scatter(const float* x, const int64_t* ids, const float* upd,
+                           const int64_t* lod, int64_t nseq, int64_t w, float* out) {
+    for (int64_t j = 0; j < lod[nseq]; ++j)
+        if (ids[j] < 0 || ids[j] >= w) return j;
+    std::memcpy(out, x, sizeof(float) * nseq * w);
+    for (int64_t i = 0; i < nseq; ++i)
+        for (int64_t j = lod[i]; j < lod[i + 1]; ++j) out[i * w + ids[j]] += upd[j];
+    return -1;
+}
+
+}  // namespace fl
