@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
-from . import c_checks
+from . import c_emit
 from .registry import In, OpDef, Out, ints
 
 
@@ -157,10 +157,10 @@ def _emit_crf_inputs(e):
     e.require_float(x, w)
     if x.ndim != 2 or w.ndim != 2:
         e.fail("Emission or Transition is not a matrix")
-    n = c_checks.sequences(e, x, "Emission")
+    n = c_emit.sequences(e, x, "Emission")
     rows, d = x.dims
-    c_checks.same_dim(e, w.dims[1], d, "Transition has a column per tag")
-    c_checks.same_dim(e, w.dims[0], f"({d} + 2)", "Transition has tags + 2 rows")
+    c_emit.same_dim(e, w.dims[1], d, "Transition has a column per tag")
+    c_emit.same_dim(e, w.dims[0], f"({d} + 2)", "Transition has tags + 2 rows")
     return x, w, n, rows, d
 
 
@@ -169,7 +169,7 @@ def _emit_labels(e, slot, rows, what):
     y = e.input(slot)
     if y is None or y.ctype != "int64_t":
         e.fail(f"{slot} is absent or not int64")
-    c_checks.same_dim(e, y.numel(), rows, f"{what} has one {slot} per row")
+    c_emit.same_dim(e, y.numel(), rows, f"{what} has one {slot} per row")
     return y
 
 
@@ -286,7 +286,7 @@ class LinearChainCRFGrad(OpDef):
         y = _emit_labels(e, "Label", rows, "Emission")
         g = e.input("LogLikelihood@GRAD")
         e.require_float(g)
-        c_checks.same_dim(e, g.numel(), n, "LogLikelihood@GRAD has one value per sequence")
+        c_emit.same_dim(e, g.numel(), n, "LogLikelihood@GRAD has one value per sequence")
         dx = e.output("Emission@GRAD", x.dims, lod_from=x) if e.has_output("Emission@GRAD") \
             else None
         dw = e.output("Transition@GRAD", w.dims, lod_from=False) \
@@ -484,9 +484,9 @@ class ChunkEval(OpDef):
         if scheme not in CHUNK_SCHEMES:
             e.fail(f"chunk_scheme {scheme!r}")
         e.same_dims(inf, lab)
-        n = c_checks.sequences(e, inf, "Inference")
+        n = c_emit.sequences(e, inf, "Inference")
         rows = inf.numel()
-        c_checks.same_dim(e, inf.dims[0], rows, "Inference has one label per row")
+        c_emit.same_dim(e, inf.dims[0], rows, "Inference has one label per row")
         n_types = int(e.attr("num_chunk_types"))
         n_tags, begin, inside, end, single = CHUNK_SCHEMES[scheme]
         excl = [int(t) for t in e.attr("excluded_chunk_types")]

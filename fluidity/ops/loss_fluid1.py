@@ -4,7 +4,7 @@ norm (l2_normalize) — each with its gradient op (formulas as Paddle's kernels 
 """
 import numpy as np
 
-from . import c_checks
+from . import c_emit
 from .common import sigmoid
 from .registry import In, OpDef, Out
 
@@ -44,6 +44,12 @@ class RankLoss(OpDef):
         o = left - right
         return (np.logaddexp(0, o) - label * o).astype(left.dtype)
 
+    @staticmethod
+    def emit(e):
+        c_emit.elementwise(e, [("a", e.input("Left")), ("b", e.input("Right")),
+                               ("l", e.input("Label"))],
+                           [("Out", "fl::logaddexp0(o) - l * o")], "const float o = a - b;")
+
     grad = _grad_maker("rank_loss_grad", ("Label", "Left", "Right", "Out@GRAD"),
                        ("Left", "Right"))
 
@@ -58,6 +64,13 @@ class RankLossGrad(OpDef):
     def kernel(label, left, right, dout):
         d = (dout * (sigmoid(left - right) - label)).astype(left.dtype)
         return d, -d
+
+    @staticmethod
+    def emit(e):
+        c_emit.elementwise(e, [("a", e.input("Left")), ("b", e.input("Right")),
+                               ("l", e.input("Label")), ("d", e.input("Out@GRAD"))],
+                           [("Left@GRAD", "g"), ("Right@GRAD", "-g")],
+                           "const float g = d * (fl::sigmoid(a - b) - l);")
 
 
 class MarginRankLoss(OpDef):
@@ -78,6 +91,14 @@ class MarginRankLoss(OpDef):
         out = np.maximum(0, -label * (x1 - x2) + margin).astype(x1.dtype)
         return out, (out > 0).astype(x1.dtype)
 
+    @staticmethod
+    def emit(e):
+        m = c_emit.f32(float(e.attr("margin")))
+        c_emit.elementwise(e, [("a", e.input("X1")), ("b", e.input("X2")),
+                               ("l", e.input("Label"))],
+                           [("Out", "o"), ("Activated", "o > 0.0f ? 1.0f : 0.0f")],
+                           f"const float o = fl::fmaxnp(0.0f, -l * (a - b) + {m});")
+
     grad = _grad_maker("margin_rank_loss_grad", ("Label", "Activated", "Out@GRAD"),
                        ("X1", "X2"))
 
@@ -93,6 +114,27 @@ class MarginRankLossGrad(OpDef):
     def kernel(label, act, dout):
         d = (dout * act * label).astype(dout.dtype)
         return -d, d
+
+    @staticmethod
+    def emit(e):
+        c_emit.elementwise(e, [("d", e.input("Out@GRAD")), ("a", e.input("Activated")),
+                               ("l", e.input("Label"))],
+                           [("X1@GRAD", "-g"), ("X2@GRAD", "g")], "const float g = d * a * l;")
+
+
+def _emit_bpr_inputs(e):
+    """bpr_loss(_grad)'s X [..., C] (float), Label (int64, one per row; every one checked
+    in [0, C) first, the run stopping at a bad one), rows and C."""
+    x, lab = e.input("X"), e.input("Label")
+    e.require_float(x)
+    if lab.ctype != "int64_t":
+        e.fail(f"Label is {lab.ctype}")
+    c, n = x.dims[-1], e.prod(x.dims[:-1])
+    c_emit.same_dim(e, lab.numel(), n, "Label has one class per row")
+    e.code(f"for (int64_t i = 0; i < {n}; ++i) if ({lab}[i] < 0 || {lab}[i] >= {c}) {{ "
+           f"std::snprintf(err, 512, \"{e.op.type}: label %lld is out of range [0, %lld)\", "
+           f"(long long){lab}[i], (long long)({c})); return {2 + e.k}; }}")
+    return x, lab, n, c
 
 
 class BprLoss(OpDef):
@@ -122,6 +164,17 @@ class BprLoss(OpDef):
         terms = np.logaddexp(0, -(pos - x2)) * other
         return (terms.sum(axis=1) / (c - 1)).reshape(x.shape[:-1] + (1,)).astype(x.dtype)
 
+    @staticmethod
+    def emit(e):
+        """Per row: the terms (0 at the label), summed pairwise, over C - 1."""
+        x, lab, n, c = _emit_bpr_inputs(e)
+        y = e.output("Y", x.dims[:-1] + ["1"])
+        t = e.scratch([c])
+        e.code(f"for (int64_t i = 0; i < {n}; ++i) {{ const float* xr = {x} + i * {c}; "
+               f"const float pos = xr[{lab}[i]]; for (int64_t j = 0; j < {c}; ++j) {t}[j] = "
+               f"j == {lab}[i] ? 0.0f : fl::logaddexp0(-(pos - xr[j])); {y}[i] = "
+               f"fl::pairwise_sum({t}, {c}, 1) / (float)({c} - 1); }}")
+
     grad = _grad_maker("bpr_loss_grad", ("X", "Label", "Y@GRAD"), ("X",))
 
 
@@ -139,6 +192,18 @@ class BprLossGrad(OpDef):
         dx = s.copy()
         dx[np.arange(len(lab)), lab] = -s.sum(axis=1)
         return dx.reshape(x.shape).astype(x.dtype)
+
+    @staticmethod
+    def emit(e):
+        x, lab, n, c = _emit_bpr_inputs(e)
+        dy = e.input("Y@GRAD")
+        e.require_float(dy)
+        c_emit.same_dim(e, dy.numel(), n, "Y@GRAD has one value per row")
+        dx = e.output("X@GRAD", x.dims)
+        e.code(f"for (int64_t i = 0; i < {n}; ++i) {{ const float* xr = {x} + i * {c}; "
+               f"float* g = {dx} + i * {c}; const int64_t l = {lab}[i]; const float pos = xr[l]; "
+               f"for (int64_t j = 0; j < {c}; ++j) g[j] = j == l ? 0.0f : fl::sigmoid(-(pos - "
+               f"xr[j])) / (float)({c} - 1) * {dy}[i]; g[l] = -fl::pairwise_sum(g, {c}, 1); }}")
 
 
 # --- kldiv_loss, teacher_student_sigmoid_loss ------------------------------------------------
@@ -175,6 +240,27 @@ class KldivLoss(OpDef):
         v = np.where(target > 0, target * (np.log(safe) - x), 0)
         return np.asarray(_KL_REDUCE[reduction](v, x)).astype(x.dtype)
 
+    @staticmethod
+    def emit(e):
+        """The terms as the kernel's; a reduction sums them pairwise (numpy's full sum),
+        then divides in float32."""
+        x, t = e.input("X"), e.input("Target")
+        red = e.attr("reduction")
+        if red not in _KL_REDUCE:
+            e.fail(f"reduction {red!r}")
+        term = "t > 0.0f ? t * (std::log(t) - x) : 0.0f"
+        if red == "none":
+            c_emit.elementwise(e, [("x", x), ("t", t)], [("Loss", term)])
+            return
+        e.require_float(x, t)
+        e.same_dims(x, t)
+        v, out = e.scratch(x.dims), e.output("Loss", [])
+        n = x.numel()
+        div = {"sum": "", "mean": f" / (float)({n})",
+               "batchmean": f" / (float)({x.dims[0] if x.ndim else '1'})"}[red]
+        e.code(f"for (int64_t i = 0; i < {n}; ++i) {{ const float x = {x}[i], t = {t}[i]; "
+               f"{v}[i] = {term}; }} {out}[0] = fl::pairwise_sum({v}, {n}, 1){div};")
+
     grad = _grad_maker("kldiv_loss_grad", ("X", "Target", "Loss@GRAD"), ("X",))
 
 
@@ -190,6 +276,25 @@ class KldivLossGrad(OpDef):
     def kernel(x, target, dloss, *, reduction):
         g = np.where(target > 0, -target, 0) * _KL_SCALE[reduction](x)
         return (g * dloss).astype(x.dtype)
+
+    @staticmethod
+    def emit(e):
+        x, t, d = e.input("X"), e.input("Target"), e.input("Loss@GRAD")
+        red = e.attr("reduction")
+        if red not in _KL_SCALE:
+            e.fail(f"reduction {red!r}")
+        if red == "none":
+            c_emit.elementwise(e, [("x", x), ("t", t), ("d", d)],
+                               [("X@GRAD", "(t > 0.0f ? -t : 0.0f) * d")])
+            return
+        e.require_float(x, t, d)
+        e.same_dims(x, t)
+        c_emit.same_dim(e, d.numel(), "1", "Loss@GRAD is one value")
+        scale = {"sum": "1.0f", "mean": f"(float)(1.0 / (double)({x.numel()}))",
+                 "batchmean": f"(float)(1.0 / (double)({x.dims[0] if x.ndim else '1'}))"}[red]
+        dx = e.output("X@GRAD", x.dims)
+        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {dx}[i] = ({t}[i] > 0.0f ? "
+               f"-{t}[i] : 0.0f) * {scale} * {d}[0];")
 
 
 def _softplus_abs(x):
@@ -217,6 +322,17 @@ class TeacherStudentSigmoidLoss(OpDef):
                                         2 * sp - x - x * (label - 1))))
         return y.astype(x.dtype)
 
+    @staticmethod
+    def emit(e):
+        x = e.input("X")
+        if not x.ndim or x.dims[-1] != "1":
+            e.fail("X is not [..., 1]")
+        c_emit.elementwise(
+            e, [("x", x), ("l", e.input("Label"))],
+            [("Y", "l < -1.0f ? sp : (l < 0.0f ? sp - x : (l < 1.0f ? 2.0f * sp - x * l : "
+                   "2.0f * sp - x - x * (l - 1.0f)))")],
+            "const float sp = fl::fmaxnp(x, 0.0f) + std::log1p(std::exp(-std::fabs(x)));")
+
     grad = _grad_maker("teacher_student_sigmoid_loss_grad", ("X", "Label", "Y@GRAD"),
                        ("X",))
 
@@ -234,6 +350,15 @@ class TeacherStudentSigmoidLossGrad(OpDef):
         d = np.where(label < -1, p, np.where(label < 0, p - 1, np.where(
             label < 1, 2 * p - label, 2 * p - label)))
         return (d * dy).astype(x.dtype)
+
+    @staticmethod
+    def emit(e):
+        lo = c_emit.f32(float(e.attr("soft_max_lower_bound")))
+        hi = c_emit.f32(float(e.attr("soft_max_up_bound")))
+        c_emit.elementwise(
+            e, [("x", e.input("X")), ("l", e.input("Label")), ("d", e.input("Y@GRAD"))],
+            [("X@GRAD", "(l < -1.0f ? p : (l < 0.0f ? p - 1.0f : 2.0f * p - l)) * d")],
+            f"const float p = fl::sigmoid(x < {lo} ? {lo} : (x > {hi} ? {hi} : x));")
 
 
 # --- label_smooth, cos_sim, norm -------------------------------------------------------------
@@ -253,6 +378,23 @@ class LabelSmooth(OpDef):
         p = prior.reshape(1, -1) if prior is not None else 1.0 / x.shape[-1]
         return ((1 - epsilon) * x + epsilon * p).astype(x.dtype)
 
+    @staticmethod
+    def emit(e):
+        """(1 - eps) x + eps p: p a PriorDist value per last-dim index (eps times it in
+        float32), or 1/K (eps / K in double, then rounded, as the kernel's Python floats)."""
+        x, prior = e.input("X"), e.input("PriorDist")
+        e.require_float(x, prior)
+        eps = float(e.attr("epsilon"))
+        k = x.dims[-1]
+        if prior is not None:
+            c_emit.same_dim(e, prior.numel(), k, "PriorDist has one value per class")
+            add = f"{c_emit.f32(eps)} * {prior}[i % {k}]"
+        else:
+            add = f"(float)({eps!r} * (1.0 / (double)({k})))"
+        out = e.output("Out", x.dims)
+        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = "
+               f"{c_emit.f32(1 - eps)} * {x}[i] + {add};")
+
     grad = _grad_maker("label_smooth_grad", ("Out@GRAD",), ("X",))
 
 
@@ -267,6 +409,11 @@ class LabelSmoothGrad(OpDef):
     def kernel(dout, *, epsilon):
         return ((1 - epsilon) * dout).astype(dout.dtype)
 
+    @staticmethod
+    def emit(e):
+        c_emit.elementwise(e, [("d", e.input("Out@GRAD"))],
+                           [("X@GRAD", f"{c_emit.f32(1 - float(e.attr('epsilon')))} * d")])
+
 
 def _emit_cos_inputs(e):
     """cos_sim(_grad)'s X [N, ...] and Y ([N, ...] or [1, ...]) Bufs, N, Y's rows and the
@@ -276,7 +423,7 @@ def _emit_cos_inputs(e):
     if x.ndim < 2 or y.ndim != x.ndim:
         e.fail("X and Y are not rows of one shape")
     w = e.prod(x.dims[1:])
-    c_checks.same_dim(e, e.prod(y.dims[1:]), w, "Y's rows have X's shape")
+    c_emit.same_dim(e, e.prod(y.dims[1:]), w, "Y's rows have X's shape")
     n, ny = x.dims[0], y.dims[0]
     if ny != n:
         if e.is_lit(ny) and e.is_lit(n) and ny != "1":
@@ -350,7 +497,7 @@ class CosSimGrad(OpDef):
         out, xn, yn, d = (e.input(s) for s in ("Out", "XNorm", "YNorm", "Out@GRAD"))
         e.require_float(out, xn, yn, d)
         for b, rows in ((out, n), (xn, n), (yn, ny), (d, n)):
-            c_checks.same_dim(e, b.numel(), rows, f"{b.var} has one value per row")
+            c_emit.same_dim(e, b.numel(), rows, f"{b.var} has one value per row")
         dx = e.output("X@GRAD", x.dims) if e.has_output("X@GRAD") else None
         dy = e.output("Y@GRAD", y.dims) if e.has_output("Y@GRAD") else None
         if dx is None and dy is None:

@@ -15,7 +15,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
-from . import c_checks
+from . import c_emit
 from .registry import In, OpDef, Out, ints
 
 POOL_TYPES = ("SUM", "AVERAGE", "SQRT", "MAX", "MIN", "FIRST", "LAST")
@@ -315,8 +315,8 @@ def _emit_repeat(e, x, y, lod_from):
     """sequence_expand(_as)'s Out: row i of X (no LoD) once per row of sequence i of Y."""
     if x.lod is not None:
         e.fail("X has LoD (Out's LoD would be made here)")
-    n = c_checks.sequences(e, y, "Y")
-    c_checks.same_dim(e, x.dims[0], n, "X has a row per sequence of Y")
+    n = c_emit.sequences(e, y, "Y")
+    c_emit.same_dim(e, x.dims[0], n, "X has a row per sequence of Y")
     out = e.output("Out", [y.dims[0]] + x.dims[1:], x.ctype, lod_from=lod_from)
     e.code(f"fl::seq_repeat_rows({x}, {y.lod}, {n}, {e.prod(x.dims[1:])}, {out});")
 
@@ -326,9 +326,9 @@ def _emit_repeat_grad(e):
     e.require_float(x, d)
     if x.lod is not None or (e.op.type == "sequence_expand" and e.attr("ref_level") not in (-1, 0)):
         e.fail("X has LoD, or a ref_level past Y's one level")
-    n = c_checks.sequences(e, y, "Y")
-    c_checks.same_dim(e, x.dims[0], n, "X has a row per sequence of Y")
-    c_checks.same_dim(e, d.dims[0], y.dims[0], "Out@GRAD has Y's rows")
+    n = c_emit.sequences(e, y, "Y")
+    c_emit.same_dim(e, x.dims[0], n, "X has a row per sequence of Y")
+    c_emit.same_dim(e, d.dims[0], y.dims[0], "Out@GRAD has Y's rows")
     dx = e.output("X@GRAD", x.dims, lod_from=False)
     e.code(f"fl::seq_repeat_rows_grad({d}, {y.lod}, {n}, {e.prod(x.dims[1:])}, {dx});")
 
@@ -426,7 +426,7 @@ class SequenceReverse(_Gather):
     @staticmethod
     def emit(e):
         x = e.input("X")
-        n = c_checks.sequences(e, x, "X")
+        n = c_emit.sequences(e, x, "X")
         y = e.output("Y", x.dims, x.ctype, lod_from=x)
         e.code(f"fl::seq_reverse({x}, {x.lod}, {n}, {e.prod(x.dims[1:])}, {y});")
 
@@ -436,7 +436,7 @@ class SequenceReverse(_Gather):
         x, d = e.input("X"), e.input("Y@GRAD")
         e.require_float(x, d)
         e.same_dims(x, d)
-        n = c_checks.sequences(e, x, "X")
+        n = c_emit.sequences(e, x, "X")
         dx = e.output("X@GRAD", x.dims, lod_from=x)
         e.code(f"fl::seq_reverse({d}, {x.lod}, {n}, {e.prod(x.dims[1:])}, {dx});")
 
@@ -550,7 +550,7 @@ class SequenceConcatGrad(OpDef):
 
 def _emit_pad_width(e, x):
     """sequence_pad(_grad)'s number of sequences and padded width, as C expressions."""
-    n = c_checks.sequences(e, x, "X")
+    n = c_emit.sequences(e, x, "X")
     longest = f"fl::seq_max_len({x.lod}, {x.lod_len})"
     width = int(e.attr("padded_length"))
     if width == -1:
@@ -615,7 +615,7 @@ class SequencePad(OpDef):
         w = e.prod(x.dims[1:])
         row = pv.numel() != "1"
         if row:
-            c_checks.same_dim(e, pv.numel(), w, "PadValue is one value or one row of X")
+            c_emit.same_dim(e, pv.numel(), w, "PadValue is one value or one row of X")
         out = e.output("Out", [n, width] + x.dims[1:], x.ctype, lod_from=False)
         length = e.output("Length", [n], "int64_t", lod_from=False)
         e.code(f"fl::seq_pad({x}, {x.lod}, {n}, {width}, {w}, {pv}, {e.literal(row)}, {out}, "
@@ -647,7 +647,7 @@ class SequencePadGrad(OpDef):
         x, d = e.input("X"), e.input("Out@GRAD")
         e.require_float(x, d)
         n, width = _emit_pad_width(e, x)
-        c_checks.same_dim(e, d.numel(), e.prod([n, width] + x.dims[1:]),
+        c_emit.same_dim(e, d.numel(), e.prod([n, width] + x.dims[1:]),
                           "Out@GRAD is the padded Out")
         dx = e.output("X@GRAD", x.dims, lod_from=x)
         e.code(f"fl::seq_pad_grad({d}, {x.lod}, {n}, {width}, {e.prod(x.dims[1:])}, {dx});")
@@ -658,7 +658,7 @@ def _emit_one_per_row(e, x):
     """sequence_softmax's X: [T] or [T, 1] with LoD; its number of sequences."""
     if x.ndim > 2 or (x.ndim == 2 and x.dims[1] != "1"):
         e.fail("X is not [T] or [T, 1]")
-    return c_checks.sequences(e, x, "X")
+    return c_emit.sequences(e, x, "X")
 
 
 class SequenceSoftmax(OpDef):
@@ -725,7 +725,7 @@ class SequenceSoftmaxGrad(OpDef):
         e.require_float(out, d, x)
         n = _emit_one_per_row(e, x)
         for b in (out, d):
-            c_checks.same_dim(e, b.numel(), x.dims[0], f"{b.var} has one value per row of X")
+            c_emit.same_dim(e, b.numel(), x.dims[0], f"{b.var} has one value per row of X")
         dx = e.output("X@GRAD", x.dims, lod_from=x)
         e.code(f"fl::seq_softmax_grad({out}, {d}, {x.lod}, {n}, {dx});")
 
@@ -766,7 +766,7 @@ class SequenceReshape(OpDef):
         x = e.input("X")
         if x.ndim != 2 or x.dims[1] != str(e.attr("new_dim")):
             e.fail("new_dim other than X's width (a new LoD)")
-        c_checks.sequences(e, x, "X")
+        c_emit.sequences(e, x, "X")
         out = e.output("Out", x.dims, x.ctype, lod_from=x)
         e.code(f"std::memcpy({out}, {x}, {x.nbytes()});")
 
@@ -791,7 +791,7 @@ class SequenceReshapeGrad(OpDef):
     def emit(e):
         """dOut's values in X's shape (and LoD)."""
         x, d = e.input("X"), e.input("Out@GRAD")
-        c_checks.same_dim(e, d.numel(), x.numel(), "Out@GRAD has X's size")
+        c_emit.same_dim(e, d.numel(), x.numel(), "Out@GRAD has X's size")
         dx = e.output("X@GRAD", x.dims, d.ctype, lod_from=x)
         e.code(f"std::memcpy({dx}, {d}, {dx.nbytes()});")
 
@@ -935,7 +935,7 @@ class SequenceEnumerate(OpDef):
             e.fail(f"X is {x.ctype}")
         if x.ndim > 2 or (x.ndim == 2 and x.dims[1] != "1"):
             e.fail("X is not [T] or [T, 1]")
-        n = c_checks.sequences(e, x, "X")
+        n = c_emit.sequences(e, x, "X")
         win = int(e.attr("win_size"))
         if win < 1:
             e.fail(f"win_size {win}")
@@ -961,7 +961,7 @@ def _emit_conv_inputs(e):
     k, cs = int(e.attr("contextLength")), int(e.attr("contextStart"))
     if e.attr("contextStride") != 1 or x.ndim != 2 or f.ndim != 2:
         e.fail("contextStride other than 1, or X or Filter not a matrix")
-    c_checks.same_dim(e, f.dims[0], e.mul(k, x.dims[1]), "Filter has contextLength x M rows")
+    c_emit.same_dim(e, f.dims[0], e.mul(k, x.dims[1]), "Filter has contextLength x M rows")
     up, down = max(0, -cs), max(0, cs + k - 1)
     pad = None
     if e.attr("paddingTrainable"):
@@ -969,8 +969,8 @@ def _emit_conv_inputs(e):
         if pad is None:
             e.fail("paddingTrainable without PaddingData")
         e.require_float(pad)
-        c_checks.same_dim(e, pad.dims[0], up + down, "PaddingData has up + down rows")
-        c_checks.same_dim(e, e.prod(pad.dims[1:]), x.dims[1], "PaddingData has X's width")
+        c_emit.same_dim(e, pad.dims[0], up + down, "PaddingData has up + down rows")
+        c_emit.same_dim(e, e.prod(pad.dims[1:]), x.dims[1], "PaddingData has X's width")
     return x, f, pad, k, cs, up, down
 
 
@@ -1047,7 +1047,7 @@ class SequenceConv(OpDef):
         gathers, then one gemm by Filter."""
         x, f, pad, k, cs, up, down = _emit_conv_inputs(e)
         out = e.output("Out", [x.dims[0], f.dims[1]], lod_from=x)
-        n = c_checks.sequences(e, x, "X")
+        n = c_emit.sequences(e, x, "X")
         col = e.scratch([x.dims[0], f.dims[0]])
         e.code(f"fl::seq_context({x}, {x.lod}, {n}, {x.dims[1]}, {k}, {cs}, "
                f"{pad or 'nullptr'}, {up}, {col});")
@@ -1087,9 +1087,9 @@ class SequenceConvGrad(OpDef):
         x, f, pad, k, cs, up, down = _emit_conv_inputs(e)
         d = e.input("Out@GRAD")
         e.require_float(d)
-        c_checks.same_dim(e, d.dims[0], x.dims[0], "Out@GRAD has X's rows")
-        c_checks.same_dim(e, e.prod(d.dims[1:]), f.dims[1], "Out@GRAD has Filter's columns")
-        n = c_checks.sequences(e, x, "X")
+        c_emit.same_dim(e, d.dims[0], x.dims[0], "Out@GRAD has X's rows")
+        c_emit.same_dim(e, e.prod(d.dims[1:]), f.dims[1], "Out@GRAD has Filter's columns")
+        n = c_emit.sequences(e, x, "X")
         rows, km = x.dims[0], f.dims[0]
         if e.has_output("Filter@GRAD"):
             col = e.scratch([rows, km])
@@ -1117,10 +1117,10 @@ def _emit_scatter_inputs(e):
     e.require_float(x, upd)
     if ids.ctype != "int64_t":
         e.fail(f"Ids are {ids.ctype}")
-    n = c_checks.sequences(e, ids, "Ids")
-    c_checks.same_dim(e, x.dims[0], n, "X has a row per sequence of Ids")
-    c_checks.same_dim(e, upd.numel(), ids.dims[0], "Updates has one value per id")
-    c_checks.same_dim(e, ids.numel(), ids.dims[0], "Ids has one id per row")
+    n = c_emit.sequences(e, ids, "Ids")
+    c_emit.same_dim(e, x.dims[0], n, "X has a row per sequence of Ids")
+    c_emit.same_dim(e, upd.numel(), ids.dims[0], "Updates has one value per id")
+    c_emit.same_dim(e, ids.numel(), ids.dims[0], "Ids has one id per row")
     return x, ids, upd, n, e.prod(x.dims[1:])
 
 

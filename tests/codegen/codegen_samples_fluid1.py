@@ -3,7 +3,7 @@ ops/loss_fluid1.py's cos_sim, ops/crf.py's CRF ops, dropout's gradient, ...; run
 LoD inputs with empty sequences among them. Compiled vs the numpy kernels by
 test_emitters.py, gradients through the kernels' gradient ops."""
 import numpy as np
-from codegen_samples import f32, rng
+from codegen_samples import dims, f32, rng
 
 from fluidity.core.tensor import LoDTensor
 
@@ -113,7 +113,76 @@ def seq_scatter():
              "Updates": lod(f32(sum(lens), 1), lens)}, {}, ["X", "Updates"])
 
 
+def pair(x_slot="X", y_slot="Y", lo=-2.0, hi=2.0, rows=None, **attrs):
+    """Two same-shaped float inputs (a loss's prediction and target)."""
+    def sample():
+        n, m = int(rng.integers(1, 6)), rows or int(rng.integers(1, 5))
+        return ({x_slot: f32(n, m, lo=lo, hi=hi), y_slot: f32(n, m, lo=lo, hi=hi)}, dict(attrs),
+                [x_slot])
+    return sample
+
+
+def with_label(sample, slot, make):
+    def wrapped():
+        ins, attrs, wrt = sample()
+        ins[slot] = make(next(iter(ins.values())).shape)
+        return ins, attrs, wrt
+    return wrapped
+
+
+def probs(shape):
+    return rng.uniform(0.05, 0.95, shape).astype(np.float32)
+
+
+def signs(shape):
+    return rng.choice(np.array([-1.0, 1.0], np.float32), shape)
+
+
+def smooth_l1(weights=False, sigma=1.0):
+    def sample():
+        n = int(rng.integers(1, 5))
+        ins = {"X": f32(n, 2, 3), "Y": f32(n, 2, 3)}
+        if weights:
+            ins.update(InsideWeight=f32(n, 2, 3, lo=0, hi=1), OutsideWeight=f32(n, 2, 3, lo=0, hi=1))
+        return ins, {"sigma": sigma}, ["X", "Y"]
+    return sample
+
+
+def bpr():
+    n, c = int(rng.integers(1, 5)), int(rng.integers(2, 6))
+    return ({"X": f32(n, c), "Label": rng.integers(0, c, (n, 1)).astype(np.int64)}, {}, ["X"])
+
+
+def kldiv(reduction):
+    def sample():
+        n, m = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        t = rng.uniform(-0.2, 1.0, (n, m)).astype(np.float32)      # some not > 0
+        return {"X": f32(n, m), "Target": t}, {"reduction": reduction}, ["X"]
+    return sample
+
+
+def teacher_student():
+    n = int(rng.integers(2, 7))
+    label = rng.choice(np.array([-2.0, -0.5, 0.3, 1.6], np.float32), (n, 1))
+    return ({"X": f32(n, 1, lo=-20, hi=20), "Label": label},
+            {"soft_max_up_bound": 15.0, "soft_max_lower_bound": -15.0}, ["X"])
+
+
 SAMPLES = {
+    "huber_loss": pair(delta=0.7),
+    "smooth_l1_loss": smooth_l1(),
+    "log_loss": with_label(lambda: (lambda n: ({"Predicted": probs((n, 1))}, {"epsilon": 1e-4},
+                                                ["Predicted"]))(int(rng.integers(1, 6))),
+                           "Labels", lambda s: rng.integers(0, 2, s).astype(np.float32)),
+    "bce_loss": with_label(lambda: ({"X": probs(dims())}, {}, ["X"]), "Label",
+                           lambda s: rng.integers(0, 2, s).astype(np.float32)),
+    "rank_loss": with_label(pair("Left", "Right", rows=1), "Label",
+                            lambda s: rng.integers(0, 2, s).astype(np.float32)),
+    "margin_rank_loss": with_label(pair("X1", "X2", rows=1, margin=0.1), "Label", signs),
+    "bpr_loss": bpr,
+    "kldiv_loss": kldiv("mean"),
+    "teacher_student_sigmoid_loss": teacher_student,
+    "label_smooth": lambda: ({"X": probs(dims())}, {"epsilon": 0.1}, ["X"]),
     "sequence_softmax": lambda: (lambda lens: ({"X": lod(f32(sum(lens), 1), lens)}, {},
                                                ["X"]))(seq_lens()),
     "sequence_reverse": seq_rows(),
@@ -141,6 +210,12 @@ EXTRA = {
     "sequence_conv window ahead, zero padding": ("sequence_conv", seq_conv(2, 0)),
     "cos_sim one Y row for every X row": ("cos_sim", cos_sim(1)),
     "crf_decoding with Label": ("crf_decoding", crf(with_label=True)),
+    "smooth_l1_loss weights, sigma 2": ("smooth_l1_loss", smooth_l1(True, 2.0)),
+    "kldiv_loss none": ("kldiv_loss", kldiv("none")),
+    "kldiv_loss sum": ("kldiv_loss", kldiv("sum")),
+    "kldiv_loss batchmean": ("kldiv_loss", kldiv("batchmean")),
+    "label_smooth with a prior": ("label_smooth", lambda: (lambda x: (
+        {"X": x, "PriorDist": probs((x.shape[1],))}, {"epsilon": 0.2}, ["X"]))(probs(dims()))),
     "sequence_pad to a padded_length, a pad row": ("sequence_pad", seq_pad(7, True)),
     "sequence_mask int32 lengths, float mask": ("sequence_mask", lambda: (
         {"X": rng.integers(0, 4, (2, 3)).astype(np.int32)}, {"maxlen": 3, "out_dtype": 5},
