@@ -464,3 +464,88 @@ inline int64_t seq_scatter(const float* x, const int64_t* ids, const float* upd,
 }
 
 }  // namespace fl
+
+namespace fl {
+
+// --- Fluid's gru backward (gru_grad) -------------------------------------------------------------
+// ops/rnn.py's GRUGrad over gru_seq's batch order, steps last to first: per step the gate
+// derivatives row by row, then the kernel's products as gemms (drh = dc W_c^T; dhp += dur
+// W_ur^T; dW_ur += hp^T dur; dW_c += rh^T dc). In: x's LoD, w [D, 3D] (w_ur then w_c flat), h0
+// (or null), gates [rows, 3D] (activated), rh and bh [rows, D] (batch order, as gru wrote
+// them), dh_out [rows, D] (x's rows; or null). Out (each or null but dw, db): dx [rows, 3D],
+// dh0 [N, D], dw [D, 3D], db [3D]. Scratch: order [N], brow [rows], bounds [rows + 2], dg
+// [rows, 3D], hp0, dh_next [N, D], drh [N, D].
+template <int GATE, int ACT>
+inline void gru_seq_grad(const i64* lod, i64 N, i64 D, bool reverse, bool origin,
+                         const float* w, const float* h0, const float* gates, const float* rh,
+                         const float* bh, const float* dh_out, float* dx, float* dh0, float* dw,
+                         float* db, i64* order, i64* brow, i64* bounds, float* dg, float* hp0,
+                         float* dh_next, float* drh) {
+    const i64 G = 3 * D;
+    SeqBatch sb(lod, N, order, reverse);
+    i64 T = 0, a = 0;
+    bounds[0] = 0;
+    while (sb.next()) {
+        for (i64 k = 0; k < sb.n; ++k) brow[a + k] = sb.row(k);
+        a += sb.n;
+        bounds[++T] = a;
+    }
+    seq_initial(sb, h0, D, hp0);
+    std::memset(dw, 0, sizeof(float) * (size_t)(D * G));
+    std::memset(dh_next, 0, sizeof(float) * (size_t)(N * D));
+    const float* w_ur = w;
+    const float* w_c = w + 2 * D * D;
+    float* dw_ur = dw;
+    float* dw_c = dw + 2 * D * D;
+    for (i64 t = T - 1; t >= 0; --t) {
+        const i64 s = bounds[t], n = bounds[t + 1] - s;
+        const float* hp = t == 0 ? hp0 : bh + bounds[t - 1] * D;
+        for (i64 k = 0; k < n; ++k) {
+            const float* gk = gates + (s + k) * G;
+            float* dgk = dg + (s + k) * G;
+            const i64 row = brow[s + k];
+            for (i64 j = 0; j < D; ++j) {
+                const float u = gk[j], c = gk[2 * D + j], h = hp[k * D + j];
+                const float dh = (dh_out ? dh_out[row * D + j] : 0.0f) + dh_next[k * D + j];
+                float du, dhp, dc;
+                if (origin) {
+                    du = dh * (h - c);
+                    dhp = dh * u;
+                    dc = dh * (1.0f - u);
+                } else {
+                    du = dh * (c - h);
+                    dhp = dh * (1.0f - u);
+                    dc = dh * u;
+                }
+                dgk[j] = du * rnn_dact<GATE>(u);
+                dgk[2 * D + j] = dc * rnn_dact<ACT>(c);
+                dh_next[k * D + j] = dhp;
+            }
+        }
+        gemm(false, true, n, D, D, 1.0f, dg + s * G + 2 * D, G, w_c, D, 0.0f, drh, D);
+        for (i64 k = 0; k < n; ++k) {
+            const float* gk = gates + (s + k) * G;
+            float* dgk = dg + (s + k) * G;
+            for (i64 j = 0; j < D; ++j) {
+                const float r = gk[D + j], d = drh[k * D + j];
+                dgk[D + j] = d * hp[k * D + j] * rnn_dact<GATE>(r);
+                dh_next[k * D + j] = dh_next[k * D + j] + d * r;
+            }
+        }
+        gemm(false, true, n, D, 2 * D, 1.0f, dg + s * G, G, w_ur, 2 * D, 1.0f, dh_next, D);
+        gemm(true, false, D, 2 * D, n, 1.0f, hp, D, dg + s * G, G, 1.0f, dw_ur, 2 * D);
+        gemm(true, false, D, D, n, 1.0f, rh + s * D, D, dg + s * G + 2 * D, G, 1.0f, dw_c, D);
+    }
+    if (db) std::memset(db, 0, sizeof(float) * (size_t)G);
+    for (i64 r = 0; r < a; ++r) {
+        const float* dgr = dg + r * G;
+        if (dx) std::memcpy(dx + brow[r] * G, dgr, sizeof(float) * (size_t)G);
+        if (db)
+            for (i64 j = 0; j < G; ++j) db[j] += dgr[j];
+    }
+    if (dh0)
+        for (i64 k = 0; k < N; ++k)
+            std::memcpy(dh0 + order[k] * D, dh_next + k * D, sizeof(float) * (size_t)D);
+}
+
+}  // namespace fl
