@@ -168,7 +168,22 @@ def teacher_student():
             {"soft_max_up_bound": 15.0, "soft_max_lower_bound": -15.0}, ["X"])
 
 
+def hsigmoid(classes=6, bias=True):
+    """X [N, 4], W [classes - 1, 4] (one row per inner node of the default tree), labels in
+    [0, classes)."""
+    def sample():
+        n = int(rng.integers(1, 6))
+        ins = {"X": f32(n, 4), "W": f32(classes - 1, 4, lo=-1, hi=1),
+               "Label": rng.integers(0, classes, (n, 1)).astype(np.int64)}
+        if bias:
+            ins["Bias"] = f32(classes - 1, 1)
+        return ins, {"num_classes": classes}, ["X", "W"] + (["Bias"] if bias else []), \
+            ["Out", "PreOut"]
+    return sample
+
+
 SAMPLES = {
+    "hierarchical_sigmoid": hsigmoid(),
     "huber_loss": pair(delta=0.7),
     "smooth_l1_loss": smooth_l1(),
     "log_loss": with_label(lambda: (lambda n: ({"Predicted": probs((n, 1))}, {"epsilon": 1e-4},
@@ -210,6 +225,7 @@ EXTRA = {
     "sequence_conv window ahead, zero padding": ("sequence_conv", seq_conv(2, 0)),
     "cos_sim one Y row for every X row": ("cos_sim", cos_sim(1)),
     "crf_decoding with Label": ("crf_decoding", crf(with_label=True)),
+    "hierarchical_sigmoid 11 classes, no bias": ("hierarchical_sigmoid", hsigmoid(11, False)),
     "smooth_l1_loss weights, sigma 2": ("smooth_l1_loss", smooth_l1(True, 2.0)),
     "kldiv_loss none": ("kldiv_loss", kldiv("none")),
     "kldiv_loss sum": ("kldiv_loss", kldiv("sum")),

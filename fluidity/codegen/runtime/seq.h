@@ -549,3 +549,83 @@ inline void gru_seq_grad(const i64* lod, i64 N, i64 D, bool reverse, bool origin
 }
 
 }  // namespace fl
+
+namespace fl {
+
+// --- hierarchical_sigmoid over Paddle's default complete tree (ops/sampled.py) ------------------
+// Class l's path: c = l + num_classes; its L = bitlen(c) - 1 nodes are (c >> (j + 1)) - 1 with
+// bits (c >> j) & 1, j < L; slots past L (up to `width`) have pre-activation 0.
+
+// The first row whose label or tree node is out of range (label outside [0, num_classes), a
+// node past W's rows), or -1.
+inline int64_t hsig_bad_row(const int64_t* label, int64_t n, int64_t num_classes,
+                            int64_t w_rows) {
+    for (int64_t i = 0; i < n; ++i) {
+        if (label[i] < 0 || label[i] >= num_classes) return i;
+        const uint64_t c = (uint64_t)(label[i] + num_classes);
+        if ((int64_t)(c >> 1) - 1 >= w_rows) return i;      // the deepest node is the largest
+    }
+    return -1;
+}
+
+// The pre-activation of slot j of row i: x_i . W[node] (+ Bias[node]) clipped to [-40, 40].
+inline float hsig_pre(const float* xi, const float* w, const float* b, int64_t d,
+                      int64_t node) {
+    const float* wr = w + node * d;
+    float s = 0.0f;
+    for (int64_t k = 0; k < d; ++k) s += xi[k] * wr[k];
+    if (b != nullptr) s = s + b[node];
+    return s < -40.0f ? -40.0f : (s > 40.0f ? 40.0f : s);
+}
+
+// Out[i] = sum_j softplus(pre) (float32, pairwise) - sum_j bit * pre (in double, as numpy's
+// int64 bits promote it); soft [n, width] = the softplus terms (PreOut).
+inline void hsig_default(const float* x, const float* w, const float* b, const int64_t* label,
+                         int64_t n, int64_t d, int64_t num_classes, int64_t width, float* out,
+                         float* soft) {
+    for (int64_t i = 0; i < n; ++i) {
+        const uint64_t c = (uint64_t)(label[i] + num_classes);
+        const int64_t len = 63 - __builtin_clzll(c);
+        double bits = 0.0;
+        for (int64_t j = 0; j < width; ++j) {
+            float pre = 0.0f;
+            if (j < len) {
+                pre = hsig_pre(x + i * d, w, b, d, (int64_t)(c >> (j + 1)) - 1);
+                if ((c >> j) & 1) bits += (double)pre;
+            }
+            soft[i * width + j] = logaddexp0(pre);
+        }
+        out[i] = (float)((double)pairwise_sum(soft + i * width, width, 1) - bits);
+    }
+}
+
+// Its gradient: dpre = (sigmoid(pre) - bit) * dout in double, rounded to float; dx row i =
+// the sum over its path of dpre W[node]; dW[node] += dpre x_i and dBias[node] += dpre in the
+// kernel's (row, slot) order. dx, dw, db may be null; dw, db are zeroed first.
+inline void hsig_default_grad(const float* x, const float* w, const float* b,
+                              const int64_t* label, int64_t n, int64_t d, int64_t num_classes,
+                              int64_t w_rows, const float* dout, float* dx, float* dw,
+                              float* db) {
+    if (dw != nullptr) std::memset(dw, 0, sizeof(float) * w_rows * d);
+    if (db != nullptr) std::memset(db, 0, sizeof(float) * w_rows);
+    for (int64_t i = 0; i < n; ++i) {
+        const uint64_t c = (uint64_t)(label[i] + num_classes);
+        const int64_t len = 63 - __builtin_clzll(c);
+        const float* xi = x + i * d;
+        if (dx != nullptr) std::memset(dx + i * d, 0, sizeof(float) * d);
+        for (int64_t j = 0; j < len; ++j) {
+            const int64_t node = (int64_t)(c >> (j + 1)) - 1;
+            const float pre = hsig_pre(xi, w, b, d, node);
+            const double bit = (double)((c >> j) & 1);
+            const float dp = (float)(((double)sigmoid(pre) - bit) * (double)dout[i]);
+            const float* wr = w + node * d;
+            if (dx != nullptr)
+                for (int64_t k = 0; k < d; ++k) dx[i * d + k] += dp * wr[k];
+            if (dw != nullptr)
+                for (int64_t k = 0; k < d; ++k) dw[node * d + k] += dp * xi[k];
+            if (db != nullptr) db[node] += dp;
+        }
+    }
+}
+
+}  // namespace fl
