@@ -10,7 +10,9 @@ modes (reflect, edge), crops and channel shuffles share one tested kernel and gr
 import numpy as np
 
 from ..errors import ExecutionError, ShapeError
+from . import c_emit
 from .common import ints_from
+from .compiled import value_literal
 from .registry import In, OpDef, Out, ints
 
 
@@ -55,6 +57,60 @@ class _Mover(OpDef):
         ins["Out@GRAD"] = g.output_grad("Out")
         g.op(cls.type + "_grad", ins, {"X@GRAD": g.input_grad("X")}, g.attrs())
 
+    @classmethod
+    def emit(cls, e):
+        """A gather through the op's own index map, computed now and compiled in as a table
+        (_static_map says when that is sound)."""
+        x = e.input("X")
+        table, out_dims, units, stride = _static_map(cls, e, x)
+        out = e.output("Out", out_dims, x.ctype)
+        fill = value_literal(e, cls.fill(e.attrs), x.ctype)
+        e.code(f"{table} for (int64_t u = 0; u < {units}; ++u) for (int64_t i = 0; i < "
+               f"(int64_t)(sizeof(m) / sizeof(m[0])); ++i) {{ const int32_t s = m[i]; "
+               f"{out}[u * (int64_t)(sizeof(m) / sizeof(m[0])) + i] = s >= 0 ? "
+               f"{x}[u * {stride} + s] : {fill}; }}")
+
+
+MAP_LIMIT = 1 << 16     # entries of an index map compiled in as a table
+
+
+def _static_map(cls, e, x):
+    """The index map of mover `cls` for X as a C table: (declaration of `m`, Out's dims,
+    units, X's stride per unit). X's dims past the first must be known and the op's extra
+    inputs absent (the map then follows from the attributes). With dim 0 known the map
+    covers all of X (one unit); else it is computed for 1 and for 2 rows of dim 0, and used
+    per row only when the second row's map is the first's shifted by one row of X (the op
+    never mixes rows), which the two maps prove."""
+    index_map = getattr(cls, "index_map", None)
+    extra = [s.name for s in cls.inputs[1:] if e.op.input(s.name)]
+    if index_map is None or extra or not x.ndim:
+        e.fail(f"the map depends on {extra or 'other inputs'}")
+    if not all(e.is_lit(d) for d in x.dims[1:]):
+        e.fail("X's dims past the first are not known")
+    rest = tuple(int(d) for d in x.dims[1:])
+
+    def made(n, why=""):
+        try:
+            return np.asarray(index_map((n,) + rest, e.attrs), np.int64)
+        except (ShapeError, ExecutionError, ValueError) as exc:
+            e.fail(f"{why}{exc}")
+    if e.is_lit(x.dims[0]):
+        whole = made(int(x.dims[0]))
+        table, dims, units, stride = whole.reshape(-1), list(whole.shape), "1", x.numel()
+    else:
+        why = "dim 0 is known only at run time and the map of 1 or 2 rows fails: "
+        one, two = made(1, why), made(2, why)
+        stride = int(np.prod(rest))
+        if one.shape[:1] != (1,) or two.shape[:1] != (2,) or \
+                not np.array_equal(two[0], one[0]) or \
+                not np.array_equal(two[1], np.where(one[0] >= 0, one[0] + stride, -1)):
+            e.fail("dim 0 is known only at run time and the map mixes its rows")
+        table, dims, units = one.reshape(-1), [x.dims[0]] + list(one.shape[1:]), x.dims[0]
+    if not 0 < table.size <= MAP_LIMIT or table.max(initial=0) >= 1 << 31:
+        e.fail(f"an index map of {table.size} entries")
+    return (f"static const int32_t m[] = {{{', '.join(map(str, table.tolist()))}}};", dims,
+            units, stride)
+
 
 def _mover_grad(fwd):
     """The gradient op of mover `fwd`: Out@GRAD summed back into X's positions."""
@@ -76,6 +132,19 @@ def _mover_grad(fwd):
                 np.add.at(dx, m[keep], dout.reshape(-1)[keep])
                 return dx.reshape(x.shape)
             return kernel
+
+        @staticmethod
+        def emit(e):
+            """Out@GRAD added back through the forward's table, in its order (np.add.at)."""
+            x, d = e.input("X"), e.input("Out@GRAD")
+            e.require_float(d)
+            table, out_dims, units, stride = _static_map(fwd, e, x)
+            c_emit.same_dim(e, d.numel(), e.prod(out_dims), "Out@GRAD has Out's size")
+            dx = e.output("X@GRAD", x.dims, d.ctype)
+            e.code(f"{table} std::memset({dx}, 0, {dx.nbytes()}); const int64_t p = "
+                   f"(int64_t)(sizeof(m) / sizeof(m[0])); for (int64_t u = 0; u < {units}; "
+                   f"++u) for (int64_t i = 0; i < p; ++i) {{ const int32_t s = m[i]; if (s >= 0) "
+                   f"{dx}[u * {stride} + s] += {d}[u * p + i]; }}")
     Grad.__name__ = Grad.__qualname__ = fwd.__name__ + "Grad"
     return Grad
 
@@ -188,6 +257,8 @@ class PadConstantLike(_Mover):
             m = cls._map(x.shape, y.shape)
             return np.where(m >= 0, y.reshape(-1)[np.maximum(m, 0)], v).astype(y.dtype)
         return kernel
+
+    emit = None      # its map comes from Y's shape, not an index_map: no compiled form yet
 
     @staticmethod
     def _map(x_shape, y_shape):

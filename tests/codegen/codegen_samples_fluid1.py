@@ -182,7 +182,23 @@ def hsigmoid(classes=6, bias=True):
     return sample
 
 
+def image(c=4, h=4, w=6, **attrs):
+    def sample():
+        return {"X": f32(int(rng.integers(1, 4)), c, h, w)}, dict(attrs), ["X"]
+    return sample
+
+
 SAMPLES = {
+    "pad": lambda: ({"X": f32(2, 3, 4)}, {"paddings": [0, 0, 1, 2, 2, 0], "pad_value": -1.5},
+                    ["X"]),
+    "pad2d": image(paddings=[1, 0, 2, 1], mode="reflect"),
+    "crop": image(shape=[1, 2, 3, 4], offsets=[0, 1, 1, 2]),
+    "crop_tensor": image(shape=[1, 3, -1, 2], offsets=[0, 1, 1, 3]),
+    "space_to_depth": image(blocksize=2),
+    "pixel_shuffle": image(upscale_factor=2),
+    "shuffle_channel": image(group=2),
+    "temporal_shift": lambda: ({"X": f32(4, 4, 2, 3)}, {"seg_num": 2, "shift_ratio": 0.25},
+                               ["X"]),
     "hierarchical_sigmoid": hsigmoid(),
     "huber_loss": pair(delta=0.7),
     "smooth_l1_loss": smooth_l1(),
@@ -225,6 +241,9 @@ EXTRA = {
     "sequence_conv window ahead, zero padding": ("sequence_conv", seq_conv(2, 0)),
     "cos_sim one Y row for every X row": ("cos_sim", cos_sim(1)),
     "crf_decoding with Label": ("crf_decoding", crf(with_label=True)),
+    "pad2d constant, NHWC": ("pad2d", image(paddings=[0, 2, 1, 1], mode="constant",
+                                            pad_value=0.5, data_format="NHWC")),
+    "pad2d edge": ("pad2d", image(paddings=[2, 1, 0, 3], mode="edge")),
     "hierarchical_sigmoid 11 classes, no bias": ("hierarchical_sigmoid", hsigmoid(11, False)),
     "smooth_l1_loss weights, sigma 2": ("smooth_l1_loss", smooth_l1(True, 2.0)),
     "kldiv_loss none": ("kldiv_loss", kldiv("none")),

@@ -103,3 +103,29 @@ def test_a_sparse_gradients_parts_sum_compiled_and_train_as_interpreted():
             exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)
         got.append(np.array(scope.find_var("tab").get_tensor()))
     np.testing.assert_allclose(got[1], got[0], rtol=1e-6, atol=1e-7)
+
+
+def test_movers_compile_for_any_batch_size_only_when_they_keep_rows_apart():
+    """With the batch dim unknown (-1), pixel_shuffle and pad2d (reflect) compile per row of
+    the batch (their maps for 1 and 2 rows prove they never mix rows) and match the
+    interpreter at two batch sizes; temporal_shift moves values between the rows of a
+    segment, so it stays a Python step, saying why."""
+    from fluidity.codegen.explain import explain_rows
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", shape=[8, 3, 4], dtype="float32")
+        y = fluid.layers.pixel_shuffle(x, upscale_factor=2)
+        z = fluid.layers.pad2d(y, paddings=[1, 2, 0, 1], mode="reflect")
+        t = fluid.layers.temporal_shift(z, seg_num=2)
+    rows = {t_: (w, why) for _, t_, w, why in explain_rows(main, 0, keep=[z.name, t.name])}
+    assert rows["pixel_shuffle"][0] != "python" and rows["pad2d"][0] != "python"
+    assert rows["temporal_shift"][0] == "python"
+    assert "dim 0 is known only at run time" in rows["temporal_shift"][1]
+    exe = fluid.Executor()
+    compiled = fluid.CompiledProgram(main).with_native_code(fetch_list=[z, t])
+    for n in (2, 4):
+        feed = {"x": f32(n, 8, 3, 4)}
+        want = exe.run(main, feed=feed, fetch_list=[z, t], scope=fluid.Scope())
+        got = exe.run(compiled, feed=feed, fetch_list=[z, t], scope=fluid.Scope())
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
