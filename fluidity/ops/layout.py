@@ -454,6 +454,21 @@ for _cls in (Pad, Pad2d, Crop, CropTensor, SpaceToDepth, PixelShuffle, ShuffleCh
 
 
 # --- maxout, affine_channel, lrn --------------------------------------------------------------
+def _emit_maxout_dims(e):
+    """maxout(_grad)'s X Buf and (dims before the axis, its channels, dims after, groups)."""
+    x = e.input("X")
+    e.require_float(x)
+    g = int(e.attr("groups"))
+    if not x.ndim or g < 1:
+        e.fail(f"groups {g}")
+    ax = int(e.attr("axis")) % x.ndim
+    c = x.dims[ax]
+    if e.is_lit(c) and int(c) % g:
+        e.fail(f"{c} channels in groups of {g}")
+    e.check(f"{c} % {g} != 0", f"{e.op.type}: channels do not divide into groups")
+    return x, e.prod(x.dims[:ax]), c, e.prod(x.dims[ax + 1:]), g
+
+
 class Maxout(OpDef):
     type = "maxout"
     inputs = (In("X"),)
@@ -482,6 +497,18 @@ class Maxout(OpDef):
         xg, gax = Maxout._grouped(x, groups, axis)
         return xg.max(axis=gax)
 
+    @staticmethod
+    def emit(e):
+        """Out[p, i, q] = the max (NaN-propagating, numpy's) of X[p, i * groups + j, q]."""
+        x, pre, c, post, g = _emit_maxout_dims(e)
+        out_dims = list(x.dims)
+        out_dims[int(e.attr("axis")) % x.ndim] = f"({c} / {g})"
+        out = e.output("Out", out_dims)
+        e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t i = 0; i < {c} / {g}; ++i) "
+               f"for (int64_t q = 0; q < {post}; ++q) {{ const float* xs = {x} + (p * {c} + i * "
+               f"{g}) * {post} + q; float v = xs[0]; for (int64_t j = 1; j < {g}; ++j) v = "
+               f"fl::fmaxnp(v, xs[j * {post}]); {out}[(p * ({c} / {g}) + i) * {post} + q] = v; }}")
+
     grad = staticmethod(lambda g: g.default())
 
 
@@ -500,12 +527,37 @@ class MaxoutGrad(OpDef):
         hit = (xg == np.expand_dims(out, gax)) & first
         return (hit * np.expand_dims(dout, gax)).reshape(x.shape).astype(x.dtype)
 
+    @staticmethod
+    def emit(e):
+        """Each group's dOut to its first element equal to Out, zeros elsewhere."""
+        x, pre, c, post, g = _emit_maxout_dims(e)
+        out, d = e.input("Out"), e.input("Out@GRAD")
+        e.require_float(out, d)
+        e.same_dims(out, d)
+        dx = e.output("X@GRAD", x.dims)
+        e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t i = 0; i < {c} / {g}; ++i) "
+               f"for (int64_t q = 0; q < {post}; ++q) {{ const int64_t o = (p * ({c} / {g}) + i) "
+               f"* {post} + q, base = (p * {c} + i * {g}) * {post} + q; bool hit = false; "
+               f"for (int64_t j = 0; j < {g}; ++j) {{ const bool first = !hit && {x}[base + j * "
+               f"{post}] == {out}[o]; hit = hit || first; {dx}[base + j * {post}] = first ? "
+               f"{d}[o] : 0.0f; }} }}")
+
 
 def _channel_view(x, layout):
     """Shape that broadcasts a [C] vector against X along its channel dim."""
     shape = [1] * x.ndim
     shape[1 if layout == "NCHW" or x.ndim == 2 else x.ndim - 1] = -1
     return shape
+
+
+def _emit_channel_dims(e):
+    """affine_channel(_grad)'s X Buf and (dims before its channel dim, channels, after)."""
+    x = e.input("X")
+    e.require_float(x)
+    if x.ndim < 2:
+        e.fail("X has no channel dim")
+    ax = 1 if e.attr("data_layout") == "NCHW" or x.ndim == 2 else x.ndim - 1
+    return x, e.prod(x.dims[:ax]), x.dims[ax], e.prod(x.dims[ax + 1:])
 
 
 class AffineChannel(OpDef):
@@ -523,6 +575,18 @@ class AffineChannel(OpDef):
     def kernel(x, scale, bias, *, data_layout):
         v = _channel_view(x, data_layout)
         return (x * scale.reshape(v) + bias.reshape(v)).astype(x.dtype)
+
+    @staticmethod
+    def emit(e):
+        x, pre, c, post = _emit_channel_dims(e)
+        s, b = e.input("Scale"), e.input("Bias")
+        e.require_float(s, b)
+        for t in (s, b):
+            c_emit.same_dim(e, t.numel(), c, f"{t.var} has one value per channel")
+        out = e.output("Out", x.dims)
+        e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t j = 0; j < {c}; ++j) "
+               f"for (int64_t q = 0; q < {post}; ++q) {{ const int64_t i = (p * {c} + j) * "
+               f"{post} + q; {out}[i] = {x}[i] * {s}[j] + {b}[j]; }}")
 
     grad = staticmethod(lambda g: g.op(
         "affine_channel_grad", {"X": g.input("X"), "Scale": g.input("Scale"),
@@ -548,6 +612,27 @@ class AffineChannelGrad(OpDef):
                 (dout * x).sum(axis=axes).astype(scale.dtype),
                 dout.sum(axis=axes).astype(scale.dtype))
 
+    @staticmethod
+    def emit(e):
+        """dX = dOut * Scale; the per-channel sums in double, rounded once (numpy's pairwise
+        float sums differ from that by rounding only)."""
+        x, pre, c, post = _emit_channel_dims(e)
+        s, d = e.input("Scale"), e.input("Out@GRAD")
+        e.require_float(s, d)
+        e.same_dims(x, d)
+        c_emit.same_dim(e, s.numel(), c, "Scale has one value per channel")
+        outs = {slot: e.output(slot, dims) for slot, dims in (
+            ("X@GRAD", x.dims), ("Scale@GRAD", s.dims), ("Bias@GRAD", s.dims))
+            if e.has_output(slot)}
+        dx, ds, db = (outs.get(k) for k in ("X@GRAD", "Scale@GRAD", "Bias@GRAD"))
+        e.code(f"for (int64_t j = 0; j < {c}; ++j) {{ double ss = 0.0, sb = 0.0; "
+               f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t q = 0; q < {post}; ++q) {{ "
+               f"const int64_t i = (p * {c} + j) * {post} + q; const float g = {d}[i]; "
+               + (f"{dx}[i] = g * {s}[j]; " if dx is not None else "")
+               + f"ss += (double)(g * {x}[i]); sb += (double)g; }} "
+               + (f"{ds}[j] = (float)ss; " if ds is not None else "")
+               + (f"{db}[j] = (float)sb; " if db is not None else "") + "}")
+
 
 def _window_sum(a, n):
     """Sum over channels c - n//2 ... c + (n-1)//2 (zero outside) of NCHW `a`."""
@@ -555,6 +640,16 @@ def _window_sum(a, n):
     pad = np.pad(a, [(0, 0), (pre, n - 1 - pre), (0, 0), (0, 0)])
     cs = np.concatenate([np.zeros_like(pad[:, :1]), np.cumsum(pad, axis=1)], axis=1)
     return cs[:, n:] - cs[:, :-n]
+
+
+def _emit_lrn_dims(e):
+    """lrn(_grad)'s X Buf (4-D NCHW), window n, the channels before c in it, and H * W."""
+    x = e.input("X")
+    e.require_float(x)
+    n = int(e.attr("n"))
+    if x.ndim != 4 or n < 1:
+        e.fail("X is not NCHW, or n < 1")
+    return x, n, n // 2, e.prod(x.dims[2:])
 
 
 class Lrn(OpDef):
@@ -578,6 +673,26 @@ class Lrn(OpDef):
         mid = k + alpha * _window_sum(x * x, n)
         return (x * mid ** -beta).astype(x.dtype), mid.astype(x.dtype)
 
+    @staticmethod
+    def emit(e):
+        """The window sums as the kernel forms them (a running float sum over the zero-padded
+        channels, then differences), MidOut = k + alpha * that, Out = X * MidOut^-beta."""
+        x, n, pre, hw = _emit_lrn_dims(e)
+        f32 = c_emit.f32
+        out = e.output("Out", x.dims)
+        mid = e.output("MidOut", x.dims) if e.has_output("MidOut") else e.scratch(x.dims)
+        c = x.dims[1]
+        cs = e.scratch([f"({c} + {n})"])
+        e.code(f"for (int64_t b = 0; b < {x.dims[0]}; ++b) for (int64_t q = 0; q < {hw}; ++q) "
+               f"{{ const int64_t base = b * {c} * {hw} + q; float run = 0.0f; {cs}[0] = 0.0f; "
+               f"for (int64_t i = 0; i < {c} + {n} - 1; ++i) {{ const int64_t ch = i - {pre}; "
+               f"float v = 0.0f; if (ch >= 0 && ch < {c}) {{ const float xv = {x}[base + ch * "
+               f"{hw}]; v = xv * xv; }} run = run + v; {cs}[i + 1] = run; }} "
+               f"for (int64_t ch = 0; ch < {c}; ++ch) {{ const int64_t i = base + ch * {hw}; "
+               f"const float m = {f32(e.attr('k'))} + {f32(e.attr('alpha'))} * ({cs}[ch + {n}] - "
+               f"{cs}[ch]); {mid}[i] = m; {out}[i] = {x}[i] * std::pow(m, {f32(-e.attr('beta'))}); "
+               f"}} }}")
+
     grad = staticmethod(lambda g: g.default())
 
 
@@ -596,3 +711,26 @@ class LrnGrad(OpDef):
         t = np.pad(dout * x * mid ** (-beta - 1), [(0, 0), (n - 1 - pre, pre), (0, 0), (0, 0)])
         back = sum(t[:, i:i + x.shape[1]] for i in range(n))
         return (dout * mid ** -beta - 2 * alpha * beta * x * back).astype(x.dtype)
+
+    @staticmethod
+    def emit(e):
+        """back[c] = the sum, in the kernel's order, of dOut X MidOut^(-beta-1) over the
+        channels whose window holds c; dX = dOut MidOut^-beta - 2 alpha beta X back."""
+        x, n, pre, hw = _emit_lrn_dims(e)
+        mid, d = e.input("MidOut"), e.input("Out@GRAD")
+        e.require_float(mid, d)
+        e.same_dims(x, mid)
+        e.same_dims(x, d)
+        f32 = c_emit.f32
+        beta, alpha = float(e.attr("beta")), float(e.attr("alpha"))
+        dx = e.output("X@GRAD", x.dims)
+        c = x.dims[1]
+        t = e.scratch([f"({c} + {n} - 1)"])
+        e.code(f"for (int64_t b = 0; b < {x.dims[0]}; ++b) for (int64_t q = 0; q < {hw}; ++q) "
+               f"{{ const int64_t base = b * {c} * {hw} + q; for (int64_t i = 0; i < {c} + {n} "
+               f"- 1; ++i) {{ const int64_t ch = i - ({n} - 1 - {pre}); {t}[i] = 0.0f; if (ch >= "
+               f"0 && ch < {c}) {{ const int64_t k = base + ch * {hw}; {t}[i] = {d}[k] * {x}[k] * "
+               f"std::pow({mid}[k], {f32(-beta - 1)}); }} }} for (int64_t ch = 0; ch < {c}; ++ch) "
+               f"{{ const int64_t k = base + ch * {hw}; float back = 0.0f; for (int64_t i = 0; "
+               f"i < {n}; ++i) back = back + {t}[ch + i]; {dx}[k] = {d}[k] * std::pow({mid}[k], "
+               f"{f32(-beta)}) - {f32(2 * alpha * beta)} * {x}[k] * back; }} }}")

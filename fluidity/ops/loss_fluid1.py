@@ -506,6 +506,19 @@ class CosSimGrad(OpDef):
                f"{dx or 'nullptr'}, {dy or 'nullptr'});")
 
 
+def _emit_norm_dims(e):
+    """norm(_grad)'s X Buf and (dims before `axis`, along it, after it)."""
+    x = e.input("X")
+    e.require_float(x)
+    if not x.ndim:
+        e.fail("X is 0-D")
+    a = int(e.attr("axis"))
+    if not -x.ndim <= a < x.ndim:
+        e.fail(f"axis {a}")
+    a %= x.ndim
+    return x, e.prod(x.dims[:a]), x.dims[a], e.prod(x.dims[a + 1:])
+
+
 class Norm(OpDef):
     type = "norm"
     inputs = (In("X"),)
@@ -529,6 +542,25 @@ class Norm(OpDef):
         n = np.sqrt((x * x).sum(axis=axis, keepdims=True) + epsilon)
         return (x / n).astype(x.dtype), n.astype(x.dtype)
 
+    @staticmethod
+    def emit(e):
+        """Each lane's sum of squares along `axis` (pairwise when the axis is the last,
+        numpy's contiguous reduction; else in order, row by row), + epsilon, its root."""
+        x, pre, m, post = _emit_norm_dims(e)
+        out = e.output("Out", x.dims)
+        dims = list(x.dims)
+        dims[int(e.attr("axis")) % x.ndim] = "1"
+        norm = e.output("Norm", dims) if e.has_output("Norm") else e.scratch(dims)
+        sq = e.scratch([m])
+        eps = c_emit.f32(float(e.attr("epsilon")))
+        e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t q = 0; q < {post}; ++q) {{ "
+               f"const float* xs = {x} + p * {m} * {post} + q; for (int64_t j = 0; j < {m}; ++j) "
+               f"{sq}[j] = xs[j * {post}] * xs[j * {post}]; float s; if ({post} == 1) s = "
+               f"fl::pairwise_sum({sq}, {m}, 1); else {{ s = {sq}[0]; for (int64_t j = 1; j < "
+               f"{m}; ++j) s += {sq}[j]; }} const float r = std::sqrt(s + {eps}); "
+               f"{norm}[p * {post} + q] = r; for (int64_t j = 0; j < {m}; ++j) "
+               f"{out}[p * {m} * {post} + j * {post} + q] = xs[j * {post}] / r; }}")
+
     grad = _grad_maker("norm_grad", ("X", "Norm", "Out@GRAD"), ("X",))
 
 
@@ -543,6 +575,24 @@ class NormGrad(OpDef):
     def kernel(x, norm, dout, *, axis):
         dot = (x * dout).sum(axis=axis, keepdims=True)
         return (dout / norm - x * dot / norm ** 3).astype(x.dtype)
+
+    @staticmethod
+    def emit(e):
+        x, pre, m, post = _emit_norm_dims(e)
+        norm, d = e.input("Norm"), e.input("Out@GRAD")
+        e.require_float(norm, d)
+        e.same_dims(x, d)
+        c_emit.same_dim(e, norm.numel(), e.mul(pre, post), "Norm has one value per lane")
+        dx = e.output("X@GRAD", x.dims)
+        sq = e.scratch([m])
+        e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t q = 0; q < {post}; ++q) {{ "
+               f"const int64_t base = p * {m} * {post} + q; for (int64_t j = 0; j < {m}; ++j) "
+               f"{sq}[j] = {x}[base + j * {post}] * {d}[base + j * {post}]; float dot; if "
+               f"({post} == 1) dot = fl::pairwise_sum({sq}, {m}, 1); else {{ dot = {sq}[0]; "
+               f"for (int64_t j = 1; j < {m}; ++j) dot += {sq}[j]; }} const float r = "
+               f"{norm}[p * {post} + q]; const float r3 = std::pow(r, 3.0f); for (int64_t j = 0; j < "
+               f"{m}; ++j) {{ const int64_t i = base + j * {post}; {dx}[i] = {d}[i] / r - "
+               f"{x}[i] * dot / r3; }} }}")
 
 
 # --- center_loss -------------------------------------------------------------------------------

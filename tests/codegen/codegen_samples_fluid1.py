@@ -188,7 +188,24 @@ def image(c=4, h=4, w=6, **attrs):
     return sample
 
 
+def row_conv(padded=False):
+    def sample():
+        f = f32(3, 4)
+        if padded:
+            return {"X": f32(2, 5, 4), "Filter": f}, {}, ["X", "Filter"]
+        lens = seq_lens()
+        return {"X": lod(f32(sum(lens), 4), lens), "Filter": f}, {}, ["X", "Filter"]
+    return sample
+
+
 SAMPLES = {
+    "maxout": image(c=6, groups=3),
+    "affine_channel": lambda: ({"X": f32(2, 3, 2, 2), "Scale": f32(3), "Bias": f32(3)}, {},
+                               ["X", "Scale", "Bias"]),
+    "lrn": lambda: ({"X": f32(2, 6, 2, 3)}, {"n": 5, "k": 1.5, "alpha": 0.01, "beta": 0.75},
+                    ["X"]),
+    "norm": lambda: ({"X": f32(3, 4, 2)}, {"axis": 1, "epsilon": 1e-10}, ["X"]),
+    "row_conv": row_conv(),
     "pad": lambda: ({"X": f32(2, 3, 4)}, {"paddings": [0, 0, 1, 2, 2, 0], "pad_value": -1.5},
                     ["X"]),
     "pad2d": image(paddings=[1, 0, 2, 1], mode="reflect"),
@@ -241,6 +258,12 @@ EXTRA = {
     "sequence_conv window ahead, zero padding": ("sequence_conv", seq_conv(2, 0)),
     "cos_sim one Y row for every X row": ("cos_sim", cos_sim(1)),
     "crf_decoding with Label": ("crf_decoding", crf(with_label=True)),
+    "maxout axis 3": ("maxout", image(w=6, groups=2, axis=3)),
+    "affine_channel NHWC": ("affine_channel", lambda: (
+        {"X": f32(2, 2, 3, 4), "Scale": f32(4), "Bias": f32(4)}, {"data_layout": "NHWC"},
+        ["X", "Scale", "Bias"])),
+    "norm over the last axis": ("norm", lambda: ({"X": f32(3, 9)}, {"axis": -1}, ["X"])),
+    "row_conv padded [B, T, D]": ("row_conv", row_conv(padded=True)),
     "pad2d constant, NHWC": ("pad2d", image(paddings=[0, 2, 1, 1], mode="constant",
                                             pad_value=0.5, data_format="NHWC")),
     "pad2d edge": ("pad2d", image(paddings=[2, 1, 0, 3], mode="edge")),
