@@ -198,7 +198,14 @@ def row_conv(padded=False):
     return sample
 
 
+def with_nan(x):
+    x.reshape(-1)[min(4, x.size - 1)] = np.nan
+    return x
+
+
 SAMPLES = {
+    "arg_max": lambda: ({"X": with_nan(f32(3, 4, 5).round())}, {"axis": 1}, None),
+    "arg_min": lambda: ({"X": f32(3, 4).round()}, {"axis": -1, "keepdims": True}, None),
     "maxout": image(c=6, groups=3),
     "affine_channel": lambda: ({"X": f32(2, 3, 2, 2), "Scale": f32(3), "Bias": f32(3)}, {},
                                ["X", "Scale", "Bias"]),
@@ -258,6 +265,9 @@ EXTRA = {
     "sequence_conv window ahead, zero padding": ("sequence_conv", seq_conv(2, 0)),
     "cos_sim one Y row for every X row": ("cos_sim", cos_sim(1)),
     "crf_decoding with Label": ("crf_decoding", crf(with_label=True)),
+    "arg_max flattened int64, int32 out": ("arg_max", lambda: (
+        {"X": rng.integers(-3, 3, (3, 4)).astype(np.int64)}, {"flatten": True, "dtype": 2},
+        None)),
     "maxout axis 3": ("maxout", image(w=6, groups=2, axis=3)),
     "affine_channel NHWC": ("affine_channel", lambda: (
         {"X": f32(2, 2, 3, 4), "Scale": f32(4), "Bias": f32(4)}, {"data_layout": "NHWC"},
