@@ -265,6 +265,14 @@ EXTRA = {
     "sequence_conv window ahead, zero padding": ("sequence_conv", seq_conv(2, 0)),
     "cos_sim one Y row for every X row": ("cos_sim", cos_sim(1)),
     "crf_decoding with Label": ("crf_decoding", crf(with_label=True)),
+    "group_norm and its gradient": ("group_norm", lambda: (
+        {"X": f32(2, 6, 3, 4), "Scale": f32(6), "Bias": f32(6)}, {"groups": 3, "epsilon": 1e-5},
+        ["X", "Scale", "Bias"], ["Y", "Mean", "Variance"])),
+    "group_norm's gradient without scale and bias, 3-D": ("group_norm", lambda: (
+        {"X": f32(3, 4, 5)}, {"groups": 2}, ["X"], ["Y", "Mean", "Variance"])),
+    "instance_norm and its gradient": ("instance_norm", lambda: (
+        {"X": f32(2, 3, 4, 2), "Scale": f32(3), "Bias": f32(3)}, {"epsilon": 1e-5},
+        ["X", "Scale", "Bias"], ["Y", "SavedMean", "SavedVariance"])),
     "arg_max flattened int64, int32 out": ("arg_max", lambda: (
         {"X": rng.integers(-3, 3, (3, 4)).astype(np.int64)}, {"flatten": True, "dtype": 2},
         None)),

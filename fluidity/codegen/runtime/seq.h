@@ -629,3 +629,44 @@ inline void hsig_default_grad(const float* x, const float* w, const float* b,
 }
 
 }  // namespace fl
+
+namespace fl {
+
+// --- group_norm_grad / instance_norm_grad (NCHW; ops/norm.py's _norm_backward) -----------------
+// Per sample and group i (of G; instance_norm: a group per channel) of `per` = CG * R values:
+// inv = 1 / sqrt(var + eps) (instance_norm's SavedVariance is inv already), xhat = (x - mean)
+// inv, dxhat = dy * scale[channel], dx = inv * (dxhat - mean(dxhat) - xhat * mean(dxhat xhat))
+// with the means pairwise over the group; dScale / dBias per channel summed in double.
+// Scratch: xh, dxh, t [per] floats, acc [2 * G * CG] doubles.
+inline void channel_norm_grad(const float* x, const float* dy, const float* mean,
+                              const float* var, bool var_is_inv, float eps, const float* scale,
+                              int64_t n, int64_t g, int64_t cg, int64_t r, float* dx, float* ds,
+                              float* db, float* xh, float* dxh, float* t, double* acc) {
+    const int64_t per = cg * r, c = g * cg;
+    for (int64_t k = 0; k < 2 * c; ++k) acc[k] = 0.0;
+    for (int64_t b = 0; b < n; ++b)
+        for (int64_t gi = 0; gi < g; ++gi) {
+            const int64_t i = b * g + gi, base = i * per;
+            const float inv = var_is_inv ? var[i] : 1.0f / std::sqrt(var[i] + eps);
+            const float mi = mean[i];
+            for (int64_t j = 0; j < per; ++j) {
+                const int64_t ch = gi * cg + j / r;
+                const float d = dy[base + j];
+                xh[j] = (x[base + j] - mi) * inv;
+                dxh[j] = scale != nullptr ? d * scale[ch] : d;
+                t[j] = dxh[j] * xh[j];
+                acc[ch] += (double)(d * xh[j]);
+                acc[c + ch] += (double)d;
+            }
+            const float m1 = pairwise_sum(dxh, per, 1) / (float)per;
+            const float m2 = pairwise_sum(t, per, 1) / (float)per;
+            if (dx != nullptr)
+                for (int64_t j = 0; j < per; ++j) dx[base + j] = inv * (dxh[j] - m1 - xh[j] * m2);
+        }
+    for (int64_t k = 0; k < c; ++k) {
+        if (ds != nullptr) ds[k] = (float)acc[k];
+        if (db != nullptr) db[k] = (float)acc[c + k];
+    }
+}
+
+}  // namespace fl
