@@ -9,7 +9,7 @@ from their `build_*` functions. Each program is then lowered exactly as
 `CompiledProgram(program).with_native_code(feed, fetch).explain()` lowers it.
 
     PYTHONPATH=. .venv/bin/python scripts/compile_coverage.py            # the table
-    PYTHONPATH=. .venv/bin/python scripts/compile_coverage.py -v         # and each Python op's reason
+    PYTHONPATH=. .venv/bin/python scripts/compile_coverage.py -v   # and why each op cuts
     PYTHONPATH=. .venv/bin/python scripts/compile_coverage.py --time understand_sentiment
 
 `--time SUBSTRING` also times the training step (median `exe.run` of the recorded feed,

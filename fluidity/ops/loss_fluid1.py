@@ -590,7 +590,8 @@ class NormGrad(OpDef):
                f"{sq}[j] = {x}[base + j * {post}] * {d}[base + j * {post}]; float dot; if "
                f"({post} == 1) dot = fl::pairwise_sum({sq}, {m}, 1); else {{ dot = {sq}[0]; "
                f"for (int64_t j = 1; j < {m}; ++j) dot += {sq}[j]; }} const float r = "
-               f"{norm}[p * {post} + q]; const float r3 = std::pow(r, 3.0f); for (int64_t j = 0; j < "
+               f"{norm}[p * {post} + q]; const float r3 = std::pow(r, 3.0f); "
+               f"for (int64_t j = 0; j < "
                f"{m}; ++j) {{ const int64_t i = base + j * {post}; {dx}[i] = {d}[i] / r - "
                f"{x}[i] * dot / r3; }} }}")
 

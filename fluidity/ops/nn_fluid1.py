@@ -667,7 +667,8 @@ class RowConvGrad(OpDef):
             return
         zero = "".join(f"std::memset({b}, 0, {b.nbytes()}); " for b in (dx, dw) if b is not None)
         e.code(f"{zero}{seqs} for (int64_t b = 0; b < {n}; ++b) {{ const int64_t s = SEQ_S(b), "
-               f"t = SEQ_E(b); for (int64_t i = 0; i < {f.dims[0]} && i < t - s; ++i) {{ {body}}} }}")
+               f"t = SEQ_E(b); for (int64_t i = 0; i < {f.dims[0]} && i < t - s; ++i) "
+               f"{{ {body}}} }}")
 
 
 class Im2Sequence(OpDef):

@@ -56,7 +56,8 @@ def crf(with_label=True, tags=4):
     def sample():
         lens = seq_lens()
         rows = sum(lens)
-        ins = {"Emission": lod(f32(rows, tags), lens), "Transition": f32(tags + 2, tags, lo=-1, hi=1)}
+        ins = {"Emission": lod(f32(rows, tags), lens),
+               "Transition": f32(tags + 2, tags, lo=-1, hi=1)}
         if with_label:
             ins["Label"] = lod(rng.integers(0, tags, (rows, 1)).astype(np.int64), lens)
         return ins, {}, ["Emission", "Transition"] if with_label else None
@@ -143,7 +144,8 @@ def smooth_l1(weights=False, sigma=1.0):
         n = int(rng.integers(1, 5))
         ins = {"X": f32(n, 2, 3), "Y": f32(n, 2, 3)}
         if weights:
-            ins.update(InsideWeight=f32(n, 2, 3, lo=0, hi=1), OutsideWeight=f32(n, 2, 3, lo=0, hi=1))
+            ins.update(InsideWeight=f32(n, 2, 3, lo=0, hi=1),
+                       OutsideWeight=f32(n, 2, 3, lo=0, hi=1))
         return ins, {"sigma": sigma}, ["X", "Y"]
     return sample
 
