@@ -326,6 +326,28 @@ class FillConstantBatchSizeLike(OpDef):
         return LoDTensor(np.full(_batch_shape(shape, n, output_dim_idx), v,
                                  dtypes.to_numpy(dtype)))
 
+    @staticmethod
+    def emit(e):
+        """The batch dim from Input's dims, or its number of sequences (a LoD Input's level
+        0, for input_dim_idx 0); the other dims from `shape`."""
+        x = e.input("Input")
+        i, o = int(e.attr("input_dim_idx")), int(e.attr("output_dim_idx"))
+        shape = [int(d) for d in e.attr("shape")]
+        if not (0 <= i < x.ndim and 0 <= o < len(shape)) or \
+                any(d < 0 for k, d in enumerate(shape) if k != o):
+            e.fail(f"input_dim_idx {i}, output_dim_idx {o} or shape {shape} out of range")
+        if x.lod is not None and i == 0:
+            e.check(f"{x.lod_len} < 1", f"{e.op.type}: Input's LoD is empty")
+            n = f"({x.lod_len} - 1)"
+        else:
+            n = x.dims[i]
+        ctype = e.ctype_of(e.attr("dtype"))
+        v = float(e.attr("str_value")) if e.attr("str_value") else float(e.attr("value"))
+        out = e.output("Out", _batch_shape([str(d) for d in shape], n, o), ctype,
+                       lod_from=False)
+        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = "
+               f"{value_literal(e, v, ctype)};")
+
 
 # --- random tensors shaped after another's batch, eye, diag, sampling_id ---------------------
 class _RandomBatchSizeLike(_Random):

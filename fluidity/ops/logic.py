@@ -338,6 +338,35 @@ class _ArgMinMax(OpDef):
                                                                     flat))
         return kernel
 
+    @classmethod
+    def emit(cls, e):
+        """Per lane along `axis` (or over all of X when flatten) the first index of the
+        extreme, a NaN winning (numpy's argmax/argmin); an empty axis runs interpreted."""
+        x = e.input("X")
+        if x.ctype not in ("float", "double", "int64_t", "int32_t"):
+            e.fail(f"X is {x.ctype}")
+        axis, keep, flat = int(e.attr("axis")), e.attr("keepdims"), e.attr("flatten")
+        try:
+            dims = _arg_out_shape(list(x.dims), axis, keep, flat)
+        except ShapeError as exc:
+            e.fail(str(exc))
+        if flat or not x.ndim:
+            pre, m, post = "1", x.numel(), "1"
+        else:
+            a = axis % x.ndim
+            pre, m, post = e.prod(x.dims[:a]), x.dims[a], e.prod(x.dims[a + 1:])
+        dt = e.attr("dtype")
+        ct = "int64_t" if dt == -1 else e.ctype_of(dt)
+        out = e.output("Out", dims, ct)
+        e.check(f"{m} == 0", f"{cls.type}: the axis is empty")
+        better = {"arg_max": ">", "arg_min": "<"}[cls.type]
+        t = x.ctype
+        e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t q = 0; q < {post}; ++q) {{ "
+               f"const {t}* xs = {x} + p * {m} * {post} + q; int64_t b = 0; {t} v = xs[0]; "
+               f"bool nan = v != v; for (int64_t j = 1; j < {m} && !nan; ++j) {{ const {t} c = "
+               f"xs[j * {post}]; if (c != c) {{ b = j; nan = true; }} else if (c {better} v) {{ "
+               f"v = c; b = j; }} }} {out}[p * {post} + q] = ({ct})b; }}")
+
 
 class ArgMax(_ArgMinMax):
     type = "arg_max"

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..errors import ExecutionError
+from . import c_emit
 from .common import sigmoid
 from .registry import In, OpDef, Out
 
@@ -501,6 +502,15 @@ class HuberLoss(OpDef):
         out = np.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))
         return r, out.astype(x.dtype, copy=False)
 
+    @staticmethod
+    def emit(e):
+        d = float(e.attr("delta"))
+        c_emit.elementwise(
+            e, [("x", e.input("X")), ("y", e.input("Y"))],
+            [("Residual", "r"), ("Out", f"a <= {c_emit.f32(d)} ? 0.5f * r * r : "
+                                        f"{c_emit.f32(d)} * (a - {c_emit.f32(0.5 * d)})")],
+            "const float r = y - x; const float a = std::fabs(r);")
+
     grad = staticmethod(lambda g: g.op(
         "huber_loss_grad", {"Residual": g.output("Residual"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}, g.attrs()))
@@ -518,6 +528,14 @@ class HuberLossGrad(OpDef):
     def kernel(r, dout, *, delta):
         dr = (np.clip(r, -delta, delta) * dout).astype(r.dtype, copy=False)
         return -dr, dr
+
+    @staticmethod
+    def emit(e):
+        d = c_emit.f32(float(e.attr("delta")))
+        c_emit.elementwise(
+            e, [("r", e.input("Residual")), ("d", e.input("Out@GRAD"))],
+            [("X@GRAD", "-g"), ("Y@GRAD", "g")],
+            f"const float g = (r < -{d} ? -{d} : (r > {d} ? {d} : r)) * d;")
 
 
 def _smooth_l1_grad(g):
@@ -562,6 +580,32 @@ class SmoothL1Loss(OpDef):
         out = val.reshape(x.shape[0], -1).sum(axis=1, keepdims=True)
         return d.astype(x.dtype, copy=False), out.astype(x.dtype, copy=False)
 
+    @staticmethod
+    def emit(e):
+        """Diff and each element's value in the kernel's float32 steps, then each row's sum
+        pairwise as numpy's."""
+        x, y = e.input("X"), e.input("Y")
+        ws = [e.input(s) for s in ("InsideWeight", "OutsideWeight")]
+        e.require_float(x, y, *ws)
+        for b in [y] + ws:
+            if b is not None:
+                e.same_dims(x, b)
+        if x.ndim < 2:
+            e.fail("X is not [N, ...]")
+        s2 = float(e.attr("sigma")) ** 2
+        n, w = x.dims[0], e.prod(x.dims[1:])
+        diff = e.output("Diff", x.dims) if e.has_output("Diff") else e.scratch(x.dims)
+        out = e.output("Out", [n, "1"])
+        val = e.scratch([w])
+        inside = f" * {ws[0]}[k]" if ws[0] is not None else ""
+        outside = f" * {ws[1]}[k]" if ws[1] is not None else ""
+        f32 = c_emit.f32
+        e.code(f"for (int64_t r = 0; r < {n}; ++r) {{ for (int64_t j = 0; j < {w}; ++j) {{ "
+               f"const int64_t k = r * {w} + j; const float d = ({x}[k] - {y}[k]){inside}; "
+               f"{diff}[k] = d; const float a = std::fabs(d); {val}[j] = (a < {f32(1 / s2)} ? "
+               f"{f32(0.5 * s2)} * d * d : a - {f32(0.5 / s2)}){outside}; }} "
+               f"{out}[r] = fl::pairwise_sum({val}, {w}, 1); }}")
+
     grad = staticmethod(_smooth_l1_grad)
 
 
@@ -583,6 +627,30 @@ class SmoothL1LossGrad(OpDef):
                 g = g * w
         g = (g * dout.reshape((-1,) + (1,) * (d.ndim - 1))).astype(d.dtype, copy=False)
         return g, -g
+
+    @staticmethod
+    def emit(e):
+        d, dout = e.input("Diff"), e.input("Out@GRAD")
+        ws = [e.input(s) for s in ("InsideWeight", "OutsideWeight")]
+        e.require_float(d, dout, *ws)
+        for b in ws:
+            if b is not None:
+                e.same_dims(d, b)
+        if d.ndim < 2:
+            e.fail("Diff is not [N, ...]")
+        n, w = d.dims[0], e.prod(d.dims[1:])
+        from_rows = dout.numel()
+        c_emit.same_dim(e, from_rows, n, "Out@GRAD has one value per row")
+        s2 = float(e.attr("sigma")) ** 2
+        weights = "".join(f" * {b}[k]" for b in ws if b is not None)
+        outs = [(slot, sign) for slot, sign in (("X@GRAD", ""), ("Y@GRAD", "-"))
+                if e.has_output(slot)]
+        stores = " ".join(f"{e.output(slot, d.dims, lod_from=False)}[k] = {sign}g;"
+                          for slot, sign in outs)
+        f32 = c_emit.f32
+        e.code(f"for (int64_t k = 0; k < {d.numel()}; ++k) {{ const float v = {d}[k]; "
+               f"const float g = (std::fabs(v) < {f32(1 / s2)} ? {f32(s2)} * v : "
+               f"fl::sign(v)){weights} * {dout}[k / {w}]; {stores} }}")
 
 
 class LogLoss(OpDef):
@@ -606,6 +674,13 @@ class LogLoss(OpDef):
         out = -label * np.log(p + epsilon) - (1 - label) * np.log(1 - p + epsilon)
         return out.astype(p.dtype, copy=False)
 
+    @staticmethod
+    def emit(e):
+        eps = c_emit.f32(float(e.attr("epsilon")))
+        c_emit.elementwise(
+            e, [("p", e.input("Predicted")), ("l", e.input("Labels"))],
+            [("Loss", f"-l * std::log(p + {eps}) - (1.0f - l) * std::log(1.0f - p + {eps})")])
+
     grad = staticmethod(lambda g: g.op(
         "log_loss_grad", {"Predicted": g.input("Predicted"), "Labels": g.input("Labels"),
                           "Loss@GRAD": g.output_grad("Loss")},
@@ -624,6 +699,14 @@ class LogLossGrad(OpDef):
     def kernel(p, label, dloss, *, epsilon):
         d = -label / (p + epsilon) + (1 - label) / (1 - p + epsilon)
         return (d * dloss).astype(p.dtype, copy=False)
+
+    @staticmethod
+    def emit(e):
+        eps = c_emit.f32(float(e.attr("epsilon")))
+        c_emit.elementwise(
+            e, [("p", e.input("Predicted")), ("l", e.input("Labels")),
+                ("d", e.input("Loss@GRAD"))],
+            [("Predicted@GRAD", f"(-l / (p + {eps}) + (1.0f - l) / (1.0f - p + {eps})) * d")])
 
 
 class BceLoss(OpDef):
@@ -648,6 +731,20 @@ class BceLoss(OpDef):
             lx, l1x = np.maximum(np.log(x), -100), np.maximum(np.log(1 - x), -100)
         return (-(label * lx + (1 - label) * l1x)).astype(x.dtype, copy=False)
 
+    @staticmethod
+    def emit(e):
+        """X outside [0, 1] stops the run naming it, as the kernel; logs floored at -100."""
+        x = e.input("X")
+        e.require_float(x)
+        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) if ({x}[i] < 0.0f || {x}[i] > 1.0f) "
+               f"{{ std::snprintf(err, 512, \"bce_loss: X must lie in [0, 1], got %g\", "
+               f"(double){x}[i]); return {2 + e.k}; }}")
+        c_emit.elementwise(
+            e, [("x", x), ("l", e.input("Label"))],
+            [("Out", "-(l * lx + (1.0f - l) * l1x)")],
+            "const float lx = fl::fmaxnp(std::log(x), -100.0f), "
+            "l1x = fl::fmaxnp(std::log(1.0f - x), -100.0f);")
+
     grad = staticmethod(_x_label_grad)
 
 
@@ -661,3 +758,9 @@ class BceLossGrad(OpDef):
     def kernel(x, label, dout):
         return (dout * (x - label) / np.maximum((1 - x) * x, 1e-12)).astype(x.dtype,
                                                                             copy=False)
+
+    @staticmethod
+    def emit(e):
+        c_emit.elementwise(
+            e, [("x", e.input("X")), ("l", e.input("Label")), ("d", e.input("Out@GRAD"))],
+            [("X@GRAD", f"d * (x - l) / fl::fmaxnp((1.0f - x) * x, {c_emit.f32(1e-12)})")])

@@ -414,6 +414,30 @@ def _sum_grad(g):
         g.op("assign", {"X": g.output_grad("Out")}, {"Out": [gx]})
 
 
+def _emit_rows_concat(e, xs):
+    """sum of SelectedRows (a sparse gradient's parts): Out's row ids and values are the
+    inputs', concatenated in order, as the kernel; a mix with dense inputs is not compiled."""
+    if any(b.rows is None for b in xs):
+        e.fail("SelectedRows and dense inputs mixed")
+    e.require_float(*xs)
+    for b in xs[1:]:
+        if b.ndim != xs[0].ndim:
+            e.fail("inputs' rows differ in rank")
+        for a, c in zip(b.dims[1:], xs[0].dims[1:]):
+            if a != c:
+                if e.is_lit(a) and e.is_lit(c):
+                    e.fail(f"inputs' rows differ ({a} vs {c})")
+                e.check(f"{a} != {c}", "sum: the inputs' rows differ in shape")
+    width = e.prod(xs[0].dims[1:])
+    n = "(" + " + ".join(b.dims[0] for b in xs) + ")"
+    out = e.output_rows("Out", n, xs[0].dims[1:], xs[0].height)
+    e.code("int64_t at = 0;")
+    for b in xs:
+        e.code(f"std::memcpy({out.rows} + at, {b.rows}, sizeof(int64_t) * {b.dims[0]}); "
+               f"std::memcpy({out} + at * {width}, {b}, sizeof(float) * {b.numel()}); "
+               f"at += {b.dims[0]};")
+
+
 class Sum(OpDef):
     type = "sum"
     inputs = (In("X", duplicable=True),)
@@ -452,6 +476,8 @@ class Sum(OpDef):
         xs = e.inputs("X")
         if not xs or any(b is None for b in xs):
             e.fail("an input is absent")
+        if any(b.rows is not None for b in xs):
+            return _emit_rows_concat(e, xs)
         e.require_float(*xs)
         for b in xs[1:]:
             e.same_dims(xs[0], b)

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from .common import channel_last, check_dims, reduce_to_shape
+from .compiled import double_literal
 from .registry import In, OpDef, Out, floats, ints
 
 
@@ -92,6 +93,27 @@ class DropoutGrad(OpDef):
             return lambda mask, d: (d * k).astype(d.dtype, copy=False)
         k = (1.0 / (1.0 - p) if p < 1.0 else 0.0) if upscale else 1.0
         return lambda mask, d: (d * mask * k).astype(d.dtype, copy=False)
+
+    @staticmethod
+    def emit(e):
+        """dX = dOut * Mask * k in float32 as the kernel's numpy (k, a double, rounded to
+        float32 as numpy takes a Python scalar); at test time dOut * k."""
+        mask, d = e.input("Mask"), e.input("Out@GRAD")
+        e.require_float(d)
+        p = float(e.attr("dropout_prob"))
+        upscale = e.attr("dropout_implementation") == "upscale_in_train"
+        out = e.output("X@GRAD", d.dims)
+        if e.attr("is_test"):
+            k = 1.0 if upscale else 1.0 - p
+            e.code(f"const float k = (float)({double_literal(k)}); for (int64_t i = 0; "
+                   f"i < {d.numel()}; ++i) {out}[i] = {d}[i] * k;")
+            return
+        if mask is None or mask.ctype != "uint8_t":
+            e.fail("training dropout_grad without its uint8 Mask")
+        e.same_dims(mask, d)
+        k = (1.0 / (1.0 - p) if p < 1.0 else 0.0) if upscale else 1.0
+        e.code(f"const float k = (float)({double_literal(k)}); for (int64_t i = 0; "
+               f"i < {d.numel()}; ++i) {out}[i] = ({d}[i] * (float){mask}[i]) * k;")
 
 
 # --- prelu ---------------------------------------------------------------------------------

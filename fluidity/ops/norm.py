@@ -495,6 +495,47 @@ class GroupNorm(OpDef):
     grad = staticmethod(_norm_grad)
 
 
+def _emit_channel_norm_grad(e, groups, instance):
+    """group_norm_grad (NCHW) and instance_norm_grad (a group per channel, its
+    SavedVariance the inverse deviation already): fl::channel_norm_grad."""
+    x, dy = e.input("X"), e.input("Y@GRAD")
+    dense_only(e, x)
+    e.require_float(x, dy)
+    e.same_dims(x, dy)
+    if x.ndim < 2:
+        e.fail(f"X{x.dims} has no channel dim")
+    n, c = x.dims[0], x.dims[1]
+    g = c if instance else str(groups)
+    if not instance:
+        if e.is_lit(c) and (groups < 1 or int(c) % groups):
+            e.fail(f"groups={groups} does not divide {c} channels")
+        e.check(f"{c} % {g} != 0", "group_norm_grad: groups do not divide the channels")
+    rest = e.prod(x.dims[2:]) if x.ndim > 2 else "1"
+    cg = f"(({c}) / ({g}))"
+    stats = ("SavedMean", "SavedVariance") if instance else ("Mean", "Variance")
+    mean, var = (e.input(s) for s in stats)
+    e.require_float(mean, var)
+    for t in (mean, var):
+        e.check(f"{t.numel()} != {e.mul(n, g)}", f"{e.op.type}: {t.var} is not one value "
+                f"per sample and group")
+    scale = e.input("Scale")
+    e.require_float(scale)
+    if scale is not None:
+        e.check(f"{scale.numel()} != {c}", f"{e.op.type}: Scale is not one value per channel")
+    outs = {}
+    for slot, dims in (("X@GRAD", x.dims), ("Scale@GRAD", [c]), ("Bias@GRAD", [c])):
+        src = e.input(slot[:-5]) if slot != "X@GRAD" else x
+        if src is not None and e.has_output(slot):
+            outs[slot] = e.output(slot, src.dims if slot != "X@GRAD" else dims, lod_from=False)
+    per = f"({cg} * {rest})"
+    xh, dxh, t = (e.scratch([per]) for _ in range(3))
+    acc = e.scratch([e.mul(2, c)], "double")
+    dx, ds, db = (outs.get(k) for k in ("X@GRAD", "Scale@GRAD", "Bias@GRAD"))
+    e.code(f"fl::channel_norm_grad({x}, {dy}, {mean}, {var}, {e.literal(instance)}, "
+           f"(float){float(e.attr('epsilon'))!r}, {scale or 'nullptr'}, {n}, {g}, {cg}, {rest}, "
+           f"{dx or 'nullptr'}, {ds or 'nullptr'}, {db or 'nullptr'}, {xh}, {dxh}, {t}, {acc});")
+
+
 class GroupNormGrad(OpDef):
     type = "group_norm_grad"
     inputs, outputs = _NORM_GRAD_INPUTS, _NORM_GRAD_OUTPUTS
@@ -524,6 +565,12 @@ class GroupNormGrad(OpDef):
                     None if ds is None else ds.astype(scale.dtype),
                     None if db is None else db.astype(bias.dtype))
         return kernel
+
+    @staticmethod
+    def emit(e):
+        if channel_last(e.attr("data_layout")):
+            e.fail("NHWC layout")
+        _emit_channel_norm_grad(e, int(e.attr("groups")), instance=False)
 
 
 class InstanceNorm(OpDef):
@@ -590,3 +637,7 @@ class InstanceNormGrad(OpDef):
         ds = None if scale is None else (dy * xhat).sum(axis=red).astype(scale.dtype)
         db = None if bias is None else dy.sum(axis=red).astype(bias.dtype)
         return dx.astype(x.dtype, copy=False), ds, db
+
+    @staticmethod
+    def emit(e):
+        _emit_channel_norm_grad(e, None, instance=True)

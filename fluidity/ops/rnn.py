@@ -541,6 +541,50 @@ class GRUGrad(OpDef):
             return LoDTensor(dx, x._lod), LoDTensor(dh0), LoDTensor(dw), db
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """fl::gru_seq_grad: the kernel's backward in gru's batch order (gemms per step for
+        drh, dh and dW); the bias gradient a sum of rows in order."""
+        x, w, b = e.input("Input"), e.input("Weight"), e.input("Bias")
+        gates, rh, bh = (e.input(s) for s in ("BatchGate", "BatchResetHiddenPrev",
+                                              "BatchHidden"))
+        dh = e.input("Hidden@GRAD")
+        if None in (gates, rh, bh):
+            e.fail("an input the backward reads is absent")
+        e.require_float(x, w, b, gates, rh, bh, dh)
+        if w.ndim != 2:
+            e.fail("Weight is not [D, 3D]")
+        d = w.dims[0]
+        g = e.mul(3, d)
+        _same(e, w.dims[1], g, "Weight is not [D, 3D]")
+        if b is not None:
+            _same(e, b.numel(), g, "Bias has not 3D values")
+        gate, act = _c_act(e, "gate_activation"), _c_act(e, "activation")
+        n, rows = _emit_sequences(e, x, g)
+        for t, width in ((gates, g), (rh, d), (bh, d)):
+            _same(e, t.dims[0], rows, f"{t.var} has Input's rows")
+            _same(e, e.prod(t.dims[1:]), width, f"{t.var} has {width} columns")
+        if dh is not None:
+            _same(e, dh.numel(), e.mul(rows, d), "Hidden@GRAD is [rows, D]")
+        h0 = _emit_initial(e, "H0", n, d)
+
+        def out(slot, dims, lod_from=False):
+            return e.output(slot, dims, lod_from=lod_from).name if e.has_output(slot) \
+                else "nullptr"
+        dx = out("Input@GRAD", x.dims, x)
+        dh0 = out("H0@GRAD", [n, d]) if h0 != "nullptr" else "nullptr"
+        dw = out("Weight@GRAD", w.dims)
+        dw = dw if dw != "nullptr" else e.scratch(w.dims).name
+        db = out("Bias@GRAD", b.dims) if b is not None else "nullptr"
+        scratch = [e.scratch([n], "int64_t"), e.scratch([rows], "int64_t"),
+                   e.scratch([f"({rows} + 2)"], "int64_t"), e.scratch([rows, g]),
+                   e.scratch([n, d]), e.scratch([n, d]), e.scratch([n, d])]
+        e.code(f"fl::gru_seq_grad<{gate}, {act}>({x.lod}, {n}, {d}, "
+               f"{e.literal(bool(e.attr('is_reverse')))}, "
+               f"{e.literal(bool(e.attr('origin_mode')))}, {w}, {h0}, {gates}, {rh}, {bh}, "
+               f"{dh.name if dh is not None else 'nullptr'}, {dx}, {dh0}, {dw}, {db}, "
+               f"{', '.join(t.name for t in scratch)});")
+
 
 def _gru_unit_grad(g):
     ins = {n: g.input(n) for n in ("Input", "HiddenPrev", "Weight", "Bias") if g.input(n)}

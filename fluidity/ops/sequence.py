@@ -15,6 +15,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
+from . import c_emit
 from .registry import In, OpDef, Out, ints
 
 POOL_TYPES = ("SUM", "AVERAGE", "SQRT", "MAX", "MIN", "FIRST", "LAST")
@@ -284,6 +285,8 @@ class _Gather(OpDef):
             attrs = fwd.attrs
             kind = "value"
             infer_shape = None
+            if "grad_emit" in fwd.__dict__:      # its compiled form, on the forward class
+                emit = fwd.__dict__["grad_emit"]
 
             @classmethod
             def prepare(cls, attrs, outputs):
@@ -306,6 +309,28 @@ def _rows_like(ctx, out="Out", lod_level=1):
     """infer_shape: Out has X's trailing dims, an unknown number of rows and a LoD."""
     shape = ctx.input_shape("X")
     ctx.set_output(out, [-1] + shape[1:], ctx.input_dtype("X"), lod_level)
+
+
+def _emit_repeat(e, x, y, lod_from):
+    """sequence_expand(_as)'s Out: row i of X (no LoD) once per row of sequence i of Y."""
+    if x.lod is not None:
+        e.fail("X has LoD (Out's LoD would be made here)")
+    n = c_emit.sequences(e, y, "Y")
+    c_emit.same_dim(e, x.dims[0], n, "X has a row per sequence of Y")
+    out = e.output("Out", [y.dims[0]] + x.dims[1:], x.ctype, lod_from=lod_from)
+    e.code(f"fl::seq_repeat_rows({x}, {y.lod}, {n}, {e.prod(x.dims[1:])}, {out});")
+
+
+def _emit_repeat_grad(e):
+    x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
+    e.require_float(x, d)
+    if x.lod is not None or (e.op.type == "sequence_expand" and e.attr("ref_level") not in (-1, 0)):
+        e.fail("X has LoD, or a ref_level past Y's one level")
+    n = c_emit.sequences(e, y, "Y")
+    c_emit.same_dim(e, x.dims[0], n, "X has a row per sequence of Y")
+    c_emit.same_dim(e, d.dims[0], y.dims[0], "Out@GRAD has Y's rows")
+    dx = e.output("X@GRAD", x.dims, lod_from=False)
+    e.code(f"fl::seq_repeat_rows_grad({d}, {y.lod}, {n}, {e.prod(x.dims[1:])}, {dx});")
 
 
 class SequenceExpand(_Gather):
@@ -344,6 +369,15 @@ class SequenceExpand(_Gather):
         lod = [np.concatenate([[0], np.cumsum(lens)]).tolist()] if x._lod else []
         return idx, lod
 
+    @staticmethod
+    def emit(e):
+        """X without LoD (Out then has none): its row i repeated per row of Y's sequence i."""
+        if e.attr("ref_level") not in (-1, 0):
+            e.fail("ref_level past Y's one level")
+        _emit_repeat(e, e.input("X"), e.input("Y"), False)
+
+    grad_emit = staticmethod(_emit_repeat_grad)
+
 
 class SequenceExpandAs(_Gather):
     type = "sequence_expand_as"
@@ -363,6 +397,14 @@ class SequenceExpandAs(_Gather):
                                  f"has {len(yo) - 1} sequences")
         return np.repeat(np.arange(len(yo) - 1), np.diff(yo)), [list(lv) for lv in y._lod]
 
+    @staticmethod
+    def emit(e):
+        """Row i of X per row of Y's sequence i; Out takes Y's LoD."""
+        y = e.input("Y")
+        _emit_repeat(e, e.input("X"), y, y)
+
+    grad_emit = staticmethod(_emit_repeat_grad)
+
 
 class SequenceReverse(_Gather):
     type = "sequence_reverse"
@@ -380,6 +422,23 @@ class SequenceReverse(_Gather):
         off = _offsets(x, "sequence_reverse")
         seg = _seg(off)
         return off[seg] + off[seg + 1] - 1 - np.arange(off[-1]), x._lod
+
+    @staticmethod
+    def emit(e):
+        x = e.input("X")
+        n = c_emit.sequences(e, x, "X")
+        y = e.output("Y", x.dims, x.ctype, lod_from=x)
+        e.code(f"fl::seq_reverse({x}, {x.lod}, {n}, {e.prod(x.dims[1:])}, {y});")
+
+    @staticmethod
+    def grad_emit(e):
+        """Reversal is a permutation: the gradient is Y@GRAD reversed (adds into zeros)."""
+        x, d = e.input("X"), e.input("Y@GRAD")
+        e.require_float(x, d)
+        e.same_dims(x, d)
+        n = c_emit.sequences(e, x, "X")
+        dx = e.output("X@GRAD", x.dims, lod_from=x)
+        e.code(f"fl::seq_reverse({d}, {x.lod}, {n}, {e.prod(x.dims[1:])}, {dx});")
 
 
 class SequenceSlice(_Gather):
@@ -489,6 +548,17 @@ class SequenceConcatGrad(OpDef):
         return [LoDTensor(p, x._lod) for p, x in zip(parts, xs)]
 
 
+def _emit_pad_width(e, x):
+    """sequence_pad(_grad)'s number of sequences and padded width, as C expressions."""
+    n = c_emit.sequences(e, x, "X")
+    longest = f"fl::seq_max_len({x.lod}, {x.lod_len})"
+    width = int(e.attr("padded_length"))
+    if width == -1:
+        return n, longest
+    e.check(f"{width} < {longest}", "sequence_pad: padded_length is shorter than a sequence")
+    return n, str(width)
+
+
 class SequencePad(OpDef):
     type = "sequence_pad"
     inputs = (In("X"), In("PadValue", no_grad=True))
@@ -533,6 +603,24 @@ class SequencePad(OpDef):
                     LoDTensor(lens.astype(np.int64)))
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """Out [N, width, ...]: width is padded_length, else the longest sequence (from the
+        LoD before the segment runs); a padded_length shorter than a sequence runs the op
+        interpreted (its kernel says so)."""
+        x, pv = e.input("X"), e.input("PadValue")
+        n, width = _emit_pad_width(e, x)
+        if pv.ctype != x.ctype:
+            e.fail("PadValue and X differ in dtype")
+        w = e.prod(x.dims[1:])
+        row = pv.numel() != "1"
+        if row:
+            c_emit.same_dim(e, pv.numel(), w, "PadValue is one value or one row of X")
+        out = e.output("Out", [n, width] + x.dims[1:], x.ctype, lod_from=False)
+        length = e.output("Length", [n], "int64_t", lod_from=False)
+        e.code(f"fl::seq_pad({x}, {x.lod}, {n}, {width}, {w}, {pv}, {e.literal(row)}, {out}, "
+               f"{length});")
+
     grad = staticmethod(lambda g: g.op(
         "sequence_pad_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
@@ -554,8 +642,25 @@ class SequencePadGrad(OpDef):
             return LoDTensor(d.reshape((-1,) + d.shape[2:])[pos], x._lod)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        x, d = e.input("X"), e.input("Out@GRAD")
+        e.require_float(x, d)
+        n, width = _emit_pad_width(e, x)
+        c_emit.same_dim(e, d.numel(), e.prod([n, width] + x.dims[1:]),
+                          "Out@GRAD is the padded Out")
+        dx = e.output("X@GRAD", x.dims, lod_from=x)
+        e.code(f"fl::seq_pad_grad({d}, {x.lod}, {n}, {width}, {e.prod(x.dims[1:])}, {dx});")
+
 
 # --- row-local ops ---------------------------------------------------------------------------
+def _emit_one_per_row(e, x):
+    """sequence_softmax's X: [T] or [T, 1] with LoD; its number of sequences."""
+    if x.ndim > 2 or (x.ndim == 2 and x.dims[1] != "1"):
+        e.fail("X is not [T] or [T, 1]")
+    return c_emit.sequences(e, x, "X")
+
+
 class SequenceSoftmax(OpDef):
     type = "sequence_softmax"
     inputs = (In("X"),)
@@ -586,6 +691,14 @@ class SequenceSoftmax(OpDef):
         e = np.exp(v - m[seg])
         return LoDTensor((e / _seg_sum(e, off)[seg]).reshape(a.shape), x._lod)
 
+    @staticmethod
+    def emit(e):
+        x = e.input("X")
+        e.require_float(x)
+        n = _emit_one_per_row(e, x)
+        out = e.output("Out", x.dims, lod_from=x)
+        e.code(f"fl::seq_softmax({x}, {x.lod}, {n}, {out});")
+
     grad = staticmethod(lambda g: g.op(
         "sequence_softmax_grad", {"Out": g.output("Out"), "Out@GRAD": g.output_grad("Out"),
                                   "X": g.input("X")}, {"X@GRAD": g.input_grad("X")}, g.attrs()))
@@ -605,6 +718,16 @@ class SequenceSoftmaxGrad(OpDef):
         y, dy = out._array.reshape(-1), dout._array.reshape(-1)
         dx = y * (dy - _seg_sum(y * dy, off)[_seg(off)])
         return LoDTensor(dx.reshape(x._array.shape), x._lod)
+
+    @staticmethod
+    def emit(e):
+        out, d, x = e.input("Out"), e.input("Out@GRAD"), e.input("X")
+        e.require_float(out, d, x)
+        n = _emit_one_per_row(e, x)
+        for b in (out, d):
+            c_emit.same_dim(e, b.numel(), x.dims[0], f"{b.var} has one value per row of X")
+        dx = e.output("X@GRAD", x.dims, lod_from=x)
+        e.code(f"fl::seq_softmax_grad({out}, {d}, {x.lod}, {n}, {dx});")
 
 
 class SequenceReshape(OpDef):
@@ -636,6 +759,17 @@ class SequenceReshape(OpDef):
             return LoDTensor(a.reshape(-1, new_dim), _with_last(x._lod, off * width // new_dim))
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """Only where new_dim is X's width (the LoD stays X's; any other new_dim makes a new
+        LoD here): a copy."""
+        x = e.input("X")
+        if x.ndim != 2 or x.dims[1] != str(e.attr("new_dim")):
+            e.fail("new_dim other than X's width (a new LoD)")
+        c_emit.sequences(e, x, "X")
+        out = e.output("Out", x.dims, x.ctype, lod_from=x)
+        e.code(f"std::memcpy({out}, {x}, {x.nbytes()});")
+
     grad = staticmethod(lambda g: g.op(
         "sequence_reshape_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
@@ -652,6 +786,14 @@ class SequenceReshapeGrad(OpDef):
     @staticmethod
     def kernel(x, dout):
         return LoDTensor(dout._array.reshape(x._array.shape).copy(), x._lod)
+
+    @staticmethod
+    def emit(e):
+        """dOut's values in X's shape (and LoD)."""
+        x, d = e.input("X"), e.input("Out@GRAD")
+        c_emit.same_dim(e, d.numel(), x.numel(), "Out@GRAD has X's size")
+        dx = e.output("X@GRAD", x.dims, d.ctype, lod_from=x)
+        e.code(f"std::memcpy({dx}, {d}, {dx.nbytes()});")
 
 
 class LoDReset(OpDef):
@@ -689,6 +831,16 @@ class LoDReset(OpDef):
             return LoDTensor(a.copy(), lod)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """Only Y's own LoD (Out takes it; a LoD from Y's values or target_lod would be
+        made here): a copy of X."""
+        x, y = e.input("X"), e.input("Y")
+        if y is None or y.lod is None or e.attr("append"):
+            e.fail("a new LoD (target_lod, Y's values or append)")
+        out = e.output("Out", x.dims, x.ctype, lod_from=y)
+        e.code(f"std::memcpy({out}, {x}, {x.nbytes()});")
+
     grad = staticmethod(lambda g: g.op(
         "lod_reset_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
@@ -705,6 +857,12 @@ class LoDResetGrad(OpDef):
     @staticmethod
     def kernel(x, dout):
         return LoDTensor(dout._array.copy(), x._lod)
+
+    @staticmethod
+    def emit(e):
+        x, d = e.input("X"), e.input("Out@GRAD")
+        dx = e.output("X@GRAD", d.dims, d.ctype, lod_from=x)
+        e.code(f"std::memcpy({dx}, {d}, {d.nbytes()});")
 
 
 class SequenceMask(OpDef):
@@ -726,6 +884,21 @@ class SequenceMask(OpDef):
         if maxlen < 0:
             maxlen = int(x.max(initial=0))
         return (np.arange(maxlen) < x[..., None]).astype(dtypes.to_numpy(out_dtype))
+
+    @staticmethod
+    def emit(e):
+        """With a maxlen attribute (a maxlen from X's values or a tensor would size Out from
+        data): Y[..., j] = j < X[...]."""
+        x = e.input("X")
+        maxlen = int(e.attr("maxlen"))
+        if e.op.input("MaxLenTensor") or maxlen < 0:
+            e.fail("maxlen from X's values or MaxLenTensor")
+        if x.ctype not in ("int64_t", "int32_t", "float", "double"):
+            e.fail(f"X is {x.ctype}")
+        ct = e.ctype_of(e.attr("out_dtype"))
+        y = e.output("Y", x.dims + [str(maxlen)], ct, lod_from=False)
+        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) for (int64_t j = 0; j < {maxlen}; "
+               f"++j) {y}[i * {maxlen} + j] = ({ct})(j < {x}[i]);")
 
 
 class SequenceEnumerate(OpDef):
@@ -755,6 +928,21 @@ class SequenceEnumerate(OpDef):
             return LoDTensor(out, x._lod)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        x = e.input("X")
+        if x.ctype not in ("int64_t", "int32_t"):
+            e.fail(f"X is {x.ctype}")
+        if x.ndim > 2 or (x.ndim == 2 and x.dims[1] != "1"):
+            e.fail("X is not [T] or [T, 1]")
+        n = c_emit.sequences(e, x, "X")
+        win = int(e.attr("win_size"))
+        if win < 1:
+            e.fail(f"win_size {win}")
+        out = e.output("Out", [x.dims[0], str(win)], x.ctype, lod_from=x)
+        pad = f"({x.ctype})({int(e.attr('pad_value'))}LL)"
+        e.code(f"fl::seq_enumerate({x}, {x.lod}, {n}, {win}, {pad}, {out});")
+
 
 def _conv_grad(g):
     ins = {"X": g.input("X"), "Filter": g.input("Filter"), "Out@GRAD": g.output_grad("Out")}
@@ -763,6 +951,27 @@ def _conv_grad(g):
         ins["PaddingData"] = g.input("PaddingData")
         outs["PaddingData@GRAD"] = g.input_grad("PaddingData")
     g.op("sequence_conv_grad", ins, outs, g.attrs())
+
+
+def _emit_conv_inputs(e):
+    """sequence_conv(_grad)'s X [T, M] (LoD), Filter [contextLength * M, N] and PaddingData
+    (trainable: [up + down, M], else None) Bufs and its window (k, contextStart, up, down)."""
+    x, f = e.input("X"), e.input("Filter")
+    e.require_float(x, f)
+    k, cs = int(e.attr("contextLength")), int(e.attr("contextStart"))
+    if e.attr("contextStride") != 1 or x.ndim != 2 or f.ndim != 2:
+        e.fail("contextStride other than 1, or X or Filter not a matrix")
+    c_emit.same_dim(e, f.dims[0], e.mul(k, x.dims[1]), "Filter has contextLength x M rows")
+    up, down = max(0, -cs), max(0, cs + k - 1)
+    pad = None
+    if e.attr("paddingTrainable"):
+        pad = e.input("PaddingData")
+        if pad is None:
+            e.fail("paddingTrainable without PaddingData")
+        e.require_float(pad)
+        c_emit.same_dim(e, pad.dims[0], up + down, "PaddingData has up + down rows")
+        c_emit.same_dim(e, e.prod(pad.dims[1:]), x.dims[1], "PaddingData has X's width")
+    return x, f, pad, k, cs, up, down
 
 
 # --- sequence_conv: a context window over the rows of each sequence --------------------------
@@ -832,6 +1041,18 @@ class SequenceConv(OpDef):
 
     grad = staticmethod(_conv_grad)
 
+    @staticmethod
+    def emit(e):
+        """fl::seq_context builds the [T, contextLength * M] context matrix the kernel
+        gathers, then one gemm by Filter."""
+        x, f, pad, k, cs, up, down = _emit_conv_inputs(e)
+        out = e.output("Out", [x.dims[0], f.dims[1]], lod_from=x)
+        n = c_emit.sequences(e, x, "X")
+        col = e.scratch([x.dims[0], f.dims[0]])
+        e.code(f"fl::seq_context({x}, {x.lod}, {n}, {x.dims[1]}, {k}, {cs}, "
+               f"{pad or 'nullptr'}, {up}, {col});")
+        e.code(f"fl::matmul({x.dims[0]}, {f.dims[1]}, {f.dims[0]}, {col}, {f}, {out});")
+
 
 class SequenceConvGrad(OpDef):
     type = "sequence_conv_grad"
@@ -859,8 +1080,50 @@ class SequenceConvGrad(OpDef):
             return LoDTensor(dext[:t].copy(), x._lod), dpad, LoDTensor(dfilt)
         return kernel
 
+    @staticmethod
+    def emit(e):
+        """The kernel's backward: Filter@GRAD = col^T @ dOut, then dOut @ Filter^T added
+        back through the context (fl::seq_context_grad, np.add.at's order)."""
+        x, f, pad, k, cs, up, down = _emit_conv_inputs(e)
+        d = e.input("Out@GRAD")
+        e.require_float(d)
+        c_emit.same_dim(e, d.dims[0], x.dims[0], "Out@GRAD has X's rows")
+        c_emit.same_dim(e, e.prod(d.dims[1:]), f.dims[1], "Out@GRAD has Filter's columns")
+        n = c_emit.sequences(e, x, "X")
+        rows, km = x.dims[0], f.dims[0]
+        if e.has_output("Filter@GRAD"):
+            col = e.scratch([rows, km])
+            df = e.output("Filter@GRAD", f.dims, lod_from=False)
+            e.code(f"fl::seq_context({x}, {x.lod}, {n}, {x.dims[1]}, {k}, {cs}, "
+                   f"{pad or 'nullptr'}, {up}, {col});")
+            e.code(f"fl::at_b({rows}, {km}, {f.dims[1]}, {col}, {d}, {df});")
+        dx = e.output("X@GRAD", x.dims, lod_from=x) if e.has_output("X@GRAD") else None
+        dpad = (e.output("PaddingData@GRAD", pad.dims, lod_from=False)
+                if pad is not None and e.has_output("PaddingData@GRAD") else None)
+        if dx is None and dpad is None:
+            return
+        dcol = e.scratch([rows, km])
+        e.code(f"fl::gemm(false, true, {rows}, {km}, {f.dims[1]}, 1.0f, {d}, {f.dims[1]}, "
+               f"{f}, {f.dims[1]}, 0.0f, {dcol}, {km});")
+        e.code(f"fl::seq_context_grad({dcol}, {x.lod}, {n}, {rows}, {x.dims[1]}, {k}, {cs}, "
+               f"{dx or 'nullptr'}, {dpad or 'nullptr'}, {up}, {up + down});")
+
 
 # --- sequence_scatter: sparse updates of each row of X by one sequence of (id, value) --------
+def _emit_scatter_inputs(e):
+    """sequence_scatter(_grad)'s X [N, ...], Ids (int64, one sequence per row of X) and
+    Updates (one per id) Bufs, N and X's row width."""
+    x, ids, upd = e.input("X"), e.input("Ids"), e.input("Updates")
+    e.require_float(x, upd)
+    if ids.ctype != "int64_t":
+        e.fail(f"Ids are {ids.ctype}")
+    n = c_emit.sequences(e, ids, "Ids")
+    c_emit.same_dim(e, x.dims[0], n, "X has a row per sequence of Ids")
+    c_emit.same_dim(e, upd.numel(), ids.dims[0], "Updates has one value per id")
+    c_emit.same_dim(e, ids.numel(), ids.dims[0], "Ids has one id per row")
+    return x, ids, upd, n, e.prod(x.dims[1:])
+
+
 class SequenceScatter(OpDef):
     type = "sequence_scatter"
     inputs = (In("X"), In("Ids", no_grad=True), In("Updates"))
@@ -900,6 +1163,16 @@ class SequenceScatter(OpDef):
         np.add.at(out, (row, col), updates._array.reshape(-1).astype(a.dtype))
         return LoDTensor(out.reshape(a.shape), x._lod)
 
+    @staticmethod
+    def emit(e):
+        """fl::seq_scatter: every id checked first, then the adds in the kernel's order."""
+        x, ids, upd, n, w = _emit_scatter_inputs(e)
+        out = e.output("Out", x.dims, lod_from=x)
+        e.code(f"{{ const int64_t bad = fl::seq_scatter({x}, {ids}, {upd}, {ids.lod}, {n}, {w}, "
+               f"{out}); if (bad >= 0) {{ std::snprintf(err, 512, \"sequence_scatter: id %lld "
+               f"is out of range for rows of %lld\", (long long){ids}[bad], (long long)({w})); "
+               f"return {2 + e.k}; }} }}")
+
     grad = staticmethod(lambda g: g.op(
         "sequence_scatter_grad", {"X": g.input("X"), "Ids": g.input("Ids"),
                                   "Updates": g.input("Updates"),
@@ -920,3 +1193,20 @@ class SequenceScatterGrad(OpDef):
         d = dout._array
         du = d.reshape(d.shape[0], -1)[row, col].reshape(updates._array.shape)
         return LoDTensor(d.copy(), x._lod), LoDTensor(du.copy(), updates._lod)
+
+    @staticmethod
+    def emit(e):
+        x, ids, upd, n, w = _emit_scatter_inputs(e)
+        d = e.input("Out@GRAD")
+        e.require_float(d)
+        e.same_dims(d, x)
+        if e.has_output("X@GRAD"):
+            dx = e.output("X@GRAD", x.dims, lod_from=x)
+            e.code(f"std::memcpy({dx}, {d}, {d.nbytes()});")
+        if e.has_output("Updates@GRAD"):
+            du = e.output("Updates@GRAD", upd.dims, lod_from=upd)
+            e.code(f"for (int64_t i = 0; i < {n}; ++i) for (int64_t j = {ids.lod}[i]; "
+                   f"j < {ids.lod}[i + 1]; ++j) {{ const int64_t c = {ids}[j]; if (c < 0 || "
+                   f"c >= {w}) {{ std::snprintf(err, 512, \"sequence_scatter_grad: id %lld is "
+                   f"out of range for rows of %lld\", (long long)c, (long long)({w})); "
+                   f"return {2 + e.k}; }} {du}[j] = {d}[i * {w} + c]; }}")

@@ -234,3 +234,4 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 #include "rnn.h"
 #include "ops_extra.h"
 #include "nn.h"
+#include "seq.h"
