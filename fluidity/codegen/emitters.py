@@ -14,6 +14,11 @@ An op class says how it compiles, with the op (ops never import this package):
   float32 unless the class sets `c_any_type = True` (then any dtype, all inputs alike, each
   element loaded as its own C type); the output has X's type, or `c_out_type` ("bool" for
   comparisons).
+
+For the "cuda" target an op class carries `cuda_emit = staticmethod(fn)` beside `emit`
+(the same `Emit`, writing host code that launches kernels over device pointers, see
+runtime/cuda_rt.h); a class with only `c_expr` gets a kernel made of that expression (one
+definition of the math for both targets).
 """
 from ..ops.common import broadcast_code, broadcast_plan, spans_contiguously
 from .cir import NotCompilable, literal
@@ -23,9 +28,13 @@ ELEMENT_NAMES = {"X": "x", "Y": "y", "Out": "o", "Out@GRAD": "d"}
 
 
 def rule_for(opdef, target="cpu"):
-    """The emitter of `opdef` for `target`, or None when it has no compiled form."""
+    """The emitter of `opdef` for `target` ("cpu": C++; "cuda": codegen/cuda.py), or None
+    when it has no compiled form there."""
+    if target == "cuda":
+        from .cuda import cuda_rule      # cuda.py builds on this module's elementwise rules
+        return cuda_rule(opdef)
     if target != "cpu":
-        return None
+        raise ValueError(f"code generator target must be 'cpu' or 'cuda', got {target!r}")
     emit = getattr(opdef, "emit", None)
     if emit is not None:
         return emit

@@ -327,6 +327,27 @@ class SoftmaxWithCrossEntropy(OpDef):
         e.code(f"if (fl::softmax_xent_hard({x}, {label}, {prob}, {loss}, {rows}, {cols}, "
                f"{e.attr('ignore_index')}LL, err)) return {2 + e.k};")
 
+    @staticmethod
+    def cuda_emit(e):
+        """One device thread per row (runtime/cuda_rt.h softmax_xent_row); a label out of
+        range gives a NaN loss there (a kernel cannot stop the run)."""
+        if e.attr("soft_label") or not e.attr("use_softmax"):
+            e.fail("soft labels, or no softmax")
+        x, label = e.input("Logits"), e.input("Label")
+        e.require_float(x)
+        if label.ctype != "int64_t":
+            e.fail("labels are not int64")
+        if e.attr("axis") % x.ndim != x.ndim - 1:
+            e.fail("classes on another axis than the last")
+        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
+        e.check(f"{label.numel()} != {rows}", "softmax_with_cross_entropy: Label needs one "
+                "id per row of Logits")
+        prob = e.output("Softmax", x.dims)
+        loss = e.output("Loss", x.dims[:-1] + ["1"])
+        e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ {loss}[r] = "
+               f"fl::softmax_xent_row({x} + r * {cols}, {label}[r], {prob} + r * {cols}, "
+               f"{cols}, {e.attr('ignore_index')}LL); }});")
+
     grad = staticmethod(lambda g: g.op(
         "softmax_with_cross_entropy_grad",
         {"Label": g.input("Label"), "Softmax": g.output("Softmax"),
@@ -378,6 +399,22 @@ class SoftmaxWithCrossEntropyGrad(OpDef):
         d = e.output("Logits@GRAD", prob.dims)
         e.code(f"fl::softmax_xent_hard_grad({prob}, {label}, {dloss}, {d}, {rows}, {cols}, "
                f"{e.attr('ignore_index')}LL);")
+
+    @staticmethod
+    def cuda_emit(e):
+        if e.attr("soft_label") or not e.attr("use_softmax"):
+            e.fail("soft labels, or no softmax")
+        label, prob, dloss = e.input("Label"), e.input("Softmax"), e.input("Loss@GRAD")
+        e.require_float(prob, dloss)
+        if label.ctype != "int64_t":
+            e.fail("labels are not int64")
+        if e.attr("axis") % prob.ndim != prob.ndim - 1:
+            e.fail("classes on another axis than the last")
+        rows, cols = e.prod(prob.dims[:-1]), prob.dims[-1]
+        d = e.output("Logits@GRAD", prob.dims)
+        e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ "
+               f"fl::softmax_xent_row_grad({prob} + r * {cols}, {label}[r], {dloss}[r], "
+               f"{d} + r * {cols}, {cols}, {e.attr('ignore_index')}LL); }});")
 
 
 # --- elementwise losses ----------------------------------------------------------------------

@@ -193,6 +193,22 @@ class Mul(OpDef):
         e.code(f"fl::gemm(false, false, {m}, {n}, {k}, 1.0f, {x}, {k}, {y}, {n}, 0.0f, "
                f"{out}, {n});")
 
+    @staticmethod
+    def cuda_emit(e):
+        """The same gemm on the device (cuBLAS; codegen/runtime/cuda_rt.h fl::cu::gemm)."""
+        x, y = e.input("X"), e.input("Y")
+        e.require_float(x, y)
+        xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
+        m, k, k2, n = (e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[:yn]),
+                       e.prod(y.dims[yn:]))
+        if k != k2:
+            if e.is_lit(k) and e.is_lit(k2):
+                e.fail(f"X has {k} columns, Y {k2} rows")
+            e.check(f"{k} != {k2}", "mul: X's columns differ from Y's rows")
+        out = e.output("Out", x.dims[:xn] + y.dims[yn:])
+        e.code(f"fl::cu::gemm(false, false, {m}, {n}, {k}, 1.0f, {x}, {k}, {y}, {n}, 0.0f, "
+               f"{out}, {n});")
+
     grad = staticmethod(_mul_grad)
 
 
@@ -472,6 +488,17 @@ class Mean(OpDef):
         n = x.numel()       # numpy's pairwise sum, then one float division: the same bits
         e.code(f"{out}[0] = fl::pairwise_sum({x}, {n}, 1) / (float)({n});")
 
+    @staticmethod
+    def cuda_emit(e):
+        """One device thread sums pairwise, as numpy: the same bits as the CPU (a loss is
+        one number; its batch is small next to the matmuls before it)."""
+        x = e.input("X")
+        e.require_float(x)
+        out = e.output("Out", [])
+        n = x.numel()
+        e.code(f"fl::cu::each(1, [=] __device__ (int64_t) {{ {out}[0] = "
+               f"fl::pairwise_sum({x}, {n}, 1) / (float)({n}); }});")
+
     grad = staticmethod(lambda g: g.op(
         "mean_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}))
@@ -607,6 +634,22 @@ class MulGrad(OpDef):
             else:
                 dy = e.output("Y@GRAD", y.dims, lod_from=y)
                 e.code(f"fl::at_b({m}, {k}, {n}, {x}, {d}, {dy});")
+
+    @staticmethod
+    def cuda_emit(e):
+        """dX = dOut @ Y^T and dY = X^T @ dOut, two device gemms (no fused update)."""
+        x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
+        e.require_float(x, y, d)
+        xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
+        m, k, n = e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[yn:])
+        if e.has_output("X@GRAD"):
+            dx = e.output("X@GRAD", x.dims, lod_from=x)
+            e.code(f"fl::cu::gemm(false, true, {m}, {k}, {n}, 1.0f, {d}, {n}, {y}, {n}, 0.0f, "
+                   f"{dx}, {k});")
+        if e.has_output("Y@GRAD"):
+            dy = e.output("Y@GRAD", y.dims, lod_from=y)
+            e.code(f"fl::cu::gemm(true, false, {k}, {n}, {m}, 1.0f, {x}, {k}, {d}, {n}, 0.0f, "
+                   f"{dy}, {n});")
 
 
 # --- fc: mul + bias + relu in one op (Paddle's inference op; fuse_fc makes it) ---------------
@@ -823,6 +866,15 @@ class MeanGrad(OpDef):
         n = x.numel()
         e.code(f"const float g = {d}[0] / (float)std::max<int64_t>({n}, 1); "
                f"for (int64_t i = 0; i < {n}; ++i) {dx}[i] = g;")
+
+    @staticmethod
+    def cuda_emit(e):
+        x, d = e.input("X"), e.input("Out@GRAD")
+        e.require_float(x, d)
+        dx = e.output("X@GRAD", x.dims, lod_from=x)
+        n = x.numel()
+        e.code(f"fl::cu::each({n}, [=] __device__ (int64_t i) {{ "
+               f"{dx}[i] = {d}[0] / (float)({n} > 1 ? {n} : 1); }});")
 
 
 # --- Paddle 2.x: bmm, cumsum -----------------------------------------------------------------

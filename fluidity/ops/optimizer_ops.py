@@ -231,6 +231,22 @@ class Sgd(UpdateOp):
         e.code(f"const float r = {lr}[0]; for (int64_t i = 0; i < {p.numel()}; ++i) "
                f"{p}[i] = {p}[i] - r * {g}[i];")
 
+    @staticmethod
+    def cuda_emit(e):
+        """Dense: one thread per element. SelectedRows: one thread per element of the
+        gradient's rows, atomically added (duplicate rows accumulate, as the CPU's in-place
+        loop; the order of duplicates' adds may differ)."""
+        p, _, g, lr = _emit_update(e)
+        if g.rows is not None:
+            d = e.prod(p.dims[1:])
+            e.code(f"fl::cu::each({e.mul(g.dims[0], d)}, [=] __device__ (int64_t t) {{ "
+                   f"const int64_t k = t / {d}, c = t % {d}; const int64_t r = {g.rows}[k]; "
+                   f"if (r >= 0 && r < {p.dims[0]}) atomicAdd({p} + r * {d} + c, "
+                   f"-{lr}[0] * {g}[t]); }});")
+            return
+        e.code(f"fl::cu::each({p.numel()}, [=] __device__ (int64_t i) {{ "
+               f"{p}[i] = {p}[i] - {lr}[0] * {g}[i]; }});")
+
 
 class Momentum(UpdateOp):
     type = "momentum"
@@ -394,6 +410,32 @@ class Adam(UpdateOp):
                f"for (int64_t k = 0; k < m; ++k) std::memcpy({dense} + {rows}[k] * {d}, "
                f"{merged} + k * {d}, sizeof(float) * {d}); "
                f"fl::adam({p}, {m1}, {m2}, {dense}, {p.numel()}, lr_t, {betas}); {pows}")
+
+    @classmethod
+    def cuda_emit(cls, e):
+        """Dense Adam, one thread per element (runtime/cuda_rt.h adam_elem, the C++
+        target's arithmetic), then the beta powers in a second launch (after every thread
+        has read them)."""
+        for t in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
+            if e.op.input(t):
+                e.fail(f"{t} input")
+        if e.attr("amsgrad"):
+            e.fail("amsgrad")
+        p, (m1, m2), g, lr = _emit_update(e, ("Moment1", "Moment2"))
+        if g.rows is not None:
+            e.fail("a SelectedRows Grad (no CUDA form yet)")
+        b1p, b2p = e.input("Beta1Pow"), e.input("Beta2Pow")
+        e.require_float(b1p, b2p)
+        b1, b2, eps = (repr(float(e.attr(a))) for a in ("beta1", "beta2", "epsilon"))
+        e.code(f"fl::cu::each({p.numel()}, [=] __device__ (int64_t i) {{ "
+               f"const double p1 = (double){b1p}[0], p2 = (double){b2p}[0]; "
+               f"const double lr_t = (double){lr}[0] * sqrt(1.0 - p2) / (1.0 - p1); "
+               f"const double eps_t = {eps} * sqrt(1.0 - p2); "
+               f"fl::adam_elem({p} + i, {m1} + i, {m2} + i, {g}[i], lr_t, (float){b1}, "
+               f"(float)(1.0 - {b1}), (float){b2}, (float)(1.0 - {b2}), eps_t); }});")
+        if not e.attr("use_global_beta_pow"):
+            e.code(f"fl::cu::each(1, [=] __device__ (int64_t) {{ "
+                   f"{b1p}[0] = {b1p}[0] * (float){b1}; {b2p}[0] = {b2p}[0] * (float){b2}; }});")
 
 
 def _emit_merge(e, p, g):
