@@ -728,6 +728,29 @@ class Fc(OpDef):
             e.code(f"for (int64_t r = 0; r < {m}; ++r) for (int64_t j = 0; j < {width}; ++j) "
                    f"{{ float v = {out}[r * {width} + j]; {add}{act}{out}[r * {width} + j] = v; }}")
 
+    @staticmethod
+    def cuda_emit(e):
+        """A device gemm, then bias and relu in one kernel over Out."""
+        if e.attr("padding_weights"):
+            e.fail("padded weights")
+        x, w, b = e.input("Input"), e.input("W"), e.input("Bias")
+        e.require_float(x, w, b)
+        n = e.attr("in_num_col_dims")
+        m, k, k2, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[0], w.dims[1]
+        if k != k2:
+            if e.is_lit(k) and e.is_lit(k2):
+                e.fail(f"Input has {k} columns, W {k2} rows")
+            e.check(f"{k} != {k2}", "fc: Input's columns differ from W's rows")
+        out = e.output("Out", x.dims[:n] + [width])
+        e.code(f"fl::cu::gemm(false, false, {m}, {width}, {k}, 1.0f, {x}, {k}, {w}, {width}, "
+               f"0.0f, {out}, {width});")
+        relu = e.attr("activation_type") == "relu"
+        if b is not None or relu:
+            add = f"v = v + {b}[i % {width}]; " if b is not None else ""
+            act = "v = v > 0 ? v : 0.0f; " if relu else ""
+            e.code(f"fl::cu::each({e.mul(m, width)}, [=] __device__ (int64_t i) {{ "
+                   f"float v = {out}[i]; {add}{act}{out}[i] = v; }});")
+
     # fc_grad reads Input, W, Bias, Out, Out@GRAD
     grad = staticmethod(lambda g: g.default())
 
@@ -797,6 +820,36 @@ class FcGrad(OpDef):
             e.code(f"for (int64_t j = 0; j < {width}; ++j) {db}[j] = 0.0f; "
                    f"for (int64_t r = 0; r < {m}; ++r) for (int64_t j = 0; j < {width}; ++j) "
                    f"{db}[j] += {d}[r * {width} + j];")
+
+    @staticmethod
+    def cuda_emit(e):
+        """relu's mask into scratch, two device gemms, the bias gradient one thread per
+        column summing rows in order (the C++ target's order)."""
+        if e.attr("padding_weights"):
+            e.fail("padded weights")
+        x, w, b, out, dout = (e.input("Input"), e.input("W"), e.input("Bias"), e.input("Out"),
+                              e.input("Out@GRAD"))
+        e.require_float(x, w, b, out, dout)
+        n = e.attr("in_num_col_dims")
+        m, k, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[1]
+        d = dout
+        if e.attr("activation_type") == "relu":
+            d = e.scratch([m, width])
+            e.code(f"fl::cu::each({e.mul(m, width)}, [=] __device__ (int64_t i) {{ "
+                   f"{d}[i] = {dout}[i] * ({out}[i] > 0 ? 1.0f : 0.0f); }});")
+        if e.has_output("Input@GRAD"):
+            dx = e.output("Input@GRAD", x.dims, lod_from=x)
+            e.code(f"fl::cu::gemm(false, true, {m}, {k}, {width}, 1.0f, {d}, {width}, {w}, "
+                   f"{width}, 0.0f, {dx}, {k});")
+        if e.has_output("W@GRAD"):
+            dw = e.output("W@GRAD", w.dims)
+            e.code(f"fl::cu::gemm(true, false, {k}, {width}, {m}, 1.0f, {x}, {k}, {d}, {width}, "
+                   f"0.0f, {dw}, {width});")
+        if e.has_output("Bias@GRAD") and b is not None:
+            db = e.output("Bias@GRAD", b.dims)
+            e.code(f"fl::cu::each({width}, [=] __device__ (int64_t j) {{ float acc = 0.0f; "
+                   f"for (int64_t r = 0; r < {m}; ++r) acc += {d}[r * {width} + j]; "
+                   f"{db}[j] = acc; }});")
 
 
 class _MatmulGradBase(OpDef):

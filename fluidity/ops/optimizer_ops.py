@@ -413,25 +413,39 @@ class Adam(UpdateOp):
 
     @classmethod
     def cuda_emit(cls, e):
-        """Dense Adam, one thread per element (runtime/cuda_rt.h adam_elem, the C++
-        target's arithmetic), then the beta powers in a second launch (after every thread
-        has read them)."""
+        """Adam, one thread per element (runtime/cuda_rt.h adam_elem, the C++ target's
+        arithmetic), then the beta powers in a second launch (after every thread has read
+        them). A SelectedRows Grad is merged into a dense one first."""
         for t in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
             if e.op.input(t):
                 e.fail(f"{t} input")
         if e.attr("amsgrad"):
             e.fail("amsgrad")
         p, (m1, m2), g, lr = _emit_update(e, ("Moment1", "Moment2"))
-        if g.rows is not None:
-            e.fail("a SelectedRows Grad (no CUDA form yet)")
         b1p, b2p = e.input("Beta1Pow"), e.input("Beta2Pow")
         e.require_float(b1p, b2p)
         b1, b2, eps = (repr(float(e.attr(a))) for a in ("beta1", "beta2", "epsilon"))
-        e.code(f"fl::cu::each({p.numel()}, [=] __device__ (int64_t i) {{ "
+        grad, skip = g, ""
+        if g.rows is not None:
+            # rows summed into a dense scratch gradient (duplicates merged; atomic adds),
+            # with a mark per row present: lazy_mode steps only marked rows, else every row
+            # (g = 0 where absent); an empty Grad steps nothing, as the CPU kernel
+            d = e.prod(p.dims[1:])
+            grad, seen = e.scratch(p.dims), e.scratch([p.dims[0]], "int64_t")
+            e.code(f"if ({g.dims[0]} == 0) return 0;")
+            e.code(f"fl::cu::fill({grad}, {p.numel()}, 0.0f); fl::cu::each({p.dims[0]}, "
+                   f"[=] __device__ (int64_t r) {{ {seen}[r] = 0; }});")
+            e.code(f"fl::cu::each({e.mul(g.dims[0], d)}, [=] __device__ (int64_t t) {{ "
+                   f"const int64_t k = t / {d}, c = t % {d}; const int64_t r = {g.rows}[k]; "
+                   f"if (r < 0 || r >= {p.dims[0]}) return; atomicAdd({grad} + r * {d} + c, "
+                   f"{g}[t]); if (c == 0) {seen}[r] = 1; }});")
+            if e.attr("lazy_mode"):
+                skip = f"if (!{seen}[i / {d}]) return; "
+        e.code(f"fl::cu::each({p.numel()}, [=] __device__ (int64_t i) {{ {skip}"
                f"const double p1 = (double){b1p}[0], p2 = (double){b2p}[0]; "
                f"const double lr_t = (double){lr}[0] * sqrt(1.0 - p2) / (1.0 - p1); "
                f"const double eps_t = {eps} * sqrt(1.0 - p2); "
-               f"fl::adam_elem({p} + i, {m1} + i, {m2} + i, {g}[i], lr_t, (float){b1}, "
+               f"fl::adam_elem({p} + i, {m1} + i, {m2} + i, {grad}[i], lr_t, (float){b1}, "
                f"(float)(1.0 - {b1}), (float){b2}, (float)(1.0 - {b2}), eps_t); }});")
         if not e.attr("use_global_beta_pow"):
             e.code(f"fl::cu::each(1, [=] __device__ (int64_t) {{ "
