@@ -166,6 +166,22 @@ class Round(Activation):
             body = (f"{out}[i] = ({f})(std::nearbyint({x}[i] / ({f})1e{-n}) * ({f})1e{-n});")
         e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {body}")
 
+    @staticmethod
+    def cuda_emit(e):
+        """The C++ target's arithmetic (rint: half to even), one thread per element."""
+        x = e.input("X")
+        e.require_float(x)
+        out = e.output("Out", x.dims, x.ctype, lod_from=x)
+        n = int(e.attr("decimals"))
+        f = "float" if x.ctype == "float" else "double"
+        if n == 0:
+            body = f"{out}[i] = rint({x}[i]);"
+        elif n > 0:
+            body = f"{out}[i] = ({f})(rint({x}[i] * ({f})1e{n}) / ({f})1e{n});"
+        else:
+            body = f"{out}[i] = ({f})(rint({x}[i] / ({f})1e{-n}) * ({f})1e{-n});"
+        e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ {body} }});")
+
 
 class LeakyRelu(Activation):
     type = "leaky_relu"

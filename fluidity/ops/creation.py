@@ -166,6 +166,14 @@ class Assign(OpDef):
         out = e.output("Out", x.dims, x.ctype)
         e.code(f"std::memcpy({out}, {x}, {x.nbytes()});")
 
+    @staticmethod
+    def cuda_emit(e):
+        x = e.input("X")
+        if x.rows is not None:
+            e.fail("a SelectedRows X")
+        out = e.output("Out", x.dims, x.ctype)
+        e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ {out}[i] = {x}[i]; }});")
+
     # assign passes its gradient straight through (control-flow layers move values across
     # block boundaries with it)
     grad = staticmethod(lambda g: g.op(

@@ -56,6 +56,27 @@ class Scale(OpDef):
         e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const {t} v = ({t}){x}[i]; "
                f"{out}[i] = ({x.ctype})({expr}); }}")
 
+    @staticmethod
+    def cuda_emit(e):
+        """The C++ target's arithmetic, one thread per element."""
+        if e.op.input("ScaleTensor"):
+            e.fail("the scale comes from a tensor")
+        x = e.input("X")
+        s, b = float(e.attr("scale")), float(e.attr("bias"))
+        if x.ctype == "float":
+            s, b, t = e.literal(s), e.literal(b), "float"
+        elif x.ctype == "bool":
+            e.fail("X is bool")
+        else:
+            s, b, t = repr(s), repr(b), "double"
+        out = e.output("Out", x.dims, x.ctype)
+        if e.attr("bias_after_scale"):
+            expr = f"v * {s} + {b}" if float(e.attr("bias")) else f"v * {s}"
+        else:
+            expr = f"(v + {b}) * {s}"
+        e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ const {t} v = "
+               f"({t}){x}[i]; {out}[i] = ({x.ctype})({expr}); }});")
+
     grad = staticmethod(lambda g: g.op(
         "scale", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
         {"scale": g.attr("scale"), "bias": 0.0, "bias_after_scale": True}))
@@ -461,6 +482,21 @@ class Sum(OpDef):
         out = e.output("Out", xs[0].dims, lod_from=xs[0])
         terms = " + ".join(f"{b}[i]" for b in xs)        # left to right, as the kernel adds
         e.code(f"for (int64_t i = 0; i < {xs[0].numel()}; ++i) {out}[i] = {terms};")
+
+    @staticmethod
+    def cuda_emit(e):
+        xs = e.inputs("X")
+        if not xs or any(b is None for b in xs):
+            e.fail("an input is absent")
+        if any(b.rows is not None for b in xs):
+            e.fail("SelectedRows inputs")
+        e.require_float(*xs)
+        for b in xs[1:]:
+            e.same_dims(xs[0], b)
+        out = e.output("Out", xs[0].dims, lod_from=xs[0])
+        terms = " + ".join(f"{b}[i]" for b in xs)        # left to right, as the kernel adds
+        e.code(f"fl::cu::each({xs[0].numel()}, [=] __device__ (int64_t i) {{ "
+               f"{out}[i] = {terms}; }});")
 
     grad = staticmethod(_sum_grad)
 

@@ -520,6 +520,7 @@ class Adamw(Adam):
     type = "adamw"
     attrs = {**Adam.attrs, "lr_ratio": 1.0, "coeff": 0.01, "with_decay": False}
     emit = None              # not compiled (adam's emitter is for adam's rule)
+    cuda_emit = None         # nor for the device
     doc = ("AdamW (Loshchilov & Hutter): with lr' = lr * lr_ratio, first "
            "Param *= 1 - lr' * coeff (when with_decay), then the Adam step with lr'. "
            "SelectedRows Grad as in adam (the decay follows the rows that are updated).")

@@ -60,6 +60,29 @@ FL_HD inline float tolerable_log(float x) {
     return v != v ? v : (v < -1e20f ? -1e20f : (v > 1e20f ? 1e20f : v));
 }
 
+// gelu and its gradient in the precisions of ops_extra.h's (the numpy kernel's).
+constexpr double SQRT_2_OVER_PI = 0.7978845608028654;
+FL_HD inline double gelu_tanh(float x) {
+    const float inner = x + 0.044715f * powf(x, 3.0f);
+    return tanh(SQRT_2_OVER_PI * (double)inner);
+}
+FL_HD inline float gelu(float x, bool approximate) {
+    if (approximate) return (float)((double)(0.5f * x) * (1.0 + gelu_tanh(x)));
+    return (float)((double)(0.5f * x) * (1.0 + erf((double)(x / 1.4142135623730951f))));
+}
+FL_HD inline float gelu_grad(float x, float d, bool approximate) {
+    if (approximate) {
+        const double t = gelu_tanh(x);
+        const float poly = 1.0f + 0.134145f * x * x;
+        const double g = 0.5 * (1.0 + t) + (double)(0.5f * x) * (1.0 - t * t) * SQRT_2_OVER_PI
+                         * (double)poly;
+        return (float)((double)d * g);
+    }
+    const double cdf = 0.5 * (1.0 + erf((double)(x / 1.4142135623730951f)));
+    const float pdf = x * expf(-x * x / 2.0f) / 2.5066282746310002f;
+    return (float)((double)d * (cdf + (double)pdf));
+}
+
 // numpy's pairwise summation (fluidity.h's), so a row sum rounds as the CPU path's.
 FL_HD inline float pairwise_sum(const float* a, i64 n, i64 stride) {
     if (n < 8) {
