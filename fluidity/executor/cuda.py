@@ -37,6 +37,12 @@ _devices = {}
 _lock = threading.Lock()
 
 
+def _contiguous(a, dtype=None):
+    """`a` as a C-contiguous array, 0-D kept 0-D (np.ascontiguousarray makes it 1-D)."""
+    a = np.asarray(a, dtype)
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
 class Device:
     """The device library: memory and copies on the GPU (or its emulation)."""
 
@@ -130,7 +136,7 @@ class DeviceTensor(LoDTensor):
 
     @classmethod
     def from_host(cls, dev, array, lod=None):
-        a = np.ascontiguousarray(array)
+        a = _contiguous(array)
         t = cls.empty(dev, a.shape, a.dtype, lod)
         dev.copy(t.ptr, a.ctypes.data, a.nbytes, H2D)
         return t
@@ -152,7 +158,7 @@ class DeviceTensor(LoDTensor):
     def _set_array(self, array):
         if array is None:
             raise DeviceError("a device tensor cannot be emptied (drop the variable)")
-        a = np.ascontiguousarray(array)
+        a = _contiguous(array)
         if a.shape != self.dims or a.dtype != self.dtype or self.memory is None:
             mem = _Memory(self.dev, a.nbytes)
             self.memory, self.ptr, self.owner = mem, mem.ptr, None
@@ -256,9 +262,10 @@ class CudaPlan(NativePlan):
         ins = []
         for b in seg.inputs:
             v = block.find_var_recursive(b.var)
+            declared = tuple(v.shape) if all(d >= 0 for d in v.shape) else None
             ins.append((self.slot_of(b.var), b.var, numpy_of_ctype(b.ctype), b.ndim,
-                        b.lod is not None, b.rows is not None, b.var in persist,
-                        tuple(v.shape) if b.var in created else None))
+                        b.lod is not None, b.rows is not None, b.var in persist, declared,
+                        b.var in created))
         in_slot = {b.var: self.slot_of(b.var) for b in seg.inputs}
         outs = [(self.slot_of(b.var), numpy_of_ctype(b.ctype), b.ndim, in_slot.get(b.lod_src),
                  b.var in fetched, b.slot is None, b.rows is not None, b.var)
@@ -276,26 +283,29 @@ class CudaPlan(NativePlan):
             if st is None:
                 st = tls.st = _ThreadState(dev, n_args, n_in)
             P = st.args
-            for j, (slot, name, dt, ndim, has_lod, sparse, persistable, made) in \
+            for j, (slot, name, dt, ndim, has_lod, sparse, persistable, declared, made) in \
                     enumerate(ins):
                 var = frame[slot]
                 t = var.value
                 base = 1 + j * S
                 if t is None or (type(t) is LoDTensor and t._array is None):
-                    if made is None:
+                    if not made:
                         raise fail(name, "has no value (feed it, or run the startup program)")
-                    t = var.value = DeviceTensor.empty(dev, made, dt)   # made here
+                    t = var.value = DeviceTensor.empty(dev, declared, dt)   # made here
                     dev.zero(t.ptr, t.nbytes)
                 if type(t) is LoDTensor and persistable:   # host value: moved to the device
-                    t = var.value = DeviceTensor.from_host(dev, np.asarray(t._array, dt),
-                                                           t._lod)
+                    a = np.asarray(t._array, dt)
+                    if declared is not None and a.shape != declared and \
+                            a.size == int(np.prod(declared, dtype=np.int64)):
+                        a = a.reshape(declared)      # a file's [1] for a 0-D, say
+                    t = var.value = DeviceTensor.from_host(dev, a, t._lod)
                 if isinstance(t, DeviceTensor):
                     if t.dtype != dt:
                         raise fail(name, f"is {t.dtype} on the device, compiled for {dt}")
                     ptr, shape, lod = t.ptr, t.dims, t._lod
                 elif sparse and type(t) is SelectedRows:
-                    a = np.ascontiguousarray(t.value, dt)
-                    rows = np.ascontiguousarray(t.rows, np.int64)
+                    a = _contiguous(t.value, dt)
+                    rows = _contiguous(t.rows, np.int64)
                     if rows.shape != (a.shape[0],):
                         raise fail(name, f"has {rows.shape[0]} row ids for {a.shape[0]} rows")
                     ptr, shape, lod = st.stage[j].put(dev, a), a.shape, None
@@ -305,7 +315,7 @@ class CudaPlan(NativePlan):
                     a = t._array
                     if a.dtype != dt:
                         raise fail(name, f"is {a.dtype}, compiled for {dt}")
-                    a = np.ascontiguousarray(a)
+                    a = _contiguous(a)
                     ptr, shape, lod = st.stage[j].put(dev, a), a.shape, t._lod
                 else:
                     raise fail(name, f"holds a {type(t).__name__}, which the device code "
