@@ -329,6 +329,9 @@ class CudaPlan(NativePlan):
                     if not lod:
                         raise fail(name, "has no LoD")
                     offs = np.asarray(lod[-1], np.int64)
+                    if offs[-1] != shape[0]:     # device code trusts its LoD: checked here
+                        raise fail(name, f"has a LoD ending at {int(offs[-1])} but "
+                                         f"{shape[0]} rows")
                     P[base + 10] = st.lods[j].put(dev, offs)
                     P[base + 11] = offs.shape[0]
             rc = fn(st.args_ptr, st.arena.ptr, st.cap, st.err)

@@ -117,6 +117,22 @@ class LookupTable(OpDef):
                f"if (r == {pad}LL) std::memset({out} + k * {d}, 0, sizeof(float) * {d}); "
                f"else std::memcpy({out} + k * {d}, {w} + r * {d}, sizeof(float) * {d}); }}")
 
+    @classmethod
+    def cuda_emit(cls, e):
+        """One device thread per output element; pad ids (and, on the device, ids out of
+        the table, which the C++ target reports) give zeros."""
+        w, ids = e.input("W"), e.input("Ids")
+        e.require_float(w)
+        if ids.ctype != "int64_t" or w.ndim != 2:
+            e.fail("ids are not int64, or W is not [rows, width]")
+        lead = ids.dims[:-1] if cls.type == "lookup_table" and ids.ndim > 1 and \
+            ids.dims[-1] == "1" else ids.dims
+        out = e.output("Out", lead + w.dims[1:], lod_from=ids)
+        d, pad, h = w.dims[1], e.attr("padding_idx"), w.dims[0]
+        e.code(f"fl::cu::each({e.mul(ids.numel(), d)}, [=] __device__ (int64_t t) {{ "
+               f"const int64_t k = t / {d}, c = t % {d}; const int64_t r = {ids}[k]; "
+               f"{out}[t] = (r == {pad}LL || r < 0 || r >= {h}) ? 0.0f : {w}[r * {d} + c]; }});")
+
     grad = staticmethod(_lookup_grad)
 
 
@@ -182,6 +198,28 @@ class LookupTableGrad(OpDef):
             fused_code=lambda p, alpha: (f"const float a = {alpha}; for (int64_t k = 0; "
                                          f"k < {n}; ++k) for (int64_t j = 0; j < {d}; ++j) "
                                          f"{p}[{ids}[k] * {d} + j] += a * {row};"))
+
+    @classmethod
+    def cuda_emit(cls, e):
+        """A SelectedRows of one row per id (is_sparse), or a dense table gradient summed
+        with atomic adds; pad ids give zero rows."""
+        w, ids, dout = e.input("W"), e.input("Ids"), e.input("Out@GRAD")
+        e.require_float(w, dout)
+        if ids.ctype != "int64_t" or w.ndim != 2:
+            e.fail("ids are not int64, or W is not [rows, width]")
+        n, d, pad, h = ids.numel(), w.dims[1], e.attr("padding_idx"), w.dims[0]
+        row = f"({ids}[k] == {pad}LL ? 0.0f : {dout}[t])"
+        if e.attr("is_sparse"):
+            v = e.output_rows("W@GRAD", n, w.dims[1:], h)
+            e.code(f"fl::cu::each({e.mul(n, d)}, [=] __device__ (int64_t t) {{ const int64_t "
+                   f"k = t / {d}, c = t % {d}; {v}[t] = {row}; if (c == 0) {v.rows}[k] = "
+                   f"{ids}[k]; }});")
+            return
+        g = e.output("W@GRAD", w.dims)
+        e.code(f"fl::cu::fill({g}, {g.numel()}, 0.0f);")
+        e.code(f"fl::cu::each({e.mul(n, d)}, [=] __device__ (int64_t t) {{ const int64_t "
+               f"k = t / {d}, c = t % {d}; const int64_t r = {ids}[k]; if (r >= 0 && r < {h}) "
+               f"atomicAdd({g} + r * {d} + c, {row}); }});")
 
 
 class LookupTableV2Grad(LookupTableGrad):

@@ -7,7 +7,7 @@ another dtype) is left out by name, and the last test checks that every op with 
 ran in some group."""
 import numpy as np
 import pytest
-from codegen_samples import adam_extra, all_samples, f32
+from codegen_samples import SEQUENCE_POOLS, adam_extra, all_samples, f32, lookup, seq_pool
 
 import fluidity as fluid
 from fluidity.backward import gradients
@@ -192,7 +192,25 @@ def _groups():
 def test_cuda_kernels_match_the_numpy_kernels(group):
     cases = [c for c in map(_usable, _groups()[group]) if c is not None]
     assert cases, "no sample of this group has a CUDA form"
-    rng = np.random.default_rng(group)
+    _check(cases, group)
+
+
+def test_every_sequence_pool_type_and_lookup_gradient_on_the_device():
+    """All pool types (empty sequences included) and lookup_table's sparse and dense
+    gradients, in one program."""
+    cases = [(f"pool_{p}", "sequence_pool", seq_pool(p)()) for p in SEQUENCE_POOLS]
+    for sparse in (False, True):
+        inputs, attrs, wrt = lookup()
+        cases.append((f"lookup_{sparse}", "lookup_table",
+                      (inputs, {**attrs, "is_sparse": sparse}, wrt)))
+    usable = [_usable(c) for c in cases]
+    assert all(c is not None and c[2][2] for c in usable), [_lowers(c)[0] for c in cases]
+    _check(usable, 7)
+
+
+def _check(cases, seed):
+    """The cases' program (forward and gradients) on the emulated device vs the CPU."""
+    rng = np.random.default_rng(seed)
     main, startup, feed, outs, targets = _program(cases, rng)
     want_fwd = _run(main, feed, outs, fluid.CPUPlace())
     floats = [(v, _arr(o).shape) for v, o in zip(outs, want_fwd)
