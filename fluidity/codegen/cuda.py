@@ -6,14 +6,15 @@ What an op compiles to on the device, in order of precedence (`cuda_rule`):
 
 * `cuda_emit` on its class: its own emitter (host code that launches kernels through
   runtime/cuda_rt.h: `fl::cu::each(n, [=] __device__ (int64_t i) {...})` and `fl::cu::gemm`);
-* `c_expr` (an elementwise op): a kernel made of that one C expression (`elementwise`);
+* `c_expr` (an elementwise op): a kernel made of that one C expression
+  (`emitters.cuda_elementwise`);
 * `c_dx`/`c_dy` (an elementwise op's gradient, ops/math.py's table): a kernel of those.
 
 A block for the device must compile whole: `lower(program, block)` raises a DeviceError
 naming every op that has no CUDA form, and its variables (never a silent run on the host).
 The only ops that run on the host are feed/fetch and the random initializers of `HOST_OPS`
-(so a device run draws the same parameters as a CPU run); their outputs are copied to the
-device where the next segment reads them, and `explain()` says so.
+(so a device run draws the same parameters as a CPU run); their persistable outputs are
+copied to the device right after they run, and `explain()` says so.
 
 Emulation (`FLUIDITY_CUDA_EMULATE=1`, `emulated()`): the generated `.cu` is compiled by g++
 with runtime/cuda_host.h (kernels run one thread at a time, device memory is host memory,
@@ -25,7 +26,7 @@ from ..core.place import EMULATE_ENV, cuda_emulated
 from ..errors import DeviceError
 from . import build
 from .cir import NotCompilable
-from .emitters import ELEMENT_NAMES, expand
+from .emitters import cuda_rule
 from .lower import Lowering
 
 # ops a device run executes on the host (outputs copied to the device after): the random
@@ -38,81 +39,6 @@ def emulated():
     """Whether CUDAPlace runs on the host emulation of the device (the test hook,
     $FLUIDITY_CUDA_EMULATE)."""
     return cuda_emulated()
-
-
-def cuda_rule(opdef):
-    """The CUDA emitter of `opdef`, or None (see the module's docstring)."""
-    emit = getattr(opdef, "cuda_emit", None)
-    if emit is not None:
-        return emit
-    expr = getattr(opdef, "c_expr", None)
-    if expr is not None:
-        return lambda e: elementwise(e, expr)
-    if getattr(opdef, "c_dx", None) and getattr(opdef, "c_dy", None):
-        return lambda e: elementwise_grad(e, opdef.c_dx, opdef.c_dy)
-    return None
-
-
-# --- elementwise kernels from the ops' C expressions ---------------------------------------------
-def elementwise(e, expr):
-    """Out = expr over x, y, o, d (emitters.elementwise's names), one thread per element;
-    Y broadcast over one contiguous run of X's dims (pre, n, post)."""
-    ins = {}
-    for slot, name in ELEMENT_NAMES.items():
-        if e.opdef.slot(slot) is not None and e.op.input(slot):
-            ins[name] = e.input(slot)
-    if not ins:
-        e.fail("no input")
-    if getattr(e.opdef, "c_any_type", False):
-        if len({b.ctype for b in ins.values()}) > 1:
-            e.fail("inputs of different types")
-    else:
-        e.require_float(*ins.values())
-    x = ins.get("x") or ins.get("d") or next(iter(ins.values()))
-    y = ins.get("y")
-    out_type = getattr(e.opdef, "c_out_type", None) or x.ctype
-    body = expand(expr, e.attrs)
-    out = e.output(e.opdef.outputs[0].name, x.dims, out_type)
-    if y is not None and y.dims != x.dims:
-        pre, n, post = e.span(x, y)
-        loads = f"const {x.ctype} x = {x}[i]; const {y.ctype} y = {y}[(i / {post}) % {n}];"
-    else:
-        for b in ins.values():
-            if b is not x:
-                e.same_dims(x, b)
-        loads = " ".join(f"const {b.ctype} {k} = {b}[i];" for k, b in ins.items())
-    e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ {loads} "
-           f"{out}[i] = {body}; }});")
-
-
-def elementwise_grad(e, c_dx, c_dy):
-    """dX, dY of an elementwise binary op from its table's C forms: dX one thread per
-    element; a broadcast Y's dY one thread per element of Y summing over the rest in the
-    order the C++ target's loops add (rows first), so both round alike."""
-    x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
-    o = e.input("Out") if e.op.input("Out") else None
-    e.require_float(x, y, d, o)
-    same = y.dims == x.dims
-    pre, n, post = ("1", x.numel(), "1") if same else e.span(x, y)
-    e.same_dims(x, d)
-    load_o = f" const float o = {o}[i];" if o is not None else ""
-    if e.has_output("X@GRAD"):
-        dx = e.output("X@GRAD", x.dims, lod_from=x)
-        e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ const int64_t j = "
-               f"(i / {post}) % {n}; const float x = {x}[i]; const float y = {y}[j]; "
-               f"const float d = {d}[i];{load_o} {dx}[i] = {c_dx}; }});")
-    if e.has_output("Y@GRAD"):
-        dy = e.output("Y@GRAD", y.dims, lod_from=y)
-        if same:
-            e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ const float x = "
-                   f"{x}[i]; const float y = {y}[i]; const float d = {d}[i];{load_o} "
-                   f"{dy}[i] = {c_dy}; }});")
-        else:
-            e.code(f"fl::cu::each({n}, [=] __device__ (int64_t j) {{ const float y = {y}[j]; "
-                   f"float acc = 0.0f; for (int64_t p = 0; p < {pre}; ++p) for (int64_t q = 0; "
-                   f"q < {post}; ++q) {{ const int64_t i = (p * {n} + j) * {post} + q; "
-                   f"const float x = {x}[i]; const float d = {d}[i];{load_o} acc += {c_dy}; }} "
-                   f"{dy}[j] = acc; }});")
 
 
 # --- lowering a block for the device -------------------------------------------------------------
@@ -176,6 +102,6 @@ def check_compiles(program, block_idx=0, keep=(), archs=None):
     return build.compile_cuda_cached(lower(program, block_idx, keep).source, archs)
 
 
-__all__ = ["cuda_rule", "elementwise", "elementwise_grad", "lower", "explain", "emulated",
+__all__ = ["cuda_rule", "lower", "explain", "emulated",
            "compile_library", "device_source", "with_device_api", "check_compiles",
            "HOST_OPS", "EMULATE_ENV", "NotCompilable"]
