@@ -198,7 +198,10 @@ def _cuda_argv(compiler, archs):
     gencode = [f"-gencode=arch=compute_{archs[0]},code=sm_{archs[0]}"]
     gencode += [f"-gencode=arch=compute_{a},code=compute_{a}" for a in archs[1:]]
     blas_flags = ["-DFL_USE_CUBLAS"] if _cublas(home) else []
-    link = ["-lcublas"] if blas_flags else []
+    # the toolkit's libraries (libcudart, libcublas) found at load time wherever ld.so looks
+    rpath = [f"-Xlinker=-rpath,{os.path.join(home, d)}" for d in ("lib64", "lib")
+             if os.path.isdir(os.path.join(home, d))]
+    link = (["-lcublas"] if blas_flags else []) + rpath
     return [*NVCCFLAGS, *gencode, *blas_flags, f"-I{RUNTIME_DIR}"], link
 
 
