@@ -180,3 +180,23 @@ def test_training_on_the_gpu_matches_the_cpu(real, model):
         np.testing.assert_allclose(got_p[name], want_p[name], rtol=1e-3, atol=1e-4,
                                    err_msg=name)
         assert isinstance(scope.find_var(name).value, DeviceTensor)
+
+
+def test_data_parallel_programs_given_cuda_places_run_on_the_device(emulated):
+    want_l, _, _ = train("mlp", "sgd", fluid.CPUPlace(), 3)
+    main, startup, loss = mlp()
+    scope = fluid.Scope()
+    fluid.Executor(fluid.CUDAPlace(0)).run(startup, scope=scope)
+    compiled = fluid.CompiledProgram(main).with_data_parallel(
+        loss_name=loss.name, places=[fluid.CUDAPlace(0)])
+    pe = fluid.ParallelExecutor(use_cuda=True, loss_name=loss.name, main_program=main,
+                                scope=scope)
+    assert pe.device_count == 1
+    rng = np.random.default_rng(0)
+    exe = fluid.Executor(fluid.CPUPlace())
+    got = [float(exe.run(compiled, feed=mlp_feed(rng), fetch_list=[loss], scope=scope)[0])
+           for _ in range(2)]
+    got.append(float(pe.run([loss.name], feed=mlp_feed(rng))[0]))
+    np.testing.assert_allclose(got, want_l, rtol=RTOL, atol=ATOL)
+    assert all(isinstance(scope.find_var(p.name).value, DeviceTensor)
+               for p in main.all_parameters())
