@@ -17,7 +17,7 @@ import os
 import subprocess
 import tempfile
 
-from ..core import native
+from ..core import native, place
 from ..errors import FluidityError
 
 RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
@@ -166,11 +166,7 @@ NVCCFLAGS = ("-O3", "-std=c++17", "--extended-lambda", "--fmad=false", "-Xcompil
 def nvcc():
     """The nvcc to build with ($NVCC, else the first on PATH or in /usr/local/cuda/bin), or
     None when there is none."""
-    import shutil
-    found = os.environ.get("NVCC") or shutil.which("nvcc")
-    if found is None and os.path.exists("/usr/local/cuda/bin/nvcc"):
-        found = "/usr/local/cuda/bin/nvcc"
-    return found
+    return place.nvcc_path()
 
 
 def cuda_home(compiler):
@@ -193,7 +189,9 @@ def _cublas(home):
             os.path.join(home, d)) for f in os.listdir(os.path.join(home, d)))
 
 
-def _cuda_argv(compiler, archs):
+def cuda_argv(compiler, archs):
+    """(nvcc flags, link flags) of a build for `archs` (the first: machine code, the rest
+    PTX)."""
     home = cuda_home(compiler)
     gencode = [f"-gencode=arch=compute_{archs[0]},code=sm_{archs[0]}"]
     gencode += [f"-gencode=arch=compute_{a},code=compute_{a}" for a in archs[1:]]
@@ -214,7 +212,7 @@ def compile_cuda_cached(source, archs=None, name="fluidity_cuda"):
     if archs is None:
         env = os.environ.get("FLUIDITY_CUDA_ARCHS")
         archs = tuple(env.split(",")) if env else CUDA_ARCHS
-    flags, link = _cuda_argv(compiler, archs)
+    flags, link = cuda_argv(compiler, archs)
     key = hashlib.sha256(source.encode() + _runtime_sources() +
                          " ".join([os.path.realpath(compiler), *flags, *link]).encode()
                          ).hexdigest()[:20]

@@ -99,7 +99,9 @@ def cudart():
     return _facts["cudart"]
 
 
-def _nvcc():
+def nvcc_path():
+    """The nvcc CUDA code is built with: $NVCC, else the first on PATH or in
+    /usr/local/cuda/bin; None when there is none."""
     return os.environ.get("NVCC") or shutil.which("nvcc") or (
         "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
 
@@ -107,7 +109,7 @@ def _nvcc():
 def is_compiled_with_cuda():
     """Whether this Fluidity can compile programs for CUDA here: the CUDA runtime loads and
     nvcc is installed (whether a GPU is present is `get_cuda_device_count()`)."""
-    return cudart() is not None and _nvcc() is not None
+    return cudart() is not None and nvcc_path() is not None
 
 
 def get_cuda_device_count():

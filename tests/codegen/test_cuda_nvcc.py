@@ -32,7 +32,7 @@ def test_a_models_training_step_compiles_for_sm90_and_generic_ptx(libraries, mod
         blob = f.read()
     assert blob[:4] == b"\x7fELF"
     assert b"fl_seg_0" in blob and b"fl_cuda_malloc" in blob
-    argv = build._cuda_argv(build.nvcc(), build.CUDA_ARCHS)[0]
+    argv = build.cuda_argv(build.nvcc(), build.CUDA_ARCHS)[0]
     assert "-gencode=arch=compute_90,code=sm_90" in argv
     assert "-gencode=arch=compute_75,code=compute_75" in argv
 

@@ -35,7 +35,7 @@ def real(monkeypatch):
 def test_the_cuda_questions_tell_the_truth(real):
     lib = places.cudart()
     assert fluid.core.is_compiled_with_cuda() == (lib is not None and
-                                                  places._nvcc() is not None)
+                                                  places.nvcc_path() is not None)
     n = ctypes.c_int(0)
     want = n.value if lib is not None and lib.cudaGetDeviceCount(ctypes.byref(n)) == 0 else 0
     assert fluid.core.get_cuda_device_count() == want
