@@ -16,7 +16,7 @@ Fluid's older face of `with_data_parallel`.
 import numpy as np
 
 from .codegen.explain import explain_rows, format_explain
-from .core.place import CPUPlace, CUDAPinnedPlace, CUDAPlace
+from .core.place import CPUPlace, CUDAPlace, Place, require_device
 from .core.scope import global_scope
 from .core.tensor import LoDTensor, create_lod_tensor
 from .errors import DeviceError
@@ -70,17 +70,20 @@ def _names(xs):
 
 
 def _check_places(places, what):
-    """The places of a data-parallel run: CPU ones only (DeviceError otherwise)."""
+    """The places of a data-parallel run: CPU ones, or CUDA ones that exist here (a
+    DeviceError at once otherwise, core/place.py require_device); and whether they are
+    CUDA places (the program then runs compiled on the device)."""
     if places is None:
-        return None
+        return None, False
     places = list(places) if isinstance(places, (list, tuple)) else [places]
+    kinds = set()
     for p in places:
-        if isinstance(p, (CUDAPlace, CUDAPinnedPlace)):
-            raise DeviceError(f"{what}: {p!r} asked for, but CUDA is not available; this "
-                              f"Fluidity runs on the CPU (use fluid.cpu_places())")
-        if not isinstance(p, CPUPlace):
+        if not isinstance(p, Place):
             raise TypeError(f"{what}: places must be Places, got {type(p).__name__}")
-    return places
+        kinds.add(require_device(p, what))
+    if len(kinds) > 1:
+        raise DeviceError(f"{what}: places mix the CPU and CUDA devices: {places}")
+    return places, kinds != {"cpu"}
 
 
 class CompiledProgram:
@@ -140,9 +143,11 @@ class CompiledProgram:
                 self._program.global_block().find_var_recursive(self._loss_name) is None:
             raise ValueError(f"with_data_parallel: loss '{self._loss_name}' is not a "
                              f"variable of the program")
-        self._places = _check_places(places, "with_data_parallel")
+        self._places, on_device = _check_places(places, "with_data_parallel")
         n = getattr(exec_strategy, "num_threads", 0) or 2
-        self.plan_strategy = ExecutionStrategy("parallel", num_threads=n)
+        # CUDA places: the whole batch runs compiled on the (first) device
+        self.plan_strategy = ExecutionStrategy("cuda") if on_device else \
+            ExecutionStrategy("parallel", num_threads=n)
         if build_strategy is not None:
             self._build_strategy = build_strategy
         self._is_data_parallel = True
@@ -184,14 +189,13 @@ class ParallelExecutor:
     """Fluid's `fluid.ParallelExecutor`: a program run data parallel, with its own `run`.
     Here it is `CompiledProgram(main_program).with_data_parallel(...)` run by an Executor on
     the parallel executor (see CompiledProgram for how that matches Fluid's results).
-    `use_cuda=True` raises DeviceError: CUDA is not available."""
+    `use_cuda=True` runs on CUDAPlace(0) (DeviceError at once when there is no GPU)."""
 
     def __init__(self, use_cuda, loss_name=None, main_program=None, share_vars_from=None,
                  exec_strategy=None, build_strategy=None, num_trainers=1, trainer_id=0,
                  scope=None):
-        if use_cuda:
-            raise DeviceError("ParallelExecutor(use_cuda=True): CUDA is not available; this "
-                              "Fluidity runs on the CPU (pass use_cuda=False)")
+        place = CUDAPlace(0) if use_cuda else CPUPlace()
+        require_device(place, "ParallelExecutor(use_cuda=True)")  # at once, without a GPU
         if num_trainers != 1:
             raise NotImplementedError("ParallelExecutor(num_trainers > 1): multi-trainer "
                                       "(distributed) training is not built yet")
@@ -204,8 +208,8 @@ class ParallelExecutor:
             share_vars_from=share_vars_from._compiled if share_vars_from else None)
         self._scope = scope if scope is not None else (
             share_vars_from._scope if share_vars_from else global_scope())
-        self._exe = Executor(CPUPlace())
-        self._places = cpu_places()
+        self._exe = Executor(place)
+        self._places = [place] if use_cuda else cpu_places()
 
     @property
     def device_count(self):

@@ -27,8 +27,8 @@ from .ops import registry
 from .proto import framework_pb2 as pb
 from .transpiler import inference, prune
 # places, modes and versions (the end of this file)
-from .core.place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, get_cuda_device_count,
-                         is_compiled_with_cuda)
+from .core.place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, cuda_emulated,  # noqa: F401
+                         get_cuda_device_count, is_compiled_with_cuda, require_device)
 from .errors import DeviceError, declined
 
 # Program version written into saved programs (Paddle 2.6.0 as major*1e6+minor*1e3+patch).
@@ -503,25 +503,30 @@ def cpu_places(device_count=None):
     return [CPUPlace() for _ in range(device_count)]
 
 
-def _no_cuda(what):
-    raise DeviceError(f"{what}: CUDA is not available; this Fluidity runs on the CPU "
-                      f"(fluid.core.is_compiled_with_cuda() is False). Use fluid.CPUPlace() "
-                      f"or fluid.cpu_places().")
+def _cuda_count(what):
+    """The CUDA devices programs can run on (the emulated one under the test hook), or a
+    DeviceError when there are none."""
+    n = 1 if cuda_emulated() else get_cuda_device_count()
+    if n == 0:
+        raise DeviceError(f"{what}: CUDA is not available: no GPU here "
+                          f"(fluid.core.get_cuda_device_count() is 0). Use fluid.CPUPlace() "
+                          f"or fluid.cpu_places().")
+    return n
 
 
 def cuda_places(device_ids=None):
-    """CUDAPlaces of `device_ids` (Fluid's). Without CUDA (always, until the CUDA backend
-    lands) it raises DeviceError, as Fluid built without CUDA does."""
-    if not is_compiled_with_cuda():
-        _no_cuda("cuda_places")
-    ids = range(get_cuda_device_count()) if device_ids is None else device_ids
-    return [CUDAPlace(i) for i in ids]
+    """CUDAPlaces of `device_ids` (default: every GPU), each checked to exist here
+    (DeviceError otherwise, as Fluid without a GPU)."""
+    ids = range(_cuda_count("cuda_places")) if device_ids is None else device_ids
+    places = [CUDAPlace(i) for i in ids]
+    for p in places:
+        require_device(p, "cuda_places")
+    return places
 
 
 def cuda_pinned_places(device_count=None):
-    if not is_compiled_with_cuda():
-        _no_cuda("cuda_pinned_places")
-    return [CUDAPinnedPlace() for _ in range(device_count or get_cuda_device_count())]
+    n = _cuda_count("cuda_pinned_places")
+    return [CUDAPinnedPlace() for _ in range(device_count or n)]
 
 
 def in_dygraph_mode():

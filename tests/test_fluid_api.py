@@ -43,9 +43,9 @@ def _train(program, startup, loss, feeds, exe=None):
 
 # --- fluid.core -------------------------------------------------------------------------
 def test_core_answers_a_program_choosing_its_place():
-    use_cuda = fluid.core.is_compiled_with_cuda()
-    assert use_cuda is False and fluid.is_compiled_with_cuda() is False
-    assert core.get_cuda_device_count() == 0
+    # the truth about this machine (tests/core/test_cuda_place.py checks how it is found)
+    assert fluid.core.is_compiled_with_cuda() is fluid.is_compiled_with_cuda()
+    use_cuda = fluid.core.is_compiled_with_cuda() and core.get_cuda_device_count() > 0
     place = fluid.CUDAPlace(0) if use_cuda else fluid.CPUPlace()
     main, startup, loss = _regression()
     xs, ys = _batch()

@@ -17,7 +17,7 @@ import os
 import subprocess
 import tempfile
 
-from ..core import native
+from ..core import native, place
 from ..errors import FluidityError
 
 RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
@@ -153,3 +153,94 @@ def load(path):
         except OSError as e:
             raise CompileError(f"cannot load the compiled library {path}: {e}") from None
     return lib
+
+
+# --- the CUDA target (codegen/cuda.py) ---------------------------------------------------------
+# Hopper's machine code, and PTX of the oldest architecture CUDA 13 targets, which the driver
+# compiles for any newer GPU. Override with $FLUIDITY_CUDA_ARCHS ("90,75": sm_90 code + PTX 75).
+CUDA_ARCHS = ("90", "75")
+NVCCFLAGS = ("-O3", "-std=c++17", "--extended-lambda", "--fmad=false", "-Xcompiler", "-fPIC",
+             "-shared", "-cudart", "shared", "-Wno-deprecated-gpu-targets")
+
+
+def nvcc():
+    """The nvcc to build with ($NVCC, else the first on PATH or in /usr/local/cuda/bin), or
+    None when there is none."""
+    return place.nvcc_path()
+
+
+def cuda_home(compiler):
+    """The CUDA toolkit directory of an nvcc (its bin/ resolved through wrappers)."""
+    real = os.path.realpath(compiler)
+    home = os.path.dirname(os.path.dirname(real))
+    if not os.path.exists(os.path.join(home, "include", "cuda_runtime.h")):
+        with open(real, "rb") as f:                 # a shell wrapper that execs the real one
+            head = f.read(512).decode(errors="replace")
+        for word in head.split():
+            if word.endswith("/nvcc") and os.path.exists(word):
+                return os.path.dirname(os.path.dirname(word))
+    return home
+
+
+def _cublas(home):
+    """Whether cuBLAS (header and library) is installed beside the toolkit."""
+    return os.path.exists(os.path.join(home, "include", "cublas_v2.h")) and any(
+        f.startswith("libcublas.so") for d in ("lib64", "lib") if os.path.isdir(
+            os.path.join(home, d)) for f in os.listdir(os.path.join(home, d)))
+
+
+def cuda_argv(compiler, archs):
+    """(nvcc flags, link flags) of a build for `archs` (the first: machine code, the rest
+    PTX)."""
+    home = cuda_home(compiler)
+    gencode = [f"-gencode=arch=compute_{archs[0]},code=sm_{archs[0]}"]
+    gencode += [f"-gencode=arch=compute_{a},code=compute_{a}" for a in archs[1:]]
+    blas_flags = ["-DFL_USE_CUBLAS"] if _cublas(home) else []
+    # the toolkit's libraries (libcudart, libcublas) found at load time wherever ld.so looks
+    rpath = [f"-Xlinker=-rpath,{os.path.join(home, d)}" for d in ("lib64", "lib")
+             if os.path.isdir(os.path.join(home, d))]
+    link = (["-lcublas"] if blas_flags else []) + rpath
+    return [*NVCCFLAGS, *gencode, *blas_flags, f"-I{RUNTIME_DIR}"], link
+
+
+def compile_cuda_cached(source, archs=None, name="fluidity_cuda"):
+    """Path of the shared library nvcc builds from CUDA `source` for `archs` (first: machine
+    code, the rest PTX), cached by the hash of source, runtime headers, nvcc and flags."""
+    compiler = nvcc()
+    if compiler is None:
+        raise CompileError("the CUDA target needs nvcc, which is not installed (or set $NVCC)")
+    if archs is None:
+        env = os.environ.get("FLUIDITY_CUDA_ARCHS")
+        archs = tuple(env.split(",")) if env else CUDA_ARCHS
+    flags, link = cuda_argv(compiler, archs)
+    key = hashlib.sha256(source.encode() + _runtime_sources() +
+                         " ".join([os.path.realpath(compiler), *flags, *link]).encode()
+                         ).hexdigest()[:20]
+    out = os.path.join(cache_dir(), f"{name}-{key}.so")
+    if os.path.exists(out):
+        return out
+    os.makedirs(cache_dir(), exist_ok=True)
+    src = out[:-3] + ".cu"
+    fd, tmp_src = tempfile.mkstemp(suffix=".cu", dir=cache_dir())
+    with os.fdopen(fd, "w") as f:
+        f.write(source)
+    os.replace(tmp_src, src)
+    fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=cache_dir())
+    os.close(fd)
+    try:
+        r = run_compiler([compiler, *flags, "-o", tmp, src, *link])
+        if r.returncode != 0:
+            msg = "\n".join((r.stderr or r.stdout).strip().splitlines()[:30])
+            raise CompileError(f"nvcc failed to compile the generated CUDA code {src}:\n{msg}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+def compile_cuda_emulated(source, name="fluidity_cuda_emu"):
+    """The same CUDA source built with the C++ compiler against the host emulation of the
+    CUDA runtime (runtime/cuda_host.h): the test hook that runs generated kernels without a
+    GPU."""
+    return compile_cached("#define FL_CUDA_EMULATE 1\n" + source, "shared", name)

@@ -1,11 +1,27 @@
 """Places: where kernels run, with Paddle's classes and questions about the build.
 
-Fluidity's kernels run on the CPU; the CUDA backend is not built yet, so
-`is_compiled_with_cuda()` says False and `get_cuda_device_count()` 0, truthfully, and Fluid
-programs that branch on them (`place = fluid.CUDAPlace(0) if
-fluid.core.is_compiled_with_cuda() else fluid.CPUPlace()`) take their CPU path.
-`CUDAPlace` and `CUDAPinnedPlace` still construct, so code that builds them runs.
+`CPUPlace` runs programs as they are; `CUDAPlace(i)` runs them compiled to CUDA on GPU i
+(fluidity/codegen/cuda.py, executor/cuda.py). The questions tell the truth about this
+machine: `is_compiled_with_cuda()` is whether this Fluidity can build for CUDA here (the
+CUDA runtime library loads and nvcc is installed), `get_cuda_device_count()` how many GPUs
+the CUDA runtime sees (cudaGetDeviceCount through libcudart; 0 without a GPU or a driver).
+
+A CUDAPlace constructs anywhere (Fluid code builds places before it asks questions), but an
+Executor, a CompiledProgram or any other runner handed one calls `require_device(place)`,
+which fails at once with a DeviceError when there is no such GPU: a program never runs
+silently on the CPU when it asked for a GPU. The one exception is the test hook
+`FLUIDITY_CUDA_EMULATE=1`: CUDAPlace(0) then runs the generated CUDA code on a host emulation
+of the device (codegen/runtime/cuda_host.h), so the device path is tested without a GPU.
 """
+import ctypes
+import ctypes.util
+import os
+import shutil
+
+EMULATE_ENV = "FLUIDITY_CUDA_EMULATE"
+_CUDART_NAMES = ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0")
+_CUDART_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/lib/x86_64-linux-gnu")
+_facts = {}
 
 
 class Place:
@@ -36,8 +52,8 @@ class CPUPlace(Place):
 
 
 class CUDAPlace(Place):
-    """GPU `device_id`. Accepted so Fluid code constructs it; Fluidity's kernels run on the
-    CPU until the CUDA backend lands."""
+    """GPU `device_id`: programs run there compiled to CUDA (an Executor given one checks at
+    once that the GPU exists: `require_device`)."""
     __slots__ = ("device_id",)
 
     def __init__(self, device_id=0):
@@ -56,21 +72,88 @@ class CUDAPlace(Place):
 
 
 class CUDAPinnedPlace(Place):
-    """Page-locked host memory for fast copies to a GPU (Paddle's); a CPU place here."""
+    """Page-locked host memory for fast copies to a GPU (Paddle's): host memory here, so
+    code that stages data there runs; running a program on it needs a GPU as CUDAPlace."""
     __slots__ = ()
 
     def __repr__(self):
         return "CUDAPinnedPlace"
 
 
+def cudart():
+    """The CUDA runtime library (ctypes), or None when none loads."""
+    if "cudart" not in _facts:
+        lib = None
+        names = list(_CUDART_NAMES)
+        found = ctypes.util.find_library("cudart")
+        if found:
+            names.insert(0, found)
+        names += [os.path.join(d, n) for d in _CUDART_DIRS for n in _CUDART_NAMES]
+        for name in names:
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        _facts["cudart"] = lib
+    return _facts["cudart"]
+
+
+def nvcc_path():
+    """The nvcc CUDA code is built with: $NVCC, else the first on PATH or in
+    /usr/local/cuda/bin; None when there is none."""
+    return os.environ.get("NVCC") or shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+
+
 def is_compiled_with_cuda():
-    """False: this Fluidity runs its kernels on the CPU (the CUDA backend is not built)."""
-    return False
+    """Whether this Fluidity can compile programs for CUDA here: the CUDA runtime loads and
+    nvcc is installed (whether a GPU is present is `get_cuda_device_count()`)."""
+    return cudart() is not None and nvcc_path() is not None
 
 
 def get_cuda_device_count():
-    """The number of GPUs Fluidity can run on: 0 without the CUDA backend."""
-    return 0
+    """The GPUs the CUDA runtime sees (cudaGetDeviceCount; 0 with no GPU, no driver or no
+    runtime). Asked once per process."""
+    if "count" not in _facts:
+        n = ctypes.c_int(0)
+        lib = cudart()
+        ok = lib is not None and lib.cudaGetDeviceCount(ctypes.byref(n)) == 0
+        _facts["count"] = n.value if ok else 0
+    return _facts["count"]
+
+
+def cuda_emulated():
+    """Whether the test hook FLUIDITY_CUDA_EMULATE runs CUDAPlace(0) on the host emulation."""
+    return os.environ.get(EMULATE_ENV, "") not in ("", "0")
+
+
+def require_device(place, what="Executor"):
+    """Check that `place` can run programs here; a DeviceError saying why not otherwise.
+    Returns "cpu", "cuda" (a GPU) or "emulated" (the test hook)."""
+    from ..errors import DeviceError
+    if isinstance(place, CPUPlace) or place is None:
+        return "cpu"
+    if isinstance(place, CUDAPinnedPlace):
+        raise DeviceError(f"{what}: {place!r} is host memory for staging copies; run on "
+                          f"fluid.CUDAPlace(i) or fluid.CPUPlace()")
+    if not isinstance(place, CUDAPlace):
+        raise TypeError(f"{what}: place must be a Place, got {type(place).__name__}")
+    if cuda_emulated():
+        if place.device_id != 0:
+            raise DeviceError(f"{what}: {place!r} asked for, but the CUDA emulation "
+                              f"({EMULATE_ENV}=1) has one device, CUDAPlace(0)")
+        return "emulated"
+    n = get_cuda_device_count()
+    if place.device_id >= n:
+        why = ("this machine has no NVIDIA GPU (or no driver for one)" if n == 0 else
+               f"this machine has {n} GPU(s), CUDAPlace(0)..CUDAPlace({n - 1})")
+        build = "" if is_compiled_with_cuda() else \
+            " and cannot build for CUDA (no CUDA runtime or no nvcc)"
+        raise DeviceError(f"{what}: {place!r} asked for, but CUDA is not available: {why}"
+                          f"{build}. Use fluid.CPUPlace(); fluid.core.get_cuda_device_count() "
+                          f"is {n}")
+    return "cuda"
 
 
 def is_compiled_with_mkldnn():

@@ -16,10 +16,11 @@ import numpy as np
 from ..core import defaults, dtypes
 from ..core.allocator import keep_freed_memory
 from ..core.flags import flag
+from ..core.place import require_device
 from ..core.dtypes import VarType
 from ..core.scope import global_scope
 from ..core.tensor import LoDTensor, SelectedRows, as_lod_tensor
-from ..errors import FeedError, FetchError, FluidityError
+from ..errors import DeviceError, FeedError, FetchError, FluidityError
 from ..ir import rewrite
 from ..ir.views import ProgramView, VarView
 from ..proto import framework_pb2 as pb
@@ -197,9 +198,17 @@ class Executor:
 
     def __init__(self, place=None, strategy=None):
         self.place = place
+        # a CUDAPlace runs every program compiled for the device (executor/cuda.py), or
+        # fails here, at once, when there is no such device (never silently on the CPU)
+        self.device = require_device(place)
         keep_freed_memory()  # temporaries' memory stays mapped between runs
         if isinstance(strategy, str):
             strategy = ExecutionStrategy(strategy)
+        if self.device != "cpu":
+            if strategy is not None and strategy.kind != "cuda":
+                raise DeviceError(f"Executor({place!r}) runs programs compiled for the "
+                                  f"device; strategy {strategy.kind!r} runs on the CPU")
+            strategy = strategy or ExecutionStrategy("cuda")
         self.strategy = strategy
         self._kinds = strategy if strategy is not None else ExecutionStrategy()
         # program -> {(revision, block, feeds, fetches, holder names): _Prepared}
@@ -214,7 +223,7 @@ class Executor:
         """The prepared plan (and feed/fetch layout) of one signature; `strategy`, when
         given (a CompiledProgram's), picks the plan kind instead of the executor's."""
         per_prog = self._cache.get(program)
-        strategy = strategy or self._kinds
+        strategy = self._kinds if self.device != "cpu" else (strategy or self._kinds)
         observers = _observers()
         key = (program.revision, block_id, feed_names, fetch_names, feed_var_name,
                fetch_var_name, strategy.kind, observers)
@@ -245,6 +254,9 @@ class Executor:
 
     def prepare_block(self, program, block_id):
         """The cached Plan of a block as is (no feed/fetch): used to run sub-blocks."""
+        if self.device != "cpu":
+            raise DeviceError(f"Executor({self.place!r}): block {block_id} would run "
+                              f"interpreted on the CPU (control flow has no device form)")
         plans = self._block_plans.setdefault(program, {})
         observers = _observers()
         key = (program.revision, block_id, observers)

@@ -67,10 +67,10 @@ class NativePlan(Plan):
         super().__init__(program, block_idx)
         block = self.block
         fetched = [op.input("X")[0] for op in block.ops if op.type == "fetch"]
-        self.lowering = low = Lowering(program, block_idx, keep=fetched)
+        self.lowering = low = self.lower(program, block_idx, fetched)
         self.library = None
         if low.segments:
-            self.library = build.load(build.compile_cached(low.source))
+            self.library = self.load(low)
         steps, ops, used = [], [], set()
         self._interpreted = self.steps     # every op's Python step: a segment's fallback
         self._all_persist = list(self.persist)
@@ -80,7 +80,7 @@ class NativePlan(Plan):
                 self._fused_into.setdefault(part[2], []).append(part[1])
                 continue
             if part[0] == "py":
-                steps.append(self.steps[part[1]])
+                steps.append(self.python_step(part[1]))
                 op = self.ops[part[1]]
                 ops.append(op)
                 used.update(op.input_arg_names + op.output_arg_names)
@@ -95,6 +95,21 @@ class NativePlan(Plan):
         self.local = [(i, n) for i, n in self.local if n in used]
         self.persist = [(i, n) for i, n in self.persist if n in used]
         self.outer = [(i, n) for i, n in self.outer if n in used]
+
+    # -- what a target plan (executor/cuda.py) changes ---------------------------------------
+    @staticmethod
+    def lower(program, block_idx, fetched):
+        """The block's Lowering (the C++ target here)."""
+        return Lowering(program, block_idx, keep=fetched)
+
+    @staticmethod
+    def load(low):
+        """The loaded library of the lowering's source."""
+        return build.load(build.compile_cached(low.source))
+
+    def python_step(self, i):
+        """The step that runs op i of the block outside the compiled code."""
+        return self.steps[i]
 
     def explain(self):
         return self.lowering.explain()

@@ -17,6 +17,8 @@ kind           runs the block                                       module (exec
 "native"       runs of ops compiled to C++ (fluidity/codegen) as    native.py
                native calls, the other ops as Python steps; results
                match the interpreter within float rounding
+"cuda"         the block compiled whole to CUDA, run on the device  cuda.py
+               (what Executor(fluid.CUDAPlace(0)) uses)
 
 The program is never changed: a strategy only picks the kind of prepared plan the Executor
 builds for it (once per program revision, block, feed and fetch names) from `PLAN_KINDS`.
@@ -37,6 +39,7 @@ from ..errors import FluidityError
 from . import profile as profiling
 from .dataflow import DataflowPlan
 from .linear import LinearPlan
+from .cuda import CudaPlan
 from .native import NativePlan
 from .parallel import ParallelPlan, make_pool
 from .plan import Plan
@@ -66,6 +69,7 @@ PLAN_KINDS = {
     "dataflow": lambda strategy, program, block_id: DataflowPlan(program, block_id),
     "parallel": _parallel,
     "native": lambda strategy, program, block_id: NativePlan(program, block_id),
+    "cuda": lambda strategy, program, block_id: CudaPlan(program, block_id),
 }
 KINDS = tuple(PLAN_KINDS)
 

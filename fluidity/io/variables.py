@@ -58,9 +58,14 @@ def _clone_var(block, var):
 
 
 def run_io_program(executor, program):
-    """Run a throwaway program; an op's own error (naming the file) is raised as is."""
+    """Run a throwaway program; an op's own error (naming the file) is raised as is.
+    Files are read and written on the host: with a device executor (CUDAPlace) the save
+    ops copy each device tensor to the host (DeviceTensor's `_array`), and loaded values
+    are host tensors that the next device run moves to the device (executor/cuda.py)."""
+    if executor is None or getattr(executor, "device", "cpu") != "cpu":
+        executor = Executor()
     try:
-        (executor or Executor()).run(program)
+        executor.run(program)
     except ExecutionError as e:
         if isinstance(e.cause, FluidityError):
             raise e.cause from None

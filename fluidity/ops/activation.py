@@ -166,6 +166,22 @@ class Round(Activation):
             body = (f"{out}[i] = ({f})(std::nearbyint({x}[i] / ({f})1e{-n}) * ({f})1e{-n});")
         e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {body}")
 
+    @staticmethod
+    def cuda_emit(e):
+        """The C++ target's arithmetic (rint: half to even), one thread per element."""
+        x = e.input("X")
+        e.require_float(x)
+        out = e.output("Out", x.dims, x.ctype, lod_from=x)
+        n = int(e.attr("decimals"))
+        f = "float" if x.ctype == "float" else "double"
+        if n == 0:
+            body = f"{out}[i] = rint({x}[i]);"
+        elif n > 0:
+            body = f"{out}[i] = ({f})(rint({x}[i] * ({f})1e{n}) / ({f})1e{n});"
+        else:
+            body = f"{out}[i] = ({f})(rint({x}[i] / ({f})1e{-n}) * ({f})1e{-n});"
+        e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ {body} }});")
+
 
 class LeakyRelu(Activation):
     type = "leaky_relu"
@@ -307,6 +323,17 @@ class Softmax(OpDef):
         out = e.output("Out", x.dims)
         e.code(f"fl::softmax_rows({x}, {out}, {e.prod(x.dims[:-1])}, {x.dims[-1]});")
 
+    @staticmethod
+    def cuda_emit(e):
+        x = e.input("X")
+        e.require_float(x)
+        if e.attr("axis") % max(x.ndim, 1) != x.ndim - 1:
+            e.fail("softmax over another axis than the last")
+        out = e.output("Out", x.dims)
+        c = x.dims[-1]
+        e.code(f"fl::cu::each({e.prod(x.dims[:-1])}, [=] __device__ (int64_t r) {{ "
+               f"fl::softmax_row({x} + r * {c}, {out} + r * {c}, {c}); }});")
+
     grad = staticmethod(lambda g: g.op(
         "softmax_grad", {"Out": g.output("Out"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
@@ -335,6 +362,18 @@ class SoftmaxGrad(OpDef):
         e.same_dims(o, d)
         dx = e.output("X@GRAD", o.dims)
         e.code(f"fl::softmax_rows_grad({o}, {d}, {dx}, {e.prod(o.dims[:-1])}, {o.dims[-1]});")
+
+    @staticmethod
+    def cuda_emit(e):
+        o, d = e.input("Out"), e.input("Out@GRAD")
+        e.require_float(o, d)
+        if e.attr("axis") % max(o.ndim, 1) != o.ndim - 1:
+            e.fail("softmax over another axis than the last")
+        e.same_dims(o, d)
+        dx = e.output("X@GRAD", o.dims)
+        c = o.dims[-1]
+        e.code(f"fl::cu::each({e.prod(o.dims[:-1])}, [=] __device__ (int64_t r) {{ "
+               f"fl::softmax_row_grad({o} + r * {c}, {d} + r * {c}, {dx} + r * {c}, {c}); }});")
 
 
 class LogSoftmax(OpDef):

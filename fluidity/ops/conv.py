@@ -126,6 +126,31 @@ def _emit_conv_geometry(e, x, w):
     return code, groups, m, [oh, ow]
 
 
+def _cuda_conv_geometry(e, x, w):
+    """The device form of a conv's geometry: ((N, C, H, W, KH, KW, OH, OW, SH, SW, PT, PL,
+    DH, DW), groups, M, [oh, ow]), N a C expression, the rest literal."""
+    n, (c, h, wd), (m, cg, kh, kw) = _emit_literal_nchw(e, x, w)
+    groups = e.attr("groups")
+    if _conv_shape_error([1, c, h, wd], [m, cg, kh, kw], groups):
+        e.fail(_conv_shape_error([1, c, h, wd], [m, cg, kh, kw], groups))
+    strides, pads, dil, (oh, ow) = _conv_geometry(e.attrs, (h, wd), (kh, kw))
+    return (n, c, h, wd, kh, kw, oh, ow, strides[0], strides[1], pads[0], pads[2], dil[0],
+            dil[1]), groups, m, [oh, ow]
+
+
+def _cuda_im2col(e, x, g, cols):
+    """cols[(c*KH + i)*KW + j][(n*OH + oh)*OW + ow] (runtime/conv.h im2col), one thread per
+    element."""
+    n, c, h, w, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw = g
+    ncol = e.mul(n, oh * ow)
+    e.code(f"fl::cu::each({e.mul(c * kh * kw, ncol)}, [=] __device__ (int64_t t) {{ "
+           f"const int64_t col = t % {ncol}, r = t / {ncol}; const int64_t j = r % {kw}, "
+           f"i = (r / {kw}) % {kh}, c = r / ({kw} * {kh}); const int64_t ow = col % {ow}, "
+           f"oh = (col / {ow}) % {oh}, n = col / ({ow} * {oh}); const int64_t h = oh * {sh} - "
+           f"{pt} + i * {dh}, w = ow * {sw} - {pl} + j * {dw}; {cols}[t] = (h >= 0 && h < {h} "
+           f"&& w >= 0 && w < {w}) ? {x}[((n * {c} + c) * {h} + h) * {w} + w] : 0.0f; }});")
+
+
 def _conv_grad(g):
     ins = {"Input": g.input("Input"), "Filter": g.input("Filter"),
            "Output@GRAD": g.output_grad("Output")}
@@ -215,6 +240,30 @@ class Conv2D(OpDef):
             e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) "
                    f"{out}[i] = {out}[i] + {bias}[(i / {oh * ow}) % {m}];")
 
+    @staticmethod
+    def cuda_emit(e):
+        """im2col on the device, one device gemm per group over the whole batch, then NCHW
+        with the bias (one thread per element)."""
+        x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
+        if e.op.input("ResidualData"):
+            e.fail("ResidualData")
+        e.require_float(x, w, bias)
+        g, groups, m, (oh, ow) = _cuda_conv_geometry(e, x, w)
+        n = x.dims[0]
+        out = e.output("Output", [n, str(m), str(oh), str(ow)])
+        ckk, mg, p = e.prod(w.dims[1:]), m // groups, oh * ow
+        ncol = e.mul(n, p)
+        cols = e.scratch([e.mul(groups, ckk), ncol])
+        tmp = e.scratch([str(m), ncol])
+        _cuda_im2col(e, x, g, cols)
+        e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::cu::gemm(false, false, {mg}, "
+               f"{ncol}, {ckk}, 1.0f, {w} + gi * {mg} * {ckk}, {ckk}, {cols} + gi * {ckk} * "
+               f"{ncol}, {ncol}, 0.0f, {tmp} + gi * {mg} * {ncol}, {ncol});")
+        add = f" + {bias}[mm]" if bias is not None else ""
+        e.code(f"fl::cu::each({out.numel()}, [=] __device__ (int64_t t) {{ const int64_t q = "
+               f"t % {p}, mm = (t / {p}) % {m}, nn = t / ({p} * {m}); {out}[t] = "
+               f"{tmp}[(mm * {n} + nn) * {p} + q]{add}; }});")
+
     grad = staticmethod(_conv_grad)
 
 
@@ -295,6 +344,51 @@ class Conv2DGrad(OpDef):
             db = e.output("Bias@GRAD", bias.dims)
             e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ double s = 0; for (int64_t i = 0; "
                    f"i < {ncol}; ++i) s += {d}[c * {ncol} + i]; {db}[c] = (float)s; }}")
+
+    @staticmethod
+    def cuda_emit(e):
+        """Output@GRAD to [M, N*OH*OW]; Filter@GRAD = d @ cols^T and dcols = W^T @ d by
+        device gemms; Input@GRAD gathers each pixel's taps in the C++ target's order (i,
+        then j), so no atomics; Bias@GRAD one thread per channel, in double."""
+        x, w, bias, dout = e.input("Input"), e.input("Filter"), e.input("Bias"), \
+            e.input("Output@GRAD")
+        e.require_float(x, w, bias, dout)
+        g, groups, m, (oh, ow) = _cuda_conv_geometry(e, x, w)
+        n, c, h, wd, kh, kw, _, _, sh, sw, pt, pl, dh, dw = g
+        ckk, mg, p = e.prod(w.dims[1:]), m // groups, oh * ow
+        ncol = e.mul(n, p)
+        d = e.scratch([str(m), ncol])
+        e.code(f"fl::cu::each({e.mul(m, ncol)}, [=] __device__ (int64_t t) {{ const int64_t "
+               f"q = t % {p}, nn = (t / {p}) % {n}, mm = t / ({p} * {n}); "
+               f"{d}[t] = {dout}[(nn * {m} + mm) * {p} + q]; }});")
+        if e.has_output("Filter@GRAD"):
+            cols = e.scratch([e.mul(groups, ckk), ncol])
+            dwt = e.output("Filter@GRAD", w.dims)
+            _cuda_im2col(e, x, g, cols)
+            e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::cu::gemm(false, true, {mg}, "
+                   f"{ckk}, {ncol}, 1.0f, {d} + gi * {mg} * {ncol}, {ncol}, {cols} + gi * {ckk} "
+                   f"* {ncol}, {ncol}, 0.0f, {dwt} + gi * {mg} * {ckk}, {ckk});")
+        if e.has_output("Input@GRAD"):
+            dcols = e.scratch([e.mul(groups, ckk), ncol])
+            dx = e.output("Input@GRAD", x.dims)
+            e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::cu::gemm(true, false, {ckk}, "
+                   f"{ncol}, {mg}, 1.0f, {w} + gi * {mg} * {ckk}, {ckk}, {d} + gi * {mg} * "
+                   f"{ncol}, {ncol}, 0.0f, {dcols} + gi * {ckk} * {ncol}, {ncol});")
+            e.code(f"fl::cu::each({dx.numel()}, [=] __device__ (int64_t t) {{ const int64_t "
+                   f"x_ = t % {wd}, y_ = (t / {wd}) % {h}, cc = (t / ({wd} * {h})) % {c}, "
+                   f"nn = t / ({wd} * {h} * {c}); float acc = 0.0f; "
+                   f"for (int64_t i = 0; i < {kh}; ++i) {{ const int64_t hh = y_ + {pt} - "
+                   f"i * {dh}; if (hh < 0 || hh % {sh}) continue; const int64_t oh_ = hh / {sh}; "
+                   f"if (oh_ >= {oh}) continue; for (int64_t j = 0; j < {kw}; ++j) {{ "
+                   f"const int64_t ww = x_ + {pl} - j * {dw}; if (ww < 0 || ww % {sw}) continue; "
+                   f"const int64_t ow_ = ww / {sw}; if (ow_ >= {ow}) continue; "
+                   f"acc += {dcols}[((cc * {kh} + i) * {kw} + j) * {ncol} + (nn * {oh} + oh_) * "
+                   f"{ow} + ow_]; }} }} {dx}[t] = acc; }});")
+        if e.has_output("Bias@GRAD") and bias is not None:
+            db = e.output("Bias@GRAD", bias.dims)
+            e.code(f"fl::cu::each({m}, [=] __device__ (int64_t cc) {{ double s = 0; "
+                   f"for (int64_t i = 0; i < {ncol}; ++i) s += {d}[cc * {ncol} + i]; "
+                   f"{db}[cc] = (float)s; }});")
 
 
 class DepthwiseConv2DGrad(Conv2DGrad):
@@ -669,7 +763,76 @@ class Pool2D(OpDef):
                f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
                f"{body} o[(a * OW + b) * ES] = v; }} }}")
 
+    @staticmethod
+    def cuda_emit(e):
+        """One thread per output element over its window, taps in the C++ target's order
+        (max: the first maximum, NaN wins; avg: columns of each row summed, then divided
+        as the kernel divides). NCHW."""
+        x = e.input("X")
+        e.require_float(x)
+        if x.ndim != 4 or channel_last(e.attr("data_format")):
+            e.fail("not a 4-D NCHW X")
+        if not (e.is_lit(x.dims[2]) and e.is_lit(x.dims[3])):
+            e.fail("image size not known when compiling")
+        h, w = int(x.dims[2]), int(x.dims[3])
+        axes, div = _cuda_pool_windows(e, e.attrs, h, w)
+        oh, ow = axes[0][4], axes[1][4]
+        out = e.output("Out", [x.dims[0], x.dims[1], str(oh), str(ow)])
+        if e.attr("pooling_type") == "max":
+            body = ("float v = -INFINITY; bool any = false; for (int64_t i = i0; i < i1; ++i) "
+                    f"for (int64_t j = j0; j < j1; ++j) {{ const float t = img[i * {w} + j]; "
+                    "if (!any || t > v || t != t) { v = t; any = true; } }")
+        else:
+            body = ("float v = 0.0f; for (int64_t j = j0; j < j1; ++j) { float col = 0.0f; "
+                    f"for (int64_t i = i0; i < i1; ++i) col += img[i * {w} + j]; v += col; }} "
+                    f"v = v / {_cuda_divisor(div)};")
+        e.code(f"fl::cu::each({out.numel()}, [=] __device__ (int64_t t) {{ const int64_t "
+               f"b = t % {ow}, a = (t / {ow}) % {oh}, pl = t / {oh * ow}; const float* img = "
+               f"{x} + pl * {h * w}; {_cuda_window(axes, 'a', 'b')} {body} {out}[t] = v; }});")
+
     grad = staticmethod(lambda g: g.default())
+
+
+def _cuda_pool_windows(e, attrs, h, w):
+    """The device form of a pool's windows: per axis (stride, pad, ksize, size) such that
+    window a covers [max(a*S - P, 0), min(a*S - P + K, n)), checked against the kernel's own
+    tables (_pool_windows), with the average's divisor rule ("area", or the literal of a
+    fixed divisor); NotCompilable where the windows follow another rule (adaptive cells)."""
+    ((ih, vh), (iw, vw)), ksize, adaptive = _pool_windows(attrs, h, w)
+    if adaptive:
+        e.fail("adaptive pooling")
+    if attrs["global_pooling"]:
+        pads, strides = [0, 0, 0, 0], [1, 1]
+    else:
+        pads, _ = _resolve_padding(attrs["padding_algorithm"], (h, w), ksize,
+                                   [int(v) for v in attrs["strides"]], attrs["paddings"])
+        strides = [int(v) for v in attrs["strides"]]
+    axes = []
+    for k, (idx, valid, n) in enumerate(((ih, vh, h), (iw, vw, w))):
+        lo, hi = _runs(idx, valid)
+        s, p, kk = strides[k], pads[2 * k], int(ksize[k])
+        want_lo = [max(a * s - p, 0) for a in range(len(lo))]
+        want_hi = [min(a * s - p + kk, n) for a in range(len(lo))]
+        if lo != want_lo or hi != want_hi or not _contiguous(idx, valid):
+            e.fail("pool windows the device form does not compute")
+        axes.append((s, p, kk, n, len(lo)))
+    exclusive = attrs.get("exclusive", True) or attrs["global_pooling"]
+    div = "area" if exclusive else repr(float(np.float32(ksize[0] * ksize[1]))) + "f"
+    return axes, div
+
+
+def _cuda_window(axes, a, b):
+    """C declaring the window [i0, i1) x [j0, j1) of output (a, b)."""
+    (sh, ph, kh, h, _), (sw, pw, kw, w, _) = axes
+    return (f"const int64_t i0 = {a} * {sh} - {ph} > 0 ? {a} * {sh} - {ph} : 0, i1 = {a} * "
+            f"{sh} - {ph} + {kh} < {h} ? {a} * {sh} - {ph} + {kh} : {h}; const int64_t j0 = "
+            f"{b} * {sw} - {pw} > 0 ? {b} * {sw} - {pw} : 0, j1 = {b} * {sw} - {pw} + {kw} < "
+            f"{w} ? {b} * {sw} - {pw} + {kw} : {w};")
+
+
+def _cuda_divisor(div):
+    return ("(float)((i1 - i0) * (j1 - j0) > 1 ? (i1 - i0) * (j1 - j0) : 1)" if div == "area"
+            else div)
 
 
 class _PoolLayout:
@@ -800,6 +963,43 @@ class Pool2DGrad(OpDef):
                    "const float v = d[(a * OW + b) * ES] / div[a * OW + b]; "
                    "for (int64_t i = hs[a]; i < he[a]; ++i) for (int64_t j = ws[b]; j < we[b]; "
                    "++j) g[(i * W + j) * ES] += v; } }")
+
+    @staticmethod
+    def cuda_emit(e):
+        """One thread per input element gathering the windows that hold it, in the C++
+        target's order (rows of windows, then columns): max adds each window's gradient
+        where it is that window's first maximum (in double, as the kernel's bincount), avg
+        the window's share."""
+        x, dout = e.input("X"), e.input("Out@GRAD")
+        e.require_float(x, dout)
+        if x.ndim != 4 or channel_last(e.attr("data_format")):
+            e.fail("not a 4-D NCHW X")
+        if not (e.is_lit(x.dims[2]) and e.is_lit(x.dims[3])):
+            e.fail("image size not known when compiling")
+        h, w = int(x.dims[2]), int(x.dims[3])
+        axes, div = _cuda_pool_windows(e, e.attrs, h, w)
+        (sh, ph, kh, _, oh), (sw, pw, kw, _, ow) = axes
+        dx = e.output("X@GRAD", x.dims)
+        walk = (f"const int64_t nh = y + {ph} - {kh} + 1, nw = xx + {pw} - {kw} + 1; "
+                f"const int64_t alo = nh > 0 ? (nh + {sh} - 1) / {sh} : 0, ahi = "
+                f"(y + {ph}) / {sh} < {oh - 1} ? (y + {ph}) / {sh} : {oh - 1}; "
+                f"const int64_t blo = nw > 0 ? (nw + {sw} - 1) / {sw} : 0, bhi = "
+                f"(xx + {pw}) / {sw} < {ow - 1} ? (xx + {pw}) / {sw} : {ow - 1}; "
+                f"for (int64_t a = alo; a <= ahi; ++a) for (int64_t b = blo; b <= bhi; ++b) {{ "
+                f"{_cuda_window(axes, 'a', 'b')} if (y < i0 || y >= i1 || xx < j0 || xx >= j1) "
+                f"continue; const float dv = d[a * {ow} + b];")
+        if e.attr("pooling_type") == "max":
+            body = ("double acc = 0.0; " + walk + " float v = -INFINITY; int64_t at = -1; "
+                    f"for (int64_t i = i0; i < i1; ++i) for (int64_t j = j0; j < j1; ++j) {{ "
+                    f"const float t = img[i * {w} + j]; if (at < 0 || t > v) {{ v = t; "
+                    f"at = i * {w} + j; }} }} if (at == y * {w} + xx) acc += (double)dv; }} "
+                    f"{dx}[t] = (float)acc;")
+        else:
+            body = ("float acc = 0.0f; " + walk + f" acc += dv / {_cuda_divisor(div)}; }} "
+                    f"{dx}[t] = acc;")
+        e.code(f"fl::cu::each({dx.numel()}, [=] __device__ (int64_t t) {{ const int64_t "
+               f"xx = t % {w}, y = (t / {w}) % {h}, pl = t / {h * w}; const float* img = "
+               f"{x} + pl * {h * w}; const float* d = {dout} + pl * {oh * ow}; {body} }});")
 
 
 # --- max_pool2d_with_index -----------------------------------------------------------------

@@ -81,6 +81,22 @@ class FillConstant(_Creator):
         if const is not None and n is not None and n <= 64:
             set_known_values(e, out, list(np.full([n], const, NUMPY_OF_CTYPE[ctype])))
 
+    @staticmethod
+    def cuda_emit(e):
+        """A device fill of the attributes' shape and value (shape or value from tensors:
+        no CUDA form)."""
+        for slot in ("ValueTensor", "ShapeTensor", "ShapeTensorList"):
+            if e.op.input(slot):
+                e.fail(f"{slot} input")
+        shape = [str(d) for d in e.attr("shape")]
+        if any(int(d) < 0 for d in shape):
+            e.fail(f"shape {shape} has unknown dims")
+        ctype = e.ctype_of(e.attr("dtype"))
+        const = float(e.attr("str_value")) if e.attr("str_value") else float(e.attr("value"))
+        out = e.output("Out", shape, ctype)
+        e.code(f"fl::cu::each({out.numel()}, [=] __device__ (int64_t i) {{ "
+               f"{out}[i] = {value_literal(e, const, ctype)}; }});")
+
 
 class _Random(_Creator):
     """A nonzero `seed` gives the same values on every run, as Paddle's kernels reseed their
@@ -149,6 +165,14 @@ class Assign(OpDef):
         x = e.input("X")
         out = e.output("Out", x.dims, x.ctype)
         e.code(f"std::memcpy({out}, {x}, {x.nbytes()});")
+
+    @staticmethod
+    def cuda_emit(e):
+        x = e.input("X")
+        if x.rows is not None:
+            e.fail("a SelectedRows X")
+        out = e.output("Out", x.dims, x.ctype)
+        e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ {out}[i] = {x}[i]; }});")
 
     # assign passes its gradient straight through (control-flow layers move values across
     # block boundaries with it)

@@ -117,6 +117,22 @@ class LookupTable(OpDef):
                f"if (r == {pad}LL) std::memset({out} + k * {d}, 0, sizeof(float) * {d}); "
                f"else std::memcpy({out} + k * {d}, {w} + r * {d}, sizeof(float) * {d}); }}")
 
+    @classmethod
+    def cuda_emit(cls, e):
+        """One device thread per output element; pad ids (and, on the device, ids out of
+        the table, which the C++ target reports) give zeros."""
+        w, ids = e.input("W"), e.input("Ids")
+        e.require_float(w)
+        if ids.ctype != "int64_t" or w.ndim != 2:
+            e.fail("ids are not int64, or W is not [rows, width]")
+        lead = ids.dims[:-1] if cls.type == "lookup_table" and ids.ndim > 1 and \
+            ids.dims[-1] == "1" else ids.dims
+        out = e.output("Out", lead + w.dims[1:], lod_from=ids)
+        d, pad, h = w.dims[1], e.attr("padding_idx"), w.dims[0]
+        e.code(f"fl::cu::each({e.mul(ids.numel(), d)}, [=] __device__ (int64_t t) {{ "
+               f"const int64_t k = t / {d}, c = t % {d}; const int64_t r = {ids}[k]; "
+               f"{out}[t] = (r == {pad}LL || r < 0 || r >= {h}) ? 0.0f : {w}[r * {d} + c]; }});")
+
     grad = staticmethod(_lookup_grad)
 
 
@@ -182,6 +198,28 @@ class LookupTableGrad(OpDef):
             fused_code=lambda p, alpha: (f"const float a = {alpha}; for (int64_t k = 0; "
                                          f"k < {n}; ++k) for (int64_t j = 0; j < {d}; ++j) "
                                          f"{p}[{ids}[k] * {d} + j] += a * {row};"))
+
+    @classmethod
+    def cuda_emit(cls, e):
+        """A SelectedRows of one row per id (is_sparse), or a dense table gradient summed
+        with atomic adds; pad ids give zero rows."""
+        w, ids, dout = e.input("W"), e.input("Ids"), e.input("Out@GRAD")
+        e.require_float(w, dout)
+        if ids.ctype != "int64_t" or w.ndim != 2:
+            e.fail("ids are not int64, or W is not [rows, width]")
+        n, d, pad, h = ids.numel(), w.dims[1], e.attr("padding_idx"), w.dims[0]
+        row = f"({ids}[k] == {pad}LL ? 0.0f : {dout}[t])"
+        if e.attr("is_sparse"):
+            v = e.output_rows("W@GRAD", n, w.dims[1:], h)
+            e.code(f"fl::cu::each({e.mul(n, d)}, [=] __device__ (int64_t t) {{ const int64_t "
+                   f"k = t / {d}, c = t % {d}; {v}[t] = {row}; if (c == 0) {v.rows}[k] = "
+                   f"{ids}[k]; }});")
+            return
+        g = e.output("W@GRAD", w.dims)
+        e.code(f"fl::cu::fill({g}, {g.numel()}, 0.0f);")
+        e.code(f"fl::cu::each({e.mul(n, d)}, [=] __device__ (int64_t t) {{ const int64_t "
+               f"k = t / {d}, c = t % {d}; const int64_t r = {ids}[k]; if (r >= 0 && r < {h}) "
+               f"atomicAdd({g} + r * {d} + c, {row}); }});")
 
 
 class LookupTableV2Grad(LookupTableGrad):
@@ -250,6 +288,73 @@ def _emit_pooled_lookup_grad(e, op):
         fused_code=lambda p, alpha: f"fl::pool_grad_sgd({dout}, {d}, {sl}, {pad}, {p}, {alpha});")
 
 
+def _cuda_slots(e, ids):
+    """CUDA form of the pooled lookups' Ids: [(ids Buf, its LoD offsets)] and the batch B,
+    with the host-side check that every slot has B sequences."""
+    if any(b.ctype != "int64_t" for b in ids):
+        e.fail("ids are not int64")
+    if any(b.lod is None for b in ids):
+        e.fail("Ids has no LoD")
+    for b in ids[1:]:
+        e.check(f"{b.lod_len} != {ids[0].lod_len}", f"{e.op.type}: slots have different "
+                "numbers of sequences")
+    return f"({ids[0].lod_len} - 1)"
+
+
+def _cuda_pooled_lookup(e):
+    """Out[i, s*D:(s+1)*D] = the sum of W's rows for slot s's ids of sequence i: one device
+    thread per output element, adding the rows in id order (the CPU's order). Ids out of
+    the table are skipped on the device (the C++ target stops with an error)."""
+    w, ids = e.input("W"), e.inputs("Ids")
+    e.require_float(w)
+    if w.ndim != 2 or e.attr("combiner") != "sum":
+        e.fail("W is not [rows, width], or combiner is not sum")
+    B = _cuda_slots(e, ids)
+    D, H, pad = w.dims[1], w.dims[0], e.attr("padding_idx")
+    width = e.mul(len(ids), D)
+    out = e.output("Out", [B, width])
+    for s, b in enumerate(ids):
+        e.code(f"fl::cu::each({e.mul(B, D)}, [=] __device__ (int64_t t) {{ const int64_t i = "
+               f"t / {D}, c = t % {D}; float acc = 0.0f; for (int64_t j = {b.lod}[i]; "
+               f"j < {b.lod}[i + 1]; ++j) {{ const int64_t id = {b}[j]; if (id == {pad}LL || "
+               f"id < 0 || id >= {H}) continue; acc += {w}[id * {D} + c]; }} "
+               f"{out}[i * {width} + {s * 1} * {D} + c] = acc; }});")
+
+
+def _cuda_pooled_lookup_grad(e):
+    """W@GRAD of the pooled lookups on the device: a SelectedRows of one row per id (slot
+    order; each row its sequence's slice of Out@GRAD, found by a binary search of the LoD;
+    zeros for pad ids), or with is_sparse off a dense table gradient (atomic adds)."""
+    w, ids, dout = e.input("W"), e.inputs("Ids"), e.input("Out@GRAD")
+    e.require_float(w, dout)
+    if w.ndim != 2:
+        e.fail("W is not [rows, width]")
+    B = _cuda_slots(e, ids)
+    D, H, pad = w.dims[1], w.dims[0], e.attr("padding_idx")
+    width = e.mul(len(ids), D)
+    if e.attr("is_sparse"):
+        n = "(" + " + ".join(b.numel() for b in ids) + ")"
+        v = e.output_rows("W@GRAD", n, [D], H)
+        rows = v.rows
+    else:
+        v = e.output("W@GRAD", w.dims)
+        rows = None
+        e.code(f"fl::cu::fill({v}, {v.numel()}, 0.0f);")
+    base = "0"
+    for s, b in enumerate(ids):
+        find = (f"int64_t lo = 0, hi = {B} - 1; while (lo < hi) {{ const int64_t mid = "
+                f"(lo + hi + 1) / 2; if ({b.lod}[mid] <= k) lo = mid; else hi = mid - 1; }} "
+                f"const int64_t id = {b}[k]; const float g = id == {pad}LL ? 0.0f : "
+                f"{dout}[lo * {width} + {s} * {D} + c];")
+        if rows is not None:
+            put = (f"{v}[({base} + k) * {D} + c] = g; if (c == 0) {rows}[{base} + k] = id;")
+        else:
+            put = f"if (id >= 0 && id < {H}) atomicAdd({v} + id * {D} + c, g);"
+        e.code(f"fl::cu::each({e.mul(b.numel(), D)}, [=] __device__ (int64_t t) {{ "
+               f"const int64_t k = t / {D}, c = t % {D}; {find} {put} }});")
+        base = f"({base} + {b.numel()})"
+
+
 class FusedEmbeddingSeqPool(OpDef):
     type = "fused_embedding_seq_pool"
     inputs = (In("W"), In("Ids", no_grad=True))
@@ -276,6 +381,8 @@ class FusedEmbeddingSeqPool(OpDef):
     def emit(cls, e):
         _emit_pooled_lookup(e, cls.type)
 
+    cuda_emit = staticmethod(_cuda_pooled_lookup)
+
     grad = staticmethod(_lookup_grad)
 
 
@@ -294,6 +401,8 @@ class _PooledLookupGrad(OpDef):
     @classmethod
     def emit(cls, e):
         _emit_pooled_lookup_grad(e, cls.type)
+
+    cuda_emit = staticmethod(_cuda_pooled_lookup_grad)
 
 
 class FusedEmbeddingSeqPoolGrad(_PooledLookupGrad):
@@ -335,6 +444,8 @@ class FusedEmbeddingSeqPoolConcat(OpDef):
     @classmethod
     def emit(cls, e):
         _emit_pooled_lookup(e, cls.type)
+
+    cuda_emit = staticmethod(_cuda_pooled_lookup)
 
     grad = staticmethod(_lookup_grad)
 

@@ -222,6 +222,27 @@ class CrossEntropy2(OpDef):
                f"const float v = {x}[r * {cols} + l]; {match}[r] = v; "
                f"{y}[r] = -fl::tolerable_log(v); }}")
 
+    @staticmethod
+    def cuda_emit(e):
+        """One thread per row; a label out of range gives NaN (a kernel cannot stop the
+        run; the C++ target reports it)."""
+        x, label = e.input("X"), e.input("Label")
+        e.require_float(x)
+        if label.ctype != "int64_t":
+            e.fail("labels are not int64")
+        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
+        e.check(f"{label.numel()} != {rows}", "cross_entropy2: Label needs one id per row of X")
+        y = e.output("Y", x.dims[:-1] + ["1"])
+        match = e.output("MatchX", x.dims[:-1] + ["1"])
+        if e.has_output("XShape"):
+            e.output("XShape", x.dims + ["0"])
+        ig = e.attr("ignore_index")
+        e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ const int64_t l = "
+               f"{label}[r]; if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = {x}[r * {cols}]; "
+               f"return; }} if (l < 0 || l >= {cols}) {{ {y}[r] = NAN; {match}[r] = NAN; return; "
+               f"}} const float v = {x}[r * {cols} + l]; {match}[r] = v; "
+               f"{y}[r] = -fl::tolerable_log(v); }});")
+
     grad = staticmethod(lambda g: g.op(
         "cross_entropy_grad2", {"Label": g.input("Label"), "MatchX": g.output("MatchX"),
                                 "XShape": g.output("XShape"), "Y@GRAD": g.output_grad("Y")},
@@ -259,6 +280,21 @@ class CrossEntropyGrad2(OpDef):
                f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
                f"if (l == {ig}LL || l < 0 || l >= {cols}) continue; "
                f"{g}[r * {cols} + l] = -{dy}[r] / {match}[r]; }}")
+
+    @staticmethod
+    def cuda_emit(e):
+        label, match, xshape, dy = (e.input("Label"), e.input("MatchX"), e.input("XShape"),
+                                    e.input("Y@GRAD"))
+        e.require_float(match, dy)
+        if label.ctype != "int64_t":
+            e.fail("labels are not int64")
+        dims = xshape.dims[:-1]
+        rows, cols = e.prod(dims[:-1]), dims[-1]
+        g = e.output("X@GRAD", dims, dy.ctype)
+        ig = e.attr("ignore_index")
+        e.code(f"fl::cu::each({g.numel()}, [=] __device__ (int64_t i) {{ const int64_t r = "
+               f"i / {cols}, c = i % {cols}; const int64_t l = {label}[r]; "
+               f"{g}[i] = (l != {ig}LL && l == c) ? -{dy}[r] / {match}[r] : 0.0f; }});")
 
 
 # --- softmax_with_cross_entropy on logits ------------------------------------------------
@@ -328,6 +364,27 @@ class SoftmaxWithCrossEntropy(OpDef):
         e.code(f"if (fl::softmax_xent_hard({x}, {label}, {prob}, {loss}, {rows}, {cols}, "
                f"{e.attr('ignore_index')}LL, err)) return {2 + e.k};")
 
+    @staticmethod
+    def cuda_emit(e):
+        """One device thread per row (runtime/cuda_rt.h softmax_xent_row); a label out of
+        range gives a NaN loss there (a kernel cannot stop the run)."""
+        if e.attr("soft_label") or not e.attr("use_softmax"):
+            e.fail("soft labels, or no softmax")
+        x, label = e.input("Logits"), e.input("Label")
+        e.require_float(x)
+        if label.ctype != "int64_t":
+            e.fail("labels are not int64")
+        if e.attr("axis") % x.ndim != x.ndim - 1:
+            e.fail("classes on another axis than the last")
+        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
+        e.check(f"{label.numel()} != {rows}", "softmax_with_cross_entropy: Label needs one "
+                "id per row of Logits")
+        prob = e.output("Softmax", x.dims)
+        loss = e.output("Loss", x.dims[:-1] + ["1"])
+        e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ {loss}[r] = "
+               f"fl::softmax_xent_row({x} + r * {cols}, {label}[r], {prob} + r * {cols}, "
+               f"{cols}, {e.attr('ignore_index')}LL); }});")
+
     grad = staticmethod(lambda g: g.op(
         "softmax_with_cross_entropy_grad",
         {"Label": g.input("Label"), "Softmax": g.output("Softmax"),
@@ -379,6 +436,22 @@ class SoftmaxWithCrossEntropyGrad(OpDef):
         d = e.output("Logits@GRAD", prob.dims)
         e.code(f"fl::softmax_xent_hard_grad({prob}, {label}, {dloss}, {d}, {rows}, {cols}, "
                f"{e.attr('ignore_index')}LL);")
+
+    @staticmethod
+    def cuda_emit(e):
+        if e.attr("soft_label") or not e.attr("use_softmax"):
+            e.fail("soft labels, or no softmax")
+        label, prob, dloss = e.input("Label"), e.input("Softmax"), e.input("Loss@GRAD")
+        e.require_float(prob, dloss)
+        if label.ctype != "int64_t":
+            e.fail("labels are not int64")
+        if e.attr("axis") % prob.ndim != prob.ndim - 1:
+            e.fail("classes on another axis than the last")
+        rows, cols = e.prod(prob.dims[:-1]), prob.dims[-1]
+        d = e.output("Logits@GRAD", prob.dims)
+        e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ "
+               f"fl::softmax_xent_row_grad({prob} + r * {cols}, {label}[r], {dloss}[r], "
+               f"{d} + r * {cols}, {cols}, {e.attr('ignore_index')}LL); }});")
 
 
 # --- elementwise losses ----------------------------------------------------------------------

@@ -69,6 +69,27 @@ class Scale(OpDef):
             return SelectedRows(x.rows.copy(), x.height, out.astype(v.dtype, copy=False))
         return kernel
 
+    @staticmethod
+    def cuda_emit(e):
+        """The C++ target's arithmetic, one thread per element."""
+        if e.op.input("ScaleTensor"):
+            e.fail("the scale comes from a tensor")
+        x = e.input("X")
+        s, b = float(e.attr("scale")), float(e.attr("bias"))
+        if x.ctype == "float":
+            s, b, t = e.literal(s), e.literal(b), "float"
+        elif x.ctype == "bool":
+            e.fail("X is bool")
+        else:
+            s, b, t = repr(s), repr(b), "double"
+        out = e.output("Out", x.dims, x.ctype)
+        if e.attr("bias_after_scale"):
+            expr = f"v * {s} + {b}" if float(e.attr("bias")) else f"v * {s}"
+        else:
+            expr = f"(v + {b}) * {s}"
+        e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ const {t} v = "
+               f"({t}){x}[i]; {out}[i] = ({x.ctype})({expr}); }});")
+
     grad = staticmethod(lambda g: g.op(
         "scale", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
         {"scale": g.attr("scale"), "bias": 0.0, "bias_after_scale": True}))
@@ -204,6 +225,22 @@ class Mul(OpDef):
             e.check(f"{k} != {k2}", "mul: X's columns differ from Y's rows")
         out = e.output("Out", x.dims[:xn] + y.dims[yn:])
         e.code(f"fl::gemm(false, false, {m}, {n}, {k}, 1.0f, {x}, {k}, {y}, {n}, 0.0f, "
+               f"{out}, {n});")
+
+    @staticmethod
+    def cuda_emit(e):
+        """The same gemm on the device (cuBLAS; codegen/runtime/cuda_rt.h fl::cu::gemm)."""
+        x, y = e.input("X"), e.input("Y")
+        e.require_float(x, y)
+        xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
+        m, k, k2, n = (e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[:yn]),
+                       e.prod(y.dims[yn:]))
+        if k != k2:
+            if e.is_lit(k) and e.is_lit(k2):
+                e.fail(f"X has {k} columns, Y {k2} rows")
+            e.check(f"{k} != {k2}", "mul: X's columns differ from Y's rows")
+        out = e.output("Out", x.dims[:xn] + y.dims[yn:])
+        e.code(f"fl::cu::gemm(false, false, {m}, {n}, {k}, 1.0f, {x}, {k}, {y}, {n}, 0.0f, "
                f"{out}, {n});")
 
     grad = staticmethod(_mul_grad)
@@ -485,6 +522,21 @@ class Sum(OpDef):
         terms = " + ".join(f"{b}[i]" for b in xs)        # left to right, as the kernel adds
         e.code(f"for (int64_t i = 0; i < {xs[0].numel()}; ++i) {out}[i] = {terms};")
 
+    @staticmethod
+    def cuda_emit(e):
+        xs = e.inputs("X")
+        if not xs or any(b is None for b in xs):
+            e.fail("an input is absent")
+        if any(b.rows is not None for b in xs):
+            e.fail("SelectedRows inputs")
+        e.require_float(*xs)
+        for b in xs[1:]:
+            e.same_dims(xs[0], b)
+        out = e.output("Out", xs[0].dims, lod_from=xs[0])
+        terms = " + ".join(f"{b}[i]" for b in xs)        # left to right, as the kernel adds
+        e.code(f"fl::cu::each({xs[0].numel()}, [=] __device__ (int64_t i) {{ "
+               f"{out}[i] = {terms}; }});")
+
     grad = staticmethod(_sum_grad)
 
 
@@ -510,6 +562,17 @@ class Mean(OpDef):
         out = e.output("Out", [])
         n = x.numel()       # numpy's pairwise sum, then one float division: the same bits
         e.code(f"{out}[0] = fl::pairwise_sum({x}, {n}, 1) / (float)({n});")
+
+    @staticmethod
+    def cuda_emit(e):
+        """One device thread sums pairwise, as numpy: the same bits as the CPU (a loss is
+        one number; its batch is small next to the matmuls before it)."""
+        x = e.input("X")
+        e.require_float(x)
+        out = e.output("Out", [])
+        n = x.numel()
+        e.code(f"fl::cu::each(1, [=] __device__ (int64_t) {{ {out}[0] = "
+               f"fl::pairwise_sum({x}, {n}, 1) / (float)({n}); }});")
 
     grad = staticmethod(lambda g: g.op(
         "mean_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
@@ -647,6 +710,22 @@ class MulGrad(OpDef):
                 dy = e.output("Y@GRAD", y.dims, lod_from=y)
                 e.code(f"fl::at_b({m}, {k}, {n}, {x}, {d}, {dy});")
 
+    @staticmethod
+    def cuda_emit(e):
+        """dX = dOut @ Y^T and dY = X^T @ dOut, two device gemms (no fused update)."""
+        x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
+        e.require_float(x, y, d)
+        xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
+        m, k, n = e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[yn:])
+        if e.has_output("X@GRAD"):
+            dx = e.output("X@GRAD", x.dims, lod_from=x)
+            e.code(f"fl::cu::gemm(false, true, {m}, {k}, {n}, 1.0f, {d}, {n}, {y}, {n}, 0.0f, "
+                   f"{dx}, {k});")
+        if e.has_output("Y@GRAD"):
+            dy = e.output("Y@GRAD", y.dims, lod_from=y)
+            e.code(f"fl::cu::gemm(true, false, {k}, {n}, {m}, 1.0f, {x}, {k}, {d}, {n}, 0.0f, "
+                   f"{dy}, {n});")
+
 
 # --- fc: mul + bias + relu in one op (Paddle's inference op; fuse_fc makes it) ---------------
 _FC_PAD = 4  # Paddle's padding_weights: W is stored [K + 4, N + 4] (for its MKL kernel)
@@ -724,6 +803,29 @@ class Fc(OpDef):
             e.code(f"for (int64_t r = 0; r < {m}; ++r) for (int64_t j = 0; j < {width}; ++j) "
                    f"{{ float v = {out}[r * {width} + j]; {add}{act}{out}[r * {width} + j] = v; }}")
 
+    @staticmethod
+    def cuda_emit(e):
+        """A device gemm, then bias and relu in one kernel over Out."""
+        if e.attr("padding_weights"):
+            e.fail("padded weights")
+        x, w, b = e.input("Input"), e.input("W"), e.input("Bias")
+        e.require_float(x, w, b)
+        n = e.attr("in_num_col_dims")
+        m, k, k2, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[0], w.dims[1]
+        if k != k2:
+            if e.is_lit(k) and e.is_lit(k2):
+                e.fail(f"Input has {k} columns, W {k2} rows")
+            e.check(f"{k} != {k2}", "fc: Input's columns differ from W's rows")
+        out = e.output("Out", x.dims[:n] + [width])
+        e.code(f"fl::cu::gemm(false, false, {m}, {width}, {k}, 1.0f, {x}, {k}, {w}, {width}, "
+               f"0.0f, {out}, {width});")
+        relu = e.attr("activation_type") == "relu"
+        if b is not None or relu:
+            add = f"v = v + {b}[i % {width}]; " if b is not None else ""
+            act = "v = v > 0 ? v : 0.0f; " if relu else ""
+            e.code(f"fl::cu::each({e.mul(m, width)}, [=] __device__ (int64_t i) {{ "
+                   f"float v = {out}[i]; {add}{act}{out}[i] = v; }});")
+
     # fc_grad reads Input, W, Bias, Out, Out@GRAD
     grad = staticmethod(lambda g: g.default())
 
@@ -794,6 +896,36 @@ class FcGrad(OpDef):
                    f"for (int64_t r = 0; r < {m}; ++r) for (int64_t j = 0; j < {width}; ++j) "
                    f"{db}[j] += {d}[r * {width} + j];")
 
+    @staticmethod
+    def cuda_emit(e):
+        """relu's mask into scratch, two device gemms, the bias gradient one thread per
+        column summing rows in order (the C++ target's order)."""
+        if e.attr("padding_weights"):
+            e.fail("padded weights")
+        x, w, b, out, dout = (e.input("Input"), e.input("W"), e.input("Bias"), e.input("Out"),
+                              e.input("Out@GRAD"))
+        e.require_float(x, w, b, out, dout)
+        n = e.attr("in_num_col_dims")
+        m, k, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[1]
+        d = dout
+        if e.attr("activation_type") == "relu":
+            d = e.scratch([m, width])
+            e.code(f"fl::cu::each({e.mul(m, width)}, [=] __device__ (int64_t i) {{ "
+                   f"{d}[i] = {dout}[i] * ({out}[i] > 0 ? 1.0f : 0.0f); }});")
+        if e.has_output("Input@GRAD"):
+            dx = e.output("Input@GRAD", x.dims, lod_from=x)
+            e.code(f"fl::cu::gemm(false, true, {m}, {k}, {width}, 1.0f, {d}, {width}, {w}, "
+                   f"{width}, 0.0f, {dx}, {k});")
+        if e.has_output("W@GRAD"):
+            dw = e.output("W@GRAD", w.dims)
+            e.code(f"fl::cu::gemm(true, false, {k}, {width}, {m}, 1.0f, {x}, {k}, {d}, {width}, "
+                   f"0.0f, {dw}, {width});")
+        if e.has_output("Bias@GRAD") and b is not None:
+            db = e.output("Bias@GRAD", b.dims)
+            e.code(f"fl::cu::each({width}, [=] __device__ (int64_t j) {{ float acc = 0.0f; "
+                   f"for (int64_t r = 0; r < {m}; ++r) acc += {d}[r * {width} + j]; "
+                   f"{db}[j] = acc; }});")
+
 
 class _MatmulGradBase(OpDef):
     inputs = (In("X"), In("Y"), In("Out@GRAD"))
@@ -862,6 +994,15 @@ class MeanGrad(OpDef):
         n = x.numel()
         e.code(f"const float g = {d}[0] / (float)std::max<int64_t>({n}, 1); "
                f"for (int64_t i = 0; i < {n}; ++i) {dx}[i] = g;")
+
+    @staticmethod
+    def cuda_emit(e):
+        x, d = e.input("X"), e.input("Out@GRAD")
+        e.require_float(x, d)
+        dx = e.output("X@GRAD", x.dims, lod_from=x)
+        n = x.numel()
+        e.code(f"fl::cu::each({n}, [=] __device__ (int64_t i) {{ "
+               f"{dx}[i] = {d}[0] / (float)({n} > 1 ? {n} : 1); }});")
 
 
 # --- Paddle 2.x: bmm, cumsum -----------------------------------------------------------------

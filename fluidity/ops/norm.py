@@ -140,6 +140,54 @@ class BatchNorm(OpDef):
                f"float* o = {y} + (b * C + ch) * P; for (int64_t i = 0; i < P; ++i) "
                f"o[i] = r[i] * k + off; }}")
 
+    @staticmethod
+    def cuda_emit(e):
+        """The C++ target's arithmetic on the device: one thread per channel for the
+        statistics (summed in double, in its order) and the running ones, one per element
+        for Y."""
+        if channel_last(e.attr("data_layout")) or e.op.input("MomentumTensor"):
+            e.fail("NHWC layout or a MomentumTensor")
+        x, scale, bias, mean, var = (e.input(s) for s in ("X", "Scale", "Bias", "Mean",
+                                                         "Variance"))
+        e.require_float(x, scale, bias, mean, var)
+        if x.ndim < 2 or not e.is_lit(x.dims[1]):
+            e.fail("channels not known when compiling")
+        c, n, p = x.dims[1], x.dims[0], e.prod(x.dims[2:])
+        y = e.output("Y", x.dims)
+        eps = e.literal(float(e.attr("epsilon")))
+        if _bn_global_stats(e.attrs):
+            m, v = mean, var
+            for slot, run in (("MeanOut", mean), ("VarianceOut", var)):
+                if e.has_output(slot):
+                    out = e.output(slot, run.dims)
+                    if out is not run:
+                        e.code(f"fl::cu::each({c}, [=] __device__ (int64_t ch) {{ "
+                               f"{out}[ch] = {run}[ch]; }});")
+        else:
+            m, v = e.scratch([c]), e.scratch([c])
+            mom = float(e.attr("momentum"))
+            e.code(f"fl::cu::each({c}, [=] __device__ (int64_t ch) {{ double s = 0, q = 0; "
+                   f"for (int64_t b = 0; b < {n}; ++b) {{ const float* r = {x} + (b * {c} + ch) "
+                   f"* {p}; for (int64_t i = 0; i < {p}; ++i) s += r[i]; }} const float mu = "
+                   f"(float)(s / (double)({n} * {p})); for (int64_t b = 0; b < {n}; ++b) {{ "
+                   f"const float* r = {x} + (b * {c} + ch) * {p}; for (int64_t i = 0; i < {p}; "
+                   f"++i) {{ const float t = r[i] - mu; q += t * t; }} }} {m}[ch] = mu; "
+                   f"{v}[ch] = (float)(q / (double)({n} * {p})); }});")
+            for slot, run, batch in (("MeanOut", mean, m), ("VarianceOut", var, v)):
+                if e.has_output(slot):
+                    out = e.output(slot, run.dims)
+                    e.code(f"fl::cu::each({c}, [=] __device__ (int64_t ch) {{ {out}[ch] = "
+                           f"{run}[ch] * {e.literal(mom)} + {batch}[ch] * "
+                           f"{e.literal(1.0 - mom)}; }});")
+        inv = e.output("SavedVariance", [c]) if e.has_output("SavedVariance") else e.scratch([c])
+        sm = e.output("SavedMean", [c]) if e.has_output("SavedMean") else None
+        keep = f" {sm}[ch] = {m}[ch];" if sm is not None else ""
+        e.code(f"fl::cu::each({c}, [=] __device__ (int64_t ch) {{ {inv}[ch] = 1.0f / "
+               f"sqrtf({v}[ch] + {eps});{keep} }});")
+        e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t t) {{ const int64_t ch = "
+               f"(t / {p}) % {c}; const float k = {scale}[ch] * {inv}[ch]; const float off = "
+               f"{bias}[ch] - {m}[ch] * {scale}[ch] * {inv}[ch]; {y}[t] = {x}[t] * k + off; }});")
+
     grad = staticmethod(_batch_norm_grad)
 
 
@@ -204,6 +252,35 @@ class BatchNormGrad(OpDef):
             e.code(f"std::memcpy({e.output('Scale@GRAD', [c])}, {ds}, sizeof(float) * C);")
         if e.has_output("Bias@GRAD"):
             e.code(f"std::memcpy({e.output('Bias@GRAD', [c])}, {db}, sizeof(float) * C);")
+
+    @staticmethod
+    def cuda_emit(e):
+        """Per channel sums (one thread each, in double), then X@GRAD one thread per
+        element, the C++ target's arithmetic."""
+        if channel_last(e.attr("data_layout")):
+            e.fail("NHWC layout")
+        x, scale, sm, inv, dy = (e.input(s) for s in ("X", "Scale", "SavedMean",
+                                                      "SavedVariance", "Y@GRAD"))
+        e.require_float(x, scale, sm, inv, dy)
+        if x.ndim < 2 or not e.is_lit(x.dims[1]):
+            e.fail("channels not known when compiling")
+        c, n, p = x.dims[1], x.dims[0], e.prod(x.dims[2:])
+        db = e.output("Bias@GRAD", [c]) if e.has_output("Bias@GRAD") else e.scratch([c])
+        ds = e.output("Scale@GRAD", [c]) if e.has_output("Scale@GRAD") else e.scratch([c])
+        e.code(f"fl::cu::each({c}, [=] __device__ (int64_t ch) {{ double sb = 0, ss = 0; "
+               f"for (int64_t b = 0; b < {n}; ++b) {{ const float* r = {x} + (b * {c} + ch) * "
+               f"{p}; const float* g = {dy} + (b * {c} + ch) * {p}; for (int64_t i = 0; "
+               f"i < {p}; ++i) {{ sb += g[i]; ss += g[i] * ((r[i] - {sm}[ch]) * {inv}[ch]); }} }} "
+               f"{db}[ch] = (float)sb; {ds}[ch] = (float)ss; }});")
+        if e.has_output("X@GRAD"):
+            dx = e.output("X@GRAD", x.dims)
+            if _bn_global_stats(e.attrs):
+                body = f"{dx}[t] = {dy}[t] * k;"
+            else:
+                body = (f"const float xh = ({x}[t] - {sm}[ch]) * {inv}[ch]; {dx}[t] = k * "
+                        f"({dy}[t] - ({db}[ch] + xh * {ds}[ch]) / (float)({n} * {p}));")
+            e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t t) {{ const int64_t ch = "
+                   f"(t / {p}) % {c}; const float k = {scale}[ch] * {inv}[ch]; {body} }});")
 
 
 # --- layer_norm ----------------------------------------------------------------------------

@@ -239,6 +239,22 @@ class Sgd(UpdateOp):
         e.code(f"const float r = {lr}[0]; for (int64_t i = 0; i < {p.numel()}; ++i) "
                f"{p}[i] = {p}[i] - r * {g}[i];")
 
+    @staticmethod
+    def cuda_emit(e):
+        """Dense: one thread per element. SelectedRows: one thread per element of the
+        gradient's rows, atomically added (duplicate rows accumulate, as the CPU's in-place
+        loop; the order of duplicates' adds may differ)."""
+        p, _, g, lr = _emit_update(e)
+        if g.rows is not None:
+            d = e.prod(p.dims[1:])
+            e.code(f"fl::cu::each({e.mul(g.dims[0], d)}, [=] __device__ (int64_t t) {{ "
+                   f"const int64_t k = t / {d}, c = t % {d}; const int64_t r = {g.rows}[k]; "
+                   f"if (r >= 0 && r < {p.dims[0]}) atomicAdd({p} + r * {d} + c, "
+                   f"-{lr}[0] * {g}[t]); }});")
+            return
+        e.code(f"fl::cu::each({p.numel()}, [=] __device__ (int64_t i) {{ "
+               f"{p}[i] = {p}[i] - {lr}[0] * {g}[i]; }});")
+
 
 class Momentum(UpdateOp):
     type = "momentum"
@@ -403,6 +419,46 @@ class Adam(UpdateOp):
                f"{merged} + k * {d}, sizeof(float) * {d}); "
                f"fl::adam({p}, {m1}, {m2}, {dense}, {p.numel()}, lr_t, {betas}); {pows}")
 
+    @classmethod
+    def cuda_emit(cls, e):
+        """Adam, one thread per element (runtime/cuda_rt.h adam_elem, the C++ target's
+        arithmetic), then the beta powers in a second launch (after every thread has read
+        them). A SelectedRows Grad is merged into a dense one first."""
+        for t in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
+            if e.op.input(t):
+                e.fail(f"{t} input")
+        if e.attr("amsgrad"):
+            e.fail("amsgrad")
+        p, (m1, m2), g, lr = _emit_update(e, ("Moment1", "Moment2"))
+        b1p, b2p = e.input("Beta1Pow"), e.input("Beta2Pow")
+        e.require_float(b1p, b2p)
+        b1, b2, eps = (repr(float(e.attr(a))) for a in ("beta1", "beta2", "epsilon"))
+        grad, skip = g, ""
+        if g.rows is not None:
+            # rows summed into a dense scratch gradient (duplicates merged; atomic adds),
+            # with a mark per row present: lazy_mode steps only marked rows, else every row
+            # (g = 0 where absent); an empty Grad steps nothing, as the CPU kernel
+            d = e.prod(p.dims[1:])
+            grad, seen = e.scratch(p.dims), e.scratch([p.dims[0]], "int64_t")
+            e.code(f"if ({g.dims[0]} == 0) return 0;")
+            e.code(f"fl::cu::fill({grad}, {p.numel()}, 0.0f); fl::cu::each({p.dims[0]}, "
+                   f"[=] __device__ (int64_t r) {{ {seen}[r] = 0; }});")
+            e.code(f"fl::cu::each({e.mul(g.dims[0], d)}, [=] __device__ (int64_t t) {{ "
+                   f"const int64_t k = t / {d}, c = t % {d}; const int64_t r = {g.rows}[k]; "
+                   f"if (r < 0 || r >= {p.dims[0]}) return; atomicAdd({grad} + r * {d} + c, "
+                   f"{g}[t]); if (c == 0) {seen}[r] = 1; }});")
+            if e.attr("lazy_mode"):
+                skip = f"if (!{seen}[i / {d}]) return; "
+        e.code(f"fl::cu::each({p.numel()}, [=] __device__ (int64_t i) {{ {skip}"
+               f"const double p1 = (double){b1p}[0], p2 = (double){b2p}[0]; "
+               f"const double lr_t = (double){lr}[0] * sqrt(1.0 - p2) / (1.0 - p1); "
+               f"const double eps_t = {eps} * sqrt(1.0 - p2); "
+               f"fl::adam_elem({p} + i, {m1} + i, {m2} + i, {grad}[i], lr_t, (float){b1}, "
+               f"(float)(1.0 - {b1}), (float){b2}, (float)(1.0 - {b2}), eps_t); }});")
+        if not e.attr("use_global_beta_pow"):
+            e.code(f"fl::cu::each(1, [=] __device__ (int64_t) {{ "
+                   f"{b1p}[0] = {b1p}[0] * (float){b1}; {b2p}[0] = {b2p}[0] * (float){b2}; }});")
+
 
 def _emit_merge(e, p, g):
     """C that merges a SelectedRows Grad's duplicate rows (first-seen order, values summed
@@ -472,6 +528,7 @@ class Adamw(Adam):
     type = "adamw"
     attrs = {**Adam.attrs, "lr_ratio": 1.0, "coeff": 0.01, "with_decay": False}
     emit = None              # not compiled (adam's emitter is for adam's rule)
+    cuda_emit = None         # nor for the device
     doc = ("AdamW (Loshchilov & Hutter): with lr' = lr * lr_ratio, first "
            "Param *= 1 - lr' * coeff (when with_decay), then the Adam step with lr'. "
            "SelectedRows Grad as in adam (the decay follows the rows that are updated).")

@@ -178,6 +178,33 @@ class SequencePool(OpDef):
                f"j < w; ++j) {{ if (t <= s) {{ {out}[i * w + j] = {pad};{empty_idx} continue; }} "
                f"{cls.C_POOL[ptype]} {out}[i * w + j] = v;{put_idx} }} }}")
 
+    @classmethod
+    def cuda_emit(cls, e):
+        """One device thread per output element, the C++ target's C_POOL over its sequence
+        (the executor checks each LoD against its rows before copying it to the device)."""
+        x = e.input("X")
+        e.require_float(x)
+        ptype = e.attr("pooltype").upper()
+        if x.lod is None or ptype not in cls.C_POOL:
+            e.fail("X has no LoD, or an unknown pooltype")
+        b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
+        out = e.output("Out", [b] + x.dims[1:], lod_from=False)
+        arg = ptype in ("MAX", "MIN")
+        idx = None
+        if e.has_output("MaxIndex"):
+            idx = e.output("MaxIndex", ([b] if arg else ["0"]) + x.dims[1:], "int32_t",
+                           lod_from=False)
+        elif arg:
+            e.fail("MAX/MIN pooling without its MaxIndex output")
+        pad = e.literal(float(e.attr("pad_value")))
+        put_idx = f" {idx}[i * w + j] = a;" if arg else ""
+        empty_idx = f" {idx}[i * w + j] = (int32_t)({x.dims[0]});" if arg else ""
+        e.code(f"fl::cu::each({e.mul(b, w)}, [=] __device__ (int64_t k) {{ const float* x = "
+               f"{x}; const int64_t w = {w}; const int64_t i = k / w, j = k % w; "
+               f"const int64_t s = {x.lod}[i], t = {x.lod}[i + 1]; if (t <= s) {{ "
+               f"{out}[i * w + j] = {pad};{empty_idx} return; }} {cls.C_POOL[ptype]} "
+               f"{out}[i * w + j] = v;{put_idx} }});")
+
     grad = staticmethod(lambda g: g.op(
         "sequence_pool_grad", {"X": g.input("X"), "MaxIndex": g.output("MaxIndex"),
                                "Out@GRAD": g.output_grad("Out")},
@@ -249,6 +276,32 @@ class SequencePoolGrad(OpDef):
                    f"{g}[(int64_t)a * w + j] = d; }} }}")
         else:
             e.code(f"{head} if (t <= s) continue; {g}[({pick}) * w + j] = d; }} }}")
+
+    @staticmethod
+    def cuda_emit(e):
+        """One device thread per element of X@GRAD: its row's sequence found by a binary
+        search of the LoD, then the C++ target's rule for that pooltype."""
+        x, d = e.input("X"), e.input("Out@GRAD")
+        e.require_float(x, d)
+        ptype = e.attr("pooltype").upper()
+        if x.lod is None or ptype not in SequencePool.C_POOL:
+            e.fail("X has no LoD, or an unknown pooltype")
+        g = e.output("X@GRAD", x.dims, lod_from=x)
+        b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
+        spread = {"SUM": "d", "AVERAGE": "(float)((double)d / (double)(t - s))",
+                  "SQRT": "(float)((double)d / sqrt((double)(t - s)))"}
+        if ptype in spread:
+            value = spread[ptype]
+        elif ptype in ("FIRST", "LAST"):
+            value = f"row == {'s' if ptype == 'FIRST' else 't - 1'} ? d : 0.0f"
+        else:
+            value = f"0.0f; {{ {SequencePool.C_POOL[ptype]} if (a == row) g = d; }}"
+        e.code(f"fl::cu::each({g.numel()}, [=] __device__ (int64_t k) {{ const float* x = "
+               f"{x}; const int64_t w = {w}; const int64_t row = k / w, j = k % w; "
+               f"int64_t lo = 0, hi = {b} - 1; while (lo < hi) {{ const int64_t mid = "
+               f"(lo + hi + 1) / 2; if ({x.lod}[mid] <= row) lo = mid; else hi = mid - 1; }} "
+               f"const int64_t s = {x.lod}[lo], t = {x.lod}[lo + 1]; const float d = "
+               f"{d}[lo * w + j]; float g = {value}; {g}[k] = g; }});")
 
 
 # --- gather-like ops: one row index forward, scatter-add backward ---------------------------
