@@ -2,8 +2,9 @@
 
 `CPUPlace` runs programs as they are; `CUDAPlace(i)` runs them compiled to CUDA on GPU i
 (fluidity/codegen/cuda.py, executor/cuda.py). The questions tell the truth about this
-machine: `is_compiled_with_cuda()` is whether this Fluidity can build for CUDA here (the
-CUDA runtime library loads and nvcc is installed), `get_cuda_device_count()` how many GPUs
+machine: `is_compiled_with_cuda()` is whether CUDA programs can run here (the CUDA runtime
+library loads, nvcc is installed and there is a GPU; `cuda_buildable()` without the GPU),
+`get_cuda_device_count()` how many GPUs
 the CUDA runtime sees (cudaGetDeviceCount through libcudart; 0 without a GPU or a driver).
 
 A CUDAPlace constructs anywhere (Fluid code builds places before it asks questions), but an
@@ -107,8 +108,17 @@ def nvcc_path():
 
 
 def is_compiled_with_cuda():
-    """Whether this Fluidity can compile programs for CUDA here: the CUDA runtime loads and
-    nvcc is installed (whether a GPU is present is `get_cuda_device_count()`)."""
+    """Whether `CUDAPlace` programs can run here: the CUDA runtime loads, nvcc is installed
+    and there is at least one GPU. Fluidity builds CUDA code when a program first runs, so
+    a "CUDA build" without a device to run it on is none; and Fluid programs choose their
+    place with `CUDAPlace(0) if is_compiled_with_cuda() else CPUPlace()`, which must pick
+    the CPU on a machine with nvcc and no GPU. `cuda_buildable()` asks the build half alone."""
+    return cuda_buildable() and get_cuda_device_count() > 0
+
+
+def cuda_buildable():
+    """Whether CUDA code can be built here: the CUDA runtime loads and nvcc is installed
+    (no GPU needed; the generated .cu is compiled for the GPU and for its host emulation)."""
     return cudart() is not None and nvcc_path() is not None
 
 
@@ -148,7 +158,7 @@ def require_device(place, what="Executor"):
     if place.device_id >= n:
         why = ("this machine has no NVIDIA GPU (or no driver for one)" if n == 0 else
                f"this machine has {n} GPU(s), CUDAPlace(0)..CUDAPlace({n - 1})")
-        build = "" if is_compiled_with_cuda() else \
+        build = "" if cuda_buildable() else \
             " and cannot build for CUDA (no CUDA runtime or no nvcc)"
         raise DeviceError(f"{what}: {place!r} asked for, but CUDA is not available: {why}"
                           f"{build}. Use fluid.CPUPlace(); fluid.core.get_cuda_device_count() "

@@ -34,11 +34,12 @@ def real(monkeypatch):
 # --- the truth about this machine ------------------------------------------------------------
 def test_the_cuda_questions_tell_the_truth(real):
     lib = places.cudart()
-    assert fluid.core.is_compiled_with_cuda() == (lib is not None and
-                                                  places.nvcc_path() is not None)
+    assert places.cuda_buildable() == (lib is not None and places.nvcc_path() is not None)
     n = ctypes.c_int(0)
     want = n.value if lib is not None and lib.cudaGetDeviceCount(ctypes.byref(n)) == 0 else 0
     assert fluid.core.get_cuda_device_count() == want
+    # Fluid's `CUDAPlace(0) if is_compiled_with_cuda() else CPUPlace()` picks a place that runs
+    assert fluid.core.is_compiled_with_cuda() == (places.cuda_buildable() and want > 0)
 
 
 @pytest.mark.skipif(has_gpu(), reason="this machine has a GPU: CUDAPlace runs")
