@@ -75,16 +75,27 @@ def _saves_after(main, exe, scope, where):
                                   w)
 
 
+def _cpu_ticks(pid):
+    """User + system CPU ticks process `pid` has used (/proc/<pid>/stat fields 14, 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def test_a_killed_worker_process_stops_the_run_within_a_second(ctr, tmp_path):
     """SIGKILL one of two worker processes mid-run while the other has lots left to do:
     the run fails within a second naming the dead worker and its file and lines, no
     worker is left, and the model saves."""
     main, v, exe, scope = _model()
-    killed = {}
+    killed, reports = {}, []
 
     def kill_one(seen, means):
-        if not killed:
-            victim = mp.active_children()[0]
+        # a few reports in, so both workers are on their files even on a loaded machine
+        # (a worker killed before its first batch has no file to name); the victim is
+        # the child that has run the most
+        reports.append(seen)
+        if not killed and len(reports) >= 4:
+            victim = max(mp.active_children(), key=lambda p: _cpu_ticks(p.pid))
             killed.update(pid=victim.pid, t=time.perf_counter())
             os.kill(victim.pid, signal.SIGKILL)
 
