@@ -13,6 +13,7 @@ generated file and showing the compiler's message.
 """
 import ctypes
 import hashlib
+import importlib.util
 import os
 import subprocess
 import tempfile
@@ -182,11 +183,26 @@ def cuda_home(compiler):
     return home
 
 
-def _cublas(home):
-    """Whether cuBLAS (header and library) is installed beside the toolkit."""
-    return os.path.exists(os.path.join(home, "include", "cublas_v2.h")) and any(
-        f.startswith("libcublas.so") for d in ("lib64", "lib") if os.path.isdir(
-            os.path.join(home, d)) for f in os.listdir(os.path.join(home, d)))
+def cublas_dirs(home):
+    """(include dir, library dir, library file) of the cuBLAS to build with, or None: the
+    toolkit's own, else $FLUIDITY_CUBLAS_HOME, else a pip-installed NVIDIA wheel
+    (`nvidia-cublas`, as PyTorch installs it: nvidia/cu13 or nvidia/cublas, whose library
+    has only its versioned name)."""
+    roots = [home, os.environ.get("FLUIDITY_CUBLAS_HOME") or ""]
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        roots += [os.path.join(base, d) for d in sorted(os.listdir(base), reverse=True)]
+    for root in filter(None, roots):
+        inc = os.path.join(root, "include")
+        if not os.path.exists(os.path.join(inc, "cublas_v2.h")):
+            continue
+        for d in ("lib64", "lib"):
+            lib = os.path.join(root, d)
+            names = sorted(f for f in os.listdir(lib) if f.startswith("libcublas.so")) \
+                if os.path.isdir(lib) else []
+            if names:
+                return inc, lib, names[0]
+    return None
 
 
 def cuda_argv(compiler, archs):
@@ -195,11 +211,16 @@ def cuda_argv(compiler, archs):
     home = cuda_home(compiler)
     gencode = [f"-gencode=arch=compute_{archs[0]},code=sm_{archs[0]}"]
     gencode += [f"-gencode=arch=compute_{a},code=compute_{a}" for a in archs[1:]]
-    blas_flags = ["-DFL_USE_CUBLAS"] if _cublas(home) else []
+    blas = cublas_dirs(home)
+    blas_flags = [] if blas is None else ["-DFL_USE_CUBLAS", f"-I{blas[0]}"]
     # the toolkit's libraries (libcudart, libcublas) found at load time wherever ld.so looks
-    rpath = [f"-Xlinker=-rpath,{os.path.join(home, d)}" for d in ("lib64", "lib")
-             if os.path.isdir(os.path.join(home, d))]
-    link = (["-lcublas"] if blas_flags else []) + rpath
+    lib_dirs = [os.path.join(home, d) for d in ("lib64", "lib")
+                if os.path.isdir(os.path.join(home, d))]
+    link = []
+    if blas is not None:
+        link = [f"-L{blas[1]}", f"-l:{blas[2]}"]
+        lib_dirs += [blas[1]] if blas[1] not in lib_dirs else []
+    link += [f"-Xlinker=-rpath,{d}" for d in lib_dirs]
     return [*NVCCFLAGS, *gencode, *blas_flags, f"-I{RUNTIME_DIR}"], link
 
 

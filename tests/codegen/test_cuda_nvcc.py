@@ -55,3 +55,29 @@ def test_a_library_built_by_nvcc_loads_where_the_cuda_runtime_does(libraries):
 def test_bad_generated_code_names_the_cu_file_and_nvccs_message():
     with pytest.raises(build.CompileError, match=r"nvcc failed .*\.cu"):
         build.compile_cuda_cached('#include "cuda_rt.h"\nthis is not C++;\n', ("90",))
+
+
+def test_matmuls_go_through_cublas_where_it_is_installed(libraries):
+    """With cuBLAS beside the toolkit, in $FLUIDITY_CUBLAS_HOME or from the nvidia-cublas
+    wheel, the generated gemms call cublasSgemm (the device's own kernel otherwise)."""
+    dirs = build.cublas_dirs(build.cuda_home(build.nvcc()))
+    if dirs is None:
+        pytest.skip("cuBLAS is not installed here (toolkit, $FLUIDITY_CUBLAS_HOME, "
+                    "nvidia-cublas wheel): the plain gemm kernel was built")
+    with open(libraries["mlp"], "rb") as f:
+        assert b"cublasSgemm" in f.read()
+    flags, link = build.cuda_argv(build.nvcc(), build.CUDA_ARCHS)
+    assert "-DFL_USE_CUBLAS" in flags and f"-l:{dirs[2]}" in link
+
+
+def test_cublas_is_found_in_a_wheels_layout(tmp_path, monkeypatch):
+    """The pip wheel's layout (include/cublas_v2.h, lib/libcublas.so.13 with no unversioned
+    name) is found through $FLUIDITY_CUBLAS_HOME."""
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "cublas_v2.h").write_text("")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libcublas.so.13").write_bytes(b"")
+    monkeypatch.setenv("FLUIDITY_CUBLAS_HOME", str(tmp_path))
+    home = str(tmp_path / "no-toolkit")
+    assert build.cublas_dirs(home) == (str(tmp_path / "include"), str(tmp_path / "lib"),
+                                       "libcublas.so.13")
