@@ -68,7 +68,7 @@ def save(directory, scope, names, version, endpoint):
         for name in names:
             var = scope.find_var(name)
             value = None if var is None else var.value
-            kind = _WRITERS.get(type(value))
+            kind = _writer(value)
             if kind is None or (isinstance(value, LoDTensor) and value._array is None):
                 continue
             kinds[name] = kind[0]
@@ -78,6 +78,15 @@ def save(directory, scope, names, version, endpoint):
         text = json.dumps(state, indent=1, sort_keys=True).encode()
         ser.atomic_write(os.path.join(stage.path, STATE_FILE), lambda f: f.write(text))
     return list(kinds)
+
+
+def _writer(value):
+    """(kind, write function) of a scope value, by its class or a base class (a
+    distributed table's SparseTable is a SelectedRows); None for what is not saved."""
+    for cls in type(value).__mro__:
+        if cls in _WRITERS:
+            return _WRITERS[cls]
+    return None
 
 
 def exists(directory):

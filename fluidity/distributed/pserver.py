@@ -40,7 +40,7 @@ import threading
 import time
 
 from ..errors import ExecutionError, FluidityError
-from . import checkpoint
+from . import checkpoint, sparse_table
 from .service import UNCHECKED, Refused, env_flag, start_server
 from .wire import BadRequest, field
 
@@ -129,10 +129,14 @@ class _State:
         """Resume from the recovery snapshot and round log when there are any, then write
         the snapshot the log continues from."""
         if self.recovery is None:
+            sparse_table.adopt_tables(self.env.program, self.scope)
             return
         snap = self._snapshot_dir()
-        if checkpoint.exists(snap):
+        resumed = checkpoint.exists(snap)
+        if resumed:
             self.version = int(checkpoint.load(snap, self.scope)["version"])
+        tables = sparse_table.adopt_tables(self.env.program, self.scope)    # loaded shards too
+        if resumed:
             for round_no, values in (self.log.rounds() if self.log else []):
                 if round_no <= self.version:
                     continue
@@ -145,7 +149,8 @@ class _State:
                     self.env.run_block(b, self.scope)
                 self.version = round_no
             print(f"pserver {self.endpoint}: resumed from {self.recovery} at version "
-                  f"{self.version}", flush=True)
+                  f"{self.version}" + "".join(f"; {t!r}" for t in tables.values()),
+                  flush=True)
         self._save_recovery()
 
     def _save_recovery(self):

@@ -18,6 +18,7 @@ import threading
 
 import numpy as np
 
+from ..core import dtypes
 from ..core.tensor import SelectedRows
 from ..errors import ExecutionError
 
@@ -194,6 +195,38 @@ class SparseTable(SelectedRows):
 
     def __repr__(self):
         return f"SparseTable({self.name!r}, rows={self._n}, height={self.height})"
+
+
+# lookup_sparse_table's attributes that make a table's initializer, with the op's defaults
+_INIT_ATTRS = {"init_type": "uniform_random", "min": -1.0, "max": 1.0, "mean": 0.0, "std": 1.0,
+               "value": 0.0, "seed": 0}
+
+
+def adopt_tables(program, scope):
+    """Make each distributed table that `program`'s lookup_sparse_table ops read (a pserver
+    program's prefetch blocks) a SparseTable in `scope`: a new empty shard, or the rows of a
+    SelectedRows a checkpoint loaded. Done once when a pserver starts, before it serves, so
+    a snapshot always holds the shard, the optimize blocks (sgd on the table, also when
+    replaying a round log) find one, and concurrent first prefetches never race to create
+    it. Returns the tables, by name."""
+    out = {}
+    for block in program.blocks:
+        for op in block.ops:
+            if op.type != "lookup_sparse_table" or op.input("W")[0] in out:
+                continue
+            name = op.input("W")[0]
+            desc = block.find_var_recursive(name)
+            if desc is None or len(desc.shape) != 2:
+                raise ExecutionError(f"lookup_sparse_table: table '{name}' must be declared "
+                                     f"[height, width]")
+            height, width = int(desc.shape[0]), int(desc.shape[1])
+            a = {k: (op.attr(k) if op.has_attr(k) else d) for k, d in _INIT_ATTRS.items()}
+            init = {"type": a["init_type"], "min": a["min"], "max": a["max"],
+                    "mean": a["mean"], "std": a["std"], "value": a["value"], "seed": a["seed"]}
+            var = scope.find_var(name) or scope.var(name)
+            var.value = out[name] = SparseTable.adopt(var.value, name, height, width, init,
+                                                      dtypes.to_numpy(desc.dtype))
+    return out
 
 
 class TableService:

@@ -21,8 +21,8 @@ import dist_mlp  # noqa: E402
 
 
 class Job:
-    def __init__(self, tmp, args, servers=2, trainers=2, env=None):
-        self.tmp, self.args = tmp, [str(a) for a in args]
+    def __init__(self, tmp, args, servers=2, trainers=2, env=None, script=SCRIPT):
+        self.tmp, self.args, self.script = tmp, [str(a) for a in args], script
         self.eps = [f"127.0.0.1:{p}" for p in free_ports(servers)]
         self.trainers = trainers
         self.env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1",
@@ -35,7 +35,7 @@ class Job:
 
     def _start(self, role, i, env):
         log = open(self.log_path(role, i), "ab")
-        p = subprocess.Popen([sys.executable, "-u", SCRIPT, *self.args], env=env,
+        p = subprocess.Popen([sys.executable, "-u", self.script, *self.args], env=env,
                              stdout=log, stderr=subprocess.STDOUT, cwd=str(self.tmp))
         log.close()
         self.procs[(role, i)] = p

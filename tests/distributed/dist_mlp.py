@@ -20,8 +20,9 @@ OPTIMIZERS = {"sgd": lambda lr: fluid.optimizer.SGD(lr),
               "adam": lambda lr: fluid.optimizer.Adam(lr)}
 
 
-def build(lr, opt="sgd"):
+def build(lr, opt="sgd", seed=3):
     main, start = fluid.Program(), fluid.Program()
+    main.random_seed = start.random_seed = seed   # every run (every process) the same init
     with fluid.program_guard(main, start), fluid.unique_name.guard():
         x = fluid.layers.data("x", [DIN])
         y = fluid.layers.data("y", [1])

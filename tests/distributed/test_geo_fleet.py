@@ -89,5 +89,9 @@ def test_a_paddlerec_style_geo_script_runs_as_written(tmp_path):
         # threads when every op compiles, else processes (then the communicator finds the
         # touched rows by comparing with its snapshot): either way the same script
         assert got["modes"][0] == got["modes"][1] in ("threads", "processes"), got
-        assert got["syncs"] >= 2, got
+        # worker threads wait while they are push_nums batches ahead of the sync in
+        # progress, so syncs come all along the run; worker processes do not wait (their
+        # batches are counted per report), and a run this short (about 60 batches a
+        # trainer) can end inside the first sync: seen 1 in 5 runs on the loaded 2-core VM
+        assert got["syncs"] >= (2 if got["modes"][0] == "threads" else 1), got
         assert got["losses"][1] < got["losses"][0] < 0.75, got
