@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "status.h"     // fail, mismatch: the C++ target's return codes (host)
 #define FL_HD __host__ __device__
 #include "numerics.h"   // the C++ target's arithmetic (fmaxnp, pairwise_sum, gelu, ...), FL_HD
 
@@ -32,16 +33,6 @@ namespace fl {
 
 using i64 = int64_t;
 
-// --- errors (host): the same codes as the C++ target's runtime (fluidity.h) ------------------
-inline int fail(char* err, int op_index, const char* msg) {
-    std::snprintf(err, 512, "%s", msg);
-    return 2 + op_index;
-}
-constexpr int MISMATCH = -1;
-inline int mismatch(char* err, const char* msg) {
-    std::snprintf(err, 512, "%s", msg);
-    return MISMATCH;
-}
 inline int64_t align(int64_t n) { return (n + 255) / 256 * 256; }   // device: 256-byte slots
 
 // --- rows (one device thread each): softmax and its loss, as fluidity.h's loops ----------------

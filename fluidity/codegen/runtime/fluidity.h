@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "status.h"     // fail, mismatch: the segment's return codes, shared with cuda_rt.h
 #include "numerics.h"   // fmaxnp, sigmoid, pairwise_sum, gelu, ...: shared with cuda_rt.h
 
 namespace fl {
@@ -24,20 +25,6 @@ struct Error {
     char* buf;
     i64 len;
 };
-
-// Format a message into the error buffer; returns the segment's error code for op k.
-inline int fail(char* err, int op_index, const char* msg) {
-    std::snprintf(err, 512, "%s", msg);
-    return 2 + op_index;
-}
-
-// An input whose rank or a dim differs from what the program's desc says (the segment was
-// compiled for that): nothing written yet; the caller runs the segment's ops interpreted.
-constexpr int MISMATCH = -1;
-inline int mismatch(char* err, const char* msg) {
-    std::snprintf(err, 512, "%s", msg);
-    return MISMATCH;
-}
 
 // Arena slots are 64-byte aligned (cache lines; AVX-512 loads).
 inline int64_t align(int64_t n) { return (n + 63) / 64 * 64; }
