@@ -334,6 +334,18 @@ class Softmax(OpDef):
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
+def _softmax_grad_operands(e):
+    """softmax_grad's compiled case for both targets (softmax over the last axis): Out,
+    Out@GRAD and X@GRAD."""
+    o, d = e.input("Out"), e.input("Out@GRAD")
+    e.require_float(o, d)
+    if e.attr("axis") % max(o.ndim, 1) != o.ndim - 1:
+        e.fail("softmax over another axis than the last")
+    e.same_dims(o, d)
+    dx = e.output("X@GRAD", o.dims)
+    return o, d, dx
+
+
 class SoftmaxGrad(OpDef):
     type = "softmax_grad"
     inputs = (In("Out"), In("Out@GRAD"))
@@ -350,22 +362,12 @@ class SoftmaxGrad(OpDef):
 
     @staticmethod
     def emit(e):
-        o, d = e.input("Out"), e.input("Out@GRAD")
-        e.require_float(o, d)
-        if e.attr("axis") % max(o.ndim, 1) != o.ndim - 1:
-            e.fail("softmax over another axis than the last")
-        e.same_dims(o, d)
-        dx = e.output("X@GRAD", o.dims)
+        o, d, dx = _softmax_grad_operands(e)
         e.code(f"fl::softmax_rows_grad({o}, {d}, {dx}, {e.prod(o.dims[:-1])}, {o.dims[-1]});")
 
     @staticmethod
     def cuda_emit(e):
-        o, d = e.input("Out"), e.input("Out@GRAD")
-        e.require_float(o, d)
-        if e.attr("axis") % max(o.ndim, 1) != o.ndim - 1:
-            e.fail("softmax over another axis than the last")
-        e.same_dims(o, d)
-        dx = e.output("X@GRAD", o.dims)
+        o, d, dx = _softmax_grad_operands(e)
         c = o.dims[-1]
         e.code(f"fl::cu::each({e.prod(o.dims[:-1])}, [=] __device__ (int64_t r) {{ "
                f"fl::softmax_row_grad({o} + r * {c}, {d} + r * {c}, {dx} + r * {c}, {c}); }});")
