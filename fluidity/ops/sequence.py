@@ -239,11 +239,15 @@ class SequencePoolGrad(OpDef):
             return LoDTensor(np.ascontiguousarray(g, dtype=a.dtype), x._lod)
         return kernel
 
+    # the share of a sequence's gradient d each of its rows [s, t) gets, for both targets
+    # (divided in double as numpy does); the other pooltypes give it to one row
+    C_SPREAD = {"SUM": "d", "AVERAGE": "(float)((double)d / (double)(t - s))",
+                "SQRT": "(float)((double)d / sqrt((double)(t - s)))"}
+
     @staticmethod
-    def emit(e):
-        """SUM/AVERAGE/SQRT spread each sequence's gradient over its rows (divided in double
-        as numpy does), FIRST/LAST/MAX/MIN give it to one row of each; empty sequences get
-        none."""
+    def compiled_operands(e):
+        """X (with a LoD), Out@GRAD, the pooltype, X@GRAD, X's sequences and row width (C
+        expressions), for both targets."""
         x, d = e.input("X"), e.input("Out@GRAD")
         e.require_float(x, d)
         ptype = e.attr("pooltype").upper()
@@ -251,8 +255,15 @@ class SequencePoolGrad(OpDef):
             e.fail("X has no LoD, or an unknown pooltype")
         g = e.output("X@GRAD", x.dims, lod_from=x)
         b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
-        spread = {"SUM": "d", "AVERAGE": "(float)((double)d / (double)(t - s))",
-                  "SQRT": "(float)((double)d / std::sqrt((double)(t - s)))"}
+        return x, d, ptype, g, b, w
+
+    @staticmethod
+    def emit(e):
+        """SUM/AVERAGE/SQRT spread each sequence's gradient over its rows (divided in double
+        as numpy does), FIRST/LAST/MAX/MIN give it to one row of each; empty sequences get
+        none."""
+        x, d, ptype, g, b, w = SequencePoolGrad.compiled_operands(e)
+        spread = SequencePoolGrad.C_SPREAD
         head = (f"const float* x = {x}; const int64_t w = {w}; for (int64_t i = 0; i < {b}; "
                 f"++i) {{ const int64_t s = {x.lod}[i], t = {x.lod}[i + 1]; for (int64_t j = 0; "
                 f"j < w; ++j) {{ const float d = {d}[i * w + j];")
@@ -271,15 +282,8 @@ class SequencePoolGrad(OpDef):
     def cuda_emit(e):
         """One device thread per element of X@GRAD: its row's sequence found by a binary
         search of the LoD, then the C++ target's rule for that pooltype."""
-        x, d = e.input("X"), e.input("Out@GRAD")
-        e.require_float(x, d)
-        ptype = e.attr("pooltype").upper()
-        if x.lod is None or ptype not in SequencePool.C_POOL:
-            e.fail("X has no LoD, or an unknown pooltype")
-        g = e.output("X@GRAD", x.dims, lod_from=x)
-        b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
-        spread = {"SUM": "d", "AVERAGE": "(float)((double)d / (double)(t - s))",
-                  "SQRT": "(float)((double)d / sqrt((double)(t - s)))"}
+        x, d, ptype, g, b, w = SequencePoolGrad.compiled_operands(e)
+        spread = SequencePoolGrad.C_SPREAD
         if ptype in spread:
             value = spread[ptype]
         elif ptype in ("FIRST", "LAST"):
