@@ -52,7 +52,9 @@ def expand(expr, attrs):
         raise NotCompilable(f"c_expr names attribute {e}") from None
 
 
-def elementwise(e, expr):
+def element_operands(e, expr):
+    """A c_expr op's operands for both targets: ({element name: Buf} of the inputs it has,
+    X (or Out@GRAD, or the one input), Y or None, Out's C type, `expr` expanded)."""
     ins = {}
     for slot, name in ELEMENT_NAMES.items():
         if e.opdef.slot(slot) is not None and e.op.input(slot):
@@ -65,11 +67,14 @@ def elementwise(e, expr):
             e.fail(f"inputs of types {sorted(types)}: compiled for one type")
     else:
         e.require_float(*ins.values())
-    out_slot = e.opdef.outputs[0].name
     x = ins.get("x") or ins.get("d") or next(iter(ins.values()))
-    y = ins.get("y")
     out_type = getattr(e.opdef, "c_out_type", None) or x.ctype
-    body = expand(expr, e.attrs)
+    return ins, x, ins.get("y"), out_type, expand(expr, e.attrs)
+
+
+def elementwise(e, expr):
+    ins, x, y, out_type, body = element_operands(e, expr)
+    out_slot = e.opdef.outputs[0].name
     if y is not None and (y.ndim != x.ndim or any(a != b for a, b in zip(x.dims, y.dims))):
         if spans_contiguously(x.dims, y.dims, e.attrs.get("axis", -1)):
             return _broadcast(e, x, y, out_slot, out_type, body)
@@ -126,21 +131,7 @@ def cuda_rule(opdef):
 def cuda_elementwise(e, expr):
     """Out = expr over x, y, o, d (emitters.elementwise's names), one thread per element;
     Y broadcast over one contiguous run of X's dims (pre, n, post)."""
-    ins = {}
-    for slot, name in ELEMENT_NAMES.items():
-        if e.opdef.slot(slot) is not None and e.op.input(slot):
-            ins[name] = e.input(slot)
-    if not ins:
-        e.fail("no input")
-    if getattr(e.opdef, "c_any_type", False):
-        if len({b.ctype for b in ins.values()}) > 1:
-            e.fail("inputs of different types")
-    else:
-        e.require_float(*ins.values())
-    x = ins.get("x") or ins.get("d") or next(iter(ins.values()))
-    y = ins.get("y")
-    out_type = getattr(e.opdef, "c_out_type", None) or x.ctype
-    body = expand(expr, e.attrs)
+    ins, x, y, out_type, body = element_operands(e, expr)
     out = e.output(e.opdef.outputs[0].name, x.dims, out_type)
     if y is not None and y.dims != x.dims:
         pre, n, post = e.span(x, y)

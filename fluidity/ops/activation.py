@@ -151,36 +151,31 @@ class Round(Activation):
         return lambda x: np.round(x, n).astype(x.dtype, copy=False)
 
     @staticmethod
-    def emit(e):
-        """decimals 0: std::nearbyint (half to even); numpy's x * 10^n, rint, / 10^n else."""
+    def rounded_element(e, rint):
+        """round's arithmetic for both targets, with `rint` the target's round half to even
+        (std::nearbyint, CUDA's rint): (elements, the statement storing Out[i]). decimals 0:
+        rint(x); else numpy's x * 10^n, rint, / 10^n."""
         x = e.input("X")
         e.require_float(x)
         out = e.output("Out", x.dims, x.ctype, lod_from=x)
         n = int(e.attr("decimals"))
         f = "float" if x.ctype == "float" else "double"
         if n == 0:
-            body = f"{out}[i] = std::nearbyint({x}[i]);"
-        elif n > 0:
-            body = (f"{out}[i] = ({f})(std::nearbyint({x}[i] * ({f})1e{n}) / ({f})1e{n});")
-        else:
-            body = (f"{out}[i] = ({f})(std::nearbyint({x}[i] / ({f})1e{-n}) * ({f})1e{-n});")
-        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {body}")
+            return x.numel(), f"{out}[i] = {rint}({x}[i]);"
+        if n > 0:
+            return x.numel(), f"{out}[i] = ({f})({rint}({x}[i] * ({f})1e{n}) / ({f})1e{n});"
+        return x.numel(), f"{out}[i] = ({f})({rint}({x}[i] / ({f})1e{-n}) * ({f})1e{-n});"
 
-    @staticmethod
-    def cuda_emit(e):
-        """The C++ target's arithmetic (rint: half to even), one thread per element."""
-        x = e.input("X")
-        e.require_float(x)
-        out = e.output("Out", x.dims, x.ctype, lod_from=x)
-        n = int(e.attr("decimals"))
-        f = "float" if x.ctype == "float" else "double"
-        if n == 0:
-            body = f"{out}[i] = rint({x}[i]);"
-        elif n > 0:
-            body = f"{out}[i] = ({f})(rint({x}[i] * ({f})1e{n}) / ({f})1e{n});"
-        else:
-            body = f"{out}[i] = ({f})(rint({x}[i] / ({f})1e{-n}) * ({f})1e{-n});"
-        e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ {body} }});")
+    @classmethod
+    def emit(cls, e):
+        n, body = cls.rounded_element(e, "std::nearbyint")
+        e.code(f"for (int64_t i = 0; i < {n}; ++i) {body}")
+
+    @classmethod
+    def cuda_emit(cls, e):
+        """One thread per element."""
+        n, body = cls.rounded_element(e, "rint")
+        e.code(f"fl::cu::each({n}, [=] __device__ (int64_t i) {{ {body} }});")
 
 
 class LeakyRelu(Activation):
@@ -339,6 +334,18 @@ class Softmax(OpDef):
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
+def _softmax_grad_operands(e):
+    """softmax_grad's compiled case for both targets (softmax over the last axis): Out,
+    Out@GRAD and X@GRAD."""
+    o, d = e.input("Out"), e.input("Out@GRAD")
+    e.require_float(o, d)
+    if e.attr("axis") % max(o.ndim, 1) != o.ndim - 1:
+        e.fail("softmax over another axis than the last")
+    e.same_dims(o, d)
+    dx = e.output("X@GRAD", o.dims)
+    return o, d, dx
+
+
 class SoftmaxGrad(OpDef):
     type = "softmax_grad"
     inputs = (In("Out"), In("Out@GRAD"))
@@ -355,22 +362,12 @@ class SoftmaxGrad(OpDef):
 
     @staticmethod
     def emit(e):
-        o, d = e.input("Out"), e.input("Out@GRAD")
-        e.require_float(o, d)
-        if e.attr("axis") % max(o.ndim, 1) != o.ndim - 1:
-            e.fail("softmax over another axis than the last")
-        e.same_dims(o, d)
-        dx = e.output("X@GRAD", o.dims)
+        o, d, dx = _softmax_grad_operands(e)
         e.code(f"fl::softmax_rows_grad({o}, {d}, {dx}, {e.prod(o.dims[:-1])}, {o.dims[-1]});")
 
     @staticmethod
     def cuda_emit(e):
-        o, d = e.input("Out"), e.input("Out@GRAD")
-        e.require_float(o, d)
-        if e.attr("axis") % max(o.ndim, 1) != o.ndim - 1:
-            e.fail("softmax over another axis than the last")
-        e.same_dims(o, d)
-        dx = e.output("X@GRAD", o.dims)
+        o, d, dx = _softmax_grad_operands(e)
         c = o.dims[-1]
         e.code(f"fl::cu::each({e.prod(o.dims[:-1])}, [=] __device__ (int64_t r) {{ "
                f"fl::softmax_row_grad({o} + r * {c}, {d} + r * {c}, {dx} + r * {c}, {c}); }});")

@@ -112,6 +112,15 @@ def _emit_literal_nchw(e, x, w):
     return x.dims[0], [int(d) for d in x.dims[1:]], [int(d) for d in w.dims]
 
 
+def _grouped_gemm(gemm, groups, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
+    """C code for both targets: one `gemm` ("fl::gemm", or the device's "fl::cu::gemm" of
+    the same signature) per group gi, C_gi = op(A_gi) @ op(B_gi) with A_gi, B_gi and C_gi
+    the gi-th blocks of m*k, k*n and m*n floats of a, b and c."""
+    return (f"for (int64_t gi = 0; gi < {groups}; ++gi) {gemm}({str(ta).lower()}, "
+            f"{str(tb).lower()}, {m}, {n}, {k}, 1.0f, {a} + gi * {m} * {k}, {lda}, "
+            f"{b} + gi * {k} * {n}, {ldb}, 0.0f, {c} + gi * {m} * {n}, {ldc});")
+
+
 def _emit_conv_geometry(e, x, w):
     """The literal geometry of a compiled NCHW conv (N may be symbolic): (code declaring
     a fl::ConvGeom `g`, groups, M, [oh, ow]); NotCompilable when H, W, C or the filter are
@@ -232,9 +241,8 @@ class Conv2D(OpDef):
         mg = m // groups
         e.code(geom)
         e.code(f"fl::im2col({x}, g, {cols});")
-        e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(false, false, {mg}, {ncol}, "
-               f"{ckk}, 1.0f, {w} + gi * {mg} * {ckk}, {ckk}, {cols} + gi * {ckk} * {ncol}, "
-               f"{ncol}, 0.0f, {tmp} + gi * {mg} * {ncol}, {ncol});")
+        e.code(_grouped_gemm("fl::gemm", groups, False, False, mg, ncol, ckk, w, ckk, cols,
+                             ncol, tmp, ncol))
         e.code(f"fl::swap01({tmp}, {out}, {m}, {x.dims[0]}, {oh * ow});")
         if bias is not None:
             e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) "
@@ -256,9 +264,8 @@ class Conv2D(OpDef):
         cols = e.scratch([e.mul(groups, ckk), ncol])
         tmp = e.scratch([str(m), ncol])
         _cuda_im2col(e, x, g, cols)
-        e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::cu::gemm(false, false, {mg}, "
-               f"{ncol}, {ckk}, 1.0f, {w} + gi * {mg} * {ckk}, {ckk}, {cols} + gi * {ckk} * "
-               f"{ncol}, {ncol}, 0.0f, {tmp} + gi * {mg} * {ncol}, {ncol});")
+        e.code(_grouped_gemm("fl::cu::gemm", groups, False, False, mg, ncol, ckk, w, ckk, cols,
+                             ncol, tmp, ncol))
         add = f" + {bias}[mm]" if bias is not None else ""
         e.code(f"fl::cu::each({out.numel()}, [=] __device__ (int64_t t) {{ const int64_t q = "
                f"t % {p}, mm = (t / {p}) % {m}, nn = t / ({p} * {m}); {out}[t] = "
@@ -330,15 +337,13 @@ class Conv2DGrad(OpDef):
             cols = e.scratch([e.mul(groups, ckk), ncol])
             dw = e.output("Filter@GRAD", w.dims)
             e.code(f"fl::im2col({x}, g, {cols});")
-            e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(false, true, {mg}, "
-                   f"{ckk}, {ncol}, 1.0f, {d} + gi * {mg} * {ncol}, {ncol}, {cols} + gi * {ckk} "
-                   f"* {ncol}, {ncol}, 0.0f, {dw} + gi * {mg} * {ckk}, {ckk});")
+            e.code(_grouped_gemm("fl::gemm", groups, False, True, mg, ckk, ncol, d, ncol,
+                                 cols, ncol, dw, ckk))
         if e.has_output("Input@GRAD"):
             dcols = e.scratch([e.mul(groups, ckk), ncol])
             dx = e.output("Input@GRAD", x.dims)
-            e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(true, false, {ckk}, "
-                   f"{ncol}, {mg}, 1.0f, {w} + gi * {mg} * {ckk}, {ckk}, {d} + gi * {mg} * "
-                   f"{ncol}, {ncol}, 0.0f, {dcols} + gi * {ckk} * {ncol}, {ncol});")
+            e.code(_grouped_gemm("fl::gemm", groups, True, False, ckk, ncol, mg, w, ckk, d,
+                                 ncol, dcols, ncol))
             e.code(f"fl::col2im({dcols}, g, {dx});")
         if e.has_output("Bias@GRAD") and bias is not None:
             db = e.output("Bias@GRAD", bias.dims)
@@ -365,15 +370,13 @@ class Conv2DGrad(OpDef):
             cols = e.scratch([e.mul(groups, ckk), ncol])
             dwt = e.output("Filter@GRAD", w.dims)
             _cuda_im2col(e, x, g, cols)
-            e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::cu::gemm(false, true, {mg}, "
-                   f"{ckk}, {ncol}, 1.0f, {d} + gi * {mg} * {ncol}, {ncol}, {cols} + gi * {ckk} "
-                   f"* {ncol}, {ncol}, 0.0f, {dwt} + gi * {mg} * {ckk}, {ckk});")
+            e.code(_grouped_gemm("fl::cu::gemm", groups, False, True, mg, ckk, ncol, d, ncol,
+                                 cols, ncol, dwt, ckk))
         if e.has_output("Input@GRAD"):
             dcols = e.scratch([e.mul(groups, ckk), ncol])
             dx = e.output("Input@GRAD", x.dims)
-            e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::cu::gemm(true, false, {ckk}, "
-                   f"{ncol}, {mg}, 1.0f, {w} + gi * {mg} * {ckk}, {ckk}, {d} + gi * {mg} * "
-                   f"{ncol}, {ncol}, 0.0f, {dcols} + gi * {ckk} * {ncol}, {ncol});")
+            e.code(_grouped_gemm("fl::cu::gemm", groups, True, False, ckk, ncol, mg, w, ckk, d,
+                                 ncol, dcols, ncol))
             e.code(f"fl::cu::each({dx.numel()}, [=] __device__ (int64_t t) {{ const int64_t "
                    f"x_ = t % {wd}, y_ = (t / {wd}) % {h}, cc = (t / ({wd} * {h})) % {c}, "
                    f"nn = t / ({wd} * {h} * {c}); float acc = 0.0f; "

@@ -103,7 +103,9 @@ class LookupTable(OpDef):
         return kernel
 
     @classmethod
-    def emit(cls, e):
+    def compiled_operands(cls, e):
+        """W [rows, width], int64 Ids and Out ([*Ids' dims, width]; lookup_table drops Ids'
+        trailing 1) for both targets."""
         w, ids = e.input("W"), e.input("Ids")
         e.require_float(w)
         if ids.ctype != "int64_t" or w.ndim != 2:
@@ -111,6 +113,11 @@ class LookupTable(OpDef):
         lead = ids.dims[:-1] if cls.type == "lookup_table" and ids.ndim > 1 and \
             ids.dims[-1] == "1" else ids.dims
         out = e.output("Out", lead + w.dims[1:], lod_from=ids)
+        return w, ids, out
+
+    @classmethod
+    def emit(cls, e):
+        w, ids, out = cls.compiled_operands(e)
         d, pad = w.dims[1], e.attr("padding_idx")
         _emit_check_ids(e, [ids], w.dims[0], cls.type)
         e.code(f"for (int64_t k = 0; k < {ids.numel()}; ++k) {{ const int64_t r = {ids}[k]; "
@@ -121,13 +128,7 @@ class LookupTable(OpDef):
     def cuda_emit(cls, e):
         """One device thread per output element; pad ids (and, on the device, ids out of
         the table, which the C++ target reports) give zeros."""
-        w, ids = e.input("W"), e.input("Ids")
-        e.require_float(w)
-        if ids.ctype != "int64_t" or w.ndim != 2:
-            e.fail("ids are not int64, or W is not [rows, width]")
-        lead = ids.dims[:-1] if cls.type == "lookup_table" and ids.ndim > 1 and \
-            ids.dims[-1] == "1" else ids.dims
-        out = e.output("Out", lead + w.dims[1:], lod_from=ids)
+        w, ids, out = cls.compiled_operands(e)
         d, pad, h = w.dims[1], e.attr("padding_idx"), w.dims[0]
         e.code(f"fl::cu::each({e.mul(ids.numel(), d)}, [=] __device__ (int64_t t) {{ "
                f"const int64_t k = t / {d}, c = t % {d}; const int64_t r = {ids}[k]; "

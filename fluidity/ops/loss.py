@@ -177,6 +177,23 @@ def _scatter_last(shape, ids, values, dtype, axis=-1):
     return out
 
 
+def _cross_entropy2_operands(e):
+    """cross_entropy2's checks and buffers for both targets: X, Label, X's rows and
+    classes, Y, MatchX and ignore_index."""
+    x, label = e.input("X"), e.input("Label")
+    e.require_float(x)
+    if label.ctype != "int64_t":
+        e.fail("labels are not int64")
+    rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
+    e.check(f"{label.numel()} != {rows}", "cross_entropy2: Label needs one id per row of X")
+    y = e.output("Y", x.dims[:-1] + ["1"])
+    match = e.output("MatchX", x.dims[:-1] + ["1"])
+    if e.has_output("XShape"):
+        e.output("XShape", x.dims + ["0"])
+    ig = e.attr("ignore_index")
+    return x, label, rows, cols, y, match, ig
+
+
 class CrossEntropy2(OpDef):
     type = "cross_entropy2"
     inputs = (In("X"), In("Label", no_grad=True))
@@ -203,17 +220,7 @@ class CrossEntropy2(OpDef):
 
     @staticmethod
     def emit(e):
-        x, label = e.input("X"), e.input("Label")
-        e.require_float(x)
-        if label.ctype != "int64_t":
-            e.fail("labels are not int64")
-        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
-        e.check(f"{label.numel()} != {rows}", "cross_entropy2: Label needs one id per row of X")
-        y = e.output("Y", x.dims[:-1] + ["1"])
-        match = e.output("MatchX", x.dims[:-1] + ["1"])
-        if e.has_output("XShape"):
-            e.output("XShape", x.dims + ["0"])
-        ig = e.attr("ignore_index")
+        x, label, rows, cols, y, match, ig = _cross_entropy2_operands(e)
         e.code(f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
                f"if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = {x}[r * {cols}]; continue; }} "
                f"if (l < 0 || l >= {cols}) {{ std::snprintf(err, 512, \"cross_entropy2: label "
@@ -226,17 +233,7 @@ class CrossEntropy2(OpDef):
     def cuda_emit(e):
         """One thread per row; a label out of range gives NaN (a kernel cannot stop the
         run; the C++ target reports it)."""
-        x, label = e.input("X"), e.input("Label")
-        e.require_float(x)
-        if label.ctype != "int64_t":
-            e.fail("labels are not int64")
-        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
-        e.check(f"{label.numel()} != {rows}", "cross_entropy2: Label needs one id per row of X")
-        y = e.output("Y", x.dims[:-1] + ["1"])
-        match = e.output("MatchX", x.dims[:-1] + ["1"])
-        if e.has_output("XShape"):
-            e.output("XShape", x.dims + ["0"])
-        ig = e.attr("ignore_index")
+        x, label, rows, cols, y, match, ig = _cross_entropy2_operands(e)
         e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ const int64_t l = "
                f"{label}[r]; if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = {x}[r * {cols}]; "
                f"return; }} if (l < 0 || l >= {cols}) {{ {y}[r] = NAN; {match}[r] = NAN; return; "
@@ -247,6 +244,21 @@ class CrossEntropy2(OpDef):
         "cross_entropy_grad2", {"Label": g.input("Label"), "MatchX": g.output("MatchX"),
                                 "XShape": g.output("XShape"), "Y@GRAD": g.output_grad("Y")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+def _cross_entropy_grad2_operands(e):
+    """cross_entropy_grad2's checks and buffers for both targets: Label, MatchX, Y@GRAD,
+    X's rows and classes, X@GRAD and ignore_index."""
+    label, match, xshape, dy = (e.input("Label"), e.input("MatchX"), e.input("XShape"),
+                                e.input("Y@GRAD"))
+    e.require_float(match, dy)
+    if label.ctype != "int64_t":
+        e.fail("labels are not int64")
+    dims = xshape.dims[:-1]
+    rows, cols = e.prod(dims[:-1]), dims[-1]
+    g = e.output("X@GRAD", dims, dy.ctype)
+    ig = e.attr("ignore_index")
+    return label, match, dy, rows, cols, g, ig
 
 
 class CrossEntropyGrad2(OpDef):
@@ -267,15 +279,7 @@ class CrossEntropyGrad2(OpDef):
 
     @staticmethod
     def emit(e):
-        label, match, xshape, dy = (e.input("Label"), e.input("MatchX"), e.input("XShape"),
-                                    e.input("Y@GRAD"))
-        e.require_float(match, dy)
-        if label.ctype != "int64_t":
-            e.fail("labels are not int64")
-        dims = xshape.dims[:-1]
-        rows, cols = e.prod(dims[:-1]), dims[-1]
-        g = e.output("X@GRAD", dims, dy.ctype)
-        ig = e.attr("ignore_index")
+        label, match, dy, rows, cols, g, ig = _cross_entropy_grad2_operands(e)
         e.code(f"std::memset({g}, 0, sizeof(float) * {g.numel()}); "
                f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
                f"if (l == {ig}LL || l < 0 || l >= {cols}) continue; "
@@ -283,21 +287,48 @@ class CrossEntropyGrad2(OpDef):
 
     @staticmethod
     def cuda_emit(e):
-        label, match, xshape, dy = (e.input("Label"), e.input("MatchX"), e.input("XShape"),
-                                    e.input("Y@GRAD"))
-        e.require_float(match, dy)
-        if label.ctype != "int64_t":
-            e.fail("labels are not int64")
-        dims = xshape.dims[:-1]
-        rows, cols = e.prod(dims[:-1]), dims[-1]
-        g = e.output("X@GRAD", dims, dy.ctype)
-        ig = e.attr("ignore_index")
+        label, match, dy, rows, cols, g, ig = _cross_entropy_grad2_operands(e)
         e.code(f"fl::cu::each({g.numel()}, [=] __device__ (int64_t i) {{ const int64_t r = "
                f"i / {cols}, c = i % {cols}; const int64_t l = {label}[r]; "
                f"{g}[i] = (l != {ig}LL && l == c) ? -{dy}[r] / {match}[r] : 0.0f; }});")
 
 
 # --- softmax_with_cross_entropy on logits ------------------------------------------------
+def _softmax_xent_operands(e):
+    """softmax_with_cross_entropy's compiled case for both targets (hard int64 labels over
+    the last axis, with softmax): Logits, Label, rows, classes, Softmax and Loss."""
+    if e.attr("soft_label") or not e.attr("use_softmax"):
+        e.fail("soft labels, or no softmax")
+    x, label = e.input("Logits"), e.input("Label")
+    e.require_float(x)
+    if label.ctype != "int64_t":
+        e.fail("labels are not int64")
+    if e.attr("axis") % x.ndim != x.ndim - 1:
+        e.fail("classes on another axis than the last")
+    rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
+    e.check(f"{label.numel()} != {rows}", "softmax_with_cross_entropy: Label needs one "
+            "id per row of Logits")
+    prob = e.output("Softmax", x.dims)
+    loss = e.output("Loss", x.dims[:-1] + ["1"])
+    return x, label, rows, cols, prob, loss
+
+
+def _softmax_xent_grad_operands(e):
+    """softmax_with_cross_entropy_grad's compiled case for both targets (as the forward's):
+    Label, Softmax, Loss@GRAD, rows, classes and Logits@GRAD."""
+    if e.attr("soft_label") or not e.attr("use_softmax"):
+        e.fail("soft labels, or no softmax")
+    label, prob, dloss = e.input("Label"), e.input("Softmax"), e.input("Loss@GRAD")
+    e.require_float(prob, dloss)
+    if label.ctype != "int64_t":
+        e.fail("labels are not int64")
+    if e.attr("axis") % prob.ndim != prob.ndim - 1:
+        e.fail("classes on another axis than the last")
+    rows, cols = e.prod(prob.dims[:-1]), prob.dims[-1]
+    d = e.output("Logits@GRAD", prob.dims)
+    return label, prob, dloss, rows, cols, d
+
+
 class SoftmaxWithCrossEntropy(OpDef):
     type = "softmax_with_cross_entropy"
     inputs = (In("Logits"), In("Label", no_grad=True))
@@ -348,19 +379,7 @@ class SoftmaxWithCrossEntropy(OpDef):
         """Hard int64 labels over the last axis (fluidity.h: softmax_xent_hard computes the
         kernel's fast path when every label is in range and none ignored, else its
         log-softmax path)."""
-        if e.attr("soft_label") or not e.attr("use_softmax"):
-            e.fail("soft labels, or no softmax")
-        x, label = e.input("Logits"), e.input("Label")
-        e.require_float(x)
-        if label.ctype != "int64_t":
-            e.fail("labels are not int64")
-        if e.attr("axis") % x.ndim != x.ndim - 1:
-            e.fail("classes on another axis than the last")
-        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
-        e.check(f"{label.numel()} != {rows}", "softmax_with_cross_entropy: Label needs one "
-                "id per row of Logits")
-        prob = e.output("Softmax", x.dims)
-        loss = e.output("Loss", x.dims[:-1] + ["1"])
+        x, label, rows, cols, prob, loss = _softmax_xent_operands(e)
         e.code(f"if (fl::softmax_xent_hard({x}, {label}, {prob}, {loss}, {rows}, {cols}, "
                f"{e.attr('ignore_index')}LL, err)) return {2 + e.k};")
 
@@ -368,19 +387,7 @@ class SoftmaxWithCrossEntropy(OpDef):
     def cuda_emit(e):
         """One device thread per row (runtime/cuda_rt.h softmax_xent_row); a label out of
         range gives a NaN loss there (a kernel cannot stop the run)."""
-        if e.attr("soft_label") or not e.attr("use_softmax"):
-            e.fail("soft labels, or no softmax")
-        x, label = e.input("Logits"), e.input("Label")
-        e.require_float(x)
-        if label.ctype != "int64_t":
-            e.fail("labels are not int64")
-        if e.attr("axis") % x.ndim != x.ndim - 1:
-            e.fail("classes on another axis than the last")
-        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
-        e.check(f"{label.numel()} != {rows}", "softmax_with_cross_entropy: Label needs one "
-                "id per row of Logits")
-        prob = e.output("Softmax", x.dims)
-        loss = e.output("Loss", x.dims[:-1] + ["1"])
+        x, label, rows, cols, prob, loss = _softmax_xent_operands(e)
         e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ {loss}[r] = "
                f"fl::softmax_xent_row({x} + r * {cols}, {label}[r], {prob} + r * {cols}, "
                f"{cols}, {e.attr('ignore_index')}LL); }});")
@@ -424,31 +431,13 @@ class SoftmaxWithCrossEntropyGrad(OpDef):
 
     @staticmethod
     def emit(e):
-        if e.attr("soft_label") or not e.attr("use_softmax"):
-            e.fail("soft labels, or no softmax")
-        label, prob, dloss = e.input("Label"), e.input("Softmax"), e.input("Loss@GRAD")
-        e.require_float(prob, dloss)
-        if label.ctype != "int64_t":
-            e.fail("labels are not int64")
-        if e.attr("axis") % prob.ndim != prob.ndim - 1:
-            e.fail("classes on another axis than the last")
-        rows, cols = e.prod(prob.dims[:-1]), prob.dims[-1]
-        d = e.output("Logits@GRAD", prob.dims)
+        label, prob, dloss, rows, cols, d = _softmax_xent_grad_operands(e)
         e.code(f"fl::softmax_xent_hard_grad({prob}, {label}, {dloss}, {d}, {rows}, {cols}, "
                f"{e.attr('ignore_index')}LL);")
 
     @staticmethod
     def cuda_emit(e):
-        if e.attr("soft_label") or not e.attr("use_softmax"):
-            e.fail("soft labels, or no softmax")
-        label, prob, dloss = e.input("Label"), e.input("Softmax"), e.input("Loss@GRAD")
-        e.require_float(prob, dloss)
-        if label.ctype != "int64_t":
-            e.fail("labels are not int64")
-        if e.attr("axis") % prob.ndim != prob.ndim - 1:
-            e.fail("classes on another axis than the last")
-        rows, cols = e.prod(prob.dims[:-1]), prob.dims[-1]
-        d = e.output("Logits@GRAD", prob.dims)
+        label, prob, dloss, rows, cols, d = _softmax_xent_grad_operands(e)
         e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ "
                f"fl::softmax_xent_row_grad({prob} + r * {cols}, {label}[r], {dloss}[r], "
                f"{d} + r * {cols}, {cols}, {e.attr('ignore_index')}LL); }});")

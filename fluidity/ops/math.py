@@ -14,6 +14,29 @@ from .memory_ops import affine_out, binary_out, matmul_out, mul_out
 from .registry import In, OpDef, Out
 
 
+def _scale_body(e):
+    """Scale's compiled math for both targets: (elements, the statements computing Out[i]).
+    float32 in float32 and float64 in float64 (as numpy,
+    the attributes being Python floats); integers in double, truncated back (numpy's
+    float64 product, astype)."""
+    if e.op.input("ScaleTensor"):
+        e.fail("the scale comes from a tensor")
+    x = e.input("X")
+    s, b = float(e.attr("scale")), float(e.attr("bias"))
+    if x.ctype == "float":
+        s, b, t = e.literal(s), e.literal(b), "float"
+    elif x.ctype == "bool":
+        e.fail("X is bool")
+    else:
+        s, b, t = repr(s), repr(b), "double"
+    out = e.output("Out", x.dims, x.ctype)
+    if e.attr("bias_after_scale"):
+        expr = f"v * {s} + {b}" if float(e.attr("bias")) else f"v * {s}"
+    else:
+        expr = f"(v + {b}) * {s}"
+    return x.numel(), f"const {t} v = ({t}){x}[i]; {out}[i] = ({x.ctype})({expr});"
+
+
 class Scale(OpDef):
     type = "scale"
     inputs = (In("X"), In("ScaleTensor", dispensable=True, no_grad=True))
@@ -36,25 +59,8 @@ class Scale(OpDef):
 
     @staticmethod
     def emit(e):
-        """float32 in float32 and float64 in float64 (as numpy, the attributes being Python
-        floats); integers in double, truncated back (numpy's float64 product, astype)."""
-        if e.op.input("ScaleTensor"):
-            e.fail("the scale comes from a tensor")
-        x = e.input("X")
-        s, b = float(e.attr("scale")), float(e.attr("bias"))
-        if x.ctype == "float":
-            s, b, t = e.literal(s), e.literal(b), "float"
-        elif x.ctype == "bool":
-            e.fail("X is bool")
-        else:
-            s, b, t = repr(s), repr(b), "double"
-        out = e.output("Out", x.dims, x.ctype)
-        if e.attr("bias_after_scale"):
-            expr = f"v * {s} + {b}" if float(e.attr("bias")) else f"v * {s}"
-        else:
-            expr = f"(v + {b}) * {s}"
-        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const {t} v = ({t}){x}[i]; "
-               f"{out}[i] = ({x.ctype})({expr}); }}")
+        n, body = _scale_body(e)
+        e.code(f"for (int64_t i = 0; i < {n}; ++i) {{ {body} }}")
 
     @staticmethod
     def selected_rows_kernel(attrs):
@@ -72,23 +78,8 @@ class Scale(OpDef):
     @staticmethod
     def cuda_emit(e):
         """The C++ target's arithmetic, one thread per element."""
-        if e.op.input("ScaleTensor"):
-            e.fail("the scale comes from a tensor")
-        x = e.input("X")
-        s, b = float(e.attr("scale")), float(e.attr("bias"))
-        if x.ctype == "float":
-            s, b, t = e.literal(s), e.literal(b), "float"
-        elif x.ctype == "bool":
-            e.fail("X is bool")
-        else:
-            s, b, t = repr(s), repr(b), "double"
-        out = e.output("Out", x.dims, x.ctype)
-        if e.attr("bias_after_scale"):
-            expr = f"v * {s} + {b}" if float(e.attr("bias")) else f"v * {s}"
-        else:
-            expr = f"(v + {b}) * {s}"
-        e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ const {t} v = "
-               f"({t}){x}[i]; {out}[i] = ({x.ctype})({expr}); }});")
+        n, body = _scale_body(e)
+        e.code(f"fl::cu::each({n}, [=] __device__ (int64_t i) {{ {body} }});")
 
     grad = staticmethod(lambda g: g.op(
         "scale", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
@@ -180,6 +171,23 @@ def _mul_grad(g):
          {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}, g.attrs())
 
 
+def _emit_mul(e, gemm):
+    """Out = flatten(X) @ flatten(Y) by `gemm` ("fl::gemm" on the CPU, "fl::cu::gemm" on the
+    device: one signature, runtime/fluidity.h and runtime/cuda_rt.h)."""
+    x, y = e.input("X"), e.input("Y")
+    e.require_float(x, y)
+    xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
+    m, k, k2, n = (e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[:yn]),
+                   e.prod(y.dims[yn:]))
+    if k != k2:
+        if e.is_lit(k) and e.is_lit(k2):
+            e.fail(f"X has {k} columns, Y {k2} rows")
+        e.check(f"{k} != {k2}", "mul: X's columns differ from Y's rows")
+    out = e.output("Out", x.dims[:xn] + y.dims[yn:])
+    e.code(f"{gemm}(false, false, {m}, {n}, {k}, 1.0f, {x}, {k}, {y}, {n}, 0.0f, "
+           f"{out}, {n});")
+
+
 class Mul(OpDef):
     type = "mul"
     nonempty_inputs = ("X",)
@@ -212,36 +220,9 @@ class Mul(OpDef):
             return (x2 @ y2).reshape(x.shape[:xn] + y.shape[yn:])
         return mul_out(xn, yn, kernel)
 
-    @staticmethod
-    def emit(e):
-        x, y = e.input("X"), e.input("Y")
-        e.require_float(x, y)
-        xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
-        m, k, k2, n = (e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[:yn]),
-                       e.prod(y.dims[yn:]))
-        if k != k2:
-            if e.is_lit(k) and e.is_lit(k2):
-                e.fail(f"X has {k} columns, Y {k2} rows")
-            e.check(f"{k} != {k2}", "mul: X's columns differ from Y's rows")
-        out = e.output("Out", x.dims[:xn] + y.dims[yn:])
-        e.code(f"fl::gemm(false, false, {m}, {n}, {k}, 1.0f, {x}, {k}, {y}, {n}, 0.0f, "
-               f"{out}, {n});")
-
-    @staticmethod
-    def cuda_emit(e):
-        """The same gemm on the device (cuBLAS; codegen/runtime/cuda_rt.h fl::cu::gemm)."""
-        x, y = e.input("X"), e.input("Y")
-        e.require_float(x, y)
-        xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
-        m, k, k2, n = (e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[:yn]),
-                       e.prod(y.dims[yn:]))
-        if k != k2:
-            if e.is_lit(k) and e.is_lit(k2):
-                e.fail(f"X has {k} columns, Y {k2} rows")
-            e.check(f"{k} != {k2}", "mul: X's columns differ from Y's rows")
-        out = e.output("Out", x.dims[:xn] + y.dims[yn:])
-        e.code(f"fl::cu::gemm(false, false, {m}, {n}, {k}, 1.0f, {x}, {k}, {y}, {n}, 0.0f, "
-               f"{out}, {n});")
+    emit = staticmethod(lambda e: _emit_mul(e, "fl::gemm"))
+    # the same gemm on the device (cuBLAS; codegen/runtime/cuda_rt.h fl::cu::gemm)
+    cuda_emit = staticmethod(lambda e: _emit_mul(e, "fl::cu::gemm"))
 
     grad = staticmethod(_mul_grad)
 
@@ -493,6 +474,25 @@ def _add_rows(out, sr):
     return True
 
 
+def _sum_inputs(e):
+    """sum's X buffers, every one present."""
+    xs = e.inputs("X")
+    if not xs or any(b is None for b in xs):
+        e.fail("an input is absent")
+    return xs
+
+
+def _dense_sum_body(e, xs):
+    """sum of same-shaped float tensors for both targets: (elements, the statement storing
+    Out[i]), added left to right as the kernel adds."""
+    e.require_float(*xs)
+    for b in xs[1:]:
+        e.same_dims(xs[0], b)
+    out = e.output("Out", xs[0].dims, lod_from=xs[0])
+    terms = " + ".join(f"{b}[i]" for b in xs)
+    return xs[0].numel(), f"{out}[i] = {terms};"
+
+
 class Sum(OpDef):
     type = "sum"
     inputs = (In("X", duplicable=True),)
@@ -531,32 +531,19 @@ class Sum(OpDef):
 
     @staticmethod
     def emit(e):
-        xs = e.inputs("X")
-        if not xs or any(b is None for b in xs):
-            e.fail("an input is absent")
+        xs = _sum_inputs(e)
         if any(b.rows is not None for b in xs):
             return _emit_rows_concat(e, xs)
-        e.require_float(*xs)
-        for b in xs[1:]:
-            e.same_dims(xs[0], b)
-        out = e.output("Out", xs[0].dims, lod_from=xs[0])
-        terms = " + ".join(f"{b}[i]" for b in xs)        # left to right, as the kernel adds
-        e.code(f"for (int64_t i = 0; i < {xs[0].numel()}; ++i) {out}[i] = {terms};")
+        n, body = _dense_sum_body(e, xs)
+        e.code(f"for (int64_t i = 0; i < {n}; ++i) {body}")
 
     @staticmethod
     def cuda_emit(e):
-        xs = e.inputs("X")
-        if not xs or any(b is None for b in xs):
-            e.fail("an input is absent")
+        xs = _sum_inputs(e)
         if any(b.rows is not None for b in xs):
             e.fail("SelectedRows inputs")
-        e.require_float(*xs)
-        for b in xs[1:]:
-            e.same_dims(xs[0], b)
-        out = e.output("Out", xs[0].dims, lod_from=xs[0])
-        terms = " + ".join(f"{b}[i]" for b in xs)        # left to right, as the kernel adds
-        e.code(f"fl::cu::each({xs[0].numel()}, [=] __device__ (int64_t i) {{ "
-               f"{out}[i] = {terms}; }});")
+        n, body = _dense_sum_body(e, xs)
+        e.code(f"fl::cu::each({n}, [=] __device__ (int64_t i) {{ {body} }});")
 
     grad = staticmethod(_sum_grad)
 
@@ -693,6 +680,14 @@ def _at_b(a, b):
     return a.T @ b
 
 
+def _mul_grad_operands(e):
+    """mul_grad's X, Y, Out@GRAD and its gemm sizes m, k, n (X is [m, k], Y [k, n])."""
+    x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
+    e.require_float(x, y, d)
+    xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
+    return x, y, d, e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[yn:])
+
+
 class MulGrad(OpDef):
     type = "mul_grad"
     inputs = (In("X"), In("Y"), In("Out@GRAD"))
@@ -715,10 +710,7 @@ class MulGrad(OpDef):
 
     @staticmethod
     def emit(e):
-        x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
-        e.require_float(x, y, d)
-        xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
-        m, k, n = e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[yn:])
+        x, y, d, m, k, n = _mul_grad_operands(e)
         if e.has_output("X@GRAD"):
             dx = e.output("X@GRAD", x.dims, lod_from=x)
             e.code(f"fl::gemm(false, true, {m}, {k}, {n}, 1.0f, {d}, {n}, {y}, {n}, 0.0f, "
@@ -734,10 +726,7 @@ class MulGrad(OpDef):
     @staticmethod
     def cuda_emit(e):
         """dX = dOut @ Y^T and dY = X^T @ dOut, two device gemms (no fused update)."""
-        x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
-        e.require_float(x, y, d)
-        xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
-        m, k, n = e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[yn:])
+        x, y, d, m, k, n = _mul_grad_operands(e)
         if e.has_output("X@GRAD"):
             dx = e.output("X@GRAD", x.dims, lod_from=x)
             e.code(f"fl::cu::gemm(false, true, {m}, {k}, {n}, 1.0f, {d}, {n}, {y}, {n}, 0.0f, "
@@ -754,6 +743,33 @@ _FC_PAD = 4  # Paddle's padding_weights: W is stored [K + 4, N + 4] (for its MKL
 
 def _fc_weight(w, padded):
     return w[:-_FC_PAD, :-_FC_PAD] if padded else w
+
+
+def _emit_fc_gemm(e, gemm):
+    """fc's checks and its Out = flatten(Input) @ W by `gemm` ("fl::gemm" or the device's
+    "fl::cu::gemm", one signature) for both targets. Returns Out, its rows m and columns,
+    Bias (or None) and whether relu follows."""
+    if e.attr("padding_weights"):
+        e.fail("padded weights")
+    x, w, b = e.input("Input"), e.input("W"), e.input("Bias")
+    e.require_float(x, w, b)
+    n = e.attr("in_num_col_dims")
+    m, k, k2, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[0], w.dims[1]
+    if k != k2:
+        if e.is_lit(k) and e.is_lit(k2):
+            e.fail(f"Input has {k} columns, W {k2} rows")
+        e.check(f"{k} != {k2}", "fc: Input's columns differ from W's rows")
+    out = e.output("Out", x.dims[:n] + [width])
+    e.code(f"{gemm}(false, false, {m}, {width}, {k}, 1.0f, {x}, {k}, {w}, {width}, 0.0f, "
+           f"{out}, {width});")
+    return out, m, width, b, e.attr("activation_type") == "relu"
+
+
+def _fc_epilogue(b, relu, col):
+    """fc's bias and relu on the float `v` of Out's column `col` (a C expression), as C
+    statements for both targets."""
+    return (f"v = v + {b}[{col}]; " if b is not None else "") + \
+        ("v = v > 0 ? v : 0.0f; " if relu else "")
 
 
 class Fc(OpDef):
@@ -804,51 +820,35 @@ class Fc(OpDef):
 
     @staticmethod
     def emit(e):
-        if e.attr("padding_weights"):
-            e.fail("padded weights")
-        x, w, b = e.input("Input"), e.input("W"), e.input("Bias")
-        e.require_float(x, w, b)
-        n = e.attr("in_num_col_dims")
-        m, k, k2, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[0], w.dims[1]
-        if k != k2:
-            if e.is_lit(k) and e.is_lit(k2):
-                e.fail(f"Input has {k} columns, W {k2} rows")
-            e.check(f"{k} != {k2}", "fc: Input's columns differ from W's rows")
-        out = e.output("Out", x.dims[:n] + [width])
-        e.code(f"fl::gemm(false, false, {m}, {width}, {k}, 1.0f, {x}, {k}, {w}, {width}, 0.0f, "
-               f"{out}, {width});")
-        relu = e.attr("activation_type") == "relu"
+        out, m, width, b, relu = _emit_fc_gemm(e, "fl::gemm")
         if b is not None or relu:
-            add = f"v = v + {b}[j]; " if b is not None else ""
-            act = "v = v > 0 ? v : 0.0f; " if relu else ""
             e.code(f"for (int64_t r = 0; r < {m}; ++r) for (int64_t j = 0; j < {width}; ++j) "
-                   f"{{ float v = {out}[r * {width} + j]; {add}{act}{out}[r * {width} + j] = v; }}")
+                   f"{{ float v = {out}[r * {width} + j]; {_fc_epilogue(b, relu, 'j')}"
+                   f"{out}[r * {width} + j] = v; }}")
 
     @staticmethod
     def cuda_emit(e):
         """A device gemm, then bias and relu in one kernel over Out."""
-        if e.attr("padding_weights"):
-            e.fail("padded weights")
-        x, w, b = e.input("Input"), e.input("W"), e.input("Bias")
-        e.require_float(x, w, b)
-        n = e.attr("in_num_col_dims")
-        m, k, k2, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[0], w.dims[1]
-        if k != k2:
-            if e.is_lit(k) and e.is_lit(k2):
-                e.fail(f"Input has {k} columns, W {k2} rows")
-            e.check(f"{k} != {k2}", "fc: Input's columns differ from W's rows")
-        out = e.output("Out", x.dims[:n] + [width])
-        e.code(f"fl::cu::gemm(false, false, {m}, {width}, {k}, 1.0f, {x}, {k}, {w}, {width}, "
-               f"0.0f, {out}, {width});")
-        relu = e.attr("activation_type") == "relu"
+        out, m, width, b, relu = _emit_fc_gemm(e, "fl::cu::gemm")
         if b is not None or relu:
-            add = f"v = v + {b}[i % {width}]; " if b is not None else ""
-            act = "v = v > 0 ? v : 0.0f; " if relu else ""
             e.code(f"fl::cu::each({e.mul(m, width)}, [=] __device__ (int64_t i) {{ "
-                   f"float v = {out}[i]; {add}{act}{out}[i] = v; }});")
+                   f"float v = {out}[i]; {_fc_epilogue(b, relu, f'i % {width}')}"
+                   f"{out}[i] = v; }});")
 
     # fc_grad reads Input, W, Bias, Out, Out@GRAD
     grad = staticmethod(lambda g: g.default())
+
+
+def _fc_grad_operands(e):
+    """fc_grad's Input, W, Bias, Out, Out@GRAD and its gemm sizes m, k and width (Input is
+    [m, k], W [k, width])."""
+    if e.attr("padding_weights"):
+        e.fail("padded weights")
+    x, w, b, out, dout = (e.input("Input"), e.input("W"), e.input("Bias"), e.input("Out"),
+                          e.input("Out@GRAD"))
+    e.require_float(x, w, b, out, dout)
+    n = e.attr("in_num_col_dims")
+    return x, w, b, out, dout, e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[1]
 
 
 class FcGrad(OpDef):
@@ -887,13 +887,7 @@ class FcGrad(OpDef):
 
     @staticmethod
     def emit(e):
-        if e.attr("padding_weights"):
-            e.fail("padded weights")
-        x, w, b, out, dout = (e.input("Input"), e.input("W"), e.input("Bias"), e.input("Out"),
-                              e.input("Out@GRAD"))
-        e.require_float(x, w, b, out, dout)
-        n = e.attr("in_num_col_dims")
-        m, k, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[1]
+        x, w, b, out, dout, m, k, width = _fc_grad_operands(e)
         d = dout
         if e.attr("activation_type") == "relu":
             d = e.scratch([m, width])
@@ -921,13 +915,7 @@ class FcGrad(OpDef):
     def cuda_emit(e):
         """relu's mask into scratch, two device gemms, the bias gradient one thread per
         column summing rows in order (the C++ target's order)."""
-        if e.attr("padding_weights"):
-            e.fail("padded weights")
-        x, w, b, out, dout = (e.input("Input"), e.input("W"), e.input("Bias"), e.input("Out"),
-                              e.input("Out@GRAD"))
-        e.require_float(x, w, b, out, dout)
-        n = e.attr("in_num_col_dims")
-        m, k, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[1]
+        x, w, b, out, dout, m, k, width = _fc_grad_operands(e)
         d = dout
         if e.attr("activation_type") == "relu":
             d = e.scratch([m, width])

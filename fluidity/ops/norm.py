@@ -36,6 +36,52 @@ def _batch_norm_grad(g):
           "Bias@GRAD": g.input_grad("Bias")}, g.attrs())
 
 
+def _bn_inputs(e):
+    """batch_norm's compiled case for both targets (NCHW-style, no MomentumTensor, the
+    channels known): X, Scale, Bias, Mean, Variance."""
+    if channel_last(e.attr("data_layout")) or e.op.input("MomentumTensor"):
+        e.fail("NHWC layout or a MomentumTensor")
+    x, scale, bias, mean, var = (e.input(s) for s in ("X", "Scale", "Bias", "Mean",
+                                                     "Variance"))
+    e.require_float(x, scale, bias, mean, var)
+    if x.ndim < 2 or not e.is_lit(x.dims[1]):
+        e.fail("channels not known when compiling")
+    return x, scale, bias, mean, var
+
+
+def _bn_channel_stats(x, m, v, n, c, p):
+    """C statements for both targets: channel `ch`'s batch mean into m[ch] and variance
+    into v[ch], of X [n, c, p] (C expressions), summed in double in this order."""
+    return (f"double s = 0, q = 0; for (int64_t b = 0; b < {n}; ++b) {{ const float* r = "
+            f"{x} + (b * {c} + ch) * {p}; for (int64_t i = 0; i < {p}; ++i) s += r[i]; }} "
+            f"const float mu = (float)(s / (double)({n} * {p})); for (int64_t b = 0; b < {n}; "
+            f"++b) {{ const float* r = {x} + (b * {c} + ch) * {p}; for (int64_t i = 0; "
+            f"i < {p}; ++i) {{ const float t = r[i] - mu; q += t * t; }} }} {m}[ch] = mu; "
+            f"{v}[ch] = (float)(q / (double)({n} * {p}));")
+
+
+def _bn_grad_inputs(e):
+    """batch_norm_grad's compiled case for both targets (NCHW-style, the channels known):
+    X, Scale, SavedMean, SavedVariance (1 / std), Y@GRAD."""
+    if channel_last(e.attr("data_layout")):
+        e.fail("NHWC layout")
+    x, scale, sm, inv, dy = (e.input(s) for s in ("X", "Scale", "SavedMean",
+                                                  "SavedVariance", "Y@GRAD"))
+    e.require_float(x, scale, sm, inv, dy)
+    if x.ndim < 2 or not e.is_lit(x.dims[1]):
+        e.fail("channels not known when compiling")
+    return x, scale, sm, inv, dy
+
+
+def _bn_grad_channel_sums(x, dy, sm, inv, db, ds, n, c, p):
+    """C statements for both targets: channel `ch`'s sum of dY into db[ch] and of dY * x_hat
+    into ds[ch], of X [n, c, p] (C expressions), in double in this order."""
+    return (f"double sb = 0, ss = 0; for (int64_t b = 0; b < {n}; ++b) {{ const float* r = "
+            f"{x} + (b * {c} + ch) * {p}; const float* g = {dy} + (b * {c} + ch) * {p}; "
+            f"for (int64_t i = 0; i < {p}; ++i) {{ sb += g[i]; ss += g[i] * ((r[i] - "
+            f"{sm}[ch]) * {inv}[ch]); }} }} {db}[ch] = (float)sb; {ds}[ch] = (float)ss;")
+
+
 class BatchNorm(OpDef):
     type = "batch_norm"
     nonempty_inputs = ("X",)
@@ -97,13 +143,7 @@ class BatchNorm(OpDef):
         """NCHW-style [N, C, ...]: per channel, the statistics (the batch's, summed in
         double, or the running ones), inv_std = 1 / sqrt(var + eps) and
         y = x * (scale * inv_std) + (bias - mean * scale * inv_std) in float as the kernel."""
-        if channel_last(e.attr("data_layout")) or e.op.input("MomentumTensor"):
-            e.fail("NHWC layout or a MomentumTensor")
-        x, scale, bias, mean, var = (e.input(s) for s in ("X", "Scale", "Bias", "Mean",
-                                                         "Variance"))
-        e.require_float(x, scale, bias, mean, var)
-        if x.ndim < 2 or not e.is_lit(x.dims[1]):
-            e.fail("channels not known when compiling")
+        x, scale, bias, mean, var = _bn_inputs(e)
         c, n, inner = x.dims[1], x.dims[0], e.prod(x.dims[2:])
         y = e.output("Y", x.dims)
         eps = e.literal(float(e.attr("epsilon")))
@@ -118,12 +158,8 @@ class BatchNorm(OpDef):
         else:
             m, v = e.scratch([c]), e.scratch([c])
             mom = float(e.attr("momentum"))
-            e.code(f"for (int64_t ch = 0; ch < C; ++ch) {{ double s = 0, q = 0; for (int64_t b = "
-                   f"0; b < N; ++b) {{ const float* r = {x} + (b * C + ch) * P; for (int64_t i = "
-                   f"0; i < P; ++i) s += r[i]; }} const float mu = (float)(s / (double)(N * P)); "
-                   f"for (int64_t b = 0; b < N; ++b) {{ const float* r = {x} + (b * C + ch) * P; "
-                   f"for (int64_t i = 0; i < P; ++i) {{ const float t = r[i] - mu; q += t * t; }} }} "
-                   f"{m}[ch] = mu; {v}[ch] = (float)(q / (double)(N * P)); }}")
+            e.code(f"for (int64_t ch = 0; ch < C; ++ch) {{ "
+                   f"{_bn_channel_stats(x, m, v, 'N', 'C', 'P')} }}")
             for slot, run, batch in (("MeanOut", mean, m), ("VarianceOut", var, v)):
                 if e.has_output(slot):      # in place when it is the running variable
                     out = e.output(slot, run.dims)
@@ -145,13 +181,7 @@ class BatchNorm(OpDef):
         """The C++ target's arithmetic on the device: one thread per channel for the
         statistics (summed in double, in its order) and the running ones, one per element
         for Y."""
-        if channel_last(e.attr("data_layout")) or e.op.input("MomentumTensor"):
-            e.fail("NHWC layout or a MomentumTensor")
-        x, scale, bias, mean, var = (e.input(s) for s in ("X", "Scale", "Bias", "Mean",
-                                                         "Variance"))
-        e.require_float(x, scale, bias, mean, var)
-        if x.ndim < 2 or not e.is_lit(x.dims[1]):
-            e.fail("channels not known when compiling")
+        x, scale, bias, mean, var = _bn_inputs(e)
         c, n, p = x.dims[1], x.dims[0], e.prod(x.dims[2:])
         y = e.output("Y", x.dims)
         eps = e.literal(float(e.attr("epsilon")))
@@ -166,13 +196,8 @@ class BatchNorm(OpDef):
         else:
             m, v = e.scratch([c]), e.scratch([c])
             mom = float(e.attr("momentum"))
-            e.code(f"fl::cu::each({c}, [=] __device__ (int64_t ch) {{ double s = 0, q = 0; "
-                   f"for (int64_t b = 0; b < {n}; ++b) {{ const float* r = {x} + (b * {c} + ch) "
-                   f"* {p}; for (int64_t i = 0; i < {p}; ++i) s += r[i]; }} const float mu = "
-                   f"(float)(s / (double)({n} * {p})); for (int64_t b = 0; b < {n}; ++b) {{ "
-                   f"const float* r = {x} + (b * {c} + ch) * {p}; for (int64_t i = 0; i < {p}; "
-                   f"++i) {{ const float t = r[i] - mu; q += t * t; }} }} {m}[ch] = mu; "
-                   f"{v}[ch] = (float)(q / (double)({n} * {p})); }});")
+            e.code(f"fl::cu::each({c}, [=] __device__ (int64_t ch) {{ "
+                   f"{_bn_channel_stats(x, m, v, n, c, p)} }});")
             for slot, run, batch in (("MeanOut", mean, m), ("VarianceOut", var, v)):
                 if e.has_output(slot):
                     out = e.output(slot, run.dims)
@@ -222,20 +247,12 @@ class BatchNormGrad(OpDef):
 
     @staticmethod
     def emit(e):
-        if channel_last(e.attr("data_layout")):
-            e.fail("NHWC layout")
-        x, scale, sm, inv, dy = (e.input(s) for s in ("X", "Scale", "SavedMean",
-                                                      "SavedVariance", "Y@GRAD"))
-        e.require_float(x, scale, sm, inv, dy)
-        if x.ndim < 2 or not e.is_lit(x.dims[1]):
-            e.fail("channels not known when compiling")
+        x, scale, sm, inv, dy = _bn_grad_inputs(e)
         c = x.dims[1]
         e.code(f"const int64_t C = {c}, N = {x.dims[0]}, P = {e.prod(x.dims[2:])};")
         db, ds = e.scratch([c]), e.scratch([c])
-        e.code(f"for (int64_t ch = 0; ch < C; ++ch) {{ double sb = 0, ss = 0; for (int64_t b = 0; "
-               f"b < N; ++b) {{ const float* r = {x} + (b * C + ch) * P; const float* g = {dy} + "
-               f"(b * C + ch) * P; for (int64_t i = 0; i < P; ++i) {{ sb += g[i]; ss += g[i] * "
-               f"((r[i] - {sm}[ch]) * {inv}[ch]); }} }} {db}[ch] = (float)sb; {ds}[ch] = (float)ss; }}")
+        e.code(f"for (int64_t ch = 0; ch < C; ++ch) {{ "
+               f"{_bn_grad_channel_sums(x, dy, sm, inv, db, ds, 'N', 'C', 'P')} }}")
         if e.has_output("X@GRAD"):
             dx = e.output("X@GRAD", x.dims)
             if _bn_global_stats(e.attrs):
@@ -257,21 +274,12 @@ class BatchNormGrad(OpDef):
     def cuda_emit(e):
         """Per channel sums (one thread each, in double), then X@GRAD one thread per
         element, the C++ target's arithmetic."""
-        if channel_last(e.attr("data_layout")):
-            e.fail("NHWC layout")
-        x, scale, sm, inv, dy = (e.input(s) for s in ("X", "Scale", "SavedMean",
-                                                      "SavedVariance", "Y@GRAD"))
-        e.require_float(x, scale, sm, inv, dy)
-        if x.ndim < 2 or not e.is_lit(x.dims[1]):
-            e.fail("channels not known when compiling")
+        x, scale, sm, inv, dy = _bn_grad_inputs(e)
         c, n, p = x.dims[1], x.dims[0], e.prod(x.dims[2:])
         db = e.output("Bias@GRAD", [c]) if e.has_output("Bias@GRAD") else e.scratch([c])
         ds = e.output("Scale@GRAD", [c]) if e.has_output("Scale@GRAD") else e.scratch([c])
-        e.code(f"fl::cu::each({c}, [=] __device__ (int64_t ch) {{ double sb = 0, ss = 0; "
-               f"for (int64_t b = 0; b < {n}; ++b) {{ const float* r = {x} + (b * {c} + ch) * "
-               f"{p}; const float* g = {dy} + (b * {c} + ch) * {p}; for (int64_t i = 0; "
-               f"i < {p}; ++i) {{ sb += g[i]; ss += g[i] * ((r[i] - {sm}[ch]) * {inv}[ch]); }} }} "
-               f"{db}[ch] = (float)sb; {ds}[ch] = (float)ss; }});")
+        e.code(f"fl::cu::each({c}, [=] __device__ (int64_t ch) {{ "
+               f"{_bn_grad_channel_sums(x, dy, sm, inv, db, ds, n, c, p)} }});")
         if e.has_output("X@GRAD"):
             dx = e.output("X@GRAD", x.dims)
             if _bn_global_stats(e.attrs):

@@ -382,10 +382,12 @@ class Adam(UpdateOp):
                                        eps_t, op)
         return _with_native_step(cls, attrs, outputs, step)
 
-    @classmethod
-    def emit(cls, e):
-        """The dense step as the C kernel computes it (moments in float32, the step in
-        double from lr_t and eps_t), then the beta powers, all in place."""
+    @staticmethod
+    def compiled_step(e):
+        """Adam's compiled case for both targets (no beta or epsilon tensors, no amsgrad):
+        Param, Moment1, Moment2, Grad, beta1 and beta2 as C literals, the C statements
+        defining the step's lr_t and eps_t (in double, from the beta powers) and those
+        advancing the beta powers ("" under use_global_beta_pow)."""
         for t in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
             if e.op.input(t):
                 e.fail(f"{t} input")
@@ -395,12 +397,20 @@ class Adam(UpdateOp):
         b1p, b2p = e.input("Beta1Pow"), e.input("Beta2Pow")
         e.require_float(b1p, b2p)
         b1, b2, eps = (repr(float(e.attr(a))) for a in ("beta1", "beta2", "epsilon"))
-        e.code(f"const double p1 = (double){b1p}[0], p2 = (double){b2p}[0]; "
-               f"const double lr_t = (double){lr}[0] * std::sqrt(1.0 - p2) / (1.0 - p1); "
-               f"const double eps_t = {eps} * std::sqrt(1.0 - p2);")
-        betas = f"(float){b1}, (float)(1.0 - {b1}), (float){b2}, (float)(1.0 - {b2}), eps_t"
+        step_sizes = (f"const double p1 = (double){b1p}[0], p2 = (double){b2p}[0]; "
+                      f"const double lr_t = (double){lr}[0] * sqrt(1.0 - p2) / (1.0 - p1); "
+                      f"const double eps_t = {eps} * sqrt(1.0 - p2);")
         pows = "" if e.attr("use_global_beta_pow") else \
             f"{b1p}[0] = {b1p}[0] * (float){b1}; {b2p}[0] = {b2p}[0] * (float){b2};"
+        return p, m1, m2, g, b1, b2, step_sizes, pows
+
+    @classmethod
+    def emit(cls, e):
+        """The dense step as the C kernel computes it (moments in float32, the step in
+        double from lr_t and eps_t), then the beta powers, all in place."""
+        p, m1, m2, g, b1, b2, step_sizes, pows = cls.compiled_step(e)
+        e.code(step_sizes)
+        betas = f"(float){b1}, (float)(1.0 - {b1}), (float){b2}, (float)(1.0 - {b2}), eps_t"
         if g.rows is None:
             e.code(f"fl::adam({p}, {m1}, {m2}, {g}, {p.numel()}, lr_t, {betas});")
             e.code(pows)
@@ -424,15 +434,7 @@ class Adam(UpdateOp):
         """Adam, one thread per element (runtime/cuda_rt.h adam_elem, the C++ target's
         arithmetic), then the beta powers in a second launch (after every thread has read
         them). A SelectedRows Grad is merged into a dense one first."""
-        for t in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
-            if e.op.input(t):
-                e.fail(f"{t} input")
-        if e.attr("amsgrad"):
-            e.fail("amsgrad")
-        p, (m1, m2), g, lr = _emit_update(e, ("Moment1", "Moment2"))
-        b1p, b2p = e.input("Beta1Pow"), e.input("Beta2Pow")
-        e.require_float(b1p, b2p)
-        b1, b2, eps = (repr(float(e.attr(a))) for a in ("beta1", "beta2", "epsilon"))
+        p, m1, m2, g, b1, b2, step_sizes, pows = cls.compiled_step(e)
         grad, skip = g, ""
         if g.rows is not None:
             # rows summed into a dense scratch gradient (duplicates merged; atomic adds),
@@ -449,15 +451,11 @@ class Adam(UpdateOp):
                    f"{g}[t]); if (c == 0) {seen}[r] = 1; }});")
             if e.attr("lazy_mode"):
                 skip = f"if (!{seen}[i / {d}]) return; "
-        e.code(f"fl::cu::each({p.numel()}, [=] __device__ (int64_t i) {{ {skip}"
-               f"const double p1 = (double){b1p}[0], p2 = (double){b2p}[0]; "
-               f"const double lr_t = (double){lr}[0] * sqrt(1.0 - p2) / (1.0 - p1); "
-               f"const double eps_t = {eps} * sqrt(1.0 - p2); "
+        e.code(f"fl::cu::each({p.numel()}, [=] __device__ (int64_t i) {{ {skip}{step_sizes} "
                f"fl::adam_elem({p} + i, {m1} + i, {m2} + i, {grad}[i], lr_t, (float){b1}, "
                f"(float)(1.0 - {b1}), (float){b2}, (float)(1.0 - {b2}), eps_t); }});")
-        if not e.attr("use_global_beta_pow"):
-            e.code(f"fl::cu::each(1, [=] __device__ (int64_t) {{ "
-                   f"{b1p}[0] = {b1p}[0] * (float){b1}; {b2p}[0] = {b2p}[0] * (float){b2}; }});")
+        if pows:
+            e.code(f"fl::cu::each(1, [=] __device__ (int64_t) {{ {pows} }});")
 
 
 def _emit_merge(e, p, g):

@@ -24,6 +24,7 @@ import numpy as np
 from ..core.names import EMPTY_VAR_NAME
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
+from .c_emit import same_dim
 from .registry import In, OpDef, Out
 
 
@@ -95,22 +96,26 @@ def _c_act(e, attr):
     return "fl::ACT_" + name.upper()
 
 
-def _same(e, a, b, what):
-    """Dims a and b (C expressions) must be equal: proven or refused now when both are
-    literals, else checked at run time (a mismatch runs the op interpreted, where the kernel
-    says what is wrong)."""
-    a, b = str(a), str(b)
-    if a == b:
-        return
-    if e.is_lit(a) and e.is_lit(b):
-        e.fail(f"{what} ({a} vs {b})")
-    e.check(f"{a} != {b}", f"{e.op.type}: {what}")
-
-
 def _out_or_scratch(e, slot, dims):
     """Output `slot` (no LoD) when the op has it, else a scratch buffer: the kernels compute
     the intermediate batches either way."""
     return e.output(slot, dims, lod_from=False) if e.has_output(slot) else e.scratch(dims)
+
+
+def _gru_compiled_shapes(e, x, w, b):
+    """gru's and gru_grad's shared checks: Weight [D, 3D] and Bias 3D values. Returns D, 3D
+    (C expressions), the C gate and candidate activations, and Input's sequences and rows
+    (_emit_sequences)."""
+    if w.ndim != 2:
+        e.fail("Weight is not [D, 3D]")
+    d = w.dims[0]
+    g = e.mul(3, d)
+    same_dim(e, w.dims[1], g, "Weight is not [D, 3D]")
+    if b is not None:
+        same_dim(e, b.numel(), g, "Bias has not 3D values")
+    gate, act = _c_act(e, "gate_activation"), _c_act(e, "activation")
+    n, rows = _emit_sequences(e, x, g)
+    return d, g, gate, act, n, rows
 
 
 def _emit_sequences(e, x, width):
@@ -121,7 +126,7 @@ def _emit_sequences(e, x, width):
         e.fail("Input has no LoD")
     if x.ndim != 2:
         e.fail("Input is not [rows, columns]")
-    _same(e, x.dims[1], width, "Input's columns do not match Weight")
+    same_dim(e, x.dims[1], width, "Input's columns do not match Weight")
     e.check(f"!fl::lod_is_offsets({x.lod}, {x.lod_len}, {x.dims[0]})",
             f"{e.op.type}: the LoD of Input is not offsets of its rows")
     return f"({x.lod_len} - 1)", x.dims[0]
@@ -135,8 +140,8 @@ def _emit_initial(e, slot, n, d):
     e.require_float(s)
     if s.ndim != 2:
         e.fail(f"{slot} is not [sequences, D]")
-    _same(e, s.dims[0], n, f"{slot} has a row per sequence")
-    _same(e, s.dims[1], d, f"{slot} has D columns")
+    same_dim(e, s.dims[0], n, f"{slot} has a row per sequence")
+    same_dim(e, s.dims[1], d, f"{slot} has D columns")
     return s.name
 
 
@@ -161,8 +166,8 @@ def _emit_lstm_inputs(e):
         e.fail("Weight is not [D, 4D]")
     d, peep = w.dims[0], bool(e.attr("use_peepholes"))
     g = e.mul(4, d)
-    _same(e, w.dims[1], g, "Weight is not [D, 4D]")
-    _same(e, b.numel(), e.mul(7 if peep else 4, d), "Bias has not 7D (peepholes) or 4D values")
+    same_dim(e, w.dims[1], g, "Weight is not [D, 4D]")
+    same_dim(e, b.numel(), e.mul(7 if peep else 4, d), "Bias has not 7D (peepholes) or 4D values")
     acts = ", ".join(_c_act(e, a) for a in ("gate_activation", "cell_activation",
                                             "candidate_activation"))
     n, rows = _emit_sequences(e, x, g)
@@ -339,8 +344,8 @@ class LSTMGrad(OpDef):
         e.require_float(hidden, cell, gates, cacts)
         x, w, b, d, g, peep, acts, n, rows, h0, c0 = _emit_lstm_inputs(e)
         for t, width in ((hidden, d), (cell, d), (gates, g), (cacts, d)):
-            _same(e, t.dims[0], rows, f"{t.var} has Input's rows")
-            _same(e, e.prod(t.dims[1:]), width, f"{t.var} has {width} columns")
+            same_dim(e, t.dims[0], rows, f"{t.var} has Input's rows")
+            same_dim(e, e.prod(t.dims[1:]), width, f"{t.var} has {width} columns")
         douts = []
         for slot in ("Hidden@GRAD", "Cell@GRAD"):
             t = e.input(slot)
@@ -470,15 +475,7 @@ class GRU(OpDef):
         gemms of fl::gru_step (the gates' part of Weight, then the candidate's)."""
         x, w, b = e.input("Input"), e.input("Weight"), e.input("Bias")
         e.require_float(x, w, b)
-        if w.ndim != 2:
-            e.fail("Weight is not [D, 3D]")
-        d = w.dims[0]
-        g = e.mul(3, d)
-        _same(e, w.dims[1], g, "Weight is not [D, 3D]")
-        if b is not None:
-            _same(e, b.numel(), g, "Bias has not 3D values")
-        gate, act = _c_act(e, "gate_activation"), _c_act(e, "activation")
-        n, rows = _emit_sequences(e, x, g)
+        d, g, gate, act, n, rows = _gru_compiled_shapes(e, x, w, b)
         h0 = _emit_initial(e, "H0", n, d)
         hidden = e.output("Hidden", [rows, d], lod_from=x)
         gates = _out_or_scratch(e, "BatchGate", [rows, g])
@@ -552,20 +549,12 @@ class GRUGrad(OpDef):
         if None in (gates, rh, bh):
             e.fail("an input the backward reads is absent")
         e.require_float(x, w, b, gates, rh, bh, dh)
-        if w.ndim != 2:
-            e.fail("Weight is not [D, 3D]")
-        d = w.dims[0]
-        g = e.mul(3, d)
-        _same(e, w.dims[1], g, "Weight is not [D, 3D]")
-        if b is not None:
-            _same(e, b.numel(), g, "Bias has not 3D values")
-        gate, act = _c_act(e, "gate_activation"), _c_act(e, "activation")
-        n, rows = _emit_sequences(e, x, g)
+        d, g, gate, act, n, rows = _gru_compiled_shapes(e, x, w, b)
         for t, width in ((gates, g), (rh, d), (bh, d)):
-            _same(e, t.dims[0], rows, f"{t.var} has Input's rows")
-            _same(e, e.prod(t.dims[1:]), width, f"{t.var} has {width} columns")
+            same_dim(e, t.dims[0], rows, f"{t.var} has Input's rows")
+            same_dim(e, e.prod(t.dims[1:]), width, f"{t.var} has {width} columns")
         if dh is not None:
-            _same(e, dh.numel(), e.mul(rows, d), "Hidden@GRAD is [rows, D]")
+            same_dim(e, dh.numel(), e.mul(rows, d), "Hidden@GRAD is [rows, D]")
         h0 = _emit_initial(e, "H0", n, d)
 
         def out(slot, dims, lod_from=False):
@@ -636,12 +625,12 @@ class GRUUnit(OpDef):
             e.fail("Input, HiddenPrev or Weight is not 2-D")
         d = w.dims[0]
         g = e.mul(3, d)
-        _same(e, w.dims[1], g, "Weight is not [D, 3D]")
-        _same(e, x.dims[1], g, "Input is not [N, 3D]")
-        _same(e, hp.dims[1], d, "HiddenPrev is not [N, D]")
-        _same(e, hp.dims[0], x.dims[0], "Input and HiddenPrev differ in rows")
+        same_dim(e, w.dims[1], g, "Weight is not [D, 3D]")
+        same_dim(e, x.dims[1], g, "Input is not [N, 3D]")
+        same_dim(e, hp.dims[1], d, "HiddenPrev is not [N, D]")
+        same_dim(e, hp.dims[0], x.dims[0], "Input and HiddenPrev differ in rows")
         if b is not None:
-            _same(e, b.numel(), g, "Bias has not 3D values")
+            same_dim(e, b.numel(), g, "Bias has not 3D values")
         gate, act = _c_act(e, "gate_activation"), _c_act(e, "activation")
         n = x.dims[0]
         gates = _out_or_scratch(e, "Gate", [n, g])
@@ -713,8 +702,8 @@ class LSTMUnit(OpDef):
         if x.ndim != 2 or cp.ndim != 2:
             e.fail("X or C_prev is not 2-D")
         n, d = cp.dims
-        _same(e, x.dims[1], e.mul(4, d), "X is not [N, 4D] for C_prev [N, D]")
-        _same(e, x.dims[0], n, "X and C_prev differ in rows")
+        same_dim(e, x.dims[1], e.mul(4, d), "X is not [N, 4D] for C_prev [N, D]")
+        same_dim(e, x.dims[0], n, "X and C_prev differ in rows")
         c, h = e.output("C", cp.dims), e.output("H", cp.dims)
         e.code(f"fl::lstm_unit({n}, {d}, {x}, {cp}, {e.literal(float(e.attr('forget_bias')))}, "
                f"{c}, {h});")
@@ -992,7 +981,7 @@ class RNN(OpDef):
                         int(w_ih.dims[0]) != gh:
                     e.fail(f"WeightList's weights of layer {layer} are not [{gh}, in], "
                            f"[{gh}, {h}]")
-                _same(e, w_ih.dims[1], i if layer == 0 else dirs * h,
+                same_dim(e, w_ih.dims[1], i if layer == 0 else dirs * h,
                       f"W_ih of layer {layer} does not match its input")
                 for b in (ws[n_w + 2 * k], ws[n_w + 2 * k + 1]):
                     if int(b.numel()) != gh:
@@ -1001,11 +990,11 @@ class RNN(OpDef):
             if s.ndim != 3:
                 e.fail("PreState is not [layers * directions, B, H]")
             for a, want in zip(s.dims, (layers * dirs, batch, h)):
-                _same(e, a, want, "PreState is not [layers * directions, B, H]")
+                same_dim(e, a, want, "PreState is not [layers * directions, B, H]")
         if lens is not None:
             if lens.ctype not in ("int32_t", "int64_t"):
                 e.fail(f"SequenceLength is {lens.ctype}")
-            _same(e, lens.numel(), batch, "SequenceLength has not B values")
+            same_dim(e, lens.numel(), batch, "SequenceLength has not B values")
         out = e.output("Out", [t, batch, dirs * h], lod_from=False)
         sdims = [layers * dirs, batch, h]
         states = [e.output("State", sdims, i=s, lod_from=False)

@@ -152,7 +152,10 @@ class SequencePool(OpDef):
     }
 
     @classmethod
-    def emit(cls, e):
+    def pooled_element(cls, e, skip):
+        """The pooling for both targets: (X, its sequences b, the row width w, the C
+        statements storing Out[i, j] and MaxIndex[i, j] from sequence i's rows [s, t), where
+        `skip` ends an empty sequence's element)."""
         x = e.input("X")
         e.require_float(x)
         ptype = e.attr("pooltype").upper()
@@ -168,42 +171,29 @@ class SequencePool(OpDef):
         elif arg:
             e.fail("MAX/MIN pooling without its MaxIndex output")
         pad = e.literal(float(e.attr("pad_value")))
-        e.check(f"{x.lod}[{x.lod_len} - 1] != {x.dims[0]}", "sequence_pool: X's LoD ends "
-                "elsewhere than its number of rows")
         put_idx = f" {idx}[i * w + j] = a;" if arg else ""
         # an empty sequence pools to pad_value; its MaxIndex is X's row count (the kernel's)
         empty_idx = f" {idx}[i * w + j] = (int32_t)({x.dims[0]});" if arg else ""
+        return x, b, w, (f"if (t <= s) {{ {out}[i * w + j] = {pad};{empty_idx} {skip}; }} "
+                         f"{cls.C_POOL[ptype]} {out}[i * w + j] = v;{put_idx}")
+
+    @classmethod
+    def emit(cls, e):
+        x, b, w, element = cls.pooled_element(e, "continue")
+        e.check(f"{x.lod}[{x.lod_len} - 1] != {x.dims[0]}", "sequence_pool: X's LoD ends "
+                "elsewhere than its number of rows")
         e.code(f"const float* x = {x}; const int64_t w = {w}; for (int64_t i = 0; i < {b}; "
                f"++i) {{ const int64_t s = {x.lod}[i], t = {x.lod}[i + 1]; for (int64_t j = 0; "
-               f"j < w; ++j) {{ if (t <= s) {{ {out}[i * w + j] = {pad};{empty_idx} continue; }} "
-               f"{cls.C_POOL[ptype]} {out}[i * w + j] = v;{put_idx} }} }}")
+               f"j < w; ++j) {{ {element} }} }}")
 
     @classmethod
     def cuda_emit(cls, e):
         """One device thread per output element, the C++ target's C_POOL over its sequence
         (the executor checks each LoD against its rows before copying it to the device)."""
-        x = e.input("X")
-        e.require_float(x)
-        ptype = e.attr("pooltype").upper()
-        if x.lod is None or ptype not in cls.C_POOL:
-            e.fail("X has no LoD, or an unknown pooltype")
-        b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
-        out = e.output("Out", [b] + x.dims[1:], lod_from=False)
-        arg = ptype in ("MAX", "MIN")
-        idx = None
-        if e.has_output("MaxIndex"):
-            idx = e.output("MaxIndex", ([b] if arg else ["0"]) + x.dims[1:], "int32_t",
-                           lod_from=False)
-        elif arg:
-            e.fail("MAX/MIN pooling without its MaxIndex output")
-        pad = e.literal(float(e.attr("pad_value")))
-        put_idx = f" {idx}[i * w + j] = a;" if arg else ""
-        empty_idx = f" {idx}[i * w + j] = (int32_t)({x.dims[0]});" if arg else ""
+        x, b, w, element = cls.pooled_element(e, "return")
         e.code(f"fl::cu::each({e.mul(b, w)}, [=] __device__ (int64_t k) {{ const float* x = "
                f"{x}; const int64_t w = {w}; const int64_t i = k / w, j = k % w; "
-               f"const int64_t s = {x.lod}[i], t = {x.lod}[i + 1]; if (t <= s) {{ "
-               f"{out}[i * w + j] = {pad};{empty_idx} return; }} {cls.C_POOL[ptype]} "
-               f"{out}[i * w + j] = v;{put_idx} }});")
+               f"const int64_t s = {x.lod}[i], t = {x.lod}[i + 1]; {element} }});")
 
     grad = staticmethod(lambda g: g.op(
         "sequence_pool_grad", {"X": g.input("X"), "MaxIndex": g.output("MaxIndex"),
@@ -249,11 +239,15 @@ class SequencePoolGrad(OpDef):
             return LoDTensor(np.ascontiguousarray(g, dtype=a.dtype), x._lod)
         return kernel
 
+    # the share of a sequence's gradient d each of its rows [s, t) gets, for both targets
+    # (divided in double as numpy does); the other pooltypes give it to one row
+    C_SPREAD = {"SUM": "d", "AVERAGE": "(float)((double)d / (double)(t - s))",
+                "SQRT": "(float)((double)d / sqrt((double)(t - s)))"}
+
     @staticmethod
-    def emit(e):
-        """SUM/AVERAGE/SQRT spread each sequence's gradient over its rows (divided in double
-        as numpy does), FIRST/LAST/MAX/MIN give it to one row of each; empty sequences get
-        none."""
+    def compiled_operands(e):
+        """X (with a LoD), Out@GRAD, the pooltype, X@GRAD, X's sequences and row width (C
+        expressions), for both targets."""
         x, d = e.input("X"), e.input("Out@GRAD")
         e.require_float(x, d)
         ptype = e.attr("pooltype").upper()
@@ -261,8 +255,15 @@ class SequencePoolGrad(OpDef):
             e.fail("X has no LoD, or an unknown pooltype")
         g = e.output("X@GRAD", x.dims, lod_from=x)
         b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
-        spread = {"SUM": "d", "AVERAGE": "(float)((double)d / (double)(t - s))",
-                  "SQRT": "(float)((double)d / std::sqrt((double)(t - s)))"}
+        return x, d, ptype, g, b, w
+
+    @staticmethod
+    def emit(e):
+        """SUM/AVERAGE/SQRT spread each sequence's gradient over its rows (divided in double
+        as numpy does), FIRST/LAST/MAX/MIN give it to one row of each; empty sequences get
+        none."""
+        x, d, ptype, g, b, w = SequencePoolGrad.compiled_operands(e)
+        spread = SequencePoolGrad.C_SPREAD
         head = (f"const float* x = {x}; const int64_t w = {w}; for (int64_t i = 0; i < {b}; "
                 f"++i) {{ const int64_t s = {x.lod}[i], t = {x.lod}[i + 1]; for (int64_t j = 0; "
                 f"j < w; ++j) {{ const float d = {d}[i * w + j];")
@@ -281,15 +282,8 @@ class SequencePoolGrad(OpDef):
     def cuda_emit(e):
         """One device thread per element of X@GRAD: its row's sequence found by a binary
         search of the LoD, then the C++ target's rule for that pooltype."""
-        x, d = e.input("X"), e.input("Out@GRAD")
-        e.require_float(x, d)
-        ptype = e.attr("pooltype").upper()
-        if x.lod is None or ptype not in SequencePool.C_POOL:
-            e.fail("X has no LoD, or an unknown pooltype")
-        g = e.output("X@GRAD", x.dims, lod_from=x)
-        b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
-        spread = {"SUM": "d", "AVERAGE": "(float)((double)d / (double)(t - s))",
-                  "SQRT": "(float)((double)d / sqrt((double)(t - s)))"}
+        x, d, ptype, g, b, w = SequencePoolGrad.compiled_operands(e)
+        spread = SequencePoolGrad.C_SPREAD
         if ptype in spread:
             value = spread[ptype]
         elif ptype in ("FIRST", "LAST"):

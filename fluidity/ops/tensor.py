@@ -73,6 +73,54 @@ def _concat_shape(shapes, axis):
     return out
 
 
+def _emit_concat(e, copy_block):
+    """concat for both targets: the checks, Out, and for each input X `copy_block(Out, X,
+    pre, n)`, the target's C copying X's [pre, n] blocks into Out's rows (`row` long) at
+    column `at`."""
+    if e.op.input("AxisTensor"):
+        e.fail("the axis comes from a tensor")
+    xs = e.inputs("X")
+    if not xs or any(b is None for b in xs) or len({b.ctype for b in xs}) != 1:
+        e.fail("absent inputs or mixed dtypes")
+    x0 = xs[0]
+    ax = e.attr("axis") % x0.ndim
+    for b in xs[1:]:
+        if b.ndim != x0.ndim:
+            e.fail("inputs of different ranks")
+        for k in range(x0.ndim):
+            if k != ax and b.dims[k] != x0.dims[k]:
+                e.check(f"{b.dims[k]} != {x0.dims[k]}", "concat: inputs differ off the axis")
+    total = str(sum(int(b.dims[ax]) for b in xs)) if all(e.is_lit(b.dims[ax]) for b in xs) \
+        else "(" + " + ".join(b.dims[ax] for b in xs) + ")"
+    out = e.output("Out", x0.dims[:ax] + [total] + x0.dims[ax + 1:], x0.ctype)
+    pre, post = e.prod(x0.dims[:ax]), e.prod(x0.dims[ax + 1:])
+    e.code(f"int64_t at = 0; const int64_t row = {e.mul(total, post)};")
+    for b in xs:
+        n = e.mul(b.dims[ax], post)
+        e.code(f"{copy_block(out, b, pre, n)} at += {n};")
+
+
+def _emit_concat_grad(e, copy_block):
+    """concat_grad for both targets: for each X@GRAD the op has, `copy_block(X@GRAD,
+    Out@GRAD, pre, n)`, the target's C copying its [pre, n] blocks out of Out@GRAD's rows
+    (`row` long) at column `at`."""
+    if e.op.input("AxisTensor"):
+        e.fail("the axis comes from a tensor")
+    xs, d = e.inputs("X"), e.input("Out@GRAD")
+    if not xs or any(b is None for b in xs):
+        e.fail("absent inputs")
+    x0 = xs[0]
+    ax = e.attr("axis") % x0.ndim
+    pre, post = e.prod(x0.dims[:ax]), e.prod(x0.dims[ax + 1:])
+    e.code(f"int64_t at = 0; const int64_t row = {e.prod(d.dims[ax:])};")
+    for i, b in enumerate(xs):
+        n = e.mul(b.dims[ax], post)
+        if e.output_var("X@GRAD", i) not in (None, "@EMPTY@"):
+            g = e.output("X@GRAD", b.dims, d.ctype, i=i, lod_from=b)
+            e.code(copy_block(g, d, pre, n))
+        e.code(f"at += {n};")
+
+
 class Concat(OpDef):
     type = "concat"
     inputs = (In("X", duplicable=True), In("AxisTensor", dispensable=True, no_grad=True))
@@ -97,57 +145,13 @@ class Concat(OpDef):
             return np.concatenate(xs, axis=ax)
         return kernel
 
-    @staticmethod
-    def emit(e):
-        if e.op.input("AxisTensor"):
-            e.fail("the axis comes from a tensor")
-        xs = e.inputs("X")
-        if not xs or any(b is None for b in xs) or len({b.ctype for b in xs}) != 1:
-            e.fail("absent inputs or mixed dtypes")
-        x0 = xs[0]
-        ax = e.attr("axis") % x0.ndim
-        for b in xs[1:]:
-            if b.ndim != x0.ndim:
-                e.fail("inputs of different ranks")
-            for k in range(x0.ndim):
-                if k != ax and b.dims[k] != x0.dims[k]:
-                    e.check(f"{b.dims[k]} != {x0.dims[k]}", "concat: inputs differ off the axis")
-        total = " + ".join(b.dims[ax] for b in xs)
-        total = str(sum(int(b.dims[ax]) for b in xs)) if all(e.is_lit(b.dims[ax]) for b in xs) \
-            else f"({total})"
-        out = e.output("Out", x0.dims[:ax] + [total] + x0.dims[ax + 1:], x0.ctype)
-        pre, post = e.prod(x0.dims[:ax]), e.prod(x0.dims[ax + 1:])
-        e.code(f"int64_t at = 0; const int64_t row = {e.mul(total, post)};")
-        for b in xs:
-            n = e.mul(b.dims[ax], post)
-            e.code(f"for (int64_t p = 0; p < {pre}; ++p) std::memcpy({out} + p * row + at, "
-                   f"{b} + p * {n}, sizeof(*{b}) * {n}); at += {n};")
-
-    @staticmethod
-    def cuda_emit(e):
-        """One kernel per input copying its block of every outer row."""
-        if e.op.input("AxisTensor"):
-            e.fail("the axis comes from a tensor")
-        xs = e.inputs("X")
-        if not xs or any(b is None for b in xs) or len({b.ctype for b in xs}) != 1:
-            e.fail("absent inputs or mixed dtypes")
-        x0 = xs[0]
-        ax = e.attr("axis") % x0.ndim
-        for b in xs[1:]:
-            if b.ndim != x0.ndim:
-                e.fail("inputs of different ranks")
-            for k in range(x0.ndim):
-                if k != ax and b.dims[k] != x0.dims[k]:
-                    e.check(f"{b.dims[k]} != {x0.dims[k]}", "concat: inputs differ off the axis")
-        total = str(sum(int(b.dims[ax]) for b in xs)) if all(e.is_lit(b.dims[ax]) for b in xs) \
-            else "(" + " + ".join(b.dims[ax] for b in xs) + ")"
-        out = e.output("Out", x0.dims[:ax] + [total] + x0.dims[ax + 1:], x0.ctype)
-        pre, post = e.prod(x0.dims[:ax]), e.prod(x0.dims[ax + 1:])
-        e.code(f"int64_t at = 0; const int64_t row = {e.mul(total, post)};")
-        for b in xs:
-            n = e.mul(b.dims[ax], post)
-            e.code(f"fl::cu::each({e.mul(pre, n)}, [=] __device__ (int64_t i) {{ "
-                   f"{out}[(i / {n}) * row + at + i % {n}] = {b}[i]; }}); at += {n};")
+    emit = staticmethod(lambda e: _emit_concat(e, lambda out, b, pre, n: (
+        f"for (int64_t p = 0; p < {pre}; ++p) std::memcpy({out} + p * row + at, "
+        f"{b} + p * {n}, sizeof(*{b}) * {n});")))
+    # one kernel per input copying its block of every outer row
+    cuda_emit = staticmethod(lambda e: _emit_concat(e, lambda out, b, pre, n: (
+        f"fl::cu::each({e.mul(pre, n)}, [=] __device__ (int64_t i) {{ "
+        f"{out}[(i / {n}) * row + at + i % {n}] = {b}[i]; }});")))
 
     grad = staticmethod(lambda g: g.op(
         "concat_grad", present({"X": g.input("X"), "AxisTensor": g.input("AxisTensor"),
@@ -174,43 +178,12 @@ class ConcatGrad(OpDef):
             return [np.ascontiguousarray(p) for p in np.split(dout, cuts, axis=ax)]
         return kernel
 
-    @staticmethod
-    def emit(e):
-        if e.op.input("AxisTensor"):
-            e.fail("the axis comes from a tensor")
-        xs, d = e.inputs("X"), e.input("Out@GRAD")
-        if not xs or any(b is None for b in xs):
-            e.fail("absent inputs")
-        x0 = xs[0]
-        ax = e.attr("axis") % x0.ndim
-        pre, post = e.prod(x0.dims[:ax]), e.prod(x0.dims[ax + 1:])
-        e.code(f"int64_t at = 0; const int64_t row = {e.prod(d.dims[ax:])};")
-        for i, b in enumerate(xs):
-            n = e.mul(b.dims[ax], post)
-            if e.output_var("X@GRAD", i) not in (None, "@EMPTY@"):
-                g = e.output("X@GRAD", b.dims, d.ctype, i=i, lod_from=b)
-                e.code(f"for (int64_t p = 0; p < {pre}; ++p) std::memcpy({g} + p * {n}, "
-                       f"{d} + p * row + at, sizeof(*{d}) * {n});")
-            e.code(f"at += {n};")
-
-    @staticmethod
-    def cuda_emit(e):
-        if e.op.input("AxisTensor"):
-            e.fail("the axis comes from a tensor")
-        xs, d = e.inputs("X"), e.input("Out@GRAD")
-        if not xs or any(b is None for b in xs):
-            e.fail("absent inputs")
-        x0 = xs[0]
-        ax = e.attr("axis") % x0.ndim
-        pre, post = e.prod(x0.dims[:ax]), e.prod(x0.dims[ax + 1:])
-        e.code(f"int64_t at = 0; const int64_t row = {e.prod(d.dims[ax:])};")
-        for i, b in enumerate(xs):
-            n = e.mul(b.dims[ax], post)
-            if e.output_var("X@GRAD", i) not in (None, "@EMPTY@"):
-                g = e.output("X@GRAD", b.dims, d.ctype, i=i, lod_from=b)
-                e.code(f"fl::cu::each({e.mul(pre, n)}, [=] __device__ (int64_t i) {{ "
-                       f"{g}[i] = {d}[(i / {n}) * row + at + i % {n}]; }});")
-            e.code(f"at += {n};")
+    emit = staticmethod(lambda e: _emit_concat_grad(e, lambda g, d, pre, n: (
+        f"for (int64_t p = 0; p < {pre}; ++p) std::memcpy({g} + p * {n}, "
+        f"{d} + p * row + at, sizeof(*{d}) * {n});")))
+    cuda_emit = staticmethod(lambda e: _emit_concat_grad(e, lambda g, d, pre, n: (
+        f"fl::cu::each({e.mul(pre, n)}, [=] __device__ (int64_t i) {{ "
+        f"{g}[i] = {d}[(i / {n}) * row + at + i % {n}]; }});")))
 
 
 def _split_sizes(dim, n_out, num, sections):

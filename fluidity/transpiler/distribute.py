@@ -639,9 +639,10 @@ def pserver_startup(startup, pserver_main, var_map):
     return prog.desc
 
 
-def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, config=None):
-    """DistPrograms(trainer, trainer_startup, {endpoint: (pserver main, pserver startup)})
-    from ProgramDescs `main` and `startup`; neither is touched."""
+def checked_job(config, endpoints, trainer_id, trainers):
+    """(config, or a default one, checked; the endpoints stripped of blanks) for a transpiler
+    of a job of `trainers` trainers and servers at `endpoints`: refused with the value at
+    fault when there is no endpoint, one is listed twice or trainer_id is out of range."""
     config = config or DistributeTranspilerConfig()
     config.check()
     endpoints = [e.strip() for e in endpoints if e.strip()]
@@ -651,6 +652,13 @@ def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, 
         raise ValueError(f"transpile: an endpoint is listed twice in {endpoints}")
     if not 0 <= trainer_id < trainers:
         raise ValueError(f"transpile: trainer_id {trainer_id} is not in [0, {trainers})")
+    return config, endpoints
+
+
+def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, config=None):
+    """DistPrograms(trainer, trainer_startup, {endpoint: (pserver main, pserver startup)})
+    from ProgramDescs `main` and `startup`; neither is touched."""
+    config, endpoints = checked_job(config, endpoints, trainer_id, trainers)
     src = ProgramView(main).global_block()
     table = _dist_table(src, _params_grads(src))
     plan = _plan(src, endpoints, config, table)

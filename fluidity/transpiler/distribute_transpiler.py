@@ -15,6 +15,18 @@ from .ps_dispatcher import HashName, RoundRobin  # noqa: F401
 default_programs = None
 
 
+def given_or_default_programs(program, startup_program):
+    """(program, startup_program), each None replaced by the default main or startup
+    Program, as Fluid's transpilers take them."""
+    if program is None or startup_program is None:
+        if default_programs is None:
+            raise ValueError("transpile: pass program and startup_program")
+        dm, ds = default_programs()
+        program = program if program is not None else dm
+        startup_program = startup_program if startup_program is not None else ds
+    return program, startup_program
+
+
 def _wrap(like, desc):
     """A Program (the class of `like`) over `desc`."""
     return type(like)._construct_from_desc(desc)
@@ -32,12 +44,7 @@ class DistributeTranspiler:
 
     def transpile(self, trainer_id, program=None, pservers="127.0.0.1:6174", trainers=1,
                   sync_mode=True, startup_program=None, current_endpoint="127.0.0.1:6174"):
-        if program is None or startup_program is None:
-            if default_programs is None:
-                raise ValueError("transpile: pass program and startup_program")
-            dm, ds = default_programs()
-            program = program if program is not None else dm
-            startup_program = startup_program if startup_program is not None else ds
+        program, startup_program = given_or_default_programs(program, startup_program)
         if isinstance(trainers, str):
             raise NotImplementedError("trainers as an endpoint list (nccl2 mode) is not built")
         eps = pservers.split(",") if isinstance(pservers, str) else list(pservers)

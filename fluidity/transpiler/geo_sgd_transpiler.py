@@ -37,7 +37,9 @@ from ..errors import ProgramError
 from ..ir import rewrite
 from ..ir.views import ProgramView
 from ..proto import framework_pb2 as pb
-from .distribute import DistributeTranspilerConfig, pserver_startup, slice_variable
+from .distribute import (DistributeTranspilerConfig, checked_job, pserver_startup,
+                         slice_variable)
+from .distribute_transpiler import given_or_default_programs
 
 GEO_MODE = 3   # Paddle's DistributedMode.GEO, listen_and_serv's `distributed_mode`
 
@@ -198,15 +200,7 @@ def _pserver(main, geo, endpoint):
 def transpile(main, startup, trainer_id, endpoints, trainers=1, config=None):
     """GeoPrograms(trainer, {endpoint: (pserver main, pserver startup)}, plan) from
     ProgramDescs `main` and `startup`; neither is touched."""
-    config = config or DistributeTranspilerConfig()
-    config.check()
-    endpoints = [e.strip() for e in endpoints if e.strip()]
-    if not endpoints:
-        raise ValueError("transpile: no parameter-server endpoints given")
-    if len(set(endpoints)) != len(endpoints):
-        raise ValueError(f"transpile: an endpoint is listed twice in {endpoints}")
-    if not 0 <= trainer_id < trainers:
-        raise ValueError(f"transpile: trainer_id {trainer_id} is not in [0, {trainers})")
+    config, endpoints = checked_job(config, endpoints, trainer_id, trainers)
     if int(config.geo_sgd_need_push_nums) < 1:
         raise ValueError(f"geo_sgd_need_push_nums must be at least 1, got "
                          f"{config.geo_sgd_need_push_nums}")
@@ -235,13 +229,7 @@ class GeoSgdTranspiler:
 
     def transpile(self, trainer_id, program=None, pservers="127.0.0.1:6174", trainers=1,
                   sync_mode=False, startup_program=None, current_endpoint="127.0.0.1:6174"):
-        from .distribute_transpiler import default_programs
-        if program is None or startup_program is None:
-            if default_programs is None:
-                raise ValueError("transpile: pass program and startup_program")
-            dm, ds = default_programs()
-            program = program if program is not None else dm
-            startup_program = startup_program if startup_program is not None else ds
+        program, startup_program = given_or_default_programs(program, startup_program)
         if sync_mode:
             raise ValueError("GEO-SGD is asynchronous: transpile with sync_mode=False")
         eps = pservers.split(",") if isinstance(pservers, str) else list(pservers)

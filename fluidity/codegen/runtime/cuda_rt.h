@@ -25,85 +25,15 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "status.h"     // fail, mismatch: the C++ target's return codes (host)
 #define FL_HD __host__ __device__
+#include "numerics.h"   // the C++ target's arithmetic (fmaxnp, pairwise_sum, gelu, ...), FL_HD
 
 namespace fl {
 
 using i64 = int64_t;
 
-// --- errors (host): the same codes as the C++ target's runtime (fluidity.h) ------------------
-inline int fail(char* err, int op_index, const char* msg) {
-    std::snprintf(err, 512, "%s", msg);
-    return 2 + op_index;
-}
-constexpr int MISMATCH = -1;
-inline int mismatch(char* err, const char* msg) {
-    std::snprintf(err, 512, "%s", msg);
-    return MISMATCH;
-}
 inline int64_t align(int64_t n) { return (n + 255) / 256 * 256; }   // device: 256-byte slots
-
-// --- numerics shared with the C++ target (fluidity.h), callable in kernels -------------------
-FL_HD inline float fmaxnp(float a, float b) { return (a >= b || a != a) ? a : b; }
-FL_HD inline float fminnp(float a, float b) { return (a <= b || a != a) ? a : b; }
-FL_HD inline float sigmoid(float x) {
-    if (x >= 0) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-FL_HD inline float sign(float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : x); }
-FL_HD inline float logaddexp0(float x) {
-    return x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x));
-}
-FL_HD inline float tolerable_log(float x) {
-    const float v = logf(x);
-    return v != v ? v : (v < -1e20f ? -1e20f : (v > 1e20f ? 1e20f : v));
-}
-
-// gelu and its gradient in the precisions of ops_extra.h's (the numpy kernel's).
-constexpr double SQRT_2_OVER_PI = 0.7978845608028654;
-FL_HD inline double gelu_tanh(float x) {
-    const float inner = x + 0.044715f * powf(x, 3.0f);
-    return tanh(SQRT_2_OVER_PI * (double)inner);
-}
-FL_HD inline float gelu(float x, bool approximate) {
-    if (approximate) return (float)((double)(0.5f * x) * (1.0 + gelu_tanh(x)));
-    return (float)((double)(0.5f * x) * (1.0 + erf((double)(x / 1.4142135623730951f))));
-}
-FL_HD inline float gelu_grad(float x, float d, bool approximate) {
-    if (approximate) {
-        const double t = gelu_tanh(x);
-        const float poly = 1.0f + 0.134145f * x * x;
-        const double g = 0.5 * (1.0 + t) + (double)(0.5f * x) * (1.0 - t * t) * SQRT_2_OVER_PI
-                         * (double)poly;
-        return (float)((double)d * g);
-    }
-    const double cdf = 0.5 * (1.0 + erf((double)(x / 1.4142135623730951f)));
-    const float pdf = x * expf(-x * x / 2.0f) / 2.5066282746310002f;
-    return (float)((double)d * (cdf + (double)pdf));
-}
-
-// numpy's pairwise summation (fluidity.h's), so a row sum rounds as the CPU path's.
-FL_HD inline float pairwise_sum(const float* a, i64 n, i64 stride) {
-    if (n < 8) {
-        float res = 0.0f;
-        for (i64 i = 0; i < n; ++i) res += a[i * stride];
-        return res;
-    }
-    if (n <= 128) {
-        float r[8];
-        for (int j = 0; j < 8; ++j) r[j] = a[j * stride];
-        i64 i = 8;
-        for (; i < n - (n % 8); i += 8)
-            for (int j = 0; j < 8; ++j) r[j] += a[(i + j) * stride];
-        float res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; ++i) res += a[i * stride];
-        return res;
-    }
-    i64 n2 = n / 2;
-    n2 -= n2 % 8;
-    return pairwise_sum(a, n2, stride) + pairwise_sum(a + n2 * stride, n - n2, stride);
-}
 
 // --- rows (one device thread each): softmax and its loss, as fluidity.h's loops ----------------
 FL_HD inline void softmax_row(const float* xr, float* o, i64 cols) {

@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "status.h"     // fail, mismatch: the segment's return codes, shared with cuda_rt.h
+#include "numerics.h"   // fmaxnp, sigmoid, pairwise_sum, gelu, ...: shared with cuda_rt.h
+
 namespace fl {
 
 using i64 = int64_t;
@@ -22,20 +25,6 @@ struct Error {
     char* buf;
     i64 len;
 };
-
-// Format a message into the error buffer; returns the segment's error code for op k.
-inline int fail(char* err, int op_index, const char* msg) {
-    std::snprintf(err, 512, "%s", msg);
-    return 2 + op_index;
-}
-
-// An input whose rank or a dim differs from what the program's desc says (the segment was
-// compiled for that): nothing written yet; the caller runs the segment's ops interpreted.
-constexpr int MISMATCH = -1;
-inline int mismatch(char* err, const char* msg) {
-    std::snprintf(err, 512, "%s", msg);
-    return MISMATCH;
-}
 
 // Arena slots are 64-byte aligned (cache lines; AVX-512 loads).
 inline int64_t align(int64_t n) { return (n + 63) / 64 * 64; }
@@ -86,53 +75,6 @@ inline void at_b_update(i64 M, i64 K, i64 N, const float* A, const float* D, flo
         return;
     }
     gemm(true, false, K, N, M, -r, A, K, D, N, 1.0f, P, N);
-}
-
-// numpy's maximum/minimum: a NaN in either operand is the result.
-inline float fmaxnp(float a, float b) { return (a >= b || a != a) ? a : b; }
-inline float fminnp(float a, float b) { return (a <= b || a != a) ? a : b; }
-
-// --- numerics shared with the numpy kernels -------------------------------------------------
-inline float sigmoid(float x) {   // the same branches as ops/activation.py's _sigmoid
-    if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
-    float e = std::exp(x);
-    return e / (1.0f + e);
-}
-
-// Paddle's "tolerable" log of the loss ops (ops/loss.py _log): clipped to +-1e20, so
-// log(0) is -1e20, never -inf.
-inline float tolerable_log(float x) {
-    const float v = std::log(x);
-    return v != v ? v : (v < -1e20f ? -1e20f : (v > 1e20f ? 1e20f : v));
-}
-
-inline float sign(float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : x); }
-
-inline float logaddexp0(float x) {   // log(1 + exp(x)), numpy's logaddexp(0, x)
-    return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-}
-
-// numpy's pairwise summation of n contiguous floats (umath/loops_utils pairwise_sum), so a
-// compiled full reduction rounds as numpy's does.
-inline float pairwise_sum(const float* a, i64 n, i64 stride) {
-    if (n < 8) {
-        float res = 0.0f;
-        for (i64 i = 0; i < n; ++i) res += a[i * stride];
-        return res;
-    }
-    if (n <= 128) {
-        float r[8];
-        for (int j = 0; j < 8; ++j) r[j] = a[j * stride];
-        i64 i = 8;
-        for (; i < n - (n % 8); i += 8)
-            for (int j = 0; j < 8; ++j) r[j] += a[(i + j) * stride];
-        float res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; ++i) res += a[i * stride];
-        return res;
-    }
-    i64 n2 = n / 2;
-    n2 -= n2 % 8;
-    return pairwise_sum(a, n2, stride) + pairwise_sum(a + n2 * stride, n - n2, stride);
 }
 
 // --- rows of a matrix -----------------------------------------------------------------------

@@ -297,35 +297,6 @@ inline i64 arange_len(i64 start, i64 end, i64 step) {
 }
 
 // --- activations --------------------------------------------------------------------------------
-// gelu as ops/activation.py's Gelu. Exact: 0.5 * x * (1 + erf(x / sqrt(2))), erf in double
-// (numpy's vectorized math.erf) and the product in double. Approximate: the tanh form, whose
-// tanh numpy takes in double (np.sqrt(2 / pi) is a float64 scalar), the polynomial in float.
-constexpr double SQRT_2_OVER_PI = 0.7978845608028654;   // np.sqrt(2 / np.pi)
-
-inline double gelu_tanh(float x) {
-    const float inner = x + 0.044715f * std::pow(x, 3.0f);
-    return std::tanh(SQRT_2_OVER_PI * (double)inner);
-}
-
-inline float gelu(float x, bool approximate) {
-    if (approximate) return (float)((double)(0.5f * x) * (1.0 + gelu_tanh(x)));
-    return (float)((double)(0.5f * x) * (1.0 + std::erf((double)(x / 1.4142135623730951f))));
-}
-
-// d * gelu'(x), in the kernel's precisions (GeluGrad).
-inline float gelu_grad(float x, float d, bool approximate) {
-    if (approximate) {
-        const double t = gelu_tanh(x);
-        const float poly = 1.0f + 0.134145f * x * x;            // 1 + (3 * 0.044715) * x * x
-        const double g = 0.5 * (1.0 + t) + (double)(0.5f * x) * (1.0 - t * t) * SQRT_2_OVER_PI
-                         * (double)poly;
-        return (float)((double)d * g);
-    }
-    const double cdf = 0.5 * (1.0 + std::erf((double)(x / 1.4142135623730951f)));
-    const float pdf = x * std::exp(-x * x / 2.0f) / 2.5066282746310002f;   // sqrt(2 * pi)
-    return (float)((double)d * (cdf + (double)pdf));
-}
-
 // Paddle's mish: x * tanh(softplus(x)), softplus(x) = x where x > threshold (the kernel's
 // _softplus_thr: log(1 + exp(min(x, threshold))) otherwise), all in float.
 inline float mish_softplus(float x, float threshold) {

@@ -219,6 +219,20 @@ struct SeqBatch {
     }
 };
 
+// Every step of `sb` at once, for the backward passes that walk the steps in reverse: the
+// input rows in step order into brow, step t's being brow[bounds[t], bounds[t + 1]).
+// Returns the number of steps T (bounds holds T + 1 entries).
+inline i64 seq_steps(SeqBatch& sb, i64* brow, i64* bounds) {
+    i64 T = 0, a = 0;
+    bounds[0] = 0;
+    while (sb.next()) {
+        for (i64 k = 0; k < sb.n; ++k) brow[a + k] = sb.row(k);
+        a += sb.n;
+        bounds[++T] = a;
+    }
+    return T;
+}
+
 // The initial states of the sequences in batch order: init[order[k]] ([N, D] rows), or zeros.
 inline void seq_initial(const SeqBatch& sb, const float* init, i64 D, float* dst) {
     for (i64 k = 0; k < sb.N; ++k) {
@@ -322,13 +336,7 @@ inline void lstm_seq_grad(const i64* lod, i64 N, i64 R, i64 D, bool reverse, con
                           float* cp0, float* dh_next, float* dc_next) {
     const i64 G = 4 * D;
     SeqBatch sb(lod, N, order, reverse);
-    i64 T = 0, a = 0;
-    bounds[0] = 0;
-    while (sb.next()) {
-        for (i64 k = 0; k < sb.n; ++k) brow[a + k] = sb.row(k);
-        a += sb.n;
-        bounds[++T] = a;
-    }
+    const i64 T = seq_steps(sb, brow, bounds), a = bounds[T];
     seq_initial(sb, h0, D, hp0);
     seq_initial(sb, c0, D, cp0);
     for (i64 r = 0; r < a; ++r) {

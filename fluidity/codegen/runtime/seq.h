@@ -483,13 +483,7 @@ inline void gru_seq_grad(const i64* lod, i64 N, i64 D, bool reverse, bool origin
                          float* dh_next, float* drh) {
     const i64 G = 3 * D;
     SeqBatch sb(lod, N, order, reverse);
-    i64 T = 0, a = 0;
-    bounds[0] = 0;
-    while (sb.next()) {
-        for (i64 k = 0; k < sb.n; ++k) brow[a + k] = sb.row(k);
-        a += sb.n;
-        bounds[++T] = a;
-    }
+    const i64 T = seq_steps(sb, brow, bounds), a = bounds[T];
     seq_initial(sb, h0, D, hp0);
     std::memset(dw, 0, sizeof(float) * (size_t)(D * G));
     std::memset(dh_next, 0, sizeof(float) * (size_t)(N * D));
