@@ -115,6 +115,7 @@ class ProcessWorkers:
         ctx = mp.get_context("fork")
         self.procs, self.conns, self._runs, self._setup, self._ctx = [], [], runs, setup, ctx
         self._open = set()
+        self._ended = set()     # workers whose exit wait() has reported
 
     def start(self):
         parent = os.getpid()
@@ -152,8 +153,11 @@ class ProcessWorkers:
     def wait(self, timeout):
         """(messages, wids of workers that exited) within `timeout` seconds."""
         live = [self.conns[w] for w in self._open]
+        # every worker whose end is not reported yet, dead or alive: asking `exitcode`
+        # here would reap one that died between two waits, and its end would never be
+        # reported (a SIGKILL landing while a report was being handled hung the run)
         sentinels = {self.procs[w].sentinel: w for w in range(len(self.procs))
-                     if self.procs[w].exitcode is None}
+                     if w not in self._ended}
         ready = mp_connection.wait(live + list(sentinels), timeout)
         msgs, ended = [], []
         for obj in ready:
@@ -166,6 +170,7 @@ class ProcessWorkers:
                 self.procs[wid].join(0.1)
                 if wid in self._open:
                     self._drain(wid, msgs, to_eof=True)
+                self._ended.add(wid)
                 ended.append(wid)
         return msgs, ended
 

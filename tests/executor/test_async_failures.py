@@ -75,6 +75,12 @@ def _saves_after(main, exe, scope, where):
                                   w)
 
 
+def _state(pid):
+    """The state letter of process `pid` (/proc/<pid>/stat field 3: R, S, Z, ...)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def _cpu_ticks(pid):
     """User + system CPU ticks process `pid` has used (/proc/<pid>/stat fields 14, 15)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -98,6 +104,10 @@ def test_a_killed_worker_process_stops_the_run_within_a_second(ctr, tmp_path):
             victim = max(mp.active_children(), key=lambda p: _cpu_ticks(p.pid))
             killed.update(pid=victim.pid, t=time.perf_counter())
             os.kill(victim.pid, signal.SIGKILL)
+            # the worker is dead before the executor waits again: a death between two
+            # waits must be reported too (it once went unseen and the run hung)
+            while _state(victim.pid) != "Z" and time.perf_counter() - killed["t"] < 2:
+                time.sleep(0.001)
 
     with pytest.raises(ExecutionError) as ei:
         AsyncExecutor().run(main, DataFeedDesc(ctr["desc"]), ctr["files"] * 8, 2,
