@@ -87,6 +87,21 @@ class Job:
             raise AssertionError(f"{role} {i} still runs after {timeout} s\n"
                                  f"{self.logs()}") from None
 
+    def run_restarting_server(self, server, kill_at):
+        """Run the job to the end, SIGKILLing `server` once trainer 0 prints step `kill_at`
+        and restarting it on its endpoint (same recovery dir); every process must exit 0."""
+        try:
+            self.start()
+            self.wait_for("worker", 0, rf"step {kill_at}\b", 60)
+            self.kill("server", server, signal.SIGKILL)
+            self.start_server(server)
+            for i in range(self.trainers):
+                assert self.wait("worker", i, 90) == 0, self.logs()
+            for i in range(len(self.eps)):
+                assert self.wait("server", i, 30) == 0, self.logs()
+        finally:
+            self.stop_all()
+
     def stop_all(self):
         for p in self.procs.values():
             if p.poll() is None:
@@ -94,9 +109,9 @@ class Job:
                 p.wait()
 
 
-def single_process(init, steps, lr, trainers):
+def single_process(init, steps, lr, trainers, opt="sgd"):
     """dist_mlp's training on the trainers' batches put together, from `init`."""
-    prog, start, loss = dist_mlp.build(lr)
+    prog, start, loss = dist_mlp.build(lr, opt)
     scope = fluid.Scope()
     exe = fluid.Executor(fluid.CPUPlace())
     with fluid.scope_guard(scope):

@@ -26,17 +26,7 @@ def test_killed_pserver_restarts_and_no_update_is_lost(tmp_path, kill_at, sleep,
               env={"FLAGS_pserver_checkpoint_dir": str(tmp_path / "ckpt"),
                    "FLAGS_pserver_checkpoint_minutes": minutes,
                    "FLUIDITY_TEST_STEP_SLEEP": sleep, "FLAGS_rpc_deadline": "60000"})
-    try:
-        job.start()
-        job.wait_for("worker", 0, rf"step {kill_at}\b", 60)
-        job.kill("server", 1, signal.SIGKILL)
-        job.start_server(1)                        # same endpoint, same recovery dir
-        for i in range(2):
-            assert job.wait("worker", i, 90) == 0, job.logs()
-        for i in range(2):
-            assert job.wait("server", i, 30) == 0, job.logs()
-    finally:
-        job.stop_all()
+    job.run_restarting_server(1, kill_at)
     assert "resumed from" in job.log("server", 1), job.logs()
     if minutes != "0":           # server 0 was never killed: its snapshots are periodic ones
         snap = tmp_path / "ckpt" / job.eps[0].replace(":", "_") / ckpt.SNAPSHOT

@@ -18,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(HERE, "dist_mlp.py")
 sys.path.insert(0, HERE)
 import dist_mlp  # noqa: E402
+from dist_job import load, single_process  # noqa: E402
 
 
 def _launch(tmp_path, *args, servers=2, workers=2, script=SCRIPT, timeout=60,
@@ -51,28 +52,6 @@ def _logs(tmp_path):
     return "\n".join(out)
 
 
-def _single_process(init, steps, lr, trainers, opt="sgd"):
-    """Training on the trainers' batches put together, from the same initial parameters."""
-    prog, start, loss = dist_mlp.build(lr, opt)
-    scope = fluid.Scope()
-    exe = fluid.Executor(fluid.CPUPlace())
-    with fluid.scope_guard(scope):
-        exe.run(start)
-        for name, value in init.items():
-            scope.find_var(name).get_tensor().set(value, fluid.CPUPlace())
-        for step in range(steps):
-            x, y = dist_mlp.batch(step, trainers)
-            exe.run(prog, feed={"x": x, "y": y}, fetch_list=[loss])
-        return dist_mlp.params(prog, scope)
-
-
-def _load(path):
-    z = np.load(path)
-    init = {k[5:]: z[k] for k in z.files if k.startswith("init/")}
-    final = {k[6:]: z[k] for k in z.files if k.startswith("final/")}
-    return init, final, z["losses"]
-
-
 # The servers average two half-batch gradients ((g0 + g1) * 0.5), one process takes the
 # whole batch's: the same sum in another order, so they differ by float32 rounding (about
 # 1e-10 here). SGD passes that on as lr * 1e-10. Adam's step lr * m / (sqrt(v) + eps) does
@@ -84,17 +63,17 @@ def _load(path):
 # same init, the results are the same bit for bit, and the largest difference is 3.3e-7
 # (adam) and 3e-8 (sgd); a change that moves it past 1e-6 fails every time, to be examined.
 @pytest.mark.parametrize("opt,lr,atol", [("sgd", 0.1, 1e-6), ("adam", 0.01, 1e-6)])
-def test_sync_two_pservers_two_trainers_match_single_process(tmp_path, opt, lr, atol):
+def test_sync_two_pservers_two_trainers_matchsingle_process(tmp_path, opt, lr, atol):
     steps = 6
     r = _launch(tmp_path, "sync", str(tmp_path), str(steps), str(lr), opt)
     assert r.returncode == 0, r.stderr + _logs(tmp_path)
-    init0, final0, _ = _load(tmp_path / "trainer_0.npz")
-    init1, final1, _ = _load(tmp_path / "trainer_1.npz")
+    init0, final0, _ = load(tmp_path / "trainer_0.npz")
+    init1, final1, _ = load(tmp_path / "trainer_1.npz")
     assert set(final0) == {"fc_0.w_0", "fc_0.b_0", "fc_1.w_0", "fc_1.b_0"}
     for k in init0:     # both trainers start from, and end with, the servers' values
         np.testing.assert_array_equal(init0[k], init1[k])
         np.testing.assert_array_equal(final0[k], final1[k])
-    want = _single_process(init0, steps, lr, 2, opt)
+    want = single_process(init0, steps, lr, 2, opt)
     for k, v in want.items():
         assert not np.allclose(v, init0[k])                 # training moved it
         np.testing.assert_allclose(final0[k], v, rtol=1e-5, atol=atol, err_msg=k)
@@ -105,7 +84,7 @@ def test_async_two_pservers_two_trainers_lower_the_loss(tmp_path):
     r = _launch(tmp_path, "async", str(tmp_path), str(steps), "0.05")
     assert r.returncode == 0, r.stderr + _logs(tmp_path)
     for tid in (0, 1):
-        _init, _final, losses = _load(tmp_path / f"trainer_{tid}.npz")
+        _init, _final, losses = load(tmp_path / f"trainer_{tid}.npz")
         assert len(losses) == steps
         assert losses[-5:].mean() < 0.1, losses
 

@@ -6,7 +6,6 @@ calls) resynchronise with the restarted server; with an `is_sparse` table the ro
 carries the trainers' SelectedRows gradients. Either way the sync 2 x 2 run still equals one
 process on the concatenated batches."""
 import os
-import signal
 import sys
 
 import numpy as np
@@ -46,17 +45,7 @@ def test_pserver_with_sparse_table_restarts_and_no_update_is_lost(tmp_path, kind
                    "FLAGS_pserver_checkpoint_minutes": "0",
                    "FLUIDITY_TEST_NOTIFY_DIR": str(tmp_path / "saved"),
                    "FLUIDITY_TEST_STEP_SLEEP": sleep, "FLAGS_rpc_deadline": "60000"})
-    try:
-        job.start()
-        job.wait_for("worker", 0, rf"step {kill_at}\b", 60)
-        job.kill("server", 1, signal.SIGKILL)
-        job.start_server(1)                        # same endpoint, same recovery dir
-        for i in range(2):
-            assert job.wait("worker", i, 90) == 0, job.logs()
-        for i in range(2):
-            assert job.wait("server", i, 30) == 0, job.logs()
-    finally:
-        job.stop_all()
+    job.run_restarting_server(1, kill_at)
     log1 = job.log("server", 1)
     assert "resumed from" in log1, job.logs()
     assert all("pserver %s restarted" % job.eps[1] in job.log("worker", i) for i in range(2))
