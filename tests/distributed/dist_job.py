@@ -18,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(HERE, "dist_steps.py")
 sys.path.insert(0, HERE)
 import dist_mlp  # noqa: E402
+from replay import replay  # noqa: E402
 
 
 class Job:
@@ -110,18 +111,14 @@ class Job:
 
 
 def single_process(init, steps, lr, trainers, opt="sgd"):
-    """dist_mlp's training on the trainers' batches put together, from `init`."""
-    prog, start, loss = dist_mlp.build(lr, opt)
-    scope = fluid.Scope()
-    exe = fluid.Executor(fluid.CPUPlace())
-    with fluid.scope_guard(scope):
-        exe.run(start)
-        for name, value in init.items():
-            scope.find_var(name).get_tensor().set(value, fluid.CPUPlace())
-        for step in range(steps):
-            x, y = dist_mlp.batch(step, trainers)
-            exe.run(prog, feed={"x": x, "y": y}, fetch_list=[loss])
-        return dist_mlp.params(prog, scope)
+    """dist_mlp's sync job replayed in one process with its own arithmetic, from `init`
+    (replay.py): the job must equal it bit for bit."""
+    def trainer_feeds(step):
+        x, y = dist_mlp.batch(step, trainers)
+        return [{"x": x[k * dist_mlp.BATCH:(k + 1) * dist_mlp.BATCH],
+                 "y": y[k * dist_mlp.BATCH:(k + 1) * dist_mlp.BATCH]} for k in range(trainers)]
+    final, _losses = replay(lambda: dist_mlp.build(lr, opt), trainer_feeds, steps, init)
+    return final
 
 
 def load(path):

@@ -52,18 +52,11 @@ def _logs(tmp_path):
     return "\n".join(out)
 
 
-# The servers average two half-batch gradients ((g0 + g1) * 0.5), one process takes the
-# whole batch's: the same sum in another order, so they differ by float32 rounding (about
-# 1e-10 here). SGD passes that on as lr * 1e-10. Adam's step lr * m / (sqrt(v) + eps) does
-# not: a weight whose first gradient cancels to about eps (terms of 0.05 in all summing to
-# 5e-9) moves by lr * g / (|g| + eps), and the rounding difference becomes 1e-4 of it (a
-# float32 replay of this model: 2 of 40 random inits past 2e-5). No tolerance under ~lr
-# bounds that, so the test was flaky (1 run in 13) while the programs were unseeded, each
-# run drawing a new init. dist_mlp's programs are seeded now: every run starts from the
-# same init, the results are the same bit for bit, and the largest difference is 3.3e-7
-# (adam) and 3e-8 (sgd); a change that moves it past 1e-6 fails every time, to be examined.
-@pytest.mark.parametrize("opt,lr,atol", [("sgd", 0.1, 1e-6), ("adam", 0.01, 1e-6)])
-def test_sync_two_pservers_two_trainers_matchsingle_process(tmp_path, opt, lr, atol):
+# The reference replays the job's arithmetic in one process (dist_job.single_process: each
+# trainer's gradient from its rows, the servers' sum and scale, the optimizer's ops), so
+# the job must equal it bit for bit: any difference is a lost, doubled or misrouted update.
+@pytest.mark.parametrize("opt,lr", [("sgd", 0.1), ("adam", 0.01)])
+def test_sync_two_pservers_two_trainers_matchsingle_process(tmp_path, opt, lr):
     steps = 6
     r = _launch(tmp_path, "sync", str(tmp_path), str(steps), str(lr), opt)
     assert r.returncode == 0, r.stderr + _logs(tmp_path)
@@ -76,7 +69,7 @@ def test_sync_two_pservers_two_trainers_matchsingle_process(tmp_path, opt, lr, a
     want = single_process(init0, steps, lr, 2, opt)
     for k, v in want.items():
         assert not np.allclose(v, init0[k])                 # training moved it
-        np.testing.assert_allclose(final0[k], v, rtol=1e-5, atol=atol, err_msg=k)
+        np.testing.assert_array_equal(final0[k], v, err_msg=k)
 
 
 def test_async_two_pservers_two_trainers_lower_the_loss(tmp_path):

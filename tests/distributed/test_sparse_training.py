@@ -12,6 +12,7 @@ import pytest
 import fluidity as fluid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from replay import replay  # noqa: E402
 from sparse_job import run_job, single_process  # noqa: E402
 
 VOCAB, WIDTH, BATCH = 5000, 8, 12
@@ -72,17 +73,18 @@ def trainer_batch(same=False):
     return batch
 
 
-def _check_matches(res, build, steps, same=False, atol=1e-6):
+def _check_matches(res, build, steps, same=False):
+    """The job equals its one-process replay (replay.py) bit for bit."""
     for k in res.init[0]:       # every trainer starts from and ends with the servers' values
         np.testing.assert_array_equal(res.init[0][k], res.init[1][k])
         np.testing.assert_array_equal(res.final[0][k], res.final[1][k])
-    want, want_losses = single_process(build, lambda s: batch_all(s, same=same)[0], steps,
-                                       res.init[0])
+    batch = trainer_batch(same)
+    want, want_losses = replay(build, lambda s: [batch(s, 0), batch(s, 1)], steps, res.init[0])
     got_losses = (np.array(res.losses[0]) + np.array(res.losses[1])) / 2
-    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(got_losses, want_losses)
     for k, v in want.items():
         assert not np.allclose(v, res.init[0][k]), k             # training moved it
-        np.testing.assert_allclose(res.final[0][k], v, rtol=1e-5, atol=atol, err_msg=k)
+        np.testing.assert_array_equal(res.final[0][k], v, err_msg=k)
     return want
 
 
@@ -113,7 +115,7 @@ def test_sync_sparse_embedding_matches_single_process(opt):
     build = build_sparse(opt, lr=0.5 if opt in ("sgd", "momentum") else 0.05)
     steps = 4
     res = run_job(build, trainer_batch(), steps)
-    want = _check_matches(res, build, steps, atol=2e-6 if opt == "adam" else 1e-6)
+    want = _check_matches(res, build, steps)
     touched = {int(i) for s in range(steps) for i in batch_all(s)[1]}
     moved = np.flatnonzero(np.any(want["emb"] != res.init[0]["emb"], axis=1))
     if opt in ("sgd", "adam", "adagrad"):        # only the rows the batches touched move
