@@ -12,6 +12,7 @@ Loading reads the sources (files, pipe commands) with up to `threads` threads at
 pipe or file read releases the GIL) and keeps the records in the order of the file list.
 Blank lines are skipped, as the parser does.
 """
+import logging
 import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,8 @@ import numpy as np
 
 from .errors import DataError
 from .sources import MemorySource, as_source
+
+logger = logging.getLogger("fluidity")
 
 __all__ = ["MemoryStore", "SlotLayout"]
 
@@ -185,9 +188,10 @@ class MemoryStore:
         group whose size is not `merge_size` (when > 0) is dropped, as is one in which two
         records both hold values of one sparse slot; a dense slot takes the last record's
         values that are not all zero. Returns the number of records dropped."""
-        if self.ins_ids is None:
-            raise DataError("merge_by_lineid needs the instance ids: set_parse_ins_id(True) "
-                            "(set_merge_by_lineid does) before loading")
+        if self.ins_ids is None:     # loaded without ids: all share the empty id (Paddle)
+            logger.warning("merge_by_lineid: the records were loaded without instance ids "
+                           "(set_parse_ins_id(False)): they all share the empty id")
+            self.ins_ids = [""] * len(self.records)
         order = sorted(range(len(self.records)), key=self.ins_ids.__getitem__)
         recs, src, line, ids, contents, dropped = [], [], [], [], [], 0
         i = 0
