@@ -50,7 +50,7 @@ from .incubate.fleet.parameter_server.pslib.fleet_wrapper import FleetWrapper as
 core.Dataset, core.Fleet = _CoreDataset, _Fleet
 
 # the profiler and global flags (FLAGS_check_nan_inf)
-from . import profiler  # noqa: E402,F401
+from . import average, profiler  # noqa: E402,F401
 from .core.flags import get_flags, set_flags  # noqa: E402,F401
 
 # Fluid 1.8's top-level fluid.save / fluid.load: the same functions as fluid.io.save / load
