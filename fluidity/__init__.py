@@ -42,9 +42,15 @@ from .reader import batch
 # readers, datasets (fluid.io.DataLoader lives in io)
 from . import reader  # noqa: E402,F401
 from .dataset import DatasetFactory  # noqa: E402,F401
+from .dataset import FileInstantDataset, InMemoryDataset, QueueDataset  # noqa: E402,F401
+# Paddle's fluid.core.Dataset (the runtime object behind a Dataset) and fluid.core.Fleet (its
+# parameter-server wrapper) live above core; core names them here
+from .datafeed.dataset_core import Dataset as _CoreDataset  # noqa: E402
+from .incubate.fleet.parameter_server.pslib.fleet_wrapper import FleetWrapper as _Fleet  # noqa: E402
+core.Dataset, core.Fleet = _CoreDataset, _Fleet
 
 # the profiler and global flags (FLAGS_check_nan_inf)
-from . import profiler  # noqa: E402,F401
+from . import average, profiler  # noqa: E402,F401
 from .core.flags import get_flags, set_flags  # noqa: E402,F401
 
 # Fluid 1.8's top-level fluid.save / fluid.load: the same functions as fluid.io.save / load

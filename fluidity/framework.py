@@ -493,10 +493,10 @@ FLUID_API_VERSION = "1.8.0"   # the Fluid API level Fluidity implements (require
 
 
 def cpu_places(device_count=None):
-    """`device_count` CPUPlaces (default: the CPU_NUM environment variable, else the
-    number of cores), the devices `CompiledProgram.with_data_parallel` may run on."""
+    """`device_count` CPUPlaces (default: the CPU_NUM environment variable, else 1, as in
+    Fluid), the devices `CompiledProgram.with_data_parallel` may run on."""
     if device_count is None:
-        device_count = int(os.environ.get("CPU_NUM", os.cpu_count() or 1))
+        device_count = int(os.environ.get("CPU_NUM", 1))
     if not isinstance(device_count, int) or device_count < 1:
         raise ValueError(f"cpu_places: device_count must be a positive int, got "
                          f"{device_count!r}")

@@ -26,7 +26,8 @@ _facts = {}
 
 
 class Place:
-    __slots__ = ()
+    """A device; `core.Place()` itself is Paddle's place holder (`set_place(p)`)."""
+    __slots__ = ("_held",)
 
     def __eq__(self, other):
         return type(self) is type(other) and repr(self) == repr(other)
@@ -43,6 +44,23 @@ class Place:
 
     def is_cuda_pinned_place(self):
         return isinstance(self, CUDAPinnedPlace)
+
+    # Paddle's core.Place as a holder of another place, and its private questions
+    def set_place(self, place):
+        if not isinstance(place, Place):
+            raise TypeError(f"set_place needs a place, got {type(place).__name__}")
+        self._held = place._resolved()
+
+    def _resolved(self):
+        return getattr(self, "_held", None) or self
+
+    def _type(self):
+        """0 CPU, 1 CUDA, 2 CUDA pinned (Paddle's place kinds, in its variant's order)."""
+        p = self._resolved()
+        return {CPUPlace: 0, CUDAPlace: 1, CUDAPinnedPlace: 2}.get(type(p), -1)
+
+    def _equals(self, other):
+        return isinstance(other, Place) and self._resolved() == other._resolved()
 
 
 class CPUPlace(Place):

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import FluidityError, ShapeError
 from . import dtypes
+from .place import CPUPlace
 
 
 def lengths_to_offsets(lengths):
@@ -66,6 +67,10 @@ class LoDTensor:
 
     def shape(self):
         return list(self._array.shape) if self._array is not None else []
+
+    def _place(self):
+        """Where the data is: host memory (CPUPlace) for every LoDTensor."""
+        return CPUPlace()
 
     def _dtype(self):
         return dtypes.to_code(self._array.dtype)

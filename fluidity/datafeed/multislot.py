@@ -46,6 +46,7 @@ from ..core import native
 from ..core.tensor import LoDTensor
 from .data_feed_desc import DataFeedDesc, dense_dims, slot_kind
 from .errors import DataError, DataWarning
+from .sources import as_source, is_source
 
 CHUNK_SIZE = 2 << 20
 
@@ -398,8 +399,8 @@ class MultiSlotReader:
             desc = DataFeedDesc(desc)
         self.desc = desc
         self._layout = _Layout(desc)
-        self.files = [os.fspath(files)] if isinstance(files, (str, os.PathLike)) else \
-            [os.fspath(f) for f in files]
+        self.files = [_as_item(files)] if isinstance(files, (str, os.PathLike)) or \
+            is_source(files) else [_as_item(f) for f in files]
         self.batch_size = int(batch_size if batch_size is not None else desc.batch_size)
         if self.batch_size <= 0:
             raise DataError(f"batch_size must be positive, got {self.batch_size}")
@@ -445,7 +446,7 @@ class MultiSlotReader:
         for path in self.files:
             for chunk, base in self._chunks(path, parser, dense_dim):
                 if chunk.bad is not None:
-                    error = self._error(path, base, chunk.bad, dense_dim)
+                    error = self._error(as_source(path), base, chunk.bad, dense_dim)
                     if not self.skip_bad_lines:
                         raise error
                     self.skipped_lines += chunk.skipped
@@ -462,15 +463,15 @@ class MultiSlotReader:
         return self._take(collections.deque([[chunk, a]]), b - a, dense_dim)
 
     def _chunks(self, path, parser, dense_dim):
-        """(parsed chunk, number of lines of the file before it) for each chunk of a file."""
+        """(parsed chunk, number of lines of the source before it) for each chunk of a file
+        or other source (sources.py: a pipe command's output, records in memory)."""
+        source = as_source(path)
+        name = str(source)
+        pieces = source.chunks(self.chunk_size)
         try:
-            f = open(path, "rb")
-        except OSError as e:
-            raise DataError(f"cannot open data file {path}: {e.strerror}") from None
-        with f:
             base, carry = 0, b""
             while True:
-                data = f.read(self.chunk_size)
+                data = next(pieces, b"")
                 if data:
                     buf = carry + data if carry else data
                     cut = buf.rfind(b"\n") + 1
@@ -483,13 +484,15 @@ class MultiSlotReader:
                     if not buf:
                         return
                 chunk = parser.parse(buf, dense_dim)
-                chunk.path, chunk.base = path, base
+                chunk.path, chunk.base = name, base
                 yield chunk, base
                 base += chunk.lines
                 if not data:
                     return
+        finally:
+            pieces.close()      # a pipe left early is stopped
 
-    def _error(self, path, base, bad, dense_dim):
+    def _error(self, source, base, bad, dense_dim):
         line, s, code, tok, found, expected = bad
         tok = tok.decode("utf-8", "replace")
         facts = {"name": self._layout.names[s], "s": s, "nslots": len(self._layout.names),
@@ -499,7 +502,7 @@ class MultiSlotReader:
         if code == DENSE_DIM:
             u = self._layout.use[s]
             facts["source"] = "its shape" if self._layout.dims[u] else "the first line"
-        return DataError(_WHY[code].format(**facts), path, base + int(line) + 1)
+        return DataError(_WHY[code].format(**facts), *source.locate(base + int(line) + 1))
 
     def _take(self, pending, n, dense_dim):
         """The next n examples from the pending chunks, as {name: LoDTensor}."""
@@ -541,6 +544,11 @@ class MultiSlotReader:
     def __repr__(self):
         return (f"MultiSlotReader({len(self.files)} file(s), batch_size={self.batch_size}, "
                 f"slots={self.slots}, backend={self.backend!r})")
+
+
+def _as_item(f):
+    """A reader's file list entry: a path (as a str) or a Source (sources.py)."""
+    return f if is_source(f) else os.fspath(f)
 
 
 def describe_origin(spans):

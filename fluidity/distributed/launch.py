@@ -13,7 +13,11 @@ Every process gets the job's RPC token (FLUIDITY_RPC_TOKEN: the caller's, or a f
 one), so the pservers refuse calls from outside the job. `--checkpoint_dir` gives the
 pservers a recovery directory (FLAGS_pserver_checkpoint_dir; `pserver.py`).
 `--backend ray` places the processes as Ray actors on the cluster at `--ray_address`
-(default: a local Ray instance started for the job; `ray_launch.py`)."""
+(default: a local Ray instance started for the job; `ray_launch.py`).
+
+`--collective --worker_num N` starts N trainers and no pservers, with the variables of
+Paddle's `paddle.distributed.launch` (PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT,
+...), for the collective fleet (`launch_collective`)."""
 import argparse
 import os
 import signal
@@ -59,9 +63,66 @@ def _parser():
     p.add_argument("--ray_address", default="",
                    help="the Ray cluster to run on (ray.init's address; default: a local "
                         "instance started for the job)")
+    c = p.add_argument_group("collective mode (every process a trainer: Paddle's "
+                             "paddle.distributed.launch)")
+    c.add_argument("--collective", action="store_true",
+                   help="start --worker_num trainers that all-reduce their gradients (the "
+                        "collective fleet); no pservers")
+    c.add_argument("--cluster_node_ips", default="127.0.0.1",
+                   help="the job's nodes (only this one: local processes)")
+    c.add_argument("--node_ip", default="127.0.0.1", help="this node's address")
+    c.add_argument("--started_port", type=int, default=0,
+                   help="the trainers' endpoints are node_ip:started_port+i (default: free "
+                        "ports)")
+    c.add_argument("--selected_gpus", default="",
+                   help="Paddle's GPU list: on CPU its length is the number of trainers "
+                        "when given")
+    c.add_argument("--use_paddlecloud", action="store_true", help="accepted, ignored")
+    c.add_argument("--print_config", action="store_true",
+                   help="print the trainers' endpoints")
     p.add_argument("training_script")
     p.add_argument("training_script_args", nargs=argparse.REMAINDER)
     return p
+
+
+def launch_collective(a):
+    """Start the trainers of a collective job on this node, each with Paddle's
+    variables: PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ENDPOINTS,
+    PADDLE_CURRENT_ENDPOINT (its own endpoint; rank 0's is where the rings meet) and
+    FLAGS_selected_gpus; output in `<log_dir>/workerlog.<i>`."""
+    nodes = [n.strip() for n in a.cluster_node_ips.split(",") if n.strip()]
+    if nodes != [a.node_ip]:
+        raise SystemExit(f"launch --collective: starts the trainers of this node only; "
+                         f"--cluster_node_ips {a.cluster_node_ips} names others (run the "
+                         f"launcher on each node with its --node_ip)")
+    gpus = [g.strip() for g in a.selected_gpus.split(",") if g.strip()]
+    n = len(gpus) if gpus else a.worker_num
+    if n < 1:
+        raise SystemExit("launch --collective: --worker_num must be at least 1")
+    ports = [a.started_port + i for i in range(n)] if a.started_port else \
+        free_ports(n, a.node_ip)
+    eps = [f"{a.node_ip}:{p}" for p in ports]
+    if a.print_config:
+        print(f"launch --collective: {n} trainer(s) at {','.join(eps)}")
+    os.makedirs(a.log_dir, exist_ok=True)
+    cmd = [sys.executable, "-u", a.training_script] + list(a.training_script_args)
+    trainers = []
+    try:
+        for i in range(n):
+            env = dict(os.environ, PADDLE_TRAINER_ID=str(i), PADDLE_TRAINERS_NUM=str(n),
+                       PADDLE_TRAINER_ENDPOINTS=",".join(eps), PADDLE_CURRENT_ENDPOINT=eps[i],
+                       PADDLE_TRAINING_ROLE="TRAINER", TRAINING_ROLE="TRAINER",
+                       FLAGS_selected_gpus=gpus[i] if gpus else str(i))
+            trainers.append(_Proc("TRAINER", i, cmd, env,
+                                  os.path.join(a.log_dir, f"workerlog.{i}")))
+        rc = _watch([], trainers, a.server_timeout)
+        if rc == 0:
+            print(f"launch: {n} collective trainer(s) finished; their output is in "
+                  f"{a.log_dir}/workerlog.<i>")
+        return rc
+    finally:
+        for p in trainers:
+            p.stop()
 
 
 class _Proc:
@@ -98,6 +159,8 @@ def launch(argv=None):
     a = _parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)
+    if a.collective:
+        return launch_collective(a)
     if a.server_num < 1 or a.worker_num < 1:
         raise SystemExit("launch: --server_num and --worker_num must be at least 1")
     if a.servers:

@@ -291,8 +291,8 @@ class _Worker:
                 if kind == "file":
                     path, skipped = item
                     if skipped:
-                        send(("skipped", self.wid, path, skipped))
-                    send(("file", self.wid, path))
+                        send(("skipped", self.wid, str(path), skipped))
+                    send(("file", self.wid, str(path)))
                     continue
                 n, vals = item
                 vals = np.asarray(vals, np.float64)
@@ -478,12 +478,14 @@ class AsyncExecutor:
                                 f"{type(program).__name__}")
         from ..datafeed.data_feed_desc import DataFeedDesc
         desc = data_feed if isinstance(data_feed, DataFeedDesc) else DataFeedDesc(data_feed)
-        files = [os.fspath(f) for f in ([filelist] if isinstance(filelist, (str, os.PathLike))
-                                        else filelist)]
+        from ..datafeed.sources import is_source
+        files = [f if is_source(f) else os.fspath(f) for f in
+                 ([filelist] if isinstance(filelist, (str, os.PathLike)) or is_source(filelist)
+                  else filelist)]
         if not files:
             raise FluidityError("AsyncExecutor.run: the file list is empty")
-        for f in files:
-            if not os.path.isfile(f):
+        for f in files:     # a path, or a source of MultiSlot text (datafeed/sources.py)
+            if not is_source(f) and not os.path.isfile(f):
                 raise FluidityError(f"AsyncExecutor.run: no such data file: {f}")
         thread_num = int(thread_num)
         if thread_num < 1:

@@ -421,6 +421,8 @@ class Executor:
     @staticmethod
     def _run_dataset(program, dataset, scope, thread, debug, fetch_list, fetch_info,
                      print_period, fetch_handler, infer):
+        if dataset is None:     # Paddle's words, which its programs compare
+            raise RuntimeError("dataset is need and should be initialized")
         run_workers = getattr(dataset, "run_workers", None)
         if run_workers is None:
             raise FluidityError(f"train_from_dataset needs a dataset made by "

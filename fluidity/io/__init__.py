@@ -32,6 +32,7 @@ __all__ = ["is_persistable", "is_parameter", "save_vars", "load_vars", "save_par
 
 # readers fed from Python (fluid.io.DataLoader, fluid.io.PyReader)
 from ..reader.dataloader import DataLoader, PyReader  # noqa: E402,F401
+from ..reader.loader_base import DataLoaderBase  # noqa: E402,F401
 __all__ += ["DataLoader", "PyReader"]
 
 # Fluid 1.8's fluid.io names for paddle.reader's decorators (the same functions)

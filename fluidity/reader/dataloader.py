@@ -21,9 +21,9 @@ from ..core.reader import DoubleBufferReader, QueueReader
 from ..errors import FluidityError
 from . import feeding
 from . import program as reader_program
+from .loader_base import DataLoaderBase
 
-
-class GeneratorLoader:
+class GeneratorLoader(DataLoaderBase):
     """What `DataLoader.from_generator` and `PyReader` return. `drop_last` is Paddle's rule
     for splitting batches over several places; with one place (CPU) nothing is dropped by
     it (`set_sample_generator(..., drop_last)` decides about a short last batch)."""
@@ -159,7 +159,7 @@ class DataLoader:
     @staticmethod
     def from_dataset(dataset, places=None, drop_last=True):
         from ..dataset import DatasetLoader
-        return DatasetLoader(dataset, drop_last)
+        return DatasetLoader(dataset, places, drop_last)
 
 
 class PyReader(GeneratorLoader):
