@@ -130,6 +130,33 @@ def test_forty_half_open_tokenless_streams_do_not_starve_heartbeats(monkeypatch)
     assert ps.error is None
 
 
+def test_gets_abandoned_by_their_callers_free_their_threads(monkeypatch):
+    monkeypatch.setenv("FLUIDITY_RPC_TOKEN", TOKEN)
+    ps = InProcessPServer().wait_ready(TOKEN)       # 24 worker threads
+    md = ((service.TOKEN_KEY, TOKEN),)
+    ch = grpc.insecure_channel(ps.ep)
+    try:
+        client = RPCClient(token=TOKEN)
+        client.call(ps.ep, "FetchBarrier", {"trainer_id": 0})     # its gets now wait
+        get = ch.unary_unary(service.method_path("GetVariable"))
+        msg = wire.encode({"name": "fc_0.w_0", "trainer_id": 0})
+        waits = [get.future(msg, timeout=0.3, metadata=md) for _ in range(40)]
+        for f in waits:     # more than the server's threads, each given up by its caller
+            assert f.exception().code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        # their threads come back: a trainer's calls are served, and its step runs
+        client.call(ps.ep, "Heartbeat", {"trainer_id": 0}, deadline_s=20)
+        for name, (_vt, dtype, shape) in ps.received().items():
+            client.call(ps.ep, "SendVariable", {"name": name, "trainer_id": 0},
+                        np.ones(shape, dtype), deadline_s=20)
+        client.call(ps.ep, "SendBarrier", {"trainer_id": 0}, deadline_s=20)
+        h, _ = client.call(ps.ep, "GetStatus", {})
+        assert h["version"] == 1 and ps.error is None
+    finally:
+        ch.close()
+        RPCClient(token=TOKEN).call(ps.ep, "Goodbye", {"trainer_id": 0})
+        ps.join()
+
+
 class _Nothing:
     def __getattr__(self, name):
         if name not in service.METHODS.values():
