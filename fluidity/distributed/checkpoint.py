@@ -23,8 +23,9 @@ Each record: u64 little-endian length | a `wire` message.
 A **notified** checkpoint (`CheckpointNotify`, asked by a trainer) goes where the request
 says, but only inside the server's checkpoint root: `notify_target` resolves the request's
 relative path there and refuses (`wire.BadRequest`, INVALID_ARGUMENT) an absolute path, a
-`..`, a hidden name (`.x`: the atomic save's staging names), a symbolic link on the way, a file, this server's recovery directory, and an existing
-directory that holds anything but a checkpoint of this same server (an empty one is used)."""
+`..`, a hidden name (`.x`: the atomic save's staging names), a symbolic link on the way, a
+file, this server's recovery directory, and an existing directory that holds anything but
+a checkpoint of this same server (an empty one is used)."""
 import json
 import os
 import stat

@@ -26,8 +26,9 @@ Checkpoints (`checkpoint.py` has the format). `CheckpointNotify` (Paddle's
 into the directory it names, relative to the server's checkpoint root
 (FLAGS_pserver_checkpoint_notify_root, default the server's working directory): an
 absolute path, `..`, a symbolic link on the way, or an existing directory that is not a
-checkpoint of this server is refused INVALID_ARGUMENT (`checkpoint.notify_target`). With a recovery directory (env FLAGS_pserver_checkpoint_dir;
-each server uses `<dir>/<host>_<port>`) the server also keeps a snapshot there, taken when
+checkpoint of this server is refused INVALID_ARGUMENT (`checkpoint.notify_target`). With a
+recovery directory (env FLAGS_pserver_checkpoint_dir; each server uses
+`<dir>/<host>_<port>`) the server also keeps a snapshot there, taken when
 it starts and every FLAGS_pserver_checkpoint_minutes (default 10; 0: only at start), and
 in sync mode logs each round's gradients before applying it. A server started on an
 endpoint whose recovery directory holds a snapshot resumes from it: loads it, re-runs the

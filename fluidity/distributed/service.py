@@ -54,6 +54,7 @@ METHODS = {"SendVariable": "send_variable", "GetVariable": "get_variable",
 UNCHECKED = ("GetStatus", "Heartbeat")  # methods any incarnation of a server answers
 STREAM_SUFFIX = "Stream"
 TOKEN_KEY = "fluidity-rpc-token"      # gRPC metadata key of the shared token
+RETRY_KEY = "fluidity-retry"          # trailing metadata of a refusal worth retrying later
 CHUNK = 1 << 20                       # bytes per message of a streamed call
 _SLACK = 1 << 16                      # room for the header above the threshold
 MAX_METADATA = 16 << 10               # bytes of metadata a call may carry
@@ -231,7 +232,8 @@ class _Handlers:
         def handle(request_iterator, context):
             try:
                 ticket = self.gate.enter(context.peer(), context)
-            except Refused as e:
+            except Refused as e:       # busy, not wrong: the client retries until its deadline
+                context.set_trailing_metadata(((RETRY_KEY, "1"),))
                 context.abort(getattr(codes, e.code), f"{method}: {e}")
             try:
                 try:

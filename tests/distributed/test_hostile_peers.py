@@ -14,7 +14,7 @@ import grpc
 import numpy as np
 import pytest
 
-from fluidity.distributed import RPCClient, service, wire
+from fluidity.distributed import RPCClient, RPCError, service, wire
 from fluidity.distributed.admission import Refused, StreamGate
 from fluidity.distributed.launch import free_ports
 
@@ -115,7 +115,7 @@ def test_forty_half_open_tokenless_streams_do_not_starve_heartbeats(monkeypatch)
     ps.wait_ready(TOKEN)
     try:
         calls = [ch.stream_stream(service.method_path("SendVariable", True))(
-            half_open(), timeout=60) for ch in channels]
+            half_open(), timeout=60, wait_for_ready=True) for ch in channels]
         for _ in range(5):     # each within its deadline, while the streams are open
             client.call(ps.ep, "Heartbeat", {"trainer_id": 0}, deadline_s=10)
         codes = [c.code() for c in calls]       # each refused at once, not held
@@ -186,7 +186,8 @@ def test_streams_are_bounded_overall_and_per_peer_and_unary_calls_still_run():
     channels = [_channel(ep) for _ in range(40)]
     path = service.method_path("SendVariable", True)
     try:
-        calls = [ch.stream_stream(path)(half_open(), timeout=60) for ch in channels]
+        calls = [ch.stream_stream(path)(half_open(), timeout=60, wait_for_ready=True)
+                 for ch in channels]
         _wait(lambda: sum(c.done() for c in calls) >= 36)
         held = [c for c in calls if not c.done()]
         refused = [c for c in calls if c.done()]
@@ -209,12 +210,13 @@ def test_streams_are_bounded_overall_and_per_peer_and_unary_calls_still_run():
         # per peer: a third stream on one connection is refused, naming the flag
         one = _channel(ep)
         channels.append(one)
-        two = [one.stream_stream(path)(half_open(), timeout=60) for _ in range(2)]
-        third = one.stream_stream(path)(half_open(), timeout=60)
-        assert third.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "FLAGS_rpc_max_streams_per_peer" in third.details(), third.details()
-        assert not any(c.done() for c in two)
-        for c in two:
+        three = [one.stream_stream(path)(half_open(), timeout=60, wait_for_ready=True)
+                 for _ in range(3)]
+        _wait(lambda: any(c.done() for c in three))     # whichever came last
+        (refused,) = [c for c in three if c.done()]
+        assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "FLAGS_rpc_max_streams_per_peer" in refused.details(), refused.details()
+        for c in three:
             c.cancel()
     finally:
         release.set()
@@ -242,6 +244,45 @@ def test_an_idle_stream_is_cancelled_and_its_thread_freed():
         ok = list(ch.stream_stream(service.method_path("Heartbeat", True))(
             iter([wire.encode({"trainer_id": 0})]), timeout=10))
         assert wire.decode(b"".join(ok))[0]["kind"] == "none"
+    finally:
+        release.set()
+        ch.close()
+        server.stop(None)
+
+
+def test_a_trainer_retries_a_stream_the_server_was_too_busy_to_take(monkeypatch):
+    monkeypatch.setenv("FLAGS_rpc_stream_threshold", "1024")   # this message streams
+    (port,) = free_ports(1)
+    ep = f"127.0.0.1:{port}"
+    server = service.start_server(ep, _Nothing(), max_workers=4, token="",
+                                  limits=(1, 1, 60.0))
+    release = threading.Event()
+
+    def half_open():
+        release.wait(60)
+        return
+        yield
+    ch = _channel(ep)
+    try:
+        held = None
+
+        def taken():      # a half-open stream holds the one slot: another one is refused
+            nonlocal held
+            if held is None or held.done():      # refused: the probe came first
+                held = ch.stream_stream(service.method_path("SendVariable", True))(
+                    half_open(), timeout=60, wait_for_ready=True)
+            code, _ = _code(lambda: list(ch.stream_stream(
+                service.method_path("Heartbeat", True))(iter([b"x"]), timeout=5)))
+            return code == grpc.StatusCode.RESOURCE_EXHAUSTED and not held.done()
+        _wait(taken)
+        client = RPCClient(token="")
+        big = np.zeros(4096, "float32")
+        with pytest.raises(RPCError, match=r"RESOURCE_EXHAUSTED.*FLAGS_rpc_max_streams"):
+            client.call(ep, "SendVariable", {"name": "w", "trainer_id": 0}, big,
+                        deadline_s=0.5)                          # busy past its deadline
+        threading.Timer(0.3, held.cancel).start()                # the slot comes back
+        client.call(ep, "SendVariable", {"name": "w", "trainer_id": 0}, big, deadline_s=20)
+        assert client.stats.snapshot()["methods"]["SendVariable"]["streamed"] == 1
     finally:
         release.set()
         ch.close()
