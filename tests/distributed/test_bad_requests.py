@@ -25,21 +25,7 @@ LR = np.float32(0.1)
 
 def _raw(ep, method, header, value=None, stream=False):
     """(status code, details) of one call made with the token."""
-    ch = grpc.insecure_channel(ep)
-    try:
-        md = ((service.TOKEN_KEY, TOKEN),)
-        msg = wire.encode(header, value)
-        if stream:
-            list(ch.stream_stream(service.method_path(method, True))(
-                iter(service.chunks(msg)), timeout=20, metadata=md, wait_for_ready=True))
-        else:
-            ch.unary_unary(service.method_path(method))(msg, timeout=20, metadata=md,
-                                                        wait_for_ready=True)
-        return grpc.StatusCode.OK, ""
-    except grpc.RpcError as e:
-        return e.code(), e.details()
-    finally:
-        ch.close()
+    return _raw_bytes(ep, method, wire.encode(header, value), stream)
 
 
 @pytest.fixture
@@ -187,12 +173,18 @@ def test_wrong_selected_rows_are_refused_and_the_job_goes_on(env):
         ps.join()
 
 
-def _raw_bytes(ep, method, message):
+def _raw_bytes(ep, method, message, stream=False):
+    """(status code, details) of one call of the bytes `message`, made with the token."""
     ch = grpc.insecure_channel(ep)
+    md = ((service.TOKEN_KEY, TOKEN),)
     try:
-        ch.unary_unary(service.method_path(method))(
-            bytes(message), timeout=20, metadata=((service.TOKEN_KEY, TOKEN),),
-            wait_for_ready=True)
+        if stream:
+            list(ch.stream_stream(service.method_path(method, True))(
+                iter(service.chunks(bytes(message))), timeout=20, metadata=md,
+                wait_for_ready=True))
+        else:
+            ch.unary_unary(service.method_path(method))(bytes(message), timeout=20,
+                                                        metadata=md, wait_for_ready=True)
         return grpc.StatusCode.OK, ""
     except grpc.RpcError as e:
         return e.code(), e.details()

@@ -171,18 +171,32 @@ def _wait(pred, timeout=20.0):
         time.sleep(0.02)
 
 
-def test_streams_are_bounded_overall_and_per_peer_and_unary_calls_still_run():
-    (port,) = free_ports(1)
-    ep = f"127.0.0.1:{port}"
-    # a server without a token: everyone is in, so only the limits protect its threads
-    server = service.start_server(ep, _Nothing(), max_workers=8, token="",
-                                  limits=(4, 2, 60.0))
-    release = threading.Event()
+@pytest.fixture
+def bare():
+    """start(max_workers, limits) -> the endpoint of a service without a token (everyone is
+    in, so only the limits protect its threads); half_open(first=()) -> a request stream
+    that sends `first` and then nothing until the test ends."""
+    servers, release = [], threading.Event()
 
-    def half_open():
+    def start(max_workers, limits):
+        (port,) = free_ports(1)
+        ep = f"127.0.0.1:{port}"
+        servers.append(service.start_server(ep, _Nothing(), max_workers=max_workers,
+                                            token="", limits=limits))
+        return ep
+
+    def half_open(first=()):
+        yield from first
         release.wait(60)
-        return
-        yield
+    yield start, half_open
+    release.set()
+    for server in servers:
+        server.stop(None)
+
+
+def test_streams_are_bounded_overall_and_per_peer_and_unary_calls_still_run(bare):
+    start, half_open = bare
+    ep = start(8, (4, 2, 60.0))
     channels = [_channel(ep) for _ in range(40)]
     path = service.method_path("SendVariable", True)
     try:
@@ -219,49 +233,31 @@ def test_streams_are_bounded_overall_and_per_peer_and_unary_calls_still_run():
         for c in three:
             c.cancel()
     finally:
-        release.set()
         for ch in channels:
             ch.close()
-        server.stop(None)
 
 
-def test_an_idle_stream_is_cancelled_and_its_thread_freed():
-    (port,) = free_ports(1)
-    ep = f"127.0.0.1:{port}"
-    server = service.start_server(ep, _Nothing(), max_workers=4, token="",
-                                  limits=(1, 1, 0.3))
-    release = threading.Event()
-
-    def half_open():
-        yield wire.encode({"trainer_id": 0})[:3]      # a first chunk, then nothing
-        release.wait(60)
+def test_an_idle_stream_is_cancelled_and_its_thread_freed(bare):
+    start, half_open = bare
+    ep = start(4, (1, 1, 0.3))
     ch = _channel(ep)
     try:
-        call = ch.stream_stream(service.method_path("SendVariable", True))(half_open(),
-                                                                            timeout=60)
+        first = [wire.encode({"trainer_id": 0})[:3]]     # a first chunk, then nothing
+        call = ch.stream_stream(service.method_path("SendVariable", True))(
+            half_open(first), timeout=60, wait_for_ready=True)
         assert call.code() == grpc.StatusCode.CANCELLED    # by the server's watchdog
         # the one stream slot is free again
         ok = list(ch.stream_stream(service.method_path("Heartbeat", True))(
             iter([wire.encode({"trainer_id": 0})]), timeout=10))
         assert wire.decode(b"".join(ok))[0]["kind"] == "none"
     finally:
-        release.set()
         ch.close()
-        server.stop(None)
 
 
-def test_a_trainer_retries_a_stream_the_server_was_too_busy_to_take(monkeypatch):
+def test_a_trainer_retries_a_stream_the_server_was_too_busy_to_take(monkeypatch, bare):
     monkeypatch.setenv("FLAGS_rpc_stream_threshold", "1024")   # this message streams
-    (port,) = free_ports(1)
-    ep = f"127.0.0.1:{port}"
-    server = service.start_server(ep, _Nothing(), max_workers=4, token="",
-                                  limits=(1, 1, 60.0))
-    release = threading.Event()
-
-    def half_open():
-        release.wait(60)
-        return
-        yield
+    start, half_open = bare
+    ep = start(4, (1, 1, 60.0))
     ch = _channel(ep)
     try:
         held = None
@@ -284,9 +280,7 @@ def test_a_trainer_retries_a_stream_the_server_was_too_busy_to_take(monkeypatch)
         client.call(ep, "SendVariable", {"name": "w", "trainer_id": 0}, big, deadline_s=20)
         assert client.stats.snapshot()["methods"]["SendVariable"]["streamed"] == 1
     finally:
-        release.set()
         ch.close()
-        server.stop(None)
 
 
 class _Context:
