@@ -263,10 +263,14 @@ class RoundLog:
             except FormatError as e:
                 raise CheckpointError(f"{self.path}: corrupt record at byte {pos}: {e}") \
                     from None
-            pos += _LEN.size + n
-            if header.get("commit"):
-                out.append((header["round"], pending))
-                pending = {}
-            else:
-                pending[header["name"]] = value
+            at, pos = pos, pos + _LEN.size + n
+            try:
+                if header.get("commit"):
+                    out.append((wire.field(header, "round", int), pending))
+                    pending = {}
+                else:
+                    pending[wire.field(header, "name")] = value
+            except FormatError as e:
+                raise CheckpointError(f"{self.path}: corrupt record at byte {at}: {e}") \
+                    from None
         return out

@@ -277,3 +277,16 @@ def test_checkpoint_notify_refuses_the_servers_recovery_directory(env, monkeypat
     finally:
         ps.goodbye_all(TOKEN)
         ps.join()
+
+
+def test_a_round_log_record_without_its_fields_is_a_checkpoint_error(tmp_path):
+    path = str(tmp_path / "rounds.log")
+    grad = wire.encode({"name": "g"}, np.ones(2, "float32"))
+    commit = wire.encode({"commit": True})                   # a commit without its round
+    with open(path, "wb") as f:
+        for rec in (grad, commit):
+            f.write(len(rec).to_bytes(8, "little") + rec)
+    with pytest.raises(checkpoint.CheckpointError,
+                       match=f"rounds.log: corrupt record at byte {8 + len(grad)}: header "
+                             f"field 'round' is missing"):
+        checkpoint.RoundLog(path).rounds()
