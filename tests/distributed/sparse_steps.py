@@ -3,7 +3,8 @@
 `is_sparse` table (sliced like a dense parameter, SelectedRows gradients), then fc layers.
 Each trainer prints "trainer <id> step <k>" after a step and sleeps
 FLUIDITY_TEST_STEP_SLEEP seconds; trainer 0 asks the pservers for a checkpoint into
-FLUIDITY_TEST_NOTIFY_DIR after its last step (the final shards, for the test to read).
+FLUIDITY_TEST_NOTIFY_DIR (relative to the servers' FLAGS_pserver_checkpoint_notify_root)
+after its last step (the final shards, for the test to read).
 
     python sparse_steps.py distributed|is_sparse OUT_DIR STEPS
 
