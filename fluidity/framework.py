@@ -22,6 +22,8 @@ from .errors import ProgramError, ProgramFormatError, ShapeError
 from .ir import desc_check, rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
 from .ir.infer_shape import InferShapeContext  # noqa: F401
+from .ir.op_desc import OpDesc
+from .op import OpProtoHolder  # noqa: F401 -- Fluid's framework.OpProtoHolder
 from .ir.views import TENSORLIKE, BlockView, OpView, ProgramView, VarView
 from .ops import registry
 from .proto import framework_pb2 as pb
@@ -149,7 +151,21 @@ class Parameter(Variable):
 
 
 class Operator(OpView):
-    """An op of a block being built."""
+    """An op of a block being built. Its `desc` is Paddle's OpDesc API over the op's desc
+    message (`op.desc.type()`, `op.desc.set_attr(...)`, `op.desc.infer_shape(block.desc)`;
+    `op.desc.proto` is the message itself): ir/op_desc.py."""
+
+    @property
+    def desc(self):
+        return self._desc
+
+    @desc.setter
+    def desc(self, od):
+        self._desc = OpDesc(od, self)
+
+    @property
+    def type(self):
+        return self._desc.proto.type
 
     def _rename_input(self, old, new):
         for v in self.desc.inputs:
@@ -218,8 +234,11 @@ class Block(BlockView):
             if persistable is not None:
                 v.persistable = persistable
             return v
-        return rewrite.add_var(self, name, type, shape, dtype, lod_level, persistable,
-                               stop_gradient, need_check_feed)
+        v = rewrite.add_var(self, name, type, shape, dtype, lod_level, persistable,
+                            stop_gradient, need_check_feed)
+        if _dygraph_tracer_ is not None:   # eager mode: a variable with a value (dygraph/)
+            v = _dygraph_tracer_.eager_var(v)
+        return v
 
     def create_parameter(self, name, shape, dtype="float32", type=VarType.LOD_TENSOR,
                          trainable=True, initializer=None, regularizer=None,
@@ -266,7 +285,14 @@ class Block(BlockView):
     # -- ops --------------------------------------------------------------------------
     def append_op(self, type=None, inputs=None, outputs=None, attrs=None, infer_shape=True,
                   **kwargs):
-        return self._insert_op(len(self.ops), type, inputs, outputs, attrs, infer_shape)
+        tracer = _dygraph_tracer_
+        if tracer is None:
+            return self._insert_op(len(self.ops), type, inputs, outputs, attrs, infer_shape)
+        # eager mode (dygraph/): the op is recorded as in a static program, then run at once
+        tracer.sync_vars(self, inputs)
+        op = self._insert_op(len(self.ops), type, inputs, outputs, attrs, infer_shape)
+        tracer.run_op(op)
+        return op
 
     def prepend_op(self, type=None, inputs=None, outputs=None, attrs=None, infer_shape=True,
                    **kwargs):
@@ -332,6 +358,26 @@ class Program(ProgramView):
 
     def wrap_block(self, idx):
         return Block(self, idx)
+
+    def _sync_with_cpp(self):
+        """Rebuild the blocks' views after their descs were changed directly
+        (`block.desc.append_op()`, Paddle's name)."""
+        for idx in range(len(self.desc.blocks)):
+            if idx >= len(self.blocks):
+                self.blocks.append(self.wrap_block(idx))
+                continue
+            b = self.blocks[idx]
+            old_vars, old_ops = b.vars, {id(op.desc.proto): op for op in b.ops}
+            b.vars = {}
+            for vd in b.desc.vars:   # keep the Python objects (a Parameter's attributes)
+                v = old_vars.get(vd.name)
+                if v is not None:
+                    v.desc = vd
+                else:
+                    v = b.wrap_var(vd)
+                b.vars[vd.name] = v
+            b.ops = [old_ops.get(id(od)) or b.wrap_op(od) for od in b.desc.ops]
+        rewrite.touch(self)
 
     # -- structure ---------------------------------------------------------------------
     def current_block(self):
@@ -529,9 +575,30 @@ def cuda_pinned_places(device_count=None):
     return [CUDAPinnedPlace() for _ in range(device_count or n)]
 
 
+# The tracer of the eager mode (fluidity/dygraph/) while a `fluid.dygraph.guard()` is
+# active, else None: Block.create_var and Block.append_op then give variables values and run
+# ops as they are appended.
+_dygraph_tracer_ = None
+
+
 def in_dygraph_mode():
-    """False: Fluidity builds static programs only (fluid.dygraph is not built)."""
-    return False
+    """Whether a `fluid.dygraph.guard()` is active (ops run as they are appended)."""
+    return _dygraph_tracer_ is not None
+
+
+def _dygraph_tracer():
+    return _dygraph_tracer_
+
+
+@contextlib.contextmanager
+def _dygraph_guard(tracer):
+    """Make `tracer` the eager mode's tracer inside the block (Fluid's name)."""
+    global _dygraph_tracer_
+    prev, _dygraph_tracer_ = _dygraph_tracer_, tracer
+    try:
+        yield
+    finally:
+        _dygraph_tracer_ = prev
 
 
 def _version_tuple(v, what):

@@ -55,6 +55,24 @@ class LoDTensor:
     def numpy(self):
         return self._array
 
+    def _set_dims(self, dims):
+        """Give the tensor shape `dims` (Paddle's Resize): the data is kept when it has as
+        many elements, else the tensor holds uninitialized memory of that shape (of its
+        dtype, float32 when it had none) until `set` fills it."""
+        dims = tuple(int(d) for d in dims)
+        if any(d < 0 for d in dims):
+            raise ShapeError(f"LoDTensor._set_dims: dims must be non-negative, got {list(dims)}")
+        a = self._array
+        if a is not None and a.size == int(np.prod(dims, dtype=np.int64)):
+            self._array = a.reshape(dims)
+        else:
+            self._array = np.empty(dims, a.dtype if a is not None else np.float32)
+
+    def _copy(self, place=None):
+        """A copy (data and LoD) on `place` (host memory here, as every LoDTensor)."""
+        return LoDTensor(None if self._array is None else self._array.copy(),
+                         [list(level) for level in self._lod])
+
     def __array__(self, dtype=None, copy=None):
         if self._array is None:
             raise FluidityError("LoDTensor is not initialized (holds no data)")
