@@ -9,6 +9,8 @@ objects, as in Paddle; everything an executor needs to run is in the desc.
 """
 import contextlib
 import os
+
+import numpy as np
 import re
 import sys
 import traceback
@@ -112,6 +114,11 @@ class Variable(VarView):
     @name.setter
     def name(self, new):
         rewrite.rename_var(self.block, self.desc.name, new)
+
+    @property
+    def grad_name(self):
+        """The name its gradient has (whether or not backward made one)."""
+        return grad_var_name(self.desc.name)
 
     def to_string(self, throw_on_error=False, with_details=False):
         return format_var(self)
@@ -499,6 +506,20 @@ defaults.set_startup_program(Program())
 
 def default_main_program():
     return defaults.main_program()
+
+
+def _get_var(name, program=None):
+    """Variable `name` of the global block of `program` (default: the main program)."""
+    program = program if program is not None else default_main_program()
+    if not isinstance(name, str) or not isinstance(program, Program):
+        raise TypeError(f"_get_var(name, program): a str and a Program, got "
+                        f"{type(name).__name__} and {type(program).__name__}")
+    return program.global_block().var(name)
+
+
+def convert_np_dtype_to_dtype_(np_dtype):
+    """The VarType of a numpy dtype (DTypeError, a TypeError, for one with none)."""
+    return dtypes.to_code(np.dtype(np_dtype))
 
 
 def default_startup_program():

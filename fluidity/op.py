@@ -204,11 +204,10 @@ _EXECUTORS = {}
 
 
 def _executor(place):
-    from .executor import Executor   # the executor sits above ops and ir
-    key = repr(place)
-    exe = _EXECUTORS.get(key)
+    exe = _EXECUTORS.get(place)
     if exe is None:
-        exe = _EXECUTORS[key] = Executor(place)
+        from .executor import Executor   # the executor sits above ops and ir
+        exe = _EXECUTORS[place] = Executor(place)
     return exe
 
 
@@ -219,6 +218,10 @@ class CoreOperator:
         self.desc = OpDesc(op_desc)
         self._opdef = registry.get(op_desc.type)
         self._programs = {}   # kinds of the scope's holders -> the one-op program
+        self._names = list(dict.fromkeys(n for n in op_desc.input_arg_names() +
+                                         op_desc.output_arg_names() if n != EMPTY_VAR_NAME))
+        self._out_names = [n for n in dict.fromkeys(op_desc.output_arg_names())
+                           if n != EMPTY_VAR_NAME]
 
     def type(self):
         return self.desc.proto.type
@@ -270,9 +273,7 @@ class CoreOperator:
     def _program(self, scope):
         """The one-op program for the kinds of variable `scope` holds under the op's names
         (a SelectedRows input picks the op's sparse kernel, as in Paddle), cached."""
-        names = list(dict.fromkeys(n for n in self.desc.proto.input_arg_names() +
-                                   self.desc.proto.output_arg_names()
-                                   if n != EMPTY_VAR_NAME))
+        names = self._names
         held = []
         for n in names:
             v = scope.find_var(n)
@@ -297,8 +298,24 @@ class CoreOperator:
         return view
 
     def run(self, scope, place):
-        """Run the op on `scope`'s variables (inputs read, outputs written there)."""
+        """Run the op on `scope`'s variables (inputs read, outputs written there). As in
+        Paddle, an output variable keeps its holder: a LoDTensor or SelectedRows taken
+        from it before the run (`scope.var("Out").get_selected_rows()`) holds the result."""
+        before = {}
+        for n in self._out_names:
+            v = scope.find_var(n)
+            if v is not None and isinstance(v.value, (LoDTensor, SelectedRows)):
+                before[n] = (v, v.value)
         _executor(place).run_block(self._program(scope), 0, scope)
+        for v, old in before.values():
+            new = v.value
+            if new is old or type(new) is not type(old):
+                continue
+            if isinstance(old, SelectedRows):
+                old.rows, old.height, old.value = new.rows, new.height, new.value
+            else:
+                old._array, old._lod = new._array, new._lod
+            v.value = old
 
 
 Operator = OperatorFactory()   # Paddle's default global factory

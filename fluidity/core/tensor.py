@@ -157,25 +157,75 @@ class LoDTensor:
 Tensor = LoDTensor
 
 
+class RowIds(np.ndarray):
+    """A SelectedRows' row ids: an int64 array (what kernels use), which Paddle's API also
+    calls: `sr.rows()` gives them as a list."""
+
+    def __call__(self):
+        return [int(r) for r in self]
+
+
+class Height(int):
+    """A SelectedRows' height: an int, which Paddle's API also calls (`sr.height()`)."""
+
+    def __call__(self):
+        return int(self)
+
+
+class _RowsValue(LoDTensor):
+    """`SelectedRows.get_tensor()`: the rows' value tensor by reference, as Paddle's, so
+    `sr.get_tensor().set(array, place)` fills the SelectedRows."""
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner):
+        self._owner = owner
+        self._lod = []
+
+    @property
+    def _array(self):
+        return self._owner.value
+
+    @_array.setter
+    def _array(self, value):
+        self._owner.value = value
+
+
 class SelectedRows:
     """Rows `rows` of a tall [height, ...] tensor; `value` holds them, one row per id.
     Ids may repeat (a gradient of an embedding over a batch with duplicate ids); consumers
-    that need unique rows call `merged()`."""
-    __slots__ = ("rows", "height", "value")
+    that need unique rows call `merged()`. Paddle's accessors work too: `rows()`,
+    `height()`, `set_rows`, `set_height`, `get_tensor()` (the value, by reference)."""
+    __slots__ = ("_rows", "_height", "value")
 
     def __init__(self, rows=None, height=0, value=None):
-        self.rows = np.asarray(rows if rows is not None else [], dtype=np.int64)
-        self.height = int(height)
+        self.rows = rows if rows is not None else []
+        self.height = height
         self.value = value
 
+    @property
+    def rows(self):
+        return self._rows
+
+    @rows.setter
+    def rows(self, rows):
+        self._rows = np.asarray(rows, dtype=np.int64).view(RowIds)
+
+    @property
+    def height(self):
+        return self._height
+
+    @height.setter
+    def height(self, h):
+        self._height = Height(h)
+
     def get_tensor(self):
-        return LoDTensor(self.value)
+        return _RowsValue(self)
 
     def set_height(self, h):
-        self.height = int(h)
+        self.height = h
 
     def set_rows(self, rows):
-        self.rows = np.asarray(rows, dtype=np.int64)
+        self.rows = rows
 
     def merged(self):
         """Same content with unique, sorted rows (duplicates summed). A stable sort and one

@@ -57,8 +57,10 @@ def _tracer():
 
 def to_variable(value, name=None, zero_copy=None):
     """A VarBase holding `value` (an ndarray; a VarBase is returned as is), with
-    stop_gradient=True as in Fluid. `zero_copy` (the default on the CPU) shares the
-    array's memory where numpy can; False copies it."""
+    stop_gradient=True as in Fluid. `zero_copy=True` shares the array's memory where numpy
+    can; by default (None, False) it is copied. (Fluid shares by default on the CPU; here
+    the update ops, which run in place as the static executor runs them, would write into
+    the caller's array.)"""
     if isinstance(value, VarBase):
         return value
     if not isinstance(value, np.ndarray):
@@ -68,7 +70,7 @@ def to_variable(value, name=None, zero_copy=None):
     block = framework.default_main_program().current_block()
     var = block.create_var(name=name or unique_name.generate("_generated_var"),
                            shape=value.shape, dtype=value.dtype, stop_gradient=True)
-    arr = np.ascontiguousarray(value) if zero_copy in (None, True) else np.array(value)
+    arr = np.ascontiguousarray(value) if zero_copy else np.array(value)
     var.value().get_tensor()._array = arr
     tracer.sync_var(var)
     return var
