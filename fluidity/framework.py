@@ -157,6 +157,14 @@ class Parameter(Variable):
         return f"Parameter({format_var(self)})"
 
 
+def _py_attr(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
 class Operator(OpView):
     """An op of a block being built. Its `desc` is Paddle's OpDesc API over the op's desc
     message (`op.desc.type()`, `op.desc.set_attr(...)`, `op.desc.infer_shape(block.desc)`;
@@ -310,7 +318,8 @@ class Block(BlockView):
         """Insert an op built in the current context: its op_role (op_role_guard), name
         scope and the user's call site are recorded; shapes are inferred."""
         opdef = registry.get(type)
-        attrs = dict(attrs or {})
+        # numpy values are taken as the Python values they hold (as Fluid's pybind does)
+        attrs = {k: _py_attr(v) for k, v in (attrs or {}).items()}
         attrs.setdefault("op_role", _op_role_stack[-1])
         if _name_scope_stack:
             attrs.setdefault("op_namescope", _current_namescope())

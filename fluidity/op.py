@@ -335,9 +335,12 @@ def has_grad_op_maker(op_type):
 
 
 def has_infer_inplace(op_type):
-    """Whether an output of `op_type` may take over an input's buffer (its `inplace`)."""
-    opdef = registry.find(op_type)
-    return opdef is not None and bool(opdef.inplace)
+    """False for every op: no op here asks to run in place. Paddle's ops with an inplace
+    inferer run in place when `BuildStrategy.enable_inplace` says so; Fluidity's executors
+    decide buffer reuse themselves (the linear plan's memory planner, over `OpDef.inplace`),
+    whatever the build strategy, so there is no in-place variant of an op to compare."""
+    registry.get(op_type)   # an unknown type is still an error
+    return False
 
 
 def get_all_register_op_kernels():

@@ -134,7 +134,7 @@ def test_builders_op_desc_has_paddles_methods_on_the_same_message():
     np.testing.assert_allclose(out, np.full((2, 3), 5.0))
 
 
-def test_core_flags_and_names_opTest_reads():
+def test_core_flags_and_names_optest_reads():
     flags = core.globals()
     old = flags["FLAGS_use_system_allocator"]
     flags["FLAGS_use_system_allocator"] = True
@@ -152,7 +152,7 @@ def test_core_flags_and_names_opTest_reads():
     assert not core.is_float16_supported(fluid.CPUPlace())
 
 
-def test_tensor_methods_opTest_uses():
+def test_tensor_methods_optest_uses():
     t = core.LoDTensor()
     t._set_dims([2, 3])
     assert t.shape() == [2, 3]
@@ -165,3 +165,15 @@ def test_tensor_methods_opTest_uses():
     v = core.Scope().var("f")
     v.set_float(2.5)
     assert v.get_float() == 2.5
+
+
+def test_numpy_attribute_values_are_stored_as_python_values():
+    main = fluid.Program()
+    with fluid.program_guard(main):
+        x = fluid.layers.data("x", [3])
+        out = main.global_block().create_var(dtype="float32")
+        op = main.global_block().append_op(
+            type="scale", inputs={"X": x}, outputs={"Out": out},
+            attrs={"scale": np.float32(2.0), "bias": np.array(1.0)})
+    assert op.attr("scale") == 2.0 and op.attr("bias") == 1.0
+    assert not core.has_infer_inplace("relu")   # no op asks to run in place here
