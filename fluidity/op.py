@@ -360,8 +360,8 @@ def get_all_register_op_kernels():
 def get_grad_op_desc(op_desc, no_grad_set, grad_sub_block_list=()):
     """(grad op descs, {grad var: forward var}) of one op desc: the grad ops its gradient
     maker declares (the ones `append_backward` appends), every input wanting a gradient but
-    those named in `no_grad_set`. An op that runs a sub-block needs its program's backward
-    (`append_backward`), not this."""
+    those whose gradient `no_grad_set` names (`X@GRAD`, as Paddle's). An op that runs a
+    sub-block needs its program's backward (`append_backward`), not this."""
     from .backward import GradOpMaker   # backward sits above ops
     proto = op_desc.proto if isinstance(op_desc, OpDesc) else op_desc
     opdef = registry.get(proto.type)
@@ -371,7 +371,8 @@ def get_grad_op_desc(op_desc, no_grad_set, grad_sub_block_list=()):
         raise ProgramError(f"get_grad_op_desc: op '{proto.type}' runs a sub-block; its "
                            f"gradient comes from append_backward over its program")
     fwd = getattr(op_desc, "_op", None) or OpView(None, proto)
-    wanted = {n for n in proto.input_arg_names() if n not in set(no_grad_set or ())}
+    no_grad = set(no_grad_set or ())
+    wanted = {n for n in proto.input_arg_names() if n + GRAD_SUFFIX not in no_grad}
     maker = GradOpMaker(fwd, wanted)
     opdef.grad(maker)
     descs, grad_to_var = [], {}

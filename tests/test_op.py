@@ -103,7 +103,7 @@ def test_grad_op_desc_is_what_backward_appends():
     assert descs[0].input("Out") == [y.name]
     assert descs[0].output("X@GRAD") == [x.name + "@GRAD"]
     assert grad_to_var == {y.name + "@GRAD": y.name, x.name + "@GRAD": x.name}
-    assert core.get_grad_op_desc(op.desc, {x.name}, [])[0] == []
+    assert core.get_grad_op_desc(op.desc, {x.name + "@GRAD"}, [])[0] == []
     assert core.has_grad_op_maker("tanh") and not core.has_grad_op_maker("fill_constant")
     kernels = core._get_all_register_op_kernels()
     assert "tanh_grad" in kernels and kernels["tanh"][0].endswith("library_type[PLAIN]")
@@ -177,3 +177,28 @@ def test_numpy_attribute_values_are_stored_as_python_values():
             attrs={"scale": np.float32(2.0), "bias": np.array(1.0)})
     assert op.attr("scale") == 2.0 and op.attr("bias") == 1.0
     assert not core.has_infer_inplace("relu")   # no op asks to run in place here
+
+
+def test_grad_op_desc_inferred_against_a_block_it_is_not_in():
+    """Paddle's tests append a grad op desc by hand: block.desc.var(name) declares its
+    outputs, infer_shape(block.desc) shapes them like the forward variables."""
+    main = fluid.Program()
+    with fluid.program_guard(main):
+        x = fluid.layers.data("x", [4, 3], append_batch_size=False, dtype="float64")
+        y = fluid.layers.tanh(x)
+    block = main.global_block()
+    block.create_var(name=y.name + "@GRAD", shape=[4, 3], dtype="float64")
+    (g,), _ = core.get_grad_op_desc(block.ops[-1].desc, set(), [])
+    new = block.desc.append_op()
+    new.copy_from(g)
+    for n in g.output_arg_names():
+        block.desc.var(n.encode("ascii"))
+    g.infer_var_type(block.desc)
+    g.infer_shape(block.desc)
+    assert block.desc.find_var(b"x@GRAD").shape() == [4, 3]
+    block.desc.find_var(b"x@GRAD").set_dtype(core.VarDesc.VarType.FP64)
+    main._sync_with_cpp()
+    xv, dy = np.random.RandomState(1).rand(4, 3), np.ones((4, 3))
+    (dx,) = fluid.Executor(fluid.CPUPlace()).run(
+        main, feed={"x": xv, y.name + "@GRAD": dy}, fetch_list=["x@GRAD"])
+    np.testing.assert_allclose(dx, 1 - np.tanh(xv) ** 2)

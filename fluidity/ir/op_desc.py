@@ -23,8 +23,10 @@ bare messages.
 from ..errors import ProgramError
 from ..ops import registry
 from ..proto import framework_pb2 as pb
+from ..core.names import GRAD_SUFFIX
 from .infer_shape import InferShapeContext
 from .rewrite import write_attr
+from .views import TENSORLIKE, BlockView, OpView, VarView
 
 
 class OpTypeName(str):
@@ -180,12 +182,25 @@ class OpDesc:
         return self.proto.SerializeToString()
 
     def infer_shape(self, block_desc=None):
-        """Compile-time shape inference of this op on the variables of the block it belongs
-        to (its outputs' shapes, dtypes, LoD levels and types), as when it was appended."""
+        """Compile-time shape inference of this op on the variables of `block_desc` (by
+        default the block it belongs to): its outputs' shapes, dtypes, LoD levels and types,
+        as when it was appended. A gradient op without its own inference declares each
+        `X@GRAD` output like `X`, as backward declares gradients."""
         op = self._view(block_desc, "infer_shape")
         opdef = registry.get(op.type)
         if opdef.infer_shape is not None:
             opdef.infer_shape(InferShapeContext(op))
+            return
+        for name in op.output_arg_names:
+            if GRAD_SUFFIX not in name:
+                continue
+            fwd = op.block.find_var_recursive(name.split(GRAD_SUFFIX)[0])
+            out = op.block.find_var_recursive(name)
+            if fwd is not None and out is not None and fwd.type in TENSORLIKE:
+                out._set_type(fwd.type)
+                out._set_shape(fwd.shape)
+                out._set_dtype(fwd.dtype)
+                out.lod_level = fwd.lod_level
 
     def infer_var_type(self, block_desc=None):
         """Paddle's variable-type inference. Fluidity's ops set their outputs' variable
@@ -194,15 +209,35 @@ class OpDesc:
         self.infer_shape(block_desc)
 
     def _view(self, block_desc, what):
+        """The op as a view in the block whose variables `what` reads and writes: its own
+        block, or `block_desc` (a BlockDesc message or a builder's Block's desc) for an op
+        desc that belongs to none (a grad op desc from core.get_grad_op_desc)."""
         op = self._op
-        if op is None:
-            raise ProgramError(f"OpDesc.{what}: op '{self.proto.type}' is not in a block of "
-                               f"a program (append it with Block.append_op, or "
-                               f"Program._sync_with_cpp() after block.desc.append_op())")
-        if block_desc is not None and getattr(block_desc, "idx", op.block.idx) != op.block.idx:
-            raise ProgramError(f"OpDesc.{what}: op '{self.proto.type}' belongs to block "
-                               f"{op.block.idx}, not to block {block_desc.idx}")
-        return op
+        if op is not None and (block_desc is None or
+                               getattr(block_desc, "idx", op.block.idx) == op.block.idx):
+            return op
+        if block_desc is None:
+            raise ProgramError(f"OpDesc.{what}: op '{self.proto.type}' is in no block; "
+                               f"name the block whose variables it reads")
+        block_desc = getattr(block_desc, "desc", block_desc)
+        if not isinstance(block_desc, pb.BlockDesc):
+            raise TypeError(f"OpDesc.{what} takes a block's desc, got "
+                            f"{type(block_desc).__name__}")
+        return OpView(_BlockOf(block_desc), self.proto)
+
+
+class _BlockOf(BlockView):
+    """A view of one BlockDesc on its own (inference of an op desc against a block's
+    variables when no program view is at hand). Parent and forward blocks are not seen."""
+
+    def __init__(self, block_desc):
+        self.program = None
+        self.desc = block_desc
+        self.vars = {vd.name: VarView(self, vd) for vd in block_desc.vars}
+        self.ops = []
+
+    def find_var_recursive(self, name):
+        return self.vars.get(name)
 
 
 def _block_idx(block):
