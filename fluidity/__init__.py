@@ -55,3 +55,8 @@ from .core.flags import get_flags, set_flags  # noqa: E402,F401
 
 # Fluid 1.8's top-level fluid.save / fluid.load: the same functions as fluid.io.save / load
 from .io import load, save  # noqa: E402,F401
+
+# fluid.op (ops made and run alone from their protos) and the op questions of fluid.core
+from . import op  # noqa: E402
+op.install_core_names(core)
+from . import dygraph  # noqa: E402,F401  (the eager mode OpTest's dygraph checks run in)

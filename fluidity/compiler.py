@@ -138,7 +138,7 @@ class CompiledProgram:
         if share_vars_from is not None and not isinstance(share_vars_from, CompiledProgram):
             raise TypeError(f"with_data_parallel: share_vars_from must be a "
                             f"CompiledProgram, got {type(share_vars_from).__name__}")
-        self._loss_name = _names(loss_name)[0] if loss_name is not None else None
+        self._loss_name = _names(loss_name)[0] if loss_name else None   # "": none, as Fluid
         if self._loss_name is not None and \
                 self._program.global_block().find_var_recursive(self._loss_name) is None:
             raise ValueError(f"with_data_parallel: loss '{self._loss_name}' is not a "

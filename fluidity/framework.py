@@ -9,6 +9,8 @@ objects, as in Paddle; everything an executor needs to run is in the desc.
 """
 import contextlib
 import os
+
+import numpy as np
 import re
 import sys
 import traceback
@@ -22,6 +24,8 @@ from .errors import ProgramError, ProgramFormatError, ShapeError
 from .ir import desc_check, rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
 from .ir.infer_shape import InferShapeContext  # noqa: F401
+from .ir.op_desc import OpDesc
+from .op import OpProtoHolder  # noqa: F401 -- Fluid's framework.OpProtoHolder
 from .ir.views import TENSORLIKE, BlockView, OpView, ProgramView, VarView
 from .ops import registry
 from .proto import framework_pb2 as pb
@@ -111,6 +115,11 @@ class Variable(VarView):
     def name(self, new):
         rewrite.rename_var(self.block, self.desc.name, new)
 
+    @property
+    def grad_name(self):
+        """The name its gradient has (whether or not backward made one)."""
+        return grad_var_name(self.desc.name)
+
     def to_string(self, throw_on_error=False, with_details=False):
         return format_var(self)
 
@@ -148,8 +157,30 @@ class Parameter(Variable):
         return f"Parameter({format_var(self)})"
 
 
+def _py_attr(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
 class Operator(OpView):
-    """An op of a block being built."""
+    """An op of a block being built. Its `desc` is Paddle's OpDesc API over the op's desc
+    message (`op.desc.type()`, `op.desc.set_attr(...)`, `op.desc.infer_shape(block.desc)`;
+    `op.desc.proto` is the message itself): ir/op_desc.py."""
+
+    @property
+    def desc(self):
+        return self._desc
+
+    @desc.setter
+    def desc(self, od):
+        self._desc = OpDesc(od, self)
+
+    @property
+    def type(self):
+        return self._desc.proto.type
 
     def _rename_input(self, old, new):
         for v in self.desc.inputs:
@@ -218,8 +249,11 @@ class Block(BlockView):
             if persistable is not None:
                 v.persistable = persistable
             return v
-        return rewrite.add_var(self, name, type, shape, dtype, lod_level, persistable,
-                               stop_gradient, need_check_feed)
+        v = rewrite.add_var(self, name, type, shape, dtype, lod_level, persistable,
+                            stop_gradient, need_check_feed)
+        if _dygraph_tracer_ is not None:   # eager mode: a variable with a value (dygraph/)
+            v = _dygraph_tracer_.eager_var(v)
+        return v
 
     def create_parameter(self, name, shape, dtype="float32", type=VarType.LOD_TENSOR,
                          trainable=True, initializer=None, regularizer=None,
@@ -266,7 +300,14 @@ class Block(BlockView):
     # -- ops --------------------------------------------------------------------------
     def append_op(self, type=None, inputs=None, outputs=None, attrs=None, infer_shape=True,
                   **kwargs):
-        return self._insert_op(len(self.ops), type, inputs, outputs, attrs, infer_shape)
+        tracer = _dygraph_tracer_
+        if tracer is None:
+            return self._insert_op(len(self.ops), type, inputs, outputs, attrs, infer_shape)
+        # eager mode (dygraph/): the op is recorded as in a static program, then run at once
+        tracer.sync_vars(self, inputs)
+        op = self._insert_op(len(self.ops), type, inputs, outputs, attrs, infer_shape)
+        tracer.run_op(op)
+        return op
 
     def prepend_op(self, type=None, inputs=None, outputs=None, attrs=None, infer_shape=True,
                    **kwargs):
@@ -277,7 +318,8 @@ class Block(BlockView):
         """Insert an op built in the current context: its op_role (op_role_guard), name
         scope and the user's call site are recorded; shapes are inferred."""
         opdef = registry.get(type)
-        attrs = dict(attrs or {})
+        # numpy values are taken as the Python values they hold (as Fluid's pybind does)
+        attrs = {k: _py_attr(v) for k, v in (attrs or {}).items()}
         attrs.setdefault("op_role", _op_role_stack[-1])
         if _name_scope_stack:
             attrs.setdefault("op_namescope", _current_namescope())
@@ -332,6 +374,26 @@ class Program(ProgramView):
 
     def wrap_block(self, idx):
         return Block(self, idx)
+
+    def _sync_with_cpp(self):
+        """Rebuild the blocks' views after their descs were changed directly
+        (`block.desc.append_op()`, Paddle's name)."""
+        for idx in range(len(self.desc.blocks)):
+            if idx >= len(self.blocks):
+                self.blocks.append(self.wrap_block(idx))
+                continue
+            b = self.blocks[idx]
+            old_vars, old_ops = b.vars, {id(op.desc.proto): op for op in b.ops}
+            b.vars = {}
+            for vd in b.desc.vars:   # keep the Python objects (a Parameter's attributes)
+                v = old_vars.get(vd.name)
+                if v is not None:
+                    v.desc = vd
+                else:
+                    v = b.wrap_var(vd)
+                b.vars[vd.name] = v
+            b.ops = [old_ops.get(id(od)) or b.wrap_op(od) for od in b.desc.ops]
+        rewrite.touch(self)
 
     # -- structure ---------------------------------------------------------------------
     def current_block(self):
@@ -455,6 +517,20 @@ def default_main_program():
     return defaults.main_program()
 
 
+def _get_var(name, program=None):
+    """Variable `name` of the global block of `program` (default: the main program)."""
+    program = program if program is not None else default_main_program()
+    if not isinstance(name, str) or not isinstance(program, Program):
+        raise TypeError(f"_get_var(name, program): a str and a Program, got "
+                        f"{type(name).__name__} and {type(program).__name__}")
+    return program.global_block().var(name)
+
+
+def convert_np_dtype_to_dtype_(np_dtype):
+    """The VarType of a numpy dtype (DTypeError, a TypeError, for one with none)."""
+    return dtypes.to_code(np.dtype(np_dtype))
+
+
 def default_startup_program():
     return defaults.startup_program()
 
@@ -529,9 +605,30 @@ def cuda_pinned_places(device_count=None):
     return [CUDAPinnedPlace() for _ in range(device_count or n)]
 
 
+# The tracer of the eager mode (fluidity/dygraph/) while a `fluid.dygraph.guard()` is
+# active, else None: Block.create_var and Block.append_op then give variables values and run
+# ops as they are appended.
+_dygraph_tracer_ = None
+
+
 def in_dygraph_mode():
-    """False: Fluidity builds static programs only (fluid.dygraph is not built)."""
-    return False
+    """Whether a `fluid.dygraph.guard()` is active (ops run as they are appended)."""
+    return _dygraph_tracer_ is not None
+
+
+def _dygraph_tracer():
+    return _dygraph_tracer_
+
+
+@contextlib.contextmanager
+def _dygraph_guard(tracer):
+    """Make `tracer` the eager mode's tracer inside the block (Fluid's name)."""
+    global _dygraph_tracer_
+    prev, _dygraph_tracer_ = _dygraph_tracer_, tracer
+    try:
+        yield
+    finally:
+        _dygraph_tracer_ = prev
 
 
 def _version_tuple(v, what):

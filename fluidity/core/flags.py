@@ -6,13 +6,23 @@
 FLAGS_check_nan_inf: every op's outputs are checked after it runs; the first op that writes
 a NaN or Inf stops the run, naming the op, the variable and where the op was created.
 Environment variables of the same names set the initial values (as Paddle reads them).
+
+Flags Fluid's programs and tests set that choose among things Fluidity has one of are kept
+(read back as set) and change nothing: FLAGS_use_system_allocator (Paddle's allocator or the
+system's; tensors here are numpy's), FLAGS_use_mkldnn (MKL-DNN kernels, which Fluidity has
+none of; setting it does not make an op use one).
+
+`core.globals()` is Paddle's view of the same flags as a dict: `core.globals()[name]`,
+`core.globals()[name] = value` (checked as set_flags checks).
 """
 import os
 
 from ..errors import FluidityError
 
 # name -> (type, default)
-_KNOWN = {"FLAGS_check_nan_inf": (bool, False)}
+_KNOWN = {"FLAGS_check_nan_inf": (bool, False),
+          "FLAGS_use_system_allocator": (bool, False),
+          "FLAGS_use_mkldnn": (bool, False)}
 
 
 def _parse(name, kind, raw):
@@ -59,3 +69,43 @@ def get_flags(flags):
 
 def flag(name):
     return _values[name]
+
+
+class GlobalFlags:
+    """Paddle's `core.globals()`: the flags as a mapping (unknown names raise KeyError)."""
+    __slots__ = ()
+
+    def __getitem__(self, name):
+        if name not in _KNOWN:
+            raise KeyError(name)
+        return _values[name]
+
+    def __setitem__(self, name, value):
+        if name not in _KNOWN:
+            raise KeyError(name)
+        set_flags({name: value})
+
+    def __contains__(self, name):
+        return name in _KNOWN
+
+    def __iter__(self):
+        return iter(sorted(_KNOWN))
+
+    def __len__(self):
+        return len(_KNOWN)
+
+    def keys(self):
+        return sorted(_KNOWN)
+
+    def get(self, name, default=None):
+        return _values.get(name, default)
+
+    def is_public(self, name):
+        return name in _KNOWN
+
+
+_GLOBALS = GlobalFlags()
+
+
+def globals():  # noqa: A001 -- Paddle's name: core.globals()
+    return _GLOBALS

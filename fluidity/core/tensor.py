@@ -55,6 +55,24 @@ class LoDTensor:
     def numpy(self):
         return self._array
 
+    def _set_dims(self, dims):
+        """Give the tensor shape `dims` (Paddle's Resize): the data is kept when it has as
+        many elements, else the tensor holds uninitialized memory of that shape (of its
+        dtype, float32 when it had none) until `set` fills it."""
+        dims = tuple(int(d) for d in dims)
+        if any(d < 0 for d in dims):
+            raise ShapeError(f"LoDTensor._set_dims: dims must be non-negative, got {list(dims)}")
+        a = self._array
+        if a is not None and a.size == int(np.prod(dims, dtype=np.int64)):
+            self._array = a.reshape(dims)
+        else:
+            self._array = np.empty(dims, a.dtype if a is not None else np.float32)
+
+    def _copy(self, place=None):
+        """A copy (data and LoD) on `place` (host memory here, as every LoDTensor)."""
+        return LoDTensor(None if self._array is None else self._array.copy(),
+                         [list(level) for level in self._lod])
+
     def __array__(self, dtype=None, copy=None):
         if self._array is None:
             raise FluidityError("LoDTensor is not initialized (holds no data)")
@@ -139,25 +157,75 @@ class LoDTensor:
 Tensor = LoDTensor
 
 
+class RowIds(np.ndarray):
+    """A SelectedRows' row ids: an int64 array (what kernels use), which Paddle's API also
+    calls: `sr.rows()` gives them as a list."""
+
+    def __call__(self):
+        return [int(r) for r in self]
+
+
+class Height(int):
+    """A SelectedRows' height: an int, which Paddle's API also calls (`sr.height()`)."""
+
+    def __call__(self):
+        return int(self)
+
+
+class _RowsValue(LoDTensor):
+    """`SelectedRows.get_tensor()`: the rows' value tensor by reference, as Paddle's, so
+    `sr.get_tensor().set(array, place)` fills the SelectedRows."""
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner):
+        self._owner = owner
+        self._lod = []
+
+    @property
+    def _array(self):
+        return self._owner.value
+
+    @_array.setter
+    def _array(self, value):
+        self._owner.value = value
+
+
 class SelectedRows:
     """Rows `rows` of a tall [height, ...] tensor; `value` holds them, one row per id.
     Ids may repeat (a gradient of an embedding over a batch with duplicate ids); consumers
-    that need unique rows call `merged()`."""
-    __slots__ = ("rows", "height", "value")
+    that need unique rows call `merged()`. Paddle's accessors work too: `rows()`,
+    `height()`, `set_rows`, `set_height`, `get_tensor()` (the value, by reference)."""
+    __slots__ = ("_rows", "_height", "value")
 
     def __init__(self, rows=None, height=0, value=None):
-        self.rows = np.asarray(rows if rows is not None else [], dtype=np.int64)
-        self.height = int(height)
+        self.rows = rows if rows is not None else []
+        self.height = height
         self.value = value
 
+    @property
+    def rows(self):
+        return self._rows
+
+    @rows.setter
+    def rows(self, rows):
+        self._rows = np.asarray(rows, dtype=np.int64).view(RowIds)
+
+    @property
+    def height(self):
+        return self._height
+
+    @height.setter
+    def height(self, h):
+        self._height = Height(h)
+
     def get_tensor(self):
-        return LoDTensor(self.value)
+        return _RowsValue(self)
 
     def set_height(self, h):
-        self.height = int(h)
+        self.height = h
 
     def set_rows(self, rows):
-        self.rows = np.asarray(rows, dtype=np.int64)
+        self.rows = rows
 
     def merged(self):
         """Same content with unique, sorted rows (duplicates summed). A stable sort and one

@@ -12,10 +12,12 @@ message's field share a name (`op_desc.type()`, `var_desc.name()`, `.persistable
 field wins: `op.desc.type` is the op type string, `var.desc.name` the name. The builder's
 Operator / Variable give both spellings (`op.type`, `var.name`).
 """
-from ..errors import ProgramError, VariableNotFoundError
+from ..errors import ProgramError
 from ..ops import registry
 from ..proto import framework_pb2 as pb
-from .views import args, sub_block_ids, tensor_desc
+from ..core import dtypes
+from ..core.dtypes import VarType
+from .views import args, fill_var_type, sub_block_ids, tensor_desc
 
 
 def _serialize_to_string(self):
@@ -58,7 +60,12 @@ _PROGRAM = {
 
 
 # --- BlockDesc ------------------------------------------------------------------------
+def _name(name):
+    return name.decode() if isinstance(name, bytes) else name
+
+
 def _find_var(self, name):
+    name = _name(name)
     for vd in self.vars:
         if vd.name == name:
             return vd
@@ -66,9 +73,13 @@ def _find_var(self, name):
 
 
 def _var(self, name):
+    """The variable `name` of the block, declared (a LoDTensor) when missing, as Paddle's
+    BlockDesc.var; the builder's views see it after `program._sync_with_cpp()`."""
     vd = _find_var(self, name)
     if vd is None:
-        raise VariableNotFoundError(f"variable '{name}' is not in block {self.idx}")
+        vd = self.vars.add()
+        vd.name = _name(name)
+        fill_var_type(vd.type, VarType.LOD_TENSOR, None, None, 0)
     return vd
 
 
@@ -126,10 +137,38 @@ def _lod_level(self):
     return 0
 
 
+def _set_shape(self, shape):
+    td = tensor_desc(self)
+    if td is None:
+        raise ProgramError(f"variable '{self.name}' has no shape (not a tensor)")
+    del td.dims[:]
+    td.dims.extend(int(d) for d in shape)
+
+
+def _set_dtype(self, dtype):
+    td = tensor_desc(self)
+    if td is None:
+        raise ProgramError(f"variable '{self.name}' has no dtype (not a tensor)")
+    td.data_type = dtypes.to_code(dtype)
+
+
+def _set_lod_level(self, level):
+    t = self.type
+    if t.type == VarType.LOD_TENSOR:
+        t.lod_tensor.lod_level = int(level)
+    elif t.type == VarType.LOD_TENSOR_ARRAY:
+        t.tensor_array.lod_level = int(level)
+    else:
+        raise ProgramError(f"variable '{self.name}' has no LoD level")
+
+
 _VAR = {
     "shape": lambda self: [int(d) for d in getattr(tensor_desc(self), "dims", ())],
     "dtype": lambda self: getattr(tensor_desc(self), "data_type", None),
     "lod_level": _lod_level,
+    "set_shape": _set_shape,
+    "set_dtype": _set_dtype,
+    "set_lod_level": _set_lod_level,
     "serialize_to_string": _serialize_to_string,
 }
 

@@ -200,7 +200,8 @@ class Cvm(OpDef):
         xs = list(ctx.input_shape("X"))
         if not ctx.attr("use_cvm") and xs[-1] >= 0:
             xs[-1] -= 2
-        ctx.set_output("Y", xs, ctx.input_dtype("X"))
+        # Y keeps X's LoD (share_lod), so it declares X's LoD level
+        ctx.set_output("Y", xs, ctx.input_dtype("X"), ctx.input_lod_level("X"))
 
     @staticmethod
     def kernel(x, cvm, *, use_cvm):

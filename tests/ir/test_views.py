@@ -19,7 +19,7 @@ def test_a_view_of_the_builders_desc_reads_the_same_program():
         assert sorted(vb.vars) == sorted(mb.vars)
         for op, mop in zip(vb.ops, mb.ops):
             assert op.inputs_map() == mop.inputs_map() and op.all_attrs() == mop.all_attrs()
-            assert op.desc is mop.desc          # in place: no copy
+            assert op.desc is mop.desc.proto    # in place: no copy (the builder wraps it)
     sub = view.block(1)
     assert sub.parent.idx == 0
     assert sub.find_var_recursive("x").name == "x" and "x" not in sub.vars
