@@ -18,3 +18,4 @@ from . import beam, crf, sampled  # noqa: F401,E402
 from . import reader_ops  # noqa: F401
 from . import print_op  # noqa: F401
 from . import dist_ops  # noqa: F401,E402  (send, recv, barriers, listen_and_serv)
+from . import collective, device  # noqa: F401,E402  (c_allreduce_*, get_places)
