@@ -224,7 +224,11 @@ class CompiledProgram:
             return self
         place = as_concrete(place) if place is not None else CPUPlace()
         if self._is_data_parallel:
-            places = self._get_places(place, self._places)
+            share = self._share_vars_from
+            given = self._places
+            if given is None and share is not None and share._compiled:
+                given = share._places     # the places of the program it shares with
+            places = self._get_places(place, given)
             if len(places) > 1 and _has_optimizer_in_control_flow(self._program):
                 raise NotImplementedError("If optimizer is used in control flow, training "
                                           "on multi-places is not supported now.")

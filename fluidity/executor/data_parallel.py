@@ -348,7 +348,8 @@ def merge_tensors(values, name):
             merged = [0]
             for v in values:
                 offs = v._lod[level] if level < len(v._lod) else [0]
-                merged.extend(merged[-1] + o - offs[0] for o in offs[1:])
+                base = merged[-1] - offs[0]
+                merged.extend(base + o for o in offs[1:])
             lod.append(merged)
     return LoDTensor(np.concatenate(arrays, axis=0), lod)
 
