@@ -232,7 +232,10 @@ class CompiledProgram:
             if len(places) > 1 and _has_optimizer_in_control_flow(self._program):
                 raise NotImplementedError("If optimizer is used in control flow, training "
                                           "on multi-places is not supported now.")
-            if not self._on_device:
+            places, self._on_device = _check_places(places, "with_data_parallel")
+            if self._on_device:   # CUDA places: the whole batch runs compiled on the device
+                self.plan_strategy = ExecutionStrategy("cuda")
+            else:
                 self._executor = self._compile_data_parallel(places, scope)
             self._places = places
         else:

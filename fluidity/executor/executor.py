@@ -331,11 +331,11 @@ class Executor:
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
             fetch_var_name="fetch", scope=None, return_numpy=True, use_program_cache=True,
             block_id=0, create_local_scope=True, return_merged=True):
-        strategy = getattr(program, "plan_strategy", None)
         if scope is None:
             scope = global_scope()
         runner_for = getattr(program, "data_parallel_runner", None)
         runner = runner_for(scope, self) if runner_for is not None else None
+        strategy = getattr(program, "plan_strategy", None)
         if runner is not None:   # a data-parallel CompiledProgram: N replicas
             if fetch_list is None:
                 fetch_list = []
