@@ -380,6 +380,7 @@ class DataParallelRunner:
         else:
             self._place_scopes = [scope] + [scope.new_scope() for _ in range(n - 1)]
         self._copied = set()
+        self._exe_scopes = True      # Fluid makes the places' run scopes up front
         self._pool = ThreadPoolExecutor(max(n - 1, 1), thread_name_prefix="fluidity-replica")
         self._finalizer = weakref.finalize(self, self._pool.shutdown, False)
         self._strategy = ReplicaStrategy()
@@ -392,11 +393,13 @@ class DataParallelRunner:
         return list(self._place_scopes)
 
     def drop_local_exe_scopes(self):
-        """Fluid frees the places' per-run scopes here; they are dropped after every run
-        already, so there is nothing left to free."""
+        """Fluid frees the places' per-run scopes here (it keeps them for
+        num_iteration_per_drop_scope runs); Fluidity drops a run's scopes when the run ends,
+        so this only records, as Fluid's flag does, that the next run makes them anew."""
+        self._exe_scopes = False
 
     def _need_create_local_exe_scopes(self):
-        return False
+        return not self._exe_scopes
 
     def close(self):
         self._finalizer()
@@ -419,6 +422,7 @@ class DataParallelRunner:
                 f"drop_last=False gave a short last step? use drop_last=True)")
         fetch_names = tuple(_fetch_name(f) for f in fetch_list)
         feed_names = tuple(names)
+        self._exe_scopes = True
         prep = executor.prepare(self.program, 0, feed_names, fetch_names, feed_var_name,
                                 fetch_var_name, self._strategy)
         self._copy_replica_persistables(prep.plan)
@@ -501,12 +505,12 @@ class DataParallelRunner:
             if var.persistable and len(parts) == 1:
                 parts = parts * n          # one value for every place's copy
             if len(parts) < n and (self.training or var.persistable):
+                total = sum(batch_size_of(part) for part in parts)
                 raise FeedError(
-                    f"feed '{name}': the batch of {batch_size_of(parts[0]) if len(parts) == 1 else sum(batch_size_of(p) for p in parts)} "
-                    f"example(s) gives {len(parts)} of the {n} places an example; a "
-                    f"data-parallel program splits a fed batch over its places (Fluid's rule: "
-                    f"ceil(batch / places) examples each). Feed at least {n} examples, or set "
-                    f"CPU_NUM / places to fewer places")
+                    f"feed '{name}': the batch of {total} example(s) gives {len(parts)} of "
+                    f"the {n} places an example; a data-parallel program splits a fed batch "
+                    f"over its places (Fluid's rule: ceil(batch / places) examples each). "
+                    f"Feed at least {n} examples, or set CPU_NUM / places to fewer places")
             for k, part in enumerate(parts):
                 out[k][name] = part
         return out

@@ -2,4 +2,4 @@
 from Python (DataLoader, PyReader) and the reader layout of a program (reader/program.py)."""
 from . import creator, decorator  # noqa: F401
 from .decorator import *  # noqa: F401,F403
-from .dataloader import DataLoader, PyReader  # noqa: F401
+from .dataloader import DataLoader, PyReader, keep_data_loader_order  # noqa: F401

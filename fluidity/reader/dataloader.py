@@ -33,6 +33,22 @@ from . import feeding
 from . import program as reader_program
 
 
+_KEEP_ORDER = [True]
+
+
+def keep_data_loader_order(*args):
+    """Fluid 1.8's switch between the ordered multi-place queue (True, the default: batch k
+    of a step goes to place k) and the unordered one (False: each place takes the next
+    batch ready). With no argument, the setting. Fluidity's loaders hand batches out in
+    order either way, which is one of the schedules the unordered queue allows."""
+    if not args:
+        return _KEEP_ORDER[0]
+    if len(args) != 1 or not isinstance(args[0], bool):
+        raise TypeError(f"keep_data_loader_order takes one bool, got {args!r}")
+    _KEEP_ORDER[0] = args[0]
+    return None
+
+
 def convert_places(places):
     """The list of places a loader feeds (a place or a list/tuple of them; generic
     `core.Place`s unwrapped); None stays None (one place)."""

@@ -391,7 +391,6 @@ def test_parallel_executor_on_cpu_num_places(monkeypatch):
     monkeypatch.setenv("CPU_NUM", "2")
     main, startup, loss, _ = mlp()
     xs, ys = batch(8)
-    _, want, _ = train(main, startup, loss, [{"x": xs, "y": ys}] * 2)
     scope = fluid.Scope()
     with fluid.scope_guard(scope):
         fluid.Executor(fluid.CPUPlace()).run(startup)
@@ -401,5 +400,11 @@ def test_parallel_executor_on_cpu_num_places(monkeypatch):
             (l,) = pe.run(fetch_list=[loss.name], feed={"x": xs, "y": ys})
             assert l.shape == (2,)
         pe.drop_local_exe_scopes()
+        assert pe._need_create_local_exe_scopes()          # as Fluid's flag says after a drop
+        pe.run(fetch_list=[loss.name], feed={"x": xs[:2], "y": ys[:2]})
+        assert not pe._need_create_local_exe_scopes()
+        assert pe.run(fetch_list=[], feed={"x": xs, "y": ys}) == []
+    _, want, _ = train(main, startup, loss, [{"x": xs, "y": ys}] * 2 +
+                       [{"x": xs[:2], "y": ys[:2]}, {"x": xs, "y": ys}])
     for name, value in params(scope, main).items():
         np.testing.assert_allclose(value, want[name], rtol=RTOL, atol=1e-14)

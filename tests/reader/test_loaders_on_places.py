@@ -205,3 +205,18 @@ def test_pyreader_loader_is_itself():
         r = fluid.io.PyReader(feed_list=[x], capacity=2, iterable=True)
     assert r._loader is r
     r._loader._reset()
+
+
+def test_keep_data_loader_order_is_fluids_switch():
+    from fluidity.reader import keep_data_loader_order
+    assert keep_data_loader_order() is True
+    try:
+        keep_data_loader_order(False)
+        assert keep_data_loader_order() is False
+        main, startup, x, loss, loader, gen = _program()
+        loader.set_batch_generator(gen, places=fluid.cpu_places(2))
+        assert len(list(loader())) == 3          # every batch once, one per place a step
+    finally:
+        keep_data_loader_order(True)
+    with pytest.raises(TypeError):
+        keep_data_loader_order("yes")
