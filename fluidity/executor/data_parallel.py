@@ -43,6 +43,7 @@ from ..core.names import OpRole
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError, FeedError, FetchError
 from ..ir.views import VarView
+from .executor import fetch_name
 from .plan import Plan, RunEnv
 
 _ONCE_ROLES = OpRole.Optimize | OpRole.LRSched | OpRole.RPC | OpRole.Dist
@@ -420,7 +421,7 @@ class DataParallelRunner:
                 f"the feed has data for {len(active)} of the {n} places; a training program "
                 f"needs a batch for every place (a DataLoader over {n} places with "
                 f"drop_last=False gave a short last step? use drop_last=True)")
-        fetch_names = tuple(_fetch_name(f) for f in fetch_list)
+        fetch_names = tuple(fetch_name(f) for f in fetch_list)
         feed_names = tuple(names)
         self._exe_scopes = True
         prep = executor.prepare(self.program, 0, feed_names, fetch_names, feed_var_name,
@@ -541,14 +542,6 @@ def _copy_value(value):
 
 def _feed_name(key):
     return key.name if isinstance(key, VarView) else key
-
-
-def _fetch_name(f):
-    if isinstance(f, VarView):
-        return f.name
-    if isinstance(f, str):
-        return f
-    raise FetchError(f"fetch_list entries must be Variables or names, got {type(f).__name__}")
 
 
 def _as_tensor(name, value, var):

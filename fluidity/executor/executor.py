@@ -41,6 +41,9 @@ def _fetch_name(f):
     raise FetchError(f"fetch_list entries must be Variables or names, got {type(f).__name__}")
 
 
+fetch_name = _fetch_name   # public: the runner of data-parallel programs names fetches so
+
+
 def _to_numpy(value):
     if isinstance(value, LoDTensor):
         arr = value._array     # a numpy scalar (0-D arithmetic) is fetched as a 0-D array

@@ -89,28 +89,14 @@ class _AllReduce(OpDef):
         return step
 
 
-class CAllreduceSum(_AllReduce):
-    type = "c_allreduce_sum"
-    how = "sum"
-    doc = "Out = the sum of X over the replicas of a data-parallel run, on every replica."
-
-
-class CAllreduceMax(_AllReduce):
-    type = "c_allreduce_max"
-    how = "max"
-    doc = "Out = the elementwise max of X over the replicas, on every replica."
-
-
-class CAllreduceMin(_AllReduce):
-    type = "c_allreduce_min"
-    how = "min"
-    doc = "Out = the elementwise min of X over the replicas, on every replica."
-
-
-class CAllreduceProd(_AllReduce):
-    type = "c_allreduce_prod"
-    how = "prod"
-    doc = "Out = the elementwise product of X over the replicas, on every replica."
+# one op per reduce type: c_allreduce_sum, _max, _min, _prod
+_WHAT = {"sum": "the sum", "max": "the elementwise max", "min": "the elementwise min",
+         "prod": "the elementwise product"}
+for _how in REDUCERS:
+    type(f"CAllreduce{_how.title()}", (_AllReduce,),
+         {"type": f"c_allreduce_{_how}", "how": _how,
+          "doc": f"Out = {_WHAT[_how]} of X over the replicas of a data-parallel run, on "
+                 f"every replica."})
 
 
 class CReduceSum(OpDef):
