@@ -32,8 +32,9 @@ from .proto import framework_pb2 as pb
 from .transpiler import inference, prune
 # places, modes and versions (the end of this file)
 from .core.place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, cuda_emulated,  # noqa: F401
-                         get_cuda_device_count, is_compiled_with_cuda, require_device)
-from .errors import DeviceError, declined
+                         get_cuda_device_count, is_compiled_with_cuda, require_device,
+                         cpu_places, cuda_pinned_places, cuda_places)
+from .errors import declined
 
 # Program version written into saved programs (Paddle 2.6.0 as major*1e6+minor*1e3+patch).
 CURRENT_PROGRAM_VERSION = 2006000
@@ -568,41 +569,7 @@ def program_guard(main_program, startup_program=None):
 FLUID_API_VERSION = "1.8.0"   # the Fluid API level Fluidity implements (require_version)
 
 
-def cpu_places(device_count=None):
-    """`device_count` CPUPlaces (default: the CPU_NUM environment variable, else 1, as in
-    Fluid), the devices `CompiledProgram.with_data_parallel` may run on."""
-    if device_count is None:
-        device_count = int(os.environ.get("CPU_NUM", 1))
-    if not isinstance(device_count, int) or device_count < 1:
-        raise ValueError(f"cpu_places: device_count must be a positive int, got "
-                         f"{device_count!r}")
-    return [CPUPlace() for _ in range(device_count)]
-
-
-def _cuda_count(what):
-    """The CUDA devices programs can run on (the emulated one under the test hook), or a
-    DeviceError when there are none."""
-    n = 1 if cuda_emulated() else get_cuda_device_count()
-    if n == 0:
-        raise DeviceError(f"{what}: CUDA is not available: no GPU here "
-                          f"(fluid.core.get_cuda_device_count() is 0). Use fluid.CPUPlace() "
-                          f"or fluid.cpu_places().")
-    return n
-
-
-def cuda_places(device_ids=None):
-    """CUDAPlaces of `device_ids` (default: every GPU), each checked to exist here
-    (DeviceError otherwise, as Fluid without a GPU)."""
-    ids = range(_cuda_count("cuda_places")) if device_ids is None else device_ids
-    places = [CUDAPlace(i) for i in ids]
-    for p in places:
-        require_device(p, "cuda_places")
-    return places
-
-
-def cuda_pinned_places(device_count=None):
-    n = _cuda_count("cuda_pinned_places")
-    return [CUDAPinnedPlace() for _ in range(device_count or n)]
+# cpu_places / cuda_places / cuda_pinned_places: core/place.py (imported above)
 
 
 # The tracer of the eager mode (fluidity/dygraph/) while a `fluid.dygraph.guard()` is

@@ -1,7 +1,8 @@
 """`fluid.install_check.run_check()`: is this Fluidity able to build and train a program?
 
 It builds a tiny linear model in its own programs and scope, trains it a few steps with
-SGD, once on the Executor and once data parallel (`CompiledProgram.with_data_parallel`),
+SGD, once on the Executor and once data parallel on two CPU places
+(`CompiledProgram.with_data_parallel`, as Fluid's check does),
 checks that the loss fell both times, and prints that it works (Fluid's success message, for Fluidity). A failure
 raises the error met (nothing is printed as success then).
 """
@@ -45,8 +46,8 @@ def run_check():
     with scope_guard(Scope()):
         _train(exe, startup, main, loss, feed)
     with scope_guard(Scope()):
-        _train(exe, startup, CompiledProgram(main).with_data_parallel(loss_name=loss.name),
-               loss, feed)
+        _train(exe, startup, CompiledProgram(main).with_data_parallel(
+            loss_name=loss.name, places=[CPUPlace(), CPUPlace()]), loss, feed)
     print("Running Verify Fluid Program ... ")
     print("Your Fluidity works well on CPU, on the Executor and data parallel.")
     print("Your Fluidity is installed successfully! Let's start deep learning with "

@@ -168,7 +168,9 @@ def ring(ring_id, op="collective op"):
         r = _RINGS.get(ring_id)
     if r is None:
         raise ExecutionError(f"{op}: ring {ring_id} is not initialized: run the startup "
-                             f"program (c_gen_nccl_id + c_comm_init) first")
+                             f"program (c_gen_nccl_id + c_comm_init) first, or run the "
+                             f"program as a data-parallel run (CompiledProgram(...)."
+                             f"with_data_parallel), whose replicas it then combines")
     return r
 
 

@@ -369,8 +369,13 @@ class _State:
             raise KeyError(f"pserver {self.endpoint} has no distributed table "
                            f"'{table or name}' to prefetch from (its tables: {have})")
         table = tables.get(name, table)
-        w = self.env.program.global_block().vars.get(table)
-        height = int(w.shape[0]) if w is not None and len(w.shape) == 2 else -1
+        held = self.scope.find_var(table)
+        held = held.value if held is not None else None
+        if isinstance(held, sparse_table.SparseTable):   # the whole table's rows (W declares the shard's)
+            height = held.height
+        else:
+            w = self.env.program.global_block().vars.get(table)
+            height = int(w.shape[0]) if w is not None and len(w.shape) == 2 else -1
         accepts.check_ids(value, table, height, f"trainer {tid}")
         local = self.scope.new_scope()
         try:

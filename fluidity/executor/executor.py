@@ -41,6 +41,9 @@ def _fetch_name(f):
     raise FetchError(f"fetch_list entries must be Variables or names, got {type(f).__name__}")
 
 
+fetch_name = _fetch_name   # public: the runner of data-parallel programs names fetches so
+
+
 def _to_numpy(value):
     if isinstance(value, LoDTensor):
         arr = value._array     # a numpy scalar (0-D arithmetic) is fetched as a 0-D array
@@ -252,6 +255,25 @@ class Executor:
         per_prog[key] = prep
         return prep
 
+    def prepare(self, program, block_id, feed_names, fetch_names, feed_var_name="feed",
+                fetch_var_name="fetch", strategy=None):
+        """The prepared plan of one (program view, block, feed names, fetch names) signature,
+        cached as `run` caches it; `strategy` (anything with `kind` and `make_plan`) picks
+        the plan kind. For runners above the executor (executor/data_parallel.py)."""
+        return self._prepare(program, block_id, tuple(feed_names), tuple(fetch_names),
+                             feed_var_name, fetch_var_name, strategy)
+
+    @staticmethod
+    def missing_input(prep, frame, feed_names):
+        """The FeedError `run` raises for a frame that lacks a tensor the plan needs from
+        outside (neither fed nor computed), or None."""
+        return _unset(prep, frame, feed_names)
+
+    @staticmethod
+    def to_numpy(value):
+        """A fetched value as `run(return_numpy=True)` returns it."""
+        return _to_numpy(value)
+
     def prepare_block(self, program, block_id):
         """The cached Plan of a block as is (no feed/fetch): used to run sub-blocks."""
         if self.device != "cpu":
@@ -306,19 +328,33 @@ class Executor:
                 raise _empty_batch(spec, t)
         return t
 
+    check_feed = _check_feed   # public: the runner of data-parallel programs checks its feeds
+
     # -- running ------------------------------------------------------------------------
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
             fetch_var_name="fetch", scope=None, return_numpy=True, use_program_cache=True,
-            block_id=0, create_local_scope=True):
-        strategy = getattr(program, "plan_strategy", None)
-        if isinstance(feed, (list, tuple)) and hasattr(program, "join_device_feeds"):
-            feed = program.join_device_feeds(feed)   # Fluid's per-device feed list
-        program = self._as_view(program)
+            block_id=0, create_local_scope=True, return_merged=True):
         if scope is None:
             scope = global_scope()
+        runner_for = getattr(program, "data_parallel_runner", None)
+        runner = runner_for(scope, self) if runner_for is not None else None
+        strategy = getattr(program, "plan_strategy", None)
+        if runner is not None:   # a data-parallel CompiledProgram: N replicas
+            if fetch_list is None:
+                fetch_list = []
+            elif not isinstance(fetch_list, (list, tuple)):
+                fetch_list = [fetch_list]
+            return runner.run(self, feed, fetch_list, feed_var_name, fetch_var_name,
+                              return_numpy, return_merged)
+        program = self._as_view(program)
         feed = feed or {}
         if isinstance(feed, (list, tuple)) and len(feed) == 1 and isinstance(feed[0], dict):
             feed = feed[0]   # one place's feed, as an iterable DataLoader gives it
+        if isinstance(feed, (list, tuple)) and feed and all(isinstance(f, dict) for f in feed):
+            raise FeedError(f"a list of {len(feed)} per-place feed dicts needs a data-parallel "
+                            f"program on {len(feed)} places (CompiledProgram(program)."
+                            f"with_data_parallel(...)); this one runs on one place: feed a "
+                            f"dict")
         if not isinstance(feed, dict):
             raise FeedError(f"feed must be a dict of name -> value, got {type(feed).__name__}")
         if fetch_list is None:

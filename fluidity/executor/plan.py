@@ -25,8 +25,11 @@ _TENSORS = (VarType.LOD_TENSOR, VarType.SELECTED_ROWS)
 
 class RunEnv:
     """What steps of `ctx` ops may need beyond the frame: the scope the block runs in, the
-    program (a ProgramView) and the executor that runs its sub-blocks."""
+    program (a ProgramView) and the executor that runs its sub-blocks. `collective` is the
+    rendezvous of the replicas of a data-parallel run (executor/data_parallel.py), which
+    the collective ops (`c_allreduce_sum`, ...) exchange through; None in a plain run."""
     __slots__ = ("scope", "executor", "program")
+    collective = None
 
     def service(self, name):
         """The executor's run-time service `name` (`executor.services`): how RPC ops reach

@@ -7,6 +7,7 @@ math_op_patch.monkey_patch_variable()
 from . import (beam, control_flow, crf, debug, distributions, io, learning_rate_scheduler,
                loss, manip, metric, nn, ops, rnn, sampled_loss, sequence, tensor, vision)
 from . import case as _case
+from . import device  # noqa: F401  (fluid.layers.device.get_places; exports nothing here)
 
 # in this order: a later module's name wins (Fluid 1.x image layers, case/switch_case,
 # distributions, sequence labelling, sampled losses, beam search, Print)

@@ -40,13 +40,7 @@ def _patch_reset(var):
 
 
 def _patch_py_reader(var, control):
-    for name in ("start", "reset", "decorate_paddle_reader", "decorate_tensor_provider",
-                 "decorate_sample_list_generator", "decorate_batch_generator",
-                 "decorate_sample_generator"):
-        setattr(var, name, getattr(control, name))
-    var.queue = control.queue
-    var.control = control
-    return var
+    return control.bind(var)
 
 
 def _py_reader(capacity, specs, name, use_double_buffer, need_check_feed=None):

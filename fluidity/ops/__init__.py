@@ -18,4 +18,4 @@ from . import beam, crf, sampled  # noqa: F401,E402
 from . import reader_ops  # noqa: F401
 from . import print_op  # noqa: F401
 from . import dist_ops  # noqa: F401,E402  (send, recv, barriers, listen_and_serv)
-from . import collective_ops  # noqa: F401,E402  (c_allreduce_sum, c_comm_init, ...)
+from . import collective_ops, device  # noqa: F401,E402  (c_allreduce_*, c_comm_init, get_places)

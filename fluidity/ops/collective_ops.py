@@ -13,17 +13,61 @@ The communication library is not reached from here: each step asks its run envir
 the `collective` service that `fluidity.distributed` registers (gloo through
 torch.distributed; a ring of one rank needs no library), so this module imports none.
 A ring is used by every executor of the process once c_comm_init made it.
+
+Inside one process, `CompiledProgram.with_data_parallel` runs N replicas as threads
+(transpiler/data_parallel.py inserts `c_allreduce_sum` after each parameter gradient, or
+`c_reduce_sum` to replica 0 under the Reduce strategy): their run environment carries the
+run's rendezvous (`env.collective`, executor/data_parallel.py), and the same ops combine the
+replicas' values there instead of over a ring. Sums are taken in replica order,
+((X0 + X1) + X2) + ..., so every replica gets the same bits; a SelectedRows gradient is summed
+as Fluid gathers sparse gradients: rows and values concatenated in replica order.
 """
+import functools
+
 import numpy as np
 
 from ..core.dtypes import VarType
-from ..core.tensor import LoDTensor
+from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from .registry import In, OpDef, Out, strings
 
 
+# reduce type -> numpy binary function, applied left to right in replica / rank order
+REDUCERS = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
+
+
 def _coll(env):
     return env.service("collective")
+
+
+def combine(values, how, where):
+    """The replicas' values (LoDTensors, or SelectedRows for "sum") combined in order."""
+    first = values[0]
+    if isinstance(first, SelectedRows):
+        if how != "sum" or not all(isinstance(v, SelectedRows) for v in values):
+            raise ExecutionError(f"{where}: only c_allreduce_sum combines SelectedRows, and "
+                                 f"every replica must hold SelectedRows")
+        heights = {v.height for v in values}
+        if len(heights) != 1:
+            raise ExecutionError(f"{where}: the replicas' SelectedRows have different "
+                                 f"heights {sorted(heights)}")
+        rows = np.concatenate([np.asarray(v.rows, dtype=np.int64) for v in values])
+        value = np.concatenate([np.asarray(v.value) for v in values], axis=0)
+        return SelectedRows(rows, first.height, value)
+    arrays = []
+    for k, v in enumerate(values):
+        arr = v._array if isinstance(v, LoDTensor) else None
+        if arr is None:
+            raise ExecutionError(f"{where}: replica {k} holds no tensor value to combine "
+                                 f"(got {type(v).__name__})")
+        arrays.append(arr)
+    shapes = {a.shape for a in arrays}
+    if len(shapes) != 1:
+        raise ExecutionError(f"{where}: the replicas' tensors have different shapes "
+                             f"{[list(a.shape) for a in arrays]}; each replica must compute "
+                             f"the same shape")
+    out = np.asarray(functools.reduce(REDUCERS[how], arrays), dtype=arrays[0].dtype)
+    return LoDTensor(out, first._lod)
 
 
 def _array(value, op, name):
@@ -91,7 +135,10 @@ def _same_shape(ctx):
 
 
 class _Collective(OpDef):
-    """X -> Out through ring `ring_id`; `call(ring, array, attrs)` gives Out's array."""
+    """X -> Out through ring `ring_id`; `call(ring, array, attrs)` gives Out's array. An op
+    with a `how` (the all-reduces) combines data-parallel replicas instead when the run has
+    them (`env.collective`)."""
+    how = None
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     attrs = {"ring_id": 0, "use_calc_stream": False}
@@ -107,9 +154,17 @@ class _Collective(OpDef):
     def make_step(cls, p):
         (x,), (o,) = p.in_idx("X"), p.out_idx("Out")
         attrs, ring_id, op = dict(p.attrs), int(p.attrs["ring_id"]), cls.type
+        name = p.op.input("X")[0]
+        key = (op, name, ring_id)
+        merge = functools.partial(combine, how=cls.how, where=f"{op} of '{name}'") \
+            if cls.how else None
 
         def step(frame, env):
             value = frame[x].value
+            replicas = env.collective
+            if replicas is not None and merge is not None:
+                frame[o].value = replicas.allreduce(key, value, merge)
+                return
             arr = _array(value, op, "X")
             out = cls.call(_coll(env).ring(ring_id, op), arr, attrs)
             frame[o].value = LoDTensor(out, cls.out_lod(value))
@@ -123,8 +178,9 @@ class _Collective(OpDef):
 def _allreduce(red):
     class AllReduce(_Collective):
         type = f"c_allreduce_{red}"
-        doc = (f"Out = the element-wise {red} of X over the ranks of ring `ring_id` (every "
-               f"rank gets it).")
+        how = red
+        doc = (f"Out = the element-wise {red} of X over the ranks of ring `ring_id`, or over "
+               f"the replicas of a data-parallel run (every rank / replica gets it).")
 
         @staticmethod
         def call(ring, array, attrs):
@@ -135,6 +191,34 @@ def _allreduce(red):
 
 CAllReduceSum, CAllReduceMax, CAllReduceMin, CAllReduceProd = (
     _allreduce(r) for r in ("sum", "max", "min", "prod"))
+
+
+class CReduceSum(OpDef):
+    type = "c_reduce_sum"
+    inputs = (In("X"),)
+    outputs = (Out("Out"),)
+    attrs = {"ring_id": 0, "root_id": 0, "use_calc_stream": False}
+    kind = "ctx"
+    share_lod = "X"
+    infer_shape = staticmethod(_same_shape)
+    doc = ("Out = the sum of X over the replicas of a data-parallel run on replica root_id; "
+           "X itself on the others.")
+
+    @staticmethod
+    def make_step(p):
+        x, out = p.in_one("X"), p.out_one("Out")
+        name, root = p.op.input("X")[0], p.attrs["root_id"]
+        key = ("c_reduce_sum", name, p.attrs["ring_id"])
+        merge = functools.partial(combine, how="sum", where=f"c_reduce_sum of '{name}'")
+
+        def step(frame, env):
+            replicas = env.collective
+            if replicas is None:
+                raise ExecutionError("c_reduce_sum combines a variable across the replicas of "
+                                     "a data-parallel run (CompiledProgram(...)."
+                                     "with_data_parallel); this run has no replicas")
+            frame[out].value = replicas.reduce(key, frame[x].value, merge, root)
+        return step
 
 
 class CBroadcast(_Collective):
@@ -248,7 +332,7 @@ class CSyncCommStream(OpDef):
 def reduce_local(arrays, red):
     """The reduction a ring computes, over a list of arrays (a one-rank ring's and the tests'
     reference)."""
-    fn = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}[red]
+    fn = REDUCERS[red]
     out = np.array(arrays[0], copy=True)
     for a in arrays[1:]:
         fn(out, a, out=out)

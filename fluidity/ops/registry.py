@@ -187,9 +187,26 @@ def write_attr(attr_desc, name, value, type_):
                            f"{AttrType.Name(type_)}: {e}") from None
 
 
+class BlockIndex(int):
+    """A BLOCK / BLOCKS attribute's value as read from a desc: the block's index (an int, what
+    Fluidity itself uses), also answering `.idx` and `.id` as the Block object Fluid's
+    `op.all_attrs()` gives does (`op.all_attrs()["optimize_blocks"][0].idx`)."""
+    __slots__ = ()
+
+    @property
+    def idx(self):
+        return int(self)
+
+    id = idx
+
+
 def read_attr(attr_desc):
     """OpDesc.Attr message -> Python value."""
     t = attr_desc.type
+    if t == AttrType.BLOCK:
+        return BlockIndex(attr_desc.block_idx)
+    if t == AttrType.BLOCKS:
+        return [BlockIndex(i) for i in attr_desc.blocks_idx]
     if t in _SCALAR_FIELD:
         return getattr(attr_desc, _SCALAR_FIELD[t])
     if t in _LIST_FIELD:

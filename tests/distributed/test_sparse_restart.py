@@ -22,7 +22,8 @@ from dist_job import Job, load  # noqa: E402
 
 
 def single_process(kind, init, steps):
-    prog, start, loss = model.build("local" if kind == "distributed" else kind)
+    prog, start, loss = model.build("local" if kind == "distributed" else kind,
+                                    table_lr=2.0 if kind == "distributed" else 1.0)
     scope = fluid.Scope()
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(start, scope=scope)
