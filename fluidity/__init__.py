@@ -49,3 +49,6 @@ from .core.flags import get_flags, set_flags  # noqa: E402,F401
 
 # Fluid 1.8's top-level fluid.save / fluid.load: the same functions as fluid.io.save / load
 from .io import load, save  # noqa: E402,F401
+
+# fluid.contrib: basic_lstm / basic_gru and the 1.0-1.5 beam search decoder
+from . import contrib  # noqa: E402,F401
