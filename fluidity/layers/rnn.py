@@ -9,9 +9,14 @@ from ..layer_helper import LayerHelper
 from ..ops.rnn import ACT_CODES
 from .manip import concat
 from .nn import fc
+from .decoders import (BasicDecoder, BeamSearchDecoder, Decoder, DecodeHelper,
+                       GreedyEmbeddingHelper, SampleEmbeddingHelper, TrainingHelper,
+                       dynamic_decode)
 from .rnn_cells import GRUCell, LSTMCell, RNNCell, rnn
 
-__all__ = ["RNNCell", "GRUCell", "LSTMCell", "rnn",
+__all__ = ["RNNCell", "GRUCell", "LSTMCell", "Decoder", "BeamSearchDecoder", "rnn",
+           "dynamic_decode", "DecodeHelper", "TrainingHelper", "GreedyEmbeddingHelper",
+           "SampleEmbeddingHelper", "BasicDecoder",
            "dynamic_lstm", "dynamic_gru", "lstm_unit", "gru_unit"]
 
 
