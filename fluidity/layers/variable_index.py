@@ -100,11 +100,22 @@ def _bounds(block, values, key, inputs, attrs, flags):
     attrs[key] = attr
 
 
+def _block_for(var, items):
+    """Where the ops go: with only int and slice indices, the variable's own block, as
+    Fluid 1.8 builds them (so `init[i]` inside a StaticRNN step is a value of the enclosing
+    block, fit to be a memory's init); with a Variable index, the block being built, so that
+    `x[t]` in a loop body slices at every step with that step's t (Fluid 1.8 sliced once,
+    before the loop)."""
+    if any(isinstance(v, Variable) for it in items
+           for v in ((it.start, it.stop, it.step) if isinstance(it, slice) else (it,))):
+        return var.block.program.current_block()
+    return var.block
+
+
 def getitem(var, item):
     """Variable.__getitem__ (see the module's docstring)."""
     items = list(item) if isinstance(item, tuple) else [item]
-    # the block being built (a loop body indexing an outer variable slices at each step)
-    block, out = var.block.program.current_block(), var
+    block, out = _block_for(var, items), var
     axes, starts, ends, steps, decrease, reverse = _parse(var, block, items)
     if axes:
         strided = any(s != 1 for s in steps)
