@@ -12,9 +12,9 @@ theirs in every program they are used in) and run `layers.dynamic_decode`:
 * beam search: `BeamSearchDecoder(cell, beam_size=k)` keeps the k best hypotheses per
   sequence (beam 1 gives the greedy result).
 
-Training runs compiled (`CompiledProgram(...).with_native_code()`: the ops that compile run
-as generated C++, the rest as Python steps between them; `--interpreted` runs it all in
-Python). The decoding loops run interpreted.
+Training and decoding run compiled (`CompiledProgram(...).with_native_code()`: the ops that
+compile run as generated C++, the rest, such as the RNN loops themselves, as Python steps
+between them; `--interpreted` runs everything in Python, with the same results).
 
 **LoD sequences (`--api lod`)**, Fluid 1.x's older way: an encoder and a decoder, each a GRU
 cell (fc layers) run by a DynamicRNN over LoDTensors (no padding), teacher forcing as above;
@@ -282,17 +282,21 @@ def decode_cells(exe, program, ids, srcs, scope):
     return cut_at_end(got.tolist())
 
 
+def compiled(program, native, feed, fetch):
+    """`program` to run compiled where its ops compile (or as it is)."""
+    return fluid.CompiledProgram(program).with_native_code(feed=feed, fetch_list=fetch) \
+        if native else program
+
+
 def train_cells(steps=300, batch=64, seed=0, beam_size=4, native=True, verbose=True,
                 eval_n=200):
-    """The cell-API model: train (compiled unless native=False), then decode held-out
-    sequences greedily and with beam search. Returns (losses, {decoder: exact-match
+    """The cell-API model: train, then decode held-out sequences greedily and with beam
+    search (compiled unless native=False). Returns (losses, {decoder: exact-match
     accuracy}, model, scope)."""
     rng = np.random.default_rng(seed)
     model = CellSeq2Seq()
     main, startup, loss = model.build_train()
-    program = fluid.CompiledProgram(main).with_native_code(
-        feed=["src", "src_len", "trg_in", "trg_len", "label"], fetch_list=[loss]) \
-        if native else main
+    program = compiled(main, native, ["src", "src_len", "trg_in", "trg_len", "label"], [loss])
     exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
     exe.run(startup, scope=scope)
     losses, t0 = [], time.perf_counter()
@@ -307,7 +311,8 @@ def train_cells(steps=300, batch=64, seed=0, beam_size=4, native=True, verbose=T
     accuracy = {}
     for name, k in (("greedy", None), (f"beam search ({beam_size})", beam_size)):
         program, ids = model.build_decode(beam_size=k)
-        got = decode_cells(exe, program, ids, srcs, scope)
+        got = decode_cells(exe, compiled(program, native, ["src", "src_len"], [ids]), ids,
+                           srcs, scope)
         accuracy[name] = float(np.mean([g == s[::-1] for g, s in zip(got, srcs)]))
         if verbose:
             for s, g in list(zip(srcs, got))[:3]:

@@ -68,14 +68,21 @@ class _Unit:
 
     _PARAMS = ()     # (key, is_bias) in creation order (which decides the names' numbers)
 
-    def __init__(self, name_scope, hidden_size, dtype):
+    def __init__(self, name_scope, hidden_size, param_attr, bias_attr, gate_activation,
+                 activation, dtype):
+        kind = type(self).__name__
         if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or hidden_size <= 0:
-            raise ValueError(f"{type(self).__name__}: hidden_size must be a positive int, got "
-                             f"{hidden_size!r}")
+            raise ValueError(f"{kind}: hidden_size must be a positive int, got {hidden_size!r}")
         self._name = name_scope
-        self._full_name = unique_name.generate(f"{name_scope}/{type(self).__name__}")
+        self._full_name = unique_name.generate(f"{name_scope}/{kind}")
         self._hiden_size = hidden_size
         self._dtype = dtype
+        self._param_attr = param_attr
+        self._bias_attr = bias_attr
+        from .ops import sigmoid, tanh
+        self._gate_activation = activation_fn(gate_activation, sigmoid,
+                                              f"{kind} gate_activation")
+        self._activation = activation_fn(activation, tanh, f"{kind} activation")
         self._input_size = None
         self._attrs = None          # key -> ParamAttr with the name fixed at the first build
         self._built = weakref.WeakKeyDictionary()    # program -> {key: Variable}
@@ -124,7 +131,7 @@ class _Unit:
         for key, is_bias in self._PARAMS:
             p = helper.create_parameter(self._attrs[key], shapes[key], self._dtype,
                                         is_bias=is_bias)
-            if first:   # later programs declare the same name
+            if first and p is not None:   # later programs declare the same name
                 attr = copy.copy(ParamAttr.to_attr(self._attrs[key]))
                 attr.name = p.name
                 self._attrs[key] = attr
@@ -154,13 +161,8 @@ class BasicLSTMUnit(_Unit):
 
     def __init__(self, name_scope, hidden_size, param_attr=None, bias_attr=None,
                  gate_activation=None, activation=None, forget_bias=1.0, dtype="float32"):
-        super().__init__(name_scope, hidden_size, dtype)
-        self._param_attr = param_attr
-        self._bias_attr = bias_attr
-        from .ops import sigmoid, tanh
-        self._gate_activation = activation_fn(gate_activation, sigmoid,
-                                              "BasicLSTMUnit gate_activation")
-        self._activation = activation_fn(activation, tanh, "BasicLSTMUnit activation")
+        super().__init__(name_scope, hidden_size, param_attr, bias_attr, gate_activation,
+                         activation, dtype)
         self._forget_bias_value = float(forget_bias)
 
     def _param_shapes(self, input_size):
@@ -213,13 +215,8 @@ class BasicGRUUnit(_Unit):
 
     def __init__(self, name_scope, hidden_size, param_attr=None, bias_attr=None,
                  gate_activation=None, activation=None, dtype="float32"):
-        super().__init__(name_scope, hidden_size, dtype)
-        self._param_attr = param_attr
-        self._bias_attr = bias_attr
-        from .ops import sigmoid, tanh
-        self._gate_activation = activation_fn(gate_activation, sigmoid,
-                                              "BasicGRUUnit gate_activation")
-        self._activation = activation_fn(activation, tanh, "BasicGRUUnit activation")
+        super().__init__(name_scope, hidden_size, param_attr, bias_attr, gate_activation,
+                         activation, dtype)
 
     def _param_shapes(self, input_size):
         h = self._hiden_size

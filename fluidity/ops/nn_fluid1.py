@@ -418,7 +418,7 @@ class TensorArrayToTensorGrad(OpDef):
     kind = "value"
     inputs = (In("X"), In("Out@GRAD"))
     outputs = (Out("X@GRAD"),)
-    attrs = {"axis": 1, "use_stack": False}
+    attrs = TensorArrayToTensor.attrs
     infer_shape = None
     share_lod = None
     doc = ("X@GRAD = Out@GRAD split back into the array's entries (unstacked with use_stack); "

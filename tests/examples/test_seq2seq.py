@@ -30,6 +30,11 @@ def test_cell_api_model_learns_to_reverse_and_beam_one_is_greedy():
     greedy = seq2seq.decode_cells(exe, *model.build_decode(beam_size=None), srcs, scope)
     beam1 = seq2seq.decode_cells(exe, *model.build_decode(beam_size=1), srcs, scope)
     assert greedy == beam1
+    # decoding compiled (as train_cells runs it) gives the interpreter's tokens
+    program, ids = model.build_decode(beam_size=4)
+    native = seq2seq.compiled(program, True, ["src", "src_len"], [ids])
+    assert seq2seq.decode_cells(exe, native, ids, srcs, scope) == \
+        seq2seq.decode_cells(exe, program, ids, srcs, scope)
     # the training program ran compiled where its ops compile: the recurrent ops in Python
     main, _, loss = model.build_train()
     plan = fluid.CompiledProgram(main).with_native_code(

@@ -294,3 +294,19 @@ def test_rnn_and_cells_reject_bad_input(fresh):
         LSTMCell(H)(fluid.data("v3", [None, D], "float32"), h)
     with pytest.raises(TypeError, match="gate_activation must be a layer function"):
         LSTMCell(H, gate_activation=3)
+
+
+def test_cells_without_biases():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [None, D], "float32")
+        h = fluid.data("h", [None, H], "float32")
+        out, (h2, c2) = LSTMCell(H, bias_attr=False)(x, [h, h])
+    assert [p.name for p in main.global_block().all_parameters()] == \
+        ["LSTMCell/BasicLSTMUnit_0.w_0"]
+    feed = {"x": RNG.normal(size=(B, D)).astype("float32"),
+            "h": RNG.normal(size=(B, H)).astype("float32")}
+    (got,), p, _ = _run(main, startup, feed, [c2])
+    _, want = ref.lstm_step(feed["x"], feed["h"], feed["h"], p["LSTMCell/BasicLSTMUnit_0.w_0"],
+                            np.zeros(4 * H, "float32"))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
