@@ -9,6 +9,8 @@ a batch entry's states stop changing once its sequence has ended (`new * m - old
 with m the step's 0/1 mask), so the final states are each sequence's last real step."""
 from functools import partial
 
+import numpy as np
+
 from ..framework import Variable
 from .rnn_units import BasicGRUUnit, BasicLSTMUnit
 from .utils import assert_same_structure, flatten, map_structure, pack_sequence_as
@@ -19,14 +21,14 @@ __all__ = ["RNNCell", "GRUCell", "LSTMCell", "rnn"]
 def _is_shape(s):
     """A shape (a list/tuple of ints) is a leaf of a nesting of shapes."""
     return isinstance(s, (list, tuple)) and all(
-        isinstance(d, int) and not isinstance(d, bool) for d in s)
+        isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in s)
 
 
 class _Shape:
     """One state's shape with the batch dim (-1) in front, as a leaf for map_structure."""
 
     def __init__(self, shape):
-        shape = list(shape)
+        shape = [int(d) for d in shape]
         self.shape = shape if shape and shape[0] == -1 else [-1] + shape
 
 

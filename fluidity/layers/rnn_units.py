@@ -21,6 +21,8 @@ elementwise_mul), so a program's structure and its numbers match Fluid's:
 import copy
 import weakref
 
+import numpy as np
+
 from .. import unique_name
 from ..errors import ShapeError
 from ..framework import Variable, default_main_program
@@ -71,11 +73,12 @@ class _Unit:
     def __init__(self, name_scope, hidden_size, param_attr, bias_attr, gate_activation,
                  activation, dtype):
         kind = type(self).__name__
-        if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or hidden_size <= 0:
+        if isinstance(hidden_size, bool) or not isinstance(hidden_size, (int, np.integer)) \
+                or hidden_size <= 0:
             raise ValueError(f"{kind}: hidden_size must be a positive int, got {hidden_size!r}")
         self._name = name_scope
         self._full_name = unique_name.generate(f"{name_scope}/{kind}")
-        self._hiden_size = hidden_size
+        self._hiden_size = int(hidden_size)
         self._dtype = dtype
         self._param_attr = param_attr
         self._bias_attr = bias_attr
