@@ -103,7 +103,7 @@ def _run_direction(rnn_input, units, n_states, init_states, mask, direc_index, h
     return outs[-1], last
 
 
-def _basic_rnn(layer, input, init_states, hidden_size, units, n_states, sequence_length,
+def _basic_rnn(input, init_states, hidden_size, units, n_states, sequence_length,
                dropout_prob, batch_first, dtype, dropout_implementation):
     from ... import layers
     fw_units, bw_units = units
@@ -157,7 +157,7 @@ def basic_gru(input, init_hidden, hidden_size, num_layers=1, sequence_length=Non
         return BasicGRUUnit(unit_name, hidden_size, w, b, gate_activation, activation, dtype)
     units = _units(make, name, num_layers, bidirectional, param_attr, bias_attr)
     rnn_out, (last_hidden,) = _basic_rnn(
-        "basic_gru", input, [init_hidden], hidden_size, units, 1, sequence_length,
+        input, [init_hidden], hidden_size, units, 1, sequence_length,
         dropout_prob, batch_first, dtype, "downgrade_in_infer")
     return rnn_out, last_hidden
 
@@ -179,6 +179,6 @@ def basic_lstm(input, init_hidden, init_cell, hidden_size, num_layers=1, sequenc
                              forget_bias=forget_bias, dtype=dtype)
     units = _units(make, name, num_layers, bidirectional, param_attr, bias_attr)
     rnn_out, (last_hidden, last_cell) = _basic_rnn(
-        "basic_lstm", input, [init_hidden, init_cell], hidden_size, units, 2, sequence_length,
+        input, [init_hidden, init_cell], hidden_size, units, 2, sequence_length,
         dropout_prob, batch_first, dtype, "upscale_in_train")
     return rnn_out, last_hidden, last_cell
