@@ -60,3 +60,6 @@ from .io import load, save  # noqa: E402,F401
 from . import op  # noqa: E402
 op.install_core_names(core)
 from . import dygraph  # noqa: E402,F401  (the eager mode OpTest's dygraph checks run in)
+
+# fluid.contrib: basic_lstm / basic_gru and the 1.0-1.5 beam search decoder
+from . import contrib  # noqa: E402,F401

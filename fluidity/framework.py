@@ -25,7 +25,7 @@ from .ir import desc_check, rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
 from .ir.infer_shape import InferShapeContext  # noqa: F401
 from .ir.op_desc import OpDesc
-from .op import OpProtoHolder  # noqa: F401 -- Fluid's framework.OpProtoHolder
+from .ir.op_proto import OpProtoHolder  # noqa: F401 -- Fluid's framework.OpProtoHolder
 from .ir.views import TENSORLIKE, BlockView, OpView, ProgramView, VarView
 from .ops import registry
 from .proto import framework_pb2 as pb

@@ -41,3 +41,17 @@ from ..reader.decorator import (batch, buffered, cache, chain, compose,  # noqa:
                                 xmap_readers)
 __all__ += ["batch", "shuffle", "buffered", "cache", "chain", "compose", "firstn",
             "map_readers", "xmap_readers", "multiprocess_reader"]
+
+
+# Fluid 1.8's helpers listing a program's parameters / persistable variables
+def get_program_parameter(program):
+    """Every parameter of `program` (all blocks), as Fluid 1.8's fluid.io does."""
+    return [v for v in program.list_vars() if is_parameter(v)]
+
+
+def get_program_persistable_vars(program):
+    """Every persistable variable of `program` that a save would write."""
+    return [v for v in program.list_vars() if is_persistable(v)]
+
+
+__all__ += ["get_program_parameter", "get_program_persistable_vars"]

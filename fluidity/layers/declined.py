@@ -4,8 +4,6 @@ declined name only where no real layer has it)."""
 from ..errors import declined_class
 
 
-_RNN_API = ("Fluid 1.8's cell API (rnn, cells, decoders, dynamic_decode) is not built; use "
-            "StaticRNN, DynamicRNN, dynamic_lstm or dynamic_gru")
 _DETECTION = "a detection layer, outside Fluidity's scope"
 
 # name: why
@@ -17,10 +15,6 @@ DECLINED = {
     "filter_by_instag": "the filter_by_instag op (PaddleBox instance tags) is not built",
     "lstm": "the cuDNN LSTM op is not built; use dynamic_lstm or StaticRNN",
     "dynamic_lstmp": "the projected LSTM op (lstmp) is not built; use dynamic_lstm",
-    "RNNCell": _RNN_API, "GRUCell": _RNN_API, "LSTMCell": _RNN_API, "Decoder": _RNN_API,
-    "BeamSearchDecoder": _RNN_API, "rnn": _RNN_API, "dynamic_decode": _RNN_API,
-    "DecodeHelper": _RNN_API, "TrainingHelper": _RNN_API, "GreedyEmbeddingHelper": _RNN_API,
-    "SampleEmbeddingHelper": _RNN_API, "BasicDecoder": _RNN_API,
     "roi_pool": _DETECTION, "roi_align": _DETECTION, "psroi_pool": _DETECTION,
     "prroi_pool": _DETECTION, "deformable_conv": _DETECTION,
     "deformable_roi_pooling": _DETECTION, "sigmoid_focal_loss": _DETECTION,
@@ -29,13 +23,9 @@ DECLINED = {
     "tree_conv": ("the tree_conv op (tree-based convolution over edge sets, TBCNN) and its "
                   "tree-to-column transform are not built"),
 }
-# the classes of the cell API with Fluid's method names, so a program calling one gets the
-# reason rather than an AttributeError
-_CELL = ("call", "get_initial_states")
-_DECODER = ("initialize", "step", "finalize")
-DECLINED_CLASSES = {"RNNCell": _CELL, "GRUCell": _CELL, "LSTMCell": _CELL,
-                    "Decoder": _DECODER,
-                    "BeamSearchDecoder": _DECODER + ("tile_beam_merge_with_batch",)}
+# declined classes, with the method names Fluid gives them, so a program calling one gets
+# the reason rather than an AttributeError: {name: (method, ...)}
+DECLINED_CLASSES = {}
 
 
 def declined(name, why):

@@ -63,3 +63,6 @@ def monkey_patch_variable():
     for name, (op_type, reverse) in _OPERATORS.items():
         setattr(Variable, name, _operator(op_type, reverse))
     Variable.__neg__ = lambda self: binary(self, -1.0, "elementwise_mul")
+    from .variable_index import getitem, not_iterable   # var[i], var[:, 0], var[t]
+    Variable.__getitem__ = getitem
+    Variable.__iter__ = not_iterable

@@ -68,15 +68,19 @@ def _soft_labels(op, label, like):
     return label
 
 
-def _check_labels(ctx, x_slot, soft, axis=-1):
-    """Build-time check of Label against the input in `x_slot`; returns the canonical axis."""
+def _check_labels(ctx, x_slot, soft, axis=-1, squeezed_ok=False):
+    """Build-time check of Label against the input in `x_slot`; returns the canonical axis.
+    With squeezed_ok (cross_entropy's ops, as Paddle's), hard labels may also leave out
+    the trailing class dim of 1 (Label [N, T] for X [N, T, C])."""
     xs, ls = ctx.input_shape(x_slot), ctx.input_shape("Label")
     rank = len(xs)
     if not -rank <= axis < rank:
         ctx.fail(f"axis {axis} is out of range for {x_slot} of rank {rank}")
     axis %= rank
     if len(ls) != rank:
-        ctx.fail(f"{x_slot} and Label must have the same rank, got {xs} and {ls}")
+        if not (squeezed_ok and not soft and len(ls) == rank - 1 and axis == rank - 1):
+            ctx.fail(f"{x_slot} and Label must have the same rank, got {xs} and {ls}")
+        ls = ls + [1]
     for i, (a, b) in enumerate(zip(xs, ls)):
         if i == axis and not soft:
             if b > 0 and b != 1:
@@ -93,6 +97,17 @@ def _loss_shape(xs, axis):
     return xs[:axis] + [1] + xs[axis + 1:]
 
 
+def _hard_loss_shape(ctx, xs, axis):
+    """cross_entropy's Y: Label's shape when Label leaves out the class dim, as Paddle's."""
+    ls = ctx.input_shape("Label")
+    return ls if len(ls) == len(xs) - 1 else _loss_shape(xs, axis)
+
+
+def _with_class_dim(label, x):
+    """Label with the trailing class dim of 1 that a squeezed hard Label leaves out."""
+    return label[..., None] if label.ndim == x.ndim - 1 else label
+
+
 # --- cross_entropy on probabilities ------------------------------------------------------
 class CrossEntropy(OpDef):
     type = "cross_entropy"
@@ -104,17 +119,19 @@ class CrossEntropy(OpDef):
 
     @staticmethod
     def infer_shape(ctx):
-        axis = _check_labels(ctx, "X", ctx.attr("soft_label"))
-        ctx.set_output("Y", _loss_shape(ctx.input_shape("X"), axis), ctx.input_dtype("X"),
-                       ctx.input_lod_level("X"))
+        axis = _check_labels(ctx, "X", ctx.attr("soft_label"), squeezed_ok=True)
+        ctx.set_output("Y", _hard_loss_shape(ctx, ctx.input_shape("X"), axis),
+                       ctx.input_dtype("X"), ctx.input_lod_level("X"))
 
     @staticmethod
     def kernel(x, label, *, soft_label, ignore_index):
         if soft_label:
             y = -(_soft_labels(CrossEntropy.type, label, x) * _log(x)).sum(-1, keepdims=True)
         else:
-            ids, ignored = _hard_labels(CrossEntropy.type, label, x, x.ndim - 1, ignore_index)
+            ids, ignored = _hard_labels(CrossEntropy.type, _with_class_dim(label, x), x,
+                                        x.ndim - 1, ignore_index)
             y = np.where(ignored, 0, -_log(np.take_along_axis(x, ids, -1)))
+            y = y.reshape(label.shape)
         return y.astype(x.dtype, copy=False)
 
     @staticmethod
@@ -126,7 +143,7 @@ class CrossEntropy(OpDef):
             e.fail("soft labels, or labels not int64")
         rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
         e.check(f"{label.numel()} != {rows}", "cross_entropy: Label needs one id per row of X")
-        y = e.output("Y", x.dims[:-1] + ["1"])
+        y = e.output("Y", x.dims[:-1] + (["1"] if label.ndim == x.ndim else []))
         ig = e.attr("ignore_index")
         e.code(f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
                f"if (l == {ig}LL) {{ {y}[r] = 0.0f; continue; }} "
@@ -152,9 +169,10 @@ class CrossEntropyGrad(OpDef):
     def kernel(x, label, dy, *, soft_label, ignore_index):
         if soft_label:
             return (-label * dy / x).astype(x.dtype, copy=False)
-        ids, ignored = _hard_labels(CrossEntropy.type, label, x, x.ndim - 1, ignore_index)
-        return _scatter_last(x.shape, ids, np.where(ignored, 0, -dy / np.take_along_axis(
-            x, ids, -1)), x.dtype)
+        ids, ignored = _hard_labels(CrossEntropy.type, _with_class_dim(label, x), x,
+                                    x.ndim - 1, ignore_index)
+        return _scatter_last(x.shape, ids, np.where(ignored, 0, -dy.reshape(ids.shape) /
+                                                    np.take_along_axis(x, ids, -1)), x.dtype)
 
     @staticmethod
     def emit(e):
@@ -186,8 +204,9 @@ def _cross_entropy2_operands(e):
         e.fail("labels are not int64")
     rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
     e.check(f"{label.numel()} != {rows}", "cross_entropy2: Label needs one id per row of X")
-    y = e.output("Y", x.dims[:-1] + ["1"])
-    match = e.output("MatchX", x.dims[:-1] + ["1"])
+    y_dims = x.dims[:-1] + (["1"] if label.ndim == x.ndim else [])
+    y = e.output("Y", y_dims)
+    match = e.output("MatchX", y_dims)
     if e.has_output("XShape"):
         e.output("XShape", x.dims + ["0"])
     ig = e.attr("ignore_index")
@@ -205,18 +224,20 @@ class CrossEntropy2(OpDef):
     @staticmethod
     def infer_shape(ctx):
         xs = ctx.input_shape("X")
-        axis = _check_labels(ctx, "X", False)
+        axis = _check_labels(ctx, "X", False, squeezed_ok=True)
         dt, lod = ctx.input_dtype("X"), ctx.input_lod_level("X")
-        ctx.set_output("Y", _loss_shape(xs, axis), dt, lod)
-        ctx.set_output("MatchX", _loss_shape(xs, axis), dt, lod)
+        ctx.set_output("Y", _hard_loss_shape(ctx, xs, axis), dt, lod)
+        ctx.set_output("MatchX", _hard_loss_shape(ctx, xs, axis), dt, lod)
         ctx.set_output("XShape", xs + [0], dt, lod)
 
     @staticmethod
     def kernel(x, label, *, ignore_index):
-        ids, ignored = _hard_labels(CrossEntropy2.type, label, x, x.ndim - 1, ignore_index)
+        ids, ignored = _hard_labels(CrossEntropy2.type, _with_class_dim(label, x), x,
+                                    x.ndim - 1, ignore_index)
         match = np.take_along_axis(x, ids, -1)
         y = np.where(ignored, 0, -_log(match)).astype(x.dtype, copy=False)
-        return y, np.empty(x.shape + (0,), x.dtype), match
+        return y.reshape(label.shape), np.empty(x.shape + (0,), x.dtype), \
+            match.reshape(label.shape)
 
     @staticmethod
     def emit(e):
@@ -273,9 +294,12 @@ class CrossEntropyGrad2(OpDef):
     def kernel(label, match, xshape, dy, *, ignore_index):
         shape = xshape.shape[:-1]
         ids = label.astype(np.int64, copy=False)
+        if ids.ndim == len(shape) - 1:      # a Label without the class dim
+            ids = ids[..., None]
         ignored = ids == ignore_index
         return _scatter_last(shape, np.where(ignored, 0, ids),
-                             np.where(ignored, 0, -dy / match), dy.dtype)
+                             np.where(ignored, 0, -dy.reshape(ids.shape) /
+                                      match.reshape(ids.shape)), dy.dtype)
 
     @staticmethod
     def emit(e):

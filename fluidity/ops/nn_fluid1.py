@@ -381,7 +381,23 @@ class TensorArrayToTensor(OpDef):
 
     @staticmethod
     def infer_shape(ctx):
-        ctx.set_output("Out", None, ctx.input_dtype("X"))
+        # as Paddle: the array's declared shape is its entries' (write_to_array sets it);
+        # the stacked (or concatenated) axis has an unknown size
+        dims = ctx.input_shape("X")
+        axis, stack = ctx.attr("axis"), ctx.attr("use_stack")
+        shape = None
+        if dims:
+            shape = list(dims)
+            rank = len(shape) + (1 if stack else 0)
+            a = axis + rank if axis < 0 else axis
+            if not 0 <= a < rank:
+                ctx.fail(f"axis {axis} is out of range for the array's entries of shape "
+                         f"{dims}")
+            if stack:
+                shape.insert(a, -1)
+            else:
+                shape[a] = -1
+        ctx.set_output("Out", shape, ctx.input_dtype("X"))
         ctx.set_output("OutIndex", [-1], dtypes.VarType.INT32)
 
     @staticmethod
@@ -392,6 +408,46 @@ class TensorArrayToTensor(OpDef):
         out = np.stack(parts, axis) if use_stack else np.concatenate(parts, axis)
         sizes = [1 if use_stack else p.shape[axis] for p in parts]
         return LoDTensor(out), LoDTensor(np.array(sizes, np.int32))
+
+    grad = staticmethod(lambda g: g.op(
+        "tensor_array_to_tensor_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class TensorArrayToTensorGrad(OpDef):
+    type = "tensor_array_to_tensor_grad"
+    kind = "value"
+    inputs = (In("X"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = TensorArrayToTensor.attrs
+    infer_shape = None
+    share_lod = None
+    doc = ("X@GRAD = Out@GRAD split back into the array's entries (unstacked with use_stack); "
+           "an empty entry of X gets an empty gradient.")
+
+    @staticmethod
+    def kernel(arr, dout, *, axis, use_stack):
+        if not isinstance(arr, LoDTensorArray) or not len(arr):
+            raise ExecutionError("tensor_array_to_tensor_grad: X must be a non-empty tensor "
+                                 "array")
+        d = dout._array if isinstance(dout, LoDTensor) else np.asarray(dout)
+        full = [k for k, t in enumerate(arr) if not is_empty(t)]
+        if use_stack:
+            a = axis + d.ndim if axis < 0 else axis
+            pieces = [np.take(d, j, axis=a) for j in range(len(full))]
+        else:
+            a = axis + d.ndim if axis < 0 else axis
+            cuts = np.cumsum([arr[k]._array.shape[a] for k in full])[:-1]
+            pieces = np.split(d, cuts, axis=a)
+        if len(pieces) != len(full) or (use_stack and d.shape[a] != len(full)):
+            raise ExecutionError(f"tensor_array_to_tensor_grad: Out@GRAD {list(d.shape)} does "
+                                 f"not split into the array's {len(full)} entries")
+        out = LoDTensorArray()
+        for _ in arr:
+            list.append(out, LoDTensor())
+        for k, piece in zip(full, pieces):
+            out[k] = LoDTensor(np.ascontiguousarray(piece))
+        return out
 
 
 # --- grid_sampler ------------------------------------------------------------------------------
