@@ -10,8 +10,11 @@ An op's emitter (`OpDef.emit`, or `OpDef.c_expr` through codegen/emitters.py) ge
 `e.check(cond, message)`, `e.fail(reason)`. Dims arithmetic (`mul`, `prod`) folds
 literals, so a program whose shapes the desc knows compiles to constant trip counts.
 """
+import re
+
 from ..core import dtypes
 from ..core.names import EMPTY_VAR_NAME
+from ..errors import FluidityError
 
 # the C type of each dtype generated code handles
 CTYPES = dtypes.C_TYPES
@@ -20,6 +23,57 @@ SIZEOF = {c: dtypes.numpy_of_ctype(c).itemsize for c in CTYPES.values()}
 
 class NotCompilable(Exception):
     """An op (as the program uses it) has no compiled form; the message says why."""
+
+
+# --- text from a desc in generated source ---------------------------------------------------
+# A model file is data, never code: a name, a string attribute or a message built from them
+# reaches generated source only as a string literal made by `c_string`, and `checked_source`
+# refuses a translation unit in which anything else slipped through.
+_PLAIN = frozenset(range(0x20, 0x7F)) - {ord("\\"), ord('"'), ord("?")}
+_ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"'}
+
+
+def c_string(text):
+    """`text` as one C/C++ string literal, quotes included, safe whatever it holds.
+
+    Its UTF-8 bytes (a lone surrogate kept as its bytes) appear as themselves only when
+    printable ASCII; `\\` and `"` are escaped, and every other byte - `?` (so no trigraph
+    such as `??/` can form), control characters, newline, DEL, each byte of a multi-byte
+    character - is a three-digit octal escape, which no following character can extend (as
+    a greedy `\\x` escape would). So the literal holds no line break, no backslash that
+    could splice lines and no quote that could end it early; a `*/` or `//` inside it is
+    just text."""
+    out = []
+    for byte in str(text).encode("utf-8", "surrogatepass"):
+        if byte in _PLAIN:
+            out.append(chr(byte))
+        else:
+            out.append(_ESCAPES.get(byte) or f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+class GeneratedSourceError(FluidityError, RuntimeError):
+    """Generated source that breaks the code generator's own rules (a bug of the generator,
+    never the model's fault): it is refused before any compiler sees it."""
+
+
+_SPLICE = re.compile(r"\\[ \t]*\n")
+_TRIGRAPH = re.compile(r"\?\?[=/'()!<>\-]")
+
+
+def checked_source(source):
+    """`source` when it keeps the generator's rules - printable ASCII and newlines only, no
+    backslash at the end of a line (a line splice), no trigraph - else GeneratedSourceError
+    naming the first offending line. Everything from a desc is escaped by `c_string`, so a
+    name that reached the source raw (a forgotten call) stops here, not in the compiler."""
+    bad = re.search(r"[^\n\x20-\x7e]", source) or _SPLICE.search(source) or \
+        _TRIGRAPH.search(source)
+    if bad is not None:
+        line = source.count("\n", 0, bad.start()) + 1
+        raise GeneratedSourceError(
+            f"generated source line {line} holds {bad.group()!r}, which only an unescaped "
+            f"string from the program could have put there; nothing was compiled")
+    return source
 
 
 def is_lit(d):
@@ -249,6 +303,7 @@ class Emit:
         raise NotCompilable(reason)
 
     # -- helpers for emitters (ops import nothing from codegen) ----------------------------
+    c_string = staticmethod(c_string)
     prod = staticmethod(prod)
     mul = staticmethod(mul)
     literal = staticmethod(literal)

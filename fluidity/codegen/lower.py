@@ -30,7 +30,7 @@ from ..core.names import EMPTY_VAR_NAME
 from ..ir.analysis import sub_block_vars
 from ..ir.memory_plan import colour_by_lifetime
 from ..ops import registry
-from .cir import CTYPES, Buf, Emit, NotCompilable, is_lit
+from .cir import CTYPES, Buf, Emit, NotCompilable, c_string, checked_source, is_lit
 from .emitters import rule_for
 
 S = 12           # int64 slots per tensor in args
@@ -163,8 +163,9 @@ class Lowering:
         except NotCompilable as exc:
             raise NotCompilable(f"'{op.type}': {exc}") from None
         seg.sites.append((block_idx, i, op))
-        guards = [f'if (!{b.written}) return fl::fail(err, {e.k}, "{_c(b.var)} has no value '
-                  f'(the branch that sets it did not run)");' for b in e.unset_reads]
+        guards = [f'if (!{b.written}) return fl::fail(err, {e.k}, '
+                  f'{c_string(f"{b.var} has no value (the branch that sets it did not run)")});'
+                  for b in e.unset_reads]
         seg.units.append(("op", e.k, e.lines, list(e.touched.values()), guards))
         seg.preconditions += e.preconditions
         return None
@@ -452,11 +453,11 @@ class Lowering:
             base = 1 + j * S
             L.append(f"  {b.ctype}* const {b.name}_ = ({b.ctype}*)args[{base}];")
             L.append(f"  if (args[{base + 1}] != {b.ndim}) return fl::mismatch(err, "
-                     f'"{_c(b.var)}: rank is not {b.ndim}");')
+                     f'{c_string(f"{b.var}: rank is not {b.ndim}")});')
             for a, d in enumerate(b.dims):
                 if is_lit(d):
                     L.append(f"  if (args[{base + 2 + a}] != {d}) return fl::mismatch(err, "
-                             f'"{_c(b.var)}: dim {a} is not {d}");')
+                             f'{c_string(f"{b.var}: dim {a} is not {d}")});')
                 else:
                     L.append(f"  const int64_t {d} = args[{base + 2 + a}];")
             if b.lod is not None:
@@ -466,7 +467,7 @@ class Lowering:
                 L.append(f"  int64_t* const {b.rows.name}_ = (int64_t*)args[{base + 10}];")
                 L.append(f"  const int64_t {b.height} = args[{base + 11}];")
         for cond, msg in seg.preconditions:
-            L.append(f'  if ({cond}) return fl::mismatch(err, "{_c(msg)}");')
+            L.append(f'  if ({cond}) return fl::mismatch(err, {c_string(msg)});')
         # arena: slot sizes from the dims, then offsets
         members = {}
         for b in seg.bufs:
@@ -523,7 +524,7 @@ class Lowering:
         out = list(head)
         for seg in self.segments:
             out += seg.lines + [""]
-        return "\n".join(out)
+        return checked_source("\n".join(out))
 
     # -- reporting --------------------------------------------------------------------------
     def explain(self):
@@ -567,7 +568,3 @@ def _symbols(lines, touched):
     text += " " + " ".join(f"{b.lod} {b.lod_len}" for b in touched if b.lod)
     text += " " + " ".join(str(b.height) for b in touched if b.height)
     return sorted(set(_SYMBOL.findall(text)))
-
-
-def _c(s):
-    return s.replace("\\", "\\\\").replace('"', '\\"')

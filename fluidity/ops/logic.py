@@ -292,8 +292,8 @@ def _c_bounds(e, x):
         if e.attr("min") > e.attr("max"):
             e.fail(f"min {e.attr('min')} is greater than max {e.attr('max')}")
     else:
-        e.code(f'if ({out[0]} > {out[1]}) return fl::fail(err, {e.k}, "{e.op.type}: min is '
-               'greater than max");')
+        e.code(f'if ({out[0]} > {out[1]}) return fl::fail(err, {e.k}, '
+               f'{e.c_string(f"{e.op.type}: min is greater than max")});')
     return out
 
 
