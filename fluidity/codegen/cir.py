@@ -10,11 +10,14 @@ An op's emitter (`OpDef.emit`, or `OpDef.c_expr` through codegen/emitters.py) ge
 `e.check(cond, message)`, `e.fail(reason)`. Dims arithmetic (`mul`, `prod`) folds
 literals, so a program whose shapes the desc knows compiles to constant trip counts.
 """
+import math
 import re
+from collections.abc import Mapping
 
 from ..core import dtypes
 from ..core.names import EMPTY_VAR_NAME
-from ..errors import FluidityError
+from ..errors import FluidityError, ProgramFormatError
+from ..ops import registry
 
 # the C type of each dtype generated code handles
 CTYPES = dtypes.C_TYPES
@@ -178,11 +181,62 @@ class Buf:
         return f"Buf({self.name}: {self.var} {self.ctype}{self.dims})"
 
 
+class CheckedAttrs(Mapping):
+    """An op's attributes as its emitter reads them: each value checked against the op's
+    schema and given the schema's Python type (registry.coerce_attr) before any emitter
+    formats it - an INT a Python int within int32 (int64 for LONG), a FLOAT a finite float,
+    a BOOL a bool, a STRING a str, lists of those - so nothing but a number the generator
+    formats reaches the source from a numeric attribute. A value that is not of its type is
+    NotCompilable naming op, attribute, expected and found (the op then runs interpreted,
+    as the program's loader or builder would already have refused it); so is a non-finite
+    float, unless the emitter asks for it by `Emit.attr(name, nonfinite=True)` and formats it
+    with `literal`. An attribute the schema does not declare is absent here."""
+
+    __slots__ = ("_opdef", "_raw", "_done")
+
+    def __init__(self, opdef, raw):
+        self._opdef, self._raw, self._done = opdef, raw, {}
+
+    def value(self, name, nonfinite=False):
+        got = self._done.get(name)
+        if got is None:
+            if not self._opdef.declares(name) or name not in self._raw:
+                raise KeyError(name)
+            try:
+                got = registry.coerce_attr(self._opdef, name, self._raw[name])
+            except ProgramFormatError as exc:
+                raise NotCompilable(str(exc)) from None
+            self._done[name] = got
+        if not nonfinite and not _finite(got):
+            raise NotCompilable(f"op '{self._opdef.type}': attribute '{name}' is {got!r}, "
+                                "not a finite number")
+        return got
+
+    def __getitem__(self, name):
+        return self.value(name)
+
+    def __iter__(self):
+        return (n for n in self._raw if self._opdef.declares(n))
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+
+def _finite(v):
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, list):
+        return all(math.isfinite(x) for x in v if isinstance(x, float))
+    return True
+
+
 class Emit:
-    """What an op's emitter sees: its inputs as Bufs, its attributes, and where to write."""
+    """What an op's emitter sees: its inputs as Bufs, its attributes (checked against the op's
+    schema: `CheckedAttrs`), and where to write."""
 
     def __init__(self, lowering, op, opdef, attrs, k):
-        self._low, self.op, self.opdef, self.attrs, self.k = lowering, op, opdef, attrs, k
+        self._low, self.op, self.opdef, self.k = lowering, op, opdef, k
+        self.attrs = attrs if isinstance(attrs, CheckedAttrs) else CheckedAttrs(opdef, attrs)
         self.lines = []
         self.outputs = {}
         self.touched = {}        # name -> Buf of every buffer the op's code names
@@ -190,8 +244,13 @@ class Emit:
         self.unset_reads = []    # Bufs read that a branch not taken leaves unset
 
     # -- reading ------------------------------------------------------------------------
-    def attr(self, name):
-        return self.attrs[name]
+    def attr(self, name, nonfinite=False):
+        """Attribute `name` checked against the op's schema (`CheckedAttrs`); `nonfinite`:
+        the emitter formats inf and nan itself (through `literal`)."""
+        try:
+            return self.attrs.value(name, nonfinite)
+        except KeyError:
+            raise NotCompilable(f"op '{self.op.type}' has no attribute '{name}'") from None
 
     def _touch(self, buf):
         if buf is not None:

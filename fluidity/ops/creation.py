@@ -4,8 +4,8 @@ import numpy as np
 from ..core import dtypes
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError
-from .compiled import (NUMPY_OF_CTYPE, dense_only, known_ints, lit_int, set_known_values,
-                       value_literal)
+from .compiled import (NUMPY_OF_CTYPE, dense_only, fill_value, known_ints, lit_int,
+                       set_known_values, value_literal)
 from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, long, longs
 
 
@@ -72,8 +72,7 @@ class FillConstant(_Creator):
             value = f"({ctype}){v}[0]"
             const = None
         else:
-            const = float(e.attr("str_value")) if e.attr("str_value") else \
-                float(e.attr("value"))
+            const = fill_value(e)
             value = value_literal(e, const, ctype)
         out = e.output("Out", shape, ctype)
         e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
@@ -92,7 +91,7 @@ class FillConstant(_Creator):
         if any(int(d) < 0 for d in shape):
             e.fail(f"shape {shape} has unknown dims")
         ctype = e.ctype_of(e.attr("dtype"))
-        const = float(e.attr("str_value")) if e.attr("str_value") else float(e.attr("value"))
+        const = fill_value(e)
         out = e.output("Out", shape, ctype)
         e.code(f"fl::cu::each({out.numel()}, [=] __device__ (int64_t i) {{ "
                f"{out}[i] = {value_literal(e, const, ctype)}; }});")
@@ -280,7 +279,7 @@ class FillAnyLike(OpDef):
         dense_only(e, x)
         d = e.attr("dtype")
         ctype = x.ctype if d == -1 else e.ctype_of(d)
-        value = value_literal(e, e.attr("value"), ctype)
+        value = value_literal(e, e.attr("value", nonfinite=True), ctype)
         out = e.output("Out", x.dims, ctype)
         e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
 
@@ -366,7 +365,7 @@ class FillConstantBatchSizeLike(OpDef):
         else:
             n = x.dims[i]
         ctype = e.ctype_of(e.attr("dtype"))
-        v = float(e.attr("str_value")) if e.attr("str_value") else float(e.attr("value"))
+        v = fill_value(e)
         out = e.output("Out", _batch_shape([str(d) for d in shape], n, o), ctype,
                        lod_from=False)
         e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = "
