@@ -83,27 +83,28 @@ def is_lit(d):
     return isinstance(d, int) or (isinstance(d, str) and d.lstrip("-").isdigit())
 
 
-def _atom(x):
-    """`x` as an operand of *: an identifier, literal or parenthesized expression as is,
-    anything else in parentheses."""
-    x = str(x)
-    if is_lit(x) or x.replace("_", "").isalnum() or (x.startswith("(") and x.endswith(")")
-                                                       and x.count("(") == 1):
-        return x
-    return f"({x})"
+# the largest size a folded literal may have: a byte count of it still fits an int64
+MAX_LITERAL = (1 << 62) - 1
 
 
 def mul(a, b):
-    """a * b as a C expression, folded when both are literals."""
+    """a * b as a C expression: folded when both are literals (NotCompilable when the product
+    does not fit: generated code never holds a literal C would wrap or refuse, and the op runs
+    interpreted, which says what is too large), else the overflow-checked `fl::mul(a, b)` of
+    runtime/sizes.h, whose BAD_SIZE on overflow the segment's size checks refuse before it
+    runs."""
     if is_lit(a) and is_lit(b):
-        return str(int(a) * int(b))
+        v = int(a) * int(b)
+        if abs(v) > MAX_LITERAL:
+            raise NotCompilable(f"a size of {int(a)} x {int(b)} does not fit an int64")
+        return str(v)
     if str(a) == "1":
         return str(b)
     if str(b) == "1":
         return str(a)
     if str(a) == "0" or str(b) == "0":
         return "0"
-    return f"({_atom(a)} * {_atom(b)})"
+    return f"fl::mul({a}, {b})"
 
 
 def prod(dims):
@@ -306,6 +307,8 @@ class Emit:
         name = self.output_var(slot, i)
         if name is None or name == EMPTY_VAR_NAME:
             raise NotCompilable(f"output {slot} #{i} is absent")
+        if any(is_lit(d) and int(d) < 0 for d in dims):
+            raise NotCompilable(f"output {slot} would have dims {list(dims)}")
         src = lod_from
         if src is False:                         # no LoD, whatever share_lod says
             src = None

@@ -30,6 +30,7 @@ from ..core.names import EMPTY_VAR_NAME
 from ..ir.analysis import sub_block_vars
 from ..ir.memory_plan import colour_by_lifetime
 from ..ops import registry
+from .arena import arena_lines
 from .cir import CTYPES, Buf, Emit, NotCompilable, c_string, checked_source, is_lit
 from .emitters import rule_for
 
@@ -468,20 +469,7 @@ class Lowering:
                 L.append(f"  const int64_t {b.height} = args[{base + 11}];")
         for cond, msg in seg.preconditions:
             L.append(f'  if ({cond}) return fl::mismatch(err, {c_string(msg)});')
-        # arena: slot sizes from the dims, then offsets
-        members = {}
-        for b in seg.bufs:
-            if b.slot is not None:
-                members.setdefault(b.slot, []).append(b)
-        for s in range(seg.n_slots):
-            sizes = ", ".join(f"(int64_t){b.nbytes()}" for b in members.get(s, []))
-            L.append(f"  const int64_t sz{s} = fl::align(std::max<int64_t>({{0, {sizes}}}));")
-        off = "0"
-        for s in range(seg.n_slots):
-            L.append(f"  const int64_t off{s} = {off};")
-            off = f"off{s} + sz{s}"
-        L.append(f"  const int64_t need = {off};")
-        L.append("  if (need > cap) { args[0] = need; return 1; }")
+        L += arena_lines(seg)      # slot sizes from the dims, then offsets: overflow-checked
         for b in seg.bufs:
             if b.slot is not None:
                 L.append(f"  {b.ctype}* const {b.name}_ = ({b.ctype}*)(arena + off{b.slot});")

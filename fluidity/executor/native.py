@@ -20,6 +20,7 @@ import numpy as np
 from ..codegen import build
 from ..codegen.lower import S, Lowering
 from ..core.dtypes import numpy_of_ctype
+from ..core.limits import max_tensor_bytes
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from .plan import Plan
@@ -172,6 +173,8 @@ class NativePlan(Plan):
                     P[base + 11] = lod.shape[0]
             rc = fn(st.args_ptr, st.arena_ptr, st.cap, st.err)
             while rc == 1:
+                if P[0] > max_tensor_bytes():      # the interpreter's kernels say what is
+                    return interpreted(frame, env, f"an arena of {int(P[0])} bytes")  # too big
                 st.grow(P[0])
                 rc = fn(st.args_ptr, st.arena_ptr, st.cap, st.err)
             if rc == -1:                   # inputs of other shapes than the program says
