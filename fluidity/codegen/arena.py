@@ -7,8 +7,21 @@ slot's and aligns it, `fl::add_size` adds up the offsets - and any that does not
 overflowed product, a negative dim, more than 2^62 bytes) makes the function return
 MISMATCH before it writes anything, so its ops run interpreted and say what is too large.
 A size that fits but exceeds the memory this process may take is refused by the caller when
-it is asked to grow the arena (executor/native.py).
+it is asked to grow the arena (executor/native.py). An input declared with literal dims no
+value could have (more bytes than the machine's physical memory) is not compiled at all: its
+code could never run, and emitters would build tables of those dims.
 """
+from ..core.limits import physical_bytes
+from .cir import SIZEOF
+
+
+def declared_fits(shape, ctype):
+    """Whether a value of declared `shape` (its known dims; -1 counts as 1) and C type could
+    exist on this machine (no more bytes than its physical memory)."""
+    n = SIZEOF[ctype]
+    for d in shape:
+        n *= max(int(d), 1)
+    return n <= physical_bytes()
 
 
 def arena_lines(seg):

@@ -30,13 +30,14 @@ from ..core.names import EMPTY_VAR_NAME
 from ..ir.analysis import sub_block_vars
 from ..ir.memory_plan import colour_by_lifetime
 from ..ops import registry
-from .arena import arena_lines
+from .arena import arena_lines, declared_fits
 from .cir import CTYPES, Buf, Emit, NotCompilable, c_string, checked_source, is_lit
 from .emitters import rule_for
 
 S = 12           # int64 slots per tensor in args
 MAX_DIMS = 8
 ALIGN = 64
+MAX_OP_SOURCE = 8 << 20    # an op's code larger than this runs interpreted (tables of huge dims)
 
 
 class Segment:
@@ -163,6 +164,12 @@ class Lowering:
             rule(e)
         except NotCompilable as exc:
             raise NotCompilable(f"'{op.type}': {exc}") from None
+        except MemoryError:          # tables sized by huge declared dims or attributes
+            raise NotCompilable(f"'{op.type}': its compiled form needs more memory to build "
+                                "than this process may take") from None
+        if sum(map(len, e.lines)) > MAX_OP_SOURCE:
+            raise NotCompilable(f"'{op.type}': its compiled form would be over "
+                                f"{MAX_OP_SOURCE >> 20} MiB of source")
         seg.sites.append((block_idx, i, op))
         guards = [f'if (!{b.written}) return fl::fail(err, {e.k}, '
                   f'{c_string(f"{b.var} has no value (the branch that sets it did not run)")});'
@@ -291,6 +298,9 @@ class Lowering:
             j = len(self._seg.inputs)
             if len(v.shape) > MAX_DIMS:
                 raise NotCompilable(f"input '{name}' has more than {MAX_DIMS} dims")
+            if not declared_fits(v.shape, ctype):     # no value can be of that shape
+                raise NotCompilable(f"input '{name}' is declared {list(v.shape)}: larger "
+                                    "than this machine can hold")
             dims = [d if d >= 0 else f"in{j}_d{a}" for a, d in enumerate(v.shape)]
             buf = Buf(f"in{j}", name, ctype, dims, "input")
             buf.persistable = v.persistable

@@ -21,9 +21,17 @@ class AllocationTooLarge(FluidityError, MemoryError):
     """A tensor (or a compiled segment's arena) larger than this machine can hold."""
 
 
+def physical_bytes():
+    """The machine's physical memory (1 TiB where it cannot be read): no tensor is larger."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+
+
 def _available():
     """The memory this machine can give now (Linux's MemAvailable), else its physical
-    memory, else 1 TiB."""
+    memory."""
     try:
         with open("/proc/meminfo", "rb") as f:
             for line in f:
@@ -31,10 +39,7 @@ def _available():
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 40
+    return physical_bytes()
 
 
 def max_tensor_bytes():
