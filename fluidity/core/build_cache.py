@@ -231,9 +231,10 @@ def _key(base):
         return data
 
 
-def _read_checked(path, what, limit):
-    """The bytes of a cache file, opened without following links, owner and mode checked on
-    the open file, at most `limit` bytes."""
+def _open_checked(path, what):
+    """(read-only descriptor, stat) of the cache file `path`, opened without following a
+    link: a regular file, this user's and not writable by group or others (_check_owned),
+    else CacheIntegrityError / CacheSecurityError naming it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as e:
@@ -243,6 +244,16 @@ def _read_checked(path, what, limit):
         if not stat.S_ISREG(st.st_mode):
             raise CacheIntegrityError(f"the build cache {what} {path} is not a regular file")
         _check_owned(path, st, what)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def _read_checked(path, what, limit):
+    """The bytes (at most `limit`) of the cache file `path`, checked by _open_checked."""
+    fd, st = _open_checked(path, what)
+    try:
         if st.st_size > limit:
             raise CacheIntegrityError(f"the build cache {what} {path} is {st.st_size} bytes, "
                                       f"more than a {what} can be")
@@ -321,15 +332,8 @@ def verify(path):
     d = os.path.dirname(path)
     _check_owned(d, os.stat(d), "directory")
     fields = _read_record(path)
+    fd, st = _open_checked(path, "library")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as e:
-        raise CacheIntegrityError(f"cannot open the cached library {path}: {e}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise CacheIntegrityError(f"the cached library {path} is not a regular file")
-        _check_owned(path, st, "library")
         if st.st_size != fields.get("bytes"):
             raise CacheIntegrityError(
                 f"the cached library {path} is {st.st_size} bytes, its record says "
