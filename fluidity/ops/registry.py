@@ -213,16 +213,14 @@ def coerce_attr(opdef, name, value, stored=None):
         return value
     got = _convert(want, value, stored)
     if got is None:
-        raise ProgramFormatError(
-            f"op '{opdef.type}': attribute '{name}' must be {AttrType.Name(want)} "
-            f"({_DESCRIBE[want]}), found {_found(value, stored)}")
+        raise _type_error(opdef.type, name, want, value, stored)
     return got
 
 
-def checked_attrs(opdef, attrs):
-    """{name: value} with every attribute `opdef`'s schema declares coerced (coerce_attr):
-    what a builder stores, checked before it is written."""
-    return {n: coerce_attr(opdef, n, v) for n, v in attrs.items()}
+def _type_error(op_type, name, want, value, stored):
+    op = f"op '{op_type}': " if op_type else ""
+    return ProgramFormatError(f"{op}attribute '{name}' must be {AttrType.Name(want)} "
+                              f"({_DESCRIBE[want]}), found {_found(value, stored)}")
 
 
 # --- attribute <-> OpDesc.Attr -----------------------------------------------------------
@@ -267,9 +265,7 @@ def check_value(type_, name, value, op_type=None):
     type when `value` cannot be stored as AttrType `type_` (coerce_attr's rules: a str is
     never converted into a number, nor a number into a str)."""
     if type_ in _DESCRIBE and _convert(type_, value, None) is None:
-        op = f"op '{op_type}': " if op_type else ""
-        raise ProgramFormatError(f"{op}attribute '{name}' must be {AttrType.Name(type_)} "
-                                 f"({_DESCRIBE[type_]}), found {_found(value, None)}")
+        raise _type_error(op_type, name, type_, value, None)
 
 
 def write_attr(attr_desc, name, value, type_):
