@@ -30,12 +30,14 @@ from ..core.names import EMPTY_VAR_NAME
 from ..ir.analysis import sub_block_vars
 from ..ir.memory_plan import colour_by_lifetime
 from ..ops import registry
-from .cir import CTYPES, Buf, Emit, NotCompilable, is_lit
+from .arena import arena_lines, declared_fits
+from .cir import CTYPES, Buf, Emit, NotCompilable, c_string, checked_source, is_lit
 from .emitters import rule_for
 
 S = 12           # int64 slots per tensor in args
 MAX_DIMS = 8
 ALIGN = 64
+MAX_OP_SOURCE = 8 << 20    # an op's code larger than this runs interpreted (tables of huge dims)
 
 
 class Segment:
@@ -162,9 +164,16 @@ class Lowering:
             rule(e)
         except NotCompilable as exc:
             raise NotCompilable(f"'{op.type}': {exc}") from None
+        except MemoryError:          # tables sized by huge declared dims or attributes
+            raise NotCompilable(f"'{op.type}': its compiled form needs more memory to build "
+                                "than this process may take") from None
+        if sum(map(len, e.lines)) > MAX_OP_SOURCE:
+            raise NotCompilable(f"'{op.type}': its compiled form would be over "
+                                f"{MAX_OP_SOURCE >> 20} MiB of source")
         seg.sites.append((block_idx, i, op))
-        guards = [f'if (!{b.written}) return fl::fail(err, {e.k}, "{_c(b.var)} has no value '
-                  f'(the branch that sets it did not run)");' for b in e.unset_reads]
+        guards = [f'if (!{b.written}) return fl::fail(err, {e.k}, '
+                  f'{c_string(f"{b.var} has no value (the branch that sets it did not run)")});'
+                  for b in e.unset_reads]
         seg.units.append(("op", e.k, e.lines, list(e.touched.values()), guards))
         seg.preconditions += e.preconditions
         return None
@@ -289,6 +298,9 @@ class Lowering:
             j = len(self._seg.inputs)
             if len(v.shape) > MAX_DIMS:
                 raise NotCompilable(f"input '{name}' has more than {MAX_DIMS} dims")
+            if not declared_fits(v.shape, ctype):     # no value can be of that shape
+                raise NotCompilable(f"input '{name}' is declared {list(v.shape)}: larger "
+                                    "than this machine can hold")
             dims = [d if d >= 0 else f"in{j}_d{a}" for a, d in enumerate(v.shape)]
             buf = Buf(f"in{j}", name, ctype, dims, "input")
             buf.persistable = v.persistable
@@ -452,11 +464,11 @@ class Lowering:
             base = 1 + j * S
             L.append(f"  {b.ctype}* const {b.name}_ = ({b.ctype}*)args[{base}];")
             L.append(f"  if (args[{base + 1}] != {b.ndim}) return fl::mismatch(err, "
-                     f'"{_c(b.var)}: rank is not {b.ndim}");')
+                     f'{c_string(f"{b.var}: rank is not {b.ndim}")});')
             for a, d in enumerate(b.dims):
                 if is_lit(d):
                     L.append(f"  if (args[{base + 2 + a}] != {d}) return fl::mismatch(err, "
-                             f'"{_c(b.var)}: dim {a} is not {d}");')
+                             f'{c_string(f"{b.var}: dim {a} is not {d}")});')
                 else:
                     L.append(f"  const int64_t {d} = args[{base + 2 + a}];")
             if b.lod is not None:
@@ -466,21 +478,8 @@ class Lowering:
                 L.append(f"  int64_t* const {b.rows.name}_ = (int64_t*)args[{base + 10}];")
                 L.append(f"  const int64_t {b.height} = args[{base + 11}];")
         for cond, msg in seg.preconditions:
-            L.append(f'  if ({cond}) return fl::mismatch(err, "{_c(msg)}");')
-        # arena: slot sizes from the dims, then offsets
-        members = {}
-        for b in seg.bufs:
-            if b.slot is not None:
-                members.setdefault(b.slot, []).append(b)
-        for s in range(seg.n_slots):
-            sizes = ", ".join(f"(int64_t){b.nbytes()}" for b in members.get(s, []))
-            L.append(f"  const int64_t sz{s} = fl::align(std::max<int64_t>({{0, {sizes}}}));")
-        off = "0"
-        for s in range(seg.n_slots):
-            L.append(f"  const int64_t off{s} = {off};")
-            off = f"off{s} + sz{s}"
-        L.append(f"  const int64_t need = {off};")
-        L.append("  if (need > cap) { args[0] = need; return 1; }")
+            L.append(f'  if ({cond}) return fl::mismatch(err, {c_string(msg)});')
+        L += arena_lines(seg)      # slot sizes from the dims, then offsets: overflow-checked
         for b in seg.bufs:
             if b.slot is not None:
                 L.append(f"  {b.ctype}* const {b.name}_ = ({b.ctype}*)(arena + off{b.slot});")
@@ -523,7 +522,7 @@ class Lowering:
         out = list(head)
         for seg in self.segments:
             out += seg.lines + [""]
-        return "\n".join(out)
+        return checked_source("\n".join(out))
 
     # -- reporting --------------------------------------------------------------------------
     def explain(self):
@@ -567,7 +566,3 @@ def _symbols(lines, touched):
     text += " " + " ".join(f"{b.lod} {b.lod_len}" for b in touched if b.lod)
     text += " " + " ".join(str(b.height) for b in touched if b.height)
     return sorted(set(_SYMBOL.findall(text)))
-
-
-def _c(s):
-    return s.replace("\\", "\\\\").replace('"', '\\"')

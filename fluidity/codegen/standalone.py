@@ -25,6 +25,7 @@ from ..core import serialization as ser
 from ..core.dtypes import CODE_OF_C_TYPE, VarType
 from ..core.tensor import LoDTensor
 from .build import RUNTIME_DIR, CompileError, blas, compile_files
+from .cir import c_string, checked_source
 from .explain import format_explain
 from .lower import Lowering
 
@@ -51,7 +52,7 @@ def compile_model(program, feeds, fetches, scope, out_dir, name="model", portabl
         ("library", "libfluidity_model.so"), ("executable", "model_run"))}
     _write_params(paths["params"], [table.names[i] for i in table.params], scope)
     with open(paths["source"], "w") as f:
-        f.write(low.source + "\n" + table.render())
+        f.write(checked_source(low.source + "\n" + table.render()))
     shutil.copyfile(os.path.join(RUNTIME_DIR, "fluidity_model.h"), paths["header"])
     _, libdir, lib = blas()
     blas_file = f"lib{lib}.so"
@@ -174,19 +175,3 @@ class _Tables:
 
 def _ints(vals):
     return ", ".join(map(str, vals)) if vals else "-1"   # C has no empty arrays
-
-
-def c_string(s):
-    """`s` as a C string literal (octal escapes outside printable ASCII)."""
-    out = []
-    for byte in s.encode():
-        ch = chr(byte)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif 32 <= byte < 127 and ch != "?":
-            out.append(ch)
-        else:
-            out.append(f"\\{byte:03o}")
-    return '"' + "".join(out) + '"'
-
-

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import FluidityError, ShapeError
 from . import dtypes
+from .lod import lod_problem
 from .place import CPUPlace
 
 
@@ -24,19 +25,13 @@ def offsets_to_lengths(offsets):
 
 
 def check_lod(lod, rows=None):
-    """Raise a FluidityError saying what is wrong with `lod`, or return it as lists of ints."""
-    lod = [[int(o) for o in level] for level in lod]
-    for i, level in enumerate(lod):
-        if len(level) < 1 or level[0] != 0:
-            raise ShapeError(f"LoD level {i} must start at 0, got {level[:5]}")
-        if any(b < a for a, b in zip(level[:-1], level[1:])):
-            raise ShapeError(f"LoD level {i} offsets must be non-decreasing, got {level}")
-        if i + 1 < len(lod) and level[-1] != len(lod[i + 1]) - 1:
-            raise ShapeError(f"LoD level {i} ends at {level[-1]} but level {i + 1} holds "
-                             f"{len(lod[i + 1]) - 1} sequences")
-    if lod and rows is not None and lod[-1][-1] != rows:
-        raise ShapeError(f"LoD last level ends at {lod[-1][-1]} but the tensor has {rows} rows")
-    return lod
+    """Raise a ShapeError saying what is wrong with `lod` (core/lod.py's rules: each level
+    from 0, non-decreasing, ending where the next level's sequences do and the last at `rows`
+    when given, int64 offsets), or return it as lists of ints."""
+    problem = lod_problem(lod, rows)
+    if problem is not None:
+        raise ShapeError(problem)
+    return [[int(o) for o in level] for level in lod]
 
 
 class LoDTensor:

@@ -28,6 +28,7 @@ from ..codegen import cuda as cuda_target
 from ..codegen.lower import S
 from ..core import dtypes
 from ..core.dtypes import numpy_of_ctype
+from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import DeviceError, ExecutionError
 from .native import NativePlan, _ERR_BYTES, _input_error, op_error
@@ -329,9 +330,9 @@ class CudaPlan(NativePlan):
                     if not lod:
                         raise fail(name, "has no LoD")
                     offs = np.asarray(lod[-1], np.int64)
-                    if offs[-1] != shape[0]:     # device code trusts its LoD: checked here
-                        raise fail(name, f"has a LoD ending at {int(offs[-1])} but "
-                                         f"{shape[0]} rows")
+                    bad = offsets_problem(offs, shape[0] if len(shape) else None)
+                    if bad is not None:          # device code trusts its LoD: checked here
+                        raise fail(name, f"has a LoD that is not offsets of its rows: {bad}")
                     P[base + 10] = st.lods[j].put(dev, offs)
                     P[base + 11] = offs.shape[0]
             rc = fn(st.args_ptr, st.arena.ptr, st.cap, st.err)

@@ -19,6 +19,7 @@ from ..core.flags import flag
 from ..core.place import require_device
 from ..core.dtypes import VarType
 from ..core.scope import global_scope
+from ..core.lod import check_fed_lod
 from ..core.tensor import LoDTensor, SelectedRows, as_lod_tensor
 from ..errors import DeviceError, FeedError, FetchError, FluidityError
 from ..ir import rewrite
@@ -322,6 +323,8 @@ class Executor:
                     raise FeedError(f"feed '{name}': expected shape {list(shape)} (-1 = any), "
                                     f"got {list(got)}")
                 t = LoDTensor(fitted, t._lod)
+        if t._lod:
+            check_fed_lod(name, t)     # before any op (numpy or compiled) indexes with it
         if spec[4] is not None:
             a = t._array
             if a.ndim and not a.shape[0] and (not t._lod or len(t._lod[0]) < 2):

@@ -20,6 +20,8 @@ import numpy as np
 from ..codegen import build
 from ..codegen.lower import S, Lowering
 from ..core.dtypes import numpy_of_ctype
+from ..core.limits import max_tensor_bytes
+from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from .plan import Plan
@@ -167,11 +169,16 @@ class NativePlan(Plan):
                     if not t._lod:
                         raise fail(name, "has no LoD")
                     lod = np.asarray(t._lod[-1], np.int64)
+                    bad = offsets_problem(lod, a.shape[0] if a.ndim else None)
+                    if bad is not None:        # generated code indexes rows with it
+                        raise fail(name, f"has a LoD that is not offsets of its rows: {bad}")
                     keep = (keep or []) + [lod]
                     P[base + 10] = lod.__array_interface__["data"][0]
                     P[base + 11] = lod.shape[0]
             rc = fn(st.args_ptr, st.arena_ptr, st.cap, st.err)
             while rc == 1:
+                if P[0] > max_tensor_bytes():      # the interpreter's kernels say what is
+                    return interpreted(frame, env, f"an arena of {int(P[0])} bytes")  # too big
                 st.grow(P[0])
                 rc = fn(st.args_ptr, st.arena_ptr, st.cap, st.err)
             if rc == -1:                   # inputs of other shapes than the program says

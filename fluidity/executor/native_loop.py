@@ -19,6 +19,7 @@ from ..codegen import build
 from ..codegen.lower import S
 from ..core import native as core_native
 from ..core.dtypes import CODE_OF_C_TYPE, numpy_of_ctype
+from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor
 from .native import op_error
 
@@ -140,11 +141,17 @@ class CompiledWorkerStep:
         pointers, widths): each run() over its batches then only fills its own outputs."""
         vals = [np.ascontiguousarray(v) if isinstance(v, np.ndarray) else np.zeros(0)
                 for v in chunk.vals]
+        offs = np.ascontiguousarray(chunk.offs, np.int64)
+        for u, name in enumerate(self.slots):      # the loop makes each batch's LoD of them
+            bad = offsets_problem(offs[u], vals[u].size) if self.in_idx[u] >= 0 else None
+            if bad is not None:
+                raise RuntimeError(f"slot '{name}': the parsed chunk's offsets are not offsets "
+                                   f"of its {vals[u].size} values: {bad}")
         return {"vals": vals,
                 "ptrs": (ctypes.c_void_p * len(vals))(*[v.ctypes.data for v in vals]),
                 "esize": np.array([v.itemsize for v in vals], np.int64),
                 "width": np.array([int(d) for d in dense_dim], np.int64),
-                "offs": np.ascontiguousarray(chunk.offs, np.int64)}
+                "offs": offs}
 
     def run(self, bound, first, last, batch):
         """Batches of `batch` lines over lines [first, last) of a bound chunk, GIL

@@ -2,10 +2,11 @@
 import numpy as np
 
 from ..core import dtypes
+from ..core.limits import check_elements
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError
-from .compiled import (NUMPY_OF_CTYPE, dense_only, known_ints, lit_int, set_known_values,
-                       value_literal)
+from .compiled import (NUMPY_OF_CTYPE, dense_only, fill_value, known_ints, lit_int,
+                       set_known_values, value_literal)
 from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, long, longs
 
 
@@ -41,6 +42,7 @@ class FillConstant(_Creator):
     @staticmethod
     def kernel(value_t, shape_t, shape_list, *, shape, dtype, value, str_value):
         shp = _shape_from(shape, shape_t, shape_list)
+        check_elements(shp, dtypes.to_numpy(dtype).itemsize, "fill_constant")
         if value_t is not None:
             v = np.asarray(value_t).reshape(-1)[0]
         else:
@@ -72,8 +74,7 @@ class FillConstant(_Creator):
             value = f"({ctype}){v}[0]"
             const = None
         else:
-            const = float(e.attr("str_value")) if e.attr("str_value") else \
-                float(e.attr("value"))
+            const = fill_value(e)
             value = value_literal(e, const, ctype)
         out = e.output("Out", shape, ctype)
         e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
@@ -92,7 +93,7 @@ class FillConstant(_Creator):
         if any(int(d) < 0 for d in shape):
             e.fail(f"shape {shape} has unknown dims")
         ctype = e.ctype_of(e.attr("dtype"))
-        const = float(e.attr("str_value")) if e.attr("str_value") else float(e.attr("value"))
+        const = fill_value(e)
         out = e.output("Out", shape, ctype)
         e.code(f"fl::cu::each({out.numel()}, [=] __device__ (int64_t i) {{ "
                f"{out}[i] = {value_literal(e, const, ctype)}; }});")
@@ -111,6 +112,7 @@ class _Random(_Creator):
 
         def kernel(shape_t, shape_list):
             shp = _shape_from(attrs["shape"], shape_t, shape_list)
+            check_elements(shp, dtype.itemsize, cls.type)
             r = rng if rng is not None else np.random.default_rng(seed)
             return fn(r, shp, attrs).astype(dtype, copy=False)
         return kernel
@@ -280,7 +282,7 @@ class FillAnyLike(OpDef):
         dense_only(e, x)
         d = e.attr("dtype")
         ctype = x.ctype if d == -1 else e.ctype_of(d)
-        value = value_literal(e, e.attr("value"), ctype)
+        value = value_literal(e, e.attr("value", nonfinite=True), ctype)
         out = e.output("Out", x.dims, ctype)
         e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
 
@@ -347,8 +349,9 @@ class FillConstantBatchSizeLike(OpDef):
         else:
             n = x._array.shape[input_dim_idx]
         v = float(str_value) if str_value else value
-        return LoDTensor(np.full(_batch_shape(shape, n, output_dim_idx), v,
-                                 dtypes.to_numpy(dtype)))
+        out = _batch_shape(shape, n, output_dim_idx)
+        check_elements(out, dtypes.to_numpy(dtype).itemsize, "fill_constant_batch_size_like")
+        return LoDTensor(np.full(out, v, dtypes.to_numpy(dtype)))
 
     @staticmethod
     def emit(e):
@@ -366,7 +369,7 @@ class FillConstantBatchSizeLike(OpDef):
         else:
             n = x.dims[i]
         ctype = e.ctype_of(e.attr("dtype"))
-        v = float(e.attr("str_value")) if e.attr("str_value") else float(e.attr("value"))
+        v = fill_value(e)
         out = e.output("Out", _batch_shape([str(d) for d in shape], n, o), ctype,
                        lod_from=False)
         e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = "
@@ -418,6 +421,8 @@ class Eye(OpDef):
 
     @staticmethod
     def kernel(*, num_rows, num_columns, dtype):
+        check_elements([num_rows, num_rows if num_columns == -1 else num_columns],
+                       dtypes.to_numpy(dtype).itemsize, "eye")
         return np.eye(num_rows, num_rows if num_columns == -1 else num_columns,
                       dtype=dtypes.to_numpy(dtype))
 

@@ -118,7 +118,8 @@ def _emit_bpr_inputs(e):
     c, n = x.dims[-1], e.prod(x.dims[:-1])
     c_emit.same_dim(e, lab.numel(), n, "Label has one class per row")
     e.code(f"for (int64_t i = 0; i < {n}; ++i) if ({lab}[i] < 0 || {lab}[i] >= {c}) {{ "
-           f"std::snprintf(err, 512, \"{e.op.type}: label %lld is out of range [0, %lld)\", "
+           f"std::snprintf(err, 512, "
+           f"{e.c_string(f'{e.op.type}: label %lld is out of range [0, %lld)')}, "
            f"(long long){lab}[i], (long long)({c})); return {2 + e.k}; }}")
     return x, lab, n, c
 

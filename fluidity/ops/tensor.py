@@ -16,6 +16,7 @@ Conventions (Paddle's), those modules' as well:
 import numpy as np
 
 from ..core import dtypes
+from ..core.limits import check_elements
 from ..errors import ExecutionError, ShapeError
 from .common import infer_with, ints_from, norm_axis, present, reduce_to_shape, untile
 from .compiled import NUMPY_OF_CTYPE, known_values, lit_int, set_known_values
@@ -389,7 +390,7 @@ class Expand(OpDef):
     def prepare(cls, attrs, outputs):
         def kernel(x, times_t, times_l):
             times = ints_from(times_t, times_l) or attrs["expand_times"]
-            _expand_shape(list(x.shape), times)
+            check_elements(_expand_shape(list(x.shape), times), x.itemsize, cls.type)
             return np.tile(x, times)
         return kernel
 
@@ -453,7 +454,9 @@ class ExpandV2(OpDef):
     def prepare(cls, attrs, outputs):
         def kernel(x, shape_t, shape_l):
             shape = ints_from(shape_t, shape_l) or attrs["shape"]
-            return np.broadcast_to(x, _expand_v2_shape(list(x.shape), shape)).copy()
+            shape = _expand_v2_shape(list(x.shape), shape)
+            check_elements(shape, x.itemsize, cls.type)
+            return np.broadcast_to(x, shape).copy()
         return kernel
 
     grad = staticmethod(_all_inputs_grad)
@@ -505,7 +508,8 @@ class Tile(OpDef):
     def prepare(cls, attrs, outputs):
         def kernel(x, times_t, times_l):
             times = ints_from(times_t, times_l) or attrs["repeat_times"]
-            shape, times, _ = _tile_plan(x.shape, times)
+            shape, times, out = _tile_plan(x.shape, times)
+            check_elements(out, x.itemsize, cls.type)
             return np.tile(x.reshape(shape), times)
         return kernel
 
@@ -718,6 +722,7 @@ class OneHot(OpDef):
         def kernel(x, depth_t):
             depth = attrs["depth"] if depth_t is None else int(np.asarray(depth_t).reshape(-1)[0])
             ids = x[..., 0] if trim else x
+            check_elements(ids.shape + (max(depth, 0),), dt.itemsize, cls.type)
             if not allow and ids.size and (ids.min() < 0 or ids.max() >= depth):
                 bad = ids[(ids < 0) | (ids >= depth)].reshape(-1)[0]
                 raise ExecutionError(f"{cls.type}: id {int(bad)} is outside [0, {depth}) "
@@ -746,8 +751,9 @@ class OneHot(OpDef):
         n, ct = e.prod(lead), out.ctype
         check = "" if e.attr("allow_out_of_range") else (
             f"for (int64_t i = 0; i < n; ++i) if ({x}[i] < 0 || {x}[i] >= {depth}) {{ "
-            f'std::snprintf(err, 512, "{cls.type}: id %lld is outside [0, {depth}) (set '
-            f'allow_out_of_range to get a zero row)", (long long){x}[i]); return {2 + e.k}; }} ')
+            f"std::snprintf(err, 512, " + e.c_string(
+                f"{cls.type}: id %lld is outside [0, {depth}) (set allow_out_of_range to get "
+                f"a zero row)") + f", (long long){x}[i]); return {2 + e.k}; }} ")
         e.code(f"const int64_t n = {n}; {check}"
                f"std::memset({out}, 0, sizeof({ct}) * n * {depth}); "
                f"for (int64_t i = 0; i < n; ++i) if ({x}[i] >= 0 && {x}[i] < {depth}) "

@@ -161,3 +161,5 @@ inline void fill(float* p, i64 n, float v) {
         if (e != cudaSuccess) std::snprintf(err, 512, "%s", cudaGetErrorString(e));             \
         return (int)e;                                                                          \
     }
+
+#include "sizes.h"      // fl::mul and the arena's checked sizes (after fl::align)

@@ -171,6 +171,7 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 
 }  // namespace fl
 
+#include "sizes.h"      // fl::mul and the arena's checked sizes (after fl::align)
 #include "conv.h"
 #include "sparse.h"
 #include "rnn.h"
