@@ -7,6 +7,8 @@ from ..errors import declined_class
 _RNN_API = ("Fluid 1.8's cell API (rnn, cells, decoders, dynamic_decode) is not built; use "
             "StaticRNN, DynamicRNN, dynamic_lstm or dynamic_gru")
 _DETECTION = "a detection layer, outside Fluidity's scope"
+_SAMPLER = ("the {} op (a randomly sampling target assigner of two-stage detectors) is not "
+            "built")
 
 # name: why
 DECLINED = {
@@ -21,9 +23,20 @@ DECLINED = {
     "BeamSearchDecoder": _RNN_API, "rnn": _RNN_API, "dynamic_decode": _RNN_API,
     "DecodeHelper": _RNN_API, "TrainingHelper": _RNN_API, "GreedyEmbeddingHelper": _RNN_API,
     "SampleEmbeddingHelper": _RNN_API, "BasicDecoder": _RNN_API,
-    "roi_pool": _DETECTION, "roi_align": _DETECTION, "psroi_pool": _DETECTION,
-    "prroi_pool": _DETECTION, "deformable_conv": _DETECTION,
-    "deformable_roi_pooling": _DETECTION, "sigmoid_focal_loss": _DETECTION,
+    "deformable_conv": _DETECTION, "deformable_roi_pooling": _DETECTION,
+    # Fluid 1.8's fluid.layers.detection names not built (the rest of it is:
+    # fluidity/layers/detection.py): training-target samplers of two-stage detectors and
+    # detection heads few programs use
+    "rpn_target_assign": _SAMPLER.format("rpn_target_assign"),
+    "retinanet_target_assign": _SAMPLER.format("retinanet_target_assign"),
+    "generate_proposal_labels": _SAMPLER.format("generate_proposal_labels"),
+    "generate_mask_labels": ("the generate_mask_labels op (Mask R-CNN's mask targets, "
+                             "rasterizing polygons) is not built"),
+    "locality_aware_nms": ("the locality_aware_nms op (EAST's polygon merging NMS) is not "
+                           "built; use multiclass_nms"),
+    "retinanet_detection_output": ("the retinanet_detection_output op is not built; decode "
+                                   "with box_coder and select with multiclass_nms"),
+    "roi_perspective_transform": "the roi_perspective_transform op is not built",
     "resize_trilinear": "the 3-D trilinear_interp op is not built",
     "adaptive_pool3d": "pool3d's adaptive mode is not built",
     "tree_conv": ("the tree_conv op (tree-based convolution over edge sets, TBCNN) and its "

@@ -18,3 +18,5 @@ from . import beam, crf, sampled  # noqa: F401,E402
 from . import reader_ops  # noqa: F401
 from . import print_op  # noqa: F401
 from . import dist_ops  # noqa: F401,E402  (send, recv, barriers, listen_and_serv)
+# detection: ROI pooling, box geometry, NMS and proposals, matching, detection losses
+from . import box_match, boxes, detection_loss, nms, roi  # noqa: F401,E402
