@@ -18,7 +18,6 @@ DECLINED = {
     "similarity_focus": "the similarity_focus op is not built",
     "filter_by_instag": "the filter_by_instag op (PaddleBox instance tags) is not built",
     "lstm": "the cuDNN LSTM op is not built; use dynamic_lstm or StaticRNN",
-    "dynamic_lstmp": "the projected LSTM op (lstmp) is not built; use dynamic_lstm",
     "RNNCell": _RNN_API, "GRUCell": _RNN_API, "LSTMCell": _RNN_API, "Decoder": _RNN_API,
     "BeamSearchDecoder": _RNN_API, "rnn": _RNN_API, "dynamic_decode": _RNN_API,
     "DecodeHelper": _RNN_API, "TrainingHelper": _RNN_API, "GreedyEmbeddingHelper": _RNN_API,
