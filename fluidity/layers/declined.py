@@ -37,7 +37,6 @@ DECLINED = {
                                    "with box_coder and select with multiclass_nms"),
     "roi_perspective_transform": "the roi_perspective_transform op is not built",
     "resize_trilinear": "the 3-D trilinear_interp op is not built",
-    "adaptive_pool3d": "pool3d's adaptive mode is not built",
     "tree_conv": ("the tree_conv op (tree-based convolution over edge sets, TBCNN) and its "
                   "tree-to-column transform are not built"),
 }

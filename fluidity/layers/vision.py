@@ -509,3 +509,35 @@ def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
                             "strides": pair(strides, "strides"), "paddings": paddings,
                             "dilations": pair(dilations, "dilations")})
     return out
+
+
+# --- adaptive_pool3d (ops pool3d and max_pool3d_with_index in fluidity/ops/volume.py) -----------
+__all__ += ["adaptive_pool3d"]
+
+
+def adaptive_pool3d(input, pool_size, pool_type="max", require_index=False, name=None):
+    """Pool NCDHW `input` to pool_size (d, h, w) outputs, cell i of a dim of size n covering
+    [floor(i * n / o), ceil((i + 1) * n / o)). Max pooling writes max_pool3d_with_index, as
+    Fluid does; require_index also returns its Mask (each maximum's index in its volume)."""
+    check_variables("adaptive_pool3d", input=input)
+    _rank("adaptive_pool3d", input, 5)
+    if not isinstance(pool_type, str) or pool_type not in ("max", "avg"):
+        raise ValueError(f"adaptive_pool3d: Unknown pool_type: {pool_type!r}. It can only be "
+                         f"'max' or 'avg'.")
+    if not isinstance(require_index, bool):
+        raise TypeError(f"adaptive_pool3d: require_index must be bool, got "
+                        f"{type(require_index).__name__}")
+    if pool_type == "avg" and require_index:
+        raise ValueError("adaptive_pool3d: invalid setting 'require_index' true when "
+                         "'pool_type' is 'avg'.")
+    ksize = triple(pool_size, "pool_size")
+    helper = LayerHelper("adaptive_pool3d", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    if pool_type == "avg":
+        helper.append_op("pool3d", inputs={"X": input}, outputs={"Out": out},
+                         attrs={"pooling_type": "avg", "ksize": ksize, "adaptive": True})
+        return out
+    mask = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    helper.append_op("max_pool3d_with_index", inputs={"X": input},
+                     outputs={"Out": out, "Mask": mask}, attrs={"ksize": ksize, "adaptive": True})
+    return (out, mask) if require_index else out
