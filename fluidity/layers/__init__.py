@@ -5,15 +5,15 @@ from . import math_op_patch
 math_op_patch.monkey_patch_variable()
 
 from . import (beam, control_flow, crf, debug, detection, distributions, io,
-               learning_rate_scheduler, loss, lstmp, manip, metric, nn, ops, rnn, roi,
-               sampled_loss, sequence, tensor, vision)
+               learning_rate_scheduler, loss, lstmp, manip, metric, nn, nn_fluid18, ops, rnn,
+               roi, sampled_loss, sequence, tensor, vision)
 from . import case as _case
 
 # in this order: a later module's name wins (Fluid 1.x image layers, case/switch_case,
 # distributions, sequence labelling, sampled losses, beam search, Print)
 _MODULES = [io, nn, ops, tensor, manip, loss, metric, sequence, control_flow,
             learning_rate_scheduler, rnn, vision, _case, distributions, beam, crf,
-            sampled_loss, debug, roi, detection, lstmp]
+            sampled_loss, debug, roi, detection, lstmp, nn_fluid18]
 __all__ = []
 for _mod in _MODULES:
     for _n in _mod.__all__:

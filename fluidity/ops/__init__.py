@@ -21,3 +21,4 @@ from . import dist_ops  # noqa: F401,E402  (send, recv, barriers, listen_and_ser
 # detection: ROI pooling, box geometry, NMS and proposals, matching, detection losses
 from . import box_match, boxes, detection_loss, nms, roi  # noqa: F401,E402
 from . import lstmp, sample_logits  # noqa: F401,E402  (projected LSTM, sampled softmax)
+from . import nn_fluid18  # noqa: F401,E402  (unbind, inplace_abn)
