@@ -16,7 +16,9 @@ __all__ = ["prior_box", "density_prior_box", "multi_box_head", "bipartite_match"
            "target_assign", "detection_output", "ssd_loss", "sigmoid_focal_loss",
            "anchor_generator", "generate_proposals", "iou_similarity", "box_coder",
            "polygon_box_transform", "yolov3_loss", "yolo_box", "box_clip", "multiclass_nms",
-           "distribute_fpn_proposals", "box_decoder_and_assign", "collect_fpn_proposals"]
+           "distribute_fpn_proposals", "box_decoder_and_assign", "collect_fpn_proposals",
+           # Fluid 1.6-1.7 (its op remains in 1.8, written by detection_output)
+           "multiclass_nms2"]
 
 _FLOATS = ("float32", "float64")
 
@@ -419,6 +421,26 @@ def multiclass_nms(bboxes, scores, score_threshold, nms_top_k, keep_top_k, nms_t
                             "nms_threshold": nms_threshold, "nms_eta": nms_eta,
                             "keep_top_k": keep_top_k, "normalized": normalized})
     return _stop(out)
+
+
+def multiclass_nms2(bboxes, scores, score_threshold, nms_top_k, keep_top_k, nms_threshold=0.3,
+                    normalized=True, nms_eta=1.0, background_label=0, return_index=False,
+                    name=None):
+    """multiclass_nms that also gives (return_index) each kept box's row [K, 1] in the
+    flattened input boxes (Fluid 1.6-1.7's layer)."""
+    check_dtype_of("multiclass_nms2", "BBoxes", bboxes, _FLOATS)
+    check_dtype_of("multiclass_nms2", "Scores", scores, _FLOATS)
+    helper = LayerHelper("multiclass_nms2", name=name)
+    out, index = _temps(helper, bboxes.dtype, "int32")
+    helper.append_op("multiclass_nms2", inputs={"BBoxes": bboxes, "Scores": scores},
+                     outputs={"Out": out, "Index": index},
+                     attrs={"background_label": int(background_label),
+                            "score_threshold": float(score_threshold),
+                            "nms_top_k": int(nms_top_k), "nms_threshold": float(nms_threshold),
+                            "nms_eta": float(nms_eta), "keep_top_k": int(keep_top_k),
+                            "normalized": bool(normalized)})
+    _stop(out, index)
+    return (out, index) if return_index else out
 
 
 # --- losses and YOLO ------------------------------------------------------------------------
