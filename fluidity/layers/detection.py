@@ -443,6 +443,33 @@ def multiclass_nms2(bboxes, scores, score_threshold, nms_top_k, keep_top_k, nms_
     return (out, index) if return_index else out
 
 
+def detection_map(detect_res, label, class_num, background_label=0, overlap_threshold=0.3,
+                  evaluate_difficult=True, has_state=None, input_states=None, out_states=None,
+                  ap_version="integral"):
+    """The mAP [1] of `detect_res` (detection_output's rows) against `label` ([N, 6] rows
+    (label, difficult, box) or [N, 5], LoD per image); with `has_state` / `input_states` /
+    `out_states` (pos count, true positives, false positives) it accumulates over batches,
+    as fluid.metrics.DetectionMAP uses it. Fluid 1.8 defines it here, outside __all__."""
+    helper = LayerHelper("detection_map")
+    tmp = helper.create_variable_for_type_inference
+    map_out = tmp("float32")
+    pos, tp, fp = out_states if out_states is not None else (tmp("int32"), tmp("float32"),
+                                                             tmp("float32"))
+    inputs = {"Label": label, "DetectRes": detect_res}
+    if has_state is not None:
+        inputs["HasState"] = has_state
+    if input_states is not None:
+        inputs.update(zip(("PosCount", "TruePos", "FalsePos"), input_states))
+    helper.append_op("detection_map", inputs=inputs,
+                     outputs={"MAP": map_out, "AccumPosCount": pos, "AccumTruePos": tp,
+                              "AccumFalsePos": fp},
+                     attrs={"overlap_threshold": float(overlap_threshold),
+                            "evaluate_difficult": bool(evaluate_difficult),
+                            "ap_type": ap_version, "class_num": int(class_num)})
+    # (Fluid 1.8 leaves the op's background_label at its default, 0, whatever is passed)
+    return map_out
+
+
 # --- losses and YOLO ------------------------------------------------------------------------
 def sigmoid_focal_loss(x, label, fg_num, gamma=2.0, alpha=0.25):
     """RetinaNet's focal loss [N, C] of logits `x` for labels `label` [N, 1] (int32, 1..C;

@@ -204,3 +204,32 @@ def test_declined_detection_names_say_why(name):
     assert getattr(detection, name) is getattr(L, name)
     with pytest.raises(NotImplementedError, match="not built|not available"):
         getattr(L, name)()
+
+
+def test_detection_map_metric_accumulates_and_resets():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        det = L.data("det", [6], lod_level=1)
+        gt_label = L.data("gt_label", [1], lod_level=1)
+        gt_box = L.data("gt_box", [4], lod_level=1)
+        difficult = L.data("difficult", [1], dtype="int32", lod_level=1)
+        metric = fluid.metrics.DetectionMAP(det, gt_label, gt_box, difficult, class_num=3,
+                                            overlap_threshold=0.5)
+        cur, accum = metric.get_map_var()
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    good = {"det": LoDTensor(np.array([[1, 0.9, 0.1, 0.1, 0.4, 0.4]], np.float32), [[0, 1]]),
+            "gt_label": LoDTensor(np.array([[1]], np.float32), [[0, 1]]),
+            "gt_box": LoDTensor(np.array([[0.1, 0.1, 0.4, 0.4]], np.float32), [[0, 1]]),
+            "difficult": LoDTensor(np.array([[0]], np.int32), [[0, 1]])}
+    bad = dict(good, det=LoDTensor(np.array([[1, 0.9, 0.6, 0.6, 0.9, 0.9]], np.float32),
+                                   [[0, 1]]))
+    c1, a1 = exe.run(main, feed=good, fetch_list=[cur, accum])
+    c2, a2 = exe.run(main, feed=bad, fetch_list=[cur, accum])
+    assert c1[0] == pytest.approx(1.0) and a1[0] == pytest.approx(1.0)
+    assert c2[0] == pytest.approx(0.0)
+    # accumulated: one hit at .9 and one miss at .9 (stable: the hit first) of 2 positives
+    assert a2[0] == pytest.approx(0.5)
+    metric.reset(exe)
+    _, a3 = exe.run(main, feed=bad, fetch_list=[cur, accum])
+    assert a3[0] == pytest.approx(0.0)
