@@ -35,7 +35,6 @@ DECLINED = {
                            "built; use multiclass_nms"),
     "retinanet_detection_output": ("the retinanet_detection_output op is not built; decode "
                                    "with box_coder and select with multiclass_nms"),
-    "roi_perspective_transform": "the roi_perspective_transform op is not built",
     "tree_conv": ("the tree_conv op (tree-based convolution over edge sets, TBCNN) and its "
                   "tree-to-column transform are not built"),
 }

@@ -17,6 +17,7 @@ __all__ = ["prior_box", "density_prior_box", "multi_box_head", "bipartite_match"
            "anchor_generator", "generate_proposals", "iou_similarity", "box_coder",
            "polygon_box_transform", "yolov3_loss", "yolo_box", "box_clip", "multiclass_nms",
            "distribute_fpn_proposals", "box_decoder_and_assign", "collect_fpn_proposals",
+           "roi_perspective_transform",
            # Fluid 1.6-1.7 (its op remains in 1.8, written by detection_output)
            "multiclass_nms2"]
 
@@ -534,6 +535,28 @@ def yolov3_loss(x, gt_box, gt_label, anchors, anchor_mask, class_num, ignore_thr
                             "downsample_ratio": int(downsample_ratio),
                             "use_label_smooth": use_label_smooth})
     return loss
+
+
+def roi_perspective_transform(input, rois, transformed_height, transformed_width,
+                              spatial_scale=1.0, name=None):
+    """Warp each quadrilateral ROI of `rois` (a LoDTensor [R, 8]: four corners, clockwise from
+    the top left) to transformed_height x transformed_width: (out [R, C, th, tw], mask [R, 1,
+    th, tw] int32, transform matrices [R, 9])."""
+    check_dtype_of("roi_perspective_transform", "input", input, ("float32",))
+    check_dtype_of("roi_perspective_transform", "rois", rois, ("float32",))
+    _typed("roi_perspective_transform", "transformed_height", transformed_height, int)
+    _typed("roi_perspective_transform", "transformed_width", transformed_width, int)
+    _typed("roi_perspective_transform", "spatial_scale", spatial_scale, float)
+    helper = LayerHelper("roi_perspective_transform", name=name)
+    out, mask, matrix, idx, wt = _temps(helper, input.dtype, "int32", input.dtype, "int32",
+                                        input.dtype)
+    helper.append_op("roi_perspective_transform", inputs={"X": input, "ROIs": rois},
+                     outputs={"Out": out, "Out2InIdx": idx, "Out2InWeights": wt, "Mask": mask,
+                              "TransformMatrix": matrix},
+                     attrs={"transformed_height": transformed_height,
+                            "transformed_width": transformed_width,
+                            "spatial_scale": spatial_scale})
+    return out, mask, matrix
 
 
 # --- RPN and FPN ----------------------------------------------------------------------------

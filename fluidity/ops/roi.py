@@ -1,5 +1,6 @@
 """Region-of-interest pooling (Faster R-CNN, R-FCN, PrRoI): roi_pool, roi_align, psroi_pool
-and prroi_pool, with their gradients, as Paddle 1.8 defines them.
+and prroi_pool, and roi_perspective_transform (quadrilateral ROIs warped to a rectangle),
+with their gradients, as Paddle 1.8 defines them.
 
 Each op pools a feature map X [N, C, H, W] over boxes ROIs [R, 4] ((x1, y1, x2, y2) in input
 image coordinates, scaled to X by `spatial_scale`) into Out [R, C', pooled_height,
@@ -475,3 +476,186 @@ class PrroiPoolGrad(OpDef):
                            gy2.sum() * scale]
             return (LoDTensor(dx.astype(xa.dtype)), LoDTensor(droi.astype(ra.dtype)))
         return kernel
+
+
+# --- roi_perspective_transform (quadrilateral ROIs, EAST / text detection) -------------------
+_EPS = 1e-4
+
+
+def _gte(a, b):
+    return a > b or abs(a - b) < _EPS
+
+
+def _lte(a, b):
+    return a < b or abs(a - b) < _EPS
+
+
+def _in_quad(x, y, qx, qy):
+    """Whether (x, y) lies in the quadrilateral (on its border within 1e-4 counts), Paddle's
+    crossing test."""
+    for i in range(4):
+        xs, ys, xe, ye = qx[i], qy[i], qx[(i + 1) % 4], qy[(i + 1) % 4]
+        if abs(ys - ye) < _EPS:
+            if abs(y - ys) < _EPS and abs(y - ye) < _EPS and _gte(x, min(xs, xe)) and \
+                    _lte(x, max(xs, xe)):
+                return True
+        elif abs((y - ys) * (xe - xs) / (ye - ys) + xs - x) < _EPS and \
+                _gte(y, min(ys, ye)) and _lte(y, max(ys, ye)):
+            return True
+    crossings = 0
+    for i in range(4):
+        xs, ys, xe, ye = qx[i], qy[i], qx[(i + 1) % 4], qy[(i + 1) % 4]
+        if abs(ys - ye) < _EPS or _lte(y, min(ys, ye)) or y - max(ys, ye) > _EPS:
+            continue
+        ix = (y - ys) * (xe - xs) / (ye - ys) + xs
+        if abs(ix - x) < _EPS:
+            return True
+        if ix - x > _EPS:
+            crossings += 1
+    return crossings % 2 == 1
+
+
+def perspective_matrix(th, tw, qx, qy):
+    """The 3 x 3 matrix (row-major, 9 values) taking output (w, h, 1) to the quadrilateral,
+    over a grid as wide as the quadrilateral's aspect allows (at most tw)."""
+    x0, x1, x2, x3 = qx
+    y0, y1, y2, y3 = qy
+    side = [np.hypot(x0 - x1, y0 - y1), np.hypot(x1 - x2, y1 - y2),
+            np.hypot(x2 - x3, y2 - y3), np.hypot(x3 - x0, y3 - y0)]
+    est_h, est_w = (side[1] + side[3]) / 2, (side[0] + side[2]) / 2
+    nh = max(2, th)
+    nw = max(2, min(int(round_half_away(est_w * (nh - 1) / est_h)) + 1, tw))
+    dx1, dx2, dx3 = x1 - x2, x3 - x2, x0 - x1 + x2 - x3
+    dy1, dy2, dy3 = y1 - y2, y3 - y2, y0 - y1 + y2 - y3
+    den = dx1 * dy2 - dx2 * dy1 + 1e-5
+    m6 = (dx3 * dy2 - dx2 * dy3) / den / (nw - 1)
+    m7 = (dx1 * dy3 - dx3 * dy1) / den / (nh - 1)
+    return np.array([(x1 - x0 + m6 * (nw - 1) * x1) / (nw - 1),
+                     (x3 - x0 + m7 * (nh - 1) * x3) / (nh - 1), x0,
+                     (y1 - y0 + m6 * (nw - 1) * y1) / (nw - 1),
+                     (y3 - y0 + m7 * (nh - 1) * y3) / (nh - 1), y0, m6, m7, 1.0])
+
+
+def _perspective_taps(roi, scale, th, tw, h, w):
+    """(matrix, mask [th, tw], taps): for each output position inside the quadrilateral and
+    the map, its 4 bilinear taps as (flat input index, weight) lists."""
+    qx, qy = [roi[2 * k] * scale for k in range(4)], [roi[2 * k + 1] * scale for k in range(4)]
+    m = perspective_matrix(th, tw, qx, qy)
+    mask = np.zeros((th, tw), np.int32)
+    idx = np.zeros((th, tw, 4), np.int64)
+    wt = np.zeros((th, tw, 4))
+    for oh in range(th):
+        for ow in range(tw):
+            z = m[6] * ow + m[7] * oh + m[8]
+            sx, sy = (m[0] * ow + m[1] * oh + m[2]) / z, (m[3] * ow + m[4] * oh + m[5]) / z
+            if not _in_quad(sx, sy, qx, qy) or _gte(-0.5, sx) or _gte(sx, w - 0.5) or \
+                    _gte(-0.5, sy) or _gte(sy, h - 0.5):
+                continue
+            sx, sy = (0.0 if _gte(0, sx) else sx), (0.0 if _gte(0, sy) else sy)
+            x0, y0 = int(np.floor(sx)), int(np.floor(sy))
+            if _gte(x0, w - 1):
+                x0 = x1 = w - 1
+                sx = float(x0)
+            else:
+                x1 = x0 + 1
+            if _gte(y0, h - 1):
+                y0 = y1 = h - 1
+                sy = float(y0)
+            else:
+                y1 = y0 + 1
+            fx, fy = sx - x0, sy - y0
+            mask[oh, ow] = 1
+            idx[oh, ow] = [y0 * w + x0, y1 * w + x0, y1 * w + x1, y0 * w + x1]
+            wt[oh, ow] = [(1 - fx) * (1 - fy), (1 - fx) * fy, fx * fy, fx * (1 - fy)]
+    return m, mask, idx, wt
+
+
+class RoiPerspectiveTransform(OpDef):
+    type = "roi_perspective_transform"
+    inputs = (In("X"), In("ROIs", no_grad=True))
+    outputs = (Out("Out"), Out("Mask"), Out("TransformMatrix"),
+               Out("Out2InIdx", intermediate=True), Out("Out2InWeights", intermediate=True))
+    attrs = {"spatial_scale": 1.0, "transformed_height": 1, "transformed_width": 1}
+    kind = "value"
+    share_lod = None
+    doc = ("Each quadrilateral ROI (x1, y1, ..., x4, y4, clockwise from the top left) of "
+           "image b warped to transformed_height x transformed_width by a perspective "
+           "transform and bilinear sampling of X [N, C, H, W]; Out [R, C, th, tw], Mask [R, "
+           "1, th, tw] (1 where the sample lies in the ROI and the map), TransformMatrix "
+           "[R, 9].")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, rs = ctx.input_shape("X"), ctx.input_shape("ROIs")
+        if len(xs) != 4:
+            ctx.fail(f"X must be 4-D [N, C, H, W], got {xs}")
+        if len(rs) != 2 or rs[1] not in (8, -1):
+            ctx.fail(f"ROIs must be [num_rois, 8] (four corners), got {rs}")
+        th, tw = ctx.attr("transformed_height"), ctx.attr("transformed_width")
+        if th <= 0 or tw <= 0 or ctx.attr("spatial_scale") <= 0:
+            ctx.fail(f"transformed_height {th}, transformed_width {tw} and spatial_scale must "
+                     f"be greater than 0")
+        out = [rs[0], xs[1], th, tw]
+        ctx.set_output("Out", out, ctx.input_dtype("X"), 0)
+        ctx.set_output("Mask", [rs[0], 1, th, tw], "int32", 0)
+        ctx.set_output("TransformMatrix", [rs[0], 9], ctx.input_dtype("X"), 0)
+        if ctx.has_output("Out2InIdx"):
+            ctx.set_output("Out2InIdx", out, "int32", 0)
+        if ctx.has_output("Out2InWeights"):
+            ctx.set_output("Out2InWeights", out, ctx.input_dtype("X"), 0)
+
+    @staticmethod
+    def kernel(x, rois, *, spatial_scale, transformed_height, transformed_width):
+        xa, ra = x._array, rois._array
+        if ra.ndim != 2 or ra.shape[1] != 8:
+            raise ExecutionError(f"roi_perspective_transform: ROIs must be [R, 8], got "
+                                 f"{list(ra.shape)}")
+        n, c, h, w = xa.shape
+        th, tw = transformed_height, transformed_width
+        ids = roi_batch_ids("roi_perspective_transform", rois, n)
+        out = np.zeros((len(ra), c, th, tw), xa.dtype)
+        mask = np.zeros((len(ra), 1, th, tw), np.int32)
+        mats = np.zeros((len(ra), 9), xa.dtype)
+        for r, (roi, b) in enumerate(zip(ra.astype(np.float64), ids)):
+            m, mk, idx, wt = _perspective_taps(roi, spatial_scale, th, tw, h, w)
+            plane = xa[b].reshape(c, -1)
+            out[r] = (plane[:, idx] * wt).sum(-1) * mk
+            mask[r, 0], mats[r] = mk, m
+        # Paddle's CPU kernel leaves these two to its CUDA gradient; they carry no values here
+        return (LoDTensor(out), LoDTensor(mask), LoDTensor(mats),
+                LoDTensor(np.broadcast_to(np.zeros((), np.int32), out.shape)),
+                LoDTensor(np.broadcast_to(np.zeros((), xa.dtype), out.shape)))
+
+    @staticmethod
+    def grad(g):
+        g.op("roi_perspective_transform_grad",
+             {"X": g.input("X"), "ROIs": g.input("ROIs"), "Out2InIdx": g.output("Out2InIdx"),
+              "Out2InWeights": g.output("Out2InWeights"), "Out@GRAD": g.output_grad("Out")},
+             {"X@GRAD": g.input_grad("X")}, g.attrs())
+
+
+class RoiPerspectiveTransformGrad(OpDef):
+    type = "roi_perspective_transform_grad"
+    inputs = (In("X"), In("ROIs"), In("Out2InIdx", dispensable=True),
+              In("Out2InWeights", dispensable=True), In("Out@GRAD"))
+    outputs = (Out("X@GRAD", dispensable=True),)
+    attrs = RoiPerspectiveTransform.attrs
+    kind = "value"
+    share_lod = None
+    infer_shape = None
+
+    @staticmethod
+    def kernel(x, rois, _idx, _weights, dout, *, spatial_scale, transformed_height,
+               transformed_width):
+        xa, ra, d = x._array, rois._array, np.asarray(dout._array)
+        n, c, h, w = xa.shape
+        ids = roi_batch_ids("roi_perspective_transform_grad", rois, n)
+        dx = np.zeros((n, c, h * w))
+        for r, (roi, b) in enumerate(zip(ra.astype(np.float64), ids)):
+            _, mk, idx, wt = _perspective_taps(roi, spatial_scale, transformed_height,
+                                               transformed_width, h, w)
+            contrib = d[r][:, :, :, None] * (wt * mk[..., None])[None]      # [C, th, tw, 4]
+            for ch in range(c):
+                dx[b, ch] += np.bincount(idx.ravel(), weights=contrib[ch].ravel(),
+                                         minlength=h * w)
+        return LoDTensor(dx.reshape(xa.shape).astype(xa.dtype))

@@ -253,3 +253,44 @@ def test_bad_shapes_and_attributes_fail_when_built():
                {"pooled_height": 0})
     with pytest.raises(ShapeError, match="4-D"):
         run_op("prroi_pool", {"X": np.zeros((1, 2, 2)), "ROIs": np.zeros((2, 4))})
+
+
+# --- roi_perspective_transform --------------------------------------------------------------
+def homography(src, dst):
+    """The 3 x 3 matrix taking the 4 points src to dst (solved, h33 = 1)."""
+    a, b = [], []
+    for (u, v), (x, y) in zip(src, dst):
+        a.append([u, v, 1, 0, 0, 0, -u * x, -v * x])
+        a.append([0, 0, 0, u, v, 1, -u * y, -v * y])
+        b += [x, y]
+    return np.append(np.linalg.solve(np.array(a, float), np.array(b, float)), 1).reshape(3, 3)
+
+
+def test_roi_perspective_transform_matrix_samples_and_gradient():
+    th, tw, scale = 3, 4, 0.5
+    x = rng.normal(size=(2, 2, 8, 9))
+    rois = np.array([[2.0, 2.0, 14.0, 3.0, 13.0, 11.0, 1.0, 10.0],     # a skewed quad
+                     [4.0, 4.0, 12.0, 4.0, 12.0, 8.0, 4.0, 8.0]])      # a rectangle
+    attrs = {"transformed_height": th, "transformed_width": tw, "spatial_scale": scale}
+    ins = {"X": x, "ROIs": LoDTensor(rois, [[0, 1, 2]])}
+    got = run_op("roi_perspective_transform", ins, attrs,
+                 outputs=["Out", "Mask", "TransformMatrix", "Out2InIdx", "Out2InWeights"])
+    for r, b in ((0, 0), (1, 1)):
+        q = rois[r].reshape(4, 2) * scale
+        sides = np.linalg.norm(q - np.roll(q, -1, axis=0), axis=1)
+        nw = max(2, min(int(np.floor(((sides[0] + sides[2]) / 2) * (th - 1) /
+                                     ((sides[1] + sides[3]) / 2) + 0.5)) + 1, tw))
+        hm = homography([(0, 0), (nw - 1, 0), (nw - 1, th - 1), (0, th - 1)], q)
+        np.testing.assert_allclose(got["TransformMatrix"][r].reshape(3, 3) / 1.0, hm,
+                                   rtol=1e-3, atol=1e-4)     # Paddle's 1e-5 in the divisor
+        for oh in range(th):
+            for ow in range(tw):
+                u, v, z = hm @ [ow, oh, 1]
+                sx, sy = u / z, v / z
+                if got["Mask"][r, 0, oh, ow]:
+                    want = [bilinear(x[b, c], sy, sx) for c in range(2)]
+                    np.testing.assert_allclose(got["Out"][r, :, oh, ow], want, atol=1e-3)
+                else:
+                    assert (got["Out"][r, :, oh, ow] == 0).all()
+    assert got["Mask"].sum() > 0
+    check_grad("roi_perspective_transform", ins, ["X"], attrs, output_slots=["Out"])
