@@ -33,8 +33,6 @@ DECLINED = {
                              "rasterizing polygons) is not built"),
     "locality_aware_nms": ("the locality_aware_nms op (EAST's polygon merging NMS) is not "
                            "built; use multiclass_nms"),
-    "retinanet_detection_output": ("the retinanet_detection_output op is not built; decode "
-                                   "with box_coder and select with multiclass_nms"),
     "tree_conv": ("the tree_conv op (tree-based convolution over edge sets, TBCNN) and its "
                   "tree-to-column transform are not built"),
 }

@@ -17,7 +17,7 @@ __all__ = ["prior_box", "density_prior_box", "multi_box_head", "bipartite_match"
            "anchor_generator", "generate_proposals", "iou_similarity", "box_coder",
            "polygon_box_transform", "yolov3_loss", "yolo_box", "box_clip", "multiclass_nms",
            "distribute_fpn_proposals", "box_decoder_and_assign", "collect_fpn_proposals",
-           "roi_perspective_transform",
+           "roi_perspective_transform", "retinanet_detection_output",
            # Fluid 1.6-1.7 (its op remains in 1.8, written by detection_output)
            "multiclass_nms2"]
 
@@ -469,6 +469,30 @@ def detection_map(detect_res, label, class_num, background_label=0, overlap_thre
                             "ap_type": ap_version, "class_num": int(class_num)})
     # (Fluid 1.8 leaves the op's background_label at its default, 0, whatever is passed)
     return map_out
+
+
+def retinanet_detection_output(bboxes, scores, anchors, im_info, score_threshold=0.05,
+                               nms_top_k=1000, keep_top_k=100, nms_threshold=0.3, nms_eta=1.0):
+    """RetinaNet's detections from per-level lists of deltas [N, M_l, 4], class scores [N,
+    M_l, C] and anchors [M_l, 4], and im_info [N, 3]: a LoDTensor [K, 6] of (label + 1,
+    score, box) per image, best first."""
+    for arg, vs in (("bboxes", bboxes), ("scores", scores), ("anchors", anchors)):
+        if not isinstance(vs, list):
+            raise TypeError(f"retinanet_detection_output: {arg} must be a list, got "
+                            f"{type(vs).__name__}")
+        for i, v in enumerate(vs):
+            check_dtype_of("retinanet_detection_output", f"{arg[:-1]}{i}", v, _FLOATS)
+    check_dtype_of("retinanet_detection_output", "im_info", im_info, _FLOATS)
+    helper = LayerHelper("retinanet_detection_output")
+    (out,) = _temps(helper, scores[0].dtype)
+    helper.append_op("retinanet_detection_output",
+                     inputs={"BBoxes": bboxes, "Scores": scores, "Anchors": anchors,
+                             "ImInfo": im_info},
+                     outputs={"Out": out},
+                     attrs={"score_threshold": float(score_threshold),
+                            "nms_top_k": int(nms_top_k), "nms_threshold": float(nms_threshold),
+                            "keep_top_k": int(keep_top_k), "nms_eta": 1.0})
+    return _stop(out)
 
 
 # --- losses and YOLO ------------------------------------------------------------------------

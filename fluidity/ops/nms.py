@@ -1,6 +1,7 @@
 """Non-maximum suppression and proposal selection for detection, as Paddle 1.8 defines them:
 multiclass_nms / multiclass_nms2 (SSD, YOLO and Faster R-CNN heads), generate_proposals
-(RPN), and FPN's distribute_fpn_proposals / collect_fpn_proposals.
+(RPN), FPN's distribute_fpn_proposals / collect_fpn_proposals, and RetinaNet's
+retinanet_detection_output.
 
 Outputs have as many rows as survive, so their LoD (one sequence per image) is the result;
 they have no gradient in Paddle. Sorting is stable: among equal scores the lower index comes
@@ -378,3 +379,78 @@ class CollectFpnProposals(OpDef):
         counts = np.bincount(image[top], minlength=n_images or 0)
         lod = np.concatenate([[0], np.cumsum(counts)]).tolist()
         return LoDTensor(boxes[top], [lod])
+
+
+# --- retinanet_detection_output -------------------------------------------------------------
+class RetinanetDetectionOutput(OpDef):
+    type = "retinanet_detection_output"
+    inputs = (In("BBoxes", duplicable=True), In("Scores", duplicable=True),
+              In("Anchors", duplicable=True), In("ImInfo"))
+    outputs = (Out("Out"),)
+    attrs = {"score_threshold": 0.05, "nms_top_k": 1000, "nms_threshold": 0.3, "nms_eta": 1.0,
+             "keep_top_k": 100}
+    kind = "value"
+    share_lod = None
+    doc = ("RetinaNet's detections per image from FPN levels of deltas BBoxes [N, M_l, 4], "
+           "class scores Scores [N, M_l, C] and Anchors [M_l, 4]: on each level the nms_top_k "
+           "best (anchor, class) scores above score_threshold (any score on the last level), "
+           "decoded and clipped to the original image; NMS per class; the keep_top_k best. "
+           "Out [K, 6] rows (label + 1, score, box), best first, one LoD sequence per image.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        n = [len(ctx.op.input(s)) for s in ("BBoxes", "Scores", "Anchors")]
+        if min(n) < 1 or len(set(n)) != 1:
+            ctx.fail(f"BBoxes, Scores and Anchors must have as many levels (at least one), got "
+                     f"{n}")
+        b, s = ctx.input_shape("BBoxes"), ctx.input_shape("Scores")
+        if len(b) != 3 or len(s) != 3 or b[2] not in (4, -1):
+            ctx.fail(f"BBoxes must be [N, M, 4] and Scores [N, M, C], got {b} and {s}")
+        ctx.set_output("Out", [-1, 6], ctx.input_dtype("Scores"), 1)
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        top_k, keep, thr = attrs["nms_top_k"], attrs["keep_top_k"], attrs["score_threshold"]
+
+        def one_image(levels, im):
+            h, w = np.round(im[0] / im[2]), np.round(im[1] / im[2])
+            preds = {}
+            for k, (deltas, scores, anchors) in enumerate(levels):
+                classes = scores.shape[1]
+                order = top_scores(scores.reshape(-1), thr if k < len(levels) - 1 else 0.0,
+                                   top_k)
+                a, c = np.divmod(order, classes)
+                boxes = decode_proposals(anchors[a], deltas[a], None) / im[2]
+                boxes = np.maximum(np.minimum(boxes, np.array([w, h, w, h]) - 1), 0)
+                for box, cls_, score in zip(boxes, c, scores.reshape(-1)[order]):
+                    preds.setdefault(int(cls_), []).append((score, box))
+            pairs = []
+            for c in sorted(preds):
+                sc = np.array([p[0] for p in preds[c]])
+                bx = np.array([p[1] for p in preds[c]]).reshape(-1, 4)
+                kept = nms(bx, np.argsort(-sc, kind="stable"), attrs["nms_threshold"],
+                           attrs["nms_eta"], False)
+                pairs += [(sc[i], c, bx[i]) for i in kept]
+            best = sorted(range(len(pairs)), key=lambda i: -pairs[i][0])
+            if len(pairs) > keep:
+                best = best[:keep]
+            return [[pairs[i][1] + 1, pairs[i][0], *pairs[i][2]] for i in best]
+
+        def kernel(bboxes, scores, anchors, im_info):
+            im = np.asarray(im_info._array)
+            n = scores[0]._array.shape[0]
+            rows, lod = [], [0]
+            for i in range(n):
+                levels = [(b._array[i], s._array[i], a._array.reshape(-1, 4))
+                          for b, s, a in zip(bboxes, scores, anchors)]
+                for d, s, a in levels:
+                    if len(d) != len(s) or len(a) != len(d):
+                        raise ExecutionError(
+                            f"retinanet_detection_output: a level's BBoxes {list(d.shape)}, "
+                            f"Scores {list(s.shape)} and Anchors {list(a.shape)} must have as "
+                            f"many boxes")
+                rows += one_image(levels, im[i])
+                lod.append(len(rows))
+            dtype = scores[0]._array.dtype
+            return LoDTensor(np.asarray(rows, dtype).reshape(-1, 6), [lod])
+        return kernel

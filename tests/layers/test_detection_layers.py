@@ -197,7 +197,7 @@ def test_bad_arguments_raise_fluids_errors():
 
 @pytest.mark.parametrize("name", ["rpn_target_assign", "retinanet_target_assign",
                                   "generate_proposal_labels", "generate_mask_labels",
-                                  "locality_aware_nms", "retinanet_detection_output"])
+                                  "locality_aware_nms"])
 def test_declined_detection_names_say_why(name):
     from fluidity.layers import detection
     assert getattr(detection, name) is getattr(L, name)

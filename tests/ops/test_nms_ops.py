@@ -211,3 +211,43 @@ def test_distribute_and_collect_fpn_proposals():
     np.testing.assert_array_equal(out["FpnRois"]._array, allr[top])
     n0 = sum(1 for k in top if img[k] == 0)
     assert out["FpnRois"]._lod == [[0, n0, 3]]
+
+
+def test_retinanet_detection_output():
+    # two levels, one image; classes 2; the last level keeps scores under the threshold
+    anchors = [np.array([[0, 0, 9, 9], [10, 10, 19, 19], [0, 0, 19, 19]], np.float64),
+               np.array([[5, 5, 14, 14], [0, 10, 9, 19]], np.float64)]
+    deltas = [rng.normal(scale=0.1, size=(1, 3, 4)), rng.normal(scale=0.1, size=(1, 2, 4))]
+    scores = [np.array([[[0.9, 0.01], [0.2, 0.6], [0.85, 0.3]]]),
+              np.array([[[0.04, 0.5], [0.02, 0.03]]])]
+    im_info = np.array([[40.0, 40.0, 2.0]])
+    attrs = {"score_threshold": 0.05, "nms_top_k": 3, "keep_top_k": 4, "nms_threshold": 0.3,
+             "nms_eta": 1.0}
+    preds = {}
+    for k, (d, s, a) in enumerate(zip(deltas, scores, anchors)):
+        flat = s[0].reshape(-1)
+        thr = 0.05 if k == 0 else 0.0
+        order = [i for i in sorted(range(len(flat)), key=lambda i: -flat[i]) if flat[i] > thr][:3]
+        for i in order:
+            j, c = divmod(i, 2)
+            w, h = a[j, 2] - a[j, 0] + 1, a[j, 3] - a[j, 1] + 1
+            cx, cy = d[0, j, 0] * w + a[j, 0] + w / 2, d[0, j, 1] * h + a[j, 1] + h / 2
+            bw, bh = math.exp(d[0, j, 2]) * w, math.exp(d[0, j, 3]) * h
+            box = np.array([cx - bw / 2, cy - bh / 2, cx + bw / 2 - 1, cy + bh / 2 - 1]) / 2.0
+            box = np.clip(box, 0, 19)
+            preds.setdefault(c, []).append((flat[i], box))
+    pairs = []
+    for c in sorted(preds):
+        sc = [p[0] for p in preds[c]]
+        bx = np.array([p[1] for p in preds[c]])
+        pairs += [(sc[i], c, bx[i]) for i in greedy_nms(bx, np.array(sc), -1, -1, 0.3,
+                                                         normalized=False)]
+    pairs = sorted(pairs, key=lambda t: -t[0])[:4]
+    want = np.array([[c + 1, s, *b] for s, c, b in pairs])
+    got = run_op("retinanet_detection_output",
+                 {"BBoxes": [("b0", deltas[0]), ("b1", deltas[1])],
+                  "Scores": [("s0", scores[0]), ("s1", scores[1])],
+                  "Anchors": [("a0", anchors[0]), ("a1", anchors[1])], "ImInfo": im_info},
+                 attrs, return_lod=True)
+    np.testing.assert_allclose(got["Out"]._array, want, rtol=1e-6)
+    assert got["Out"]._lod == [[0, len(want)]]
