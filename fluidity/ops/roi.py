@@ -56,6 +56,14 @@ def roi_batch_ids(op, rois, n_images, offsets=None, counts=None):
     return np.repeat(np.arange(n_images), np.diff(lod))
 
 
+class _RoiGrad(OpDef):
+    """What the ROI ops' gradients share: holders' values in (LoD and RoisLod give the image
+    of each box), X@GRAD out, no build-time shape rule (backward gives X's)."""
+    kind = "value"
+    share_lod = None
+    infer_shape = None
+
+
 def _infer_roi(ctx, channels):
     """Out [R, channels, pooled_height, pooled_width] after Paddle's checks."""
     xs, rs = ctx.input_shape("X"), ctx.input_shape("ROIs")
@@ -137,15 +145,12 @@ class RoiPool(OpDef):
              {"X@GRAD": g.input_grad("X")}, g.attrs())
 
 
-class RoiPoolGrad(OpDef):
+class RoiPoolGrad(_RoiGrad):
     type = "roi_pool_grad"
     inputs = (In("X"), In("ROIs"), In("RoisLod", dispensable=True), In("Argmax"),
               In("Out@GRAD"))
     outputs = (Out("X@GRAD", dispensable=True),)
     attrs = RoiPool.attrs
-    kind = "value"
-    share_lod = None
-    infer_shape = None
 
     @staticmethod
     def kernel(x, rois, rois_lod, argmax, dout):
@@ -237,14 +242,11 @@ def _align_matrices(roi, scale, ph, pw, sampling_ratio, h, w, dtype):
             dtype.type(gh * gw))
 
 
-class RoiAlignGrad(OpDef):
+class RoiAlignGrad(_RoiGrad):
     type = "roi_align_grad"
     inputs = (In("X"), In("ROIs"), In("RoisLod", dispensable=True), In("Out@GRAD"))
     outputs = (Out("X@GRAD", dispensable=True),)
     attrs = RoiAlign.attrs
-    kind = "value"
-    share_lod = None
-    infer_shape = None
 
     @staticmethod
     def kernel(x, rois, rois_lod, dout, *, spatial_scale, pooled_height, pooled_width,
@@ -328,14 +330,11 @@ class PsroiPool(OpDef):
              {"X@GRAD": g.input_grad("X")}, g.attrs())
 
 
-class PsroiPoolGrad(OpDef):
+class PsroiPoolGrad(_RoiGrad):
     type = "psroi_pool_grad"
     inputs = (In("X"), In("ROIs"), In("Out@GRAD"))
     outputs = (Out("X@GRAD", dispensable=True),)
     attrs = PsroiPool.attrs
-    kind = "value"
-    share_lod = None
-    infer_shape = None
 
     @staticmethod
     def kernel(x, rois, dout, *, output_channels, spatial_scale, pooled_height, pooled_width):
@@ -428,15 +427,12 @@ def _prroi_matrices(roi, scale, ph, pw, h, w):
     return ty, tx, max(bh * bw, 0.0)
 
 
-class PrroiPoolGrad(OpDef):
+class PrroiPoolGrad(_RoiGrad):
     type = "prroi_pool_grad"
     inputs = (In("X"), In("ROIs"), In("BatchRoINums", dispensable=True), In("Out"),
               In("Out@GRAD"))
     outputs = (Out("X@GRAD", dispensable=True), Out("ROIs@GRAD", dispensable=True))
     attrs = PrroiPool.attrs
-    kind = "value"
-    share_lod = None
-    infer_shape = None
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -634,15 +630,12 @@ class RoiPerspectiveTransform(OpDef):
              {"X@GRAD": g.input_grad("X")}, g.attrs())
 
 
-class RoiPerspectiveTransformGrad(OpDef):
+class RoiPerspectiveTransformGrad(_RoiGrad):
     type = "roi_perspective_transform_grad"
     inputs = (In("X"), In("ROIs"), In("Out2InIdx", dispensable=True),
               In("Out2InWeights", dispensable=True), In("Out@GRAD"))
     outputs = (Out("X@GRAD", dispensable=True),)
     attrs = RoiPerspectiveTransform.attrs
-    kind = "value"
-    share_lod = None
-    infer_shape = None
 
     @staticmethod
     def kernel(x, rois, _idx, _weights, dout, *, spatial_scale, transformed_height,
