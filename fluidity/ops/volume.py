@@ -302,8 +302,9 @@ class Pool3d(OpDef):
              "adaptive": False, "ceil_mode": False, "use_cudnn": True,
              "padding_algorithm": "EXPLICIT", "data_format": "NCDHW"}
     share_lod = None
-    doc = ("Max or average pooling of X [N, C, D, H, W] over ksize windows (global_pooling: "
-           "the whole volume); `exclusive` averages over the unpadded elements only.")
+    doc = ("Max or average pooling of X [N, C, D, H, W] (NDHWC with data_format NDHWC) over "
+           "ksize windows (global_pooling: the whole volume; adaptive: ksize is the output "
+           "size); `exclusive` averages over the unpadded elements only.")
 
     @staticmethod
     def _plan(spatial, attrs):
@@ -314,22 +315,30 @@ class Pool3d(OpDef):
         xs = ctx.input_shape("X")
         if len(xs) != 5:
             ctx.fail(f"X must be 5-D, got {xs}")
-        ctx.set_output("Out", xs[:2] + pool_out_shape(xs[2:], ctx), ctx.input_dtype("X"))
+        if channel_last(ctx.attr("data_format")):      # NDHWC
+            out = [xs[0]] + pool_out_shape(xs[1:4], ctx) + [xs[4]]
+        else:
+            out = xs[:2] + pool_out_shape(xs[2:], ctx)
+        ctx.set_output("Out", out, ctx.input_dtype("X"))
 
     @classmethod
     def prepare(cls, attrs, outputs):
         kind, excl = attrs["pooling_type"], attrs["exclusive"]
         if kind not in ("max", "avg"):
             raise ShapeError(f"pool3d: pooling_type must be max or avg, got {kind}")
+        last = channel_last(attrs["data_format"])
 
         def kernel(x):
+            x = np.moveaxis(x, -1, 1) if last else x
             m, outs = cls._plan(x.shape[2:], attrs)
             shape = x.shape[:2] + tuple(outs)
             if kind == "max":
-                return gather_patches(x, m, -np.inf).max(axis=-1).reshape(shape)
-            total = gather_patches(x, m).sum(axis=-1)
-            count = (m >= 0).sum(axis=-1) if excl or attrs["adaptive"] else m.shape[1]
-            return (total / count).astype(x.dtype).reshape(shape)
+                out = gather_patches(x, m, -np.inf).max(axis=-1).reshape(shape)
+            else:
+                total = gather_patches(x, m).sum(axis=-1)
+                count = (m >= 0).sum(axis=-1) if excl or attrs["adaptive"] else m.shape[1]
+                out = (total / count).astype(x.dtype).reshape(shape)
+            return np.ascontiguousarray(np.moveaxis(out, 1, -1)) if last else out
         return kernel
 
     grad = staticmethod(lambda g: g.default())
@@ -346,8 +355,15 @@ class Pool3dGrad(OpDef):
     @classmethod
     def prepare(cls, attrs, outputs):
         kind, excl = attrs["pooling_type"], attrs["exclusive"]
+        last = channel_last(attrs["data_format"])
 
         def kernel(x, out, dout):
+            if last:
+                return np.ascontiguousarray(np.moveaxis(
+                    channel_first(np.moveaxis(x, -1, 1), np.moveaxis(dout, -1, 1)), 1, -1))
+            return channel_first(x, dout)
+
+        def channel_first(x, dout):
             m, _ = Pool3d._plan(x.shape[2:], attrs)
             d = dout.reshape(dout.shape[0], dout.shape[1], -1, 1)
             if kind == "max":

@@ -51,6 +51,18 @@ def test_adaptive_avg_and_max(size):
     check_grad("max_pool3d_with_index", {"X": x}, ["X"], {"ksize": size, "adaptive": True})
 
 
+def test_pool3d_channel_last():
+    x = rng.normal(size=(2, 3, 4, 5, 3))       # NCDHW
+    attrs = {"pooling_type": "avg", "ksize": [2, 2, 2], "adaptive": True,
+             "data_format": "NDHWC"}
+    want = np.moveaxis(adaptive_ref(x, [2, 2, 2], "avg")[0], 1, -1)
+    xl = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    check_output("pool3d", {"X": xl}, {"Out": want}, attrs)
+    check_grad("pool3d", {"X": xl}, ["X"], attrs)
+    check_grad("pool3d", {"X": xl}, ["X"], dict(attrs, pooling_type="max", adaptive=False,
+                                               strides=[2, 2, 2]))
+
+
 def test_max_pool3d_with_index_sliding_windows():
     x = rng.normal(size=(1, 2, 4, 4, 4))
     attrs = {"ksize": [2, 2, 2], "strides": [2, 2, 2], "paddings": [0, 0, 0]}
