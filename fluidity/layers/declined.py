@@ -5,6 +5,8 @@ from ..errors import declined_class
 
 
 _DETECTION = "a detection layer, outside Fluidity's scope"
+_SAMPLER = ("the {} op (a randomly sampling target assigner of two-stage detectors) is not "
+            "built")
 
 # name: why
 DECLINED = {
@@ -14,12 +16,17 @@ DECLINED = {
     "similarity_focus": "the similarity_focus op is not built",
     "filter_by_instag": "the filter_by_instag op (PaddleBox instance tags) is not built",
     "lstm": "the cuDNN LSTM op is not built; use dynamic_lstm or StaticRNN",
-    "dynamic_lstmp": "the projected LSTM op (lstmp) is not built; use dynamic_lstm",
-    "roi_pool": _DETECTION, "roi_align": _DETECTION, "psroi_pool": _DETECTION,
-    "prroi_pool": _DETECTION, "deformable_conv": _DETECTION,
-    "deformable_roi_pooling": _DETECTION, "sigmoid_focal_loss": _DETECTION,
-    "resize_trilinear": "the 3-D trilinear_interp op is not built",
-    "adaptive_pool3d": "pool3d's adaptive mode is not built",
+    "deformable_conv": _DETECTION, "deformable_roi_pooling": _DETECTION,
+    # Fluid 1.8's fluid.layers.detection names not built (the rest of it is:
+    # fluidity/layers/detection.py): training-target samplers of two-stage detectors and
+    # detection heads few programs use
+    "rpn_target_assign": _SAMPLER.format("rpn_target_assign"),
+    "retinanet_target_assign": _SAMPLER.format("retinanet_target_assign"),
+    "generate_proposal_labels": _SAMPLER.format("generate_proposal_labels"),
+    "generate_mask_labels": ("the generate_mask_labels op (Mask R-CNN's mask targets, "
+                             "rasterizing polygons) is not built"),
+    "locality_aware_nms": ("the locality_aware_nms op (EAST's polygon merging NMS) is not "
+                           "built; use multiclass_nms"),
     "tree_conv": ("the tree_conv op (tree-based convolution over edge sets, TBCNN) and its "
                   "tree-to-column transform are not built"),
 }

@@ -2,7 +2,6 @@
 from ..layer_helper import LayerHelper
 from ..ops.loss import IGNORE_INDEX
 from .checks import check_variables
-from .declined import declined
 from .manip import one_op_layer
 
 __all__ = ["cross_entropy", "softmax_with_cross_entropy", "sigmoid_cross_entropy_with_logits",
@@ -102,7 +101,7 @@ def log_loss(input, label, epsilon=1e-4, name=None):
 # --- Fluid 1.x losses (ops in fluidity/ops/loss_fluid1.py, composites over other layers) -------
 __all__ += ["ctc_greedy_decoder", "rank_loss", "margin_rank_loss", "bpr_loss", "kldiv_loss",
             "teacher_student_sigmoid_loss", "mse_loss", "npair_loss", "dice_loss",
-            "center_loss", "warpctc", "sampled_softmax_with_cross_entropy", "edit_distance"]
+            "center_loss", "warpctc", "edit_distance"]
 
 
 def rank_loss(label, left, right, name=None):
@@ -188,8 +187,6 @@ def dice_loss(input, label, epsilon=0.00001, name=None):
     return manip.reduce_mean(nn.scale(score, -1.0, 1.0), name=name)
 
 
-sampled_softmax_with_cross_entropy = declined(
-    "sampled_softmax_with_cross_entropy", "its sampler ops (sample_logits) are not built")
 
 
 def warpctc(input, label, blank=0, norm_by_times=False, input_length=None,

@@ -591,20 +591,23 @@ def im2sequence(input, filter_size=1, stride=1, padding=0, input_image_size=None
                 out_stride=1, name=None):
     """The filter_size patches of each image of `input` [N, C, H, W] as the rows of one
     sequence per image (a LoD tensor [N * L, C * kh * kw]); padding an int, [h, w] or
-    [up, left, down, right]."""
+    [up, left, down, right]. With `input_image_size` [N, 2] (each image's real height and
+    width; a batch of several), image i gives only the patches covering its real size
+    divided by `out_stride`."""
     check_variables("im2sequence", input=input)
-    if input_image_size is not None:
-        raise NotImplementedError("im2sequence: per-image real sizes (input_image_size) are "
-                                  "not built in Fluidity")
     padding = [padding] * 4 if isinstance(padding, int) else [int(p) for p in padding]
     if len(padding) == 2:
         padding = padding * 2
     if len(padding) != 4:
         raise ValueError(f"im2sequence: padding needs 1, 2 or 4 values, got {padding}")
+    inputs = {"X": input}
+    attrs = {"kernels": pair(filter_size, "filter_size"), "strides": pair(stride, "stride"),
+             "paddings": padding}
+    if input_image_size is not None:
+        check_variables("im2sequence", input_image_size=input_image_size)
+        inputs["Y"] = input_image_size
+        attrs["out_stride"] = pair(out_stride, "out_stride")
     helper = LayerHelper("im2sequence", name=name)
     out = helper.create_variable_for_type_inference(input.dtype, lod_level=1)
-    helper.append_op("im2sequence", inputs={"X": input}, outputs={"Out": out},
-                     attrs={"kernels": pair(filter_size, "filter_size"),
-                            "strides": pair(stride, "stride"), "paddings": padding,
-                            "out_stride": pair(out_stride, "out_stride")})
+    helper.append_op("im2sequence", inputs=inputs, outputs={"Out": out}, attrs=attrs)
     return out

@@ -11,7 +11,7 @@ from .common import (align_for_broadcast, broadcast_code, broadcast_pair, broadc
                      broadcast_shape, check_dims, default_grad, flatten_to_2d, prod,
                      reduce_to_shape, spans_contiguously)
 from .memory_ops import affine_out, binary_out, matmul_out, mul_out
-from .registry import In, OpDef, Out
+from .registry import In, OpDef, Out, floats
 
 
 def _scale_body(e):
@@ -193,7 +193,10 @@ class Mul(OpDef):
     nonempty_inputs = ("X",)
     inputs = (In("X"), In("Y"))
     outputs = (Out("Out"),)
-    attrs = {"x_num_col_dims": 1, "y_num_col_dims": 1}
+    # Fluid 1.8's full set: the scales and force_fp32_output are read by oneDNN's int8
+    # kernel only; Paddle's float kernel (this one) ignores them, as use_mkldnn
+    attrs = {"x_num_col_dims": 1, "y_num_col_dims": 1, "use_mkldnn": False, "scale_x": 1.0,
+             "scale_y": floats([1.0]), "scale_out": 1.0, "force_fp32_output": False}
     doc = "Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims) (fc's matmul)."
 
     @staticmethod

@@ -474,6 +474,10 @@ def _interp_matrix(method, n_in, n_out, scale, align_corners, align_mode):
     return a
 
 
+# the public name other op families build their resizes from (volume.py's trilinear_interp)
+interp_matrix = _interp_matrix
+
+
 class _InterpPlan(_Planes):
     """A compiled resize's geometry (float X, literal H and W, the output size from the
     attributes): per axis the taps of the kernel's interpolation matrix, T per output row

@@ -728,6 +728,56 @@ class RowConvGrad(OpDef):
                f"{{ {body}}} }}")
 
 
+def _real_grid(y, n, kernels, strides, paddings, out_stride):
+    """Each image's patch grid (rows, cols) from its real size Y [N, 2] (height, width):
+    the size divided by out_stride (rounded up), then the usual output size."""
+    sizes = np.asarray(y).reshape(n, 2).astype(np.int64)
+    grids = []
+    for h, w in sizes:
+        h, w = -(-h // out_stride[0]), -(-w // out_stride[1])
+        grids.append(((h + paddings[0] + paddings[2] - kernels[0]) // strides[0] + 1,
+                      (w + paddings[1] + paddings[3] - kernels[1]) // strides[1] + 1))
+    if any(gh < 0 or gw < 0 for gh, gw in grids):
+        raise ExecutionError(f"im2sequence: a real image size in Y {sizes.tolist()} is too "
+                             f"small for the {kernels} filter")
+    return grids
+
+
+def _padded_extent(shape, grid, kernels, strides, paddings):
+    """(padded height, padded width) holding the image at (paddings[0], paddings[1]) and every
+    patch of `grid` (zeros outside the image, as Paddle's im2col reads them)."""
+    need_h = (grid[0] - 1) * strides[0] + kernels[0] if grid[0] else 0
+    need_w = (grid[1] - 1) * strides[1] + kernels[1] if grid[1] else 0
+    return (max(shape[0] + paddings[0], need_h), max(shape[1] + paddings[1], need_w))
+
+
+def _patches_of(img, grid, kernels, strides, paddings):
+    """[rows * cols, C * kh * kw]: the top-left `grid` of img's [C, H, W] patches."""
+    c, h, w = img.shape
+    ph, pw = _padded_extent((h, w), grid, kernels, strides, paddings)
+    padded = np.zeros((c, ph, pw), img.dtype)
+    padded[:, paddings[0]:paddings[0] + h, paddings[1]:paddings[1] + w] = img
+    out = np.empty((grid[0], grid[1], c, kernels[0], kernels[1]), img.dtype)
+    for a in range(kernels[0]):
+        for b in range(kernels[1]):
+            out[..., a, b] = padded[:, a:a + strides[0] * grid[0]:strides[0],
+                                    b:b + strides[1] * grid[1]:strides[1]].transpose(1, 2, 0)
+    return out.reshape(grid[0] * grid[1], -1)
+
+
+def _patches_back(d, shape, grid, kernels, strides, paddings):
+    """The gradient [C, H, W] of _patches_of from its output's gradient d."""
+    c, h, w = shape
+    ph, pw = _padded_extent((h, w), grid, kernels, strides, paddings)
+    dp = np.zeros((c, ph, pw), d.dtype)
+    d = d.reshape(grid[0], grid[1], c, kernels[0], kernels[1])
+    for a in range(kernels[0]):
+        for b in range(kernels[1]):
+            dp[:, a:a + strides[0] * grid[0]:strides[0],
+               b:b + strides[1] * grid[1]:strides[1]] += d[..., a, b].transpose(2, 0, 1)
+    return dp[:, paddings[0]:paddings[0] + h, paddings[1]:paddings[1] + w]
+
+
 class Im2Sequence(OpDef):
     type = "im2sequence"
     kind = "value"
@@ -737,12 +787,18 @@ class Im2Sequence(OpDef):
              "out_stride": ints([1, 1])}
     share_lod = None
     doc = ("Out = the kh x kw patches of each image of X [N, C, H, W] as rows [C * kh * kw] "
-           "of one sequence per image (LoD); paddings [up, left, down, right].")
+           "of one sequence per image (LoD); paddings [up, left, down, right]. With Y [N, 2], "
+           "the images' real sizes (height, width) for a batch of several, image i gives only "
+           "the top-left patches covering its real size divided by out_stride.")
 
     @staticmethod
     def infer_shape(ctx):
         xs = ctx.input_shape("X")
         k = ctx.attr("kernels")
+        if len(xs) != 4:
+            ctx.fail(f"X must be 4-D [N, C, H, W], got {xs}")
+        if ctx.has_input("Y") and ctx.input_shape("Y")[-1] not in (2, -1):
+            ctx.fail(f"Y must be [N, 2] (real height, width), got {ctx.input_shape('Y')}")
         ctx.set_output("Out", [-1, xs[1] * k[0] * k[1] if xs[1] >= 0 else -1],
                        ctx.input_dtype("X"), lod_level=1)
 
@@ -753,9 +809,12 @@ class Im2Sequence(OpDef):
 
     @staticmethod
     def kernel(x, y, *, kernels, strides, paddings, out_stride):
-        if y is not None:
-            raise ExecutionError("im2sequence: per-image real sizes (Y) are not built")
         a = x._array
+        if y is not None and len(a) > 1:       # Paddle reads Y only for a batch of several
+            grids = _real_grid(y._array, len(a), kernels, strides, paddings, out_stride)
+            rows = [_patches_of(img, g, kernels, strides, paddings) for img, g in zip(a, grids)]
+            lod = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).tolist()
+            return LoDTensor(np.concatenate(rows).reshape(lod[-1], -1), [lod])
         m = Im2Sequence._map(a.shape, {"kernels": kernels, "strides": strides,
                                        "paddings": paddings})
         cols = gather_patches(a, m)                       # [N, C, L, K]
@@ -764,25 +823,36 @@ class Im2Sequence(OpDef):
         return LoDTensor(np.ascontiguousarray(rows), [[i * length for i in range(n + 1)]])
 
     grad = staticmethod(lambda g: g.op(
-        "im2sequence_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        "im2sequence_grad", {"X": g.input("X"), "Y": g.input("Y"),
+                             "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
 class Im2SequenceGrad(OpDef):
     type = "im2sequence_grad"
     kind = "value"
-    inputs = (In("X"), In("Out@GRAD"))
+    inputs = (In("X"), In("Y", dispensable=True), In("Out@GRAD"))
     outputs = (Out("X@GRAD"),)
     attrs = Im2Sequence.attrs
     infer_shape = None
     share_lod = None
 
     @staticmethod
-    def kernel(x, dout, *, kernels, strides, paddings, out_stride):
+    def kernel(x, y, dout, *, kernels, strides, paddings, out_stride):
         a = x._array
+        d = np.asarray(dout._array)
+        if y is not None and len(a) > 1:
+            grids = _real_grid(y._array, len(a), kernels, strides, paddings, out_stride)
+            dx, start = np.empty_like(a), 0
+            for i, g in enumerate(grids):
+                rows = g[0] * g[1]
+                dx[i] = _patches_back(d[start:start + rows], a.shape[1:], g, kernels, strides,
+                                      paddings)
+                start += rows
+            return LoDTensor(dx)
         m = Im2Sequence._map(a.shape, {"kernels": kernels, "strides": strides,
                                        "paddings": paddings})
         n, c = a.shape[:2]
-        d = dout._array.reshape(n, m.shape[0], c, m.shape[1]).transpose(0, 2, 1, 3)
+        d = d.reshape(n, m.shape[0], c, m.shape[1]).transpose(0, 2, 1, 3)
         return LoDTensor(scatter_patches(np.ascontiguousarray(d), m, a.shape[2:]).astype(
             a.dtype))

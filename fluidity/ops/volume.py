@@ -1,5 +1,6 @@
 """Sliding-window ops over N-d inputs [N, C, *spatial] (Fluid 1.x): conv3d,
-conv3d_transpose, pool3d, and unfold (im2col of 2-D images).
+conv3d_transpose, pool3d (sliding, global and adaptive windows), max_pool3d_with_index,
+trilinear_interp, and unfold (im2col of 2-D images).
 
 One patch map serves them all: for every output position and kernel offset, the flat
 spatial index of the input element it reads (-1 in the padding). A convolution is an
@@ -9,7 +10,9 @@ the same map; a transposed convolution is that adjoint run forward.
 import numpy as np
 
 from ..errors import ExecutionError, ShapeError
+from .common import channel_last
 from .conv import out_size
+from .nn import interp_matrix
 from .registry import In, OpDef, Out, ints
 
 
@@ -239,6 +242,57 @@ class Conv3dTransposeGrad(OpDef):
 
 
 # --- pool3d ---------------------------------------------------------------------------------
+def adaptive_map(spatial, outs):
+    """Patch map of adaptive pooling: output cell i of a dim of size n covers [floor(i * n /
+    o), ceil((i + 1) * n / o)); cells differ in size, so the map is as wide as the largest
+    and -1 past a cell's end."""
+    grids = []
+    for n, o in zip(spatial, outs):
+        if o <= 0:
+            raise ShapeError(f"adaptive pooling: output size {list(outs)} must be positive")
+        i = np.arange(o)
+        start, end = (i * n) // o, -((-(i + 1) * n) // o)
+        k = int((end - start).max())
+        pos = start[:, None] + np.arange(k)[None, :]
+        grids.append(np.where(pos < end[:, None], pos, -1))
+    nd = len(spatial)
+    idx = np.zeros([1] * (2 * nd), np.int64)
+    valid = np.ones([1] * (2 * nd), bool)
+    stride = 1
+    for i in reversed(range(nd)):
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = grids[i].shape
+        g = grids[i].reshape(shape)
+        idx = idx + np.maximum(g, 0) * stride
+        valid = valid & (g >= 0)
+        stride *= spatial[i]
+    m = np.where(valid, idx, -1)
+    return m.reshape(int(np.prod(outs)), -1), list(outs)
+
+
+def pool_map(spatial, attrs, op):
+    """The patch map and output size of a 3-D pooling's windows: global, adaptive (ksize is
+    the output size) or sliding."""
+    if attrs.get("ceil_mode"):
+        raise ShapeError(f"{op}: ceil_mode pooling is not built")
+    if attrs["global_pooling"]:
+        return patch_map(spatial, spatial, [1, 1, 1], [(0, 0)] * 3, [1, 1, 1])
+    if attrs["adaptive"]:
+        return adaptive_map(spatial, attrs["ksize"])
+    return patch_map(spatial, attrs["ksize"], attrs["strides"], _pads(attrs["paddings"], 3),
+                     [1, 1, 1])
+
+
+def pool_out_shape(spatial, ctx):
+    if ctx.attr("global_pooling"):
+        return [1, 1, 1]
+    if ctx.attr("adaptive"):
+        return list(ctx.attr("ksize"))
+    pads = _pads(ctx.attr("paddings"), 3)
+    return [out_size(n, k, s, *p, 1) for n, k, s, p in
+            zip(spatial, ctx.attr("ksize"), ctx.attr("strides"), pads)]
+
+
 class Pool3d(OpDef):
     type = "pool3d"
     inputs = (In("X"),)
@@ -248,45 +302,43 @@ class Pool3d(OpDef):
              "adaptive": False, "ceil_mode": False, "use_cudnn": True,
              "padding_algorithm": "EXPLICIT", "data_format": "NCDHW"}
     share_lod = None
-    doc = ("Max or average pooling of X [N, C, D, H, W] over ksize windows (global_pooling: "
-           "the whole volume); `exclusive` averages over the unpadded elements only.")
+    doc = ("Max or average pooling of X [N, C, D, H, W] (NDHWC with data_format NDHWC) over "
+           "ksize windows (global_pooling: the whole volume; adaptive: ksize is the output "
+           "size); `exclusive` averages over the unpadded elements only.")
 
     @staticmethod
     def _plan(spatial, attrs):
-        if attrs["adaptive"] or attrs["ceil_mode"]:
-            raise ShapeError("pool3d: adaptive and ceil_mode pooling are not built")
-        if attrs["global_pooling"]:
-            return patch_map(spatial, spatial, [1, 1, 1], [(0, 0)] * 3, [1, 1, 1])
-        return patch_map(spatial, attrs["ksize"], attrs["strides"],
-                         _pads(attrs["paddings"], 3), [1, 1, 1])
+        return pool_map(spatial, attrs, "pool3d")
 
     @staticmethod
     def infer_shape(ctx):
         xs = ctx.input_shape("X")
         if len(xs) != 5:
             ctx.fail(f"X must be 5-D, got {xs}")
-        if ctx.attr("global_pooling"):
-            out = [1, 1, 1]
+        if channel_last(ctx.attr("data_format")):      # NDHWC
+            out = [xs[0]] + pool_out_shape(xs[1:4], ctx) + [xs[4]]
         else:
-            pads = _pads(ctx.attr("paddings"), 3)
-            out = [out_size(n, k, s, *p, 1) for n, k, s, p in
-                   zip(xs[2:], ctx.attr("ksize"), ctx.attr("strides"), pads)]
-        ctx.set_output("Out", xs[:2] + out, ctx.input_dtype("X"))
+            out = xs[:2] + pool_out_shape(xs[2:], ctx)
+        ctx.set_output("Out", out, ctx.input_dtype("X"))
 
     @classmethod
     def prepare(cls, attrs, outputs):
         kind, excl = attrs["pooling_type"], attrs["exclusive"]
         if kind not in ("max", "avg"):
             raise ShapeError(f"pool3d: pooling_type must be max or avg, got {kind}")
+        last = channel_last(attrs["data_format"])
 
         def kernel(x):
+            x = np.moveaxis(x, -1, 1) if last else x
             m, outs = cls._plan(x.shape[2:], attrs)
             shape = x.shape[:2] + tuple(outs)
             if kind == "max":
-                return gather_patches(x, m, -np.inf).max(axis=-1).reshape(shape)
-            total = gather_patches(x, m).sum(axis=-1)
-            count = (m >= 0).sum(axis=-1) if excl else m.shape[1]
-            return (total / count).astype(x.dtype).reshape(shape)
+                out = gather_patches(x, m, -np.inf).max(axis=-1).reshape(shape)
+            else:
+                total = gather_patches(x, m).sum(axis=-1)
+                count = (m >= 0).sum(axis=-1) if excl or attrs["adaptive"] else m.shape[1]
+                out = (total / count).astype(x.dtype).reshape(shape)
+            return np.ascontiguousarray(np.moveaxis(out, 1, -1)) if last else out
         return kernel
 
     grad = staticmethod(lambda g: g.default())
@@ -303,8 +355,15 @@ class Pool3dGrad(OpDef):
     @classmethod
     def prepare(cls, attrs, outputs):
         kind, excl = attrs["pooling_type"], attrs["exclusive"]
+        last = channel_last(attrs["data_format"])
 
         def kernel(x, out, dout):
+            if last:
+                return np.ascontiguousarray(np.moveaxis(
+                    channel_first(np.moveaxis(x, -1, 1), np.moveaxis(dout, -1, 1)), 1, -1))
+            return channel_first(x, dout)
+
+        def channel_first(x, dout):
             m, _ = Pool3d._plan(x.shape[2:], attrs)
             d = dout.reshape(dout.shape[0], dout.shape[1], -1, 1)
             if kind == "max":
@@ -313,9 +372,166 @@ class Pool3dGrad(OpDef):
                 hit &= np.cumsum(hit, axis=-1) == 1                   # the first maximum
                 dcols = hit * d
             else:
-                count = (m >= 0).sum(axis=-1)[:, None] if excl else m.shape[1]
+                count = (m >= 0).sum(axis=-1)[:, None] if excl or attrs["adaptive"] \
+                    else m.shape[1]
                 dcols = np.broadcast_to(d / count, d.shape[:3] + (m.shape[1],))
             return scatter_patches(np.ascontiguousarray(dcols), m, x.shape[2:]).astype(x.dtype)
+        return kernel
+
+
+class MaxPool3dWithIndex(OpDef):
+    type = "max_pool3d_with_index"
+    inputs = (In("X"),)
+    outputs = (Out("Out"), Out("Mask", intermediate=True))
+    attrs = {"ksize": ints(), "strides": ints([1, 1, 1]), "paddings": ints([0, 0, 0]),
+             "global_pooling": False, "adaptive": False}
+    share_lod = None
+    doc = ("Max pooling of X [N, C, D, H, W] and Mask, the int32 index (d * H * W + h * W + "
+           "w) of each window's first maximum in its input volume (adaptive_pool3d's max).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs = ctx.input_shape("X")
+        if len(xs) != 5:
+            ctx.fail(f"X must be 5-D, got {xs}")
+        shape = xs[:2] + pool_out_shape(xs[2:], ctx)
+        ctx.set_output("Out", shape, ctx.input_dtype("X"))
+        if ctx.has_output("Mask"):
+            ctx.set_output("Mask", shape, "int32")
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        def kernel(x):
+            m, outs = pool_map(x.shape[2:], attrs, "max_pool3d_with_index")
+            cols = gather_patches(x, m, -np.inf)                 # [N, C, O, K]
+            k = cols.argmax(axis=-1)
+            out = np.take_along_axis(cols, k[..., None], -1)[..., 0]
+            mask = m[np.arange(m.shape[0])[None, None, :], k]
+            shape = x.shape[:2] + tuple(outs)
+            return out.reshape(shape).astype(x.dtype), mask.reshape(shape).astype(np.int32)
+        return kernel
+
+    grad = staticmethod(lambda g: g.op(
+        "max_pool3d_with_index_grad", {"X": g.input("X"), "Mask": g.output("Mask"),
+                                       "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class MaxPool3dWithIndexGrad(OpDef):
+    type = "max_pool3d_with_index_grad"
+    inputs = (In("X"), In("Mask"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = MaxPool3dWithIndex.attrs
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(x, mask, dout):
+        n, c = x.shape[:2]
+        vol = int(np.prod(x.shape[2:]))
+        base = (np.arange(n * c) * vol).reshape(n, c, *([1] * (mask.ndim - 2)))
+        dx = np.bincount((base + mask).ravel(), weights=dout.ravel(), minlength=x.size)
+        return dx.reshape(x.shape).astype(x.dtype)
+
+
+# --- trilinear_interp (Fluid 1.8's resize_trilinear) ---------------------------------------
+def _trilinear_size(attrs, spatial, out_size, size_list, scale_t):
+    """Fluid 1.8's interpolate output size: SizeTensor, else a scale (Scale tensor or the
+    `scale` attribute) over out_d/out_h/out_w, OutSize over both."""
+    if size_list:
+        return [int(np.asarray(t).reshape(-1)[0]) for t in size_list]
+    out = [attrs["out_d"], attrs["out_h"], attrs["out_w"]]
+    scale = float(np.asarray(scale_t).reshape(-1)[0]) if scale_t is not None else attrs["scale"]
+    if scale > 0:
+        out = [int(n * np.float32(scale)) for n in spatial]
+    if out_size is not None:
+        out = [int(v) for v in np.asarray(out_size).reshape(-1)[:3]]
+    if min(out) <= 0:
+        raise ShapeError(f"trilinear_interp: output size {out} is not positive")
+    return out
+
+
+class TrilinearInterp(OpDef):
+    type = "trilinear_interp"
+    inputs = (In("X"), In("OutSize", dispensable=True, no_grad=True),
+              In("SizeTensor", duplicable=True, dispensable=True, no_grad=True),
+              In("Scale", dispensable=True, no_grad=True))
+    outputs = (Out("Out"),)
+    attrs = {"data_layout": "NCHW", "out_d": 0, "out_h": 0, "out_w": 0, "scale": 0.0,
+             "interp_method": "trilinear", "align_corners": True, "align_mode": 1}
+    share_lod = None
+    doc = ("Resize the D, H, W of X [N, C, D, H, W] (NDHWC with data_layout NHWC) by "
+           "trilinear interpolation: one linear interpolation per axis, Fluid 1.8's ratios "
+           "((in - 1) / (out - 1) with align_corners, else in / out; align_mode 0 samples "
+           "pixel centres).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs = ctx.input_shape("X")
+        if len(xs) != 5:
+            ctx.fail(f"X must be 5-D (NCDHW or NDHWC), got {xs}")
+        last = channel_last(ctx.attr("data_layout"))
+        spatial = xs[1:4] if last else xs[2:]
+        if any(ctx.has_input(s) for s in ("OutSize", "SizeTensor", "Scale")) or min(spatial) < 0:
+            out = [-1, -1, -1]
+        else:
+            try:
+                out = _trilinear_size({k: ctx.attr(k) for k in ("out_d", "out_h", "out_w",
+                                                                "scale")},
+                                      spatial, None, None, None)
+            except ShapeError as e:
+                ctx.fail(str(e))
+        ctx.set_output("Out", [xs[0]] + out + [xs[4]] if last else xs[:2] + out,
+                       ctx.input_dtype("X"))
+
+    @staticmethod
+    def mats(attrs, spatial, out_size, size_list, scale_t):
+        out = _trilinear_size(attrs, spatial, out_size, size_list, scale_t)
+        return [interp_matrix("bilinear", n, o, -1.0, attrs["align_corners"],
+                              attrs["align_mode"]) for n, o in zip(spatial, out)]
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        last = channel_last(attrs["data_layout"])
+
+        def kernel(x, out_size, size_list, scale_t):
+            xc = np.moveaxis(x, -1, 1) if last else x
+            ad, ah, aw = cls.mats(attrs, xc.shape[2:], out_size, size_list, scale_t)
+            out = np.einsum("ad,ncdhw,bh,ew->ncabe", ad, xc, ah, aw, optimize=True)
+            return np.ascontiguousarray(np.moveaxis(out, 1, -1) if last else out,
+                                        dtype=x.dtype)
+        return kernel
+
+    @staticmethod
+    def grad(g):
+        ins = {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")}
+        for slot in ("OutSize", "SizeTensor", "Scale"):
+            if g.input(slot):
+                ins[slot] = g.input(slot)
+        g.op("trilinear_interp_grad", ins, {"X@GRAD": g.input_grad("X")}, g.attrs())
+
+
+class TrilinearInterpGrad(OpDef):
+    type = "trilinear_interp_grad"
+    inputs = (In("X"), In("OutSize", dispensable=True),
+              In("SizeTensor", duplicable=True, dispensable=True),
+              In("Scale", dispensable=True), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = TrilinearInterp.attrs
+    share_lod = None
+    infer_shape = None
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        last = channel_last(attrs["data_layout"])
+
+        def kernel(x, out_size, size_list, scale_t, dout):
+            xc = np.moveaxis(x, -1, 1) if last else x
+            d = np.moveaxis(dout, -1, 1) if last else dout
+            ad, ah, aw = TrilinearInterp.mats(attrs, xc.shape[2:], out_size, size_list,
+                                              scale_t)
+            dx = np.einsum("ad,ncabe,bh,ew->ncdhw", ad, d, ah, aw, optimize=True)
+            return np.ascontiguousarray(np.moveaxis(dx, 1, -1) if last else dx, dtype=x.dtype)
         return kernel
 
 
