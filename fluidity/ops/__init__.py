@@ -20,3 +20,4 @@ from . import print_op  # noqa: F401
 from . import dist_ops  # noqa: F401,E402  (send, recv, barriers, listen_and_serv)
 from . import collective_ops  # noqa: F401,E402  (c_allreduce_sum, c_comm_init, ...)
 from . import tensor_fluid1  # noqa: F401,E402  (flatten, fill, index_sample, allclose, conv_shift, hinge_loss, l1_norm)
+from . import interp  # noqa: F401,E402  (bilinear/nearest/trilinear/bicubic_interp, Fluid 1.x's resize)
