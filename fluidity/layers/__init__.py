@@ -7,12 +7,13 @@ math_op_patch.monkey_patch_variable()
 from . import (beam, control_flow, crf, debug, distributions, io, learning_rate_scheduler,
                loss, manip, metric, nn, ops, rnn, sampled_loss, sequence, tensor, vision)
 from . import case as _case
+from . import ctr
 
 # in this order: a later module's name wins (Fluid 1.x image layers, case/switch_case,
 # distributions, sequence labelling, sampled losses, beam search, Print)
 _MODULES = [io, nn, ops, tensor, manip, loss, metric, sequence, control_flow,
             learning_rate_scheduler, rnn, vision, _case, distributions, beam, crf,
-            sampled_loss, debug]
+            sampled_loss, debug, ctr]
 __all__ = []
 for _mod in _MODULES:
     for _n in _mod.__all__:

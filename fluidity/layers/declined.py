@@ -10,11 +10,7 @@ _DETECTION = "a detection layer, outside Fluidity's scope"
 
 # name: why
 DECLINED = {
-    "data_norm": ("its statistics parameters are updated by a special summary rule of "
-                  "Paddle's distributed CTR training, which Fluidity does not run"),
-    "hash": "the op hashes with xxHash64, which Fluidity does not ship",
     "similarity_focus": "the similarity_focus op is not built",
-    "filter_by_instag": "the filter_by_instag op (PaddleBox instance tags) is not built",
     "lstm": "the cuDNN LSTM op is not built; use dynamic_lstm or StaticRNN",
     "dynamic_lstmp": "the projected LSTM op (lstmp) is not built; use dynamic_lstm",
     "RNNCell": _RNN_API, "GRUCell": _RNN_API, "LSTMCell": _RNN_API, "Decoder": _RNN_API,

@@ -22,3 +22,4 @@ from . import collective_ops  # noqa: F401,E402  (c_allreduce_sum, c_comm_init, 
 from . import tensor_fluid1  # noqa: F401,E402  (flatten, fill, index_sample, allclose, conv_shift, hinge_loss, l1_norm)
 from . import interp  # noqa: F401,E402  (bilinear/nearest/trilinear/bicubic_interp, Fluid 1.x's resize)
 from . import quantize  # noqa: F401,E402  (fake_quantize_*, fake_dequantize_*, dequantize_abs_max/log)
+from . import ctr  # noqa: F401,E402  (hash, filter_by_instag, data_norm)
