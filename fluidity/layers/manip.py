@@ -47,8 +47,32 @@ def _with_xshape(op_type, x, attrs, inputs=None, name=None, act=None):
 
 
 # --- joining and cutting ---------------------------------------------------------------------
+_CONCAT_DTYPES = ("float16", "float32", "float64", "int32", "int64")
+
+
 def concat(input, axis=0, name=None):
-    """Join `input` (a list of Variables) along `axis` (an int or an int Variable)."""
+    """Join `input` (a list of Variables) along `axis` (an int or an int Variable). As in
+    Fluid 1.8, one Variable is taken as a list of one (with a warning), and an element that is
+    not a Variable, a dtype outside float16/32/64 and int32/64, or an axis neither int nor
+    Variable is a TypeError."""
+    if not isinstance(input, (list, tuple)):
+        import warnings
+        warnings.warn(f"The type of input in concat should be list, but received "
+                      f"{type(input)}.")
+        input = [input]
+    for i, x in enumerate(input):
+        check_variables("concat", **{f"input[{i}]": x})
+        if dtypes.name(x.dtype) not in _CONCAT_DTYPES:
+            raise TypeError(f"concat: input[{i}] '{x.name}' has dtype "
+                            f"{dtypes.name(x.dtype)}, not one of {list(_CONCAT_DTYPES)}")
+    if isinstance(axis, bool) or not isinstance(axis, (int, Variable)):
+        raise TypeError(f"concat: axis must be an int or a Variable, got "
+                        f"{type(axis).__name__}")
+    if input[0].type == dtypes.VarType.LOD_TENSOR_ARRAY:
+        if len(input) != 1 or isinstance(axis, Variable):
+            raise TypeError("concat: a LoDTensorArray is joined alone, along an int axis")
+        from .nn import tensor_array_to_tensor
+        return tensor_array_to_tensor(input[0], axis=int(axis), name=name)[0]
     axis_t = axis if isinstance(axis, Variable) else None
     return one_op_layer("concat", {"X": list(input), "AxisTensor": axis_t},
                         {"axis": 0 if axis_t is not None else int(axis)}, name=name)

@@ -1,0 +1,113 @@
+"""Ops whose behaviour now follows Paddle 1.8's definition (what its own op tests check):
+concat's LoD, add_position_encoding on sequences, linear_chain_crf's declared LoD levels,
+lamb's update, the concat layer's checks. References are numpy written here."""
+import numpy as np
+import pytest
+
+import fluidity as fluid
+from fluidity.core.tensor import LoDTensor
+from fluidity.errors import ExecutionError, ShapeError
+from op_test import check_grad, check_output, run_op
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(11)
+
+
+def test_concat_joins_lods_along_axis_0(rng):
+    a, b = rng.uniform(size=(3, 2)), rng.uniform(size=(4, 2))
+    ta, tb = LoDTensor(a, [[0, 1, 3]]), LoDTensor(b, [[0, 4]])
+    out = run_op("concat", {"X": [("a", ta), ("b", tb)]}, {"axis": 0}, return_lod=True)["Out"]
+    np.testing.assert_array_equal(np.asarray(out), np.concatenate([a, b]))
+    assert out.lod() == [[0, 1, 3, 7]]
+    # two levels
+    t2 = LoDTensor(a, [[0, 1, 2], [0, 2, 3]])
+    out = run_op("concat", {"X": [("a", t2), ("b", t2)]}, {"axis": 0}, return_lod=True)["Out"]
+    assert out.lod() == [[0, 1, 2, 3, 4], [0, 2, 3, 5, 6]]
+    # along another axis: X[0]'s LoD
+    out = run_op("concat", {"X": [("a", ta), ("b", LoDTensor(a, [[0, 3]]))]}, {"axis": 1},
+                 return_lod=True)["Out"]
+    assert out.lod() == [[0, 1, 3]]
+    # an input without LoD: none
+    out = run_op("concat", {"X": [("a", ta), ("b", b)]}, {"axis": 0}, return_lod=True)["Out"]
+    assert out.lod() == []
+    with pytest.raises(ExecutionError, match="LoD levels differ"):
+        run_op("concat", {"X": [("a", ta), ("b", t2)]}, {"axis": 0})
+    check_grad("concat", {"X": [("a", ta), ("b", tb)]}, [("X", 0), ("X", 1)], {"axis": 0})
+
+
+def test_concat_layer_checks_and_arrays():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data("x", [4], dtype="int32")
+        with pytest.warns(UserWarning, match="should be list"):
+            fluid.layers.concat(x)
+        with pytest.raises(TypeError, match="input\\[0\\]"):
+            fluid.layers.concat([np.ones((1, 1))])
+        u8 = fluid.layers.data("u8", [4], dtype="uint8")
+        with pytest.raises(TypeError, match="uint8"):
+            fluid.layers.concat([u8, u8])
+        with pytest.raises(TypeError, match="axis"):
+            fluid.layers.concat([x, x], 3.2)
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        v = fluid.layers.assign(np.arange(6, dtype=np.float32).reshape(2, 3))
+        arr = fluid.layers.create_array("float32")
+        for i in range(2):
+            fluid.layers.array_write(v, fluid.layers.fill_constant([1], "int64", i), arr)
+        out = fluid.layers.concat(arr, axis=1)
+    assert list(out.shape) == [2, -1]
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, fetch_list=[out])
+    np.testing.assert_array_equal(got, np.tile(np.arange(6).reshape(2, 3), (1, 2)))
+
+
+def _pe(t, d):
+    half = d // 2
+    out = np.zeros((t, d))
+    for j in range(t):
+        for k in range(half):
+            v = j / 10000.0 ** (k / (half - 1)) if half > 1 else j / 10000.0
+            out[j, k], out[j, half + k] = np.sin(v), np.cos(v)
+    return out
+
+
+def test_add_position_encoding_on_sequences(rng):
+    x = rng.uniform(size=(6, 4))
+    t = LoDTensor(x, [[0, 2, 6]])
+    want = 0.5 * x + 2.0 * np.concatenate([_pe(2, 4), _pe(4, 4)])
+    got = run_op("add_position_encoding", {"X": t}, {"alpha": 0.5, "beta": 2.0},
+                 return_lod=True)["Out"]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    assert got.lod() == [[0, 2, 6]]
+    x3 = rng.uniform(size=(2, 3, 2))               # D/2 = 1: angle j / 10000
+    check_output("add_position_encoding", {"X": x3}, {"Out": x3 + _pe(3, 2)[None]})
+    check_grad("add_position_encoding", {"X": t}, ["X"], {"alpha": 0.5, "beta": 2.0})
+    with pytest.raises(ShapeError, match="must be even"):
+        run_op("add_position_encoding", {"X": LoDTensor(rng.uniform(size=(3, 3)),
+                                                        [[0, 3]])})
+
+
+def test_linear_chain_crf_declares_alpha_lod():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        em = fluid.layers.data("em", [5], lod_level=1)
+        lab = fluid.layers.data("lab", [1], dtype="int64", lod_level=1)
+        fluid.layers.linear_chain_crf(em, lab)
+    op = main.global_block().ops[-1]
+    assert op.type == "linear_chain_crf"
+    for slot in ("Alpha", "EmissionExps"):
+        assert main.global_block().var(op.output(slot)[0]).lod_level == 1
+
+
+def test_lamb_is_paddle_18s_rule(rng):
+    p, g = rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
+    m1, m2 = rng.uniform(size=(3, 4)), rng.uniform(size=(3, 4))
+    lr = np.array([0.1])
+    n1, n2 = 0.9 * m1 + 0.1 * g, 0.999 * m2 + 0.001 * g * g
+    r = n1 / (np.sqrt(n2) + 1e-6) + 0.01 * p
+    want = p - 0.1 * np.linalg.norm(p) / np.linalg.norm(r) * r
+    check_output("lamb", {"Param": p, "Grad": g, "LearningRate": lr, "Moment1": m1,
+                          "Moment2": m2, "Beta1Pow": np.array([0.9 ** 10]),
+                          "Beta2Pow": np.array([0.999 ** 10])},
+                 {"ParamOut": want, "Moment1Out": n1, "Moment2Out": n2},
+                 {"weight_decay": 0.01})
