@@ -1,4 +1,5 @@
 """Neural-network layers: fc, embedding, mean, elementwise_*, matmul, ..."""
+from ..core import dtypes
 from ..core.dtypes import VarType
 from ..errors import ShapeError
 from ..layer_helper import LayerHelper
@@ -97,6 +98,13 @@ def mul(x, y, x_num_col_dims=1, y_num_col_dims=1, name=None):
 
 
 def matmul(x, y, transpose_x=False, transpose_y=False, alpha=1.0, name=None):
+    """alpha * op(x) @ op(y); x and y float16/32/64 Variables (TypeError otherwise, as
+    Fluid 1.8)."""
+    check_variables("matmul", x=x, y=y)
+    for arg, v in (("x", x), ("y", y)):
+        if dtypes.name(v.dtype) not in ("float16", "float32", "float64"):
+            raise TypeError(f"matmul: '{arg}' ({v.name}) must be float16, float32 or float64, "
+                            f"got {dtypes.name(v.dtype)}")
     return one_op_layer("matmul", {"X": x, "Y": y}, {"transpose_X": transpose_x,
                                                      "transpose_Y": transpose_y,
                                                      "alpha": float(alpha)}, name=name)

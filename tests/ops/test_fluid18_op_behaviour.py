@@ -111,3 +111,63 @@ def test_lamb_is_paddle_18s_rule(rng):
                           "Beta2Pow": np.array([0.999 ** 10])},
                  {"ParamOut": want, "Moment1Out": n1, "Moment2Out": n2},
                  {"weight_decay": 0.01})
+
+
+def _heads_ref(a, b, h):
+    """Paddle 1.8's MatMulWithHead, head by head."""
+    ka, kb = a.shape[-1], b.shape[-2]
+    outs = []
+    for i in range(h):
+        ai = a[..., i * ka // h:(i + 1) * ka // h]
+        if kb == ka:
+            bi = b[..., i * kb // h:(i + 1) * kb // h, :]
+        else:
+            n = b.shape[-1] // h
+            bi = b[..., :, i * n:(i + 1) * n]
+        outs.append(ai @ bi)
+    return np.concatenate(outs, axis=-1)
+
+
+@pytest.mark.parametrize("xs,ys,tx,ty", [
+    ((3, 8), (8, 5), False, False),      # Y's rows cut too: Out [3, 4 * 5]
+    ((2, 3, 8), (8, 5), False, False),
+    ((8, 3), (5, 8), True, True),
+    ((3, 8), (2, 12), False, False),     # Y's height = X's head width: Y's columns cut
+])
+def test_matmul_head_number(rng, xs, ys, tx, ty):
+    x, y = rng.uniform(-1, 1, xs), rng.uniform(-1, 1, ys)
+    a = np.swapaxes(x, -1, -2) if tx else x
+    b = np.swapaxes(y, -1, -2) if ty else y
+    attrs = {"head_number": 4, "transpose_X": tx, "transpose_Y": ty, "alpha": 0.5}
+    check_output("matmul", {"X": x, "Y": y}, {"Out": 0.5 * _heads_ref(a, b, 4)}, attrs)
+    check_grad("matmul", {"X": x, "Y": y}, ["X", "Y"], attrs)
+    with pytest.raises(ShapeError, match="head_number 3"):
+        run_op("matmul", {"X": x, "Y": y}, {**attrs, "head_number": 3})
+
+
+@pytest.mark.parametrize("xs,ys,tx,ty,want", [
+    ((3,), (4,), True, True, (3, 4)),     # a transposed 1-D X is a column: the outer product
+    ((3,), (3,), False, False, (1,)),     # a dot product is [1]
+    ((3,), (3, 4), False, False, (4,)),
+    ((1, 3), (4,), True, True, (3, 4)),   # a transposed 1-D Y is a row
+    ((2, 5, 3), (3,), False, False, (2, 5)),
+])
+def test_matmul_vectors_as_fluid18(rng, xs, ys, tx, ty, want):
+    x, y = rng.uniform(-1, 1, xs), rng.uniform(-1, 1, ys)
+    a = x[None, :] if x.ndim == 1 else x
+    b = y[:, None] if y.ndim == 1 else y
+    a = np.swapaxes(a, -1, -2) if tx else a
+    b = np.swapaxes(b, -1, -2) if ty else b
+    ref = (a @ b).reshape(want)
+    attrs = {"transpose_X": tx, "transpose_Y": ty}
+    check_output("matmul", {"X": x, "Y": y}, {"Out": ref}, attrs)
+    check_grad("matmul", {"X": x, "Y": y}, ["X", "Y"], attrs)
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        out = fluid.layers.matmul(fluid.data("x", list(xs), "float32"),
+                                  fluid.data("y", list(ys), "float32"), tx, ty)
+    assert tuple(out.shape) == want
+    with pytest.raises(TypeError, match="float16, float32 or float64"):
+        with fluid.program_guard(fluid.Program(), fluid.Program()):
+            i = fluid.data("i", [2, 2], "int32")
+            fluid.layers.matmul(i, i)
