@@ -171,3 +171,26 @@ def test_matmul_vectors_as_fluid18(rng, xs, ys, tx, ty, want):
         with fluid.program_guard(fluid.Program(), fluid.Program()):
             i = fluid.data("i", [2, 2], "int32")
             fluid.layers.matmul(i, i)
+
+
+@pytest.mark.parametrize("shape,axis", [((4, 6), 1), ((2, 6, 3), 1), ((2, 3, 2, 6), 3),
+                                        ((2, 6, 2, 2), 1)])
+def test_maxout_any_rank_and_axis(rng, shape, axis):
+    x = rng.uniform(-1, 1, shape)
+    moved = np.moveaxis(x, axis, -1)
+    want = np.moveaxis(moved.reshape(moved.shape[:-1] + (moved.shape[-1] // 2, 2)).max(-1),
+                       -1, axis)
+    check_output("maxout", {"X": x}, {"Out": want}, {"groups": 2, "axis": axis})
+    check_grad("maxout", {"X": x}, ["X"], {"groups": 2, "axis": axis})
+
+
+def test_maxout_layer_axis_and_dtype():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        out = fluid.layers.maxout(fluid.data("x", [3, 2, 2, 6], "float32"), groups=2, axis=-1)
+        assert main.global_block().ops[-1].attr("axis") == 3
+        assert list(out.shape) == [3, 2, 2, 3]
+        with pytest.raises(ValueError, match="axis"):
+            fluid.layers.maxout(fluid.data("y", [2, 4, 6, 6], "float32"), groups=2, axis=2)
+        with pytest.raises(TypeError, match="int32"):
+            fluid.layers.maxout(fluid.data("z", [12, 10], "int32"), 2)
