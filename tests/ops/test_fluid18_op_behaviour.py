@@ -194,3 +194,27 @@ def test_maxout_layer_axis_and_dtype():
             fluid.layers.maxout(fluid.data("y", [2, 4, 6, 6], "float32"), groups=2, axis=2)
         with pytest.raises(TypeError, match="int32"):
             fluid.layers.maxout(fluid.data("z", [12, 10], "int32"), 2)
+
+
+@pytest.mark.parametrize("op", ["cross_entropy", "cross_entropy2"])
+def test_cross_entropy_hard_labels_without_class_dim(rng, op):
+    x = rng.uniform(0.1, 1.0, (6, 5))
+    label = np.array([0, 4, -100, 2, 2, 1], np.int64)
+    take = x[np.arange(6), np.where(label < 0, 0, label)]
+    y = np.where(label < 0, 0, -np.log(take))
+    got = check_output(op, {"X": x, "Label": label}, {"Y": y})
+    assert got["Y"].shape == (6,)
+    if op == "cross_entropy2":
+        match = run_op(op, {"X": x, "Label": label})["MatchX"]
+        # MatchX keeps the class dim and is 0 where the label is ignored
+        np.testing.assert_allclose(match, np.where(label < 0, 0, take)[:, None])
+    check_grad(op, {"X": x, "Label": label}, ["X"], output_slots=["Y"])
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        out = fluid.layers.cross_entropy(fluid.data("p", [6, 5], "float32"),
+                                         fluid.data("l", [6], "int64"))
+    assert list(out.shape) == [6]
+    with pytest.raises(TypeError, match="int32"):
+        with fluid.program_guard(fluid.Program(), fluid.Program()):
+            fluid.layers.cross_entropy(fluid.data("q", [6, 5], "int32"),
+                                       fluid.data("m", [6], "int64"))
