@@ -61,6 +61,14 @@ def table_lookup(op_type, input, size, is_sparse, is_distributed, padding_idx, p
     [..., 1], the last 1 replaced by dim) and `fluid.embedding` (lookup_table_v2: dim
     appended to ids of any shape) differ only in the op, whose shape rule that is. A
     negative `padding_idx` counts from the end of the vocabulary; None is -1 (no padding)."""
+    layer = "fluid.layers.embedding" if op_type == "lookup_table" else "fluid.embedding"
+    check_variables(layer, input=input)
+    if dtypes.name(input.dtype) != "int64":
+        raise TypeError(f"{layer}: input ({input.name}) must be int64 ids, got "
+                        f"{dtypes.name(input.dtype)}")
+    if dtypes.name(dtype) not in ("float16", "float32", "float64"):
+        raise TypeError(f"{layer}: dtype must be float16, float32 or float64, got "
+                        f"{dtypes.name(dtype)}")
     helper = LayerHelper("embedding", param_attr=param_attr, name=name)
     w = helper.create_parameter(param_attr, list(size), dtype)
     out = helper.create_variable_for_type_inference(dtype)

@@ -218,3 +218,41 @@ def test_cross_entropy_hard_labels_without_class_dim(rng, op):
         with fluid.program_guard(fluid.Program(), fluid.Program()):
             fluid.layers.cross_entropy(fluid.data("q", [6, 5], "int32"),
                                        fluid.data("m", [6], "int64"))
+
+
+def test_lookup_table_in_a_selected_rows_table():
+    """W a SelectedRows (Paddle's is_sparse table path): ids are looked up among its rows."""
+    from fluidity.core.tensor import SelectedRows
+    from fluidity.op import Operator
+    scope = fluid.Scope()
+    value = np.arange(4 * 3, dtype=np.float32).reshape(4, 3)
+    w = scope.var("W").get_selected_rows()
+    w.set_height(100)
+    w.set_rows([40, 7, 12, 3])
+    w.get_tensor().set(value, fluid.CPUPlace())
+    scope.var("Ids").get_tensor().set(np.array([[12], [3], [40], [12]], np.int64),
+                                      fluid.CPUPlace())
+    Operator("lookup_table", W="W", Ids="Ids", Out="Out").run(scope, fluid.CPUPlace())
+    np.testing.assert_array_equal(np.array(scope.find_var("Out").get_tensor()),
+                                  value[[2, 3, 0, 2]])
+    scope.var("Ids").get_tensor().set(np.array([[5]], np.int64), fluid.CPUPlace())
+    with pytest.raises(ExecutionError, match="id 5 is not among the rows"):
+        Operator("lookup_table", W="W", Ids="Ids", Out="Out").run(scope, fluid.CPUPlace())
+    # padding ids give zeros without being looked up
+    scope.var("Ids").get_tensor().set(np.array([[5], [7]], np.int64), fluid.CPUPlace())
+    Operator("lookup_table", W="W", Ids="Ids", Out="Out", padding_idx=5).run(
+        scope, fluid.CPUPlace())
+    np.testing.assert_array_equal(np.array(scope.find_var("Out").get_tensor()),
+                                  [[0, 0, 0], value[1]])
+    assert isinstance(scope.find_var("W").get_selected_rows(), SelectedRows)
+
+
+def test_embedding_layers_check_their_input():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        for layer in (fluid.layers.embedding, fluid.embedding):
+            with pytest.raises(TypeError, match="must be a Variable"):
+                layer(input=np.zeros((4, 1), np.int64), size=(10, 4))
+            with pytest.raises(TypeError, match="int64 ids"):
+                layer(input=fluid.data("f", [4, 1], "float32"), size=(10, 4))
+            with pytest.raises(TypeError, match="dtype"):
+                layer(input=fluid.data("i", [4, 1], "int64"), size=(10, 4), dtype="int64")
