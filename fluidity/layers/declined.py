@@ -10,11 +10,7 @@ _SAMPLER = ("the {} op (a randomly sampling target assigner of two-stage detecto
 
 # name: why
 DECLINED = {
-    "data_norm": ("its statistics parameters are updated by a special summary rule of "
-                  "Paddle's distributed CTR training, which Fluidity does not run"),
-    "hash": "the op hashes with xxHash64, which Fluidity does not ship",
     "similarity_focus": "the similarity_focus op is not built",
-    "filter_by_instag": "the filter_by_instag op (PaddleBox instance tags) is not built",
     "lstm": "the cuDNN LSTM op is not built; use dynamic_lstm or StaticRNN",
     "deformable_conv": _DETECTION, "deformable_roi_pooling": _DETECTION,
     # Fluid 1.8's fluid.layers.detection names not built (the rest of it is:

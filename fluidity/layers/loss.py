@@ -1,4 +1,5 @@
 """Loss layers (Fluid 1.x signatures)."""
+from ..core import dtypes
 from ..layer_helper import LayerHelper
 from ..ops.loss import IGNORE_INDEX
 from .checks import check_variables
@@ -15,7 +16,12 @@ def _tmp(helper, dtype, stop_gradient=False):
 def cross_entropy(input, label, soft_label=False, ignore_index=IGNORE_INDEX):
     """Cross entropy of probabilities `input` [N, D] against int64 class ids [N, 1] (op
     cross_entropy2) or, with soft_label, distributions [N, D] (op cross_entropy).
-    Returns [N, 1]."""
+    Returns [N, 1] (Label's shape for a Label [N]). input must be a float16/32/64 Variable
+    (TypeError otherwise, as Fluid 1.8)."""
+    check_variables("cross_entropy", input=input, label=label)
+    if dtypes.name(input.dtype) not in ("float16", "float32", "float64"):
+        raise TypeError(f"cross_entropy: input ({input.name}) must be float16, float32 or "
+                        f"float64, got {dtypes.name(input.dtype)}")
     helper = LayerHelper("cross_entropy")
     out = _tmp(helper, input.dtype)
     if soft_label:

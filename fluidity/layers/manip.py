@@ -47,8 +47,31 @@ def _with_xshape(op_type, x, attrs, inputs=None, name=None, act=None):
 
 
 # --- joining and cutting ---------------------------------------------------------------------
+_CONCAT_DTYPES = ("float16", "float32", "float64", "int32", "int64")
+
+
 def concat(input, axis=0, name=None):
-    """Join `input` (a list of Variables) along `axis` (an int or an int Variable)."""
+    """Join `input` (a list of Variables) along `axis` (an int or an int Variable). As in
+    Fluid 1.8, one Variable is taken as a list of one (with a warning), and an element that is
+    not a Variable, a dtype outside float16/32/64 and int32/64, or an axis neither int nor
+    Variable is a TypeError."""
+    if not isinstance(input, (list, tuple)):
+        import warnings
+        warnings.warn(f"The type of input in concat should be list, but received "
+                      f"{type(input)}.")
+        input = [input]
+    for i, x in enumerate(input):
+        check_variables("concat", **{f"input[{i}]": x})
+        if dtypes.name(x.dtype) not in _CONCAT_DTYPES:
+            raise TypeError(f"concat: input[{i}] '{x.name}' has dtype "
+                            f"{dtypes.name(x.dtype)}, not one of {list(_CONCAT_DTYPES)}")
+    if isinstance(axis, bool) or not isinstance(axis, (int, Variable)):
+        raise TypeError(f"concat: axis must be an int or a Variable, got "
+                        f"{type(axis).__name__}")
+    if input[0].type == dtypes.VarType.LOD_TENSOR_ARRAY:
+        if len(input) != 1 or isinstance(axis, Variable):
+            raise TypeError("concat: a LoDTensorArray is joined alone, along an int axis")
+        return tensor_array_to_tensor(input[0], axis=int(axis), name=name)[0]
     axis_t = axis if isinstance(axis, Variable) else None
     return one_op_layer("concat", {"X": list(input), "AxisTensor": axis_t},
                         {"axis": 0 if axis_t is not None else int(axis)}, name=name)
@@ -418,3 +441,15 @@ def size(input):
     out = one_op_layer("size", {"Input": input}, dtype="int64")
     out.stop_gradient = True
     return out
+
+
+def tensor_array_to_tensor(input, axis=1, name=None, use_stack=False):
+    """(the array's tensors concatenated, or stacked, along axis; int32 sizes of each)."""
+    check_variables("tensor_array_to_tensor", input=input)
+    helper = LayerHelper("tensor_array_to_tensor", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    index = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    helper.append_op("tensor_array_to_tensor", inputs={"X": input},
+                     outputs={"Out": out, "OutIndex": index},
+                     attrs={"axis": int(axis), "use_stack": bool(use_stack)})
+    return out, index

@@ -4,6 +4,7 @@ movers (space_to_depth, pixel_shuffle, shuffle_channel, temporal_shift), maxout,
 affine_channel, lrn; and merge_selected_rows / get_tensor_from_selected_rows."""
 import numbers
 
+from ..core import dtypes
 from ..errors import ShapeError
 from ..framework import Variable
 from ..layer_helper import LayerHelper
@@ -349,10 +350,13 @@ def temporal_shift(x, seg_num, shift_ratio=0.25, name=None):
 def maxout(x, groups, name=None, axis=1):
     """The max of each `groups` consecutive channels."""
     check_variables("maxout", x=x)
+    if dtypes.name(x.dtype) not in ("float16", "float32", "float64"):
+        raise TypeError(f"maxout: x ({x.name}) must be float16, float32 or float64, got "
+                        f"{dtypes.name(x.dtype)}")
     if axis not in (1, -1, 3):
-        raise ValueError(f"maxout: axis must be 1, -1 or 3, got {axis}")
+        raise ValueError(f"maxout: axis must be 1 (NCHW) or -1 or 3 (NHWC), got {axis}")
     return one_op_layer("maxout", {"X": x}, {"groups": _positive_int("maxout", "groups", groups),
-                                             "axis": axis}, name=name)
+                                             "axis": 3 if axis == -1 else axis}, name=name)
 
 
 def affine_channel(x, scale=None, bias=None, data_layout="NCHW", name=None, act=None):
@@ -543,7 +547,7 @@ def adaptive_pool3d(input, pool_size, pool_type="max", require_index=False, name
     return (out, mask) if require_index else out
 
 
-# --- resize_trilinear (op trilinear_interp in fluidity/ops/volume.py) --------------------------
+# --- resize_trilinear (op trilinear_interp in fluidity/ops/interp.py) --------------------------
 __all__ += ["resize_trilinear"]
 
 

@@ -29,10 +29,14 @@ def _log_softmax(x, axis):
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
-def _hard_labels(op, label, like, axis, ignore_index):
+def _hard_labels(op, label, like, axis, ignore_index, squeezed_ok=False):
     """Validate hard labels against `like` (the input whose `axis` holds the classes).
-    Returns (ids safe to gather with take_along_axis, mask of ignored positions)."""
+    Returns (ids safe to gather with take_along_axis, mask of ignored positions), both with
+    a size-1 class axis. `squeezed_ok`: Label may also lack the class axis (cross_entropy's
+    Label [N] for X [N, C], Paddle 1.8)."""
     want = like.shape[:axis] + (1,) + like.shape[axis + 1:]
+    if squeezed_ok and label.shape == like.shape[:axis] + like.shape[axis + 1:]:
+        label = np.expand_dims(label, axis)
     if label.shape != want:
         raise ExecutionError(f"{op}: hard Label has shape {list(label.shape)}, want "
                              f"{list(want)} (input {list(like.shape)}, class axis {axis})")
@@ -70,17 +74,16 @@ def _soft_labels(op, label, like):
 
 def _check_labels(ctx, x_slot, soft, axis=-1, squeezed_ok=False):
     """Build-time check of Label against the input in `x_slot`; returns the canonical axis.
-    With squeezed_ok (cross_entropy's ops, as Paddle's), hard labels may also leave out
-    the trailing class dim of 1 (Label [N, T] for X [N, T, C])."""
+    `squeezed_ok`: hard labels may lack the class axis (Label [N] for X [N, C])."""
     xs, ls = ctx.input_shape(x_slot), ctx.input_shape("Label")
     rank = len(xs)
     if not -rank <= axis < rank:
         ctx.fail(f"axis {axis} is out of range for {x_slot} of rank {rank}")
     axis %= rank
+    if squeezed_ok and not soft and len(ls) == rank - 1:
+        ls = ls[:axis] + [1] + ls[axis:]
     if len(ls) != rank:
-        if not (squeezed_ok and not soft and len(ls) == rank - 1 and axis == rank - 1):
-            ctx.fail(f"{x_slot} and Label must have the same rank, got {xs} and {ls}")
-        ls = ls + [1]
+        ctx.fail(f"{x_slot} and Label must have the same rank, got {xs} and {ls}")
     for i, (a, b) in enumerate(zip(xs, ls)):
         if i == axis and not soft:
             if b > 0 and b != 1:
@@ -97,17 +100,6 @@ def _loss_shape(xs, axis):
     return xs[:axis] + [1] + xs[axis + 1:]
 
 
-def _hard_loss_shape(ctx, xs, axis):
-    """cross_entropy's Y: Label's shape when Label leaves out the class dim, as Paddle's."""
-    ls = ctx.input_shape("Label")
-    return ls if len(ls) == len(xs) - 1 else _loss_shape(xs, axis)
-
-
-def _with_class_dim(label, x):
-    """Label with the trailing class dim of 1 that a squeezed hard Label leaves out."""
-    return label[..., None] if label.ndim == x.ndim - 1 else label
-
-
 # --- cross_entropy on probabilities ------------------------------------------------------
 class CrossEntropy(OpDef):
     type = "cross_entropy"
@@ -120,18 +112,18 @@ class CrossEntropy(OpDef):
     @staticmethod
     def infer_shape(ctx):
         axis = _check_labels(ctx, "X", ctx.attr("soft_label"), squeezed_ok=True)
-        ctx.set_output("Y", _hard_loss_shape(ctx, ctx.input_shape("X"), axis),
-                       ctx.input_dtype("X"), ctx.input_lod_level("X"))
+        ctx.set_output("Y", _label_loss_shape(ctx), ctx.input_dtype("X"),
+                       ctx.input_lod_level("X"))
 
     @staticmethod
     def kernel(x, label, *, soft_label, ignore_index):
         if soft_label:
             y = -(_soft_labels(CrossEntropy.type, label, x) * _log(x)).sum(-1, keepdims=True)
         else:
-            ids, ignored = _hard_labels(CrossEntropy.type, _with_class_dim(label, x), x,
-                                        x.ndim - 1, ignore_index)
+            ids, ignored = _hard_labels(CrossEntropy.type, label, x, x.ndim - 1, ignore_index,
+                                        squeezed_ok=True)
             y = np.where(ignored, 0, -_log(np.take_along_axis(x, ids, -1)))
-            y = y.reshape(label.shape)
+            y = y.reshape(label.shape)      # Label's own shape: [N] stays [N]
         return y.astype(x.dtype, copy=False)
 
     @staticmethod
@@ -141,9 +133,10 @@ class CrossEntropy(OpDef):
         e.require_float(x)
         if e.attr("soft_label") or label.ctype != "int64_t":
             e.fail("soft labels, or labels not int64")
+        _refuse_squeezed_label(e, x, label)
         rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
         e.check(f"{label.numel()} != {rows}", "cross_entropy: Label needs one id per row of X")
-        y = e.output("Y", x.dims[:-1] + (["1"] if label.ndim == x.ndim else []))
+        y = e.output("Y", x.dims[:-1] + ["1"])
         ig = e.attr("ignore_index")
         e.code(f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
                f"if (l == {ig}LL) {{ {y}[r] = 0.0f; continue; }} "
@@ -169,10 +162,11 @@ class CrossEntropyGrad(OpDef):
     def kernel(x, label, dy, *, soft_label, ignore_index):
         if soft_label:
             return (-label * dy / x).astype(x.dtype, copy=False)
-        ids, ignored = _hard_labels(CrossEntropy.type, _with_class_dim(label, x), x,
-                                    x.ndim - 1, ignore_index)
-        return _scatter_last(x.shape, ids, np.where(ignored, 0, -dy.reshape(ids.shape) /
-                                                    np.take_along_axis(x, ids, -1)), x.dtype)
+        ids, ignored = _hard_labels(CrossEntropy.type, label, x, x.ndim - 1, ignore_index,
+                                    squeezed_ok=True)
+        dy = dy.reshape(ids.shape)
+        return _scatter_last(x.shape, ids, np.where(ignored, 0, -dy / np.take_along_axis(
+            x, ids, -1)), x.dtype)
 
     @staticmethod
     def emit(e):
@@ -189,6 +183,23 @@ class CrossEntropyGrad(OpDef):
                f"{g}[r * {cols} + l] = -{dy}[r] / {x}[r * {cols} + l]; }}")
 
 
+def _label_loss_shape(ctx):
+    """Y's shape for hard labels as Paddle 1.8 infers it: Label's, its class dim 1 (a
+    Label without the class dim gives Y without it); soft labels: X's, class dim 1."""
+    xs, ls = ctx.input_shape("X"), ctx.input_shape("Label")
+    if len(ls) == len(xs) - 1 and not (ctx.opdef.declares("soft_label") and
+                                       ctx.attr("soft_label")):
+        return list(ls)
+    return _loss_shape(xs, len(xs) - 1)
+
+
+def _refuse_squeezed_label(e, x, label):
+    """A Label without the class dim makes Y Label-shaped (the kernel's rule); the compiled
+    form writes Y [.., 1], so such an op runs interpreted."""
+    if label.ndim == x.ndim - 1:
+        e.fail("Label without the class dim (Y takes Label's shape)")
+
+
 def _scatter_last(shape, ids, values, dtype, axis=-1):
     out = np.zeros(shape, dtype=dtype)
     np.put_along_axis(out, ids, values.astype(dtype, copy=False), axis)
@@ -202,11 +213,11 @@ def _cross_entropy2_operands(e):
     e.require_float(x)
     if label.ctype != "int64_t":
         e.fail("labels are not int64")
+    _refuse_squeezed_label(e, x, label)
     rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
     e.check(f"{label.numel()} != {rows}", "cross_entropy2: Label needs one id per row of X")
-    y_dims = x.dims[:-1] + (["1"] if label.ndim == x.ndim else [])
-    y = e.output("Y", y_dims)
-    match = e.output("MatchX", y_dims)
+    y = e.output("Y", x.dims[:-1] + ["1"])
+    match = e.output("MatchX", x.dims[:-1] + ["1"])
     if e.has_output("XShape"):
         e.output("XShape", x.dims + ["0"])
     ig = e.attr("ignore_index")
@@ -226,24 +237,24 @@ class CrossEntropy2(OpDef):
         xs = ctx.input_shape("X")
         axis = _check_labels(ctx, "X", False, squeezed_ok=True)
         dt, lod = ctx.input_dtype("X"), ctx.input_lod_level("X")
-        ctx.set_output("Y", _hard_loss_shape(ctx, xs, axis), dt, lod)
-        ctx.set_output("MatchX", _hard_loss_shape(ctx, xs, axis), dt, lod)
+        ctx.set_output("Y", _label_loss_shape(ctx), dt, lod)
+        ctx.set_output("MatchX", _loss_shape(xs, axis), dt, lod)
         ctx.set_output("XShape", xs + [0], dt, lod)
 
     @staticmethod
     def kernel(x, label, *, ignore_index):
-        ids, ignored = _hard_labels(CrossEntropy2.type, _with_class_dim(label, x), x,
-                                    x.ndim - 1, ignore_index)
-        match = np.take_along_axis(x, ids, -1)
+        ids, ignored = _hard_labels(CrossEntropy2.type, label, x, x.ndim - 1, ignore_index,
+                                    squeezed_ok=True)
+        # MatchX [.., 1] whatever Label's shape, 0 where the label is ignored (Paddle 1.8)
+        match = np.where(ignored, 0, np.take_along_axis(x, ids, -1)).astype(x.dtype)
         y = np.where(ignored, 0, -_log(match)).astype(x.dtype, copy=False)
-        return y.reshape(label.shape), np.empty(x.shape + (0,), x.dtype), \
-            match.reshape(label.shape)
+        return y.reshape(label.shape), np.empty(x.shape + (0,), x.dtype), match
 
     @staticmethod
     def emit(e):
         x, label, rows, cols, y, match, ig = _cross_entropy2_operands(e)
         e.code(f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
-               f"if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = {x}[r * {cols}]; continue; }} "
+               f"if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = 0.0f; continue; }} "
                f"if (l < 0 || l >= {cols}) {{ std::snprintf(err, 512, \"cross_entropy2: label "
                f"%lld is out of range [0, %lld) (ignore_index={ig})\", (long long)l, "
                f"(long long){cols}); return {2 + e.k}; }} "
@@ -256,7 +267,7 @@ class CrossEntropy2(OpDef):
         run; the C++ target reports it)."""
         x, label, rows, cols, y, match, ig = _cross_entropy2_operands(e)
         e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ const int64_t l = "
-               f"{label}[r]; if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = {x}[r * {cols}]; "
+               f"{label}[r]; if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = 0.0f; "
                f"return; }} if (l < 0 || l >= {cols}) {{ {y}[r] = NAN; {match}[r] = NAN; return; "
                f"}} const float v = {x}[r * {cols} + l]; {match}[r] = v; "
                f"{y}[r] = -fl::tolerable_log(v); }});")
@@ -293,13 +304,11 @@ class CrossEntropyGrad2(OpDef):
     @staticmethod
     def kernel(label, match, xshape, dy, *, ignore_index):
         shape = xshape.shape[:-1]
-        ids = label.astype(np.int64, copy=False)
-        if ids.ndim == len(shape) - 1:      # a Label without the class dim
-            ids = ids[..., None]
+        ids = label.astype(np.int64, copy=False).reshape(match.shape)
+        dy = dy.reshape(match.shape)
         ignored = ids == ignore_index
         return _scatter_last(shape, np.where(ignored, 0, ids),
-                             np.where(ignored, 0, -dy.reshape(ids.shape) /
-                                      match.reshape(ids.shape)), dy.dtype)
+                             np.where(ignored, 0, -dy / match), dy.dtype)
 
     @staticmethod
     def emit(e):

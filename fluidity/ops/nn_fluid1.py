@@ -6,7 +6,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.tensor import LoDTensor, LoDTensorArray
-from ..errors import ExecutionError
+from ..errors import ExecutionError, ShapeError
 from . import c_emit
 from .common import is_empty
 from .registry import In, OpDef, Out, ints
@@ -141,10 +141,12 @@ class FspGrad(OpDef):
 
 # --- add_position_encoding ---------------------------------------------------------------------
 def _position_table(t, d):
+    """[t, d] sinusoids of Paddle 1.8's kernel: for k < d/2, angle j / 10000^(k / (d/2 - 1))
+    (j / 10000 when d/2 is 1); sin in the first half, cos in the second."""
     half = d // 2
     pos = np.arange(t, dtype=np.float64)[:, None]
-    denom = np.power(10000.0, np.arange(half) / max(half - 1, 1))[None, :]
-    val = pos / denom
+    denom = np.power(10000.0, np.arange(half) / (half - 1)) if half > 1 else np.full(1, 1e4)
+    val = pos / denom[None, :]
     table = np.zeros((t, d))
     table[:, :half] = np.sin(val)
     table[:, half:2 * half] = np.cos(val)
@@ -156,18 +158,40 @@ class AddPositionEncoding(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     attrs = {"alpha": 1.0, "beta": 1.0}
-    doc = ("Out = alpha * X + beta * PE for X [B, T, D]: PE[t, j] = sin(t / 10000^(j / "
-           "(D/2 - 1))) for j < D/2, the cos of the same for the second half.")
+    kind = "value"
+    share_lod = None
+    doc = ("Out = alpha * X + beta * PE for X [B, T, D], or a sequence batch [N, D] with one "
+           "LoD level (positions counted within each sequence): PE[t, j] = sin(t / "
+           "10000^(j / (D/2 - 1))) for j < D/2, the cos of the same for the second half.")
 
     @staticmethod
     def infer_shape(ctx):
-        if len(ctx.input_shape("X")) != 3:
-            ctx.fail("X must be 3-D [batch, length, size]")
+        xs = ctx.input_shape("X")
+        lod = ctx.input_lod_level("X")
+        if len(xs) != (2 if lod else 3):
+            ctx.fail("X must be 3-D [batch, length, size], or 2-D [rows, size] with a LoD")
+        if xs[-1] >= 0 and xs[-1] % 2:
+            ctx.fail(f"X's size {xs[-1]} must be even")
         ctx.share("X", "Out")
 
     @staticmethod
     def kernel(x, *, alpha, beta):
-        return (alpha * x + beta * _position_table(x.shape[1], x.shape[2])[None]).astype(x.dtype)
+        a = x._array
+        if a.shape[-1] % 2:
+            raise ShapeError(f"add_position_encoding: X's size {a.shape[-1]} must be even")
+        if not x._lod:
+            if a.ndim != 3:
+                raise ShapeError(f"add_position_encoding: X without a LoD must be 3-D, got "
+                                 f"{list(a.shape)}")
+            pe = _position_table(a.shape[1], a.shape[2])[None]
+        else:
+            if a.ndim != 2 or len(x._lod) != 1:
+                raise ShapeError(f"add_position_encoding: X with a LoD must be 2-D with one "
+                                 f"level, got {list(a.shape)} with {len(x._lod)} levels")
+            off = np.asarray(x._lod[0], np.int64)
+            pos = np.arange(a.shape[0]) - np.repeat(off[:-1], np.diff(off))
+            pe = _position_table(int(pos.max()) + 1 if pos.size else 0, a.shape[1])[pos]
+        return LoDTensor((alpha * a + beta * pe).astype(a.dtype), x._lod)
 
     grad = staticmethod(lambda g: g.op(
         "add_position_encoding_grad", {"Out@GRAD": g.output_grad("Out")},

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.limits import check_elements
+from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, ShapeError
 from .common import infer_with, ints_from, norm_axis, present, reduce_to_shape, untile
 from .compiled import NUMPY_OF_CTYPE, known_values, lit_int, set_known_values
@@ -85,6 +86,8 @@ def _emit_concat(e, copy_block):
         e.fail("absent inputs or mixed dtypes")
     x0 = xs[0]
     ax = e.attr("axis") % x0.ndim
+    if ax == 0 and any(b.lod is not None for b in xs):
+        e.fail("axis 0 over LoD inputs joins their LoDs (the interpreter does)")
     for b in xs[1:]:
         if b.ndim != x0.ndim:
             e.fail("inputs of different ranks")
@@ -112,6 +115,8 @@ def _emit_concat_grad(e, copy_block):
         e.fail("absent inputs")
     x0 = xs[0]
     ax = e.attr("axis") % x0.ndim
+    if ax == 0 and any(b.lod is not None for b in xs):
+        e.fail("axis 0 over LoD inputs joins their LoDs (the interpreter does)")
     pre, post = e.prod(x0.dims[:ax]), e.prod(x0.dims[ax + 1:])
     e.code(f"int64_t at = 0; const int64_t row = {e.prod(d.dims[ax:])};")
     for i, b in enumerate(xs):
@@ -122,12 +127,37 @@ def _emit_concat_grad(e, copy_block):
         e.code(f"at += {n};")
 
 
+def _concat_lod(xs, axis):
+    """Out's LoD (Paddle 1.8): joined along axis 0, every input's LoD appended level by level
+    (a sequence stays a sequence; none when some input has no LoD); else X[0]'s LoD."""
+    lod0 = xs[0]._lod
+    if axis != 0 or not lod0:
+        return lod0
+    if any(not x._lod for x in xs):
+        return []
+    if any(len(x._lod) != len(lod0) for x in xs):
+        raise ShapeError(f"concat: the inputs' LoD levels differ "
+                         f"({[len(x._lod) for x in xs]}); joining them along axis 0 needs "
+                         f"one level count")
+    out = []
+    for level in range(len(lod0)):
+        offs = [0]
+        for x in xs:
+            lv, base = x._lod[level], offs[-1]
+            offs.extend(base + (b - lv[0]) for b in lv[1:])
+        out.append(offs)
+    return out
+
+
 class Concat(OpDef):
     type = "concat"
     inputs = (In("X", duplicable=True), In("AxisTensor", dispensable=True, no_grad=True))
     outputs = (Out("Out"),)
     attrs = {"axis": 0}
-    doc = "Out = the inputs joined along `axis` (AxisTensor overrides it at run time)."
+    kind = "value"
+    share_lod = None
+    doc = ("Out = the inputs joined along `axis` (AxisTensor overrides it at run time); along "
+           "axis 0 the inputs' LoDs are joined too, else Out has X[0]'s LoD.")
 
     @staticmethod
     def infer_shape(ctx):
@@ -141,9 +171,12 @@ class Concat(OpDef):
         axis = attrs["axis"]
 
         def kernel(xs, axis_t):
-            ax = axis if axis_t is None else int(np.asarray(axis_t).reshape(-1)[0])
-            _concat_shape([list(x.shape) for x in xs], ax)
-            return np.concatenate(xs, axis=ax)
+            ax = axis if axis_t is None else \
+                int(np.asarray(axis_t._array).reshape(-1)[0])
+            arrays = [x._array for x in xs]
+            _concat_shape([list(a.shape) for a in arrays], ax)
+            ax = ax % arrays[0].ndim if arrays[0].ndim else 0
+            return LoDTensor(np.concatenate(arrays, axis=ax), _concat_lod(xs, ax))
         return kernel
 
     emit = staticmethod(lambda e: _emit_concat(e, lambda out, b, pre, n: (

@@ -1,6 +1,6 @@
 """Sliding-window ops over N-d inputs [N, C, *spatial] (Fluid 1.x): conv3d,
 conv3d_transpose, pool3d (sliding, global and adaptive windows), max_pool3d_with_index,
-trilinear_interp, and unfold (im2col of 2-D images).
+and unfold (im2col of 2-D images); trilinear_interp is with the resize family (ops/interp.py).
 
 One patch map serves them all: for every output position and kernel offset, the flat
 spatial index of the input element it reads (-1 in the padding). A convolution is an
@@ -432,107 +432,6 @@ class MaxPool3dWithIndexGrad(OpDef):
         base = (np.arange(n * c) * vol).reshape(n, c, *([1] * (mask.ndim - 2)))
         dx = np.bincount((base + mask).ravel(), weights=dout.ravel(), minlength=x.size)
         return dx.reshape(x.shape).astype(x.dtype)
-
-
-# --- trilinear_interp (Fluid 1.8's resize_trilinear) ---------------------------------------
-def _trilinear_size(attrs, spatial, out_size, size_list, scale_t):
-    """Fluid 1.8's interpolate output size: SizeTensor, else a scale (Scale tensor or the
-    `scale` attribute) over out_d/out_h/out_w, OutSize over both."""
-    if size_list:
-        return [int(np.asarray(t).reshape(-1)[0]) for t in size_list]
-    out = [attrs["out_d"], attrs["out_h"], attrs["out_w"]]
-    scale = float(np.asarray(scale_t).reshape(-1)[0]) if scale_t is not None else attrs["scale"]
-    if scale > 0:
-        out = [int(n * np.float32(scale)) for n in spatial]
-    if out_size is not None:
-        out = [int(v) for v in np.asarray(out_size).reshape(-1)[:3]]
-    if min(out) <= 0:
-        raise ShapeError(f"trilinear_interp: output size {out} is not positive")
-    return out
-
-
-class TrilinearInterp(OpDef):
-    type = "trilinear_interp"
-    inputs = (In("X"), In("OutSize", dispensable=True, no_grad=True),
-              In("SizeTensor", duplicable=True, dispensable=True, no_grad=True),
-              In("Scale", dispensable=True, no_grad=True))
-    outputs = (Out("Out"),)
-    attrs = {"data_layout": "NCHW", "out_d": 0, "out_h": 0, "out_w": 0, "scale": 0.0,
-             "interp_method": "trilinear", "align_corners": True, "align_mode": 1}
-    share_lod = None
-    doc = ("Resize the D, H, W of X [N, C, D, H, W] (NDHWC with data_layout NHWC) by "
-           "trilinear interpolation: one linear interpolation per axis, Fluid 1.8's ratios "
-           "((in - 1) / (out - 1) with align_corners, else in / out; align_mode 0 samples "
-           "pixel centres).")
-
-    @staticmethod
-    def infer_shape(ctx):
-        xs = ctx.input_shape("X")
-        if len(xs) != 5:
-            ctx.fail(f"X must be 5-D (NCDHW or NDHWC), got {xs}")
-        last = channel_last(ctx.attr("data_layout"))
-        spatial = xs[1:4] if last else xs[2:]
-        if any(ctx.has_input(s) for s in ("OutSize", "SizeTensor", "Scale")) or min(spatial) < 0:
-            out = [-1, -1, -1]
-        else:
-            try:
-                out = _trilinear_size({k: ctx.attr(k) for k in ("out_d", "out_h", "out_w",
-                                                                "scale")},
-                                      spatial, None, None, None)
-            except ShapeError as e:
-                ctx.fail(str(e))
-        ctx.set_output("Out", [xs[0]] + out + [xs[4]] if last else xs[:2] + out,
-                       ctx.input_dtype("X"))
-
-    @staticmethod
-    def mats(attrs, spatial, out_size, size_list, scale_t):
-        out = _trilinear_size(attrs, spatial, out_size, size_list, scale_t)
-        return [interp_matrix("bilinear", n, o, -1.0, attrs["align_corners"],
-                              attrs["align_mode"]) for n, o in zip(spatial, out)]
-
-    @classmethod
-    def prepare(cls, attrs, outputs):
-        last = channel_last(attrs["data_layout"])
-
-        def kernel(x, out_size, size_list, scale_t):
-            xc = np.moveaxis(x, -1, 1) if last else x
-            ad, ah, aw = cls.mats(attrs, xc.shape[2:], out_size, size_list, scale_t)
-            out = np.einsum("ad,ncdhw,bh,ew->ncabe", ad, xc, ah, aw, optimize=True)
-            return np.ascontiguousarray(np.moveaxis(out, 1, -1) if last else out,
-                                        dtype=x.dtype)
-        return kernel
-
-    @staticmethod
-    def grad(g):
-        ins = {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")}
-        for slot in ("OutSize", "SizeTensor", "Scale"):
-            if g.input(slot):
-                ins[slot] = g.input(slot)
-        g.op("trilinear_interp_grad", ins, {"X@GRAD": g.input_grad("X")}, g.attrs())
-
-
-class TrilinearInterpGrad(OpDef):
-    type = "trilinear_interp_grad"
-    inputs = (In("X"), In("OutSize", dispensable=True),
-              In("SizeTensor", duplicable=True, dispensable=True),
-              In("Scale", dispensable=True), In("Out@GRAD"))
-    outputs = (Out("X@GRAD"),)
-    attrs = TrilinearInterp.attrs
-    share_lod = None
-    infer_shape = None
-
-    @classmethod
-    def prepare(cls, attrs, outputs):
-        last = channel_last(attrs["data_layout"])
-
-        def kernel(x, out_size, size_list, scale_t, dout):
-            xc = np.moveaxis(x, -1, 1) if last else x
-            d = np.moveaxis(dout, -1, 1) if last else dout
-            ad, ah, aw = TrilinearInterp.mats(attrs, xc.shape[2:], out_size, size_list,
-                                              scale_t)
-            dx = np.einsum("ad,ncabe,bh,ew->ncdhw", ad, d, ah, aw, optimize=True)
-            return np.ascontiguousarray(np.moveaxis(dx, 1, -1) if last else dx, dtype=x.dtype)
-        return kernel
 
 
 # --- unfold -----------------------------------------------------------------------------------
