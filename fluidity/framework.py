@@ -130,6 +130,101 @@ class Variable(VarView):
 
     __hash__ = object.__hash__
 
+    def __getitem__(self, item):
+        """`x[i]`, `x[a:b]`, `x[:, ::2]`, `x[::-1]`, `x[var]`: a `slice` op (`strided_slice`
+        when a step is not 1; `reverse` for a whole axis walked backwards), as Fluid 1.8
+        builds it. An int (or a Variable) index drops its axis (decrease_axis); dropping
+        every axis leaves shape [1], as Fluid 1.x's slice does."""
+        return _getitem(self, item)
+
+
+_OPEN_END = 10000000   # Fluid's end of an open slice (`x[a:]`)
+
+
+def _index_tensor(block, value):
+    """An int32 [1] tensor holding `value` (a Variable as is), for a slice bound."""
+    if isinstance(value, Variable):
+        value.stop_gradient = True
+        return value
+    out = block.create_var(name=unique_name.generate("_generated_var"), dtype="int32",
+                           shape=[1])
+    block.append_op("fill_constant", outputs={"Out": out},
+                    attrs={"shape": [1], "dtype": out.dtype, "value": float(value),
+                           "force_cpu": True})
+    out.stop_gradient = True
+    return out
+
+
+def _getitem(var, item):
+    items = item if isinstance(item, tuple) else (item,)
+    if len(items) > max(len(var.shape), 1):
+        raise IndexError(f"too many indices for Variable '{var.name}' of shape "
+                         f"{list(var.shape)}: {len(items)}")
+    block = var.block
+    axes, starts, ends, steps, decrease, reverse = [], [], [], [], [], []
+    for dim, it in enumerate(items):
+        if isinstance(it, slice):
+            if it.start is None and it.stop is None and it.step is None:
+                continue
+            step = 1 if it.step is None else it.step
+            if it.start is None and it.stop is None and step < 0:
+                if step != -1:
+                    raise IndexError(f"Variable '{var.name}'[{item!r}]: a whole axis "
+                                     f"walked back with step {step}; only ::-1 is supported")
+                reverse.append(dim)
+                continue
+            axes.append(dim)
+            starts.append(0 if it.start is None else it.start)
+            ends.append(_OPEN_END if it.stop is None else it.stop)
+            steps.append(step)
+        elif isinstance(it, Variable) or (isinstance(it, int) and not isinstance(it, bool)):
+            axes.append(dim)
+            decrease.append(dim)
+            starts.append(it)
+            steps.append(1)
+            if isinstance(it, Variable):
+                one = _index_tensor(block, 1)
+                end = block.create_var(name=unique_name.generate("_generated_var"),
+                                       dtype="int32", shape=[1])
+                block.append_op("elementwise_add", {"X": it, "Y": one}, {"Out": end},
+                                {"axis": -1})
+                ends.append(end)
+            else:
+                ends.append(it + 1 if it != -1 else _OPEN_END)
+        else:
+            raise TypeError(f"Variable '{var.name}' indexed by {type(it).__name__}: use "
+                            f"ints, slices or int Variables")
+    out = var
+    if axes:
+        strided = any(s != 1 for s in steps)
+        inputs = {"Input": [var]}
+        attrs = {"axes": axes, "decrease_axis": decrease}
+        for key, slot, values in (("starts", "StartsTensorList", starts),
+                                  ("ends", "EndsTensorList", ends),
+                                  ("strides", "StridesTensorList", steps if strided else None)):
+            if values is None:
+                continue
+            if any(isinstance(v, Variable) for v in values):
+                inputs[slot] = [_index_tensor(block, v) for v in values]
+                attrs[key] = [-1 if isinstance(v, Variable) else v for v in values]
+            else:
+                attrs[key] = list(values)
+        flags = [1] * len(axes)
+        for k in range(len(axes)):
+            if any(isinstance(v[k], Variable) for v in (starts, ends, steps)):
+                flags[k] = -1
+        attrs["infer_flags"] = flags
+        kind = "strided_slice" if strided else "slice"
+        out = block.create_var(name=unique_name.generate_with_ignorable_key(
+            f"{var.name}_{kind}"), dtype=var.dtype)
+        block.append_op(kind, inputs, {"Out": [out]}, attrs)
+    if reverse:
+        rev = block.create_var(name=unique_name.generate_with_ignorable_key(
+            f"{var.name}_slice_reverse"), dtype=var.dtype)
+        block.append_op("reverse", {"X": out}, {"Out": [rev]}, {"axis": reverse})
+        out = rev
+    return out
+
 
 class Parameter(Variable):
     """A persistable variable that training updates. Python-side attributes follow Fluid."""

@@ -80,8 +80,8 @@ class Optimizer:
             self._lr_vars[program] = lr
             return
         name = unique_name.generate("learning_rate")
-        # 0-D, as Paddle >= 2.5 makes it (ops/reduce.py's note); a schedule's [1] works too
-        var = program.global_block().create_var(name=name, shape=[], dtype="float32",
+        # [1], as Fluid 1.x's create_global_var makes it (ops/reduce.py's note)
+        var = program.global_block().create_var(name=name, shape=[1], dtype="float32",
                                                 persistable=True, stop_gradient=True)
         ConstantInitializer(float(lr))(var, default_startup_program().global_block())
         self._lr_vars[program] = var

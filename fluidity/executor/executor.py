@@ -19,7 +19,7 @@ from ..core.flags import flag
 from ..core.place import require_device
 from ..core.dtypes import VarType
 from ..core.scope import global_scope
-from ..core.tensor import LoDTensor, SelectedRows, as_lod_tensor
+from ..core.tensor import LoDTensor, SelectedRows, as_fetched, as_lod_tensor
 from ..errors import DeviceError, FeedError, FetchError, FluidityError
 from ..ir import rewrite
 from ..ir.views import ProgramView, VarView
@@ -42,11 +42,15 @@ def _fetch_name(f):
 
 
 def _to_numpy(value):
+    """A fetched value as `run(return_numpy=True)` returns it: a LoDTensor's array (a
+    FetchedArray when it is one element in one or more dims, so `float(loss)` works on
+    Fluid 1.x's `[1]` loss under numpy 2; core/tensor.py says why), a SelectedRows' value
+    rows, a LoDTensorArray as a list of them."""
     if isinstance(value, LoDTensor):
         arr = value._array     # a numpy scalar (0-D arithmetic) is fetched as a 0-D array
-        return np.asarray(arr) if isinstance(arr, np.generic) else arr
+        return np.asarray(arr) if isinstance(arr, np.generic) else as_fetched(arr)
     if isinstance(value, SelectedRows):
-        return value.value
+        return as_fetched(value.value)
     if isinstance(value, list):
         return [_to_numpy(v) for v in value]
     return value

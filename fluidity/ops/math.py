@@ -553,15 +553,15 @@ class Mean(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     share_lod = None
-    doc = "Out = mean of all elements of X, 0-D (shape [], as Paddle >= 2.5)."
+    doc = "Out = mean of all elements of X, shape [1] (Fluid 1.x; 0-D where the desc says [])."
 
     @staticmethod
     def infer_shape(ctx):
-        ctx.set_output("Out", [], ctx.input_dtype("X"))
+        ctx.set_output("Out", [1], ctx.input_dtype("X"))
 
     @staticmethod
     def kernel(x):
-        return np.asarray(x.mean(), dtype=x.dtype)
+        return np.asarray([x.mean()], dtype=x.dtype)
 
     @staticmethod
     def emit(e):
