@@ -12,3 +12,4 @@ from .place import (CUDAPinnedPlace, get_cuda_device_count, is_compiled_with_cud
                     is_compiled_with_mkldnn)
 from .tensor import create_random_int_lodtensor  # noqa: E402
 from ..errors import EOFException  # noqa: E402,F401 -- Paddle's fluid.core.EOFException
+from ..errors import EnforceNotMet  # noqa: E402,F401 -- what Fluid's op checks raise

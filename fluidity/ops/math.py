@@ -7,9 +7,10 @@ import numpy as np
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ProgramError
-from .common import (align_for_broadcast, broadcast_code, broadcast_pair, broadcast_plan,
-                     broadcast_shape, check_dims, default_grad, flatten_to_2d, prod,
-                     reduce_to_shape, spans_contiguously)
+from .common import (align_for_broadcast, bilinear_double_grad, broadcast_code,
+                     broadcast_pair, broadcast_plan, broadcast_shape, check_dims, default_grad,
+                     flatten_to_2d, linear_double_grad, prod, reduce_to_shape,
+                     spans_contiguously)
 from .memory_ops import affine_out, binary_out, matmul_out, mul_out
 from .registry import In, OpDef, Out
 
@@ -666,11 +667,18 @@ class ElementwiseGrad(OpDef):
                 e.code(broadcast_code(loops, f"{load} {g}[{at}] = {expr};"))
 
 
+# the grads of those grad ops (second-order gradients; ops/common.py)
+ELEMENTWISE_DOUBLE_GRADS = {
+    "elementwise_add": linear_double_grad("elementwise_add", ("X", "Y")),
+    "elementwise_sub": linear_double_grad("elementwise_sub", ("X", "Y")),
+    "elementwise_mul": bilinear_double_grad("elementwise_mul"),
+}
+
 for _name, (_fx, _fy, _cx, _cy) in ELEMENTWISE_GRADS.items():
     type("".join(p.title() for p in _name.split("_")) + "Grad", (ElementwiseGrad,),
          {"type": _name + "_grad", "fx": staticmethod(_fx), "fy": staticmethod(_fy),
           "c_dx": _cx, "c_dy": _cy, **({} if _cx else {"emit": None}),
-          "__module__": __name__})
+          "grad": ELEMENTWISE_DOUBLE_GRADS.get(_name), "__module__": __name__})
 
 
 def _at_b(a, b):
@@ -694,6 +702,7 @@ class MulGrad(OpDef):
     outputs = (Out("X@GRAD", dispensable=True), Out("Y@GRAD", dispensable=True))
     attrs = Mul.attrs
     infer_shape = None
+    grad = bilinear_double_grad("mul")
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -977,12 +986,14 @@ class MatmulGrad(_MatmulGradBase):
     type = "matmul_grad"
     attrs = Matmul.attrs
     fwd = Matmul
+    grad = bilinear_double_grad("matmul")
 
 
 class MatmulV2Grad(_MatmulGradBase):
     type = "matmul_v2_grad"
     attrs = MatmulV2.attrs
     fwd = MatmulV2
+    grad = bilinear_double_grad("matmul_v2")
 
 
 class MeanGrad(OpDef):
@@ -990,6 +1001,7 @@ class MeanGrad(OpDef):
     inputs = (In("X"), In("Out@GRAD"))
     outputs = (Out("X@GRAD"),)
     infer_shape = None
+    grad = linear_double_grad("mean")
 
     @staticmethod
     def kernel(x, dout):
