@@ -31,7 +31,7 @@ class UnknownOpError(ProgramError):
     """An op type that the registry does not know."""
 
 
-class FormatError(FluidityError, ValueError):
+class FormatError(EnforceNotMet, ValueError):
     """Bytes that are not a valid file of the kind expected (tensor record, program,
     parameter file, DataFeedDesc): bad version, truncated, corrupt. A ValueError, as the
     bad value is the input's. The message names the file (when there is one) and the field."""

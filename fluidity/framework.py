@@ -8,6 +8,7 @@ only in Python (a Parameter's trainable flag, initializer, regularizer) lives on
 objects, as in Paddle; everything an executor needs to run is in the desc.
 """
 import contextlib
+import difflib
 import os
 import re
 import sys
@@ -18,7 +19,7 @@ from .core import defaults, dtypes
 from .core.dtypes import VarType
 from .core.serialization import read_file
 from .core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, grad_var_name  # noqa: F401
-from .errors import ProgramError, ProgramFormatError, ShapeError
+from .errors import ProgramError, ProgramFormatError, ShapeError, UnknownOpError
 from .ir import desc_check, rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
 from .ir.infer_shape import InferShapeContext  # noqa: F401
@@ -53,7 +54,8 @@ def name_scope(prefix=None):
 
 
 def _current_namescope():
-    return "/" + "/".join(p for p in _name_scope_stack if p) + ("/" if _name_scope_stack else "")
+    inner = "/".join(p for p in _name_scope_stack if p)
+    return "/" + inner + "/" if inner else "/"
 
 
 @contextlib.contextmanager
@@ -110,6 +112,11 @@ class Variable(VarView):
     @name.setter
     def name(self, new):
         rewrite.rename_var(self.block, self.desc.name, new)
+
+    @property
+    def grad_name(self):
+        """The name of this variable's gradient, `<name>@GRAD`."""
+        return grad_var_name(self.name)
 
     def to_string(self, throw_on_error=False, with_details=False):
         return format_var(self)
@@ -307,8 +314,16 @@ class Block(BlockView):
         if name in self.vars:  # Fluid semantics: re-declaring returns the same variable
             v = self.vars[name]
             if shape is not None and v.type in TENSORLIKE:
+                if v.shape and tuple(int(d) for d in shape) != tuple(v.shape):
+                    raise ValueError(f"Variable {name} has been created before. the previous "
+                                     f"shape is {v.shape}; the new shape is {tuple(shape)}. "
+                                     f"They are not matched.")
                 v._set_shape(shape)
             if dtype is not None:
+                if v.dtype is not None and v.shape and dtype != v.dtype:
+                    raise ValueError(f"Variable {name} has been created before. The previous "
+                                     f"data type is {dtypes.name(v.dtype)}; the new data type "
+                                     f"is {dtypes.name(dtype)}. They are not matched.")
                 v._set_dtype(dtype)
             if persistable is not None:
                 v.persistable = persistable
@@ -316,27 +331,49 @@ class Block(BlockView):
         return rewrite.add_var(self, name, type, shape, dtype, lod_level, persistable,
                                stop_gradient, need_check_feed)
 
-    def create_parameter(self, name, shape, dtype="float32", type=VarType.LOD_TENSOR,
+    def create_parameter(self, name=None, shape=None, dtype="float32", type=VarType.LOD_TENSOR,
                          trainable=True, initializer=None, regularizer=None,
                          optimize_attr=None, gradient_clip_attr=None, do_model_average=None,
                          stop_gradient=False, **kwargs):
+        """A Parameter of the program's global block (whichever block is asked, as Fluid).
+        With `initializer`, its init op goes into this block (Fluid's rule: a layer creates
+        the parameter in the startup program's block with the initializer and in the main
+        program's without), unless an op there already writes it."""
+        if shape is None:
+            raise ValueError("The shape of Parameter should not be None")
+        if dtype is None:
+            raise ValueError("The dtype of Parameter should not be None")
+        if len(shape) == 0:
+            raise ValueError("The dimensions of shape for Parameter must be greater than 0")
         if any(int(d) < 0 for d in shape):
-            raise ShapeError(f"parameter '{name}' needs a fully known shape, got {list(shape)}")
-        if name in self.vars:  # Fluid shares a parameter among layers by name
-            old = self.vars[name]
+            raise ShapeError(f"Each dimension of shape for Parameter must be greater than 0, "
+                             f"but received {list(shape)} (parameter '{name}')")
+        if name is None:
+            name = unique_name.generate("_generated_var")
+        block = self.program.global_block()
+        if name in block.vars:  # Fluid shares a parameter among layers by name
+            old = block.vars[name]
             if not isinstance(old, Parameter) or list(old.shape) != [int(d) for d in shape] \
                     or old.dtype != dtypes.to_code(dtype):
                 raise ProgramError(
                     f"cannot create parameter '{name}' {list(shape)} {dtypes.name(dtype)}: "
-                    f"block {self.idx} already has {format_var(old)}")
-            return old
-        p = rewrite.add_var(self, name, type, shape, dtypes.to_code(dtype), 0,
-                            persistable=True, stop_gradient=stop_gradient, is_parameter=True)
-        Parameter.__init__(p, self, p.desc, trainable=trainable, optimize_attr=optimize_attr,
-                           regularizer=regularizer, gradient_clip_attr=gradient_clip_attr,
-                           do_model_average=do_model_average, initializer=initializer)
+                    f"block {block.idx} already has {format_var(old)}")
+            p = old
+        else:
+            p = rewrite.add_var(block, name, type, shape, dtypes.to_code(dtype), 0,
+                                persistable=True, stop_gradient=stop_gradient,
+                                is_parameter=True)
+            Parameter.__init__(p, block, p.desc, trainable=trainable,
+                               optimize_attr=optimize_attr, regularizer=regularizer,
+                               gradient_clip_attr=gradient_clip_attr,
+                               do_model_average=do_model_average, initializer=initializer)
         if initializer is not None:
-            initializer(p, self.program._startup_block_for(p))
+            writers = [op for op in block.ops if name in op.output_arg_names]
+            if len(writers) > 1:
+                raise RuntimeError(f"param {name} is inited by multiple init ops "
+                                   f"{[op.type for op in writers]}")
+            if not writers:
+                initializer(p, self)
         return p
 
     # Fluid's names for the views' lookups
@@ -371,14 +408,21 @@ class Block(BlockView):
                    infer_shape=True):
         """Insert an op built in the current context: its op_role (op_role_guard), name
         scope and the user's call site are recorded; shapes are inferred."""
+        if type is None:
+            raise ValueError("`type` to initialized an Operator can not be None.")
+        if not isinstance(type, str) or registry.find(type) is None:
+            close = difflib.get_close_matches(str(type), list(registry.all_ops()), n=3)
+            raise UnknownOpError(f'Operator "{type}" has not been registered.' + (
+                f" (did you mean {', '.join(close)}?)" if close else ""))
         opdef = registry.get(type)
         attrs = dict(attrs or {})
+        # the attributes Fluid 1.8 writes on every op it builds
         attrs.setdefault("op_role", _op_role_stack[-1])
-        if _name_scope_stack:
-            attrs.setdefault("op_namescope", _current_namescope())
+        attrs.setdefault("op_role_var", [])
+        attrs.setdefault("op_namescope", _current_namescope())
         site = _user_callsite()
-        if site:
-            attrs.setdefault("op_callstack", [site])
+        attrs.setdefault("op_callstack", [site] if site else [])
+        attrs.setdefault("op_device", "")
         op = rewrite.insert_op(self, index, type, inputs, outputs, attrs,
                                infer_shape=infer_shape and opdef.infer_shape is not None)
         for n in op.output_arg_names:
@@ -395,8 +439,17 @@ class Block(BlockView):
         rewrite.remove_ops(self, index, end)
 
     def _sync_with_desc(self):
-        """Rebuild the wrappers after the desc was changed directly."""
+        """Rebuild the wrappers after the desc was changed directly (variables that were
+        there keep their Python objects: a Parameter its trainable flag, regularizer...)."""
+        old = self.vars
         self.__init__(self.program, self.idx)
+        for name, v in list(self.vars.items()):
+            keep = old.get(name)
+            if keep is not None and type(keep) is type(v):
+                keep.desc = v.desc
+                self.vars[name] = keep
+
+    _sync_with_cpp = _sync_with_desc
 
     def to_string(self, throw_on_error=False, with_details=False):
         return format_block(self)
@@ -412,6 +465,7 @@ class Block(BlockView):
 # ---------------------------------------------------------------------------------------
 class Program(ProgramView):
     def __init__(self, desc=None):
+        self._random_seed = 0
         if desc is None:
             desc = pb.ProgramDesc()
             b = desc.blocks.add()
@@ -422,11 +476,57 @@ class Program(ProgramView):
         self.random_seed = 0
         self._seed_counter = 0
         self._is_test = False
-        self._startup = None       # the startup program parameters' initializers go to
         self._sync_version_map()
 
     def wrap_block(self, idx):
         return Block(self, idx)
+
+    @property
+    def random_seed(self):
+        return self._random_seed
+
+    @random_seed.setter
+    def random_seed(self, seed):
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"Program.random_seed's input seed must be an integer, but "
+                             f"received {type(seed).__name__}")
+        self._random_seed = seed
+
+    def _sync_with_cpp(self):
+        """Bring the Python views in step with the desc after it was changed directly
+        (`program.desc.append_block`, `block.desc._remove_op`, ...), as Fluid's."""
+        for i in range(len(self.blocks), len(self.desc.blocks)):
+            self.blocks.append(self.wrap_block(i))
+        for b in self.blocks:
+            b._sync_with_desc()
+        rewrite.touch(self)
+
+    def _copy_param_info_from(self, other):
+        """Give this program's parameters the Python-side attributes (trainable, optimize
+        and regularizer settings, ...) of `other`'s of the same names, as Fluid's (for a
+        program rebuilt from `other`'s desc)."""
+        if not isinstance(other, Program):
+            raise TypeError(f"_copy_param_info_from should be invoked with Program, got "
+                            f"{type(other).__name__}")
+        block = self.global_block()
+        for p in other.global_block().all_parameters():
+            v = block.vars.get(p.name)
+            if v is None:
+                continue
+            block.vars[p.name] = Parameter(block, v.desc, p.trainable, p.optimize_attr,
+                                           p.regularizer, p.gradient_clip_attr,
+                                           p.do_model_average, p.initializer)
+
+    def _copy_dist_param_info_from(self, other):
+        """Copy the distributed-training marks of `other` (a transpiled program's
+        `_is_distributed`, endpoints, ...), as Fluid's."""
+        if not isinstance(other, Program):
+            raise TypeError(f"_copy_dist_param_info_from should be invoked with Program, got "
+                            f"{type(other).__name__}")
+        for name in ("_is_distributed", "_is_chief", "_parameters_on_pservers", "_endpoints",
+                     "_ps_endpoint", "_trainers_endpoints", "_distributed_lookup_table"):
+            if hasattr(other, name):
+                setattr(self, name, getattr(other, name))
 
     # -- structure ---------------------------------------------------------------------
     def current_block(self):
@@ -443,9 +543,6 @@ class Program(ProgramView):
 
     def all_parameters(self):
         return [p for b in self.blocks for p in b.all_parameters()]
-
-    def _startup_block_for(self, param):
-        return (self._startup or default_startup_program()).global_block()
 
     # -- ids for random ops ------------------------------------------------------------
     def _next_seed(self):
@@ -489,7 +586,6 @@ class Program(ProgramView):
         `is_test` attributes set)."""
         p = Program(rewrite.copy_program(self.desc))  # our own desc: no need to check it
         p.random_seed = self.random_seed
-        p._startup = self._startup
         p._is_test = for_test
         # carry Python-side Parameter attributes over
         for b_old, b_new in zip(self.blocks, p.blocks):
@@ -513,12 +609,24 @@ class Program(ProgramView):
     def _prune_with_input(self, feeded_var_names, targets):
         """A new Program with what `targets` need given that `feeded_var_names` are fed
         (feeding a variable cuts off its producers)."""
-        def names(xs):
-            xs = xs if isinstance(xs, (list, tuple)) else [xs]
-            return [x.name if isinstance(x, VarView) else x for x in xs]
-        targets = names(targets)
+        def names(xs, what, ops_too):
+            out = []
+            for x in xs if isinstance(xs, (list, tuple, set)) else [xs]:
+                if isinstance(x, str):
+                    out.append(x)
+                elif isinstance(x, VarView):
+                    out.append(x.name)
+                elif ops_too and isinstance(x, OpView):   # an op: what it writes
+                    out.extend(n for n in x.output_arg_names if n != EMPTY_VAR_NAME)
+                else:
+                    raise ValueError(f"All {what} of Program._prune_with_input() can only be "
+                                     f"str or Variable{' or Operator' if ops_too else ''}, "
+                                     f"but received {type(x).__name__}")
+            return out
+        feeds = names(feeded_var_names, "feeded_var_names", False)
+        targets = names(targets, "targets", True)
         prune.check_targets(self, targets)
-        return Program(prune.prune_desc(self.desc, targets, names(feeded_var_names)))
+        return Program(prune.prune_desc(self.desc, targets, feeds))
 
     def _inference_optimize(self, prune_read_op=True):
         """A copy for inference as Fluid's (transpiler.prune.inference_optimize on a copy):
@@ -627,6 +735,14 @@ def cuda_pinned_places(device_count=None):
 def in_dygraph_mode():
     """False: Fluidity builds static programs only (fluid.dygraph is not built)."""
     return False
+
+
+_in_dygraph_mode = in_dygraph_mode      # Fluid 1.8's private spelling, which its code calls
+
+
+def convert_np_dtype_to_dtype_(np_dtype):
+    """The VarType code of a numpy dtype (or any dtype spelling), as Fluid's."""
+    return dtypes.to_code(np_dtype)
 
 
 def _version_tuple(v, what):

@@ -13,3 +13,91 @@ from .place import (CUDAPinnedPlace, get_cuda_device_count, is_compiled_with_cud
 from .tensor import create_random_int_lodtensor  # noqa: E402
 from ..errors import EOFException  # noqa: E402,F401 -- Paddle's fluid.core.EOFException
 from ..errors import EnforceNotMet  # noqa: E402,F401 -- what Fluid's op checks raise
+
+# Fluid 1.8's fluid.core names that programs and tests reach for beyond the above: the graph
+# view of a program, a bare ProgramDesc, the reserved names and op-role attribute names, and
+# switches of Paddle's C++ runtime that have nothing to switch here.
+from .graph import Graph, Node  # noqa: E402,F401
+from .names import EMPTY_VAR_NAME as _EMPTY, GRAD_SUFFIX as _GRAD  # noqa: E402
+from .names import OpRole as _OpRole, TEMP_VAR_NAME as _TEMP  # noqa: E402
+from ..proto import framework_pb2 as _pb  # noqa: E402
+
+AttrType = _pb.AttrType
+
+
+def ProgramDesc(other=None):
+    """A new ProgramDesc (with its global block), a copy of `other`, or one parsed from
+    serialized bytes (Fluid's `core.ProgramDesc(...)`)."""
+    desc = _pb.ProgramDesc()
+    if isinstance(other, (bytes, bytearray)):
+        from ..ir.desc_check import parse_program_desc
+        return parse_program_desc(bytes(other))
+    if other is not None:
+        desc.CopyFrom(other)
+        return desc
+    b = desc.blocks.add()
+    b.idx, b.parent_idx = 0, -1
+    return desc
+
+
+def grad_var_suffix():
+    return _GRAD
+
+
+def empty_var_name():
+    return _EMPTY
+
+
+def kEmptyVarName():  # noqa: N802 -- Paddle's name
+    return _EMPTY
+
+
+def kTempVarName():  # noqa: N802
+    return _TEMP
+
+
+def kNewGradSuffix():  # noqa: N802 -- the dense gradient of a sparse one plus its decay
+    return "@NEWGRAD@"
+
+
+class op_proto_and_checker_maker:  # noqa: N801 -- Paddle's name
+    """The names of the attributes every op carries, and the op roles."""
+    OpRole = _OpRole
+
+    @staticmethod
+    def kOpRoleAttrName():  # noqa: N802
+        return "op_role"
+
+    @staticmethod
+    def kOpRoleVarAttrName():  # noqa: N802
+        return "op_role_var"
+
+    @staticmethod
+    def kOpNameScopeAttrName():  # noqa: N802
+        return "op_namescope"
+
+    @staticmethod
+    def kOpCreationCallstackAttrName():  # noqa: N802
+        return "op_callstack"
+
+    @staticmethod
+    def kOpDeviceAttrName():  # noqa: N802
+        return "op_device"
+
+
+def op_support_gpu(op_type):
+    """Whether Paddle's C++ has a GPU kernel of `op_type`: none here runs interpreted on a
+    GPU (CUDA programs are compiled whole; docs/cuda.md)."""
+    return False
+
+
+def is_float16_supported(place):
+    return False
+
+
+def _set_eager_deletion_mode(threshold, fraction, fast_mode):
+    """Paddle's garbage-collection switch; the executors here free dead values anyway."""
+
+
+def _set_process_signal_handler():
+    """Paddle installs C++ signal handlers for its reader processes; nothing to install."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import FluidityError, ShapeError
 from . import dtypes
+from .place import CPUPlace
 
 
 def lengths_to_offsets(lengths):
@@ -69,6 +70,13 @@ class LoDTensor:
 
     def _dtype(self):
         return dtypes.to_code(self._array.dtype)
+
+    def _place(self):
+        """Where the data lives (Fluid's `LoDTensor._place()`): a host tensor's CPUPlace."""
+        return CPUPlace()
+
+    def _is_initialized(self):
+        return self._array is not None
 
     def is_initialized(self):
         return self._array is not None

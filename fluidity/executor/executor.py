@@ -56,6 +56,51 @@ def _to_numpy(value):
     return value
 
 
+def as_numpy(tensor):
+    """Fluid's `fluid.executor.as_numpy`: a fetched LoDTensor (or a list / LoDTensorArray of
+    them) as ndarrays, shaped as `run(return_numpy=True)` returns them; None for one that
+    holds no data. A tensor with a LoD cannot be one ndarray: RuntimeError (keep the
+    LoDTensor, `return_numpy=False`)."""
+    if isinstance(tensor, list):
+        return [as_numpy(t) for t in tensor]
+    if not isinstance(tensor, LoDTensor):
+        raise TypeError(f"as_numpy takes a LoDTensor, got {type(tensor).__name__}")
+    if tensor._lod:
+        raise RuntimeError("Some of your fetched tensors hold LoD information. They can not "
+                           "be completely cast to Python ndarray. Please set the parameter "
+                           "'return_numpy' as 'False' to return LoDTensor itself directly.")
+    return _to_numpy(tensor) if tensor._array is not None else None
+
+
+def _as_lodtensor(data, place=None, dtype=None):
+    """Fluid's `fluid.executor._as_lodtensor`: a LoDTensor of `data` (an ndarray; a Python
+    scalar or a (nested, rectangular) tuple with `dtype`). A list is refused (RuntimeError):
+    as in Fluid, lists stand for sequences, which `fluid.create_lod_tensor` makes."""
+    if isinstance(data, list):
+        raise RuntimeError("Some of your feed data hold LoD information. They can not be "
+                           "completely cast from a list of Python ndarray to LoDTensor. "
+                           "Please convert data to LoDTensor directly before feeding the data.")
+    if not isinstance(data, np.ndarray):
+        if np.isscalar(data):
+            if dtype is None:
+                raise TypeError("dtype should be given when casting python scalar to tensor")
+            data = np.array([data]).astype(dtypes.to_numpy(dtype))
+        elif isinstance(data, tuple):
+            data = np.array(data)
+            if data.dtype == object:
+                raise TypeError("Failed to convert input data to a regular ndarray: it holds "
+                                "nested sequences of different lengths; use "
+                                "fluid.create_lod_tensor to make a LoDTensor of them")
+            if dtype is not None:
+                data = data.astype(dtypes.to_numpy(dtype))
+        else:
+            raise TypeError(f"Convert data of type {type(data).__name__} to Tensor is not "
+                            f"supported")
+    t = LoDTensor()
+    t.set(data, place)
+    return t
+
+
 class _Prepared:
     """A program copy with feed/fetch ops, its plan, and what feeding needs: the fed
     variables (to check values against), the holder column of each fed name and of each

@@ -8,7 +8,6 @@ Logs are Paddle's "tolerable" ones: log(0) is -1e20, never -inf, so 0 * log(0) s
 """
 import numpy as np
 
-from ..core import dtypes
 from ..errors import ExecutionError
 from . import c_emit
 from .common import sigmoid
@@ -33,6 +32,11 @@ def _hard_labels(op, label, like, axis, ignore_index):
     """Validate hard labels against `like` (the input whose `axis` holds the classes).
     Returns (ids safe to gather with take_along_axis, mask of ignored positions)."""
     want = like.shape[:axis] + (1,) + like.shape[axis + 1:]
+    if label.dtype.kind not in "iu":
+        # Fluid builds such a program and fails when it runs; so does this, saying why
+        raise ExecutionError(f"{op}: hard labels must be integer class ids (int64), got "
+                             f"{label.dtype} Label; cast it, or use soft_label=True for "
+                             f"distributions")
     if label.shape != want:
         raise ExecutionError(f"{op}: hard Label has shape {list(label.shape)}, want "
                              f"{list(want)} (input {list(like.shape)}, class axis {axis})")
@@ -83,10 +87,7 @@ def _check_labels(ctx, x_slot, soft, axis=-1):
                 ctx.fail(f"hard Label must have size 1 on the class axis {axis}, got {ls}")
         elif a > 0 and b > 0 and a != b:
             ctx.fail(f"{x_slot} {xs} and Label {ls} differ in dim {i}")
-    if not soft and dtypes.is_float(ctx.input_dtype("Label")):
-        ctx.fail("hard labels must be int64 class ids (got float Label; soft_label=True "
-                 "takes distributions)")
-    return axis
+    return axis      # a float hard Label builds (as in Fluid) and fails when run (_hard_labels)
 
 
 def _loss_shape(xs, axis):
