@@ -61,6 +61,10 @@ class ArgumentTypeError(FluidityError, TypeError):
     Variable is needed, a str where a list is)."""
 
 
+class RunError(FluidityError, RuntimeError):
+    """Something a run needs is missing or unusable (no dataset for train_from_dataset)."""
+
+
 class DeviceError(FluidityError, RuntimeError):
     """A device this Fluidity cannot run on was asked for (a CUDA place without CUDA)."""
 

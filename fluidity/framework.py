@@ -19,7 +19,8 @@ from .core import defaults, dtypes
 from .core.dtypes import VarType
 from .core.serialization import read_file
 from .core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, grad_var_name  # noqa: F401
-from .errors import ProgramError, ProgramFormatError, ShapeError, UnknownOpError
+from .errors import (ArgumentTypeError, ProgramError, ProgramFormatError, ShapeError,
+                     UnknownOpError)
 from .ir import desc_check, rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
 from .ir.infer_shape import InferShapeContext  # noqa: F401
@@ -738,6 +739,85 @@ def in_dygraph_mode():
 
 
 _in_dygraph_mode = in_dygraph_mode      # Fluid 1.8's private spelling, which its code calls
+
+
+class OpProtoHolder:
+    """Fluid's `OpProtoHolder.instance().get_op_proto(type)`: the OpProto (framework.proto's
+    message: input/output slots with their duplicable/dispensable/intermediate flags,
+    attributes with their types, the op's comment) of a registered op, made from its
+    OpDef."""
+    _instance = None
+
+    @classmethod
+    def instance(cls):
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+    def __init__(self):
+        self._protos = {}
+
+    def get_op_proto(self, type):
+        proto = self._protos.get(type)
+        if proto is None:
+            if registry.find(type) is None:
+                raise ValueError(f'Operator "{type}" has not been registered.')
+            proto = self._protos[type] = _op_proto(registry.get(type))
+        return proto
+
+    def update_op_proto(self):
+        self._protos.clear()
+
+    @staticmethod
+    def generated_op_attr_names():
+        return {"op_role", "op_role_var", "op_namescope", "op_callstack", "op_device"}
+
+
+def _op_proto(opdef):
+    proto = pb.OpProto(type=opdef.type, comment=opdef.doc or opdef.type)
+    for slots, field in ((opdef.inputs, proto.inputs), (opdef.outputs, proto.outputs)):
+        for s in slots:
+            field.add(name=s.name, comment=s.name, duplicable=s.duplicable,
+                      dispensable=s.dispensable, intermediate=bool(getattr(s, "intermediate",
+                                                                           False)))
+    for name, default in sorted(opdef.defaults().items()):
+        t = opdef.attr_type(name)
+        if t is None:
+            if default is None:
+                continue
+            t = registry.attr_type_of(default)
+        proto.attrs.add(name=name, type=t, comment=name,
+                        generated=name in registry.COMMON_ATTRS)
+    return proto
+
+
+# -- Fluid 1.8's argument checks (fluid.data_feeder's): what its layers call ------------------
+def check_type(input, input_name, expected_type, op_name, extra_message=""):
+    """TypeError unless `input` is an `expected_type` (a type or tuple of types)."""
+    if not isinstance(input, expected_type):
+        raise ArgumentTypeError(f"The type of '{input_name}' in {op_name} must be "
+                                f"{_type_names(expected_type)}, but received "
+                                f"{type(input).__name__}. {extra_message}".rstrip())
+
+
+def check_dtype(input_dtype, input_name, expected_dtype, op_name, extra_message=""):
+    """TypeError unless dtype `input_dtype` (any spelling) is one of `expected_dtype`
+    (names such as 'float32')."""
+    name = dtypes.name(input_dtype) if input_dtype is not None else None
+    if name not in expected_dtype:
+        raise ArgumentTypeError(f"The data type of '{input_name}' in {op_name} must be "
+                                f"{list(expected_dtype)}, but received {name}. "
+                                f"{extra_message}".rstrip())
+
+
+def check_variable_and_dtype(input, input_name, expected_dtype, op_name, extra_message=""):
+    """`check_type(input, Variable)`, then `check_dtype` of its dtype."""
+    check_type(input, input_name, Variable, op_name, extra_message)
+    check_dtype(input.dtype, input_name, expected_dtype, op_name, extra_message)
+
+
+def _type_names(t):
+    return " or ".join(x.__name__ for x in (t if isinstance(t, tuple) else (t,)))
 
 
 def convert_np_dtype_to_dtype_(np_dtype):

@@ -26,12 +26,13 @@ AttrType = _pb.AttrType
 
 
 def ProgramDesc(other=None):
-    """A new ProgramDesc (with its global block), a copy of `other`, or one parsed from
-    serialized bytes (Fluid's `core.ProgramDesc(...)`)."""
+    """A new ProgramDesc (with its global block), or a copy of `other` (Fluid's
+    `core.ProgramDesc(...)`); serialized bytes are read, checked, by
+    `fluid.Program.parse_from_string`."""
     desc = _pb.ProgramDesc()
     if isinstance(other, (bytes, bytearray)):
-        from ..ir.desc_check import parse_program_desc
-        return parse_program_desc(bytes(other))
+        raise TypeError("core.ProgramDesc(bytes): read serialized bytes with "
+                        "fluid.Program.parse_from_string(data), which checks them")
     if other is not None:
         desc.CopyFrom(other)
         return desc

@@ -27,8 +27,10 @@ def data(name, shape, dtype="float32", lod_level=0):
         if d is not None and (not isinstance(d, int) or isinstance(d, bool) or d < -1):
             raise ValueError(f"fluid.data '{name}': shape {list(shape)} may hold ints >= 0, "
                              f"-1 or None only")
-    return _layers_data(name, [-1 if d is None else d for d in shape],
-                        append_batch_size=False, dtype=dtype, lod_level=lod_level)
+    var = _layers_data(name, [-1 if d is None else d for d in shape],
+                       append_batch_size=False, dtype=dtype, lod_level=lod_level)
+    var.desc.need_check_feed = True          # fed values are checked (check_feed_shape_type)
+    return var
 
 
 def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=None,

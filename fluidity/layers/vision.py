@@ -186,8 +186,9 @@ def prelu(x, mode, param_attr=None, name=None):
               "element": [1] + list(x.shape[1:])}
     if mode not in shapes:
         raise ValueError(f"prelu: mode must be 'all', 'channel' or 'element', got {mode!r}")
-    if mode == "channel" and len(x.shape) != 4:
-        raise ShapeError(f"prelu: mode 'channel' needs a 4-D input, got {list(x.shape)}")
+    if mode == "channel" and len(x.shape) < 2:    # any rank with channels at dim 1 (Fluid)
+        raise ShapeError(f"prelu: mode 'channel' needs channels at dim 1, got shape "
+                         f"{list(x.shape)}")
     helper = LayerHelper("prelu", param_attr=param_attr, name=name)
     alpha = helper.create_parameter(param_attr, shapes[mode], x.dtype,
                                     default_initializer=ConstantInitializer(0.25))
