@@ -145,6 +145,12 @@ class Variable(VarView):
         every axis leaves shape [1], as Fluid 1.x's slice does."""
         return _getitem(self, item)
 
+    def __iter__(self):
+        # without this, iterating would call __getitem__(0), (1), ... and build slice ops
+        # without end (a -1 dim has no last index)
+        raise TypeError(f"Variable '{self.name}' is not iterable (it is a node of a "
+                        f"program, not a value): index it (x[i]) or pass a list of Variables")
+
 
 _OPEN_END = 10000000   # Fluid's end of an open slice (`x[a:]`)
 
@@ -186,6 +192,10 @@ def _getitem(var, item):
             ends.append(_OPEN_END if it.stop is None else it.stop)
             steps.append(step)
         elif isinstance(it, Variable) or (isinstance(it, int) and not isinstance(it, bool)):
+            size = var.shape[dim] if dim < len(var.shape) else -1
+            if isinstance(it, int) and size >= 0 and not -size <= it < size:
+                raise IndexError(f"index {it} is out of range for dim {dim} (size {size}) "
+                                 f"of Variable '{var.name}'")
             axes.append(dim)
             decrease.append(dim)
             starts.append(it)

@@ -9,7 +9,7 @@ Environment variables of the same names set the initial values (as Paddle reads 
 """
 import os
 
-from ..errors import FluidityError
+from ..errors import ArgumentTypeError, FluidityError
 
 # name -> (type, default)
 _KNOWN = {"FLAGS_check_nan_inf": (bool, False)}
@@ -41,7 +41,8 @@ def _check_name(name):
 def set_flags(flags):
     """Set flags from a dict {name: value}; an unknown name changes nothing."""
     if not isinstance(flags, dict):
-        raise FluidityError(f"set_flags takes a dict, got {type(flags).__name__}")
+        raise ArgumentTypeError(f"flags in set_flags should be a dict, got "
+                                f"{type(flags).__name__}")
     parsed = {}
     for name, value in flags.items():
         _check_name(name)

@@ -19,6 +19,13 @@ for _mod in _MODULES:
         globals()[_n] = getattr(_mod, _n)
     __all__ += list(_mod.__all__)
 
+# Fluid 1.8's argument checks (TypeError for a wrong argument type or dtype), one table
+from . import arg_checks as _arg_checks  # noqa: E402
+
+for _n in _arg_checks.CHECKS:
+    if _n in globals():
+        globals()[_n] = _arg_checks.checked(_n, globals()[_n])
+
 # names not built: NotImplementedError saying why, unless a module above builds them
 from . import declined as _declined  # noqa: E402
 

@@ -8,7 +8,7 @@ from ..framework import Variable
 from ..layer_helper import LayerHelper
 from ..ops.logic import COMPARISONS, LOGICAL
 from ..ops.reduce import REDUCERS
-from .checks import check_variables
+from .checks import check_type, check_variable_and_dtype, check_variables
 from .tensor import fill_constant, ints_or_tensors as _ints_or_tensors, zeros
 
 # `flatten` (op flatten2) is in layers/nn.py.
@@ -17,6 +17,9 @@ __all__ = (["concat", "split", "reshape", "transpose", "squeeze", "unsqueeze", "
            list(REDUCERS) + list(COMPARISONS) + list(LOGICAL) +
            ["logical_not", "increment", "argmax", "argmin", "clip", "where", "argsort",
             "cumsum", "flip", "unstack", "clip_by_norm"])
+
+
+_CONCAT_DTYPES = ("float16", "float32", "float64", "int32", "int64")
 
 
 def one_op_layer(op_type, inputs, attrs=None, dtype=None, out=None, name=None, out_slot="Out",
@@ -48,7 +51,14 @@ def _with_xshape(op_type, x, attrs, inputs=None, name=None, act=None):
 
 # --- joining and cutting ---------------------------------------------------------------------
 def concat(input, axis=0, name=None):
-    """Join `input` (a list of Variables) along `axis` (an int or an int Variable)."""
+    """Join `input` (a list of Variables; one Variable is taken as a list of it, as Fluid
+    does) along `axis` (an int or an int Variable)."""
+    check_type(input, "input", (list, tuple, Variable), "concat")
+    if isinstance(input, Variable):
+        input = [input]
+    for i, x in enumerate(input):
+        check_variable_and_dtype(x, f"input[{i}]", _CONCAT_DTYPES, "concat")
+    check_type(axis, "axis", (int, Variable), "concat")
     axis_t = axis if isinstance(axis, Variable) else None
     return one_op_layer("concat", {"X": list(input), "AxisTensor": axis_t},
                         {"axis": 0 if axis_t is not None else int(axis)}, name=name)

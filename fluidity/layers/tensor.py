@@ -55,10 +55,14 @@ def assign(input, output=None):
     import numpy as np
     helper = LayerHelper("assign")
     if isinstance(input, np.ndarray):
+        key = {"float32": "fp32_values", "int32": "int32_values", "int64": "int64_values",
+               "bool": "bool_values"}.get(str(input.dtype))
+        if key is None:                   # Fluid's rule: what assign_value's attributes hold
+            raise TypeError(f"When the type of 'input' in assign is numpy.ndarray, the data "
+                            f"type of 'input' must be bool, float32, int32 or int64, but "
+                            f"received {input.dtype}")
         if output is None:
             output = helper.create_variable_for_type_inference(input.dtype)
-        key = {"float32": "fp32_values", "int32": "int32_values", "int64": "int64_values",
-               "bool": "bool_values"}[str(input.dtype)]
         helper.append_op("assign_value", outputs={"Out": output},
                          attrs={"shape": list(input.shape), "dtype": dtypes.to_code(input.dtype),
                                 key: input.reshape(-1).tolist()})

@@ -421,6 +421,9 @@ def conv3d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
            data_format="NCDHW"):
     """3-D convolution of NCDHW `input`; weights default to N(0, sqrt(2 / (k^3 C)))."""
     from ..initializer import NormalInitializer
+    if not isinstance(use_cudnn, bool):
+        raise ValueError(f"Attr(use_cudnn) should be True or False. Received Attr(use_cudnn): "
+                         f"{use_cudnn}.")
     _check_ncdhw("conv3d", input, data_format)
     c = input.shape[1]
     groups = 1 if groups is None else int(groups)
