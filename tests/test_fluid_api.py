@@ -374,7 +374,7 @@ def test_errors_are_fluids_builtin_types():
     main = fluid.Program()
     with fluid.program_guard(main, fluid.Program()):
         x = layers.data("x", [3])
-        with pytest.raises(TypeError, match="expected a Variable"):
+        with pytest.raises(TypeError, match="'input' in fluid.layers.fc must be Variable"):
             layers.fc(input=np.ones((2, 3), "float32"), size=2)
         with pytest.raises(TypeError):
             layers.elementwise_add(x, np.ones(3, "float32"))
