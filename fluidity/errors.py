@@ -69,6 +69,10 @@ class DeviceError(FluidityError, RuntimeError):
     """A device this Fluidity cannot run on was asked for (a CUDA place without CUDA)."""
 
 
+class FlagError(FluidityError, ValueError):
+    """A global flag that does not exist, or a value it cannot take."""
+
+
 class DTypeError(FluidityError, ValueError):
     """A dtype Fluidity does not know or cannot use there."""
 

@@ -19,8 +19,8 @@ from .core import defaults, dtypes
 from .core.dtypes import VarType
 from .core.serialization import read_file
 from .core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, grad_var_name  # noqa: F401
-from .errors import (ArgumentTypeError, ProgramError, ProgramFormatError, ShapeError,
-                     UnknownOpError)
+from .errors import (ArgumentTypeError, DTypeError, ProgramError, ProgramFormatError,
+                     ShapeError, UnknownOpError)
 from .ir import desc_check, rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
 from .ir.infer_shape import InferShapeContext  # noqa: F401
@@ -810,10 +810,18 @@ def check_type(input, input_name, expected_type, op_name, extra_message=""):
                                 f"{type(input).__name__}. {extra_message}".rstrip())
 
 
+# the dtypes Fluid 1.8's convert_dtype knows: another one is a ValueError wherever it is checked
+_FLUID_DTYPES = frozenset({"bool", "float16", "float32", "float64", "int8", "int16", "int32",
+                           "int64", "uint8"})
+
+
 def check_dtype(input_dtype, input_name, expected_dtype, op_name, extra_message=""):
     """TypeError unless dtype `input_dtype` (any spelling) is one of `expected_dtype`
-    (names such as 'float32')."""
+    (names such as 'float32'); ValueError for a dtype Fluid 1.8 does not know at all."""
     name = dtypes.name(input_dtype) if input_dtype is not None else None
+    if name not in _FLUID_DTYPES:
+        raise DTypeError(f"The data type of '{input_name}' in {op_name}: dtype must be any of "
+                         f"{sorted(_FLUID_DTYPES)}, got {name}")
     if name not in expected_dtype:
         raise ArgumentTypeError(f"The data type of '{input_name}' in {op_name} must be "
                                 f"{list(expected_dtype)}, but received {name}. "

@@ -114,3 +114,19 @@ def test_op_proto_holder_describes_an_op_as_fluids():
     attrs = {a.name: a for a in OpProtoHolder.instance().get_op_proto("mul").attrs}
     assert attrs["x_num_col_dims"].type == fluid.core.AttrType.INT
     assert attrs["op_role"].generated and not attrs["x_num_col_dims"].generated
+
+
+def test_flags_and_dtype_arguments_raise_fluids_types():
+    with pytest.raises(TypeError):
+        fluid.set_flags(["FLAGS_check_nan_inf"])
+    with pytest.raises(TypeError):
+        fluid.get_flags(1)
+    with pytest.raises(ValueError):
+        fluid.get_flags("FLAGS_use_mkldnn")
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        with pytest.raises(ValueError):               # a dtype Fluid does not know at all
+            L.create_global_var([1, 2], 2.0, np.complex128)
+        with pytest.raises(TypeError):                # one it knows, not allowed here
+            L.fill_constant([1], "uint8", 5)
+        with pytest.raises(TypeError):
+            L.create_parameter([1.0, 2.0], "float32")

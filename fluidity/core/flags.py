@@ -9,7 +9,7 @@ Environment variables of the same names set the initial values (as Paddle reads 
 """
 import os
 
-from ..errors import ArgumentTypeError, FluidityError
+from ..errors import ArgumentTypeError, FlagError, FluidityError
 
 # name -> (type, default)
 _KNOWN = {"FLAGS_check_nan_inf": (bool, False)}
@@ -34,8 +34,8 @@ _values = {n: _parse(n, k, os.environ[n]) if n in os.environ else d
 
 
 def _check_name(name):
-    if name not in _KNOWN:
-        raise FluidityError(f"unknown flag {name!r}; known flags: {sorted(_KNOWN)}")
+    if name not in _KNOWN:                # a ValueError, as Fluid's for a flag it hides
+        raise FlagError(f"unknown flag {name!r}; known flags: {sorted(_KNOWN)}")
 
 
 def set_flags(flags):
@@ -52,6 +52,9 @@ def set_flags(flags):
 
 def get_flags(flags):
     """{name: value} of a flag name or a list of names."""
+    if not isinstance(flags, (str, list, tuple)):
+        raise ArgumentTypeError(f"Flags in get_flags should be a list, tuple or string, got "
+                                f"{type(flags).__name__}")
     names = [flags] if isinstance(flags, str) else list(flags)
     for n in names:
         _check_name(n)

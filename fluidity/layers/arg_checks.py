@@ -18,7 +18,7 @@ import inspect
 import numpy as np
 
 from ..core import dtypes
-from ..errors import ArgumentTypeError, DTypeError
+from ..errors import DTypeError
 from ..framework import Program, Variable, check_dtype, check_type
 
 DTYPE, DTYPE_IF_VARIABLE, DTYPE_NAME, TYPE = "dtype", "dtype if variable", "dtype name", "type"
@@ -430,9 +430,9 @@ CHECKS["matmul"] = ((DTYPE, "x", ("float16", "float32", "float64")),
 def _code(dtype, arg, name):
     try:
         return dtypes.to_code(dtype)
-    except DTypeError:
-        raise ArgumentTypeError(f"The data type of '{arg}' in fluid.layers.{name} must be a "
-                                f"dtype, but received {dtype!r}") from None
+    except DTypeError:                # Fluid's convert_dtype: a ValueError
+        raise DTypeError(f"The data type of '{arg}' in fluid.layers.{name} must be a dtype, "
+                         f"but received {dtype!r}") from None
 
 
 def checked(name, fn):
