@@ -111,8 +111,11 @@ def program_summary(prog):
     for kind, title in (("feed", "feeds"), ("fetch", "fetches")):
         names = [n for _, n in sorted(io[kind])]
         if kind == "feed" and not names:   # a program saved without feed ops: its data vars
-            names = sorted((v.name for v in block.vars.values() if v.need_check_feed),
-                           key=natural_key)
+            written = {n for op in block.ops for n in op.output_arg_names}
+            read = {n for op in block.ops for n in op.input_arg_names}
+            names = sorted((v.name for v in block.vars.values() if v.need_check_feed or (
+                v.name in read and v.name not in written and not v.persistable and
+                v.type == dtypes.VarType.LOD_TENSOR)), key=natural_key)
             title += " (no feed ops; the data variables)"
         lines.append(f"{title} ({len(names)}):" + ("" if names else " none"))
         lines += [f"    {format_var(block.var(n))}" for n in names]

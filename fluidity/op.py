@@ -297,7 +297,7 @@ def get_grad_op_desc(op_desc, no_grad_set, grad_sub_block_list=()):
     maker declares (the ones `append_backward` appends), every input wanting a gradient but
     those whose gradient `no_grad_set` names (`X@GRAD`, as Paddle's). An op that runs a
     sub-block needs its program's backward (`append_backward`), not this."""
-    from .backward import GradOpMaker   # backward sits above ops
+    from .backward import GradOpMaker, plain_grad_names   # backward sits above ops
     proto = op_desc.proto if isinstance(op_desc, OpDesc) else op_desc
     opdef = registry.get(proto.type)
     if opdef.grad is None:
@@ -308,7 +308,7 @@ def get_grad_op_desc(op_desc, no_grad_set, grad_sub_block_list=()):
     fwd = getattr(op_desc, "_op", None) or OpView(None, proto)
     no_grad = set(no_grad_set or ())
     wanted = {n for n in proto.input_arg_names() if n + GRAD_SUFFIX not in no_grad}
-    maker = GradOpMaker(fwd, wanted)
+    maker = GradOpMaker(fwd, wanted, plain_grad_names())
     opdef.grad(maker)
     descs, grad_to_var = [], {}
     for type_, ins, outs, attrs in maker.specs:

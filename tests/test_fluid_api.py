@@ -112,10 +112,16 @@ def test_fluid_data_takes_the_full_shape_and_checks_the_feed():
     exe = fluid.Executor()
     with fluid.scope_guard(fluid.Scope()):
         exe.run(startup)
-        with pytest.raises(ValueError, match=r"feed 'x': expected shape \[-1, 3\]"):
+        with pytest.raises(ValueError, match=r"^The fed Variable 'x' should have dimensions = 2, "
+                                             r"shape = \(-1, 3\), but received fed shape "
+                                             r"\[8, 4\] on each device$"):
             exe.run(main, feed={"x": np.ones((8, 4), "float32"), "y": ys}, fetch_list=[loss])
-        with pytest.raises(ValueError, match="expected dtype float32"):
+        with pytest.raises(ValueError, match=r"^The data type of fed Variable 'x' must be "
+                                             r"'float32', but received 'float64'$"):
             exe.run(main, feed={"x": xs.astype("float64"), "y": ys}, fetch_list=[loss])
+        # a sequence batch's first dim is not checked
+        ones = fluid.create_lod_tensor(np.ones((5, 3), "float32"), [[2, 3]], fluid.CPUPlace())
+        exe.run(main, feed={"x": ones, "y": np.ones((5, 1), "float32")}, fetch_list=[loss])
     with pytest.raises(TypeError):
         fluid.data(name="z", shape=3)
     with pytest.raises(ValueError):
@@ -124,21 +130,23 @@ def test_fluid_data_takes_the_full_shape_and_checks_the_feed():
     assert seq.lod_level == 1 and seq.dtype == core.VarDesc.VarType.INT64
 
 
-def test_feeding_a_flat_batch_to_a_shape_1_data_variable_trains_as_fluid():
-    """Fluid 1.x feeds what is given to a layers.data variable without a check; its ops
-    read a [6] array fed to shape [1] as [6, 1]. The same training results either way."""
+def test_a_layers_data_feed_reaches_the_ops_as_given():
+    """Fluid 1.x feeds what is given to a layers.data variable without a check (its
+    need_check_feed is off), and its ops compute on it as it is: a [6] label fed to shape
+    [1] stays [6], and square_error_cost of a [6, 1] prediction and it broadcasts to [6, 6]
+    (Fluid's elementwise rule)."""
     main, startup, loss = _regression()
-    xs, ys = _batch(6)
-    flat = _train(main, startup, loss, [{"x": xs, "y": ys.reshape(6)}] * 4)
-    column = _train(main, startup, loss, [{"x": xs, "y": ys}] * 4)
-    assert flat == column and flat[-1] < flat[0]
     y = main.global_block().var("y")
-    assert list(y.shape) == [-1, 1]
+    assert list(y.shape) == [-1, 1] and not y.desc.need_check_feed
+    xs, ys = _batch(6)
+    pred = [op for op in main.global_block().ops if op.type == "elementwise_add"][0]
     with fluid.scope_guard(fluid.Scope()):
         exe = fluid.Executor()
         exe.run(startup)
-        with pytest.raises(ValueError, match=r"expected shape \[-1, 1\].*got \[6, 2\]"):
-            exe.run(main, feed={"x": xs, "y": np.ones((6, 2), "float32")}, fetch_list=[loss])
+        fed, p, got = exe.run(main, feed={"x": xs, "y": ys.reshape(6)},
+                              fetch_list=[y, pred.output("Out")[0], loss])
+    assert fed.shape == (6,) and p.shape == (6, 1)
+    np.testing.assert_allclose(got, [np.mean((p - ys.reshape(6)) ** 2)], rtol=1e-5)
 
 
 def test_layers_data_takes_fluids_argument_order():
@@ -375,7 +383,7 @@ def test_errors_are_fluids_builtin_types():
     main = fluid.Program()
     with fluid.program_guard(main, fluid.Program()):
         x = layers.data("x", [3])
-        with pytest.raises(TypeError, match="expected a Variable"):
+        with pytest.raises(TypeError, match="'input' in fluid.layers.fc must be Variable"):
             layers.fc(input=np.ones((2, 3), "float32"), size=2)
         with pytest.raises(TypeError):
             layers.elementwise_add(x, np.ones(3, "float32"))

@@ -34,6 +34,17 @@ from .arena import arena_lines, declared_fits
 from .cir import CTYPES, Buf, Emit, NotCompilable, c_string, checked_source, is_lit
 from .emitters import rule_for
 
+def _one_element_as_declared(dims, declared):
+    """An output's dims as its variable is declared when both are one element: `[1]` in a
+    Fluid 1.x program's full reduction, `[]` in one saved by Paddle 2.5+ (the emitter
+    writes one element either way; the interpreter's plan shapes its results alike)."""
+    declared = tuple(declared)
+    if declared in ((), (1,)) and len(dims) < 2 and all(str(d) == "1" for d in dims) \
+            and len(dims) != len(declared):
+        return ["1"] * len(declared)
+    return dims
+
+
 S = 12           # int64 slots per tensor in args
 MAX_DIMS = 8
 ALIGN = 64
@@ -366,6 +377,7 @@ class Lowering:
         want = VarType.SELECTED_ROWS if rows else VarType.LOD_TENSOR
         if v.type != want:
             raise NotCompilable(f"output '{name}' is a {VarType.Type.Name(v.type)}")
+        dims = _one_element_as_declared(dims, v.shape)
         old = self._env.get(name)
         if old is not None and old.kind in ("input", "inout") and old.persistable:
             if len(dims) != old.ndim:

@@ -88,6 +88,13 @@ class LoDTensor:
     def _dtype(self):
         return dtypes.to_code(self._array.dtype)
 
+    def _place(self):
+        """Where the data lives (Fluid's `LoDTensor._place()`): a host tensor's CPUPlace."""
+        return CPUPlace()
+
+    def _is_initialized(self):
+        return self._array is not None
+
     def is_initialized(self):
         return self._array is not None
 
@@ -183,6 +190,45 @@ class _RowsValue(LoDTensor):
     @_array.setter
     def _array(self, value):
         self._owner.value = value
+
+
+class FetchedArray(np.ndarray):
+    """What `Executor.run` returns for a fetched value of one element in one or more dims:
+    an ndarray (a view of the same data, `isinstance(v, np.ndarray)`, numpy arithmetic,
+    `v[0]`, `v.shape == (1,)`, `v.tolist()`) that also converts to a Python number.
+
+    Why: Fluid 1.x gives a loss, an accuracy and every full reduction shape `[1]`, and its
+    programs both index them (`loss[0]`) and convert them (`float(loss)`, `"%.3f" % acc`),
+    which numpy 1.x allowed for any one-element array. numpy 2 refuses `float()` of an
+    array that is not 0-D, so a plain `[1]` ndarray would break the second idiom and a 0-D
+    one the first; this subclass keeps both. Only `float()`, `int()` and `complex()` differ
+    from ndarray. It pickles as a plain ndarray, so a pickle of results needs no Fluidity
+    to read. A value of several elements is a plain ndarray, and `float()` of it is numpy's
+    TypeError, as it was in numpy 1.x."""
+
+    def __float__(self):
+        return float(self.reshape(-1)[0]) if self.size == 1 else float(self.view(np.ndarray))
+
+    def __int__(self):
+        return int(self.reshape(-1)[0]) if self.size == 1 else int(self.view(np.ndarray))
+
+    def __complex__(self):
+        return (complex(self.reshape(-1)[0]) if self.size == 1
+                else complex(self.view(np.ndarray)))
+
+    def __reduce__(self):
+        return self.view(np.ndarray).__reduce__()
+
+    def __reduce_ex__(self, protocol):
+        return self.view(np.ndarray).__reduce_ex__(protocol)
+
+
+def as_fetched(array):
+    """`array` as `Executor.run` returns it: a FetchedArray view when it holds one element
+    in one or more dims (so `float()` works under numpy 2), else `array` itself."""
+    if type(array) is np.ndarray and array.ndim and array.size == 1:
+        return array.view(FetchedArray)
+    return array
 
 
 class SelectedRows:

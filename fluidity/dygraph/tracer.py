@@ -28,7 +28,7 @@ from ..core import dtypes
 from ..core.names import EMPTY_VAR_NAME, grad_var_name
 from ..core.place import CPUPlace, Place
 from ..core.scope import Scope
-from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
+from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows, as_fetched
 from ..core.dtypes import VarType
 from ..errors import FluidityError
 from ..executor import Executor
@@ -52,15 +52,16 @@ class VarBase(Variable):
         return self._tracer.scope.var(self.name)
 
     def numpy(self):
-        """A copy of the value as an ndarray."""
+        """A copy of the value as an ndarray (one element in one or more dims converts to a
+        Python number too, as Executor.run's fetches: core/tensor.py's FetchedArray)."""
         v = self._tracer.scope.find_var(self.name)
         held = v.value if v is not None else None
         if isinstance(held, SelectedRows):
-            return np.array(held.value)
+            return as_fetched(np.array(held.value))
         if not isinstance(held, LoDTensor) or held._array is None:
             raise FluidityError(f"variable '{self.name}' holds no value yet (no op has "
                                 f"written it)")
-        return np.array(held._array)
+        return as_fetched(np.array(held._array))
 
     def set_value(self, value):
         """Replace the value with `value` (an ndarray or a VarBase) of the same shape."""

@@ -20,8 +20,9 @@ from ..core.place import require_device
 from ..core.dtypes import VarType
 from ..core.scope import global_scope
 from ..core.lod import check_fed_lod
-from ..core.tensor import LoDTensor, SelectedRows, as_lod_tensor
-from ..errors import DeviceError, FeedError, FetchError, FluidityError
+from ..core.tensor import LoDTensor, SelectedRows, as_fetched, as_lod_tensor
+from ..errors import (ArgumentTypeError, DeviceError, FeedError, FetchError, FluidityError,
+                      RunError)
 from ..ir import rewrite
 from ..ir.views import ProgramView, VarView
 from ..proto import framework_pb2 as pb
@@ -46,14 +47,63 @@ fetch_name = _fetch_name   # public: the runner of data-parallel programs names 
 
 
 def _to_numpy(value):
+    """A fetched value as `run(return_numpy=True)` returns it: a LoDTensor's array (a
+    FetchedArray when it is one element in one or more dims, so `float(loss)` works on
+    Fluid 1.x's `[1]` loss under numpy 2; core/tensor.py says why), a SelectedRows' value
+    rows, a LoDTensorArray as a list of them."""
     if isinstance(value, LoDTensor):
         arr = value._array     # a numpy scalar (0-D arithmetic) is fetched as a 0-D array
-        return np.asarray(arr) if isinstance(arr, np.generic) else arr
+        return np.asarray(arr) if isinstance(arr, np.generic) else as_fetched(arr)
     if isinstance(value, SelectedRows):
-        return value.value
+        return as_fetched(value.value)
     if isinstance(value, list):
         return [_to_numpy(v) for v in value]
     return value
+
+
+def as_numpy(tensor):
+    """Fluid's `fluid.executor.as_numpy`: a fetched LoDTensor (or a list / LoDTensorArray of
+    them) as ndarrays, shaped as `run(return_numpy=True)` returns them; None for one that
+    holds no data. A tensor with a LoD cannot be one ndarray: RuntimeError (keep the
+    LoDTensor, `return_numpy=False`)."""
+    if isinstance(tensor, list):
+        return [as_numpy(t) for t in tensor]
+    if not isinstance(tensor, LoDTensor):
+        raise TypeError(f"as_numpy takes a LoDTensor, got {type(tensor).__name__}")
+    if tensor._lod:
+        raise RuntimeError("Some of your fetched tensors hold LoD information. They can not "
+                           "be completely cast to Python ndarray. Please set the parameter "
+                           "'return_numpy' as 'False' to return LoDTensor itself directly.")
+    return _to_numpy(tensor) if tensor._array is not None else None
+
+
+def _as_lodtensor(data, place=None, dtype=None):
+    """Fluid's `fluid.executor._as_lodtensor`: a LoDTensor of `data` (an ndarray; a Python
+    scalar or a (nested, rectangular) tuple with `dtype`). A list is refused (RuntimeError):
+    as in Fluid, lists stand for sequences, which `fluid.create_lod_tensor` makes."""
+    if isinstance(data, list):
+        raise RuntimeError("Some of your feed data hold LoD information. They can not be "
+                           "completely cast from a list of Python ndarray to LoDTensor. "
+                           "Please convert data to LoDTensor directly before feeding the data.")
+    if not isinstance(data, np.ndarray):
+        if np.isscalar(data):
+            if dtype is None:
+                raise TypeError("dtype should be given when casting python scalar to tensor")
+            data = np.array([data]).astype(dtypes.to_numpy(dtype))
+        elif isinstance(data, tuple):
+            data = np.array(data)
+            if data.dtype == object:
+                raise TypeError("Failed to convert input data to a regular ndarray: it holds "
+                                "nested sequences of different lengths; use "
+                                "fluid.create_lod_tensor to make a LoDTensor of them")
+            if dtype is not None:
+                data = data.astype(dtypes.to_numpy(dtype))
+        else:
+            raise TypeError(f"Convert data of type {type(data).__name__} to Tensor is not "
+                            f"supported")
+    t = LoDTensor()
+    t.set(data, place)
+    return t
 
 
 class _Prepared:
@@ -179,20 +229,17 @@ def add_feed_fetch_ops(program, block_id, feed_names, fetch_names, feed_var_name
     return p
 
 
-def _same_samples(shape, arr):
-    """`arr` reshaped to the declared `shape` when it holds the same batch and the same
-    elements per sample in another rank (a `[6]` label fed to `layers.data(shape=[1])`,
-    declared `[-1, 1]`; an image `[N, 784]` fed as `[N, 1, 784]`), else None. Fluid 1.x
-    feeds such a value unchecked and its ops read it as the declared shape (`mul` flattens
-    `[6]` to `[6, 1]`); here it gets that shape at the feed so every op agrees."""
-    if not shape or list(shape).count(-1) != 1 or shape[0] != -1 or arr.ndim == 0:
-        return None
-    per_sample = 1
-    for d in shape[1:]:
-        per_sample *= d
-    if per_sample <= 0 or arr.size != arr.shape[0] * per_sample:
-        return None
-    return arr.reshape((arr.shape[0],) + tuple(shape[1:]))
+def _shape_diff(t, shape):
+    """The fed shape when LoDTensor `t` does not fit a `fluid.data` variable's declared
+    `shape`, else None: Fluid's rule (`check_feed_shape_type`): the ranks agree, every
+    known dim matches, and a sequence batch's (LoD) first dim is not checked."""
+    got = list(t._array.shape)
+    if len(got) != len(shape):
+        return got
+    first = 1 if t._lod else 0
+    if any(s >= 0 and s != g for s, g in zip(shape[first:], got[first:])):
+        return got
+    return None
 
 
 class Executor:
@@ -305,6 +352,9 @@ class Executor:
             if arr is None:
                 raise FeedError(f"feed '{name}': the LoDTensor holds no data")
             if want is not None and arr.dtype != np_dtype and dtypes.to_code(arr.dtype) != want:
+                if shape is not None:        # fluid.data: Fluid's check_feed_shape_type
+                    raise FeedError(f"The data type of fed Variable {name!r} must be "
+                                    f"{dtypes.name(want)!r}, but received {str(arr.dtype)!r}")
                 raise FeedError(f"feed '{name}': expected dtype {dtypes.name(want)}, got "
                                 f"{arr.dtype} (shape {list(arr.shape)}); cast it with "
                                 f".astype('{dtypes.name(want)}')")
@@ -315,14 +365,12 @@ class Executor:
                 raise FeedError(f"feed '{name}': cannot convert {type(value).__name__} to a "
                                 f"tensor: {e}") from None
             t = LoDTensor(arr)
-        if shape is not None:
-            got = t._array.shape
-            if len(got) != len(shape) or any(s >= 0 and s != g for s, g in zip(shape, got)):
-                fitted = _same_samples(shape, t._array)
-                if fitted is None:
-                    raise FeedError(f"feed '{name}': expected shape {list(shape)} (-1 = any), "
-                                    f"got {list(got)}")
-                t = LoDTensor(fitted, t._lod)
+        if shape is not None:      # a fluid.data variable (need_check_feed), as Fluid
+            diff = _shape_diff(t, shape)
+            if diff is not None:
+                raise FeedError(f"The fed Variable {name!r} should have dimensions = "
+                                f"{len(shape)}, shape = {tuple(shape)!r}, but received fed "
+                                f"shape {diff!r} on each device")
         if t._lod:
             check_fed_lod(name, t)     # before any op (numpy or compiled) indexes with it
         if spec[4] is not None:
@@ -433,8 +481,8 @@ class Executor:
             if len(self._raw_views) > _RAW_DESC_VIEWS:
                 self._raw_views.popitem(last=False)
             return view
-        raise FluidityError(f"Executor.run needs a Program or ProgramDesc, got "
-                            f"{type(program).__name__}")
+        raise ArgumentTypeError(f"Executor requires Program as its Parameter. But you passed "
+                                f"in {type(program).__name__}")
 
     # -- datasets (Paddle 1.4+) --------------------------------------------------------------
     def train_from_dataset(self, program=None, dataset=None, scope=None, thread=0,
@@ -461,11 +509,11 @@ class Executor:
     def _run_dataset(program, dataset, scope, thread, debug, fetch_list, fetch_info,
                      print_period, fetch_handler, infer):
         if dataset is None:     # Paddle's words, which its programs compare
-            raise RuntimeError("dataset is need and should be initialized")
+            raise RunError("dataset is need and should be initialized")
         run_workers = getattr(dataset, "run_workers", None)
         if run_workers is None:
-            raise FluidityError(f"train_from_dataset needs a dataset made by "
-                                f"fluid.DatasetFactory(), got {type(dataset).__name__}")
+            raise RunError(f"train_from_dataset needs a dataset made by "
+                               f"fluid.DatasetFactory(), got {type(dataset).__name__}")
         return run_workers(program=program, scope=scope, thread=thread, debug=debug,
                            fetch_list=fetch_list, fetch_info=fetch_info,
                            print_period=print_period, infer=infer,

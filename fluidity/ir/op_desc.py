@@ -164,7 +164,8 @@ class OpDesc:
     _remove_attr = remove_attr
 
     def check_attrs(self):
-        """Raise ProgramError for an attribute whose stored type is not its schema's."""
+        """Paddle's CheckAttrs: raise ProgramError for an attribute whose stored type is not
+        its schema's, then write the schema's default of every attribute left unset."""
         opdef = registry.get(self.proto.type)
         for a in self.proto.attrs:
             want = opdef.attr_type(a.name)
@@ -173,6 +174,7 @@ class OpDesc:
                     f"op '{self.proto.type}': attribute '{a.name}' is stored as "
                     f"{registry.AttrType.Name(a.type)}, its schema says "
                     f"{registry.AttrType.Name(want)}")
+        self.proto.check_attrs()   # and the schema's defaults written (ir/desc_api.py)
 
     # -- whole desc ----------------------------------------------------------------------
     def copy_from(self, other):

@@ -23,6 +23,17 @@ for _mod in _MODULES:
         globals()[_n] = getattr(_mod, _n)
     __all__ += list(_mod.__all__)
 
+# Fluid 1.8's argument checks (TypeError for a wrong argument type or dtype), one table
+from . import arg_checks as _arg_checks  # noqa: E402
+
+for _n in _arg_checks.CHECKS:
+    if _n in globals():
+        _plain = globals()[_n]
+        globals()[_n] = _arg_checks.checked(_n, _plain)
+        for _mod in _MODULES:      # fluid.layers.nn.fc is fluid.layers.fc, checked alike
+            if getattr(_mod, _n, None) is _plain:
+                setattr(_mod, _n, globals()[_n])
+
 # names not built: NotImplementedError saying why, unless a module above builds them. A
 # module's name is no layer: `rnn` is Fluid's function (fluid.layers.rnn(cell, inputs)), as
 # in Fluid, where `from .rnn import *` rebinds it; `import fluidity.layers.rnn` still works.

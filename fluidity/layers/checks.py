@@ -1,6 +1,7 @@
 """Argument checks the layers share, so that every layer refuses a bad argument in the same
 words, naming itself and the argument."""
 from ..framework import Variable
+from ..framework import check_dtype, check_type, check_variable_and_dtype  # noqa: F401
 
 
 def check_variables(layer, **args):

@@ -8,7 +8,7 @@ from ..framework import Variable
 from ..layer_helper import LayerHelper
 from ..ops.logic import COMPARISONS, LOGICAL
 from ..ops.reduce import REDUCERS
-from .checks import check_variables
+from .checks import check_type, check_variable_and_dtype, check_variables
 from .tensor import fill_constant, ints_or_tensors as _ints_or_tensors, zeros
 
 # `flatten` (op flatten2) is in layers/nn.py.
@@ -17,6 +17,9 @@ __all__ = (["concat", "split", "reshape", "transpose", "squeeze", "unsqueeze", "
            list(REDUCERS) + list(COMPARISONS) + list(LOGICAL) +
            ["logical_not", "increment", "argmax", "argmin", "clip", "where", "argsort",
             "cumsum", "flip", "unstack", "clip_by_norm"])
+
+
+_CONCAT_DTYPES = ("float16", "float32", "float64", "int32", "int64")
 
 
 def one_op_layer(op_type, inputs, attrs=None, dtype=None, out=None, name=None, out_slot="Out",
@@ -51,23 +54,17 @@ _CONCAT_DTYPES = ("float16", "float32", "float64", "int32", "int64")
 
 
 def concat(input, axis=0, name=None):
-    """Join `input` (a list of Variables) along `axis` (an int or an int Variable). As in
-    Fluid 1.8, one Variable is taken as a list of one (with a warning), and an element that is
-    not a Variable, a dtype outside float16/32/64 and int32/64, or an axis neither int nor
-    Variable is a TypeError."""
-    if not isinstance(input, (list, tuple)):
+    """Join `input` (a list of Variables; one Variable is taken as a list of it, as Fluid
+    does) along `axis` (an int or an int Variable)."""
+    check_type(input, "input", (list, tuple, Variable), "concat")
+    if isinstance(input, Variable):
         import warnings
         warnings.warn(f"The type of input in concat should be list, but received "
                       f"{type(input)}.")
         input = [input]
     for i, x in enumerate(input):
-        check_variables("concat", **{f"input[{i}]": x})
-        if dtypes.name(x.dtype) not in _CONCAT_DTYPES:
-            raise TypeError(f"concat: input[{i}] '{x.name}' has dtype "
-                            f"{dtypes.name(x.dtype)}, not one of {list(_CONCAT_DTYPES)}")
-    if isinstance(axis, bool) or not isinstance(axis, (int, Variable)):
-        raise TypeError(f"concat: axis must be an int or a Variable, got "
-                        f"{type(axis).__name__}")
+        check_variable_and_dtype(x, f"input[{i}]", _CONCAT_DTYPES, "concat")
+    check_type(axis, "axis", (int, Variable), "concat")
     if input[0].type == dtypes.VarType.LOD_TENSOR_ARRAY:
         if len(input) != 1 or isinstance(axis, Variable):
             raise TypeError("concat: a LoDTensorArray is joined alone, along an int axis")

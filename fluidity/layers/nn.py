@@ -186,6 +186,9 @@ def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
     depthwise_conv2d."""
     helper = LayerHelper("conv2d", input=input, param_attr=param_attr, bias_attr=bias_attr,
                          act=act, name=name)
+    if not isinstance(use_cudnn, bool):
+        raise ValueError(f"Attr(use_cudnn) should be True or False. Received Attr(use_cudnn): "
+                         f"{use_cudnn}.")
     if data_format not in ("NCHW", "NHWC"):
         raise ValueError(f"conv2d: data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
     channel_last = data_format == "NHWC"

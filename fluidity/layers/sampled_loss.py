@@ -78,8 +78,16 @@ def hsigmoid(input, label, num_classes, param_attr=None, bias_attr=None, name=No
              path_table=None, path_code=None, is_custom=False, is_sparse=False):
     """Hierarchical sigmoid loss [N, 1]: binary decisions along the class's path in Paddle's
     default complete tree over num_classes, or (is_custom) the paths path_table/path_code."""
-    _check_var("hsigmoid", "input", input, 2)
+    _check_var("hsigmoid", "input", input)
     _check_var("hsigmoid", "label", label)
+    if len(input.shape) != 2:
+        # Fluid 1.x builds this, then its kernel walks X as rows of shape[1] elements:
+        # the samples' elements mixed up, a wrong loss without a word
+        raise ValueError(f"hsigmoid: input must be 2-D [N, D], got shape "
+                         f"{list(input.shape)}: Fluid 1.x accepts it but computes on rows of "
+                         f"{input.shape[1] if len(input.shape) > 1 else '?'} consecutive "
+                         f"elements, mixing samples; reshape it first "
+                         f"(fluid.layers.reshape(input, [-1, D]))")
     if not is_custom:
         if num_classes is None or num_classes < 2:
             raise ValueError("hsigmoid: num_classes must not be less than 2 with the default "

@@ -187,8 +187,9 @@ def prelu(x, mode, param_attr=None, name=None):
               "element": [1] + list(x.shape[1:])}
     if mode not in shapes:
         raise ValueError(f"prelu: mode must be 'all', 'channel' or 'element', got {mode!r}")
-    if mode == "channel" and len(x.shape) != 4:
-        raise ShapeError(f"prelu: mode 'channel' needs a 4-D input, got {list(x.shape)}")
+    if mode == "channel" and len(x.shape) < 2:    # any rank with channels at dim 1 (Fluid)
+        raise ShapeError(f"prelu: mode 'channel' needs channels at dim 1, got shape "
+                         f"{list(x.shape)}")
     helper = LayerHelper("prelu", param_attr=param_attr, name=name)
     alpha = helper.create_parameter(param_attr, shapes[mode], x.dtype,
                                     default_initializer=ConstantInitializer(0.25))
@@ -424,6 +425,9 @@ def conv3d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
            data_format="NCDHW"):
     """3-D convolution of NCDHW `input`; weights default to N(0, sqrt(2 / (k^3 C)))."""
     from ..initializer import NormalInitializer
+    if not isinstance(use_cudnn, bool):
+        raise ValueError(f"Attr(use_cudnn) should be True or False. Received Attr(use_cudnn): "
+                         f"{use_cudnn}.")
     _check_ncdhw("conv3d", input, data_format)
     c = input.shape[1]
     groups = 1 if groups is None else int(groups)

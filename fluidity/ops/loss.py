@@ -8,7 +8,6 @@ Logs are Paddle's "tolerable" ones: log(0) is -1e20, never -inf, so 0 * log(0) s
 """
 import numpy as np
 
-from ..core import dtypes
 from ..errors import ExecutionError
 from . import c_emit
 from .common import sigmoid
@@ -35,6 +34,11 @@ def _hard_labels(op, label, like, axis, ignore_index, squeezed_ok=False):
     a size-1 class axis. `squeezed_ok`: Label may also lack the class axis (cross_entropy's
     Label [N] for X [N, C], Paddle 1.8)."""
     want = like.shape[:axis] + (1,) + like.shape[axis + 1:]
+    if label.dtype.kind not in "iu":
+        # Fluid builds such a program and fails when it runs; so does this, saying why
+        raise ExecutionError(f"{op}: hard labels must be integer class ids (int64), got "
+                             f"{label.dtype} Label; cast it, or use soft_label=True for "
+                             f"distributions")
     if squeezed_ok and label.shape == like.shape[:axis] + like.shape[axis + 1:]:
         label = np.expand_dims(label, axis)
     if label.shape != want:
@@ -90,10 +94,7 @@ def _check_labels(ctx, x_slot, soft, axis=-1, squeezed_ok=False):
                 ctx.fail(f"hard Label must have size 1 on the class axis {axis}, got {ls}")
         elif a > 0 and b > 0 and a != b:
             ctx.fail(f"{x_slot} {xs} and Label {ls} differ in dim {i}")
-    if not soft and dtypes.is_float(ctx.input_dtype("Label")):
-        ctx.fail("hard labels must be int64 class ids (got float Label; soft_label=True "
-                 "takes distributions)")
-    return axis
+    return axis      # a float hard Label builds (as in Fluid) and fails when run (_hard_labels)
 
 
 def _loss_shape(xs, axis):

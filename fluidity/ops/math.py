@@ -6,10 +6,11 @@ import numpy as np
 
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
-from ..errors import ShapeError
-from .common import (align_for_broadcast, broadcast_code, broadcast_pair, broadcast_plan,
-                     broadcast_shape, check_dims, default_grad, flatten_to_2d, prod,
-                     reduce_to_shape, spans_contiguously)
+from ..errors import ProgramError, ShapeError
+from .common import (align_for_broadcast, bilinear_double_grad, broadcast_code,
+                     broadcast_pair, broadcast_plan, broadcast_shape, check_dims, default_grad,
+                     flatten_to_2d, linear_double_grad, prod, reduce_to_shape,
+                     spans_contiguously)
 from .memory_ops import affine_out, binary_out, matmul_out, mul_out
 from .registry import In, OpDef, Out, floats
 
@@ -683,15 +684,15 @@ class Mean(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     share_lod = None
-    doc = "Out = mean of all elements of X, 0-D (shape [], as Paddle >= 2.5)."
+    doc = "Out = mean of all elements of X, shape [1] (Fluid 1.x; 0-D where the desc says [])."
 
     @staticmethod
     def infer_shape(ctx):
-        ctx.set_output("Out", [], ctx.input_dtype("X"))
+        ctx.set_output("Out", [1], ctx.input_dtype("X"))
 
     @staticmethod
     def kernel(x):
-        return np.asarray(x.mean(), dtype=x.dtype)
+        return np.asarray([x.mean()], dtype=x.dtype)
 
     @staticmethod
     def emit(e):
@@ -796,11 +797,18 @@ class ElementwiseGrad(OpDef):
                 e.code(broadcast_code(loops, f"{load} {g}[{at}] = {expr};"))
 
 
+# the grads of those grad ops (second-order gradients; ops/common.py)
+ELEMENTWISE_DOUBLE_GRADS = {
+    "elementwise_add": linear_double_grad("elementwise_add", ("X", "Y")),
+    "elementwise_sub": linear_double_grad("elementwise_sub", ("X", "Y")),
+    "elementwise_mul": bilinear_double_grad("elementwise_mul"),
+}
+
 for _name, (_fx, _fy, _cx, _cy) in ELEMENTWISE_GRADS.items():
     type("".join(p.title() for p in _name.split("_")) + "Grad", (ElementwiseGrad,),
          {"type": _name + "_grad", "fx": staticmethod(_fx), "fy": staticmethod(_fy),
           "c_dx": _cx, "c_dy": _cy, **({} if _cx else {"emit": None}),
-          "__module__": __name__})
+          "grad": ELEMENTWISE_DOUBLE_GRADS.get(_name), "__module__": __name__})
 
 
 def _at_b(a, b):
@@ -824,6 +832,7 @@ class MulGrad(OpDef):
     outputs = (Out("X@GRAD", dispensable=True), Out("Y@GRAD", dispensable=True))
     attrs = Mul.attrs
     infer_shape = None
+    grad = bilinear_double_grad("mul")
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -1134,12 +1143,14 @@ class MatmulGrad(_MatmulGradBase):
     type = "matmul_grad"
     attrs = Matmul.attrs
     fwd = Matmul
+    grad = bilinear_double_grad("matmul")
 
 
 class MatmulV2Grad(_MatmulGradBase):
     type = "matmul_v2_grad"
     attrs = MatmulV2.attrs
     fwd = MatmulV2
+    grad = bilinear_double_grad("matmul_v2")
 
 
 class MeanGrad(OpDef):
@@ -1147,6 +1158,7 @@ class MeanGrad(OpDef):
     inputs = (In("X"), In("Out@GRAD"))
     outputs = (Out("X@GRAD"),)
     infer_shape = None
+    grad = linear_double_grad("mean")
 
     @staticmethod
     def kernel(x, dout):

@@ -741,7 +741,9 @@ class OneHot(OpDef):
     @classmethod
     def infer_shape(cls, ctx):
         xs = ctx.input_shape("X")
-        if cls.last_is_one and (not xs or xs[-1] not in (1, -1)):
+        if cls.last_is_one and len(xs) < 2:     # Fluid 1.8's check, at build and run time
+            ctx.fail(f"X must be at least 2-D ([..., 1] ids), got {xs}")
+        if cls.last_is_one and xs[-1] not in (1, -1):
             ctx.fail(f"X must have a last dim of size 1, got {xs}")
         depth = -1 if ctx.has_input("depth_tensor") else ctx.attr("depth")
         lead = xs[:-1] if cls.last_is_one else xs
@@ -754,6 +756,9 @@ class OneHot(OpDef):
 
         def kernel(x, depth_t):
             depth = attrs["depth"] if depth_t is None else int(np.asarray(depth_t).reshape(-1)[0])
+            if trim and (x.ndim < 2 or x.shape[-1] != 1):
+                raise ExecutionError(f"{cls.type}: X must be [..., 1] ids (at least 2-D), got "
+                                     f"shape {list(x.shape)}")
             ids = x[..., 0] if trim else x
             check_elements(ids.shape + (max(depth, 0),), dt.itemsize, cls.type)
             if not allow and ids.size and (ids.min() < 0 or ids.max() >= depth):

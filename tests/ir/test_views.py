@@ -49,7 +49,7 @@ def test_attributes_read_with_schema_defaults_and_roles():
 def test_var_views_and_their_setters():
     main = fluid.Program()
     with fluid.program_guard(main, fluid.Program()):
-        fluid.layers.data("x", [3], lod_level=1)
+        fluid.data("x", [-1, 3], lod_level=1)     # fluid.data: need_check_feed
     v = ProgramView(main.desc).global_block().var("x")
     assert v.shape == (-1, 3) and v.lod_level == 1 and v.type == VarType.LOD_TENSOR
     assert v.need_check_feed and not v.persistable

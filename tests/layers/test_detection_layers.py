@@ -177,7 +177,7 @@ def test_bad_arguments_raise_fluids_errors():
     with fluid.program_guard(fluid.Program()):
         x = L.data(name="data1", shape=[2, 1, 4, 4], dtype="int64")
         label = L.data(name="label", shape=[2, 4], dtype="float32", lod_level=1)
-        with pytest.raises(TypeError, match="roi_pool: 'input'"):
+        with pytest.raises(TypeError, match="'input' in fluid.layers.roi_pool must be"):
             L.roi_pool(x, label, 1, 1, 1.0)
         xf = L.data(name="data2", shape=[2, 1, 4, 4], dtype="float32",
                     append_batch_size=False)

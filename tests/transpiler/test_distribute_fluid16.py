@@ -176,10 +176,13 @@ def test_l2_decay_and_clipping_of_one_gradient_run_on_the_server():
     t, main, _ = _transpile(net)
     pserver = t.get_pserver_program(EP1)
     assert len(pserver.blocks) == 3
-    assert _types(pserver.blocks[1]) == ["sum", "scale", "sgd"]                 # fc_b
-    assert _types(pserver.blocks[2]) == ["sum", "scale", "clip", "scale", "sum", "sgd"]
-    clip = pserver.blocks[2].ops[2]
-    assert clip.input("X") == ["fc_w@GRAD.block1"]      # the merged gradient's block
+    # one optimize block a parameter, in the order of the trainer's optimize ops (fc_w's first)
+    params = [b.ops[-1].input("Param")[0] for b in pserver.blocks[1:]]
+    assert params == ["fc_w.block0", "fc_b"]        # fc_w's slice on this pserver
+    assert _types(pserver.blocks[2]) == ["sum", "scale", "sgd"]
+    assert _types(pserver.blocks[1]) == ["sum", "scale", "clip", "scale", "sum", "sgd"]
+    clip = pserver.blocks[1].ops[2]
+    assert clip.input("X") == ["fc_w@GRAD.block0"]      # the merged gradient's block
     trainer = t.get_trainer_program()
     assert "clip" not in _types(trainer.global_block())
     sends = [op.input("X") for op in trainer.global_block().ops if op.type == "split_byref"]
