@@ -28,6 +28,7 @@ parent's scope stay readable and savable.
 Progress goes to a tqdm bar on a terminal, else to the `fluidity` logger at INFO.
 """
 import contextlib
+import itertools
 import logging
 import multiprocessing as mp
 import os
@@ -166,12 +167,8 @@ class _Worker:
 
     def _pick_file(self):
         """(index, path) of the next file nobody has taken, or None."""
-        with self.next_file.get_lock():
-            i = self.next_file.value
-            if i >= len(self.files):
-                return None
-            self.next_file.value = i + 1
-        return i, self.files[i]
+        i = self.next_file.take()
+        return None if i >= len(self.files) else (i, self.files[i])
 
     def _resync(self):
         """An op that replaced a shared parameter's array (instead of updating it in place)
@@ -216,43 +213,47 @@ class _Worker:
                             [float(np.asarray(r).mean()) for r in res])
 
     def _compiled_steps(self, step, exe, wscope, reader_cls):
-        """The same events with the batches of each parsed chunk run by the compiled loop
-        in C (native_loop.py), `report_every` batches per call; a batch the step was not
-        built for runs through the executor."""
+        """The compiled loop in C (native_loop.py) over each parsed chunk: ("step", None)
+        after each of its calls (its finished reports wait in the step) and the reader's
+        ("file", ...) events. Python runs per call (a chunk, BUDGET_S of work, or one report
+        when an observer wants each report's ids), never per batch; a batch the step was
+        not built for runs through the executor."""
         bs = self.desc.batch_size
+        row = self.board.row(self.wid)
+        step.configure(stop=self.stop.a, position=row, report_every=self.report_every,
+                       return_on_report=bool(self.id_watch))
         while not self.stop.is_set():
             picked = self._pick_file()
             if picked is None:
                 return
             fi, path = picked
+            row[0], row[1], row[2] = fi, -1, -1
             reader = reader_cls(self.desc, [path], **self.reader_args)
             for chunk, dense_dim in reader.chunks():
                 if not step.fits(chunk, dense_dim):
                     raise ExecutionError(f"{path}: its slots' types differ from those the "
                                          f"compiled step reads")
-                a, bound = 0, step.bind(chunk, dense_dim)
+                step.bind(chunk, dense_dim, bs)
+                a = 0
                 while a < chunk.n:
                     if self.stop.is_set():
                         return
-                    last = min(chunk.n, a + bs * self.report_every)
-                    self.board.set(self.wid, fi, *chunk.origin(a, last)[1:])
-                    k, means, lines, status, msg = step.run(bound, a, last, bs)
-                    for j in range(k):
-                        yield "batch", (int(lines[j]), means[j].tolist())
-                    if self.id_watch and k:
-                        self._report_ids(k, chunk, a, a + int(lines[:k].sum()))
-                    a += int(lines.sum())
+                    start = a
+                    a, status, msg = step.run(a, chunk.n)
+                    if self.id_watch and a > start:
+                        self._report_ids(-(-(a - start) // bs), chunk, start, a)
+                    yield "step", None
                     if status == 0:
                         continue
-                    b = min(chunk.n, a + bs)      # batch k: the one the loop stopped at
-                    self.board.set(self.wid, fi, *chunk.origin(a, b)[1:])
+                    b = min(chunk.n, a + bs)      # the batch the loop stopped at
                     if status == -1:      # inputs of other shapes: this batch interpreted
                         feed = reader.chunk_batch(chunk, a, b, dense_dim)
                         res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names,
                                       scope=wscope)
                         if self.id_watch:
                             self._report_ids(1, feed=feed)
-                        yield "batch", (b - a, [float(np.asarray(r).mean()) for r in res])
+                        step.add_batch(b - a, [float(np.asarray(r).mean()) for r in res])
+                        yield "step", None
                         a = b
                     elif status == -2:
                         raise MemoryError("AsyncExecutor: no memory for the compiled step")
@@ -282,10 +283,9 @@ class _Worker:
         started = time.time()
         exe = Executor(strategy=ExecutionStrategy(self.plan_kind))
         wscope = self.scope.new_scope()
-        nf = len(self.fetch_names)
-        sums, batches, examples = np.zeros(nf), 0, 0
-        period = [0, 0, np.zeros(nf)]
         step, events = self._events(exe, wscope)
+        # the compiled loop keeps its reports and totals in C; the executor's path here
+        tally = step if step is not None else _Tally(len(self.fetch_names), self.report_every)
         try:
             for kind, item in events:
                 if kind == "file":
@@ -294,27 +294,22 @@ class _Worker:
                         send(("skipped", self.wid, str(path), skipped))
                     send(("file", self.wid, str(path)))
                     continue
-                n, vals = item
-                vals = np.asarray(vals, np.float64)
-                if nf:
-                    sums += vals * n
-                    period[2] += vals * n
-                batches += 1
-                examples += n
-                period[0] += 1
-                period[1] += n
-                if period[0] >= self.report_every:
-                    send(("report", self.wid, period[0], period[1],
-                          (period[2] / max(period[1], 1)).tolist()))
-                    period = [0, 0, np.zeros(nf)]
+                if kind == "batch":
+                    tally.add_batch(*item)
+                reports = tally.take_reports()
+                if reports:
+                    send(("reports", self.wid, reports))
+            reports = tally.take_reports(flush=True)
+            if reports:
+                send(("reports", self.wid, reports))
+            batches, examples, sums = tally.totals()
+            busy = {"busy": list(step.busy), "busy_s": step.busy_s,
+                    "native_calls": int(step.state.calls)} if step is not None else {}
         finally:
             if step is not None:
                 step.close()
-        if period[0]:
-            send(("report", self.wid, period[0], period[1],
-                  (period[2] / max(period[1], 1)).tolist()))
-        send(("done", self.wid, batches, examples, sums.tolist(),
-              (os.getpid(), started, time.time())))
+        send(("done", self.wid, batches, examples, sums,
+              (os.getpid(), started, time.time()), busy))
 
     def __call__(self, send):
         """Run, reporting any exception (a kernel's, a reader's) to the parent, with the
@@ -333,6 +328,45 @@ class _Worker:
             except Exception:  # noqa: BLE001 - the parent sees the exit instead
                 pass
             return 1
+
+
+class _Tally:
+    """A worker's report periods and totals for batches run through the executor (the
+    compiled loop keeps the same in C, native_loop.c): a report per `report_every`
+    batches of the examples-weighted means of the fetch targets."""
+
+    def __init__(self, n_fetch, report_every):
+        self.report_every = report_every
+        self.sums, self.batches, self.examples = np.zeros(n_fetch), 0, 0
+        self.period = [0, 0, np.zeros(n_fetch)]
+        self.done = []
+
+    def add_batch(self, n, vals):
+        vals = np.asarray(vals, np.float64)
+        p = self.period
+        if len(vals):
+            self.sums += vals * n
+            p[2] += vals * n
+        self.batches += 1
+        self.examples += n
+        p[0] += 1
+        p[1] += n
+        if p[0] >= self.report_every:
+            self._close()
+
+    def _close(self):
+        p = self.period
+        self.done.append((p[0], p[1], (p[2] / max(p[1], 1)).tolist()))
+        self.period = [0, 0, np.zeros(len(self.sums))]
+
+    def take_reports(self, flush=False):
+        if flush and self.period[0]:
+            self._close()
+        out, self.done = self.done, []
+        return out
+
+    def totals(self):
+        return self.batches, self.examples, self.sums.tolist()
 
 
 class _Failure:
@@ -405,15 +439,29 @@ def batch_examples(feed):
     return t._array.shape[0]
 
 
-class _Counter:
-    """The next file's index for worker threads (the face of multiprocessing.Value)."""
+class _ThreadFileCounter:
+    """The next file's index for worker threads: one `next()` of an itertools.count, atomic
+    under the GIL, taken once per file (no lock)."""
 
     def __init__(self):
-        self.value = 0
-        self._lock = threading.Lock()
+        self._it = itertools.count()
 
-    def get_lock(self):
-        return self._lock
+    def take(self):
+        return next(self._it)
+
+
+class _ProcessFileCounter:
+    """The next file's index for worker processes: a shared int64 behind its lock, taken
+    once per file."""
+
+    def __init__(self):
+        self._v = mp.get_context("fork").Value("l", 0)
+
+    def take(self):
+        with self._v.get_lock():
+            i = self._v.value
+            self._v.value = i + 1
+        return i
 
 
 def lower_step(program, fetch_names):
@@ -521,10 +569,10 @@ class AsyncExecutor:
         reader_args = {"skip_bad_lines": skip_bad_lines}
         n_workers = min(thread_num, len(files))
         if threads:
-            next_file, shared = _Counter(), {}
+            next_file, shared = _ThreadFileCounter(), {}
         else:
             shared = share_persistables(program, scope)
-            next_file = mp.get_context("fork").Value("l", 0)
+            next_file = _ProcessFileCounter()
         stop = StopFlag(shared=not threads)
         board = PositionBoard(n_workers, files, shared=not threads)
         runs = [_Worker(wid, program, desc, files, next_file, stop, board, scope, fetch_names,
@@ -592,14 +640,14 @@ class AsyncExecutor:
                 msgs, ended = pool.wait(REPORT_POLL_S)
                 for msg in msgs:
                     kind, wid = msg[0], msg[1]
-                    if kind == "report":
-                        n_ex, means = msg[3], msg[4]
-                        seen_ex += n_ex
-                        history.append((seen_ex, means))
-                        bar.update(n_ex, means, time.perf_counter() - t0, seen_ex)
-                        if callback is not None:
-                            callback(seen_ex, dict(zip(fetch_names, means)))
-                        _notify(observers, "batches_done", msg[2])
+                    if kind == "reports":
+                        for n_batches, n_ex, means in msg[2]:
+                            seen_ex += n_ex
+                            history.append((seen_ex, means))
+                            bar.update(n_ex, means, time.perf_counter() - t0, seen_ex)
+                            if callback is not None:
+                                callback(seen_ex, dict(zip(fetch_names, means)))
+                            _notify(observers, "batches_done", n_batches)
                     elif kind == "skipped":
                         skipped += msg[3]
                     elif kind == "done":
@@ -608,7 +656,7 @@ class AsyncExecutor:
                         sums += np.asarray(msg[4]) if fetch_names else 0
                         workers_info[wid] = {"batches": msg[2], "examples": msg[3],
                                              "pid": msg[5][0], "start": msg[5][1],
-                                             "end": msg[5][2]}
+                                             "end": msg[5][2], **msg[6]}
                     elif kind == "error":
                         errors.append(_WorkerFailure(pool.describe(wid), msg[2], msg[3],
                                                      msg[4]))
