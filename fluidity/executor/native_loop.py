@@ -243,8 +243,8 @@ class CompiledWorkerStep:
         if flush:
             self.lib.fl_worker_flush(ctypes.byref(self.state))
         k, nf = int(w.n_reports), int(w.n_fetch)
-        out = [(int(c[0]), int(c[1]), m[:nf].tolist())
-               for c, m in zip(self.rep_counts[:k].tolist(), self.rep_means[:k])]
+        out = [(c[0], c[1], m) for c, m in zip(self.rep_counts[:k].tolist(),
+                                               self.rep_means[:k, :nf].tolist())]
         w.n_reports = 0
         return out
 
