@@ -1,13 +1,16 @@
 """AsyncExecutor: Hogwild training from MultiSlot files on all cores.
 
-`run(program, data_feed, filelist, thread_num, fetch)` starts `thread_num` workers. When
-every op of the program compiles (fluidity/codegen), they are *threads* of this process,
-each running the training step as native calls that release the GIL, over the parameters in
-the scope, in place (no copies, nothing to share). Otherwise they are worker *processes*
-(fork), so that Python per-op dispatch runs at once too; `workers=` picks either, and
-the choice is logged. A worker thread whose step is one compiled segment over the feed's
-slots and the parameters hands whole parsed chunks to a loop in C (native_loop.py): no
-Python per batch, the GIL released for `report_every` batches at a time. For processes, before the workers start, every persistable tensor of
+`run(program, data_feed, filelist, thread_num, fetch)` starts `thread_num` workers: *threads*
+of this process, each running the training step as native calls that release the GIL, over
+the parameters in the scope, in place (no copies, nothing to share); or worker *processes*
+(fork), so that Python per-op dispatch runs at once too. `workers=` picks either; "auto"
+takes the one that is faster for the program on this machine (worker_mode.py: threads when
+the compiled worker loop applies, else measured once and cached) and logs why. A worker
+thread whose step is one compiled segment over the feed's slots and the parameters hands
+whole parsed chunks to a loop in C (native_loop.py) that keeps its report periods itself:
+no Python, no GIL, no lock and no shared mutable state per batch; Python runs per chunk
+(or per 0.1 s of work) to read and parse the next chunk and pass on the finished reports.
+For processes, before the workers start, every persistable tensor of
 the program (parameters, optimizer accumulators, learning rate, counters) is moved into an
 anonymous shared memory mapping, which forked workers inherit: all of them read and update
 the same parameters in place, without locks (Hogwild!, Niu et al. 2011), and the parent
@@ -16,8 +19,9 @@ sees the trained values when the run ends — no per-worker copy of a parameter.
 Each worker has its own reader, its own Executor and prepared plan, and its own kid scope of
 the root scope for temporaries (PyTorch's Hogwild recipe: share only the parameters). Files
 are handed out one at a time from a shared counter, so fast workers take more files. Every
-`report_every` batches a worker sends the mean of its fetched values and its example count
-to the parent, which shows progress and examples/s and keeps the loss curve.
+`report_every` batches a worker closes a report (the mean of its fetched values and its
+example count) and hands the parent its finished reports, several at a time from the
+compiled loop; the parent shows progress and examples/s and keeps the loss curve.
 
 If a worker fails (malformed data, a kernel error on a batch) or dies (a signal, the OOM
 killer), the parent notices within a tenth of a second (worker_pool.py says how), stops the
@@ -478,6 +482,23 @@ def native_obstacles(lowering):
     return [(i, t, why) for i, t, where, why in lowering.explain() if where == "python"]
 
 
+def _compiled_loop_obstacle(lowering, obstacles, fetch_names, desc, scope, read_ahead):
+    """None when worker threads would run the compiled loop in C (native_loop.py), else
+    why not."""
+    if obstacles:
+        i, t, why = obstacles[0]
+        return f"{len(obstacles)} op(s) do not compile (op #{i} '{t}': {why})"
+    if read_ahead:
+        return "read_ahead runs each batch through the executor"
+    from ..datafeed.multislot import MultiSlotReader
+    from .native_loop import CompiledWorkerStep
+    step, why = CompiledWorkerStep.make(lowering, fetch_names,
+                                        MultiSlotReader(desc, []).slots, scope)
+    if step is not None:
+        step.close()
+    return why
+
+
 def _prebuild(lowering):
     """Build the compiled step's library once, before the workers (each worker's executor
     would otherwise find an empty cache at the same moment and compile it too)."""
@@ -490,8 +511,11 @@ def _prebuild(lowering):
 class AsyncRunResult(list):
     """The fetched values averaged over the whole run (a list, one per fetch target), with
     the run's record: `history` (examples seen, mean fetch values) per report, `examples`,
-    `seconds`, `examples_per_sec`, `skipped_lines`, and `workers` (per worker: batches,
-    examples, pid, start and end wall-clock times)."""
+    `seconds`, `examples_per_sec`, `skipped_lines`, `mode` ("threads" or "processes"),
+    `mode_reason`, `mode_rates` (what "auto" measured, {} if nothing), and `workers` (per
+    worker: batches, examples, pid, start and end wall-clock times; for a thread running
+    the compiled loop also `busy`, its calls' (start, end) in time.monotonic() seconds,
+    `busy_s` and `native_calls`)."""
 
 
 class AsyncExecutor:
@@ -518,9 +542,11 @@ class AsyncExecutor:
         workers: "threads" runs the workers as threads of this process, each training step
         compiled to native code (`with_native_code()`; the calls release the GIL) over the
         parameters in place; "processes" forks worker processes over parameters moved to
-        shared memory, running the program as it is; "auto" (the default) takes threads
-        when every op of the program compiles and processes otherwise, and logs which and
-        why."""
+        shared memory, running the program as it is; "auto" (the default) takes the kind
+        that is faster for this program on this machine: threads when the compiled worker
+        loop applies (no GIL per batch), otherwise whichever a short measurement on scratch
+        copies of the parameters favours (once per program, cached; worker_mode.py). The
+        choice and why are logged and in the result's `mode` and `mode_reason`."""
         if not isinstance(program, ProgramView):
             raise FluidityError(f"AsyncExecutor.run needs a Program, got "
                                 f"{type(program).__name__}")
@@ -559,7 +585,10 @@ class AsyncExecutor:
             raise FluidityError(f"workers must be 'auto', 'threads' or 'processes', got "
                                 f"{workers!r}")
         lowering = lower_step(program, fetch_names) if workers != "processes" else None
-        threads = self._choose_workers(workers, lowering)
+        n_workers = min(thread_num, len(files))
+        choice = self._choose_workers(workers, lowering, program, fetch_names, desc, files,
+                                      scope, n_workers, read_ahead)
+        threads = choice.threads
         self.last_mode = "threads" if threads else "processes"
         report_every = report_every or max(1, 20 // thread_num)
         observers = observers_of(scope)
@@ -567,7 +596,6 @@ class AsyncExecutor:
         if wanted:   # an observer that needs to hear of batches at least this often
             report_every = min([report_every] + wanted)
         reader_args = {"skip_bad_lines": skip_bad_lines}
-        n_workers = min(thread_num, len(files))
         if threads:
             next_file, shared = _ThreadFileCounter(), {}
         else:
@@ -601,28 +629,31 @@ class AsyncExecutor:
         finally:
             bar.close()
             _notify(observers, "run_ended")
-        result.mode = self.last_mode
+        result.mode, result.mode_reason, result.mode_rates = (self.last_mode, choice.why,
+                                                              choice.rates)
         return result
 
     @staticmethod
-    def _choose_workers(workers, lowering):
-        """True for worker threads (see run()); logs the choice and why."""
+    def _choose_workers(workers, lowering, program, fetch_names, desc, files, scope,
+                        n_workers, read_ahead):
+        """The worker kind (a worker_mode.Choice: threads or processes, and why), logged.
+        "auto" asks worker_mode.choose, which decides from the step's structure or by
+        measuring it once (cached)."""
+        from .worker_mode import Choice, choose
         if workers == "processes":
-            return False
+            return Choice(False, "asked for (workers='processes')")
         obstacles = native_obstacles(lowering)
         if workers == "threads":
+            why = "asked for (workers='threads')"
             if obstacles:
-                logger.info("AsyncExecutor: worker threads; %d op(s) run as Python steps "
-                            "under the GIL (%s)", len(obstacles),
-                            ", ".join(sorted({t for _, t, _ in obstacles})))
-            return True
-        if obstacles:
-            i, t, why = obstacles[0]
-            logger.info("AsyncExecutor: worker processes: %d op(s) do not compile (op #%d "
-                        "'%s': %s)", len(obstacles), i, t, why)
-            return False
-        logger.info("AsyncExecutor: worker threads running the compiled training step")
-        return True
+                why += (f"; {len(obstacles)} op(s) run as Python steps under the GIL "
+                        f"({', '.join(sorted({t for _, t, _ in obstacles}))})")
+            logger.info("AsyncExecutor: worker threads: %s", why)
+            return Choice(True, why)
+        loop_why = _compiled_loop_obstacle(lowering, obstacles, fetch_names, desc, scope,
+                                           read_ahead)
+        return choose(program, lowering, obstacles, loop_why, fetch_names, desc, files,
+                      scope, n_workers)
 
     def _collect(self, pool, n_workers, stop, board, bar, fetch_names, t0, callback,
                  observers=()):
