@@ -265,7 +265,7 @@ def test_a_compiling_program_trains_in_worker_threads_as_in_processes(ctr, caplo
         assert res.examples == 24000 and seen and all(0 <= f[v["auc"].name] <= 1 for f in seen)
         losses[mode] = _heldout(ctr, exe, scope, test, v, desc)
     assert modes == {"auto": "threads", "processes": "processes", "threads": "threads"}
-    assert "worker threads running the compiled training step" in caplog.text
+    assert "worker threads: the compiled worker loop runs whole chunks in C" in caplog.text
     base = ctr["test_info"]["base_logloss"]
     assert losses["auto"] < base - 0.02, (losses, base)
     assert losses["auto"] == pytest.approx(losses["processes"], rel=0.025), losses
