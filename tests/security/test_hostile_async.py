@@ -92,7 +92,7 @@ def test_hostile_names_train_on_the_compiled_path_as_plain_ones(ctr, canary, cap
     plain = _train(ctr, canary)
     with caplog.at_level(logging.INFO, logger="fluidity"):
         hostile = _train(ctr, canary, rename=True)
-    assert "worker threads running the compiled training step" in caplog.text
+    assert "worker threads: the compiled worker loop runs whole chunks in C" in caplog.text
     assert len(plain) == len(hostile) and len(plain) >= 4
     for a, b in zip(plain, hostile):
         np.testing.assert_array_equal(a, b)
