@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 import fluidity as fluid
+from fluidity.executor.scalars import ScalarWriter
 
 L = fluid.layers
 START, END = 0, 1           # token ids; 2 .. VOCAB-1 are the symbols to reverse
@@ -125,24 +126,30 @@ def decode(exe, program, tokens, src, scope):
     return out, len(steps)
 
 
-def train(steps=600, batch=64, seed=0, verbose=True, eval_n=200):
+def train(steps=600, batch=64, seed=0, verbose=True, eval_n=200, tensorboard=""):
     rng = np.random.default_rng(seed)
     main, startup, loss = build_train()
     decoder, tokens = build_decode()
     exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
     exe.run(startup, scope=scope)
     losses, t0 = [], time.perf_counter()
+    writer = ScalarWriter(tensorboard) if tensorboard else None
     for k in range(steps):
         src, dec_in, label, _ = make_batch(rng, batch)
         (l,) = exe.run(main, feed={"src": src, "dec_in": dec_in, "label": label},
                        fetch_list=[loss], scope=scope)
         losses.append(float(np.asarray(l).reshape(-1)[0]))
+        if writer:
+            writer.add_scalar("loss", losses[-1], k + 1)
         if verbose and (k + 1) % 100 == 0:
             print(f"step {k + 1:4d}  loss {np.mean(losses[-100:]):.4f}  "
                   f"({time.perf_counter() - t0:.1f}s)")
     src, _, _, srcs = make_batch(np.random.default_rng(seed + 1000), eval_n)
     got, _ = decode(exe, decoder, tokens, src, scope)
     exact = np.mean([g == s[::-1] for g, s in zip(got, srcs)])
+    if writer:
+        writer.add_scalar("held_out_exact_match", exact, steps)
+        writer.close()
     if verbose:
         for s, g in list(zip(srcs, got))[:5]:
             print(f"  {s} -> {g}")
@@ -151,8 +158,11 @@ def train(steps=600, batch=64, seed=0, verbose=True, eval_n=200):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=600)
-    ap.add_argument("--seed", type=int, default=0)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--steps", type=int, default=600, help="training batches")
+    ap.add_argument("--seed", type=int, default=0, help="the data's and the model's seed")
+    ap.add_argument("--tensorboard", default="", metavar="DIR",
+                    help="write TensorBoard scalars (loss) to DIR (pip install 'fluidity[tensorboard]')")
     args = ap.parse_args()
-    train(args.steps, seed=args.seed)
+    train(args.steps, seed=args.seed, tensorboard=args.tensorboard)

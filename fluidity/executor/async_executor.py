@@ -54,6 +54,7 @@ from .worker_pool import (PROCESS_STOP_GRACE_S, THREAD_STOP_GRACE_S, PositionBoa
 
 logger = logging.getLogger("fluidity")
 REPORT_POLL_S = 0.1  # the parent's longest wait between looks at its workers
+DEFAULT_PRINT_PERIOD = 100   # batches between stdout lines when fetch_info asks for them
 
 
 # --- shared parameters ------------------------------------------------------------------------
@@ -460,9 +461,9 @@ class AsyncExecutor:
 
         fetch: variables (or names) to report, labelled by `fetch_info` (default: their
         names); their means over the whole run are returned. While it runs (progress.py):
-        with `print_period` batches (or, as Fluid's AsyncExecutor, with debug=True or
-        fetch_info given: every report), a line of their means goes to stdout, as Fluid
-        prints it; a bar with the examples, examples/s and the ETA goes to stderr when it
+        every `print_period` batches (default: every report with debug=True, every 100
+        batches when fetch_info is given, else never) a line of their means goes to
+        stdout, as Fluid prints it; a bar with the examples, examples/s and the ETA goes to stderr when it
         is a terminal (progress=None; True or False force it); the logger gets the same
         figures; `tensorboard_dir` gets them as TensorBoard scalars (executor/scalars.py).
         callback(examples_seen, {name: mean}) is called per report.
@@ -520,7 +521,7 @@ class AsyncExecutor:
         threads = self._choose_workers(workers, lowering)
         self.last_mode = "threads" if threads else "processes"
         report_every = report_every or max(1, 20 // thread_num)
-        if print_period:
+        if isinstance(print_period, int) and print_period > 0:
             report_every = min(report_every, max(1, int(print_period)))
         observers = observers_of(scope)
         wanted = [o.report_every for o in observers if getattr(o, "report_every", None)]
@@ -547,9 +548,9 @@ class AsyncExecutor:
         if len(labels) != len(fetch_names):
             raise FluidityError(f"fetch_info has {len(labels)} labels for {len(fetch_names)} "
                                 f"fetch targets")
-        reporter = _reporter(files, labels, print_period if print_period else
-                        (report_every if debug or fetch_info else None),
-                        progress, tensorboard_dir)
+        if not print_period:     # Fluid's: every report with debug, every 100 with labels
+            print_period = "report" if debug else (DEFAULT_PRINT_PERIOD if fetch_info else None)
+        reporter = _reporter(files, labels, print_period, progress, tensorboard_dir)
         _build_native_once()
         if threads:
             _prebuild(lowering)

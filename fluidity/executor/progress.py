@@ -108,7 +108,8 @@ class Reporter:
     """Shows a run's progress; `report()` per worker report, `close()` at the end.
 
     labels: what each fetched value is called (fetch_info); print_period: batches between
-    stdout lines (None: none are printed); bar: True, False or "auto" (a bar when stderr is
+    stdout lines (None: none are printed; "report": a line per report, as Fluid's
+    AsyncExecutor with debug=True); bar: True, False or "auto" (a bar when stderr is
     a terminal); total: the examples the run will read (None: unknown), `exact` whether it
     was counted; writer: a ScalarWriter or None; what: the name log lines start with."""
 
@@ -120,7 +121,7 @@ class Reporter:
         self.every = every
         self.batches = self.examples = 0
         self.t0 = self.last_log = time.perf_counter()
-        self.next_line = print_period
+        self.next_line = print_period if isinstance(print_period, int) else None
         self.period = [0, [0.0] * len(self.labels)]   # examples, example-weighted sums
         if bar == "auto":
             bar = sys.stderr.isatty()
@@ -151,7 +152,9 @@ class Reporter:
         if self.writer is not None:
             self.writer.add_scalars(self.batches, dict(zip(self.labels, means)),
                                     examples_per_sec=rate)
-        if self.print_period and self.labels and self.batches >= self.next_line:
+        if self.print_period == "report" and self.labels:
+            self._line(rate)
+        elif self.print_period and self.labels and self.batches >= self.next_line:
             while self.next_line <= self.batches:
                 self.next_line += self.print_period
             self._line(rate)

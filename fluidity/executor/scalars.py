@@ -9,9 +9,15 @@ tensorboard`).
 
 `AsyncExecutor.run(..., tensorboard_dir=DIR)` and `exe.train_from_dataset(...,
 tensorboard_dir=DIR)` write each fetched value (under its fetch_info label) and examples/s
-against the run's batch count; the examples take `--tensorboard DIR`.
+against the batch count; the examples take `--tensorboard DIR`. Runs one after another
+into the same directory in one process (one per epoch, say) continue one curve: each
+writer starts its steps where the last one on that directory stopped.
 """
+import os
+
 from ..errors import FluidityError
+
+_next_step = {}     # logdir -> the step the next writer on it starts from (this process)
 
 EXTRA = "pip install 'fluidity[tensorboard]' (or pip install tensorboardX)"
 
@@ -31,10 +37,15 @@ class ScalarWriter:
 
     def __init__(self, logdir, prefix="train/"):
         self.logdir, self.prefix = str(logdir), prefix
+        self._key = os.path.abspath(self.logdir)
+        self.base = self.last = _next_step.get(self._key, 0)
         self._w = _summary_writer()(logdir=self.logdir, flush_secs=10)
 
     def add_scalar(self, tag, value, step):
-        self._w.add_scalar(self.prefix + tag, float(value), int(step))
+        """`value` at this writer's `step` (counted from its first, continued on the curve
+        of earlier writers on the same directory)."""
+        self.last = max(self.last, self.base + int(step))
+        self._w.add_scalar(self.prefix + tag, float(value), self.base + int(step))
 
     def add_scalars(self, step, values, examples_per_sec=None):
         """Each {tag: value} at `step`, and examples/s under 'examples_per_sec'."""
@@ -47,6 +58,7 @@ class ScalarWriter:
         self._w.flush()
 
     def close(self):
+        _next_step[self._key] = max(_next_step.get(self._key, 0), self.last)
         self._w.close()
 
     def __enter__(self):
