@@ -51,13 +51,15 @@ def free_ports(n, host="127.0.0.1"):
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m fluidity.distributed.launch",
-                                description=__doc__.split("\n\n")[0])
-    p.add_argument("--server_num", type=int, default=1)
-    p.add_argument("--worker_num", type=int, default=1)
+    p = argparse.ArgumentParser(prog="fluidity launch",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--server_num", type=int, default=1, help="parameter servers to start")
+    p.add_argument("--worker_num", type=int, default=1, help="trainers to start")
     p.add_argument("--servers", default="",
-                   help="comma-separated ip:port of the pservers (default: free local ports)")
-    p.add_argument("--log_dir", default="log")
+                   help="comma-separated ip:port of the pservers ('': free local ports)")
+    p.add_argument("--log_dir", default="log",
+                   help="where each process's output goes (serverlog.<i>, workerlog.<i>)")
     p.add_argument("--server_timeout", type=float, default=30.0,
                    help="seconds the pservers get to exit after the trainers are done")
     p.add_argument("--checkpoint_dir", default="",
@@ -66,7 +68,7 @@ def _parser():
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local processes (default) or Ray actors on a Ray cluster")
     p.add_argument("--ray_address", default="",
-                   help="the Ray cluster to run on (ray.init's address; default: a local "
+                   help="the Ray cluster to run on (ray.init's address; '': a local "
                         "instance started for the job)")
     c = p.add_argument_group("collective mode (every process a trainer: Paddle's "
                              "paddle.distributed.launch)")
@@ -77,7 +79,7 @@ def _parser():
                    help="the job's nodes (only this one: local processes)")
     c.add_argument("--node_ip", default="127.0.0.1", help="this node's address")
     c.add_argument("--started_port", type=int, default=0,
-                   help="the trainers' endpoints are node_ip:started_port+i (default: free "
+                   help="the trainers' endpoints are node_ip:started_port+i (0: free "
                         "ports)")
     c.add_argument("--selected_gpus", default="",
                    help="Paddle's GPU list: on CPU its length is the number of trainers "
@@ -85,8 +87,9 @@ def _parser():
     c.add_argument("--use_paddlecloud", action="store_true", help="accepted, ignored")
     c.add_argument("--print_config", action="store_true",
                    help="print the trainers' endpoints")
-    p.add_argument("training_script")
-    p.add_argument("training_script_args", nargs=argparse.REMAINDER)
+    p.add_argument("training_script", help="the script every process runs")
+    p.add_argument("training_script_args", nargs=argparse.REMAINDER,
+                   help="its arguments")
     return p
 
 
