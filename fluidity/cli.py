@@ -24,6 +24,8 @@
                                   steps, and why
     fluidity env                  what a bug report needs: versions, BLAS and its threads,
                                   compiler, CUDA, cache directory and size
+    fluidity cache [--clear]      the build cache of compiled libraries: where, how many,
+                                  how big, its cap; --clear empties it
     fluidity launch ...           start pservers and trainers (fluidity launch --help)
 
 run, show and compile take Fluid's --model-filename / --params-filename for a model saved
@@ -422,6 +424,35 @@ def _cmd_compile(args):
     return 0
 
 
+def _cmd_cache(args):
+    """Show (or clear) the one build cache of compiled libraries (core/build_cache.py)."""
+    try:
+        from .core import build_cache
+    except ImportError:               # a build from before the verified cache
+        build_cache = None
+    if build_cache is None:
+        from .collect_env import _size_of
+        from .core import native
+        path = native.cache_dir()
+        if args.clear:
+            raise FluidityError(f"cache --clear: this Fluidity keeps no record of its cache "
+                                f"entries; remove {path} by hand (nothing there is needed: "
+                                f"what is missing is built again)")
+        size, files = _size_of(path) if os.path.isdir(path) else (0, 0)
+        print(f"{path}: {files} files, {_size(size)}")
+        return 0
+    if args.clear:
+        n = build_cache.clear()
+        print(f"removed {n} compiled libraries and executables from {build_cache.root()}")
+        return 0
+    info = build_cache.info()
+    cap = f"{info['max_bytes'] / (1 << 20):,.0f} MB" if info["max_bytes"] > 0 else "none"
+    print(f"{info['path']}{' (shared, trusted)' if info['trusted'] else ''}: "
+          f"{info['entries']} compiled libraries and executables, {_size(info['bytes'])} "
+          f"(cap {cap}: the least recently used go first; FLUIDITY_CACHE_MAX_MB sets it)")
+    return 0
+
+
 def _cmd_env(args):
     from .collect_env import report
     print(report())
@@ -479,6 +510,9 @@ def main(argv=None):
     p = sub.add_parser("env", help="print versions, BLAS, compiler, CUDA and cache: what a "
                                    "bug report needs")
     p.set_defaults(fn=_cmd_env)
+    p = sub.add_parser("cache", help="show the build cache of compiled libraries, or clear it")
+    p.add_argument("--clear", action="store_true", help="remove every compiled library")
+    p.set_defaults(fn=_cmd_cache)
     sub.add_parser("launch", help="start local pservers and trainers running a training "
                                   "script (fluidity launch --help)")
     args = ap.parse_args(argv)

@@ -128,7 +128,7 @@ class Reporter:
         self.bar = None
         if bar:
             from tqdm import tqdm
-            self.bar = tqdm(total=total, unit="ex", unit_scale=True, dynamic_ncols=True,
+            self.bar = tqdm(total=total or None, unit="ex", unit_scale=True, dynamic_ncols=True,
                             smoothing=0.1, desc=what if exact or total is None else what + " ~")
 
     # -- from the run ----------------------------------------------------------------------
