@@ -30,6 +30,7 @@ import time
 import numpy as np
 
 import fluidity as fluid
+from fluidity.executor.scalars import ScalarWriter
 
 L = fluid.layers
 START, END = 0, 1           # token ids; 2 .. VOCAB-1 are the symbols to reverse
@@ -148,7 +149,7 @@ def decode(exe, program, tokens, src, scope):
     return out, len(steps)
 
 
-def train(steps=600, batch=64, seed=0, verbose=True, eval_n=200):
+def train(steps=600, batch=64, seed=0, verbose=True, eval_n=200, tensorboard=""):
     """The LoD model: train, then decode held-out sequences greedily. (losses, exact-match
     accuracy)."""
     rng = np.random.default_rng(seed)
@@ -157,17 +158,23 @@ def train(steps=600, batch=64, seed=0, verbose=True, eval_n=200):
     exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
     exe.run(startup, scope=scope)
     losses, t0 = [], time.perf_counter()
+    writer = ScalarWriter(tensorboard) if tensorboard else None
     for k in range(steps):
         src, dec_in, label, _ = make_batch(rng, batch)
         (l,) = exe.run(main, feed={"src": src, "dec_in": dec_in, "label": label},
                        fetch_list=[loss], scope=scope)
         losses.append(float(np.asarray(l).reshape(-1)[0]))
+        if writer:
+            writer.add_scalar("loss", losses[-1], k + 1)
         if verbose and (k + 1) % 100 == 0:
             print(f"step {k + 1:4d}  loss {np.mean(losses[-100:]):.4f}  "
                   f"({time.perf_counter() - t0:.1f}s)")
     src, _, _, srcs = make_batch(np.random.default_rng(seed + 1000), eval_n)
     got, _ = decode(exe, decoder, tokens, src, scope)
     exact = np.mean([g == s[::-1] for g, s in zip(got, srcs)])
+    if writer:
+        writer.add_scalar("held_out_exact_match", exact, steps)
+        writer.close()
     if verbose:
         for s, g in list(zip(srcs, got))[:5]:
             print(f"  {s} -> {g}")
@@ -326,22 +333,26 @@ def train_cells(steps=300, batch=64, seed=0, beam_size=4, native=True, verbose=T
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog="The task: reverse sequences of 2 to 6 symbols (8 symbols; chance of an exact "
                "reversal is under 1/64).")
     ap.add_argument("--api", choices=["cell", "lod"], default="cell",
                     help="cell: LSTMCell + rnn + dynamic_decode (greedy and beam search); "
-                         "lod: DynamicRNN over LoD sequences + a greedy While loop "
-                         "(default: cell)")
+                         "lod: DynamicRNN over LoD sequences + a greedy While loop")
     ap.add_argument("--steps", type=int, default=None,
-                    help="training steps (default: 300 for cell, 600 for lod)")
-    ap.add_argument("--batch", type=int, default=64, help="sequences per step (default 64)")
-    ap.add_argument("--beam-size", type=int, default=4, help="beam width (cell; default 4)")
+                    help="training steps (None: 300 for cell, 600 for lod)")
+    ap.add_argument("--batch", type=int, default=64, help="sequences per step")
+    ap.add_argument("--beam-size", type=int, default=4, help="beam width (cell)")
     ap.add_argument("--interpreted", action="store_true",
                     help="train the cell model without native code")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="the data's and the model's seed")
+    ap.add_argument("--tensorboard", default="", metavar="DIR",
+                    help="write TensorBoard scalars (loss) to DIR (lod; pip install "
+                         "'fluidity[tensorboard]')")
     args = ap.parse_args()
     if args.api == "cell":
         train_cells(args.steps or 300, batch=args.batch, seed=args.seed,
                     beam_size=args.beam_size, native=not args.interpreted)
     else:
-        train(args.steps or 600, batch=args.batch, seed=args.seed)
+        train(args.steps or 600, batch=args.batch, seed=args.seed,
+              tensorboard=args.tensorboard)

@@ -1,4 +1,6 @@
 """Fluidity: a PaddlePaddle-Fluid-style deep-learning framework. `import fluidity as fluid`."""
+from .core import log as _log
+_log.configure_from_env()       # FLUIDITY_LOG_LEVEL (core/log.py)
 from . import backward, clip, core, errors, initializer, layers, ops, optimizer  # noqa: F401
 from . import compiler, io, regularizer, unique_name  # noqa: F401
 from .backward import append_backward, gradients

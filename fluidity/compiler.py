@@ -364,7 +364,7 @@ def _load_model(model_dir, model_filename=None, params_filename=None):
 
 
 def compile_inference_model(model_dir, out_dir, model_filename=None, params_filename=None,
-                            portable=False):
+                            portable=False, bundle_blas=False):
     """A saved inference model (directory or path prefix, as `io.load_inference_model`
     takes) built into `out_dir` as a native library with a C API, an executable over .npy
     files and its parameters (`fluidity compile MODEL -o OUT/`; codegen/standalone.py).
@@ -372,7 +372,7 @@ def compile_inference_model(model_dir, out_dir, model_filename=None, params_file
     from .codegen import standalone
     prog, feeds, fetches, scope = _load_model(model_dir, model_filename, params_filename)
     return standalone.compile_model(prog, feeds, fetches, scope, out_dir, name=str(model_dir),
-                                    portable=portable)
+                                    portable=portable, bundle_blas=bundle_blas)
 
 
 def explain_inference_model(model_dir, model_filename=None, params_filename=None):

@@ -198,13 +198,15 @@ class DatasetBase:
 
     def run_workers(self, program=None, scope=None, thread=0, debug=False,
                     fetch_list=None, fetch_info=None, print_period=100, infer=False,
-                    fetch_handler=None):
+                    fetch_handler=None, tensorboard_dir=None):
         """`exe.train_from_dataset` / `infer_from_dataset`: run `program` over this dataset
         with Hogwild workers (AsyncExecutor.run); infer runs the program's inference copy
         (no backward or optimizer ops: the parameters stay as they are). Returns the
         AsyncExecutor's result (the fetched means over the run, and the run's record), an
         empty one when there is nothing to read or to run. `fetch_handler` is called on its
-        period and at the end (executor/fetch_handler.py)."""
+        period and at the end (executor/fetch_handler.py). The fetched means go to stdout
+        every `print_period` batches as Fluid prints them, and to `tensorboard_dir` as
+        TensorBoard scalars when given (executor/progress.py)."""
         from .executor.async_executor import AsyncExecutor, AsyncRunResult
         from .framework import Program, default_main_program
         program = default_main_program() if program is None else program
@@ -240,7 +242,8 @@ class DatasetBase:
                 result = AsyncExecutor().run(
                     program, desc, files, threads, fetch=fetch_list,
                     debug=debug, scope=scope, fetch_info=fetch_info,
-                    report_every=max(1, int(print_period)) if fetch_list else None,
+                    print_period=max(1, int(print_period)) if fetch_list else None,
+                    tensorboard_dir=tensorboard_dir,
                     callback=monitor.report if monitor else None)
         except BaseException:
             if monitor:

@@ -5,8 +5,8 @@
             exe.run(main, feed=batch, fetch_list=[loss])
 
 or `start_profiler("CPU")` ... `stop_profiler("total", "/tmp/profile")`; `reset_profiler()`
-drops what was recorded so far. At the stop a table is printed (and logged on the
-"fluidity" logger): per op type its calls, total, min, max and average time and its share
+drops what was recorded so far. At the stop a table is printed (times in ms), with where the
+profile went: per op type its calls, total, min, max and average time and its share
 of the time spent in steps (`Executor.run`); `sorted_key` orders it by "calls", "total",
 "max", "min" or "ave" (None: as first run). `profile_path` gets the profile as Fluid writes
 it, a `Profile` protobuf message (`fluid.proto.profiler.profiler_pb2`: every op call and
@@ -98,7 +98,7 @@ def table(profile, sorted_key=None):
     step = sum(e - s for _, s, e in profile.steps) or sum(r[2] for r in rows) or 1.0
     lines = ["-------------------------     Profiling Report     -------------------------",
              f"Steps: {len(profile.steps)}   time in steps: {step * 1e3:.3f} ms   "
-             f"sorted by: {sorted_key or 'first run'}",
+             f"sorted by: {sorted_key or 'first run'}   time unit: ms",
              f"{'Event':<32}{'Calls':>8}{'Total':>12}{'Min.':>10}{'Max.':>10}{'Ave.':>10}"
              f"{'Ratio.':>9}"]
     for t, calls, total, lo, hi in rows:
@@ -190,8 +190,6 @@ def stop_profiler(sorted_key=None, profile_path="/tmp/profile"):
         return None
     profiling.set_active(None)
     rows, text = table(_PROFILE, sorted_key)
-    print(text, file=sys.stdout)
-    logger.info("%s", text)
     if profile_path:
         d = os.path.dirname(os.path.abspath(profile_path))
         os.makedirs(d, exist_ok=True)
@@ -199,6 +197,9 @@ def stop_profiler(sorted_key=None, profile_path="/tmp/profile"):
         with open(tmp, "wb") as f:
             f.write(profile_proto(_PROFILE).SerializeToString())
         os.replace(tmp, profile_path)
+        text += (f"\n\nprofile written to {profile_path}; its Chrome trace (chrome://tracing, "
+                 f"ui.perfetto.dev): fluid.profiler.timeline({profile_path!r}, 'trace.json')")
+    print(text, file=sys.stdout)     # once: the table is the run's output, not a log record
     return rows
 
 

@@ -292,6 +292,17 @@ def format_names(table, statuses=("args", "missing")):
     return "\n".join(lines)
 
 
+def require_fluidity():
+    """Import fluidity first, so that a Python without its dependencies (protobuf, numpy)
+    fails here, naming what is missing, instead of counting every name as missing."""
+    try:
+        importlib.import_module("fluidity")
+    except ImportError as e:
+        raise SystemExit(f"api_coverage: cannot import fluidity with {sys.executable}: {e}. "
+                         f"Run it with the project's environment (.venv/bin/python "
+                         f"scripts/api_coverage.py) or pip install -e .") from None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--missing", action="store_true",
@@ -300,6 +311,7 @@ def main(argv=None):
     ap.add_argument("--data", default=DATA, help="the name list (default: %(default)s)")
     args = ap.parse_args(argv)
     sys.path.insert(0, os.path.dirname(HERE))
+    require_fluidity()
     table = coverage(load(args.data))
     print(format_table(table))
     if args.missing:

@@ -53,8 +53,11 @@ def test_table_sums_to_the_step_time_and_the_trace_opens(tmp_path, capsys):
     assert len(prof.steps) == 6
     assert 0.9 * step <= ops <= step, (ops, step)
     assert {r[0]: r[1] for r in rows}["mul"] == 6 * 3
-    totals = [float(line.split()[2]) for line in out.splitlines()[3:]]
+    table, _, where = out.partition("\n\n")
+    totals = [float(line.split()[2]) for line in table.splitlines()[3:]]
     assert totals == sorted(totals, reverse=True)
+    assert "time unit: ms" in table.splitlines()[1] and out.count("Profiling Report") == 1
+    assert where.startswith(f"profile written to {path};") and "timeline(" in where
     from fluidity.proto.profiler import profiler_pb2
     msg = profiler_pb2.Profile()
     msg.ParseFromString(path.read_bytes())         # Fluid's file: a Profile message

@@ -5,9 +5,12 @@ Each process runs `train.py` with Paddle's environment variables: TRAINING_ROLE 
 TRAINER), PADDLE_PSERVERS_IP_PORT_LIST, PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ID, POD_IP and
 PADDLE_PORT (a pserver's own address; free ports on 127.0.0.1 unless --servers names
 them), PADDLE_CURRENT_ENDPOINT. Output goes to `<log_dir>/serverlog.<i>` and
-`workerlog.<i>`. When a process fails, every other one is stopped and the launcher exits
-non-zero naming it; when all trainers are done the servers get `--server_timeout` seconds
-to exit after the trainers' goodbyes.
+`workerlog.<i>`. When a process fails, the launcher names the role and rank that failed
+first (each process's exit is timed by a thread waiting on it), prints the last lines of
+its log (its traceback, as torchrun does), stops every other one and exits with that
+process's status (128 + N for a signal N); when all trainers are done the servers get
+`--server_timeout` seconds to exit after the trainers' goodbyes, and the launcher says
+where the logs are.
 
 Every process gets the job's RPC token (FLUIDITY_RPC_TOKEN: the caller's, or a fresh random
 one), so the pservers refuse calls from outside the job. `--checkpoint_dir` gives the
@@ -26,6 +29,8 @@ import subprocess
 import sys
 import threading
 import time
+
+TAIL_LINES = 20          # of a failed process's log, printed by the launcher
 
 from .roles import job_environment, role_environment
 
@@ -46,13 +51,15 @@ def free_ports(n, host="127.0.0.1"):
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m fluidity.distributed.launch",
-                                description=__doc__.split("\n\n")[0])
-    p.add_argument("--server_num", type=int, default=1)
-    p.add_argument("--worker_num", type=int, default=1)
+    p = argparse.ArgumentParser(prog="fluidity launch",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--server_num", type=int, default=1, help="parameter servers to start")
+    p.add_argument("--worker_num", type=int, default=1, help="trainers to start")
     p.add_argument("--servers", default="",
-                   help="comma-separated ip:port of the pservers (default: free local ports)")
-    p.add_argument("--log_dir", default="log")
+                   help="comma-separated ip:port of the pservers ('': free local ports)")
+    p.add_argument("--log_dir", default="log",
+                   help="where each process's output goes (serverlog.<i>, workerlog.<i>)")
     p.add_argument("--server_timeout", type=float, default=30.0,
                    help="seconds the pservers get to exit after the trainers are done")
     p.add_argument("--checkpoint_dir", default="",
@@ -61,7 +68,7 @@ def _parser():
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local processes (default) or Ray actors on a Ray cluster")
     p.add_argument("--ray_address", default="",
-                   help="the Ray cluster to run on (ray.init's address; default: a local "
+                   help="the Ray cluster to run on (ray.init's address; '': a local "
                         "instance started for the job)")
     c = p.add_argument_group("collective mode (every process a trainer: Paddle's "
                              "paddle.distributed.launch)")
@@ -72,7 +79,7 @@ def _parser():
                    help="the job's nodes (only this one: local processes)")
     c.add_argument("--node_ip", default="127.0.0.1", help="this node's address")
     c.add_argument("--started_port", type=int, default=0,
-                   help="the trainers' endpoints are node_ip:started_port+i (default: free "
+                   help="the trainers' endpoints are node_ip:started_port+i (0: free "
                         "ports)")
     c.add_argument("--selected_gpus", default="",
                    help="Paddle's GPU list: on CPU its length is the number of trainers "
@@ -80,8 +87,9 @@ def _parser():
     c.add_argument("--use_paddlecloud", action="store_true", help="accepted, ignored")
     c.add_argument("--print_config", action="store_true",
                    help="print the trainers' endpoints")
-    p.add_argument("training_script")
-    p.add_argument("training_script_args", nargs=argparse.REMAINDER)
+    p.add_argument("training_script", help="the script every process runs")
+    p.add_argument("training_script_args", nargs=argparse.REMAINDER,
+                   help="its arguments")
     return p
 
 
@@ -117,12 +125,53 @@ def launch_collective(a):
                                   os.path.join(a.log_dir, f"workerlog.{i}")))
         rc = _watch([], trainers, a.server_timeout)
         if rc == 0:
-            print(f"launch: {n} collective trainer(s) finished; their output is in "
-                  f"{a.log_dir}/workerlog.<i>")
+            print(success_summary(0, n, a.log_dir))
         return rc
     finally:
         for p in trainers:
             p.stop()
+
+
+def log_tail(path, lines=TAIL_LINES, max_bytes=64 << 10):
+    """The last `lines` lines of a log file (at most `max_bytes` read), or why not."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError as e:
+        return [f"(cannot read {path}: {e.strerror})"]
+    tail = text.splitlines()[-lines:]
+    return tail or ["(the log is empty)"]
+
+
+def exit_status(rc):
+    """The launcher's exit status for a process's returncode: itself, or 128 + N when
+    signal N ended it (as a shell reports it)."""
+    return 128 - rc if rc < 0 else rc
+
+
+def _how(rc):
+    if rc < 0:
+        try:
+            return f"was killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"was killed by signal {-rc}"
+    return f"exited with status {rc}"
+
+
+def failure_summary(role, idx, rc, log_path, where=""):
+    """What the launcher prints when `role` `idx` failed first: who, how, its log's tail."""
+    head = (f"launch: {role.lower()} {idx}{where} failed first: it {_how(rc)}; the others "
+            f"are stopped. The end of its log ({log_path}):")
+    return "\n".join([head] + [f"  | {ln}" for ln in log_tail(log_path)])
+
+
+def success_summary(n_servers, n_trainers, log_dir):
+    logs = f"{log_dir}/workerlog.<i>" + (" and serverlog.<i>" if n_servers else "")
+    who = f"{n_trainers} trainer(s)" + (f" and {n_servers} pserver(s)" if n_servers else "")
+    return f"launch: {who} finished; their output is in {logs}"
 
 
 class _Proc:
@@ -131,6 +180,12 @@ class _Proc:
         self.log = open(log_path, "wb")
         self.popen = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
                                       start_new_session=True)
+        self.ended_at = None      # monotonic time of its exit, from the thread waiting on it
+        threading.Thread(target=self._wait, daemon=True).start()
+
+    def _wait(self):
+        self.popen.wait()
+        self.ended_at = time.monotonic()
 
     @property
     def name(self):
@@ -191,8 +246,7 @@ def launch(argv=None):
                                   os.path.join(a.log_dir, f"workerlog.{i}")))
         rc = _watch(servers, trainers, a.server_timeout)
         if rc == 0:
-            print(f"launch: {a.worker_num} trainer(s) and {a.server_num} pserver(s) "
-                  f"finished; their output is in {a.log_dir}/workerlog.<i> and serverlog.<i>")
+            print(success_summary(a.server_num, a.worker_num, a.log_dir))
         return rc
     finally:
         for p in servers + trainers:
@@ -200,14 +254,19 @@ def launch(argv=None):
 
 
 def _watch(servers, trainers, server_timeout):
+    """0 when every process ended well; otherwise the exit status of the one that failed
+    first, after saying which it was and printing its log's tail."""
     done_at = None
     while True:
-        for p in servers + trainers:
-            rc = p.popen.poll()
-            if rc not in (None, 0):
-                print(f"launch: {p.name} exited with status {rc}; stopping the others",
-                      file=sys.stderr)
-                return 1
+        failed = [p for p in servers + trainers
+                  if p.popen.poll() not in (None, 0) and p.ended_at is not None]
+        if failed:
+            first = min(failed, key=lambda p: p.ended_at)
+            rc = first.popen.returncode
+            first.log.flush()
+            print(failure_summary(first.role, first.idx, rc, first.log_path,
+                                  f" (pid {first.popen.pid})"), file=sys.stderr, flush=True)
+            return exit_status(rc) or 1
         if all(p.popen.poll() == 0 for p in trainers):
             if all(p.popen.poll() == 0 for p in servers):
                 return 0

@@ -29,7 +29,9 @@ others and raises an ExecutionError naming the worker and the file lines of the 
 was on (its `origin`). Nothing hangs, no worker outlives the run, and the parameters in the
 parent's scope stay readable and savable.
 
-Progress goes to a tqdm bar on a terminal, else to the `fluidity` logger at INFO.
+What the user sees while it runs (Fluid's print_period lines on stdout, a bar with an ETA
+on a terminal, the logger, TensorBoard scalars) is progress.py's: the run hands each
+report to its Reporter.
 """
 import contextlib
 import itertools
@@ -57,6 +59,7 @@ from .worker_pool import (PROCESS_STOP_GRACE_S, THREAD_STOP_GRACE_S, PositionBoa
 
 logger = logging.getLogger("fluidity")
 REPORT_POLL_S = 0.1  # the parent's longest wait between looks at its workers
+DEFAULT_PRINT_PERIOD = 100   # batches between stdout lines when fetch_info asks for them
 
 
 # --- shared parameters ------------------------------------------------------------------------
@@ -524,14 +527,18 @@ class AsyncExecutor:
 
     def run(self, program, data_feed, filelist, thread_num, fetch=None, mode="", debug=False,
             scope=None, report_every=None, progress=None, skip_bad_lines=False,
-            callback=None, fetch_info=None, read_ahead=False, workers="auto"):
+            callback=None, fetch_info=None, read_ahead=False, workers="auto",
+            print_period=None, tensorboard_dir=None):
         """Train `program` on `filelist` with `thread_num` Hogwild workers.
 
         fetch: variables (or names) to report, labelled by `fetch_info` (default: their
-        names); their means over each reporting period are shown with examples/s — on a
-        progress bar when stderr is a terminal (progress=None), as a line every few seconds
-        otherwise, and every period with debug=True — and their means over the whole run
-        are returned. callback(examples_seen, {name: mean}) is called per report.
+        names); their means over the whole run are returned. While it runs (progress.py):
+        every `print_period` batches (default: every report with debug=True, every 100
+        batches when fetch_info is given, else never) a line of their means goes to
+        stdout, as Fluid prints it; a bar with the examples, examples/s and the ETA goes to stderr when it
+        is a terminal (progress=None; True or False force it); the logger gets the same
+        figures; `tensorboard_dir` gets them as TensorBoard scalars (executor/scalars.py).
+        callback(examples_seen, {name: mean}) is called per report.
 
         read_ahead: each worker parses its next batches in a thread while its executor runs.
         Off by default: the hand-offs and the two threads' contention for the GIL cost more
@@ -591,6 +598,8 @@ class AsyncExecutor:
         threads = choice.threads
         self.last_mode = "threads" if threads else "processes"
         report_every = report_every or max(1, 20 // thread_num)
+        if isinstance(print_period, int) and print_period > 0:
+            report_every = min(report_every, max(1, int(print_period)))
         observers = observers_of(scope)
         wanted = [o.report_every for o in observers if getattr(o, "report_every", None)]
         if wanted:   # an observer that needs to hear of batches at least this often
@@ -611,23 +620,25 @@ class AsyncExecutor:
             for w in runs:
                 w.watch_ids(observers)
         pool = ThreadWorkers(runs) if threads else ProcessWorkers(runs, _one_blas_thread)
-        show = progress if progress is not None else "auto"
         labels = list(fetch_info) if fetch_info else fetch_names
         if len(labels) != len(fetch_names):
             raise FluidityError(f"fetch_info has {len(labels)} labels for {len(fetch_names)} "
                                 f"fetch targets")
-        bar = _Progress(show, labels, debug)
+        if not print_period:     # Fluid's: every report with debug, every 100 with labels
+            print_period = "report" if debug else (DEFAULT_PRINT_PERIOD if fetch_info else None)
+        reporter = _reporter(files, labels, print_period, progress, tensorboard_dir)
         _build_native_once()
         if threads:
             _prebuild(lowering)
         t0 = time.perf_counter()
+        reporter.start()
         try:
             _notify(observers, "run_started", threads)
             with blas_limit(1) if threads else contextlib.nullcontext():
-                result = self._collect(pool, n_workers, stop, board, bar, fetch_names, t0,
+                result = self._collect(pool, n_workers, stop, board, reporter, fetch_names, t0,
                                        callback, observers)
         finally:
-            bar.close()
+            reporter.close()
             _notify(observers, "run_ended")
         result.mode, result.mode_reason, result.mode_rates = (self.last_mode, choice.why,
                                                               choice.rates)
@@ -655,7 +666,7 @@ class AsyncExecutor:
         return choose(program, lowering, obstacles, loop_why, fetch_names, desc, files,
                       scope, n_workers)
 
-    def _collect(self, pool, n_workers, stop, board, bar, fetch_names, t0, callback,
+    def _collect(self, pool, n_workers, stop, board, reporter, fetch_names, t0, callback,
                  observers=()):
         """Start the workers and read their messages until all are done or one fails; a failure (a
         reported error, or an exit without "done": a signal, the OOM killer) is noticed
@@ -675,7 +686,7 @@ class AsyncExecutor:
                         for n_batches, n_ex, means in msg[2]:
                             seen_ex += n_ex
                             history.append((seen_ex, means))
-                            bar.update(n_ex, means, time.perf_counter() - t0, seen_ex)
+                            reporter.report(n_batches, n_ex, means)
                             if callback is not None:
                                 callback(seen_ex, dict(zip(fetch_names, means)))
                             _notify(observers, "batches_done", n_batches)
@@ -737,33 +748,12 @@ class _WorkerFailure:
         return err
 
 
-class _Progress:
-    """Progress of a run: a tqdm bar (examples, examples/s, latest fetch means) when stderr
-    is a terminal, else a line to the `fluidity` logger (INFO) every `every` seconds (logs
-    stay readable); with debug, a line per report. show: True, False or "auto"."""
-
-    def __init__(self, show, names, debug, every=5.0):
-        self.names, self.debug, self.bar = names, debug, None
-        self.lines = False
-        if show == "auto":
-            show = sys.stderr.isatty()
-            self.lines = not show
-        if show:
-            from tqdm import tqdm
-            self.bar = tqdm(unit="ex", unit_scale=True, dynamic_ncols=True, smoothing=0.1)
-        self.every, self.last = every, time.perf_counter()
-
-    def update(self, n, means, elapsed, seen):
-        desc = " ".join(f"{k}={v:.4f}" for k, v in zip(self.names, means))
-        if self.bar is not None:
-            self.bar.update(n)
-            self.bar.set_postfix_str(desc, refresh=False)
-        now = time.perf_counter()
-        if self.debug or (self.lines and now - self.last >= self.every):
-            self.last = now
-            logger.info("AsyncExecutor: %s examples, %s ex/s %s", f"{seen:,}",
-                        f"{seen / max(elapsed, 1e-9):,.0f}", desc)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
+def _reporter(files, labels, print_period, progress, tensorboard_dir):
+    """The run's Reporter (progress.py): a bar when asked or on a terminal, with the total
+    the files hold."""
+    from .progress import Reporter, count_examples
+    from .scalars import open_writer
+    bar = sys.stderr.isatty() if progress is None else bool(progress)
+    total, exact = count_examples(files) if bar else (None, False)
+    return Reporter(labels, print_period=print_period, bar=bar, total=total, exact=exact,
+                    writer=open_writer(tensorboard_dir))

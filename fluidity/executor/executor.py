@@ -487,27 +487,31 @@ class Executor:
     # -- datasets (Paddle 1.4+) --------------------------------------------------------------
     def train_from_dataset(self, program=None, dataset=None, scope=None, thread=0,
                            debug=False, fetch_list=None, fetch_info=None, print_period=100,
-                           fetch_handler=None):
+                           fetch_handler=None, tensorboard_dir=None):
         """Train `program` on `dataset` (fluid.DatasetFactory) with Hogwild workers, as
         AsyncExecutor.run does: `thread` > 0 caps the dataset's thread count; fetch_list's
-        means are shown every `print_period` batches (labelled by fetch_info);
+        means are printed to stdout every `print_period` batches (labelled by fetch_info;
+        also a bar on a terminal, the logger, and TensorBoard scalars in `tensorboard_dir`:
+        executor/progress.py);
         `fetch_handler` (a fluid.executor.FetchHandler) is called every its period_secs
         (executor/fetch_handler.py). Returns the run's fetched means and record (Paddle
         returns None)."""
         return self._run_dataset(program, dataset, scope, thread, debug, fetch_list,
-                                 fetch_info, print_period, fetch_handler, infer=False)
+                                 fetch_info, print_period, fetch_handler, infer=False,
+                                 tensorboard_dir=tensorboard_dir)
 
     def infer_from_dataset(self, program=None, dataset=None, scope=None, thread=0,
                            debug=False, fetch_list=None, fetch_info=None, print_period=100,
-                           fetch_handler=None):
+                           fetch_handler=None, tensorboard_dir=None):
         """Run `program`'s inference copy (no backward or optimizer ops) over `dataset` with
         the same workers: the parameters are not changed."""
         return self._run_dataset(program, dataset, scope, thread, debug, fetch_list,
-                                 fetch_info, print_period, fetch_handler, infer=True)
+                                 fetch_info, print_period, fetch_handler, infer=True,
+                                 tensorboard_dir=tensorboard_dir)
 
     @staticmethod
     def _run_dataset(program, dataset, scope, thread, debug, fetch_list, fetch_info,
-                     print_period, fetch_handler, infer):
+                     print_period, fetch_handler, infer, tensorboard_dir=None):
         if dataset is None:     # Paddle's words, which its programs compare
             raise RunError("dataset is need and should be initialized")
         run_workers = getattr(dataset, "run_workers", None)
@@ -517,7 +521,7 @@ class Executor:
         return run_workers(program=program, scope=scope, thread=thread, debug=debug,
                            fetch_list=fetch_list, fetch_info=fetch_info,
                            print_period=print_period, infer=infer,
-                           fetch_handler=fetch_handler)
+                           fetch_handler=fetch_handler, tensorboard_dir=tensorboard_dir)
 
     def close(self):
         self.services.close()             # a trainer says goodbye to its pservers here
