@@ -193,7 +193,7 @@ def test_a_standalone_build_feeds_and_fetches_0d(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     name = r.stdout.split(":")[0]
-    assert f"{name}: <f4 []" in r.stdout
+    assert f"{name}: float32 []" in r.stdout      # model_run names the dtype and shape
     got = np.load(tmp_path / "res" / (name.replace("/", "_") + ".npy"))
     assert got.shape == ()
     np.testing.assert_allclose(got, want, rtol=1e-5)
