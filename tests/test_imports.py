@@ -10,6 +10,7 @@ the executor, never the reverse; an op module never imports distributed/, codege
 library.
 """
 import ast
+import functools
 import os
 
 import pytest
@@ -77,6 +78,7 @@ def _part(mod):
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+@functools.lru_cache(maxsize=None)   # parsed once for the module's tests
 def _graph():
     mods = _modules()
     edges = {}
