@@ -61,6 +61,9 @@ from .io import load, save  # noqa: E402,F401
 # fluid.op (ops made and run alone from their protos) and the op questions of fluid.core
 from . import op  # noqa: E402
 op.install_core_names(core)
+from . import inference_api  # noqa: E402  (Paddle's inference API, on fluid.core as Paddle's)
+for _n in ("PaddleTensor", "PaddleBuf", "PaddleDType", "NativeConfig", "AnalysisConfig"):
+    setattr(core, _n, getattr(inference_api, _n))
 from . import dygraph  # noqa: E402,F401  (the eager mode OpTest's dygraph checks run in)
 
 # fluid.contrib: basic_lstm / basic_gru and the 1.0-1.5 beam search decoder

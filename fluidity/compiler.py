@@ -26,6 +26,7 @@ from .executor.data_parallel import DataParallelRunner
 from .executor.executor import add_feed_fetch_ops
 from .executor.strategy import ExecutionStrategy
 from .framework import Program, Variable, default_main_program
+from . import inference_api
 from .ir.views import ProgramView
 from .transpiler import data_parallel as _dp
 
@@ -209,6 +210,16 @@ class CompiledProgram:
         return self
 
     _with_inference_optimize = with_inference_optimize
+
+    def run_inference(self, exe, inputs, scope=None):
+        """What `exe.run(self, feed=[PaddleTensor, ...])` does for an inference program
+        (Paddle's predictor): the i-th tensor feeds the i-th feed target; the fetch targets
+        come back as PaddleTensors (inference_api.py)."""
+        if not self._is_inference:
+            raise TypeError("a list of PaddleTensors is fed to an inference program: call "
+                            "_with_inference_optimize(config) first")
+        return inference_api.run_inference(exe, self, inputs, scope,
+                                           view=self._program)
 
     # -- compiling (Fluid's _compile: bind to a scope and place on the first run) -----------
     def _compile(self, scope, place):

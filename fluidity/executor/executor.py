@@ -387,6 +387,9 @@ class Executor:
             block_id=0, create_local_scope=True, return_merged=True):
         if scope is None:
             scope = global_scope()
+        if isinstance(feed, (list, tuple)) and getattr(program, "_is_inference", False) \
+                and not (feed and isinstance(feed[0], dict)):
+            return program.run_inference(self, feed, scope)   # Paddle's predictor API
         runner_for = getattr(program, "data_parallel_runner", None)
         runner = runner_for(scope, self) if runner_for is not None else None
         strategy = getattr(program, "plan_strategy", None)

@@ -1,4 +1,8 @@
-"""imikolov (PTB): n-grams over a vocabulary, the next word a fixed function of the context."""
+"""imikolov (PTB): n-grams over a vocabulary whose words are drawn with Zipf frequencies, as
+text's are, the next word a fixed function of the last one (so a language model learns it,
+as it learns PTB: Paddle's book test trains until the cost is under 5)."""
+import numpy as np
+
 from ._synth import creator, rng, word_dict
 
 
@@ -18,10 +22,12 @@ def _samples(split, word_idx, n, data_type, count):
     def make():
         r = rng("imikolov", split)
         v = len(word_idx)
+        freq = 1.0 / np.arange(1, v + 1) ** 1.1
+        follows = rng("imikolov", "bigrams").permutation(v)    # the same in every split
         out = []
         for _ in range(count):
-            ctx = [int(w) for w in r.randint(0, v, max(n - 1, 1))]
-            nxt = (sum(ctx) * 31 + 7) % v
+            ctx = [int(w) for w in r.choice(v, max(n - 1, 1), p=freq / freq.sum())]
+            nxt = int(follows[ctx[-1]])
             if data_type == DataType.NGRAM:
                 out.append(tuple(ctx[:n - 1] + [nxt]))
             else:
