@@ -56,6 +56,21 @@ def prod(dims):
     return out
 
 
+def c_string(s):
+    """`s` as a C string literal (octal escapes outside printable ASCII): how any text read
+    from a program (a name, a message naming it) reaches generated code."""
+    out = []
+    for byte in str(s).encode():
+        ch = chr(byte)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 32 <= byte < 127 and ch != "?":
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
 def literal(value):
     """A Python attribute value as a C literal."""
     if isinstance(value, bool):

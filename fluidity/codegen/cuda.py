@@ -47,10 +47,8 @@ def lower(program, block_idx=0, keep=()):
     low = Lowering(program, block_idx, keep=keep, target="cuda")
     block = low.block
     missing = []
-    for part in low.parts:
-        if part[0] != "py":
-            continue
-        _, i, reason = part
+    for part in low.python_ops:
+        i, reason = part.i, part.reason
         op = block.ops[i]
         if op.type in RUN_OPS or op.type in HOST_OPS:
             continue

@@ -24,7 +24,9 @@ import shutil
 from ..core import serialization as ser
 from ..core.dtypes import CODE_OF_C_TYPE, VarType
 from ..core.tensor import LoDTensor
+from . import abi
 from .build import RUNTIME_DIR, CompileError, blas, compile_files
+from .cir import c_string
 from .explain import format_explain
 from .lower import Lowering
 
@@ -139,8 +141,8 @@ class _Tables:
         ct = self.ctype.get(name)
         code = CODE_OF_C_TYPE[ct] if ct else (int(v.dtype) if v is not None and v.dtype is not None
                                           else VarType.FP32)
-        ndim = len(shape) if shape is not None and len(shape) <= 8 else -1
-        dims = ", ".join(str(int(d)) for d in (shape or [])[:8]) if ndim >= 0 else ""
+        ndim = len(shape) if shape is not None and len(shape) <= abi.MAX_DIMS else -1
+        dims = ", ".join(str(int(d)) for d in shape) if ndim >= 0 else ""
         return f"{{{c_string(name)}, {code}, {ndim}, {{{dims}}}, {KIND[self.kind[name]]}}}"
 
     def render(self):
@@ -174,19 +176,3 @@ class _Tables:
 
 def _ints(vals):
     return ", ".join(map(str, vals)) if vals else "-1"   # C has no empty arrays
-
-
-def c_string(s):
-    """`s` as a C string literal (octal escapes outside printable ASCII)."""
-    out = []
-    for byte in s.encode():
-        ch = chr(byte)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif 32 <= byte < 127 and ch != "?":
-            out.append(ch)
-        else:
-            out.append(f"\\{byte:03o}")
-    return '"' + "".join(out) + '"'
-
-

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int (*seg_fn)(int64_t *args, char *arena, int64_t cap, char *err);
+#include "segment_args.h"   /* the segment's argument records (fluidity/codegen/runtime) */
 
-#define ARGS_PER_TENSOR 12
+typedef int (*seg_fn)(int64_t *args, char *arena, int64_t cap, char *err);
 
 /* The arena: 64-byte aligned, grown when the step asks for more. */
 typedef struct {
@@ -61,7 +61,7 @@ static double mean_of(const char *p, int64_t n, int dtype) {
  * fetch: n_fetch outputs (out_idx into the step's outputs, dtype codes); sums[k * n_fetch + f]
  * gets batch k's mean, lines[k] its number of lines.
  */
-int64_t fl_worker_chunk(seg_fn fn, int64_t *args, int64_t out_base, arena_t *arena, char *err,
+int64_t fl_worker_chunk(seg_fn fn, int64_t *args, int64_t n_inputs, arena_t *arena, char *err,
                         int n_slots, const int64_t *in_idx, const int64_t *width,
                         const int64_t *esize, char **vals, const int64_t *offs, int64_t stride,
                         int64_t first, int64_t last, int64_t batch, int64_t *lod_buf,
@@ -73,26 +73,26 @@ int64_t fl_worker_chunk(seg_fn fn, int64_t *args, int64_t out_base, arena_t *are
         const int64_t b = a + batch < last ? a + batch : last, n = b - a;
         for (int s = 0; s < n_slots; ++s) {
             if (in_idx[s] < 0) continue;
-            int64_t *P = args + 1 + in_idx[s] * ARGS_PER_TENSOR;
+            fl_tensor_arg *in = fl_inputs(args) + in_idx[s];
             const int64_t *o = offs + s * stride;
             const int64_t v0 = o[a], v1 = o[b];
-            P[0] = (int64_t)(intptr_t)(vals[s] + v0 * esize[s]);
-            P[1] = 2;
+            in->data = (int64_t)(intptr_t)(vals[s] + v0 * esize[s]);
+            in->ndim = 2;
             if (width[s]) {
-                P[2] = n;
-                P[3] = width[s];
+                in->dims[0] = n;
+                in->dims[1] = width[s];
             } else {
                 int64_t *lod = lod_buf + s * (batch + 1);
                 for (int64_t i = 0; i <= n; ++i) lod[i] = o[a + i] - v0;
-                P[2] = v1 - v0;
-                P[3] = 1;
-                P[10] = (int64_t)(intptr_t)lod;
-                P[11] = n + 1;
+                in->dims[0] = v1 - v0;
+                in->dims[1] = 1;
+                in->aux = (int64_t)(intptr_t)lod;
+                in->aux_len = n + 1;
             }
         }
         int rc;
         while ((rc = fn(args, arena->p, arena->cap, err)) == 1)
-            if (!grow(arena, args[0])) {
+            if (!grow(arena, args[FL_ARG_NEED])) {
                 *status = -2;
                 return k;
             }
@@ -101,10 +101,11 @@ int64_t fl_worker_chunk(seg_fn fn, int64_t *args, int64_t out_base, arena_t *are
             return k;
         }
         for (int f = 0; f < n_fetch; ++f) {
-            const int64_t *O = args + out_base + out_idx[f] * ARGS_PER_TENSOR;
+            const fl_tensor_arg *out = fl_outputs(args, n_inputs) + out_idx[f];
             int64_t numel = 1;
-            for (int64_t d = 0; d < O[1]; ++d) numel *= O[2 + d];
-            sums[k * n_fetch + f] = O[0] >= 0 ? mean_of(arena->p + O[0], numel, (int)fetch_dtype[f]) : 0.0;
+            for (int64_t d = 0; d < out->ndim; ++d) numel *= out->dims[d];
+            sums[k * n_fetch + f] = out->data >= 0 ?
+                mean_of(arena->p + out->data, numel, (int)fetch_dtype[f]) : 0.0;
         }
         lines[k] = n;
     }

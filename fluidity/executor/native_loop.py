@@ -11,20 +11,20 @@ step was not built for (inputs of other shapes: that batch runs through the exec
 batches through the executor's native plan, as before).
 """
 import ctypes
+import hashlib
 import os
 
 import numpy as np
 
 from ..codegen import build
-from ..codegen.lower import S
+from ..codegen import abi
 from ..core import native as core_native
 from ..core.dtypes import CODE_OF_C_TYPE, numpy_of_ctype
 from ..core.tensor import LoDTensor
-from .native import op_error
+from .native import ERR_BYTES, op_error
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native_loop.c")
 FETCH_CTYPES = ("float", "double", "int64_t", "int32_t")   # what native_loop.c's mean_of reads
-_ERR_BYTES = 512
 _lib = None
 
 
@@ -32,12 +32,21 @@ class _Arena(ctypes.Structure):
     _fields_ = [("p", ctypes.c_void_p), ("cap", ctypes.c_int64)]
 
 
+def _cflags():
+    """The build flags of the loop: the runtime headers on the include path, and the digest
+    of the argument header it includes (the build cache keys on source and flags)."""
+    header = os.path.join(build.RUNTIME_DIR, abi.HEADER)
+    with open(header, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    return (*core_native.CFLAGS, f"-I{build.RUNTIME_DIR}", f"-DFL_SEGMENT_ARGS_SHA={digest}")
+
+
 def _load():
     """The loop's C library, or False where no C compiler builds it."""
     global _lib
     if _lib is None:
         try:
-            lib = core_native.load(_SRC)
+            lib = core_native.load(_SRC, _cflags())
         except Exception:    # noqa: BLE001 - no compiler: the executor's path serves
             lib = None
         if lib is None:
@@ -68,9 +77,9 @@ class CompiledWorkerStep:
         self.params = params                            # [(input index, scope var)]
         self.fetch_idx = np.array(fetch_idx, np.int64)
         self.fetch_dtypes = np.array(fetch_dtypes, np.int64)
-        self.args = np.zeros(seg.out_base + len(seg.outputs) * S, np.int64)
+        self.args = abi.Args(len(seg.inputs), len(seg.outputs))
         self.arena = _Arena(None, 0)
-        self.err = ctypes.create_string_buffer(_ERR_BYTES)
+        self.err = ctypes.create_string_buffer(ERR_BYTES)
         self.lod_buf = np.zeros(0, np.int64)
 
     @classmethod
@@ -80,9 +89,8 @@ class CompiledWorkerStep:
         lib = _load()
         if not lib:
             return None, "no C compiler for the worker loop"
-        segs = [p[1] for p in low.parts if p[0] == "native"]
-        py = [p for p in low.parts if p[0] == "py"]
-        if py or len(segs) != 1:
+        segs = low.segments
+        if low.python_ops or len(segs) != 1:
             return None, "the step is not one compiled segment"
         seg = segs[0]
         slot_inputs, params = {}, []
@@ -113,15 +121,11 @@ class CompiledWorkerStep:
                    0), None
 
     def _bind_params(self):
-        P = self.args
         for j, var, ctype in self.params:
             a = var.value.array
             if not a.flags.c_contiguous or a.dtype != numpy_of_ctype(ctype):
                 raise RuntimeError(f"parameter '{var.name}' changed layout")
-            base = 1 + j * S
-            P[base] = a.__array_interface__["data"][0]
-            P[base + 1] = a.ndim
-            P[base + 2:base + 2 + a.ndim] = a.shape
+            abi.put_tensor(self.args.inputs[j], a.__array_interface__["data"][0], a.shape)
 
     def fits(self, chunk, dense_dim):
         """Whether the chunk's slots have the dtypes the step reads."""
@@ -163,7 +167,7 @@ class CompiledWorkerStep:
         lines = np.zeros(max(n_max, 1), np.int64)
         status = np.zeros(1, np.int64)
         k = self.lib.fl_worker_chunk(
-            self.fn, self.args.ctypes.data, self.seg.out_base, ctypes.byref(self.arena),
+            self.fn, self.args.address, len(self.seg.inputs), ctypes.byref(self.arena),
             self.err, n_slots, self.in_idx.ctypes.data, bound["width"].ctypes.data,
             bound["esize"].ctypes.data, bound["ptrs"], offs.ctypes.data, offs.shape[1], first,
             last, batch, self.lod_buf.ctypes.data, nf, self.fetch_idx.ctypes.data,

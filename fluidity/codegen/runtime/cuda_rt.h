@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "segment_args.h"   // the segment's arguments (codegen/abi.py)
 #include "status.h"     // fail, mismatch: the C++ target's return codes (host)
 #define FL_HD __host__ __device__
 #include "numerics.h"   // the C++ target's arithmetic (fmaxnp, pairwise_sum, gelu, ...), FL_HD

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "segment_args.h"   // the segment's arguments (codegen/abi.py)
 #include "status.h"     // fail, mismatch: the segment's return codes, shared with cuda_rt.h
 #include "numerics.h"   // fmaxnp, sigmoid, pairwise_sum, gelu, ...: shared with cuda_rt.h
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fluidity_model.h"
+#include "sizes.h"
 
 namespace {
 
@@ -82,16 +83,20 @@ Array read_npy(const std::string& path) {
     if (field(h, "fortran_order") != "False") die(path + ": Fortran-ordered; save it C-ordered");
     std::string shape = field(h, "shape");
     int64_t n = 1;
+    int sane = 1;
     for (size_t i = 1; i < shape.size();) {
         size_t j = shape.find_first_of(",)", i);
+        if (j == std::string::npos) j = shape.size();      // a header cut short
         std::string tok = shape.substr(i, j - i);
         if (tok.find_first_not_of(' ') != std::string::npos) {
             a.dims.push_back(std::strtoll(tok.c_str(), nullptr, 10));
-            n *= a.dims.back();
+            n = fl_mul_checked(n, a.dims.back(), &sane);
         }
         i = j + 1;
     }
-    a.data.resize((size_t)(n * a.dtype->size));
+    n = fl_mul_checked(n, a.dtype->size, &sane);
+    if (!sane) die(path + ": shape " + shape + " has a negative dim or too many elements");
+    a.data.resize((size_t)n);
     if (!a.data.empty() && std::fread(a.data.data(), 1, a.data.size(), f) != a.data.size())
         die(path + ": data cut short");
     std::fclose(f);
@@ -203,7 +208,8 @@ int main(int argc, char** argv) {
         fluidity_tensor& t = ins[k];
         std::memset(&t, 0, sizeof t);
         t.dtype = arrays[k].dtype->code;
-        if (arrays[k].dims.size() > 8) die(paths[k] + ": more than 8 dims");
+        if (arrays[k].dims.size() > FLUIDITY_MAX_DIMS)
+            die(paths[k] + ": more than " + std::to_string(FLUIDITY_MAX_DIMS) + " dims");
         t.ndim = (int)arrays[k].dims.size();
         for (int d = 0; d < t.ndim; ++d) t.dims[d] = arrays[k].dims[d];
         t.data = arrays[k].data.data();
