@@ -5,9 +5,9 @@ A `Buf` is one value a compiled segment touches: a C pointer name, its element t
 dims as C expressions (integer literals where the program's desc knows them, names bound at
 run time where it says -1), and for LoD tensors the name of its level-0 offsets.
 
-An op's emitter (`OpDef.emit`, or `OpDef.c_expr` through codegen/emitters.py) gets an `Emit`:
+An op's emitter (registered for its type and target in codegen/emit/) gets an `Emit`:
 `e.input(slot)`, `e.attr(name)`, `e.output(slot, dims)`, `e.code(line)`,
-`e.check(cond, message)`, `e.fail(reason)`. Dims arithmetic (`mul`, `prod`) folds
+`e.check(cond, message)`, `e.fail(reason)`; the segmenter (segment.py) stands behind it. Dims arithmetic (`mul`, `prod`) folds
 literals, so a program whose shapes the desc knows compiles to constant trip counts.
 """
 from ..core import dtypes
@@ -105,7 +105,7 @@ class Buf:
     without LoD); `lod_src` the segment input whose LoD the value carries; `rows`/`height`
     are set for SelectedRows (the row ids and the table height); `known` the values the
     generated code knows it holds (a shape op's dims as C expressions, a small constant),
-    flat, or None (ops/compiled.py)."""
+    flat, or None (emit/known_values.py)."""
     __slots__ = ("name", "var", "ctype", "dims", "lod", "lod_len", "lod_src", "rows",
                  "height", "kind", "first", "last", "slot", "persistable", "written", "known")
 
@@ -263,7 +263,7 @@ class Emit:
     def fail(self, reason):
         raise NotCompilable(reason)
 
-    # -- helpers for emitters (ops import nothing from codegen) ----------------------------
+    # -- dims and literals, at hand for emitters -------------------------------------------
     prod = staticmethod(prod)
     mul = staticmethod(mul)
     literal = staticmethod(literal)

@@ -15,10 +15,37 @@ as it was, as in the interpreter) and stops an op that reads it unset with an er
 A loop or branch whose gradient op reads its step scopes is left to the interpreter (the
 compiled code keeps no scopes), as is one whose sub-block has an op without a compiled form.
 """
+from collections import namedtuple
+
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
 from .cir import NotCompilable
-from .segment import Branch, Copy, End, IfWritten, Loop, SetWritten
+
+
+# --- the statements a segment function runs around its op calls (render.py writes them)
+class Loop(namedtuple("Loop", "cond")):
+    """`while` the one bool element of Buf `cond` is true: opens a body."""
+
+
+class Branch(namedtuple("Branch", "cond nonempty")):
+    """`if` the one bool element of Buf `cond` is true, or (cond None) if every Buf of
+    `nonempty` has elements: opens a body."""
+
+
+class End(namedtuple("End", "")):
+    """Closes the innermost Loop, Branch or IfWritten."""
+
+
+class Copy(namedtuple("Copy", "dst src")):
+    """Buf `src`'s bytes into Buf `dst` (a carried value)."""
+
+
+class SetWritten(namedtuple("SetWritten", "flag")):
+    """Sets a "was written" flag."""
+
+
+class IfWritten(namedtuple("IfWritten", "flag")):
+    """Opens a body run when a "was written" flag is set."""
 
 
 def lower_while(low, op, block_idx, i):

@@ -18,7 +18,8 @@ import re
 from . import abi
 from .buffers import slot_members
 from .cir import c_string, is_lit
-from .segment import Branch, Copy, End, IfWritten, Loop, OpUnit, SetWritten
+from .control import Branch, Copy, End, IfWritten, Loop, SetWritten
+from .segment import OpUnit
 from .writer import Writer
 
 

@@ -9,14 +9,13 @@ block in order (`PythonOp`, `FusedOp`, `Segment`), each segment with its ops' co
 `ControlUnit`) and the buffers they touch with their lifetimes. Buffer planning
 (buffers.py) and rendering (render.py) come after.
 """
-from collections import namedtuple
-
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
 from ..ir.analysis import sub_block_vars
 from ..ops import registry
 from . import abi, emit
 from .cir import CTYPES, Buf, Emit, NotCompilable, is_lit
+from .control import CONTROL
 from .fusion import sgd_into_gradient
 
 
@@ -48,37 +47,12 @@ class OpUnit:
 
 
 class ControlUnit:
-    """Statements of the segment function itself around op calls (control.py): `items`,
-    each one of the control statements below."""
+    """Statements of the segment function itself around op calls: `items`, each one of
+    control.py's statements (Loop, Branch, End, Copy, SetWritten, IfWritten)."""
     __slots__ = ("items",)
 
     def __init__(self, items):
         self.items = items
-
-
-class Loop(namedtuple("Loop", "cond")):
-    """`while` the one bool element of Buf `cond` is true: opens a body."""
-
-
-class Branch(namedtuple("Branch", "cond nonempty")):
-    """`if` the one bool element of Buf `cond` is true, or (cond None) if every Buf of
-    `nonempty` has elements: opens a body."""
-
-
-class End(namedtuple("End", "")):
-    """Closes the innermost Loop, Branch or IfWritten."""
-
-
-class Copy(namedtuple("Copy", "dst src")):
-    """Buf `src`'s bytes into Buf `dst` (a carried value)."""
-
-
-class SetWritten(namedtuple("SetWritten", "flag")):
-    """Sets a "was written" flag."""
-
-
-class IfWritten(namedtuple("IfWritten", "flag")):
-    """Opens a body run when a "was written" flag is set."""
 
 
 class Segment:
@@ -188,7 +162,6 @@ class Segmenter:
         as a loop or branch over its sub-block (control.py). Returns a note for explain() or
         None; raises NotCompilable with the reason it cannot be compiled (the caller rolls
         the segment back)."""
-        from .control import CONTROL     # control.py lowers sub-blocks through this module
         opdef = registry.find(op.type)
         if opdef is None:
             raise NotCompilable(f"'{op.type}' is an unknown op")

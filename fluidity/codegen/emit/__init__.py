@@ -20,7 +20,7 @@ import pkgutil
 
 _RULES = {}            # (op type, target) -> emitter
 _LOADED = set()        # targets whose modules are imported
-TARGET_PACKAGES = {"cpu": "cpu", "cuda": "cuda", "c": "c"}
+TARGET_PACKAGES = {"cpu": "cpu", "cuda": "cuda"}
 
 
 def register(op_type, *targets):

@@ -141,6 +141,8 @@ inline void fill(float* p, i64 n, float v) {
 }  // namespace cu
 }  // namespace fl
 
+#include "cuda_ops.h"   // the named kernels CUDA emitters call
+
 // --- the device library (codegen/cuda.py device_library): memory and copies for the executor --
 #define FL_CUDA_DEVICE_API                                                                      \
     extern "C" int fl_cuda_device_count() {                                                     \

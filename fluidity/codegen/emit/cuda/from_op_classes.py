@@ -1,9 +1,0 @@
-"""Transitional: the emitters op classes still carry, registered for the cuda target."""
-from ....ops import registry
-from ...emitters import rule_for
-from .. import register
-
-for _t, _d in registry.all_ops().items():
-    _r = rule_for(_d, "cuda")
-    if _r is not None:
-        register(_t, "cuda")(_r)
