@@ -45,7 +45,7 @@ def cache_dir():
     return os.path.join(native.cache_dir(), "codegen")
 
 
-def _runtime_sources():
+def runtime_sources():
     """The runtime headers' text, part of every key: a changed header rebuilds."""
     out = []
     for f in sorted(os.listdir(RUNTIME_DIR)):
@@ -70,7 +70,7 @@ def binary_path(source, kind="shared", name="fluidity_gen"):
     """Where `compile_cached` puts the binary of `source` (it may not be built yet)."""
     cxx = os.environ.get("CXX") or "g++"
     flags, link = _flags(cxx, kind)
-    key = hashlib.sha256(source.encode() + _runtime_sources() +
+    key = hashlib.sha256(source.encode() + runtime_sources() +
                          " ".join([cxx, *flags, *link]).encode()).hexdigest()[:20]
     ext = ".so" if kind == "shared" else ""
     return os.path.join(cache_dir(), f"{name}-{key}{ext}")
@@ -234,7 +234,7 @@ def compile_cuda_cached(source, archs=None, name="fluidity_cuda"):
         env = os.environ.get("FLUIDITY_CUDA_ARCHS")
         archs = tuple(env.split(",")) if env else CUDA_ARCHS
     flags, link = cuda_argv(compiler, archs)
-    key = hashlib.sha256(source.encode() + _runtime_sources() +
+    key = hashlib.sha256(source.encode() + runtime_sources() +
                          " ".join([os.path.realpath(compiler), *flags, *link]).encode()
                          ).hexdigest()[:20]
     out = os.path.join(cache_dir(), f"{name}-{key}.so")

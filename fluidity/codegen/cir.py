@@ -12,6 +12,9 @@ literals, so a program whose shapes the desc knows compiles to constant trip cou
 """
 from ..core import dtypes
 from ..core.names import EMPTY_VAR_NAME
+from ..errors import ShapeError
+from ..ops import common
+from .dim import dim, dims, is_lit
 
 # the C type of each dtype generated code handles
 CTYPES = dtypes.C_TYPES
@@ -22,38 +25,14 @@ class NotCompilable(Exception):
     """An op (as the program uses it) has no compiled form; the message says why."""
 
 
-def is_lit(d):
-    return isinstance(d, int) or (isinstance(d, str) and d.lstrip("-").isdigit())
-
-
-def _atom(x):
-    """`x` as an operand of *: an identifier, literal or parenthesized expression as is,
-    anything else in parentheses."""
-    x = str(x)
-    if is_lit(x) or x.replace("_", "").isalnum() or (x.startswith("(") and x.endswith(")")
-                                                       and x.count("(") == 1):
-        return x
-    return f"({x})"
-
-
 def mul(a, b):
-    """a * b as a C expression, folded when both are literals."""
-    if is_lit(a) and is_lit(b):
-        return str(int(a) * int(b))
-    if str(a) == "1":
-        return str(b)
-    if str(b) == "1":
-        return str(a)
-    if str(a) == "0" or str(b) == "0":
-        return "0"
-    return f"({_atom(a)} * {_atom(b)})"
+    """a * b as a Dim, folded when both are literals."""
+    return dim(a) * dim(b)
 
 
-def prod(dims):
-    out = "1"
-    for d in dims:
-        out = mul(out, d)
-    return out
+def prod(ds):
+    """The product of dims `ds` as a Dim (ops.common.prod's rule)."""
+    return dim(common.prod(dims(ds)))
 
 
 def c_string(s):
@@ -86,17 +65,12 @@ def literal(value):
 
 
 def aligned(x_dims, y_dims, axis):
-    """Y's dims padded with 1s to X's rank by Paddle's axis rule (cf. ops/common.py)."""
-    nx, ny = len(x_dims), len(y_dims)
-    if axis == -1 or axis is None:
-        axis = nx - ny
-    y = [str(d) for d in y_dims]
-    while y and axis + len(y) > nx and y[-1] == "1":
-        y.pop()
-    if axis < 0 or axis + len(y) > nx:
-        raise NotCompilable(f"Y{list(y_dims)} does not align with X{list(x_dims)} at axis "
-                            f"{axis}")
-    return ["1"] * axis + y + ["1"] * (nx - axis - len(y))
+    """Y's dims padded with 1s to X's rank by Paddle's axis rule (ops.common's, the one
+    rule); NotCompilable where they do not line up."""
+    try:
+        return dims(common.align_for_broadcast(dims(x_dims), dims(y_dims), axis))
+    except ShapeError as e:
+        raise NotCompilable(str(e)) from None
 
 
 class Buf:
@@ -109,9 +83,9 @@ class Buf:
     __slots__ = ("name", "var", "ctype", "dims", "lod", "lod_len", "lod_src", "rows",
                  "height", "kind", "first", "last", "slot", "persistable", "written", "known")
 
-    def __init__(self, name, var, ctype, dims, kind):
+    def __init__(self, name, var, ctype, shape, kind):
         self.name, self.var, self.ctype, self.dims, self.kind = name, var, ctype, \
-            [str(d) for d in dims], kind
+            dims(shape), kind
         self.lod = self.lod_len = self.lod_src = self.rows = self.height = None
         self.first = self.last = None
         self.slot = None

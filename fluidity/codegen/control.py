@@ -232,7 +232,7 @@ def _carry_out(low, carried, sub, kb, ke):
 
 
 def _typed(buf):
-    return f"{buf.ctype}[{', '.join(buf.dims)}]"
+    return f"{buf.ctype}[{', '.join(map(str, buf.dims))}]"
 
 
 def _emit_block(low, sub):

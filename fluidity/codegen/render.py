@@ -13,11 +13,10 @@ What differs between targets' text is a `Dialect` (the runtime header, the expor
 restrict keywords, the runtime's names for failing, aligning and copying); which dialect a
 target uses is its registry entry (emit.TARGETS).
 """
-import re
-
 from . import abi
 from .buffers import slot_members
 from .cir import c_string, is_lit
+from .dim import Dim, symbols
 from .control import Branch, Copy, End, IfWritten, Loop, SetWritten
 from .segment import OpUnit
 from .writer import Writer
@@ -26,20 +25,18 @@ from .writer import Writer
 class Dialect:
     """The text a target's renderer needs: `header` the runtime it includes; `export` what
     makes a segment function callable by name (extern "C" in C++); `restrict` the no-alias
-    qualifier; `fail(k, msg)`, `mismatch(msg)`, `align(n)`, `max_of(terms)`,
-    `copy(dst, src, n)`: C expressions or statements of the runtime."""
+    qualifier; `align_bytes` the alignment of arena slots; `fail(k, msg)`, `mismatch(msg)`,
+    `max_of(terms)`, `copy(dst, src, n)`: C expressions or statements of the runtime."""
 
-    def __init__(self, header, export, restrict, ns):
+    def __init__(self, header, export, restrict, ns, align_bytes):
         self.header, self.export, self.restrict, self.ns = header, export, restrict, ns
+        self.align_bytes = align_bytes
 
     def fail(self, k, msg):
         return f"{self.ns}fail(err, {k}, {c_string(msg)})"
 
     def mismatch(self, msg):
         return f"{self.ns}mismatch(err, {c_string(msg)})"
-
-    def align(self, n):
-        return f"{self.ns}align({n})"
 
     def max_of(self, terms):
         return f"std::max<int64_t>({{0, {', '.join(terms)}}})"
@@ -50,9 +47,33 @@ class Dialect:
     def includes(self):
         return [f'#include "{self.header}"', "#include <algorithm>"]
 
+    def call_op(self, call):
+        """The statement calling an op's function: its nonzero code ends the segment."""
+        return f"if (int rc = {call}) return rc;"
 
-CPP = Dialect("fluidity.h", 'extern "C" ', "__restrict__", "fl::")
-CUDA = Dialect("cuda_rt.h", 'extern "C" ', "__restrict__", "fl::")
+
+class CDialect(Dialect):
+    """Plain C: no initializer lists, no declarations in conditions, memcpy unqualified."""
+
+    def max_of(self, terms):
+        out = "0"
+        for t in terms:
+            out = f"fl_max2({out}, {t})"
+        return out
+
+    def copy(self, dst, src, nbytes):
+        return f"memcpy({dst}, {src}, {nbytes});"
+
+    def includes(self):
+        return [f'#include "{self.header}"']
+
+    def call_op(self, call):
+        return f"{{ int rc = {call}; if (rc) return rc; }}"
+
+
+CPP = Dialect("fluidity.h", 'extern "C" ', "__restrict__", "fl::", 64)
+CUDA = Dialect("cuda_rt.h", 'extern "C" ', "__restrict__", "fl::", 256)   # device slots
+C = CDialect("c_rt.h", "", "restrict", "fl_", 64)
 
 
 def render_source(segments, dialect, block_idx):
@@ -121,22 +142,29 @@ def _read_inputs(w, seg, d):
 
 
 def _arena(w, seg, d):
-    """Slot sizes from the dims, slots side by side, the arena asked for when too small,
-    then each arena buffer's pointer and the "was written" flags."""
+    """Slot sizes from the dims (overflow-checked: a segment whose arena would not fit in
+    int64 returns before anything is written), slots side by side, the arena asked for when
+    too small, then each arena buffer's pointer and the "was written" flags."""
     members = slot_members(seg)
+    w.line("int sizes_ok = 1;")
     for s in range(seg.n_slots):
-        sizes = [f"(int64_t){b.nbytes()}" for b in members.get(s, [])]
-        w.line(f"const int64_t sz{s} = {d.align(d.max_of(sizes))};")
+        sizes = [f"(int64_t){b.nbytes().checked('sizes_ok')}" for b in members.get(s, [])]
+        w.line(f"const int64_t sz{s} = fl_align_checked({d.max_of(sizes)}, {d.align_bytes}, "
+               f"&sizes_ok);")
     off = "0"
     for s in range(seg.n_slots):
         w.line(f"const int64_t off{s} = {off};")
-        off = f"off{s} + sz{s}"
+        off = f"fl_add_checked(off{s}, sz{s}, &sizes_ok)"
     w.line(f"const int64_t need = {off};")
+    w.line(f"if (!sizes_ok) return {d.mismatch(ARENA_OVERFLOW)};")
     w.line("if (need > cap) { args[FL_ARG_NEED] = need; return 1; }")
     for b in seg.bufs:
         if b.slot is not None:
             w.line(f"{b.ctype}* const {b.name}_ = ({b.ctype}*)(arena + off{b.slot});")
     w.extend(f"bool {f} = false;" for f in seg.flags)
+
+
+ARENA_OVERFLOW = "the sizes of this segment's values overflow int64 (inputs too large)"
 
 
 def _body(w, seg, d):
@@ -150,7 +178,7 @@ def _body(w, seg, d):
         for buf, msg in unit.guards:
             w.line(f"if (!{buf.written}) return {d.fail(unit.k, msg)};")
         args = ", ".join([f"{b.name}_" for b in unit.touched] + op_symbols(unit) + ["err"])
-        w.line(f"if (int rc = {seg.name}_op{unit.k}({args})) return rc;  "
+        w.line(f"{d.call_op(f'{seg.name}_op{unit.k}({args})')}  "
                f"// block {block_idx} #{i} {op.type}")
 
 
@@ -190,13 +218,14 @@ def _write_outputs(w, seg):
             w.line(f"{field('aux_len')} = {b.height};")
 
 
-_SYMBOL = re.compile(r"\bin\d+_(?:d\d+|lod|nlod|h)\b")
-
-
 def op_symbols(unit):
-    """The run-time dims and LoD names an op's code uses (they become its parameters)."""
-    touched = unit.touched
-    text = "\n".join(unit.lines) + " " + " ".join(d for b in touched for d in b.dims)
-    text += " " + " ".join(f"{b.lod} {b.lod_len}" for b in touched if b.lod)
-    text += " " + " ".join(str(b.height) for b in touched if b.height)
-    return sorted(set(_SYMBOL.findall(text)))
+    """The run-time dims and LoD an op's code may use: the symbols of the buffers it
+    touches (their dims, LoD, height and the values known to them). They become the
+    parameters of the op's function."""
+    out = set()
+    for b in unit.touched:
+        out |= symbols(*b.dims, b.lod, b.lod_len, b.height)
+        for v in b.known or ():
+            if isinstance(v, Dim):
+                out |= v.symbols
+    return sorted(out)

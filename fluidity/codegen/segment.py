@@ -15,6 +15,7 @@ from ..ir.analysis import sub_block_vars
 from ..ops import registry
 from . import abi, emit
 from .cir import CTYPES, Buf, Emit, NotCompilable, is_lit
+from .dim import Dim
 from .control import CONTROL
 from .fusion import sgd_into_gradient
 
@@ -267,19 +268,20 @@ class Segmenter:
         j = len(self._seg.inputs)
         if len(v.shape) > abi.MAX_DIMS:
             raise NotCompilable(f"input '{name}' has more than {abi.MAX_DIMS} dims")
-        dims = [d if d >= 0 else f"in{j}_d{a}" for a, d in enumerate(v.shape)]
-        buf = Buf(f"in{j}", name, ctype, dims, "input")
+        shape = [Dim.lit(d) if d >= 0 else Dim.sym(f"in{j}_d{a}") for a, d in enumerate(v.shape)]
+        buf = Buf(f"in{j}", name, ctype, shape, "input")
         buf.persistable = v.persistable
         buf.first = k
         if v.type == VarType.SELECTED_ROWS:     # value [rows, ...], ids, height
-            buf.dims[0] = f"in{j}_d0"
+            buf.dims[0] = Dim.sym(f"in{j}_d0")
             buf.rows = Buf(f"in{j}_rows", name, "int64_t", [buf.dims[0]], "input")
             buf.rows.first = k
-            buf.height = f"in{j}_h"
+            buf.height = Dim.sym(f"in{j}_h")
         elif v.lod_level:
             if v.lod_level > 1:
                 raise NotCompilable(f"input '{name}' has {v.lod_level} LoD levels")
-            buf.lod, buf.lod_len, buf.lod_src = f"in{j}_lod", f"in{j}_nlod", name
+            buf.lod, buf.lod_len = Dim.sym(f"in{j}_lod"), Dim.sym(f"in{j}_nlod")
+            buf.lod_src = name
         self._seg.inputs.append(buf)
         self._seg.bufs.append(buf)
         self._env[name] = buf

@@ -473,72 +473,26 @@ class AsyncExecutor:
         shared memory, running the program as it is; "auto" (the default) takes threads
         when every op of the program compiles and processes otherwise, and logs which and
         why."""
-        if not isinstance(program, ProgramView):
-            raise FluidityError(f"AsyncExecutor.run needs a Program, got "
-                                f"{type(program).__name__}")
-        from ..datafeed.data_feed_desc import DataFeedDesc
-        desc = data_feed if isinstance(data_feed, DataFeedDesc) else DataFeedDesc(data_feed)
-        files = [os.fspath(f) for f in ([filelist] if isinstance(filelist, (str, os.PathLike))
-                                        else filelist)]
-        if not files:
-            raise FluidityError("AsyncExecutor.run: the file list is empty")
-        for f in files:
-            if not os.path.isfile(f):
-                raise FluidityError(f"AsyncExecutor.run: no such data file: {f}")
-        thread_num = int(thread_num)
-        if thread_num < 1:
-            raise FluidityError(f"thread_num must be >= 1, got {thread_num}")
-        fetch = [] if fetch is None else (fetch if isinstance(fetch, (list, tuple)) else [fetch])
-        fetch_names = [f.name if isinstance(f, VarView) else f for f in fetch]
-        block = program.global_block()
-        for n in fetch_names:
-            if block.find_var_recursive(n) is None:
-                raise FluidityError(f"cannot fetch '{n}': the program has no such variable")
-        used = [s.name for s in desc.slots if s.is_used]
-        for n in used:
-            if not block.has_var(n):
-                raise FluidityError(f"data feed slot '{n}' has no variable of that name in the "
-                                    f"program (its data vars: "
-                                    f"{[v.name for v in block.vars.values() if v.need_check_feed]})")
+        desc, files, thread_num, fetch_names = _checked_run_args(program, data_feed, filelist,
+                                                                 thread_num, fetch, workers)
         scope = scope if scope is not None else global_scope()
         missing = _uninitialized_persistables(program, scope)
         if missing:
             raise FluidityError(f"persistable variables {missing[:5]} have no value: run the "
                                 f"startup program first")
-        if workers not in ("auto", "threads", "processes"):
-            raise FluidityError(f"workers must be 'auto', 'threads' or 'processes', got "
-                                f"{workers!r}")
         lowering = lower_step(program, fetch_names) if workers != "processes" else None
         threads = self._choose_workers(workers, lowering)
         self.last_mode = "threads" if threads else "processes"
-        report_every = report_every or max(1, 20 // thread_num)
         observers = observers_of(scope)
         wanted = [o.report_every for o in observers if getattr(o, "report_every", None)]
-        if wanted:   # an observer that needs to hear of batches at least this often
-            report_every = min([report_every] + wanted)
-        reader_args = {"skip_bad_lines": skip_bad_lines}
+        # an observer may need to hear of batches at least this often
+        report_every = min([report_every or max(1, 20 // thread_num)] + wanted)
         n_workers = min(thread_num, len(files))
-        if threads:
-            next_file, shared = _Counter(), {}
-        else:
-            shared = share_persistables(program, scope)
-            next_file = mp.get_context("fork").Value("l", 0)
-        stop = StopFlag(shared=not threads)
-        board = PositionBoard(n_workers, files, shared=not threads)
-        runs = [_Worker(wid, program, desc, files, next_file, stop, board, scope, fetch_names,
-                        report_every, shared, reader_args, read_ahead,
-                        lowering=lowering if threads else None)
-                for wid in range(n_workers)]
-        if threads:
-            for w in runs:
-                w.watch_ids(observers)
-        pool = ThreadWorkers(runs) if threads else ProcessWorkers(runs, _one_blas_thread)
-        show = progress if progress is not None else "auto"
-        labels = list(fetch_info) if fetch_info else fetch_names
-        if len(labels) != len(fetch_names):
-            raise FluidityError(f"fetch_info has {len(labels)} labels for {len(fetch_names)} "
-                                f"fetch targets")
-        bar = _Progress(show, labels, debug)
+        pool, stop, board = self._workers(
+            program, desc, files, scope, fetch_names, n_workers, threads, lowering, observers,
+            {"report_every": report_every, "reader_args": {"skip_bad_lines": skip_bad_lines},
+             "read_ahead": read_ahead})
+        bar = _progress_bar(progress, fetch_info, fetch_names, debug)
         _build_native_once()
         if threads:
             _prebuild(lowering)
@@ -553,6 +507,28 @@ class AsyncExecutor:
             _notify(observers, "run_ended")
         result.mode = self.last_mode
         return result
+
+    @staticmethod
+    def _workers(program, desc, files, scope, fetch_names, n_workers, threads, lowering,
+                 observers, options):
+        """(pool, stop flag, position board) of the run's workers: threads over the
+        parameters in place, or processes over parameters moved to shared memory."""
+        if threads:
+            next_file, shared = _Counter(), {}
+        else:
+            shared = share_persistables(program, scope)
+            next_file = mp.get_context("fork").Value("l", 0)
+        stop = StopFlag(shared=not threads)
+        board = PositionBoard(n_workers, files, shared=not threads)
+        runs = [_Worker(wid, program, desc, files, next_file, stop, board, scope, fetch_names,
+                        options["report_every"], shared, options["reader_args"],
+                        options["read_ahead"], lowering=lowering if threads else None)
+                for wid in range(n_workers)]
+        if threads:
+            for w in runs:
+                w.watch_ids(observers)
+        pool = ThreadWorkers(runs) if threads else ProcessWorkers(runs, _one_blas_thread)
+        return pool, stop, board
 
     @staticmethod
     def _choose_workers(workers, lowering):
@@ -628,14 +604,64 @@ class AsyncExecutor:
                       THREAD_STOP_GRACE_S)
         if errors:
             raise errors[0].error()
-        seconds = time.perf_counter() - t0
-        res = AsyncRunResult((sums / max(total_ex, 1)).tolist())
-        res.history, res.examples, res.seconds = history, total_ex, seconds
-        res.examples_per_sec = total_ex / seconds if seconds > 0 else 0.0
-        res.skipped_lines = skipped
-        res.workers = [workers_info[w] for w in sorted(workers_info)]
-        res.fetch_names = fetch_names
-        return res
+        return _run_result(sums, total_ex, history, time.perf_counter() - t0, skipped,
+                           workers_info, fetch_names)
+
+
+def _checked_run_args(program, data_feed, filelist, thread_num, fetch, workers):
+    """AsyncExecutor.run's arguments checked: (DataFeedDesc, files, thread_num, fetch
+    names); FluidityError naming what is wrong."""
+    if workers not in ("auto", "threads", "processes"):
+        raise FluidityError(f"workers must be 'auto', 'threads' or 'processes', got "
+                            f"{workers!r}")
+    if not isinstance(program, ProgramView):
+        raise FluidityError(f"AsyncExecutor.run needs a Program, got "
+                            f"{type(program).__name__}")
+    from ..datafeed.data_feed_desc import DataFeedDesc
+    desc = data_feed if isinstance(data_feed, DataFeedDesc) else DataFeedDesc(data_feed)
+    files = [os.fspath(f) for f in ([filelist] if isinstance(filelist, (str, os.PathLike))
+                                    else filelist)]
+    if not files:
+        raise FluidityError("AsyncExecutor.run: the file list is empty")
+    for f in files:
+        if not os.path.isfile(f):
+            raise FluidityError(f"AsyncExecutor.run: no such data file: {f}")
+    thread_num = int(thread_num)
+    if thread_num < 1:
+        raise FluidityError(f"thread_num must be >= 1, got {thread_num}")
+    fetch = [] if fetch is None else (fetch if isinstance(fetch, (list, tuple)) else [fetch])
+    fetch_names = [f.name if isinstance(f, VarView) else f for f in fetch]
+    block = program.global_block()
+    for n in fetch_names:
+        if block.find_var_recursive(n) is None:
+            raise FluidityError(f"cannot fetch '{n}': the program has no such variable")
+    used = [s.name for s in desc.slots if s.is_used]
+    for n in used:
+        if not block.has_var(n):
+            raise FluidityError(f"data feed slot '{n}' has no variable of that name in the "
+                                f"program (its data vars: "
+                                f"{[v.name for v in block.vars.values() if v.need_check_feed]})")
+    return desc, files, thread_num, fetch_names
+
+
+def _progress_bar(progress, fetch_info, fetch_names, debug):
+    """The run's _Progress: fetch targets labelled by `fetch_info` (default: their names)."""
+    labels = list(fetch_info) if fetch_info else fetch_names
+    if len(labels) != len(fetch_names):
+        raise FluidityError(f"fetch_info has {len(labels)} labels for {len(fetch_names)} "
+                            f"fetch targets")
+    return _Progress(progress if progress is not None else "auto", labels, debug)
+
+
+def _run_result(sums, total_ex, history, seconds, skipped, workers_info, fetch_names):
+    """The AsyncRunResult of a finished run."""
+    res = AsyncRunResult((sums / max(total_ex, 1)).tolist())
+    res.history, res.examples, res.seconds = history, total_ex, seconds
+    res.examples_per_sec = total_ex / seconds if seconds > 0 else 0.0
+    res.skipped_lines = skipped
+    res.workers = [workers_info[w] for w in sorted(workers_info)]
+    res.fetch_names = fetch_names
+    return res
 
 
 class _WorkerFailure:

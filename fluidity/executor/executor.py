@@ -33,6 +33,23 @@ from .strategy import ExecutionStrategy
 _RAW_DESC_VIEWS = 16   # bare ProgramDescs an executor keeps a view (and its plans) of
 
 
+def _feeds_and_fetches(feed, fetch_list):
+    """(feed dict, feed names, fetch names) of `run`'s arguments as Fluid programs pass them:
+    a dict, or one place's feed as a one-dict list (an iterable DataLoader's); a variable or
+    a name, or a list of them, to fetch."""
+    feed = feed or {}
+    if isinstance(feed, (list, tuple)) and len(feed) == 1 and isinstance(feed[0], dict):
+        feed = feed[0]   # one place's feed, as an iterable DataLoader gives it
+    if not isinstance(feed, dict):
+        raise FeedError(f"feed must be a dict of name -> value, got {type(feed).__name__}")
+    if fetch_list is None:
+        fetch_list = []
+    elif not isinstance(fetch_list, (list, tuple)):
+        fetch_list = [fetch_list]
+    feed_names = tuple(k.name if isinstance(k, VarView) else k for k in feed)
+    return feed, feed_names, tuple(_fetch_name(f) for f in fetch_list)
+
+
 def _fetch_name(f):
     if isinstance(f, VarView):
         return f.name
@@ -316,17 +333,7 @@ class Executor:
         program = self._as_view(program)
         if scope is None:
             scope = global_scope()
-        feed = feed or {}
-        if isinstance(feed, (list, tuple)) and len(feed) == 1 and isinstance(feed[0], dict):
-            feed = feed[0]   # one place's feed, as an iterable DataLoader gives it
-        if not isinstance(feed, dict):
-            raise FeedError(f"feed must be a dict of name -> value, got {type(feed).__name__}")
-        if fetch_list is None:
-            fetch_list = []
-        elif not isinstance(fetch_list, (list, tuple)):
-            fetch_list = [fetch_list]
-        feed_names = tuple(k.name if isinstance(k, VarView) else k for k in feed)
-        fetch_names = tuple(_fetch_name(f) for f in fetch_list)
+        feed, feed_names, fetch_names = _feeds_and_fetches(feed, fetch_list)
 
         prep = self._prepare(program, block_id, feed_names, fetch_names, feed_var_name,
                              fetch_var_name, strategy)

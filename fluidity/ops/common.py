@@ -9,9 +9,12 @@ from ..errors import ExecutionError, ShapeError
 
 
 def align_for_broadcast(x_shape, y_shape, axis):
-    """Paddle's elementwise rule: Y's dims line up with X's starting at `axis`
-    (-1: trailing). Returns Y's shape padded with 1s to X's rank. If Y has more dims than X,
-    the roles swap (Paddle 2.x)."""
+    """Paddle's elementwise rule: Y's dims line up with X's starting at `axis` (-1: trailing).
+    Returns Y's shape padded with 1s to X's rank; trailing 1s of Y that hang past X's end
+    (old programs) are dropped; ShapeError when Y does not fit inside X at `axis`. If Y has
+    more dims than X, the roles swap (Paddle 2.x); of equal ranks Y is as it is. Written once
+    for build-time shapes (ints, -1 unknown) and the code generator's symbolic dims
+    (codegen/dim.py: a Dim compares equal to its literal)."""
     nx, ny = len(x_shape), len(y_shape)
     if nx == ny:
         return list(y_shape)
@@ -19,10 +22,12 @@ def align_for_broadcast(x_shape, y_shape, axis):
         return align_for_broadcast(y_shape, x_shape, axis)
     if axis == -1 or axis is None:
         axis = nx - ny
-    # trailing 1s of Y may hang past X's end in old programs: drop them
     y_shape = list(y_shape)
     while len(y_shape) > 0 and axis + len(y_shape) > nx and y_shape[-1] == 1:
         y_shape.pop()
+    if axis < 0 or axis + len(y_shape) > nx:
+        raise ShapeError(f"Y{list(y_shape)} does not line up with X{list(x_shape)} at axis "
+                         f"{axis}")
     return [1] * axis + y_shape + [1] * (nx - axis - len(y_shape))
 
 
@@ -76,9 +81,11 @@ def untile(dout, shape, times):
 
 
 def prod(shape):
+    """The product of `shape`'s dims: ints, or the code generator's Dims (a symbolic
+    product), one rule for both."""
     n = 1
     for d in shape:
-        n *= d
+        n = n * d
     return n
 
 

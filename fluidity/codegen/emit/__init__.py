@@ -20,16 +20,18 @@ import pkgutil
 
 _RULES = {}            # (op type, target) -> emitter
 _LOADED = set()        # targets whose modules are imported
-TARGET_PACKAGES = {"cpu": "cpu", "cuda": "cuda"}
+TARGET_PACKAGES = {"cpu": "cpu", "cuda": "cuda", "c": "c"}
 
 
 def register(op_type, *targets):
     """Decorator: `fn` is the emitter of `op_type` for each of `targets`. Registering one
     twice is a mistake, refused."""
+    for t in targets:
+        if t not in TARGET_PACKAGES:
+            raise ValueError(f"unknown code generator target {t!r}")
+
     def add(fn):
         for t in targets:
-            if t not in TARGET_PACKAGES:
-                raise ValueError(f"unknown code generator target {t!r}")
             if (op_type, t) in _RULES:
                 raise ValueError(f"'{op_type}' already has a {t} emitter")
             _RULES[(op_type, t)] = fn

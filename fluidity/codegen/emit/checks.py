@@ -38,7 +38,7 @@ def sequences(e, x, slot):
         e.fail(f"{slot} has no LoD")
     e.check(f"!fl::lod_is_offsets({x.lod}, {x.lod_len}, {x.dims[0]})",
             f"{e.op.type}: the LoD of {slot} is not offsets of its rows")
-    return f"({x.lod_len} - 1)"
+    return x.lod_len - 1
 
 
 def dense_only(e, *bufs):

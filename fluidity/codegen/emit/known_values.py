@@ -8,10 +8,12 @@ are C expressions, as an attribute would give them, where the tensor's values kn
 run time would leave the op to the interpreter. The values are recorded per Buf object, so
 they hold for exactly the value that op made: a later write of the variable is a new Buf,
 and a value read from outside the segment is unknown. A value is a Python int or numpy
-scalar (a build-time constant) or a str (a C expression of dims); they live on the Buf
+scalar (a build-time constant) or a Dim (a size known only at run time); they live on the Buf
 (`Buf.known`), so a lowering that rolls an op back drops them with it.
 """
 import numpy as np
+
+from ..dim import Dim, dim
 
 
 def set_known_values(e, buf, values):
@@ -28,13 +30,13 @@ def known_values(e, buf):
 
 
 def c_value(e, v):
-    """A known value as a C integer expression, as the kernels' int() takes it
-    (NotCompilable for a non-finite or huge constant)."""
-    if isinstance(v, str):
-        return v
+    """A known value as a Dim, as the kernels' int() takes it (NotCompilable for a
+    non-finite or huge constant)."""
+    if isinstance(v, (Dim, str)):
+        return dim(v)
     if not (np.isfinite(v) and abs(v) < 2 ** 62):
         e.fail(f"the constant {v} as an int")
-    return str(int(v))
+    return Dim.lit(int(v))
 
 
 def known_ints(e, tensor_slot, list_slot, list_first=True):

@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from ...core import dtypes
+from ..dim import Dim
 
 # the numpy type of each C type generated code has (cir.CTYPES' values)
 NUMPY_OF_CTYPE = {c: dtypes.numpy_of_ctype(c).type for c in dtypes.C_TYPES.values()}
@@ -50,7 +51,10 @@ def c_ints(values):
 
 
 def lit_int(x):
-    """A C expression's value when it is an integer literal, else None."""
+    """A size's value when it is an integer literal (a literal Dim, an int, or its text),
+    else None."""
+    if isinstance(x, Dim):
+        return x.value
     s = str(x).strip()
     if s.startswith("(") and s.endswith(")") and s.count("(") == 1:
         s = s[1:-1].strip()

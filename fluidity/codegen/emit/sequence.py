@@ -13,7 +13,7 @@ def pool_operands(e):
     ptype = e.attr("pooltype").upper()
     if x.lod is None or ptype not in POOLTYPES:
         e.fail("X has no LoD, or an unknown pooltype")
-    b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
+    b, w = x.lod_len - 1, e.prod(x.dims[1:])
     out = e.output("Out", [b] + x.dims[1:], lod_from=False)
     arg = ptype in ("MAX", "MIN")
     idx = None
@@ -34,5 +34,5 @@ def pool_grad_operands(e):
     if x.lod is None or ptype not in POOLTYPES:
         e.fail("X has no LoD, or an unknown pooltype")
     g = e.output("X@GRAD", x.dims, lod_from=x)
-    b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
+    b, w = x.lod_len - 1, e.prod(x.dims[1:])
     return x, d, ptype, g, b, w

@@ -25,7 +25,7 @@ def emit_concat(e, copy_block):
             if k != ax and b.dims[k] != x0.dims[k]:
                 e.check(f"{b.dims[k]} != {x0.dims[k]}", "concat: inputs differ off the axis")
     total = str(sum(int(b.dims[ax]) for b in xs)) if all(e.is_lit(b.dims[ax]) for b in xs) \
-        else "(" + " + ".join(b.dims[ax] for b in xs) + ")"
+        else sum((b.dims[ax] for b in xs[1:]), xs[0].dims[ax])
     out = e.output("Out", x0.dims[:ax] + [total] + x0.dims[ax + 1:], x0.ctype)
     pre, post = e.prod(x0.dims[:ax]), e.prod(x0.dims[ax + 1:])
     e.code(f"int64_t at = 0; const int64_t row = {e.mul(total, post)};")

@@ -26,6 +26,7 @@
 #include <cstdio>
 
 #include "segment_args.h"   // the segment's arguments (codegen/abi.py)
+#include "sizes.h"          // overflow-checked sizes of the arena
 #include "status.h"     // fail, mismatch: the C++ target's return codes (host)
 #define FL_HD __host__ __device__
 #include "numerics.h"   // the C++ target's arithmetic (fmaxnp, pairwise_sum, gelu, ...), FL_HD
@@ -33,8 +34,6 @@
 namespace fl {
 
 using i64 = int64_t;
-
-inline int64_t align(int64_t n) { return (n + 255) / 256 * 256; }   // device: 256-byte slots
 
 // --- rows (one device thread each): softmax and its loss, as fluidity.h's loops ----------------
 FL_HD inline void softmax_row(const float* xr, float* o, i64 cols) {

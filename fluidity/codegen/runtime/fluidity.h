@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "segment_args.h"   // the segment's arguments (codegen/abi.py)
+#include "sizes.h"          // overflow-checked sizes of the arena
 #include "status.h"     // fail, mismatch: the segment's return codes, shared with cuda_rt.h
 #include "numerics.h"   // fmaxnp, sigmoid, pairwise_sum, gelu, ...: shared with cuda_rt.h
 
@@ -27,8 +28,6 @@ struct Error {
     i64 len;
 };
 
-// Arena slots are 64-byte aligned (cache lines; AVX-512 loads).
-inline int64_t align(int64_t n) { return (n + 63) / 64 * 64; }
 
 // --- BLAS ---------------------------------------------------------------------------------
 // C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major, leading dims given.

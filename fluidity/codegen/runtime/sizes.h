@@ -25,4 +25,9 @@ static inline int64_t fl_add_checked(int64_t a, int64_t b, int* ok) {
     return r;
 }
 
+/* n rounded up to a multiple of `a` (an arena slot's alignment). */
+static inline int64_t fl_align_checked(int64_t n, int64_t a, int* ok) {
+    return fl_add_checked(n, a - 1, ok) / a * a;
+}
+
 #endif

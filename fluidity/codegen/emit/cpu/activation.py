@@ -3,6 +3,7 @@ elementwise table)."""
 from .. import register
 from ..activation import softmax_grad_operands, softmax_operands
 from ..checks import dense_only
+from ..literals import f32
 
 
 def _along(e, x):
@@ -71,3 +72,15 @@ def rounded_element(e, rint):
     if n > 0:
         return x.numel(), f"{out}[i] = ({f})({rint}({x}[i] * ({f})1e{n}) / ({f})1e{n});"
     return x.numel(), f"{out}[i] = ({f})({rint}({x}[i] / ({f})1e{-n}) * ({f})1e{-n});"
+
+
+@register("softshrink", "cpu")
+def softshrink(e):
+    """Out element by element, in float32 as the kernel computes it (docs/ops.md's worked
+    example of adding an emitter)."""
+    x = e.input("X")
+    e.require_float(x)
+    lam = f32(e.attr("lambda"))         # the attribute as the float32 numpy makes of it
+    out = e.output("Out", x.dims, lod_from=x)
+    e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const float v = {x}[i]; "
+           f"{out}[i] = v > {lam} ? v - {lam} : (v < -{lam} ? v + {lam} : 0.0f); }}")

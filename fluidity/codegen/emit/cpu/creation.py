@@ -12,7 +12,7 @@ from ..literals import lit_int, NUMPY_OF_CTYPE, value_literal
 @register("fill_constant", "cpu")
 def fill_constant(e):
     """The shape from ShapeTensorList / ShapeTensor where compiled code knows their
-    values (ops/compiled.py: a shape op's dims, constants), else the attribute; the
+    values (known_values.py: a shape op's dims, constants), else the attribute; the
     value from ValueTensor at run time (converted as np.full does), else the attribute.
     A constant of a few elements is recorded as known values, for the ops that take
     shapes, bounds or ranges from it."""
@@ -83,7 +83,7 @@ def fill_constant_batch_size_like(e):
         e.fail(f"input_dim_idx {i}, output_dim_idx {o} or shape {shape} out of range")
     if x.lod is not None and i == 0:
         e.check(f"{x.lod_len} < 1", f"{e.op.type}: Input's LoD is empty")
-        n = f"({x.lod_len} - 1)"
+        n = x.lod_len - 1
     else:
         n = x.dims[i]
     ctype = e.ctype_of(e.attr("dtype"))

@@ -17,7 +17,7 @@ def _emit_crf_inputs(e):
     n = sequences(e, x, "Emission")
     rows, d = x.dims
     same_dim(e, w.dims[1], d, "Transition has a column per tag")
-    same_dim(e, w.dims[0], f"({d} + 2)", "Transition has tags + 2 rows")
+    same_dim(e, w.dims[0], d + 2, "Transition has tags + 2 rows")
     return x, w, n, rows, d
 
 

@@ -13,10 +13,10 @@ def _emit_slots(e, ids, op):
         e.fail("Ids has no LoD")
     S = len(ids)
     e.code(f"const int64_t* ids_[{S}] = {{{', '.join(str(b) for b in ids)}}};")
-    e.code(f"const int64_t* offs_[{S}] = {{{', '.join(b.lod for b in ids)}}};")
-    e.code(f"const int64_t n_[{S}] = {{{', '.join(b.numel() for b in ids)}}};")
-    e.code(f"const int64_t noffs_[{S}] = {{{', '.join(b.lod_len for b in ids)}}};")
-    B = f"({ids[0].lod_len} - 1)"
+    e.code(f"const int64_t* offs_[{S}] = {{{', '.join(str(b.lod) for b in ids)}}};")
+    e.code(f"const int64_t n_[{S}] = {{{', '.join(str(b.numel()) for b in ids)}}};")
+    e.code(f"const int64_t noffs_[{S}] = {{{', '.join(str(b.lod_len) for b in ids)}}};")
+    B = ids[0].lod_len - 1
     e.code(f"const fl::Slots sl{{{S}, {B}, ids_, offs_, n_}};")
     e.code(f'if (fl::check_slots(sl, noffs_, "{op}", err)) return {2 + e.k};')
     return "sl", B
@@ -31,7 +31,7 @@ def _emit_table_grad(e, w, ids, op, rows_code, dense_code, fused_code):
     """W@GRAD of a lookup: fused into its sgd (the update applied row by row, no gradient
     in memory), a SelectedRows (is_sparse), or a dense table gradient."""
     e.require_float(w)
-    n = "(" + " + ".join(b.numel() for b in ids) + ")"
+    n = sum((b.numel() for b in ids[1:]), ids[0].numel())
     # a sparse gradient's sgd adds row by row (no merge): fused, the same sums in the same
     # order; a dense one sums duplicate ids first, so it is not fused
     update = e.fused_update("W@GRAD") if e.attr("is_sparse") else None

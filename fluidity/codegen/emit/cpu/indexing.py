@@ -3,6 +3,7 @@ bounds known when compiling or from known values."""
 from ....errors import ShapeError
 from ....ops.common import norm_axis
 from ....ops.indexing import slice_plan, strided_plan
+from ...dim import Dim
 from .. import register
 from ..checks import dense_only
 from ..known_values import known_ints, known_values, set_known_values
@@ -40,13 +41,13 @@ def _box(e, x, starts, ends, strides=None):
                     b, n = (int(index[0][0]) if len(index[0]) else 0), len(index[0])
                 begin[a], size[a], step[a] = str(b), str(n), str(st)
             elif strides is None:
-                begin[a] = f"fl::slice_bound({s}, {dim})"
-                size[a] = f"fl::slice_len({s}, {t}, {dim})"
+                begin[a] = Dim.call("fl::slice_bound", s, dim)
+                size[a] = Dim.call("fl::slice_len", s, t, dim)
             else:
                 if lits[3] is None:
                     e.check(f"{st} == 0", f"{e.op.type}: a stride is 0")
-                begin[a] = f"fl::strided_begin({s}, {t}, {st}, {dim})"
-                size[a] = f"fl::strided_len({s}, {t}, {st}, {dim})"
+                begin[a] = Dim.call("fl::strided_begin", s, t, st, dim)
+                size[a] = Dim.call("fl::strided_len", s, t, st, dim)
                 step[a] = st
         drop = {norm_axis(a, x.ndim, "decrease_axis entry") for a in decrease}
     except ShapeError as exc:
@@ -121,7 +122,7 @@ def _bound(v):
 
 def _bounds_of(e, strided):
     """starts, ends (, strides) as the kernel takes them: tensors whose values compiled code
-    knows (ops/compiled.py), else the attributes (a tensor giving none: the attribute too)."""
+    knows (known_values.py), else the attributes (a tensor giving none: the attribute too)."""
     keys = ("starts", "ends", "strides") if strided else ("starts", "ends")
     out = []
     for key in keys:

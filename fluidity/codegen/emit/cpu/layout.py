@@ -142,7 +142,7 @@ def maxout(e):
     """Out[p, i, q] = the max (NaN-propagating, numpy's) of X[p, i * groups + j, q]."""
     x, pre, c, post, g = _emit_maxout_dims(e)
     out_dims = list(x.dims)
-    out_dims[int(e.attr("axis")) % x.ndim] = f"({c} / {g})"
+    out_dims[int(e.attr("axis")) % x.ndim] = c // g
     out = e.output("Out", out_dims)
     e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t i = 0; i < {c} / {g}; ++i) "
            f"for (int64_t q = 0; q < {post}; ++q) {{ const float* xs = {x} + (p * {c} + i * "
@@ -209,7 +209,7 @@ def lrn(e):
     out = e.output("Out", x.dims)
     mid = e.output("MidOut", x.dims) if e.has_output("MidOut") else e.scratch(x.dims)
     c = x.dims[1]
-    cs = e.scratch([f"({c} + {n})"])
+    cs = e.scratch([c + n])
     e.code(f"for (int64_t b = 0; b < {x.dims[0]}; ++b) for (int64_t q = 0; q < {hw}; ++q) "
            f"{{ const int64_t base = b * {c} * {hw} + q; float run = 0.0f; {cs}[0] = 0.0f; "
            f"for (int64_t i = 0; i < {c} + {n} - 1; ++i) {{ const int64_t ch = i - {pre}; "
@@ -233,7 +233,7 @@ def lrn_grad(e):
     beta, alpha = float(e.attr("beta")), float(e.attr("alpha"))
     dx = e.output("X@GRAD", x.dims)
     c = x.dims[1]
-    t = e.scratch([f"({c} + {n} - 1)"])
+    t = e.scratch([c + n - 1])
     e.code(f"for (int64_t b = 0; b < {x.dims[0]}; ++b) for (int64_t q = 0; q < {hw}; ++q) "
            f"{{ const int64_t base = b * {c} * {hw} + q; for (int64_t i = 0; i < {c} + {n} "
            f"- 1; ++i) {{ const int64_t ch = i - ({n} - 1 - {pre}); {t}[i] = 0.0f; if (ch >= "

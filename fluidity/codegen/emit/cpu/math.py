@@ -119,7 +119,7 @@ def _emit_rows_concat(e, xs):
                     e.fail(f"inputs' rows differ ({a} vs {c})")
                 e.check(f"{a} != {c}", "sum: the inputs' rows differ in shape")
     width = e.prod(xs[0].dims[1:])
-    n = "(" + " + ".join(b.dims[0] for b in xs) + ")"
+    n = sum((b.dims[0] for b in xs[1:]), xs[0].dims[0])
     out = e.output_rows("Out", n, xs[0].dims[1:], xs[0].height)
     e.code("int64_t at = 0;")
     for b in xs:

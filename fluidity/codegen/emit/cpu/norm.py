@@ -2,6 +2,7 @@
 (statistics summed in double in the numpy kernels' order)."""
 from ....ops.common import channel_last
 from ....ops.norm import bn_global_stats
+from ...dim import dim
 from .. import register
 from ..checks import dense_only
 from ..norm import bn_grad_inputs, bn_inputs
@@ -41,8 +42,8 @@ def _emit_channel_norm(e, groups, instance):
     if not instance:
         e.check(f"{c} % {g} != 0", "group_norm: groups do not divide the channels")
     rest = e.prod(x.dims[2:]) if x.ndim > 2 else "1"
-    cg = f"(({c}) / ({g}))"
-    per = f"({cg} * {rest})"
+    cg = dim(c) // g
+    per = e.mul(cg, rest)
     ng = e.mul(n, g)
     sb = []
     for slot in ("Scale", "Bias"):
@@ -99,7 +100,7 @@ def _emit_channel_norm_grad(e, groups, instance):
             e.fail(f"groups={groups} does not divide {c} channels")
         e.check(f"{c} % {g} != 0", "group_norm_grad: groups do not divide the channels")
     rest = e.prod(x.dims[2:]) if x.ndim > 2 else "1"
-    cg = f"(({c}) / ({g}))"
+    cg = dim(c) // g
     stats = ("SavedMean", "SavedVariance") if instance else ("Mean", "Variance")
     mean, var = (e.input(s) for s in stats)
     e.require_float(mean, var)
@@ -115,7 +116,7 @@ def _emit_channel_norm_grad(e, groups, instance):
         src = e.input(slot[:-5]) if slot != "X@GRAD" else x
         if src is not None and e.has_output(slot):
             outs[slot] = e.output(slot, src.dims if slot != "X@GRAD" else dims, lod_from=False)
-    per = f"({cg} * {rest})"
+    per = e.mul(cg, rest)
     xh, dxh, t = (e.scratch([per]) for _ in range(3))
     acc = e.scratch([e.mul(2, c)], "double")
     dx, ds, db = (outs.get(k) for k in ("X@GRAD", "Scale@GRAD", "Bias@GRAD"))
@@ -228,7 +229,7 @@ def layer_norm_grad(e):
         else:
             outs.append(e.output(slot, like.dims))
     a, b = e.mul(2, cols), e.mul(2, rows)
-    tmp = e.scratch([str(int(a) + int(b)) if e.is_lit(a) and e.is_lit(b) else f"{a} + {b}"])
+    tmp = e.scratch([a + b])
     args = ", ".join(str(b) if b is not None else "nullptr"
                      for b in (x, scale, mean, var, d, *outs, tmp))
     e.code(f"fl::layer_norm_grad({args}, {rows}, {cols}, "

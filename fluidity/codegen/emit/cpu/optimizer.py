@@ -11,7 +11,7 @@ def _emit_merge(e, p, g):
     n, d = g.dims[0], e.prod(p.dims[1:])
     rows = e.scratch([n], "int64_t")
     merged = e.scratch([n, d])
-    table = e.scratch([f"({e.mul(4, n)} + 16)" if not e.is_lit(n) else str(4 * int(n) + 16)],
+    table = e.scratch([e.mul(4, n) + 16],
                       "int64_t")
     e.code(f"const int64_t m = {n} > 1 ? fl::merge_rows({g.rows}, {g}, {n}, {d}, {rows}, "
            f"{merged}, {table}, fl::merge_cap({n})) : {n};")

@@ -51,7 +51,7 @@ def _emit_sequences(e, x, width):
     same_dim(e, x.dims[1], width, "Input's columns do not match Weight")
     e.check(f"!fl::lod_is_offsets({x.lod}, {x.lod_len}, {x.dims[0]})",
             f"{e.op.type}: the LoD of Input is not offsets of its rows")
-    return f"({x.lod_len} - 1)", x.dims[0]
+    return x.lod_len - 1, x.dims[0]
 
 
 def _emit_initial(e, slot, n, d):
@@ -136,7 +136,7 @@ def lstm_grad(e):
     dw = out("Weight@GRAD", w.dims, True)
     db = out("Bias@GRAD", b.dims, True)
     scratch = [e.scratch([n], "int64_t"), e.scratch([rows], "int64_t"),
-               e.scratch([f"({rows} + 2)"], "int64_t"), e.scratch([rows, d]),
+               e.scratch([rows + 2], "int64_t"), e.scratch([rows, d]),
                e.scratch([rows, d]), e.scratch([rows, g]), e.scratch([n, d]),
                e.scratch([n, d]), e.scratch([n, d]), e.scratch([n, d])]
     e.code(f"fl::lstm_seq_grad<{acts}, {e.literal(peep)}>({x.lod}, {n}, {rows}, {d}, "
@@ -193,7 +193,7 @@ def gru_grad(e):
     dw = dw if dw != "nullptr" else e.scratch(w.dims).name
     db = out("Bias@GRAD", b.dims) if b is not None else "nullptr"
     scratch = [e.scratch([n], "int64_t"), e.scratch([rows], "int64_t"),
-               e.scratch([f"({rows} + 2)"], "int64_t"), e.scratch([rows, g]),
+               e.scratch([rows + 2], "int64_t"), e.scratch([rows, g]),
                e.scratch([n, d]), e.scratch([n, d]), e.scratch([n, d])]
     e.code(f"fl::gru_seq_grad<{gate}, {act}>({x.lod}, {n}, {d}, "
            f"{e.literal(bool(e.attr('is_reverse')))}, "
@@ -248,6 +248,25 @@ RNN_MODES = {"LSTM": "fl::RNN_LSTM", "GRU": "fl::RNN_GRU", "RNN_TANH": "fl::RNN_
              "RNN_RELU": "fl::RNN_RELU"}
 
 
+def _check_rnn_weights(e, ws, layers, dirs, i, h, gh):
+    """Each layer and direction's W_ih [gh, in], W_hh [gh, h] and biases of gh values (the
+    WeightList's weights first, then its biases)."""
+    n_w = 2 * layers * dirs
+    for layer in range(layers):
+        for d in range(dirs):
+            k = layer * dirs + d
+            w_ih, w_hh = ws[2 * k], ws[2 * k + 1]
+            if w_ih.ndim != 2 or [int(v) for v in w_hh.dims] != [gh, h] or \
+                    int(w_ih.dims[0]) != gh:
+                e.fail(f"WeightList's weights of layer {layer} are not [{gh}, in], "
+                       f"[{gh}, {h}]")
+            same_dim(e, w_ih.dims[1], i if layer == 0 else dirs * h,
+                     f"W_ih of layer {layer} does not match its input")
+            for b in (ws[n_w + 2 * k], ws[n_w + 2 * k + 1]):
+                if int(b.numel()) != gh:
+                    e.fail(f"WeightList's biases of layer {layer} have not {gh} values")
+
+
 @register("rnn", "cpu")
 def rnn(e):
     """The forward without dropout masks (is_test, no dropout, or one layer), by
@@ -275,19 +294,7 @@ def rnn(e):
     t, batch, i = x.dims
     h = int(ws[1].dims[1])
     gh = GATES[mode] * h
-    for layer in range(layers):
-        for d in range(dirs):
-            k = layer * dirs + d
-            w_ih, w_hh = ws[2 * k], ws[2 * k + 1]
-            if w_ih.ndim != 2 or [int(v) for v in w_hh.dims] != [gh, h] or \
-                    int(w_ih.dims[0]) != gh:
-                e.fail(f"WeightList's weights of layer {layer} are not [{gh}, in], "
-                       f"[{gh}, {h}]")
-            same_dim(e, w_ih.dims[1], i if layer == 0 else dirs * h,
-                  f"W_ih of layer {layer} does not match its input")
-            for b in (ws[n_w + 2 * k], ws[n_w + 2 * k + 1]):
-                if int(b.numel()) != gh:
-                    e.fail(f"WeightList's biases of layer {layer} have not {gh} values")
+    _check_rnn_weights(e, ws, layers, dirs, i, h, gh)
     for s in pre:
         if s.ndim != 3:
             e.fail("PreState is not [layers * directions, B, H]")

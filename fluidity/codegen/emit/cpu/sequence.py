@@ -1,5 +1,6 @@
 """C++ emitters of the sequence ops: sequence_pool, _expand, _expand_as, _reverse, _pad,
 _softmax, _reshape, _mask, _enumerate, _conv, _scatter, lod_reset and their gradients."""
+from ...dim import Dim
 from .. import register
 from ..checks import same_dim, sequences
 from ..sequence import pool_grad_operands, pool_operands
@@ -32,7 +33,7 @@ def _emit_repeat_grad(e):
 def _emit_pad_width(e, x):
     """sequence_pad(_grad)'s number of sequences and padded width, as C expressions."""
     n = sequences(e, x, "X")
-    longest = f"fl::seq_max_len({x.lod}, {x.lod_len})"
+    longest = Dim.call("fl::seq_max_len", x.lod, x.lod_len)
     width = int(e.attr("padded_length"))
     if width == -1:
         return n, longest

@@ -34,7 +34,7 @@ def shape_op(e):
         # a size the rule cannot split: interpreted, where the kernel names the shapes
         e.check(f"{rest} == 0 || {x.numel()} % {rest} != 0",
                 f"{e.op.type}: X's size does not split into {shape}")
-        dims[shape.index(-1)] = f"({x.numel()} / {rest})"
+        dims[shape.index(-1)] = x.numel() // rest
     # the LoD stays when the rows do (the kernel's rule); where only run time can say,
     # a run that keeps them runs interpreted
     keep_lod = x.lod is not None and x.ndim > 0 and len(dims) > 0
@@ -54,7 +54,7 @@ def shape_op(e):
 
 def _transpose(e, x, out, perm):
     """Out = X with its dims permuted by `perm` (fl::transpose)."""
-    e.code(f"const int64_t dims[] = {{{', '.join(x.dims)}}}; const int perm[] = "
+    e.code(f"const int64_t dims[] = {{{', '.join(map(str, x.dims))}}}; const int perm[] = "
            f"{{{', '.join(map(str, perm))}}}; fl::transpose({x}, {out}, {x.ndim}, dims, perm);")
 
 
@@ -89,7 +89,7 @@ def squeeze2(e):
 @register("shape", "cpu")
 def shape_(e):
     """Input's dims, which compiled code knows (known values for the ops that take a
-    shape from Out: ops/compiled.py)."""
+    shape from Out: known_values.py)."""
     x = e.input("Input")
     dense_only(e, x)
     out = e.output("Out", [str(x.ndim)], "int32_t")

@@ -1,6 +1,7 @@
 """C++ emitters of cast, concat (and its gradient), one_hot and range."""
 import numpy as np
 
+from ...dim import Dim, dim
 from .. import register
 from ..known_values import known_values, set_known_values
 from ..literals import lit_int, NUMPY_OF_CTYPE
@@ -62,7 +63,7 @@ def one_hot(e):
 
 @register("range", "cpu")
 def range_(e):
-    """Start, End and Step must hold values compiled code knows (ops/compiled.py: a
+    """Start, End and Step must hold values compiled code knows (known_values.py: a
     constant, a dim). Constants: the kernel's np.arange itself, here, its values a table
     in the code; integer dims: Start + i * Step, fl::arange_len of them."""
     bufs = [e.input(s) for s in ("Start", "End", "Step")]
@@ -71,10 +72,9 @@ def range_(e):
         v = known_values(e, b)
         if not v:
             e.fail(f"{slot} '{b.var}' holds a value known only at run time")
-        vals.append(lit_int(v[0]) if isinstance(v[0], str) and lit_int(v[0]) is not None
-                    else v[0])
+        vals.append(lit_int(v[0]) if isinstance(v[0], Dim) and v[0].is_literal else v[0])
     ct = bufs[0].ctype
-    if not any(isinstance(v, str) for v in vals):
+    if not any(isinstance(v, Dim) for v in vals):
         s, end, st = (NUMPY_OF_CTYPE[b.ctype](v) for b, v in zip(bufs, vals))
         if st == 0:
             e.fail("Step is 0")
@@ -94,13 +94,13 @@ def range_(e):
         return
     if any(b.ctype not in ("int64_t", "int32_t") for b in bufs):
         e.fail("a bound known only as a C expression is not an integer")
-    s, end, st = (str(v) for v in vals)
-    if st.lstrip("-").isdigit():
+    s, end, st = (dim(v) for v in vals)
+    if st.is_literal:
         if int(st) == 0:
             e.fail("Step is 0")
     else:
         e.check(f"{st} == 0", "range: Step is 0")
-    out = e.output("Out", [f"fl::arange_len({s}, {end}, {st})"], ct)
+    out = e.output("Out", [Dim.call("fl::arange_len", s, end, st)], ct)
     e.code(f"for (int64_t i = 0; i < {out.dims[0]}; ++i) "
            f"{out}[i] = ({ct})(({s}) + i * ({st}));")
 

@@ -1,5 +1,6 @@
 """CUDA emitters of the embedding lookups (lookup_table, its v2, the fused pooled lookups)
 and their gradients, dense or SelectedRows (runtime/cuda_ops.h)."""
+from ...dim import dim
 from .. import register
 from ..embedding import lookup_operands
 
@@ -14,7 +15,7 @@ def _cuda_slots(e, ids):
     for b in ids[1:]:
         e.check(f"{b.lod_len} != {ids[0].lod_len}", f"{e.op.type}: slots have different "
                 "numbers of sequences")
-    return f"({ids[0].lod_len} - 1)"
+    return ids[0].lod_len - 1
 
 
 def _cuda_pooled_lookup(e):
@@ -46,18 +47,18 @@ def _cuda_pooled_lookup_grad(e):
     D, H, pad = w.dims[1], w.dims[0], e.attr("padding_idx")
     width = e.mul(len(ids), D)
     if e.attr("is_sparse"):
-        n = "(" + " + ".join(b.numel() for b in ids) + ")"
+        n = sum((b.numel() for b in ids[1:]), ids[0].numel())
         v = e.output_rows("W@GRAD", n, [D], H)
         rows = v.rows
     else:
         v = e.output("W@GRAD", w.dims)
         rows = "nullptr"
         e.code(f"fl::cu::fill({v}, {v.numel()}, 0.0f);")
-    base = "0"
+    base = dim(0)
     for s, b in enumerate(ids):
         e.code(f"fl::cu::pooled_lookup_grad({b}, {b.lod}, {dout}, {v}, {rows}, {b.numel()}, "
                f"{B}, {D}, {H}, {pad}LL, {width}, {s}, {base});")
-        base = f"({base} + {b.numel()})"
+        base = base + b.numel()
 
 
 @register("lookup_table", "cuda")
