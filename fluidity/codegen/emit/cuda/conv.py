@@ -54,6 +54,17 @@ def _cuda_pool_windows(e, attrs, h, w):
     return axes, div
 
 
+def _pool_windows_of(e, x):
+    """The windows and divisor of pooling float X, a 4-D NCHW image of sizes known when
+    compiling (NotCompilable otherwise)."""
+    e.require_float(x)
+    if x.ndim != 4 or channel_last(e.attr("data_format")):
+        e.fail("not a 4-D NCHW X")
+    if not (e.is_lit(x.dims[2]) and e.is_lit(x.dims[3])):
+        e.fail("image size not known when compiling")
+    return _cuda_pool_windows(e, e.attrs, int(x.dims[2]), int(x.dims[3]))
+
+
 def _axes(axes, div):
     """The fl::cu::PoolAxis initializers of both axes and the divisor (0: the window's area)."""
     ah, aw = ("fl::cu::PoolAxis{" + ", ".join(str(v) for v in ax) + "}" for ax in axes)
@@ -121,13 +132,7 @@ def pool2d(e):
     (max: the first maximum, NaN wins; avg: columns of each row summed, then divided
     as the kernel divides). NCHW."""
     x = e.input("X")
-    e.require_float(x)
-    if x.ndim != 4 or channel_last(e.attr("data_format")):
-        e.fail("not a 4-D NCHW X")
-    if not (e.is_lit(x.dims[2]) and e.is_lit(x.dims[3])):
-        e.fail("image size not known when compiling")
-    h, w = int(x.dims[2]), int(x.dims[3])
-    axes, div = _cuda_pool_windows(e, e.attrs, h, w)
+    axes, div = _pool_windows_of(e, x)
     oh, ow = axes[0][4], axes[1][4]
     out = e.output("Out", [x.dims[0], x.dims[1], str(oh), str(ow)])
     ah, aw, div = _axes(axes, div)
@@ -142,13 +147,8 @@ def pool2d_grad(e):
     where it is that window's first maximum (in double, as the kernel's bincount), avg
     the window's share."""
     x, dout = e.input("X"), e.input("Out@GRAD")
-    e.require_float(x, dout)
-    if x.ndim != 4 or channel_last(e.attr("data_format")):
-        e.fail("not a 4-D NCHW X")
-    if not (e.is_lit(x.dims[2]) and e.is_lit(x.dims[3])):
-        e.fail("image size not known when compiling")
-    h, w = int(x.dims[2]), int(x.dims[3])
-    axes, div = _cuda_pool_windows(e, e.attrs, h, w)
+    e.require_float(dout)
+    axes, div = _pool_windows_of(e, x)
     dx = e.output("X@GRAD", x.dims)
     ah, aw, div = _axes(axes, div)
     e.code(f"fl::cu::pool2d_grad({x}, {dout}, {dx}, {e.mul(x.dims[0], x.dims[1])}, {ah}, {aw}, "
