@@ -174,6 +174,8 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 #include "conv.h"
 #include "sparse.h"
 #include "rnn.h"
-#include "ops_extra.h"
+#include "reduce.h"     // reductions of any type
+#include "indexing.h"   // slice, strided_slice, range
+#include "rows.h"       // mish, log_softmax, layer_norm
 #include "nn.h"
 #include "seq.h"

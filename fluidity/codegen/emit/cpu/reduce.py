@@ -1,5 +1,5 @@
 """C++ emitters of the reductions (reduce_sum, _mean, _max, _min, _prod, _all, _any) and
-their gradients: fl::reduce walks X as numpy's reduction does (runtime/ops_extra.h)."""
+their gradients: fl::reduce walks X as numpy's reduction does (runtime/reduce.h)."""
 from ....errors import ShapeError
 from ....ops.reduce import reduced_axes
 from .. import register
@@ -7,7 +7,7 @@ from ..checks import dense_only
 from ..literals import c_ints
 
 
-# --- compiled forms (fl::reduce in codegen/runtime/ops_extra.h) ------------------------------
+# --- compiled forms (fl::reduce in codegen/runtime/reduce.h) ------------------------------
 # op type -> the runtime's reduction: it walks X as numpy's reduction does (so a float sum adds
 # pairwise along a contiguous reduced run and row by row across one), in numpy's accumulator
 # types (int64 for integer sums and products, double for integer means)
