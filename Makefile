@@ -1,29 +1,53 @@
-# Two commands set everything up on a fresh machine (Python 3.11, pip, gcc):
-#   make demo   - the main job
-#   make test   - the test suite
+# Two commands set everything up on a fresh machine (Python 3.11, pip and gcc):
+#   make demo   - the main job: installs only what it needs (requirements/demo.txt)
+#   make test   - the test suite: installs the rest (requirements/test.txt)
+# The locks are generated from pyproject.toml by pip-tools: `make lock` regenerates them
+# (keeping the pins that still fit; `make lock UPGRADE=1` takes the newest that fit).
 PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+PIP := $(VPY) -m pip install --progress-bar on
+stamp = $(VENV)/.installed-$(1)-$(shell cat pyproject.toml requirements/$(1).txt | cksum | cut -d' ' -f1)
+DEMO_STAMP := $(call stamp,demo)
+TEST_STAMP := $(call stamp,test)
+COMPILE := $(VENV)/bin/pip-compile --quiet --allow-unsafe --strip-extras --no-emit-find-links \
+           --no-emit-index-url $(if $(UPGRADE),--upgrade) pyproject.toml
 
-.PHONY: demo test venv bench clean
+.PHONY: demo test venv bench lock clean
 
-# exact versions from constraints.txt; pyproject.toml states the compatible ranges
-$(STAMP): pyproject.toml constraints.txt
-	@test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q -c constraints.txt -e '.[test,demo,ray]'
-	@rm -f $(VENV)/.installed-*; touch $(STAMP)
+$(VPY):
+	$(PY) -m venv $(VENV)
 
-venv: $(STAMP)
+# each lock is complete (every package pinned), so pip installs it as it is, then the
+# package itself without resolving anything
+$(DEMO_STAMP): pyproject.toml requirements/demo.txt | $(VPY)
+	@echo "make: installing what the demo needs (requirements/demo.txt) into $(VENV)/"
+	$(PIP) -r requirements/demo.txt
+	$(PIP) --no-deps -e .
+	@rm -f $(VENV)/.installed-demo-*; touch $@
 
-demo: $(STAMP)
+$(TEST_STAMP): pyproject.toml requirements/test.txt | $(VPY)
+	@echo "make: installing the test suite's packages (requirements/test.txt) into $(VENV)/"
+	$(PIP) -r requirements/test.txt
+	$(PIP) --no-deps -e .
+	@rm -f $(VENV)/.installed-test-*; touch $@
+
+venv: $(TEST_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(VPY) examples/demo.py
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VPY) -m pytest -q -n 2 tests
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(VPY) benchmarks/dispatch.py
+
+lock: | $(VPY)
+	$(PIP) 'pip-tools>=7.4,<8'
+	$(COMPILE) --extra demo --output-file requirements/demo.txt
+	$(COMPILE) --extra test --extra ray --extra tensorboard --extra examples \
+	    --output-file requirements/test.txt
 
 clean:
 	rm -rf $(VENV) build *.egg-info

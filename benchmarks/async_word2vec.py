@@ -51,6 +51,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import fluidity as fluid  # noqa: E402
 from fluidity.datafeed import DataFeedDesc, MultiSlotReader  # noqa: E402
@@ -249,13 +250,15 @@ def train_runs(build, desc, files, epochs, n_workers, rounds, skip, evaluate, de
     for r in range(1, rounds + 1):
         tag = "" if r == 1 else f"#{r}"
         plan += [(f"async-1{tag}", 1), (f"async-{n_workers}{tag}", n_workers),
-                 (f"proc-{n_workers}{tag}", n_workers), (f"indep-{n_workers}{tag}", -n_workers)]
+                 (f"proc-1{tag}", 1), (f"proc-{n_workers}{tag}", n_workers),
+                 (f"indep-{n_workers}{tag}", -n_workers)]
         plan += [(f"{k}{tag}", None) for k in (extra or {})]
     runs, quality = {}, {}
     warm_native(build, desc, files)
     for name, workers in plan:
         base = name.split("#")[0]
-        if base in skip or (workers is not None and abs(workers) > 1 and n_workers == 1):
+        if base in skip or (workers is not None and abs(workers) > 1 and n_workers == 1) or \
+                name in runs:   # with 1 worker, proc-N is proc-1
             continue
         wait_idle(wait)
         print(f"{name}: training ... (load average {loadavg()})", flush=True)
@@ -326,6 +329,15 @@ def report_runs(runs, n_workers):
           f"rest went to other processes); per worker CPU-second they trained "
           f"{np.median(cpu_ratios):.2f}x as many examples as 1 worker (1.00 = no Hogwild or "
           f"memory contention; {n_workers} free cores x this = the scaling to expect)")
+    kinds = {}
+    for name, r in runs.items():
+        kinds.setdefault(name.split("#")[0], []).append(r["eps"])
+    print("  medians (examples/s): " + ", ".join(f"{k} {np.median(v):,.0f}"
+                                                for k, v in kinds.items()))
+    for a, b in ((f"proc-{n_workers}", "proc-1"), (f"async-{n_workers}", f"torch-{n_workers}"),
+                 (f"proc-{n_workers}", f"torch-{n_workers}")):
+        if a in kinds and b in kinds:
+            print(f"  median {a} / median {b} = {np.median(kinds[a]) / np.median(kinds[b]):.2f}x")
     for other in (f"proc-{n_workers}", f"torch-{n_workers}"):
         per = [r["eps"] / runs[other + (n[len(f"async-{n_workers}"):])]["eps"]
                for n, r in runs.items() if n.split("#")[0] == f"async-{n_workers}"
@@ -444,8 +456,9 @@ def train(model, cfg, files, q):
     n, t0 = 0, time.time()
     for _ in range(cfg["epochs"]):
         for b in MultiSlotReader(desc, files):
-            c = torch.from_numpy(np.asarray(b["center"]).reshape(-1))
-            x = torch.from_numpy(np.asarray(b["context"]).reshape(len(c), -1))
+            c = torch.from_numpy(np.asarray(b[cfg["center"]]).reshape(-1))
+            x = torch.from_numpy(np.concatenate(
+                [np.asarray(b[k]).reshape(len(c), -1) for k in cfg["context"]], 1))
             label = torch.zeros(x.shape, dtype=torch.float32); label[:, 0] = 1
             opt.zero_grad()
             loss = torch.nn.functional.binary_cross_entropy_with_logits(
@@ -474,10 +487,12 @@ if __name__ == "__main__":
 """
 
 
-def run_torch_sgns(desc_path, files, vocab, dim, lr, batch, epochs, workers):
+def run_torch_sgns(desc_path, files, vocab, dim, lr, batch, epochs, workers, center="center",
+                   context=("context",)):
     """PyTorch Hogwild on the same files, model and batch: two sparse nn.Embedding tables
     in shared memory, torch.optim.SGD, one thread per forked worker; timed from the first
-    worker's first step to the last one's last (its process start is not counted). None
+    worker's first step to the last one's last (its process start is not counted). The
+    context ids are the `context` slots side by side (the observed word first). None
     without torch."""
     try:
         import torch  # noqa: F401
@@ -485,7 +500,8 @@ def run_torch_sgns(desc_path, files, vocab, dim, lr, batch, epochs, workers):
         print("torch: skipped (pip install torch==2.13.0)")
         return None
     cfg = {"desc": desc_path, "files": files, "vocab": vocab, "dim": dim, "lr": lr,
-           "batch": batch, "epochs": epochs, "workers": workers}
+           "batch": batch, "epochs": epochs, "workers": workers, "center": center,
+           "context": list(context)}
     r = subprocess.run([sys.executable, "-c", TORCH_SGNS, json.dumps(cfg), ROOT],
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -529,25 +545,121 @@ def add_harness_args(ap, data_name):
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "out"))
 
 
+def build_text_sgns(vocab, dim=64, negatives=5, lr=1.0, seed=7):
+    """SGNS as the real-text workload has it (slots center [1], pos [1], neg [k]): the
+    positive and the negatives are two lookups of one output table (so its gradient is the
+    sum of two sparse ones), score = dot product, sigmoid cross-entropy summed over the
+    1 + k pairs, averaged over the batch; plain SGD. Returns (main, startup, test, vars)."""
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = seed
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        c = fluid.layers.data("center", [1], dtype="int64")
+        p = fluid.layers.data("pos", [1], dtype="int64")
+        n = fluid.layers.data("neg", [negatives], dtype="int64")
+        ce = fluid.layers.embedding(c, [vocab, dim], is_sparse=True, param_attr=fluid.ParamAttr(
+            name="w2v_in", initializer=fluid.initializer.Uniform(-0.5 / dim, 0.5 / dim)))
+        out = fluid.ParamAttr(name="w2v_out", initializer=fluid.initializer.Constant(0.0))
+        pe = fluid.layers.embedding(p, [vocab, dim], is_sparse=True, param_attr=out)
+        ne = fluid.layers.embedding(n, [vocab, dim], is_sparse=True, param_attr=out)
+        pos = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(pe, ce), dim=1,
+                                      keep_dim=True)                          # [B, 1]
+        neg = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(
+            ne, fluid.layers.unsqueeze(ce, [1])), dim=2)                      # [B, k]
+        score = fluid.layers.concat([pos, neg], axis=1)
+        label = fluid.layers.concat([
+            fluid.layers.fill_constant_batch_size_like(c, [-1, 1], "float32", 1.0),
+            fluid.layers.fill_constant_batch_size_like(c, [-1, negatives], "float32", 0.0)],
+            axis=1)
+        xent = fluid.layers.sigmoid_cross_entropy_with_logits(score, label)
+        loss = fluid.layers.mean(fluid.layers.reduce_sum(xent, dim=1))
+        test = main.clone(for_test=True)
+        fluid.optimizer.SGD(lr).minimize(loss)
+    return main, startup, test, {"loss": loss, "emb": "w2v_in"}
+
+
+def main_text(a):
+    """The real-English workload (benchmarks/async_text_corpus.py): the issue-27 setting."""
+    import async_text_corpus as corpus
+    params = {"format": corpus.FORMAT, "files": a.files, "min_count": a.min_count,
+              "sample": a.sample, "window": a.window, "negatives": a.negatives,
+              "seed": a.seed, "python": sys.version}
+    info = ensure_data(a.data_dir, params, lambda d: corpus.build_corpus(
+        d, files=a.files, min_count=a.min_count, sample=a.sample, window=a.window,
+        negatives=a.negatives, batch_size=a.batch, seed=a.seed))
+    desc = DataFeedDesc(info["desc"])
+    desc.set_batch_size(a.batch)
+
+    def build():
+        return build_text_sgns(info["vocab"], a.dim, a.negatives, lr=a.lr * a.batch)
+
+    print(f"workload: real English (stdlib docstrings + pydoc topics): {info['tokens']:,} "
+          f"tokens, vocabulary {info['vocab']:,} (min_count {a.min_count}, subsampling "
+          f"{a.sample}), window <= {a.window}, {a.negatives} negatives: {info['lines']:,} "
+          f"training pairs in {a.files} files (+ {info['test_lines']:,} held out); tables "
+          f"{info['vocab']:,} x {a.dim}, the output table shared by the positive and negative "
+          f"lookups; SGD lr {a.lr} per example, batch {a.batch} per worker, {a.epochs} "
+          f"epoch(s); machine: {os.cpu_count()} cores, load average {loadavg()}")
+    if a.profile:
+        profile_batches(build, desc, info["train"][:1])
+    skip = {s.strip().replace("-N", f"-{a.workers}") for s in a.skip.split(",") if s.strip()}
+
+    def evaluate_text(ctx):
+        exe, scope, test, v = ctx
+        return {"loss": heldout_loss(exe, scope, test, v, desc, info["test"])}
+    runs, quality = train_runs(
+        build, desc, info["train"], a.epochs, a.workers, a.rounds, skip, evaluate_text,
+        lambda q: f"held-out loss {q['loss']:.4f}", wait=a.wait_idle,
+        extra={f"torch-{a.workers}": lambda: run_torch_sgns(
+            info["desc"], info["train"], info["vocab"], a.dim, a.lr * a.batch, a.batch,
+            a.epochs, a.workers, "center", ("pos", "neg"))})
+    report_runs(runs, a.workers)
+    report_quality(quality, [("loss", "heldout loss", ".4f")], checked=("loss",))
+    print(f"load average after: {loadavg()}")
+    os.makedirs(a.out_dir, exist_ok=True)
+    with open(os.path.join(a.out_dir, "async_word2vec_text.json"), "w") as f:
+        json.dump({"args": vars(a), "runs": runs, "quality": quality}, f, indent=1)
+
+
+TEXT_DEFAULTS = {"dim": 64, "batch": 100, "window": 5, "epochs": 1}
+SYNTH_DEFAULTS = {"dim": 32, "batch": 256, "window": 3, "epochs": 2}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workload", choices=("synthetic", "text"), default="synthetic",
+                    help="synthetic: planted clusters (below); text: real English from this "
+                         "Python's docstrings and docs (async_text_corpus.py), dim 64, batch "
+                         "100, window 5, 1 epoch unless given")
+    ap.add_argument("--min-count", type=int, default=5, help="text: rarer words dropped")
+    ap.add_argument("--sample", type=float, default=1e-3, help="text: subsampling threshold")
     ap.add_argument("--sentences", type=int, default=30_000)
     ap.add_argument("--test-sentences", type=int, default=3_000)
     ap.add_argument("--vocab", type=int, default=5_000)
     ap.add_argument("--clusters", type=int, default=50)
     ap.add_argument("--groups", type=int, default=10)
-    ap.add_argument("--window", type=int, default=3)
+    ap.add_argument("--window", type=int, default=None,
+                    help=f"default 3; text {TEXT_DEFAULTS['window']}")
     ap.add_argument("--negatives", type=int, default=5)
-    ap.add_argument("--dim", type=int, default=32)
-    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--dim", type=int, default=None,
+                    help=f"default 32; text {TEXT_DEFAULTS['dim']}")
+    ap.add_argument("--batch", type=int, default=None,
+                    help=f"default 256; text {TEXT_DEFAULTS['batch']}")
     ap.add_argument("--lr", type=float, default=0.025, help="per example")
-    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=None,
+                    help=f"default 2; text {TEXT_DEFAULTS['epochs']}")
     ap.add_argument("--files", type=int, default=32)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--pairs", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=0)
     add_harness_args(ap, "w2v")
     a = ap.parse_args()
+    for k, v in (TEXT_DEFAULTS if a.workload == "text" else SYNTH_DEFAULTS).items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    if a.workload == "text":
+        if a.data_dir == os.path.join(ROOT, "data", "w2v"):
+            a.data_dir = os.path.join(ROOT, "data", "w2v-text")
+        return main_text(a)
 
     model_args = dict(vocab=a.vocab, clusters=a.clusters, groups=a.groups, window=a.window,
                       negatives=a.negatives)

@@ -67,10 +67,14 @@ def build_ctr_dnn(sparse_slots, dense_slot="dense_input", dense_dim=13, label="c
 def main():
     from fluidity.datafeed import DataFeedDesc, MultiSlotReader
     from fluidity.datafeed.generate import generate_ctr
-    ap = argparse.ArgumentParser(description="a small CTR-DNN, Hogwild training")
-    ap.add_argument("--lines", type=int, default=40000)
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--workers", type=int, default=2)
+    ap = argparse.ArgumentParser(description="a small CTR-DNN, Hogwild training",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--lines", type=int, default=40000, help="training lines to generate")
+    ap.add_argument("--epochs", type=int, default=2, help="passes over the training files")
+    ap.add_argument("--workers", type=int, default=2, help="Hogwild workers")
+    ap.add_argument("--tensorboard", default="", metavar="DIR",
+                    help="write TensorBoard scalars (loss, examples/s) to DIR "
+                         "(pip install 'fluidity[tensorboard]')")
     a = ap.parse_args()
     shape = dict(vocab=5000, sparse_slots=8, dense_slots=5)
     with tempfile.TemporaryDirectory() as d:
@@ -92,7 +96,8 @@ def main():
         for epoch in range(a.epochs):
             res = fluid.AsyncExecutor().run(main_prog, desc, train["files"], a.workers,
                                             fetch=[v["loss"], v["auc"]], scope=scope,
-                                            progress=False)
+                                            progress=False, fetch_info=["loss", "auc"],
+                                            tensorboard_dir=a.tensorboard or None)
             print(f"epoch {epoch + 1}: mean loss {res[0]:.4f}, running AUC {res[1]:.4f}, "
                   f"{res.examples_per_sec:,.0f} examples/s ({res.mode})")
         total, n = 0.0, 0

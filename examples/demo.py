@@ -8,15 +8,19 @@
    all updating the same parameters in shared memory without locks.
 3. Prints examples/s, then held-out AUC and log-loss next to the generating model's
    (the optimum) and the constant predictor's; saves the inference model, a few held-out
-   examples to run it on (out/ctr_sample.npz) and a PNG of the training loss curve under
-   out/, and prints the command that runs the saved model.
+   examples to run it on (out/ctr_sample.npz: the inputs by name and each sequence input's
+   lengths as NAME.lod, as `fluidity run` and the compiled `model_run` take them), a PNG of
+   the training loss curve and, when tensorboardX is installed, the curves for TensorBoard
+   (out/tensorboard) under out/, and prints the commands that run the saved model.
 
-With the defaults it writes about 200 MB of data to data/ctr/ (once; later runs reuse it)
-and 40 MB to out/; it says where and how much before it starts.
+While it trains, the loss and AUC are printed every --print-period batches (a bar with the
+ETA too on a terminal). With the defaults it writes about 200 MB of data to data/ctr/
+(once; later runs reuse it) and 40 MB to out/; it says where and how much before it starts.
 
     .venv/bin/python examples/demo.py [--lines 600000] [--epochs 2] [--workers N]
 """
 import argparse
+import importlib.util
 import json
 import os
 import shlex
@@ -170,20 +174,33 @@ def dir_size(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--lines", type=int, default=600_000)
-    ap.add_argument("--test-lines", type=int, default=50_000)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--lines", type=int, default=600_000, help="training lines to generate")
+    ap.add_argument("--test-lines", type=int, default=50_000,
+                    help="held-out lines to generate")
     ap.add_argument("--files", type=int, default=32,
                     help="files are the unit of work: enough of them keeps every worker busy")
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--data-dir", default=os.path.join(ROOT, "data", "ctr"))
-    ap.add_argument("--out-dir", default=os.path.join(ROOT, "out"))
+    ap.add_argument("--epochs", type=int, default=2, help="passes over the training files")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="Hogwild workers (threads or processes)")
+    ap.add_argument("--batch", type=int, default=128, help="examples per batch")
+    ap.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
+    ap.add_argument("--print-period", type=int, default=500,
+                    help="batches between the printed loss/AUC lines")
+    ap.add_argument("--data-dir", default=os.path.join(ROOT, "data", "ctr"),
+                    help="where the generated data is kept (and reused)")
+    ap.add_argument("--out-dir", default=os.path.join(ROOT, "out"),
+                    help="where the model, sample, plot and curves go")
+    ap.add_argument("--tensorboard", default="auto", metavar="DIR",
+                    help="write TensorBoard scalars to DIR ('auto': OUT_DIR/tensorboard when "
+                         "tensorboardX is installed; '': none)")
     a = ap.parse_args()
     # the data stamp records file paths: absolute ones serve from any working directory
     a.data_dir, a.out_dir = os.path.abspath(a.data_dir), os.path.abspath(a.out_dir)
+    if a.tensorboard == "auto":
+        a.tensorboard = os.path.join(a.out_dir, "tensorboard") \
+            if importlib.util.find_spec("tensorboardX") else ""
 
     data_mb = (a.lines + a.test_lines) * BYTES_PER_LINE / 1e6
     print(f"writes: ~{data_mb:,.0f} MB of data to {shown(a.data_dir)} (once; reused after), "
@@ -206,7 +223,9 @@ def main():
     for epoch in range(a.epochs):
         res = fluid.AsyncExecutor().run(main_prog, desc, info["train"]["files"], a.workers,
                                         fetch=[v["loss"], v["auc"]],
-                                        fetch_info=["loss", "auc"], scope=scope)
+                                        fetch_info=["loss", "auc"], scope=scope,
+                                        print_period=a.print_period,
+                                        tensorboard_dir=a.tensorboard or None)
         history += [(seen + n, m[0]) for n, m in res.history]
         seen += res.examples
         epoch_ends.append(seen)
@@ -234,10 +253,19 @@ def main():
     plot(history, png, ev, epoch_ends)
     print(f"\nsaved to {shown(a.out_dir)} ({dir_size(a.out_dir) / 1e6:,.0f} MB): the "
           f"inference model {shown(model_dir)}, {n_sample} held-out examples "
-          f"{shown(sample)}, the loss curve {shown(png)}")
+          f"{shown(sample)}, the loss curve {shown(png)}"
+          + (f", TensorBoard scalars {shown(a.tensorboard)}" if a.tensorboard else ""))
+    fluidity = shown(os.path.join(os.path.dirname(sys.executable), "fluidity"))
+    build = "build/ctr"
     print("run the saved model on those examples (each prints P(no click), P(click)):")
-    print(f"  {shown(sys.executable)} -m fluidity.cli run {shown(model_dir)} "
-          f"--input {shown(sample)}")
+    print(f"  {fluidity} run {shown(model_dir)} --input {shown(sample)} "
+          f"--output {shown(os.path.join(a.out_dir, 'ctr_pred.npz'))}")
+    print("build it as native code (a C library and an executable), and run that:")
+    print(f"  {fluidity} compile {shown(model_dir)} -o {build}")
+    print(f"  {build}/model_run {shown(sample)} -o {shown(os.path.join(a.out_dir, 'ctr_run'))}")
+    if a.tensorboard:
+        print("watch the training curves (pip install tensorboard):")
+        print(f"  tensorboard --logdir {shown(a.tensorboard)}")
     print(f"throughput: {seen / t_total:,.0f} examples/s overall with {a.workers} workers")
 
 

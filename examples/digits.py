@@ -8,11 +8,13 @@ batch_norm in inference mode, no backward or optimizer ops).
     .venv/bin/python examples/digits.py [--epochs 20] [--model mlp|cnn|both]
 """
 import argparse
+import os
 import time
 
 import numpy as np
 
 import fluidity as fluid
+from fluidity.executor.scalars import ScalarWriter
 
 
 def load_digits(seed=0):
@@ -61,12 +63,13 @@ def evaluate(exe, test, acc, x, y, scope):
     return float(np.asarray(a).reshape(-1)[0])
 
 
-def train(name, net, epochs=20, batch=32, seed=0, verbose=True):
+def train(name, net, epochs=20, batch=32, seed=0, verbose=True, tensorboard=""):
     (xtr, ytr), (xte, yte) = load_digits(seed)
     main, startup, test, loss, acc = build(net)
     exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
     exe.run(startup, scope=scope)
     rng = np.random.default_rng(seed)
+    writer = ScalarWriter(os.path.join(tensorboard, name)) if tensorboard else None
     t0 = time.perf_counter()
     steps = 0
     for epoch in range(epochs):
@@ -78,11 +81,16 @@ def train(name, net, epochs=20, batch=32, seed=0, verbose=True):
                            scope=scope)
             losses.append(float(np.asarray(l).reshape(-1)[0]))
             steps += 1
+            if writer:
+                writer.add_scalar("loss", losses[-1], steps)
         if verbose and (epoch % 5 == 4 or epoch == epochs - 1):
             print(f"[{name}] epoch {epoch + 1:3d}  train loss {np.mean(losses):.4f}  "
                   f"held-out accuracy {evaluate(exe, test, acc, xte, yte, scope):.4f}")
     elapsed = time.perf_counter() - t0
     final = evaluate(exe, test, acc, xte, yte, scope)
+    if writer:
+        writer.add_scalar("held_out_accuracy", final, steps)
+        writer.close()
     if verbose:
         print(f"[{name}] {steps} steps in {elapsed:.1f}s ({steps / elapsed:.0f} steps/s); "
               f"held-out accuracy {final:.4f} on {len(xte)} images")
@@ -90,14 +98,18 @@ def train(name, net, epochs=20, batch=32, seed=0, verbose=True):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--model", choices=["mlp", "cnn", "both"], default="both")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--epochs", type=int, default=20, help="passes over the training images")
+    ap.add_argument("--model", choices=["mlp", "cnn", "both"], default="both",
+                    help="which network to train")
+    ap.add_argument("--tensorboard", default="", metavar="DIR",
+                    help="write TensorBoard scalars (loss) to DIR (pip install 'fluidity[tensorboard]')")
     a = ap.parse_args()
     if a.model in ("mlp", "both"):
-        train("mlp", mlp, a.epochs)
+        train("mlp", mlp, a.epochs, tensorboard=a.tensorboard)
     if a.model in ("cnn", "both"):
-        train("cnn", cnn, a.epochs)
+        train("cnn", cnn, a.epochs, tensorboard=a.tensorboard)
 
 
 if __name__ == "__main__":

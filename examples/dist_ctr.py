@@ -116,11 +116,12 @@ def held_out_logloss(test_prog, predict, desc, files, scope):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="CTR-DNN, GEO-SGD over parameter servers")
+    ap = argparse.ArgumentParser(description="CTR-DNN, GEO-SGD over parameter servers",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--lines", type=int, default=20000, help="generated training lines")
     ap.add_argument("--files", type=int, default=8, help="generated training files")
     ap.add_argument("--data-dir", default="", help="read generate_ctr files from here")
-    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=2, help="passes over a trainer's files")
     ap.add_argument("--workers", type=int, default=2, help="AsyncExecutor threads a trainer")
     ap.add_argument("--push-nums", type=int, default=20,
                     help="batches between a trainer's syncs (geo_sgd_need_push_nums)")

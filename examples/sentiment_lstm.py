@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 import fluidity as fluid
+from fluidity.executor.scalars import ScalarWriter
 
 UNK = 0
 
@@ -82,7 +83,7 @@ def build_model(vocab_size, emb_dim=32, hidden=32, lr=0.01):
 
 
 def run(n_train=12000, n_test=2000, epochs=4, batch_size=64, vocab_size=3000, hidden=32,
-        max_chars=100, seed=0, log=print):
+        max_chars=100, seed=0, log=print, tensorboard=""):
     """Train and return {'train_loss': [...], 'test_accuracy': float, 'seconds': float}."""
     texts, labels = load_corpus(max_chars, seed)
     if n_train + n_test > len(texts):
@@ -96,6 +97,7 @@ def run(n_train=12000, n_test=2000, epochs=4, batch_size=64, vocab_size=3000, hi
     exe.run(startup, scope=scope)
     rng = np.random.default_rng(seed)
     start, history = time.time(), []
+    writer = ScalarWriter(tensorboard) if tensorboard else None
     for epoch in range(epochs):
         order = rng.permutation(n_train)
         losses = []
@@ -104,8 +106,12 @@ def run(n_train=12000, n_test=2000, epochs=4, batch_size=64, vocab_size=3000, hi
             feed = {"words": to_lod_tensor([train_x[i] for i in idx], vocab),
                     "label": train_y[idx].reshape(-1, 1)}
             losses.append(float(exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0]))
+            if writer:
+                writer.add_scalar("loss", losses[-1], epoch * n_train // batch_size + b // batch_size)
         history.append(float(np.mean(losses)))
         log(f"epoch {epoch + 1}: train loss {history[-1]:.4f} ({time.time() - start:.1f}s)")
+    if writer:
+        writer.close()
     correct = 0
     for b in range(0, n_test, 256):
         feed = {"words": to_lod_tensor(test_x[b:b + 256], vocab),
@@ -121,13 +127,16 @@ def run(n_train=12000, n_test=2000, epochs=4, batch_size=64, vocab_size=3000, hi
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--train", type=int, default=12000)
-    p.add_argument("--test", type=int, default=2000)
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--hidden", type=int, default=32)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--train", type=int, default=12000, help="reviews to train on")
+    p.add_argument("--test", type=int, default=2000, help="held-out reviews")
+    p.add_argument("--epochs", type=int, default=4, help="passes over the training reviews")
+    p.add_argument("--hidden", type=int, default=32, help="the LSTM's hidden size")
+    p.add_argument("--tensorboard", default="", metavar="DIR",
+                   help="write TensorBoard scalars (loss) to DIR (pip install 'fluidity[tensorboard]')")
     args = p.parse_args()
-    run(args.train, args.test, args.epochs, hidden=args.hidden)
+    run(args.train, args.test, args.epochs, hidden=args.hidden, tensorboard=args.tensorboard)
 
 
 if __name__ == "__main__":

@@ -52,10 +52,14 @@ def build_textcls(vocab, classes=2, dim=16, pool="sum", hidden=0, lr=0.5, words=
 def main():
     from fluidity.datafeed import DataFeedDesc, MultiSlotReader
     from fluidity.datafeed import generate_text as gt
-    ap = argparse.ArgumentParser(description="bag-of-words classifier, Hogwild training")
-    ap.add_argument("--docs", type=int, default=24000)
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--workers", type=int, default=2)
+    ap = argparse.ArgumentParser(description="bag-of-words classifier, Hogwild training",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--docs", type=int, default=24000, help="training documents to generate")
+    ap.add_argument("--epochs", type=int, default=2, help="passes over the training files")
+    ap.add_argument("--workers", type=int, default=2, help="Hogwild workers")
+    ap.add_argument("--tensorboard", default="", metavar="DIR",
+                    help="write TensorBoard scalars (loss, examples/s) to DIR "
+                         "(pip install 'fluidity[tensorboard]')")
     a = ap.parse_args()
     vocab = 800
     with tempfile.TemporaryDirectory() as d:
@@ -74,7 +78,8 @@ def main():
               f"{a.workers} AsyncExecutor workers")
         for epoch in range(a.epochs):
             res = fluid.AsyncExecutor().run(main_prog, desc, train["files"], a.workers,
-                                            fetch=[v["loss"]], scope=scope, progress=False)
+                                            fetch=[v["loss"]], scope=scope, progress=False,
+                                            tensorboard_dir=a.tensorboard or None)
             print(f"epoch {epoch + 1}: mean loss {res[0]:.4f}, {res.examples_per_sec:,.0f} "
                   f"examples/s ({res.mode})")
         (batch,) = list(MultiSlotReader(desc, test["files"], batch_size=4000))

@@ -63,10 +63,14 @@ def build_word2vec(vocab, dim=64, negatives=5, lr=1.0, center="center", context=
 def main():
     from fluidity.datafeed import DataFeedDesc
     from fluidity.datafeed import generate_text as gt
-    ap = argparse.ArgumentParser(description="skip-gram word2vec, Hogwild training")
-    ap.add_argument("--sentences", type=int, default=1500)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=2)
+    ap = argparse.ArgumentParser(description="skip-gram word2vec, Hogwild training",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--sentences", type=int, default=1500, help="sentences to generate")
+    ap.add_argument("--epochs", type=int, default=3, help="passes over the training files")
+    ap.add_argument("--workers", type=int, default=2, help="Hogwild workers")
+    ap.add_argument("--tensorboard", default="", metavar="DIR",
+                    help="write TensorBoard scalars (loss, examples/s) to DIR "
+                         "(pip install 'fluidity[tensorboard]')")
     a = ap.parse_args()
     args = dict(vocab=300, clusters=15, groups=5, negatives=4, window=2)
     with tempfile.TemporaryDirectory() as d:
@@ -87,7 +91,8 @@ def main():
               f"AsyncExecutor workers")
         for epoch in range(a.epochs):
             res = fluid.AsyncExecutor().run(main_prog, desc, info["files"], a.workers,
-                                            fetch=[v["loss"]], scope=scope, progress=False)
+                                            fetch=[v["loss"]], scope=scope, progress=False,
+                                            tensorboard_dir=a.tensorboard or None)
             print(f"epoch {epoch + 1}: mean loss {res[0]:.4f}, {res.examples_per_sec:,.0f} "
                   f"examples/s ({res.mode})")
     after = gt.word_similarity(np.asarray(scope.find_var(v["emb"]).get_tensor()), *pairs)

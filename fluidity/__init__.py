@@ -1,4 +1,6 @@
 """Fluidity: a PaddlePaddle-Fluid-style deep-learning framework. `import fluidity as fluid`."""
+from .core import log as _log
+_log.configure_from_env()       # FLUIDITY_LOG_LEVEL (core/log.py)
 from . import backward, clip, core, errors, initializer, layers, ops, optimizer  # noqa: F401
 from . import compiler, io, regularizer, unique_name  # noqa: F401
 from .backward import append_backward, gradients
@@ -42,10 +44,24 @@ from .reader import batch
 # readers, datasets (fluid.io.DataLoader lives in io)
 from . import reader  # noqa: E402,F401
 from .dataset import DatasetFactory  # noqa: E402,F401
+from .dataset import FileInstantDataset, InMemoryDataset, QueueDataset  # noqa: E402,F401
+# Paddle's fluid.core.Dataset (the runtime object behind a Dataset) and fluid.core.Fleet (its
+# parameter-server wrapper) live above core; core names them here
+from .datafeed.dataset_core import Dataset as _CoreDataset  # noqa: E402
+from .incubate.fleet.parameter_server.pslib.fleet_wrapper import FleetWrapper as _Fleet  # noqa: E402
+core.Dataset, core.Fleet = _CoreDataset, _Fleet
 
 # the profiler and global flags (FLAGS_check_nan_inf)
-from . import profiler  # noqa: E402,F401
+from . import average, profiler  # noqa: E402,F401
 from .core.flags import get_flags, set_flags  # noqa: E402,F401
 
 # Fluid 1.8's top-level fluid.save / fluid.load: the same functions as fluid.io.save / load
 from .io import load, save  # noqa: E402,F401
+
+# fluid.op (ops made and run alone from their protos) and the op questions of fluid.core
+from . import op  # noqa: E402
+op.install_core_names(core)
+from . import dygraph  # noqa: E402,F401  (the eager mode OpTest's dygraph checks run in)
+
+# fluid.contrib: basic_lstm / basic_gru and the 1.0-1.5 beam search decoder
+from . import contrib  # noqa: E402,F401

@@ -17,22 +17,84 @@ declares the grad ops it needs. This pass then
   gradients of the sub-block's outputs, then asks the op for its grad op (which runs that
   block). Inside a `while` body, an in-place `increment` of a counter gets a decrement in
   reverse order, so index-reading grad ops see each step's counter (as Paddle).
+
+Repeated and higher-order passes (`gradients` of a program that already has grad ops, as
+Fluid's `calc_gradient`): each pass names its gradients `X@GRAD` unless the program already
+has a variable of that name, from an earlier pass; then it is `grad/.../X@GRAD` (Fluid's
+rename, one `grad/` per pass), so no pass overwrites an earlier gradient (`_GradNames`). An
+earlier pass's grad ops are differentiated like any op: a gradient of a gradient takes the
+path through them (their `grad`: ops/common.py's double-grad makers). A grad op on such a
+path without one is an error naming it (as Fluid's "GradOpMaker has not been registered"),
+never a gradient that silently leaves that path out.
 """
 from . import unique_name
 from .core.dtypes import VarType
-from .errors import FluidityError, ProgramError
+from .errors import ArgumentTypeError, FluidityError, NoGradientError, ProgramError
 from .ir import rewrite
 from .framework import (EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, Parameter, Variable,
                         grad_var_name, op_role_guard)
 from .ops import registry
 
 
+class _GradNames:
+    """The gradient names of one backward pass: `X@GRAD`, unless a variable of that name is
+    already in the program (a gradient an earlier pass made, which this pass may read as a
+    forward value); then `grad/` once per pass so far + `X@GRAD`, or a unique name made
+    from it (Fluid's `_rename_grad_name_` / `_rename_grad_`). Knows which names are this
+    pass's gradients and of which variable."""
+
+    def __init__(self, program, passes):
+        self.existing = {n for b in program.blocks for n in b.vars} if program else set()
+        self.passes = max(int(passes), 1)
+        self._grad = {}      # forward name -> gradient name
+        self._fwd = {}       # gradient name (and its @RENAME partials) -> forward name
+        self._temps = {}     # helper variable of a grad op -> the variable it is shaped as
+
+    def grad(self, name):
+        g = self._grad.get(name)
+        if g is None:
+            g = grad_var_name(name)
+            if g in self.existing:
+                g = "grad/" * self.passes + g
+                while g in self.existing:
+                    g = unique_name.generate(g)
+            self._grad[name] = g
+            self._fwd[g] = name
+        return g
+
+    def is_grad(self, name):
+        return name in self._fwd
+
+    def fwd(self, name):
+        return self._fwd.get(name, name)
+
+    def alias(self, new, grad):
+        """`new` holds a partial of gradient `grad`."""
+        self._fwd[new] = self._fwd.get(grad, grad)
+
+    def temp(self, like):
+        name = unique_name.generate(like + "@TEMP")
+        self._temps[name] = like
+        return name
+
+    def shaped_as(self, name):
+        """The variable a gradient or helper named `name` is shaped as."""
+        return self._temps.get(name) or self._fwd.get(name, name)
+
+
+def plain_grad_names():
+    """Gradient names as Paddle's `core.get_grad_op_desc` gives them, for one op outside
+    any backward pass: always `X@GRAD`."""
+    return _GradNames(None, 1)
+
+
 class GradOpMaker:
     """What an op's `grad` sees: its forward op, and ways to name gradients and add ops."""
 
-    def __init__(self, op, needs_grad):
+    def __init__(self, op, needs_grad, names=None):
         self.fwd = op
         self._needs_grad = needs_grad  # set of forward var names that want a gradient
+        self._names = names if names is not None else _GradNames(op.block.program, 1)
         self.specs = []                # (type, inputs, outputs, attrs)
         # for ops with a sub-block, set by backward before `grad` is called:
         self.grad_block = None         # the gradient block built for the sub-block
@@ -48,11 +110,26 @@ class GradOpMaker:
 
     def input_grad(self, slot):
         """Grad names for input `slot` (`@EMPTY@` for inputs that want none)."""
-        return [grad_var_name(n) if n in self._needs_grad else EMPTY_VAR_NAME
+        return [self._names.grad(n) if n in self._needs_grad else EMPTY_VAR_NAME
                 for n in self.fwd.input(slot)]
 
     def output_grad(self, slot):
-        return [grad_var_name(n) for n in self.fwd.output(slot)]
+        return [self._names.grad(n) for n in self.fwd.output(slot)]
+
+    def has_output(self, slot):
+        return any(n != EMPTY_VAR_NAME for n in self.fwd.output(slot))
+
+    def temp(self, names):
+        """A new helper variable shaped as `names`' one variable, for a grad op's
+        intermediate result."""
+        return [self._names.temp(names[0])]
+
+    def zeros_like(self, names):
+        """A helper variable of zeros shaped as `names`' one variable (a `fill_zeros_like`
+        op), for a grad op needing an operand nothing else gives it."""
+        out = self.temp(names)
+        self.op("fill_zeros_like", {"X": list(names)}, {"Out": out})
+        return out
 
     def block_input_grad(self, slot, inner_names=None):
         """Like input_grad for an op with a sub-block, but `@EMPTY@` also where its grad block
@@ -60,7 +137,7 @@ class GradOpMaker:
         where those differ (recurrent's ex_states for initial_states)."""
         names = self.fwd.input(slot)
         inner = inner_names or names
-        return [grad_var_name(n) if n in self._needs_grad and
+        return [self._names.grad(n) if n in self._needs_grad and
                 grad_var_name(i) in self.grad_block_writes else EMPTY_VAR_NAME
                 for n, i in zip(names, inner)]
 
@@ -152,6 +229,7 @@ def _find_var(block, name):
 
 
 def _create_grad_var(block, name, fwd_name):
+    """The variable of gradient (or grad-op helper) `name`, shaped as `fwd_name`'s."""
     v = block.find_var_recursive(name)
     if v is not None:
         return v
@@ -163,17 +241,24 @@ def _create_grad_var(block, name, fwd_name):
                             lod_level=fwd.lod_level, type=fwd.type)
 
 
-def _fwd_name_of(grad_name):
-    base = grad_name.split(GRAD_SUFFIX)[0]
-    return base
-
-
 def _is_array(block, name):
     v = _find_var(block, name)
     return v is not None and v.type == VarType.LOD_TENSOR_ARRAY
 
 
-def _grad_specs(ops, needs, no_grad, grad_block, loop=False):
+def _no_gradient(op, needs):
+    """The error for a grad op (an earlier pass's) on the path of this pass that has no
+    gradient of its own: its result depends on what this pass differentiates."""
+    wrt = [n for n in _differentiable_inputs(op) if n in needs]
+    return NoGradientError(
+        f"op '{op.type}' (inputs {op.inputs_map()}) has no gradient of its own "
+        f"(GradOpMaker of '{op.type}' not built), but the gradient asked for depends on it "
+        f"through {wrt}: a higher-order gradient through '{op.type}' cannot be computed. "
+        f"Second-order gradients are built for elementwise add/sub/mul, mul, matmul, mean, "
+        f"reduce_sum/mean, scale, sum, relu, leaky_relu and square")
+
+
+def _grad_specs(ops, needs, no_grad, grad_block, loop=False, names=None):
     """Grad op specs of `ops` (forward order), last op first. Ops with a sub-block get their
     gradient block built first (a child of `grad_block`, where their grad op will go)."""
     specs = []
@@ -185,12 +270,14 @@ def _grad_specs(ops, needs, no_grad, grad_block, loop=False):
             continue
         opdef = registry.get(op.type)
         if opdef.grad is None:
+            if op.type.endswith("_grad") and any(n in needs for n in _differentiable_inputs(op)):
+                raise _no_gradient(op, needs)
             continue
         if not any(n in needs for n in _differentiable_inputs(op)):
             continue
-        maker = GradOpMaker(op, needs)
+        maker = GradOpMaker(op, needs, names)
         if op.has_attr("sub_block"):
-            _backward_sub_block(op, opdef, grad_block, needs, no_grad, maker)
+            _backward_sub_block(op, opdef, grad_block, needs, no_grad, maker, names)
         opdef.grad(maker)
         specs.extend(maker.specs)
     return specs
@@ -270,7 +357,7 @@ def _isolate_reads_after_writes(block):
         k += 1
 
 
-def _backward_sub_block(op, opdef, parent, needs, no_grad, maker):
+def _backward_sub_block(op, opdef, parent, needs, no_grad, maker, names):
     """Build the gradient block of `op`'s sub-block as a child of `parent`; record it (and
     what it reads from outside and writes) on `maker`."""
     program = op.block.program
@@ -284,29 +371,29 @@ def _backward_sub_block(op, opdef, parent, needs, no_grad, maker):
     grad_block._set_forward_block_idx(sub.idx)
     program.current_block_idx = current
     specs = _grad_specs(fwd_ops, sub_needs, no_grad, grad_block,
-                        loop=getattr(opdef, "loop", False))
-    seeds = [grad_var_name(n) for n in targets]
-    _append_grad_ops(grad_block, specs, set(seeds))
+                        loop=getattr(opdef, "loop", False), names=names)
+    seeds = [names.grad(n) for n in targets]
+    _append_grad_ops(grad_block, specs, set(seeds), names)
     read = set(_read_before_written(grad_block.ops))
     maker.grad_block = grad_block
     maker.og_names = [g for g in dict.fromkeys(seeds) if g in read]
     maker.grad_block_writes = {n for o in grad_block.ops for n in o.output_arg_names}
     for g in read:   # gradients linked in from outside are the grad block's locals
-        if GRAD_SUFFIX in g and _find_var(grad_block, g) is None:
-            _create_grad_var(grad_block, g, _fwd_name_of(g))
+        if names.is_grad(g) and _find_var(grad_block, g) is None:
+            _create_grad_var(grad_block, g, names.shaped_as(g))
 
 
-def _emit_backward(block, targets, target_grads, no_grad_set):
+def _emit_backward(block, targets, target_grads, no_grad_set, names):
     """Append grad ops for `targets` (seeded by `target_grads`, a list of var names holding
-    their gradients) to `block`. Returns the set of grad names produced."""
+    their gradients, named by `names`) to `block`. Returns the set of grad names produced."""
     fwd_ops = _ops_leading_to(list(block.ops), [t.name for t in targets])
     no_grad = set(no_grad_set or ())
     needs = _needs_grad_forward(block, fwd_ops, no_grad)
-    specs = _grad_specs(fwd_ops, needs, no_grad, block)
-    return _append_grad_ops(block, specs, set(target_grads))
+    specs = _grad_specs(fwd_ops, needs, no_grad, block, names=names)
+    return _append_grad_ops(block, specs, set(target_grads), names)
 
 
-def _append_grad_ops(block, specs, available):
+def _append_grad_ops(block, specs, available, names):
     """Append grad op specs to `block`: rename repeated writes of a gradient and sum them,
     zero-fill gradients read before anything wrote them, create the gradient variables.
     Gradients of tensor arrays are neither summed (writers fill entries of one array) nor
@@ -332,6 +419,10 @@ def _append_grad_ops(block, specs, available):
             spec, slot, pos = w
             rename_count[0] += 1
             new = f"{name}@RENAME@block{block.idx}@{rename_count[0]}"
+            while _find_var(block, new) is not None:      # an earlier pass's partial
+                rename_count[0] += 1
+                new = f"{name}@RENAME@block{block.idx}@{rename_count[0]}"
+            names.alias(new, name)
             spec[2][slot][pos] = new
             partials.append(new)
         out_specs.append(["sum", {"X": partials}, {"Out": [name]}, {}])
@@ -340,26 +431,26 @@ def _append_grad_ops(block, specs, available):
         type_, ins, outs, attrs = spec
         spec = [type_, {k: list(v) for k, v in ins.items()}, {k: list(v) for k, v in outs.items()},
                 attrs]
-        for slot, names in spec[1].items():
-            for pos, n in enumerate(names):
-                if GRAD_SUFFIX not in n:
+        for slot, args in spec[1].items():
+            for pos, n in enumerate(args):
+                if not names.is_grad(n):
                     continue
                 seeds.discard(n)   # read: later writers make the gradient of an older value
                 if n in pending:
                     flush(n)
                 elif n not in available:
-                    fwd = _fwd_name_of(n)
+                    fwd = names.fwd(n)
                     if _is_array(block, fwd):
                         declare.append(n)
                         available.add(n)
                     elif _find_var(block, fwd) is not None:
                         out_specs.append(["fill_zeros_like", {"X": [fwd]}, {"Out": [n]}, {}])
                         available.add(n)
-        for slot, names in spec[2].items():
-            for pos, n in enumerate(names):
+        for slot, args in spec[2].items():
+            for pos, n in enumerate(args):
                 if n == EMPTY_VAR_NAME:
                     continue
-                if GRAD_SUFFIX in n and not _is_array(block, _fwd_name_of(n)):
+                if names.is_grad(n) and not _is_array(block, names.fwd(n)):
                     if n in seeds:
                         seeds.discard(n)
                         pending[n] = [None]
@@ -372,18 +463,49 @@ def _append_grad_ops(block, specs, available):
     produced = set()
     with op_role_guard(OpRole.Backward):
         for n in declare:
-            _create_grad_var(block, n, _fwd_name_of(n))
+            _create_grad_var(block, n, names.shaped_as(n))
         for type_, ins, outs, attrs in out_specs:
-            for names in outs.values():
-                for n in names:
-                    if n == EMPTY_VAR_NAME or GRAD_SUFFIX not in n and _find_var(block, n):
+            for args in outs.values():
+                for n in args:
+                    if n == EMPTY_VAR_NAME or not names.is_grad(n) and _find_var(block, n):
                         continue   # (a loop counter restored by a decrement)
-                    _create_grad_var(block, n, _fwd_name_of(n))
+                    _create_grad_var(block, n, names.shaped_as(n))
                     produced.add(n)
             # a grad block's ops read forward variables of the block it differentiates,
             # which build-time shape inference cannot see: shapes come from those vars
             block.append_op(type_, ins, outs, attrs, infer_shape=not sub)
     return produced
+
+
+def _names_of(vars_, what, where):
+    """Names of a set/list/tuple of Variables or names (Fluid's `_get_no_grad_set_name`);
+    TypeError otherwise."""
+    if vars_ is None:
+        return set()
+    if not isinstance(vars_, (set, list, tuple)):
+        raise ArgumentTypeError(f"{where}: {what} must be a set, list or tuple of Variables "
+                                f"or names, got {type(vars_).__name__}")
+    out = set()
+    for v in vars_:
+        if not isinstance(v, (Variable, str)):
+            raise ArgumentTypeError(f"{where}: {what} holds a {type(v).__name__}; its "
+                                    f"members must be Variables or names")
+        out.add(v.name if isinstance(v, Variable) else v)
+    return out
+
+
+def _check_type(value, name, types, where):
+    if not isinstance(value, types):
+        want = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+        raise ArgumentTypeError(f"The type of '{name}' in {where} must be {want}, but "
+                                f"received {type(value).__name__}")
+
+
+def _pass_names(program):
+    """The gradient names of a new backward pass over `program` (counted, as Fluid's
+    `_appending_grad_times`)."""
+    program._appending_grad_times = getattr(program, "_appending_grad_times", 0) + 1
+    return _GradNames(program, program._appending_grad_times)
 
 
 def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
@@ -395,8 +517,15 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
     accepted; the gradients are the same as without them, because Fluidity keeps the
     forward activations rather than recomputing them between checkpoints — no memory is
     saved (as RecomputeOptimizer here; the memory passes free what is dead)."""
-    if not isinstance(loss, Variable):
-        raise FluidityError(f"append_backward needs a Variable loss, got {type(loss).__name__}")
+    where = "fluid.backward.append_backward"
+    _check_type(loss, "loss", Variable, where)
+    if callbacks is not None:
+        _check_type(callbacks, "callbacks", list, where)
+    if parameter_list is not None:
+        _check_type(parameter_list, "parameter_list", (list, tuple, set), where)
+        for i, p in enumerate(parameter_list):
+            _check_type(p, f"parameter_list[{i}]", (Variable, str), where)
+    no_grad = _names_of(no_grad_set, "no_grad_set", where)
     if checkpoints is not None:
         if not isinstance(checkpoints, (list, tuple)) or not all(
                 isinstance(c, (Variable, str)) for c in checkpoints):
@@ -414,15 +543,15 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
     for op in block.ops:
         if loss.name in op.output_arg_names:
             op._set_attr("op_role", OpRole.Forward | OpRole.Loss)
-    no_grad = {v.name if isinstance(v, Variable) else v for v in (no_grad_set or ())}
+    names = _pass_names(program)
 
-    loss_grad = grad_var_name(loss.name)
+    loss_grad = names.grad(loss.name)
     with op_role_guard(OpRole.Backward | OpRole.Loss):
         block.create_var(name=loss_grad, shape=loss.shape, dtype=loss.dtype)
         block.append_op("fill_constant", outputs={"Out": loss_grad},
                         attrs={"shape": [d if d > 0 else 1 for d in loss.shape],
                                "dtype": loss.dtype, "value": 1.0})
-    produced = _emit_backward(block, [loss], [loss_grad], no_grad)
+    produced = _emit_backward(block, [loss], [loss_grad], no_grad, names)
 
     if parameter_list is not None:
         params = [block.var(p) if isinstance(p, str) else p for p in parameter_list]
@@ -430,36 +559,72 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
         params = [p for p in program.global_block().all_parameters() if p.trainable]
     pairs = []
     for p in params:
-        g = grad_var_name(p.name)
+        g = names.grad(p.name)
         if g in produced:
             pairs.append((p, block.var(g)))
     # tag the ops that write parameter gradients (used by optimizers/transpilers)
-    grad_of = {grad_var_name(p.name): p.name for p, _ in pairs}
+    grad_of = {g.name: p.name for p, g in pairs}
     for op in block.ops:
         for n in op.output_arg_names:
             if n in grad_of:
                 op._set_attr("op_role_var", [grad_of[n], n])
-    program._appending_grad_times = getattr(program, "_appending_grad_times", 0) + 1
     return pairs
 
 
 def gradients(targets, inputs, target_gradients=None, no_grad_set=None):
-    """Gradients of sum(targets) w.r.t. `inputs` (Variables); None where an input has none."""
-    targets = targets if isinstance(targets, (list, tuple)) else [targets]
-    inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+    """Gradients of sum(targets) w.r.t. `inputs`, a list with None where an input does not
+    affect the targets (Fluid's `fluid.gradients`). May be called again on the program,
+    on targets that depend on earlier gradients (higher orders): see the module's note."""
+    where = "fluid.backward.gradients"
+    _check_type(targets, "targets", (Variable, list, tuple), where)
+    _check_type(inputs, "inputs", (Variable, list, tuple), where)
+    _check_type(target_gradients, "target_gradients", (Variable, list, tuple, type(None)),
+                where)
+    return _calc_gradient(targets, inputs, target_gradients, no_grad_set)
+
+
+def calc_gradient(targets, inputs, target_gradients=None, no_grad_set=None):
+    """`gradients`, but one input gives its gradient alone, not in a list (Fluid's)."""
+    grads = _calc_gradient(targets, inputs, target_gradients, no_grad_set)
+    return grads[0] if len(grads) == 1 else grads
+
+
+def _calc_gradient(targets, inputs, target_gradients, no_grad_set):
+    targets = list(targets) if isinstance(targets, (list, tuple)) else [targets]
+    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    if target_gradients is None:
+        target_gradients = [None] * len(targets)
+    elif not isinstance(target_gradients, (list, tuple)):
+        target_gradients = [target_gradients]
+    if len(target_gradients) != len(targets):
+        raise ValueError(f"gradients: {len(targets)} targets but {len(target_gradients)} "
+                         f"target_gradients; they must match")
+    where = "fluid.backward.gradients"
+    for i, v in enumerate(targets):
+        _check_type(v, f"targets[{i}]", Variable, where)
+    for i, v in enumerate(inputs):
+        _check_type(v, f"inputs[{i}]", Variable, where)
     block = targets[0].block
-    no_grad = {v.name if isinstance(v, Variable) else v for v in (no_grad_set or ())}
+    program = block.program
+    for v in targets + inputs:
+        if v.block.program is not program:
+            raise ValueError(f"gradients: '{v.name}' is not in the targets' program")
+    no_grad = _names_of(no_grad_set, "no_grad_set", where)
+    names = _pass_names(program)
     seeds = []
     with op_role_guard(OpRole.Backward):
-        for i, t in enumerate(targets):
-            g = grad_var_name(t.name)
-            block.create_var(name=g, shape=t.shape, dtype=t.dtype)
-            if target_gradients is not None and target_gradients[i] is not None:
-                block.append_op("assign", {"X": target_gradients[i]}, {"Out": g})
+        for t, tg in zip(targets, target_gradients):
+            if t.block is not block:
+                raise ValueError("gradients: all targets must be in the same block")
+            g = names.grad(t.name)
+            if tg is not None:
+                if tuple(tg.shape) != tuple(t.shape):
+                    raise ValueError(f"The shapes of target and grad are different: "
+                                     f"{t.name} {list(t.shape)}, {tg.name} {list(tg.shape)}")
+                block.create_var(name=g, shape=t.shape, dtype=t.dtype)
+                block.append_op("assign", {"X": tg}, {"Out": g})
             else:
-                block.append_op("fill_constant", outputs={"Out": g},
-                                attrs={"shape": [d if d > 0 else 1 for d in t.shape],
-                                       "dtype": t.dtype, "value": 1.0})
+                _ones_like(block, t, g)
             seeds.append(g)
     # inputs must get gradients even if marked stop_gradient (e.g. data layers)
     saved = {}
@@ -467,12 +632,95 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set=None):
         saved[v.name] = v.stop_gradient
         v.stop_gradient = False
     try:
-        produced = _emit_backward(block, targets, seeds, no_grad)
+        produced = _emit_backward(block, targets, seeds, no_grad, names)
     finally:
         for v in inputs:
             v.stop_gradient = saved[v.name]
-    return [block.var(grad_var_name(v.name)) if grad_var_name(v.name) in produced else None
+    return [block.var(names.grad(v.name)) if names.grad(v.name) in produced else None
             for v in inputs]
 
 
-calc_gradient = gradients
+def _ones_like(block, target, name):
+    """`name` := ones shaped as `target` at run time (Fluid's seed: a `shape` op feeding a
+    `fill_constant`, so a -1 dim takes the fed batch's size)."""
+    block.create_var(name=name, shape=target.shape, dtype=target.dtype)
+    if all(d >= 0 for d in target.shape):
+        block.append_op("fill_constant", outputs={"Out": name},
+                        attrs={"shape": list(target.shape), "dtype": target.dtype,
+                               "value": 1.0})
+        return
+    shape = block.create_var(name=unique_name.generate(target.name + "_shape"),
+                             dtype="int32", shape=[len(target.shape)])
+    block.append_op("shape", {"Input": target}, {"Out": shape})
+    block.append_op("fill_constant", {"ShapeTensor": shape}, {"Out": name},
+                    {"shape": list(target.shape), "dtype": target.dtype, "value": 1.0})
+
+
+# --- Fluid 1.8's backward helpers that programs and tests call by their private names --------
+def _append_grad_suffix_(name):
+    """`x` -> `x@GRAD`."""
+    return grad_var_name(name)
+
+
+def _strip_grad_suffix_(name):
+    """`x@GRAD` -> `x`, `y@GRAD@RENAME@1` -> `y` (the name up to its first @GRAD)."""
+    pos = name.find(GRAD_SUFFIX)
+    return name[:pos] if pos != -1 else name
+
+
+def _get_stop_gradients_(program):
+    """{block index: the gradient names of the block's stop_gradient variables}."""
+    return {b.idx: {grad_var_name(n) for n, v in b.vars.items() if v.stop_gradient}
+            for b in program.blocks}
+
+
+def _has_grad(op):
+    opdef = registry.find(op.type)
+    return opdef is not None and opdef.grad is not None
+
+
+def _find_op_path_(block, outputs, inputs, no_grad_set):
+    """The ops of `block` (in order) on a path from `inputs` (every variable when empty) to
+    `outputs` that have a gradient, not passing through `no_grad_set` (names). With
+    `inputs`, the stop_gradient variables those ops read that no input leads to are added
+    to `no_grad_set`."""
+    names = lambda vs: {v.name if isinstance(v, Variable) else v for v in vs}  # noqa: E731
+    reach, want = names(inputs), names(outputs)
+    ops = list(block.ops)
+    keep = [True] * len(ops)
+    if inputs:
+        for i, op in enumerate(ops):
+            if _has_grad(op) and reach & set(op.input_arg_names):
+                reach.update(n for n in op.output_arg_names if n not in no_grad_set)
+            else:
+                keep[i] = False
+    for i in range(len(ops) - 1, -1, -1):
+        op = ops[i]
+        if keep[i] and _has_grad(op) and want & set(op.output_arg_names):
+            want.update(n for n in op.input_arg_names if n not in no_grad_set)
+        else:
+            keep[i] = False
+    path = [op for op, k in zip(ops, keep) if k]
+    if inputs:
+        for op in path:
+            for n in op.input_arg_names:
+                v = block.find_var_recursive(n)
+                if n not in reach and v is not None and v.stop_gradient:
+                    no_grad_set.add(n)
+    return path
+
+
+def _find_no_grad_vars(block, op_path, targets, no_grad_set):
+    """Outputs of `op_path`'s ops that nothing on the path to `targets` reads (and that
+    are not stop_gradient already): their gradients are never needed."""
+    used = {t.name if isinstance(t, Variable) else t for t in targets}
+    unused = set()
+    for op in reversed(op_path):
+        if not op.has_attr("sub_block"):
+            for n in op.output_arg_names:
+                v = block.find_var_recursive(n)
+                if n not in used and n not in op.input_arg_names and \
+                        not (v is not None and v.stop_gradient):
+                    unused.add(n)
+        used.update(n for n in op.input_arg_names if n not in no_grad_set)
+    return unused

@@ -7,40 +7,47 @@
 
 `with_native_code` runs the program's compilable ops as generated C++ (fluidity/codegen:
 one native call per run of such ops, the rest as Python steps between them); results match
-the interpreter's within float rounding. `with_data_parallel` runs it on the parallel
-executor (independent ops at once on threads), `with_inference_optimize` on the linear one
-(one memory arena). The program itself is never changed: the executor prepares, and
-caches, a plan of the chosen kind per feed and fetch signature. `ParallelExecutor` is
-Fluid's older face of `with_data_parallel`.
+the interpreter's within float rounding. `with_data_parallel` runs N replicas of it on N
+CPU places, each on its own batch, as threads over the shared parameters with all-reduced
+gradients (transpiler/data_parallel.py rewrites the program, executor/data_parallel.py
+runs it), `with_inference_optimize` on the linear plan (one memory arena). The program
+itself is never changed: the executor prepares, and caches, a plan of the chosen kind per
+feed and fetch signature. `ParallelExecutor` is Fluid's older face of
+`with_data_parallel`.
 """
-import numpy as np
-
 from .codegen.explain import explain_rows, format_explain
-from .core.place import CPUPlace, CUDAPlace, Place, require_device
+from .core.names import OpRole
+from .core.place import (CPUPlace, CUDAPlace, Place, as_concrete, cpu_places, cuda_places,
+                         require_device)
 from .core.scope import global_scope
-from .core.tensor import LoDTensor, create_lod_tensor
 from .errors import DeviceError
 from .executor import Executor
+from .executor.data_parallel import DataParallelRunner
 from .executor.executor import add_feed_fetch_ops
 from .executor.strategy import ExecutionStrategy
-from .framework import Program, Variable, cpu_places, default_main_program
+from .framework import Program, Variable, default_main_program
+from .ir.views import ProgramView
+from .transpiler import data_parallel as _dp
 
 
 class BuildStrategy:
-    """Fluid's graph-building options (`fluid.BuildStrategy()`, its fields). Fluidity runs
-    the program as its desc says, so the fusion and memory options change nothing here;
-    they are kept so programs that set them run. Results do not depend on them in Fluid
-    either; where Fluid's data parallelism splits a batch over devices, Fluidity runs the
-    whole batch at once, which gives the same gradients (see CompiledProgram)."""
+    """Fluid's graph-building options (`fluid.BuildStrategy()`, its fields). Two change the
+    numbers of a data-parallel run, and are honoured: `gradient_scale_strategy`
+    (CoeffNumDevice: the replicas' gradients are averaged; One: summed; Customized: the
+    program is fed `<loss>@GRAD` itself) and `reduce_strategy` (AllReduce: every replica
+    gets the summed gradient; Reduce: replica 0 does; the optimizer runs once either way, so
+    both train alike). The fusion and memory options name passes of Fluid's graph engine;
+    Fluidity runs the program as its desc says, and they are kept so programs that set them
+    run (results do not depend on them in Fluid either)."""
 
     class ReduceStrategy:
-        AllReduce = 0
-        Reduce = 1
+        AllReduce = _dp.ALL_REDUCE
+        Reduce = _dp.REDUCE
 
     class GradientScaleStrategy:
-        CoeffNumDevice = 0
-        One = 1
-        Customized = 2
+        CoeffNumDevice = _dp.COEFF_NUM_DEVICE
+        One = _dp.ONE
+        Customized = _dp.CUSTOMIZED
 
     def __init__(self):
         self.reduce_strategy = BuildStrategy.ReduceStrategy.AllReduce
@@ -76,6 +83,8 @@ def _check_places(places, what):
     if places is None:
         return None, False
     places = list(places) if isinstance(places, (list, tuple)) else [places]
+    if not places:
+        raise ValueError(f"{what}: places is empty")
     kinds = set()
     for p in places:
         if not isinstance(p, Place):
@@ -83,21 +92,41 @@ def _check_places(places, what):
         kinds.add(require_device(p, what))
     if len(kinds) > 1:
         raise DeviceError(f"{what}: places mix the CPU and CUDA devices: {places}")
-    return places, kinds != {"cpu"}
+    return [as_concrete(p) for p in places], kinds != {"cpu"}
+
+
+def _has_backward_op(program):
+    return any(op.type.endswith("_grad") for op in program.global_block().ops)
+
+
+def _has_optimizer_in_control_flow(program):
+    """Whether a conditional block's gradient holds optimize ops (Fluid cannot train such
+    a program on several places; neither can Fluidity)."""
+    view = ProgramView(program.desc)
+    for op in view.global_block().ops:
+        if op.type == "conditional_block_grad":
+            sub = view.block(op.attr("sub_block"))
+            if any(o.role & OpRole.Optimize and o.has_attr("op_role_var") for o in sub.ops):
+                return True
+    return False
 
 
 class CompiledProgram:
     """A program with a way to run it, handed to `Executor.run` in place of the program.
 
-    - `with_data_parallel(loss_name, ...)`: Fluid runs one copy per device, each on a slice
-      of the batch, and averages the gradients. Fluidity runs the whole batch once on the
-      parallel executor (independent ops at once on `exec_strategy.num_threads` threads):
-      with Fluid's default gradient scale (1 / devices) that is the same mean gradient, so
-      training matches; a fetched loss is the batch's one value, where Fluid returns one per
-      device (average them the same way: `np.mean`).
+    - `with_data_parallel(loss_name, build_strategy, exec_strategy, share_vars_from,
+      places)`: N replicas on N CPU places (`places`, default `fluid.cpu_places()`, i.e.
+      CPU_NUM), each on its own batch, as threads over the shared parameters, their
+      gradients all-reduced before the optimizer runs once (executor/data_parallel.py).
+      Fetched values come back joined along the batch axis (a `[1]` loss from 2 places
+      is `[2]`), or per place with `exe.run(..., return_merged=False)`. On CUDA places the
+      whole batch runs compiled on the (first) device.
     - `with_inference_optimize(config)`: runs on the linear plan (a fixed op order and one
       memory arena, temporaries sharing memory), Fluidity's inference-optimised executor.
     - `with_native_code(feed, fetch_list)`: the compilable ops as generated C++.
+
+    As in Fluid, a data-parallel program is bound to the scope and place of its first run
+    (`_compile(scope, place)`): running it in another scope is a ValueError.
     """
 
     def __init__(self, program_or_graph, build_strategy=None):
@@ -105,13 +134,20 @@ class CompiledProgram:
             raise TypeError(f"CompiledProgram takes a Program, got "
                             f"{type(program_or_graph).__name__}")
         self._program = program_or_graph
-        self._build_strategy = build_strategy or BuildStrategy()
+        self._build_strategy = build_strategy
+        self._exec_strategy = None
         self.plan_strategy = None          # the executor's plan kind for this program
         self._feed, self._fetch = None, None
         self._loss_name = None
+        self._share_vars_from = None
         self._places = None
+        self._on_device = False
         self._is_data_parallel = False
         self._is_inference = False
+        self._compiled = False
+        self._scope = None
+        self._place = None
+        self._executor = None              # the DataParallelRunner, once compiled
 
     def program_for_executor(self):
         return self._program
@@ -125,11 +161,13 @@ class CompiledProgram:
 
     def with_data_parallel(self, loss_name=None, build_strategy=None, exec_strategy=None,
                            share_vars_from=None, places=None):
-        """Run on the parallel executor: independent ops at once on threads
-        (`exec_strategy.num_threads`, 0 or unset: 2). `loss_name` names the loss (a
-        Variable's name is taken too); `share_vars_from` (another data-parallel
-        CompiledProgram, e.g. the training one for a test program) is accepted: parameters
-        live in the scope both run in, so they are shared already."""
+        """Run as N replicas on `places` (default: `fluid.cpu_places()` when first run), each
+        on its own batch, their gradients all-reduced (see the class docstring).
+        `loss_name` names the loss (a Variable's name is taken too), required when the
+        program has backward ops; `build_strategy` / `exec_strategy` as Fluid's (the
+        gradient scale and reduce strategies and `exec_strategy._dry_run` are honoured);
+        `share_vars_from` (another data-parallel CompiledProgram, run first: e.g. the
+        training program for its test program) shares that program's places' copies."""
         if self._is_data_parallel:
             raise ValueError("with_data_parallel: this program is already data parallel")
         if self._is_inference:
@@ -138,29 +176,23 @@ class CompiledProgram:
         if share_vars_from is not None and not isinstance(share_vars_from, CompiledProgram):
             raise TypeError(f"with_data_parallel: share_vars_from must be a "
                             f"CompiledProgram, got {type(share_vars_from).__name__}")
-        self._loss_name = _names(loss_name)[0] if loss_name is not None else None
+        self._places, self._on_device = _check_places(places, "with_data_parallel")
+        self._loss_name = _names(loss_name)[0] if loss_name else None   # "": none, as Fluid
         if self._loss_name is not None and \
                 self._program.global_block().find_var_recursive(self._loss_name) is None:
             raise ValueError(f"with_data_parallel: loss '{self._loss_name}' is not a "
                              f"variable of the program")
-        self._places, on_device = _check_places(places, "with_data_parallel")
-        n = getattr(exec_strategy, "num_threads", 0) or 2
-        # CUDA places: the whole batch runs compiled on the (first) device
-        self.plan_strategy = ExecutionStrategy("cuda") if on_device else \
-            ExecutionStrategy("parallel", num_threads=n)
+        if self._loss_name is None and _has_backward_op(self._program):
+            raise ValueError("with_data_parallel: the program has backward ops, so "
+                             "loss_name (the loss they differentiate) must be given")
         if build_strategy is not None:
             self._build_strategy = build_strategy
+        self._exec_strategy = exec_strategy
+        self._share_vars_from = share_vars_from
+        if self._on_device:   # CUDA places: the whole batch runs compiled on the device
+            self.plan_strategy = ExecutionStrategy("cuda")
         self._is_data_parallel = True
         return self
-
-    def join_device_feeds(self, feeds):
-        """Fluid's data-parallel feed form, a list of one feed dict per device, as the one
-        batch this program runs: each name's values joined along the batch dimension
-        (LoD lengths carried). Executor.run calls it when given such a list."""
-        if not self._is_data_parallel:
-            raise ValueError("a list of per-device feeds needs a data-parallel program "
-                             "(with_data_parallel); feed a dict")
-        return _join_device_feeds(feeds)
 
     def with_inference_optimize(self, config):
         """Run as an inference program on the linear plan (fixed order, one memory arena).
@@ -176,6 +208,88 @@ class CompiledProgram:
         self._is_inference = True
         return self
 
+    _with_inference_optimize = with_inference_optimize
+
+    # -- compiling (Fluid's _compile: bind to a scope and place on the first run) -----------
+    def _compile(self, scope, place):
+        """Bind the program to `scope` and `place` (what Fluid's Executor does on its first
+        run): a data-parallel program gets its places and replicas here. A second call
+        with another scope or place is a ValueError, as in Fluid."""
+        if self._compiled:
+            if scope is not None and self._scope is not scope:
+                raise ValueError("Cannot compile program with different scope.")
+            if place is not None and self._place is not None and \
+                    not as_concrete(self._place)._equals(place):
+                raise ValueError("Cannot compile program with different place.")
+            return self
+        place = as_concrete(place) if place is not None else CPUPlace()
+        if self._is_data_parallel:
+            share = self._share_vars_from
+            given = self._places
+            if given is None and share is not None and share._compiled:
+                given = share._places     # the places of the program it shares with
+            places = self._get_places(place, given)
+            if len(places) > 1 and _has_optimizer_in_control_flow(self._program):
+                raise NotImplementedError("If optimizer is used in control flow, training "
+                                          "on multi-places is not supported now.")
+            places, self._on_device = _check_places(places, "with_data_parallel")
+            if self._on_device:   # CUDA places: the whole batch runs compiled on the device
+                self.plan_strategy = ExecutionStrategy("cuda")
+            else:
+                self._executor = self._compile_data_parallel(places, scope)
+            self._places = places
+        else:
+            self._places = [place]
+        self._compiled = True
+        self._scope, self._place = scope, place
+        return self
+
+    @staticmethod
+    def _get_places(place, place_list):
+        if place_list is not None:
+            for p in place_list:
+                if p._type() != place._type():
+                    raise ValueError(f"Place type not match: the program runs on {place!r}, "
+                                     f"with_data_parallel was given {p!r}")
+            return list(place_list)
+        places = cuda_places() if isinstance(place, CUDAPlace) else cpu_places()
+        if not places:
+            raise ValueError("No places for execution.")
+        return places
+
+    def _compile_data_parallel(self, places, scope):
+        share = self._share_vars_from
+        place_scopes = None
+        if share is not None:
+            if not share._is_data_parallel:
+                raise ValueError("The shared Program is not data parallel, cannot share "
+                                 "variables from it.")
+            if share._executor is None:
+                raise ValueError("The shared Program is not compiled and executed, so there "
+                                 "is no variables to share.")
+            place_scopes = share._executor.local_scopes()
+            scope = share._scope
+        build = self._build_strategy or BuildStrategy()
+        if getattr(build, "num_trainers", 1) > 1:
+            raise NotImplementedError("BuildStrategy.num_trainers > 1 (multi-process "
+                                      "collective training over NCCL) is not built; "
+                                      "use the distribute transpiler's pserver mode")
+        desc = _dp.data_parallel(self._program.desc, len(places), self._loss_name,
+                                 build.gradient_scale_strategy, build.reduce_strategy)
+        return DataParallelRunner(ProgramView(desc), places, scope, place_scopes,
+                                  training=_dp.is_training(desc),
+                                  dry_run=bool(getattr(self._exec_strategy, "_dry_run",
+                                                       False)))
+
+    def data_parallel_runner(self, scope, executor):
+        """The runner of a data-parallel program on CPU places, compiled for `scope` and
+        the executor's place on first use (None for any other program: the executor runs
+        it itself). Executor.run calls it."""
+        if not self._is_data_parallel or self._on_device:
+            return None
+        self._compile(scope, getattr(executor, "place", None))
+        return self._executor
+
     def explain(self, feed=None, fetch_list=None, block_id=0):
         """The table of where each op of the block runs (native segment or Python) and why,
         for the given (or `with_native_code`'s) feed and fetch names."""
@@ -186,73 +300,56 @@ class CompiledProgram:
 
 
 class ParallelExecutor:
-    """Fluid's `fluid.ParallelExecutor`: a program run data parallel, with its own `run`.
-    Here it is `CompiledProgram(main_program).with_data_parallel(...)` run by an Executor on
-    the parallel executor (see CompiledProgram for how that matches Fluid's results).
-    `use_cuda=True` runs on CUDAPlace(0) (DeviceError at once when there is no GPU)."""
+    """Fluid's `fluid.ParallelExecutor`: `CompiledProgram(main_program).with_data_parallel(
+    ...)` on `fluid.cpu_places()` (CPU_NUM places; `use_cuda=True`: the GPUs, DeviceError at
+    once without one), run by its own Executor in `scope` (default the global scope)."""
 
     def __init__(self, use_cuda, loss_name=None, main_program=None, share_vars_from=None,
                  exec_strategy=None, build_strategy=None, num_trainers=1, trainer_id=0,
                  scope=None):
         place = CUDAPlace(0) if use_cuda else CPUPlace()
         require_device(place, "ParallelExecutor(use_cuda=True)")  # at once, without a GPU
+        if build_strategy is None:
+            build_strategy = BuildStrategy()
         if num_trainers != 1:
             raise NotImplementedError("ParallelExecutor(num_trainers > 1): multi-trainer "
-                                      "(distributed) training is not built yet")
+                                      "(NCCL) training is not built; use the distribute "
+                                      "transpiler's pserver mode")
+        build_strategy.trainer_id = trainer_id
         if share_vars_from is not None and not isinstance(share_vars_from, ParallelExecutor):
             raise TypeError(f"ParallelExecutor: share_vars_from must be a ParallelExecutor, "
                             f"got {type(share_vars_from).__name__}")
+        self._places = cuda_places() if use_cuda else cpu_places()
+        self._scope = scope if scope is not None else global_scope()
         program = main_program if main_program is not None else default_main_program()
-        self._compiled = CompiledProgram(program, build_strategy).with_data_parallel(
+        self._compiled_program = CompiledProgram(program).with_data_parallel(
             loss_name=loss_name, build_strategy=build_strategy, exec_strategy=exec_strategy,
-            share_vars_from=share_vars_from._compiled if share_vars_from else None)
-        self._scope = scope if scope is not None else (
-            share_vars_from._scope if share_vars_from else global_scope())
+            share_vars_from=share_vars_from._compiled_program if share_vars_from else None)
+        self._place = place
         self._exe = Executor(place)
-        self._places = [place] if use_cuda else cpu_places()
 
     @property
     def device_count(self):
         return len(self._places)
 
     def run(self, fetch_list, feed=None, feed_dict=None, return_numpy=True):
-        """Run once; `feed` is a dict, or (as Fluid's per-device form) a list of dicts,
-        joined into one batch here."""
-        if feed is None:
+        """Run once: `feed` is a dict (split over the places along the batch) or a list of
+        one dict per place; fetched values are joined along the batch axis."""
+        if feed is None and feed_dict is not None:
             feed = feed_dict
-        return self._exe.run(self._compiled, feed=feed, fetch_list=fetch_list,
-                             scope=self._scope, return_numpy=return_numpy)
+        return self._exe.run(program=self._compiled_program, scope=self._scope, feed=feed,
+                             fetch_list=fetch_list, return_numpy=return_numpy)
 
     def drop_local_exe_scopes(self):
-        """Fluid frees the per-device local scopes here; Fluidity's executor drops a run's
-        local scope at the end of every run, so there is nothing left to drop."""
+        """Fluid frees the places' per-run scopes here; Fluidity drops them after every
+        run, so there is nothing left to free."""
+        runner = self._compiled_program._executor
+        if runner is not None:
+            runner.drop_local_exe_scopes()
 
     def _need_create_local_exe_scopes(self):
-        return False
-
-
-def _join_device_feeds(feeds):
-    """Per-device feed dicts (Fluid's list form) -> one dict, each name's values joined
-    along the batch dimension (LoD offsets shifted)."""
-    if not feeds:
-        return {}
-    names = set(feeds[0])
-    for i, f in enumerate(feeds):
-        if not isinstance(f, dict) or set(f) != names:
-            raise ValueError(f"ParallelExecutor.run: every per-device feed must be a dict of "
-                             f"the same names; device {i} has {sorted(f) if isinstance(f, dict) else type(f).__name__}")
-    out = {}
-    for name in feeds[0]:
-        values = [f[name] for f in feeds]
-        if any(isinstance(v, LoDTensor) and v.lod() for v in values):
-            lens = None
-            for v in values:
-                part = v.recursive_sequence_lengths()
-                lens = part if lens is None else [a + b for a, b in zip(lens, part)]
-            out[name] = create_lod_tensor(np.concatenate([np.asarray(v) for v in values]), lens)
-        else:
-            out[name] = np.concatenate([np.asarray(v) for v in values])
-    return out
+        runner = self._compiled_program._executor
+        return runner._need_create_local_exe_scopes() if runner is not None else False
 
 
 def _load_model(model_dir, model_filename=None, params_filename=None):
@@ -267,7 +364,7 @@ def _load_model(model_dir, model_filename=None, params_filename=None):
 
 
 def compile_inference_model(model_dir, out_dir, model_filename=None, params_filename=None,
-                            portable=False):
+                            portable=False, bundle_blas=False):
     """A saved inference model (directory or path prefix, as `io.load_inference_model`
     takes) built into `out_dir` as a native library with a C API, an executable over .npy
     files and its parameters (`fluidity compile MODEL -o OUT/`; codegen/standalone.py).
@@ -275,7 +372,7 @@ def compile_inference_model(model_dir, out_dir, model_filename=None, params_file
     from .codegen import standalone
     prog, feeds, fetches, scope = _load_model(model_dir, model_filename, params_filename)
     return standalone.compile_model(prog, feeds, fetches, scope, out_dir, name=str(model_dir),
-                                    portable=portable)
+                                    portable=portable, bundle_blas=bundle_blas)
 
 
 def explain_inference_model(model_dir, model_filename=None, params_filename=None):

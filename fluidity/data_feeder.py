@@ -10,6 +10,8 @@ one py_reader / DataLoader sample lists go through too.
 
 from .core.place import CPUPlace
 from .framework import Program, Variable, cpu_places, default_main_program
+# Fluid 1.8 keeps its argument checks here; programs and layers import them from here
+from .framework import check_dtype, check_type, check_variable_and_dtype  # noqa: F401
 from .reader import feeding
 
 __all__ = ["DataFeeder"]

@@ -5,12 +5,22 @@ Each also subclasses the builtin exception Fluid raises for the same fault, so a
 program's `except ValueError:` / `pytest.raises(TypeError)` keeps working: bad shapes,
 feeds, fetches and malformed programs are ValueErrors (Fluid's `check_feed_shape_type`,
 `Block.var` and the shape checks raise ValueError), wrong argument types are TypeErrors
-(Fluid's `check_type` / `check_variable_and_dtype`), a failing kernel is a RuntimeError (Fluid's
-`EnforceNotMet` at run time)."""
+(Fluid's `check_type` / `check_variable_and_dtype`), a failing kernel is a RuntimeError.
+
+What Fluid raises from its C++ checks, `fluid.core.EnforceNotMet`, is `EnforceNotMet` here:
+the base of the errors an op's own checks raise (its shape inference when it is built, its
+kernel when it runs, a fed value it cannot take, a gradient it has no rule for), so a Fluid
+program's `except fluid.core.EnforceNotMet` catches what Fluid's would."""
 
 
 class FluidityError(Exception):
     """Base class of every error Fluidity raises on purpose."""
+
+
+class EnforceNotMet(FluidityError):
+    """`fluid.core.EnforceNotMet`: an op's check failed (Fluid's PADDLE_ENFORCE). Raised as
+    one of its subclasses, each also the builtin type Fluid's Python checks raise for the
+    same fault (ShapeError and FeedError: ValueError; ExecutionError: RuntimeError)."""
 
 
 class ProgramError(FluidityError, ValueError):
@@ -21,17 +31,17 @@ class UnknownOpError(ProgramError):
     """An op type that the registry does not know."""
 
 
-class FormatError(FluidityError, ValueError):
+class FormatError(EnforceNotMet, ValueError):
     """Bytes that are not a valid file of the kind expected (tensor record, program,
     parameter file, DataFeedDesc): bad version, truncated, corrupt. A ValueError, as the
     bad value is the input's. The message names the file (when there is one) and the field."""
 
 
-class ShapeError(FluidityError, ValueError):
+class ShapeError(EnforceNotMet, ValueError):
     """Shapes that do not fit together, found at build or run time."""
 
 
-class FeedError(FluidityError, ValueError):
+class FeedError(EnforceNotMet, ValueError):
     """A fed value does not match the variable it feeds (name, shape, dtype)."""
 
 
@@ -51,8 +61,16 @@ class ArgumentTypeError(FluidityError, TypeError):
     Variable is needed, a str where a list is)."""
 
 
+class RunError(FluidityError, RuntimeError):
+    """Something a run needs is missing or unusable (no dataset for train_from_dataset)."""
+
+
 class DeviceError(FluidityError, RuntimeError):
     """A device this Fluidity cannot run on was asked for (a CUDA place without CUDA)."""
+
+
+class FlagError(FluidityError, ValueError):
+    """A global flag that does not exist, or a value it cannot take."""
 
 
 class DTypeError(FluidityError, ValueError):
@@ -65,7 +83,7 @@ class EOFException(FluidityError):
     the training loop catches it, calls `reader.reset()` and starts the next pass."""
 
 
-class ExecutionError(FluidityError, RuntimeError):
+class ExecutionError(EnforceNotMet, RuntimeError):
     """A kernel failed while running an op; the message names the op, its inputs and shapes."""
 
     def __init__(self, message, op_type=None, op_index=None, cause=None):
@@ -73,6 +91,11 @@ class ExecutionError(FluidityError, RuntimeError):
         self.op_type = op_type
         self.op_index = op_index
         self.cause = cause
+
+
+class NoGradientError(EnforceNotMet, NotImplementedError):
+    """A gradient was asked for through an op that has no gradient rule (a second-order
+    gradient through a grad op without one); the message names the op."""
 
 
 def declined(name, why):

@@ -8,7 +8,10 @@ only in Python (a Parameter's trainable flag, initializer, regularizer) lives on
 objects, as in Paddle; everything an executor needs to run is in the desc.
 """
 import contextlib
+import difflib
 import os
+
+import numpy as np
 import re
 import sys
 import traceback
@@ -18,18 +21,22 @@ from .core import defaults, dtypes
 from .core.dtypes import VarType
 from .core.serialization import read_file
 from .core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, grad_var_name  # noqa: F401
-from .errors import ProgramError, ProgramFormatError, ShapeError
+from .errors import (ArgumentTypeError, DTypeError, ProgramError, ProgramFormatError,
+                     ShapeError, UnknownOpError)
 from .ir import desc_check, rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
 from .ir.infer_shape import InferShapeContext  # noqa: F401
+from .ir.op_desc import OpDesc
+from .ir.op_proto import OpProtoHolder  # noqa: F401 -- Fluid's framework.OpProtoHolder
 from .ir.views import TENSORLIKE, BlockView, OpView, ProgramView, VarView
 from .ops import registry
 from .proto import framework_pb2 as pb
 from .transpiler import inference, prune
 # places, modes and versions (the end of this file)
 from .core.place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, cuda_emulated,  # noqa: F401
-                         get_cuda_device_count, is_compiled_with_cuda, require_device)
-from .errors import DeviceError, declined
+                         get_cuda_device_count, is_compiled_with_cuda, require_device,
+                         cpu_places, cuda_pinned_places, cuda_places)
+from .errors import declined
 
 # Program version written into saved programs (Paddle 2.6.0 as major*1e6+minor*1e3+patch).
 CURRENT_PROGRAM_VERSION = 2006000
@@ -53,7 +60,8 @@ def name_scope(prefix=None):
 
 
 def _current_namescope():
-    return "/" + "/".join(p for p in _name_scope_stack if p) + ("/" if _name_scope_stack else "")
+    inner = "/".join(p for p in _name_scope_stack if p)
+    return "/" + inner + "/" if inner else "/"
 
 
 @contextlib.contextmanager
@@ -111,6 +119,11 @@ class Variable(VarView):
     def name(self, new):
         rewrite.rename_var(self.block, self.desc.name, new)
 
+    @property
+    def grad_name(self):
+        """The name of this variable's gradient, `<name>@GRAD`."""
+        return grad_var_name(self.name)
+
     def to_string(self, throw_on_error=False, with_details=False):
         return format_var(self)
 
@@ -130,6 +143,111 @@ class Variable(VarView):
 
     __hash__ = object.__hash__
 
+    def __getitem__(self, item):
+        """`x[i]`, `x[a:b]`, `x[:, ::2]`, `x[::-1]`, `x[var]`: a `slice` op (`strided_slice`
+        when a step is not 1; `reverse` for a whole axis walked backwards), as Fluid 1.8
+        builds it. An int (or a Variable) index drops its axis (decrease_axis); dropping
+        every axis leaves shape [1], as Fluid 1.x's slice does."""
+        return _getitem(self, item)
+
+    def __iter__(self):
+        # without this, iterating would call __getitem__(0), (1), ... and build slice ops
+        # without end (a -1 dim has no last index)
+        raise TypeError(f"Variable '{self.name}' is not iterable (it is a node of a "
+                        f"program, not a value): index it (x[i]) or pass a list of Variables")
+
+
+_OPEN_END = 10000000   # Fluid's end of an open slice (`x[a:]`)
+
+
+def _index_tensor(block, value):
+    """An int32 [1] tensor holding `value` (a Variable as is), for a slice bound."""
+    if isinstance(value, Variable):
+        value.stop_gradient = True
+        return value
+    out = block.create_var(name=unique_name.generate("_generated_var"), dtype="int32",
+                           shape=[1])
+    block.append_op("fill_constant", outputs={"Out": out},
+                    attrs={"shape": [1], "dtype": out.dtype, "value": float(value),
+                           "force_cpu": True})
+    out.stop_gradient = True
+    return out
+
+
+def _getitem(var, item):
+    items = item if isinstance(item, tuple) else (item,)
+    if len(items) > max(len(var.shape), 1):
+        raise IndexError(f"too many indices for Variable '{var.name}' of shape "
+                         f"{list(var.shape)}: {len(items)}")
+    block = var.block
+    axes, starts, ends, steps, decrease, reverse = [], [], [], [], [], []
+    for dim, it in enumerate(items):
+        if isinstance(it, slice):
+            if it.start is None and it.stop is None and it.step is None:
+                continue
+            step = 1 if it.step is None else it.step
+            if it.start is None and it.stop is None and step < 0:
+                if step != -1:
+                    raise IndexError(f"Variable '{var.name}'[{item!r}]: a whole axis "
+                                     f"walked back with step {step}; only ::-1 is supported")
+                reverse.append(dim)
+                continue
+            axes.append(dim)
+            starts.append(0 if it.start is None else it.start)
+            ends.append(_OPEN_END if it.stop is None else it.stop)
+            steps.append(step)
+        elif isinstance(it, Variable) or (isinstance(it, int) and not isinstance(it, bool)):
+            size = var.shape[dim] if dim < len(var.shape) else -1
+            if isinstance(it, int) and size >= 0 and not -size <= it < size:
+                raise IndexError(f"index {it} is out of range for dim {dim} (size {size}) "
+                                 f"of Variable '{var.name}'")
+            axes.append(dim)
+            decrease.append(dim)
+            starts.append(it)
+            steps.append(1)
+            if isinstance(it, Variable):
+                one = _index_tensor(block, 1)
+                end = block.create_var(name=unique_name.generate("_generated_var"),
+                                       dtype="int32", shape=[1])
+                block.append_op("elementwise_add", {"X": it, "Y": one}, {"Out": end},
+                                {"axis": -1})
+                ends.append(end)
+            else:
+                ends.append(it + 1 if it != -1 else _OPEN_END)
+        else:
+            raise TypeError(f"Variable '{var.name}' indexed by {type(it).__name__}: use "
+                            f"ints, slices or int Variables")
+    out = var
+    if axes:
+        strided = any(s != 1 for s in steps)
+        inputs = {"Input": [var]}
+        attrs = {"axes": axes, "decrease_axis": decrease}
+        for key, slot, values in (("starts", "StartsTensorList", starts),
+                                  ("ends", "EndsTensorList", ends),
+                                  ("strides", "StridesTensorList", steps if strided else None)):
+            if values is None:
+                continue
+            if any(isinstance(v, Variable) for v in values):
+                inputs[slot] = [_index_tensor(block, v) for v in values]
+                attrs[key] = [-1 if isinstance(v, Variable) else v for v in values]
+            else:
+                attrs[key] = list(values)
+        flags = [1] * len(axes)
+        for k in range(len(axes)):
+            if any(isinstance(v[k], Variable) for v in (starts, ends, steps)):
+                flags[k] = -1
+        attrs["infer_flags"] = flags
+        kind = "strided_slice" if strided else "slice"
+        out = block.create_var(name=unique_name.generate_with_ignorable_key(
+            f"{var.name}_{kind}"), dtype=var.dtype)
+        block.append_op(kind, inputs, {"Out": [out]}, attrs)
+    if reverse:
+        rev = block.create_var(name=unique_name.generate_with_ignorable_key(
+            f"{var.name}_slice_reverse"), dtype=var.dtype)
+        block.append_op("reverse", {"X": out}, {"Out": [rev]}, {"axis": reverse})
+        out = rev
+    return out
+
 
 class Parameter(Variable):
     """A persistable variable that training updates. Python-side attributes follow Fluid."""
@@ -148,8 +266,30 @@ class Parameter(Variable):
         return f"Parameter({format_var(self)})"
 
 
+def _py_attr(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
 class Operator(OpView):
-    """An op of a block being built."""
+    """An op of a block being built. Its `desc` is Paddle's OpDesc API over the op's desc
+    message (`op.desc.type()`, `op.desc.set_attr(...)`, `op.desc.infer_shape(block.desc)`;
+    `op.desc.proto` is the message itself): ir/op_desc.py."""
+
+    @property
+    def desc(self):
+        return self._desc
+
+    @desc.setter
+    def desc(self, od):
+        self._desc = OpDesc(od, self)
+
+    @property
+    def type(self):
+        return self._desc.proto.type
 
     def _rename_input(self, old, new):
         for v in self.desc.inputs:
@@ -212,36 +352,69 @@ class Block(BlockView):
         if name in self.vars:  # Fluid semantics: re-declaring returns the same variable
             v = self.vars[name]
             if shape is not None and v.type in TENSORLIKE:
+                if v.shape and tuple(int(d) for d in shape) != tuple(v.shape):
+                    raise ValueError(f"Variable {name} has been created before. the previous "
+                                     f"shape is {v.shape}; the new shape is {tuple(shape)}. "
+                                     f"They are not matched.")
                 v._set_shape(shape)
             if dtype is not None:
+                if v.dtype is not None and v.shape and dtype != v.dtype:
+                    raise ValueError(f"Variable {name} has been created before. The previous "
+                                     f"data type is {dtypes.name(v.dtype)}; the new data type "
+                                     f"is {dtypes.name(dtype)}. They are not matched.")
                 v._set_dtype(dtype)
             if persistable is not None:
                 v.persistable = persistable
             return v
-        return rewrite.add_var(self, name, type, shape, dtype, lod_level, persistable,
-                               stop_gradient, need_check_feed)
+        v = rewrite.add_var(self, name, type, shape, dtype, lod_level, persistable,
+                            stop_gradient, need_check_feed)
+        if _dygraph_tracer_ is not None:   # eager mode: a variable with a value (dygraph/)
+            v = _dygraph_tracer_.eager_var(v)
+        return v
 
-    def create_parameter(self, name, shape, dtype="float32", type=VarType.LOD_TENSOR,
+    def create_parameter(self, name=None, shape=None, dtype="float32", type=VarType.LOD_TENSOR,
                          trainable=True, initializer=None, regularizer=None,
                          optimize_attr=None, gradient_clip_attr=None, do_model_average=None,
                          stop_gradient=False, **kwargs):
+        """A Parameter of the program's global block (whichever block is asked, as Fluid).
+        With `initializer`, its init op goes into this block (Fluid's rule: a layer creates
+        the parameter in the startup program's block with the initializer and in the main
+        program's without), unless an op there already writes it."""
+        if shape is None:
+            raise ValueError("The shape of Parameter should not be None")
+        if dtype is None:
+            raise ValueError("The dtype of Parameter should not be None")
+        if len(shape) == 0:
+            raise ValueError("The dimensions of shape for Parameter must be greater than 0")
         if any(int(d) < 0 for d in shape):
-            raise ShapeError(f"parameter '{name}' needs a fully known shape, got {list(shape)}")
-        if name in self.vars:  # Fluid shares a parameter among layers by name
-            old = self.vars[name]
+            raise ShapeError(f"Each dimension of shape for Parameter must be greater than 0, "
+                             f"but received {list(shape)} (parameter '{name}')")
+        if name is None:
+            name = unique_name.generate("_generated_var")
+        block = self.program.global_block()
+        if name in block.vars:  # Fluid shares a parameter among layers by name
+            old = block.vars[name]
             if not isinstance(old, Parameter) or list(old.shape) != [int(d) for d in shape] \
                     or old.dtype != dtypes.to_code(dtype):
                 raise ProgramError(
                     f"cannot create parameter '{name}' {list(shape)} {dtypes.name(dtype)}: "
-                    f"block {self.idx} already has {format_var(old)}")
-            return old
-        p = rewrite.add_var(self, name, type, shape, dtypes.to_code(dtype), 0,
-                            persistable=True, stop_gradient=stop_gradient, is_parameter=True)
-        Parameter.__init__(p, self, p.desc, trainable=trainable, optimize_attr=optimize_attr,
-                           regularizer=regularizer, gradient_clip_attr=gradient_clip_attr,
-                           do_model_average=do_model_average, initializer=initializer)
+                    f"block {block.idx} already has {format_var(old)}")
+            p = old
+        else:
+            p = rewrite.add_var(block, name, type, shape, dtypes.to_code(dtype), 0,
+                                persistable=True, stop_gradient=stop_gradient,
+                                is_parameter=True)
+            Parameter.__init__(p, block, p.desc, trainable=trainable,
+                               optimize_attr=optimize_attr, regularizer=regularizer,
+                               gradient_clip_attr=gradient_clip_attr,
+                               do_model_average=do_model_average, initializer=initializer)
         if initializer is not None:
-            initializer(p, self.program._startup_block_for(p))
+            writers = [op for op in block.ops if name in op.output_arg_names]
+            if len(writers) > 1:
+                raise RuntimeError(f"param {name} is inited by multiple init ops "
+                                   f"{[op.type for op in writers]}")
+            if not writers:
+                initializer(p, self)
         return p
 
     # Fluid's names for the views' lookups
@@ -266,7 +439,14 @@ class Block(BlockView):
     # -- ops --------------------------------------------------------------------------
     def append_op(self, type=None, inputs=None, outputs=None, attrs=None, infer_shape=True,
                   **kwargs):
-        return self._insert_op(len(self.ops), type, inputs, outputs, attrs, infer_shape)
+        tracer = _dygraph_tracer_
+        if tracer is None:
+            return self._insert_op(len(self.ops), type, inputs, outputs, attrs, infer_shape)
+        # eager mode (dygraph/): the op is recorded as in a static program, then run at once
+        tracer.sync_vars(self, inputs)
+        op = self._insert_op(len(self.ops), type, inputs, outputs, attrs, infer_shape)
+        tracer.run_op(op)
+        return op
 
     def prepend_op(self, type=None, inputs=None, outputs=None, attrs=None, infer_shape=True,
                    **kwargs):
@@ -276,14 +456,22 @@ class Block(BlockView):
                    infer_shape=True):
         """Insert an op built in the current context: its op_role (op_role_guard), name
         scope and the user's call site are recorded; shapes are inferred."""
+        if type is None:
+            raise ValueError("`type` to initialized an Operator can not be None.")
+        if not isinstance(type, str) or registry.find(type) is None:
+            close = difflib.get_close_matches(str(type), list(registry.all_ops()), n=3)
+            raise UnknownOpError(f'Operator "{type}" has not been registered.' + (
+                f" (did you mean {', '.join(close)}?)" if close else ""))
         opdef = registry.get(type)
-        attrs = dict(attrs or {})
+        # numpy values are taken as the Python values they hold (as Fluid's pybind does)
+        attrs = {k: _py_attr(v) for k, v in (attrs or {}).items()}
+        # the attributes Fluid 1.8 writes on every op it builds
         attrs.setdefault("op_role", _op_role_stack[-1])
-        if _name_scope_stack:
-            attrs.setdefault("op_namescope", _current_namescope())
+        attrs.setdefault("op_role_var", [])
+        attrs.setdefault("op_namescope", _current_namescope())
         site = _user_callsite()
-        if site:
-            attrs.setdefault("op_callstack", [site])
+        attrs.setdefault("op_callstack", [site] if site else [])
+        attrs.setdefault("op_device", "")
         op = rewrite.insert_op(self, index, type, inputs, outputs, attrs,
                                infer_shape=infer_shape and opdef.infer_shape is not None)
         for n in op.output_arg_names:
@@ -300,8 +488,19 @@ class Block(BlockView):
         rewrite.remove_ops(self, index, end)
 
     def _sync_with_desc(self):
-        """Rebuild the wrappers after the desc was changed directly."""
+        """Rebuild the wrappers after the desc was changed directly (variables that were
+        there keep their Python objects: a Parameter its trainable flag, regularizer...)."""
+        old, old_ops = self.vars, {id(op.desc.proto): op for op in self.ops}
         self.__init__(self.program, self.idx)
+        for name, v in list(self.vars.items()):
+            keep = old.get(name)
+            if keep is not None and type(keep) is type(v):
+                keep.desc = v.desc
+                self.vars[name] = keep
+        # and the ops that were there keep theirs (an OpTest holds its op object)
+        self.ops = [old_ops.get(id(op.desc.proto), op) for op in self.ops]
+
+    _sync_with_cpp = _sync_with_desc
 
     def to_string(self, throw_on_error=False, with_details=False):
         return format_block(self)
@@ -317,6 +516,7 @@ class Block(BlockView):
 # ---------------------------------------------------------------------------------------
 class Program(ProgramView):
     def __init__(self, desc=None):
+        self._random_seed = 0
         if desc is None:
             desc = pb.ProgramDesc()
             b = desc.blocks.add()
@@ -327,11 +527,57 @@ class Program(ProgramView):
         self.random_seed = 0
         self._seed_counter = 0
         self._is_test = False
-        self._startup = None       # the startup program parameters' initializers go to
         self._sync_version_map()
 
     def wrap_block(self, idx):
         return Block(self, idx)
+
+    @property
+    def random_seed(self):
+        return self._random_seed
+
+    @random_seed.setter
+    def random_seed(self, seed):
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"Program.random_seed's input seed must be an integer, but "
+                             f"received {type(seed).__name__}")
+        self._random_seed = seed
+
+    def _sync_with_cpp(self):
+        """Bring the Python views in step with the desc after it was changed directly
+        (`program.desc.append_block`, `block.desc._remove_op`, ...), as Fluid's."""
+        for i in range(len(self.blocks), len(self.desc.blocks)):
+            self.blocks.append(self.wrap_block(i))
+        for b in self.blocks:
+            b._sync_with_desc()
+        rewrite.touch(self)
+
+    def _copy_param_info_from(self, other):
+        """Give this program's parameters the Python-side attributes (trainable, optimize
+        and regularizer settings, ...) of `other`'s of the same names, as Fluid's (for a
+        program rebuilt from `other`'s desc)."""
+        if not isinstance(other, Program):
+            raise TypeError(f"_copy_param_info_from should be invoked with Program, got "
+                            f"{type(other).__name__}")
+        block = self.global_block()
+        for p in other.global_block().all_parameters():
+            v = block.vars.get(p.name)
+            if v is None:
+                continue
+            block.vars[p.name] = Parameter(block, v.desc, p.trainable, p.optimize_attr,
+                                           p.regularizer, p.gradient_clip_attr,
+                                           p.do_model_average, p.initializer)
+
+    def _copy_dist_param_info_from(self, other):
+        """Copy the distributed-training marks of `other` (a transpiled program's
+        `_is_distributed`, endpoints, ...), as Fluid's."""
+        if not isinstance(other, Program):
+            raise TypeError(f"_copy_dist_param_info_from should be invoked with Program, got "
+                            f"{type(other).__name__}")
+        for name in ("_is_distributed", "_is_chief", "_parameters_on_pservers", "_endpoints",
+                     "_ps_endpoint", "_trainers_endpoints", "_distributed_lookup_table"):
+            if hasattr(other, name):
+                setattr(self, name, getattr(other, name))
 
     # -- structure ---------------------------------------------------------------------
     def current_block(self):
@@ -348,9 +594,6 @@ class Program(ProgramView):
 
     def all_parameters(self):
         return [p for b in self.blocks for p in b.all_parameters()]
-
-    def _startup_block_for(self, param):
-        return (self._startup or default_startup_program()).global_block()
 
     # -- ids for random ops ------------------------------------------------------------
     def _next_seed(self):
@@ -394,7 +637,6 @@ class Program(ProgramView):
         `is_test` attributes set)."""
         p = Program(rewrite.copy_program(self.desc))  # our own desc: no need to check it
         p.random_seed = self.random_seed
-        p._startup = self._startup
         p._is_test = for_test
         # carry Python-side Parameter attributes over
         for b_old, b_new in zip(self.blocks, p.blocks):
@@ -418,12 +660,24 @@ class Program(ProgramView):
     def _prune_with_input(self, feeded_var_names, targets):
         """A new Program with what `targets` need given that `feeded_var_names` are fed
         (feeding a variable cuts off its producers)."""
-        def names(xs):
-            xs = xs if isinstance(xs, (list, tuple)) else [xs]
-            return [x.name if isinstance(x, VarView) else x for x in xs]
-        targets = names(targets)
+        def names(xs, what, ops_too):
+            out = []
+            for x in xs if isinstance(xs, (list, tuple, set)) else [xs]:
+                if isinstance(x, str):
+                    out.append(x)
+                elif isinstance(x, VarView):
+                    out.append(x.name)
+                elif ops_too and isinstance(x, OpView):   # an op: what it writes
+                    out.extend(n for n in x.output_arg_names if n != EMPTY_VAR_NAME)
+                else:
+                    raise ValueError(f"All {what} of Program._prune_with_input() can only be "
+                                     f"str or Variable{' or Operator' if ops_too else ''}, "
+                                     f"but received {type(x).__name__}")
+            return out
+        feeds = names(feeded_var_names, "feeded_var_names", False)
+        targets = names(targets, "targets", True)
         prune.check_targets(self, targets)
-        return Program(prune.prune_desc(self.desc, targets, names(feeded_var_names)))
+        return Program(prune.prune_desc(self.desc, targets, feeds))
 
     def _inference_optimize(self, prune_read_op=True):
         """A copy for inference as Fluid's (transpiler.prune.inference_optimize on a copy):
@@ -453,6 +707,20 @@ defaults.set_startup_program(Program())
 
 def default_main_program():
     return defaults.main_program()
+
+
+def _get_var(name, program=None):
+    """Variable `name` of the global block of `program` (default: the main program)."""
+    program = program if program is not None else default_main_program()
+    if not isinstance(name, str) or not isinstance(program, Program):
+        raise TypeError(f"_get_var(name, program): a str and a Program, got "
+                        f"{type(name).__name__} and {type(program).__name__}")
+    return program.global_block().var(name)
+
+
+def convert_np_dtype_to_dtype_(np_dtype):
+    """The VarType of a numpy dtype (DTypeError, a TypeError, for one with none)."""
+    return dtypes.to_code(np.dtype(np_dtype))
 
 
 def default_startup_program():
@@ -492,46 +760,128 @@ def program_guard(main_program, startup_program=None):
 FLUID_API_VERSION = "1.8.0"   # the Fluid API level Fluidity implements (require_version)
 
 
-def cpu_places(device_count=None):
-    """`device_count` CPUPlaces (default: the CPU_NUM environment variable, else the
-    number of cores), the devices `CompiledProgram.with_data_parallel` may run on."""
-    if device_count is None:
-        device_count = int(os.environ.get("CPU_NUM", os.cpu_count() or 1))
-    if not isinstance(device_count, int) or device_count < 1:
-        raise ValueError(f"cpu_places: device_count must be a positive int, got "
-                         f"{device_count!r}")
-    return [CPUPlace() for _ in range(device_count)]
+# cpu_places / cuda_places / cuda_pinned_places: core/place.py (imported above)
 
 
-def _cuda_count(what):
-    """The CUDA devices programs can run on (the emulated one under the test hook), or a
-    DeviceError when there are none."""
-    n = 1 if cuda_emulated() else get_cuda_device_count()
-    if n == 0:
-        raise DeviceError(f"{what}: CUDA is not available: no GPU here "
-                          f"(fluid.core.get_cuda_device_count() is 0). Use fluid.CPUPlace() "
-                          f"or fluid.cpu_places().")
-    return n
-
-
-def cuda_places(device_ids=None):
-    """CUDAPlaces of `device_ids` (default: every GPU), each checked to exist here
-    (DeviceError otherwise, as Fluid without a GPU)."""
-    ids = range(_cuda_count("cuda_places")) if device_ids is None else device_ids
-    places = [CUDAPlace(i) for i in ids]
-    for p in places:
-        require_device(p, "cuda_places")
-    return places
-
-
-def cuda_pinned_places(device_count=None):
-    n = _cuda_count("cuda_pinned_places")
-    return [CUDAPinnedPlace() for _ in range(device_count or n)]
+# The tracer of the eager mode (fluidity/dygraph/) while a `fluid.dygraph.guard()` is
+# active, else None: Block.create_var and Block.append_op then give variables values and run
+# ops as they are appended.
+_dygraph_tracer_ = None
 
 
 def in_dygraph_mode():
-    """False: Fluidity builds static programs only (fluid.dygraph is not built)."""
-    return False
+    """Whether a `fluid.dygraph.guard()` is active (ops run as they are appended)."""
+    return _dygraph_tracer_ is not None
+
+
+def _dygraph_tracer():
+    return _dygraph_tracer_
+
+
+@contextlib.contextmanager
+def _dygraph_guard(tracer):
+    """Make `tracer` the eager mode's tracer inside the block (Fluid's name)."""
+    global _dygraph_tracer_
+    prev, _dygraph_tracer_ = _dygraph_tracer_, tracer
+    try:
+        yield
+    finally:
+        _dygraph_tracer_ = prev
+
+
+_in_dygraph_mode = in_dygraph_mode      # Fluid 1.8's private spelling, which its code calls
+
+
+class OpProtoHolder:
+    """Fluid's `OpProtoHolder.instance().get_op_proto(type)`: the OpProto (framework.proto's
+    message: input/output slots with their duplicable/dispensable/intermediate flags,
+    attributes with their types, the op's comment) of a registered op, made from its
+    OpDef."""
+    _instance = None
+
+    @classmethod
+    def instance(cls):
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+    def __init__(self):
+        self._protos = {}
+
+    def get_op_proto(self, type):
+        proto = self._protos.get(type)
+        if proto is None:
+            if registry.find(type) is None:
+                raise ValueError(f'Operator "{type}" has not been registered.')
+            proto = self._protos[type] = _op_proto(registry.get(type))
+        return proto
+
+    def update_op_proto(self):
+        self._protos.clear()
+
+    @staticmethod
+    def generated_op_attr_names():
+        return {"op_role", "op_role_var", "op_namescope", "op_callstack", "op_device"}
+
+
+def _op_proto(opdef):
+    proto = pb.OpProto(type=opdef.type, comment=opdef.doc or opdef.type)
+    for slots, field in ((opdef.inputs, proto.inputs), (opdef.outputs, proto.outputs)):
+        for s in slots:
+            field.add(name=s.name, comment=s.name, duplicable=s.duplicable,
+                      dispensable=s.dispensable, intermediate=bool(getattr(s, "intermediate",
+                                                                           False)))
+    for name, default in sorted(opdef.defaults().items()):
+        t = opdef.attr_type(name)
+        if t is None:
+            if default is None:
+                continue
+            t = registry.attr_type_of(default)
+        proto.attrs.add(name=name, type=t, comment=name,
+                        generated=name in registry.COMMON_ATTRS)
+    return proto
+
+
+# -- Fluid 1.8's argument checks (fluid.data_feeder's): what its layers call ------------------
+def check_type(input, input_name, expected_type, op_name, extra_message=""):
+    """TypeError unless `input` is an `expected_type` (a type or tuple of types)."""
+    if not isinstance(input, expected_type):
+        raise ArgumentTypeError(f"The type of '{input_name}' in {op_name} must be "
+                                f"{_type_names(expected_type)}, but received "
+                                f"{type(input).__name__}. {extra_message}".rstrip())
+
+
+# the dtypes Fluid 1.8's convert_dtype knows: another one is a ValueError wherever it is checked
+_FLUID_DTYPES = frozenset({"bool", "float16", "float32", "float64", "int8", "int16", "int32",
+                           "int64", "uint8"})
+
+
+def check_dtype(input_dtype, input_name, expected_dtype, op_name, extra_message=""):
+    """TypeError unless dtype `input_dtype` (any spelling) is one of `expected_dtype`
+    (names such as 'float32'); ValueError for a dtype Fluid 1.8 does not know at all."""
+    name = dtypes.name(input_dtype) if input_dtype is not None else None
+    if name not in _FLUID_DTYPES:
+        raise DTypeError(f"The data type of '{input_name}' in {op_name}: dtype must be any of "
+                         f"{sorted(_FLUID_DTYPES)}, got {name}")
+    if name not in expected_dtype:
+        raise ArgumentTypeError(f"The data type of '{input_name}' in {op_name} must be "
+                                f"{list(expected_dtype)}, but received {name}. "
+                                f"{extra_message}".rstrip())
+
+
+def check_variable_and_dtype(input, input_name, expected_dtype, op_name, extra_message=""):
+    """`check_type(input, Variable)`, then `check_dtype` of its dtype."""
+    check_type(input, input_name, Variable, op_name, extra_message)
+    check_dtype(input.dtype, input_name, expected_dtype, op_name, extra_message)
+
+
+def _type_names(t):
+    return " or ".join(x.__name__ for x in (t if isinstance(t, tuple) else (t,)))
+
+
+def convert_np_dtype_to_dtype_(np_dtype):
+    """The VarType code of a numpy dtype (or any dtype spelling), as Fluid's."""
+    return dtypes.to_code(np_dtype)
 
 
 def _version_tuple(v, what):

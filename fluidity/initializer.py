@@ -1,6 +1,8 @@
-"""Initializers: each appends one op to the startup program that fills a parameter.
-Seeds come from the op's `seed` attribute (0 = nondeterministic); a program with
-`random_seed` set hands every initializer a derived seed, so runs are reproducible."""
+"""Initializers: each adds one op to the startup program that fills a parameter, at the
+front of its block, as Fluid 1.8's do (`block._prepend_op`: a startup program lists the init
+ops last-made first; the Bilinear one appends, as Fluid's). Seeds come from the op's `seed`
+attribute (0 = nondeterministic); a program with `random_seed` set hands every initializer a
+derived seed, so runs are reproducible."""
 import math
 
 import numpy as np
@@ -39,7 +41,7 @@ class ConstantInitializer(Initializer):
         self.value = value
 
     def _append(self, var, block):
-        return block.append_op("fill_constant", outputs={"Out": var},
+        return block._prepend_op("fill_constant", outputs={"Out": var},
                                attrs={"shape": list(var.shape), "dtype": var.dtype,
                                       "value": float(self.value)})
 
@@ -55,7 +57,7 @@ class UniformInitializer(Initializer):
             float(diag_val)
 
     def _append(self, var, block):
-        return block.append_op("uniform_random", outputs={"Out": var},
+        return block._prepend_op("uniform_random", outputs={"Out": var},
                                attrs={"shape": list(var.shape), "dtype": var.dtype,
                                       "min": float(self.low), "max": float(self.high),
                                       "seed": self._seed_for(block),
@@ -69,7 +71,7 @@ class NormalInitializer(Initializer):
         self.loc, self.scale = loc, scale
 
     def _append(self, var, block):
-        return block.append_op("gaussian_random", outputs={"Out": var},
+        return block._prepend_op("gaussian_random", outputs={"Out": var},
                                attrs={"shape": list(var.shape), "dtype": var.dtype,
                                       "mean": float(self.loc), "std": float(self.scale),
                                       "seed": self._seed_for(block)})
@@ -78,7 +80,7 @@ class NormalInitializer(Initializer):
 class TruncatedNormalInitializer(NormalInitializer):
     def _append(self, var, block):
         m, s = float(self.loc), float(self.scale)     # Fluid's cut: mean -+ 2 std
-        return block.append_op("truncated_gaussian_random", outputs={"Out": var},
+        return block._prepend_op("truncated_gaussian_random", outputs={"Out": var},
                                attrs={"shape": list(var.shape), "dtype": var.dtype,
                                       "mean": m, "std": s, "a": m - 2 * s, "b": m + 2 * s,
                                       "seed": self._seed_for(block)})
@@ -125,6 +127,10 @@ class NumpyArrayInitializer(Initializer):
         self.value = np.asarray(value)
 
     def _append(self, var, block):
+        return block._prepend_op("assign_value", outputs={"Out": var}, attrs=self._attrs(var))
+
+    def _attrs(self, var):
+        """assign_value's attributes writing this array into `var`."""
         v = self.value.astype(dtypes.to_numpy(var.dtype))
         if list(v.shape) != list(var.shape):
             from .errors import ShapeError
@@ -132,10 +138,7 @@ class NumpyArrayInitializer(Initializer):
                              f"{list(v.shape)} != parameter shape {list(var.shape)}")
         key = {"float32": "fp32_values", "int32": "int32_values", "int64": "int64_values",
                "bool": "bool_values"}.get(str(v.dtype), "fp32_values")
-        vals = v.reshape(-1).tolist()
-        return block.append_op("assign_value", outputs={"Out": var},
-                               attrs={"shape": list(var.shape), "dtype": var.dtype,
-                                      key: vals})
+        return {"shape": list(var.shape), "dtype": var.dtype, key: v.reshape(-1).tolist()}
 
 
 class BilinearInitializer(Initializer):
@@ -157,7 +160,8 @@ class BilinearInitializer(Initializer):
         c = (2 * f - 1 - f % 2) / (2.0 * f)
         ramp = 1 - np.abs(np.arange(k) / f - c)
         weight = np.broadcast_to(np.outer(ramp, ramp), shape).astype(np.float32)
-        return NumpyArrayInitializer(weight)._append(var, block)
+        return block.append_op("assign_value", outputs={"Out": var},
+                               attrs=NumpyArrayInitializer(weight)._attrs(var))
 
 
 _FORCE_INIT_ON_CPU = [False]

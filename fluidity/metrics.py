@@ -11,15 +11,13 @@ last `reset()`:
     print(acc.eval())
 
 The metrics and their arithmetic are Fluid 1.x's; they run on numpy values only (nothing
-here touches a program). `DetectionMAP` builds detection ops and is declined with the
-detection layers (docs/api.md).
+here touches a program). `DetectionMAP` builds detection_map ops in the program.
 """
 import copy
 import numbers
 
 import numpy as np
 
-from .errors import declined_class
 
 __all__ = ["MetricBase", "CompositeMetric", "Precision", "Recall", "Accuracy",
            "ChunkEvaluator", "EditDistance", "DetectionMAP", "Auc"]
@@ -287,6 +285,59 @@ class Auc(MetricBase):
         return auc / tot_pos / tot_neg if tot_pos > 0.0 and tot_neg > 0.0 else 0.0
 
 
-DetectionMAP = declined_class(
-    "metrics.DetectionMAP", "it builds the detection layers' mAP ops, and the detection "
-    "layers are not built (docs/api.md)", ("get_map_var", "reset"))
+class DetectionMAP:
+    """Detection mAP of a program's detections (detection_output's rows) against the ground
+    truth: `get_map_var()` gives (this batch's mAP, the mAP accumulated since the last
+    `reset`) as Variables to fetch. Builds two detection_map ops (fluidity/ops/
+    detection_map.py) in the current program, the second over persistable state."""
+
+    def __init__(self, input, gt_label, gt_box, gt_difficult=None, class_num=None,
+                 background_label=0, overlap_threshold=0.5, evaluate_difficult=True,
+                 ap_version="integral"):
+        from . import layers, unique_name
+        from .initializer import ConstantInitializer
+        from .layer_helper import LayerHelper
+        from .layers.detection import detection_map
+        self.helper = LayerHelper("map_eval")
+        gt_label = layers.cast(gt_label, gt_box.dtype)
+        if gt_difficult is not None:
+            gt_difficult = layers.cast(gt_difficult, gt_box.dtype)
+            label = layers.concat([gt_label, gt_difficult, gt_box], axis=1)
+        else:
+            label = layers.concat([gt_label, gt_box], axis=1)
+        # the images' ground truth: concat gives no LoD here, so take gt_box's
+        label = layers.lod_reset(label, y=gt_box)
+        kw = {"overlap_threshold": overlap_threshold, "evaluate_difficult": evaluate_difficult,
+              "ap_version": ap_version}
+        self.cur_map = detection_map(input, label, class_num, background_label, **kw)
+
+        def state(suffix, dtype, shape=None):
+            name = "_".join([unique_name.generate(self.helper.name), suffix])
+            return self.helper.create_global_variable(persistable=True, dtype=dtype,
+                                                      shape=shape, name=name)
+        states = [state("accum_pos_count", "int32"), state("accum_true_pos", "float32"),
+                  state("accum_false_pos", "float32")]
+        self.has_state = state("has_state", "int32", [1])
+        self.helper.set_variable_initializer(self.has_state, ConstantInitializer(0))
+        self.accum_map = detection_map(input, label, class_num, background_label,
+                                       has_state=self.has_state, input_states=states,
+                                       out_states=states, **kw)
+        layers.fill_constant(shape=[1], value=1, dtype="int32", out=self.has_state)
+
+    def get_map_var(self):
+        """(mAP of the current mini-batch, mAP accumulated over the batches since reset)."""
+        return self.cur_map, self.accum_map
+
+    def reset(self, executor, reset_program=None):
+        """Forget the accumulated state (at the start of a pass): runs `reset_program` (a new
+        Program if None) setting the has-state flag to 0."""
+        from . import layers
+        from .framework import Program, program_guard
+        if reset_program is None:
+            reset_program = Program()
+        with program_guard(reset_program):
+            var = reset_program.current_block().create_var(
+                name=self.has_state.name, shape=self.has_state.shape,
+                dtype=self.has_state.dtype, persistable=True)
+            layers.fill_constant(shape=var.shape, value=0, dtype=var.dtype, out=var)
+        executor.run(reset_program)

@@ -3,9 +3,12 @@ gradient clipping, regularization and one update op per parameter to the loss's 
 
 Each optimizer is a small subclass of `Optimizer` naming its op type, its accumulators
 (persistable variables `<param>_<acc>_<n>` in the main program, filled by `fill_constant` in
-the startup program) and the op's attributes. A float learning rate becomes a persistable
-`learning_rate_<n>` variable filled in the startup program; a Variable (an LR schedule) is
-used as is. A parameter's `optimize_attr['learning_rate']` != 1 adds a `scale` op.
+the startup program; `_accumulators[acc][param name]`, with Fluid's `_<acc>_acc_str` names)
+and the op's attributes. A float learning rate becomes a persistable `learning_rate_<n>`
+variable filled in the startup program; a Variable (an LR schedule) is used as is. A
+parameter's `optimize_attr['learning_rate']` != 1 adds a `scale` op before its update op.
+`minimize` / `apply_gradients` return the ops the optimization pass appended (those `scale`
+ops, the update ops and what follows them), as Fluid 1.8's do.
 
 The update ops write Param and accumulators in place (ParamOut is Param): see
 `fluidity.ops.optimizer_ops` for each op's rule and its SelectedRows (sparse) behaviour.
@@ -64,30 +67,30 @@ class Optimizer:
         self.regularization = regularization
         self._grad_clip = grad_clip
         self._name = name
-        self._lr_vars = {}       # program -> its learning-rate Variable
-        self._accumulators = {}  # program -> {(acc name, param name): Variable}
+        self._learning_rate_map = {}   # program -> its learning-rate Variable
+        self._accumulators = {}        # acc name -> {param name: Variable} (Fluid's layout)
 
     # -- learning rate ----------------------------------------------------------------------
     def _create_global_learning_rate(self):
         program = default_main_program()
-        if program in self._lr_vars:
+        if program in self._learning_rate_map:
             return
         lr = self._learning_rate
         if isinstance(lr, Variable):
             _check(lr.type == VarType.LOD_TENSOR and abs(lr.numel()) == 1,
                    f"learning rate Variable '{lr.name}' must be a tensor of one element, "
                    f"got shape {list(lr.shape)}")
-            self._lr_vars[program] = lr
+            self._learning_rate_map[program] = lr
             return
         name = unique_name.generate("learning_rate")
-        # 0-D, as Paddle >= 2.5 makes it (ops/reduce.py's note); a schedule's [1] works too
-        var = program.global_block().create_var(name=name, shape=[], dtype="float32",
+        # [1], as Fluid 1.x's create_global_var makes it (ops/reduce.py's note)
+        var = program.global_block().create_var(name=name, shape=[1], dtype="float32",
                                                 persistable=True, stop_gradient=True)
         ConstantInitializer(float(lr))(var, default_startup_program().global_block())
-        self._lr_vars[program] = var
+        self._learning_rate_map[program] = var
 
     def _global_learning_rate(self, program=None):
-        return self._lr_vars.get(program or default_main_program())
+        return self._learning_rate_map.get(program or default_main_program())
 
     def current_step_lr(self):
         """The learning rate as a float when it is one (Paddle returns the scheduled value
@@ -103,39 +106,48 @@ class Optimizer:
         block = default_main_program().global_block()
         out = block.create_var(name=unique_name.generate("learning_rate_scaled"), shape=lr.shape,
                                dtype=lr.dtype, stop_gradient=True)
-        with op_role_guard(OpRole.Optimize | OpRole.LRSched):
-            block.append_op("scale", {"X": lr}, {"Out": out}, {"scale": float(factor)})
+        with op_role_guard(OpRole.Optimize | OpRole.LRSched), \
+                name_scope("scale_with_param_lr"):
+            block.append_op("scale", {"X": lr}, {"Out": out},
+                            {"scale": float(factor), "bias": 0.0})
         return out
 
     # -- accumulators ---------------------------------------------------------------------
-    def _add_accumulator(self, name, param, fill_value=0.0, shape=None, dtype=None):
+    def _acc_key(self, name):
+        return f"{self._name}_{name}" if self._name is not None else name
+
+    def _add_accumulator(self, name, param, fill_value=0.0, shape=None, dtype=None, **kwargs):
+        """A persistable `<param>_<name>_<n>` of the parameter's shape (or `shape`) filled
+        with `fill_value` by the startup program; kept in `_accumulators[name][param]`. An
+        optimizer used again for another program makes that program its own."""
         program = default_main_program()
-        accs = self._accumulators.setdefault(program, {})
-        key = (name, param.name)
-        if key in accs:
-            raise FluidityError(f"{type(self).__name__}: accumulator '{name}' of parameter "
-                                f"'{param.name}' already exists")
-        prefix = f"{self._name}_" if self._name else ""
+        name = self._acc_key(name)
+        old = self._accumulators.get(name, {}).get(param.name)
+        if old is not None and old.block.program is program:
+            raise FluidityError(f"Accumulator {name} already exists for parameter "
+                                f"{param.name}")
         var = program.global_block().create_var(
-            name=unique_name.generate(f"{prefix}{param.name}_{name}"),
+            name=unique_name.generate(f"{param.name}_{name}"),
             shape=list(param.shape if shape is None else shape),
             dtype=param.dtype if dtype is None else dtype, persistable=True,
             stop_gradient=True)
         ConstantInitializer(float(fill_value))(var, default_startup_program().global_block())
-        accs[key] = var
+        self._accumulators.setdefault(name, {})[param.name] = var
         return var
 
     def _get_accumulator(self, name, param):
-        try:
-            return self._accumulators[default_main_program()][(name, param.name)]
-        except KeyError:
-            raise FluidityError(f"{type(self).__name__}: no accumulator '{name}' for "
-                                f"parameter '{param.name}'") from None
+        var = self._accumulators.get(self._acc_key(name), {}).get(param.name)
+        if var is None:
+            raise FluidityError(f"Accumulator {self._acc_key(name)} does not exist for "
+                                f"parameter {param.name}")
+        return var
 
     def _create_accumulators(self, block, parameters):
+        program = default_main_program()
         for p in parameters:
             for name, fill, shape in self.accumulators:
-                if (name, p.name) not in self._accumulators.get(default_main_program(), {}):
+                old = self._accumulators.get(self._acc_key(name), {}).get(p.name)
+                if old is None or old.block.program is not program:
                     self._add_accumulator(name, p, fill, shape)
 
     # -- the update op --------------------------------------------------------------------
@@ -152,20 +164,22 @@ class Optimizer:
             {"ParamOut": param, **outs}, attrs)
 
     def _create_optimization_pass(self, parameters_and_grads):
+        """Append the update of every (param, grad) (accumulators and the learning rate
+        first, as Fluid 1.8); returns every op it appended: each parameter's own-LR `scale`,
+        its update op, and the ops of `_finish_update`."""
         program = default_main_program()
         block = program.global_block()
         todo = [(p, g) for p, g in parameters_and_grads
                 if g is not None and getattr(p, "trainable", True)]
-        ops = []
-        self._create_global_learning_rate()
+        start = len(block.ops)
         self._create_accumulators(block, [p for p, _ in todo])
+        self._create_global_learning_rate()
         with op_role_guard(OpRole.Optimize), name_scope("optimizer"):
             for p, g in todo:
                 op = self._append_optimize_op(block, (p, g))
                 op._set_attr("op_role_var", [p.name, g.name])
-                ops.append(op)
             self._finish_update(block, todo)
-        return ops
+        return block.ops[start:]
 
     def _finish_update(self, block, params_grads):
         """Ops after the updates (Fluid 1.x's beta-power steps); none by default."""
@@ -241,7 +255,7 @@ class Optimizer:
     def get_opti_var_name_list(self):
         """The names of the accumulators and learning rates this optimizer created."""
         names = [v.name for accs in self._accumulators.values() for v in accs.values()]
-        return names + [v.name for v in self._lr_vars.values()]
+        return names + [v.name for v in self._learning_rate_map.values()]
 
 
 # --- the optimizers --------------------------------------------------------------------------
@@ -253,6 +267,7 @@ class SGDOptimizer(Optimizer):
 class MomentumOptimizer(Optimizer):
     """velocity = momentum * velocity + grad; param -= lr * velocity (or the Nesterov step)."""
     type = "momentum"
+    _velocity_acc_str = "velocity"
     accumulators = (("velocity", 0.0, None),)
 
     def __init__(self, learning_rate, momentum, parameter_list=None, use_nesterov=False,
@@ -273,6 +288,8 @@ class AdamOptimizer(Optimizer):
     """Adam (op `adam`; the op also advances the beta1/beta2 power accumulators).
     lazy_mode=True: a sparse gradient updates only its rows."""
     type = "adam"
+    _moment1_acc_str, _moment2_acc_str = "moment1", "moment2"
+    _beta1_pow_acc_str, _beta2_pow_acc_str = "beta1_pow_acc", "beta2_pow_acc"
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  parameter_list=None, regularization=None, grad_clip=None, name=None,
@@ -331,6 +348,7 @@ class AdamWOptimizer(AdamOptimizer):
 class AdagradOptimizer(Optimizer):
     """moment += grad^2; param -= lr * grad / (sqrt(moment) + epsilon)."""
     type = "adagrad"
+    _moment_acc_str = "moment"
 
     def __init__(self, learning_rate, epsilon=1e-6, parameter_list=None, regularization=None,
                  grad_clip=None, name=None, initial_accumulator_value=0.0):
@@ -346,6 +364,8 @@ class AdagradOptimizer(Optimizer):
 class RMSPropOptimizer(Optimizer):
     """RMSProp (Hinton), optionally centered, with momentum (op `rmsprop`)."""
     type = "rmsprop"
+    _momentum_acc_str, _mean_square_acc_str = "momentum", "mean_square"
+    _mean_grad_acc_str = "mean_grad"
     accumulators = (("momentum", 0.0, None), ("mean_square", 0.0, None),
                     ("mean_grad", 0.0, None))
 
@@ -369,6 +389,7 @@ class RMSPropOptimizer(Optimizer):
 class FtrlOptimizer(Optimizer):
     """FTRL-Proximal (op `ftrl`)."""
     type = "ftrl"
+    _squared_acc_str, _linear_acc_str = "squared", "linear"
     accumulators = (("squared", 0.0, None), ("linear", 0.0, None))
 
     def __init__(self, learning_rate, l1=0.0, l2=0.0, lr_power=-0.5, parameter_list=None,
@@ -403,6 +424,8 @@ class AdamaxOptimizer(Optimizer):
     """Adamax (Kingma & Ba): Adam with the infinity norm (op `adamax`); the beta1 power
     advances by a `scale` op after the updates."""
     type = "adamax"
+    _moment_acc_str, _inf_norm_acc_str = "moment", "inf_norm"
+    _beta1_pow_acc_str = "beta1_pow_acc"
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  parameter_list=None, regularization=None, grad_clip=None, name=None):
@@ -427,6 +450,7 @@ class DecayedAdagradOptimizer(Optimizer):
     """moment = decay * moment + (1 - decay) * grad^2; param -= lr * grad / (sqrt(moment) +
     epsilon) (op `decayed_adagrad`)."""
     type = "decayed_adagrad"
+    _moment_acc_str = "moment"
     accumulators = (("moment", 0.0, None),)
 
     def __init__(self, learning_rate, decay=0.95, epsilon=1e-6, parameter_list=None,
@@ -442,6 +466,8 @@ class DecayedAdagradOptimizer(Optimizer):
 class AdadeltaOptimizer(Optimizer):
     """Adadelta (Zeiler) (op `adadelta`; the learning rate scales the step)."""
     type = "adadelta"
+    _avg_squared_grad_acc_str = "_avg_squared_grad"
+    _avg_squared_update_acc_str = "_avg_squared_update"
     accumulators = (("_avg_squared_grad", 0.0, None), ("_avg_squared_update", 0.0, None))
 
     def __init__(self, learning_rate, epsilon=1.0e-6, rho=0.95, parameter_list=None,
@@ -492,6 +518,7 @@ class LarsMomentumOptimizer(Optimizer):
     """Momentum with a layer-wise learning rate from the parameter and gradient norms (LARS,
     op `lars_momentum`)."""
     type = "lars_momentum"
+    _velocity_acc_str = "velocity"
     accumulators = (("velocity", 0.0, None),)
 
     def __init__(self, learning_rate, momentum, lars_coeff=0.001, lars_weight_decay=0.0005,

@@ -8,16 +8,28 @@ to each gradient before the update, as ops in the program.
 A parameter's own regularizer (ParamAttr(regularizer=...), kept on `Parameter.regularizer`)
 overrides the optimizer's `regularization`.
 
-Sparse gradients (SelectedRows, from `embedding(is_sparse=True)`) stay sparse: only the rows
-present in the gradient are decayed (duplicates merged first, so each row once), by the op
-`selected_rows_weight_decay`. Paddle instead adds a dense decay term, making the gradient
-dense and decaying every row each step.
+A sparse gradient (SelectedRows, from `embedding(is_sparse=True)`) is regularized as Fluid 1.x
+does it by default: the dense decay term of the whole table is added to it, `sum(grad, decay)`
+into a dense `<grad>@NEWGRAD@` that the update op then reads, so every row of the table
+decays every step, touched or not.
+
+`L2Decay(coeff, lazy_mode=True)` (and L1Decay's) is Fluidity's explicit alternative for
+large sparse tables: only the rows present in the gradient decay (duplicates merged first,
+so each row once), and the gradient stays sparse (op `selected_rows_weight_decay`), which
+costs the touched rows only, where Fluid's rule costs the whole table each step; it is the
+same weight decay applied lazily, as Adam's `lazy_mode` applies Adam to the touched rows.
+Dense gradients are regularized the same way either way.
 """
+import logging
+
 from . import unique_name
 from .core.dtypes import VarType
+from .core.names import OpRole
 from .errors import FluidityError
-from .framework import OpRole, name_scope, op_role_guard
+from .framework import name_scope, op_role_guard
 from .ops import registry
+
+NEW_GRAD_SUFFIX = "@NEWGRAD@"    # Fluid's kNewGradSuffix: a sparse gradient made dense
 
 __all__ = ["L1Decay", "L2Decay", "L1DecayRegularizer", "L2DecayRegularizer",
            "append_regularization_ops"]
@@ -28,12 +40,13 @@ class WeightDecayRegularizer:
     and returns its variable."""
     method = None
 
-    def __init__(self, regularization_coeff=0.0):
+    def __init__(self, regularization_coeff=0.0, lazy_mode=False):
         if isinstance(regularization_coeff, bool) or not isinstance(regularization_coeff,
                                                                     (int, float)):
             raise FluidityError(f"{type(self).__name__}: regularization_coeff must be a "
                                 f"number, got {type(regularization_coeff).__name__}")
         self._regularization_coeff = float(regularization_coeff)
+        self.lazy_mode = bool(lazy_mode)
 
     def _tmp(self, block, param):
         return block.create_var(name=unique_name.generate(f"{param.name}_{self.method}"),
@@ -94,25 +107,45 @@ L2Decay = L2DecayRegularizer
 
 
 def append_regularization_ops(parameters_and_grads, regularization=None):
-    """Add each parameter's decay term to its gradient (in place); returns [(param, grad)]."""
+    """Add each parameter's decay term to its gradient: a dense gradient in place, a
+    sparse one into a new dense `<grad>@NEWGRAD@` (or, lazy_mode, its own rows in place).
+    Returns [(param, regularized grad)], as Fluid's; the ops carry op_role Optimize and
+    op_role_var [param, grad]."""
     out = []
+    warned = False
     for param, grad in parameters_and_grads:
-        reg = getattr(param, "regularizer", None) or regularization
+        own = getattr(param, "regularizer", None)
+        reg = own or regularization
         if grad is None or reg is None:
             out.append((param, grad))
             continue
+        if own is not None and regularization is not None and not warned:
+            warned = True
+            logging.info("If regularizer of a Parameter has been set by 'fluid.ParamAttr' or "
+                         "'fluid.WeightNormParamAttr' already. The Regularization[%s] in "
+                         "Optimizer will not take effect, and it will only be applied to "
+                         "other Parameters!", regularization)
         if not isinstance(reg, WeightDecayRegularizer):
             raise FluidityError(f"regularizer of '{param.name}' must be L1Decay or L2Decay, "
                                 f"got {type(reg).__name__}")
         block = grad.block
+        start = len(block.ops)
+        new_grad = grad
         with op_role_guard(OpRole.Optimize), name_scope("regularization"):
-            if grad.type == VarType.SELECTED_ROWS:
+            if grad.type == VarType.SELECTED_ROWS and reg.lazy_mode:
                 block.append_op("selected_rows_weight_decay", {"Param": param, "Grad": grad},
                                 {"Out": grad},
                                 {"regularization_method": reg.method,
                                  "regularization_coeff": reg._regularization_coeff})
             else:
                 decay = reg(param, grad, block)
-                block.append_op("sum", {"X": [grad, decay]}, {"Out": grad})
-        out.append((param, grad))
+                if grad.type == VarType.SELECTED_ROWS:
+                    new_grad = block.create_var(name=grad.name + NEW_GRAD_SUFFIX,
+                                                dtype=param.dtype, shape=param.shape,
+                                                lod_level=param.lod_level,
+                                                type=VarType.LOD_TENSOR)
+                block.append_op("sum", {"X": [grad, decay]}, {"Out": new_grad})
+        for op in block.ops[start:]:
+            op._set_attr("op_role_var", [param.name, grad.name])
+        out.append((param, new_grad))
     return out

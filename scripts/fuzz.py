@@ -9,6 +9,14 @@ Targets (each fed bytes; see TARGETS):
   multislot_c    MultiSlotReader, C parser, read whole; each case is also read by the
                  Python parser and the two must agree (batches, origins, errors)
   multislot_py   MultiSlotReader, Python parser, read whole
+  codegen        (not in the default set: --targets codegen) a one-op program of every op
+                 with a compiled form (tests/codegen's samples) with one hostile change -
+                 an attribute of the wrong type (a payload that would create a canary file
+                 as C++), an extreme or random value, a variable renamed to a hostile name
+                 (tests/security/hostile.py), declared dims changed, a corrupt fed LoD, a
+                 wire-level mutation - loaded, run by the interpreter and run compiled
+                 (`with_native_code`): the two must give the same values or both an error,
+                 and the canary must never appear
 
 Inputs: mutations of valid seed files (the Paddle models and parameters of
 tests/fixtures/paddle_zoo, records and configs made here, generated MultiSlot data): bit
@@ -33,6 +41,12 @@ under --out with what happened, and the worker restarted.
 
 Exit status 1 when any case failed. The summary prints, per target, cases, outcomes by
 kind (ok, each documented error class, raw exceptions, hangs, crashes) and wall time.
+
+For `codegen` a case FAILS also when the compiled run and the interpreter disagree (values,
+or one of them raising), and when the canary file appears; its documented outcomes are
+FormatError (the loader refused the change) and InterpreterError (the interpreter refused
+the case, and so did the compiled run). Its cases compile C++ (a build cache private to each
+worker), so it runs about a case a second, and its per-case time limit is at least 120 s.
 """
 import argparse
 import collections
@@ -430,6 +444,171 @@ def gen_multislot(rng):
     return b"\n".join(lines), {"desc": rng.randrange(len(DATAFEED_DESCS))}
 
 
+# --- the generated-code target ------------------------------------------------------------
+def _test_paths():
+    for d in ("tests", os.path.join("tests", "codegen"), os.path.join("tests", "security")):
+        d = os.path.join(ROOT, d)
+        if d not in sys.path:
+            sys.path.insert(0, d)
+
+
+def _codegen_seeds():
+    """(one-op program, {"op", "feed": {name: (array, lod)}, "fetch"}) of every op with a
+    compiled form that tests/codegen has a sample for."""
+    _test_paths()
+    import numpy as np
+    from codegen_samples import all_samples
+    from op_test import build_op
+    samples, _extra, _ = all_samples()
+    out = []
+    for op_type in sorted(samples):
+        try:
+            inputs, attrs, _wrt, *outputs = samples[op_type]()
+            main, _, feed, out_vars, _ = build_op(op_type, inputs, attrs, *outputs)
+        except Exception:  # noqa: BLE001 - an op its tests build another way
+            continue
+        fed = {n: (np.asarray(getattr(v, "_array", v)),
+                   [list(x) for x in getattr(v, "_lod", [])]) for n, v in feed.items()}
+        fetch = [v.name for vs in out_vars.values() for v in vs]
+        out.append((main.desc.SerializeToString(), {"op": op_type, "feed": fed, "fetch": fetch}))
+    return out
+
+
+_RANDOM_INTS = [-2, -1, 0, 1, 2, 3, 4, 7, 64, 1 << 20]
+_RANDOM_FLOATS = [0.0, -1.0, 0.5, 1.0, 2.0, 1e-8, 1e8, -3.5]
+_RANDOM_STRINGS = ["", "NCHW", "NHWC", "AnyLayout", "max", "avg", "sum", "mean", "sqrt",
+                   "relu", "sigmoid", "tanh", "identity", "upscale_in_train", "IOB", "x"]
+
+
+def _random_value(rng, attr_type):
+    from fluidity.proto import framework_pb2 as pb
+    T = pb.AttrType
+    if attr_type in (T.INT, T.LONG):
+        return attr_type, rng.choice(_RANDOM_INTS)
+    if attr_type in (T.FLOAT, T.FLOAT64):
+        return attr_type, rng.choice(_RANDOM_FLOATS)
+    if attr_type == T.BOOLEAN:
+        return attr_type, rng.random() < 0.5
+    if attr_type == T.STRING:
+        return attr_type, rng.choice(_RANDOM_STRINGS)
+    if attr_type in (T.INTS, T.LONGS):
+        return attr_type, [rng.choice(_RANDOM_INTS) for _ in range(rng.randint(0, 4))]
+    if attr_type in (T.FLOATS, T.FLOAT64S):
+        return attr_type, [rng.choice(_RANDOM_FLOATS) for _ in range(rng.randint(0, 4))]
+    if attr_type == T.BOOLEANS:
+        return attr_type, [rng.random() < 0.5 for _ in range(rng.randint(0, 3))]
+    return None
+
+
+def mutate_codegen(rng, data, opts, canary):
+    """(data, opts) of a one-op program with one hostile change (see the module's doc)."""
+    _test_paths()
+    import hostile
+    from fluidity.ops import registry
+    from fluidity.proto import framework_pb2 as pb
+    opts = dict(opts, canary=canary, feed=dict(opts["feed"]), fetch=list(opts["fetch"]))
+    desc = pb.ProgramDesc()
+    desc.ParseFromString(data)
+    block = desc.blocks[0]
+    op = next(o for o in block.ops if o.type == opts["op"])
+    r = rng.random()
+    if r < 0.5:                                   # an attribute
+        opdef = registry.get(op.type)
+        names = [n for n in opdef.attr_names() if opdef.attr_type(n) not in
+                 (pb.AttrType.BLOCK, pb.AttrType.BLOCKS)]
+        name = rng.choice(names)
+        want = opdef.attr_type(name)
+        pick = rng.random()
+        choices = (hostile.wrong_values(want, canary) if pick < 0.35 else
+                   hostile.extreme_values(want) if pick < 0.7 else
+                   [v for v in [_random_value(rng, want)] if v])
+        if choices:
+            hostile.set_raw_attr(op, name, *rng.choice(choices))
+    elif r < 0.7:                                 # a variable renamed
+        old = rng.choice([v.name for v in block.vars])
+        new = rng.choice(hostile.hostile_names(canary))
+        for v in block.vars:
+            if v.name == old:
+                v.name = new
+        for o in block.ops:
+            for slot in list(o.inputs) + list(o.outputs):
+                slot.arguments[:] = [new if a == old else a for a in slot.arguments]
+        if old in opts["feed"]:
+            opts["feed"][new] = opts["feed"].pop(old)
+        opts["fetch"] = [new if f == old else f for f in opts["fetch"]]
+    elif r < 0.85:                                # a declared shape
+        v = rng.choice(list(block.vars))
+        td = v.type.lod_tensor.tensor
+        if td.dims:
+            k = rng.randrange(len(td.dims))
+            td.dims[k] = rng.choice([-1, 0, 1, 2, 1 << 31, 1 << 40, 1 << 62])
+    elif r < 0.95 and opts["feed"]:               # a fed LoD
+        name = rng.choice(sorted(opts["feed"]))
+        a, _lod = opts["feed"][name]
+        rows = int(a.shape[0]) if a.ndim else 0
+        opts["feed"][name] = (a, [rng.choice([[0, rows + 3], [1, rows], [0, rows, rows - 1],
+                                              [0, 1 << 40], [0, -1, rows], [rows],
+                                              [0, rows // 2, rows], []])])
+    else:
+        return mutate_wire(rng, data), opts
+    return desc.SerializeToString(), opts
+
+
+def _codegen_case(rng, seeds, out_dir):
+    data, opts = rng.choice(seeds)
+    os.makedirs(out_dir, exist_ok=True)           # where a payload would make the canary
+    canary = os.path.join(os.path.abspath(out_dir), "CANARY")
+    return mutate_codegen(rng, data, opts, canary)
+
+
+def _interpreter_error():
+    from fluidity.errors import FluidityError
+
+    class InterpreterError(FluidityError):
+        """The interpreter refused a codegen case, and the compiled run refused it too (the
+        documented outcome: the interpreter's error in every case)."""
+    return InterpreterError
+
+
+def _run_both(program, feed, fetch):
+    import fluidity as fluid
+    exe = fluid.Executor()
+
+    def run(p):
+        try:
+            return "ok", exe.run(p, feed=feed, fetch_list=fetch, scope=fluid.Scope())
+        except Exception as e:  # noqa: BLE001 - compared, not hidden
+            return "error", f"{type(e).__name__}: {str(e)[:200]}"
+    return run(program), run(fluid.CompiledProgram(program).with_native_code())
+
+
+def run_codegen(data, opts):
+    import numpy as np
+    from fluidity.core.tensor import LoDTensor
+    from fluidity.framework import Program
+    canary = opts["canary"]
+    try:
+        program = Program.parse_from_string(data)
+        feed = {n: LoDTensor(a, lod) if lod else a for n, (a, lod) in opts["feed"].items()}
+        want, got = _run_both(program, feed, opts["fetch"])
+    finally:
+        if os.path.exists(canary):
+            raise AssertionError(f"THE CANARY {canary} WAS CREATED: generated code ran a payload")
+    if want[0] != got[0]:
+        raise AssertionError(f"interpreter {want[0]} {str(want[1])[:200]} but compiled {got[0]} "
+                             f"{str(got[1])[:200]}")
+    if want[0] == "error":
+        raise InterpreterError(want[1])
+    for w, g in zip(want[1], got[1]):
+        w, g = np.asarray(w), np.asarray(g)
+        if w.shape != g.shape or w.dtype != g.dtype:
+            raise AssertionError(f"compiled {g.dtype}{g.shape}, interpreter {w.dtype}{w.shape}")
+        if w.dtype.kind in "fc":
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
 # =======================================================================================
 # targets (run in the worker)
 # =======================================================================================
@@ -546,14 +725,16 @@ def _documented():
     return {"program": (FormatError, ProgramError, PlanError), "tensor": (FormatError,),
             "combined": (FormatError,), "datafeed_desc": (FormatError,),
             "multislot_c": (DataError,), "multislot_py": (DataError,),
-            "_selftest": (FormatError,)}
+            "codegen": (FormatError, InterpreterError), "_selftest": (FormatError,)}
 
 
 PlanError = _plan_error()
+InterpreterError = _interpreter_error()
 RUNNERS = {"program": run_program, "tensor": run_tensor, "combined": run_combined,
            "datafeed_desc": run_datafeed_desc, "multislot_c": run_multislot_c,
-           "multislot_py": run_multislot_py, "_selftest": run_selftest}
-TARGETS = [t for t in RUNNERS if not t.startswith("_")]
+           "multislot_py": run_multislot_py, "codegen": run_codegen, "_selftest": run_selftest}
+SLOW = {"codegen": 120.0}      # targets that compile: out of the default set; their time limit
+TARGETS = [t for t in RUNNERS if not t.startswith("_") and t not in SLOW]
 
 
 def worker_main():
@@ -569,6 +750,7 @@ def worker_main():
     except (ValueError, OSError):
         pass
     _Case.dir = os.environ["FLUIDITY_FUZZ_SCRATCH"]   # the driver's, removed by it
+    os.environ.pop("FLUIDITY_TRUSTED_CACHE_DIR", None)  # builds go to the scratch cache
     documented = _documented()
     from fluidity.datafeed import multislot
     multislot.build()
@@ -606,7 +788,8 @@ class Worker:
         self.scratch = tempfile.mkdtemp(prefix="fluidity-fuzz-", dir=shm)
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                    OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                   FLUIDITY_FUZZ_SCRATCH=self.scratch)
+                   FLUIDITY_FUZZ_SCRATCH=self.scratch,
+                   FLUIDITY_CACHE_DIR=os.path.join(self.scratch, "cache"))
         self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         fd = self.p.stdout.fileno()
@@ -667,6 +850,7 @@ class Worker:
 SEEDS = {"program": _program_seeds, "tensor": _tensor_seeds, "combined": _combined_seeds,
          "datafeed_desc": lambda: [(d, {}) for d in DATAFEED_DESCS],
          "multislot_c": _multislot_seeds, "multislot_py": _multislot_seeds,
+         "codegen": _codegen_seeds,
          "_selftest": lambda: [(d, {}) for d in (b"ok", b"raw", b"crash", b"documented",
                                                 b"hang")]}
 GENERATORS = {"program": lambda rng: (gen_program(rng), {}), "tensor": gen_tensor,
@@ -714,10 +898,12 @@ def _mutate_record(rng, data):
     return data[:j + 4 + n + rng.randint(0, max(0, len(data) - j - 4 - n))]  # data cut
 
 
-def make_case(target, rng, seeds, k=0):
+def make_case(target, rng, seeds, k=0, out_dir="fuzz-out"):
     """(data, opts) for case k: mostly mutated seeds, some generated from scratch."""
     if target == "_selftest":
         return seeds[k % len(seeds)]
+    if target == "codegen":
+        return _codegen_case(rng, seeds, out_dir)
     r = rng.random()
     if r < 0.15:
         data, opts = GENERATORS[target](rng)
@@ -743,11 +929,12 @@ def fuzz(target, cases, seed, timeout, out_dir, progress=True, worker=None):
     seeds = SEEDS[target]()
     counts, failures = collections.Counter(), []
     worker = worker if worker is not None and worker.alive() else Worker()
+    timeout = max(timeout, SLOW.get(target, 0.0))
     t0 = time.time()
     pending, done, reported = [], 0, 0
     while done < cases:
         while len(pending) < min(BATCH, cases - done):
-            pending.append(make_case(target, rng, seeds, done + len(pending)))
+            pending.append(make_case(target, rng, seeds, done + len(pending), out_dir))
         answered = 0
         for (data, opts), (kind, cls, msg) in zip(
                 pending, worker.run([(target, d, o) for d, o in pending], timeout)):
@@ -782,7 +969,9 @@ def _save(out_dir, target, kind, cls, msg, data, opts):
         f.write(data)
     with open(base + ".json", "w") as f:
         json.dump({"target": target, "kind": kind, "class": cls, "message": msg,
-                   "opts": opts}, f, indent=1)
+                   "opts": opts}, f, indent=1, default=repr)
+    with open(base + ".opts.pkl", "wb") as f:       # the case again: run_<target>(data, opts)
+        pickle.dump(opts, f)
     return {"kind": kind, "class": cls, "message": (msg or "")[:200], "input": base + ".bin"}
 
 
@@ -801,7 +990,7 @@ def main(argv=None):
     results, worker = [], None
     for target in args.targets.split(","):
         if target not in RUNNERS:
-            ap.error(f"unknown target {target!r}; targets: {', '.join(TARGETS)}")
+            ap.error(f"unknown target {target!r}; targets: {', '.join(TARGETS + list(SLOW))}")
         res, worker = fuzz(target, args.cases, args.seed, args.timeout, args.out,
                            worker=worker)
         results.append(res)

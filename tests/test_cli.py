@@ -72,7 +72,9 @@ def test_show_saved_program(tmp_path):
     assert "fetches (0): none\nparameters: 4 tensors, 35 values (140 B)\n" in r.stdout
     assert "ids : int64[-1, 1] lod_level=1 (stop_gradient)" in r.stdout
     assert "fc_0.w_0 : float32[3, 2] (persistable, parameter)" in r.stdout
-    assert "Out=fc_0.tmp_0 = mul(X=x, Y=fc_0.w_0) {x_num_col_dims=1, y_num_col_dims=1}" in r.stdout
+    assert ("Out=fc_0.tmp_0 = mul(X=x, Y=fc_0.w_0) {force_fp32_output=False, scale_out=1, "
+            "scale_x=1, scale_y=[1.0], use_mkldnn=False, x_num_col_dims=1, y_num_col_dims=1}"
+            in r.stdout)    # mul's attributes as Fluid 1.8 writes them
 
 
 def test_show_bad_files(tmp_path):

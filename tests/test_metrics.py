@@ -101,8 +101,3 @@ def test_accuracy_metric_over_a_programs_batches():
             correct += int((p.argmax(1) == ys[:, 0]).sum())
             total += n
     assert float(acc.eval()) == pytest.approx(correct / total, rel=1e-6)
-
-
-def test_detection_map_is_declined():
-    with pytest.raises(NotImplementedError, match="detection"):
-        metrics.DetectionMAP(None, None, None)

@@ -35,7 +35,7 @@ def test_table_sums_to_the_step_time_and_the_trace_opens(tmp_path, capsys):
     rng = np.random.default_rng(0)
     feeds = [_feed(rng) for _ in range(6)]
     exe.run(main, feed=feeds[0], fetch_list=[loss])      # a plan prepared before: replaced
-    path = tmp_path / "trace.json"
+    path = tmp_path / "profile"
     gc.collect()           # no collection of earlier tests' garbage inside the steps
     gc.disable()
     try:
@@ -53,11 +53,21 @@ def test_table_sums_to_the_step_time_and_the_trace_opens(tmp_path, capsys):
     assert len(prof.steps) == 6
     assert 0.9 * step <= ops <= step, (ops, step)
     assert {r[0]: r[1] for r in rows}["mul"] == 6 * 3
-    totals = [float(line.split()[2]) for line in out.splitlines()[3:]]
+    table, _, where = out.partition("\n\n")
+    totals = [float(line.split()[2]) for line in table.splitlines()[3:]]
     assert totals == sorted(totals, reverse=True)
-    trace = json.loads(path.read_text())
+    assert "time unit: ms" in table.splitlines()[1] and out.count("Profiling Report") == 1
+    assert where.startswith(f"profile written to {path};") and "timeline(" in where
+    from fluidity.proto.profiler import profiler_pb2
+    msg = profiler_pb2.Profile()
+    msg.ParseFromString(path.read_bytes())         # Fluid's file: a Profile message
+    assert sum(e.name == "mul" and e.type == profiler_pb2.Event.CPU and e.device_id == -1
+               for e in msg.events) == 18
+    assert all(msg.start_ns <= e.start_ns <= e.end_ns <= msg.end_ns for e in msg.events)
+    trace = fluid.profiler.timeline(str(path), str(tmp_path / "trace.json"))
+    assert json.loads((tmp_path / "trace.json").read_text()) == trace
     xs = [e for e in trace["traceEvents"] if e["ph"] == "X"]
-    assert sum(e["name"] == "step" for e in xs) == 6
+    assert sum(e["name"] == "Executor::Run" for e in xs) == 6
     assert sum(e["name"] == "mul" for e in xs) == 18
     assert all(e["dur"] >= 0 and "tid" in e for e in xs)
     # off again: the plans run untouched and nothing is recorded
@@ -150,7 +160,7 @@ def test_async_executor_worker_threads_are_tracks(tmp_path):
         res = fluid.AsyncExecutor().run(main, desc, info["files"], 2, scope=scope,
                                         workers="threads", read_ahead=True, progress=False)
     assert res.examples == 2000
-    trace = json.loads((tmp_path / "t.json").read_text())
-    steps = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["name"] == "step"]
+    trace = fluid.profiler.timeline(str(tmp_path / "t.json"))
+    steps = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["name"] == "Executor::Run"]
     assert len({e["tid"] for e in steps}) == 2
     assert len(steps) == sum(w["batches"] for w in res.workers)

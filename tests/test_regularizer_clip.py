@@ -92,21 +92,51 @@ def _sparse_table_step(is_sparse, reg=None, grad_clip=None, steps=1, opt=None):
     return table, np.array(scope.find_var("emb").value)
 
 
-def test_sparse_l2_decay_only_touched_rows_once():
-    table, got = _sparse_table_step(True, regularizer.L2Decay(0.5))
+@pytest.mark.parametrize("reg", [regularizer.L2Decay(0.5), regularizer.L1Decay(0.5)],
+                         ids=["l2", "l1"])
+def test_sparse_decay_decays_the_whole_table_as_fluid(reg):
+    """Fluid 1.x's default: the decay of every row joins the sparse gradient (a dense
+    `emb@GRAD@NEWGRAD@` the update reads): the same step as with a dense gradient."""
+    table, got = _sparse_table_step(True, reg)
+    _, dense = _sparse_table_step(False, reg)
+    np.testing.assert_allclose(got, dense, rtol=1e-6, atol=1e-7)
     counts = np.bincount([1, 4, 1, 1], minlength=6)[:, None]
     g = 2 * table * counts / 16                       # d mean(emb^2) / d table
-    want = table - LR * (g + 0.5 * table * (counts > 0))
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    _, dense = _sparse_table_step(False, regularizer.L2Decay(0.5))
-    np.testing.assert_allclose(dense, table - LR * (g + 0.5 * table), rtol=1e-5, atol=1e-6)
+    decay = 0.5 * (table if reg.method == "l2_decay" else np.sign(table))
+    np.testing.assert_allclose(got, table - LR * (g + decay), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got[0], table[0])          # an untouched row decays too
 
 
-def test_sparse_l1_decay():
-    table, got = _sparse_table_step(True, regularizer.L1Decay(0.5))
+def test_sparse_decay_program_is_fluids():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        i = layers.data("ids", [1], dtype="int64")
+        emb = layers.embedding(i, [6, 4], is_sparse=True, param_attr=fluid.ParamAttr(
+            name="emb"))
+        optimizer.SGD(LR, regularization=regularizer.L2Decay(0.5)).minimize(
+            layers.mean(emb))
+    ops = main.global_block().ops
+    sgd = [op for op in ops if op.type == "sgd"][0]
+    assert sgd.input("Grad") == ["emb@GRAD@NEWGRAD@"]
+    new = main.global_block().var("emb@GRAD@NEWGRAD@")
+    assert new.type == fluid.core.VarDesc.VarType.LOD_TENSOR and new.shape == (6, 4)
+    reg = [op for op in ops if "regularization" in op.attr("op_namescope")]
+    assert [op.type for op in reg] == ["scale", "sum"]
+    assert all(op.attr("op_role_var") == ["emb", "emb@GRAD"] for op in reg)
+
+
+@pytest.mark.parametrize("reg", [regularizer.L2Decay(0.5, lazy_mode=True),
+                                 regularizer.L1Decay(0.5, lazy_mode=True)], ids=["l2", "l1"])
+def test_lazy_sparse_decay_decays_only_touched_rows_once(reg):
+    """lazy_mode=True (Fluidity's option): only the rows in the gradient decay, each once
+    however often it occurs, and the gradient stays sparse."""
+    table, got = _sparse_table_step(True, reg)
     counts = np.bincount([1, 4, 1, 1], minlength=6)[:, None]
-    want = table - LR * (2 * table * counts / 16 + 0.5 * np.sign(table) * (counts > 0))
+    g = 2 * table * counts / 16
+    decay = 0.5 * (table if reg.method == "l2_decay" else np.sign(table))
+    want = table - LR * (g + decay * (counts > 0))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got[0], table[0])
 
 
 # --- clipping ---------------------------------------------------------------------------

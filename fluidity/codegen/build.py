@@ -1,30 +1,30 @@
 """Compile generated C++ with the system compiler, cache the result by the source's hash,
 load it.
 
-`compile_cached(source, kind)` writes `<hash>.cc` beside the binary in the cache directory
-(`$FLUIDITY_CACHE_DIR/codegen`, default `~/.cache/fluidity/codegen`) and builds a shared
-library (`kind="shared"`) or an executable (`kind="exe"`) with `$CXX` (default `g++`):
-`-O3 -march=native` (retried without `-march=native` where the compiler refuses it), no FMA
-contraction (so float results round as numpy's do), linked against the OpenBLAS of the
-`scipy-openblas32` package. The key covers the source, the compiler, the flags and the BLAS,
-so a change to any of them builds anew; builders racing on one key write temp files and
-rename them into place atomically. A failed build raises `CompileError` naming the
-generated file and showing the compiler's message.
+`compile_cached(source, kind)` builds a shared library (`kind="shared"`) or an executable
+(`kind="exe"`) of the source with `$CXX` (default `g++`): `-O3 -march=native` (without
+`-march=native` where the compiler refuses it), no FMA contraction (so float results round as
+numpy's do), linked against the OpenBLAS of the `scipy-openblas32` package. It goes into the
+one build cache (`core/build_cache.py`: the `codegen/` directory of `$FLUIDITY_CACHE_DIR`,
+default `~/.cache/fluidity`), beside its source `<name>-<key>.cc` for reading, under a key
+that covers the source, the runtime headers, the compiler's identity, the flags and the BLAS;
+`load(path)` loads it only when its signed digest matches (a swapped library is refused).
+A failed build raises `CompileError` naming the generated file (kept outside the cache, which
+it leaves as it was) and showing the compiler's message.
 """
-import ctypes
 import hashlib
 import importlib.util
 import os
 import subprocess
-import tempfile
 
-from ..core import native, place
+from ..core import build_cache, place
 from ..errors import FluidityError
 
 RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
 CXXFLAGS = ("-O3", "-std=c++17", "-fPIC", "-fno-math-errno", "-ffp-contract=off",
             "-fno-semantic-interposition", "-Wno-unused-variable", "-Wno-unused-but-set-variable")
 NATIVE_ARCH = ("-march=native",)
+KIND = "codegen"
 
 
 class CompileError(FluidityError):
@@ -42,71 +42,81 @@ def blas():
 
 
 def cache_dir():
-    return os.path.join(native.cache_dir(), "codegen")
+    """The directory generated code is cached in (created 0700 and checked)."""
+    try:
+        return build_cache.directory(KIND)
+    except build_cache.CacheError as e:
+        raise CompileError(str(e)) from None
 
 
-def runtime_sources():
-    """The runtime headers' text, part of every key: a changed header rebuilds."""
-    out = []
+def runtime_digest():
+    """The runtime headers' digest, part of every key: a changed header rebuilds."""
+    h = hashlib.sha256()
     for f in sorted(os.listdir(RUNTIME_DIR)):
         if f.endswith((".h", ".hpp")):
             with open(os.path.join(RUNTIME_DIR, f), "rb") as fh:
-                out.append(fh.read())
-    return b"".join(out)
+                h.update(f.encode() + b"\0" + fh.read())
+    return h.hexdigest()
 
 
 _arch_ok = {}   # compiler -> whether it takes -march=native
 
 
+def _takes_native_arch(cxx):
+    """Whether `cxx` accepts -march=native (asked once: preprocessing an empty file)."""
+    ok = _arch_ok.get(cxx)
+    if ok is None:
+        try:
+            r = subprocess.run([cxx, *NATIVE_ARCH, "-x", "c++", "-E", os.devnull],
+                               capture_output=True, text=True)
+            ok = r.returncode == 0
+        except OSError:
+            ok = True          # no compiler: the build itself says so
+        _arch_ok[cxx] = ok
+    return ok
+
+
 def _flags(cxx, kind):
     inc, libdir, lib = blas()
-    arch = NATIVE_ARCH if _arch_ok.get(cxx, True) else ()
+    arch = NATIVE_ARCH if _takes_native_arch(cxx) else ()
     link = [f"-L{libdir}", f"-l{lib}", f"-Wl,-rpath,{libdir}", "-lm", "-lpthread"]
     head = ["-shared"] if kind == "shared" else []
     return [*head, *CXXFLAGS, *arch, f"-I{RUNTIME_DIR}", f"-I{inc}"], link
 
 
+def _toolchain(cxx, kind):
+    flags, link = _flags(cxx, kind)
+    return build_cache.toolchain_id(cxx, *flags, *link, "runtime " + runtime_digest())
+
+
 def binary_path(source, kind="shared", name="fluidity_gen"):
     """Where `compile_cached` puts the binary of `source` (it may not be built yet)."""
     cxx = os.environ.get("CXX") or "g++"
-    flags, link = _flags(cxx, kind)
-    key = hashlib.sha256(source.encode() + runtime_sources() +
-                         " ".join([cxx, *flags, *link]).encode()).hexdigest()[:20]
-    ext = ".so" if kind == "shared" else ""
-    return os.path.join(cache_dir(), f"{name}-{key}{ext}")
+    try:
+        return build_cache.entry_path(KIND, name, source.encode(), _toolchain(cxx, kind),
+                                      ".so" if kind == "shared" else "")[0]
+    except build_cache.CacheError as e:
+        raise CompileError(str(e)) from None
 
 
 def compile_cached(source, kind="shared", name="fluidity_gen"):
-    """Path of the binary built from C++ `source` (built now unless cached)."""
+    """Path of the binary built from C++ `source` (built now unless a verified one is
+    cached)."""
     cxx = os.environ.get("CXX") or "g++"
-    out = binary_path(source, kind, name)
-    if os.path.exists(out):
-        return out
-    d = cache_dir()
+
+    def compile_fn(src, out):
+        r = _run_compiler(cxx, kind, src, out)
+        return None if r.returncode == 0 else \
+            "\n".join((r.stderr or r.stdout).strip().splitlines()[:30])
+
+    def fail(kept, message):
+        return CompileError(f"{cxx} failed to compile the generated code {kept}:\n{message}")
+
     try:
-        os.makedirs(d, exist_ok=True)
-    except OSError as e:
-        raise CompileError(f"cannot write to the cache directory {d}: {e}") from None
-    src = out[:-3] + ".cc" if out.endswith(".so") else out + ".cc"
-    fd, tmp_src = tempfile.mkstemp(suffix=".cc", dir=d)
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
-    os.replace(tmp_src, src)
-    fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=d)
-    os.close(fd)
-    try:
-        r = _run_compiler(cxx, kind, src, tmp)
-        if r.returncode != 0 and _arch_ok.get(cxx, True) and "march" in r.stderr:
-            _arch_ok[cxx] = False          # a compiler without -march=native: portable build
-            r = _run_compiler(cxx, kind, src, tmp)
-        if r.returncode != 0:
-            msg = "\n".join((r.stderr or r.stdout).strip().splitlines()[:30])
-            raise CompileError(f"{cxx} failed to compile the generated code {src}:\n{msg}")
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+        return build_cache.build(KIND, name, source.encode(), _toolchain(cxx, kind),
+                                 compile_fn, fail, ".cc", ".so" if kind == "shared" else "")
+    except build_cache.CacheError as e:
+        raise CompileError(str(e)) from None
 
 
 def _run_compiler(cxx, kind, src, out):
@@ -142,18 +152,23 @@ def compile_files(sources, out, kind="shared", includes=(), link=(), portable=Fa
     return out
 
 
-_loaded = {}
-
-
 def load(path):
-    """The ctypes library at `path` (loaded once per process); its calls release the GIL."""
-    lib = _loaded.get(path)
-    if lib is None:
-        try:
-            lib = _loaded[path] = ctypes.CDLL(path)
-        except OSError as e:
-            raise CompileError(f"cannot load the compiled library {path}: {e}") from None
-    return lib
+    """The ctypes library at `path`, a build cache entry, verified against its signed record
+    and loaded once per process; its calls release the GIL."""
+    try:
+        return build_cache.load(path)
+    except build_cache.CacheError as e:
+        raise CompileError(str(e)) from None
+
+
+def verified(path):
+    """`path`, a cached executable, once it matches its signed record (CompileError
+    otherwise): run it only then."""
+    try:
+        os.close(build_cache.verify(path))
+    except build_cache.CacheError as e:
+        raise CompileError(str(e)) from None
+    return path
 
 
 # --- the CUDA target (codegen/cuda.py) ---------------------------------------------------------
@@ -234,30 +249,22 @@ def compile_cuda_cached(source, archs=None, name="fluidity_cuda"):
         env = os.environ.get("FLUIDITY_CUDA_ARCHS")
         archs = tuple(env.split(",")) if env else CUDA_ARCHS
     flags, link = cuda_argv(compiler, archs)
-    key = hashlib.sha256(source.encode() + runtime_sources() +
-                         " ".join([os.path.realpath(compiler), *flags, *link]).encode()
-                         ).hexdigest()[:20]
-    out = os.path.join(cache_dir(), f"{name}-{key}.so")
-    if os.path.exists(out):
-        return out
-    os.makedirs(cache_dir(), exist_ok=True)
-    src = out[:-3] + ".cu"
-    fd, tmp_src = tempfile.mkstemp(suffix=".cu", dir=cache_dir())
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
-    os.replace(tmp_src, src)
-    fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=cache_dir())
-    os.close(fd)
+
+    def compile_fn(src, out):
+        r = run_compiler([compiler, *flags, "-o", out, src, *link])
+        return None if r.returncode == 0 else \
+            "\n".join((r.stderr or r.stdout).strip().splitlines()[:30])
+
+    def fail(kept, message):
+        return CompileError(f"nvcc failed to compile the generated CUDA code {kept}:\n{message}")
+
+    toolchain = build_cache.toolchain_id(compiler, *flags, *link,
+                                         "runtime " + runtime_digest())
     try:
-        r = run_compiler([compiler, *flags, "-o", tmp, src, *link])
-        if r.returncode != 0:
-            msg = "\n".join((r.stderr or r.stdout).strip().splitlines()[:30])
-            raise CompileError(f"nvcc failed to compile the generated CUDA code {src}:\n{msg}")
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+        return build_cache.build(KIND, name, source.encode(), toolchain, compile_fn, fail,
+                                 ".cu")
+    except build_cache.CacheError as e:
+        raise CompileError(str(e)) from None
 
 
 def compile_cuda_emulated(source, name="fluidity_cuda_emu"):

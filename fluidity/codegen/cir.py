@@ -7,47 +7,88 @@ run time where it says -1), and for LoD tensors the name of its level-0 offsets.
 
 An op's emitter (registered for its type and target in codegen/emit/) gets an `Emit`:
 `e.input(slot)`, `e.attr(name)`, `e.output(slot, dims)`, `e.code(line)`,
-`e.check(cond, message)`, `e.fail(reason)`; the segmenter (segment.py) stands behind it. Dims arithmetic (`mul`, `prod`) folds
-literals, so a program whose shapes the desc knows compiles to constant trip counts.
+`e.check(cond, message)`, `e.fail(reason)`; the segmenter (segment.py) stands behind it.
+Dims arithmetic (`mul`, `prod`) folds literals, so a program whose shapes the desc knows
+compiles to constant trip counts. Attribute values are checked against the op's schema
+(`CheckedAttrs`), and text from a desc reaches the source only through `c_string`.
 """
+import math
+import re
+from collections.abc import Mapping
+
 from ..core import dtypes
 from ..core.names import EMPTY_VAR_NAME
-from ..errors import ShapeError
-from ..ops import common
+from ..errors import FluidityError, ProgramFormatError, ShapeError
+from ..ops import common, registry
 from .dim import dim, dims, is_lit
+from .refusal import NotCompilable
 
 # the C type of each dtype generated code handles
 CTYPES = dtypes.C_TYPES
 SIZEOF = {c: dtypes.numpy_of_ctype(c).itemsize for c in CTYPES.values()}
 
 
-class NotCompilable(Exception):
-    """An op (as the program uses it) has no compiled form; the message says why."""
+# --- text from a desc in generated source ---------------------------------------------------
+# A model file is data, never code: a name, a string attribute or a message built from them
+# reaches generated source only as a string literal made by `c_string`, and `checked_source`
+# refuses a translation unit in which anything else slipped through.
+_PLAIN = frozenset(range(0x20, 0x7F)) - {ord("\\"), ord('"'), ord("?")}
+_ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"'}
+
+
+def c_string(text):
+    """`text` as one C/C++ string literal, quotes included, safe whatever it holds.
+
+    Its UTF-8 bytes (a lone surrogate kept as its bytes) appear as themselves only when
+    printable ASCII; `\\` and `"` are escaped, and every other byte - `?` (so no trigraph
+    such as `??/` can form), control characters, newline, DEL, each byte of a multi-byte
+    character - is a three-digit octal escape, which no following character can extend (as
+    a greedy `\\x` escape would). So the literal holds no line break, no backslash that
+    could splice lines and no quote that could end it early; a `*/` or `//` inside it is
+    just text."""
+    out = []
+    for byte in str(text).encode("utf-8", "surrogatepass"):
+        if byte in _PLAIN:
+            out.append(chr(byte))
+        else:
+            out.append(_ESCAPES.get(byte) or f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+class GeneratedSourceError(FluidityError, RuntimeError):
+    """Generated source that breaks the code generator's own rules (a bug of the generator,
+    never the model's fault): it is refused before any compiler sees it."""
+
+
+_SPLICE = re.compile(r"\\[ \t]*\n")
+_TRIGRAPH = re.compile(r"\?\?[=/'()!<>\-]")
+
+
+def checked_source(source):
+    """`source` when it keeps the generator's rules - printable ASCII and newlines only, no
+    backslash at the end of a line (a line splice), no trigraph - else GeneratedSourceError
+    naming the first offending line. Everything from a desc is escaped by `c_string`, so a
+    name that reached the source raw (a forgotten call) stops here, not in the compiler."""
+    bad = re.search(r"[^\n\x20-\x7e]", source) or _SPLICE.search(source) or \
+        _TRIGRAPH.search(source)
+    if bad is not None:
+        line = source.count("\n", 0, bad.start()) + 1
+        raise GeneratedSourceError(
+            f"generated source line {line} holds {bad.group()!r}, which only an unescaped "
+            f"string from the program could have put there; nothing was compiled")
+    return source
 
 
 def mul(a, b):
-    """a * b as a Dim, folded when both are literals."""
+    """a * b as a Dim, folded when both are literals (NotCompilable when the folded product
+    does not fit: generated code never holds a literal C would wrap or refuse, and the op
+    runs interpreted, which says what is too large)."""
     return dim(a) * dim(b)
 
 
 def prod(ds):
     """The product of dims `ds` as a Dim (ops.common.prod's rule)."""
     return dim(common.prod(dims(ds)))
-
-
-def c_string(s):
-    """`s` as a C string literal (octal escapes outside printable ASCII): how any text read
-    from a program (a name, a message naming it) reaches generated code."""
-    out = []
-    for byte in str(s).encode():
-        ch = chr(byte)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif 32 <= byte < 127 and ch != "?":
-            out.append(ch)
-        else:
-            out.append(f"\\{byte:03o}")
-    return '"' + "".join(out) + '"'
 
 
 def literal(value):
@@ -113,11 +154,62 @@ class Buf:
         return f"Buf({self.name}: {self.var} {self.ctype}{self.dims})"
 
 
+class CheckedAttrs(Mapping):
+    """An op's attributes as its emitter reads them: each value checked against the op's
+    schema and given the schema's Python type (registry.coerce_attr) before any emitter
+    formats it - an INT a Python int within int32 (int64 for LONG), a FLOAT a finite float,
+    a BOOL a bool, a STRING a str, lists of those - so nothing but a number the generator
+    formats reaches the source from a numeric attribute. A value that is not of its type is
+    NotCompilable naming op, attribute, expected and found (the op then runs interpreted,
+    as the program's loader or builder would already have refused it); so is a non-finite
+    float, unless the emitter asks for it by `Emit.attr(name, nonfinite=True)` and formats it
+    with `literal`. An attribute the schema does not declare is absent here."""
+
+    __slots__ = ("_opdef", "_raw", "_done")
+
+    def __init__(self, opdef, raw):
+        self._opdef, self._raw, self._done = opdef, raw, {}
+
+    def value(self, name, nonfinite=False):
+        got = self._done.get(name)
+        if got is None:
+            if not self._opdef.declares(name) or name not in self._raw:
+                raise KeyError(name)
+            try:
+                got = registry.coerce_attr(self._opdef, name, self._raw[name])
+            except ProgramFormatError as exc:
+                raise NotCompilable(str(exc)) from None
+            self._done[name] = got
+        if not nonfinite and not _finite(got):
+            raise NotCompilable(f"op '{self._opdef.type}': attribute '{name}' is {got!r}, "
+                                "not a finite number")
+        return got
+
+    def __getitem__(self, name):
+        return self.value(name)
+
+    def __iter__(self):
+        return (n for n in self._raw if self._opdef.declares(n))
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+
+def _finite(v):
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, list):
+        return all(math.isfinite(x) for x in v if isinstance(x, float))
+    return True
+
+
 class Emit:
-    """What an op's emitter sees: its inputs as Bufs, its attributes, and where to write."""
+    """What an op's emitter sees: its inputs as Bufs, its attributes (checked against the op's
+    schema: `CheckedAttrs`), and where to write."""
 
     def __init__(self, lowering, op, opdef, attrs, k):
-        self._low, self.op, self.opdef, self.attrs, self.k = lowering, op, opdef, attrs, k
+        self._low, self.op, self.opdef, self.k = lowering, op, opdef, k
+        self.attrs = attrs if isinstance(attrs, CheckedAttrs) else CheckedAttrs(opdef, attrs)
         self.lines = []
         self.outputs = {}
         self.touched = {}        # name -> Buf of every buffer the op's code names
@@ -125,8 +217,13 @@ class Emit:
         self.unset_reads = []    # Bufs read that a branch not taken leaves unset
 
     # -- reading ------------------------------------------------------------------------
-    def attr(self, name):
-        return self.attrs[name]
+    def attr(self, name, nonfinite=False):
+        """Attribute `name` checked against the op's schema (`CheckedAttrs`); `nonfinite`:
+        the emitter formats inf and nan itself (through `literal`)."""
+        try:
+            return self.attrs.value(name, nonfinite)
+        except KeyError:
+            raise NotCompilable(f"op '{self.op.type}' has no attribute '{name}'") from None
 
     def _touch(self, buf):
         if buf is not None:
@@ -182,6 +279,8 @@ class Emit:
         name = self.output_var(slot, i)
         if name is None or name == EMPTY_VAR_NAME:
             raise NotCompilable(f"output {slot} #{i} is absent")
+        if any(is_lit(d) and int(d) < 0 for d in dims):
+            raise NotCompilable(f"output {slot} would have dims {list(dims)}")
         src = lod_from
         if src is False:                         # no LoD, whatever share_lod says
             src = None
@@ -237,7 +336,8 @@ class Emit:
     def fail(self, reason):
         raise NotCompilable(reason)
 
-    # -- dims and literals, at hand for emitters -------------------------------------------
+    # -- dims, literals and strings, at hand for emitters -----------------------------------
+    c_string = staticmethod(c_string)
     prod = staticmethod(prod)
     mul = staticmethod(mul)
     literal = staticmethod(literal)

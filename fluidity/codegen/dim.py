@@ -11,6 +11,8 @@ and Dims alike: a Dim compares equal to the int or text of its literal value.
 """
 import re
 
+from .refusal import NotCompilable
+
 _IDENT = re.compile(r"[A-Za-z_]\w*\Z")
 
 
@@ -61,7 +63,7 @@ class Dim:
                 return y
             if x.value == 0:
                 return Dim.lit(0)
-        return self._binary("*", b, lambda x, y: x * y)
+        return self._binary("*", b, _fold_mul)
 
     def __add__(self, other):
         b = dim(other)
@@ -149,6 +151,20 @@ class Dim:
             return f"{self.args[0]}({', '.join(a.checked(ok) for a in self.args[1:])})"
         a, b = self.args
         return f"({a.checked(ok)} {self.op} {b.checked(ok)})"
+
+
+# the largest size a folded literal may have: a byte count of it still fits an int64
+MAX_LITERAL = (1 << 62) - 1
+
+
+def _fold_mul(x, y):
+    """x * y of two literals; a product that does not fit is refused (NotCompilable): the
+    generated code never holds a literal C would wrap, and the op runs interpreted, which
+    says what is too large."""
+    v = x * y
+    if abs(v) > MAX_LITERAL:
+        raise NotCompilable(f"a size of {x} x {y} does not fit an int64")
+    return v
 
 
 def _atom(d):

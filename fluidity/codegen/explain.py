@@ -4,6 +4,10 @@ import re
 from .lower import Lowering
 
 _FUSED = re.compile(r"^fused into #\d+ \S+ \((\w+)\)$")
+# ops that are the run's own input and output: the executor (or a standalone model's
+# driver) does them around the compiled code, so they are neither native nor a Python step
+# of the model's arithmetic
+RUN_IO = ("feed", "fetch")
 
 
 def explain_rows(program, block_id=0, keep=()):
@@ -12,12 +16,17 @@ def explain_rows(program, block_id=0, keep=()):
 
 
 def format_explain(rows):
-    """The rows as a table, with a count of the native segments and the Python ops, and
-    of the ops each fusion pass fused."""
+    """The rows as a table, under a count of the native segments, the Python steps and
+    the feed/fetch ops (counted apart: a model compiled whole has no Python step), and of
+    the ops each fusion pass fused."""
     segs = sorted({w for _, _, w, _ in rows if w != "python"})
-    py = sum(1 for _, _, w, _ in rows if w == "python")
-    lines = [f"{len(rows)} ops: {len(rows) - py} in {len(segs)} native segment(s), "
-             f"{py} as Python steps"]
+    io = sum(1 for _, t, w, _ in rows if w == "python" and t in RUN_IO)
+    py = sum(1 for _, t, w, _ in rows if w == "python" and t not in RUN_IO)
+    head = (f"{len(rows)} ops: {len(rows) - py - io} in {len(segs)} native segment(s), "
+            f"{py} as Python steps")
+    if io:
+        head += f", {io} feed/fetch (the run's own input and output)"
+    lines = [head]
     fused = {}
     for _, _, _, why in rows:
         m = _FUSED.match(why)
@@ -27,5 +36,6 @@ def format_explain(rows):
         lines.append("fusions: " + ", ".join(f"{p} ({n} op{'s' * (n > 1)})"
                                             for p, n in sorted(fused.items())))
     for i, t, where, why in rows:
+        where = "feed/fetch" if where == "python" and t in RUN_IO else where
         lines.append(f"  #{i:<4d} {t:32s} {where:12s} {why}")
     return "\n".join(lines)

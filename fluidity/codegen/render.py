@@ -15,7 +15,7 @@ target uses is its registry entry (emit.TARGETS).
 """
 from . import abi
 from .buffers import slot_members
-from .cir import c_string, is_lit
+from .cir import c_string, checked_source, is_lit
 from .dim import Dim, symbols
 from .control import Branch, Copy, End, IfWritten, Loop, SetWritten
 from .segment import OpUnit
@@ -82,7 +82,7 @@ def render_source(segments, dialect, block_idx):
            "edit", *dialect.includes(), ""]
     for seg in segments:
         out += render_segment(seg, dialect) + [""]
-    return "\n".join(out)
+    return checked_source("\n".join(out))
 
 
 def render_segment(seg, d):

@@ -14,10 +14,25 @@ from ..core.names import EMPTY_VAR_NAME
 from ..ir.analysis import sub_block_vars
 from ..ops import registry
 from . import abi, emit
+from .arena import declared_fits
 from .cir import CTYPES, Buf, Emit, NotCompilable, is_lit
 from .dim import Dim
 from .control import CONTROL
 from .fusion import sgd_into_gradient
+
+
+MAX_OP_SOURCE = 8 << 20    # an op's code larger than this runs interpreted (tables of huge dims)
+
+
+def one_element_as_declared(dims, declared):
+    """An output's dims as its variable is declared when both are one element: `[1]` in a
+    Fluid 1.x program's full reduction, `[]` in one saved by Paddle 2.5+ (the emitter
+    writes one element either way; the interpreter's plan shapes its results alike)."""
+    declared = tuple(declared)
+    if declared in ((), (1,)) and len(dims) < 2 and all(str(d) == "1" for d in dims) \
+            and len(dims) != len(declared):
+        return ["1"] * len(declared)
+    return dims
 
 
 class PythonOp:
@@ -182,6 +197,12 @@ class Segmenter:
             rule(e)
         except NotCompilable as exc:
             raise NotCompilable(f"'{op.type}': {exc}") from None
+        except MemoryError:          # tables sized by huge declared dims or attributes
+            raise NotCompilable(f"'{op.type}': its compiled form needs more memory to build "
+                                "than this process may take") from None
+        if sum(map(len, e.lines)) > MAX_OP_SOURCE:
+            raise NotCompilable(f"'{op.type}': its compiled form would be over "
+                                f"{MAX_OP_SOURCE >> 20} MiB of source")
         seg.sites.append((block_idx, i, op))
         guards = [(b, f"{b.var} has no value (the branch that sets it did not run)")
                   for b in e.unset_reads]
@@ -268,6 +289,9 @@ class Segmenter:
         j = len(self._seg.inputs)
         if len(v.shape) > abi.MAX_DIMS:
             raise NotCompilable(f"input '{name}' has more than {abi.MAX_DIMS} dims")
+        if not declared_fits(v.shape, ctype):     # no value can be of that shape
+            raise NotCompilable(f"input '{name}' is declared {list(v.shape)}: larger "
+                                "than this machine can hold")
         shape = [Dim.lit(d) if d >= 0 else Dim.sym(f"in{j}_d{a}") for a, d in enumerate(v.shape)]
         buf = Buf(f"in{j}", name, ctype, shape, "input")
         buf.persistable = v.persistable
@@ -334,6 +358,7 @@ class Segmenter:
         want = VarType.SELECTED_ROWS if rows else VarType.LOD_TENSOR
         if v.type != want:
             raise NotCompilable(f"output '{name}' is a {VarType.Type.Name(v.type)}")
+        dims = one_element_as_declared(dims, v.shape)
         old = self._env.get(name)
         if old is not None and old.kind in ("input", "inout") and old.persistable:
             if len(dims) != old.ndim:

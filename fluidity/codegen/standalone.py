@@ -10,23 +10,36 @@ OUT/ gets:
 * `model_run`, an executable over .npy files (runtime/model_main.cc);
 * `model.params`: the parameters in Paddle's combined format, sorted by name (the order
   `save_inference_model(..., params_filename=...)` writes), which the library checks on
-  load (dtype, dims, length);
-* the OpenBLAS library the code calls, so that OUT/ runs where it is copied.
+  load (dtype, dims, length).
+
+The BLAS: the library and the executable are linked `--as-needed`, so a model whose code
+calls no BLAS routine does not depend on it at all. One that does finds the OpenBLAS of the
+scipy-openblas32 package where it is installed (an rpath to its directory, after
+`$ORIGIN`): no 25 MB copy per model. `bundle_blas=True` (`fluidity compile --bundle-blas`)
+puts the library itself in OUT/ (a hard link where the file system allows, else a copy) so
+OUT/ runs on a machine without that package: the one case where a copy is the right trade,
+since the library cannot be cut down to the routines a model calls.
+
+The build happens in a staging directory beside OUT/ and is moved into place only when
+everything built: a failed compile leaves no partial OUT/ (nor the parents it made).
 
 Every op but feed and fetch must compile: one that would run as a Python step is named
 with its block and why (`compile_model` raises CompileError); `explain_model` lists where
 each op would run without building anything. Loading a saved model is the caller's
 (`fluidity.compiler.compile_inference_model`, the CLI): codegen reads descs and a scope.
 """
+import contextlib
 import os
 import shutil
+import struct
+import tempfile
 
 from ..core import serialization as ser
 from ..core.dtypes import CODE_OF_C_TYPE, VarType
 from ..core.tensor import LoDTensor
 from . import abi
 from .build import RUNTIME_DIR, CompileError, blas, compile_files
-from .cir import c_string
+from .cir import c_string, checked_source
 from .explain import format_explain
 from .lower import Lowering
 
@@ -40,30 +53,123 @@ def explain_model(program, fetches):
     return format_explain(Lowering(program, 0, keep=fetches).explain())
 
 
-def compile_model(program, feeds, fetches, scope, out_dir, name="model", portable=False):
+def compile_model(program, feeds, fetches, scope, out_dir, name="model", portable=False,
+                  bundle_blas=False):
     """Build the standalone model of an inference `program` (feed and fetch target names in
     order, parameters in `scope`) into `out_dir`; returns the paths written ({"library",
-    "header", "executable", "params", "source"}). `name` is what errors call it."""
+    "header", "executable", "params", "source", "blas"}: "blas" is the BLAS library the
+    build loads, None when it calls none). `name` is what errors call it."""
     low = Lowering(program, 0, keep=fetches)
     _require_all_native(low, name)
     table = _Tables(low, program.global_block(), feeds, fetches)
-    os.makedirs(out_dir, exist_ok=True)
-    paths = {k: os.path.join(out_dir, f) for k, f in (
+    files = {k: f for k, f in (
         ("source", "model.cc"), ("header", "fluidity_model.h"), ("params", "model.params"),
         ("library", "libfluidity_model.so"), ("executable", "model_run"))}
-    _write_params(paths["params"], [table.names[i] for i in table.params], scope)
-    with open(paths["source"], "w") as f:
-        f.write(low.source + "\n" + table.render())
-    shutil.copyfile(os.path.join(RUNTIME_DIR, "fluidity_model.h"), paths["header"])
     _, libdir, lib = blas()
     blas_file = f"lib{lib}.so"
-    shutil.copyfile(os.path.join(libdir, blas_file), os.path.join(out_dir, blas_file))
-    origin = ["-Wl,-rpath,$ORIGIN", f"-L{out_dir}"]
-    compile_files([paths["source"]], paths["library"], "shared", includes=[out_dir],
-                  link=origin, portable=portable)
-    compile_files([os.path.join(RUNTIME_DIR, "model_main.cc")], paths["executable"], "exe",
-                  includes=[out_dir], link=origin + ["-lfluidity_model"], portable=portable)
-    return paths
+    with _staged(out_dir) as stage:
+        paths = {k: os.path.join(stage, f) for k, f in files.items()}
+        _write_params(paths["params"], [table.names[i] for i in table.params], scope)
+        with open(paths["source"], "w") as f:
+            f.write(checked_source(low.source + "\n" + table.render()))
+        shutil.copyfile(os.path.join(RUNTIME_DIR, "fluidity_model.h"), paths["header"])
+        origin = ["-Wl,-rpath,$ORIGIN", f"-Wl,-rpath,{libdir}", f"-L{stage}",
+                  "-Wl,--as-needed"]
+        compile_files([paths["source"]], paths["library"], "shared", includes=[stage],
+                      link=origin, portable=portable)
+        compile_files([os.path.join(RUNTIME_DIR, "model_main.cc")], paths["executable"], "exe",
+                      includes=[stage], link=origin + ["-lfluidity_model"], portable=portable)
+        uses_blas = any(blas_file in needed_libraries(paths[k])
+                        for k in ("library", "executable"))
+        if uses_blas and bundle_blas:
+            _link_or_copy(os.path.join(libdir, blas_file), os.path.join(stage, blas_file))
+    out = {k: os.path.join(out_dir, f) for k, f in files.items()}
+    out["blas"] = (os.path.join(out_dir if bundle_blas else libdir, blas_file)
+                   if uses_blas else None)
+    return out
+
+
+def needed_libraries(path):
+    """The DT_NEEDED entries of an ELF64 little-endian binary (the shared libraries the
+    loader will look for), from its dynamic section; [] for anything else."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return []
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return []
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+                for i in range(shnum) if shoff + (i + 1) * shentsize <= len(data)]
+    out = []
+    for _, stype, _, _, off, size, link, _, _, entsize in sections:
+        if stype != 6 or link >= len(sections):          # SHT_DYNAMIC
+            continue
+        stroff = sections[link][4]
+        for k in range(0, size, entsize or 16):
+            tag, val = struct.unpack_from("<qQ", data, off + k)
+            if tag == 0:
+                break
+            if tag == 1:                                  # DT_NEEDED
+                end = data.find(b"\0", stroff + val)
+                out.append(data[stroff + val:end].decode(errors="replace"))
+    return out
+
+
+def _link_or_copy(src, dst):
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+        shutil.copymode(src, dst)
+
+
+@contextlib.contextmanager
+def _staged(out_dir):
+    """A fresh directory beside `out_dir` to build in; on success its files move into
+    `out_dir` (the directory itself is renamed into place when `out_dir` did not exist),
+    on failure it is removed with any parent directories made for it."""
+    out_dir = os.path.abspath(out_dir)
+    parent = os.path.dirname(out_dir)
+    made = []
+    d = parent
+    while not os.path.exists(d):
+        made.append(d)
+        d = os.path.dirname(d)
+    for what in (d, out_dir):
+        if os.path.exists(what) and not os.path.isdir(what):
+            raise CompileError(f"{out_dir}: cannot make the output directory: {what} is "
+                               f"not a directory")
+    try:
+        os.makedirs(parent, exist_ok=True)
+        stage = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", dir=parent)
+    except OSError as e:
+        _remove_dirs(made)
+        raise CompileError(f"{out_dir}: cannot make the output directory: "
+                           f"{e.strerror or e}") from None
+    try:
+        yield stage
+        os.chmod(stage, 0o755)
+        if not os.path.exists(out_dir):
+            os.rename(stage, out_dir)
+        else:
+            for f in os.listdir(stage):
+                os.replace(os.path.join(stage, f), os.path.join(out_dir, f))
+            os.rmdir(stage)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        _remove_dirs(made)
+        raise
+
+
+def _remove_dirs(dirs):
+    for d in dirs:                     # deepest first; only what is still empty
+        try:
+            os.rmdir(d)
+        except OSError:
+            break
 
 
 def _require_all_native(low, name):

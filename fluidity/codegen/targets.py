@@ -2,11 +2,10 @@
 in (render.py), what its segments may do, and how its source becomes a loaded library. A
 target's emitters are the folder emit/<name>/; adding a target is that folder plus an entry
 here (the C target is the example: emit/c/, runtime/c_rt.h and the entry below)."""
-import hashlib
 import os
-import tempfile
+import subprocess
 
-from ..core import native
+from ..core import build_cache, native
 from . import build
 from .render import C, CPP, CUDA
 
@@ -29,23 +28,30 @@ def load_cpp(source):
 
 
 def load_c(source):
-    """Plain C: the source written under the cache directory (named by its digest) and built
-    by $CC through the C build cache (core/native.py) with the runtime headers on the include
-    path and their digest in the flags (the cache keys on source and flags)."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-    path = os.path.join(build.cache_dir(), f"fluidity_c-{digest}.c")
-    if not os.path.exists(path):
-        os.makedirs(build.cache_dir(), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".c", dir=build.cache_dir())
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    headers = hashlib.sha256(build.runtime_sources()).hexdigest()[:16]
-    flags = (*native.CFLAGS, "-std=c99", f"-I{build.RUNTIME_DIR}",
-             f"-DFL_RUNTIME_SHA={headers}")
+    """Plain C: built by $CC (with the runtime headers on the include path) through the one
+    build cache (core/build_cache.py: keyed by the source, the compiler, the flags and the
+    headers' digest) and loaded verified."""
+    cc = os.environ.get("CC") or "cc"
+    flags = (*native.CFLAGS, "-std=c99", f"-I{build.RUNTIME_DIR}")
+
+    def compile_fn(src, out):
+        try:
+            r = subprocess.run([cc, *flags, "-o", out, src, "-lm"], capture_output=True,
+                               text=True)
+        except OSError as e:
+            return f"cannot run the C compiler {cc!r}: {e}"
+        return None if r.returncode == 0 else \
+            "\n".join((r.stderr or r.stdout).strip().splitlines()[:30])
+
+    def fail(kept, message):
+        return build.CompileError(f"{cc} failed to compile the generated C code {kept}:\n"
+                                  f"{message}")
+
+    toolchain = build_cache.toolchain_id(cc, *flags, "-lm", "runtime " + build.runtime_digest())
     try:
-        return native.load(path, flags, ("-lm",))
-    except native.NativeBuildError as e:
+        return build.load(build_cache.build(build.KIND, "fluidity_c", source.encode(),
+                                            toolchain, compile_fn, fail, src_ext=".c"))
+    except build_cache.CacheError as e:
         raise build.CompileError(str(e)) from None
 
 

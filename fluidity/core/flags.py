@@ -6,13 +6,26 @@
 FLAGS_check_nan_inf: every op's outputs are checked after it runs; the first op that writes
 a NaN or Inf stops the run, naming the op, the variable and where the op was created.
 Environment variables of the same names set the initial values (as Paddle reads them).
+
+Flags Fluid's programs and tests set that choose among things Fluidity has one of are kept
+(read back as set) and change nothing: FLAGS_use_system_allocator (Paddle's allocator or the
+system's; tensors here are numpy's), FLAGS_use_mkldnn (MKL-DNN kernels, which Fluidity has
+none of; setting it does not make an op use one).
+
+`core.globals()` is Paddle's view of the same flags as a dict: `core.globals()[name]`,
+`core.globals()[name] = value` (checked as set_flags checks).
 """
 import os
 
-from ..errors import FluidityError
+from ..errors import ArgumentTypeError, FlagError, FluidityError
 
 # name -> (type, default)
-_KNOWN = {"FLAGS_check_nan_inf": (bool, False)}
+_KNOWN = {"FLAGS_check_nan_inf": (bool, False),
+          "FLAGS_use_system_allocator": (bool, False),
+          "FLAGS_use_mkldnn": (bool, False)}
+# Paddle's private flags: read through core.globals(), not through get_flags/set_flags, and
+# not writable (Paddle 1.8's REGISTER_PRIVATE_GLOBAL_VAR(false, FLAGS_use_mkldnn, ...))
+_PRIVATE = {"FLAGS_use_mkldnn"}
 
 
 def _parse(name, kind, raw):
@@ -34,14 +47,18 @@ _values = {n: _parse(n, k, os.environ[n]) if n in os.environ else d
 
 
 def _check_name(name):
-    if name not in _KNOWN:
-        raise FluidityError(f"unknown flag {name!r}; known flags: {sorted(_KNOWN)}")
+    if name in _PRIVATE:                  # Fluid's words for a flag it keeps to itself
+        raise FlagError(f"Flag {name} cannot get its value through this function.")
+    if name not in _KNOWN:                # a ValueError, as Fluid's for a flag it hides
+        raise FlagError(f"unknown flag {name!r}; known flags: "
+                        f"{sorted(set(_KNOWN) - _PRIVATE)}")
 
 
 def set_flags(flags):
     """Set flags from a dict {name: value}; an unknown name changes nothing."""
     if not isinstance(flags, dict):
-        raise FluidityError(f"set_flags takes a dict, got {type(flags).__name__}")
+        raise ArgumentTypeError(f"flags in set_flags should be a dict, got "
+                                f"{type(flags).__name__}")
     parsed = {}
     for name, value in flags.items():
         _check_name(name)
@@ -51,6 +68,9 @@ def set_flags(flags):
 
 def get_flags(flags):
     """{name: value} of a flag name or a list of names."""
+    if not isinstance(flags, (str, list, tuple)):
+        raise ArgumentTypeError(f"Flags in get_flags should be a list, tuple or string, got "
+                                f"{type(flags).__name__}")
     names = [flags] if isinstance(flags, str) else list(flags)
     for n in names:
         _check_name(n)
@@ -59,3 +79,45 @@ def get_flags(flags):
 
 def flag(name):
     return _values[name]
+
+
+class GlobalFlags:
+    """Paddle's `core.globals()`: the flags as a mapping (unknown names raise KeyError)."""
+    __slots__ = ()
+
+    def __getitem__(self, name):
+        if name not in _KNOWN:
+            raise KeyError(name)
+        return _values[name]
+
+    def __setitem__(self, name, value):
+        if name not in _KNOWN:
+            raise KeyError(name)
+        if name in _PRIVATE:
+            raise FlagError(f"{name} is not writable")
+        set_flags({name: value})
+
+    def __contains__(self, name):
+        return name in _KNOWN
+
+    def __iter__(self):
+        return iter(sorted(_KNOWN))
+
+    def __len__(self):
+        return len(_KNOWN)
+
+    def keys(self):
+        return sorted(_KNOWN)
+
+    def get(self, name, default=None):
+        return _values.get(name, default)
+
+    def is_public(self, name):
+        return name in _KNOWN and name not in _PRIVATE
+
+
+_GLOBALS = GlobalFlags()
+
+
+def globals():  # noqa: A001 -- Paddle's name: core.globals()
+    return _GLOBALS

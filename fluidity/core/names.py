@@ -19,3 +19,29 @@ class OpRole:
     LRSched = 0x0010
     Loss = 0x0100
     NotSpecified = 0x1000
+
+
+class op_proto_and_checker_maker:  # noqa: N801 -- Paddle's core.op_proto_and_checker_maker
+    """The names of the attributes every op carries, and the op roles (Paddle's
+    OpProtoAndCheckerMaker, as fluid.core exposes it)."""
+    OpRole = OpRole
+
+    @staticmethod
+    def kOpRoleAttrName():  # noqa: N802
+        return "op_role"
+
+    @staticmethod
+    def kOpRoleVarAttrName():  # noqa: N802
+        return "op_role_var"
+
+    @staticmethod
+    def kOpNameScopeAttrName():  # noqa: N802
+        return "op_namescope"
+
+    @staticmethod
+    def kOpCreationCallstackAttrName():  # noqa: N802
+        return "op_callstack"
+
+    @staticmethod
+    def kOpDeviceAttrName():  # noqa: N802
+        return "op_device"

@@ -1,24 +1,23 @@
 """Small C libraries shipped as source, compiled on first use with the system C compiler.
 
 Hot loops that numpy cannot express without temporaries or a sort (the MultiSlot text parser,
-sparse embedding pooling and row-scatter updates) live in `.c` files next to the Python that
-calls them. `load(src)` compiles one with `$CC` (default `cc`) into the cache directory
-(`$FLUIDITY_CACHE_DIR`, default `~/.cache/fluidity`) under a name keyed by the hash of the
-source and the flags, and loads it with ctypes (whose calls release the GIL). Concurrent
-builders race harmlessly: each writes a temp file and renames it into place atomically.
+sparse embedding pooling and row-scatter updates, the AsyncExecutor's native loop) live in
+`.c` files next to the Python that calls them. `load(src)` compiles one with `$CC` (default
+`cc`) into the build cache (`core/build_cache.py`: the `native/` directory of
+`$FLUIDITY_CACHE_DIR`, default `~/.cache/fluidity`), keyed by the source, the compiler's
+identity and the flags, and loads it verified, with ctypes (whose calls release the GIL).
 
 A library that cannot be built raises `NativeBuildError`, remembered per source for the
 process so a missing compiler costs one attempt; callers fall back to numpy.
 """
-import ctypes
-import hashlib
 import os
 import subprocess
-import tempfile
 
 from ..errors import FluidityError
+from . import build_cache
 
 CFLAGS = ("-O2", "-shared", "-fPIC")
+KIND = "native"
 _loaded = {}  # source path -> CDLL or the NativeBuildError saying why it failed
 
 
@@ -27,8 +26,8 @@ class NativeBuildError(FluidityError):
 
 
 def cache_dir():
-    return os.environ.get("FLUIDITY_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "fluidity")
+    """The build cache's root directory (core/build_cache.py)."""
+    return build_cache.root()
 
 
 def _build(src_path, cflags, libs):
@@ -38,35 +37,27 @@ def _build(src_path, cflags, libs):
     except OSError as e:
         raise NativeBuildError(f"cannot read the C source {src_path}: {e}") from None
     cc = os.environ.get("CC") or "cc"
-    key = hashlib.sha256(src + " ".join([cc, *cflags, *libs]).encode()).hexdigest()[:16]
-    out_dir = cache_dir()
     stem = os.path.splitext(os.path.basename(src_path))[0]
-    lib_path = os.path.join(out_dir, f"{stem}-{key}.so")
-    if not os.path.exists(lib_path):
+
+    def compile_fn(src_file, out):
         try:
-            os.makedirs(out_dir, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
-            os.close(fd)
+            r = subprocess.run([cc, *cflags, "-o", out, src_file, *libs],
+                               capture_output=True, text=True)
         except OSError as e:
-            raise NativeBuildError(f"cannot write to the cache directory {out_dir}: {e}") \
-                from None
-        try:
-            try:
-                r = subprocess.run([cc, *cflags, "-o", tmp, src_path, *libs],
-                                   capture_output=True, text=True)
-            except OSError as e:
-                raise NativeBuildError(f"cannot run the C compiler {cc!r}: {e}") from None
-            if r.returncode != 0:
-                msg = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["(no output)"]
-                raise NativeBuildError(f"{cc} failed to compile {src_path}: {msg[0]}")
-            os.replace(tmp, lib_path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            raise NativeBuildError(f"cannot run the C compiler {cc!r}: {e}") from None
+        if r.returncode != 0:
+            return ((r.stderr or r.stdout).strip().splitlines()[-1:] or ["(no output)"])[0]
+        return None
+
+    def fail(kept, message):
+        return NativeBuildError(f"{cc} failed to compile {src_path}: {message}")
+
     try:
-        return ctypes.CDLL(lib_path)
-    except OSError as e:
-        raise NativeBuildError(f"cannot load the compiled library {lib_path}: {e}") from None
+        path = build_cache.build(KIND, stem, src, build_cache.toolchain_id(cc, *cflags, *libs),
+                                 compile_fn, fail, src_ext=".c")
+        return build_cache.load(path)
+    except build_cache.CacheError as e:
+        raise NativeBuildError(str(e)) from None
 
 
 def load(src_path, cflags=CFLAGS, libs=()):

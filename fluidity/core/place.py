@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 import os
 import shutil
+import warnings
 
 EMULATE_ENV = "FLUIDITY_CUDA_EMULATE"
 _CUDART_NAMES = ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0")
@@ -26,23 +27,73 @@ _facts = {}
 
 
 class Place:
-    __slots__ = ()
+    """Where a tensor lives or a program runs (Paddle's `core.Place`). The concrete places
+    (CPUPlace, CUDAPlace, CUDAPinnedPlace) are Places; a bare `core.Place()` is Fluid's
+    generic holder, given one of them with `set_place(p)` (reader code converts places so)."""
+    __slots__ = ("_held",)
+
+    def __init__(self):
+        self._held = None
+
+    def _target(self):
+        """The concrete place this one is (itself, or what a generic Place holds)."""
+        if type(self) is Place:
+            if self._held is None:
+                raise ValueError("this fluid.core.Place holds no place yet: call "
+                                 "set_place(fluid.CPUPlace()) (or a CUDAPlace) first")
+            return self._held
+        return self
+
+    def set_place(self, place):
+        """Make this generic Place hold `place` (a CPUPlace, CUDAPlace, CUDAPinnedPlace or
+        another Place)."""
+        if type(self) is not Place:
+            raise TypeError(f"set_place is a method of a generic fluid.core.Place, not of "
+                            f"{type(self).__name__}")
+        if not isinstance(place, Place):
+            raise TypeError(f"set_place: expected a place, got {type(place).__name__}")
+        self._held = place._target()
 
     def __eq__(self, other):
-        return type(self) is type(other) and repr(self) == repr(other)
+        if not isinstance(other, Place):
+            return NotImplemented
+        a, b = _concrete_or_none(self), _concrete_or_none(other)
+        return a is not None and type(a) is type(b) and repr(a) == repr(b)
 
     def __hash__(self):
-        return hash(repr(self))
+        return hash(repr(_concrete_or_none(self)))
+
+    def __repr__(self):
+        held = _concrete_or_none(self)
+        return repr(held) if held is not None else "Place(unset)"
 
     # Paddle's core.Place questions
     def is_cpu_place(self):
-        return isinstance(self, CPUPlace)
+        return isinstance(self._target(), CPUPlace)
 
     def is_gpu_place(self):
-        return isinstance(self, CUDAPlace)
+        return isinstance(self._target(), CUDAPlace)
 
     def is_cuda_pinned_place(self):
-        return isinstance(self, CUDAPinnedPlace)
+        return isinstance(self._target(), CUDAPinnedPlace)
+
+    def gpu_device_id(self):
+        t = self._target()
+        if not isinstance(t, CUDAPlace):
+            raise ValueError(f"gpu_device_id: {t!r} is not a CUDAPlace")
+        return t.device_id
+
+    def _type(self):
+        """Paddle's place kind index (its Place variant: CUDAPlace 0, CPUPlace 1,
+        CUDAPinnedPlace 2), what Fluid compares to check places are of one kind."""
+        return _TYPE_INDEX[type(self._target())]
+
+    def _equals(self, other):
+        return self == other
+
+
+def _concrete_or_none(place):
+    return place._held if type(place) is Place else place
 
 
 class CPUPlace(Place):
@@ -58,7 +109,7 @@ class CUDAPlace(Place):
     __slots__ = ("device_id",)
 
     def __init__(self, device_id=0):
-        if not isinstance(device_id, int) or device_id < 0:
+        if isinstance(device_id, bool) or not isinstance(device_id, int) or device_id < 0:
             raise ValueError(f"CUDAPlace: device_id must be a non-negative int, got "
                              f"{device_id!r}")
         self.device_id = device_id
@@ -66,7 +117,10 @@ class CUDAPlace(Place):
     def get_device_id(self):
         return self.device_id
 
-    gpu_device_id = get_device_id
+    _get_device_id = get_device_id
+
+    def gpu_device_id(self):
+        return self.device_id
 
     def __repr__(self):
         return f"CUDAPlace({self.device_id})"
@@ -79,6 +133,14 @@ class CUDAPinnedPlace(Place):
 
     def __repr__(self):
         return "CUDAPinnedPlace"
+
+
+_TYPE_INDEX = {CUDAPlace: 0, CPUPlace: 1, CUDAPinnedPlace: 2}
+
+
+def as_concrete(place):
+    """`place` itself, or the concrete place a generic `core.Place` holds (None stays None)."""
+    return place._target() if isinstance(place, Place) else place
 
 
 def cudart():
@@ -142,6 +204,7 @@ def require_device(place, what="Executor"):
     """Check that `place` can run programs here; a DeviceError saying why not otherwise.
     Returns "cpu", "cuda" (a GPU) or "emulated" (the test hook)."""
     from ..errors import DeviceError
+    place = as_concrete(place)
     if isinstance(place, CPUPlace) or place is None:
         return "cpu"
     if isinstance(place, CUDAPinnedPlace):
@@ -168,3 +231,88 @@ def require_device(place, what="Executor"):
 
 def is_compiled_with_mkldnn():
     return False
+
+
+# --- the place lists Fluid programs ask for (fluid.cpu_places, fluid.cuda_places) ---------
+CPU_NUM_ENV = "CPU_NUM"
+_warned_cpu_num = []
+
+
+def cpu_num():
+    """The number of CPU places (Fluid's `CPU_NUM`; 1 when unset, and then set to 1 in the
+    environment, with Fluid's one-time warning when the machine has more cores)."""
+    if CPU_NUM_ENV not in os.environ:
+        cores = os.cpu_count() or 1
+        if cores > 1 and not _warned_cpu_num:
+            _warned_cpu_num.append(True)
+            warnings.warn(f"CPU_NUM is not set: one CPU place is used. Set CPU_NUM in the "
+                          f"environment to the number of CPU places a data-parallel program "
+                          f"should run on (this machine has {cores} cores)", stacklevel=3)
+        os.environ[CPU_NUM_ENV] = "1"
+    raw = os.environ[CPU_NUM_ENV]
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ValueError(f"CPU_NUM must be a positive integer, got {raw!r}") from None
+    if n < 1:
+        raise ValueError(f"CPU_NUM must be a positive integer, got {raw!r}")
+    return n
+
+
+def cpu_places(device_count=None):
+    """`device_count` CPUPlaces (default: `CPU_NUM`, see `cpu_num`), the places a
+    data-parallel CompiledProgram runs its replicas on and a DataLoader feeds."""
+    if device_count is None:
+        device_count = cpu_num()
+    if isinstance(device_count, bool) or not isinstance(device_count, int) or device_count < 1:
+        raise ValueError(f"cpu_places: device_count must be a positive int, got "
+                         f"{device_count!r}")
+    return [CPUPlace() for _ in range(device_count)]
+
+
+def _cuda_count(what):
+    """The CUDA devices programs can run on (the emulated one under the test hook), or a
+    DeviceError when there are none."""
+    from ..errors import DeviceError
+    n = 1 if cuda_emulated() else get_cuda_device_count()
+    if n == 0:
+        raise DeviceError(f"{what}: CUDA is not available: no GPU here "
+                          f"(fluid.core.get_cuda_device_count() is 0). Use fluid.CPUPlace() "
+                          f"or fluid.cpu_places().")
+    return n
+
+
+def _cuda_ids(what):
+    """The GPU ids to use: FLAGS_selected_gpus ("0,1") when set, else every GPU."""
+    n = _cuda_count(what)
+    selected = os.environ.get("FLAGS_selected_gpus", "")
+    if selected:
+        try:
+            return [int(s) for s in selected.split(",")]
+        except ValueError:
+            raise ValueError(f"FLAGS_selected_gpus must be comma-separated GPU ids, got "
+                             f"{selected!r}") from None
+    return list(range(n))
+
+
+def cuda_places(device_ids=None):
+    """CUDAPlaces of `device_ids` (an id or a list; default: FLAGS_selected_gpus, else every
+    GPU), each checked to exist here (DeviceError otherwise, as Fluid without a GPU)."""
+    if device_ids is None:
+        ids = _cuda_ids("cuda_places")
+    else:
+        _cuda_count("cuda_places")
+        ids = list(device_ids) if isinstance(device_ids, (list, tuple)) else [device_ids]
+    places = [CUDAPlace(i) for i in ids]
+    for p in places:
+        require_device(p, "cuda_places")
+    return places
+
+
+def cuda_pinned_places(device_count=None):
+    """`device_count` CUDAPinnedPlaces (default: one per GPU in use)."""
+    if device_count is None:
+        device_count = len(_cuda_ids("cuda_pinned_places"))
+    else:
+        _cuda_count("cuda_pinned_places")
+    return [CUDAPinnedPlace() for _ in range(device_count)]

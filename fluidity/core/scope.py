@@ -7,6 +7,8 @@ LoDTensorArray, a list of scopes (step scopes) or a feed/fetch list.
 import contextlib
 import threading
 
+import numpy as np
+
 from ..errors import FluidityError
 from .tensor import LoDTensor, LoDTensorArray, SelectedRows
 
@@ -43,6 +45,20 @@ class Variable:
 
     def set_value(self, value):
         self.value = value
+
+    # Paddle's scalar holders (a variable holding one float or int, not a tensor); read by
+    # ops as a one-element tensor
+    def set_float(self, value):
+        self.value = LoDTensor(np.array([value], dtype=np.float32))
+
+    def set_int(self, value):
+        self.value = LoDTensor(np.array([value], dtype=np.int32))
+
+    def get_float(self):
+        return float(self.get_tensor()._array.reshape(-1)[0])
+
+    def get_int(self):
+        return int(self.get_tensor()._array.reshape(-1)[0])
 
     def __repr__(self):
         return f"Variable({self.name!r}, {self.value!r})"

@@ -9,6 +9,8 @@ import numpy as np
 
 from ..errors import FluidityError, ShapeError
 from . import dtypes
+from .lod import lod_problem
+from .place import CPUPlace
 
 
 def lengths_to_offsets(lengths):
@@ -23,19 +25,13 @@ def offsets_to_lengths(offsets):
 
 
 def check_lod(lod, rows=None):
-    """Raise a FluidityError saying what is wrong with `lod`, or return it as lists of ints."""
-    lod = [[int(o) for o in level] for level in lod]
-    for i, level in enumerate(lod):
-        if len(level) < 1 or level[0] != 0:
-            raise ShapeError(f"LoD level {i} must start at 0, got {level[:5]}")
-        if any(b < a for a, b in zip(level[:-1], level[1:])):
-            raise ShapeError(f"LoD level {i} offsets must be non-decreasing, got {level}")
-        if i + 1 < len(lod) and level[-1] != len(lod[i + 1]) - 1:
-            raise ShapeError(f"LoD level {i} ends at {level[-1]} but level {i + 1} holds "
-                             f"{len(lod[i + 1]) - 1} sequences")
-    if lod and rows is not None and lod[-1][-1] != rows:
-        raise ShapeError(f"LoD last level ends at {lod[-1][-1]} but the tensor has {rows} rows")
-    return lod
+    """Raise a ShapeError saying what is wrong with `lod` (core/lod.py's rules: each level
+    from 0, non-decreasing, ending where the next level's sequences do and the last at `rows`
+    when given, int64 offsets), or return it as lists of ints."""
+    problem = lod_problem(lod, rows)
+    if problem is not None:
+        raise ShapeError(problem)
+    return [[int(o) for o in level] for level in lod]
 
 
 class LoDTensor:
@@ -54,6 +50,24 @@ class LoDTensor:
     def numpy(self):
         return self._array
 
+    def _set_dims(self, dims):
+        """Give the tensor shape `dims` (Paddle's Resize): the data is kept when it has as
+        many elements, else the tensor holds uninitialized memory of that shape (of its
+        dtype, float32 when it had none) until `set` fills it."""
+        dims = tuple(int(d) for d in dims)
+        if any(d < 0 for d in dims):
+            raise ShapeError(f"LoDTensor._set_dims: dims must be non-negative, got {list(dims)}")
+        a = self._array
+        if a is not None and a.size == int(np.prod(dims, dtype=np.int64)):
+            self._array = a.reshape(dims)
+        else:
+            self._array = np.empty(dims, a.dtype if a is not None else np.float32)
+
+    def _copy(self, place=None):
+        """A copy (data and LoD) on `place` (host memory here, as every LoDTensor)."""
+        return LoDTensor(None if self._array is None else self._array.copy(),
+                         [list(level) for level in self._lod])
+
     def __array__(self, dtype=None, copy=None):
         if self._array is None:
             raise FluidityError("LoDTensor is not initialized (holds no data)")
@@ -67,8 +81,19 @@ class LoDTensor:
     def shape(self):
         return list(self._array.shape) if self._array is not None else []
 
+    def _place(self):
+        """Where the data is: host memory (CPUPlace) for every LoDTensor."""
+        return CPUPlace()
+
     def _dtype(self):
         return dtypes.to_code(self._array.dtype)
+
+    def _place(self):
+        """Where the data lives (Fluid's `LoDTensor._place()`): a host tensor's CPUPlace."""
+        return CPUPlace()
+
+    def _is_initialized(self):
+        return self._array is not None
 
     def is_initialized(self):
         return self._array is not None
@@ -134,25 +159,114 @@ class LoDTensor:
 Tensor = LoDTensor
 
 
+class RowIds(np.ndarray):
+    """A SelectedRows' row ids: an int64 array (what kernels use), which Paddle's API also
+    calls: `sr.rows()` gives them as a list."""
+
+    def __call__(self):
+        return [int(r) for r in self]
+
+
+class Height(int):
+    """A SelectedRows' height: an int, which Paddle's API also calls (`sr.height()`)."""
+
+    def __call__(self):
+        return int(self)
+
+
+class _RowsValue(LoDTensor):
+    """`SelectedRows.get_tensor()`: the rows' value tensor by reference, as Paddle's, so
+    `sr.get_tensor().set(array, place)` fills the SelectedRows."""
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner):
+        self._owner = owner
+        self._lod = []
+
+    @property
+    def _array(self):
+        return self._owner.value
+
+    @_array.setter
+    def _array(self, value):
+        self._owner.value = value
+
+
+class FetchedArray(np.ndarray):
+    """What `Executor.run` returns for a fetched value of one element in one or more dims:
+    an ndarray (a view of the same data, `isinstance(v, np.ndarray)`, numpy arithmetic,
+    `v[0]`, `v.shape == (1,)`, `v.tolist()`) that also converts to a Python number.
+
+    Why: Fluid 1.x gives a loss, an accuracy and every full reduction shape `[1]`, and its
+    programs both index them (`loss[0]`) and convert them (`float(loss)`, `"%.3f" % acc`),
+    which numpy 1.x allowed for any one-element array. numpy 2 refuses `float()` of an
+    array that is not 0-D, so a plain `[1]` ndarray would break the second idiom and a 0-D
+    one the first; this subclass keeps both. Only `float()`, `int()` and `complex()` differ
+    from ndarray. It pickles as a plain ndarray, so a pickle of results needs no Fluidity
+    to read. A value of several elements is a plain ndarray, and `float()` of it is numpy's
+    TypeError, as it was in numpy 1.x."""
+
+    def __float__(self):
+        return float(self.reshape(-1)[0]) if self.size == 1 else float(self.view(np.ndarray))
+
+    def __int__(self):
+        return int(self.reshape(-1)[0]) if self.size == 1 else int(self.view(np.ndarray))
+
+    def __complex__(self):
+        return (complex(self.reshape(-1)[0]) if self.size == 1
+                else complex(self.view(np.ndarray)))
+
+    def __reduce__(self):
+        return self.view(np.ndarray).__reduce__()
+
+    def __reduce_ex__(self, protocol):
+        return self.view(np.ndarray).__reduce_ex__(protocol)
+
+
+def as_fetched(array):
+    """`array` as `Executor.run` returns it: a FetchedArray view when it holds one element
+    in one or more dims (so `float()` works under numpy 2), else `array` itself."""
+    if type(array) is np.ndarray and array.ndim and array.size == 1:
+        return array.view(FetchedArray)
+    return array
+
+
 class SelectedRows:
     """Rows `rows` of a tall [height, ...] tensor; `value` holds them, one row per id.
     Ids may repeat (a gradient of an embedding over a batch with duplicate ids); consumers
-    that need unique rows call `merged()`."""
-    __slots__ = ("rows", "height", "value")
+    that need unique rows call `merged()`. Paddle's accessors work too: `rows()`,
+    `height()`, `set_rows`, `set_height`, `get_tensor()` (the value, by reference)."""
+    __slots__ = ("_rows", "_height", "value")
 
     def __init__(self, rows=None, height=0, value=None):
-        self.rows = np.asarray(rows if rows is not None else [], dtype=np.int64)
-        self.height = int(height)
+        self.rows = rows if rows is not None else []
+        self.height = height
         self.value = value
 
+    @property
+    def rows(self):
+        return self._rows
+
+    @rows.setter
+    def rows(self, rows):
+        self._rows = np.asarray(rows, dtype=np.int64).view(RowIds)
+
+    @property
+    def height(self):
+        return self._height
+
+    @height.setter
+    def height(self, h):
+        self._height = Height(h)
+
     def get_tensor(self):
-        return LoDTensor(self.value)
+        return _RowsValue(self)
 
     def set_height(self, h):
-        self.height = int(h)
+        self.height = h
 
     def set_rows(self, rows):
-        self.rows = np.asarray(rows, dtype=np.int64)
+        self.rows = rows
 
     def merged(self):
         """Same content with unique, sorted rows (duplicates summed). A stable sort and one

@@ -18,11 +18,12 @@ directory keyed by the source's hash; ctypes calls release the GIL) into flat pe
 buffers and offsets; numpy only slices them into batches. Without a C compiler a pure-Python
 parser with the same rules and the same errors is used, after a one-line warning.
 
-Unused slots' counts are checked, their values skipped unread. Empty lines are skipped.
-A malformed line raises DataError naming the file, the line and the fault; with
-skip_bad_lines=True it is skipped, counted in `skipped_lines`, and a warning at the end of
-the pass says how many were skipped and what was wrong with the first. Count 0 is allowed
-(an empty sequence); Paddle rejects it.
+Unused slots' counts are checked, their values skipped unread. Blank lines (empty or only
+spaces) hold no example: they are skipped, counted in `blank_lines`, and a warning at the end
+of the pass says how many there were and where the first was. A malformed line raises
+DataError naming the file, the line and the fault; with skip_bad_lines=True it is skipped,
+counted in `skipped_lines`, and the same warning says how many were skipped and what was
+wrong with the first. Count 0 is allowed (an empty sequence); Paddle rejects it.
 
 Values are checked, not only parsed: a uint64 id above 2^63-1 (the int64 tensor it goes to
 cannot hold it) or with a minus sign is a bad line, never a wrapped id; a float that is nan,
@@ -46,6 +47,7 @@ from ..core import native
 from ..core.tensor import LoDTensor
 from .data_feed_desc import DataFeedDesc, dense_dims, slot_kind
 from .errors import DataError, DataWarning
+from .sources import as_source, is_source
 
 CHUNK_SIZE = 2 << 20
 
@@ -166,13 +168,17 @@ class _Chunk:
     """The parse of one chunk: per used slot, values and offsets[u, e] (value index where
     example e starts); `line_of[e]`: example e's line in the chunk (from 0); `bad` = (line in
     chunk, slot, code, token, found, expected). `path` and `base` (lines of the file before
-    the chunk) are set by the reader."""
-    __slots__ = ("n", "vals", "offs", "lines", "skipped", "bad", "line_of", "path", "base")
+    the chunk) are set by the reader. `blank`: blank lines skipped, `first_blank` the
+    first one's line in the chunk (from 0) or -1."""
+    __slots__ = ("n", "vals", "offs", "lines", "skipped", "bad", "line_of", "path", "base",
+                 "blank", "first_blank")
 
-    def __init__(self, n, vals, offs, lines, skipped, bad, line_of=None):
+    def __init__(self, n, vals, offs, lines, skipped, bad, line_of=None, blank=0,
+                 first_blank=-1):
         self.n, self.vals, self.offs = n, vals, offs
         self.lines, self.skipped, self.bad = lines, skipped, bad
         self.line_of = line_of
+        self.blank, self.first_blank = blank, first_blank
         self.path, self.base = None, 0
 
     def origin(self, a, b):
@@ -200,7 +206,8 @@ class _CParser:
         caps = np.array([int(r * stride * 1.2) + 64 for r in self.per_line], np.int64)
         vals = [np.empty(c, _DTYPES[L.kinds[i]]) for c, i in zip(caps, L.used)]
         ptrs = (ctypes.c_void_p * max(nu, 1))(*[v.ctypes.data for v in vals])
-        state, err = np.zeros(6, np.int64), _Err()
+        state, err = np.zeros(8, np.int64), _Err()
+        state[7] = -1
         while True:
             rc = self.fn(buf, len(buf), state.ctypes.data, len(L.kinds), L.kinds.ctypes.data,
                          L.use.ctypes.data, nu, dense_dim.ctypes.data, ptrs, caps.ctypes.data,
@@ -226,7 +233,8 @@ class _CParser:
             if n:
                 self.per_line[u] = int(offs[u, n]) / n
             vals[u] = vals[u][:offs[u, n]]
-        return _Chunk(n, vals, offs[:, :n + 1], int(state[1]), int(state[3]), bad, line_of[:n])
+        return _Chunk(n, vals, offs[:, :n + 1], int(state[1]), int(state[3]), bad, line_of[:n],
+                      int(state[6]), int(state[7]))
 
 
 def _lod_lists(lod):
@@ -300,10 +308,13 @@ class _PyParser:
         if lines[-1] == b"":
             lines.pop()
         vals, counts, line_of = [[] for _ in range(nu)], [[] for _ in range(nu)], []
-        skipped, first_bad = 0, None
+        skipped, first_bad, blank, first_blank = 0, None, 0, -1
         for li, line in enumerate(lines):
             toks = line.split()
             if not toks:
+                if not blank:
+                    first_blank = li
+                blank += 1
                 continue
             try:
                 row = self._line(toks, dense_dim)
@@ -326,7 +337,7 @@ class _PyParser:
         with np.errstate(over="ignore"):  # 1e39 -> inf in float32 (allow_nonfinite), as in C
             arrays = [np.array(v, _DTYPES[self.L.kinds[i]]) for v, i in zip(vals, self.L.used)]
         return _Chunk(n, arrays, offs, len(lines), skipped, first_bad,
-                      np.array(line_of, np.int64))
+                      np.array(line_of, np.int64), blank, first_blank)
 
     def _line(self, toks, dense_dim):
         j, ntok, row = 0, len(toks), []
@@ -387,7 +398,8 @@ class MultiSlotReader:
     allow_nonfinite: keep float values that are nan, inf or overflow float32 (read as inf)
     instead of rejecting their lines; None takes the desc's `allow_nonfinite` (False).
     Each batch is a `Batch` (a dict) whose `origin` names the file(s) and lines it holds.
-    Each iteration re-reads the files; `skipped_lines` and `examples` describe the last one.
+    Each iteration re-reads the files; `skipped_lines` (malformed lines skipped),
+    `blank_lines` and `examples` describe the last one.
     One reader per worker thread: a reader is not to be iterated by two threads at once.
     Equal LoDs in a batch may be one shared list object: treat LoD lists as read-only.
     """
@@ -398,8 +410,8 @@ class MultiSlotReader:
             desc = DataFeedDesc(desc)
         self.desc = desc
         self._layout = _Layout(desc)
-        self.files = [os.fspath(files)] if isinstance(files, (str, os.PathLike)) else \
-            [os.fspath(f) for f in files]
+        self.files = [_as_item(files)] if isinstance(files, (str, os.PathLike)) or \
+            is_source(files) else [_as_item(f) for f in files]
         self.batch_size = int(batch_size if batch_size is not None else desc.batch_size)
         if self.batch_size <= 0:
             raise DataError(f"batch_size must be positive, got {self.batch_size}")
@@ -414,6 +426,7 @@ class MultiSlotReader:
         self._fn = fn
         self.slots = [self._layout.names[i] for i in self._layout.used]
         self.skipped_lines = 0
+        self.blank_lines = 0
         self.examples = 0
 
     def __iter__(self):
@@ -435,26 +448,39 @@ class MultiSlotReader:
         n + 1] per-line offsets into them); `dense_dim` per used slot (0 for a sparse one).
         For a consumer that walks batches itself (AsyncExecutor's compiled worker loop;
         `chunk_batch` makes one as iteration does). Bad lines raise or are skipped and
-        counted (`skipped_lines`) as in iteration."""
+        counted (`skipped_lines`) as in iteration, blank lines counted (`blank_lines`)."""
         L = self._layout
         parser = (_PyParser(L, self.skip_bad_lines, self.allow_nonfinite) if self._fn is None
                   else _CParser(self._fn, L, self.skip_bad_lines, self.allow_nonfinite))
         dense_dim = L.dense_dim.copy()
-        self.skipped_lines = self.examples = 0
-        first_bad = None
+        self.skipped_lines = self.blank_lines = self.examples = 0
+        first_bad = first_blank = None
         for path in self.files:
             for chunk, base in self._chunks(path, parser, dense_dim):
                 if chunk.bad is not None:
-                    error = self._error(path, base, chunk.bad, dense_dim)
+                    error = self._error(as_source(path), base, chunk.bad, dense_dim)
                     if not self.skip_bad_lines:
                         raise error
                     self.skipped_lines += chunk.skipped
                     first_bad = first_bad or error
+                if chunk.blank:
+                    self.blank_lines += chunk.blank
+                    first_blank = first_blank or f"{path}:{base + chunk.first_blank + 1}"
                 if chunk.n:
                     yield chunk, dense_dim
+        if self.skipped_lines or self.blank_lines:
+            warnings.warn(self._skipped_warning(first_bad, first_blank), DataWarning,
+                          stacklevel=3)
+
+    def _skipped_warning(self, first_bad, first_blank):
+        """The end-of-pass warning: how many malformed and blank lines were skipped, and
+        the first of each."""
+        parts = []
         if self.skipped_lines:
-            warnings.warn(f"MultiSlotReader skipped {self.skipped_lines} malformed line(s); "
-                          f"the first: {first_bad}", DataWarning, stacklevel=3)
+            parts.append(f"{self.skipped_lines} malformed line(s); the first: {first_bad}")
+        if self.blank_lines:
+            parts.append(f"{self.blank_lines} blank line(s); the first: {first_blank}")
+        return f"MultiSlotReader skipped {'; and '.join(parts)}"
 
     def chunk_batch(self, chunk, a, b, dense_dim):
         """Examples [a, b) of a parsed chunk as the batch iteration would give them (a Batch;
@@ -462,15 +488,15 @@ class MultiSlotReader:
         return self._take(collections.deque([[chunk, a]]), b - a, dense_dim)
 
     def _chunks(self, path, parser, dense_dim):
-        """(parsed chunk, number of lines of the file before it) for each chunk of a file."""
+        """(parsed chunk, number of lines of the source before it) for each chunk of a file
+        or other source (sources.py: a pipe command's output, records in memory)."""
+        source = as_source(path)
+        name = str(source)
+        pieces = source.chunks(self.chunk_size)
         try:
-            f = open(path, "rb")
-        except OSError as e:
-            raise DataError(f"cannot open data file {path}: {e.strerror}") from None
-        with f:
             base, carry = 0, b""
             while True:
-                data = f.read(self.chunk_size)
+                data = next(pieces, b"")
                 if data:
                     buf = carry + data if carry else data
                     cut = buf.rfind(b"\n") + 1
@@ -483,13 +509,15 @@ class MultiSlotReader:
                     if not buf:
                         return
                 chunk = parser.parse(buf, dense_dim)
-                chunk.path, chunk.base = path, base
+                chunk.path, chunk.base = name, base
                 yield chunk, base
                 base += chunk.lines
                 if not data:
                     return
+        finally:
+            pieces.close()      # a pipe left early is stopped
 
-    def _error(self, path, base, bad, dense_dim):
+    def _error(self, source, base, bad, dense_dim):
         line, s, code, tok, found, expected = bad
         tok = tok.decode("utf-8", "replace")
         facts = {"name": self._layout.names[s], "s": s, "nslots": len(self._layout.names),
@@ -499,7 +527,7 @@ class MultiSlotReader:
         if code == DENSE_DIM:
             u = self._layout.use[s]
             facts["source"] = "its shape" if self._layout.dims[u] else "the first line"
-        return DataError(_WHY[code].format(**facts), path, base + int(line) + 1)
+        return DataError(_WHY[code].format(**facts), *source.locate(base + int(line) + 1))
 
     def _take(self, pending, n, dense_dim):
         """The next n examples from the pending chunks, as {name: LoDTensor}."""
@@ -541,6 +569,11 @@ class MultiSlotReader:
     def __repr__(self):
         return (f"MultiSlotReader({len(self.files)} file(s), batch_size={self.batch_size}, "
                 f"slots={self.slots}, backend={self.backend!r})")
+
+
+def _as_item(f):
+    """A reader's file list entry: a path (as a str) or a Source (sources.py)."""
+    return f if is_source(f) else os.fspath(f)
 
 
 def describe_origin(spans):

@@ -3,13 +3,15 @@
  * A line holds, for every declared slot in order, `<count> <v1> ... <vcount>`. Values of
  * used slots are written to vals[u] (int64 for uint64 slots, float for float slots); after
  * the e-th good line (example e), offs[u * stride + e + 1] is the running number of values
- * of used slot u. Unused slots' values are skipped unchecked. Empty lines are skipped.
+ * of used slot u. Unused slots' values are skipped unchecked. Blank lines (empty, or only
+ * spaces) are skipped and counted in state[6], the first one's line kept in state[7].
  * multislot.py compiles this file with `cc -O2 -shared -fPIC` and calls ms_parse through
  * ctypes (which releases the GIL). Its pure-Python fallback follows the same rules, so both
  * give identical batches and identical errors.
  *
  * state: [0] byte position, [1] lines seen (empty ones too), [2] examples written,
- *        [3] lines skipped, [4] used slot that needs more room, [5] values it needs.
+ *        [3] lines skipped, [4] used slot that needs more room, [5] values it needs,
+ *        [6] blank lines skipped, [7] the first blank line (in the chunk, from 0; -1: none).
  * Returns MS_DONE, MS_NEED_SPACE (state[0] is at the start of the line that did not fit:
  * grow vals[state[4]] and call again) or MS_BAD_LINE (*err says what and where; with
  * MS_SKIP_BAD in flags, bad lines are counted in state[3], the first one described in *err).
@@ -248,7 +250,12 @@ int ms_parse(const char *buf, int64_t len, int64_t *state, int32_t nslots, const
         int64_t next = (le - buf) + (nl != NULL);
         const char *p = ls;
         while (p < le && is_space(*p)) p++;
-        if (p == le) { line++; pos = next; continue; }
+        if (p == le) {
+            if (state[6]++ == 0) state[7] = line;
+            line++;
+            pos = next;
+            continue;
+        }
         if (ex + 1 >= stride) { state[4] = -1; state[5] = ex + 2; rc = MS_NEED_SPACE; break; }
         for (int32_t u = 0; u < nused; u++) tent[u] = offs[u * stride + ex];
         ms_error e;

@@ -18,9 +18,17 @@ trainers' gradients), then a commit record; it is appended before the blocks run
 server loads the snapshot and re-runs the logged rounds (same inputs, same ops: the same
 parameters, bit for bit), so no applied round is lost. A round whose commit record did not
 reach the file (the server died while writing it) was never applied: its trainers resend it.
-Each record: u64 little-endian length | a `wire` message."""
+Each record: u64 little-endian length | a `wire` message.
+
+A **notified** checkpoint (`CheckpointNotify`, asked by a trainer) goes where the request
+says, but only inside the server's checkpoint root: `notify_target` resolves the request's
+relative path there and refuses (`wire.BadRequest`, INVALID_ARGUMENT) an absolute path, a
+`..`, a hidden name (`.x`: the atomic save's staging names), a symbolic link on the way, a
+file, this server's recovery directory, and an existing directory that holds anything but
+a checkpoint of this same server (an empty one is used)."""
 import json
 import os
+import stat
 import struct
 
 from ..core import serialization as ser
@@ -57,6 +65,82 @@ def _checked_name(name):
     if not name or name.startswith(".") or "/" in name or os.sep in name or name == STATE_FILE:
         raise CheckpointError(f"variable name {name!r} cannot name a checkpoint file")
     return name
+
+
+MAX_NOTIFY_PATH = 4096
+
+
+def notify_target(root, directory, endpoint, recovery=None):
+    """The absolute path, inside `root`, of the checkpoint a CheckpointNotify naming
+    `directory` writes; its missing parent directories are created. Raises BadRequest for a
+    path that leaves the root or names something else (see the module's docstring)."""
+    def refuse(why):
+        raise wire.BadRequest(f"checkpoint_notify: directory {directory!r:.200} {why}; it "
+                              f"must be a new or an empty directory, or a checkpoint of this "
+                              f"pserver, relative to its checkpoint root {root} "
+                              f"(FLAGS_pserver_checkpoint_notify_root)")
+    if not directory:
+        refuse("is empty")
+    if len(directory.encode("utf-8", "surrogatepass")) > MAX_NOTIFY_PATH or any(
+            ord(c) < 32 or c == "\x7f" for c in directory):
+        refuse("is too long or holds control characters")
+    if os.path.isabs(directory) or directory.startswith("~"):
+        refuse("is an absolute path")
+    parts = [p for p in directory.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        refuse("climbs out with '..'")
+    if any(p.startswith(".") for p in parts):
+        refuse("has a hidden name (a leading '.': atomic saves stage under such names)")
+    if not parts:
+        refuse("names the checkpoint root itself")
+    if any(len(p.encode("utf-8", "surrogatepass")) > 255 for p in parts):
+        refuse("is too long (a name of more than 255 bytes)")
+    os.makedirs(root, exist_ok=True)
+    path = root
+    for i, part in enumerate(parts):
+        path = os.path.join(path, part)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            if i < len(parts) - 1:
+                os.mkdir(path)
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            refuse(f"passes through the symbolic link {path}")
+        if not stat.S_ISDIR(st.st_mode):
+            refuse(f"passes through {path}, which is not a directory")
+    if recovery is not None:
+        rec = os.path.realpath(recovery)
+        if path == rec or path.startswith(rec + os.sep) or rec.startswith(path + os.sep):
+            refuse("is or holds this pserver's recovery directory")
+    if os.path.isdir(path) and os.listdir(path):
+        saved_by = _saved_by(path)
+        if saved_by != endpoint:
+            refuse("exists and holds something else" if saved_by is None else
+                   f"holds the checkpoint of pserver {saved_by}, not of this one ({endpoint})")
+    return path
+
+
+def _saved_by(directory):
+    """The endpoint a pserver checkpoint in `directory` was saved by, or None when the
+    directory is not one."""
+    path = os.path.join(directory, STATE_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > (1 << 20):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            state = json.loads(f.read())
+        endpoint = state.get("endpoint") if isinstance(state, dict) else None
+        return endpoint if isinstance(endpoint, str) else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def save(directory, scope, names, version, endpoint):
@@ -179,10 +263,14 @@ class RoundLog:
             except FormatError as e:
                 raise CheckpointError(f"{self.path}: corrupt record at byte {pos}: {e}") \
                     from None
-            pos += _LEN.size + n
-            if header.get("commit"):
-                out.append((header["round"], pending))
-                pending = {}
-            else:
-                pending[header["name"]] = value
+            at, pos = pos, pos + _LEN.size + n
+            try:
+                if header.get("commit"):
+                    out.append((wire.field(header, "round", int), pending))
+                    pending = {}
+                else:
+                    pending[wire.field(header, "name")] = value
+            except FormatError as e:
+                raise CheckpointError(f"{self.path}: corrupt record at byte {at}: {e}") \
+                    from None
         return out

@@ -3,7 +3,9 @@
 Every call has a deadline (`FLAGS_rpc_deadline`, milliseconds, Paddle's flag; default
 180000) and waits for the server to come up within it: a call that finds its server down
 (UNAVAILABLE: not started yet, or restarting) is retried with exponential backoff until the
-deadline, so the deadline is also the window a pserver has to restart in. A server that
+deadline, so the deadline is also the window a pserver has to restart in; so is a streamed
+call the server was too busy to take (RESOURCE_EXHAUSTED marked for retry: its limits on
+streams in flight). A server that
 cannot be reached in time raises RPCError naming its endpoint. `close()` (from
 `Executor.close()`) says goodbye to every server this client talked to, as Fluid's trainers
 do.
@@ -32,8 +34,8 @@ import numpy as np
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
 from . import wire
-from .service import (TOKEN_KEY, UNCHECKED, chunks, env_flag, message_options, method_path, rpc_token,
-                      stream_threshold)
+from .service import (RETRY_KEY, TOKEN_KEY, UNCHECKED, chunks, env_flag, message_options,
+                      method_path, rpc_token, stream_threshold)
 
 
 logger = logging.getLogger("fluidity")
@@ -196,12 +198,15 @@ class RPCClient:
         return reply
 
     def _attempts(self, endpoint, method, header, request, end, deadline_s):
-        """The reply message, retrying while the server is unavailable until `end`."""
+        """The reply message, retrying while the server is unavailable, or too busy to take
+        another streamed call, until `end`."""
         grpc = self._grpc
-        delay = self.backoff_s
+        delay, busy = self.backoff_s, None
         while True:
             left = end - time.monotonic()
             if left <= 0:
+                if busy is not None:
+                    raise self._error(endpoint, method, busy, deadline_s)
                 raise self._unreachable(endpoint, method, deadline_s)
             try:
                 return self._once(endpoint, method, header, request, left)
@@ -209,7 +214,9 @@ class RPCClient:
                 code = e.code()
                 if code == grpc.StatusCode.ABORTED:
                     raise _Aborted(e.details()) from None
-                if code != grpc.StatusCode.UNAVAILABLE:
+                if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _retry_later(e):
+                    busy = e
+                elif code != grpc.StatusCode.UNAVAILABLE:
                     raise self._error(endpoint, method, e, deadline_s) from None
             time.sleep(max(0.0, min(delay, end - time.monotonic())))
             delay = min(delay * 2, 1.0)
@@ -448,6 +455,14 @@ def _stream_required(reply):
     """Whether a unary reply is the server's note that the real reply must be streamed."""
     return (len(reply) < 256 and b"stream_required" in reply
             and "stream_required" in wire.decode(reply)[0])
+
+
+def _retry_later(error):
+    """Whether a refusal says the server was busy (its streamed-call limits), not wrong."""
+    try:
+        return any(k == RETRY_KEY for k, _v in (error.trailing_metadata() or ()))
+    except Exception:  # noqa: BLE001 - an error without metadata: not a busy server's
+        return False
 
 
 def _ignore(_future):

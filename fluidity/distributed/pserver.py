@@ -14,10 +14,21 @@ when every one of `Fanin` trainers has said goodbye.
 * Async mode: each gradient runs the optimize block mapped to it (`grad_to_block_id`) as
   it arrives; gets answer the current values; barriers are errors.
 
+What a request may do: every received value is checked against its declaration in the
+pserver program (`accepts.py`: kind, dtype, shape; a SelectedRows' height and width)
+before it is stored, logged or applied, and a bad one is refused to its sender
+INVALID_ARGUMENT; a round whose inputs were never all sent is not run (its last barrier is
+refused); prefetch ids must be integers within the table. So a bad request fails that
+request, never the job, and never enters the round log.
+
 Checkpoints (`checkpoint.py` has the format). `CheckpointNotify` (Paddle's
 `checkpoint_notify` op) saves a snapshot of every persistable variable and the version
-into the directory it names. With a recovery directory (env FLAGS_pserver_checkpoint_dir;
-each server uses `<dir>/<host>_<port>`) the server also keeps a snapshot there, taken when
+into the directory it names, relative to the server's checkpoint root
+(FLAGS_pserver_checkpoint_notify_root, default the server's working directory): an
+absolute path, `..`, a symbolic link on the way, or an existing directory that is not a
+checkpoint of this server is refused INVALID_ARGUMENT (`checkpoint.notify_target`). With a
+recovery directory (env FLAGS_pserver_checkpoint_dir; each server uses
+`<dir>/<host>_<port>`) the server also keeps a snapshot there, taken when
 it starts and every FLAGS_pserver_checkpoint_minutes (default 10; 0: only at start), and
 in sync mode logs each round's gradients before applying it. A server started on an
 endpoint whose recovery directory holds a snapshot resumes from it: loads it, re-runs the
@@ -40,8 +51,9 @@ import threading
 import time
 
 from ..errors import ExecutionError, FluidityError
-from . import checkpoint, sparse_table
-from .service import UNCHECKED, Refused, env_flag, start_server
+from . import accepts, checkpoint, sparse_table
+from .admission import Refused
+from .service import UNCHECKED, call_abandoned, env_flag, start_server
 from .wire import BadRequest, field
 
 LINGER_S = 2.0               # how long a failed server keeps answering with its error
@@ -98,6 +110,7 @@ class _State:
             self.grad_to_block[name] = int(idx)
         self.received = list(received)
         self._received = set(received)
+        self.declared = accepts.declarations(env.program, self.received)
         self.env = env
         self.scope = env.scope
         self.persistables = checkpoint.persistable_names(env.program)
@@ -115,6 +128,8 @@ class _State:
         self.trainer_timeout = env_flag("FLAGS_pserver_trainer_timeout", 10.0)
         root = os.environ.get("FLAGS_pserver_checkpoint_dir") or None
         self.recovery = None if root is None else recovery_dir(root, self.endpoint)
+        self.notify_root = os.path.realpath(
+            os.environ.get("FLAGS_pserver_checkpoint_notify_root") or os.getcwd())
         self.log = None
         if self.recovery is not None and self.sync:
             self.log = checkpoint.RoundLog(
@@ -144,6 +159,11 @@ class _State:
                     raise checkpoint.CheckpointError(
                         f"{self.log.path}: round {round_no} follows round {self.version}")
                 for name, value in values.items():
+                    try:
+                        accepts.check(self.declared.get(name), name, value,
+                                      f"round {round_no} of the log")
+                    except BadRequest as e:
+                        raise checkpoint.CheckpointError(f"{self.log.path}: {e}") from None
                     self.scope.var(name).value = value
                 for b in self.blocks:
                     self.env.run_block(b, self.scope)
@@ -181,7 +201,7 @@ class _State:
 
     # -- helpers -----------------------------------------------------------------------------
     def _tid(self, header):
-        tid = field(header, "trainer_id", int, default=0)
+        tid = field(header, "trainer_id", int)
         if not 0 <= tid < self.fanin:
             raise BadRequest(f"trainer_id {tid} is not in [0, {self.fanin}) (Fanin)")
         return tid
@@ -195,11 +215,24 @@ class _State:
                 self.cv.notify_all()
             raise
 
+    def _unsent(self):
+        """The received variables that hold no value yet (a round cannot run without)."""
+        return [n for n in self.received
+                if (v := self.scope.find_local_var(n)) is None or v.value is None]
+
     def _optimize_if_all_sent(self):
         """(cv held) run the optimize blocks once every active trainer's barrier is in;
-        the round's inputs are logged first when there is a recovery log."""
+        the round's inputs are logged first when there is a recovery log. A round some of
+        whose inputs were never sent is not run: FluidityError naming them (the caller
+        refuses the barrier that would have started it)."""
         active = self.fanin - len(self.gone - self.sent)
         if self.sent and len(self.sent) >= active:
+            unsent = self._unsent()
+            if unsent:
+                raise FluidityError(
+                    f"round {self.version + 1} cannot run on pserver {self.endpoint}: no "
+                    f"value was sent for {', '.join(unsent[:4])}"
+                    + (f" and {len(unsent) - 4} more" if len(unsent) > 4 else ""))
             with self.run_lock:
                 if self.log is not None:
                     self.log.append(self.version + 1, {
@@ -248,9 +281,10 @@ class _State:
     # -- the RPC methods ----------------------------------------------------------------------
     def send_variable(self, header, value):
         name = field(header, "name")
-        self._tid(header)
+        tid = self._tid(header)
         if name not in self._received:
             raise KeyError(f"pserver {self.endpoint} does not receive variable '{name}'")
+        accepts.check(self.declared.get(name), name, value, f"trainer {tid}")
         if self._stale(header):
             return None
         with self.run_lock:
@@ -263,10 +297,17 @@ class _State:
         name, tid = field(header, "name"), self._tid(header)
         if self.sync:
             after = max(self.fetched.get(tid, -1), field(header, "after", int, default=-1))
+            if after > self.version:
+                raise FluidityError(
+                    f"trainer {tid} has fetched version {after} but pserver {self.endpoint} "
+                    f"is at version {self.version}: it restarted from an older state")
             with self.cv:
                 while not (self.version > after or self.error or
                            len(self.gone) >= self.fanin):
                     self.cv.wait(1.0)
+                    if call_abandoned():
+                        raise Refused("CANCELLED", f"trainer {tid} stopped waiting for "
+                                                   f"'{name}'")
         if self.error is not None:
             raise ExecutionError(f"the pserver failed: {self.error}")
         with self.run_lock:
@@ -285,8 +326,14 @@ class _State:
         if self._stale(header):
             return None
         with self.cv:
+            had = tid in self.sent
             self.sent.add(tid)
-            self._optimize_if_all_sent()
+            try:
+                self._optimize_if_all_sent()
+            except FluidityError:
+                if not had:
+                    self.sent.discard(tid)
+                raise
         return None
 
     def fetch_barrier(self, header, _value):
@@ -301,7 +348,10 @@ class _State:
         with self.cv:
             self.gone.add(tid)
             if self.sync and len(self.gone) < self.fanin:
-                self._optimize_if_all_sent()
+                try:
+                    self._optimize_if_all_sent()
+                except FluidityError as e:   # the trainers left cannot go on: the job fails
+                    self.error = e
             self.cv.notify_all()
         return None
 
@@ -309,18 +359,28 @@ class _State:
         """The rows of the ids `value` from this server's shard of the distributed table:
         its prefetch block (lookup_sparse_table) run in a scope of its own, so lookups from
         several trainers run at once (the table locks itself)."""
-        name, table = header["name"], header.get("table_name", "")
-        self._tid(header)
+        name, table = field(header, "name"), field(header, "table_name", default="")
+        out_name = field(header, "out_name")
+        tid = self._tid(header)
         block = self.prefetch_blocks.get(name)
         tables = self._prefetch_tables()
         if block is None or (table and tables.get(name) != table):
             have = sorted(set(tables.values())) or "none"
             raise KeyError(f"pserver {self.endpoint} has no distributed table "
                            f"'{table or name}' to prefetch from (its tables: {have})")
+        table = tables.get(name, table)
+        held = self.scope.find_var(table)
+        held = held.value if held is not None else None
+        if isinstance(held, sparse_table.SparseTable):   # the whole table's rows (W declares the shard's)
+            height = held.height
+        else:
+            w = self.env.program.global_block().vars.get(table)
+            height = int(w.shape[0]) if w is not None and len(w.shape) == 2 else -1
+        accepts.check_ids(value, table, height, f"trainer {tid}")
         local = self.scope.new_scope()
         try:
             local.var(name).value = value
-            out = local.var(header["out_name"])
+            out = local.var(out_name)
             self.env.run_block(block, local)
             return out.value
         finally:
@@ -336,12 +396,13 @@ class _State:
         return out
     def checkpoint_notify(self, header, _value):
         """Save a snapshot into the directory the request names (Paddle's
-        CheckpointNotify), at a round boundary."""
+        CheckpointNotify), at a round boundary: a path relative to this server's checkpoint
+        root, confined to it (`checkpoint.notify_target`)."""
         directory = field(header, "dir")
-        if not directory:
-            raise BadRequest("checkpoint_notify: the directory ('dir') is empty")
         with self.run_lock:
-            checkpoint.save(directory, self.scope, self.persistables, self.version,
+            target = checkpoint.notify_target(self.notify_root, directory, self.endpoint,
+                                              self.recovery)
+            checkpoint.save(target, self.scope, self.persistables, self.version,
                             self.endpoint)
         return None
 

@@ -7,7 +7,9 @@ the same. The pservers' endpoints are their actors' node addresses (127.0.0.1 on
 instance) with a port free there. The driver polls each actor for new output and appends it
 to `<log_dir>/serverlog.<i>` / `workerlog.<i>`; when a process exits non-zero (or its actor
 dies with its node) every other one is stopped and the launch fails naming it; when all
-trainers are done the servers get `--server_timeout` seconds to exit.
+trainers are done the servers get `--server_timeout` seconds to exit. The summary, on
+success and on failure (the role and rank that failed, its log's tail, its exit status as
+the launcher's), is the local launcher's (launch.py).
 
 `--ray_address` names the cluster (ray.init's address: "auto", "ray://head:10001", ...);
 without it a local instance is started for the job and shut down after. On a cluster the
@@ -20,6 +22,7 @@ import os
 import sys
 import time
 
+from .launch_summary import exit_status, failure_summary, success_summary
 from .roles import role_environment
 
 POLL_S = 0.2
@@ -167,7 +170,10 @@ def launch_on_ray(args, job_env, eps):
                                       dict(env, **role_environment(m.role, m.idx, eps)),
                                       local)
                  for m in members])
-        return _watch(ray, servers, trainers, args.server_timeout)
+        rc = _watch(ray, servers, trainers, args.server_timeout)
+        if rc == 0:
+            print(success_summary(args.server_num, args.worker_num, args.log_dir))
+        return rc
     finally:
         try:
             if members:
@@ -192,9 +198,10 @@ def _watch(ray, servers, trainers, server_timeout):
                       f"others", file=sys.stderr)
                 return 1
             if m.rc not in (None, 0):
-                print(f"launch: {m.name} exited with status {m.rc}; stopping the others",
-                      file=sys.stderr)
-                return 1
+                m.collect(ray)                      # the last of its output, then its tail
+                print(failure_summary(m.role, m.idx, m.rc, m.log_path, " (Ray actor)"),
+                      file=sys.stderr, flush=True)
+                return exit_status(m.rc) or 1
         if all(m.rc == 0 for m in trainers):
             if all(m.rc == 0 for m in servers):
                 return 0

@@ -220,6 +220,8 @@ def adopt_tables(program, scope):
                 raise ExecutionError(f"lookup_sparse_table: table '{name}' must be declared "
                                      f"[height, width]")
             height, width = int(desc.shape[0]), int(desc.shape[1])
+            if op.has_attr("table_height") and op.attr("table_height") > 0:
+                height = int(op.attr("table_height"))   # W declares the shard's rows
             a = {k: (op.attr(k) if op.has_attr(k) else d) for k, d in _INIT_ATTRS.items()}
             init = {"type": a["init_type"], "min": a["min"], "max": a["max"],
                     "mean": a["mean"], "std": a["std"], "value": a["value"], "seed": a["seed"]}

@@ -1,13 +1,16 @@
 """AsyncExecutor: Hogwild training from MultiSlot files on all cores.
 
-`run(program, data_feed, filelist, thread_num, fetch)` starts `thread_num` workers. When
-every op of the program compiles (fluidity/codegen), they are *threads* of this process,
-each running the training step as native calls that release the GIL, over the parameters in
-the scope, in place (no copies, nothing to share). Otherwise they are worker *processes*
-(fork), so that Python per-op dispatch runs at once too; `workers=` picks either, and
-the choice is logged. A worker thread whose step is one compiled segment over the feed's
-slots and the parameters hands whole parsed chunks to a loop in C (native_loop.py): no
-Python per batch, the GIL released for `report_every` batches at a time. For processes, before the workers start, every persistable tensor of
+`run(program, data_feed, filelist, thread_num, fetch)` starts `thread_num` workers: *threads*
+of this process, each running the training step as native calls that release the GIL, over
+the parameters in the scope, in place (no copies, nothing to share); or worker *processes*
+(fork), so that Python per-op dispatch runs at once too. `workers=` picks either; "auto"
+takes the one that is faster for the program on this machine (worker_mode.py: threads when
+the compiled worker loop applies, else measured once and cached) and logs why. A worker
+thread whose step is one compiled segment over the feed's slots and the parameters hands
+whole parsed chunks to a loop in C (native_loop.py) that keeps its report periods itself:
+no Python, no GIL, no lock and no shared mutable state per batch; Python runs per chunk
+(or per 0.1 s of work) to read and parse the next chunk and pass on the finished reports.
+For processes, before the workers start, every persistable tensor of
 the program (parameters, optimizer accumulators, learning rate, counters) is moved into an
 anonymous shared memory mapping, which forked workers inherit: all of them read and update
 the same parameters in place, without locks (Hogwild!, Niu et al. 2011), and the parent
@@ -16,8 +19,9 @@ sees the trained values when the run ends — no per-worker copy of a parameter.
 Each worker has its own reader, its own Executor and prepared plan, and its own kid scope of
 the root scope for temporaries (PyTorch's Hogwild recipe: share only the parameters). Files
 are handed out one at a time from a shared counter, so fast workers take more files. Every
-`report_every` batches a worker sends the mean of its fetched values and its example count
-to the parent, which shows progress and examples/s and keeps the loss curve.
+`report_every` batches a worker closes a report (the mean of its fetched values and its
+example count) and hands the parent its finished reports, several at a time from the
+compiled loop; the parent shows progress and examples/s and keeps the loss curve.
 
 If a worker fails (malformed data, a kernel error on a batch) or dies (a signal, the OOM
 killer), the parent notices within a tenth of a second (worker_pool.py says how), stops the
@@ -25,9 +29,12 @@ others and raises an ExecutionError naming the worker and the file lines of the 
 was on (its `origin`). Nothing hangs, no worker outlives the run, and the parameters in the
 parent's scope stay readable and savable.
 
-Progress goes to a tqdm bar on a terminal, else to the `fluidity` logger at INFO.
+What the user sees while it runs (Fluid's print_period lines on stdout, a bar with an ETA
+on a terminal, the logger, TensorBoard scalars) is progress.py's: the run hands each
+report to its Reporter.
 """
 import contextlib
+import itertools
 import logging
 import multiprocessing as mp
 import os
@@ -52,6 +59,7 @@ from .worker_pool import (PROCESS_STOP_GRACE_S, THREAD_STOP_GRACE_S, PositionBoa
 
 logger = logging.getLogger("fluidity")
 REPORT_POLL_S = 0.1  # the parent's longest wait between looks at its workers
+DEFAULT_PRINT_PERIOD = 100   # batches between stdout lines when fetch_info asks for them
 
 
 # --- shared parameters ------------------------------------------------------------------------
@@ -166,12 +174,8 @@ class _Worker:
 
     def _pick_file(self):
         """(index, path) of the next file nobody has taken, or None."""
-        with self.next_file.get_lock():
-            i = self.next_file.value
-            if i >= len(self.files):
-                return None
-            self.next_file.value = i + 1
-        return i, self.files[i]
+        i = self.next_file.take()
+        return None if i >= len(self.files) else (i, self.files[i])
 
     def _resync(self):
         """An op that replaced a shared parameter's array (instead of updating it in place)
@@ -216,43 +220,47 @@ class _Worker:
                             [float(np.asarray(r).mean()) for r in res])
 
     def _compiled_steps(self, step, exe, wscope, reader_cls):
-        """The same events with the batches of each parsed chunk run by the compiled loop
-        in C (native_loop.py), `report_every` batches per call; a batch the step was not
-        built for runs through the executor."""
+        """The compiled loop in C (native_loop.py) over each parsed chunk: ("step", None)
+        after each of its calls (its finished reports wait in the step) and the reader's
+        ("file", ...) events. Python runs per call (a chunk, BUDGET_S of work, or one report
+        when an observer wants each report's ids), never per batch; a batch the step was
+        not built for runs through the executor."""
         bs = self.desc.batch_size
+        row = self.board.row(self.wid)
+        step.configure(stop=self.stop.a, position=row, report_every=self.report_every,
+                       return_on_report=bool(self.id_watch))
         while not self.stop.is_set():
             picked = self._pick_file()
             if picked is None:
                 return
             fi, path = picked
+            row[0], row[1], row[2] = fi, -1, -1
             reader = reader_cls(self.desc, [path], **self.reader_args)
             for chunk, dense_dim in reader.chunks():
                 if not step.fits(chunk, dense_dim):
                     raise ExecutionError(f"{path}: its slots' types differ from those the "
                                          f"compiled step reads")
-                a, bound = 0, step.bind(chunk, dense_dim)
+                step.bind(chunk, dense_dim, bs)
+                a = 0
                 while a < chunk.n:
                     if self.stop.is_set():
                         return
-                    last = min(chunk.n, a + bs * self.report_every)
-                    self.board.set(self.wid, fi, *chunk.origin(a, last)[1:])
-                    k, means, lines, status, msg = step.run(bound, a, last, bs)
-                    for j in range(k):
-                        yield "batch", (int(lines[j]), means[j].tolist())
-                    if self.id_watch and k:
-                        self._report_ids(k, chunk, a, a + int(lines[:k].sum()))
-                    a += int(lines.sum())
+                    start = a
+                    a, status, msg = step.run(a, chunk.n)
+                    if self.id_watch and a > start:
+                        self._report_ids(-(-(a - start) // bs), chunk, start, a)
+                    yield "step", None
                     if status == 0:
                         continue
-                    b = min(chunk.n, a + bs)      # batch k: the one the loop stopped at
-                    self.board.set(self.wid, fi, *chunk.origin(a, b)[1:])
+                    b = min(chunk.n, a + bs)      # the batch the loop stopped at
                     if status == -1:      # inputs of other shapes: this batch interpreted
                         feed = reader.chunk_batch(chunk, a, b, dense_dim)
                         res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names,
                                       scope=wscope)
                         if self.id_watch:
                             self._report_ids(1, feed=feed)
-                        yield "batch", (b - a, [float(np.asarray(r).mean()) for r in res])
+                        step.add_batch(b - a, [float(np.asarray(r).mean()) for r in res])
+                        yield "step", None
                         a = b
                     elif status == -2:
                         raise MemoryError("AsyncExecutor: no memory for the compiled step")
@@ -282,39 +290,33 @@ class _Worker:
         started = time.time()
         exe = Executor(strategy=ExecutionStrategy(self.plan_kind))
         wscope = self.scope.new_scope()
-        nf = len(self.fetch_names)
-        sums, batches, examples = np.zeros(nf), 0, 0
-        period = [0, 0, np.zeros(nf)]
         step, events = self._events(exe, wscope)
+        # the compiled loop keeps its reports and totals in C; the executor's path here
+        tally = step if step is not None else _Tally(len(self.fetch_names), self.report_every)
         try:
             for kind, item in events:
                 if kind == "file":
                     path, skipped = item
                     if skipped:
-                        send(("skipped", self.wid, path, skipped))
-                    send(("file", self.wid, path))
+                        send(("skipped", self.wid, str(path), skipped))
+                    send(("file", self.wid, str(path)))
                     continue
-                n, vals = item
-                vals = np.asarray(vals, np.float64)
-                if nf:
-                    sums += vals * n
-                    period[2] += vals * n
-                batches += 1
-                examples += n
-                period[0] += 1
-                period[1] += n
-                if period[0] >= self.report_every:
-                    send(("report", self.wid, period[0], period[1],
-                          (period[2] / max(period[1], 1)).tolist()))
-                    period = [0, 0, np.zeros(nf)]
+                if kind == "batch":
+                    tally.add_batch(*item)
+                reports = tally.take_reports()
+                if reports:
+                    send(("reports", self.wid, reports))
+            reports = tally.take_reports(flush=True)
+            if reports:
+                send(("reports", self.wid, reports))
+            batches, examples, sums = tally.totals()
+            busy = {"busy": list(step.busy), "busy_s": step.busy_s,
+                    "native_calls": int(step.state.calls)} if step is not None else {}
         finally:
             if step is not None:
                 step.close()
-        if period[0]:
-            send(("report", self.wid, period[0], period[1],
-                  (period[2] / max(period[1], 1)).tolist()))
-        send(("done", self.wid, batches, examples, sums.tolist(),
-              (os.getpid(), started, time.time())))
+        send(("done", self.wid, batches, examples, sums,
+              (os.getpid(), started, time.time()), busy))
 
     def __call__(self, send):
         """Run, reporting any exception (a kernel's, a reader's) to the parent, with the
@@ -333,6 +335,45 @@ class _Worker:
             except Exception:  # noqa: BLE001 - the parent sees the exit instead
                 pass
             return 1
+
+
+class _Tally:
+    """A worker's report periods and totals for batches run through the executor (the
+    compiled loop keeps the same in C, native_loop.c): a report per `report_every`
+    batches of the examples-weighted means of the fetch targets."""
+
+    def __init__(self, n_fetch, report_every):
+        self.report_every = report_every
+        self.sums, self.batches, self.examples = np.zeros(n_fetch), 0, 0
+        self.period = [0, 0, np.zeros(n_fetch)]
+        self.done = []
+
+    def add_batch(self, n, vals):
+        vals = np.asarray(vals, np.float64)
+        p = self.period
+        if len(vals):
+            self.sums += vals * n
+            p[2] += vals * n
+        self.batches += 1
+        self.examples += n
+        p[0] += 1
+        p[1] += n
+        if p[0] >= self.report_every:
+            self._close()
+
+    def _close(self):
+        p = self.period
+        self.done.append((p[0], p[1], (p[2] / max(p[1], 1)).tolist()))
+        self.period = [0, 0, np.zeros(len(self.sums))]
+
+    def take_reports(self, flush=False):
+        if flush and self.period[0]:
+            self._close()
+        out, self.done = self.done, []
+        return out
+
+    def totals(self):
+        return self.batches, self.examples, self.sums.tolist()
 
 
 class _Failure:
@@ -405,15 +446,125 @@ def batch_examples(feed):
     return t._array.shape[0]
 
 
-class _Counter:
-    """The next file's index for worker threads (the face of multiprocessing.Value)."""
+class _ThreadFileCounter:
+    """The next file's index for worker threads: one `next()` of an itertools.count, atomic
+    under the GIL, taken once per file (no lock)."""
 
     def __init__(self):
-        self.value = 0
-        self._lock = threading.Lock()
+        self._it = itertools.count()
 
-    def get_lock(self):
-        return self._lock
+    def take(self):
+        return next(self._it)
+
+
+class _ProcessFileCounter:
+    """The next file's index for worker processes: a shared int64 behind its lock, taken
+    once per file."""
+
+    def __init__(self):
+        self._v = mp.get_context("fork").Value("l", 0)
+
+    def take(self):
+        with self._v.get_lock():
+            i = self._v.value
+            self._v.value = i + 1
+        return i
+
+
+def _checked_run_args(program, data_feed, filelist, thread_num, fetch, scope, workers):
+    """AsyncExecutor.run's arguments checked, as (data feed desc, files, thread_num, fetch
+    names, scope): each problem a FluidityError saying what to change."""
+    if not isinstance(program, ProgramView):
+        raise FluidityError(f"AsyncExecutor.run needs a Program, got "
+                            f"{type(program).__name__}")
+    from ..datafeed.data_feed_desc import DataFeedDesc
+    desc = data_feed if isinstance(data_feed, DataFeedDesc) else DataFeedDesc(data_feed)
+    from ..datafeed.sources import is_source
+    files = [f if is_source(f) else os.fspath(f) for f in
+             ([filelist] if isinstance(filelist, (str, os.PathLike)) or is_source(filelist)
+              else filelist)]
+    if not files:
+        raise FluidityError("AsyncExecutor.run: the file list is empty")
+    for f in files:     # a path, or a source of MultiSlot text (datafeed/sources.py)
+        if not is_source(f) and not os.path.isfile(f):
+            raise FluidityError(f"AsyncExecutor.run: no such data file: {f}")
+    thread_num = int(thread_num)
+    if thread_num < 1:
+        raise FluidityError(f"thread_num must be >= 1, got {thread_num}")
+    fetch = [] if fetch is None else (fetch if isinstance(fetch, (list, tuple)) else [fetch])
+    fetch_names = [f.name if isinstance(f, VarView) else f for f in fetch]
+    _check_names(program.global_block(), desc, fetch_names)
+    scope = scope if scope is not None else global_scope()
+    missing = _uninitialized_persistables(program, scope)
+    if missing:
+        raise FluidityError(f"persistable variables {missing[:5]} have no value: run the "
+                            f"startup program first")
+    if workers not in ("auto", "threads", "processes"):
+        raise FluidityError(f"workers must be 'auto', 'threads' or 'processes', got "
+                            f"{workers!r}")
+    return desc, files, thread_num, fetch_names, scope
+
+
+def _check_names(block, desc, fetch_names):
+    """Every fetch target and every used slot of the data feed names a program variable."""
+    for n in fetch_names:
+        if block.find_var_recursive(n) is None:
+            raise FluidityError(f"cannot fetch '{n}': the program has no such variable")
+    for n in (s.name for s in desc.slots if s.is_used):
+        if not block.has_var(n):
+            raise FluidityError(f"data feed slot '{n}' has no variable of that name in the "
+                                f"program (its data vars: "
+                                f"{[v.name for v in block.vars.values() if v.need_check_feed]})")
+
+
+def _report_every(report_every, thread_num, print_period, observers):
+    """Batches per worker report: as asked (default 20 // thread_num), at most the print
+    period, and as often as the most demanding observer needs."""
+    report_every = report_every or max(1, 20 // thread_num)
+    if isinstance(print_period, int) and print_period > 0:
+        report_every = min(report_every, max(1, int(print_period)))
+    wanted = [o.report_every for o in observers if getattr(o, "report_every", None)]
+    if wanted:   # an observer that needs to hear of batches at least this often
+        report_every = min([report_every] + wanted)
+    return report_every
+
+
+def _run_reporter(files, fetch_names, fetch_info, print_period, debug, progress,
+                  tensorboard_dir):
+    """The run's reporter (progress.py): fetch means labelled by `fetch_info` (default
+    their names), printed every `print_period` batches (Fluid's default: every report with
+    debug, every 100 batches with labels, else never)."""
+    labels = list(fetch_info) if fetch_info else fetch_names
+    if len(labels) != len(fetch_names):
+        raise FluidityError(f"fetch_info has {len(labels)} labels for {len(fetch_names)} "
+                            f"fetch targets")
+    if not print_period:
+        print_period = "report" if debug else (DEFAULT_PRINT_PERIOD if fetch_info else None)
+    return _reporter(files, labels, print_period, progress, tensorboard_dir)
+
+
+def _workers(program, desc, files, scope, fetch_names, n_workers, lowering, observers,
+             options):
+    """(pool, stop flag, position board) of the run's workers: threads (`lowering` given:
+    their steps run native code) over the parameters in place, or processes over parameters
+    moved to shared memory. options: (report_every, reader_args, read_ahead)."""
+    threads = lowering is not None
+    report_every, reader_args, read_ahead = options
+    if threads:
+        next_file, shared = _ThreadFileCounter(), {}
+    else:
+        shared = share_persistables(program, scope)
+        next_file = _ProcessFileCounter()
+    stop = StopFlag(shared=not threads)
+    board = PositionBoard(n_workers, files, shared=not threads)
+    runs = [_Worker(wid, program, desc, files, next_file, stop, board, scope, fetch_names,
+                    report_every, shared, reader_args, read_ahead, lowering=lowering)
+            for wid in range(n_workers)]
+    if threads:
+        for w in runs:
+            w.watch_ids(observers)
+    pool = ThreadWorkers(runs) if threads else ProcessWorkers(runs, _one_blas_thread)
+    return pool, stop, board
 
 
 def lower_step(program, fetch_names):
@@ -430,11 +581,29 @@ def native_obstacles(lowering):
     return [(i, t, why) for i, t, where, why in lowering.explain() if where == "python"]
 
 
+def _compiled_loop_obstacle(lowering, obstacles, fetch_names, desc, scope, read_ahead):
+    """None when worker threads would run the compiled loop in C (native_loop.py), else
+    why not."""
+    if obstacles:
+        i, t, why = obstacles[0]
+        return f"{len(obstacles)} op(s) do not compile (op #{i} '{t}': {why})"
+    if read_ahead:
+        return "read_ahead runs each batch through the executor"
+    from ..datafeed.multislot import MultiSlotReader
+    from .native_loop import CompiledWorkerStep
+    step, why = CompiledWorkerStep.make(lowering, fetch_names,
+                                        MultiSlotReader(desc, []).slots, scope)
+    if step is not None:
+        step.close()
+    return why
+
+
 def _prebuild(lowering):
     """Build the compiled step's library once, before the workers (each worker's executor
-    would otherwise find an empty cache at the same moment and compile it too)."""
+    would otherwise find an empty cache at the same moment and compile it too); None: the
+    workers run no compiled step."""
     from ..codegen import build
-    if lowering.segments:
+    if lowering is not None and lowering.segments:
         build.load(build.compile_cached(lowering.source))
 
 
@@ -442,8 +611,11 @@ def _prebuild(lowering):
 class AsyncRunResult(list):
     """The fetched values averaged over the whole run (a list, one per fetch target), with
     the run's record: `history` (examples seen, mean fetch values) per report, `examples`,
-    `seconds`, `examples_per_sec`, `skipped_lines`, and `workers` (per worker: batches,
-    examples, pid, start and end wall-clock times)."""
+    `seconds`, `examples_per_sec`, `skipped_lines`, `mode` ("threads" or "processes"),
+    `mode_reason`, `mode_rates` (what "auto" measured, {} if nothing), and `workers` (per
+    worker: batches, examples, pid, start and end wall-clock times; for a thread running
+    the compiled loop also `busy`, its calls' (start, end) in time.monotonic() seconds,
+    `busy_s` and `native_calls`)."""
 
 
 class AsyncExecutor:
@@ -452,14 +624,18 @@ class AsyncExecutor:
 
     def run(self, program, data_feed, filelist, thread_num, fetch=None, mode="", debug=False,
             scope=None, report_every=None, progress=None, skip_bad_lines=False,
-            callback=None, fetch_info=None, read_ahead=False, workers="auto"):
+            callback=None, fetch_info=None, read_ahead=False, workers="auto",
+            print_period=None, tensorboard_dir=None):
         """Train `program` on `filelist` with `thread_num` Hogwild workers.
 
         fetch: variables (or names) to report, labelled by `fetch_info` (default: their
-        names); their means over each reporting period are shown with examples/s — on a
-        progress bar when stderr is a terminal (progress=None), as a line every few seconds
-        otherwise, and every period with debug=True — and their means over the whole run
-        are returned. callback(examples_seen, {name: mean}) is called per report.
+        names); their means over the whole run are returned. While it runs (progress.py):
+        every `print_period` batches (default: every report with debug=True, every 100
+        batches when fetch_info is given, else never) a line of their means goes to
+        stdout, as Fluid prints it; a bar with the examples, examples/s and the ETA goes to stderr when it
+        is a terminal (progress=None; True or False force it); the logger gets the same
+        figures; `tensorboard_dir` gets them as TensorBoard scalars (executor/scalars.py).
+        callback(examples_seen, {name: mean}) is called per report.
 
         read_ahead: each worker parses its next batches in a thread while its executor runs.
         Off by default: the hand-offs and the two threads' contention for the GIL cost more
@@ -470,110 +646,86 @@ class AsyncExecutor:
         workers: "threads" runs the workers as threads of this process, each training step
         compiled to native code (`with_native_code()`; the calls release the GIL) over the
         parameters in place; "processes" forks worker processes over parameters moved to
-        shared memory, running the program as it is; "auto" (the default) takes threads
-        when every op of the program compiles and processes otherwise, and logs which and
-        why."""
-        desc, files, thread_num, fetch_names = _checked_run_args(program, data_feed, filelist,
-                                                                 thread_num, fetch, workers)
-        scope = scope if scope is not None else global_scope()
-        missing = _uninitialized_persistables(program, scope)
-        if missing:
-            raise FluidityError(f"persistable variables {missing[:5]} have no value: run the "
-                                f"startup program first")
+        shared memory, running the program as it is; "auto" (the default) takes the kind
+        that is faster for this program on this machine: threads when the compiled worker
+        loop applies (no GIL per batch), otherwise whichever a short measurement on scratch
+        copies of the parameters favours (once per program, cached; worker_mode.py). The
+        choice and why are logged and in the result's `mode` and `mode_reason`."""
+        desc, files, thread_num, fetch_names, scope = _checked_run_args(
+            program, data_feed, filelist, thread_num, fetch, scope, workers)
         lowering = lower_step(program, fetch_names) if workers != "processes" else None
-        threads = self._choose_workers(workers, lowering)
-        self.last_mode = "threads" if threads else "processes"
-        observers = observers_of(scope)
-        wanted = [o.report_every for o in observers if getattr(o, "report_every", None)]
-        # an observer may need to hear of batches at least this often
-        report_every = min([report_every or max(1, 20 // thread_num)] + wanted)
         n_workers = min(thread_num, len(files))
-        pool, stop, board = self._workers(
-            program, desc, files, scope, fetch_names, n_workers, threads, lowering, observers,
-            {"report_every": report_every, "reader_args": {"skip_bad_lines": skip_bad_lines},
-             "read_ahead": read_ahead})
-        bar = _progress_bar(progress, fetch_info, fetch_names, debug)
+        choice = self._choose_workers(workers, lowering, program, fetch_names, desc, files,
+                                      scope, n_workers, read_ahead)
+        threads, observers = choice.threads, observers_of(scope)
+        self.last_mode = "threads" if threads else "processes"
+        report_every = _report_every(report_every, thread_num, print_period, observers)
+        pool, stop, board = _workers(program, desc, files, scope, fetch_names, n_workers,
+                                     lowering if threads else None, observers,
+                                     (report_every, {"skip_bad_lines": skip_bad_lines},
+                                      read_ahead))
+        reporter = _run_reporter(files, fetch_names, fetch_info, print_period, debug,
+                                 progress, tensorboard_dir)
         _build_native_once()
-        if threads:
-            _prebuild(lowering)
+        _prebuild(lowering if threads else None)
         t0 = time.perf_counter()
+        reporter.start()
         try:
             _notify(observers, "run_started", threads)
             with blas_limit(1) if threads else contextlib.nullcontext():
-                result = self._collect(pool, n_workers, stop, board, bar, fetch_names, t0,
+                result = self._collect(pool, n_workers, stop, board, reporter, fetch_names, t0,
                                        callback, observers)
         finally:
-            bar.close()
+            reporter.close()
             _notify(observers, "run_ended")
-        result.mode = self.last_mode
+        result.mode, result.mode_reason, result.mode_rates = (self.last_mode, choice.why,
+                                                              choice.rates)
         return result
 
     @staticmethod
-    def _workers(program, desc, files, scope, fetch_names, n_workers, threads, lowering,
-                 observers, options):
-        """(pool, stop flag, position board) of the run's workers: threads over the
-        parameters in place, or processes over parameters moved to shared memory."""
-        if threads:
-            next_file, shared = _Counter(), {}
-        else:
-            shared = share_persistables(program, scope)
-            next_file = mp.get_context("fork").Value("l", 0)
-        stop = StopFlag(shared=not threads)
-        board = PositionBoard(n_workers, files, shared=not threads)
-        runs = [_Worker(wid, program, desc, files, next_file, stop, board, scope, fetch_names,
-                        options["report_every"], shared, options["reader_args"],
-                        options["read_ahead"], lowering=lowering if threads else None)
-                for wid in range(n_workers)]
-        if threads:
-            for w in runs:
-                w.watch_ids(observers)
-        pool = ThreadWorkers(runs) if threads else ProcessWorkers(runs, _one_blas_thread)
-        return pool, stop, board
-
-    @staticmethod
-    def _choose_workers(workers, lowering):
-        """True for worker threads (see run()); logs the choice and why."""
+    def _choose_workers(workers, lowering, program, fetch_names, desc, files, scope,
+                        n_workers, read_ahead):
+        """The worker kind (a worker_mode.Choice: threads or processes, and why), logged.
+        "auto" asks worker_mode.choose, which decides from the step's structure or by
+        measuring it once (cached)."""
+        from .worker_mode import Choice, choose
         if workers == "processes":
-            return False
+            return Choice(False, "asked for (workers='processes')")
         obstacles = native_obstacles(lowering)
         if workers == "threads":
+            why = "asked for (workers='threads')"
             if obstacles:
-                logger.info("AsyncExecutor: worker threads; %d op(s) run as Python steps "
-                            "under the GIL (%s)", len(obstacles),
-                            ", ".join(sorted({t for _, t, _ in obstacles})))
-            return True
-        if obstacles:
-            i, t, why = obstacles[0]
-            logger.info("AsyncExecutor: worker processes: %d op(s) do not compile (op #%d "
-                        "'%s': %s)", len(obstacles), i, t, why)
-            return False
-        logger.info("AsyncExecutor: worker threads running the compiled training step")
-        return True
+                why += (f"; {len(obstacles)} op(s) run as Python steps under the GIL "
+                        f"({', '.join(sorted({t for _, t, _ in obstacles}))})")
+            logger.info("AsyncExecutor: worker threads: %s", why)
+            return Choice(True, why)
+        loop_why = _compiled_loop_obstacle(lowering, obstacles, fetch_names, desc, scope,
+                                           read_ahead)
+        return choose(program, lowering, obstacles, loop_why, fetch_names, desc, files,
+                      scope, n_workers)
 
-    def _collect(self, pool, n_workers, stop, board, bar, fetch_names, t0, callback,
+    def _collect(self, pool, n_workers, stop, board, reporter, fetch_names, t0, callback,
                  observers=()):
-        """Start the workers and read their messages until all are done or one fails; a failure (a
-        reported error, or an exit without "done": a signal, the OOM killer) is noticed
-        within REPORT_POLL_S, stops the others and is raised with the worker's identity
-        and the file lines of its last batch. The workers are gone when this returns."""
-        done, errors, workers_info = set(), [], {}
-        history, skipped = [], 0
+        """Start the workers and read their messages until all are done or one fails (a
+        reported error, or an exit without "done": a signal, the OOM killer), which is
+        noticed within REPORT_POLL_S, stops the others and is raised with the worker's
+        identity and the file lines of its last batch. The workers are gone on return."""
+        done, errors, workers_info, history, skipped, seen_ex = set(), [], {}, [], 0, 0
         total_ex, sums = 0, np.zeros(len(fetch_names))
-        seen_ex = 0
         try:
             pool.start()   # here: workers started before a failure to start the rest stop too
             while len(done) < n_workers and not errors:
                 msgs, ended = pool.wait(REPORT_POLL_S)
                 for msg in msgs:
                     kind, wid = msg[0], msg[1]
-                    if kind == "report":
-                        n_ex, means = msg[3], msg[4]
-                        seen_ex += n_ex
-                        history.append((seen_ex, means))
-                        bar.update(n_ex, means, time.perf_counter() - t0, seen_ex)
-                        if callback is not None:
-                            callback(seen_ex, dict(zip(fetch_names, means)))
-                        _notify(observers, "batches_done", msg[2])
+                    if kind == "reports":
+                        for n_batches, n_ex, means in msg[2]:
+                            seen_ex += n_ex
+                            history.append((seen_ex, means))
+                            reporter.report(n_batches, n_ex, means)
+                            if callback is not None:
+                                callback(seen_ex, dict(zip(fetch_names, means)))
+                            _notify(observers, "batches_done", n_batches)
                     elif kind == "skipped":
                         skipped += msg[3]
                     elif kind == "done":
@@ -582,7 +734,7 @@ class AsyncExecutor:
                         sums += np.asarray(msg[4]) if fetch_names else 0
                         workers_info[wid] = {"batches": msg[2], "examples": msg[3],
                                              "pid": msg[5][0], "start": msg[5][1],
-                                             "end": msg[5][2]}
+                                             "end": msg[5][2], **msg[6]}
                     elif kind == "error":
                         errors.append(_WorkerFailure(pool.describe(wid), msg[2], msg[3],
                                                      msg[4]))
@@ -604,64 +756,13 @@ class AsyncExecutor:
                       THREAD_STOP_GRACE_S)
         if errors:
             raise errors[0].error()
-        return _run_result(sums, total_ex, history, time.perf_counter() - t0, skipped,
-                           workers_info, fetch_names)
-
-
-def _checked_run_args(program, data_feed, filelist, thread_num, fetch, workers):
-    """AsyncExecutor.run's arguments checked: (DataFeedDesc, files, thread_num, fetch
-    names); FluidityError naming what is wrong."""
-    if workers not in ("auto", "threads", "processes"):
-        raise FluidityError(f"workers must be 'auto', 'threads' or 'processes', got "
-                            f"{workers!r}")
-    if not isinstance(program, ProgramView):
-        raise FluidityError(f"AsyncExecutor.run needs a Program, got "
-                            f"{type(program).__name__}")
-    from ..datafeed.data_feed_desc import DataFeedDesc
-    desc = data_feed if isinstance(data_feed, DataFeedDesc) else DataFeedDesc(data_feed)
-    files = [os.fspath(f) for f in ([filelist] if isinstance(filelist, (str, os.PathLike))
-                                    else filelist)]
-    if not files:
-        raise FluidityError("AsyncExecutor.run: the file list is empty")
-    for f in files:
-        if not os.path.isfile(f):
-            raise FluidityError(f"AsyncExecutor.run: no such data file: {f}")
-    thread_num = int(thread_num)
-    if thread_num < 1:
-        raise FluidityError(f"thread_num must be >= 1, got {thread_num}")
-    fetch = [] if fetch is None else (fetch if isinstance(fetch, (list, tuple)) else [fetch])
-    fetch_names = [f.name if isinstance(f, VarView) else f for f in fetch]
-    block = program.global_block()
-    for n in fetch_names:
-        if block.find_var_recursive(n) is None:
-            raise FluidityError(f"cannot fetch '{n}': the program has no such variable")
-    used = [s.name for s in desc.slots if s.is_used]
-    for n in used:
-        if not block.has_var(n):
-            raise FluidityError(f"data feed slot '{n}' has no variable of that name in the "
-                                f"program (its data vars: "
-                                f"{[v.name for v in block.vars.values() if v.need_check_feed]})")
-    return desc, files, thread_num, fetch_names
-
-
-def _progress_bar(progress, fetch_info, fetch_names, debug):
-    """The run's _Progress: fetch targets labelled by `fetch_info` (default: their names)."""
-    labels = list(fetch_info) if fetch_info else fetch_names
-    if len(labels) != len(fetch_names):
-        raise FluidityError(f"fetch_info has {len(labels)} labels for {len(fetch_names)} "
-                            f"fetch targets")
-    return _Progress(progress if progress is not None else "auto", labels, debug)
-
-
-def _run_result(sums, total_ex, history, seconds, skipped, workers_info, fetch_names):
-    """The AsyncRunResult of a finished run."""
-    res = AsyncRunResult((sums / max(total_ex, 1)).tolist())
-    res.history, res.examples, res.seconds = history, total_ex, seconds
-    res.examples_per_sec = total_ex / seconds if seconds > 0 else 0.0
-    res.skipped_lines = skipped
-    res.workers = [workers_info[w] for w in sorted(workers_info)]
-    res.fetch_names = fetch_names
-    return res
+        seconds = time.perf_counter() - t0
+        res = AsyncRunResult((sums / max(total_ex, 1)).tolist())
+        res.history, res.examples, res.seconds = history, total_ex, seconds
+        res.examples_per_sec = total_ex / seconds if seconds > 0 else 0.0
+        res.skipped_lines, res.fetch_names = skipped, fetch_names
+        res.workers = [workers_info[w] for w in sorted(workers_info)]
+        return res
 
 
 class _WorkerFailure:
@@ -682,33 +783,12 @@ class _WorkerFailure:
         return err
 
 
-class _Progress:
-    """Progress of a run: a tqdm bar (examples, examples/s, latest fetch means) when stderr
-    is a terminal, else a line to the `fluidity` logger (INFO) every `every` seconds (logs
-    stay readable); with debug, a line per report. show: True, False or "auto"."""
-
-    def __init__(self, show, names, debug, every=5.0):
-        self.names, self.debug, self.bar = names, debug, None
-        self.lines = False
-        if show == "auto":
-            show = sys.stderr.isatty()
-            self.lines = not show
-        if show:
-            from tqdm import tqdm
-            self.bar = tqdm(unit="ex", unit_scale=True, dynamic_ncols=True, smoothing=0.1)
-        self.every, self.last = every, time.perf_counter()
-
-    def update(self, n, means, elapsed, seen):
-        desc = " ".join(f"{k}={v:.4f}" for k, v in zip(self.names, means))
-        if self.bar is not None:
-            self.bar.update(n)
-            self.bar.set_postfix_str(desc, refresh=False)
-        now = time.perf_counter()
-        if self.debug or (self.lines and now - self.last >= self.every):
-            self.last = now
-            logger.info("AsyncExecutor: %s examples, %s ex/s %s", f"{seen:,}",
-                        f"{seen / max(elapsed, 1e-9):,.0f}", desc)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
+def _reporter(files, labels, print_period, progress, tensorboard_dir):
+    """The run's Reporter (progress.py): a bar when asked or on a terminal, with the total
+    the files hold."""
+    from .progress import Reporter, count_examples
+    from .scalars import open_writer
+    bar = sys.stderr.isatty() if progress is None else bool(progress)
+    total, exact = count_examples(files) if bar else (None, False)
+    return Reporter(labels, print_period=print_period, bar=bar, total=total, exact=exact,
+                    writer=open_writer(tensorboard_dir))

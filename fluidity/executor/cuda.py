@@ -27,6 +27,7 @@ from ..codegen import build
 from ..codegen import cuda as cuda_target
 from ..codegen import abi
 from ..core import dtypes
+from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import DeviceError, ExecutionError
 from .native import ERR_BYTES, CallState, NativePlan, SegmentStep
@@ -302,9 +303,10 @@ class DeviceSegmentStep(SegmentStep):
         if not lod:
             raise self.input_error(spec.name, "has no LoD")
         offs = np.asarray(lod[-1], np.int64)
-        if offs[-1] != shape[0]:     # device code trusts its LoD: checked here
-            raise self.input_error(spec.name, f"has a LoD ending at {int(offs[-1])} but "
-                                              f"{shape[0]} rows")
+        bad = offsets_problem(offs, shape[0] if len(shape) else None)
+        if bad is not None:          # device code trusts its LoD: checked here
+            raise self.input_error(spec.name, f"has a LoD that is not offsets of its rows: "
+                                              f"{bad}")
         abi.put_aux(record, st.lods[spec.j].put(self.dev, offs), offs.shape[0])
 
     def unpack(self, frame, st):

@@ -19,8 +19,10 @@ from ..core.flags import flag
 from ..core.place import require_device
 from ..core.dtypes import VarType
 from ..core.scope import global_scope
-from ..core.tensor import LoDTensor, SelectedRows, as_lod_tensor
-from ..errors import DeviceError, FeedError, FetchError, FluidityError
+from ..core.lod import check_fed_lod
+from ..core.tensor import LoDTensor, SelectedRows, as_fetched, as_lod_tensor
+from ..errors import (ArgumentTypeError, DeviceError, FeedError, FetchError, FluidityError,
+                      RunError)
 from ..ir import rewrite
 from ..ir.views import ProgramView, VarView
 from ..proto import framework_pb2 as pb
@@ -40,14 +42,22 @@ def _feeds_and_fetches(feed, fetch_list):
     feed = feed or {}
     if isinstance(feed, (list, tuple)) and len(feed) == 1 and isinstance(feed[0], dict):
         feed = feed[0]   # one place's feed, as an iterable DataLoader gives it
+    if isinstance(feed, (list, tuple)) and feed and all(isinstance(f, dict) for f in feed):
+        raise FeedError(f"a list of {len(feed)} per-place feed dicts needs a data-parallel "
+                        f"program on {len(feed)} places (CompiledProgram(program)."
+                        f"with_data_parallel(...)); this one runs on one place: feed a "
+                        f"dict")
     if not isinstance(feed, dict):
         raise FeedError(f"feed must be a dict of name -> value, got {type(feed).__name__}")
-    if fetch_list is None:
-        fetch_list = []
-    elif not isinstance(fetch_list, (list, tuple)):
-        fetch_list = [fetch_list]
     feed_names = tuple(k.name if isinstance(k, VarView) else k for k in feed)
-    return feed, feed_names, tuple(_fetch_name(f) for f in fetch_list)
+    return feed, feed_names, tuple(_fetch_name(f) for f in _fetch_list(fetch_list))
+
+
+def _fetch_list(fetch_list):
+    """`run`'s fetch_list as a list: none, one variable or name, or a list of them."""
+    if fetch_list is None:
+        return []
+    return list(fetch_list) if isinstance(fetch_list, (list, tuple)) else [fetch_list]
 
 
 def _fetch_name(f):
@@ -58,15 +68,67 @@ def _fetch_name(f):
     raise FetchError(f"fetch_list entries must be Variables or names, got {type(f).__name__}")
 
 
+fetch_name = _fetch_name   # public: the runner of data-parallel programs names fetches so
+
+
 def _to_numpy(value):
+    """A fetched value as `run(return_numpy=True)` returns it: a LoDTensor's array (a
+    FetchedArray when it is one element in one or more dims, so `float(loss)` works on
+    Fluid 1.x's `[1]` loss under numpy 2; core/tensor.py says why), a SelectedRows' value
+    rows, a LoDTensorArray as a list of them."""
     if isinstance(value, LoDTensor):
         arr = value._array     # a numpy scalar (0-D arithmetic) is fetched as a 0-D array
-        return np.asarray(arr) if isinstance(arr, np.generic) else arr
+        return np.asarray(arr) if isinstance(arr, np.generic) else as_fetched(arr)
     if isinstance(value, SelectedRows):
-        return value.value
+        return as_fetched(value.value)
     if isinstance(value, list):
         return [_to_numpy(v) for v in value]
     return value
+
+
+def as_numpy(tensor):
+    """Fluid's `fluid.executor.as_numpy`: a fetched LoDTensor (or a list / LoDTensorArray of
+    them) as ndarrays, shaped as `run(return_numpy=True)` returns them; None for one that
+    holds no data. A tensor with a LoD cannot be one ndarray: RuntimeError (keep the
+    LoDTensor, `return_numpy=False`)."""
+    if isinstance(tensor, list):
+        return [as_numpy(t) for t in tensor]
+    if not isinstance(tensor, LoDTensor):
+        raise TypeError(f"as_numpy takes a LoDTensor, got {type(tensor).__name__}")
+    if tensor._lod:
+        raise RuntimeError("Some of your fetched tensors hold LoD information. They can not "
+                           "be completely cast to Python ndarray. Please set the parameter "
+                           "'return_numpy' as 'False' to return LoDTensor itself directly.")
+    return _to_numpy(tensor) if tensor._array is not None else None
+
+
+def _as_lodtensor(data, place=None, dtype=None):
+    """Fluid's `fluid.executor._as_lodtensor`: a LoDTensor of `data` (an ndarray; a Python
+    scalar or a (nested, rectangular) tuple with `dtype`). A list is refused (RuntimeError):
+    as in Fluid, lists stand for sequences, which `fluid.create_lod_tensor` makes."""
+    if isinstance(data, list):
+        raise RuntimeError("Some of your feed data hold LoD information. They can not be "
+                           "completely cast from a list of Python ndarray to LoDTensor. "
+                           "Please convert data to LoDTensor directly before feeding the data.")
+    if not isinstance(data, np.ndarray):
+        if np.isscalar(data):
+            if dtype is None:
+                raise TypeError("dtype should be given when casting python scalar to tensor")
+            data = np.array([data]).astype(dtypes.to_numpy(dtype))
+        elif isinstance(data, tuple):
+            data = np.array(data)
+            if data.dtype == object:
+                raise TypeError("Failed to convert input data to a regular ndarray: it holds "
+                                "nested sequences of different lengths; use "
+                                "fluid.create_lod_tensor to make a LoDTensor of them")
+            if dtype is not None:
+                data = data.astype(dtypes.to_numpy(dtype))
+        else:
+            raise TypeError(f"Convert data of type {type(data).__name__} to Tensor is not "
+                            f"supported")
+    t = LoDTensor()
+    t.set(data, place)
+    return t
 
 
 class _Prepared:
@@ -192,20 +254,17 @@ def add_feed_fetch_ops(program, block_id, feed_names, fetch_names, feed_var_name
     return p
 
 
-def _same_samples(shape, arr):
-    """`arr` reshaped to the declared `shape` when it holds the same batch and the same
-    elements per sample in another rank (a `[6]` label fed to `layers.data(shape=[1])`,
-    declared `[-1, 1]`; an image `[N, 784]` fed as `[N, 1, 784]`), else None. Fluid 1.x
-    feeds such a value unchecked and its ops read it as the declared shape (`mul` flattens
-    `[6]` to `[6, 1]`); here it gets that shape at the feed so every op agrees."""
-    if not shape or list(shape).count(-1) != 1 or shape[0] != -1 or arr.ndim == 0:
-        return None
-    per_sample = 1
-    for d in shape[1:]:
-        per_sample *= d
-    if per_sample <= 0 or arr.size != arr.shape[0] * per_sample:
-        return None
-    return arr.reshape((arr.shape[0],) + tuple(shape[1:]))
+def _shape_diff(t, shape):
+    """The fed shape when LoDTensor `t` does not fit a `fluid.data` variable's declared
+    `shape`, else None: Fluid's rule (`check_feed_shape_type`): the ranks agree, every
+    known dim matches, and a sequence batch's (LoD) first dim is not checked."""
+    got = list(t._array.shape)
+    if len(got) != len(shape):
+        return got
+    first = 1 if t._lod else 0
+    if any(s >= 0 and s != g for s, g in zip(shape[first:], got[first:])):
+        return got
+    return None
 
 
 class Executor:
@@ -269,6 +328,25 @@ class Executor:
         per_prog[key] = prep
         return prep
 
+    def prepare(self, program, block_id, feed_names, fetch_names, feed_var_name="feed",
+                fetch_var_name="fetch", strategy=None):
+        """The prepared plan of one (program view, block, feed names, fetch names) signature,
+        cached as `run` caches it; `strategy` (anything with `kind` and `make_plan`) picks
+        the plan kind. For runners above the executor (executor/data_parallel.py)."""
+        return self._prepare(program, block_id, tuple(feed_names), tuple(fetch_names),
+                             feed_var_name, fetch_var_name, strategy)
+
+    @staticmethod
+    def missing_input(prep, frame, feed_names):
+        """The FeedError `run` raises for a frame that lacks a tensor the plan needs from
+        outside (neither fed nor computed), or None."""
+        return _unset(prep, frame, feed_names)
+
+    @staticmethod
+    def to_numpy(value):
+        """A fetched value as `run(return_numpy=True)` returns it."""
+        return _to_numpy(value)
+
     def prepare_block(self, program, block_id):
         """The cached Plan of a block as is (no feed/fetch): used to run sub-blocks."""
         if self.device != "cpu":
@@ -299,6 +377,9 @@ class Executor:
             if arr is None:
                 raise FeedError(f"feed '{name}': the LoDTensor holds no data")
             if want is not None and arr.dtype != np_dtype and dtypes.to_code(arr.dtype) != want:
+                if shape is not None:        # fluid.data: Fluid's check_feed_shape_type
+                    raise FeedError(f"The data type of fed Variable {name!r} must be "
+                                    f"{dtypes.name(want)!r}, but received {str(arr.dtype)!r}")
                 raise FeedError(f"feed '{name}': expected dtype {dtypes.name(want)}, got "
                                 f"{arr.dtype} (shape {list(arr.shape)}); cast it with "
                                 f".astype('{dtypes.name(want)}')")
@@ -309,30 +390,35 @@ class Executor:
                 raise FeedError(f"feed '{name}': cannot convert {type(value).__name__} to a "
                                 f"tensor: {e}") from None
             t = LoDTensor(arr)
-        if shape is not None:
-            got = t._array.shape
-            if len(got) != len(shape) or any(s >= 0 and s != g for s, g in zip(shape, got)):
-                fitted = _same_samples(shape, t._array)
-                if fitted is None:
-                    raise FeedError(f"feed '{name}': expected shape {list(shape)} (-1 = any), "
-                                    f"got {list(got)}")
-                t = LoDTensor(fitted, t._lod)
+        if shape is not None:      # a fluid.data variable (need_check_feed), as Fluid
+            diff = _shape_diff(t, shape)
+            if diff is not None:
+                raise FeedError(f"The fed Variable {name!r} should have dimensions = "
+                                f"{len(shape)}, shape = {tuple(shape)!r}, but received fed "
+                                f"shape {diff!r} on each device")
+        if t._lod:
+            check_fed_lod(name, t)     # before any op (numpy or compiled) indexes with it
         if spec[4] is not None:
             a = t._array
             if a.ndim and not a.shape[0] and (not t._lod or len(t._lod[0]) < 2):
                 raise _empty_batch(spec, t)
         return t
 
+    check_feed = _check_feed   # public: the runner of data-parallel programs checks its feeds
+
     # -- running ------------------------------------------------------------------------
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
             fetch_var_name="fetch", scope=None, return_numpy=True, use_program_cache=True,
-            block_id=0, create_local_scope=True):
-        strategy = getattr(program, "plan_strategy", None)
-        if isinstance(feed, (list, tuple)) and hasattr(program, "join_device_feeds"):
-            feed = program.join_device_feeds(feed)   # Fluid's per-device feed list
-        program = self._as_view(program)
+            block_id=0, create_local_scope=True, return_merged=True):
         if scope is None:
             scope = global_scope()
+        runner_for = getattr(program, "data_parallel_runner", None)
+        runner = runner_for(scope, self) if runner_for is not None else None
+        strategy = getattr(program, "plan_strategy", None)
+        if runner is not None:   # a data-parallel CompiledProgram: N replicas
+            return runner.run(self, feed, _fetch_list(fetch_list), feed_var_name,
+                              fetch_var_name, return_numpy, return_merged)
+        program = self._as_view(program)
         feed, feed_names, fetch_names = _feeds_and_fetches(feed, fetch_list)
 
         prep = self._prepare(program, block_id, feed_names, fetch_names, feed_var_name,
@@ -401,41 +487,47 @@ class Executor:
             if len(self._raw_views) > _RAW_DESC_VIEWS:
                 self._raw_views.popitem(last=False)
             return view
-        raise FluidityError(f"Executor.run needs a Program or ProgramDesc, got "
-                            f"{type(program).__name__}")
+        raise ArgumentTypeError(f"Executor requires Program as its Parameter. But you passed "
+                                f"in {type(program).__name__}")
 
     # -- datasets (Paddle 1.4+) --------------------------------------------------------------
     def train_from_dataset(self, program=None, dataset=None, scope=None, thread=0,
                            debug=False, fetch_list=None, fetch_info=None, print_period=100,
-                           fetch_handler=None):
+                           fetch_handler=None, tensorboard_dir=None):
         """Train `program` on `dataset` (fluid.DatasetFactory) with Hogwild workers, as
         AsyncExecutor.run does: `thread` > 0 caps the dataset's thread count; fetch_list's
-        means are shown every `print_period` batches (labelled by fetch_info);
+        means are printed to stdout every `print_period` batches (labelled by fetch_info;
+        also a bar on a terminal, the logger, and TensorBoard scalars in `tensorboard_dir`:
+        executor/progress.py);
         `fetch_handler` (a fluid.executor.FetchHandler) is called every its period_secs
         (executor/fetch_handler.py). Returns the run's fetched means and record (Paddle
         returns None)."""
         return self._run_dataset(program, dataset, scope, thread, debug, fetch_list,
-                                 fetch_info, print_period, fetch_handler, infer=False)
+                                 fetch_info, print_period, fetch_handler, infer=False,
+                                 tensorboard_dir=tensorboard_dir)
 
     def infer_from_dataset(self, program=None, dataset=None, scope=None, thread=0,
                            debug=False, fetch_list=None, fetch_info=None, print_period=100,
-                           fetch_handler=None):
+                           fetch_handler=None, tensorboard_dir=None):
         """Run `program`'s inference copy (no backward or optimizer ops) over `dataset` with
         the same workers: the parameters are not changed."""
         return self._run_dataset(program, dataset, scope, thread, debug, fetch_list,
-                                 fetch_info, print_period, fetch_handler, infer=True)
+                                 fetch_info, print_period, fetch_handler, infer=True,
+                                 tensorboard_dir=tensorboard_dir)
 
     @staticmethod
     def _run_dataset(program, dataset, scope, thread, debug, fetch_list, fetch_info,
-                     print_period, fetch_handler, infer):
+                     print_period, fetch_handler, infer, tensorboard_dir=None):
+        if dataset is None:     # Paddle's words, which its programs compare
+            raise RunError("dataset is need and should be initialized")
         run_workers = getattr(dataset, "run_workers", None)
         if run_workers is None:
-            raise FluidityError(f"train_from_dataset needs a dataset made by "
-                                f"fluid.DatasetFactory(), got {type(dataset).__name__}")
+            raise RunError(f"train_from_dataset needs a dataset made by "
+                               f"fluid.DatasetFactory(), got {type(dataset).__name__}")
         return run_workers(program=program, scope=scope, thread=thread, debug=debug,
                            fetch_list=fetch_list, fetch_info=fetch_info,
                            print_period=print_period, infer=infer,
-                           fetch_handler=fetch_handler)
+                           fetch_handler=fetch_handler, tensorboard_dir=tensorboard_dir)
 
     def close(self):
         self.services.close()             # a trainer says goodbye to its pservers here

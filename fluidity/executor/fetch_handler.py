@@ -1,6 +1,7 @@
 """`fluid.executor.FetchHandler`: `train_from_dataset(..., fetch_handler=h)` calls
 `h.handler(res_dict)` every `h.period_secs` seconds while the run goes on, and once more when
-it ends, with `res_dict = {key: ndarray or None}` for each `key: variable` of `h.var_dict`.
+it ends, with `res_dict = {key: ndarray or None}` for each `key: variable` of `h.var_dict`
+(a variable or its name; a bare name or list of them is keyed by the names).
 
 The value of a variable, as in Paddle 1.8 (which reads the run's root scope): a persistable
 variable (a parameter, a metric's state, a counter) is its current value in the run's scope —
@@ -24,9 +25,7 @@ class FetchHandler:
     override `handler(res_dict)`; the default prints the first element of each value."""
 
     def __init__(self, var_dict=None, period_secs=60):
-        if not isinstance(var_dict, dict) or not var_dict:
-            raise TypeError(f"FetchHandler: var_dict must be a non-empty dict of "
-                            f"{{key: Variable}}, got {var_dict!r}")
+        var_dict = _as_var_dict(var_dict)
         if isinstance(period_secs, bool) or not isinstance(period_secs, (int, float)) \
                 or period_secs <= 0:
             raise ValueError(f"FetchHandler: period_secs must be a positive number of "
@@ -47,6 +46,20 @@ class FetchHandler:
               "        print(res_dict['auc'])\n\n"
               "exe.train_from_dataset(program, dataset,\n"
               "    fetch_handler=FetchHandlerExample({'auc': auc_var}, period_secs=10))")
+
+
+def _as_var_dict(var_dict):
+    """{key: Variable or name}: a dict as given; a name, a Variable, or a list of them,
+    keyed by their names (Fluid 1.8's scripts pass `FetchHandler(var.name)`)."""
+    if isinstance(var_dict, dict) and var_dict:
+        return var_dict
+    items = [var_dict] if isinstance(var_dict, str) or hasattr(var_dict, "name") else (
+        list(var_dict) if isinstance(var_dict, (list, tuple)) else [])
+    names = [v if isinstance(v, str) else getattr(v, "name", None) for v in items]
+    if not items or any(not isinstance(n, str) or not n for n in names):
+        raise TypeError(f"FetchHandler: var_dict must be a non-empty dict of {{key: Variable "
+                        f"or name}}, or variables / names, got {var_dict!r}")
+    return dict(zip(names, items))
 
 
 class FetchHandlerMonitor:

@@ -22,6 +22,8 @@ from ..codegen import abi
 from ..codegen.lower import Lowering
 from ..codegen.segment import FusedOp, PythonOp
 from ..core.dtypes import numpy_of_ctype
+from ..core.limits import max_tensor_bytes
+from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from .plan import Plan
@@ -129,9 +131,13 @@ class SegmentStep:
         """Run the segment over the packed args; its return code (never 1)."""
         rc = self.fn(st.args.address, st.arena_ptr, st.cap, st.err)
         while rc == 1:
+            self.check_arena(st.args.need)
             st.grow(st.args.need)
             rc = self.fn(st.args.address, st.arena_ptr, st.cap, st.err)
         return rc
+
+    def check_arena(self, need):
+        """Called before the arena grows to `need` bytes: a target may refuse (raise)."""
 
     def op_failed(self, rc, st):
         """The ExecutionError of return code rc = 2 + the failing op's position."""
@@ -166,13 +172,20 @@ class HostSegmentStep(SegmentStep):
             alive = self.pack(frame, st)     # arrays the call reads
         except _Interpret as why:
             return self.interpreted(frame, env, str(why))
-        rc = self.call(st)
+        try:
+            rc = self.call(st)
+        except _Interpret as why:          # the interpreter's kernels say what is too big
+            return self.interpreted(frame, env, str(why))
         del alive
         if rc == -1:                   # inputs of other shapes than the program says
             return self.interpreted(frame, env, st.message())
         if rc:
             raise self.op_failed(rc, st)
         self.unpack(frame, st)
+
+    def check_arena(self, need):
+        if need > max_tensor_bytes():
+            raise _Interpret(f"an arena of {int(need)} bytes")
 
     def pack(self, frame, st):
         """Write each input's record (a parameter's only when its array changed); the
@@ -198,7 +211,7 @@ class HostSegmentStep(SegmentStep):
             if spec.sparse:
                 keep.append(self._pack_rows(records[j], spec, t, a))
             elif spec.lod:
-                keep.append(self._pack_lod(records[j], spec, t))
+                keep.append(self._pack_lod(records[j], spec, t, a))
         return keep
 
     def _pack_rows(self, record, spec, t, a):
@@ -209,10 +222,14 @@ class HostSegmentStep(SegmentStep):
         abi.put_aux(record, rows.__array_interface__["data"][0], t.height)
         return rows
 
-    def _pack_lod(self, record, spec, t):
+    def _pack_lod(self, record, spec, t, a):
         if not t._lod:
             raise self.input_error(spec.name, "has no LoD")
         lod = np.asarray(t._lod[-1], np.int64)
+        bad = offsets_problem(lod, a.shape[0] if a.ndim else None)
+        if bad is not None:        # generated code indexes rows with it
+            raise self.input_error(spec.name, f"has a LoD that is not offsets of its rows: "
+                                              f"{bad}")
         abi.put_aux(record, lod.__array_interface__["data"][0], lod.shape[0])
         return lod
 

@@ -1,41 +1,94 @@
 /* A Hogwild worker's inner loop over one parsed MultiSlot chunk, without Python: per batch,
  * point the compiled step's slot inputs at the chunk's values (LoD rebased to the batch),
  * call the step (a compiled segment, fluidity/codegen: `int fl_seg_N(int64_t* args, char*
- * arena, int64_t cap, char* err)`), and add each fetch target's batch mean to `sums`.
+ * arena, int64_t cap, char* err)`), and fold each fetch target's batch mean into the
+ * worker's report period; a full period (report_every batches) becomes one finished report.
  *
- * Called through ctypes, so the whole chunk runs with the GIL released. Returns the number
- * of batches done; it stops early at a batch the step refuses: *status is then -1 (inputs of
- * shapes the step was not built for: the caller runs that batch interpreted), >= 2 (an op
- * failed: its code, the message in err) or -2 (out of memory). *status 0: all done.
+ * Called through ctypes, so it runs with the GIL released, and it touches nothing another
+ * worker writes: its state (fl_worker_t) is the worker's own, allocated on cache lines of
+ * its own by the caller; the parameters are read and updated in place by the step, without
+ * locks, as Hogwild prescribes. It returns to Python (which takes the GIL) only when the
+ * chunk is done, when `budget_ns` of wall time has passed (progress stays timely on heavy
+ * models), when the report buffer is full, after each report if `return_on_report` (an
+ * observer wants the ids of every report's batches), when the run's stop flag is set, or at
+ * a batch the step refuses: status -1 (inputs of shapes the step was not built for: the
+ * caller runs that batch interpreted), >= 2 (an op failed: its code, the message in err),
+ * -2 (out of memory). Each call records its start and end (CLOCK_MONOTONIC): the worker's
+ * busy intervals.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "segment_args.h"   /* the segment's argument records (fluidity/codegen/runtime) */
 
 typedef int (*seg_fn)(int64_t *args, char *arena, int64_t cap, char *err);
 
-/* The arena: 64-byte aligned, grown when the step asks for more. */
+/* Mirrored field by field by native_loop.py's _WorkerState (ctypes). */
 typedef struct {
-    char *p;
+    /* the step, set once per worker */
+    seg_fn fn;
+    int64_t *args;             /* the step's tensor arguments: this worker's own copy */
+    int64_t n_inputs;          /* the step's inputs: its outputs' records follow them */
+    char *arena;               /* 64-byte aligned, grown when the step asks for more */
     int64_t cap;
-} arena_t;
+    char *err;
+    int64_t n_slots;
+    const int64_t *in_idx;     /* per used slot: its input index in args, -1 if unread */
+    int64_t batch;
+    int64_t *lod_buf;          /* n_slots * (batch + 1) int64 of scratch */
+    int64_t n_fetch;
+    const int64_t *out_idx;    /* per fetch target: its output index */
+    const int64_t *fetch_dtype;
+    int64_t report_every;      /* batches per report */
+    int64_t return_on_report;
+    int64_t budget_ns;         /* return after this much wall time (0: never early) */
+    const volatile int8_t *stop;   /* the run's stop flag: read, never written, here */
+    int64_t *position;         /* this worker's row of the position board (own cache line) */
+    /* the chunk, set per chunk */
+    const int64_t *width;      /* per used slot: values per line (dense) or 0 (sparse) */
+    const int64_t *esize;
+    char *const *vals;
+    const int64_t *offs;       /* [n_slots, stride] per-line value offsets */
+    int64_t stride;
+    const int64_t *line_of;    /* example -> line of the chunk (from 0) */
+    int64_t line_base;         /* lines of the file before the chunk */
+    /* the open report period and the worker's totals */
+    int64_t period_batches, period_examples;
+    double *period_sums;       /* [n_fetch]: sum over the period of batch mean * lines */
+    double *total_sums;        /* [n_fetch] */
+    int64_t total_batches, total_examples;
+    /* finished reports, read and emptied by the caller */
+    int64_t n_reports, cap_reports;
+    int64_t *rep_counts;       /* [cap_reports, 2]: batches, examples */
+    double *rep_means;         /* [cap_reports, n_fetch] */
+    /* the last call */
+    int64_t status;
+    int64_t calls;
+    int64_t t_start, t_end;    /* CLOCK_MONOTONIC ns */
+} fl_worker_t;
 
-static int grow(arena_t *a, int64_t need) {
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int grow(fl_worker_t *w, int64_t need) {
     void *q = NULL;
     if (need < 64) need = 64;
     if (posix_memalign(&q, 64, (size_t)need) != 0) return 0;
-    free(a->p);
-    a->p = (char *)q;
-    a->cap = need;
+    free(w->arena);
+    w->arena = (char *)q;
+    w->cap = need;
     return 1;
 }
 
-void fl_arena_free(arena_t *a) {
-    free(a->p);
-    a->p = NULL;
-    a->cap = 0;
+void fl_worker_free(fl_worker_t *w) {
+    free(w->arena);
+    w->arena = NULL;
+    w->cap = 0;
 }
 
 /* mean of n values of a fetch output of dtype code (5 float32, 6 float64, 3 int64, 2 int32) */
@@ -52,37 +105,51 @@ static double mean_of(const char *p, int64_t n, int dtype) {
     return n ? s / (double)n : 0.0;
 }
 
-/*
- * slots: n_slots feed slots; for slot s: in_idx[s] its input index in args (-1: unused by
- * the step), width[s] its values per line for a dense slot (0: sparse, fed [ids, 1] with the
- * batch's LoD), esize[s] bytes per value, vals[s] the chunk's values, offs[s * stride + line]
- * the chunk's per-line offsets. lod_buf: scratch of n_slots * (batch + 1) int64.
- * Batches of `batch` lines from line `first` to `last` (the last may be short).
- * fetch: n_fetch outputs (out_idx into the step's outputs, dtype codes); sums[k * n_fetch + f]
- * gets batch k's mean, lines[k] its number of lines.
- */
-int64_t fl_worker_chunk(seg_fn fn, int64_t *args, int64_t n_inputs, arena_t *arena, char *err,
-                        int n_slots, const int64_t *in_idx, const int64_t *width,
-                        const int64_t *esize, char **vals, const int64_t *offs, int64_t stride,
-                        int64_t first, int64_t last, int64_t batch, int64_t *lod_buf,
-                        int n_fetch, const int64_t *out_idx, const int64_t *fetch_dtype,
-                        double *sums, int64_t *lines, int64_t *status) {
-    int64_t k = 0;
-    *status = 0;
-    for (int64_t a = first; a < last; a += batch, ++k) {
+/* Close the open period into the next finished report. */
+static void finish_report(fl_worker_t *w) {
+    int64_t r = w->n_reports++;
+    double *m = w->rep_means + r * w->n_fetch;
+    const double ex = w->period_examples > 0 ? (double)w->period_examples : 1.0;
+    w->rep_counts[2 * r] = w->period_batches;
+    w->rep_counts[2 * r + 1] = w->period_examples;
+    for (int64_t f = 0; f < w->n_fetch; ++f) {
+        m[f] = w->period_sums[f] / ex;
+        w->period_sums[f] = 0.0;
+    }
+    w->period_batches = w->period_examples = 0;
+}
+
+/* The open period as a report, if it holds a batch (the worker's last, at its end). */
+void fl_worker_flush(fl_worker_t *w) {
+    if (w->period_batches && w->n_reports < w->cap_reports) finish_report(w);
+}
+
+/* Batches of `batch` lines of the bound chunk from line `first` to `last` (the last batch
+ * may be short). Returns the chunk line the next call starts at; w->status says why it
+ * returned (0: done, or returned early with nothing wrong; else as above, the batch that
+ * failed starting at the returned line). */
+int64_t fl_worker_run(fl_worker_t *w, int64_t first, int64_t last) {
+    const int64_t t0 = now_ns(), batch = w->batch;
+    int64_t a = first;
+    w->status = 0;
+    w->t_start = t0;
+    w->calls++;
+    while (a < last && !*w->stop && w->n_reports < w->cap_reports) {
         const int64_t b = a + batch < last ? a + batch : last, n = b - a;
-        for (int s = 0; s < n_slots; ++s) {
-            if (in_idx[s] < 0) continue;
-            fl_tensor_arg *in = fl_inputs(args) + in_idx[s];
-            const int64_t *o = offs + s * stride;
+        w->position[1] = w->line_base + w->line_of[a] + 1;
+        w->position[2] = w->line_base + w->line_of[b - 1] + 1;
+        for (int64_t s = 0; s < w->n_slots; ++s) {
+            if (w->in_idx[s] < 0) continue;
+            fl_tensor_arg *in = fl_inputs(w->args) + w->in_idx[s];
+            const int64_t *o = w->offs + s * w->stride;
             const int64_t v0 = o[a], v1 = o[b];
-            in->data = (int64_t)(intptr_t)(vals[s] + v0 * esize[s]);
+            in->data = (int64_t)(intptr_t)(w->vals[s] + v0 * w->esize[s]);
             in->ndim = 2;
-            if (width[s]) {
+            if (w->width[s]) {
                 in->dims[0] = n;
-                in->dims[1] = width[s];
+                in->dims[1] = w->width[s];
             } else {
-                int64_t *lod = lod_buf + s * (batch + 1);
+                int64_t *lod = w->lod_buf + s * (batch + 1);
                 for (int64_t i = 0; i <= n; ++i) lod[i] = o[a + i] - v0;
                 in->dims[0] = v1 - v0;
                 in->dims[1] = 1;
@@ -91,23 +158,35 @@ int64_t fl_worker_chunk(seg_fn fn, int64_t *args, int64_t n_inputs, arena_t *are
             }
         }
         int rc;
-        while ((rc = fn(args, arena->p, arena->cap, err)) == 1)
-            if (!grow(arena, args[FL_ARG_NEED])) {
-                *status = -2;
-                return k;
+        while ((rc = w->fn(w->args, w->arena, w->cap, w->err)) == 1)
+            if (!grow(w, w->args[FL_ARG_NEED])) {
+                rc = -2;
+                break;
             }
         if (rc != 0) {
-            *status = rc;
-            return k;
+            w->status = rc;
+            break;
         }
-        for (int f = 0; f < n_fetch; ++f) {
-            const fl_tensor_arg *out = fl_outputs(args, n_inputs) + out_idx[f];
+        for (int64_t f = 0; f < w->n_fetch; ++f) {
+            const fl_tensor_arg *out = fl_outputs(w->args, w->n_inputs) + w->out_idx[f];
             int64_t numel = 1;
             for (int64_t d = 0; d < out->ndim; ++d) numel *= out->dims[d];
-            sums[k * n_fetch + f] = out->data >= 0 ?
-                mean_of(arena->p + out->data, numel, (int)fetch_dtype[f]) : 0.0;
+            const double m = out->data >= 0 ? mean_of(w->arena + out->data, numel,
+                                                      (int)w->fetch_dtype[f]) : 0.0;
+            w->period_sums[f] += m * (double)n;
+            w->total_sums[f] += m * (double)n;
         }
-        lines[k] = n;
+        w->period_batches++;
+        w->period_examples += n;
+        w->total_batches++;
+        w->total_examples += n;
+        a = b;
+        if (w->period_batches >= w->report_every) {
+            finish_report(w);
+            if (w->return_on_report) break;
+        }
+        if (w->budget_ns > 0 && now_ns() - t0 >= w->budget_ns) break;
     }
-    return k;
+    w->t_end = now_ns();
+    return a;
 }

@@ -3,9 +3,17 @@
 When a training program compiles to one native segment whose inputs are the data feed's
 slots and parameters (fluidity/codegen), a worker hands whole parsed MultiSlot chunks to C
 (native_loop.c): per batch it points the step's slot inputs at the chunk's values (LoD
-rebased), calls the compiled step and records each fetch target's batch mean, all with the
-GIL released. Python runs once per `report_every` batches (to report) and for a batch the
-step was not built for (inputs of other shapes: that batch runs through the executor).
+rebased), calls the compiled step, folds each fetch target's batch mean into the worker's
+report period and writes the batch's file lines on the worker's row of the position board,
+all with the GIL released. Python runs once per call (a chunk, or `budget_s` of work, or one
+report when an observer wants each report's ids), never per batch: that is what lets two
+worker threads train at the same time on a model whose step is a few lookups and dot
+products (issue 27: per-batch Python made two threads slower than one).
+
+Everything the loop writes is the worker's own, on cache lines of its own (`aligned_empty`):
+its state, arguments, LoD scratch, fetch sums and finished reports (busy intervals are
+recorded per call, in CLOCK_MONOTONIC seconds: `time.monotonic()`'s clock). The parameters are the
+only thing workers share, read and updated in place by the step without locks (Hogwild).
 
 `CompiledWorkerStep.make(...)` says why a program does not qualify (the worker then runs
 batches through the executor's native plan, as before).
@@ -20,21 +28,41 @@ from ..codegen import build
 from ..codegen import abi
 from ..core import native as core_native
 from ..core.dtypes import CODE_OF_C_TYPE, numpy_of_ctype
+from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor
 from .native import ERR_BYTES, op_error
+from .shared_memory import CACHE_LINE, aligned_empty
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native_loop.c")
 FETCH_CTYPES = ("float", "double", "int64_t", "int32_t")   # what native_loop.c's mean_of reads
+REPORT_CAP = 256        # finished reports a call may leave before it returns
+BUDGET_S = 0.1          # a call returns to Python after this much wall time
+MAX_BUSY = 100_000      # busy intervals kept per worker (then only counted)
 _lib = None
 
-
-class _Arena(ctypes.Structure):
-    _fields_ = [("p", ctypes.c_void_p), ("cap", ctypes.c_int64)]
+_p, _i64 = ctypes.c_void_p, ctypes.c_int64
 
 
-def _cflags():
-    """The build flags of the loop: the runtime headers on the include path, and the digest
-    of the argument header it includes (the build cache keys on source and flags)."""
+class _WorkerState(ctypes.Structure):
+    """native_loop.c's fl_worker_t, field for field."""
+    _fields_ = [("fn", _p), ("args", _p), ("n_inputs", _i64), ("arena", _p), ("cap", _i64),
+                ("err", _p), ("n_slots", _i64), ("in_idx", _p), ("batch", _i64),
+                ("lod_buf", _p), ("n_fetch", _i64), ("out_idx", _p), ("fetch_dtype", _p),
+                ("report_every", _i64), ("return_on_report", _i64), ("budget_ns", _i64),
+                ("stop", _p), ("position", _p),
+                ("width", _p), ("esize", _p), ("vals", _p), ("offs", _p), ("stride", _i64),
+                ("line_of", _p), ("line_base", _i64),
+                ("period_batches", _i64), ("period_examples", _i64), ("period_sums", _p),
+                ("total_sums", _p), ("total_batches", _i64), ("total_examples", _i64),
+                ("n_reports", _i64), ("cap_reports", _i64), ("rep_counts", _p),
+                ("rep_means", _p),
+                ("status", _i64), ("calls", _i64), ("t_start", _i64), ("t_end", _i64)]
+
+
+def cflags():
+    """The build flags of the loop (native_loop.c): the runtime headers on the include path,
+    and the digest of the argument header it includes (the build cache keys on source and
+    flags)."""
     header = os.path.join(build.RUNTIME_DIR, abi.HEADER)
     with open(header, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()[:16]
@@ -46,41 +74,74 @@ def _load():
     global _lib
     if _lib is None:
         try:
-            lib = core_native.load(_SRC, _cflags())
+            lib = core_native.load(_SRC, cflags())
         except Exception:    # noqa: BLE001 - no compiler: the executor's path serves
             lib = None
         if lib is None:
             _lib = False
         else:
-            f = lib.fl_worker_chunk
-            f.restype = ctypes.c_int64
-            f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                          ctypes.POINTER(_Arena), ctypes.c_char_p, ctypes.c_int,
-                          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                          ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
-                          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-            lib.fl_arena_free.argtypes = [ctypes.POINTER(_Arena)]
+            ptr = ctypes.POINTER(_WorkerState)
+            lib.fl_worker_run.restype = ctypes.c_int64
+            lib.fl_worker_run.argtypes = [ptr, ctypes.c_int64, ctypes.c_int64]
+            lib.fl_worker_free.argtypes = [ptr]
+            lib.fl_worker_free.restype = None
+            lib.fl_worker_flush.argtypes = [ptr]
+            lib.fl_worker_flush.restype = None
             _lib = lib
     return _lib
 
 
 class CompiledWorkerStep:
-    """One worker's compiled step over chunks: its own args vector, arena and LoD scratch;
-    the parameters read in place from the root scope."""
+    """One worker's compiled step over chunks: its own state, args vector, arena, LoD scratch
+    and report buffers (each on cache lines of its own); the parameters read in place from
+    the root scope."""
 
     def __init__(self, lib, fn, seg, slots, slot_inputs, params, fetch_idx, fetch_dtypes,
                  block_idx):
         self.lib, self.fn, self.seg, self.block_idx = lib, fn, seg, block_idx
         self.slots = slots                              # used slot names, reader order
-        self.in_idx = np.array([slot_inputs.get(n, -1) for n in slots], np.int64)
-        self.params = params                            # [(input index, scope var)]
-        self.fetch_idx = np.array(fetch_idx, np.int64)
-        self.fetch_dtypes = np.array(fetch_dtypes, np.int64)
-        self.args = abi.Args(len(seg.inputs), len(seg.outputs))
-        self.arena = _Arena(None, 0)
+        self.params = params                            # [(input index, scope var, ctype)]
+        nf = len(fetch_idx)
+        self._raw = raw = np.zeros(ctypes.sizeof(_WorkerState) + 2 * CACHE_LINE, np.uint8)
+        self.state = w = _WorkerState.from_buffer(raw, (-raw.ctypes.data) % CACHE_LINE)
+        self.in_idx = aligned_empty(len(slots), np.int64)
+        self.in_idx[:] = [slot_inputs.get(n, -1) for n in slots]
+        self.fetch_idx = aligned_empty(nf, np.int64)
+        self.fetch_idx[:] = fetch_idx
+        self.fetch_dtypes = aligned_empty(nf, np.int64)
+        self.fetch_dtypes[:] = fetch_dtypes
+        self.args = abi.Args(len(seg.inputs), len(seg.outputs), aligned_empty)
         self.err = ctypes.create_string_buffer(ERR_BYTES)
-        self.lod_buf = np.zeros(0, np.int64)
+        self.period_sums = aligned_empty(nf, np.float64)
+        self.total_sums = aligned_empty(nf, np.float64)
+        self.rep_counts = aligned_empty((REPORT_CAP, 2), np.int64)
+        self.rep_means = aligned_empty((REPORT_CAP, max(nf, 1)), np.float64)
+        self.lod_buf = aligned_empty(1, np.int64)
+        self.busy = []          # (start, end) of each call, time.monotonic() seconds
+        self.busy_s = 0.0
+        w.fn, w.args, w.n_inputs = fn, self.args.address, len(seg.inputs)
+        w.err = ctypes.cast(self.err, _p).value
+        w.n_slots, w.in_idx = len(slots), self.in_idx.ctypes.data
+        w.n_fetch, w.out_idx = nf, self.fetch_idx.ctypes.data
+        w.fetch_dtype = self.fetch_dtypes.ctypes.data
+        w.period_sums, w.total_sums = self.period_sums.ctypes.data, self.total_sums.ctypes.data
+        w.cap_reports = REPORT_CAP
+        w.rep_counts, w.rep_means = self.rep_counts.ctypes.data, self.rep_means.ctypes.data
+        self.configure()
+
+    def configure(self, stop=None, position=None, report_every=1, return_on_report=False,
+                  budget_s=BUDGET_S):
+        """Where the loop reads the run's stop flag (an int8 array; unset: never stops) and
+        writes this worker's position (an int64 row: [file index, first line, last line]);
+        batches per report; whether each call ends at a report; the wall time after which a
+        call returns."""
+        self._stop = stop if stop is not None else aligned_empty(1, np.int8)
+        self._position = position if position is not None else aligned_empty(3, np.int64)
+        w = self.state
+        w.stop, w.position = self._stop.ctypes.data, self._position.ctypes.data
+        w.report_every = max(1, int(report_every))
+        w.return_on_report = int(bool(return_on_report))
+        w.budget_ns = int(budget_s * 1e9) if budget_s else 0
 
     @classmethod
     def make(cls, low, fetch_names, slots, scope):
@@ -139,42 +200,84 @@ class CompiledWorkerStep:
                 return False
         return True
 
-    def bind(self, chunk, dense_dim):
-        """What the loop reads of a chunk, made once per chunk (contiguous offsets, value
-        pointers, widths): each run() over its batches then only fills its own outputs."""
+    def bind(self, chunk, dense_dim, batch):
+        """Point the loop at a parsed chunk (its values, offsets, widths, lines) for batches
+        of `batch` lines; the arrays are kept alive here until the next bind."""
         vals = [np.ascontiguousarray(v) if isinstance(v, np.ndarray) else np.zeros(0)
                 for v in chunk.vals]
-        return {"vals": vals,
-                "ptrs": (ctypes.c_void_p * len(vals))(*[v.ctypes.data for v in vals]),
-                "esize": np.array([v.itemsize for v in vals], np.int64),
-                "width": np.array([int(d) for d in dense_dim], np.int64),
-                "offs": np.ascontiguousarray(chunk.offs, np.int64)}
+        offs = np.ascontiguousarray(chunk.offs, np.int64)
+        for u, name in enumerate(self.slots):      # the loop makes each batch's LoD of them
+            bad = offsets_problem(offs[u], vals[u].size) if self.in_idx[u] >= 0 else None
+            if bad is not None:
+                raise RuntimeError(f"slot '{name}': the parsed chunk's offsets are not offsets "
+                                   f"of its {vals[u].size} values: {bad}")
+        b = {"vals": vals,
+             "ptrs": (ctypes.c_void_p * max(len(vals), 1))(*[v.ctypes.data for v in vals]),
+             "esize": np.array([v.itemsize for v in vals], np.int64),
+             "width": np.array([int(d) for d in dense_dim], np.int64),
+             "offs": offs,
+             "line_of": np.ascontiguousarray(chunk.line_of, np.int64)}
+        self._bound = b
+        w = self.state
+        w.vals = ctypes.cast(b["ptrs"], _p).value
+        w.esize, w.width = b["esize"].ctypes.data, b["width"].ctypes.data
+        w.offs, w.stride = b["offs"].ctypes.data, b["offs"].shape[1]
+        w.line_of, w.line_base = b["line_of"].ctypes.data, int(chunk.base)
+        w.batch = int(batch)
+        need = len(self.slots) * (int(batch) + 1)
+        if self.lod_buf.size < need:
+            self.lod_buf = aligned_empty(need, np.int64)
+            w.lod_buf = self.lod_buf.ctypes.data
+        elif not w.lod_buf:
+            w.lod_buf = self.lod_buf.ctypes.data
 
-    def run(self, bound, first, last, batch):
-        """Batches of `batch` lines over lines [first, last) of a bound chunk, GIL
-        released. Returns (batches done, per-batch fetch means [k, n_fetch], per-batch lines
-        [k], status, message); status -1: the next batch needs the executor; >= 2: an op
-        failed. Either way that batch is the k-th, starting at line first + sum(lines):
-        the caller names its file lines in the error."""
+    def run(self, first, last):
+        """Batches over lines [first, last) of the bound chunk, GIL released, until one of
+        the loop's reasons to return (native_loop.c). Returns (next line, status, message):
+        status 0: nothing wrong; -1: the batch at `next line` needs the executor; >= 2: it
+        failed in an op; -2: no memory for the step."""
         self._bind_params()
-        n_slots = len(self.slots)
-        if self.lod_buf.size < n_slots * (batch + 1):
-            self.lod_buf = np.zeros(n_slots * (batch + 1), np.int64)
-        offs = bound["offs"]
-        n_max = (last - first + batch - 1) // batch
-        nf = len(self.fetch_idx)
-        sums = np.zeros(max(n_max * nf, 1))
-        lines = np.zeros(max(n_max, 1), np.int64)
-        status = np.zeros(1, np.int64)
-        k = self.lib.fl_worker_chunk(
-            self.fn, self.args.address, len(self.seg.inputs), ctypes.byref(self.arena),
-            self.err, n_slots, self.in_idx.ctypes.data, bound["width"].ctypes.data,
-            bound["esize"].ctypes.data, bound["ptrs"], offs.ctypes.data, offs.shape[1], first,
-            last, batch, self.lod_buf.ctypes.data, nf, self.fetch_idx.ctypes.data,
-            self.fetch_dtypes.ctypes.data, sums.ctypes.data, lines.ctypes.data,
-            status.ctypes.data)
-        return (int(k), sums[:int(k) * nf].reshape(int(k), nf), lines[:int(k)], int(status[0]),
-                self.err.value.decode(errors="replace"))
+        a = self.lib.fl_worker_run(ctypes.byref(self.state), first, last)
+        w = self.state
+        self._record_busy(w.t_start, w.t_end)
+        status = int(w.status)
+        return int(a), status, self.err.value.decode(errors="replace") if status >= 2 else ""
+
+    def _record_busy(self, t0, t1):
+        self.busy_s += (t1 - t0) * 1e-9
+        if len(self.busy) < MAX_BUSY:
+            self.busy.append((t0 * 1e-9, t1 * 1e-9))
+
+    def take_reports(self, flush=False):
+        """The finished reports since the last call, [(batches, examples, [fetch means])]
+        (with flush, the open period too); the buffer is emptied."""
+        w = self.state
+        if flush:
+            self.lib.fl_worker_flush(ctypes.byref(self.state))
+        k, nf = int(w.n_reports), int(w.n_fetch)
+        out = [(c[0], c[1], m) for c, m in zip(self.rep_counts[:k].tolist(),
+                                               self.rep_means[:k, :nf].tolist())]
+        w.n_reports = 0
+        return out
+
+    def totals(self):
+        """(batches, examples, [sum over batches of fetch mean * lines]) of the loop."""
+        w = self.state
+        return int(w.total_batches), int(w.total_examples), self.total_sums.tolist()
+
+    def add_batch(self, lines, means):
+        """Fold a batch run elsewhere (through the executor) into the report period and
+        totals, so reports and totals count it where it fell."""
+        w = self.state
+        for f, m in enumerate(means):
+            self.period_sums[f] += m * lines
+            self.total_sums[f] += m * lines
+        w.period_batches += 1
+        w.period_examples += lines
+        w.total_batches += 1
+        w.total_examples += lines
+        if w.period_batches >= w.report_every and w.n_reports < w.cap_reports:
+            self.lib.fl_worker_flush(ctypes.byref(self.state))
 
     def error(self, status, message):
         """The ExecutionError of an op that failed (status 2 + its site), as the plan's."""
@@ -184,4 +287,4 @@ class CompiledWorkerStep:
         return op_error(op, i, message, b)
 
     def close(self):
-        self.lib.fl_arena_free(ctypes.byref(self.arena))
+        self.lib.fl_worker_free(ctypes.byref(self.state))

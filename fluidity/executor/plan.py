@@ -25,8 +25,11 @@ _TENSORS = (VarType.LOD_TENSOR, VarType.SELECTED_ROWS)
 
 class RunEnv:
     """What steps of `ctx` ops may need beyond the frame: the scope the block runs in, the
-    program (a ProgramView) and the executor that runs its sub-blocks."""
+    program (a ProgramView) and the executor that runs its sub-blocks. `collective` is the
+    rendezvous of the replicas of a data-parallel run (executor/data_parallel.py), which
+    the collective ops (`c_allreduce_sum`, ...) exchange through; None in a plain run."""
     __slots__ = ("scope", "executor", "program")
+    collective = None
 
     def service(self, name):
         """The executor's run-time service `name` (`executor.services`): how RPC ops reach
@@ -123,25 +126,51 @@ def make_array_step(prep, fn, as_values=False):
     return make(fn, LoDTensor)
 
 
-def _declares_0d_output(prep):
-    """Whether the op writes a variable its desc declares 0-D (shape [])."""
-    for name in prep.op.output_arg_names:
-        v = prep.find_var(name) if name != EMPTY_VAR_NAME else None
-        if v is not None and v.type in TENSORLIKE and len(v.shape) == 0:
-            return True
-    return False
+def _one_element_ranks(prep):
+    """{kernel result position: 0 or 1} for the op's (non-duplicable) output slots whose
+    variable the desc declares one element of rank 0 (`[]`, a program saved by Paddle 2.5+)
+    or rank 1 (`[1]`, Fluid 1.x's full reductions); None when it has no such output."""
+    ranks = {}
+    for k, slot in enumerate(prep.opdef.outputs):
+        names = prep.op.output(slot.name)
+        if slot.duplicable or len(names) != 1 or names[0] == EMPTY_VAR_NAME:
+            continue
+        v = prep.find_var(names[0])
+        if v is not None and v.type in TENSORLIKE and tuple(v.shape) in ((), (1,)):
+            ranks[k] = len(v.shape)
+    return ranks or None
 
 
-def _as_0d_arrays(fn):
-    """numpy arithmetic on 0-D arrays gives numpy scalars (np.float32, not ndarray); the
-    kernel of an op with a declared 0-D output has them made 0-D arrays, so the scope, the
-    fetched values and compiled code see ndarrays. Only such ops pay for the check."""
-    def kernel(*args):
+def _shaped_as_declared(value, rank):
+    """`value` (a kernel's result) as its variable is declared when it is one element: 0-D
+    for `[]`, `[1]` for `[1]`; a numpy scalar becomes an ndarray either way."""
+    if isinstance(value, np.generic):
+        value = np.asarray(value)
+    if type(value) is np.ndarray and value.size == 1 and value.ndim != rank and value.ndim < 2:
+        return value.reshape((1,) * rank)
+    return value
+
+
+def _as_declared(fn, ranks, n_outputs):
+    """A kernel whose one-element results have the rank their variables are declared with
+    (`_one_element_ranks`), so one op kernel serves a Fluid 1.x program, which declares a
+    full reduction [1], and a program saved by Paddle 2.5+, which declares it []: the desc
+    decides, as it does for every other shape. Only ops with such outputs pay for it."""
+    if n_outputs == 1:
+        rank = ranks[0]
+
+        def kernel(*args):
+            return _shaped_as_declared(fn(*args), rank)
+        return kernel
+
+    def kernel_many(*args):
         r = fn(*args)
-        if isinstance(r, tuple):
-            return tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in r)
-        return np.asarray(r) if isinstance(r, np.generic) else r
-    return kernel
+        if not isinstance(r, tuple):
+            return r
+        return tuple(_shaped_as_declared(v, ranks[k]) if k in ranks else
+                     (np.asarray(v) if isinstance(v, np.generic) else v)
+                     for k, v in enumerate(r))
+    return kernel_many
 
 
 _FACTORIES = {}
@@ -251,8 +280,10 @@ class Plan:
         fn = opdef.kernel_for(prep.attrs, prep.present_outputs())
         if isinstance(fn, registry.Allocating):   # the interpreter lets kernels allocate
             fn = fn.kernel
-        if opdef.kind == "array" and _declares_0d_output(prep):
-            fn = _as_0d_arrays(fn)
+        if opdef.kind == "array":
+            ranks = _one_element_ranks(prep)
+            if ranks is not None:
+                fn = _as_declared(fn, ranks, len(opdef.outputs))
         return make_array_step(prep, fn, as_values=opdef.kind == "value")
 
     def _reads_selected_rows(self, op):

@@ -9,6 +9,7 @@ import mmap
 import numpy as np
 
 HUGE_PAGE_MIN = 4 << 20  # shared arrays at least this large ask for transparent huge pages
+CACHE_LINE = 64
 
 
 def shared_empty(shape, dtype):
@@ -33,3 +34,16 @@ def is_shared(arr):
     while isinstance(b, np.ndarray):
         b = b.base
     return isinstance(b, memoryview) and isinstance(b.obj, mmap.mmap)
+
+
+def aligned_empty(shape, dtype):
+    """A zeroed private ndarray whose bytes start on a cache line and whose last line holds
+    nothing else: what one worker thread writes per batch never shares a cache line with
+    another worker's data (false sharing would serialize their stores)."""
+    dtype = np.dtype(dtype)
+    nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+    padded = -(-nbytes // CACHE_LINE) * CACHE_LINE
+    raw = np.zeros(padded + CACHE_LINE, np.uint8)
+    off = (-raw.ctypes.data) % CACHE_LINE
+    return raw[off:off + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize].view(
+        dtype).reshape(shape)

@@ -91,14 +91,18 @@ class ExecutionStrategy:
         self.blas_threads = blas_threads
         self.profile = profiling.Profile() if profile else None
         # Fluid's ParallelExecutor fields, so Fluid programs that set them run. Only
-        # num_threads (of the "parallel" kind) changes how a program runs; the executor
-        # drops a run's temporaries after every run (num_iteration_per_drop_scope = 1).
+        # num_threads (of the "parallel" kind) and _dry_run (of a data-parallel program)
+        # change how a program runs; the executor drops a run's temporaries after every
+        # run (num_iteration_per_drop_scope = 1).
         self.use_cuda = False
         self.allow_op_delay = False
         self.num_iteration_per_drop_scope = 1
         self.num_iteration_per_run = 1
         self.use_thread_barrier = False
         self.use_experimental_executor = False
+        # Fluid's: a data-parallel run schedules its ops but runs no kernel (executor/
+        # data_parallel.py); what Fluid's tests use to time the scheduler alone
+        self._dry_run = False
         self._pool = None
         self._linear_plans = []     # weak references, for memory_report()
 

@@ -13,6 +13,8 @@ without a word — even while the other workers keep it busy with their reports.
   dead worker's pipe ends (EOF) instead of waiting forever;
 * the stop flag is a byte of shared memory read without a lock (an Event's lock, held by a
   killed worker, would hang everyone who asks);
+* nothing a worker writes per batch shares a cache line with another worker's writes (the
+  board's rows are a cache line each), so the workers' stores never serialize;
 * each worker writes where it is — file index, first and last line of its batch — on a
   shared board, which the parent still reads after the worker is gone: a death is reported
   with the worker's identity and its last file:line;
@@ -31,7 +33,7 @@ import time
 
 import numpy as np
 
-from .shared_memory import shared_empty
+from .shared_memory import CACHE_LINE, aligned_empty, shared_empty
 
 PROCESS_STOP_GRACE_S = 0.3   # after a failure, how long worker processes get to stop
 THREAD_STOP_GRACE_S = 10.0   # threads cannot be killed: how long to wait for them to stop
@@ -39,10 +41,12 @@ PR_SET_PDEATHSIG = 1
 
 
 class StopFlag:
-    """One shared byte: set by the parent (or a failing worker), read per batch."""
+    """One shared byte: set by the parent (or a failing worker), read per batch (by the
+    compiled worker loop too, through `a`'s address). On a cache line of its own: only
+    reads hit it until the run stops."""
 
     def __init__(self, shared):
-        self.a = shared_empty((1,), np.int8) if shared else np.zeros(1, np.int8)
+        self.a = shared_empty((1,), np.int8) if shared else aligned_empty(1, np.int8)
         self.a[0] = 0
 
     def is_set(self):
@@ -54,12 +58,21 @@ class StopFlag:
 
 class PositionBoard:
     """Per worker, the batch it runs now: (file index, first line, last line), 1-based
-    lines, -1 before its first batch. Written per batch by the worker (three stores)."""
+    lines, -1 before its first batch. Written per batch by the worker (three stores) into
+    a row of its own cache line (a row is ROW int64s wide), which only the parent reads:
+    two workers never write one line."""
+
+    ROW = CACHE_LINE // 8
 
     def __init__(self, n, files, shared):
         self.files = files
-        self.a = shared_empty((n, 3), np.int64) if shared else np.zeros((n, 3), np.int64)
+        shape = (n, self.ROW)
+        self.a = shared_empty(shape, np.int64) if shared else aligned_empty(shape, np.int64)
         self.a[:] = -1
+
+    def row(self, wid):
+        """Worker `wid`'s row: [file index, first line, last line, padding...]."""
+        return self.a[wid]
 
     def set(self, wid, file_index, first, last):
         row = self.a[wid]
@@ -67,8 +80,8 @@ class PositionBoard:
 
     def where(self, wid):
         """'path:first-last' of the worker's last batch, or None before its first."""
-        f, a, b = (int(v) for v in self.a[wid])
-        if f < 0:
+        f, a, b = (int(v) for v in self.a[wid, :3])
+        if f < 0 or a < 0:
             return None
         return f"{self.files[f]}:{a}" if a == b else f"{self.files[f]}:{a}-{b}"
 

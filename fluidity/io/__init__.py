@@ -19,8 +19,9 @@ from .checkpoint import (CheckpointError, clean_checkpoint, get_latest_checkpoin
                          load_checkpoint, load_trainer_args, save_checkpoint)
 from .manifest import ManifestError
 from .program_state import load, load_program_state, save, set_program_state
-from .variables import (is_parameter, is_persistable, load_params, load_persistables,
-                        load_vars, save_params, save_persistables, save_vars)
+from .variables import (_get_valid_program, get_parameter_value,  # noqa: F401
+                        get_parameter_value_by_name, is_parameter, is_persistable, load_params,
+                        load_persistables, load_vars, save_params, save_persistables, save_vars)
 
 __all__ = ["is_persistable", "is_parameter", "save_vars", "load_vars", "save_params",
            "load_params", "save_persistables", "load_persistables", "save_inference_model",
@@ -28,10 +29,12 @@ __all__ = ["is_persistable", "is_parameter", "save_vars", "load_vars", "save_par
            "get_feed_target_names", "get_fetch_target_names", "load_program",
            "save_checkpoint", "load_checkpoint", "clean_checkpoint",
            "get_latest_checkpoint_serial", "load_trainer_args", "save", "load",
-           "load_program_state", "set_program_state", "ManifestError", "CheckpointError"]
+           "load_program_state", "set_program_state", "ManifestError", "CheckpointError",
+           "get_parameter_value", "get_parameter_value_by_name"]
 
 # readers fed from Python (fluid.io.DataLoader, fluid.io.PyReader)
 from ..reader.dataloader import DataLoader, PyReader  # noqa: E402,F401
+from ..reader.loader_base import DataLoaderBase  # noqa: E402,F401
 __all__ += ["DataLoader", "PyReader"]
 
 # Fluid 1.8's fluid.io names for paddle.reader's decorators (the same functions)
@@ -40,3 +43,17 @@ from ..reader.decorator import (batch, buffered, cache, chain, compose,  # noqa:
                                 xmap_readers)
 __all__ += ["batch", "shuffle", "buffered", "cache", "chain", "compose", "firstn",
             "map_readers", "xmap_readers", "multiprocess_reader"]
+
+
+# Fluid 1.8's helpers listing a program's parameters / persistable variables
+def get_program_parameter(program):
+    """Every parameter of `program` (all blocks), as Fluid 1.8's fluid.io does."""
+    return [v for v in program.list_vars() if is_parameter(v)]
+
+
+def get_program_persistable_vars(program):
+    """Every persistable variable of `program` that a save would write."""
+    return [v for v in program.list_vars() if is_persistable(v)]
+
+
+__all__ += ["get_program_parameter", "get_program_persistable_vars"]

@@ -11,20 +11,25 @@
 ``load_inference_model(path, executor)`` reads either: a directory holding `__model__` (or
 `model_filename`), else ``<path>.pdmodel``. Every file problem (missing, truncated, corrupt,
 changed since the save per the manifest, wrong version, not fitting the program's variable)
-raises a FluidityError naming the file.
+raises a FluidityError naming the file. As Fluid 1.8, ``load_inference_model(None, executor,
+model_bytes, params_bytes)`` loads a model held in memory (the program's serialized bytes
+and the bytes an in-memory `save_persistables(executor, None, program)` returned).
 """
 import os
+import warnings
 
 from ..core import serialization as ser
 from ..core.dtypes import VarType
 from ..core.names import OpRole
 from ..errors import FluidityError, ProgramError
 from ..framework import EMPTY_VAR_NAME, Program, Variable, load_program_file
+from ..ir import desc_check
 from ..ir import rewrite
 from ..transpiler.compat_check import check_program
 from ..transpiler.prune import inference_optimize
 from . import atomic, manifest
-from .variables import as_program, is_persistable, read_vars, select, write_vars
+from .variables import (as_program, is_persistable, read_vars, select, vars_from_bytes,
+                        write_vars)
 
 MODEL_FILENAME = "__model__"
 
@@ -170,6 +175,10 @@ def save_inference_model(dirname, feeded_var_names, target_vars, executor, main_
     `target_vars` given `feeded_var_names`, with feed/fetch ops — then its persistables
     (separate files, or one `params_filename`). Returns the fetch target names.
 
+    `main_program` may be a CompiledProgram (its program is saved). With
+    export_for_deployment=False the whole program is written (`<model>.main_program`), the
+    feeds and targets unchecked, as Fluid does.
+
     Called Paddle-2.x style, with Variables as feeds (`save_inference_model(path_prefix,
     feed_vars, fetch_vars, executor)`), it writes `<prefix>.pdmodel` + `<prefix>.pdiparams`."""
     fv = feeded_var_names if isinstance(feeded_var_names, (list, tuple)) else [feeded_var_names]
@@ -178,9 +187,13 @@ def save_inference_model(dirname, feeded_var_names, target_vars, executor, main_
                                        program=main_program)
     feeds = _names(feeded_var_names, "feeded_var_names", allow_vars=False)
     targets = _names(target_vars, "target_vars")
-    if not targets:
-        raise FluidityError("save_inference_model: target_vars is empty")
+    if not targets and export_for_deployment:
+        raise ValueError("save_inference_model: 'target_vars' should be a list of Variable "
+                         "(it is empty)")
     main_program = as_program(main_program)
+    if any(op.type == "auc" for op in main_program.global_block().ops):
+        warnings.warn("please ensure that you have set the auc states to zeros before saving "
+                      "inference model")
     model_name = os.path.basename(model_filename or MODEL_FILENAME)
     if export_for_deployment:
         program, fetch_names = normalize_program(main_program, feeds, targets)
@@ -198,11 +211,16 @@ def save_inference_model(dirname, feeded_var_names, target_vars, executor, main_
 
 def _finish_load(program, executor, dirname, params_filename):
     read_vars(executor, dirname, select(program, None, is_persistable), params_filename)
+    return _loaded(program, dirname)
+
+
+def _loaded(program, where):
+    """[program, feed target names, fetch target variables] of a loaded model."""
     try:
         feeds = get_feed_target_names(program)
         fetches = get_fetch_target_names(program)
     except ProgramError as e:
-        raise ProgramError(f"{dirname}: {e}") from None
+        raise ProgramError(f"{where}: {e}") from None
     return [program, feeds, [program.global_block().var(n) for n in fetches]]
 
 
@@ -212,8 +230,7 @@ def load_inference_model(dirname, executor, model_filename=None, params_filename
     [program, feed_target_names, fetch_targets]. `dirname` is a directory holding
     `__model__` (or `model_filename`), or a Paddle 2.x prefix with `<prefix>.pdmodel`."""
     if dirname is None:
-        raise FluidityError("load_inference_model: loading from memory (dirname=None) is not "
-                            "supported; give the model's directory or path prefix")
+        return _load_from_memory(executor, model_filename, params_filename)
     path = os.path.normpath(os.fspath(dirname))
     atomic.settle(*os.path.split(os.path.abspath(path)))  # a directory or a file group
     is_dir = os.path.isdir(path)
@@ -229,6 +246,21 @@ def load_inference_model(dirname, executor, model_filename=None, params_filename
         check_program(program, model_path)
         return _finish_load(program, executor, d,
                             os.path.basename(params_filename) if params_filename else None)
+
+
+def _load_from_memory(executor, model_bytes, params_bytes):
+    """Fluid 1.8's in-memory load: `model_bytes` a serialized ProgramDesc (checked as a file's
+    would be), `params_bytes` its persistables' combined records."""
+    if params_bytes is None:
+        raise ValueError("The path of params cannot be None when the directory path is None.")
+    if not isinstance(model_bytes, (bytes, bytearray)) or \
+            not isinstance(params_bytes, (bytes, bytearray)):
+        raise TypeError("load_inference_model(None, executor, model, params): model and "
+                        "params must be the bytes of a program and of its parameters")
+    program = Program(desc_check.parse_program_desc(bytes(model_bytes), "<memory>"))
+    check_program(program, "<memory>")
+    vars_from_bytes(bytes(params_bytes), select(program, None, is_persistable))
+    return _loaded(program, "in-memory model")
 
 
 def save_inference_model_v2(path_prefix, feed_vars, fetch_vars, executor, program=None,

@@ -7,11 +7,19 @@ the global scope.
 `save_vars` / `load_vars` wrap them in a staged, atomic directory save (fluidity.io.atomic)
 and a manifest-checked load, and the other savers (inference models, checkpoints) call
 them inside their own staged save.
+
+In memory, as Fluid 1.8: `save_vars(executor, None, ...)` (no dirname, no filename) returns
+the variables' combined records as bytes (what a `filename` would hold), and
+`load_vars(executor, None, ..., filename=those_bytes)` loads them back.
 """
+import io
 import os
 
+from ..core import dtypes
+from ..core import serialization as ser
 from ..core.dtypes import VarType
-from ..errors import ExecutionError, FluidityError
+from ..core.scope import global_scope
+from ..errors import ArgumentTypeError, ExecutionError, FluidityError, FormatError, ShapeError
 from ..executor import Executor
 from ..framework import Parameter, Program, Variable, default_main_program
 from . import atomic, manifest
@@ -30,23 +38,35 @@ def is_parameter(var):
 
 
 def as_program(p):
-    """`p`, or the default main program when None; anything else is refused."""
+    """`p`, or the default main program when None, or a CompiledProgram's program (Fluid's
+    `_get_valid_program`); anything else is a TypeError."""
     p = default_main_program() if p is None else p
+    if hasattr(p, "program_for_executor") and not isinstance(p, Program):
+        inner = getattr(p, "_program", None)
+        if not isinstance(inner, Program):
+            raise ArgumentTypeError(f"The type of input main_program is invalid, expected "
+                                    f"type is Program, but received a CompiledProgram of "
+                                    f"{type(inner).__name__}")
+        return inner
     if not isinstance(p, Program):
-        raise FluidityError(f"main_program must be a Program, got {type(p).__name__}")
+        raise ArgumentTypeError(f"The type of input main_program is invalid, expected type "
+                                f"is fluid.Program, but received {type(p).__name__}")
     return p
+
+
+_get_valid_program = as_program
 
 
 def select(main_program, vars, predicate):
     """The variables to save/load: `vars`, or those of the program `predicate` accepts;
     unique by name, RAW variables skipped (as Paddle does)."""
+    program = as_program(main_program)          # checked even when vars are given, as Fluid
     if vars is None:
-        vars = [v for v in as_program(main_program).list_vars()
-                if predicate is None or predicate(v)]
+        vars = [v for v in program.list_vars() if predicate is None or predicate(v)]
     out = {}
     for v in vars:
         if not isinstance(v, Variable):
-            raise FluidityError(f"vars must hold Variables, got {type(v).__name__}")
+            raise ArgumentTypeError(f"vars must hold Variables, got {type(v).__name__}")
         if v.type != VarType.RAW:
             out.setdefault(v.name, v)
     return list(out.values())
@@ -122,22 +142,89 @@ def read_vars(executor, dirname, vars, filename=None, saved_in=None):
 def save_vars(executor, dirname, main_program=None, vars=None, predicate=None, filename=None):
     """Save `vars` (or the variables of `main_program` that `predicate` accepts) from the
     global scope into `dirname`: one file per variable, or all in `filename`, sorted by name.
-    The save is atomic as a whole; files of `dirname` it does not write are kept."""
+    The save is atomic as a whole; files of `dirname` it does not write are kept. With
+    neither `dirname` nor `filename`, returns those combined records as bytes instead."""
     vars = select(main_program, vars, predicate)
+    if dirname is None and filename is None:
+        return vars_to_bytes(executor, vars)
     with atomic.StagedDirectory(dirname) as stage:
         write_vars(executor, stage.path, vars, filename or None)
 
 
 def load_vars(executor, dirname, main_program=None, vars=None, predicate=None, filename=None):
     """Load what `save_vars` saved into the global scope (checked against the manifest
-    where the directory has one)."""
+    where the directory has one). With `dirname` None, `filename` holds the bytes an
+    in-memory `save_vars` returned."""
     vars = select(main_program, vars, predicate)
+    if dirname is None:
+        if not isinstance(filename, (bytes, bytearray)):
+            raise ArgumentTypeError(f"load_vars: with dirname None, filename must hold the "
+                                    f"saved bytes, got {type(filename).__name__}")
+        vars_from_bytes(bytes(filename), vars)
+        return
     with atomic.reading(dirname) as d:
         read_vars(executor, d, vars, filename or None)
 
 
+def vars_to_bytes(executor, vars):
+    """The combined records of `vars` (sorted by name) from the global scope, as bytes: a
+    `save_combine` op with `save_to_memory`, as Fluid's in-memory save."""
+    prog = Program()
+    block = prog.global_block()
+    clones = sorted((_clone_var(block, v) for v in vars), key=lambda v: v.name)
+    out = block.create_var(name="@saved_params@", type=VarType.RAW, persistable=True)
+    block.append_op("save_combine", {"X": clones}, {"Y": out},
+                    {"file_path": "", "save_to_memory": True}, infer_shape=False)
+    run_io_program(executor, prog)
+    data = global_scope().find_var(out.name).value
+    global_scope().erase_vars([out.name])
+    return data
+
+
+def vars_from_bytes(data, vars):
+    """Set `vars` in the global scope from combined records `data` (sorted by name), each
+    checked to fit its variable; nothing is set unless all of them read and fit."""
+    vars = sorted(vars, key=lambda v: v.name)
+    r = ser.reader(io.BytesIO(data))
+    values = []
+    for k, v in enumerate(vars):
+        try:
+            t = ser.read_lod_tensor(r)
+        except FormatError as e:
+            raise FormatError(f"in-memory parameters: variable #{k} '{v.name}' of the "
+                              f"{len(vars)} expected: {e}") from None
+        got, want = list(t._array.shape), list(v.shape)
+        if len(got) != len(want) or any(w >= 0 and w != g for w, g in zip(want, got)) or (
+                v.dtype is not None and dtypes.to_code(t._array.dtype) != v.dtype):
+            raise ShapeError(f"in-memory parameters: variable '{v.name}' is "
+                             f"{dtypes.name(v.dtype)} {want} in the program, but the bytes "
+                             f"hold {t._array.dtype} {got}")
+        values.append(t)
+    if not r.at_end():
+        raise FormatError(f"in-memory parameters: bytes left after the last of the "
+                          f"{len(vars)} variables the program expects")
+    scope = global_scope()
+    for v, t in zip(vars, values):
+        scope.var(v.name).value = t
+
+
+def get_parameter_value(para, executor):
+    """The value of Parameter `para` in the global scope, as an ndarray (Fluid's)."""
+    if not is_parameter(para):
+        raise ArgumentTypeError(f"get_parameter_value: '{getattr(para, 'name', para)}' is "
+                                f"not a Parameter")
+    prog = Program()
+    var = _clone_var(prog.global_block(), para)
+    return executor.run(prog, feed={}, fetch_list=[var])[0]
+
+
+def get_parameter_value_by_name(name, executor, program=None):
+    """`get_parameter_value` of the parameter `name` of `program` (default: the main)."""
+    return get_parameter_value(as_program(program).global_block().var(name), executor)
+
+
 def save_params(executor, dirname, main_program=None, filename=None):
-    save_vars(executor, dirname, main_program, predicate=is_parameter, filename=filename)
+    return save_vars(executor, dirname, main_program, predicate=is_parameter, filename=filename)
 
 
 def load_params(executor, dirname, main_program=None, filename=None):
@@ -145,7 +232,7 @@ def load_params(executor, dirname, main_program=None, filename=None):
 
 
 def save_persistables(executor, dirname, main_program=None, filename=None):
-    save_vars(executor, dirname, main_program, predicate=is_persistable, filename=filename)
+    return save_vars(executor, dirname, main_program, predicate=is_persistable, filename=filename)
 
 
 def load_persistables(executor, dirname, main_program=None, filename=None):

@@ -9,19 +9,22 @@ required fields, unknown enum values, misread fields). On top of that, the struc
 
 * blocks: at least one; block i says idx i; block 0 has parent -1, every other block a
   parent in range whose chain reaches block 0; forward_block_idx -1 or another block;
-* variables: a non-empty name, unique in the block; an element type for tensors, whose
-  known dims' product, in bytes, fits an int64 (a negative dim is unknown: Paddle saves -1
-  for a batch and products such as -4 for instance_norm's statistics); lod_level >= 0;
+* variables: a usable name (`name_problem`: not empty, no NUL, at most 4 KiB), unique in
+  the block; an element type for tensors, whose known dims' product, in bytes, fits an
+  int64 (a negative dim is unknown: Paddle saves -1 for a batch and products such as -4
+  for instance_norm's statistics); lod_level >= 0;
 * ops: a type; each BLOCK/BLOCKS attribute names an existing block other than the op's own
   and its ancestors, and no chain of sub-blocks leads back to a block (the executor would
   recurse forever); an attribute the registry declares as a block has that type, and a
-  control-flow op whose schema needs a sub-block has one.
+  control-flow op whose schema needs a sub-block has one; every other attribute the
+  registry declares is of its type (`registry.coerce_attr`: a FormatError naming op,
+  attribute, expected and found type); argument names are usable names.
 """
 import math
 
 from ..core import dtypes, proto_check
 from ..core.dtypes import VarType
-from ..errors import ProgramFormatError
+from ..errors import ProgramError, ProgramFormatError
 from ..ops import registry
 from ..proto import framework_pb2 as pb
 from .views import sub_block_ids, tensor_desc
@@ -102,13 +105,33 @@ def _dims_problem(td, itemsize):
     return None
 
 
+# A variable name is data: every consumer (messages, generated code, file names) treats it as
+# such, so Paddle's names (`@`, `.`, `/`, `-`, unicode) and any other load; refused are only
+# names nothing could use.
+MAX_NAME_BYTES = 4096
+
+
+def name_problem(name):
+    """What makes `name` unusable as a variable name (empty, a NUL byte, longer than
+    MAX_NAME_BYTES in UTF-8), or None."""
+    if not name:
+        return "empty variable name"
+    if "\0" in name:
+        return f"variable name {name[:40]!r} holds a NUL character"
+    n = len(name.encode("utf-8", "surrogatepass"))
+    if n > MAX_NAME_BYTES:
+        return f"variable name {name[:40]!r}... is {n} bytes long (at most {MAX_NAME_BYTES})"
+    return None
+
+
 def _vars(desc):
     for i, bd in enumerate(desc.blocks):
         names = set()
         for k, vd in enumerate(bd.vars):
             at = f"field blocks[{i}].vars[{k}]"
-            if not vd.name:
-                return f"{at}.name: empty variable name"
+            problem = name_problem(vd.name)
+            if problem is not None:
+                return f"{at}.name: {problem}"
             if vd.name in names:
                 return f"{at}.name: variable '{vd.name}' is declared twice in block {i}"
             names.add(vd.name)
@@ -149,11 +172,11 @@ def _block_attrs(opdef):
 
 
 def _op_attrs(opdef, od, at):
-    """Problems of an op's attributes against its schema: block-typed ones."""
+    """Problems of an op's attributes against its schema: block-typed ones, then the type of
+    every other attribute the schema declares (registry.coerce_attr: what Paddle writes is
+    accepted, a string where a number belongs and the like are not)."""
     specs = _block_attrs(opdef)
-    if not specs:
-        return None
-    have = {a.name: a for a in od.attrs}
+    have = {a.name: a for a in od.attrs} if specs else {}
     for name, want, required in specs:
         a = have.get(name)
         if a is None:
@@ -162,6 +185,14 @@ def _op_attrs(opdef, od, at):
         elif a.type != want:
             return (f"{at}: attribute '{name}' of op '{od.type}' is "
                     f"{AttrType.Name(a.type)}, the op needs {AttrType.Name(want)}")
+    for j, a in enumerate(od.attrs):
+        want = opdef.attr_type(a.name)
+        if want is None or want in _BLOCK_TYPES:
+            continue
+        try:
+            registry.coerce_attr(opdef, a.name, registry.read_attr(a), a.type)
+        except ProgramError as e:
+            return f"{at}.attrs[{j}]: {e}"
     return None
 
 
@@ -174,6 +205,12 @@ def _ops(desc):
             at = f"field blocks[{i}].ops[{k}]"
             if not od.type:
                 return f"{at}.type: empty op type"
+            for slots, what in ((od.inputs, "inputs"), (od.outputs, "outputs")):
+                for j, v in enumerate(slots):
+                    for name in v.arguments:
+                        problem = name_problem(name)
+                        if name and problem is not None:
+                            return f"{at}.{what}[{j}] ('{v.parameter}'): {problem}"
             opdef = registry.find(od.type)
             if opdef is not None:
                 problem = _op_attrs(opdef, od, at)

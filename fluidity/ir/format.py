@@ -3,6 +3,15 @@ from ..core import dtypes
 from ..core.dtypes import VarType
 from .views import TENSORLIKE
 
+
+def printable(text):
+    """`text` with control and other unprintable characters escaped (as repr() writes
+    them), so a name read from a hostile file cannot move the cursor, recolour the
+    terminal or forge a line of the listing."""
+    text = str(text)
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
 # attributes of every op that say nothing about what it computes
 _HIDDEN_ATTRS = {"op_callstack", "op_role_var", "op_namescope", "op_device", "with_quant_attr"}
 
@@ -23,7 +32,7 @@ def format_var(v):
         desc = f"{kind}{dtypes.name(v.dtype)}{list(v.shape)}{lod}"
     else:
         desc = VarType.Type.Name(t).lower()
-    return f"{v.name} : {desc}" + (f" ({', '.join(flags)})" if flags else "")
+    return f"{printable(v.name)} : {desc}" + (f" ({', '.join(flags)})" if flags else "")
 
 
 def _fmt_attr(value):
@@ -36,12 +45,13 @@ def _fmt_attr(value):
 
 def format_op(op, show_role=False):
     def slots(m):
-        return ", ".join(f"{k}={v[0] if len(v) == 1 else v}" for k, v in m.items() if v)
+        return ", ".join(f"{printable(k)}={printable(v[0]) if len(v) == 1 else v}"
+                         for k, v in m.items() if v)
     attrs = {k: v for k, v in op.all_attrs().items() if k not in _HIDDEN_ATTRS}
     if not show_role and attrs.get("op_role") == 0:
         attrs.pop("op_role")
-    a = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in sorted(attrs.items()))
-    return f"{slots(op.outputs_map())} = {op.type}({slots(op.inputs_map())})" + (
+    a = ", ".join(f"{printable(k)}={_fmt_attr(v)}" for k, v in sorted(attrs.items()))
+    return f"{slots(op.outputs_map())} = {printable(op.type)}({slots(op.inputs_map())})" + (
         f" {{{a}}}" if a else "")
 
 

@@ -83,6 +83,7 @@ def write_attr(op_desc, name, value):
     type_ = opdef.attr_type(name) if opdef is not None else None
     if type_ is None:
         type_ = registry.attr_type_of(value)
+    registry.check_value(type_, name, value, op_desc.type)   # before an Attr is added
     for a in op_desc.attrs:
         if a.name == name:
             registry.write_attr(a, name, value, type_)

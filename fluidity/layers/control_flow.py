@@ -12,7 +12,7 @@ import contextlib
 from .. import unique_name
 from ..core import dtypes
 from ..core.dtypes import VarType
-from ..framework import Variable, default_main_program
+from ..framework import Variable, check_type, default_main_program
 from ..layer_helper import LayerHelper
 from .manip import cast, increment, less_than, logical_and, logical_not
 from .tensor import assign, fill_constant
@@ -437,6 +437,15 @@ def max_sequence_len(rank_table):
 
 
 def _array_op(op_type, x, table, array_out):
+    for arg, value in (("x", x), ("table", table)):     # Fluid 1.8 takes a list of one too
+        if isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                check_type(v, f"{'input' if arg == 'x' else arg}[{i}]", Variable, op_type)
+            if len(value) != 1:
+                raise ValueError(f"{op_type}: '{arg}' must be one Variable, got a list of "
+                                 f"{len(value)}")
+    x = x[0] if isinstance(x, (list, tuple)) else x
+    table = table[0] if isinstance(table, (list, tuple)) else table
     helper = LayerHelper(op_type)
     if array_out:
         out = helper.block().create_var(name=unique_name.generate(f"{op_type}.tmp"),

@@ -4,38 +4,31 @@ declined name only where no real layer has it)."""
 from ..errors import declined_class
 
 
-_RNN_API = ("Fluid 1.8's cell API (rnn, cells, decoders, dynamic_decode) is not built; use "
-            "StaticRNN, DynamicRNN, dynamic_lstm or dynamic_gru")
 _DETECTION = "a detection layer, outside Fluidity's scope"
+_SAMPLER = ("the {} op (a randomly sampling target assigner of two-stage detectors) is not "
+            "built")
 
 # name: why
 DECLINED = {
-    "data_norm": ("its statistics parameters are updated by a special summary rule of "
-                  "Paddle's distributed CTR training, which Fluidity does not run"),
-    "hash": "the op hashes with xxHash64, which Fluidity does not ship",
     "similarity_focus": "the similarity_focus op is not built",
-    "filter_by_instag": "the filter_by_instag op (PaddleBox instance tags) is not built",
     "lstm": "the cuDNN LSTM op is not built; use dynamic_lstm or StaticRNN",
-    "dynamic_lstmp": "the projected LSTM op (lstmp) is not built; use dynamic_lstm",
-    "RNNCell": _RNN_API, "GRUCell": _RNN_API, "LSTMCell": _RNN_API, "Decoder": _RNN_API,
-    "BeamSearchDecoder": _RNN_API, "rnn": _RNN_API, "dynamic_decode": _RNN_API,
-    "DecodeHelper": _RNN_API, "TrainingHelper": _RNN_API, "GreedyEmbeddingHelper": _RNN_API,
-    "SampleEmbeddingHelper": _RNN_API, "BasicDecoder": _RNN_API,
-    "roi_pool": _DETECTION, "roi_align": _DETECTION, "psroi_pool": _DETECTION,
-    "prroi_pool": _DETECTION, "deformable_conv": _DETECTION,
-    "deformable_roi_pooling": _DETECTION, "sigmoid_focal_loss": _DETECTION,
-    "resize_trilinear": "the 3-D trilinear_interp op is not built",
-    "adaptive_pool3d": "pool3d's adaptive mode is not built",
+    "deformable_conv": _DETECTION, "deformable_roi_pooling": _DETECTION,
+    # Fluid 1.8's fluid.layers.detection names not built (the rest of it is:
+    # fluidity/layers/detection.py): training-target samplers of two-stage detectors and
+    # detection heads few programs use
+    "rpn_target_assign": _SAMPLER.format("rpn_target_assign"),
+    "retinanet_target_assign": _SAMPLER.format("retinanet_target_assign"),
+    "generate_proposal_labels": _SAMPLER.format("generate_proposal_labels"),
+    "generate_mask_labels": ("the generate_mask_labels op (Mask R-CNN's mask targets, "
+                             "rasterizing polygons) is not built"),
+    "locality_aware_nms": ("the locality_aware_nms op (EAST's polygon merging NMS) is not "
+                           "built; use multiclass_nms"),
     "tree_conv": ("the tree_conv op (tree-based convolution over edge sets, TBCNN) and its "
                   "tree-to-column transform are not built"),
 }
-# the classes of the cell API with Fluid's method names, so a program calling one gets the
-# reason rather than an AttributeError
-_CELL = ("call", "get_initial_states")
-_DECODER = ("initialize", "step", "finalize")
-DECLINED_CLASSES = {"RNNCell": _CELL, "GRUCell": _CELL, "LSTMCell": _CELL,
-                    "Decoder": _DECODER,
-                    "BeamSearchDecoder": _DECODER + ("tile_beam_merge_with_batch",)}
+# declined classes, with the method names Fluid gives them, so a program calling one gets
+# the reason rather than an AttributeError: {name: (method, ...)}
+DECLINED_CLASSES = {}
 
 
 def declined(name, why):

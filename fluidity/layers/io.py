@@ -15,17 +15,16 @@ def data(name, shape, append_batch_size=True, dtype="float32", lod_level=0, type
     append_batch_size, a -1 batch dim is prepended unless a dim is already None or -1;
     `fluid.data` (fluidity/layers/input.py) passes the full shape without it.
 
-    Fluid 1.x does not check what is fed to a `layers.data` variable; Fluidity checks it
-    against the shape but, as Fluid's ops would read it, accepts a value of the same batch
-    and the same number of elements per sample (`[6]` for shape `[1]`: read as `[6, 1]`);
-    see `Executor._check_feed`."""
+    As in Fluid 1.x, its `need_check_feed` is off: what is fed goes to the ops as it is
+    (a `[6]` label fed to `shape=[1]` stays `[6]`), whatever the declared shape; each op
+    then checks what it reads. `fluid.data` variables are checked at the feed."""
     shape = [-1 if d is None else int(d) for d in shape]
     if append_batch_size and all(d >= 0 for d in shape):   # a None or -1 anywhere: as given
         shape = [-1] + shape
     block = default_main_program().global_block()
     return block.create_var(name=name, shape=shape, dtype=dtype, lod_level=lod_level,
                             type=type if type is not None else VarType.LOD_TENSOR,
-                            stop_gradient=stop_gradient, need_check_feed=True)
+                            stop_gradient=stop_gradient, need_check_feed=False)
 
 
 # --- readers (Paddle's py_reader & co.; the program layout is in reader/program.py) ---------
@@ -40,13 +39,7 @@ def _patch_reset(var):
 
 
 def _patch_py_reader(var, control):
-    for name in ("start", "reset", "decorate_paddle_reader", "decorate_tensor_provider",
-                 "decorate_sample_list_generator", "decorate_batch_generator",
-                 "decorate_sample_generator"):
-        setattr(var, name, getattr(control, name))
-    var.queue = control.queue
-    var.control = control
-    return var
+    return control.bind(var)
 
 
 def _py_reader(capacity, specs, name, use_double_buffer, need_check_feed=None):

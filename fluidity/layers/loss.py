@@ -1,8 +1,8 @@
 """Loss layers (Fluid 1.x signatures)."""
+from ..core import dtypes
 from ..layer_helper import LayerHelper
 from ..ops.loss import IGNORE_INDEX
 from .checks import check_variables
-from .declined import declined
 from .manip import one_op_layer
 
 __all__ = ["cross_entropy", "softmax_with_cross_entropy", "sigmoid_cross_entropy_with_logits",
@@ -16,7 +16,12 @@ def _tmp(helper, dtype, stop_gradient=False):
 def cross_entropy(input, label, soft_label=False, ignore_index=IGNORE_INDEX):
     """Cross entropy of probabilities `input` [N, D] against int64 class ids [N, 1] (op
     cross_entropy2) or, with soft_label, distributions [N, D] (op cross_entropy).
-    Returns [N, 1]."""
+    Returns [N, 1] (Label's shape for a Label [N]). input must be a float16/32/64 Variable
+    (TypeError otherwise, as Fluid 1.8)."""
+    check_variables("cross_entropy", input=input, label=label)
+    if dtypes.name(input.dtype) not in ("float16", "float32", "float64"):
+        raise TypeError(f"cross_entropy: input ({input.name}) must be float16, float32 or "
+                        f"float64, got {dtypes.name(input.dtype)}")
     helper = LayerHelper("cross_entropy")
     out = _tmp(helper, input.dtype)
     if soft_label:
@@ -102,7 +107,7 @@ def log_loss(input, label, epsilon=1e-4, name=None):
 # --- Fluid 1.x losses (ops in fluidity/ops/loss_fluid1.py, composites over other layers) -------
 __all__ += ["ctc_greedy_decoder", "rank_loss", "margin_rank_loss", "bpr_loss", "kldiv_loss",
             "teacher_student_sigmoid_loss", "mse_loss", "npair_loss", "dice_loss",
-            "center_loss", "warpctc", "sampled_softmax_with_cross_entropy", "edit_distance"]
+            "center_loss", "warpctc", "edit_distance"]
 
 
 def rank_loss(label, left, right, name=None):
@@ -188,8 +193,6 @@ def dice_loss(input, label, epsilon=0.00001, name=None):
     return manip.reduce_mean(nn.scale(score, -1.0, 1.0), name=name)
 
 
-sampled_softmax_with_cross_entropy = declined(
-    "sampled_softmax_with_cross_entropy", "its sampler ops (sample_logits) are not built")
 
 
 def warpctc(input, label, blank=0, norm_by_times=False, input_length=None,

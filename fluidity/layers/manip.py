@@ -8,7 +8,7 @@ from ..framework import Variable
 from ..layer_helper import LayerHelper
 from ..ops.logic import COMPARISONS, LOGICAL
 from ..ops.reduce import REDUCERS
-from .checks import check_variables
+from .checks import check_type, check_variable_and_dtype, check_variables
 from .tensor import fill_constant, ints_or_tensors as _ints_or_tensors, zeros
 
 # `flatten` (op flatten2) is in layers/nn.py.
@@ -17,6 +17,9 @@ __all__ = (["concat", "split", "reshape", "transpose", "squeeze", "unsqueeze", "
            list(REDUCERS) + list(COMPARISONS) + list(LOGICAL) +
            ["logical_not", "increment", "argmax", "argmin", "clip", "where", "argsort",
             "cumsum", "flip", "unstack", "clip_by_norm"])
+
+
+_CONCAT_DTYPES = ("float16", "float32", "float64", "int32", "int64")
 
 
 def one_op_layer(op_type, inputs, attrs=None, dtype=None, out=None, name=None, out_slot="Out",
@@ -47,8 +50,25 @@ def _with_xshape(op_type, x, attrs, inputs=None, name=None, act=None):
 
 
 # --- joining and cutting ---------------------------------------------------------------------
+_CONCAT_DTYPES = ("float16", "float32", "float64", "int32", "int64")
+
+
 def concat(input, axis=0, name=None):
-    """Join `input` (a list of Variables) along `axis` (an int or an int Variable)."""
+    """Join `input` (a list of Variables; one Variable is taken as a list of it, as Fluid
+    does) along `axis` (an int or an int Variable)."""
+    check_type(input, "input", (list, tuple, Variable), "concat")
+    if isinstance(input, Variable):
+        import warnings
+        warnings.warn(f"The type of input in concat should be list, but received "
+                      f"{type(input)}.")
+        input = [input]
+    for i, x in enumerate(input):
+        check_variable_and_dtype(x, f"input[{i}]", _CONCAT_DTYPES, "concat")
+    check_type(axis, "axis", (int, Variable), "concat")
+    if input[0].type == dtypes.VarType.LOD_TENSOR_ARRAY:
+        if len(input) != 1 or isinstance(axis, Variable):
+            raise TypeError("concat: a LoDTensorArray is joined alone, along an int axis")
+        return tensor_array_to_tensor(input[0], axis=int(axis), name=name)[0]
     axis_t = axis if isinstance(axis, Variable) else None
     return one_op_layer("concat", {"X": list(input), "AxisTensor": axis_t},
                         {"axis": 0 if axis_t is not None else int(axis)}, name=name)
@@ -418,3 +438,15 @@ def size(input):
     out = one_op_layer("size", {"Input": input}, dtype="int64")
     out.stop_gradient = True
     return out
+
+
+def tensor_array_to_tensor(input, axis=1, name=None, use_stack=False):
+    """(the array's tensors concatenated, or stacked, along axis; int32 sizes of each)."""
+    check_variables("tensor_array_to_tensor", input=input)
+    helper = LayerHelper("tensor_array_to_tensor", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    index = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    helper.append_op("tensor_array_to_tensor", inputs={"X": input},
+                     outputs={"Out": out, "OutIndex": index},
+                     attrs={"axis": int(axis), "use_stack": bool(use_stack)})
+    return out, index

@@ -1,10 +1,11 @@
 """Neural-network layers: fc, embedding, mean, elementwise_*, matmul, ..."""
+from ..core import dtypes
 from ..core.dtypes import VarType
 from ..errors import ShapeError
 from ..layer_helper import LayerHelper
 from ..ops.math import ELEMENTWISE
 from .checks import check_variables
-from .manip import one_op_layer
+from .manip import one_op_layer, tensor_array_to_tensor  # noqa: F401 (in nn's __all__)
 
 __all__ = ["fc", "embedding", "mean", "mul", "matmul", "scale", "sum", "sums"] + list(ELEMENTWISE)
 
@@ -60,6 +61,14 @@ def table_lookup(op_type, input, size, is_sparse, is_distributed, padding_idx, p
     [..., 1], the last 1 replaced by dim) and `fluid.embedding` (lookup_table_v2: dim
     appended to ids of any shape) differ only in the op, whose shape rule that is. A
     negative `padding_idx` counts from the end of the vocabulary; None is -1 (no padding)."""
+    layer = "fluid.layers.embedding" if op_type == "lookup_table" else "fluid.embedding"
+    check_variables(layer, input=input)
+    if dtypes.name(input.dtype) != "int64":
+        raise TypeError(f"{layer}: input ({input.name}) must be int64 ids, got "
+                        f"{dtypes.name(input.dtype)}")
+    if dtypes.name(dtype) not in ("float16", "float32", "float64"):
+        raise TypeError(f"{layer}: dtype must be float16, float32 or float64, got "
+                        f"{dtypes.name(dtype)}")
     helper = LayerHelper("embedding", param_attr=param_attr, name=name)
     w = helper.create_parameter(param_attr, list(size), dtype)
     out = helper.create_variable_for_type_inference(dtype)
@@ -97,6 +106,13 @@ def mul(x, y, x_num_col_dims=1, y_num_col_dims=1, name=None):
 
 
 def matmul(x, y, transpose_x=False, transpose_y=False, alpha=1.0, name=None):
+    """alpha * op(x) @ op(y); x and y float16/32/64 Variables (TypeError otherwise, as
+    Fluid 1.8)."""
+    check_variables("matmul", x=x, y=y)
+    for arg, v in (("x", x), ("y", y)):
+        if dtypes.name(v.dtype) not in ("float16", "float32", "float64"):
+            raise TypeError(f"matmul: '{arg}' ({v.name}) must be float16, float32 or float64, "
+                            f"got {dtypes.name(v.dtype)}")
     return one_op_layer("matmul", {"X": x, "Y": y}, {"transpose_X": transpose_x,
                                                      "transpose_Y": transpose_y,
                                                      "alpha": float(alpha)}, name=name)
@@ -170,6 +186,9 @@ def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
     depthwise_conv2d."""
     helper = LayerHelper("conv2d", input=input, param_attr=param_attr, bias_attr=bias_attr,
                          act=act, name=name)
+    if not isinstance(use_cudnn, bool):
+        raise ValueError(f"Attr(use_cudnn) should be True or False. Received Attr(use_cudnn): "
+                         f"{use_cudnn}.")
     if data_format not in ("NCHW", "NHWC"):
         raise ValueError(f"conv2d: data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
     channel_last = data_format == "NHWC"
@@ -481,18 +500,6 @@ def random_crop(x, shape, seed=None):
     return out
 
 
-def tensor_array_to_tensor(input, axis=1, name=None, use_stack=False):
-    """(the array's tensors concatenated, or stacked, along axis; int32 sizes of each)."""
-    check_variables("tensor_array_to_tensor", input=input)
-    helper = LayerHelper("tensor_array_to_tensor", name=name)
-    out = helper.create_variable_for_type_inference(input.dtype)
-    index = helper.create_variable_for_type_inference("int32", stop_gradient=True)
-    helper.append_op("tensor_array_to_tensor", inputs={"X": input},
-                     outputs={"Out": out, "OutIndex": index},
-                     attrs={"axis": int(axis), "use_stack": bool(use_stack)})
-    return out, index
-
-
 # --- py_func (op in fluidity/ops/py_func.py) ---------------------------------------------------
 __all__ += ["py_func"]
 
@@ -591,20 +598,23 @@ def im2sequence(input, filter_size=1, stride=1, padding=0, input_image_size=None
                 out_stride=1, name=None):
     """The filter_size patches of each image of `input` [N, C, H, W] as the rows of one
     sequence per image (a LoD tensor [N * L, C * kh * kw]); padding an int, [h, w] or
-    [up, left, down, right]."""
+    [up, left, down, right]. With `input_image_size` [N, 2] (each image's real height and
+    width; a batch of several), image i gives only the patches covering its real size
+    divided by `out_stride`."""
     check_variables("im2sequence", input=input)
-    if input_image_size is not None:
-        raise NotImplementedError("im2sequence: per-image real sizes (input_image_size) are "
-                                  "not built in Fluidity")
     padding = [padding] * 4 if isinstance(padding, int) else [int(p) for p in padding]
     if len(padding) == 2:
         padding = padding * 2
     if len(padding) != 4:
         raise ValueError(f"im2sequence: padding needs 1, 2 or 4 values, got {padding}")
+    inputs = {"X": input}
+    attrs = {"kernels": pair(filter_size, "filter_size"), "strides": pair(stride, "stride"),
+             "paddings": padding}
+    if input_image_size is not None:
+        check_variables("im2sequence", input_image_size=input_image_size)
+        inputs["Y"] = input_image_size
+        attrs["out_stride"] = pair(out_stride, "out_stride")
     helper = LayerHelper("im2sequence", name=name)
     out = helper.create_variable_for_type_inference(input.dtype, lod_level=1)
-    helper.append_op("im2sequence", inputs={"X": input}, outputs={"Out": out},
-                     attrs={"kernels": pair(filter_size, "filter_size"),
-                            "strides": pair(stride, "stride"), "paddings": padding,
-                            "out_stride": pair(out_stride, "out_stride")})
+    helper.append_op("im2sequence", inputs=inputs, outputs={"Out": out}, attrs=attrs)
     return out

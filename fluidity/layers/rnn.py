@@ -1,13 +1,23 @@
-"""Recurrent layers over LoD sequences (Fluid 1.x signatures): dynamic_lstm, dynamic_gru, and
-the one-step lstm_unit / gru_unit. Inputs to dynamic_lstm/dynamic_gru are already projected
-(an fc of size 4*D or 3*D before them), as in Fluid."""
+"""Recurrent layers (Fluid 1.x's `fluid.layers.rnn` module): over LoD sequences
+dynamic_lstm, dynamic_gru, and the one-step lstm_unit / gru_unit (inputs to dynamic_lstm /
+dynamic_gru are already projected, an fc of size 4*D or 3*D before them, as in Fluid); and
+over padded batches the 1.6 cell API, built in rnn_cells.py (RNNCell, GRUCell, LSTMCell,
+rnn) and decoders.py (Decoder, BeamSearchDecoder, dynamic_decode, the decode helpers and
+BasicDecoder), whose names this module also holds as Fluid's does."""
 from ..errors import ShapeError
 from ..layer_helper import LayerHelper
 from ..ops.rnn import ACT_CODES
 from .manip import concat
 from .nn import fc
+from .decoders import (BasicDecoder, BeamSearchDecoder, Decoder, DecodeHelper,
+                       GreedyEmbeddingHelper, SampleEmbeddingHelper, TrainingHelper,
+                       dynamic_decode)
+from .rnn_cells import GRUCell, LSTMCell, RNNCell, rnn
 
-__all__ = ["dynamic_lstm", "dynamic_gru", "lstm_unit", "gru_unit"]
+__all__ = ["RNNCell", "GRUCell", "LSTMCell", "Decoder", "BeamSearchDecoder", "rnn",
+           "dynamic_decode", "DecodeHelper", "TrainingHelper", "GreedyEmbeddingHelper",
+           "SampleEmbeddingHelper", "BasicDecoder",
+           "dynamic_lstm", "dynamic_gru", "lstm_unit", "gru_unit"]
 
 
 def _temps(helper, dtype, n):

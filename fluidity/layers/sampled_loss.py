@@ -1,5 +1,5 @@
-"""Losses over large class sets (Fluid 1.x signatures): nce and hsigmoid. Ops in
-fluidity/ops/sampled.py."""
+"""Losses over large class sets (Fluid 1.x signatures): nce and hsigmoid (ops in
+fluidity/ops/sampled.py), sampled_softmax_with_cross_entropy (fluidity/ops/sample_logits.py)."""
 import numpy as np
 
 from ..initializer import NumpyArrayInitializer
@@ -7,7 +7,7 @@ from ..layer_helper import LayerHelper
 from ..ops.sampled import SAMPLERS, alias_tables
 from .checks import check_variables
 
-__all__ = ["nce", "hsigmoid"]
+__all__ = ["nce", "hsigmoid", "sampled_softmax_with_cross_entropy"]
 
 
 def _check_var(layer, arg, v, ndim=None):
@@ -78,8 +78,16 @@ def hsigmoid(input, label, num_classes, param_attr=None, bias_attr=None, name=No
              path_table=None, path_code=None, is_custom=False, is_sparse=False):
     """Hierarchical sigmoid loss [N, 1]: binary decisions along the class's path in Paddle's
     default complete tree over num_classes, or (is_custom) the paths path_table/path_code."""
-    _check_var("hsigmoid", "input", input, 2)
+    _check_var("hsigmoid", "input", input)
     _check_var("hsigmoid", "label", label)
+    if len(input.shape) != 2:
+        # Fluid 1.x builds this, then its kernel walks X as rows of shape[1] elements:
+        # the samples' elements mixed up, a wrong loss without a word
+        raise ValueError(f"hsigmoid: input must be 2-D [N, D], got shape "
+                         f"{list(input.shape)}: Fluid 1.x accepts it but computes on rows of "
+                         f"{input.shape[1] if len(input.shape) > 1 else '?'} consecutive "
+                         f"elements, mixing samples; reshape it first "
+                         f"(fluid.layers.reshape(input, [-1, D]))")
     if not is_custom:
         if num_classes is None or num_classes < 2:
             raise ValueError("hsigmoid: num_classes must not be less than 2 with the default "
@@ -109,3 +117,50 @@ def hsigmoid(input, label, num_classes, param_attr=None, bias_attr=None, name=No
                      attrs={"num_classes": int(num_classes), "is_sparse": bool(is_sparse),
                             "remote_prefetch": bool(is_sparse)})
     return out
+
+
+def sampled_softmax_with_cross_entropy(logits, label, num_samples, num_true=1,
+                                       remove_accidental_hits=True,
+                                       use_customized_samples=False, customized_samples=None,
+                                       customized_probabilities=None, seed=0):
+    """Softmax cross-entropy [N, 1] over the true classes of `label` [N, num_true] (int64)
+    and num_samples classes drawn log-uniformly from the K of `logits` [N, K] (Fluid's
+    sampled softmax), divided by num_true. With use_customized_samples, the classes are
+    `customized_samples` [N, num_true + num_samples] (int64; the true ones first) with their
+    sampling probabilities `customized_probabilities`."""
+    _check_var("sampled_softmax_with_cross_entropy", "logits", logits, 2)
+    _check_var("sampled_softmax_with_cross_entropy", "label", label, 2)
+    if use_customized_samples:
+        _check_var("sampled_softmax_with_cross_entropy", "customized_samples",
+                   customized_samples, 2)
+        _check_var("sampled_softmax_with_cross_entropy", "customized_probabilities",
+                   customized_probabilities, 2)
+    helper = LayerHelper("sample_logits")
+    tmp = helper.create_variable_for_type_inference
+    samples = customized_samples if use_customized_samples else tmp("int64")
+    probabilities = (customized_probabilities if use_customized_samples
+                     else tmp(logits.dtype))
+    sampled_logits, sampled_label = tmp(logits.dtype), tmp("int64")
+    logits_dim, labels_dim = tmp(logits.dtype), tmp("int64")
+    inputs = {"Logits": logits, "Labels": label}
+    if use_customized_samples:
+        inputs.update({"CustomizedSamples": customized_samples,
+                       "CustomizedProbabilities": customized_probabilities})
+    helper.append_op("sample_logits", inputs=inputs,
+                     outputs={"Samples": samples, "Probabilities": probabilities,
+                              "SampledLabels": sampled_label,
+                              "SampledLogits": sampled_logits, "LogitsDim": logits_dim,
+                              "LabelsDim": labels_dim},
+                     attrs={"use_customized_samples": bool(use_customized_samples),
+                            "uniq": True, "remove_accidental_hits": bool(remove_accidental_hits),
+                            "num_samples": int(num_samples), "seed": int(seed)})
+    soft_label, loss, softmax = tmp(logits.dtype), tmp(logits.dtype), tmp(logits.dtype)
+    helper.append_op("one_hot", inputs={"X": sampled_label}, outputs={"Out": soft_label},
+                     attrs={"depth": int(num_samples) + 1})
+    helper.append_op("softmax_with_cross_entropy",
+                     inputs={"Logits": sampled_logits, "Label": soft_label},
+                     outputs={"Softmax": softmax, "Loss": loss},
+                     # Fluid writes ignore_index=False here; an INT attribute stores 0
+                     attrs={"soft_label": True, "ignore_index": 0,
+                            "numeric_stable_mode": False})
+    return loss / num_true

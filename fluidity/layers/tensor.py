@@ -1,8 +1,10 @@
 """Tensor-creating layers."""
+import numpy as np
+
 from ..core import dtypes
 from ..framework import default_main_program
 from ..layer_helper import LayerHelper
-from .checks import check_variables
+from .checks import check_type, check_variables
 
 __all__ = ["fill_constant", "create_tensor", "create_parameter", "create_global_var", "assign"]
 
@@ -29,9 +31,12 @@ def create_parameter(shape, dtype, name=None, attr=None, is_bias=False,
     `attr`, initialized in the startup program (Xavier, or 0 for a bias, unless
     `default_initializer` or the attr's initializer says otherwise)."""
     import copy
+    from ..initializer import Initializer
     from ..param_attr import ParamAttr
-    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) for d in shape):
-        raise TypeError(f"create_parameter: shape must be a list of ints, got {shape!r}")
+    _check_shape_items(shape, "create_parameter")
+    check_type(attr, "attr", (type(None), ParamAttr, str), "create_parameter")
+    check_type(default_initializer, "default_initializer", (type(None), Initializer),
+               "create_parameter")
     helper = LayerHelper("create_parameter", name=name)
     attr = copy.copy(ParamAttr.to_attr(attr))
     if name is not None and attr.name is None:
@@ -40,10 +45,18 @@ def create_parameter(shape, dtype, name=None, attr=None, is_bias=False,
                                    default_initializer=default_initializer)
 
 
+def _check_shape_items(shape, layer):
+    """Fluid's check of a shape given as numbers: a list, tuple or ndarray of ints."""
+    check_type(shape, "shape", (list, tuple, np.ndarray), layer)
+    for d in shape:
+        check_type(d, "item of shape", (int, np.integer), layer)
+
+
 def create_global_var(shape, value, dtype, persistable=False, force_cpu=False, name=None):
     """A variable of the global block filled with `value` by the startup program (Fluid's
     layers.create_global_var: counters, learning rates)."""
     from ..initializer import ConstantInitializer
+    _check_shape_items(shape, "create_global_var")
     helper = LayerHelper("global_var", name=name)
     var = helper.create_global_variable(persistable=persistable, dtype=dtype,
                                         shape=[int(d) for d in shape], name=name)
@@ -52,13 +65,16 @@ def create_global_var(shape, value, dtype, persistable=False, force_cpu=False, n
 
 
 def assign(input, output=None):
-    import numpy as np
     helper = LayerHelper("assign")
     if isinstance(input, np.ndarray):
+        key = {"float32": "fp32_values", "int32": "int32_values", "int64": "int64_values",
+               "bool": "bool_values"}.get(str(input.dtype))
+        if key is None:                   # Fluid's rule: what assign_value's attributes hold
+            raise TypeError(f"When the type of 'input' in assign is numpy.ndarray, the data "
+                            f"type of 'input' must be bool, float32, int32 or int64, but "
+                            f"received {input.dtype}")
         if output is None:
             output = helper.create_variable_for_type_inference(input.dtype)
-        key = {"float32": "fp32_values", "int32": "int32_values", "int64": "int64_values",
-               "bool": "bool_values"}[str(input.dtype)]
         helper.append_op("assign_value", outputs={"Out": output},
                          attrs={"shape": list(input.shape), "dtype": dtypes.to_code(input.dtype),
                                 key: input.reshape(-1).tolist()})

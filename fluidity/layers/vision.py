@@ -4,6 +4,7 @@ movers (space_to_depth, pixel_shuffle, shuffle_channel, temporal_shift), maxout,
 affine_channel, lrn; and merge_selected_rows / get_tensor_from_selected_rows."""
 import numbers
 
+from ..core import dtypes
 from ..errors import ShapeError
 from ..framework import Variable
 from ..layer_helper import LayerHelper
@@ -186,8 +187,9 @@ def prelu(x, mode, param_attr=None, name=None):
               "element": [1] + list(x.shape[1:])}
     if mode not in shapes:
         raise ValueError(f"prelu: mode must be 'all', 'channel' or 'element', got {mode!r}")
-    if mode == "channel" and len(x.shape) != 4:
-        raise ShapeError(f"prelu: mode 'channel' needs a 4-D input, got {list(x.shape)}")
+    if mode == "channel" and len(x.shape) < 2:    # any rank with channels at dim 1 (Fluid)
+        raise ShapeError(f"prelu: mode 'channel' needs channels at dim 1, got shape "
+                         f"{list(x.shape)}")
     helper = LayerHelper("prelu", param_attr=param_attr, name=name)
     alpha = helper.create_parameter(param_attr, shapes[mode], x.dtype,
                                     default_initializer=ConstantInitializer(0.25))
@@ -349,10 +351,13 @@ def temporal_shift(x, seg_num, shift_ratio=0.25, name=None):
 def maxout(x, groups, name=None, axis=1):
     """The max of each `groups` consecutive channels."""
     check_variables("maxout", x=x)
+    if dtypes.name(x.dtype) not in ("float16", "float32", "float64"):
+        raise TypeError(f"maxout: x ({x.name}) must be float16, float32 or float64, got "
+                        f"{dtypes.name(x.dtype)}")
     if axis not in (1, -1, 3):
-        raise ValueError(f"maxout: axis must be 1, -1 or 3, got {axis}")
+        raise ValueError(f"maxout: axis must be 1 (NCHW) or -1 or 3 (NHWC), got {axis}")
     return one_op_layer("maxout", {"X": x}, {"groups": _positive_int("maxout", "groups", groups),
-                                             "axis": axis}, name=name)
+                                             "axis": 3 if axis == -1 else axis}, name=name)
 
 
 def affine_channel(x, scale=None, bias=None, data_layout="NCHW", name=None, act=None):
@@ -420,6 +425,9 @@ def conv3d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
            data_format="NCDHW"):
     """3-D convolution of NCDHW `input`; weights default to N(0, sqrt(2 / (k^3 C)))."""
     from ..initializer import NormalInitializer
+    if not isinstance(use_cudnn, bool):
+        raise ValueError(f"Attr(use_cudnn) should be True or False. Received Attr(use_cudnn): "
+                         f"{use_cudnn}.")
     _check_ncdhw("conv3d", input, data_format)
     c = input.shape[1]
     groups = 1 if groups is None else int(groups)
@@ -508,4 +516,110 @@ def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
                      attrs={"kernel_sizes": pair(kernel_sizes, "kernel_sizes"),
                             "strides": pair(strides, "strides"), "paddings": paddings,
                             "dilations": pair(dilations, "dilations")})
+    return out
+
+
+# --- adaptive_pool3d (ops pool3d and max_pool3d_with_index in fluidity/ops/volume.py) -----------
+__all__ += ["adaptive_pool3d"]
+
+
+def adaptive_pool3d(input, pool_size, pool_type="max", require_index=False, name=None):
+    """Pool NCDHW `input` to pool_size (d, h, w) outputs, cell i of a dim of size n covering
+    [floor(i * n / o), ceil((i + 1) * n / o)). Max pooling writes max_pool3d_with_index, as
+    Fluid does; require_index also returns its Mask (each maximum's index in its volume)."""
+    check_variables("adaptive_pool3d", input=input)
+    _rank("adaptive_pool3d", input, 5)
+    if not isinstance(pool_type, str) or pool_type not in ("max", "avg"):
+        raise ValueError(f"adaptive_pool3d: Unknown pool_type: {pool_type!r}. It can only be "
+                         f"'max' or 'avg'.")
+    if not isinstance(require_index, bool):
+        raise TypeError(f"adaptive_pool3d: require_index must be bool, got "
+                        f"{type(require_index).__name__}")
+    if pool_type == "avg" and require_index:
+        raise ValueError("adaptive_pool3d: invalid setting 'require_index' true when "
+                         "'pool_type' is 'avg'.")
+    ksize = triple(pool_size, "pool_size")
+    helper = LayerHelper("adaptive_pool3d", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    if pool_type == "avg":
+        helper.append_op("pool3d", inputs={"X": input}, outputs={"Out": out},
+                         attrs={"pooling_type": "avg", "ksize": ksize, "adaptive": True})
+        return out
+    mask = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    helper.append_op("max_pool3d_with_index", inputs={"X": input},
+                     outputs={"Out": out, "Mask": mask}, attrs={"ksize": ksize, "adaptive": True})
+    return (out, mask) if require_index else out
+
+
+# --- resize_trilinear (op trilinear_interp in fluidity/ops/interp.py) --------------------------
+__all__ += ["resize_trilinear"]
+
+
+def resize_trilinear(input, out_shape=None, scale=None, name=None, actual_shape=None,
+                     align_corners=True, align_mode=1, data_format="NCDHW"):
+    """Resize the D, H, W of 5-D `input` by trilinear interpolation (op trilinear_interp, as
+    Fluid 1.8 writes it) to `out_shape` [d, h, w] (ints, Variables, or a Variable), or by
+    `scale`; `actual_shape` (a Variable) overrides the size at run time."""
+    from .tensor import fill_constant
+    check_variables("resize_trilinear", input=input)
+    _rank("resize_trilinear", input, 5)
+    if not isinstance(align_corners, bool):
+        raise TypeError("Attr align_corners should be a bool value")
+    if align_mode not in (0, 1):
+        raise ValueError("align_mode can only be 0 or 1")
+    if out_shape is None and scale is None:
+        raise ValueError("One of out_shape and scale must not be None.")
+    if data_format not in ("NCDHW", "NDHWC"):
+        raise ValueError(f"Got wrong value for param `data_format`: {data_format} received but "
+                         f"only `NCDHW` or `NDHWC` supported for 5-D input.")
+    helper = LayerHelper("trilinear_interp", name=name)
+    inputs = {"X": input}
+    attrs = {"out_d": -1, "out_h": -1, "out_w": -1, "interp_method": "trilinear",
+             "align_corners": align_corners, "align_mode": int(align_mode),
+             "data_layout": "NCHW" if data_format == "NCDHW" else "NHWC"}
+    if out_shape is not None:
+        if isinstance(out_shape, Variable):
+            out_shape.stop_gradient = True
+            inputs["OutSize"] = out_shape
+        else:
+            if not isinstance(out_shape, (list, tuple)):
+                raise TypeError("out_shape should be a list or tuple or Variable.")
+            if len(out_shape) != 3:
+                raise ValueError("out_shape length should be 3 for input 5-D tensor.")
+            sizes = []
+            if any(isinstance(d, Variable) for d in out_shape):
+                tensors = []
+                for d in out_shape:
+                    if isinstance(d, Variable):
+                        d.stop_gradient = True
+                        tensors.append(d)
+                        sizes.append(-1)
+                    else:
+                        t = helper.create_variable_for_type_inference("int32")
+                        fill_constant([1], "int32", int(d), force_cpu=True, out=t)
+                        tensors.append(t)
+                        sizes.append(int(d))
+                inputs["SizeTensor"] = tensors
+            else:
+                if any(int(d) <= 0 for d in out_shape):
+                    raise ValueError("Each dimension size given in out_shape must be greater "
+                                     "than 0.")
+                sizes = [int(d) for d in out_shape]
+            attrs["out_d"], attrs["out_h"], attrs["out_w"] = sizes
+    elif isinstance(scale, Variable):
+        scale.stop_gradient = True
+        inputs["Scale"] = scale
+    elif isinstance(scale, (int, float)) and not isinstance(scale, bool):
+        if scale <= 0:
+            raise ValueError("Attr(scale) should be greater than zero.")
+        attrs["scale"] = float(scale)
+    else:
+        raise TypeError("Attr(scale)'s type should be float, int or Variable.")
+    if isinstance(actual_shape, Variable):
+        actual_shape.stop_gradient = True
+        inputs["OutSize"] = actual_shape
+    elif actual_shape is not None:
+        raise TypeError("actual_shape should either be Variable or None.")
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("trilinear_interp", inputs=inputs, outputs={"Out": out}, attrs=attrs)
     return out

@@ -18,3 +18,12 @@ from . import beam, crf, sampled  # noqa: F401,E402
 from . import reader_ops  # noqa: F401
 from . import print_op  # noqa: F401
 from . import dist_ops  # noqa: F401,E402  (send, recv, barriers, listen_and_serv)
+from . import collective_ops, device  # noqa: F401,E402  (c_allreduce_*, c_comm_init, get_places)
+# detection: ROI pooling, box geometry, NMS and proposals, matching, detection losses
+from . import box_match, boxes, detection_loss, detection_map, nms, roi  # noqa: F401,E402
+from . import lstmp, sample_logits  # noqa: F401,E402  (projected LSTM, sampled softmax)
+from . import nn_fluid18  # noqa: F401,E402  (unbind, inplace_abn)
+from . import tensor_fluid1  # noqa: F401,E402  (flatten, fill, index_sample, allclose, conv_shift, hinge_loss, l1_norm)
+from . import interp  # noqa: F401,E402  (bilinear/nearest/trilinear/bicubic_interp, Fluid 1.x's resize)
+from . import quantize  # noqa: F401,E402  (fake_quantize_*, fake_dequantize_*, dequantize_abs_max/log)
+from . import ctr  # noqa: F401,E402  (hash, filter_by_instag, data_norm)

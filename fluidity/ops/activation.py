@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from .common import sigmoid
+from .common import piecewise_linear_double_grad, sigmoid, square_double_grad
 from .memory_ops import ufunc_out
 from .registry import Allocating, In, OpDef, Out, get as get_op
 
@@ -92,6 +92,11 @@ class ActivationGrad(OpDef):
         return Allocating(kernel, cls.into) if cls.into is not None else kernel
 
 
+# the grads of those grad ops (second-order gradients; ops/common.py)
+_DOUBLE_GRADS = {"relu": piecewise_linear_double_grad("relu_grad"),
+                 "square": staticmethod(square_double_grad)}
+
+
 def _title(name):
     return "".join(p.title() for p in name.split("_"))
 
@@ -106,7 +111,7 @@ for _name, (_f, _df, _reads) in _TABLE.items():
          {"type": _name + "_grad", "dfunc": staticmethod(_df), "reads": _reads,
 
           "into": staticmethod(_GRAD_INTO[_name]) if _name in _GRAD_INTO else None,
-          "__module__": __name__})
+          "grad": _DOUBLE_GRADS.get(_name), "__module__": __name__})
 
 
 class Round(Activation):
@@ -139,6 +144,7 @@ class LeakyReluGrad(ActivationGrad):
     type = "leaky_relu_grad"
     attrs = LeakyRelu.attrs
     reads = ("X",)
+    grad = piecewise_linear_double_grad("leaky_relu_grad")
 
     @classmethod
     def prepare(cls, attrs, outputs):

@@ -145,6 +145,74 @@ def grad_maker(grad_type, reads, wrt):
     return staticmethod(make)
 
 
+# --- second-order gradients: the `grad` of a grad op ------------------------------------------
+# A backward pass over a program that holds an earlier pass's grad ops (a gradient of a
+# gradient) differentiates those ops too; each maker below is the `grad` of one kind of them.
+# A grad op's inputs are the forward's (X, Y) and Out@GRAD; `g.output_grad("X@GRAD")` names
+# the gradient flowing into its output dX (ddX), `g.input_grad("Out@GRAD")` the one it gives
+# dOut.
+def bilinear_double_grad(fwd_type):
+    """The grad of `<fwd_type>_grad` for an op bilinear in X and Y, Out = B(X, Y)
+    (elementwise_mul, mul, matmul). Its dX is linear in (dOut, Y) and dY in (X, dOut), so:
+    X gets dX of B's grad at (X, ddY, dOut); Y gets dY of B's grad at (ddX, Y, dOut); dOut
+    gets B(ddX, Y) + B(X, ddY) (the two writes are summed by backward)."""
+    grad_type = fwd_type + "_grad"
+
+    def make(g):
+        x, y, dout = g.input("X"), g.input("Y"), g.input("Out@GRAD")
+        ddx = g.output_grad("X@GRAD") if g.has_output("X@GRAD") else None
+        ddy = g.output_grad("Y@GRAD") if g.has_output("Y@GRAD") else None
+        attrs = g.attrs()
+        if ddy:
+            g.op(grad_type, {"X": x, "Y": ddy, "Out@GRAD": dout},
+                 {"X@GRAD": g.input_grad("X")}, attrs)
+        if ddx:
+            g.op(grad_type, {"X": ddx, "Y": y, "Out@GRAD": dout},
+                 {"Y@GRAD": g.input_grad("Y")}, attrs)
+        for a, b in ((ddx, y), (x, ddy)):
+            if a and b:
+                g.op(fwd_type, {"X": a, "Y": b}, {"Out": g.input_grad("Out@GRAD")}, attrs)
+    return staticmethod(make)
+
+
+def linear_double_grad(fwd_type, operands=("X",)):
+    """The grad of `<fwd_type>_grad` for an op linear in its `operands` together
+    (elementwise_add/sub, mean, reduce_sum/mean): the grad op's outputs are linear in dOut
+    alone, so dOut gets the forward op applied to ddX, ddY (zeros for an operand whose
+    gradient the grad op did not compute), and nothing else gets a gradient."""
+    def make(g):
+        out = g.input_grad("Out@GRAD")
+        if all(n == EMPTY_VAR_NAME for n in out):
+            return
+        ins = {s: g.output_grad(s + "@GRAD") if g.has_output(s + "@GRAD")
+               else g.zeros_like(g.input(s)) for s in operands}
+        g.op(fwd_type, ins, {"Out": out}, g.attrs())
+    return staticmethod(make)
+
+
+def piecewise_linear_double_grad(grad_type):
+    """The grad of an activation's grad op whose derivative is piecewise constant (relu,
+    leaky_relu: dX = dOut * f'(.)): dOut gets the grad op itself applied to ddX; the
+    activation's input or output, f''= 0, gets nothing."""
+    def make(g):
+        ins = {s: g.input(s) for s in ("X", "Out") if g.input(s)}
+        ins["Out@GRAD"] = g.output_grad("X@GRAD")
+        g.op(grad_type, ins, {"X@GRAD": g.input_grad("Out@GRAD")}, g.attrs())
+    return staticmethod(make)
+
+
+def square_double_grad(g):
+    """The grad of square_grad (dX = 2 X dOut): dOut gets square_grad(X, ddX) = 2 X ddX; X
+    gets 2 dOut ddX."""
+    x, dout, ddx = g.input("X"), g.input("Out@GRAD"), g.output_grad("X@GRAD")
+    g.op("square_grad", {"X": x, "Out@GRAD": ddx}, {"X@GRAD": g.input_grad("Out@GRAD")})
+    gx = g.input_grad("X")
+    if any(n != EMPTY_VAR_NAME for n in gx):
+        prod = g.temp(x)
+        g.op("elementwise_mul", {"X": dout, "Y": ddx}, {"Out": prod}, {"axis": -1})
+        g.op("scale", {"X": prod}, {"Out": gx}, {"scale": 2.0, "bias": 0.0})
+
+
 def channel_last(fmt):
     """Whether data_format / data_layout `fmt` puts channels last (NHWC, NDHWC)."""
     return fmt in ("NHWC", "NDHWC")

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..core import dtypes
+from ..core.limits import check_elements
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError
 from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, long, longs
@@ -39,6 +40,7 @@ class FillConstant(_Creator):
     @staticmethod
     def kernel(value_t, shape_t, shape_list, *, shape, dtype, value, str_value):
         shp = _shape_from(shape, shape_t, shape_list)
+        check_elements(shp, dtypes.to_numpy(dtype).itemsize, "fill_constant")
         if value_t is not None:
             v = np.asarray(value_t).reshape(-1)[0]
         else:
@@ -59,6 +61,7 @@ class _Random(_Creator):
 
         def kernel(shape_t, shape_list):
             shp = _shape_from(attrs["shape"], shape_t, shape_list)
+            check_elements(shp, dtype.itemsize, cls.type)
             r = rng if rng is not None else np.random.default_rng(seed)
             return fn(r, shp, attrs).astype(dtype, copy=False)
         return kernel
@@ -264,8 +267,9 @@ class FillConstantBatchSizeLike(OpDef):
         else:
             n = x._array.shape[input_dim_idx]
         v = float(str_value) if str_value else value
-        return LoDTensor(np.full(batch_shape(shape, n, output_dim_idx), v,
-                                 dtypes.to_numpy(dtype)))
+        out = batch_shape(shape, n, output_dim_idx)
+        check_elements(out, dtypes.to_numpy(dtype).itemsize, "fill_constant_batch_size_like")
+        return LoDTensor(np.full(out, v, dtypes.to_numpy(dtype)))
 
 
 # --- random tensors shaped after another's batch, eye, diag, sampling_id ---------------------
@@ -313,6 +317,8 @@ class Eye(OpDef):
 
     @staticmethod
     def kernel(*, num_rows, num_columns, dtype):
+        check_elements([num_rows, num_rows if num_columns == -1 else num_columns],
+                       dtypes.to_numpy(dtype).itemsize, "eye")
         return np.eye(num_rows, num_rows if num_columns == -1 else num_columns,
                       dtype=dtypes.to_numpy(dtype))
 

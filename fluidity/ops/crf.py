@@ -161,8 +161,10 @@ class LinearChainCRF(OpDef):
     @staticmethod
     def infer_shape(ctx):
         shape, dt = ctx.input_shape("Emission"), ctx.input_dtype("Emission")
-        ctx.set_output("Alpha", shape, dt, 0)
-        ctx.set_output("EmissionExps", shape, dt, 0)
+        # Alpha and EmissionExps are row for row Emission's, and keep its LoD
+        lod = ctx.input_lod_level("Emission")
+        ctx.set_output("Alpha", shape, dt, lod)
+        ctx.set_output("EmissionExps", shape, dt, lod)
         ctx.set_output("TransitionExps", ctx.input_shape("Transition"), dt, 0)
         ctx.set_output("LogLikelihood", [-1, 1], dt, 0)
 

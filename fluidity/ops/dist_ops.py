@@ -205,7 +205,8 @@ class ListenAndServ(OpDef):
     attrs = {"endpoint": "127.0.0.1:6174", "optimize_blocks": blocks(), "Fanin": 1,
              "sync_mode": True, "grad_to_block_id": strings(), "distributed_mode": 0,
              "dc_asgd": False, "lr_decay_block_id": -1,
-             "prefetch_var_name_to_block_id": strings()}
+             "prefetch_var_name_to_block_id": strings(), "pserver_id": -1,
+             "sparse_grad_to_param": strings(), "checkpint_block_id": -1}
     kind = "ctx"
     infer_shape = None
     share_lod = None
@@ -374,10 +375,13 @@ class LookupSparseTable(OpDef):
     outputs = (Out("Out"),)
     attrs = {"padding_idx": long(-1), "auto_grown_table": True, "is_test": False,
              "is_sparse": False, "is_distributed": False, "init_type": "uniform_random",
-             "min": -1.0, "max": 1.0, "mean": 0.0, "std": 1.0, "value": 0.0, "seed": 0}
+             "min": -1.0, "max": 1.0, "mean": 0.0, "std": 1.0, "value": 0.0, "seed": 0,
+             "table_height": long(-1)}
     kind = "ctx"
     infer_shape = None
     share_lod = None
+    # table_height (Fluidity's): the whole table's rows, which ids are checked against; the
+    # shard W is declared with ceil(rows / servers) rows, as Fluid declares it (-1: W's rows)
     doc = ("Out = the rows of Ids in the table shard W (a SelectedRows of the ids seen so "
            "far); an unseen id gets a new row from the table's initializer (`init_type` and "
            "its attributes) when auto_grown_table, zeros when is_test.")
@@ -393,6 +397,8 @@ class LookupSparseTable(OpDef):
         height, width = int(wv.shape[0]), int(wv.shape[1])
         dtype = dtypes.to_numpy(wv.dtype)
         a = p.attrs
+        if a["table_height"] > 0:
+            height = int(a["table_height"])
         init = {"type": a["init_type"], "min": a["min"], "max": a["max"], "mean": a["mean"],
                 "std": a["std"], "value": a["value"], "seed": a["seed"]}
         grow = a["auto_grown_table"] and not a["is_test"]

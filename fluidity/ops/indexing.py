@@ -35,7 +35,7 @@ def slice_plan(shape, axes, starts, ends, decrease):
         if sliced[a] not in (1, -1):
             raise ShapeError(f"decrease_axis {sorted(drop)}: dim {a} has size {sliced[a]}, not 1")
     out = [d for i, d in enumerate(sliced) if i not in drop]
-    return tuple(index), sliced, out
+    return tuple(index), sliced, out or [1]     # Fluid 1.x: dropping every dim leaves [1]
 
 
 def _slice_grad(g):
@@ -142,7 +142,7 @@ def strided_plan(shape, axes, starts, ends, strides, decrease):
         if sliced[a] not in (1, -1):
             raise ShapeError(f"decrease_axis {sorted(drop)}: dim {a} has size {sliced[a]}, not 1")
     out = [d for i, d in enumerate(sliced) if i not in drop]
-    return index, sliced, out
+    return index, sliced, out or [1]
 
 
 def _strided_take(x, index):

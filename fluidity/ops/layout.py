@@ -381,13 +381,17 @@ class Maxout(OpDef):
     outputs = (Out("Out"),)
     attrs = {"groups": 1, "axis": 1}
     share_lod = None
-    doc = "Out[:, i] = max of X's channels i * groups ... (i + 1) * groups - 1."
+    doc = ("Out[.., i, ..] = max of X's channels i * groups ... (i + 1) * groups - 1 along "
+           "`axis` (1 for NCHW, 3 for NHWC; any rank, as Paddle 1.8 infers it).")
 
     @staticmethod
     def infer_shape(ctx):
-        xs, gr, ax = ctx.input_shape("X"), ctx.attr("groups"), ctx.attr("axis") % 4
-        if len(xs) != 4 or gr < 1 or (xs[ax] >= 0 and xs[ax] % gr):
-            ctx.fail(f"X must be 4-D with dim {ax} divisible by groups {gr}, got {xs}")
+        xs, gr, ax = ctx.input_shape("X"), ctx.attr("groups"), ctx.attr("axis")
+        if not -len(xs) <= ax < len(xs):
+            ctx.fail(f"axis {ax} is out of range for X{xs}")
+        ax %= len(xs)
+        if gr < 1 or (xs[ax] >= 0 and xs[ax] % gr):
+            ctx.fail(f"X's dim {ax} ({xs[ax]}) must be divisible by groups {gr}")
         out = list(xs)
         out[ax] = xs[ax] // gr if xs[ax] >= 0 else -1
         ctx.set_output("Out", out, ctx.input_dtype("X"))

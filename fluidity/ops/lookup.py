@@ -20,6 +20,32 @@ def _lookup(w, ids, padding_idx, name):
     return out
 
 
+def _lookup_rows(table, ids, padding_idx, name):
+    """Out rows for `ids` from a SelectedRows table (Paddle's "W is SelectedRows" path: the
+    table holds some rows of a tall one; an id is looked up among its row ids, and one it
+    lacks is an error)."""
+    flat = ids.reshape(-1).astype(np.int64)
+    value = np.asarray(table.value)
+    rows = np.asarray(table.rows, np.int64)
+    pad = padding_idx is not None and padding_idx != -1
+    wanted = flat[flat != padding_idx] if pad else flat
+    if wanted.size and wanted.min() < 0:
+        raise ExecutionError(f"{name}: id {int(wanted[wanted < 0][0])} is negative")
+    order = np.argsort(rows, kind="stable")
+    pos = np.searchsorted(rows[order], flat)
+    pos = np.minimum(pos, max(len(rows) - 1, 0))
+    found = (rows[order][pos] == flat) if len(rows) else np.zeros(flat.shape, bool)
+    missing = ~found & ((flat != padding_idx) if pad else True)
+    if missing.any():
+        raise ExecutionError(f"{name}: id {int(flat[missing][0])} is not among the rows of "
+                             f"the SelectedRows table W ({len(rows)} rows)")
+    out = value[order[pos]] if len(rows) else np.zeros((flat.size,) + value.shape[1:],
+                                                       value.dtype)
+    if pad:
+        out[flat == padding_idx] = 0
+    return out
+
+
 def _lookup_grad(g):
     g.op(g.fwd.type + "_grad", {"W": g.input("W"), "Ids": g.input("Ids"),
                                 "Out@GRAD": g.output_grad("Out")},
@@ -54,9 +80,12 @@ class LookupTable(OpDef):
         pad, lead = attrs["padding_idx"], cls.ids_shape
 
         def kernel(w, ids):
-            a, wa = ids._array, w._array
-            out = _lookup(wa, a, pad, cls.type)
-            return LoDTensor(out.reshape(tuple(lead(a.shape)) + wa.shape[1:]), ids._lod)
+            a = ids._array
+            if isinstance(w, SelectedRows):
+                out = _lookup_rows(w, a, pad, cls.type)
+            else:
+                out = _lookup(w._array, a, pad, cls.type)
+            return LoDTensor(out.reshape(tuple(lead(a.shape)) + out.shape[1:]), ids._lod)
         return kernel
 
     grad = staticmethod(_lookup_grad)

@@ -8,7 +8,6 @@ Logs are Paddle's "tolerable" ones: log(0) is -1e20, never -inf, so 0 * log(0) s
 """
 import numpy as np
 
-from ..core import dtypes
 from ..errors import ExecutionError
 from .common import sigmoid
 from .registry import In, OpDef, Out
@@ -28,10 +27,19 @@ def _log_softmax(x, axis):
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
-def _hard_labels(op, label, like, axis, ignore_index):
+def _hard_labels(op, label, like, axis, ignore_index, squeezed_ok=False):
     """Validate hard labels against `like` (the input whose `axis` holds the classes).
-    Returns (ids safe to gather with take_along_axis, mask of ignored positions)."""
+    Returns (ids safe to gather with take_along_axis, mask of ignored positions), both with
+    a size-1 class axis. `squeezed_ok`: Label may also lack the class axis (cross_entropy's
+    Label [N] for X [N, C], Paddle 1.8)."""
     want = like.shape[:axis] + (1,) + like.shape[axis + 1:]
+    if label.dtype.kind not in "iu":
+        # Fluid builds such a program and fails when it runs; so does this, saying why
+        raise ExecutionError(f"{op}: hard labels must be integer class ids (int64), got "
+                             f"{label.dtype} Label; cast it, or use soft_label=True for "
+                             f"distributions")
+    if squeezed_ok and label.shape == like.shape[:axis] + like.shape[axis + 1:]:
+        label = np.expand_dims(label, axis)
     if label.shape != want:
         raise ExecutionError(f"{op}: hard Label has shape {list(label.shape)}, want "
                              f"{list(want)} (input {list(like.shape)}, class axis {axis})")
@@ -67,13 +75,16 @@ def _soft_labels(op, label, like):
     return label
 
 
-def _check_labels(ctx, x_slot, soft, axis=-1):
-    """Build-time check of Label against the input in `x_slot`; returns the canonical axis."""
+def _check_labels(ctx, x_slot, soft, axis=-1, squeezed_ok=False):
+    """Build-time check of Label against the input in `x_slot`; returns the canonical axis.
+    `squeezed_ok`: hard labels may lack the class axis (Label [N] for X [N, C])."""
     xs, ls = ctx.input_shape(x_slot), ctx.input_shape("Label")
     rank = len(xs)
     if not -rank <= axis < rank:
         ctx.fail(f"axis {axis} is out of range for {x_slot} of rank {rank}")
     axis %= rank
+    if squeezed_ok and not soft and len(ls) == rank - 1:
+        ls = ls[:axis] + [1] + ls[axis:]
     if len(ls) != rank:
         ctx.fail(f"{x_slot} and Label must have the same rank, got {xs} and {ls}")
     for i, (a, b) in enumerate(zip(xs, ls)):
@@ -82,10 +93,7 @@ def _check_labels(ctx, x_slot, soft, axis=-1):
                 ctx.fail(f"hard Label must have size 1 on the class axis {axis}, got {ls}")
         elif a > 0 and b > 0 and a != b:
             ctx.fail(f"{x_slot} {xs} and Label {ls} differ in dim {i}")
-    if not soft and dtypes.is_float(ctx.input_dtype("Label")):
-        ctx.fail("hard labels must be int64 class ids (got float Label; soft_label=True "
-                 "takes distributions)")
-    return axis
+    return axis      # a float hard Label builds (as in Fluid) and fails when run (_hard_labels)
 
 
 def _loss_shape(xs, axis):
@@ -103,8 +111,8 @@ class CrossEntropy(OpDef):
 
     @staticmethod
     def infer_shape(ctx):
-        axis = _check_labels(ctx, "X", ctx.attr("soft_label"))
-        ctx.set_output("Y", _loss_shape(ctx.input_shape("X"), axis), ctx.input_dtype("X"),
+        axis = _check_labels(ctx, "X", ctx.attr("soft_label"), squeezed_ok=True)
+        ctx.set_output("Y", _label_loss_shape(ctx), ctx.input_dtype("X"),
                        ctx.input_lod_level("X"))
 
     @staticmethod
@@ -112,8 +120,10 @@ class CrossEntropy(OpDef):
         if soft_label:
             y = -(_soft_labels(CrossEntropy.type, label, x) * _log(x)).sum(-1, keepdims=True)
         else:
-            ids, ignored = _hard_labels(CrossEntropy.type, label, x, x.ndim - 1, ignore_index)
+            ids, ignored = _hard_labels(CrossEntropy.type, label, x, x.ndim - 1, ignore_index,
+                                        squeezed_ok=True)
             y = np.where(ignored, 0, -_log(np.take_along_axis(x, ids, -1)))
+            y = y.reshape(label.shape)      # Label's own shape: [N] stays [N]
         return y.astype(x.dtype, copy=False)
 
 
@@ -134,9 +144,28 @@ class CrossEntropyGrad(OpDef):
     def kernel(x, label, dy, *, soft_label, ignore_index):
         if soft_label:
             return (-label * dy / x).astype(x.dtype, copy=False)
-        ids, ignored = _hard_labels(CrossEntropy.type, label, x, x.ndim - 1, ignore_index)
+        ids, ignored = _hard_labels(CrossEntropy.type, label, x, x.ndim - 1, ignore_index,
+                                    squeezed_ok=True)
+        dy = dy.reshape(ids.shape)
         return _scatter_last(x.shape, ids, np.where(ignored, 0, -dy / np.take_along_axis(
             x, ids, -1)), x.dtype)
+
+
+def _label_loss_shape(ctx):
+    """Y's shape for hard labels as Paddle 1.8 infers it: Label's, its class dim 1 (a
+    Label without the class dim gives Y without it); soft labels: X's, class dim 1."""
+    xs, ls = ctx.input_shape("X"), ctx.input_shape("Label")
+    if len(ls) == len(xs) - 1 and not (ctx.opdef.declares("soft_label") and
+                                       ctx.attr("soft_label")):
+        return list(ls)
+    return _loss_shape(xs, len(xs) - 1)
+
+
+def _refuse_squeezed_label(e, x, label):
+    """A Label without the class dim makes Y Label-shaped (the kernel's rule); the compiled
+    form writes Y [.., 1], so such an op runs interpreted."""
+    if label.ndim == x.ndim - 1:
+        e.fail("Label without the class dim (Y takes Label's shape)")
 
 
 def _scatter_last(shape, ids, values, dtype, axis=-1):
@@ -156,18 +185,20 @@ class CrossEntropy2(OpDef):
     @staticmethod
     def infer_shape(ctx):
         xs = ctx.input_shape("X")
-        axis = _check_labels(ctx, "X", False)
+        axis = _check_labels(ctx, "X", False, squeezed_ok=True)
         dt, lod = ctx.input_dtype("X"), ctx.input_lod_level("X")
-        ctx.set_output("Y", _loss_shape(xs, axis), dt, lod)
+        ctx.set_output("Y", _label_loss_shape(ctx), dt, lod)
         ctx.set_output("MatchX", _loss_shape(xs, axis), dt, lod)
         ctx.set_output("XShape", xs + [0], dt, lod)
 
     @staticmethod
     def kernel(x, label, *, ignore_index):
-        ids, ignored = _hard_labels(CrossEntropy2.type, label, x, x.ndim - 1, ignore_index)
-        match = np.take_along_axis(x, ids, -1)
+        ids, ignored = _hard_labels(CrossEntropy2.type, label, x, x.ndim - 1, ignore_index,
+                                    squeezed_ok=True)
+        # MatchX [.., 1] whatever Label's shape, 0 where the label is ignored (Paddle 1.8)
+        match = np.where(ignored, 0, np.take_along_axis(x, ids, -1)).astype(x.dtype)
         y = np.where(ignored, 0, -_log(match)).astype(x.dtype, copy=False)
-        return y, np.empty(x.shape + (0,), x.dtype), match
+        return y.reshape(label.shape), np.empty(x.shape + (0,), x.dtype), match
 
 
     grad = staticmethod(lambda g: g.op(
@@ -187,7 +218,8 @@ class CrossEntropyGrad2(OpDef):
     @staticmethod
     def kernel(label, match, xshape, dy, *, ignore_index):
         shape = xshape.shape[:-1]
-        ids = label.astype(np.int64, copy=False)
+        ids = label.astype(np.int64, copy=False).reshape(match.shape)
+        dy = dy.reshape(match.shape)
         ignored = ids == ignore_index
         return _scatter_last(shape, np.where(ignored, 0, ids),
                              np.where(ignored, 0, -dy / match), dy.dtype)

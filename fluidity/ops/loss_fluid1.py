@@ -154,14 +154,15 @@ class KldivLoss(OpDef):
         red = ctx.attr("reduction")
         if red not in _KL_REDUCE:
             ctx.fail(f"reduction must be one of {sorted(_KL_REDUCE)}, got '{red}'")
-        shape = ctx.input_shape("X") if red == "none" else []
+        shape = ctx.input_shape("X") if red == "none" else [1]      # Fluid 1.x's [1]
         ctx.set_output("Loss", shape, ctx.input_dtype("X"))
 
     @staticmethod
     def kernel(x, target, *, reduction):
         safe = np.where(target > 0, target, 1)
         v = np.where(target > 0, target * (np.log(safe) - x), 0)
-        return np.asarray(_KL_REDUCE[reduction](v, x)).astype(x.dtype)
+        loss = np.asarray(_KL_REDUCE[reduction](v, x)).astype(x.dtype)
+        return loss if reduction == "none" else loss.reshape(1)
 
 
     grad = grad_maker("kldiv_loss_grad", ("X", "Target", "Loss@GRAD"), ("X",))

@@ -5,11 +5,11 @@ import numpy as np
 
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
-from ..errors import ProgramError
-from .common import (align_for_broadcast, broadcast_pair, broadcast_shape, default_grad,
-                     flatten_to_2d, prod, reduce_to_shape)
+from ..errors import ProgramError, ShapeError
+from .common import (align_for_broadcast, bilinear_double_grad, broadcast_pair, broadcast_shape,
+                     default_grad, flatten_to_2d, linear_double_grad, prod, reduce_to_shape)
 from .memory_ops import affine_out, binary_out, matmul_out, mul_out
-from .registry import In, OpDef, Out
+from .registry import In, OpDef, Out, floats
 
 
 class Scale(OpDef):
@@ -135,7 +135,10 @@ class Mul(OpDef):
     nonempty_inputs = ("X",)
     inputs = (In("X"), In("Y"))
     outputs = (Out("Out"),)
-    attrs = {"x_num_col_dims": 1, "y_num_col_dims": 1}
+    # Fluid 1.8's full set: the scales and force_fp32_output are read by oneDNN's int8
+    # kernel only; Paddle's float kernel (this one) ignores them, as use_mkldnn
+    attrs = {"x_num_col_dims": 1, "y_num_col_dims": 1, "use_mkldnn": False, "scale_x": 1.0,
+             "scale_y": floats([1.0]), "scale_out": 1.0, "force_fp32_output": False}
     doc = "Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims) (fc's matmul)."
 
     @staticmethod
@@ -193,17 +196,110 @@ def _matmul_shape(xs, ys, tx, ty):
     return out
 
 
+def _head_split(a_shape, b_shape, heads):
+    """Paddle 1.8's matmul with head_number H over op(X) [.., M, Ka] and op(Y) [.., Kb, N]:
+    X's columns cut into H heads; Y's rows cut alike when Kb == Ka (Out [.., M, H*N]), else
+    (Kb == Ka/H, N divisible by H) Y's columns (Out [.., M, N]). Returns (split Y's columns,
+    head width of X, head width of Y's cut dim, Out's last dim)."""
+    ka, kb, n = a_shape[-1], b_shape[-2], b_shape[-1]
+    if heads < 1 or ka % heads:
+        raise ShapeError(f"matmul: head_number {heads} must divide X's width {ka}")
+    if kb == ka:
+        return False, ka // heads, ka // heads, heads * n
+    if kb != ka // heads or n % heads:
+        raise ShapeError(f"matmul: with head_number {heads}, Y's height {kb} must be X's "
+                         f"width {ka} or its head width {ka // heads} (then Y's width {n} "
+                         f"divisible by the heads)")
+    return True, ka // heads, n // heads, n
+
+
+def _matmul_heads(a, b, heads):
+    vertical, wa, wb, _ = _head_split(a.shape, b.shape, heads)
+    parts = []
+    for i in range(heads):
+        ai = a[..., i * wa:(i + 1) * wa]
+        bi = b[..., :, i * wb:(i + 1) * wb] if vertical else b[..., i * wb:(i + 1) * wb, :]
+        parts.append(np.matmul(ai, bi))
+    return np.concatenate(parts, axis=-1)
+
+
+def _matmul_heads_grad(a, b, d, heads):
+    """Gradients (of op(X), of op(Y)) of _matmul_heads, batch dims as broadcast."""
+    vertical, wa, wb, _ = _head_split(a.shape, b.shape, heads)
+    n = d.shape[-1] // heads
+    da, db = [], []
+    for i in range(heads):
+        ai = a[..., i * wa:(i + 1) * wa]
+        bi = b[..., :, i * wb:(i + 1) * wb] if vertical else b[..., i * wb:(i + 1) * wb, :]
+        di = d[..., i * n:(i + 1) * n]
+        da.append(np.matmul(di, np.swapaxes(bi, -1, -2)))
+        db.append(np.matmul(np.swapaxes(ai, -1, -2), di))
+    ga = np.concatenate(da, axis=-1)
+    gb = np.concatenate(db, axis=-1 if vertical else -2)
+    return reduce_to_shape(ga, a.shape), reduce_to_shape(gb, b.shape)
+
+
+def _fluid18_operands(x, y, tx, ty):
+    """matmul's (v1) operands as Paddle 1.8 reads them: a 1-D X is the row [1, K] and a 1-D
+    Y the column [K, 1] *before* their transposes (so a transposed 1-D X is a column: X [3]
+    with transpose_X times Y [4] with transpose_Y is their outer product [3, 4]); batch dims
+    broadcast as numpy does, and batches of the same size but different dims (Paddle
+    flattens them) are laid out as X's."""
+    a = x[None, :] if x.ndim == 1 else x
+    b = y[:, None] if y.ndim == 1 else y
+    a = np.swapaxes(a, -1, -2) if tx else a
+    b = np.swapaxes(b, -1, -2) if ty else b
+    if a.ndim > 2 and b.ndim > 2 and a.shape[:-2] != b.shape[:-2] and \
+            prod(a.shape[:-2]) == prod(b.shape[:-2]):
+        try:
+            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            b = b.reshape(a.shape[:-2] + b.shape[-2:])
+    return a, b
+
+
+def _fluid18_out_shape(out_shape, x_ndim, y_ndim):
+    """Paddle 1.8's Out dims from the [.., M, N] product: a 1-D X drops M when it is 1, a
+    1-D Y drops N when it is 1, and nothing left is [1]."""
+    out = list(out_shape)
+    if x_ndim == 1 and len(out) >= 2 and out[-2] == 1:
+        out.pop(-2)
+    if y_ndim == 1 and out and out[-1] == 1:
+        out.pop(-1)
+    return out or [1]
+
+
 class _MatmulBase(OpDef):
     inputs = (In("X"), In("Y"))
     outputs = (Out("Out"),)
     share_lod = None
     tx_attr, ty_attr = "trans_x", "trans_y"
+    fluid18_vectors = False   # matmul (v1): Paddle 1.8's 1-D operands (_fluid18_operands)
 
     @classmethod
     def infer_shape(cls, ctx):
         xs, ys = ctx.input_shape("X"), ctx.input_shape("Y")
         tx, ty = ctx.attr(cls.tx_attr), ctx.attr(cls.ty_attr)
-        out = _matmul_shape(xs, ys, tx, ty)
+        heads = ctx.attr("head_number") if ctx.opdef.declares("head_number") else 1
+        if heads != 1 and len(xs) >= 2 and len(ys) >= 2:
+            a = xs[:-2] + (xs[-2:][::-1] if tx else xs[-2:])
+            b = ys[:-2] + (ys[-2:][::-1] if ty else ys[-2:])
+            if a[-1] >= 0 and b[-2] >= 0 and b[-1] >= 0:
+                try:
+                    last = _head_split(a, b, heads)[3]
+                except ShapeError as e:
+                    ctx.fail(str(e))
+                b = b[:-2] + [a[-1], last]
+            else:
+                b = b[:-2] + [a[-1], -1]
+            out = _matmul_shape(a, b, False, False)
+        elif cls.fluid18_vectors and (len(xs) == 1 or len(ys) == 1):
+            a = [1] + xs if len(xs) == 1 else list(xs)
+            b = ys + [1] if len(ys) == 1 else list(ys)
+            out = _matmul_shape(a, b, tx, ty)
+            out = None if out is None else _fluid18_out_shape(out, len(xs), len(ys))
+        else:
+            out = _matmul_shape(xs, ys, tx, ty)
         if out is None:
             ctx.fail(f"X{xs} (transpose={tx}) and Y{ys} (transpose={ty}) cannot be multiplied")
         ctx.set_output("Out", out, ctx.input_dtype("X"))
@@ -212,9 +308,18 @@ class _MatmulBase(OpDef):
     def prepare(cls, attrs, outputs):
         tx, ty = attrs[cls.tx_attr], attrs[cls.ty_attr]
         alpha = attrs.get("alpha", 1.0)
-        if attrs.get("head_number", 1) != 1:   # matmul's multi-head split (Paddle 3.x)
-            raise ProgramError(f"{cls.type}: attribute head_number={attrs['head_number']} "
-                               f"(a multi-head matmul) is not supported; only 1")
+        heads = attrs.get("head_number", 1)
+        if heads != 1:
+            return cls._heads_kernel(tx, ty, alpha, heads)
+
+        if cls.fluid18_vectors:
+            def kernel18(x, y):
+                a, b = _fluid18_operands(x, y, tx, ty)
+                out = np.matmul(a, b)
+                if alpha != 1.0:
+                    out = out * np.asarray(alpha, dtype=out.dtype)
+                return np.asarray(out).reshape(_fluid18_out_shape(out.shape, x.ndim, y.ndim))
+            return matmul_out(tx, ty, alpha, kernel18)
 
         def kernel(x, y):
             if tx and x.ndim > 1:
@@ -226,6 +331,18 @@ class _MatmulBase(OpDef):
                 out = out * np.asarray(alpha, dtype=out.dtype)
             return np.asarray(out)
         return matmul_out(tx, ty, alpha, kernel)
+
+    @staticmethod
+    def _heads_kernel(tx, ty, alpha, heads):
+        def kernel(x, y):
+            if x.ndim < 2 or y.ndim < 2:
+                raise ShapeError(f"matmul: head_number {heads} needs X and Y of 2 or more "
+                                 f"dims, got {list(x.shape)} and {list(y.shape)}")
+            a = np.swapaxes(x, -1, -2) if tx else x
+            b = np.swapaxes(y, -1, -2) if ty else y
+            out = _matmul_heads(a, b, heads)
+            return (out * np.asarray(alpha, out.dtype)).astype(x.dtype)
+        return kernel
 
 
 def _matmul_grad(g):
@@ -241,7 +358,11 @@ class Matmul(_MatmulBase):
     version = 1
     attrs = {"transpose_X": False, "transpose_Y": False, "alpha": 1.0, "head_number": 1}
     tx_attr, ty_attr = "transpose_X", "transpose_Y"
-    doc = "Out = alpha * op(X) @ op(Y), batched, with numpy's broadcasting of batch dims."
+    fluid18_vectors = True
+    doc = ("Out = alpha * op(X) @ op(Y), batched, with numpy's broadcasting of batch dims; a "
+           "1-D X is a row and a 1-D Y a column before their transposes (Paddle 1.8); "
+           "head_number H cuts X's columns (and Y's rows, or Y's columns when Y's height is "
+           "X's head width) into H heads multiplied pairwise and joined along the last dim.")
     grad = staticmethod(_matmul_grad)
 
 
@@ -320,15 +441,15 @@ class Mean(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     share_lod = None
-    doc = "Out = mean of all elements of X, 0-D (shape [], as Paddle >= 2.5)."
+    doc = "Out = mean of all elements of X, shape [1] (Fluid 1.x; 0-D where the desc says [])."
 
     @staticmethod
     def infer_shape(ctx):
-        ctx.set_output("Out", [], ctx.input_dtype("X"))
+        ctx.set_output("Out", [1], ctx.input_dtype("X"))
 
     @staticmethod
     def kernel(x):
-        return np.asarray(x.mean(), dtype=x.dtype)
+        return np.asarray([x.mean()], dtype=x.dtype)
 
 
     grad = staticmethod(lambda g: g.op(
@@ -363,10 +484,17 @@ class ElementwiseGrad(OpDef):
         return kernel
 
 
+# the grads of those grad ops (second-order gradients; ops/common.py)
+ELEMENTWISE_DOUBLE_GRADS = {
+    "elementwise_add": linear_double_grad("elementwise_add", ("X", "Y")),
+    "elementwise_sub": linear_double_grad("elementwise_sub", ("X", "Y")),
+    "elementwise_mul": bilinear_double_grad("elementwise_mul"),
+}
+
 for _name, (_fx, _fy) in ELEMENTWISE_GRADS.items():
     type("".join(p.title() for p in _name.split("_")) + "Grad", (ElementwiseGrad,),
          {"type": _name + "_grad", "fx": staticmethod(_fx), "fy": staticmethod(_fy),
-          "__module__": __name__})
+          "grad": ELEMENTWISE_DOUBLE_GRADS.get(_name), "__module__": __name__})
 
 
 def _at_b(a, b):
@@ -382,6 +510,7 @@ class MulGrad(OpDef):
     outputs = (Out("X@GRAD", dispensable=True), Out("Y@GRAD", dispensable=True))
     attrs = Mul.attrs
     infer_shape = None
+    grad = bilinear_double_grad("mul")
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -501,6 +630,32 @@ class _MatmulGradBase(OpDef):
     def prepare(cls, attrs, outputs):
         tx, ty = attrs[cls.fwd.tx_attr], attrs[cls.fwd.ty_attr]
         alpha = attrs.get("alpha", 1.0)
+        heads = attrs.get("head_number", 1)
+        if heads != 1:
+            def heads_kernel(x, y, dout):
+                a = np.swapaxes(x, -1, -2) if tx else x
+                b = np.swapaxes(y, -1, -2) if ty else y
+                ga, gb = _matmul_heads_grad(a, b, dout * np.asarray(alpha, dout.dtype), heads)
+                ga = np.swapaxes(ga, -1, -2) if tx else ga
+                gb = np.swapaxes(gb, -1, -2) if ty else gb
+                return (np.ascontiguousarray(ga, x.dtype) if "X@GRAD" in outputs else None,
+                        np.ascontiguousarray(gb, y.dtype) if "Y@GRAD" in outputs else None)
+            return heads_kernel
+
+        if cls.fwd.fluid18_vectors:
+            def kernel18(x, y, dout):
+                a, b = _fluid18_operands(x, y, tx, ty)
+                full = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + \
+                    (a.shape[-2], b.shape[-1])
+                d = dout.reshape(full)
+                d = d * alpha if alpha != 1.0 else d
+                da = reduce_to_shape(d @ np.swapaxes(b, -1, -2), a.shape)
+                db = reduce_to_shape(np.swapaxes(a, -1, -2) @ d, b.shape)
+                dx = np.swapaxes(da, -1, -2) if tx else da
+                dy = np.swapaxes(db, -1, -2) if ty else db
+                return (np.ascontiguousarray(dx.reshape(x.shape), x.dtype),
+                        np.ascontiguousarray(dy.reshape(y.shape), y.dtype))
+            return kernel18
 
         def kernel(x, y, dout):
             x2 = x[None, :] if x.ndim == 1 else x
@@ -527,12 +682,14 @@ class MatmulGrad(_MatmulGradBase):
     type = "matmul_grad"
     attrs = Matmul.attrs
     fwd = Matmul
+    grad = bilinear_double_grad("matmul")
 
 
 class MatmulV2Grad(_MatmulGradBase):
     type = "matmul_v2_grad"
     attrs = MatmulV2.attrs
     fwd = MatmulV2
+    grad = bilinear_double_grad("matmul_v2")
 
 
 class MeanGrad(OpDef):
@@ -540,6 +697,7 @@ class MeanGrad(OpDef):
     inputs = (In("X"), In("Out@GRAD"))
     outputs = (Out("X@GRAD"),)
     infer_shape = None
+    grad = linear_double_grad("mean")
 
     @staticmethod
     def kernel(x, dout):

@@ -101,7 +101,7 @@ class Accuracy(OpDef):
     outputs = (Out("Accuracy"), Out("Correct"), Out("Total"))
     share_lod = None
     doc = ("A row is correct when its Label is among its top-k Indices. Accuracy = "
-           "Correct / Total (float32, 0-D); Correct, Total int32, 0-D (Paddle >= 2.5).")
+           "Correct / Total (float32 [1]); Correct, Total int32 [1] (Fluid 1.x).")
 
     @staticmethod
     def infer_shape(ctx):
@@ -112,9 +112,9 @@ class Accuracy(OpDef):
             ctx.fail(f"Label must be [N, 1], got {ls}")
         if ins[0] > 0 and ls[0] > 0 and ins[0] != ls[0]:
             ctx.fail(f"Indices has {ins[0]} rows but Label has {ls[0]}")
-        ctx.set_output("Accuracy", [], VarType.FP32)
-        ctx.set_output("Correct", [], VarType.INT32)
-        ctx.set_output("Total", [], VarType.INT32)
+        ctx.set_output("Accuracy", [1], VarType.FP32)
+        ctx.set_output("Correct", [1], VarType.INT32)
+        ctx.set_output("Total", [1], VarType.INT32)
 
     @staticmethod
     def kernel(out, indices, label):
@@ -124,8 +124,8 @@ class Accuracy(OpDef):
                                  f"Indices {list(indices.shape)}")
         correct = int((indices.reshape(n, -1) == label.reshape(n, 1)).any(axis=1).sum())
         acc = correct / n if n else 0.0
-        return (np.array(acc, np.float32), np.array(correct, np.int32),
-                np.array(n, np.int32))
+        return (np.array([acc], np.float32), np.array([correct], np.int32),
+                np.array([n], np.int32))
 
 
 # --- auc -------------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ class Auc(OpDef):
         if nt < 1 or steps < 0:
             ctx.fail(f"num_thresholds ({nt}) must be >= 1 and slide_steps ({steps}) >= 0")
         stat = [stat_size(nt, steps)] if steps else [1, nt + 1]
-        ctx.set_output("AUC", [], VarType.FP64)
+        ctx.set_output("AUC", [1], VarType.FP64)
         ctx.set_output("StatPosOut", stat, VarType.INT64)
         ctx.set_output("StatNegOut", stat, VarType.INT64)
 
@@ -221,7 +221,7 @@ class Auc(OpDef):
             if steps:
                 stats[0][-1] += 1
                 stats[1][-1] += 1
-            return (np.array(auc, np.float64),
+            return (np.array([auc], np.float64),
                     stat_pos if np.shares_memory(stats[0], stat_pos) else
                     stats[0].reshape(stat_pos.shape),
                     stat_neg if np.shares_memory(stats[1], stat_neg) else

@@ -297,6 +297,10 @@ def _interp_matrix(method, n_in, n_out, scale, align_corners, align_mode):
     return a
 
 
+# the public name other op families build their resizes from (volume.py's trilinear_interp)
+interp_matrix = _interp_matrix
+
+
 class _InterpV2(OpDef):
     inputs = (In("X"), In("OutSize", dispensable=True, no_grad=True),
               In("SizeTensor", duplicable=True, dispensable=True, no_grad=True),

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.tensor import LoDTensor, LoDTensorArray
-from ..errors import ExecutionError
+from ..errors import ExecutionError, ShapeError
 from .common import is_empty
 from .registry import In, OpDef, Out, ints
 from .volume import gather_patches, patch_map, scatter_patches, tlbr_pads
@@ -140,10 +140,12 @@ class FspGrad(OpDef):
 
 # --- add_position_encoding ---------------------------------------------------------------------
 def _position_table(t, d):
+    """[t, d] sinusoids of Paddle 1.8's kernel: for k < d/2, angle j / 10000^(k / (d/2 - 1))
+    (j / 10000 when d/2 is 1); sin in the first half, cos in the second."""
     half = d // 2
     pos = np.arange(t, dtype=np.float64)[:, None]
-    denom = np.power(10000.0, np.arange(half) / max(half - 1, 1))[None, :]
-    val = pos / denom
+    denom = np.power(10000.0, np.arange(half) / (half - 1)) if half > 1 else np.full(1, 1e4)
+    val = pos / denom[None, :]
     table = np.zeros((t, d))
     table[:, :half] = np.sin(val)
     table[:, half:2 * half] = np.cos(val)
@@ -155,18 +157,40 @@ class AddPositionEncoding(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     attrs = {"alpha": 1.0, "beta": 1.0}
-    doc = ("Out = alpha * X + beta * PE for X [B, T, D]: PE[t, j] = sin(t / 10000^(j / "
-           "(D/2 - 1))) for j < D/2, the cos of the same for the second half.")
+    kind = "value"
+    share_lod = None
+    doc = ("Out = alpha * X + beta * PE for X [B, T, D], or a sequence batch [N, D] with one "
+           "LoD level (positions counted within each sequence): PE[t, j] = sin(t / "
+           "10000^(j / (D/2 - 1))) for j < D/2, the cos of the same for the second half.")
 
     @staticmethod
     def infer_shape(ctx):
-        if len(ctx.input_shape("X")) != 3:
-            ctx.fail("X must be 3-D [batch, length, size]")
+        xs = ctx.input_shape("X")
+        lod = ctx.input_lod_level("X")
+        if len(xs) != (2 if lod else 3):
+            ctx.fail("X must be 3-D [batch, length, size], or 2-D [rows, size] with a LoD")
+        if xs[-1] >= 0 and xs[-1] % 2:
+            ctx.fail(f"X's size {xs[-1]} must be even")
         ctx.share("X", "Out")
 
     @staticmethod
     def kernel(x, *, alpha, beta):
-        return (alpha * x + beta * _position_table(x.shape[1], x.shape[2])[None]).astype(x.dtype)
+        a = x._array
+        if a.shape[-1] % 2:
+            raise ShapeError(f"add_position_encoding: X's size {a.shape[-1]} must be even")
+        if not x._lod:
+            if a.ndim != 3:
+                raise ShapeError(f"add_position_encoding: X without a LoD must be 3-D, got "
+                                 f"{list(a.shape)}")
+            pe = _position_table(a.shape[1], a.shape[2])[None]
+        else:
+            if a.ndim != 2 or len(x._lod) != 1:
+                raise ShapeError(f"add_position_encoding: X with a LoD must be 2-D with one "
+                                 f"level, got {list(a.shape)} with {len(x._lod)} levels")
+            off = np.asarray(x._lod[0], np.int64)
+            pos = np.arange(a.shape[0]) - np.repeat(off[:-1], np.diff(off))
+            pe = _position_table(int(pos.max()) + 1 if pos.size else 0, a.shape[1])[pos]
+        return LoDTensor((alpha * a + beta * pe).astype(a.dtype), x._lod)
 
     grad = staticmethod(lambda g: g.op(
         "add_position_encoding_grad", {"Out@GRAD": g.output_grad("Out")},
@@ -199,7 +223,8 @@ class Cvm(OpDef):
         xs = list(ctx.input_shape("X"))
         if not ctx.attr("use_cvm") and xs[-1] >= 0:
             xs[-1] -= 2
-        ctx.set_output("Y", xs, ctx.input_dtype("X"))
+        # Y keeps X's LoD (share_lod), so it declares X's LoD level
+        ctx.set_output("Y", xs, ctx.input_dtype("X"), ctx.input_lod_level("X"))
 
     @staticmethod
     def kernel(x, cvm, *, use_cvm):
@@ -379,7 +404,23 @@ class TensorArrayToTensor(OpDef):
 
     @staticmethod
     def infer_shape(ctx):
-        ctx.set_output("Out", None, ctx.input_dtype("X"))
+        # as Paddle: the array's declared shape is its entries' (write_to_array sets it);
+        # the stacked (or concatenated) axis has an unknown size
+        dims = ctx.input_shape("X")
+        axis, stack = ctx.attr("axis"), ctx.attr("use_stack")
+        shape = None
+        if dims:
+            shape = list(dims)
+            rank = len(shape) + (1 if stack else 0)
+            a = axis + rank if axis < 0 else axis
+            if not 0 <= a < rank:
+                ctx.fail(f"axis {axis} is out of range for the array's entries of shape "
+                         f"{dims}")
+            if stack:
+                shape.insert(a, -1)
+            else:
+                shape[a] = -1
+        ctx.set_output("Out", shape, ctx.input_dtype("X"))
         ctx.set_output("OutIndex", [-1], dtypes.VarType.INT32)
 
     @staticmethod
@@ -390,6 +431,46 @@ class TensorArrayToTensor(OpDef):
         out = np.stack(parts, axis) if use_stack else np.concatenate(parts, axis)
         sizes = [1 if use_stack else p.shape[axis] for p in parts]
         return LoDTensor(out), LoDTensor(np.array(sizes, np.int32))
+
+    grad = staticmethod(lambda g: g.op(
+        "tensor_array_to_tensor_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class TensorArrayToTensorGrad(OpDef):
+    type = "tensor_array_to_tensor_grad"
+    kind = "value"
+    inputs = (In("X"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = TensorArrayToTensor.attrs
+    infer_shape = None
+    share_lod = None
+    doc = ("X@GRAD = Out@GRAD split back into the array's entries (unstacked with use_stack); "
+           "an empty entry of X gets an empty gradient.")
+
+    @staticmethod
+    def kernel(arr, dout, *, axis, use_stack):
+        if not isinstance(arr, LoDTensorArray) or not len(arr):
+            raise ExecutionError("tensor_array_to_tensor_grad: X must be a non-empty tensor "
+                                 "array")
+        d = dout._array if isinstance(dout, LoDTensor) else np.asarray(dout)
+        full = [k for k, t in enumerate(arr) if not is_empty(t)]
+        if use_stack:
+            a = axis + d.ndim if axis < 0 else axis
+            pieces = [np.take(d, j, axis=a) for j in range(len(full))]
+        else:
+            a = axis + d.ndim if axis < 0 else axis
+            cuts = np.cumsum([arr[k]._array.shape[a] for k in full])[:-1]
+            pieces = np.split(d, cuts, axis=a)
+        if len(pieces) != len(full) or (use_stack and d.shape[a] != len(full)):
+            raise ExecutionError(f"tensor_array_to_tensor_grad: Out@GRAD {list(d.shape)} does "
+                                 f"not split into the array's {len(full)} entries")
+        out = LoDTensorArray()
+        for _ in arr:
+            list.append(out, LoDTensor())
+        for k, piece in zip(full, pieces):
+            out[k] = LoDTensor(np.ascontiguousarray(piece))
+        return out
 
 
 # --- grid_sampler ------------------------------------------------------------------------------
@@ -610,6 +691,56 @@ class RowConvGrad(OpDef):
         return LoDTensor(dx.reshape(x._array.shape), x._lod), LoDTensor(dw)
 
 
+def _real_grid(y, n, kernels, strides, paddings, out_stride):
+    """Each image's patch grid (rows, cols) from its real size Y [N, 2] (height, width):
+    the size divided by out_stride (rounded up), then the usual output size."""
+    sizes = np.asarray(y).reshape(n, 2).astype(np.int64)
+    grids = []
+    for h, w in sizes:
+        h, w = -(-h // out_stride[0]), -(-w // out_stride[1])
+        grids.append(((h + paddings[0] + paddings[2] - kernels[0]) // strides[0] + 1,
+                      (w + paddings[1] + paddings[3] - kernels[1]) // strides[1] + 1))
+    if any(gh < 0 or gw < 0 for gh, gw in grids):
+        raise ExecutionError(f"im2sequence: a real image size in Y {sizes.tolist()} is too "
+                             f"small for the {kernels} filter")
+    return grids
+
+
+def _padded_extent(shape, grid, kernels, strides, paddings):
+    """(padded height, padded width) holding the image at (paddings[0], paddings[1]) and every
+    patch of `grid` (zeros outside the image, as Paddle's im2col reads them)."""
+    need_h = (grid[0] - 1) * strides[0] + kernels[0] if grid[0] else 0
+    need_w = (grid[1] - 1) * strides[1] + kernels[1] if grid[1] else 0
+    return (max(shape[0] + paddings[0], need_h), max(shape[1] + paddings[1], need_w))
+
+
+def _patches_of(img, grid, kernels, strides, paddings):
+    """[rows * cols, C * kh * kw]: the top-left `grid` of img's [C, H, W] patches."""
+    c, h, w = img.shape
+    ph, pw = _padded_extent((h, w), grid, kernels, strides, paddings)
+    padded = np.zeros((c, ph, pw), img.dtype)
+    padded[:, paddings[0]:paddings[0] + h, paddings[1]:paddings[1] + w] = img
+    out = np.empty((grid[0], grid[1], c, kernels[0], kernels[1]), img.dtype)
+    for a in range(kernels[0]):
+        for b in range(kernels[1]):
+            out[..., a, b] = padded[:, a:a + strides[0] * grid[0]:strides[0],
+                                    b:b + strides[1] * grid[1]:strides[1]].transpose(1, 2, 0)
+    return out.reshape(grid[0] * grid[1], -1)
+
+
+def _patches_back(d, shape, grid, kernels, strides, paddings):
+    """The gradient [C, H, W] of _patches_of from its output's gradient d."""
+    c, h, w = shape
+    ph, pw = _padded_extent((h, w), grid, kernels, strides, paddings)
+    dp = np.zeros((c, ph, pw), d.dtype)
+    d = d.reshape(grid[0], grid[1], c, kernels[0], kernels[1])
+    for a in range(kernels[0]):
+        for b in range(kernels[1]):
+            dp[:, a:a + strides[0] * grid[0]:strides[0],
+               b:b + strides[1] * grid[1]:strides[1]] += d[..., a, b].transpose(2, 0, 1)
+    return dp[:, paddings[0]:paddings[0] + h, paddings[1]:paddings[1] + w]
+
+
 class Im2Sequence(OpDef):
     type = "im2sequence"
     kind = "value"
@@ -619,12 +750,18 @@ class Im2Sequence(OpDef):
              "out_stride": ints([1, 1])}
     share_lod = None
     doc = ("Out = the kh x kw patches of each image of X [N, C, H, W] as rows [C * kh * kw] "
-           "of one sequence per image (LoD); paddings [up, left, down, right].")
+           "of one sequence per image (LoD); paddings [up, left, down, right]. With Y [N, 2], "
+           "the images' real sizes (height, width) for a batch of several, image i gives only "
+           "the top-left patches covering its real size divided by out_stride.")
 
     @staticmethod
     def infer_shape(ctx):
         xs = ctx.input_shape("X")
         k = ctx.attr("kernels")
+        if len(xs) != 4:
+            ctx.fail(f"X must be 4-D [N, C, H, W], got {xs}")
+        if ctx.has_input("Y") and ctx.input_shape("Y")[-1] not in (2, -1):
+            ctx.fail(f"Y must be [N, 2] (real height, width), got {ctx.input_shape('Y')}")
         ctx.set_output("Out", [-1, xs[1] * k[0] * k[1] if xs[1] >= 0 else -1],
                        ctx.input_dtype("X"), lod_level=1)
 
@@ -635,9 +772,12 @@ class Im2Sequence(OpDef):
 
     @staticmethod
     def kernel(x, y, *, kernels, strides, paddings, out_stride):
-        if y is not None:
-            raise ExecutionError("im2sequence: per-image real sizes (Y) are not built")
         a = x._array
+        if y is not None and len(a) > 1:       # Paddle reads Y only for a batch of several
+            grids = _real_grid(y._array, len(a), kernels, strides, paddings, out_stride)
+            rows = [_patches_of(img, g, kernels, strides, paddings) for img, g in zip(a, grids)]
+            lod = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).tolist()
+            return LoDTensor(np.concatenate(rows).reshape(lod[-1], -1), [lod])
         m = Im2Sequence._map(a.shape, {"kernels": kernels, "strides": strides,
                                        "paddings": paddings})
         cols = gather_patches(a, m)                       # [N, C, L, K]
@@ -646,25 +786,36 @@ class Im2Sequence(OpDef):
         return LoDTensor(np.ascontiguousarray(rows), [[i * length for i in range(n + 1)]])
 
     grad = staticmethod(lambda g: g.op(
-        "im2sequence_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        "im2sequence_grad", {"X": g.input("X"), "Y": g.input("Y"),
+                             "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
 
 class Im2SequenceGrad(OpDef):
     type = "im2sequence_grad"
     kind = "value"
-    inputs = (In("X"), In("Out@GRAD"))
+    inputs = (In("X"), In("Y", dispensable=True), In("Out@GRAD"))
     outputs = (Out("X@GRAD"),)
     attrs = Im2Sequence.attrs
     infer_shape = None
     share_lod = None
 
     @staticmethod
-    def kernel(x, dout, *, kernels, strides, paddings, out_stride):
+    def kernel(x, y, dout, *, kernels, strides, paddings, out_stride):
         a = x._array
+        d = np.asarray(dout._array)
+        if y is not None and len(a) > 1:
+            grids = _real_grid(y._array, len(a), kernels, strides, paddings, out_stride)
+            dx, start = np.empty_like(a), 0
+            for i, g in enumerate(grids):
+                rows = g[0] * g[1]
+                dx[i] = _patches_back(d[start:start + rows], a.shape[1:], g, kernels, strides,
+                                      paddings)
+                start += rows
+            return LoDTensor(dx)
         m = Im2Sequence._map(a.shape, {"kernels": kernels, "strides": strides,
                                        "paddings": paddings})
         n, c = a.shape[:2]
-        d = dout._array.reshape(n, m.shape[0], c, m.shape[1]).transpose(0, 2, 1, 3)
+        d = d.reshape(n, m.shape[0], c, m.shape[1]).transpose(0, 2, 1, 3)
         return LoDTensor(scatter_patches(np.ascontiguousarray(d), m, a.shape[2:]).astype(
             a.dtype))

@@ -95,27 +95,26 @@ class Lamb(UpdateOp):
     attrs = {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-6, "weight_decay": 0.01}
     states = ("Moment1", "Moment2")
     out_of = {"ParamOut": "Param", "Moment1Out": "Moment1", "Moment2Out": "Moment2"}
-    doc = ("LAMB: r = m1^ / (sqrt(m2^) + epsilon) + weight_decay * Param with Adam's "
-           "bias-corrected moments; Param -= lr * (||Param|| / ||r||) * r (ratio 1 where a "
-           "norm is 0).")
+    doc = ("LAMB as Paddle 1.8 computes it: m1 = beta1 m1 + (1-beta1) g, m2 = beta2 m2 + "
+           "(1-beta2) g^2, r = m1 / (sqrt(m2) + epsilon) + weight_decay * Param (the moments "
+           "not bias-corrected: Beta1Pow and Beta2Pow are read by Paddle 2's version only); "
+           "Param -= lr * (||Param|| / ||r||) * r (ratio 1 where a norm is 0). A sparse Grad "
+           "updates every row, absent rows with g = 0.")
+    # version 0: Paddle 1.8's rule. Paddle 2.x's checkpoint 1 adds Beta1PowOut/Beta2PowOut and
+    # bias-corrects the moments; a program saved at that version is refused by compat_check.
 
     @staticmethod
     def lazy(attrs):
         return False
 
     @staticmethod
-    def extra(ins, attrs):
-        return {"b1p": one_value(ins["Beta1Pow"], "lamb", "Beta1Pow"),
-                "b2p": one_value(ins["Beta2Pow"], "lamb", "Beta2Pow")}
-
-    @staticmethod
     def rule(attrs):
         b1, b2, eps, wd = attrs["beta1"], attrs["beta2"], attrs["epsilon"], attrs["weight_decay"]
 
-        def f(lr, g, p, m1, m2, *, b1p, b2p):
+        def f(lr, g, p, m1, m2):
             m1 = b1 * m1 + (1 - b1) * g
             m2 = b2 * m2 + (1 - b2) * g * g
-            r = (m1 / (1 - b1p)) / (np.sqrt(m2 / (1 - b2p)) + eps) + wd * p
+            r = m1 / (np.sqrt(m2) + eps) + wd * p
             pn, rn = _norm(p), _norm(r)
             ratio = pn / rn if pn > 0 and rn > 0 else 1.0
             return p - lr * ratio * r, m1, m2

@@ -5,24 +5,21 @@ One base class and one table. Attributes are Paddle's: `dim` (default [0]), `kee
 An empty `dim` or reduce_all=True reduces every dim.
 
 Output shape: the reduced dims are dropped (kept as 1 with keep_dim). A reduction that drops
-every dim (reduce_all, or `dim` naming every axis, keep_dim False) gives a 0-D tensor, shape
-[], as Paddle 2.5 and later do (and `mean`, `accuracy`, `auc`, `arg_max` of a 1-D tensor,
-`slice` dropping every dim, the `loss@GRAD` backward seeds, the optimizers' learning rate).
+every dim (reduce_all, or `dim` naming every axis, keep_dim False) gives shape [1], as Fluid
+1.x's InferShape does (and so do `mean`, `accuracy`, `auc`, `size`, `kldiv_loss` with a
+reduction, `slice` dropping every dim, the `loss@GRAD` backward seeds and the optimizers'
+learning rate): Fluid programs index `loss[0]` and check `.shape == (1,)`.
 
-Fluid 1.x compatibility, decided: Fluid 1.x gave [1] there. Fluidity follows today's Paddle
-(the shapes a program saved by Paddle >= 2.5 declares, and what its executor fetches), so a
-fetched loss is a 0-D ndarray and `float(loss)`, `loss.item()` and `"%f" % loss` work under
-numpy 2, where `float()` of a shape-[1] array raises. The one Fluid 1.x idiom this breaks is
-indexing a fetched full reduction, `loss[0]` ("too many indices" on a 0-D array); use
-`float(loss)` or `loss.item()`, which work on both shapes. A program saved by Fluid 1.x
-keeps the [1] its VarDescs declare, but runs as today's Paddle runs it: the kernels give
-the 0-D result (Paddle 3 does the same), and every op that reads it accepts [] and [1].
+A program saved by Paddle 2.5 or later declares 0-D ([]) there instead; it keeps its 0-D
+values, because the executor shapes a one-element result as the op's output variable is
+declared ([] or [1]; `executor/plan.py`, and `codegen/cir.py` for compiled code). Every op
+that reads such a value accepts [] and [1] alike.
 """
 import numpy as np
 
 from ..core import dtypes
 from ..errors import ShapeError
-from .common import default_grad
+from .common import default_grad, linear_double_grad
 from .registry import In, OpDef, Out, ints, longs
 
 
@@ -41,7 +38,7 @@ def reduced_axes(rank, dim, reduce_all):
 def _out_shape(shape, axes, keep_dim):
     if keep_dim:
         return [1 if i in axes else d for i, d in enumerate(shape)]
-    return [d for i, d in enumerate(shape) if i not in axes]
+    return [d for i, d in enumerate(shape) if i not in axes] or [1]
 
 
 REDUCERS = {
@@ -148,7 +145,9 @@ class ReduceGrad(OpDef):
 
 for _name, _df in REDUCE_GRADS.items():
     type("".join(p.title() for p in _name.split("_")) + "Grad", (ReduceGrad,),
-         {"type": _name + "_grad", "dfunc": staticmethod(_df), "__module__": __name__})
+         {"type": _name + "_grad", "dfunc": staticmethod(_df), "__module__": __name__,
+          **({"grad": linear_double_grad(_name)} if _name in ("reduce_sum", "reduce_mean")
+             else {})})
 
 
 # --- Paddle 2.x: reduce_all / reduce_any, p_norm, frobenius_norm ----------------------------

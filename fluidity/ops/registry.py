@@ -19,8 +19,11 @@ prepared (`OpDef.kernel_for`), so attribute parsing never happens on the hot pat
 """
 import difflib
 import inspect
+import numbers
 
-from ..errors import ProgramError, UnknownOpError
+import numpy as np
+
+from ..errors import ProgramError, ProgramFormatError, UnknownOpError
 from ..proto import framework_pb2 as pb
 
 AttrType = pb.AttrType
@@ -124,6 +127,102 @@ def attr_type_of(value):
     raise ProgramError(f"cannot store attribute value {value!r} ({type(value).__name__})")
 
 
+# --- attribute values against the schema ---------------------------------------------------
+# What a value of each AttrType may be, as Python: Paddle's own readers convert int <-> int64,
+# int/int64 -> float and int -> bool (framework/attribute.h ExtractAttribute), and its files
+# carry int64 where this schema says int (padding_idx, height_sections...), double where it
+# says float, an empty list of any element type; so these are accepted and converted. A
+# string where a number belongs, a float where an int belongs, a number where a string
+# belongs is written by no Paddle and is refused.
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_INTEGRAL = (AttrType.INT, AttrType.LONG)
+_REAL = (AttrType.FLOAT, AttrType.FLOAT64)
+_INT_LISTS = {AttrType.INTS: AttrType.INT, AttrType.LONGS: AttrType.LONG}
+_REAL_LISTS = (AttrType.FLOATS, AttrType.FLOAT64S)
+_DESCRIBE = {AttrType.INT: "an integer in int32", AttrType.LONG: "an integer in int64",
+             AttrType.FLOAT: "a number", AttrType.FLOAT64: "a number",
+             AttrType.BOOLEAN: "a bool", AttrType.STRING: "a string",
+             AttrType.INTS: "a list of integers in int32",
+             AttrType.LONGS: "a list of integers in int64",
+             AttrType.FLOATS: "a list of numbers", AttrType.FLOAT64S: "a list of numbers",
+             AttrType.BOOLEANS: "a list of bools", AttrType.STRINGS: "a list of strings"}
+_MAX_SHOWN = 60
+
+
+def _is_int(v):
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_real(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_bool(v):
+    return isinstance(v, (bool, np.bool_)) or _is_int(v)
+
+
+def _int_in(v, want, stored):
+    lo, hi = _INT64 if AttrType.LONG in (want, stored) else _INT32
+    return _is_int(v) and lo <= int(v) <= hi
+
+
+def _found(value, stored):
+    what = AttrType.Name(stored) if stored is not None else type(value).__name__
+    shown = repr(value)
+    if len(shown) > _MAX_SHOWN:
+        shown = shown[:_MAX_SHOWN] + "..."
+    return f"{what} {shown}"
+
+
+def _convert(want, value, stored):
+    """`value` as the Python type of AttrType `want`, or None when it cannot be one."""
+    if want in _INTEGRAL:
+        return int(value) if _int_in(value, want, stored) else None
+    if want in _REAL:
+        return float(value) if _is_real(value) else None
+    if want == AttrType.BOOLEAN:
+        return bool(value) if _is_bool(value) else None
+    if want == AttrType.STRING:
+        return str(value) if isinstance(value, str) else None
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        return None
+    items = list(value)
+    if want in _INT_LISTS:
+        ok = all(_int_in(v, _INT_LISTS[want], AttrType.LONG if stored == AttrType.LONGS
+                         else None) for v in items)
+        return [int(v) for v in items] if ok else None
+    if want in _REAL_LISTS:
+        return [float(v) for v in items] if all(map(_is_real, items)) else None
+    if want == AttrType.BOOLEANS:
+        return [bool(v) for v in items] if all(map(_is_bool, items)) else None
+    if want == AttrType.STRINGS:
+        return [str(v) for v in items] if all(isinstance(v, str) for v in items) else None
+    return value
+
+
+def coerce_attr(opdef, name, value, stored=None):
+    """`value` of op `opdef`'s attribute `name` in the Python type of the schema's AttrType
+    (int, float, bool, str or a list of them; block, var and scalar attributes as they come);
+    ProgramFormatError (a FormatError, so a ValueError) naming op, attribute, expected and
+    found type when it cannot be one (see the table above). `stored` is the AttrType the
+    desc holds it as, when it comes from one. An attribute the schema does not declare is
+    returned as is (Paddle writes extras: use_mkldnn, ...)."""
+    want = opdef.attr_type(name)
+    if want is None or want not in _DESCRIBE or value is None:
+        return value
+    got = _convert(want, value, stored)
+    if got is None:
+        raise _type_error(opdef.type, name, want, value, stored)
+    return got
+
+
+def _type_error(op_type, name, want, value, stored):
+    op = f"op '{op_type}': " if op_type else ""
+    return ProgramFormatError(f"{op}attribute '{name}' must be {AttrType.Name(want)} "
+                              f"({_DESCRIBE[want]}), found {_found(value, stored)}")
+
+
 # --- attribute <-> OpDesc.Attr -----------------------------------------------------------
 _SCALAR_FIELD = {AttrType.INT: "i", AttrType.FLOAT: "f", AttrType.STRING: "s",
                  AttrType.BOOLEAN: "b", AttrType.LONG: "l", AttrType.FLOAT64: "float64",
@@ -161,8 +260,18 @@ def _py_to_scalar(v, s):
         s.c.r, s.c.i = v.real, v.imag
 
 
+def check_value(type_, name, value, op_type=None):
+    """Raise ProgramFormatError naming op (`op_type`, when given), attribute, expected and found
+    type when `value` cannot be stored as AttrType `type_` (coerce_attr's rules: a str is
+    never converted into a number, nor a number into a str)."""
+    if type_ in _DESCRIBE and _convert(type_, value, None) is None:
+        raise _type_error(op_type, name, type_, value, None)
+
+
 def write_attr(attr_desc, name, value, type_):
-    """Fill an OpDesc.Attr message with `value` stored as AttrType `type_`."""
+    """Fill an OpDesc.Attr message with `value` stored as AttrType `type_` (check_value's
+    error when it is not of that type)."""
+    check_value(type_, name, value)
     attr_desc.Clear()
     attr_desc.name = name
     attr_desc.type = type_
@@ -187,9 +296,26 @@ def write_attr(attr_desc, name, value, type_):
                            f"{AttrType.Name(type_)}: {e}") from None
 
 
+class BlockIndex(int):
+    """A BLOCK / BLOCKS attribute's value as read from a desc: the block's index (an int, what
+    Fluidity itself uses), also answering `.idx` and `.id` as the Block object Fluid's
+    `op.all_attrs()` gives does (`op.all_attrs()["optimize_blocks"][0].idx`)."""
+    __slots__ = ()
+
+    @property
+    def idx(self):
+        return int(self)
+
+    id = idx
+
+
 def read_attr(attr_desc):
     """OpDesc.Attr message -> Python value."""
     t = attr_desc.type
+    if t == AttrType.BLOCK:
+        return BlockIndex(attr_desc.block_idx)
+    if t == AttrType.BLOCKS:
+        return [BlockIndex(i) for i in attr_desc.blocks_idx]
     if t in _SCALAR_FIELD:
         return getattr(attr_desc, _SCALAR_FIELD[t])
     if t in _LIST_FIELD:

@@ -295,13 +295,13 @@ class Size(OpDef):
     inputs = (In("Input"),)
     outputs = (Out("Out"),)
     share_lod = None
-    doc = "Out = the number of elements of Input, an int64 scalar (shape [])."
+    doc = "Out = the number of elements of Input, int64, shape [1] (Fluid 1.x's)."
 
     @staticmethod
     def infer_shape(ctx):
-        ctx.set_output("Out", [], dtypes.VarType.INT64)
+        ctx.set_output("Out", [1], dtypes.VarType.INT64)
 
     @staticmethod
     def kernel(x):
-        return np.asarray(x.size, dtype=np.int64)
+        return np.asarray([x.size], dtype=np.int64)
 

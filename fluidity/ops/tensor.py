@@ -16,6 +16,8 @@ Conventions (Paddle's), those modules' as well:
 import numpy as np
 
 from ..core import dtypes
+from ..core.limits import check_elements
+from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, ShapeError
 from .common import infer_with, ints_from, norm_axis, present, reduce_to_shape, untile
 from .registry import In, OpDef, Out, get as get_op, ints, longs
@@ -65,12 +67,37 @@ def _concat_shape(shapes, axis):
     return out
 
 
+def _concat_lod(xs, axis):
+    """Out's LoD (Paddle 1.8): joined along axis 0, every input's LoD appended level by level
+    (a sequence stays a sequence; none when some input has no LoD); else X[0]'s LoD."""
+    lod0 = xs[0]._lod
+    if axis != 0 or not lod0:
+        return lod0
+    if any(not x._lod for x in xs):
+        return []
+    if any(len(x._lod) != len(lod0) for x in xs):
+        raise ShapeError(f"concat: the inputs' LoD levels differ "
+                         f"({[len(x._lod) for x in xs]}); joining them along axis 0 needs "
+                         f"one level count")
+    out = []
+    for level in range(len(lod0)):
+        offs = [0]
+        for x in xs:
+            lv, base = x._lod[level], offs[-1]
+            offs.extend(base + (b - lv[0]) for b in lv[1:])
+        out.append(offs)
+    return out
+
+
 class Concat(OpDef):
     type = "concat"
     inputs = (In("X", duplicable=True), In("AxisTensor", dispensable=True, no_grad=True))
     outputs = (Out("Out"),)
     attrs = {"axis": 0}
-    doc = "Out = the inputs joined along `axis` (AxisTensor overrides it at run time)."
+    kind = "value"
+    share_lod = None
+    doc = ("Out = the inputs joined along `axis` (AxisTensor overrides it at run time); along "
+           "axis 0 the inputs' LoDs are joined too, else Out has X[0]'s LoD.")
 
     @staticmethod
     def infer_shape(ctx):
@@ -84,9 +111,12 @@ class Concat(OpDef):
         axis = attrs["axis"]
 
         def kernel(xs, axis_t):
-            ax = axis if axis_t is None else int(np.asarray(axis_t).reshape(-1)[0])
-            _concat_shape([list(x.shape) for x in xs], ax)
-            return np.concatenate(xs, axis=ax)
+            ax = axis if axis_t is None else \
+                int(np.asarray(axis_t._array).reshape(-1)[0])
+            arrays = [x._array for x in xs]
+            _concat_shape([list(a.shape) for a in arrays], ax)
+            ax = ax % arrays[0].ndim if arrays[0].ndim else 0
+            return LoDTensor(np.concatenate(arrays, axis=ax), _concat_lod(xs, ax))
         return kernel
 
 
@@ -319,7 +349,7 @@ class Expand(OpDef):
     def prepare(cls, attrs, outputs):
         def kernel(x, times_t, times_l):
             times = ints_from(times_t, times_l) or attrs["expand_times"]
-            _expand_shape(list(x.shape), times)
+            check_elements(_expand_shape(list(x.shape), times), x.itemsize, cls.type)
             return np.tile(x, times)
         return kernel
 
@@ -383,7 +413,9 @@ class ExpandV2(OpDef):
     def prepare(cls, attrs, outputs):
         def kernel(x, shape_t, shape_l):
             shape = ints_from(shape_t, shape_l) or attrs["shape"]
-            return np.broadcast_to(x, _expand_v2_shape(list(x.shape), shape)).copy()
+            shape = _expand_v2_shape(list(x.shape), shape)
+            check_elements(shape, x.itemsize, cls.type)
+            return np.broadcast_to(x, shape).copy()
         return kernel
 
     grad = staticmethod(_all_inputs_grad)
@@ -435,7 +467,8 @@ class Tile(OpDef):
     def prepare(cls, attrs, outputs):
         def kernel(x, times_t, times_l):
             times = ints_from(times_t, times_l) or attrs["repeat_times"]
-            shape, times, _ = _tile_plan(x.shape, times)
+            shape, times, out = _tile_plan(x.shape, times)
+            check_elements(out, x.itemsize, cls.type)
             return np.tile(x.reshape(shape), times)
         return kernel
 
@@ -634,7 +667,9 @@ class OneHot(OpDef):
     @classmethod
     def infer_shape(cls, ctx):
         xs = ctx.input_shape("X")
-        if cls.last_is_one and (not xs or xs[-1] not in (1, -1)):
+        if cls.last_is_one and len(xs) < 2:     # Fluid 1.8's check, at build and run time
+            ctx.fail(f"X must be at least 2-D ([..., 1] ids), got {xs}")
+        if cls.last_is_one and xs[-1] not in (1, -1):
             ctx.fail(f"X must have a last dim of size 1, got {xs}")
         depth = -1 if ctx.has_input("depth_tensor") else ctx.attr("depth")
         lead = xs[:-1] if cls.last_is_one else xs
@@ -647,7 +682,11 @@ class OneHot(OpDef):
 
         def kernel(x, depth_t):
             depth = attrs["depth"] if depth_t is None else int(np.asarray(depth_t).reshape(-1)[0])
+            if trim and (x.ndim < 2 or x.shape[-1] != 1):
+                raise ExecutionError(f"{cls.type}: X must be [..., 1] ids (at least 2-D), got "
+                                     f"shape {list(x.shape)}")
             ids = x[..., 0] if trim else x
+            check_elements(ids.shape + (max(depth, 0),), dt.itemsize, cls.type)
             if not allow and ids.size and (ids.min() < 0 or ids.max() >= depth):
                 bad = ids[(ids < 0) | (ids >= depth)].reshape(-1)[0]
                 raise ExecutionError(f"{cls.type}: id {int(bad)} is outside [0, {depth}) "

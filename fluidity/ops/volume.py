@@ -1,5 +1,6 @@
 """Sliding-window ops over N-d inputs [N, C, *spatial] (Fluid 1.x): conv3d,
-conv3d_transpose, pool3d, and unfold (im2col of 2-D images).
+conv3d_transpose, pool3d (sliding, global and adaptive windows), max_pool3d_with_index,
+and unfold (im2col of 2-D images); trilinear_interp is with the resize family (ops/interp.py).
 
 One patch map serves them all: for every output position and kernel offset, the flat
 spatial index of the input element it reads (-1 in the padding). A convolution is an
@@ -9,7 +10,9 @@ the same map; a transposed convolution is that adjoint run forward.
 import numpy as np
 
 from ..errors import ExecutionError, ShapeError
+from .common import channel_last
 from .conv import out_size
+from .nn import interp_matrix
 from .registry import In, OpDef, Out, ints
 
 
@@ -239,6 +242,57 @@ class Conv3dTransposeGrad(OpDef):
 
 
 # --- pool3d ---------------------------------------------------------------------------------
+def adaptive_map(spatial, outs):
+    """Patch map of adaptive pooling: output cell i of a dim of size n covers [floor(i * n /
+    o), ceil((i + 1) * n / o)); cells differ in size, so the map is as wide as the largest
+    and -1 past a cell's end."""
+    grids = []
+    for n, o in zip(spatial, outs):
+        if o <= 0:
+            raise ShapeError(f"adaptive pooling: output size {list(outs)} must be positive")
+        i = np.arange(o)
+        start, end = (i * n) // o, -((-(i + 1) * n) // o)
+        k = int((end - start).max())
+        pos = start[:, None] + np.arange(k)[None, :]
+        grids.append(np.where(pos < end[:, None], pos, -1))
+    nd = len(spatial)
+    idx = np.zeros([1] * (2 * nd), np.int64)
+    valid = np.ones([1] * (2 * nd), bool)
+    stride = 1
+    for i in reversed(range(nd)):
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = grids[i].shape
+        g = grids[i].reshape(shape)
+        idx = idx + np.maximum(g, 0) * stride
+        valid = valid & (g >= 0)
+        stride *= spatial[i]
+    m = np.where(valid, idx, -1)
+    return m.reshape(int(np.prod(outs)), -1), list(outs)
+
+
+def pool_map(spatial, attrs, op):
+    """The patch map and output size of a 3-D pooling's windows: global, adaptive (ksize is
+    the output size) or sliding."""
+    if attrs.get("ceil_mode"):
+        raise ShapeError(f"{op}: ceil_mode pooling is not built")
+    if attrs["global_pooling"]:
+        return patch_map(spatial, spatial, [1, 1, 1], [(0, 0)] * 3, [1, 1, 1])
+    if attrs["adaptive"]:
+        return adaptive_map(spatial, attrs["ksize"])
+    return patch_map(spatial, attrs["ksize"], attrs["strides"], _pads(attrs["paddings"], 3),
+                     [1, 1, 1])
+
+
+def pool_out_shape(spatial, ctx):
+    if ctx.attr("global_pooling"):
+        return [1, 1, 1]
+    if ctx.attr("adaptive"):
+        return list(ctx.attr("ksize"))
+    pads = _pads(ctx.attr("paddings"), 3)
+    return [out_size(n, k, s, *p, 1) for n, k, s, p in
+            zip(spatial, ctx.attr("ksize"), ctx.attr("strides"), pads)]
+
+
 class Pool3d(OpDef):
     type = "pool3d"
     inputs = (In("X"),)
@@ -248,45 +302,43 @@ class Pool3d(OpDef):
              "adaptive": False, "ceil_mode": False, "use_cudnn": True,
              "padding_algorithm": "EXPLICIT", "data_format": "NCDHW"}
     share_lod = None
-    doc = ("Max or average pooling of X [N, C, D, H, W] over ksize windows (global_pooling: "
-           "the whole volume); `exclusive` averages over the unpadded elements only.")
+    doc = ("Max or average pooling of X [N, C, D, H, W] (NDHWC with data_format NDHWC) over "
+           "ksize windows (global_pooling: the whole volume; adaptive: ksize is the output "
+           "size); `exclusive` averages over the unpadded elements only.")
 
     @staticmethod
     def _plan(spatial, attrs):
-        if attrs["adaptive"] or attrs["ceil_mode"]:
-            raise ShapeError("pool3d: adaptive and ceil_mode pooling are not built")
-        if attrs["global_pooling"]:
-            return patch_map(spatial, spatial, [1, 1, 1], [(0, 0)] * 3, [1, 1, 1])
-        return patch_map(spatial, attrs["ksize"], attrs["strides"],
-                         _pads(attrs["paddings"], 3), [1, 1, 1])
+        return pool_map(spatial, attrs, "pool3d")
 
     @staticmethod
     def infer_shape(ctx):
         xs = ctx.input_shape("X")
         if len(xs) != 5:
             ctx.fail(f"X must be 5-D, got {xs}")
-        if ctx.attr("global_pooling"):
-            out = [1, 1, 1]
+        if channel_last(ctx.attr("data_format")):      # NDHWC
+            out = [xs[0]] + pool_out_shape(xs[1:4], ctx) + [xs[4]]
         else:
-            pads = _pads(ctx.attr("paddings"), 3)
-            out = [out_size(n, k, s, *p, 1) for n, k, s, p in
-                   zip(xs[2:], ctx.attr("ksize"), ctx.attr("strides"), pads)]
-        ctx.set_output("Out", xs[:2] + out, ctx.input_dtype("X"))
+            out = xs[:2] + pool_out_shape(xs[2:], ctx)
+        ctx.set_output("Out", out, ctx.input_dtype("X"))
 
     @classmethod
     def prepare(cls, attrs, outputs):
         kind, excl = attrs["pooling_type"], attrs["exclusive"]
         if kind not in ("max", "avg"):
             raise ShapeError(f"pool3d: pooling_type must be max or avg, got {kind}")
+        last = channel_last(attrs["data_format"])
 
         def kernel(x):
+            x = np.moveaxis(x, -1, 1) if last else x
             m, outs = cls._plan(x.shape[2:], attrs)
             shape = x.shape[:2] + tuple(outs)
             if kind == "max":
-                return gather_patches(x, m, -np.inf).max(axis=-1).reshape(shape)
-            total = gather_patches(x, m).sum(axis=-1)
-            count = (m >= 0).sum(axis=-1) if excl else m.shape[1]
-            return (total / count).astype(x.dtype).reshape(shape)
+                out = gather_patches(x, m, -np.inf).max(axis=-1).reshape(shape)
+            else:
+                total = gather_patches(x, m).sum(axis=-1)
+                count = (m >= 0).sum(axis=-1) if excl or attrs["adaptive"] else m.shape[1]
+                out = (total / count).astype(x.dtype).reshape(shape)
+            return np.ascontiguousarray(np.moveaxis(out, 1, -1)) if last else out
         return kernel
 
     grad = staticmethod(lambda g: g.default())
@@ -303,8 +355,15 @@ class Pool3dGrad(OpDef):
     @classmethod
     def prepare(cls, attrs, outputs):
         kind, excl = attrs["pooling_type"], attrs["exclusive"]
+        last = channel_last(attrs["data_format"])
 
         def kernel(x, out, dout):
+            if last:
+                return np.ascontiguousarray(np.moveaxis(
+                    channel_first(np.moveaxis(x, -1, 1), np.moveaxis(dout, -1, 1)), 1, -1))
+            return channel_first(x, dout)
+
+        def channel_first(x, dout):
             m, _ = Pool3d._plan(x.shape[2:], attrs)
             d = dout.reshape(dout.shape[0], dout.shape[1], -1, 1)
             if kind == "max":
@@ -313,10 +372,66 @@ class Pool3dGrad(OpDef):
                 hit &= np.cumsum(hit, axis=-1) == 1                   # the first maximum
                 dcols = hit * d
             else:
-                count = (m >= 0).sum(axis=-1)[:, None] if excl else m.shape[1]
+                count = (m >= 0).sum(axis=-1)[:, None] if excl or attrs["adaptive"] \
+                    else m.shape[1]
                 dcols = np.broadcast_to(d / count, d.shape[:3] + (m.shape[1],))
             return scatter_patches(np.ascontiguousarray(dcols), m, x.shape[2:]).astype(x.dtype)
         return kernel
+
+
+class MaxPool3dWithIndex(OpDef):
+    type = "max_pool3d_with_index"
+    inputs = (In("X"),)
+    outputs = (Out("Out"), Out("Mask", intermediate=True))
+    attrs = {"ksize": ints(), "strides": ints([1, 1, 1]), "paddings": ints([0, 0, 0]),
+             "global_pooling": False, "adaptive": False}
+    share_lod = None
+    doc = ("Max pooling of X [N, C, D, H, W] and Mask, the int32 index (d * H * W + h * W + "
+           "w) of each window's first maximum in its input volume (adaptive_pool3d's max).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs = ctx.input_shape("X")
+        if len(xs) != 5:
+            ctx.fail(f"X must be 5-D, got {xs}")
+        shape = xs[:2] + pool_out_shape(xs[2:], ctx)
+        ctx.set_output("Out", shape, ctx.input_dtype("X"))
+        if ctx.has_output("Mask"):
+            ctx.set_output("Mask", shape, "int32")
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        def kernel(x):
+            m, outs = pool_map(x.shape[2:], attrs, "max_pool3d_with_index")
+            cols = gather_patches(x, m, -np.inf)                 # [N, C, O, K]
+            k = cols.argmax(axis=-1)
+            out = np.take_along_axis(cols, k[..., None], -1)[..., 0]
+            mask = m[np.arange(m.shape[0])[None, None, :], k]
+            shape = x.shape[:2] + tuple(outs)
+            return out.reshape(shape).astype(x.dtype), mask.reshape(shape).astype(np.int32)
+        return kernel
+
+    grad = staticmethod(lambda g: g.op(
+        "max_pool3d_with_index_grad", {"X": g.input("X"), "Mask": g.output("Mask"),
+                                       "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class MaxPool3dWithIndexGrad(OpDef):
+    type = "max_pool3d_with_index_grad"
+    inputs = (In("X"), In("Mask"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = MaxPool3dWithIndex.attrs
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(x, mask, dout):
+        n, c = x.shape[:2]
+        vol = int(np.prod(x.shape[2:]))
+        base = (np.arange(n * c) * vol).reshape(n, c, *([1] * (mask.ndim - 2)))
+        dx = np.bincount((base + mask).ravel(), weights=dout.ravel(), minlength=x.size)
+        return dx.reshape(x.shape).astype(x.dtype)
 
 
 # --- unfold -----------------------------------------------------------------------------------

@@ -2,4 +2,5 @@
 from Python (DataLoader, PyReader) and the reader layout of a program (reader/program.py)."""
 from . import creator, decorator  # noqa: F401
 from .decorator import *  # noqa: F401,F403
-from .dataloader import DataLoader, PyReader  # noqa: F401
+from .dataloader import DataLoader, PyReader, keep_data_loader_order  # noqa: F401
+from .loader_base import DataLoaderBase  # noqa: F401

@@ -216,6 +216,11 @@ class QueueFeeder:
     def running(self):
         return bool(self._threads)
 
+    @property
+    def thread(self):
+        """The feeding thread of the pass under way (None when there is none)."""
+        return self._threads[-1] if self._threads else None
+
     def start(self):
         if self.source is None:
             raise FluidityError("the reader has no data source: decorate it (or "

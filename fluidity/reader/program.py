@@ -125,10 +125,32 @@ def reset_scope_reader(name):
 class PyReaderControl:
     """The Python side of a program's py_reader: its data source and feeding thread."""
 
+    METHODS = ("start", "reset", "decorate_paddle_reader", "decorate_tensor_provider",
+               "decorate_sample_list_generator", "decorate_batch_generator",
+               "decorate_sample_generator")
+
     def __init__(self, feeder, slots, reader_name):
         self.feeder = feeder
         self.slots = slots
         self.reader_name = reader_name
+        self._vars = []
+
+    def bind(self, var):
+        """Give the reader variable `var` Fluid's py_reader methods and attributes (`start`,
+        `reset`, `decorate_*`, `queue`, `thread`: the feeding thread while a pass is under
+        way, else None; `exited`); returns `var`."""
+        for name in self.METHODS:
+            setattr(var, name, getattr(self, name))
+        var.queue = self.queue
+        var.control = self
+        var.thread = None
+        var.exited = False
+        self._vars.append(var)
+        return var
+
+    def _publish_thread(self):
+        for var in self._vars:
+            var.thread = self.feeder.thread
 
     @property
     def queue(self):
@@ -155,6 +177,7 @@ class PyReaderControl:
 
     def start(self):
         self.feeder.start()
+        self._publish_thread()
 
     def reset(self):
         """Stop the feeding thread and restart the reader stack: the next start() begins a
@@ -162,6 +185,7 @@ class PyReaderControl:
         self.feeder.stop()
         reset_scope_reader(self.reader_name)
         self.feeder.queue.reopen()
+        self._publish_thread()
 
 
 def specs_of(shapes, dtype_list, lod_levels):

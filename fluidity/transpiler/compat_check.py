@@ -78,7 +78,6 @@ PADDLE_EXTRA_ATTRS = {
     "lookup_table_v2": _PS,
     "matmul": _SCALES + ("force_fp32_output",),
     "matmul_v2": ("force_fp32_output",),
-    "mul": ("force_fp32_output", "scale_out", "scale_x", "scale_y"),
     "pool2d": ("is_test",),
     "prelu": ("is_test",),
     "sequence_softmax": ("data_format",),

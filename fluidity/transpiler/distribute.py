@@ -31,17 +31,20 @@ import warnings
 from collections import namedtuple
 
 from ..core.dtypes import VarType
-from ..core.names import OpRole
+from ..core.names import EMPTY_VAR_NAME, OpRole
 from ..errors import ProgramError
 from ..ir import rewrite
 from ..ir.views import ProgramView
 from ..proto import framework_pb2 as pb
 from .ps_dispatcher import HashName, PSDispatcher, RoundRobin  # noqa: F401
+from .vars_distributed import job_overview
 
 # plan: the parameter blocks and their endpoints the programs were written from
 # table: the DistTable (None without a distributed lookup table)
-DistPrograms = namedtuple("DistPrograms", "trainer trainer_startup pservers plan table",
-                          defaults=(None,))
+# overview: the VarsDistributed of the job (vars_distributed.py: where each block went)
+DistPrograms = namedtuple("DistPrograms",
+                          "trainer trainer_startup pservers plan table overview",
+                          defaults=(None, None))
 
 # Paddle's control-variable names for the RPC ops' dependencies
 _SEND_CTRL = "@SEND_CTRL@"
@@ -128,19 +131,66 @@ _CLIP_SCOPE = "gradient_clip"
 
 
 def _is_clip(op):
-    """Gradient-clipping ops (Fluid names them under the `gradient_clip` scope): they stay
-    on the trainer, made Backward ops, as in Paddle's `_get_optimize_pass`."""
+    """Gradient-clipping ops (Fluid names them under the `gradient_clip` scope)."""
     return op.role & OpRole.Optimize and _CLIP_SCOPE in str(_attr(op, "op_namescope", ""))
 
 
+def _group_inputs(ops):
+    """The names `ops` (in order) read before any of them writes them."""
+    written, inputs = set(), []
+    for op in ops:
+        for n in op.input_arg_names:
+            if n not in written and n not in inputs:
+                inputs.append(n)
+        written.update(op.output_arg_names)
+    return inputs
+
+
+def _trainer_clips(b0):
+    """Indices of the clipping ops that stay on the trainer: those of a group (clipping ops
+    linked by the variables they share) that combines several gradients, as global-norm
+    clipping does. A group that clips one gradient goes to the parameter's server, after
+    the trainers' gradients are merged, as Fluid 1.6 places clipping; a global norm there
+    would see one server's gradients only, so it is computed where every gradient is."""
+    clips = [i for i, op in enumerate(b0.ops) if _is_clip(op)]
+    root = {i: i for i in clips}
+
+    def find(i):
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+    first = {}
+    for i in clips:
+        op = b0.ops[i]
+        for n in op.input_arg_names + op.output_arg_names:
+            if n in first:
+                root[find(i)] = find(first[n])
+            else:
+                first[n] = i
+    groups = {}
+    for i in clips:
+        groups.setdefault(find(i), []).append(i)
+    out = set()
+    for members in groups.values():
+        if len(_group_inputs([b0.ops[i] for i in sorted(members)])) > 1:
+            out.update(members)
+    return out
+
+
 def _params_grads(b0):
-    """[(param, grad, [optimize op indices])] in the order the optimizer ops come. The ops of
-    a parameter are its optimizer op(s) (`op_role_var` names the pair) and the optimize-role
-    ops without one that touch it or its gradient, or what those wrote (regularization);
-    clipping ops are not among them (`_is_clip`)."""
+    """[(param, sent gradient, [optimize op indices])] in the order the optimizer ops come.
+    The ops of a parameter are its optimizer op(s) (`op_role_var` names the pair) and the
+    optimize-role ops without one that touch it or its gradient, or what those wrote
+    (regularization, and clipping of its gradient alone: `_trainer_clips`). The sent
+    gradient is what the trainer computes and these ops start from: the gradient of the
+    backward pass (or of a global-norm clip), which the optimizer op may know by another
+    name (clipped, decayed)."""
+    trainer_clips = _trainer_clips(b0)
+    lr_made = {n for op in b0.ops if op.role & OpRole.LRSched for n in op.output_arg_names}
     out, by_param, loose = [], {}, []
     for i, op in enumerate(b0.ops):
-        if not op.role & OpRole.Optimize or _is_clip(op):
+        if not op.role & OpRole.Optimize or i in trainer_clips:
             continue
         rv = list(_attr(op, "op_role_var", []) or [])
         if len(rv) < 2:
@@ -155,7 +205,7 @@ def _params_grads(b0):
         touched = {p, g}
         for i in ops:
             touched.update(b0.ops[i].output_arg_names)
-        for i in reversed(loose):   # a regularization op comes before its parameter's update
+        for i in reversed(loose):   # regularization and clipping come before the update
             op = b0.ops[i]
             names = set(op.input_arg_names) | set(op.output_arg_names)
             if names & touched and i not in ops:
@@ -169,7 +219,21 @@ def _params_grads(b0):
             f"distribute transpiler: optimize-role ops {stray} belong to no parameter's "
             f"update (neither clipping nor its regularization); they cannot be placed on a "
             f"parameter server")
-    return out
+    result = []
+    for p, g, ops in out:
+        sent = [n for n in _group_inputs([b0.ops[i] for i in ops])
+                if n not in lr_made and not _persistable(b0, n)]
+        if len(sent) > 1:
+            raise NotImplementedError(
+                f"distribute transpiler: the update of '{p}' starts from several computed "
+                f"variables {sent}; one gradient is sent per parameter")
+        result.append((p, sent[0] if sent else g, ops))
+    return result
+
+
+def _persistable(b0, name):
+    v = b0.find_var_recursive(name)
+    return v is not None and v.persistable
 
 
 def _lr_ops(b0):
@@ -305,14 +369,18 @@ def _table_initializer(startup, table):
 
 
 def fake_init_table(startup_block, table):
-    """Replace, in place, the startup op initializing the table by `fake_init` (a trainer
-    holds no table: its lookup_table_grad reads the table's shape only)."""
-    for op in list(startup_block.ops):
-        if op.output_arg_names == [table.name] and op.type != "fake_init":
-            at = op.idx
-            rewrite.remove_op(startup_block, op)
-            rewrite.insert_op(startup_block, at, "fake_init", {}, {"Out": [table.name]},
-                              {"shape": table.shape, "op_role": OpRole.Forward})
+    """In place: remove the startup op initializing the table and append `fake_init` (a
+    trainer holds no table: its lookup_table_grad reads the table's shape only), at the end
+    as Fluid 1.6 appends it. Done already: nothing changes."""
+    inits = [op for op in startup_block.ops
+             if op.output_arg_names == [table.name] and op.type != "fake_init"]
+    if not inits and any(op.type == "fake_init" and op.output_arg_names == [table.name]
+                         for op in startup_block.ops):
+        return
+    rewrite.append_op(startup_block, "fake_init", {}, {"Out": [table.name]},
+                      {"shape": table.shape, "op_role": OpRole.Forward})
+    for op in inits:
+        rewrite.remove_op(startup_block, op)
 
 
 def _trainer_table(b0, table, trainer_id, endpoints, sync_mode):
@@ -356,19 +424,28 @@ def _trainer_table(b0, table, trainer_id, endpoints, sync_mode):
     return ctrl
 
 
+def table_shard_rows(table, n_endpoints):
+    """The rows a pserver's shard of the distributed table declares: ceil(rows / servers),
+    as Fluid 1.6 declares it (the shard itself grows with the ids it is sent)."""
+    return -(-table.shape[0] // n_endpoints)
+
+
 def _pserver_table(prog, src, table, init, endpoint, endpoints, trainers, sync_mode,
-                   var_map):
-    """The table's optimize block and prefetch block on `endpoint`; returns (received
-    variables, optimize block, "grad:block", "ids:prefetch block")."""
+                   var_map, parent):
+    """The table's optimize, prefetch and checkpoint-save blocks on `endpoint`, as Fluid
+    1.6 writes them: `sum` of the trainers' shards then `sgd` (sync; the gradient is summed,
+    not averaged, as in Fluid), `lookup_sparse_table`, `save`. Returns (received variables,
+    optimize block, "grad:block", "ids:prefetch block", save block)."""
     b0 = prog.global_block()
     k = endpoints.index(endpoint)
-    rewrite.add_var(b0, table.name, VarType.SELECTED_ROWS, table.shape,
+    rewrite.add_var(b0, table.name, VarType.SELECTED_ROWS,
+                    [table_shard_rows(table, len(endpoints))] + table.shape[1:],
                     src.find_var_recursive(table.name).dtype, persistable=True)
     gvar = src.find_var_recursive(table.grad)
     lr = src.find_var_recursive(table.lr)
     _declare_like(b0, lr, table.lr)
     var_map[table.lr] = (table.lr, list(lr.shape))
-    opt = rewrite.add_block(prog, 0)
+    opt = rewrite.add_block(prog, parent)
     if sync_mode:
         per = [f"{table.grad}.trainer_{t}.pserver_{k}" for t in range(trainers)]
         grad = table.grad
@@ -376,9 +453,6 @@ def _pserver_table(prog, src, table, init, endpoint, endpoints, trainers, sync_m
             _declare_like(b0, gvar, n, persistable=False)
         rewrite.append_op(opt, "sum", {"X": per}, {"Out": [grad]},
                           {"op_role": OpRole.Optimize})
-        if trainers > 1:   # Paddle only sums here; we average as for every other gradient
-            rewrite.append_op(opt, "scale", {"X": [grad]}, {"Out": [grad]},
-                              {"scale": 1.0 / trainers, "op_role": OpRole.Optimize})
     else:
         grad = f"{table.grad}.pserver_{k}"
         per = [grad]
@@ -397,8 +471,16 @@ def _pserver_table(prog, src, table, init, endpoint, endpoints, trainers, sync_m
                       {"Out": [rows]},
                       {**init, "is_sparse": True, "is_distributed": True,
                        "padding_idx": padding[0], "auto_grown_table": True,
-                       "op_role": OpRole.Forward})
-    return per, opt.idx, f"{grad}:{opt.idx}", f"{ids}:{pre.idx}"
+                       "table_height": table.shape[0], "op_role": OpRole.Forward})
+    # the block a checkpoint notification runs to save the shard (Fluid's; file_path unused)
+    if _TABLE_PATH not in b0.vars:
+        rewrite.add_var(b0, _TABLE_PATH, VarType.RAW, persistable=True)
+    save = rewrite.add_block(prog, opt.idx)
+    rewrite.append_op(save, "save", {"X": [table.name]}, {}, {"file_path": "none"})
+    return per, opt.idx, f"{grad}:{opt.idx}", f"{ids}:{pre.idx}", save.idx
+
+
+_TABLE_PATH = "kLookupTablePath"
 
 
 # --- the trainer ---------------------------------------------------------------------------
@@ -430,13 +512,13 @@ def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block):
 def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None):
     prog = ProgramView(rewrite.copy_program(main))
     b0 = prog.global_block()
+    kept_clips = _trainer_clips(b0)
+    for i in kept_clips:      # as Fluid makes the clipping it leaves on the trainer
+        rewrite.set_attr(b0.ops[i], "op_role", OpRole.Backward)
     drop = [i for i, op in enumerate(b0.ops)
-            if op.role & (OpRole.Optimize | OpRole.LRSched) and not _is_clip(op)]
+            if op.role & (OpRole.Optimize | OpRole.LRSched) and i not in kept_clips]
     for i in reversed(drop):
         rewrite.remove_op(b0, b0.ops[i])
-    for op in b0.ops:
-        if _is_clip(op):
-            rewrite.set_attr(op, "op_role", OpRole.Backward)
     ctrls = []
     if table is not None:
         ctrls.append(_trainer_table(b0, table, trainer_id, endpoints, sync_mode))
@@ -489,16 +571,21 @@ def append_trainer_recv(startup_block, main, plan, trainer_id, endpoints, sync_m
 
 def _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table=None):
     prog = ProgramView(rewrite.copy_program(startup))
-    if table is not None:
-        fake_init_table(prog.global_block(), table)
     _append_recv(prog.global_block(), plan, trainer_id, sync_mode, endpoints,
                  ProgramView(main).global_block())
+    if table is not None:
+        fake_init_table(prog.global_block(), table)
     return prog.desc
 
 
 # --- the parameter servers -----------------------------------------------------------------
-def _renames_for(b0, block, opt_ops):
-    """{original name: pserver name} for the variables of a block's optimizer ops."""
+def _renames_for(b0, block, opt_ops, own_names):
+    """{original name: pserver name} for the variables of a block's optimizer ops. As in
+    Fluid 1.6 only the parameter and its gradient take the block's names (`w.block1`); the
+    other variables (accumulators, clipped and decayed gradients) keep theirs, holding the
+    block's rows, except when this server holds several blocks of one parameter
+    (`own_names`: HashName can send them to one server), where Fluid's names would collide
+    and each block's get its `.block<i>` suffix."""
     pshape = list(b0.find_var_recursive(block.param).shape)
     ren = {block.param: block.pname, block.grad: block.gname}
     for op in opt_ops:
@@ -509,15 +596,20 @@ def _renames_for(b0, block, opt_ops):
             v = b0.find_var_recursive(n)
             if v is None:
                 continue
-            if list(v.shape) == pshape or (n in written and v.persistable):
+            if own_names and (list(v.shape) == pshape or (n in written and v.persistable)):
                 ren[n] = block.rename(n)  # sliced with the parameter, or one copy a block
             else:
-                ren[n] = n                # read-only and shared (the learning rate)
+                ren[n] = n
     return ren
 
 
 def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
              endpoints=()):
+    """The main program of the parameter server at `endpoint`, laid out as Fluid 1.6 lays
+    it: block 0 holds the variables and `listen_and_serv`; then the learning-rate block
+    (with the blocks of its control flow right after it), one optimize block per parameter
+    block held here, and the distributed table's optimize, prefetch and save blocks (an
+    empty optimize block when the server holds nothing). Returns (desc, var_map)."""
     src = ProgramView(main).global_block()
     opt_ops = {p: [src.ops[i] for i in ops] for p, _g, ops in _params_grads(src)}
     desc = pb.ProgramDesc()
@@ -525,16 +617,16 @@ def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
     desc.blocks.add(idx=0, parent_idx=-1)
     prog = ProgramView(desc)
     b0 = prog.global_block()
-    received, opt_blocks, grad_to_block = [], [], []
+    received, opt_blocks, grad_to_block, sparse_to_param = [], [], [], []
     var_map = {}  # pserver name -> (original name, block) for the startup program
-    lr_block = _lr_decay_block(prog, src, var_map)
+    lr_block = _lr_decay_block(prog, ProgramView(main), var_map)
     if lr_block is not None:
         opt_blocks.append(lr_block)
+    parent = len(prog.blocks) - 1        # Fluid's optimize blocks hang off the last block
     for p, blocks in plan.items():
-        for blk in blocks:
-            if blk.ep != endpoint:
-                continue
-            ren = _renames_for(src, blk, opt_ops[p])
+        here = [blk for blk in blocks if blk.ep == endpoint]
+        for blk in here:
+            ren = _renames_for(src, blk, opt_ops[p], own_names=len(here) > 1)
             pshape = list(src.find_var_recursive(p).shape)
             for orig, new in ren.items():
                 v = src.find_var_recursive(orig)
@@ -542,7 +634,7 @@ def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
                 _declare_like(b0, v, new, shape,
                               persistable=False if orig == blk.grad else None)
                 var_map[new] = (orig, shape)
-            sub = rewrite.add_block(prog, 0)
+            sub = rewrite.add_block(prog, parent)
             gvar = src.find_var_recursive(blk.grad)
             if sync_mode and trainers > 1:
                 per = [f"{blk.gname}.trainer_{k}" for k in range(trainers)]
@@ -566,50 +658,89 @@ def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
                     rewrite.set_attr(nop, "op_role_var", [blk.pname, blk.gname])
             opt_blocks.append(sub.idx)
             grad_to_block.append(f"{blk.gname}:{sub.idx}")
-    prefetch = []
+            if gvar.type == VarType.SELECTED_ROWS:
+                sparse_to_param.append(f"{blk.gname}:{blk.pname}")
+    prefetch, save_block = [], -1
     if table is not None:
-        per, blk, g2b, pre = _pserver_table(prog, src, table, init, endpoint, list(endpoints),
-                                            trainers, sync_mode, var_map)
+        per, blk, g2b, pre, save_block = _pserver_table(
+            prog, src, table, init, endpoint, list(endpoints), trainers, sync_mode, var_map,
+            parent)
         received += per
         opt_blocks.append(blk)
         grad_to_block.append(g2b)
         prefetch.append(pre)
-    if len(opt_blocks) == (lr_block is not None):
-        raise ProgramError(f"no parameter block is dispatched to pserver '{endpoint}' (more "
-                           f"servers than blocks?)")
-    rewrite.append_op(b0, "listen_and_serv", {"X": received}, {},
-                      {"endpoint": endpoint, "optimize_blocks": opt_blocks, "Fanin": trainers,
-                       "sync_mode": sync_mode, "grad_to_block_id": grad_to_block,
-                       "distributed_mode": 0 if sync_mode else 1,
-                       "lr_decay_block_id": -1 if lr_block is None else lr_block,
-                       "prefetch_var_name_to_block_id": prefetch, "op_role": OpRole.RPC})
+    if not opt_blocks:     # Fluid gives a server that holds nothing an empty block
+        opt_blocks.append(rewrite.add_block(prog, len(prog.blocks) - 1).idx)
+    attrs = {"endpoint": endpoint, "pserver_id": list(endpoints).index(endpoint),
+             "optimize_blocks": opt_blocks, "Fanin": trainers, "sync_mode": sync_mode,
+             "grad_to_block_id": grad_to_block, "sparse_grad_to_param": sparse_to_param,
+             "distributed_mode": 0 if sync_mode else 1,
+             "lr_decay_block_id": -1 if lr_block is None else lr_block,
+             "prefetch_var_name_to_block_id": prefetch, "op_role": OpRole.RPC}
+    if table is not None:
+        attrs["checkpint_block_id"] = save_block     # (sic: Fluid's attribute name)
+    rewrite.append_op(b0, "listen_and_serv", {"X": received}, {}, attrs)
     return desc, var_map
 
 
 def _lr_decay_block(prog, src, var_map):
     """Block 1 of a pserver program when the training program has a learning-rate schedule:
-    its LRSched ops, their variables declared in block 0 (the counter persistable, so the
+    its LRSched ops, and the blocks of their control flow (a piecewise decay's Switch)
+    cloned right after it, depth first, as Fluid 1.6 clones them; their variables are
+    declared where the training program declares them (the counter persistable, so the
     pserver startup initializes it and a checkpoint keeps it). None without a schedule."""
-    lr = _lr_ops(src)
+    sb = src.global_block()
+    lr = _lr_ops(sb)
     if not lr:
         return None
-    b0 = prog.global_block()
     sub = rewrite.add_block(prog, 0)
     for i in lr:
-        op = src.ops[i]
-        if any(a.type in (pb.BLOCK, pb.BLOCKS) for a in op.desc.attrs):
-            raise NotImplementedError(f"distribute transpiler: the learning-rate schedule op "
-                                      f"'{op.type}' has a sub-block (control flow), which "
-                                      f"the pserver LR-decay block does not copy yet")
-        for n in op.input_arg_names + op.output_arg_names:
-            v = src.find_var_recursive(n)
-            if v is not None and n not in b0.vars:
-                _declare_like(b0, v, n)
-                var_map[n] = (n, list(v.shape))
-        od = pb.OpDesc()
-        od.CopyFrom(op.desc)
-        rewrite.insert_op_desc(sub, len(sub.ops), od)
+        _clone_op(prog, src, sb.ops[i], sb, sub, var_map)
     return sub.idx
+
+
+def _clone_op(prog, src, op, src_block, block, var_map):
+    """Copy `op` of `src_block` (a block of program view `src`) to the end of pserver block
+    `block`, declaring its variables (in the pserver's block 0 when the training program
+    has them there, else in `block`) and cloning each block it runs as a new block under
+    `block`, its attribute pointed at the clone."""
+    b0 = prog.global_block()
+    for n in op.input_arg_names + op.output_arg_names:
+        if n == EMPTY_VAR_NAME:
+            continue
+        owner = block if n in src_block.vars and src_block.idx != 0 else b0
+        if n in owner.vars or (owner is not b0 and n in b0.vars):
+            continue
+        v = src_block.find_var_recursive(n)
+        if v is None:
+            raise ProgramError(f"distribute transpiler: learning-rate op '{op.type}' uses "
+                               f"'{n}', which the program does not declare")
+        _declare_like(owner, v, n)
+        if owner is b0:
+            var_map[n] = (n, list(v.shape))
+    od = pb.OpDesc()
+    od.CopyFrom(op.desc)
+    nop = rewrite.insert_op_desc(block, len(block.ops), od)
+    for a in nop.desc.attrs:
+        if a.type == pb.BLOCK:
+            a.block_idx = _clone_block(prog, src, a.block_idx, block, var_map)
+        elif a.type == pb.BLOCKS:
+            new = [_clone_block(prog, src, i, block, var_map) for i in a.blocks_idx]
+            del a.blocks_idx[:]
+            a.blocks_idx.extend(new)
+    return nop
+
+
+def _clone_block(prog, src, idx, parent, var_map):
+    """A new pserver block under `parent` holding a copy of the training program's block
+    `idx` (its own variables and ops, sub-blocks cloned in turn); returns its index."""
+    origin = src.block(idx)
+    new = rewrite.add_block(prog, parent.idx)
+    for n, v in origin.vars.items():
+        _declare_like(new, v, n)
+    for op in origin.ops:
+        _clone_op(prog, src, op, origin, new, var_map)
+    return new.idx
 
 
 def pserver_startup(startup, pserver_main, var_map):
@@ -676,7 +807,10 @@ def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, 
     for ep in endpoints:
         pmain, var_map = _pserver(main, plan, ep, trainers, sync_mode, table, init, endpoints)
         pservers[ep] = (pmain, pserver_startup(startup, pmain, var_map))
-    return DistPrograms(trainer, tstart, pservers, plan, table)
+    overview = job_overview(src, plan, _params_grads(src),
+                            {ep: ProgramView(pm).global_block()
+                             for ep, (pm, _s) in pservers.items()}, table, endpoints)
+    return DistPrograms(trainer, tstart, pservers, plan, table, overview)
 
 
 __all__ = ["DistPrograms", "DistributeTranspilerConfig", "HashName", "RoundRobin",

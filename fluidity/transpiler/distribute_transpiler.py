@@ -32,6 +32,15 @@ def _wrap(like, desc):
     return type(like)._construct_from_desc(desc)
 
 
+def _mark(program, info):
+    """Set Fluid's distributed attributes (`_is_distributed`, `_endpoints`, `_ps_endpoint`,
+    `_is_chief`, `_distributed_lookup_table`, `_parameters_on_pservers`) on a Program object,
+    as Fluid's transpiler sets them on the programs it hands out; returns it."""
+    for k, v in info.items():
+        setattr(program, k, v)
+    return program
+
+
 class DistributeTranspiler:
     """`t = fluid.DistributeTranspiler(config)`; `t.transpile(trainer_id, program=None,
     pservers="127.0.0.1:6174", trainers=1, sync_mode=True, startup_program=None,
@@ -55,11 +64,22 @@ class DistributeTranspiler:
         self._result = _d.transpile(program.desc, self._origin_startup, self.trainer_id, eps,
                                     self.trainer_num, self.sync_mode, self.config)
         self.pserver_endpoints = [e.strip() for e in eps if e.strip()]
+        table = self._result.table
+        self.table_name = table.name if table is not None else None
+        self.has_distributed_lookup_table = table is not None
         # Fluid: the trainer's startup program fetches the initial parameters
         _d.append_trainer_recv(startup_program.global_block(), program.desc, self._result.plan,
                                self.trainer_id, self.pserver_endpoints, self.sync_mode)
-        if self._result.table is not None:     # a trainer holds no distributed table
-            _d.fake_init_table(startup_program.global_block(), self._result.table)
+        if table is not None:     # a trainer holds no distributed table
+            _d.fake_init_table(startup_program.global_block(), table)
+        # Fluid's distributed attributes of the programs (the program's desc is untouched)
+        self._dist_info = {
+            "_is_distributed": True, "_endpoints": list(self.pserver_endpoints),
+            "_ps_endpoint": current_endpoint, "_is_chief": self.trainer_id == 0,
+            "_distributed_lookup_table": self.table_name,
+            "_parameters_on_pservers": self._result.overview}
+        _mark(program, self._dist_info)
+        self.vars_overview = self._result.overview
 
     def _check(self):
         if self._result is None:
@@ -67,7 +87,8 @@ class DistributeTranspiler:
         return self._result
 
     def get_trainer_program(self, wait_port=True):
-        return _wrap(self.origin_program, _d.rewrite.copy_program(self._check().trainer))
+        return _mark(_wrap(self.origin_program, _d.rewrite.copy_program(self._check().trainer)),
+                     self._dist_info)
 
     def _pserver(self, endpoint):
         pservers = self._check().pservers
@@ -77,7 +98,10 @@ class DistributeTranspiler:
         return pservers[endpoint]
 
     def get_pserver_program(self, endpoint):
-        return _wrap(self.origin_program, _d.rewrite.copy_program(self._pserver(endpoint)[0]))
+        prog = _wrap(self.origin_program, _d.rewrite.copy_program(self._pserver(endpoint)[0]))
+        if self._result.table is not None:
+            prog._distributed_lookup_table = self.table_name
+        return _mark(prog, self._dist_info)
 
     def get_pserver_programs(self, endpoint):
         """(pserver main program, pserver startup program) of `endpoint`."""

@@ -46,6 +46,7 @@ def test_batch_origin_counts_empty_and_skipped_lines(tmp_path, backend, chunk_si
     assert describe_origin([(a, 6, 8), (b, 1, 1)]) == f"{a}:6-8, {b}:1"
 
 
+@pytest.mark.filterwarnings("ignore:MultiSlotReader skipped:UserWarning")  # blank lines
 @pytest.mark.parametrize("backend", ["c", "python"])
 def test_chunk_origin_of_any_example_range(tmp_path, backend):
     a = _file(tmp_path, "a.txt", ["", _good(2), _good(3), "", "", _good(6)])

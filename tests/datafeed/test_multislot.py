@@ -62,7 +62,8 @@ def test_batches_from_hand_written_lines(tmp_path, desc, backend):
                   "\n   \t \n"
                   "1 5 2 1 2 0 1 0\r\n"
                   "2 9223372036854775807 9\t2 -1 1e3  2 a b 1 1")  # no final newline
-    batches = _read(desc, [path], backend=backend)
+    with pytest.warns(DataWarning, match=r"skipped 2 blank line\(s\); the first: .*a.txt:2$"):
+        batches = _read(desc, [path], backend=backend)
     assert [len(b["label"].numpy()) for b in batches] == [2, 1]
     b0, b1 = batches
     assert list(b0) == ["words", "dense", "label"]  # used slots, in desc order
@@ -244,6 +245,48 @@ def test_skip_bad_lines_skips_and_counts(tmp_path, desc, backend):
         assert len(list(reader)) == 1 and reader.skipped_lines == 0
 
 
+BLANKS = ["", "   ", "\t \x0b\x0c", "\r"]  # empty, spaces, tab/vt/ff, a CRLF line's "\r"
+
+
+@pytest.mark.parametrize("chunk_size", [64, multislot.CHUNK_SIZE])
+def test_blank_lines_are_counted_and_named_in_the_warning(tmp_path, desc, chunk_size):
+    lines = []
+    for i in range(12):
+        lines.append(GOOD)
+        if i % 3 == 1:
+            lines.append(BLANKS[i % len(BLANKS)])
+    lines += ["", ""]                              # two at the end, before the last newline
+    path = _write(tmp_path, "gaps.txt", "\n".join(lines) + "\n")
+    first = next(i for i, ln in enumerate(lines) if not ln.split()) + 1
+    got = {}
+    for backend in BACKENDS:
+        reader = MultiSlotReader(desc, [path], batch_size=5, chunk_size=chunk_size,
+                                 backend=backend)
+        with pytest.warns(DataWarning) as caught:
+            batches = list(reader)
+        (w,) = [str(c.message) for c in caught]
+        assert w == f"MultiSlotReader skipped 6 blank line(s); the first: {path}:{first}"
+        assert reader.blank_lines == 6 and reader.skipped_lines == 0
+        assert reader.examples == 12
+        got[backend] = (_plain(batches), [b.origin for b in batches])
+    assert got["c"][1] == got["python"][1]           # the same lines, the same origins
+    _assert_same(got["c"][0], got["python"][0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_blank_and_malformed_lines_share_one_warning(tmp_path, desc, backend):
+    path = _write(tmp_path, "both.txt", "\n".join([GOOD, "", "1 5 2 0.5 0.5", "  ", GOOD]))
+    reader = MultiSlotReader(desc, [path], skip_bad_lines=True, backend=backend)
+    with pytest.warns(DataWarning, match=r"skipped 1 malformed line\(s\); the first: .*"
+                                         r"both.txt:3: .*; and 2 blank line\(s\); the first: "
+                                         r".*both.txt:2$"):
+        list(reader)
+    assert (reader.skipped_lines, reader.blank_lines, reader.examples) == (1, 2, 2)
+    # without skip_bad_lines the malformed line still stops the read, naming its line
+    with pytest.raises(DataError, match=r"both.txt:3: slot 'unused'"):
+        _read(desc, [path], backend=backend)
+
+
 def test_reader_errors(tmp_path, desc):
     with pytest.raises(DataError, match="cannot open data file .*nope.txt"):
         _read(desc, [str(tmp_path / "nope.txt")])
@@ -278,8 +321,8 @@ def test_parser_is_built_into_the_cache_dir_by_hash(tmp_path, monkeypatch):
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.setattr(multislot, "_c_parser", None)
     multislot.c_parser()
-    (lib,) = os.listdir(tmp_path)
-    assert lib.startswith("multislot_parser-") and lib.endswith(".so")
+    (lib,) = [f for f in os.listdir(tmp_path / "native") if f.endswith(".so")]
+    assert lib.startswith("multislot_parser-")
 
 
 def test_generator_is_deterministic_and_its_files_parse(tmp_path):
@@ -356,6 +399,7 @@ def test_float32_overflow_threshold_is_the_same_in_both_parsers(tmp_path):
         assert isinstance(got[0], float) == finite, (tok, got)
 
 
+@pytest.mark.filterwarnings("ignore:MultiSlotReader skipped:UserWarning")  # blank lines
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_batches_name_their_file_and_lines(tmp_path, desc, backend):
     lines = [GOOD.replace(" 1 1", f" 1 {i % 2}") for i in range(5)]

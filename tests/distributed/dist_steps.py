@@ -1,7 +1,8 @@
 """dist_mlp.py's model and data, with what fault tests need: each trainer prints
 "trainer <id> step <k>" as it finishes a step and sleeps FLUIDITY_TEST_STEP_SLEEP seconds
 after it (so a test can kill a process mid-run), and trainer 0 can ask the pservers for a
-checkpoint (FLUIDITY_TEST_NOTIFY_DIR) after its last step.
+checkpoint (FLUIDITY_TEST_NOTIFY_DIR, relative to the servers'
+FLAGS_pserver_checkpoint_notify_root) after its last step.
 
     python dist_steps.py sync|async OUT_DIR STEPS [LR]
 

@@ -3,11 +3,12 @@ reference the distributed tests compare with bit for bit.
 
     replay(build, trainer_feeds, steps, init) -> (final params, mean losses per step)
 
-Each step, every trainer's gradients come from its own rows (the program's forward,
-backward and clipping ops: what a trainer runs), are merged as a pserver merges them (`sum`
-in trainer order, then `scale` by 1/trainers: the same ops, so a SelectedRows gradient is
-concatenated in the same order), and the optimize and LR-schedule ops run once on the
-merged values. Same ops, same operands, same order: a correct job equals it exactly, and
+Each step, every trainer's gradients come from its own rows (the program's forward and
+backward ops, and a clip that combines several gradients (global norm): what a trainer
+runs), are merged as a pserver merges them (`sum` in trainer order, then `scale` by
+1/trainers: the same ops, so a SelectedRows gradient is concatenated in the same order),
+and the clipping of one gradient, the optimize and LR-schedule ops run once on the merged
+values (Fluid 1.6 clips on the servers). Same ops, same operands, same order: a correct job equals it exactly, and
 any difference is a lost, doubled, stale or misrouted update.
 
 Training on the whole batch instead is the same mathematics but not the same rounding: the
@@ -20,18 +21,47 @@ import fluidity as fluid
 from fluidity.core.names import OpRole
 
 SERVER_ROLES = OpRole.Optimize | OpRole.LRSched
-CLIP_SCOPE = "gradient_clip"        # Fluid's name scope of clipping ops: trainer side
+CLIP_SCOPE = "gradient_clip"        # Fluid's name scope of clipping ops
 
 
-def _on_server(op):
+def _is_clip(op):
     scope = op.attr("op_namescope") if op.has_attr("op_namescope") else ""
-    return bool(op.role & SERVER_ROLES) and CLIP_SCOPE not in str(scope or "")
+    return CLIP_SCOPE in str(scope or "")
+
+
+def _global_clips(ops):
+    """Indices of the clipping ops that combine several gradients: grown from each clip op
+    through the variables clip ops share, a group that reads more than one variable from
+    outside itself (a global norm). These run on the trainers."""
+    clips = [i for i, op in enumerate(ops) if bool(op.role & OpRole.Optimize) and
+             _is_clip(op)]
+    out, seen = set(), set()
+    for start in clips:
+        if start in seen:
+            continue
+        group, names, grew = {start}, set(), True
+        while grew:
+            grew = False
+            names = {n for i in group for n in ops[i].input_arg_names + ops[i].output_arg_names}
+            for i in clips:
+                if i not in group and names & set(ops[i].input_arg_names +
+                                                   ops[i].output_arg_names):
+                    group.add(i)
+                    grew = True
+        seen |= group
+        written = {n for i in group for n in ops[i].output_arg_names}
+        outside = {n for i in group for n in ops[i].input_arg_names if n not in written}
+        if len(outside) > 1:
+            out |= group
+    return out
 
 
 def split_programs(main, trainers):
     """(trainer program, server program, names of the merged gradients) of `main`."""
     ops = main.global_block().ops
-    server = [i for i, op in enumerate(ops) if _on_server(op)]
+    on_trainer = _global_clips(ops)
+    server = [i for i, op in enumerate(ops)
+              if bool(op.role & SERVER_ROLES) and i not in on_trainer]
     written = {n for i, op in enumerate(ops) if i not in server for n in op.output_arg_names}
     merged = sorted({n for i in server for n in ops[i].input_arg_names if n in written})
     trainer_prog, server_prog = main.clone(), main.clone()

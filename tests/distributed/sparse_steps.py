@@ -3,7 +3,8 @@
 `is_sparse` table (sliced like a dense parameter, SelectedRows gradients), then fc layers.
 Each trainer prints "trainer <id> step <k>" after a step and sleeps
 FLUIDITY_TEST_STEP_SLEEP seconds; trainer 0 asks the pservers for a checkpoint into
-FLUIDITY_TEST_NOTIFY_DIR after its last step (the final shards, for the test to read).
+FLUIDITY_TEST_NOTIFY_DIR (relative to the servers' FLAGS_pserver_checkpoint_notify_root)
+after its last step (the final shards, for the test to read).
 
     python sparse_steps.py distributed|is_sparse OUT_DIR STEPS
 
@@ -21,9 +22,10 @@ VOCAB, WIDTH, BATCH, LR = 4000, 8, 16, 0.5
 INIT = {"type": "uniform_random", "min": -0.1, "max": 0.1, "seed": 5}
 
 
-def build(kind):
+def build(kind, table_lr=1.0):
     """(main, startup, loss); kind "distributed", "is_sparse" or "local" (the one-process
-    model of either)."""
+    model of either: with table_lr=2 for a distributed table, whose gradient the servers
+    sum over the two trainers as Fluid does, where the dense ones are averaged)."""
     main, start = fluid.Program(), fluid.Program()
     main.random_seed = start.random_seed = 9
     with fluid.program_guard(main, start), fluid.unique_name.guard():
@@ -33,7 +35,8 @@ def build(kind):
             ids, [VOCAB, WIDTH], is_sparse=(kind != "local"),
             is_distributed=(kind == "distributed"),
             param_attr=fluid.ParamAttr(
-                name="table", initializer=fluid.initializer.Uniform(-0.1, 0.1, seed=5)))
+                name="table", initializer=fluid.initializer.Uniform(-0.1, 0.1, seed=5),
+                learning_rate=table_lr))
         h = fluid.layers.fc(emb, 8, act="tanh")
         pred = fluid.layers.fc(h, 1)
         loss = fluid.layers.mean(fluid.layers.square_error_cost(pred, y))

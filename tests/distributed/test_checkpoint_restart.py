@@ -61,7 +61,8 @@ def test_pserver_restarted_without_its_checkpoint_fails_the_trainers_clearly(tmp
 def test_checkpoint_notify_saves_every_persistable_and_loads_back(tmp_path):
     steps = 3
     job = Job(tmp_path, ["sync", tmp_path, steps, 0.1], servers=2, trainers=1,
-              env={"FLUIDITY_TEST_NOTIFY_DIR": str(tmp_path / "saved"),
+              env={"FLAGS_pserver_checkpoint_notify_root": str(tmp_path),
+                   "FLUIDITY_TEST_NOTIFY_DIR": "saved",
                    "FLAGS_rpc_deadline": "60000"})
     try:
         job.start()

@@ -32,6 +32,7 @@ def test_sync_job_on_ray_matches_single_process(tmp_path):
     r = _launch(tmp_path, os.path.join(HERE, "dist_mlp.py"), "sync", tmp_path, steps, lr)
     logs = {f.name: f.read_text() for f in (tmp_path / "log").iterdir()}
     assert r.returncode == 0, r.stderr[-3000:] + str(logs)
+    assert "launch: 2 trainer(s) and 2 pserver(s) finished" in r.stdout   # as the local one
     assert sorted(logs) == ["serverlog.0", "serverlog.1", "workerlog.0", "workerlog.1"]
     init, final, _ = load(tmp_path / "trainer_0.npz")
     for k, v in single_process(init, steps, lr, 2).items():
@@ -61,8 +62,9 @@ def test_one_failure_stops_the_ray_job(tmp_path):
         "time.sleep(120)\n")
     t0 = time.monotonic()
     r = _launch(tmp_path, str(bad), launcher=("-m", "fluidity.cli", "launch"))
-    assert r.returncode != 0
+    assert r.returncode == 3, r.stderr[-3000:]      # the failed trainer's status
     assert "trainer 1" in r.stderr and "status 3" in r.stderr, r.stderr[-3000:]
+    assert "  | trainer 1 fails" in r.stderr, r.stderr[-3000:]     # its log's tail
     assert time.monotonic() - t0 < 120
     assert "trainer 1 fails" in (tmp_path / "log" / "workerlog.1").read_text()
     server_log = (tmp_path / "log" / "serverlog.0").read_text()

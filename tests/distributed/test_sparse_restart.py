@@ -22,7 +22,8 @@ from dist_job import Job, load  # noqa: E402
 
 
 def single_process(kind, init, steps):
-    prog, start, loss = model.build("local" if kind == "distributed" else kind)
+    prog, start, loss = model.build("local" if kind == "distributed" else kind,
+                                    table_lr=2.0 if kind == "distributed" else 1.0)
     scope = fluid.Scope()
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(start, scope=scope)
@@ -43,7 +44,8 @@ def test_pserver_with_sparse_table_restarts_and_no_update_is_lost(tmp_path, kind
     job = Job(tmp_path, [kind, tmp_path, steps], script=os.path.join(HERE, "sparse_steps.py"),
               env={"FLAGS_pserver_checkpoint_dir": str(tmp_path / "ckpt"),
                    "FLAGS_pserver_checkpoint_minutes": "0",
-                   "FLUIDITY_TEST_NOTIFY_DIR": str(tmp_path / "saved"),
+                   "FLAGS_pserver_checkpoint_notify_root": str(tmp_path),
+                   "FLUIDITY_TEST_NOTIFY_DIR": "saved",
                    "FLUIDITY_TEST_STEP_SLEEP": sleep, "FLAGS_rpc_deadline": "60000"})
     job.run_restarting_server(1, kill_at)
     log1 = job.log("server", 1)

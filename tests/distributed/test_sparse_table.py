@@ -2,7 +2,8 @@
 the trainers look rows up through split_ids -> prefetch -> merge_ids and send the table's
 gradient through split_ids -> send; each pserver holds the ids `id % 2 == k` as an
 auto-grown SparseTable, rows created on first touch. 2 pservers x 2 trainers in sync mode
-equal one process step by step; async lowers the loss; only touched rows exist on the
+equal one process step by step (the servers sum the trainers' table gradients, as Fluid's
+do: the one process trains the table at twice the rate); async lowers the loss; only touched rows exist on the
 servers and travel the wire (within 1.2x of the ideal); bad ids and a prefetch to a server
 without the table fail naming the table and the endpoint."""
 import os
@@ -23,7 +24,10 @@ VOCAB, WIDTH, BATCH = 10000, 8, 16
 INIT = {"type": "uniform_random", "min": -0.1, "max": 0.1, "seed": 5}
 
 
-def build_table(distributed=True, width=WIDTH, dense=True, lr=0.5):
+def build_table(distributed=True, width=WIDTH, dense=True, lr=0.5, table_lr=1.0):
+    """table_lr: the table's own learning-rate factor (ParamAttr.learning_rate). The servers
+    sum the trainers' table gradients, as Fluid's do (the dense ones are averaged), so one
+    process on the concatenated batch matches a 2-trainer job with the table's at 2."""
     def build():
         main, start = fluid.Program(), fluid.Program()
         main.random_seed = start.random_seed = 9
@@ -33,7 +37,8 @@ def build_table(distributed=True, width=WIDTH, dense=True, lr=0.5):
             emb = fluid.layers.embedding(
                 ids, [VOCAB, width], is_sparse=True, is_distributed=distributed,
                 param_attr=fluid.ParamAttr(
-                    name="table", initializer=fluid.initializer.Uniform(-0.1, 0.1, seed=5)))
+                    name="table", initializer=fluid.initializer.Uniform(-0.1, 0.1, seed=5),
+                    learning_rate=table_lr))
             if dense:
                 h = fluid.layers.fc(emb, 8, act="tanh")
                 pred = fluid.layers.fc(h, 1)
@@ -71,7 +76,8 @@ def test_sync_distributed_table_matches_single_process():
     res = run_job(build_table(), trainer_batch, steps)
     init = {k: v for k, v in res.init[0].items() if k != "table"}
     init["table"] = initial_rows(INIT, np.arange(VOCAB), WIDTH)     # rows as the shards make them
-    want, want_losses = single_process(build_table(distributed=False), all_batch, steps, init)
+    want, want_losses = single_process(build_table(distributed=False, table_lr=2.0),
+                                       all_batch, steps, init)
     got_losses = (np.array(res.losses[0]) + np.array(res.losses[1])) / 2
     np.testing.assert_allclose(got_losses, want_losses, rtol=1e-5)
     for k in init:

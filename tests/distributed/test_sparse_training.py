@@ -2,7 +2,7 @@
 2 trainers in sync mode train a model with an `is_sparse` embedding (sliced over both
 servers: `split_selected_rows`) exactly as one process does on the trainers' batches put
 together, step by step; with exponential_decay + L2Decay + GradientClipByValue too (LR-decay
-block and regularization on the pservers, clipping on the trainers); async lowers the loss."""
+block, regularization and clipping on the pservers); async lowers the loss."""
 import os
 import sys
 
@@ -140,7 +140,9 @@ def test_sync_lr_decay_l2_and_clip_match_single_process():
     assert lr_block == 1 and ls.attr("optimize_blocks")[0] == 1
     assert "increment" in [op.type for op in ps.blocks[lr_block].ops]
     tr = res.trainer_programs[0].global_block().ops
-    assert "clip" in [op.type for op in tr] and "increment" not in [op.type for op in tr]
+    # clipping one gradient runs on its server after the trainers' are merged (Fluid 1.6)
+    assert "clip" not in [op.type for op in tr] and "increment" not in [op.type for op in tr]
+    assert any("clip" in [op.type for op in b.ops] for b in ps.blocks)
 
 
 def test_async_sparse_embedding_lowers_the_loss():

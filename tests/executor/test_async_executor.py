@@ -208,7 +208,7 @@ def test_native_code_is_built_once_in_the_parent(ctr, tmp_path, monkeypatch):
     exe.run(startup, scope=scope)
     AsyncExecutor().run(main, desc, ctr["train"][:2], 2, scope=scope, workers="processes")
     assert multislot._c_parser is not None and sparse_kernels._lib
-    built = sorted(os.listdir(tmp_path / "cache"))
+    built = sorted(f for f in os.listdir(tmp_path / "cache" / "native") if f.endswith(".so"))
     assert [b.split("-")[0] for b in built] == ["multislot_parser", "sparse_kernels"], built
     native.forget()
 
@@ -265,7 +265,7 @@ def test_a_compiling_program_trains_in_worker_threads_as_in_processes(ctr, caplo
         assert res.examples == 24000 and seen and all(0 <= f[v["auc"].name] <= 1 for f in seen)
         losses[mode] = _heldout(ctr, exe, scope, test, v, desc)
     assert modes == {"auto": "threads", "processes": "processes", "threads": "threads"}
-    assert "worker threads running the compiled training step" in caplog.text
+    assert "worker threads: the compiled worker loop runs whole chunks in C" in caplog.text
     base = ctr["test_info"]["base_logloss"]
     assert losses["auto"] < base - 0.02, (losses, base)
     assert losses["auto"] == pytest.approx(losses["processes"], rel=0.025), losses
@@ -283,17 +283,70 @@ def test_worker_threads_run_at_the_same_time(ctr):
     assert w0["examples"] + w1["examples"] == 24000
 
 
-def test_a_program_that_does_not_compile_runs_in_processes_and_says_why(ctr, caplog):
+def test_auto_measures_a_program_without_the_compiled_loop_once_and_says_why(
+        ctr, caplog, monkeypatch):
+    """An op that does not compile (dropout) leaves worker threads a Python step under the
+    GIL per batch: "auto" measures both kinds on scratch copies of the parameters, takes the
+    faster, says why, and remembers it; unmeasurable, it takes processes."""
     import logging
+    from fluidity.executor import worker_mode
     desc = DataFeedDesc(os.path.join(ctr["dir"], "data_feed.prototxt"))
     main, startup, loss, logit = wide_model(ctr["model"], uncompiled=True)
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
+    before = {p.name: np.array(scope.find_var(p.name).get_tensor())
+              for p in main.global_block().all_parameters()}
+    monkeypatch.setattr(worker_mode, "_CACHE", {})
+    monkeypatch.setattr(worker_mode, "_measure", _untouched(worker_mode._measure, scope,
+                                                            before))
     with caplog.at_level(logging.INFO, logger="fluidity"):
-        res = AsyncExecutor().run(main, desc, ctr["train"][:1], 2, scope=scope)
-    assert res.mode == "processes"
-    assert "worker processes: 1 op(s) do not compile (op #" in caplog.text and "'dropout'" in \
-        caplog.text
+        res = AsyncExecutor().run(main, desc, ctr["train"][:2], 2, scope=scope)
+    rates = res.mode_rates
+    assert res.mode == ("threads" if rates["threads"] >= rates["processes"] else "processes")
+    assert rates["processes"] == pytest.approx(
+        rates["interpreter"] * min(2, worker_mode.cores()))
+    assert "measured on" in res.mode_reason and "1 op(s) do not compile (op #" in \
+        res.mode_reason and "'dropout'" in res.mode_reason
+    assert f"worker {res.mode}: measured on" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="fluidity"):
+        again = AsyncExecutor().run(main, desc, ctr["train"][:2], 2, scope=scope)
+    assert again.mode == res.mode and f"worker {res.mode} (cached choice)" in caplog.text
+    monkeypatch.setattr(worker_mode, "_CACHE", {})
+    monkeypatch.setattr(worker_mode, "MEASURE_MAX_BYTES", 0)    # too large to copy
+    res = AsyncExecutor().run(main, desc, ctr["train"][:2], 2, scope=scope)
+    assert res.mode == "processes" and "not measured" in res.mode_reason
+
+
+def _untouched(measure, scope, before):
+    """`measure`, checked to leave the user's parameters as they were."""
+    def checked(*args):
+        out = measure(*args)
+        for n, a in before.items():
+            np.testing.assert_array_equal(np.asarray(scope.find_var(n).get_tensor()), a)
+        return out
+    return checked
+
+
+def test_auto_takes_threads_for_the_compiled_loop_and_says_why(ctr, caplog):
+    import logging
+    desc = DataFeedDesc(os.path.join(ctr["dir"], "data_feed.prototxt"))
+    main, startup, test, v = _ctr_dnn(ctr, with_auc=False)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    with caplog.at_level(logging.INFO, logger="fluidity"):
+        res = AsyncExecutor().run(main, desc, ctr["train"][:1], 2, scope=scope,
+                                  fetch=[v["loss"]])
+    assert res.mode == "threads" and "compiled worker loop" in res.mode_reason
+    assert "worker threads: the compiled worker loop runs whole chunks in C" in caplog.text
+    assert all(w["native_calls"] >= 1 for w in res.workers)
+
+
+def test_workers_must_be_a_known_kind(ctr):
+    desc = DataFeedDesc(os.path.join(ctr["dir"], "data_feed.prototxt"))
+    main, startup, loss, logit = wide_model(ctr["model"], uncompiled=True)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
     with pytest.raises(FluidityError, match="workers must be 'auto', 'threads' or"):
         AsyncExecutor().run(main, desc, ctr["train"][:1], 2, scope=scope, workers="fibers")
 

@@ -174,10 +174,10 @@ def test_an_op_error_on_fed_data_names_its_file_and_lines(ctr, tmp_path, workers
     assert ei.value.origin.startswith(bad)
 
 
-def test_fetch_reports_agree_in_both_worker_modes(ctr, caplog):
+def test_fetch_reports_agree_in_both_worker_modes(ctr, caplog, capsys):
     """The fetch targets' means come back per report and over the run, alike for worker
-    threads and worker processes on the same data; off a terminal, with debug, each report
-    is a line of the `fluidity` logger (not a print)."""
+    threads and worker processes on the same data; with debug, each report is a line on
+    stdout (as Fluid prints it) and the same figures in the `fluidity` logger."""
     import logging
     got = {}
     for workers in ("threads", "processes"):
@@ -191,8 +191,10 @@ def test_fetch_reports_agree_in_both_worker_modes(ctr, caplog):
                                       callback=lambda n, f: seen.append(f[v["loss"].name]))
         assert res.mode == workers and res.examples == 6000 and seen
         assert res.history[-1][0] == 6000
-        lines = [r.getMessage() for r in caplog.records if "ex/s loss=" in r.getMessage()]
-        assert len(lines) == len(seen) and lines[-1].startswith("AsyncExecutor: 6,000 examples")
+        lines = [r.getMessage() for r in caplog.records if "ex/s, loss=" in r.getMessage()]
+        assert len(lines) == len(seen) and "6,000 examples" in lines[-1]
+        printed = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("time: ")]
+        assert len(printed) == len(seen) and all("loss: [" in ln for ln in printed)
         got[workers] = res[0]
     assert got["threads"] == pytest.approx(got["processes"], rel=0.05), got
 

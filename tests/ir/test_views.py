@@ -19,7 +19,7 @@ def test_a_view_of_the_builders_desc_reads_the_same_program():
         assert sorted(vb.vars) == sorted(mb.vars)
         for op, mop in zip(vb.ops, mb.ops):
             assert op.inputs_map() == mop.inputs_map() and op.all_attrs() == mop.all_attrs()
-            assert op.desc is mop.desc          # in place: no copy
+            assert op.desc is mop.desc.proto    # in place: no copy (the builder wraps it)
     sub = view.block(1)
     assert sub.parent.idx == 0
     assert sub.find_var_recursive("x").name == "x" and "x" not in sub.vars
@@ -49,7 +49,7 @@ def test_attributes_read_with_schema_defaults_and_roles():
 def test_var_views_and_their_setters():
     main = fluid.Program()
     with fluid.program_guard(main, fluid.Program()):
-        fluid.layers.data("x", [3], lod_level=1)
+        fluid.data("x", [-1, 3], lod_level=1)     # fluid.data: need_check_feed
     v = ProgramView(main.desc).global_block().var("x")
     assert v.shape == (-1, 3) and v.lod_level == 1 and v.type == VarType.LOD_TENSOR
     assert v.need_check_feed and not v.persistable

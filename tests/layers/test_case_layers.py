@@ -70,7 +70,7 @@ def test_is_empty_and_step_counter():
 def test_case_and_switch_case_refuse_bad_arguments():
     with pytest.raises(TypeError, match="case: pred_fn_pairs"):
         _program(lambda: L.case([]))
-    with pytest.raises(TypeError, match="switch_case: branch_index"):
+    with pytest.raises(TypeError, match="(?s)branch_index.*switch_case|switch_case.*branch_index"):
         _program(lambda: L.switch_case(L.fill_constant([1], "float32", 0.0), [lambda: None]))
     with pytest.raises(ValueError, match="appears twice"):
         _program(lambda: L.switch_case(L.fill_constant([1], "int32", 0),

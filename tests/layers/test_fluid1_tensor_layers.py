@@ -30,9 +30,9 @@ def test_zeros_ones_and_likes():
 
 
 def test_zeros_refuses_a_bad_shape():
-    with pytest.raises(TypeError, match="zeros: 'shape'"):
+    with pytest.raises(TypeError, match="'shape' in fluid.layers.zeros"):
         _run(lambda: L.zeros(3, "float32"))
-    with pytest.raises(TypeError, match="zeros_like: 'x' must be a Variable"):
+    with pytest.raises(TypeError, match="'x' in fluid.layers.zeros_like must be Variable"):
         _run(lambda: L.zeros_like(np.zeros(3)))
 
 

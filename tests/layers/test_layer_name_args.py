@@ -52,18 +52,6 @@ def test_fc_name_is_seventh_and_dice_loss_name():
     assert np.isfinite(out).all()
 
 
-def test_declined_cell_api_and_tree_conv_say_why():
-    for cls, methods in (("RNNCell", ("call", "get_initial_states")),
-                         ("GRUCell", ("call", "get_initial_states")),
-                         ("LSTMCell", ("call", "get_initial_states")),
-                         ("Decoder", ("initialize", "step", "finalize")),
-                         ("BeamSearchDecoder", ("initialize", "step", "finalize",
-                                                "tile_beam_merge_with_batch"))):
-        c = getattr(fluid.layers, cls)
-        with pytest.raises(NotImplementedError, match="cell API"):
-            c(16)
-        for m in methods:
-            with pytest.raises(NotImplementedError, match=f"{cls}.{m}"):
-                getattr(c, m)(None)
+def test_declined_tree_conv_says_why():
     with pytest.raises(NotImplementedError, match="tree_conv"):
         fluid.layers.tree_conv(None, None, 8, 2, 2)

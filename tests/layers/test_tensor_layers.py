@@ -44,5 +44,5 @@ def test_create_global_var_holds_its_value_and_persists():
 
 def test_create_parameter_rejects_a_bad_shape():
     with fluid.program_guard(fluid.Program(), fluid.Program()):
-        with pytest.raises(TypeError, match="create_parameter: shape"):
+        with pytest.raises(TypeError, match="'shape' in fluid.layers.create_parameter"):
             L.create_parameter("3x4", "float32")

@@ -454,7 +454,7 @@ def test_masked_select():
 
 def test_size():
     out = run_op("size", {"Input": rand(3, 4, 2)})["Out"]
-    assert out.shape == () and out.dtype == np.int64 and out == 24
+    assert out.shape == (1,) and out.dtype == np.int64 and out == 24     # Fluid 1.x's [1]
 
 
 # --- math, reductions, creation, logic ---------------------------------------------------

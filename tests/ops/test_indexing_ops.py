@@ -29,12 +29,12 @@ def test_slice(axes, starts, ends, dec, idx):
                    {**attrs, "ends": [min(e, 3) if a == 2 else e for a, e in zip(axes, ends)]})
 
 
-def test_slice_all_decreased_is_0d_and_tensors():
+def test_slice_all_decreased_is_shape_1_and_tensors():
     x = r(3, 4)
     attrs = {"axes": [0, 1], "starts": [1, 2], "ends": [2, 3], "decrease_axis": [0, 1]}
-    check_output("slice", {"Input": x}, {"Out": x[1, 2]}, attrs)     # 0-D, as Paddle >= 2.5
+    check_output("slice", {"Input": x}, {"Out": x[1, 2:3]}, attrs)   # [1], as Fluid 1.x
     check_grad("slice", {"Input": x}, ["Input"], attrs)
-    check_output("strided_slice", {"Input": x}, {"Out": x[1, 2]}, {**attrs, "strides": [1, 1]})
+    check_output("strided_slice", {"Input": x}, {"Out": x[1, 2:3]}, {**attrs, "strides": [1, 1]})
     got = run_op("slice", {"Input": x, "StartsTensor": np.array([1], np.int64),
                            "EndsTensorList": [("e0", np.array([3], np.int32))]},
                  {"axes": [1], "starts": [-1], "ends": [-1], "infer_flags": [-1]})

@@ -203,7 +203,6 @@ def test_bce_loss():
     ("cross_entropy", {"X": probs(4, 3), "Label": ids(5, 3)[:, :1].reshape(5)}, {}),
     ("cross_entropy", {"X": probs(4, 3), "Label": ids(4, 3).repeat(2, 1)}, {}),
     ("cross_entropy", {"X": probs(4, 3), "Label": probs(4, 2)}, {"soft_label": True}),
-    ("cross_entropy", {"X": probs(4, 3), "Label": probs(4, 1)}, {}),   # float hard labels
     ("softmax_with_cross_entropy", {"Logits": probs(4, 3), "Label": ids(3, 3)}, {}),
     ("softmax_with_cross_entropy", {"Logits": probs(4, 3), "Label": ids(4, 3)},
      {"axis": 2}),
@@ -216,6 +215,17 @@ def test_bce_loss():
 def test_bad_shapes_fail_at_build_time(op, inputs, attrs):
     with pytest.raises(ShapeError, match=f"'{op}'"):
         build_op(op, inputs, attrs)
+
+
+@pytest.mark.parametrize("op,slot", [("cross_entropy", "X"), ("cross_entropy2", "X"),
+                                     ("softmax_with_cross_entropy", "Logits")])
+def test_float_hard_labels_build_and_fail_at_run_time(op, slot):
+    """Fluid builds a program with float hard labels (a program saved for inference only
+    has them) and fails when the op runs: so does this, saying why."""
+    inputs = {slot: probs(4, 3), "Label": probs(4, 1)}
+    build_op(op, inputs, {})
+    with pytest.raises(ExecutionError, match="integer class ids"):
+        run_op(op, inputs)
 
 
 @pytest.mark.parametrize("op,slot", [("cross_entropy", "X"), ("cross_entropy2", "X"),

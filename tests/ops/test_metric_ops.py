@@ -77,9 +77,9 @@ def test_accuracy(k):
     out, idx = np_topk(scores, k)
     correct = int((idx == label).any(axis=1).sum())
     check_output("accuracy", {"Out": out, "Indices": idx, "Label": label},
-                 {"Accuracy": np.array(correct / n, np.float32),       # 0-D, as Paddle >= 2.5
-                  "Correct": np.array(correct, np.int32),
-                  "Total": np.array(n, np.int32)})
+                 {"Accuracy": np.array([correct / n], np.float32),     # [1], as Fluid 1.x
+                  "Correct": np.array([correct], np.int32),
+                  "Total": np.array([n], np.int32)})
     if k == c:
         assert correct == n
 
@@ -113,7 +113,7 @@ def test_auc_one_batch(width, steps):
     p = ins["Predict"][:, -1]
     bins = (p * np.float32(nt)).astype(np.int64)
     # the trapezoidal bucketed AUC is exactly the rank AUC of the bucket ids
-    assert got["AUC"].dtype == np.float64 and got["AUC"].shape == ()
+    assert got["AUC"].dtype == np.float64 and got["AUC"].shape == (1,)
     np.testing.assert_allclose(got["AUC"], roc_auc(bins, ins["Label"]), rtol=1e-12)
     pos = np.bincount(bins[ins["Label"][:, 0] != 0], minlength=nt + 1)
     stat = got["StatPosOut"].reshape(-1)
@@ -167,7 +167,7 @@ def test_streaming_auc_layer_over_batches():
         for got, bs in ((g, seen), (s, window)):
             scores = np.concatenate([x["Predict"][:, 1] for x in bs])
             labels = np.concatenate([x["Label"] for x in bs])
-            assert got.shape == () and abs(got - roc_auc(scores, labels)) < 1e-3
+            assert got.shape == (1,) and abs(got[0] - roc_auc(scores, labels)) < 1e-3
     # re-running the startup program resets the state
     exe.run(startup, scope=scope)
     b = batches[0]
@@ -185,7 +185,7 @@ def test_accuracy_and_topk_layers():
         values, indices = fluid.layers.topk(prob, k=2)
         acc1 = fluid.layers.accuracy(prob, label)
         acc2 = fluid.layers.accuracy(prob, label, k=2)
-    assert values.shape == (-1, 2) and acc1.shape == ()
+    assert values.shape == (-1, 2) and acc1.shape == (1,)
     exe = fluid.Executor(fluid.CPUPlace())
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
@@ -198,7 +198,7 @@ def test_accuracy_and_topk_layers():
     np.testing.assert_allclose(v, want_v)
     np.testing.assert_allclose(a1, (want_i[:, :1] == lv).any(1).mean(), rtol=1e-6)
     np.testing.assert_allclose(a2, (want_i == lv).any(1).mean(), rtol=1e-6)
-    assert a1.shape == a2.shape == ()
+    assert a1.shape == a2.shape == (1,)
     # a batch whose label count disagrees with the predictions fails, naming the op
     with pytest.raises(ExecutionError, match="'accuracy'"):
         exe.run(main, feed={"x": xv, "label": lv[:5]}, fetch_list=[acc1], scope=scope)

@@ -25,7 +25,8 @@ def r(*shape):
 @pytest.mark.parametrize("dim,keep,all_,axis", CASES)
 def test_reduce(op, dim, keep, all_, axis):
     x = r(2, 3, 4)
-    want = np.asarray(NUMPY[op](x, axis=axis, keepdims=keep), np.float32)  # 0-D when full
+    want = np.asarray(NUMPY[op](x, axis=axis, keepdims=keep), np.float32)
+    want = want.reshape(want.shape or (1,))     # a full reduction is [1], as in Fluid 1.x
     attrs = {"dim": dim, "keep_dim": keep, "reduce_all": all_}
     check_output(op, {"X": x}, {"Out": want}, attrs)
     check_grad(op, {"X": r(2, 2, 3)}, ["X"], attrs)
@@ -35,9 +36,9 @@ def test_build_time_shapes():
     _, _, _, outs, _ = build_op("reduce_sum", {"X": r(2, 3, 4)}, {"dim": [1]})
     assert list(outs["Out"][0].shape) == [2, 4]
     _, _, _, outs, _ = build_op("reduce_mean", {"X": r(2, 3)}, {"reduce_all": True})
-    assert list(outs["Out"][0].shape) == []           # 0-D, as Paddle >= 2.5
+    assert list(outs["Out"][0].shape) == [1]          # Fluid 1.x's InferShape
     _, _, _, outs, _ = build_op("reduce_sum", {"X": r(2, 3)}, {"dim": [0, 1]})
-    assert list(outs["Out"][0].shape) == []
+    assert list(outs["Out"][0].shape) == [1]
     _, _, _, outs, _ = build_op("reduce_sum", {"X": r(2, 3)}, {"reduce_all": True,
                                                                "keep_dim": True})
     assert list(outs["Out"][0].shape) == [1, 1]
@@ -49,7 +50,7 @@ def test_size_one_dims_and_1d():
     x = r(1, 3, 1)
     check_output("reduce_sum", {"X": x}, {"Out": x.sum(axis=(0, 2))}, {"dim": [0, 2]})
     v = r(5)
-    check_output("reduce_prod", {"X": v}, {"Out": np.array(v.prod(), np.float32)},
+    check_output("reduce_prod", {"X": v}, {"Out": np.array([v.prod()], np.float32)},
                  {"dim": [0]})
     check_grad("reduce_prod", {"X": v}, ["X"], {"dim": [0]})
 
@@ -88,9 +89,9 @@ def test_layers_build_and_run():
         for op, f in NUMPY.items():
             layer = getattr(L, op)
             outs += [layer(x), layer(x, dim=1), layer(x, dim=[0, -1], keep_dim=True)]
-            want += [np.asarray(f(x_np)), f(x_np, axis=1),
+            want += [np.asarray(f(x_np)).reshape(1), f(x_np, axis=1),
                      f(x_np, axis=(0, 2), keepdims=True)]
-    assert list(outs[0].shape) == [] and list(outs[2].shape) == [1, 3, 1]
+    assert list(outs[0].shape) == [1] and list(outs[2].shape) == [1, 3, 1]
     got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": x_np}, fetch_list=outs)
     for g, w, v in zip(got, want, outs):
         assert g.shape == np.shape(w), v.name

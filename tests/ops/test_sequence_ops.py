@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fluidity.core.tensor import LoDTensor
-from fluidity.errors import ExecutionError
+from fluidity.errors import ExecutionError, FeedError
 from op_test import check_grad, run_op
 
 rng = np.random.default_rng(1)
@@ -297,8 +297,10 @@ def test_needs_lod(op, inputs, attrs, out):
 
 
 def test_lod_that_does_not_cover_rows():
+    """A fed LoD is checked before any op reads it: the feed is refused, naming it."""
     t = LoDTensor(np.ones((4, 1)), [[0, 1, 3]])
-    with pytest.raises(ExecutionError, match="sequence_reverse: LoD of input X ends at 3"):
+    with pytest.raises(FeedError, match="feed 'x_in': LoD level 0 ends at 3 but the tensor "
+                                        "has 4 rows"):
         run("sequence_reverse", {"X": t})
 
 

@@ -114,8 +114,7 @@ def test_dataloader_from_dataset_and_id_zero_is_kept(ctr, tmp_path):
     main, startup, use_vars, loss, logit = wide(ctr["model"])
     ds = _dataset("InMemoryDataset", use_vars, [str(p)], batch=2)
     ds.load_into_memory()
-    loader = fluid.io.DataLoader.from_dataset(ds, fluid.cpu_places() if hasattr(
-        fluid, "cpu_places") else None, drop_last=True)
+    loader = fluid.io.DataLoader.from_dataset(ds, [fluid.CPUPlace()], drop_last=True)
     exe = fluid.Executor()
     exe.run(startup)
     batches = list(loader())
@@ -131,7 +130,7 @@ def test_dataset_errors(ctr):
     with pytest.raises(FluidityError, match="unknown dataset"):
         fluid.DatasetFactory().create_dataset("FooDataset")
     q = _dataset("QueueDataset", use_vars, ctr["train"])
-    with pytest.raises(FluidityError, match="does not support local_shuffle"):
+    with pytest.raises(FluidityError, match="does not support local shuffle"):
         q.local_shuffle()
     with pytest.raises(FluidityError, match="no such file"):
         q.set_filelist(["/nonexistent/part-0"])

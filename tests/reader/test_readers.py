@@ -144,10 +144,12 @@ def test_an_error_in_the_generator_reaches_the_caller(double):
 
 
 def test_a_batch_that_does_not_fit_the_variables_is_refused():
+    """fluid.data variables are checked (need_check_feed, as Fluid's); a layers.data one
+    reaches its ops as it is, and the op that reads it checks it."""
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        x = fluid.layers.data("x", [3])
-        y = fluid.layers.data("y", [1], dtype="int64")
+        x = fluid.data("x", [None, 3])
+        y = fluid.data("y", [None, 1], dtype="int64")
         reader = fluid.layers.create_py_reader_by_data(2, [x, y], use_double_buffer=False)
         xr, yr = fluid.layers.read_file(reader)
         loss = _net(xr, yr)

@@ -27,6 +27,20 @@ def double_literal(v):
     return repr(v)
 
 
+def fill_value(e):
+    """The constant of a fill op's attributes, as its kernel takes it: `str_value` parsed as
+    float() parses it when set (so "inf" and "-inf" too), else `value` (inf and nan kept:
+    value_literal formats them); NotCompilable for text that is no number (the kernel then
+    names it)."""
+    text = e.attr("str_value")
+    if text:
+        try:
+            return float(text)
+        except ValueError:
+            e.fail(f"str_value {text[:40]!r} is not a number")
+    return e.attr("value", nonfinite=True)
+
+
 def value_literal(e, value, ctype):
     """`value` (a Python number) as what numpy's np.full(..., value, dtype) stores, in C:
     NotCompilable where C's conversion is undefined (a non-finite or out-of-range value into

@@ -7,6 +7,13 @@ their operands and checks."""
 
 
 
+def refuse_squeezed_label(e, x, label):
+    """A Label without the class dim makes Y Label-shaped (the kernel's rule); the compiled
+    form writes Y [.., 1], so such an op runs interpreted."""
+    if label.ndim == x.ndim - 1:
+        e.fail("Label without the class dim (Y takes Label's shape)")
+
+
 def cross_entropy2_operands(e):
     """cross_entropy2's checks and buffers for both targets: X, Label, X's rows and
     classes, Y, MatchX and ignore_index."""
@@ -14,6 +21,7 @@ def cross_entropy2_operands(e):
     e.require_float(x)
     if label.ctype != "int64_t":
         e.fail("labels are not int64")
+    refuse_squeezed_label(e, x, label)
     rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
     e.check(f"{label.numel()} != {rows}", "cross_entropy2: Label needs one id per row of X")
     y = e.output("Y", x.dims[:-1] + ["1"])

@@ -18,6 +18,8 @@ def emit_concat(e, copy_block):
         e.fail("absent inputs or mixed dtypes")
     x0 = xs[0]
     ax = e.attr("axis") % x0.ndim
+    if ax == 0 and any(b.lod is not None for b in xs):
+        e.fail("axis 0 over LoD inputs joins their LoDs (the interpreter does)")
     for b in xs[1:]:
         if b.ndim != x0.ndim:
             e.fail("inputs of different ranks")
@@ -45,6 +47,8 @@ def emit_concat_grad(e, copy_block):
         e.fail("absent inputs")
     x0 = xs[0]
     ax = e.attr("axis") % x0.ndim
+    if ax == 0 and any(b.lod is not None for b in xs):
+        e.fail("axis 0 over LoD inputs joins their LoDs (the interpreter does)")
     pre, post = e.prod(x0.dims[:ax]), e.prod(x0.dims[ax + 1:])
     e.code(f"int64_t at = 0; const int64_t row = {e.prod(d.dims[ax:])};")
     for i, b in enumerate(xs):

@@ -125,7 +125,7 @@ inline void cross_entropy2_rows(const float* x, const int64_t* label, float* y, 
         const i64 l = label[r];
         if (l == ignore) {
             y[r] = 0.0f;
-            match[r] = x[r * cols];
+            match[r] = 0.0f;
             return;
         }
         if (l < 0 || l >= cols) {

@@ -1,11 +1,16 @@
-// The executable of a standalone compiled model: runs it on .npy inputs, writes .npy outputs.
+// The executable of a standalone compiled model: runs it on .npy / .npz inputs, writes .npy
+// outputs.
 //
+//   OUT/model_run [--params FILE] INPUTS.npz [-o DIR]
 //   OUT/model_run [--params FILE] [--lod NAME=OFF,OFF,...] NAME=IN.npy ... [-o DIR]
 //
-// Inputs are given by feed name (or, without NAME=, in the model's feed order); --lod gives
+// An .npz (np.savez: uncompressed) holds the inputs by feed name and, for a sequence input
+// NAME, its sequence lengths as NAME.lod, as `fluidity run` takes it. Inputs may also be
+// given one by one by feed name (or, without NAME=, in the model's feed order); --lod gives
 // an input's level-0 sequence offsets. The parameters default to model.params beside the
 // executable. Each output is written to DIR/<name>.npy (default: the current directory) and
-// printed as name, dtype and shape. Exit status 0, or 1 with a message on stderr.
+// printed as name, dtype and shape. Exit status 0, or 1 with a message on stderr. Every
+// input file is checked before it is used (runtime/npz.h).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,89 +23,69 @@
 #include <vector>
 
 #include "fluidity_model.h"
-#include "sizes.h"
+#include "npz.h"
 
 namespace {
 
-struct Dtype {
-    int code;
-    const char* descr;
-    int size;
-};
-const Dtype DTYPES[] = {{5, "<f4", 4}, {6, "<f8", 8}, {3, "<i8", 8}, {2, "<i4", 4},
-                        {0, "|b1", 1}, {20, "|u1", 1}, {21, "|i1", 1}, {1, "<i2", 2}};
-
-const Dtype* by_code(int code) {
-    for (const Dtype& d : DTYPES)
-        if (d.code == code) return &d;
-    return nullptr;
-}
+using fl::npz::Array;
+using fl::npz::Dtype;
+using fl::npz::by_code;
 
 [[noreturn]] void die(const std::string& msg) {
     std::fprintf(stderr, "model_run: error: %s\n", msg.c_str());
     std::exit(1);
 }
 
-struct Array {
-    const Dtype* dtype = nullptr;
-    std::vector<int64_t> dims;
-    std::vector<char> data;
-};
-
-// The value of `key` in a .npy header dict ("{'descr': '<f4', 'fortran_order': False, ...}").
-std::string field(const std::string& h, const std::string& key) {
-    size_t k = h.find("'" + key + "'");
-    if (k == std::string::npos) return "";
-    size_t c = h.find(':', k);
-    if (c == std::string::npos) return "";
-    size_t s = h.find_first_not_of(' ', c + 1);
-    size_t e = h[s] == '(' ? h.find(')', s) + 1 : h.find_first_of(",}", s);
-    return h.substr(s, e - s);
+Array read_npy(const std::string& path) {
+    std::vector<unsigned char> buf;
+    std::string err;
+    Array a;
+    if (!fl::npz::read_file(path, &buf, &err) ||
+        !fl::npz::parse_npy(buf.data(), buf.size(), &a, &err))
+        die(path + ": " + err);
+    return a;
 }
 
-Array read_npy(const std::string& path) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) die(path + ": cannot open");
-    unsigned char magic[8];
-    if (std::fread(magic, 1, 8, f) != 8 || std::memcmp(magic, "\x93NUMPY", 6) != 0)
-        die(path + ": not a .npy file");
-    uint32_t hlen = 0;
-    if (magic[6] == 1) {
-        uint16_t h16;
-        if (std::fread(&h16, 2, 1, f) != 1) die(path + ": truncated header");
-        hlen = h16;
-    } else if (std::fread(&hlen, 4, 1, f) != 1) {
-        die(path + ": truncated header");
+// An .npz's arrays by name; NAME.lod members go to `lengths` (sequence lengths of NAME).
+void read_npz(const std::string& path, std::map<std::string, Array>* arrays,
+              std::map<std::string, Array>* lengths) {
+    std::vector<unsigned char> buf;
+    std::vector<fl::npz::Member> members;
+    std::string err;
+    if (!fl::npz::read_file(path, &buf, &err) ||
+        !fl::npz::list_members(buf.data(), buf.size(), &members, &err))
+        die(path + ": " + err);
+    for (const fl::npz::Member& m : members) {
+        Array a;
+        if (!fl::npz::parse_npy(buf.data() + m.offset, m.size, &a, &err))
+            die(path + ": member '" + m.name + "': " + err);
+        bool lod = m.name.size() > 4 && m.name.compare(m.name.size() - 4, 4, ".lod") == 0;
+        std::map<std::string, Array>* into = lod ? lengths : arrays;
+        std::string key = lod ? m.name.substr(0, m.name.size() - 4) : m.name;
+        if (into->count(key)) die(path + ": '" + m.name + "' given twice");
+        (*into)[key] = std::move(a);
     }
-    std::string h(hlen, ' ');
-    if (std::fread(&h[0], 1, hlen, f) != hlen) die(path + ": truncated header");
-    Array a;
-    std::string descr = field(h, "descr");
-    for (const Dtype& d : DTYPES)
-        if (descr == std::string("'") + d.descr + "'") a.dtype = &d;
-    if (!a.dtype) die(path + ": dtype " + descr + " is not one a model takes (little-endian "
-                      "float32/64, int8/16/32/64, uint8, bool)");
-    if (field(h, "fortran_order") != "False") die(path + ": Fortran-ordered; save it C-ordered");
-    std::string shape = field(h, "shape");
-    int64_t n = 1;
-    int sane = 1;
-    for (size_t i = 1; i < shape.size();) {
-        size_t j = shape.find_first_of(",)", i);
-        if (j == std::string::npos) j = shape.size();      // a header cut short
-        std::string tok = shape.substr(i, j - i);
-        if (tok.find_first_not_of(' ') != std::string::npos) {
-            a.dims.push_back(std::strtoll(tok.c_str(), nullptr, 10));
-            n = fl_mul_checked(n, a.dims.back(), &sane);
+}
+
+// Level-0 offsets from sequence lengths (a 1-D int32/int64 array of non-negative values).
+std::vector<int64_t> offsets_of_lengths(const std::string& name, const Array& a) {
+    if (a.dims.size() != 1 || (a.dtype->code != 2 && a.dtype->code != 3))
+        die("lod of '" + name + "': sequence lengths must be a 1-D int32 or int64 array");
+    std::vector<int64_t> off(1, 0);
+    for (int64_t i = 0; i < a.dims[0]; ++i) {
+        int64_t v;
+        if (a.dtype->code == 3) {
+            std::memcpy(&v, a.data.data() + 8 * i, 8);
+        } else {
+            int32_t w;
+            std::memcpy(&w, a.data.data() + 4 * i, 4);
+            v = w;
         }
-        i = j + 1;
+        if (v < 0 || off.back() > INT64_MAX - v)
+            die("lod of '" + name + "': sequence lengths must be non-negative");
+        off.push_back(off.back() + v);
     }
-    n = fl_mul_checked(n, a.dtype->size, &sane);
-    if (!sane) die(path + ": shape " + shape + " has a negative dim or too many elements");
-    a.data.resize((size_t)n);
-    if (!a.data.empty() && std::fread(a.data.data(), 1, a.data.size(), f) != a.data.size())
-        die(path + ": data cut short");
-    std::fclose(f);
-    return a;
+    return off;
 }
 
 void write_npy(const std::string& path, const fluidity_tensor& t) {
@@ -140,8 +125,23 @@ std::string beside_exe(const char* name) {
 std::string file_name(const std::string& var) {
     std::string s = var;
     for (char& c : s)
-        if (c == '/' || c == '\\' || c == ':') c = '_';
+        if (c == '/' || c == '\\' || c == ':' || (unsigned char)c < 32 || c == 127) c = '_';
     return s + ".npy";
+}
+
+// A name as the terminal should see it: control bytes written as \xNN.
+std::string printable(const std::string& s) {
+    std::string out;
+    char buf[8];
+    for (unsigned char c : s) {
+        if (c < 32 || c == 127) {
+            std::snprintf(buf, sizeof buf, "\\x%02x", c);
+            out += buf;
+        } else {
+            out += (char)c;
+        }
+    }
+    return out;
 }
 
 }  // namespace
@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
     std::map<std::string, std::string> named;
     std::vector<std::string> positional;
     std::map<std::string, std::vector<int64_t>> lods;
+    std::map<std::string, Array> from_npz, npz_lengths;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -158,8 +159,8 @@ int main(int argc, char** argv) {
             return argv[++i];
         };
         if (a == "-h" || a == "--help") {
-            std::printf("usage: %s [--params FILE] [--lod NAME=OFF,...] NAME=IN.npy ... "
-                        "[-o DIR]\ninputs:", argv[0]);
+            std::printf("usage: %s [--params FILE] [--lod NAME=OFF,...] "
+                        "(INPUTS.npz | NAME=IN.npy ...) [-o DIR]\ninputs:", argv[0]);
             for (int k = 0; k < fluidity_model_num_inputs(); ++k)
                 std::printf(" %s", fluidity_model_input_name(k));
             std::printf("\n");
@@ -172,52 +173,94 @@ int main(int argc, char** argv) {
             std::string s = next();
             size_t eq = s.find('=');
             if (eq == std::string::npos) die("--lod " + s + ": expected NAME=OFF,OFF,...");
-            std::vector<int64_t>& v = lods[s.substr(0, eq)];
+            std::string name = s.substr(0, eq);
+            if (lods.count(name)) die("--lod " + name + ": given twice");
+            std::vector<int64_t>& v = lods[name];
             for (size_t p = eq + 1; p <= s.size();) {
                 size_t c = s.find(',', p);
                 if (c == std::string::npos) c = s.size();
-                v.push_back(std::strtoll(s.substr(p, c - p).c_str(), nullptr, 10));
+                std::string tok = s.substr(p, c - p);
+                char* end = nullptr;
+                errno = 0;
+                long long x = std::strtoll(tok.c_str(), &end, 10);
+                if (tok.empty() || *end || errno || x < 0)
+                    die("--lod " + s + ": offsets must be non-negative integers");
+                v.push_back(x);
                 p = c + 1;
             }
         } else if (a.find('=') != std::string::npos) {
-            named[a.substr(0, a.find('='))] = a.substr(a.find('=') + 1);
+            std::string name = a.substr(0, a.find('='));
+            if (named.count(name)) die("input '" + name + "' given twice");
+            named[name] = a.substr(a.find('=') + 1);
+        } else if (a.size() > 4 && a.compare(a.size() - 4, 4, ".npz") == 0) {
+            read_npz(a, &from_npz, &npz_lengths);
+        } else if (!a.empty() && a[0] == '-') {
+            die("unknown option " + a + " (--help lists them)");
         } else {
             positional.push_back(a);
         }
     }
     int n_in = fluidity_model_num_inputs(), n_out = fluidity_model_num_outputs();
-    std::vector<std::string> paths(n_in);
+    std::vector<Array> arrays(n_in);
+    std::vector<std::string> where(n_in);
     for (int k = 0; k < n_in; ++k) {
         std::string name = fluidity_model_input_name(k);
+        int given = (int)named.count(name) + (int)from_npz.count(name);
+        if (given > 1) die("input '" + name + "' given twice (in an .npz and as NAME=FILE)");
         if (named.count(name)) {
-            paths[k] = named[name];
+            where[k] = named[name];
+            arrays[k] = read_npy(where[k]);
             named.erase(name);
+        } else if (from_npz.count(name)) {
+            where[k] = "input '" + name + "'";
+            arrays[k] = std::move(from_npz[name]);
+            from_npz.erase(name);
         } else if (!positional.empty()) {
-            paths[k] = positional.front();
+            where[k] = positional.front();
             positional.erase(positional.begin());
+            arrays[k] = read_npy(where[k]);
         } else {
-            die("no value for input '" + name + "' (give NAME=FILE.npy)");
+            die("no value for input '" + name + "' (give NAME=FILE.npy, or an .npz holding it)");
+        }
+        if (npz_lengths.count(name)) {
+            if (lods.count(name)) die("--lod " + name + ": its sequences are also in the .npz");
+            lods[name] = offsets_of_lengths(name, npz_lengths[name]);
+            npz_lengths.erase(name);
         }
     }
-    if (!named.empty()) die("the model has no input '" + named.begin()->first + "'");
+    std::string names;
+    for (int k = 0; k < n_in; ++k) names += std::string(k ? ", " : "") + fluidity_model_input_name(k);
+    if (!named.empty()) die("the model has no input '" + named.begin()->first + "' (its inputs: " + names + ")");
+    if (!from_npz.empty()) die("the model has no input '" + from_npz.begin()->first + "' (its inputs: " + names + ")");
+    if (!npz_lengths.empty()) die(npz_lengths.begin()->first + ".lod: no input named '" +
+                                  npz_lengths.begin()->first + "' beside it");
     if (!positional.empty()) die("more inputs than the model's " + std::to_string(n_in));
-    std::vector<Array> arrays(n_in);
     std::vector<fluidity_tensor> ins(n_in), outs(n_out);
     for (int k = 0; k < n_in; ++k) {
-        arrays[k] = read_npy(paths[k]);
         fluidity_tensor& t = ins[k];
         std::memset(&t, 0, sizeof t);
         t.dtype = arrays[k].dtype->code;
-        if (arrays[k].dims.size() > FLUIDITY_MAX_DIMS)
-            die(paths[k] + ": more than " + std::to_string(FLUIDITY_MAX_DIMS) + " dims");
         t.ndim = (int)arrays[k].dims.size();
         for (int d = 0; d < t.ndim; ++d) t.dims[d] = arrays[k].dims[d];
         t.data = arrays[k].data.data();
-        auto l = lods.find(fluidity_model_input_name(k));
+        std::string name = fluidity_model_input_name(k);
+        auto l = lods.find(name);
         if (l != lods.end()) {
-            t.lod = l->second.data();
-            t.lod_len = (int64_t)l->second.size();
+            const std::vector<int64_t>& off = l->second;
+            int64_t rows = t.ndim ? t.dims[0] : 1;
+            bool ok = off.size() >= 2 && off.front() == 0 && off.back() == rows;
+            for (size_t i = 1; ok && i < off.size(); ++i) ok = off[i] >= off[i - 1];
+            if (!ok)
+                die("lod of '" + name + "': the sequences must cover its " + std::to_string(rows) +
+                    " rows (offsets from 0, non-decreasing, ending at " + std::to_string(rows) + ")");
+            t.lod = off.data();
+            t.lod_len = (int64_t)off.size();
         }
+    }
+    for (const auto& l : lods) {
+        bool known = false;
+        for (int k = 0; k < n_in; ++k) known |= l.first == fluidity_model_input_name(k);
+        if (!known) die("--lod " + l.first + ": the model has no input of that name (its inputs: " + names + ")");
     }
     if (mkdir(out_dir.c_str(), 0777) != 0 && errno != EEXIST)
         die(out_dir + ": cannot make the output directory");
@@ -228,8 +271,8 @@ int main(int argc, char** argv) {
     for (int k = 0; k < n_out; ++k) {
         std::string name = fluidity_model_output_name(k);
         write_npy(out_dir + "/" + file_name(name), outs[k]);
-        std::printf("%s: %s [", name.c_str(), by_code(outs[k].dtype) ?
-                    by_code(outs[k].dtype)->descr : "?");
+        std::printf("%s: %s [", printable(name).c_str(), by_code(outs[k].dtype) ?
+                    by_code(outs[k].dtype)->name : "?");
         for (int d = 0; d < outs[k].ndim; ++d) std::printf(d ? ", %lld" : "%lld",
                                                             (long long)outs[k].dims[d]);
         std::printf("]\n");

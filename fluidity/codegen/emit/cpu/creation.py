@@ -6,7 +6,7 @@ from ....ops.creation import batch_shape
 from .. import register
 from ..checks import dense_only
 from ..known_values import known_ints, set_known_values
-from ..literals import lit_int, NUMPY_OF_CTYPE, value_literal
+from ..literals import fill_value, lit_int, NUMPY_OF_CTYPE, value_literal
 
 
 @register("fill_constant", "cpu")
@@ -34,8 +34,7 @@ def fill_constant(e):
         value = f"({ctype}){v}[0]"
         const = None
     else:
-        const = float(e.attr("str_value")) if e.attr("str_value") else \
-            float(e.attr("value"))
+        const = fill_value(e)
         value = value_literal(e, const, ctype)
     out = e.output("Out", shape, ctype)
     e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
@@ -66,7 +65,7 @@ def fill_any_like(e):
     dense_only(e, x)
     d = e.attr("dtype")
     ctype = x.ctype if d == -1 else e.ctype_of(d)
-    value = value_literal(e, e.attr("value"), ctype)
+    value = value_literal(e, e.attr("value", nonfinite=True), ctype)
     out = e.output("Out", x.dims, ctype)
     e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
 
@@ -87,7 +86,7 @@ def fill_constant_batch_size_like(e):
     else:
         n = x.dims[i]
     ctype = e.ctype_of(e.attr("dtype"))
-    v = float(e.attr("str_value")) if e.attr("str_value") else float(e.attr("value"))
+    v = fill_value(e)
     out = e.output("Out", batch_shape([str(d) for d in shape], n, o), ctype,
                    lod_from=False)
     e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = "

@@ -33,7 +33,8 @@ def _emit_labels(e, slot, rows, what):
 def _emit_bad_label(e, y, rows, d):
     """Code that stops the run naming the first label out of [0, D), as the kernel does."""
     e.code(f"{{ const int64_t bad = fl::crf_bad_label({y}, {rows}, {d}); if (bad >= 0) {{ "
-           f"std::snprintf(err, 512, \"{e.op.type}: label %lld is out of range for %lld tags\", "
+           f"std::snprintf(err, 512, "
+           f"{e.c_string(f'{e.op.type}: label %lld is out of range for %lld tags')}, "
            f"(long long){y}[bad], (long long)({d})); return {2 + e.k}; }} }}")
 
 
@@ -127,8 +128,9 @@ def chunk_eval(e):
            f"{n_types}}};")
     e.code(f"{{ const int64_t bad = fl::chunk_eval({inf}, {lab}, {inf.lod}, {n}, {rows}, c, "
            f"{n_types * n_tags}, excl, {len(excl)}, {so}, {st}, {counts}); if (bad >= 0) "
-           f"{{ std::snprintf(err, 512, \"chunk_eval: label %lld is out of range [0, "
-           f"{n_types * n_tags}] for {n_types} chunk types in scheme {scheme}\", "
+           f"{{ std::snprintf(err, 512, " + e.c_string(
+               f"chunk_eval: label %lld is out of range [0, {n_types * n_tags}] for "
+               f"{n_types} chunk types in scheme {scheme}") + ", "
            f"(long long)({inf}[bad] < 0 || {inf}[bad] > {n_types * n_tags} ? {inf}[bad] : "
            f"{lab}[bad])); return {2 + e.k}; }} }}")
     e.code(f"const int64_t ni = {counts}[0], nl = {counts}[1], nc = {counts}[2]; "

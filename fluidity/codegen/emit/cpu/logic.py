@@ -18,7 +18,7 @@ def _c_bounds(e, x):
     for slot, attr in (("Min", "min"), ("Max", "max")):
         b = e.input(slot)
         if b is None:
-            v = float(e.attr(attr))
+            v = float(e.attr(attr, nonfinite=True))        # both literals format inf, nan
             out.append(e.literal(v) if x.ctype == "float" else double_literal(v))
             continue
         if b.ctype not in ("float", "double"):
@@ -26,11 +26,12 @@ def _c_bounds(e, x):
         e.check(f"{b.numel()} < 1", f"{e.op.type}: {slot} is empty")
         out.append(f"{b}[0]")
     if not (e.input("Min") or e.input("Max")):
-        if e.attr("min") > e.attr("max"):
-            e.fail(f"min {e.attr('min')} is greater than max {e.attr('max')}")
+        lo, hi = e.attr("min", nonfinite=True), e.attr("max", nonfinite=True)
+        if lo > hi:
+            e.fail(f"min {lo} is greater than max {hi}")
     else:
-        e.code(f'if ({out[0]} > {out[1]}) return fl::fail(err, {e.k}, "{e.op.type}: min is '
-               'greater than max");')
+        e.code(f'if ({out[0]} > {out[1]}) return fl::fail(err, {e.k}, '
+               f'{e.c_string(f"{e.op.type}: min is greater than max")});')
     return out
 
 

@@ -6,7 +6,7 @@ from ..checks import same_dim
 from ..literals import f32
 from ..loops import elementwise_slots
 from ..loss import (cross_entropy2_operands, cross_entropy_grad2_operands,
-                    softmax_xent_grad_operands, softmax_xent_operands)
+                    refuse_squeezed_label, softmax_xent_grad_operands, softmax_xent_operands)
 
 
 # sigmoid_cross_entropy_with_logits: C over element i of x, l (Label): `v` the op's value
@@ -47,6 +47,7 @@ def cross_entropy(e):
     e.require_float(x)
     if e.attr("soft_label") or label.ctype != "int64_t":
         e.fail("soft labels, or labels not int64")
+    refuse_squeezed_label(e, x, label)
     rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
     e.check(f"{label.numel()} != {rows}", "cross_entropy: Label needs one id per row of X")
     y = e.output("Y", x.dims[:-1] + ["1"])
@@ -78,7 +79,7 @@ def cross_entropy_grad(e):
 def cross_entropy2(e):
     x, label, rows, cols, y, match, ig = cross_entropy2_operands(e)
     e.code(f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
-           f"if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = {x}[r * {cols}]; continue; }} "
+           f"if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = 0.0f; continue; }} "
            f"if (l < 0 || l >= {cols}) {{ std::snprintf(err, 512, \"cross_entropy2: label "
            f"%lld is out of range [0, %lld) (ignore_index={ig})\", (long long)l, "
            f"(long long){cols}); return {2 + e.k}; }} "
@@ -243,7 +244,8 @@ def _emit_bpr_inputs(e):
     c, n = x.dims[-1], e.prod(x.dims[:-1])
     same_dim(e, lab.numel(), n, "Label has one class per row")
     e.code(f"for (int64_t i = 0; i < {n}; ++i) if ({lab}[i] < 0 || {lab}[i] >= {c}) {{ "
-           f"std::snprintf(err, 512, \"{e.op.type}: label %lld is out of range [0, %lld)\", "
+           f"std::snprintf(err, 512, "
+           f"{e.c_string(f'{e.op.type}: label %lld is out of range [0, %lld)')}, "
            f"(long long){lab}[i], (long long)({c})); return {2 + e.k}; }}")
     return x, lab, n, c
 

@@ -139,11 +139,21 @@ def mul(e):
     return emit_mul(e, "fl::gemm")
 
 
+def refuse_transposed_vectors(fwd, e):
+    """matmul (v1) transposes a 1-D operand (Paddle 1.8's rule, the kernel's); the compiled
+    form reads 1-D operands as numpy does: such an op runs interpreted."""
+    if getattr(fwd, "fluid18_vectors", False) and any(
+            e.attr(a) and len(e.op.input(s)) and e.input(s).ndim == 1
+            for a, s in ((fwd.tx_attr, "X"), (fwd.ty_attr, "Y"))):
+        e.fail("a transposed 1-D operand (Paddle 1.8's vector rule)")
+
+
 @register("matmul", "cpu")
 @register("matmul_v2", "cpu")
 def matmul_base(e):
     if e.attrs.get("head_number", 1) != 1:
         e.fail("head_number != 1")
+    refuse_transposed_vectors(e.opdef, e)
     _emit_matmul(e, e.attr(e.opdef.tx_attr), e.attr(e.opdef.ty_attr), e.attrs.get("alpha", 1.0))
 
 
@@ -220,6 +230,9 @@ def fc_grad(e):
 @register("matmul_grad", "cpu")
 @register("matmul_v2_grad", "cpu")
 def matmul_grad_base(e):
+    if e.attrs.get("head_number", 1) != 1:
+        e.fail("head_number != 1")
+    refuse_transposed_vectors(e.opdef.fwd, e)
     _emit_matmul_grad(e, e.attr(e.opdef.fwd.tx_attr), e.attr(e.opdef.fwd.ty_attr),
                       e.attrs.get("alpha", 1.0))
 

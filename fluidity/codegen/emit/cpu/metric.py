@@ -51,8 +51,9 @@ def _emit_topk_grad(e, axis):
            f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t r = 0; r < k; ++r) "
            f"for (int64_t q = 0; q < post; ++q) {{ const int64_t o = (p * k + r) * post + q; "
            f"const int64_t j = {idx}[o]; "
-           f"if (j < 0 || j >= n) return fl::fail(err, {e.k}, \"{e.op.type}: an index is out "
-           f"of range\"); {dx}[(p * n + j) * post + q] = {d}[o]; }}")
+           f"if (j < 0 || j >= n) return fl::fail(err, {e.k}, "
+           f"{e.c_string(f'{e.op.type}: an index is out of range')}); "
+           f"{dx}[(p * n + j) * post + q] = {d}[o]; }}")
 
 
 @register("top_k", "cpu")

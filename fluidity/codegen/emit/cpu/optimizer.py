@@ -18,8 +18,9 @@ def _emit_merge(e, p, g):
     e.code(f"if ({n} == 1) {{ {rows}[0] = {g.rows}[0]; std::memcpy({merged}, {g}, "
            f"sizeof(float) * {d}); }}")
     e.code(f"for (int64_t k = 0; k < m; ++k) if ({rows}[k] < 0 || {rows}[k] >= {p.dims[0]}) "
-           f"{{ std::snprintf(err, 512, \"{e.op.type}: Grad has row %lld but Param has %lld "
-           f"rows\", (long long){rows}[k], (long long){p.dims[0]}); return {2 + e.k}; }}")
+           f"{{ std::snprintf(err, 512, "
+           f"{e.c_string(f'{e.op.type}: Grad has row %lld but Param has %lld rows')}, "
+           f"(long long){rows}[k], (long long){p.dims[0]}); return {2 + e.k}; }}")
     return rows, merged, d
 
 

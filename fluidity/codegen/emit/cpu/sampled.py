@@ -22,8 +22,9 @@ def _emit_hsig_inputs(e):
     if b is not None:
         same_dim(e, b.numel(), w.dims[0], "Bias has one value per row of W")
     e.code(f"{{ const int64_t bad = fl::hsig_bad_row({lab}, {n}, {classes}, {w.dims[0]}); "
-           f"if (bad >= 0) {{ std::snprintf(err, 512, \"{e.op.type}: label %lld is out of range "
-           f"for num_classes={classes} or its tree node for W with %lld rows\", "
+           f"if (bad >= 0) {{ std::snprintf(err, 512, " + e.c_string(
+               f"{e.op.type}: label %lld is out of range for num_classes={classes} or its "
+               f"tree node for W with %lld rows") + ", "
            f"(long long){lab}[bad], (long long)({w.dims[0]})); return {2 + e.k}; }} }}")
     return x, w, lab, b, n, d, classes, (classes - 1).bit_length()
 

@@ -53,8 +53,9 @@ def one_hot(e):
     n, ct = e.prod(lead), out.ctype
     check = "" if e.attr("allow_out_of_range") else (
         f"for (int64_t i = 0; i < n; ++i) if ({x}[i] < 0 || {x}[i] >= {depth}) {{ "
-        f'std::snprintf(err, 512, "{e.opdef.type}: id %lld is outside [0, {depth}) (set '
-        f'allow_out_of_range to get a zero row)", (long long){x}[i]); return {2 + e.k}; }} ')
+        f"std::snprintf(err, 512, " + e.c_string(
+            f"{e.opdef.type}: id %lld is outside [0, {depth}) (set allow_out_of_range to get "
+            f"a zero row)") + f", (long long){x}[i]); return {2 + e.k}; }} ")
     e.code(f"const int64_t n = {n}; {check}"
            f"std::memset({out}, 0, sizeof({ct}) * n * {depth}); "
            f"for (int64_t i = 0; i < n; ++i) if ({x}[i] >= 0 && {x}[i] < {depth}) "

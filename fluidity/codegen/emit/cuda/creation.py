@@ -1,6 +1,6 @@
 """CUDA emitters of fill_constant and assign (runtime/cuda_ops.h fills and copies)."""
 from .. import register
-from ..literals import value_literal
+from ..literals import fill_value, value_literal
 
 
 @register("fill_constant", "cuda")
@@ -14,7 +14,7 @@ def fill_constant(e):
     if any(int(d) < 0 for d in shape):
         e.fail(f"shape {shape} has unknown dims")
     ctype = e.ctype_of(e.attr("dtype"))
-    const = float(e.attr("str_value")) if e.attr("str_value") else float(e.attr("value"))
+    const = fill_value(e)
     out = e.output("Out", shape, ctype)
     e.code(f"fl::cu::fill_value<{ctype}>({out}, {out.numel()}, "
            f"{value_literal(e, const, ctype)});")

@@ -1,0 +1,202 @@
+"""The `collective` run-time service behind the collective ops (ops/collective_ops.py):
+rings of ranks that all-reduce, broadcast, all-gather and reduce-scatter arrays, over gloo
+through PyTorch's `torch.distributed` (`pip install torch`; the CPU build is enough).
+
+Why gloo through torch: it is a maintained, pip-installable collective library whose
+rendezvous is a TCP store at an address, as Fluid's rings meet at rank 0's endpoint (MPI
+needs its own launcher, `mpiexec`, for the processes to find each other; Ray's collective
+needs pygloo, which has no wheel for current Pythons); benchmarks/collective_allreduce.py
+measures it. A ring of one rank runs without the library.
+
+A ring is the process's, not one executor's (a startup program run by one executor makes
+the rings a main program run by another uses): `c_gen_nccl_id` gives a `CommId` (rank 0's
+endpoint, where the ring's TCP store listens, and every endpoint), `c_comm_init` makes ring
+`ring_id` from it. Rank 0 serves the store on its endpoint's port; the others connect to it
+(retrying until `FLAGS_collective_timeout_s`, default 300 s, as the ranks start at different
+times). Arrays are reduced in place through a torch view of a contiguous copy.
+"""
+import collections
+import datetime
+import os
+import threading
+
+import numpy as np
+
+from ..errors import ExecutionError
+
+__all__ = ["CommId", "Ring", "CollectiveService", "ring", "rings", "destroy_rings"]
+
+CommId = collections.namedtuple("CommId", "master endpoints")
+CommId.__doc__ = ("A communicator's id: `master` (host, port) of rank 0's store, and the "
+                  "ring's endpoints.")
+
+_LOCK = threading.Lock()
+_RINGS = {}          # ring_id -> Ring
+_STORES = {}         # (host, port) -> the TCP store this process made or joined
+
+
+def _timeout():
+    return datetime.timedelta(seconds=float(os.environ.get("FLAGS_collective_timeout_s",
+                                                           "300")))
+
+
+def _dist():
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        raise ExecutionError("collective training over several processes needs gloo through "
+                             "PyTorch: pip install torch (the CPU build is enough)") from None
+    if not dist.is_available() or not dist.is_gloo_available():
+        raise ExecutionError("this PyTorch has no gloo backend for torch.distributed")
+    return torch, dist
+
+
+def _split(endpoint):
+    host, _, port = str(endpoint).rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutionError(f"collective: endpoint {endpoint!r} is not host:port")
+    return host, int(port)
+
+
+class Ring:
+    """`nranks` ranks (this one `rank`) joined by a gloo process group (None for one rank)."""
+
+    def __init__(self, ring_id, rank, nranks, group=None):
+        self.ring_id, self.rank, self.nranks, self.group = ring_id, rank, nranks, group
+        self._torch = _dist()[0] if group is not None else None
+
+    def _tensor(self, array):
+        arr = np.ascontiguousarray(array).copy()
+        return arr, self._torch.from_numpy(arr.reshape(-1) if arr.ndim == 0 else arr)
+
+    def allreduce(self, array, red="sum"):
+        if self.group is None:
+            return np.array(array, copy=True)
+        _, dist = _dist()
+        op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN,
+              "prod": dist.ReduceOp.PRODUCT}[red]
+        arr, t = self._tensor(array)
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = op
+        self.group.allreduce([t], opts).wait()
+        return arr
+
+    def broadcast(self, array, root):
+        if not 0 <= root < self.nranks:
+            raise ExecutionError(f"c_broadcast: root {root} is not a rank of ring "
+                                 f"{self.ring_id} ({self.nranks} ranks)")
+        if self.group is None:
+            return np.array(array, copy=True)
+        _, dist = _dist()
+        arr, t = self._tensor(array)
+        opts = dist.BroadcastOptions()
+        opts.rootRank, opts.rootTensor = root, 0
+        self.group.broadcast([t], opts).wait()
+        return arr
+
+    def allgather(self, array):
+        if self.group is None:
+            return np.array(array, copy=True)
+        arr, t = self._tensor(array)
+        outs = [self._torch.empty_like(t) for _ in range(self.nranks)]
+        self.group.allgather([outs], [t]).wait()
+        return np.concatenate([o.numpy().reshape(arr.shape) for o in outs], axis=0) \
+            if arr.ndim else np.stack([o.numpy()[0] for o in outs])
+
+    def reducescatter(self, array):
+        total = self.allreduce(array, "sum")
+        n = total.shape[0] // self.nranks
+        return total[self.rank * n:(self.rank + 1) * n].copy()
+
+    def barrier(self):
+        if self.group is not None:
+            self.group.barrier().wait()
+
+    def gather_objects(self, data):
+        """Every rank's bytes `data`, in rank order (sizes first, then padded buffers)."""
+        if self.group is None:
+            return [bytes(data)]
+        size = self.allgather(np.array([len(data)], np.int64))
+        buf = np.zeros(int(size.max()), np.uint8)
+        buf[:len(data)] = np.frombuffer(data, np.uint8)
+        allb = self.allgather(buf.reshape(1, -1))
+        return [allb[k, :int(size[k])].tobytes() for k in range(self.nranks)]
+
+
+def _store(master, is_master, nranks):
+    with _LOCK:
+        st = _STORES.get(master)
+        if st is None:
+            _, dist = _dist()
+            st = dist.TCPStore(master[0], master[1], nranks, is_master, timeout=_timeout())
+            _STORES[master] = st
+        return st
+
+
+def init_ring(ring_id, comm_id, rank, nranks):
+    """Make ring `ring_id` (c_comm_init); replaces a ring of that id made before."""
+    if not isinstance(comm_id, CommId):
+        raise ExecutionError(f"c_comm_init: X is not a communicator id (c_gen_nccl_id's "
+                             f"output), got {type(comm_id).__name__}")
+    if len(comm_id.endpoints) != nranks:
+        raise ExecutionError(f"c_comm_init: nranks={nranks} but the id names "
+                             f"{len(comm_id.endpoints)} endpoint(s)")
+    group = None
+    if nranks > 1:
+        _, dist = _dist()
+        with _LOCK:
+            old = _RINGS.get(ring_id)
+            generation = getattr(old, "generation", -1) + 1
+        store = dist.PrefixStore(f"ring{ring_id}.{generation}",
+                                 _store(comm_id.master, rank == 0, nranks))
+        try:
+            group = dist.ProcessGroupGloo(store, rank, nranks, _timeout())
+        except RuntimeError as e:
+            raise ExecutionError(f"c_comm_init: ring {ring_id} (rank {rank} of {nranks}, "
+                                 f"meeting at {comm_id.master[0]}:{comm_id.master[1]}) could "
+                                 f"not start: {e}") from None
+    r = Ring(ring_id, rank, nranks, group)
+    r.generation = generation if nranks > 1 else 0
+    with _LOCK:
+        _RINGS[ring_id] = r
+    return r
+
+
+def ring(ring_id, op="collective op"):
+    with _LOCK:
+        r = _RINGS.get(ring_id)
+    if r is None:
+        raise ExecutionError(f"{op}: ring {ring_id} is not initialized: run the startup "
+                             f"program (c_gen_nccl_id + c_comm_init) first, or run the "
+                             f"program as a data-parallel run (CompiledProgram(...)."
+                             f"with_data_parallel), whose replicas it then combines")
+    return r
+
+
+def rings():
+    with _LOCK:
+        return dict(_RINGS)
+
+
+def destroy_rings():
+    """Forget every ring (the stores stay: another ring may meet there again)."""
+    with _LOCK:
+        _RINGS.clear()
+
+
+class CollectiveService:
+    """What the collective ops see through their run environment (one per executor, over
+    the process's rings)."""
+
+    @staticmethod
+    def gen_comm_id(rank, endpoint, other_endpoints):
+        if not endpoint:
+            raise ExecutionError("c_gen_nccl_id: attribute 'endpoint' is empty")
+        endpoints = list(other_endpoints)
+        endpoints.insert(min(rank, len(endpoints)), endpoint)
+        master = _split(endpoint if rank == 0 else other_endpoints[0])
+        return CommId(master, endpoints)
+
+    init_ring = staticmethod(init_ring)
+    ring = staticmethod(ring)

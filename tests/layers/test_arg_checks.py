@@ -1,0 +1,58 @@
+"""Fluid 1.8's argument checks of the layers (layers/arg_checks.py): a wrong argument type or
+dtype is a TypeError naming the layer, the argument and what it got, raised before anything
+is built; what Fluid accepts passes."""
+import inspect
+
+import numpy as np
+import pytest
+
+import fluidity as fluid
+from fluidity.layers.arg_checks import CHECKS
+from fluidity.layers.declined import DECLINED
+
+L = fluid.layers
+
+
+def test_every_checked_argument_is_an_argument_of_its_layer():
+    for name, checks in CHECKS.items():
+        if name in DECLINED:
+            continue                              # not built: says why when called
+        params = inspect.signature(getattr(L, name)).parameters
+        for _kind, arg, _spec in checks:
+            assert arg in params, (name, arg)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda v: L.concat([v["u8"], v["u8"]]), r"'input\[0\]' in concat"),
+    (lambda v: L.concat([v["f"]], axis=1.5), "'axis' in fluid.layers.concat"),
+    (lambda v: L.mean(v["lod"]), "'x' in fluid.layers.mean"),
+    (lambda v: L.sigmoid(v["i32"]), "'x' in fluid.layers.sigmoid"),
+    (lambda v: L.reduce_all(v["f"]), "'input' in fluid.layers.reduce_all"),
+    (lambda v: L.logical_and(v["f"], v["b"]), "'x' in fluid.layers.logical_and"),
+    (lambda v: L.elementwise_add(v["f"], np.ones(3, "f4")), "'y' in fluid.layers.elementwise_add"),
+    (lambda v: L.one_hot(v["f"], 3), "'input' in fluid.layers.one_hot"),
+    (lambda v: fluid.embedding(v["i32"], [4, 2]), "'input' in fluid.embedding"),
+])
+def test_a_wrong_argument_is_a_type_error_and_builds_nothing(call, words):
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        v = {"f": L.data("f", [3]), "i32": L.data("i32", [1], dtype="int32"),
+             "u8": L.data("u8", [3], dtype="uint8"), "b": L.data("b", [3], dtype="bool"),
+             "lod": fluid.create_lod_tensor(np.ones((2, 1), "f4"), [[2]], fluid.CPUPlace())}
+        before = len(main.global_block().ops)
+        with pytest.raises(TypeError, match=words):
+            call(v)
+    assert len(main.global_block().ops) == before
+
+
+def test_what_fluid_accepts_passes_the_checks():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        f = L.data("f", [3])
+        i = L.data("i", [3], dtype="int32")
+        L.concat(f)                              # one Variable: a list of it, as Fluid
+        L.abs(i)                                 # abs, exp and square take ints
+        L.reduce_all(L.cast(f, "bool"))
+        L.logical_not(L.cast(f, "bool"))
+        L.mean(f)
+        L.fc(f, 2, param_attr=None)

@@ -1,0 +1,55 @@
+"""The conformance run's `paddle` shim: Paddle's module names resolve to Fluidity's, and the
+synthetic data sets have the real ones' sample structure (scripts/conformance)."""
+import importlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from tests.paths import ROOT
+
+SHIM = os.path.join(ROOT, "scripts", "conformance", "shim")
+
+
+def _run(code):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SHIM, ROOT]))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_paddle_fluid_modules_are_fluiditys():
+    r = _run("import paddle, paddle.fluid as fluid, paddle.fluid.core as core\n"
+             "import fluidity, fluidity.core\n"
+             "from paddle.fluid.framework import Program\n"
+             "assert fluid is fluidity and core is fluidity.core\n"
+             "assert Program is fluidity.framework.Program\n"
+             "assert paddle.batch is fluidity.batch\n"
+             "import paddle.fluid.no_such_module\n")
+    assert "No module named 'paddle.fluid.no_such_module'" in r.stderr, r.stderr
+
+
+def test_synthetic_data_sets_have_the_real_sample_structure():
+    sys.path.insert(0, SHIM)
+    try:
+        ds = importlib.import_module("paddle.dataset")
+        x, y = next(ds.uci_housing.train()())
+        assert x.shape == (13,) and x.dtype == np.float32 and y.shape == (1,)
+        img, label = next(ds.mnist.train()())
+        assert img.shape == (784,) and -1 <= img.min() and img.max() <= 1 and 0 <= label < 10
+        img, label = next(ds.cifar.train10()())
+        assert img.shape == (3072,) and 0 <= label < 10
+        words = ds.imikolov.build_dict()
+        assert all(0 <= w < len(words) for w in next(ds.imikolov.train(words, 5)()))
+        src, trg, nxt = next(ds.wmt14.train(30)())
+        assert src[0] == 0 and src[-1] == 1 and trg[1:] == nxt[:-1]
+        sample = next(ds.movielens.train()())
+        assert len(sample) == 8 and isinstance(sample[5], list) and 1 <= sample[7][0] <= 5
+        seqs = next(ds.conll05.test()())
+        assert len(seqs) == 9 and len({len(s) for s in seqs}) == 1
+        a, b = list(ds.uci_housing.train()()), list(ds.uci_housing.train()())  # seeded
+        assert all(np.array_equal(u[0], v[0]) and u[1] == v[1] for u, v in zip(a, b))
+    finally:
+        sys.path.remove(SHIM)
+        for name in [m for m in sys.modules if m == "paddle" or m.startswith("paddle.")]:
+            del sys.modules[name]
