@@ -13,7 +13,7 @@ TEST_STAMP := $(call stamp,test)
 COMPILE := $(VENV)/bin/pip-compile --quiet --allow-unsafe --strip-extras --no-emit-find-links \
            --no-emit-index-url $(if $(UPGRADE),--upgrade) pyproject.toml
 
-.PHONY: demo test venv bench lock clean
+.PHONY: demo test test-all venv bench lock clean
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -37,7 +37,11 @@ venv: $(TEST_STAMP)
 demo: $(DEMO_STAMP)
 	$(VPY) examples/demo.py
 
+# the CI suite; test-all adds the slow tier (tests/conftest.py: SLOW)
 test: $(TEST_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(VPY) -m pytest -q -n 2 -m "not slow" tests
+
+test-all: $(TEST_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(VPY) -m pytest -q -n 2 tests
 
 bench: $(TEST_STAMP)

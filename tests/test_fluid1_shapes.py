@@ -71,6 +71,8 @@ def test_fetched_one_element_values_behave_as_fluid_programs_use_them():
     assert int(size) == size[0] == 12 and isinstance(int(size), int)
     assert complex(loss) == complex(f)
     assert "%.6f" % loss == "%.6f" % f and f"{float(acc):.2f}" == f"{acc[0]:.2f}"
+    assert f"{loss:.4f}" == f"{f:.4f}" and "{:>10.3e}".format(loss) == f"{f:>10.3e}"
+    assert f"{loss}" == str(loss)          # no spec: numpy's own text
     # numpy arithmetic, conversions, round trips
     np.testing.assert_allclose(loss * 2 + 1, [2 * f + 1], rtol=1e-6)
     assert float(np.mean([loss, loss])) == pytest.approx(f)

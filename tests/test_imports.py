@@ -11,6 +11,7 @@ library, and holds no text of the code generator's targets (its compiled forms a
 fluidity/codegen/emit's: an op module is schema, shapes, numpy kernel and gradient).
 """
 import ast
+import functools
 import os
 import re
 
@@ -29,7 +30,7 @@ LAYERS = {
     "backward": 4, "regularizer": 4, "clip": 4, "optimizer": 4, "nets": 4, "io": 4,
     "compiler": 4, "data_feeder": 4, "reader": 4, "dataset": 4, "profiler": 4, "metrics": 4,
     "average": 4, "op": 4,
-    "install_check": 5, "collect_env": 5, "cli": 5, "incubate": 5, "contrib": 5, "dygraph": 5, "__init__": 5,
+    "install_check": 5, "cli": 5, "collect_env": 5, "incubate": 5, "contrib": 5, "dygraph": 5, "__init__": 5,
 }
 BUILDER = {"framework", "layer_helper", "param_attr", "initializer", "layers", "backward",
            "regularizer", "clip", "optimizer", "nets", "io", "compiler", "data_feeder", "reader",
@@ -79,6 +80,7 @@ def _part(mod):
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+@functools.lru_cache(maxsize=None)   # parsed once for the module's tests
 def _graph():
     mods = _modules()
     edges = {}

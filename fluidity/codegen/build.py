@@ -19,6 +19,7 @@ import subprocess
 
 from ..core import build_cache, place
 from ..errors import FluidityError
+from . import precompiled
 
 RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
 CXXFLAGS = ("-O3", "-std=c++17", "-fPIC", "-fno-math-errno", "-ffp-contract=off",
@@ -121,7 +122,8 @@ def compile_cached(source, kind="shared", name="fluidity_gen"):
 
 def _run_compiler(cxx, kind, src, out):
     flags, link = _flags(cxx, kind)
-    return run_compiler([cxx, *flags, "-o", out, src, *link])
+    pch = precompiled.include_dir(cxx, flags, _toolchain(cxx, kind), KIND, run_compiler)
+    return run_compiler([cxx, *([f"-I{pch}"] if pch else []), *flags, "-o", out, src, *link])
 
 
 def run_compiler(argv):

@@ -201,7 +201,8 @@ class FetchedArray(np.ndarray):
     programs both index them (`loss[0]`) and convert them (`float(loss)`, `"%.3f" % acc`),
     which numpy 1.x allowed for any one-element array. numpy 2 refuses `float()` of an
     array that is not 0-D, so a plain `[1]` ndarray would break the second idiom and a 0-D
-    one the first; this subclass keeps both. Only `float()`, `int()` and `complex()` differ
+    one the first; this subclass keeps both. Only `float()`, `int()`, `complex()` and
+    formatting with a spec (`f"{loss:.4f}"`) differ
     from ndarray. It pickles as a plain ndarray, so a pickle of results needs no Fluidity
     to read. A value of several elements is a plain ndarray, and `float()` of it is numpy's
     TypeError, as it was in numpy 1.x."""
@@ -215,6 +216,12 @@ class FetchedArray(np.ndarray):
     def __complex__(self):
         return (complex(self.reshape(-1)[0]) if self.size == 1
                 else complex(self.view(np.ndarray)))
+
+    def __format__(self, spec):
+        # f"{loss:.4f}", "{:.3f}".format(acc): numpy 2 formats no one-element array with a spec
+        if spec and self.size == 1:
+            return format(self.reshape(-1)[0].item(), spec)
+        return super().__format__(spec)
 
     def __reduce__(self):
         return self.view(np.ndarray).__reduce__()

@@ -102,9 +102,13 @@ def notify_target(root, directory, endpoint, recovery=None):
         try:
             st = os.lstat(path)
         except FileNotFoundError:
-            if i < len(parts) - 1:
+            if i == len(parts) - 1:
+                continue
+            try:
                 os.mkdir(path)
-            continue
+                continue
+            except FileExistsError:     # another pserver of the job made it just now:
+                st = os.lstat(path)     # checked as any existing one
         if stat.S_ISLNK(st.st_mode):
             refuse(f"passes through the symbolic link {path}")
         if not stat.S_ISDIR(st.st_mode):

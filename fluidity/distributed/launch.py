@@ -30,8 +30,7 @@ import sys
 import threading
 import time
 
-from .launch_summary import (TAIL_LINES, exit_status, failure_summary,  # noqa: F401
-                             log_tail, success_summary)
+from .job_summary import exit_status, failure_summary, success_summary  # noqa: F401
 from .roles import job_environment, role_environment
 
 

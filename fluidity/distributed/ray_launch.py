@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from .launch_summary import exit_status, failure_summary, success_summary
+from .job_summary import exit_status, failure_summary, success_summary
 from .roles import role_environment
 
 POLL_S = 0.2

@@ -67,9 +67,9 @@ def first_error(out):
 def run_one(path, shim, timeout):
     cwd = os.path.dirname(path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([shim, cwd, ROOT]),
-               OPENBLAS_NUM_THREADS="1", CPU_NUM="1", FLAGS_fluidity_conformance="1")
+               OPENBLAS_NUM_THREADS="1", CPU_NUM="1")
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-           "--no-header", "-rN", os.path.basename(path)]
+           "-p", "unittest_order", "--no-header", "-rN", os.path.basename(path)]
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,

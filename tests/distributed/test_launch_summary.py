@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from fluidity.distributed.launch import exit_status, log_tail
+from fluidity.distributed.job_summary import exit_status, log_tail
 
 SCRIPT = """
 import os, sys, time

@@ -53,3 +53,30 @@ def test_synthetic_data_sets_have_the_real_sample_structure():
         sys.path.remove(SHIM)
         for name in [m for m in sys.modules if m == "paddle" or m.startswith("paddle.")]:
             del sys.modules[name]
+
+
+def test_importing_a_module_by_its_paddle_name_keeps_the_layers_attributes():
+    """`from paddle.fluid.layers.rnn import ...` leaves `fluid.layers.rnn` the function, as
+    Fluid 1.8's package does (its modules are in sys.modules before any test imports them)."""
+    r = _run("import paddle.fluid as fluid\n"
+             "from paddle.fluid.layers.rnn import LSTMCell\n"
+             "from paddle.fluid.layers import rnn\n"
+             "assert callable(rnn) and not hasattr(rnn, '__path__'), rnn\n"
+             "assert fluid.layers.rnn is rnn and LSTMCell is fluid.layers.LSTMCell\n")
+    assert r.returncode == 0, r.stderr
+
+
+def test_test_classes_run_in_unittests_order(tmp_path):
+    """Paddle's CI runs a file with unittest (classes by name); the run does the same."""
+    (tmp_path / "test_order.py").write_text(
+        "import unittest\nseen = []\n"
+        "class TestB(unittest.TestCase):\n    def test_b(self): seen.append('B')\n"
+        "class TestA(unittest.TestCase):\n"
+        "    def test_z(self): seen.append('Az')\n    def test_a(self): seen.append('Aa')\n"
+        "class TestC(unittest.TestCase):\n"
+        "    def test_c(self): assert seen == ['Aa', 'Az', 'B'], seen\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SHIM, ROOT]))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-p", "unittest_order", "test_order.py"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "4 passed" in r.stdout, r.stdout + r.stderr

@@ -45,6 +45,17 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 sys.meta_path.insert(0, _Alias())
 
+# Every Fluidity module already imported is registered under its Paddle name now, as Paddle's
+# are by its package's own imports: importing one through its Paddle name later must find it
+# in sys.modules, or the import system rebinds the parent's attribute to the module
+# (`from paddle.fluid.layers.rnn import LSTMCell` would make `fluid.layers.rnn` the module,
+# where Fluid 1.8 keeps the function there).
+for _name, _mod in list(sys.modules.items()):
+    if _name == "fluidity" or _name.startswith("fluidity."):
+        sys.modules.setdefault("paddle.fluid" + _name[len("fluidity"):], _mod)
+    if _name == "fluidity.reader" or _name.startswith("fluidity.reader."):
+        sys.modules.setdefault("paddle.reader" + _name[len("fluidity.reader"):], _mod)
+
 fluid = importlib.import_module("paddle.fluid")
 reader = importlib.import_module("paddle.reader")
 batch = fluidity.batch

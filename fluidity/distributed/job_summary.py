@@ -1,6 +1,6 @@
-"""What `fluidity launch` prints of a job's end, whichever backend ran it (launch.py's
-processes, ray_launch.py's actors): who failed first and how, the tail of its log, the exit
-status a shell would report, and the summary of a job that finished."""
+"""What a launcher says about a job's processes, whichever backend ran them (`launch.py`
+over local processes, `ray_launch.py` over Ray actors): the exit status it passes on, the
+summary of the process that failed first (with its log's tail), the summary of a success."""
 import os
 import signal
 
