@@ -15,6 +15,9 @@ Benchmarks and the figures taken (each benchmark's own docstring states its work
              1, 64, 512 (and the numpy floor, the same code on both sides: a control)
   memory     benchmarks/memory.py --steps 3: per model and executor configuration, the
              activation bytes (must not change) and the step time
+  compiled   benchmarks/compiled.py --mode train-mlp: us per compiled MLP training step at
+             batch 1, 64, 512
+  compiled_ctr  benchmarks/compiled.py --mode ctr-train: compiled CTR-DNN training steps/s
   async_ctr  benchmarks/async_ctr.py throughput only (no quality, torch or paddle runs), one
              round over 8 files of the 400k-line CTR data: async-1, async-N and indep-N
              examples/s
@@ -84,6 +87,14 @@ BENCHES = {
                         *[_grab(rf"^\s*{b}\s+\d+/s\s+(\d+)/s", f"batch {b} numpy floor "
                                 f"steps/s (control)", "higher") for b in (1, 64, 512)])),
     "memory": (["benchmarks/memory.py", "--steps", "3"], _memory),
+    "compiled": (["benchmarks/compiled.py", "--mode", "train-mlp", "--steps", "100",
+                  "--paddle-python", "none"],
+                 _join(*[_grab(rf"^\s*{b}\s+(\d+)us", f"compiled MLP batch {b} us/step", "lower")
+                         for b in (1, 64, 512)])),
+    "compiled_ctr": (["benchmarks/compiled.py", "--mode", "ctr-train", "--steps", "300",
+                      "--paddle-python", "none"],
+                     _grab(r"^\s*compiled:\s+([\d.]+) steps/s", "compiled CTR-DNN steps/s",
+                           "higher")),
     "async_ctr": (["benchmarks/async_ctr.py", "--skip", "quality,torch,paddle", "--rounds", "1",
                    "--round-files", "8", "--data-dir", CTR_DATA],
                   _named(r"^\s*((?:async|indep)-\d+): +([\d,]+) ex/s", "ex/s", "higher")),

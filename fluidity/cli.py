@@ -116,6 +116,7 @@ def printable(text):
 
 
 def _cmd_ops(args):
+    from .codegen import emit
     from .ops import all_ops
     from .ops.registry import COMMON_ATTRS
     n = 0
@@ -133,6 +134,9 @@ def _cmd_ops(args):
             print(f"    attrs: {attrs}")
         if opdef.doc and args.verbose:
             print(f"    {opdef.doc}")
+        if args.verbose:
+            targets = emit.targets_of(name)
+            print(f"    compiled for: {', '.join(targets) if targets else 'none (runs in Python)'}")
     if n == 0:
         print(f"fluidity: no op matches {args.pattern!r} (`fluidity ops` lists all "
               f"{len(all_ops())}; quote a pattern with * so the shell leaves it alone)",
@@ -479,7 +483,8 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("ops", help="list registered ops")
     p.add_argument("pattern", nargs="?", help="glob on op type, e.g. 'elementwise_*'")
-    p.add_argument("-v", "--verbose", action="store_true", help="show attributes and docs")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show attributes, docs and the code generator targets each op has")
     p.set_defaults(fn=_cmd_ops)
     p = sub.add_parser("show", help="print a saved program")
     p.add_argument("file", help="program file, model directory or PREFIX of PREFIX.pdmodel")

@@ -259,9 +259,8 @@ Operator = OperatorFactory()   # Paddle's default global factory
 # --- what Paddle's core answers about ops ----------------------------------------------------
 def op_support_gpu(op_type):
     """Whether `op_type` has a CUDA form (the code generator's CUDA target compiles it)."""
-    from .codegen.emitters import rule_for   # codegen sits above ops
-    opdef = registry.find(op_type)
-    return opdef is not None and rule_for(opdef, "cuda") is not None
+    from .codegen import emit          # codegen sits above ops
+    return registry.find(op_type) is not None and emit.lookup(op_type, "cuda") is not None
 
 
 def has_grad_op_maker(op_type):
@@ -281,12 +280,12 @@ def has_infer_inplace(op_type):
 def get_all_register_op_kernels():
     """{op type: [kernel keys]} of every op with a kernel (one CPU kernel per op here, of
     any data type; a CUDA one where the op compiles for CUDA)."""
-    from .codegen.emitters import rule_for
+    from .codegen import emit
     key = "data_type[ANY]:data_layout[ANY_LAYOUT]:place[{}]:library_type[PLAIN]"
     out = {}
     for t, opdef in registry.all_ops().items():
         keys = [key.format("CPUPlace")]
-        if rule_for(opdef, "cuda") is not None:
+        if emit.lookup(t, "cuda") is not None:
             keys.append(key.format("CUDAPlace(0)"))
         out[t] = keys
     return out

@@ -149,8 +149,7 @@ def lower(rec):
 
 
 def report(runs, verbose=False):
-    from fluidity.codegen.emitters import rule_for
-    from fluidity.ops import registry
+    from fluidity.codegen import emit
     print(f"{'model':44s} {'prog':5s} {'ops':>4s} {'segs':>4s} {'py':>4s}  ops that cut "
           f"(* has an emitter but not for this use)")
     totals = collections.Counter()
@@ -160,8 +159,7 @@ def report(runs, verbose=False):
         n = sum(1 for _, t, _, _ in rows if t not in NOT_CUTTERS)
         names = []
         for t in cutters:
-            d = registry.find(t)
-            names.append(t + ("*" if d is not None and rule_for(d) is not None else ""))
+            names.append(t + ("*" if emit.lookup(t, "cpu") is not None else ""))
             totals[t] += 1
         print(f"{rec.model:44s} {rec.kind:5s} {n:4d} {segs:4d} {py:4d}  {' '.join(names)}")
         if verbose:

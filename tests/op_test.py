@@ -19,7 +19,7 @@ import numpy as np
 import fluidity as fluid
 from fluidity.backward import gradients
 from fluidity.core.tensor import LoDTensor
-from fluidity.codegen.emitters import rule_for
+from fluidity.codegen import emit
 from fluidity.ops import registry
 
 compiled_checked = set()     # op types some compiled run of this process covered
@@ -93,7 +93,7 @@ def run_op(op_type, inputs, attrs=None, outputs=None, return_lod=False):
 def compiled_ops(program):
     """The op types of block 0 of `program` that run in a native segment."""
     from fluidity.codegen.lower import Lowering
-    if not any(rule_for(registry.get(op.type)) for op in program.global_block().ops):
+    if not any(emit.lookup(op.type, "cpu") for op in program.global_block().ops):
         return set()
     return {t for _, t, where, _ in Lowering(program, 0).explain() if where != "python"}
 
@@ -217,7 +217,7 @@ def check_compiled_grads(op_type, inputs, wrt, attrs=None, output_slots=None, ou
                          seed=0):
     """The same gradient program in float32, compiled vs interpreted (when the op or its
     gradient op has a compiled form)."""
-    if not any(registry.has(t) and rule_for(registry.get(t))
+    if not any(emit.lookup(t, "cpu")
                for t in (op_type, op_type + "_grad")):
         return set()
     rng = np.random.default_rng(seed)

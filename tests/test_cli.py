@@ -21,6 +21,8 @@ def test_ops_lists_registry(capsys):
     assert main(["ops", "elementwise_*", "-v"]) == 0
     out = capsys.readouterr().out
     assert "axis=-1" in out and "\nmul(" not in "\n" + out
+    assert "compiled for: cpu, cuda" in out                       # elementwise_add
+    assert "compiled for: none (runs in Python)" in out           # elementwise_mod
 
 
 def test_ops_without_a_match_says_so_and_fails():

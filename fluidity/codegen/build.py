@@ -50,7 +50,7 @@ def cache_dir():
         raise CompileError(str(e)) from None
 
 
-def _runtime_digest():
+def runtime_digest():
     """The runtime headers' digest, part of every key: a changed header rebuilds."""
     h = hashlib.sha256()
     for f in sorted(os.listdir(RUNTIME_DIR)):
@@ -87,7 +87,7 @@ def _flags(cxx, kind):
 
 def _toolchain(cxx, kind):
     flags, link = _flags(cxx, kind)
-    return build_cache.toolchain_id(cxx, *flags, *link, "runtime " + _runtime_digest())
+    return build_cache.toolchain_id(cxx, *flags, *link, "runtime " + runtime_digest())
 
 
 def binary_path(source, kind="shared", name="fluidity_gen"):
@@ -261,7 +261,7 @@ def compile_cuda_cached(source, archs=None, name="fluidity_cuda"):
         return CompileError(f"nvcc failed to compile the generated CUDA code {kept}:\n{message}")
 
     toolchain = build_cache.toolchain_id(compiler, *flags, *link,
-                                         "runtime " + _runtime_digest())
+                                         "runtime " + runtime_digest())
     try:
         return build_cache.build(KIND, name, source.encode(), toolchain, compile_fn, fail,
                                  ".cu")

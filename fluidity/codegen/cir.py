@@ -5,10 +5,12 @@ A `Buf` is one value a compiled segment touches: a C pointer name, its element t
 dims as C expressions (integer literals where the program's desc knows them, names bound at
 run time where it says -1), and for LoD tensors the name of its level-0 offsets.
 
-An op's emitter (`OpDef.emit`, or `OpDef.c_expr` through codegen/emitters.py) gets an `Emit`:
+An op's emitter (registered for its type and target in codegen/emit/) gets an `Emit`:
 `e.input(slot)`, `e.attr(name)`, `e.output(slot, dims)`, `e.code(line)`,
-`e.check(cond, message)`, `e.fail(reason)`. Dims arithmetic (`mul`, `prod`) folds
-literals, so a program whose shapes the desc knows compiles to constant trip counts.
+`e.check(cond, message)`, `e.fail(reason)`; the segmenter (segment.py) stands behind it.
+Dims arithmetic (`mul`, `prod`) folds literals, so a program whose shapes the desc knows
+compiles to constant trip counts. Attribute values are checked against the op's schema
+(`CheckedAttrs`), and text from a desc reaches the source only through `c_string`.
 """
 import math
 import re
@@ -16,16 +18,14 @@ from collections.abc import Mapping
 
 from ..core import dtypes
 from ..core.names import EMPTY_VAR_NAME
-from ..errors import FluidityError, ProgramFormatError
-from ..ops import registry
+from ..errors import FluidityError, ProgramFormatError, ShapeError
+from ..ops import common, registry
+from .dim import dim, dims, is_lit
+from .refusal import NotCompilable
 
 # the C type of each dtype generated code handles
 CTYPES = dtypes.C_TYPES
 SIZEOF = {c: dtypes.numpy_of_ctype(c).itemsize for c in CTYPES.values()}
-
-
-class NotCompilable(Exception):
-    """An op (as the program uses it) has no compiled form; the message says why."""
 
 
 # --- text from a desc in generated source ---------------------------------------------------
@@ -79,39 +79,16 @@ def checked_source(source):
     return source
 
 
-def is_lit(d):
-    return isinstance(d, int) or (isinstance(d, str) and d.lstrip("-").isdigit())
-
-
-# the largest size a folded literal may have: a byte count of it still fits an int64
-MAX_LITERAL = (1 << 62) - 1
-
-
 def mul(a, b):
-    """a * b as a C expression: folded when both are literals (NotCompilable when the product
-    does not fit: generated code never holds a literal C would wrap or refuse, and the op runs
-    interpreted, which says what is too large), else the overflow-checked `fl::mul(a, b)` of
-    runtime/sizes.h, whose BAD_SIZE on overflow the segment's size checks refuse before it
-    runs."""
-    if is_lit(a) and is_lit(b):
-        v = int(a) * int(b)
-        if abs(v) > MAX_LITERAL:
-            raise NotCompilable(f"a size of {int(a)} x {int(b)} does not fit an int64")
-        return str(v)
-    if str(a) == "1":
-        return str(b)
-    if str(b) == "1":
-        return str(a)
-    if str(a) == "0" or str(b) == "0":
-        return "0"
-    return f"fl::mul({a}, {b})"
+    """a * b as a Dim, folded when both are literals (NotCompilable when the folded product
+    does not fit: generated code never holds a literal C would wrap or refuse, and the op
+    runs interpreted, which says what is too large)."""
+    return dim(a) * dim(b)
 
 
-def prod(dims):
-    out = "1"
-    for d in dims:
-        out = mul(out, d)
-    return out
+def prod(ds):
+    """The product of dims `ds` as a Dim (ops.common.prod's rule)."""
+    return dim(common.prod(dims(ds)))
 
 
 def literal(value):
@@ -129,17 +106,12 @@ def literal(value):
 
 
 def aligned(x_dims, y_dims, axis):
-    """Y's dims padded with 1s to X's rank by Paddle's axis rule (cf. ops/common.py)."""
-    nx, ny = len(x_dims), len(y_dims)
-    if axis == -1 or axis is None:
-        axis = nx - ny
-    y = [str(d) for d in y_dims]
-    while y and axis + len(y) > nx and y[-1] == "1":
-        y.pop()
-    if axis < 0 or axis + len(y) > nx:
-        raise NotCompilable(f"Y{list(y_dims)} does not align with X{list(x_dims)} at axis "
-                            f"{axis}")
-    return ["1"] * axis + y + ["1"] * (nx - axis - len(y))
+    """Y's dims padded with 1s to X's rank by Paddle's axis rule (ops.common's, the one
+    rule); NotCompilable where they do not line up."""
+    try:
+        return dims(common.align_for_broadcast(dims(x_dims), dims(y_dims), axis))
+    except ShapeError as e:
+        raise NotCompilable(str(e)) from None
 
 
 class Buf:
@@ -148,13 +120,13 @@ class Buf:
     without LoD); `lod_src` the segment input whose LoD the value carries; `rows`/`height`
     are set for SelectedRows (the row ids and the table height); `known` the values the
     generated code knows it holds (a shape op's dims as C expressions, a small constant),
-    flat, or None (ops/compiled.py)."""
+    flat, or None (emit/known_values.py)."""
     __slots__ = ("name", "var", "ctype", "dims", "lod", "lod_len", "lod_src", "rows",
                  "height", "kind", "first", "last", "slot", "persistable", "written", "known")
 
-    def __init__(self, name, var, ctype, dims, kind):
+    def __init__(self, name, var, ctype, shape, kind):
         self.name, self.var, self.ctype, self.dims, self.kind = name, var, ctype, \
-            [str(d) for d in dims], kind
+            dims(shape), kind
         self.lod = self.lod_len = self.lod_src = self.rows = self.height = None
         self.first = self.last = None
         self.slot = None
@@ -364,7 +336,7 @@ class Emit:
     def fail(self, reason):
         raise NotCompilable(reason)
 
-    # -- helpers for emitters (ops import nothing from codegen) ----------------------------
+    # -- dims, literals and strings, at hand for emitters -----------------------------------
     c_string = staticmethod(c_string)
     prod = staticmethod(prod)
     mul = staticmethod(mul)

@@ -15,9 +15,37 @@ as it was, as in the interpreter) and stops an op that reads it unset with an er
 A loop or branch whose gradient op reads its step scopes is left to the interpreter (the
 compiled code keeps no scopes), as is one whose sub-block has an op without a compiled form.
 """
+from collections import namedtuple
+
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
 from .cir import NotCompilable
+
+
+# --- the statements a segment function runs around its op calls (render.py writes them)
+class Loop(namedtuple("Loop", "cond")):
+    """`while` the one bool element of Buf `cond` is true: opens a body."""
+
+
+class Branch(namedtuple("Branch", "cond nonempty")):
+    """`if` the one bool element of Buf `cond` is true, or (cond None) if every Buf of
+    `nonempty` has elements: opens a body."""
+
+
+class End(namedtuple("End", "")):
+    """Closes the innermost Loop, Branch or IfWritten."""
+
+
+class Copy(namedtuple("Copy", "dst src")):
+    """Buf `src`'s bytes into Buf `dst` (a carried value)."""
+
+
+class SetWritten(namedtuple("SetWritten", "flag")):
+    """Sets a "was written" flag."""
+
+
+class IfWritten(namedtuple("IfWritten", "flag")):
+    """Opens a body run when a "was written" flag is set."""
 
 
 def lower_while(low, op, block_idx, i):
@@ -29,10 +57,10 @@ def lower_while(low, op, block_idx, i):
     (cond_name,) = op.input("Condition")
     cond = low.read(cond_name, op)
     _require_flag_value(low, cond, "Condition")
-    low.control(lines + [f"while ({cond.name}_[0]) {{"])
+    low.control(lines + [Loop(cond)])
     n = _emit_block(low, sub)
     ke = max(low.position - 1, kb)
-    low.control(_carry_out(low, carried, sub, kb, ke) + ["}"])
+    low.control(_carry_out(low, carried, sub, kb, ke) + [End()])
     low.live_through(kb, ke)
     return f"a loop over block {sub.idx} ({n} ops)"
 
@@ -47,15 +75,15 @@ def lower_conditional_block(low, op, block_idx, i):
         if len(conds) != 1:
             raise NotCompilable(f"{len(conds)} scalar conditions")
         _require_flag_value(low, conds[0], "Cond")
-        test = f"{conds[0].name}_[0]"
+        test = Branch(conds[0], ())
     else:
-        test = " && ".join(f"{c.numel()} != 0" for c in conds) or "true"
+        test = Branch(None, tuple(conds))
     carried, lines = _carry_in(low, op, sub)
     kb = low.position
-    low.control(lines + [f"if ({test}) {{"])
+    low.control(lines + [test])
     n = _emit_block(low, sub)
     ke = max(low.position - 1, kb)
-    low.control(_carry_out(low, carried, sub, kb, ke) + ["}"])
+    low.control(_carry_out(low, carried, sub, kb, ke) + [End()])
     return f"a branch over block {sub.idx} ({n} ops)"
 
 
@@ -117,8 +145,8 @@ def _events(program, block):
 
 def _carry_in(low, op, sub):
     """{name: the buffer a parent variable the sub-block writes lives in across passes, or
-    None when that buffer is made after the body (a value it only writes)}, and the copy
-    lines that fill the buffers made here. Binds each carried name to its buffer."""
+    None when that buffer is made after the body (a value it only writes)}, and the copies
+    that fill the buffers made here. Binds each carried name to its buffer."""
     program, parent = low.program, low.current_block
     blocks = _subtree(program, sub)
     local = {n for b in blocks for n in b.vars}
@@ -151,7 +179,7 @@ def _carry_in(low, op, sub):
         if prior.kind == "input" and not prior.persistable:    # the caller's memory: copy
             carry = low.temp(n, prior.dims, prior.ctype, k)
             carry.lod, carry.lod_len, carry.lod_src = prior.lod, prior.lod_len, prior.lod_src
-            lines.append(f"std::memcpy({carry.name}_, {prior.name}_, {prior.nbytes()});")
+            lines.append(Copy(carry, prior))
             low.bind(n, carry)
         else:                                   # an arena value, or a parameter in place
             carry = prior
@@ -170,7 +198,7 @@ def _values_written(op):
 
 
 def _carry_out(low, carried, sub, kb, ke):
-    """The lines that copy each pass's final values into the carried buffers; binds the
+    """The statements that copy each pass's final values into the carried buffers; binds the
     parent's names to them again and forgets the sub-block's own names."""
     lines = []
     for n, carry in carried.items():
@@ -188,11 +216,11 @@ def _carry_out(low, carried, sub, kb, ke):
             if final.lod_src != carry.lod_src:
                 raise NotCompilable(f"'{n}' changes its LoD in block {sub.idx}")
         if final is not carry:
-            copy = [f"std::memcpy({carry.name}_, {final.name}_, {final.nbytes()});"]
+            copy = [Copy(carry, final)]
             if carry.written:
-                copy.append(f"{carry.written} = true;")
+                copy.append(SetWritten(carry.written))
             if final.written:                  # set only where a nested branch set it
-                copy = [f"if ({final.written}) {{"] + copy + ["}"]
+                copy = [IfWritten(final.written)] + copy + [End()]
             lines += copy
             final.last = max(final.last, ke)
         carry.last = max(carry.last, ke)
@@ -204,7 +232,7 @@ def _carry_out(low, carried, sub, kb, ke):
 
 
 def _typed(buf):
-    return f"{buf.ctype}[{', '.join(buf.dims)}]"
+    return f"{buf.ctype}[{', '.join(map(str, buf.dims))}]"
 
 
 def _emit_block(low, sub):

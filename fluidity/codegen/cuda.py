@@ -2,13 +2,9 @@
 whose segments launch kernels over device memory, built with nvcc (or, as a test hook, with
 the C++ compiler against an emulated device), and the rules that say which ops compile.
 
-What an op compiles to on the device, in order of precedence (`cuda_rule`):
-
-* `cuda_emit` on its class: its own emitter (host code that launches kernels through
-  runtime/cuda_rt.h: `fl::cu::each(n, [=] __device__ (int64_t i) {...})` and `fl::cu::gemm`);
-* `c_expr` (an elementwise op): a kernel made of that one C expression
-  (`emitters.cuda_elementwise`);
-* `c_dx`/`c_dy` (an elementwise op's gradient, ops/math.py's table): a kernel of those.
+What an op compiles to on the device is its emitter registered for "cuda" (codegen/emit/
+cuda/<family>.py, and the elementwise table's rows rendered as kernels): host code that
+launches the named kernels of runtime/cuda_ops.h and fl::cu::gemm (cuBLAS).
 
 A block for the device must compile whole: `lower(program, block)` raises a DeviceError
 naming every op that has no CUDA form, and its variables (never a silent run on the host).
@@ -26,7 +22,6 @@ from ..core.place import EMULATE_ENV, cuda_emulated
 from ..errors import DeviceError
 from . import build
 from .cir import NotCompilable
-from .emitters import cuda_rule
 from .lower import Lowering
 
 # ops a device run executes on the host (outputs copied to the device after): the random
@@ -47,10 +42,8 @@ def lower(program, block_idx=0, keep=()):
     low = Lowering(program, block_idx, keep=keep, target="cuda")
     block = low.block
     missing = []
-    for part in low.parts:
-        if part[0] != "py":
-            continue
-        _, i, reason = part
+    for part in low.python_ops:
+        i, reason = part.i, part.reason
         op = block.ops[i]
         if op.type in RUN_OPS or op.type in HOST_OPS:
             continue
@@ -102,6 +95,6 @@ def check_compiles(program, block_idx=0, keep=(), archs=None):
     return build.compile_cuda_cached(lower(program, block_idx, keep).source, archs)
 
 
-__all__ = ["cuda_rule", "lower", "explain", "emulated",
+__all__ = ["lower", "explain", "emulated",
            "compile_library", "device_source", "with_device_api", "check_compiles",
            "HOST_OPS", "EMULATE_ENV", "NotCompilable"]

@@ -37,6 +37,7 @@ import tempfile
 from ..core import serialization as ser
 from ..core.dtypes import CODE_OF_C_TYPE, VarType
 from ..core.tensor import LoDTensor
+from . import abi
 from .build import RUNTIME_DIR, CompileError, blas, compile_files
 from .cir import c_string, checked_source
 from .explain import format_explain
@@ -246,8 +247,8 @@ class _Tables:
         ct = self.ctype.get(name)
         code = CODE_OF_C_TYPE[ct] if ct else (int(v.dtype) if v is not None and v.dtype is not None
                                           else VarType.FP32)
-        ndim = len(shape) if shape is not None and len(shape) <= 8 else -1
-        dims = ", ".join(str(int(d)) for d in (shape or [])[:8]) if ndim >= 0 else ""
+        ndim = len(shape) if shape is not None and len(shape) <= abi.MAX_DIMS else -1
+        dims = ", ".join(str(int(d)) for d in shape) if ndim >= 0 else ""
         return f"{{{c_string(name)}, {code}, {ndim}, {{{dims}}}, {KIND[self.kind[name]]}}}"
 
     def render(self):

@@ -22,7 +22,7 @@ import os
 from google.protobuf import text_format
 
 from ..core import proto_check
-from . import data_feed_pb2
+from .data_feed_pb2 import DataFeedDesc as DataFeedDescProto
 from .errors import DataError, DataFeedDescError
 
 SLOT_TYPES = {"u": "uint64", "f": "float"}  # Paddle checks only the first letter
@@ -121,7 +121,7 @@ class DataFeedDesc:
 
     def _load(self, text, source):
         self.source = source
-        self.proto_desc = data_feed_pb2.DataFeedDesc()
+        self.proto_desc = DataFeedDescProto()
         if isinstance(text, (bytes, bytearray)):
             try:
                 text = bytes(text).decode("utf-8")

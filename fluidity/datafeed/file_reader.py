@@ -17,7 +17,7 @@ from google.protobuf import text_format
 from ..core import dtypes
 from ..core.reader import BlockingQueue, Reader, mark_passing, stop_threads
 from ..core.tensor import LoDTensor
-from . import data_feed_pb2
+from .data_feed_pb2 import DataFeedDesc as DataFeedDescProto
 from .data_feed_desc import DataFeedDesc
 from .errors import DataError
 from .multislot import MultiSlotReader
@@ -25,7 +25,7 @@ from .multislot import MultiSlotReader
 
 def desc_for(specs, batch_size=1):
     """A DataFeedDesc with one used slot `s<i>` per (shape, dtype code, lod_level)."""
-    msg = data_feed_pb2.DataFeedDesc(name="MultiSlotDataFeed", batch_size=batch_size)
+    msg = DataFeedDescProto(name="MultiSlotDataFeed", batch_size=batch_size)
     for i, (shape, dtype, lod_level) in enumerate(specs):
         kind = "uint64" if np.dtype(dtypes.to_numpy(dtype)).kind in "iu" else "float"
         slot = msg.multi_slot_desc.slots.add(name=f"s{i}", type=kind, is_used=True,

@@ -32,7 +32,7 @@ import numpy as np
 
 from google.protobuf import text_format
 
-from . import data_feed_pb2
+from .data_feed_pb2 import DataFeedDesc as DataFeedDescProto
 from .data_feed_desc import DataFeedDesc
 
 FORMAT = "fluidity-synthetic-ctr/1"
@@ -103,7 +103,7 @@ def _draw(model, rng, n):
 
 def ctr_data_feed_desc(model, batch_size=32):
     """The DataFeedDesc of the generated files (every slot used)."""
-    msg = data_feed_pb2.DataFeedDesc(name="MultiSlotDataFeed", batch_size=batch_size)
+    msg = DataFeedDescProto(name="MultiSlotDataFeed", batch_size=batch_size)
     slots = msg.multi_slot_desc.slots
     slots.add(name=model["dense_slot"], type="float", is_dense=True, is_used=True,
               shape=[-1, len(model["dense_weights"])])

@@ -44,7 +44,7 @@ import zlib
 import numpy as np
 from google.protobuf import text_format
 
-from . import data_feed_pb2
+from .data_feed_pb2 import DataFeedDesc as DataFeedDescProto
 from .data_feed_desc import DataFeedDesc
 
 SKIPGRAM_FORMAT = "fluidity-synthetic-skipgram/1"
@@ -106,7 +106,7 @@ def _rows_to_text(rows):
 
 
 def _desc(slots, batch_size, source):
-    msg = data_feed_pb2.DataFeedDesc(name="MultiSlotDataFeed", batch_size=batch_size)
+    msg = DataFeedDescProto(name="MultiSlotDataFeed", batch_size=batch_size)
     for s in slots:
         msg.multi_slot_desc.slots.add(**s)
     return DataFeedDesc.from_text(text_format.MessageToString(msg), source)

@@ -471,6 +471,102 @@ class _ProcessFileCounter:
         return i
 
 
+def _checked_run_args(program, data_feed, filelist, thread_num, fetch, scope, workers):
+    """AsyncExecutor.run's arguments checked, as (data feed desc, files, thread_num, fetch
+    names, scope): each problem a FluidityError saying what to change."""
+    if not isinstance(program, ProgramView):
+        raise FluidityError(f"AsyncExecutor.run needs a Program, got "
+                            f"{type(program).__name__}")
+    from ..datafeed.data_feed_desc import DataFeedDesc
+    desc = data_feed if isinstance(data_feed, DataFeedDesc) else DataFeedDesc(data_feed)
+    from ..datafeed.sources import is_source
+    files = [f if is_source(f) else os.fspath(f) for f in
+             ([filelist] if isinstance(filelist, (str, os.PathLike)) or is_source(filelist)
+              else filelist)]
+    if not files:
+        raise FluidityError("AsyncExecutor.run: the file list is empty")
+    for f in files:     # a path, or a source of MultiSlot text (datafeed/sources.py)
+        if not is_source(f) and not os.path.isfile(f):
+            raise FluidityError(f"AsyncExecutor.run: no such data file: {f}")
+    thread_num = int(thread_num)
+    if thread_num < 1:
+        raise FluidityError(f"thread_num must be >= 1, got {thread_num}")
+    fetch = [] if fetch is None else (fetch if isinstance(fetch, (list, tuple)) else [fetch])
+    fetch_names = [f.name if isinstance(f, VarView) else f for f in fetch]
+    _check_names(program.global_block(), desc, fetch_names)
+    scope = scope if scope is not None else global_scope()
+    missing = _uninitialized_persistables(program, scope)
+    if missing:
+        raise FluidityError(f"persistable variables {missing[:5]} have no value: run the "
+                            f"startup program first")
+    if workers not in ("auto", "threads", "processes"):
+        raise FluidityError(f"workers must be 'auto', 'threads' or 'processes', got "
+                            f"{workers!r}")
+    return desc, files, thread_num, fetch_names, scope
+
+
+def _check_names(block, desc, fetch_names):
+    """Every fetch target and every used slot of the data feed names a program variable."""
+    for n in fetch_names:
+        if block.find_var_recursive(n) is None:
+            raise FluidityError(f"cannot fetch '{n}': the program has no such variable")
+    for n in (s.name for s in desc.slots if s.is_used):
+        if not block.has_var(n):
+            raise FluidityError(f"data feed slot '{n}' has no variable of that name in the "
+                                f"program (its data vars: "
+                                f"{[v.name for v in block.vars.values() if v.need_check_feed]})")
+
+
+def _report_every(report_every, thread_num, print_period, observers):
+    """Batches per worker report: as asked (default 20 // thread_num), at most the print
+    period, and as often as the most demanding observer needs."""
+    report_every = report_every or max(1, 20 // thread_num)
+    if isinstance(print_period, int) and print_period > 0:
+        report_every = min(report_every, max(1, int(print_period)))
+    wanted = [o.report_every for o in observers if getattr(o, "report_every", None)]
+    if wanted:   # an observer that needs to hear of batches at least this often
+        report_every = min([report_every] + wanted)
+    return report_every
+
+
+def _run_reporter(files, fetch_names, fetch_info, print_period, debug, progress,
+                  tensorboard_dir):
+    """The run's reporter (progress.py): fetch means labelled by `fetch_info` (default
+    their names), printed every `print_period` batches (Fluid's default: every report with
+    debug, every 100 batches with labels, else never)."""
+    labels = list(fetch_info) if fetch_info else fetch_names
+    if len(labels) != len(fetch_names):
+        raise FluidityError(f"fetch_info has {len(labels)} labels for {len(fetch_names)} "
+                            f"fetch targets")
+    if not print_period:
+        print_period = "report" if debug else (DEFAULT_PRINT_PERIOD if fetch_info else None)
+    return _reporter(files, labels, print_period, progress, tensorboard_dir)
+
+
+def _workers(program, desc, files, scope, fetch_names, n_workers, lowering, observers,
+             options):
+    """(pool, stop flag, position board) of the run's workers: threads (`lowering` given:
+    their steps run native code) over the parameters in place, or processes over parameters
+    moved to shared memory. options: (report_every, reader_args, read_ahead)."""
+    threads = lowering is not None
+    report_every, reader_args, read_ahead = options
+    if threads:
+        next_file, shared = _ThreadFileCounter(), {}
+    else:
+        shared = share_persistables(program, scope)
+        next_file = _ProcessFileCounter()
+    stop = StopFlag(shared=not threads)
+    board = PositionBoard(n_workers, files, shared=not threads)
+    runs = [_Worker(wid, program, desc, files, next_file, stop, board, scope, fetch_names,
+                    report_every, shared, reader_args, read_ahead, lowering=lowering)
+            for wid in range(n_workers)]
+    if threads:
+        for w in runs:
+            w.watch_ids(observers)
+    pool = ThreadWorkers(runs) if threads else ProcessWorkers(runs, _one_blas_thread)
+    return pool, stop, board
+
+
 def lower_step(program, fetch_names):
     """Block 0 of the training program lowered for native code (codegen.lower.Lowering),
     once per run: the choice of worker mode, the library build and the workers' compiled
@@ -504,9 +600,10 @@ def _compiled_loop_obstacle(lowering, obstacles, fetch_names, desc, scope, read_
 
 def _prebuild(lowering):
     """Build the compiled step's library once, before the workers (each worker's executor
-    would otherwise find an empty cache at the same moment and compile it too)."""
+    would otherwise find an empty cache at the same moment and compile it too); None: the
+    workers run no compiled step."""
     from ..codegen import build
-    if lowering.segments:
+    if lowering is not None and lowering.segments:
         build.load(build.compile_cached(lowering.source))
 
 
@@ -554,82 +651,23 @@ class AsyncExecutor:
         loop applies (no GIL per batch), otherwise whichever a short measurement on scratch
         copies of the parameters favours (once per program, cached; worker_mode.py). The
         choice and why are logged and in the result's `mode` and `mode_reason`."""
-        if not isinstance(program, ProgramView):
-            raise FluidityError(f"AsyncExecutor.run needs a Program, got "
-                                f"{type(program).__name__}")
-        from ..datafeed.data_feed_desc import DataFeedDesc
-        desc = data_feed if isinstance(data_feed, DataFeedDesc) else DataFeedDesc(data_feed)
-        from ..datafeed.sources import is_source
-        files = [f if is_source(f) else os.fspath(f) for f in
-                 ([filelist] if isinstance(filelist, (str, os.PathLike)) or is_source(filelist)
-                  else filelist)]
-        if not files:
-            raise FluidityError("AsyncExecutor.run: the file list is empty")
-        for f in files:     # a path, or a source of MultiSlot text (datafeed/sources.py)
-            if not is_source(f) and not os.path.isfile(f):
-                raise FluidityError(f"AsyncExecutor.run: no such data file: {f}")
-        thread_num = int(thread_num)
-        if thread_num < 1:
-            raise FluidityError(f"thread_num must be >= 1, got {thread_num}")
-        fetch = [] if fetch is None else (fetch if isinstance(fetch, (list, tuple)) else [fetch])
-        fetch_names = [f.name if isinstance(f, VarView) else f for f in fetch]
-        block = program.global_block()
-        for n in fetch_names:
-            if block.find_var_recursive(n) is None:
-                raise FluidityError(f"cannot fetch '{n}': the program has no such variable")
-        used = [s.name for s in desc.slots if s.is_used]
-        for n in used:
-            if not block.has_var(n):
-                raise FluidityError(f"data feed slot '{n}' has no variable of that name in the "
-                                    f"program (its data vars: "
-                                    f"{[v.name for v in block.vars.values() if v.need_check_feed]})")
-        scope = scope if scope is not None else global_scope()
-        missing = _uninitialized_persistables(program, scope)
-        if missing:
-            raise FluidityError(f"persistable variables {missing[:5]} have no value: run the "
-                                f"startup program first")
-        if workers not in ("auto", "threads", "processes"):
-            raise FluidityError(f"workers must be 'auto', 'threads' or 'processes', got "
-                                f"{workers!r}")
+        desc, files, thread_num, fetch_names, scope = _checked_run_args(
+            program, data_feed, filelist, thread_num, fetch, scope, workers)
         lowering = lower_step(program, fetch_names) if workers != "processes" else None
         n_workers = min(thread_num, len(files))
         choice = self._choose_workers(workers, lowering, program, fetch_names, desc, files,
                                       scope, n_workers, read_ahead)
-        threads = choice.threads
+        threads, observers = choice.threads, observers_of(scope)
         self.last_mode = "threads" if threads else "processes"
-        report_every = report_every or max(1, 20 // thread_num)
-        if isinstance(print_period, int) and print_period > 0:
-            report_every = min(report_every, max(1, int(print_period)))
-        observers = observers_of(scope)
-        wanted = [o.report_every for o in observers if getattr(o, "report_every", None)]
-        if wanted:   # an observer that needs to hear of batches at least this often
-            report_every = min([report_every] + wanted)
-        reader_args = {"skip_bad_lines": skip_bad_lines}
-        if threads:
-            next_file, shared = _ThreadFileCounter(), {}
-        else:
-            shared = share_persistables(program, scope)
-            next_file = _ProcessFileCounter()
-        stop = StopFlag(shared=not threads)
-        board = PositionBoard(n_workers, files, shared=not threads)
-        runs = [_Worker(wid, program, desc, files, next_file, stop, board, scope, fetch_names,
-                        report_every, shared, reader_args, read_ahead,
-                        lowering=lowering if threads else None)
-                for wid in range(n_workers)]
-        if threads:
-            for w in runs:
-                w.watch_ids(observers)
-        pool = ThreadWorkers(runs) if threads else ProcessWorkers(runs, _one_blas_thread)
-        labels = list(fetch_info) if fetch_info else fetch_names
-        if len(labels) != len(fetch_names):
-            raise FluidityError(f"fetch_info has {len(labels)} labels for {len(fetch_names)} "
-                                f"fetch targets")
-        if not print_period:     # Fluid's: every report with debug, every 100 with labels
-            print_period = "report" if debug else (DEFAULT_PRINT_PERIOD if fetch_info else None)
-        reporter = _reporter(files, labels, print_period, progress, tensorboard_dir)
+        report_every = _report_every(report_every, thread_num, print_period, observers)
+        pool, stop, board = _workers(program, desc, files, scope, fetch_names, n_workers,
+                                     lowering if threads else None, observers,
+                                     (report_every, {"skip_bad_lines": skip_bad_lines},
+                                      read_ahead))
+        reporter = _run_reporter(files, fetch_names, fetch_info, print_period, debug,
+                                 progress, tensorboard_dir)
         _build_native_once()
-        if threads:
-            _prebuild(lowering)
+        _prebuild(lowering if threads else None)
         t0 = time.perf_counter()
         reporter.start()
         try:
@@ -668,14 +706,12 @@ class AsyncExecutor:
 
     def _collect(self, pool, n_workers, stop, board, reporter, fetch_names, t0, callback,
                  observers=()):
-        """Start the workers and read their messages until all are done or one fails; a failure (a
-        reported error, or an exit without "done": a signal, the OOM killer) is noticed
-        within REPORT_POLL_S, stops the others and is raised with the worker's identity
-        and the file lines of its last batch. The workers are gone when this returns."""
-        done, errors, workers_info = set(), [], {}
-        history, skipped = [], 0
+        """Start the workers and read their messages until all are done or one fails (a
+        reported error, or an exit without "done": a signal, the OOM killer), which is
+        noticed within REPORT_POLL_S, stops the others and is raised with the worker's
+        identity and the file lines of its last batch. The workers are gone on return."""
+        done, errors, workers_info, history, skipped, seen_ex = set(), [], {}, [], 0, 0
         total_ex, sums = 0, np.zeros(len(fetch_names))
-        seen_ex = 0
         try:
             pool.start()   # here: workers started before a failure to start the rest stop too
             while len(done) < n_workers and not errors:
@@ -724,9 +760,8 @@ class AsyncExecutor:
         res = AsyncRunResult((sums / max(total_ex, 1)).tolist())
         res.history, res.examples, res.seconds = history, total_ex, seconds
         res.examples_per_sec = total_ex / seconds if seconds > 0 else 0.0
-        res.skipped_lines = skipped
+        res.skipped_lines, res.fetch_names = skipped, fetch_names
         res.workers = [workers_info[w] for w in sorted(workers_info)]
-        res.fetch_names = fetch_names
         return res
 
 

@@ -25,13 +25,12 @@ import numpy as np
 
 from ..codegen import build
 from ..codegen import cuda as cuda_target
-from ..codegen.lower import S
+from ..codegen import abi
 from ..core import dtypes
-from ..core.dtypes import numpy_of_ctype
 from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import DeviceError, ExecutionError
-from .native import NativePlan, _ERR_BYTES, _input_error, op_error
+from .native import ERR_BYTES, CallState, NativePlan, SegmentStep
 
 H2D, D2H, D2D = 1, 2, 3
 _devices = {}
@@ -62,7 +61,7 @@ class Device:
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = res, args
         self.lib = lib
-        self.err = ctypes.create_string_buffer(_ERR_BYTES)
+        self.err = ctypes.create_string_buffer(ERR_BYTES)
         if lib.fl_cuda_device_count() < 1:
             raise DeviceError("the CUDA runtime sees no device")
 
@@ -198,21 +197,141 @@ class _Staging:
         return self.mem.ptr
 
 
-class _ThreadState:
-    __slots__ = ("args", "args_ptr", "err", "arena", "cap", "stage", "lods", "rows")
+class DeviceState(CallState):
+    """A host thread's state for device segments: the arena is device memory, and each
+    input has staging buffers for its copies (values, LoD offsets, row ids)."""
 
-    def __init__(self, dev, n_args, n_in):
-        self.args = np.zeros(n_args, np.int64)
-        self.args_ptr = self.args.ctypes.data
-        self.err = ctypes.create_string_buffer(_ERR_BYTES)
+    def __init__(self, dev, n_in, n_out):
+        super().__init__(n_in, n_out)
+        self.dev = dev
         self.stage = [_Staging() for _ in range(n_in)]
         self.lods = [_Staging() for _ in range(n_in)]
         self.rows = [_Staging() for _ in range(n_in)]
-        self.grow(dev, 1 << 16)
+        self.grow(1 << 16)
 
-    def grow(self, dev, need):
-        self.arena = _Memory(dev, max(int(need), 256))
-        self.cap = self.arena.nbytes
+    def grow(self, need):
+        self.arena = _Memory(self.dev, max(int(need), 256))
+        self.arena_ptr, self.cap = self.arena.ptr, self.arena.nbytes
+
+
+class DeviceSegmentStep(SegmentStep):
+    """A segment of the CUDA target: every input is made a device pointer (host values
+    copied up through the thread's staging buffers, a persistable's host value moved to the
+    device for good, a value the segment creates allocated), outputs are DeviceTensors
+    viewing the device arena (copied to the host when fetched or sparse). An input of other
+    shapes than the code was built for is an error: nothing runs elsewhere."""
+
+    def __init__(self, plan, seg, fetched):
+        super().__init__(plan, seg, fetched)
+        self.dev, persist = plan.dev, {n for _, n in plan._all_persist}
+        self.persistable = [s.name in persist for s in self.inputs]
+        self.created = [s.name in plan.lowering.created for s in self.inputs]
+        self.declared = []
+        for spec in self.inputs:
+            v = plan.block.find_var_recursive(spec.name)
+            self.declared.append(tuple(v.shape) if all(d >= 0 for d in v.shape) else None)
+        self.label = (f"compiled CUDA segment of ops #{seg.first}..#{seg.last} in block "
+                      f"{plan.block_idx}")
+
+    def new_state(self):
+        return DeviceState(self.dev, len(self.inputs), len(self.outputs))
+
+    def __call__(self, frame, env):
+        st = self.state()
+        for spec in self.inputs:
+            self.pack(frame, st, spec)
+        rc = self.call(st)
+        if rc == -1:     # never run elsewhere: the device code was built for other shapes
+            raise ExecutionError(f"{self.label}: an input has another shape than the program "
+                                 f"declares ({st.message()}); the device code runs only the "
+                                 f"shapes it was built for")
+        if rc:
+            raise self.op_failed(rc, st)
+        self.dev.sync(self.label)
+        self.unpack(frame, st)
+
+    def device_value(self, var, spec):
+        """The input's value, on the device where it is to stay there (made here, or a
+        persistable's host value moved up)."""
+        t, j = var.value, spec.j
+        if t is None or (type(t) is LoDTensor and t._array is None):
+            if not self.created[j]:
+                raise self.input_error(spec.name, "has no value (feed it, or run the startup "
+                                                  "program)")
+            t = var.value = DeviceTensor.empty(self.dev, self.declared[j], spec.dtype)
+            self.dev.zero(t.ptr, t.nbytes)
+        if type(t) is LoDTensor and self.persistable[j]:   # host value: moved to the device
+            a, declared = np.asarray(t._array, spec.dtype), self.declared[j]
+            if declared is not None and a.shape != declared and \
+                    a.size == int(np.prod(declared, dtype=np.int64)):
+                a = a.reshape(declared)      # a file's [1] for a 0-D, say
+            t = var.value = DeviceTensor.from_host(self.dev, a, t._lod)
+        return t
+
+    def pack(self, frame, st, spec):
+        """Input j's device address, dims and LoD or row ids into its record."""
+        t, j, record = self.device_value(frame[spec.slot], spec), spec.j, st.args.inputs[spec.j]
+        if isinstance(t, DeviceTensor):
+            if t.dtype != spec.dtype:
+                raise self.input_error(spec.name, f"is {t.dtype} on the device, compiled for "
+                                                  f"{spec.dtype}")
+            ptr, shape, lod = t.ptr, t.dims, t._lod
+        elif spec.sparse and type(t) is SelectedRows:
+            a, rows = _contiguous(t.value, spec.dtype), _contiguous(t.rows, np.int64)
+            if rows.shape != (a.shape[0],):
+                raise self.input_error(spec.name, f"has {rows.shape[0]} row ids for "
+                                                  f"{a.shape[0]} rows")
+            ptr, shape, lod = st.stage[j].put(self.dev, a), a.shape, None
+            abi.put_aux(record, st.rows[j].put(self.dev, rows), t.height)
+        elif type(t) is LoDTensor:
+            a = t._array
+            if a.dtype != spec.dtype:
+                raise self.input_error(spec.name, f"is {a.dtype}, compiled for {spec.dtype}")
+            a = _contiguous(a)
+            ptr, shape, lod = st.stage[j].put(self.dev, a), a.shape, t._lod
+        else:
+            raise self.input_error(spec.name, f"holds a {type(t).__name__}, which the device "
+                                              f"code does not take")
+        if len(shape) > abi.MAX_DIMS:
+            raise self.input_error(spec.name, f"has {len(shape)} dims (at most "
+                                              f"{abi.MAX_DIMS} on the device)")
+        abi.put_tensor(record, ptr, shape)
+        if spec.lod:
+            self._pack_lod(st, spec, record, lod, shape)
+
+    def _pack_lod(self, st, spec, record, lod, shape):
+        if not lod:
+            raise self.input_error(spec.name, "has no LoD")
+        offs = np.asarray(lod[-1], np.int64)
+        bad = offsets_problem(offs, shape[0] if len(shape) else None)
+        if bad is not None:          # device code trusts its LoD: checked here
+            raise self.input_error(spec.name, f"has a LoD that is not offsets of its rows: "
+                                              f"{bad}")
+        abi.put_aux(record, st.lods[spec.j].put(self.dev, offs), offs.shape[0])
+
+    def unpack(self, frame, st):
+        """Each output the segment wrote as a DeviceTensor viewing the arena (a host copy
+        when fetched; SelectedRows always to the host)."""
+        arena, records, dev = st.arena, st.args.outputs, self.dev
+        for spec in self.outputs:
+            if spec.in_place:
+                continue
+            record = records[spec.j]
+            shape = abi.output_shape(record, spec.ndim)
+            if shape is None:
+                continue
+            lod = frame[spec.lod_slot].value._lod if spec.lod_slot is not None else None
+            view = DeviceTensor(dev, arena.ptr + abi.output_offset(record), shape, spec.dtype,
+                                lod, owner=arena)
+            if spec.sparse:     # rows and values to the host: a sparse value leaving the device
+                r, height = abi.output_aux(record)
+                rows = np.empty(shape[0], np.int64)
+                dev.copy(rows.ctypes.data, arena.ptr + r, 8 * shape[0], D2H)
+                frame[spec.slot].value = SelectedRows(rows, height, view.to_host())
+            elif spec.fetched:
+                frame[spec.slot].value = LoDTensor(view.to_host(), lod)
+            else:
+                frame[spec.slot].value = view
 
 
 class CudaPlan(NativePlan):
@@ -251,124 +370,8 @@ class CudaPlan(NativePlan):
                     frame[slot].value = DeviceTensor.from_host(dev, t._array, t._lod)
         return host_then_copy
 
-    def _segment_step(self, seg, fetched):
-        fn = getattr(self.library, seg.name)
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        dev = self.dev
-        n_args = seg.out_base + len(seg.outputs) * S
-        block = self.block
-        created = self.lowering.created
-        persist = {n for _, n in self._all_persist}
-        ins = []
-        for b in seg.inputs:
-            v = block.find_var_recursive(b.var)
-            declared = tuple(v.shape) if all(d >= 0 for d in v.shape) else None
-            ins.append((self.slot_of(b.var), b.var, numpy_of_ctype(b.ctype), b.ndim,
-                        b.lod is not None, b.rows is not None, b.var in persist, declared,
-                        b.var in created))
-        in_slot = {b.var: self.slot_of(b.var) for b in seg.inputs}
-        outs = [(self.slot_of(b.var), numpy_of_ctype(b.ctype), b.ndim, in_slot.get(b.lod_src),
-                 b.var in fetched, b.slot is None, b.rows is not None, b.var)
-                for b in seg.outputs]
-        tls = threading.local()
-        block_idx, seg_ops, sites = self.block_idx, seg.ops, seg.sites
-        n_in, out_base = len(ins), seg.out_base
-        label = f"compiled CUDA segment of ops #{seg.first}..#{seg.last} in block {block_idx}"
-
-        def fail(name, what):
-            return _input_error(seg_ops, name, what, block_idx)
-
-        def step(frame, env):
-            st = tls.__dict__.get("st")
-            if st is None:
-                st = tls.st = _ThreadState(dev, n_args, n_in)
-            P = st.args
-            for j, (slot, name, dt, ndim, has_lod, sparse, persistable, declared, made) in \
-                    enumerate(ins):
-                var = frame[slot]
-                t = var.value
-                base = 1 + j * S
-                if t is None or (type(t) is LoDTensor and t._array is None):
-                    if not made:
-                        raise fail(name, "has no value (feed it, or run the startup program)")
-                    t = var.value = DeviceTensor.empty(dev, declared, dt)   # made here
-                    dev.zero(t.ptr, t.nbytes)
-                if type(t) is LoDTensor and persistable:   # host value: moved to the device
-                    a = np.asarray(t._array, dt)
-                    if declared is not None and a.shape != declared and \
-                            a.size == int(np.prod(declared, dtype=np.int64)):
-                        a = a.reshape(declared)      # a file's [1] for a 0-D, say
-                    t = var.value = DeviceTensor.from_host(dev, a, t._lod)
-                if isinstance(t, DeviceTensor):
-                    if t.dtype != dt:
-                        raise fail(name, f"is {t.dtype} on the device, compiled for {dt}")
-                    ptr, shape, lod = t.ptr, t.dims, t._lod
-                elif sparse and type(t) is SelectedRows:
-                    a = _contiguous(t.value, dt)
-                    rows = _contiguous(t.rows, np.int64)
-                    if rows.shape != (a.shape[0],):
-                        raise fail(name, f"has {rows.shape[0]} row ids for {a.shape[0]} rows")
-                    ptr, shape, lod = st.stage[j].put(dev, a), a.shape, None
-                    P[base + 10] = st.rows[j].put(dev, rows)
-                    P[base + 11] = t.height
-                elif type(t) is LoDTensor:
-                    a = t._array
-                    if a.dtype != dt:
-                        raise fail(name, f"is {a.dtype}, compiled for {dt}")
-                    a = _contiguous(a)
-                    ptr, shape, lod = st.stage[j].put(dev, a), a.shape, t._lod
-                else:
-                    raise fail(name, f"holds a {type(t).__name__}, which the device code "
-                                     f"does not take")
-                if len(shape) > 8:
-                    raise fail(name, f"has {len(shape)} dims (at most 8 on the device)")
-                P[base] = ptr
-                P[base + 1] = len(shape)
-                P[base + 2:base + 2 + len(shape)] = shape
-                if has_lod:
-                    if not lod:
-                        raise fail(name, "has no LoD")
-                    offs = np.asarray(lod[-1], np.int64)
-                    bad = offsets_problem(offs, shape[0] if len(shape) else None)
-                    if bad is not None:          # device code trusts its LoD: checked here
-                        raise fail(name, f"has a LoD that is not offsets of its rows: {bad}")
-                    P[base + 10] = st.lods[j].put(dev, offs)
-                    P[base + 11] = offs.shape[0]
-            rc = fn(st.args_ptr, st.arena.ptr, st.cap, st.err)
-            while rc == 1:
-                st.grow(dev, P[0])
-                rc = fn(st.args_ptr, st.arena.ptr, st.cap, st.err)
-            if rc == -1:     # never run elsewhere: the device code was built for other shapes
-                raise ExecutionError(f"{label}: an input has another shape than the program "
-                                     f"declares ({st.err.value.decode(errors='replace')}); "
-                                     f"the device code runs only the shapes it was built for")
-            if rc:
-                b, i, op = sites[rc - 2] if 2 <= rc < 2 + len(sites) else \
-                    (block_idx,) + seg_ops[0]
-                raise op_error(op, i, st.err.value.decode(errors="replace"), b)
-            dev.sync(label)
-            arena = st.arena
-            for j, (slot, dt, ndim, lod_slot, copy, in_place, sparse, name) in enumerate(outs):
-                if in_place:
-                    continue
-                o = out_base + j * S
-                if P[o + 1] < 0:
-                    continue
-                shape = tuple(P[o + 2:o + 2 + ndim].tolist())
-                ptr = arena.ptr + int(P[o])
-                lod = frame[lod_slot].value._lod if lod_slot is not None else None
-                view = DeviceTensor(dev, ptr, shape, dt, lod, owner=arena)
-                if sparse:       # rows and values to the host: a sparse value leaving the device
-                    n = shape[0]
-                    rows = np.empty(n, np.int64)
-                    dev.copy(rows.ctypes.data, arena.ptr + int(P[o + 10]), 8 * n, D2H)
-                    frame[slot].value = SelectedRows(rows, int(P[o + 11]), view.to_host())
-                elif copy:
-                    frame[slot].value = LoDTensor(view.to_host(), lod)
-                else:
-                    frame[slot].value = view
-        return step
+    def segment_step(self, seg, fetched):
+        return DeviceSegmentStep(self, seg, fetched)
 
 
 __all__ = ["CudaPlan", "DeviceTensor", "Device", "device"]

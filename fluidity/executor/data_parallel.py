@@ -456,8 +456,11 @@ class DataParallelRunner:
         finally:
             for k, s in exec_scopes:
                 self._place_scopes[k].delete_scope(s)
-        if not fetch_names:
-            return []
+        return self._results(executor, fetch_names, per_place, return_numpy, return_merged)
+
+    def _results(self, executor, fetch_names, per_place, return_numpy, return_merged):
+        """The fetched values: per fetch target, the places' values merged (Fluid's
+        return_merged) or listed, as numpy arrays when return_numpy."""
         results = []
         for j, name in enumerate(fetch_names):
             values = [p[j] for p in per_place]

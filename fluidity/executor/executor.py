@@ -35,6 +35,31 @@ from .strategy import ExecutionStrategy
 _RAW_DESC_VIEWS = 16   # bare ProgramDescs an executor keeps a view (and its plans) of
 
 
+def _feeds_and_fetches(feed, fetch_list):
+    """(feed dict, feed names, fetch names) of `run`'s arguments as Fluid programs pass them:
+    a dict, or one place's feed as a one-dict list (an iterable DataLoader's); a variable or
+    a name, or a list of them, to fetch."""
+    feed = feed or {}
+    if isinstance(feed, (list, tuple)) and len(feed) == 1 and isinstance(feed[0], dict):
+        feed = feed[0]   # one place's feed, as an iterable DataLoader gives it
+    if isinstance(feed, (list, tuple)) and feed and all(isinstance(f, dict) for f in feed):
+        raise FeedError(f"a list of {len(feed)} per-place feed dicts needs a data-parallel "
+                        f"program on {len(feed)} places (CompiledProgram(program)."
+                        f"with_data_parallel(...)); this one runs on one place: feed a "
+                        f"dict")
+    if not isinstance(feed, dict):
+        raise FeedError(f"feed must be a dict of name -> value, got {type(feed).__name__}")
+    feed_names = tuple(k.name if isinstance(k, VarView) else k for k in feed)
+    return feed, feed_names, tuple(_fetch_name(f) for f in _fetch_list(fetch_list))
+
+
+def _fetch_list(fetch_list):
+    """`run`'s fetch_list as a list: none, one variable or name, or a list of them."""
+    if fetch_list is None:
+        return []
+    return list(fetch_list) if isinstance(fetch_list, (list, tuple)) else [fetch_list]
+
+
 def _fetch_name(f):
     if isinstance(f, VarView):
         return f.name
@@ -394,29 +419,10 @@ class Executor:
         runner = runner_for(scope, self) if runner_for is not None else None
         strategy = getattr(program, "plan_strategy", None)
         if runner is not None:   # a data-parallel CompiledProgram: N replicas
-            if fetch_list is None:
-                fetch_list = []
-            elif not isinstance(fetch_list, (list, tuple)):
-                fetch_list = [fetch_list]
-            return runner.run(self, feed, fetch_list, feed_var_name, fetch_var_name,
-                              return_numpy, return_merged)
+            return runner.run(self, feed, _fetch_list(fetch_list), feed_var_name,
+                              fetch_var_name, return_numpy, return_merged)
         program = self._as_view(program)
-        feed = feed or {}
-        if isinstance(feed, (list, tuple)) and len(feed) == 1 and isinstance(feed[0], dict):
-            feed = feed[0]   # one place's feed, as an iterable DataLoader gives it
-        if isinstance(feed, (list, tuple)) and feed and all(isinstance(f, dict) for f in feed):
-            raise FeedError(f"a list of {len(feed)} per-place feed dicts needs a data-parallel "
-                            f"program on {len(feed)} places (CompiledProgram(program)."
-                            f"with_data_parallel(...)); this one runs on one place: feed a "
-                            f"dict")
-        if not isinstance(feed, dict):
-            raise FeedError(f"feed must be a dict of name -> value, got {type(feed).__name__}")
-        if fetch_list is None:
-            fetch_list = []
-        elif not isinstance(fetch_list, (list, tuple)):
-            fetch_list = [fetch_list]
-        feed_names = tuple(k.name if isinstance(k, VarView) else k for k in feed)
-        fetch_names = tuple(_fetch_name(f) for f in fetch_list)
+        feed, feed_names, fetch_names = _feeds_and_fetches(feed, fetch_list)
 
         prep = self._prepare(program, block_id, feed_names, fetch_names, feed_var_name,
                              fetch_var_name, strategy)

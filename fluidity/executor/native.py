@@ -18,7 +18,9 @@ import threading
 import numpy as np
 
 from ..codegen import build
-from ..codegen.lower import S, Lowering
+from ..codegen import abi
+from ..codegen.lower import Lowering
+from ..codegen.segment import FusedOp, PythonOp
 from ..core.dtypes import numpy_of_ctype
 from ..core.limits import max_tensor_bytes
 from ..core.lod import offsets_problem
@@ -26,7 +28,7 @@ from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from .plan import Plan
 
-_ERR_BYTES = 512
+ERR_BYTES = 512
 logger = logging.getLogger("fluidity")
 
 
@@ -44,15 +46,51 @@ class SegmentOp:
         return False
 
 
-class _ThreadState:
-    """Per thread: the args vector, the error buffer and the arena of one segment, and the
-    input arrays last passed (a parameter's pointer and dims are written once)."""
-    __slots__ = ("args", "args_ptr", "err", "arena", "arena_ptr", "cap", "seen", "shapes")
+class InputSpec:
+    """What a segment step knows of input j: its frame slot, variable, dtype, rank, and
+    whether the segment reads its LoD or its SelectedRows ids."""
+    __slots__ = ("j", "slot", "name", "dtype", "ndim", "lod", "sparse")
 
-    def __init__(self, n_args, n_in):
-        self.args = np.zeros(n_args, np.int64)
-        self.args_ptr = self.args.ctypes.data
-        self.err = ctypes.create_string_buffer(_ERR_BYTES)
+    def __init__(self, plan, j, buf):
+        self.j, self.slot, self.name = j, plan.slot_of(buf.var), buf.var
+        self.dtype, self.ndim = numpy_of_ctype(buf.ctype), buf.ndim
+        self.lod, self.sparse = buf.lod is not None, buf.rows is not None
+
+
+class OutputSpec:
+    """What a segment step knows of output j: its frame slot, variable, dtype, rank, the
+    frame slot of the input whose LoD it carries, whether a fetch takes it (then copied out
+    of the arena), whether it was updated in its own memory, whether it is SelectedRows."""
+    __slots__ = ("j", "slot", "name", "dtype", "ndim", "lod_slot", "fetched", "in_place",
+                 "sparse")
+
+    def __init__(self, plan, j, buf, in_slots, fetched):
+        self.j, self.slot, self.name = j, plan.slot_of(buf.var), buf.var
+        self.dtype, self.ndim = numpy_of_ctype(buf.ctype), buf.ndim
+        self.lod_slot = in_slots.get(buf.lod_src)
+        self.fetched, self.in_place = buf.var in fetched, buf.slot is None
+        self.sparse = buf.rows is not None
+
+
+class CallState:
+    """One thread's means of calling a segment: its argument vector (codegen.abi.Args), error
+    buffer and arena (`arena_ptr`, `cap`; a target's subclass says how it grows)."""
+
+    def __init__(self, n_in, n_out):
+        self.args = abi.Args(n_in, n_out)
+        self.err = ctypes.create_string_buffer(ERR_BYTES)
+        self.arena_ptr, self.cap = None, 0
+
+    def message(self):
+        return self.err.value.decode(errors="replace")
+
+
+class HostState(CallState):
+    """A host thread's state: the arena is numpy bytes (outputs are views of it), and the
+    arrays last passed per input (a parameter's record is written once)."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__(n_in, n_out)
         self.seen, self.shapes = [None] * n_in, [None] * n_in
         self.grow(1 << 16)
 
@@ -60,6 +98,165 @@ class _ThreadState:
         self.arena = np.empty(max(int(need), 64), np.uint8)
         self.arena_ptr = self.arena.ctypes.data
         self.cap = self.arena.shape[0]
+
+
+class SegmentStep:
+    """A compiled segment as one step of a plan, whatever the target: the library's
+    function, the specs of its inputs and outputs, a CallState per thread, the call
+    (growing the arena as the segment asks) and the reading of its return code. A target
+    subclass packs inputs into the argument records (`pack`) and makes values of the output
+    records (`unpack`), both through codegen.abi."""
+
+    def __init__(self, plan, seg, fetched):
+        fn = getattr(plan.library, seg.name)
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        self.fn, self.seg, self.block_idx = fn, seg, plan.block_idx
+        self.inputs = [InputSpec(plan, j, b) for j, b in enumerate(seg.inputs)]
+        in_slots = {s.name: s.slot for s in self.inputs}
+        self.outputs = [OutputSpec(plan, j, b, in_slots, fetched)
+                        for j, b in enumerate(seg.outputs)]
+        self._tls = threading.local()
+
+    def new_state(self):
+        raise NotImplementedError
+
+    def state(self):
+        st = self._tls.__dict__.get("st")
+        if st is None:
+            st = self._tls.st = self.new_state()
+        return st
+
+    def call(self, st):
+        """Run the segment over the packed args; its return code (never 1)."""
+        rc = self.fn(st.args.address, st.arena_ptr, st.cap, st.err)
+        while rc == 1:
+            self.check_arena(st.args.need)
+            st.grow(st.args.need)
+            rc = self.fn(st.args.address, st.arena_ptr, st.cap, st.err)
+        return rc
+
+    def check_arena(self, need):
+        """Called before the arena grows to `need` bytes: a target may refuse (raise)."""
+
+    def op_failed(self, rc, st):
+        """The ExecutionError of return code rc = 2 + the failing op's position."""
+        sites = self.seg.sites
+        b, i, op = sites[rc - 2] if 2 <= rc < 2 + len(sites) else \
+            (self.block_idx,) + self.seg.ops[0]
+        return op_error(op, i, st.message(), b)
+
+    def input_error(self, name, what):
+        return _input_error(self.seg.ops, name, what, self.block_idx)
+
+
+class _Interpret(Exception):
+    """An input the segment was not built for: run its ops interpreted (the message)."""
+
+
+class HostSegmentStep(SegmentStep):
+    """A segment of the C++ target: inputs are numpy arrays passed by address, outputs
+    numpy views of the thread's arena (copied when fetched); any input of another shape
+    than the desc declares runs the segment's ops interpreted."""
+
+    def __init__(self, plan, seg, fetched):
+        super().__init__(plan, seg, fetched)
+        self.interpreted = plan._interpreted_segment(seg)
+
+    def new_state(self):
+        return HostState(len(self.inputs), len(self.outputs))
+
+    def __call__(self, frame, env):
+        st = self.state()
+        try:
+            alive = self.pack(frame, st)     # arrays the call reads
+        except _Interpret as why:
+            return self.interpreted(frame, env, str(why))
+        try:
+            rc = self.call(st)
+        except _Interpret as why:          # the interpreter's kernels say what is too big
+            return self.interpreted(frame, env, str(why))
+        del alive
+        if rc == -1:                   # inputs of other shapes than the program says
+            return self.interpreted(frame, env, st.message())
+        if rc:
+            raise self.op_failed(rc, st)
+        self.unpack(frame, st)
+
+    def check_arena(self, need):
+        if need > max_tensor_bytes():
+            raise _Interpret(f"an arena of {int(need)} bytes")
+
+    def pack(self, frame, st):
+        """Write each input's record (a parameter's only when its array changed); the
+        arrays that must stay alive for the call."""
+        records, seen, keep = st.args.inputs, st.seen, []
+        for spec in self.inputs:
+            j = spec.j
+            t = frame[spec.slot].value
+            a = t.value if spec.sparse and type(t) is SelectedRows else \
+                getattr(t, "_array", None)
+            if a is None:
+                raise self.input_error(spec.name, "has no value (feed it, or run the startup "
+                                                  "program)")
+            if a.ndim > abi.MAX_DIMS:
+                raise _Interpret(f"{spec.name} has {a.ndim} dims")
+            if a is not seen[j] or a.shape != st.shapes[j]:
+                if a.dtype != spec.dtype:
+                    raise self.input_error(spec.name, f"is {a.dtype}, compiled for {spec.dtype}")
+                if not a.flags.c_contiguous:
+                    a = np.ascontiguousarray(a)
+                seen[j], st.shapes[j] = a, a.shape          # parameters hit this cache
+                abi.put_tensor(records[j], a.__array_interface__["data"][0], a.shape)
+            if spec.sparse:
+                keep.append(self._pack_rows(records[j], spec, t, a))
+            elif spec.lod:
+                keep.append(self._pack_lod(records[j], spec, t, a))
+        return keep
+
+    def _pack_rows(self, record, spec, t, a):
+        rows = np.ascontiguousarray(t.rows, np.int64)
+        if rows.shape != (a.shape[0],):
+            raise self.input_error(spec.name, f"has {rows.shape[0]} row ids for "
+                                              f"{a.shape[0]} rows")
+        abi.put_aux(record, rows.__array_interface__["data"][0], t.height)
+        return rows
+
+    def _pack_lod(self, record, spec, t, a):
+        if not t._lod:
+            raise self.input_error(spec.name, "has no LoD")
+        lod = np.asarray(t._lod[-1], np.int64)
+        bad = offsets_problem(lod, a.shape[0] if a.ndim else None)
+        if bad is not None:        # generated code indexes rows with it
+            raise self.input_error(spec.name, f"has a LoD that is not offsets of its rows: "
+                                              f"{bad}")
+        abi.put_aux(record, lod.__array_interface__["data"][0], lod.shape[0])
+        return lod
+
+    def unpack(self, frame, st):
+        """Bind each output the segment wrote to a view of the arena (a copy if fetched)."""
+        arena, records = st.arena, st.args.outputs
+        for spec in self.outputs:
+            if spec.in_place:
+                continue
+            record = records[spec.j]
+            shape = abi.output_shape(record, spec.ndim)
+            if shape is None:          # a branch that sets it did not run: keep the scope's
+                continue
+            off, n = abi.output_offset(record), spec.dtype.itemsize
+            for d in shape:
+                n *= d
+            arr = arena[off:off + n].view(spec.dtype).reshape(shape)
+            if spec.fetched:
+                arr = arr.copy()
+            if spec.sparse:
+                r, height = abi.output_aux(record)
+                rows = arena[r:r + 8 * shape[0]].view(np.int64)
+                frame[spec.slot].value = SelectedRows(rows.copy() if spec.fetched else rows,
+                                                      height, arr)
+                continue
+            lod = frame[spec.lod_slot].value._lod if spec.lod_slot is not None else None
+            frame[spec.slot].value = LoDTensor(arr, lod)
 
 
 class NativePlan(Plan):
@@ -78,18 +275,17 @@ class NativePlan(Plan):
         self._all_persist = list(self.persist)
         self._fused_into = {}
         for part in low.parts:
-            if part[0] == "fused":         # an update applied by the op that made its grad
-                self._fused_into.setdefault(part[2], []).append(part[1])
-                continue
-            if part[0] == "py":
-                steps.append(self.python_step(part[1]))
-                op = self.ops[part[1]]
+            if isinstance(part, FusedOp):  # an update applied by the op that made its grad
+                self._fused_into.setdefault(part.into, []).append(part.i)
+            elif isinstance(part, PythonOp):
+                steps.append(self.python_step(part.i))
+                op = self.ops[part.i]
                 ops.append(op)
                 used.update(op.input_arg_names + op.output_arg_names)
             else:
-                steps.append(self._segment_step(part[1], set(fetched)))
-                ops.append(SegmentOp(part[1]))
-                used.update(b.var for b in part[1].inputs + part[1].outputs)
+                steps.append(self.segment_step(part, set(fetched)))
+                ops.append(SegmentOp(part))
+                used.update(b.var for b in part.inputs + part.outputs)
         self.steps, self.ops = steps, ops
         self._block_index = [op.seg.first if isinstance(op, SegmentOp) else op.idx
                              for op in ops]
@@ -116,102 +312,9 @@ class NativePlan(Plan):
     def explain(self):
         return self.lowering.explain()
 
-    def _segment_step(self, seg, fetched):
-        fn = getattr(self.library, seg.name)
-        interpreted = self._interpreted_segment(seg)
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        n_args = seg.out_base + len(seg.outputs) * S
-        ins = [(self.slot_of(b.var), b.var, numpy_of_ctype(b.ctype), b.ndim, b.lod is not None,
-                b.rows is not None) for b in seg.inputs]
-        in_slot = {b.var: self.slot_of(b.var) for b in seg.inputs}
-        outs = [(self.slot_of(b.var), numpy_of_ctype(b.ctype), b.ndim,
-                 in_slot.get(b.lod_src), b.var in fetched, b.slot is None, b.rows is not None)
-                for b in seg.outputs]
-        tls = threading.local()
-        block_idx, seg_ops, sites = self.block_idx, seg.ops, seg.sites
-        n_in, out_base = len(ins), seg.out_base
-
-        def fail(name, what):
-            return _input_error(seg_ops, name, what, block_idx)
-
-        def step(frame, env):
-            st = tls.__dict__.get("st")
-            if st is None:
-                st = tls.st = _ThreadState(n_args, n_in)
-            P, seen = st.args, st.seen
-            keep = None                    # arrays alive until the call returns
-            for j, (slot, name, dt, ndim, has_lod, sparse) in enumerate(ins):
-                t = frame[slot].value
-                a = t.value if sparse and type(t) is SelectedRows else getattr(t, "_array", None)
-                base = 1 + j * S
-                if a is None:
-                    raise fail(name, "has no value (feed it, or run the startup program)")
-                if a.ndim > 8:
-                    return interpreted(frame, env, f"{name} has {a.ndim} dims")
-                if a is not seen[j] or a.shape != st.shapes[j]:
-                    if a.dtype != dt:
-                        raise fail(name, f"is {a.dtype}, compiled for {dt}")
-                    if not a.flags.c_contiguous:
-                        a = np.ascontiguousarray(a)
-                    seen[j], st.shapes[j] = a, a.shape    # parameters hit this cache
-                    P[base] = a.__array_interface__["data"][0]
-                    P[base + 1] = a.ndim
-                    P[base + 2:base + 2 + a.ndim] = a.shape
-                if sparse:
-                    rows = np.ascontiguousarray(t.rows, np.int64)
-                    if rows.shape != (a.shape[0],):
-                        raise fail(name, f"has {rows.shape[0]} row ids for {a.shape[0]} rows")
-                    keep = (keep or []) + [rows]
-                    P[base + 10] = rows.__array_interface__["data"][0]
-                    P[base + 11] = t.height
-                elif has_lod:
-                    if not t._lod:
-                        raise fail(name, "has no LoD")
-                    lod = np.asarray(t._lod[-1], np.int64)
-                    bad = offsets_problem(lod, a.shape[0] if a.ndim else None)
-                    if bad is not None:        # generated code indexes rows with it
-                        raise fail(name, f"has a LoD that is not offsets of its rows: {bad}")
-                    keep = (keep or []) + [lod]
-                    P[base + 10] = lod.__array_interface__["data"][0]
-                    P[base + 11] = lod.shape[0]
-            rc = fn(st.args_ptr, st.arena_ptr, st.cap, st.err)
-            while rc == 1:
-                if P[0] > max_tensor_bytes():      # the interpreter's kernels say what is
-                    return interpreted(frame, env, f"an arena of {int(P[0])} bytes")  # too big
-                st.grow(P[0])
-                rc = fn(st.args_ptr, st.arena_ptr, st.cap, st.err)
-            if rc == -1:                   # inputs of other shapes than the program says
-                return interpreted(frame, env, st.err.value.decode(errors="replace"))
-            if rc:
-                b, i, op = sites[rc - 2] if 2 <= rc < 2 + len(sites) else \
-                    (block_idx,) + seg_ops[0]
-                raise op_error(op, i, st.err.value.decode(errors="replace"), b)
-            arena = st.arena
-            for j, (slot, dt, ndim, lod_slot, copy, in_place, sparse) in enumerate(outs):
-                if in_place:
-                    continue
-                o = out_base + j * S
-                if P[o + 1] < 0:           # a branch that sets it did not run: keep the scope's
-                    continue
-                shape = tuple(P[o + 2:o + 2 + ndim].tolist())
-                off = int(P[o])
-                n = dt.itemsize
-                for d in shape:
-                    n *= d
-                arr = arena[off:off + n].view(dt).reshape(shape)
-                if sparse:
-                    r = int(P[o + 10])
-                    rows = arena[r:r + 8 * shape[0]].view(np.int64)
-                    frame[slot].value = SelectedRows(rows.copy() if copy else rows,
-                                                     int(P[o + 11]), arr.copy() if copy else arr)
-                    continue
-                if copy:
-                    arr = arr.copy()
-                lod = frame[lod_slot].value._lod if lod_slot is not None else None
-                frame[slot].value = LoDTensor(arr, lod)
-        return step
-
+    def segment_step(self, seg, fetched):
+        """The step that runs compiled segment `seg` (`fetched`: names fetches take)."""
+        return HostSegmentStep(self, seg, fetched)
 
     def _interpreted_segment(self, seg):
         """The segment's ops as Python steps (sgd updates fused into them right after their

@@ -21,16 +21,16 @@
 #include <string.h>
 #include <time.h>
 
-typedef int (*seg_fn)(int64_t *args, char *arena, int64_t cap, char *err);
+#include "segment_args.h"   /* the segment's argument records (fluidity/codegen/runtime) */
 
-#define ARGS_PER_TENSOR 12
+typedef int (*seg_fn)(int64_t *args, char *arena, int64_t cap, char *err);
 
 /* Mirrored field by field by native_loop.py's _WorkerState (ctypes). */
 typedef struct {
     /* the step, set once per worker */
     seg_fn fn;
     int64_t *args;             /* the step's tensor arguments: this worker's own copy */
-    int64_t out_base;
+    int64_t n_inputs;          /* the step's inputs: its outputs' records follow them */
     char *arena;               /* 64-byte aligned, grown when the step asks for more */
     int64_t cap;
     char *err;
@@ -140,26 +140,26 @@ int64_t fl_worker_run(fl_worker_t *w, int64_t first, int64_t last) {
         w->position[2] = w->line_base + w->line_of[b - 1] + 1;
         for (int64_t s = 0; s < w->n_slots; ++s) {
             if (w->in_idx[s] < 0) continue;
-            int64_t *P = w->args + 1 + w->in_idx[s] * ARGS_PER_TENSOR;
+            fl_tensor_arg *in = fl_inputs(w->args) + w->in_idx[s];
             const int64_t *o = w->offs + s * w->stride;
             const int64_t v0 = o[a], v1 = o[b];
-            P[0] = (int64_t)(intptr_t)(w->vals[s] + v0 * w->esize[s]);
-            P[1] = 2;
+            in->data = (int64_t)(intptr_t)(w->vals[s] + v0 * w->esize[s]);
+            in->ndim = 2;
             if (w->width[s]) {
-                P[2] = n;
-                P[3] = w->width[s];
+                in->dims[0] = n;
+                in->dims[1] = w->width[s];
             } else {
                 int64_t *lod = w->lod_buf + s * (batch + 1);
                 for (int64_t i = 0; i <= n; ++i) lod[i] = o[a + i] - v0;
-                P[2] = v1 - v0;
-                P[3] = 1;
-                P[10] = (int64_t)(intptr_t)lod;
-                P[11] = n + 1;
+                in->dims[0] = v1 - v0;
+                in->dims[1] = 1;
+                in->aux = (int64_t)(intptr_t)lod;
+                in->aux_len = n + 1;
             }
         }
         int rc;
         while ((rc = w->fn(w->args, w->arena, w->cap, w->err)) == 1)
-            if (!grow(w, w->args[0])) {
+            if (!grow(w, w->args[FL_ARG_NEED])) {
                 rc = -2;
                 break;
             }
@@ -168,11 +168,11 @@ int64_t fl_worker_run(fl_worker_t *w, int64_t first, int64_t last) {
             break;
         }
         for (int64_t f = 0; f < w->n_fetch; ++f) {
-            const int64_t *O = w->args + w->out_base + w->out_idx[f] * ARGS_PER_TENSOR;
+            const fl_tensor_arg *out = fl_outputs(w->args, w->n_inputs) + w->out_idx[f];
             int64_t numel = 1;
-            for (int64_t d = 0; d < O[1]; ++d) numel *= O[2 + d];
-            const double m = O[0] >= 0 ? mean_of(w->arena + O[0], numel,
-                                                 (int)w->fetch_dtype[f]) : 0.0;
+            for (int64_t d = 0; d < out->ndim; ++d) numel *= out->dims[d];
+            const double m = out->data >= 0 ? mean_of(w->arena + out->data, numel,
+                                                      (int)w->fetch_dtype[f]) : 0.0;
             w->period_sums[f] += m * (double)n;
             w->total_sums[f] += m * (double)n;
         }

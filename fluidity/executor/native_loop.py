@@ -19,22 +19,22 @@ only thing workers share, read and updated in place by the step without locks (H
 batches through the executor's native plan, as before).
 """
 import ctypes
+import hashlib
 import os
 
 import numpy as np
 
 from ..codegen import build
-from ..codegen.lower import S
+from ..codegen import abi
 from ..core import native as core_native
 from ..core.dtypes import CODE_OF_C_TYPE, numpy_of_ctype
 from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor
-from .native import op_error
+from .native import ERR_BYTES, op_error
 from .shared_memory import CACHE_LINE, aligned_empty
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native_loop.c")
 FETCH_CTYPES = ("float", "double", "int64_t", "int32_t")   # what native_loop.c's mean_of reads
-_ERR_BYTES = 512
 REPORT_CAP = 256        # finished reports a call may leave before it returns
 BUDGET_S = 0.1          # a call returns to Python after this much wall time
 MAX_BUSY = 100_000      # busy intervals kept per worker (then only counted)
@@ -45,7 +45,7 @@ _p, _i64 = ctypes.c_void_p, ctypes.c_int64
 
 class _WorkerState(ctypes.Structure):
     """native_loop.c's fl_worker_t, field for field."""
-    _fields_ = [("fn", _p), ("args", _p), ("out_base", _i64), ("arena", _p), ("cap", _i64),
+    _fields_ = [("fn", _p), ("args", _p), ("n_inputs", _i64), ("arena", _p), ("cap", _i64),
                 ("err", _p), ("n_slots", _i64), ("in_idx", _p), ("batch", _i64),
                 ("lod_buf", _p), ("n_fetch", _i64), ("out_idx", _p), ("fetch_dtype", _p),
                 ("report_every", _i64), ("return_on_report", _i64), ("budget_ns", _i64),
@@ -59,12 +59,22 @@ class _WorkerState(ctypes.Structure):
                 ("status", _i64), ("calls", _i64), ("t_start", _i64), ("t_end", _i64)]
 
 
+def cflags():
+    """The build flags of the loop (native_loop.c): the runtime headers on the include path,
+    and the digest of the argument header it includes (the build cache keys on source and
+    flags)."""
+    header = os.path.join(build.RUNTIME_DIR, abi.HEADER)
+    with open(header, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    return (*core_native.CFLAGS, f"-I{build.RUNTIME_DIR}", f"-DFL_SEGMENT_ARGS_SHA={digest}")
+
+
 def _load():
     """The loop's C library, or False where no C compiler builds it."""
     global _lib
     if _lib is None:
         try:
-            lib = core_native.load(_SRC)
+            lib = core_native.load(_SRC, cflags())
         except Exception:    # noqa: BLE001 - no compiler: the executor's path serves
             lib = None
         if lib is None:
@@ -100,8 +110,8 @@ class CompiledWorkerStep:
         self.fetch_idx[:] = fetch_idx
         self.fetch_dtypes = aligned_empty(nf, np.int64)
         self.fetch_dtypes[:] = fetch_dtypes
-        self.args = aligned_empty(seg.out_base + len(seg.outputs) * S, np.int64)
-        self.err = ctypes.create_string_buffer(_ERR_BYTES)
+        self.args = abi.Args(len(seg.inputs), len(seg.outputs), aligned_empty)
+        self.err = ctypes.create_string_buffer(ERR_BYTES)
         self.period_sums = aligned_empty(nf, np.float64)
         self.total_sums = aligned_empty(nf, np.float64)
         self.rep_counts = aligned_empty((REPORT_CAP, 2), np.int64)
@@ -109,7 +119,7 @@ class CompiledWorkerStep:
         self.lod_buf = aligned_empty(1, np.int64)
         self.busy = []          # (start, end) of each call, time.monotonic() seconds
         self.busy_s = 0.0
-        w.fn, w.args, w.out_base = fn, self.args.ctypes.data, seg.out_base
+        w.fn, w.args, w.n_inputs = fn, self.args.address, len(seg.inputs)
         w.err = ctypes.cast(self.err, _p).value
         w.n_slots, w.in_idx = len(slots), self.in_idx.ctypes.data
         w.n_fetch, w.out_idx = nf, self.fetch_idx.ctypes.data
@@ -140,9 +150,8 @@ class CompiledWorkerStep:
         lib = _load()
         if not lib:
             return None, "no C compiler for the worker loop"
-        segs = [p[1] for p in low.parts if p[0] == "native"]
-        py = [p for p in low.parts if p[0] == "py"]
-        if py or len(segs) != 1:
+        segs = low.segments
+        if low.python_ops or len(segs) != 1:
             return None, "the step is not one compiled segment"
         seg = segs[0]
         slot_inputs, params = {}, []
@@ -173,15 +182,11 @@ class CompiledWorkerStep:
                    0), None
 
     def _bind_params(self):
-        P = self.args
         for j, var, ctype in self.params:
             a = var.value.array
             if not a.flags.c_contiguous or a.dtype != numpy_of_ctype(ctype):
                 raise RuntimeError(f"parameter '{var.name}' changed layout")
-            base = 1 + j * S
-            P[base] = a.__array_interface__["data"][0]
-            P[base + 1] = a.ndim
-            P[base + 2:base + 2 + a.ndim] = a.shape
+            abi.put_tensor(self.args.inputs[j], a.__array_interface__["data"][0], a.shape)
 
     def fits(self, chunk, dense_dim):
         """Whether the chunk's slots have the dtypes the step reads."""

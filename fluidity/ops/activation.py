@@ -1,11 +1,9 @@
 """Activations: one table of (type, forward) and one class each; softmax."""
 import math
-import re
 
 import numpy as np
 
 from .common import piecewise_linear_double_grad, sigmoid, square_double_grad
-from .compiled import dense_only, double_literal, elementwise
 from .memory_ops import ufunc_out
 from .registry import Allocating, In, OpDef, Out, get as get_op
 
@@ -37,31 +35,6 @@ _TABLE = {
     "silu": (lambda x: x * sigmoid(x),
              lambda x, o, d: d * (sigmoid(x) * (1 + x * (1 - sigmoid(x)))), ("X",)),
     "sign": (np.sign, lambda x, o, d: np.zeros_like(d), ()),
-}
-# The same for compiled code (fluidity/codegen): C expressions over the element x (X), o (Out)
-# and d (Out@GRAD), computed in float as the numpy forms are (transcendental functions may
-# round differently from numpy's by an ulp).
-_C = {
-    "relu": ("fl::fmaxnp(x, 0.0f)", "d * (o > 0 ? 1.0f : 0.0f)"),
-    "sigmoid": ("fl::sigmoid(x)", "d * o * (1.0f - o)"),
-    "tanh": ("std::tanh(x)", "d * (1.0f - o * o)"),
-    "exp": ("std::exp(x)", "d * o"),
-    "log": ("std::log(x)", "d / x"),
-    "sqrt": ("std::sqrt(x)", "d * 0.5f / o"),
-    "rsqrt": ("1.0f / std::sqrt(x)", "d * -0.5f * (o * o * o)"),
-    "square": ("x * x", "d * 2.0f * x"),
-    "abs": ("std::fabs(x)", "d * fl::sign(x)"),
-    "reciprocal": ("1.0f / x", "-d * o * o"),
-    "floor": ("std::floor(x)", "0.0f"),
-    "ceil": ("std::ceil(x)", "0.0f"),
-    "round": ("std::nearbyint(x)", "0.0f"),
-    "sin": ("std::sin(x)", "d * std::cos(x)"),
-    "cos": ("std::cos(x)", "-d * std::sin(x)"),
-    "softsign": ("x / (1.0f + std::fabs(x))",
-                 "d / ((1.0f + std::fabs(x)) * (1.0f + std::fabs(x)))"),
-    "logsigmoid": ("-fl::logaddexp0(-x)", "d * fl::sigmoid(-x)"),
-    "silu": ("x * fl::sigmoid(x)", "d * (fl::sigmoid(x) * (1.0f + x * (1.0f - fl::sigmoid(x))))"),
-    "sign": ("fl::sign(x)", "0.0f"),
 }
 # The same values as the forward/derivative, written into planned memory (linear executor).
 _INTO = {"relu": lambda x, alloc: np.maximum(x, 0, out=alloc(x.shape, x.dtype))}
@@ -133,10 +106,10 @@ for _name, (_f, _df, _reads) in _TABLE.items():
         type(_title(_name), (Activation,),
              {"type": _name, "func": staticmethod(_f), "__module__": __name__,
               "into": staticmethod(_INTO[_name]) if _name in _INTO else None,
-              "c_expr": _C[_name][0], "doc": f"Out = {_name}(X), elementwise."})
+              "doc": f"Out = {_name}(X), elementwise."})
     type(_title(_name) + "Grad", (ActivationGrad,),
          {"type": _name + "_grad", "dfunc": staticmethod(_df), "reads": _reads,
-          "c_expr": _C[_name][1],
+
           "into": staticmethod(_GRAD_INTO[_name]) if _name in _GRAD_INTO else None,
           "grad": _DOUBLE_GRADS.get(_name), "__module__": __name__})
 
@@ -155,38 +128,10 @@ class Round(Activation):
             return ufunc_out(np.round, np.round)
         return lambda x: np.round(x, n).astype(x.dtype, copy=False)
 
-    @staticmethod
-    def rounded_element(e, rint):
-        """round's arithmetic for both targets, with `rint` the target's round half to even
-        (std::nearbyint, CUDA's rint): (elements, the statement storing Out[i]). decimals 0:
-        rint(x); else numpy's x * 10^n, rint, / 10^n."""
-        x = e.input("X")
-        e.require_float(x)
-        out = e.output("Out", x.dims, x.ctype, lod_from=x)
-        n = int(e.attr("decimals"))
-        f = "float" if x.ctype == "float" else "double"
-        if n == 0:
-            return x.numel(), f"{out}[i] = {rint}({x}[i]);"
-        if n > 0:
-            return x.numel(), f"{out}[i] = ({f})({rint}({x}[i] * ({f})1e{n}) / ({f})1e{n});"
-        return x.numel(), f"{out}[i] = ({f})({rint}({x}[i] / ({f})1e{-n}) * ({f})1e{-n});"
-
-    @classmethod
-    def emit(cls, e):
-        n, body = cls.rounded_element(e, "std::nearbyint")
-        e.code(f"for (int64_t i = 0; i < {n}; ++i) {body}")
-
-    @classmethod
-    def cuda_emit(cls, e):
-        """One thread per element."""
-        n, body = cls.rounded_element(e, "rint")
-        e.code(f"fl::cu::each({n}, [=] __device__ (int64_t i) {{ {body} }});")
-
 
 class LeakyRelu(Activation):
     type = "leaky_relu"
     attrs = {"alpha": 0.02}
-    c_expr = "x > 0 ? x : x * {alpha}"
     version = 1  # Paddle's checkpoint: out = x if x > 0 else alpha * x, for any alpha
 
     @classmethod
@@ -200,7 +145,6 @@ class LeakyReluGrad(ActivationGrad):
     attrs = LeakyRelu.attrs
     reads = ("X",)
     grad = piecewise_linear_double_grad("leaky_relu_grad")
-    c_expr = "x > 0 ? d : d * {alpha}"
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -211,7 +155,6 @@ class LeakyReluGrad(ActivationGrad):
 class Gelu(Activation):
     type = "gelu"
     attrs = {"approximate": False}
-    c_expr = "fl::gelu(x, {approximate})"            # runtime/ops_extra.h: numpy's precisions
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -225,7 +168,6 @@ class GeluGrad(ActivationGrad):
     type = "gelu_grad"
     attrs = Gelu.attrs
     reads = ("X",)
-    c_expr = "fl::gelu_grad(x, d, {approximate})"    # runtime/ops_extra.h: numpy's precisions
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -243,7 +185,6 @@ class GeluGrad(ActivationGrad):
 class Pow(Activation):
     type = "pow"
     attrs = {"factor": 1.0}
-    c_expr = "std::pow(x, {factor})"
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -255,7 +196,6 @@ class PowGrad(ActivationGrad):
     type = "pow_grad"
     attrs = Pow.attrs
     reads = ("X",)
-    c_expr = "d * {factor} * std::pow(x, {factor} - 1.0f)"
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -269,7 +209,6 @@ class Softplus(Activation):
     version = 1  # Paddle's checkpoint: attributes beta and threshold
     doc = ("Out = X where beta * X > threshold, else log(1 + exp(beta * X)) / beta (with the "
            "defaults, log(1 + exp(X)) to within float rounding).")
-    c_expr = "x * {beta} > {threshold} ? x : fl::logaddexp0(x * {beta}) / {beta}"
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -285,7 +224,6 @@ class SoftplusGrad(ActivationGrad):
     type = "softplus_grad"
     attrs = Softplus.attrs
     reads = ("X",)
-    c_expr = "x * {beta} > {threshold} ? d : d * fl::sigmoid(x * {beta})"
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -315,41 +253,10 @@ class Softmax(OpDef):
         axis = attrs["axis"]
         return lambda x: softmax(x, axis)
 
-    @staticmethod
-    def emit(e):
-        x = e.input("X")
-        e.require_float(x)
-        if e.attr("axis") % max(x.ndim, 1) != x.ndim - 1:
-            e.fail("softmax over another axis than the last")
-        out = e.output("Out", x.dims)
-        e.code(f"fl::softmax_rows({x}, {out}, {e.prod(x.dims[:-1])}, {x.dims[-1]});")
-
-    @staticmethod
-    def cuda_emit(e):
-        x = e.input("X")
-        e.require_float(x)
-        if e.attr("axis") % max(x.ndim, 1) != x.ndim - 1:
-            e.fail("softmax over another axis than the last")
-        out = e.output("Out", x.dims)
-        c = x.dims[-1]
-        e.code(f"fl::cu::each({e.prod(x.dims[:-1])}, [=] __device__ (int64_t r) {{ "
-               f"fl::softmax_row({x} + r * {c}, {out} + r * {c}, {c}); }});")
 
     grad = staticmethod(lambda g: g.op(
         "softmax_grad", {"Out": g.output("Out"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
-
-
-def _softmax_grad_operands(e):
-    """softmax_grad's compiled case for both targets (softmax over the last axis): Out,
-    Out@GRAD and X@GRAD."""
-    o, d = e.input("Out"), e.input("Out@GRAD")
-    e.require_float(o, d)
-    if e.attr("axis") % max(o.ndim, 1) != o.ndim - 1:
-        e.fail("softmax over another axis than the last")
-    e.same_dims(o, d)
-    dx = e.output("X@GRAD", o.dims)
-    return o, d, dx
 
 
 class SoftmaxGrad(OpDef):
@@ -365,18 +272,6 @@ class SoftmaxGrad(OpDef):
     def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
         return lambda o, d: (o * (d - (d * o).sum(axis=axis, keepdims=True))).astype(o.dtype)
-
-    @staticmethod
-    def emit(e):
-        o, d, dx = _softmax_grad_operands(e)
-        e.code(f"fl::softmax_rows_grad({o}, {d}, {dx}, {e.prod(o.dims[:-1])}, {o.dims[-1]});")
-
-    @staticmethod
-    def cuda_emit(e):
-        o, d, dx = _softmax_grad_operands(e)
-        c = o.dims[-1]
-        e.code(f"fl::cu::each({e.prod(o.dims[:-1])}, [=] __device__ (int64_t r) {{ "
-               f"fl::softmax_row_grad({o} + r * {c}, {d} + r * {c}, {dx} + r * {c}, {c}); }});")
 
 
 class LogSoftmax(OpDef):
@@ -396,31 +291,10 @@ class LogSoftmax(OpDef):
                 x.dtype, copy=False)
         return kernel
 
-    @staticmethod
-    def emit(e):
-        """fl::log_softmax over X as [pre, n, post] along `axis` (numpy's sums: pairwise
-        along a contiguous axis, in order across rows)."""
-        x = e.input("X")
-        dense_only(e, x)
-        e.require_float(x)
-        pre, n, post = _along(e, x)
-        out = e.output("Out", x.dims)
-        e.code(f"fl::log_softmax({x}, {out}, {pre}, {n}, {post});")
 
     grad = staticmethod(lambda g: g.op(
         "log_softmax_grad", {"Out": g.output("Out"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
-
-
-def _along(e, x):
-    """(pre, n, post) of Buf x seen as [pre, n, post] along the op's `axis`."""
-    if x.ndim == 0:
-        e.fail("X is 0-D")
-    axis = e.attr("axis")
-    if not -x.ndim <= axis < x.ndim:
-        e.fail(f"axis {axis} is out of range for rank {x.ndim}")
-    axis %= x.ndim
-    return e.prod(x.dims[:axis]), x.dims[axis], e.prod(x.dims[axis + 1:])
 
 
 class LogSoftmaxGrad(OpDef):
@@ -435,16 +309,6 @@ class LogSoftmaxGrad(OpDef):
     def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
         return lambda o, d: (d - np.exp(o) * d.sum(axis=axis, keepdims=True)).astype(o.dtype)
-
-    @staticmethod
-    def emit(e):
-        o, d = e.input("Out"), e.input("Out@GRAD")
-        dense_only(e, o, d)
-        e.require_float(o, d)
-        e.same_dims(o, d)
-        pre, n, post = _along(e, o)
-        dx = e.output("X@GRAD", o.dims)
-        e.code(f"fl::log_softmax_grad({o}, {d}, {dx}, {pre}, {n}, {post});")
 
 
 # --- Paddle 2.x activations (paddle.nn.functional) ---------------------------------------
@@ -511,7 +375,7 @@ PADDLE_ACTIVATIONS = {
              "Out = scale * (X if X > 0 else alpha * (exp(X) - 1))."),
     "log1p": ({}, lambda x: np.log1p(x), lambda x, o: 1 / (1 + x), "Out = log(1 + X)."),
     "erf": ({}, _erf, lambda x, o: 2 / np.sqrt(np.pi) * np.exp(-x * x), "Out = erf(X)."),
-    # Fluid 1.x activations without a compiled form (no PADDLE_C entry: they run interpreted)
+    # Fluid 1.x activations without a compiled form (they run interpreted)
     "atan": ({}, np.arctan, lambda x, o: 1 / (1 + x * x), "Out = atan(X)."),
     "asin": ({}, np.arcsin, lambda x, o: 1 / np.sqrt(1 - x * x), "Out = asin(X)."),
     "acos": ({}, np.arccos, lambda x, o: -1 / np.sqrt(1 - x * x), "Out = acos(X)."),
@@ -539,70 +403,6 @@ PADDLE_ACTIVATIONS = {
                   lambda x, o, threshold: np.where(np.abs(x) < threshold, sigmoid(x), 0),
                   "Out = log(1 + exp(clip(X, -threshold, threshold)))."),
 }
-
-
-# The same for compiled code: C expressions over x (X), o (Out) and d (Out@GRAD) in float,
-# as the numpy forms compute under NEP 50: a Python float attribute acts as a float32 next to
-# float32 arrays, but a float64 numpy scalar, or a Python float times a bool array, makes
-# float64 (hard_sigmoid's and erf's derivatives). `{attr}` is the attribute as a float
-# literal, `{attr_d}` as a double one; the grad expressions are d * the derivative, as
-# _PaddleActivationGrad multiplies. np.clip is fl::fminnp(fl::fmaxnp(x, lo), hi), NaN and
-# signed zeros alike.
-PADDLE_C = {
-    "relu6": ("fl::fminnp(fl::fmaxnp(x, 0.0f), {threshold})",
-              "d * (x > 0.0f && x < {threshold} ? 1.0f : 0.0f)"),
-    "brelu": ("fl::fminnp(fl::fmaxnp(x, {t_min}), {t_max})",
-              "d * (x > {t_min} && x < {t_max} ? 1.0f : 0.0f)"),
-    "hard_sigmoid": ("fl::fminnp(fl::fmaxnp({slope} * x + {offset}, 0.0f), 1.0f)",
-                     "(float)((double)d * (o > 0.0f && o < 1.0f ? {slope_d} : 0.0))"),
-    "hard_swish": ("x * fl::fminnp(fl::fmaxnp(x + {offset}, 0.0f), {threshold}) / {scale}",
-                   "d * (x + {offset} <= 0.0f ? 0.0f : (x + {offset} >= {threshold} ? "
-                   "{threshold_over_scale} : (2.0f * x + {offset}) / {scale}))"),
-    "swish": ("x * fl::sigmoid({beta} * x)",
-              "d * (fl::sigmoid({beta} * x) * (1.0f + {beta} * x * "
-              "(1.0f - fl::sigmoid({beta} * x))))"),
-    "mish": ("fl::mish(x, {threshold})", "fl::mish_grad(x, d, {threshold})"),
-    "elu": ("x > 0.0f ? x : {alpha} * std::expm1(fl::fminnp(x, 0.0f))",
-            "d * (x > 0.0f ? 1.0f : {alpha} * std::exp(fl::fminnp(x, 0.0f)))"),
-    "selu": ("{scale} * (x > 0.0f ? x : {alpha} * std::expm1(fl::fminnp(x, 0.0f)))",
-             "d * ({scale} * (x > 0.0f ? 1.0f : {alpha} * std::exp(fl::fminnp(x, 0.0f))))"),
-    "log1p": ("std::log1p(x)", "d * (1.0f / (1.0f + x))"),
-    "erf": ("(float)std::erf((double)x)",         # scipy's erf: double, rounded to float
-            "(float)((double)d * ({two_over_sqrt_pi_d} * (double)std::exp(-x * x)))"),
-}
-
-
-def _c_literals(e):
-    """{attr}, {attr_d} and the derived constants of PADDLE_C's expressions."""
-    lits = {}
-    for k, v in e.attrs.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            lits[k], lits[k + "_d"] = e.literal(float(v)), double_literal(v)
-    if "threshold" in lits and "scale" in lits and e.attr("scale") != 0:
-        lits["threshold_over_scale"] = e.literal(e.attr("threshold") / e.attr("scale"))
-    lits["two_over_sqrt_pi_d"] = double_literal(2 / np.sqrt(np.pi))
-    return lits
-
-
-def _emit_paddle_activation(e, grad):
-    expr = PADDLE_C[e.op.type[:-len("_grad")] if grad else e.op.type][grad]
-    try:
-        body = expr.format(**_c_literals(e))
-    except KeyError as exc:         # e.g. hard_swish's threshold / scale with scale 0
-        e.fail(f"no constant {exc}")
-    if not grad:
-        x = e.input("X")
-        elementwise(e, body, "Out", {"x": x}, x)
-        return
-    d = e.input("Out@GRAD")
-    ins = {"d": d}
-    for name, slot in (("x", "X"), ("o", "Out")):
-        if re.search(rf"\b{name}\b", body):          # the expression reads it
-            b = e.input(slot)
-            if b is None:
-                e.fail(f"{slot} is absent")
-            ins[name] = b
-    elementwise(e, body, "X@GRAD", ins, d)
 
 
 class _PaddleActivation(OpDef):
@@ -633,11 +433,7 @@ class _PaddleActivationGrad(OpDef):
 for _name, (_attrs, _f, _df, _doc, *_version) in PADDLE_ACTIVATIONS.items():
     type(_title(_name), (_PaddleActivation,),
          {"type": _name, "attrs": _attrs, "fwd": staticmethod(_f), "doc": _doc,
-          "version": _version[0] if _version else 0, "__module__": __name__,
-          **({"emit": staticmethod(lambda e: _emit_paddle_activation(e, False))}
-             if _name in PADDLE_C else {})})
+          "version": _version[0] if _version else 0, "__module__": __name__})
     type(_title(_name) + "Grad", (_PaddleActivationGrad,),
          {"type": _name + "_grad", "attrs": _attrs, "dfunc": staticmethod(_df),
-          "__module__": __name__,
-          **({"emit": staticmethod(lambda e: _emit_paddle_activation(e, True))}
-             if _name in PADDLE_C else {})})
+          "__module__": __name__})

@@ -5,8 +5,6 @@ from ..core import dtypes
 from ..core.limits import check_elements
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError
-from .compiled import (NUMPY_OF_CTYPE, dense_only, fill_value, known_ints, lit_int,
-                       set_known_values, value_literal)
 from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, long, longs
 
 
@@ -48,55 +46,6 @@ class FillConstant(_Creator):
         else:
             v = float(str_value) if str_value else value
         return np.full(shp, v, dtype=dtypes.to_numpy(dtype))
-
-    @staticmethod
-    def emit(e):
-        """The shape from ShapeTensorList / ShapeTensor where compiled code knows their
-        values (ops/compiled.py: a shape op's dims, constants), else the attribute; the
-        value from ValueTensor at run time (converted as np.full does), else the attribute.
-        A constant of a few elements is recorded as known values, for the ops that take
-        shapes, bounds or ranges from it."""
-        shape = known_ints(e, "ShapeTensor", "ShapeTensorList", list_first=False)
-        if shape is None:
-            shape = [str(d) for d in e.attr("shape")]
-        for d in shape:
-            n = lit_int(d)
-            if n is not None and n < 0:
-                e.fail(f"shape {shape} has unknown dims")
-            if n is None:      # a known value that only run time sizes: np.full refuses < 0
-                e.check(f"{d} < 0", "fill_constant: a negative dim")
-        ctype = e.ctype_of(e.attr("dtype"))
-        if e.op.input("ValueTensor"):
-            v = e.input("ValueTensor")
-            if v.ctype not in ("float", "double", "int64_t", "int32_t", "bool"):
-                e.fail(f"ValueTensor is {v.ctype}")
-            e.check(f"{v.numel()} < 1", "fill_constant: ValueTensor is empty")
-            value = f"({ctype}){v}[0]"
-            const = None
-        else:
-            const = fill_value(e)
-            value = value_literal(e, const, ctype)
-        out = e.output("Out", shape, ctype)
-        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
-        n = lit_int(out.numel())
-        if const is not None and n is not None and n <= 64:
-            set_known_values(e, out, list(np.full([n], const, NUMPY_OF_CTYPE[ctype])))
-
-    @staticmethod
-    def cuda_emit(e):
-        """A device fill of the attributes' shape and value (shape or value from tensors:
-        no CUDA form)."""
-        for slot in ("ValueTensor", "ShapeTensor", "ShapeTensorList"):
-            if e.op.input(slot):
-                e.fail(f"{slot} input")
-        shape = [str(d) for d in e.attr("shape")]
-        if any(int(d) < 0 for d in shape):
-            e.fail(f"shape {shape} has unknown dims")
-        ctype = e.ctype_of(e.attr("dtype"))
-        const = fill_value(e)
-        out = e.output("Out", shape, ctype)
-        e.code(f"fl::cu::each({out.numel()}, [=] __device__ (int64_t i) {{ "
-               f"{out}[i] = {value_literal(e, const, ctype)}; }});")
 
 
 class _Random(_Creator):
@@ -162,19 +111,6 @@ class Assign(OpDef):
             return LoDTensorArray(LoDTensor(t._array.copy(), t._lod) for t in x)
         return x
 
-    @staticmethod
-    def emit(e):
-        x = e.input("X")
-        out = e.output("Out", x.dims, x.ctype)
-        e.code(f"std::memcpy({out}, {x}, {x.nbytes()});")
-
-    @staticmethod
-    def cuda_emit(e):
-        x = e.input("X")
-        if x.rows is not None:
-            e.fail("a SelectedRows X")
-        out = e.output("Out", x.dims, x.ctype)
-        e.code(f"fl::cu::each({x.numel()}, [=] __device__ (int64_t i) {{ {out}[i] = {x}[i]; }});")
 
     # assign passes its gradient straight through (control-flow layers move values across
     # block boundaries with it)
@@ -229,13 +165,6 @@ class FillZerosLike(OpDef):
     def kernel(x):
         return np.zeros_like(x)
 
-    @staticmethod
-    def emit(e):
-        x = e.input("X")
-        dense_only(e, x)
-        out = e.output("Out", x.dims, x.ctype)
-        e.code(f"std::memset({out}, 0, sizeof({out.ctype}) * {out.numel()});")
-
 
 class TruncatedGaussianRandom(_Random):
     type = "truncated_gaussian_random"
@@ -275,17 +204,6 @@ class FillAnyLike(OpDef):
     def kernel(x, *, value, dtype):
         return np.full(x.shape, value, dtype=x.dtype if dtype == -1 else dtypes.to_numpy(dtype))
 
-    @staticmethod
-    def emit(e):
-        """X's dims filled with `value` as np.full converts it to the dtype."""
-        x = e.input("X")
-        dense_only(e, x)
-        d = e.attr("dtype")
-        ctype = x.ctype if d == -1 else e.ctype_of(d)
-        value = value_literal(e, e.attr("value", nonfinite=True), ctype)
-        out = e.output("Out", x.dims, ctype)
-        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
-
 
 class Linspace(OpDef):
     type = "linspace"
@@ -315,7 +233,7 @@ class Linspace(OpDef):
         return vals.astype(dt)
 
 
-def _batch_shape(shape, n, out_idx):
+def batch_shape(shape, n, out_idx):
     shape = list(shape)
     shape[out_idx] = n
     return shape
@@ -326,7 +244,7 @@ def _infer_batch_size_like(ctx):
     Input's input_dim_idx dim; dtype `dtype`."""
     a = ctx.attr
     n = ctx.input_shape("Input")[a("input_dim_idx")]
-    ctx.set_output("Out", _batch_shape(a("shape"), n, a("output_dim_idx")), a("dtype"))
+    ctx.set_output("Out", batch_shape(a("shape"), n, a("output_dim_idx")), a("dtype"))
 
 
 class FillConstantBatchSizeLike(OpDef):
@@ -349,31 +267,9 @@ class FillConstantBatchSizeLike(OpDef):
         else:
             n = x._array.shape[input_dim_idx]
         v = float(str_value) if str_value else value
-        out = _batch_shape(shape, n, output_dim_idx)
+        out = batch_shape(shape, n, output_dim_idx)
         check_elements(out, dtypes.to_numpy(dtype).itemsize, "fill_constant_batch_size_like")
         return LoDTensor(np.full(out, v, dtypes.to_numpy(dtype)))
-
-    @staticmethod
-    def emit(e):
-        """The batch dim from Input's dims, or its number of sequences (a LoD Input's level
-        0, for input_dim_idx 0); the other dims from `shape`."""
-        x = e.input("Input")
-        i, o = int(e.attr("input_dim_idx")), int(e.attr("output_dim_idx"))
-        shape = [int(d) for d in e.attr("shape")]
-        if not (0 <= i < x.ndim and 0 <= o < len(shape)) or \
-                any(d < 0 for k, d in enumerate(shape) if k != o):
-            e.fail(f"input_dim_idx {i}, output_dim_idx {o} or shape {shape} out of range")
-        if x.lod is not None and i == 0:
-            e.check(f"{x.lod_len} < 1", f"{e.op.type}: Input's LoD is empty")
-            n = f"({x.lod_len} - 1)"
-        else:
-            n = x.dims[i]
-        ctype = e.ctype_of(e.attr("dtype"))
-        v = fill_value(e)
-        out = e.output("Out", _batch_shape([str(d) for d in shape], n, o), ctype,
-                       lod_from=False)
-        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = "
-               f"{value_literal(e, v, ctype)};")
 
 
 # --- random tensors shaped after another's batch, eye, diag, sampling_id ---------------------
@@ -388,7 +284,7 @@ class _RandomBatchSizeLike(_Random):
     def prepare(cls, attrs, outputs):
         draw = super().prepare(attrs, outputs)
         i, o = attrs["input_dim_idx"], attrs["output_dim_idx"]
-        return lambda x: draw(np.asarray(_batch_shape(attrs["shape"], x.shape[i], o)), None)
+        return lambda x: draw(np.asarray(batch_shape(attrs["shape"], x.shape[i], o)), None)
 
 
 class UniformRandomBatchSizeLike(_RandomBatchSizeLike):

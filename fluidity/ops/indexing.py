@@ -7,12 +7,11 @@ import numpy as np
 
 from ..errors import ExecutionError, ShapeError
 from .common import infer_with, ints_from, norm_axis, present, reduce_to_shape
-from .compiled import c_ints, dense_only, known_ints, known_values, lit_int, set_known_values
 from .registry import In, OpDef, Out, ints
 
 
 # --- slice ---------------------------------------------------------------------------------
-def _slice_plan(shape, axes, starts, ends, decrease):
+def slice_plan(shape, axes, starts, ends, decrease):
     """(index, sliced shape, output shape) of Paddle's slice. Negative starts/ends count from
     the end; both are then clamped to [0, dim]; an empty range gives a 0-size dim. Unknown
     dims (and starts/ends given as -1 at build time by tensors) give -1."""
@@ -37,109 +36,6 @@ def _slice_plan(shape, axes, starts, ends, decrease):
             raise ShapeError(f"decrease_axis {sorted(drop)}: dim {a} has size {sliced[a]}, not 1")
     out = [d for i, d in enumerate(sliced) if i not in drop]
     return tuple(index), sliced, out or [1]     # Fluid 1.x: dropping every dim leaves [1]
-
-
-# --- compiled forms: a box of X (fl::strided_box, codegen/runtime/ops_extra.h) -------------
-_BIG = 1 << 62          # bounds past any dim clamp alike; kept in int64 range for C
-
-
-def _bound(v):
-    n = lit_int(v)
-    return str(max(-_BIG, min(_BIG, n))) if n is not None else v
-
-
-def _box(e, x, starts, ends, strides=None):
-    """(begin, len, step) per dim of X (C expressions) of slice (strides None) or
-    strided_slice on `axes`, and Out's dims after `decrease_axis`. Literal bounds on literal
-    dims are worked out here by the kernel's own plan; others by the runtime's twins of it."""
-    axes, decrease = list(e.attr("axes")), list(e.attr("decrease_axis"))
-    if x.ndim == 0:
-        e.fail("X is 0-D")
-    steps = strides if strides is not None else ["1"] * len(axes)
-    if not len(axes) == len(starts) == len(ends) == len(steps):
-        e.fail(f"axes {axes}, starts {starts}, ends {ends} differ in length")
-    begin, size, step = ["0"] * x.ndim, list(x.dims), ["1"] * x.ndim
-    try:
-        for a, s, t, st in zip(axes, map(_bound, starts), map(_bound, ends), steps):
-            a = norm_axis(a, x.ndim, "axes entry")
-            dim = x.dims[a]
-            lits = [lit_int(v) for v in (dim, s, t, st)]
-            if lits[3] == 0:
-                e.fail("a stride is 0")
-            if None not in lits:
-                dim, s, t, st = lits
-                if strides is None:
-                    index, _, _ = _slice_plan([dim], [0], [s], [t], [])
-                    b, n = index[0].start, index[0].stop - index[0].start
-                else:
-                    index, _, _ = _strided_plan([dim], [0], [s], [t], [st], [])
-                    b, n = (int(index[0][0]) if len(index[0]) else 0), len(index[0])
-                begin[a], size[a], step[a] = str(b), str(n), str(st)
-            elif strides is None:
-                begin[a] = f"fl::slice_bound({s}, {dim})"
-                size[a] = f"fl::slice_len({s}, {t}, {dim})"
-            else:
-                if lits[3] is None:
-                    e.check(f"{st} == 0", f"{e.op.type}: a stride is 0")
-                begin[a] = f"fl::strided_begin({s}, {t}, {st}, {dim})"
-                size[a] = f"fl::strided_len({s}, {t}, {st}, {dim})"
-                step[a] = st
-        drop = {norm_axis(a, x.ndim, "decrease_axis entry") for a in decrease}
-    except ShapeError as exc:
-        e.fail(str(exc))
-    for a in sorted(drop):
-        n = lit_int(size[a])
-        if n is None:
-            e.check(f"{size[a]} != 1", f"{e.op.type}: a dim in decrease_axis is not 1")
-        elif n != 1:
-            e.fail(f"decrease_axis {sorted(drop)}: dim {a} has size {n}, not 1")
-    out = [d for k, d in enumerate(size) if k not in drop]
-    arrays = (f"const int64_t dims[] = {c_ints(x.dims)}, begin[] = {c_ints(begin)}, "
-              f"len[] = {c_ints(size)}, step[] = {c_ints(step)};")
-    return begin, size, step, out, arrays
-
-
-def _bounds_of(e, strided):
-    """starts, ends (, strides) as the kernel takes them: tensors whose values compiled code
-    knows (ops/compiled.py), else the attributes (a tensor giving none: the attribute too)."""
-    keys = ("starts", "ends", "strides") if strided else ("starts", "ends")
-    out = []
-    for key in keys:
-        t = key.title()
-        given = known_ints(e, f"{t}Tensor", f"{t}TensorList")
-        out.append(given or [str(v) for v in e.attr(key)])
-    return out
-
-
-def _emit_box(e, strided):
-    x = e.input("Input")
-    dense_only(e, x)
-    bounds = _bounds_of(e, strided)
-    begin, size, step, out_dims, arrays = _box(e, x, *bounds)
-    out = e.output("Out", out_dims, x.ctype)
-    e.code(f"{arrays} fl::strided_box({x}, {out}, {x.ndim}, dims, begin, len, step, false);")
-    vals = known_values(e, x)
-    b, n, st = (lit_int(v) for v in (begin[0], size[0], step[0]))
-    if vals is not None and x.ndim == 1 and None not in (b, n, st):
-        set_known_values(e, out, [vals[b + k * st] for k in range(n)])
-
-
-def _emit_box_grad(e, strided):
-    """dX: zeros, Out@GRAD put back in the box."""
-    x, d = e.input("Input"), e.input("Out@GRAD")
-    dense_only(e, x, d)
-    if d.ctype != x.ctype:
-        e.fail("Input and Out@GRAD differ in type")
-    bounds = _bounds_of(e, strided)
-    _, size, _, _, arrays = _box(e, x, *bounds)
-    n = e.prod(size)
-    if n != d.numel():
-        if e.is_lit(n) and e.is_lit(d.numel()):
-            e.fail(f"Out@GRAD has {d.numel()} elements, the slice {n}")
-        e.check(f"{n} != {d.numel()}", f"{e.op.type}: Out@GRAD is not the slice's size")
-    dx = e.output("Input@GRAD", x.dims, x.ctype)
-    e.code(f"std::memset({dx}, 0, {dx.nbytes()}); {arrays} "
-           f"fl::strided_box({dx}, {d}, {x.ndim}, dims, begin, len, step, true);")
 
 
 def _slice_grad(g):
@@ -173,7 +69,7 @@ class Slice(OpDef):
         flags = ctx.attr("infer_flags")
         if flags and len(flags) == len(axes):  # -1: this axis' bounds come from a tensor
             starts = [None if f == -1 else s for f, s in zip(flags, starts)]
-        _, _, out = infer_with(ctx, _slice_plan, ctx.input_shape("Input"), axes, starts, ends,
+        _, _, out = infer_with(ctx, slice_plan, ctx.input_shape("Input"), axes, starts, ends,
                            ctx.attr("decrease_axis"))
         ctx.set_output("Out", out, ctx.input_dtype("Input"))
 
@@ -184,11 +80,10 @@ class Slice(OpDef):
         def kernel(x, starts_t, ends_t, starts_l, ends_l):
             starts = ints_from(starts_t, starts_l) or attrs["starts"]
             ends = ints_from(ends_t, ends_l) or attrs["ends"]
-            index, _, out = _slice_plan(list(x.shape), axes, starts, ends, decrease)
+            index, _, out = slice_plan(list(x.shape), axes, starts, ends, decrease)
             return x[index].copy().reshape(out)  # a copy: Out shares no memory with Input
         return kernel
 
-    emit = staticmethod(lambda e: _emit_box(e, False))
     grad = staticmethod(_slice_grad)
 
 
@@ -207,17 +102,15 @@ class SliceGrad(OpDef):
         def kernel(x, starts_t, ends_t, starts_l, ends_l, dout):
             starts = ints_from(starts_t, starts_l) or attrs["starts"]
             ends = ints_from(ends_t, ends_l) or attrs["ends"]
-            index, sliced, _ = _slice_plan(list(x.shape), axes, starts, ends, decrease)
+            index, sliced, _ = slice_plan(list(x.shape), axes, starts, ends, decrease)
             dx = np.zeros_like(x)
             dx[index] = dout.reshape(sliced)
             return dx
         return kernel
 
-    emit = staticmethod(lambda e: _emit_box_grad(e, False))
-
 
 # --- strided_slice -------------------------------------------------------------------------
-def _strided_plan(shape, axes, starts, ends, strides, decrease):
+def strided_plan(shape, axes, starts, ends, strides, decrease):
     """(per-dim index arrays or slices, sliced shape, output shape) of Paddle's strided_slice:
     negative starts/ends count from the end once; stride > 0 takes [start, end) clamped to
     the dim; stride < 0 goes down from min(start, dim - 1) to max(end, -1), exclusive."""
@@ -298,7 +191,7 @@ class StridedSlice(OpDef):
             if any(ctx.has_input(s) for s in slots):
                 ctx.set_output("Out", None, ctx.input_dtype("Input"))
                 return
-        _, _, out = infer_with(ctx, _strided_plan, ctx.input_shape("Input"), axes, starts, ends,
+        _, _, out = infer_with(ctx, strided_plan, ctx.input_shape("Input"), axes, starts, ends,
                            strides, ctx.attr("decrease_axis"))
         ctx.set_output("Out", out, ctx.input_dtype("Input"))
 
@@ -308,11 +201,10 @@ class StridedSlice(OpDef):
 
         def kernel(x, *bounds):
             starts, ends, strides = StridedSlice._bounds(attrs, *bounds)
-            index, _, out = _strided_plan(list(x.shape), axes, starts, ends, strides, decrease)
+            index, _, out = strided_plan(list(x.shape), axes, starts, ends, strides, decrease)
             return np.ascontiguousarray(_strided_take(x, index)).reshape(out)
         return kernel
 
-    emit = staticmethod(lambda e: _emit_box(e, True))
     grad = staticmethod(_strided_slice_grad)
 
 
@@ -331,7 +223,7 @@ class StridedSliceGrad(OpDef):
         def kernel(x, *rest):
             *bounds, dout = rest
             starts, ends, strides = StridedSlice._bounds(attrs, *bounds)
-            index, sliced, _ = _strided_plan(list(x.shape), axes, starts, ends, strides,
+            index, sliced, _ = strided_plan(list(x.shape), axes, starts, ends, strides,
                                              decrease)
             full = [np.arange(d) if isinstance(i, slice) else i
                     for d, i in zip(x.shape, index)]
@@ -339,8 +231,6 @@ class StridedSliceGrad(OpDef):
             np.add.at(dx, np.ix_(*full), dout.reshape(sliced))
             return dx
         return kernel
-
-    emit = staticmethod(lambda e: _emit_box_grad(e, True))
 
 
 # --- gather, index_select ------------------------------------------------------------------

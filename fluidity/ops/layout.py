@@ -10,9 +10,7 @@ modes (reflect, edge), crops and channel shuffles share one tested kernel and gr
 import numpy as np
 
 from ..errors import ExecutionError, ShapeError
-from . import c_emit
 from .common import ints_from
-from .compiled import value_literal
 from .registry import In, OpDef, Out, ints
 
 
@@ -57,60 +55,6 @@ class _Mover(OpDef):
         ins["Out@GRAD"] = g.output_grad("Out")
         g.op(cls.type + "_grad", ins, {"X@GRAD": g.input_grad("X")}, g.attrs())
 
-    @classmethod
-    def emit(cls, e):
-        """A gather through the op's own index map, computed now and compiled in as a table
-        (_static_map says when that is sound)."""
-        x = e.input("X")
-        table, out_dims, units, stride = _static_map(cls, e, x)
-        out = e.output("Out", out_dims, x.ctype)
-        fill = value_literal(e, cls.fill(e.attrs), x.ctype)
-        e.code(f"{table} for (int64_t u = 0; u < {units}; ++u) for (int64_t i = 0; i < "
-               f"(int64_t)(sizeof(m) / sizeof(m[0])); ++i) {{ const int32_t s = m[i]; "
-               f"{out}[u * (int64_t)(sizeof(m) / sizeof(m[0])) + i] = s >= 0 ? "
-               f"{x}[u * {stride} + s] : {fill}; }}")
-
-
-MAP_LIMIT = 1 << 16     # entries of an index map compiled in as a table
-
-
-def _static_map(cls, e, x):
-    """The index map of mover `cls` for X as a C table: (declaration of `m`, Out's dims,
-    units, X's stride per unit). X's dims past the first must be known and the op's extra
-    inputs absent (the map then follows from the attributes). With dim 0 known the map
-    covers all of X (one unit); else it is computed for 1 and for 2 rows of dim 0, and used
-    per row only when the second row's map is the first's shifted by one row of X (the op
-    never mixes rows), which the two maps prove."""
-    index_map = getattr(cls, "index_map", None)
-    extra = [s.name for s in cls.inputs[1:] if e.op.input(s.name)]
-    if index_map is None or extra or not x.ndim:
-        e.fail(f"the map depends on {extra or 'other inputs'}")
-    if not all(e.is_lit(d) for d in x.dims[1:]):
-        e.fail("X's dims past the first are not known")
-    rest = tuple(int(d) for d in x.dims[1:])
-
-    def made(n, why=""):
-        try:
-            return np.asarray(index_map((n,) + rest, e.attrs), np.int64)
-        except (ShapeError, ExecutionError, ValueError) as exc:
-            e.fail(f"{why}{exc}")
-    if e.is_lit(x.dims[0]):
-        whole = made(int(x.dims[0]))
-        table, dims, units, stride = whole.reshape(-1), list(whole.shape), "1", x.numel()
-    else:
-        why = "dim 0 is known only at run time and the map of 1 or 2 rows fails: "
-        one, two = made(1, why), made(2, why)
-        stride = int(np.prod(rest))
-        if one.shape[:1] != (1,) or two.shape[:1] != (2,) or \
-                not np.array_equal(two[0], one[0]) or \
-                not np.array_equal(two[1], np.where(one[0] >= 0, one[0] + stride, -1)):
-            e.fail("dim 0 is known only at run time and the map mixes its rows")
-        table, dims, units = one.reshape(-1), [x.dims[0]] + list(one.shape[1:]), x.dims[0]
-    if not 0 < table.size <= MAP_LIMIT or table.max(initial=0) >= 1 << 31:
-        e.fail(f"an index map of {table.size} entries")
-    return (f"static const int32_t m[] = {{{', '.join(map(str, table.tolist()))}}};", dims,
-            units, stride)
-
 
 def _mover_grad(fwd):
     """The gradient op of mover `fwd`: Out@GRAD summed back into X's positions."""
@@ -132,19 +76,6 @@ def _mover_grad(fwd):
                 np.add.at(dx, m[keep], dout.reshape(-1)[keep])
                 return dx.reshape(x.shape)
             return kernel
-
-        @staticmethod
-        def emit(e):
-            """Out@GRAD added back through the forward's table, in its order (np.add.at)."""
-            x, d = e.input("X"), e.input("Out@GRAD")
-            e.require_float(d)
-            table, out_dims, units, stride = _static_map(fwd, e, x)
-            c_emit.same_dim(e, d.numel(), e.prod(out_dims), "Out@GRAD has Out's size")
-            dx = e.output("X@GRAD", x.dims, d.ctype)
-            e.code(f"{table} std::memset({dx}, 0, {dx.nbytes()}); const int64_t p = "
-                   f"(int64_t)(sizeof(m) / sizeof(m[0])); for (int64_t u = 0; u < {units}; "
-                   f"++u) for (int64_t i = 0; i < p; ++i) {{ const int32_t s = m[i]; if (s >= 0) "
-                   f"{dx}[u * {stride} + s] += {d}[u * p + i]; }}")
     Grad.__name__ = Grad.__qualname__ = fwd.__name__ + "Grad"
     return Grad
 
@@ -190,7 +121,6 @@ class Pad(_Mover):
                         "constant")
 
 
-
 def _pad2d_pads(shape, paddings, data_format):
     n, c, h, w = _nchw(shape, data_format)
     pads = [(0, 0)] * 4
@@ -231,7 +161,6 @@ class Pad2d(_Mover):
         return _pad_map(shape, _pad2d_pads(shape, p, attrs["data_format"]), attrs["mode"])
 
 
-
 class PadConstantLike(_Mover):
     type = "pad_constant_like"
     inputs = (In("X", no_grad=True), In("Y"))
@@ -258,7 +187,6 @@ class PadConstantLike(_Mover):
             return np.where(m >= 0, y.reshape(-1)[np.maximum(m, 0)], v).astype(y.dtype)
         return kernel
 
-    emit = None      # its map comes from Y's shape, not an index_map: no compiled form yet
 
     @staticmethod
     def _map(x_shape, y_shape):
@@ -320,7 +248,6 @@ class Crop(_Mover):
         return _crop_map(shape, out, offs, "crop")
 
 
-
 class CropTensor(_Mover):
     type = "crop_tensor"
     inputs = (In("X"), In("Shape", dispensable=True, no_grad=True),
@@ -350,7 +277,6 @@ class CropTensor(_Mover):
         return _crop_map(shape, out, offs, "crop_tensor")
 
 
-
 # --- channel movers ---------------------------------------------------------------------------
 class SpaceToDepth(_Mover):
     type = "space_to_depth"
@@ -374,7 +300,6 @@ class SpaceToDepth(_Mover):
         return ids.transpose(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h // b, w // b)
 
 
-
 class PixelShuffle(_Mover):
     type = "pixel_shuffle"
     attrs = {"upscale_factor": 1, "data_format": "NCHW"}
@@ -396,7 +321,6 @@ class PixelShuffle(_Mover):
         return ids.transpose(0, 1, 4, 2, 5, 3).reshape(n, c // (r * r), h * r, w * r)
 
 
-
 class ShuffleChannel(_Mover):
     type = "shuffle_channel"
     attrs = {"group": 1}
@@ -414,7 +338,6 @@ class ShuffleChannel(_Mover):
         n, c, h, w = shape
         gr = attrs["group"]
         return _ids(shape).reshape(n, gr, c // gr, h, w).transpose(0, 2, 1, 3, 4).reshape(shape)
-
 
 
 class TemporalShift(_Mover):
@@ -447,26 +370,9 @@ class TemporalShift(_Mover):
         return out.reshape(shape)
 
 
-
 for _cls in (Pad, Pad2d, Crop, CropTensor, SpaceToDepth, PixelShuffle, ShuffleChannel,
              TemporalShift):
     globals()[_cls.__name__ + "Grad"] = _mover_grad(_cls)
-
-
-# --- maxout, affine_channel, lrn --------------------------------------------------------------
-def _emit_maxout_dims(e):
-    """maxout(_grad)'s X Buf and (dims before the axis, its channels, dims after, groups)."""
-    x = e.input("X")
-    e.require_float(x)
-    g = int(e.attr("groups"))
-    if not x.ndim or g < 1:
-        e.fail(f"groups {g}")
-    ax = int(e.attr("axis")) % x.ndim
-    c = x.dims[ax]
-    if e.is_lit(c) and int(c) % g:
-        e.fail(f"{c} channels in groups of {g}")
-    e.check(f"{c} % {g} != 0", f"{e.op.type}: channels do not divide into groups")
-    return x, e.prod(x.dims[:ax]), c, e.prod(x.dims[ax + 1:]), g
 
 
 class Maxout(OpDef):
@@ -501,17 +407,6 @@ class Maxout(OpDef):
         xg, gax = Maxout._grouped(x, groups, axis)
         return xg.max(axis=gax)
 
-    @staticmethod
-    def emit(e):
-        """Out[p, i, q] = the max (NaN-propagating, numpy's) of X[p, i * groups + j, q]."""
-        x, pre, c, post, g = _emit_maxout_dims(e)
-        out_dims = list(x.dims)
-        out_dims[int(e.attr("axis")) % x.ndim] = f"({c} / {g})"
-        out = e.output("Out", out_dims)
-        e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t i = 0; i < {c} / {g}; ++i) "
-               f"for (int64_t q = 0; q < {post}; ++q) {{ const float* xs = {x} + (p * {c} + i * "
-               f"{g}) * {post} + q; float v = xs[0]; for (int64_t j = 1; j < {g}; ++j) v = "
-               f"fl::fmaxnp(v, xs[j * {post}]); {out}[(p * ({c} / {g}) + i) * {post} + q] = v; }}")
 
     grad = staticmethod(lambda g: g.default())
 
@@ -531,37 +426,12 @@ class MaxoutGrad(OpDef):
         hit = (xg == np.expand_dims(out, gax)) & first
         return (hit * np.expand_dims(dout, gax)).reshape(x.shape).astype(x.dtype)
 
-    @staticmethod
-    def emit(e):
-        """Each group's dOut to its first element equal to Out, zeros elsewhere."""
-        x, pre, c, post, g = _emit_maxout_dims(e)
-        out, d = e.input("Out"), e.input("Out@GRAD")
-        e.require_float(out, d)
-        e.same_dims(out, d)
-        dx = e.output("X@GRAD", x.dims)
-        e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t i = 0; i < {c} / {g}; ++i) "
-               f"for (int64_t q = 0; q < {post}; ++q) {{ const int64_t o = (p * ({c} / {g}) + i) "
-               f"* {post} + q, base = (p * {c} + i * {g}) * {post} + q; bool hit = false; "
-               f"for (int64_t j = 0; j < {g}; ++j) {{ const bool first = !hit && {x}[base + j * "
-               f"{post}] == {out}[o]; hit = hit || first; {dx}[base + j * {post}] = first ? "
-               f"{d}[o] : 0.0f; }} }}")
-
 
 def _channel_view(x, layout):
     """Shape that broadcasts a [C] vector against X along its channel dim."""
     shape = [1] * x.ndim
     shape[1 if layout == "NCHW" or x.ndim == 2 else x.ndim - 1] = -1
     return shape
-
-
-def _emit_channel_dims(e):
-    """affine_channel(_grad)'s X Buf and (dims before its channel dim, channels, after)."""
-    x = e.input("X")
-    e.require_float(x)
-    if x.ndim < 2:
-        e.fail("X has no channel dim")
-    ax = 1 if e.attr("data_layout") == "NCHW" or x.ndim == 2 else x.ndim - 1
-    return x, e.prod(x.dims[:ax]), x.dims[ax], e.prod(x.dims[ax + 1:])
 
 
 class AffineChannel(OpDef):
@@ -580,17 +450,6 @@ class AffineChannel(OpDef):
         v = _channel_view(x, data_layout)
         return (x * scale.reshape(v) + bias.reshape(v)).astype(x.dtype)
 
-    @staticmethod
-    def emit(e):
-        x, pre, c, post = _emit_channel_dims(e)
-        s, b = e.input("Scale"), e.input("Bias")
-        e.require_float(s, b)
-        for t in (s, b):
-            c_emit.same_dim(e, t.numel(), c, f"{t.var} has one value per channel")
-        out = e.output("Out", x.dims)
-        e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t j = 0; j < {c}; ++j) "
-               f"for (int64_t q = 0; q < {post}; ++q) {{ const int64_t i = (p * {c} + j) * "
-               f"{post} + q; {out}[i] = {x}[i] * {s}[j] + {b}[j]; }}")
 
     grad = staticmethod(lambda g: g.op(
         "affine_channel_grad", {"X": g.input("X"), "Scale": g.input("Scale"),
@@ -616,27 +475,6 @@ class AffineChannelGrad(OpDef):
                 (dout * x).sum(axis=axes).astype(scale.dtype),
                 dout.sum(axis=axes).astype(scale.dtype))
 
-    @staticmethod
-    def emit(e):
-        """dX = dOut * Scale; the per-channel sums in double, rounded once (numpy's pairwise
-        float sums differ from that by rounding only)."""
-        x, pre, c, post = _emit_channel_dims(e)
-        s, d = e.input("Scale"), e.input("Out@GRAD")
-        e.require_float(s, d)
-        e.same_dims(x, d)
-        c_emit.same_dim(e, s.numel(), c, "Scale has one value per channel")
-        outs = {slot: e.output(slot, dims) for slot, dims in (
-            ("X@GRAD", x.dims), ("Scale@GRAD", s.dims), ("Bias@GRAD", s.dims))
-            if e.has_output(slot)}
-        dx, ds, db = (outs.get(k) for k in ("X@GRAD", "Scale@GRAD", "Bias@GRAD"))
-        e.code(f"for (int64_t j = 0; j < {c}; ++j) {{ double ss = 0.0, sb = 0.0; "
-               f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t q = 0; q < {post}; ++q) {{ "
-               f"const int64_t i = (p * {c} + j) * {post} + q; const float g = {d}[i]; "
-               + (f"{dx}[i] = g * {s}[j]; " if dx is not None else "")
-               + f"ss += (double)(g * {x}[i]); sb += (double)g; }} "
-               + (f"{ds}[j] = (float)ss; " if ds is not None else "")
-               + (f"{db}[j] = (float)sb; " if db is not None else "") + "}")
-
 
 def _window_sum(a, n):
     """Sum over channels c - n//2 ... c + (n-1)//2 (zero outside) of NCHW `a`."""
@@ -644,16 +482,6 @@ def _window_sum(a, n):
     pad = np.pad(a, [(0, 0), (pre, n - 1 - pre), (0, 0), (0, 0)])
     cs = np.concatenate([np.zeros_like(pad[:, :1]), np.cumsum(pad, axis=1)], axis=1)
     return cs[:, n:] - cs[:, :-n]
-
-
-def _emit_lrn_dims(e):
-    """lrn(_grad)'s X Buf (4-D NCHW), window n, the channels before c in it, and H * W."""
-    x = e.input("X")
-    e.require_float(x)
-    n = int(e.attr("n"))
-    if x.ndim != 4 or n < 1:
-        e.fail("X is not NCHW, or n < 1")
-    return x, n, n // 2, e.prod(x.dims[2:])
 
 
 class Lrn(OpDef):
@@ -677,25 +505,6 @@ class Lrn(OpDef):
         mid = k + alpha * _window_sum(x * x, n)
         return (x * mid ** -beta).astype(x.dtype), mid.astype(x.dtype)
 
-    @staticmethod
-    def emit(e):
-        """The window sums as the kernel forms them (a running float sum over the zero-padded
-        channels, then differences), MidOut = k + alpha * that, Out = X * MidOut^-beta."""
-        x, n, pre, hw = _emit_lrn_dims(e)
-        f32 = c_emit.f32
-        out = e.output("Out", x.dims)
-        mid = e.output("MidOut", x.dims) if e.has_output("MidOut") else e.scratch(x.dims)
-        c = x.dims[1]
-        cs = e.scratch([f"({c} + {n})"])
-        e.code(f"for (int64_t b = 0; b < {x.dims[0]}; ++b) for (int64_t q = 0; q < {hw}; ++q) "
-               f"{{ const int64_t base = b * {c} * {hw} + q; float run = 0.0f; {cs}[0] = 0.0f; "
-               f"for (int64_t i = 0; i < {c} + {n} - 1; ++i) {{ const int64_t ch = i - {pre}; "
-               f"float v = 0.0f; if (ch >= 0 && ch < {c}) {{ const float xv = {x}[base + ch * "
-               f"{hw}]; v = xv * xv; }} run = run + v; {cs}[i + 1] = run; }} "
-               f"for (int64_t ch = 0; ch < {c}; ++ch) {{ const int64_t i = base + ch * {hw}; "
-               f"const float m = {f32(e.attr('k'))} + {f32(e.attr('alpha'))} * ({cs}[ch + {n}] - "
-               f"{cs}[ch]); {mid}[i] = m; {out}[i] = {x}[i] * std::pow(m, {f32(-e.attr('beta'))}); "
-               f"}} }}")
 
     grad = staticmethod(lambda g: g.default())
 
@@ -716,25 +525,3 @@ class LrnGrad(OpDef):
         back = sum(t[:, i:i + x.shape[1]] for i in range(n))
         return (dout * mid ** -beta - 2 * alpha * beta * x * back).astype(x.dtype)
 
-    @staticmethod
-    def emit(e):
-        """back[c] = the sum, in the kernel's order, of dOut X MidOut^(-beta-1) over the
-        channels whose window holds c; dX = dOut MidOut^-beta - 2 alpha beta X back."""
-        x, n, pre, hw = _emit_lrn_dims(e)
-        mid, d = e.input("MidOut"), e.input("Out@GRAD")
-        e.require_float(mid, d)
-        e.same_dims(x, mid)
-        e.same_dims(x, d)
-        f32 = c_emit.f32
-        beta, alpha = float(e.attr("beta")), float(e.attr("alpha"))
-        dx = e.output("X@GRAD", x.dims)
-        c = x.dims[1]
-        t = e.scratch([f"({c} + {n} - 1)"])
-        e.code(f"for (int64_t b = 0; b < {x.dims[0]}; ++b) for (int64_t q = 0; q < {hw}; ++q) "
-               f"{{ const int64_t base = b * {c} * {hw} + q; for (int64_t i = 0; i < {c} + {n} "
-               f"- 1; ++i) {{ const int64_t ch = i - ({n} - 1 - {pre}); {t}[i] = 0.0f; if (ch >= "
-               f"0 && ch < {c}) {{ const int64_t k = base + ch * {hw}; {t}[i] = {d}[k] * {x}[k] * "
-               f"std::pow({mid}[k], {f32(-beta - 1)}); }} }} for (int64_t ch = 0; ch < {c}; ++ch) "
-               f"{{ const int64_t k = base + ch * {hw}; float back = 0.0f; for (int64_t i = 0; "
-               f"i < {n}; ++i) back = back + {t}[ch + i]; {dx}[k] = {d}[k] * std::pow({mid}[k], "
-               f"{f32(-beta)}) - {f32(2 * alpha * beta)} * {x}[k] * back; }} }}")

@@ -8,7 +8,6 @@ import numpy as np
 from ..core import dtypes
 from ..errors import ShapeError
 from .common import align_for_broadcast, broadcast_pair, broadcast_shape
-from .compiled import dense_only, double_literal
 from .registry import In, OpDef, Out, long
 
 BOOL = dtypes.VarType.BOOL
@@ -47,19 +46,19 @@ class _Binary(OpDef):
         return kernel
 
 
-# type: (numpy function, the C expression compiled code computes it with)
+# type: numpy function
 COMPARISONS = {
-    "less_than": (np.less, "x < y"),
-    "less_equal": (np.less_equal, "x <= y"),
-    "greater_than": (np.greater, "x > y"),
-    "greater_equal": (np.greater_equal, "x >= y"),
-    "equal": (np.equal, "x == y"),
-    "not_equal": (np.not_equal, "x != y"),
+    "less_than": np.less,
+    "less_equal": np.less_equal,
+    "greater_than": np.greater,
+    "greater_equal": np.greater_equal,
+    "equal": np.equal,
+    "not_equal": np.not_equal,
 }
 LOGICAL = {
-    "logical_and": (np.logical_and, "(bool)x && (bool)y"),
-    "logical_or": (np.logical_or, "(bool)x || (bool)y"),
-    "logical_xor": (np.logical_xor, "(bool)x != (bool)y"),
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
 }
 
 
@@ -67,16 +66,14 @@ def _class_name(op_type):
     return "".join(p.title() for p in op_type.split("_"))
 
 
-for _name, (_f, _c) in COMPARISONS.items():
+for _name, _f in COMPARISONS.items():
     type(_class_name(_name), (_Binary,),
          {"type": _name, "func": staticmethod(_f), "attrs": {"axis": -1, "force_cpu": False},
           "version": 1,  # Paddle's checkpoint: attribute force_cpu
-          "c_expr": _c, "c_any_type": True, "c_out_type": "bool",
           "__module__": __name__, "doc": f"Out = {_f.__name__}(X, Y) (bool), broadcast."})
-for _name, (_f, _c) in LOGICAL.items():
+for _name, _f in LOGICAL.items():
     type(_class_name(_name), (_Binary,),
-         {"type": _name, "func": staticmethod(_f), "c_expr": _c, "c_any_type": True,
-          "c_out_type": "bool", "__module__": __name__,
+         {"type": _name, "func": staticmethod(_f), "__module__": __name__,
           "doc": f"Out = {_f.__name__}(X, Y) (bool), broadcast."})
 
 
@@ -120,23 +117,6 @@ class Increment(OpDef):
                                  f"{list(x.shape)}")
             return (x + step).astype(x.dtype, copy=False)
         return kernel
-
-    @staticmethod
-    def emit(e):
-        """In double and back, as numpy adds the float `step` (integers truncate)."""
-        x = e.input("X")
-        if x.ctype == "bool":
-            e.fail("X is bool")
-        n = x.numel()
-        if e.is_lit(n):
-            if int(n) != 1:
-                e.fail(f"X has {n} elements, not one")
-        else:
-            e.check(f"{n} != 1", "increment: X must hold exactly one element")
-        out = e.output("Out", x.dims, x.ctype)
-        t = "float" if x.ctype == "float" else "double"
-        step = e.literal(float(e.attr("step"))) if t == "float" else repr(float(e.attr("step")))
-        e.code(f"{out}[0] = ({x.ctype})(({t}){x}[0] + {step});")
 
 
 # --- where / where_index -------------------------------------------------------------------
@@ -224,15 +204,6 @@ class Clip(OpDef):
             return np.clip(x, lo, hi).astype(x.dtype, copy=False)
         return kernel
 
-    @staticmethod
-    def emit(e):
-        """min(max(X, lo), hi) with numpy's NaN rule (fl::maxnp/minnp) in X's float type."""
-        x = e.input("X")
-        lo, hi = _c_bounds(e, x)
-        out = e.output("Out", x.dims, x.ctype)
-        t = x.ctype
-        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) "
-               f"{out}[i] = fl::minnp(fl::maxnp({x}[i], ({t})({lo})), ({t})({hi}));")
 
     grad = staticmethod(lambda g: g.op(
         "clip_grad", {k: v for k, v in {"X": g.input("X"), "Min": g.input("Min"),
@@ -256,50 +227,9 @@ class ClipGrad(OpDef):
             return np.where((x > lo) & (x < hi), dout, np.zeros((), dout.dtype))
         return kernel
 
-    @staticmethod
-    def emit(e):
-        """Out@GRAD where lo < X < hi (compared in the bounds' own types), else 0."""
-        x, d = e.input("X"), e.input("Out@GRAD")
-        dense_only(e, d)
-        if d.ctype != x.ctype:
-            e.fail("X and Out@GRAD differ in type")
-        lo, hi = _c_bounds(e, x)
-        e.same_dims(x, d)
-        dx = e.output("X@GRAD", x.dims, x.ctype)
-        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const {x.ctype} v = {x}[i]; "
-               f"{dx}[i] = (v > {lo} && v < {hi}) ? {d}[i] : ({x.ctype})0; }}")
-
-
-def _c_bounds(e, x):
-    """clip's bounds as C expressions in the kernel's types: a Python float attribute as X's
-    type (NEP 50), a Min/Max tensor's first element as its own (float) type, read at run
-    time; a tensor bound that makes lo > hi stops the run as the kernel's ShapeError."""
-    dense_only(e, x)
-    if x.ctype not in ("float", "double"):
-        e.fail(f"X is {x.ctype}: compiled for floats")
-    out = []
-    for slot, attr in (("Min", "min"), ("Max", "max")):
-        b = e.input(slot)
-        if b is None:
-            v = float(e.attr(attr, nonfinite=True))        # both literals format inf, nan
-            out.append(e.literal(v) if x.ctype == "float" else double_literal(v))
-            continue
-        if b.ctype not in ("float", "double"):
-            e.fail(f"{slot} is {b.ctype}")
-        e.check(f"{b.numel()} < 1", f"{e.op.type}: {slot} is empty")
-        out.append(f"{b}[0]")
-    if not (e.input("Min") or e.input("Max")):
-        lo, hi = e.attr("min", nonfinite=True), e.attr("max", nonfinite=True)
-        if lo > hi:
-            e.fail(f"min {lo} is greater than max {hi}")
-    else:
-        e.code(f'if ({out[0]} > {out[1]}) return fl::fail(err, {e.k}, '
-               f'{e.c_string(f"{e.op.type}: min is greater than max")});')
-    return out
-
 
 # --- arg_max / arg_min -----------------------------------------------------------------------
-def _arg_out_shape(shape, axis, keepdims, flatten):
+def arg_out_shape(shape, axis, keepdims, flatten):
     if flatten:
         return [1] * len(shape) if keepdims else []
     rank = len(shape)
@@ -321,7 +251,7 @@ class _ArgMinMax(OpDef):
     @staticmethod
     def infer_shape(ctx):
         try:
-            out = _arg_out_shape(ctx.input_shape("X"), ctx.attr("axis"), ctx.attr("keepdims"),
+            out = arg_out_shape(ctx.input_shape("X"), ctx.attr("axis"), ctx.attr("keepdims"),
                                  ctx.attr("flatten"))
         except ShapeError as e:
             ctx.fail(str(e))
@@ -335,38 +265,9 @@ class _ArgMinMax(OpDef):
 
         def kernel(x):
             out = f(x.reshape(-1)) if flat else f(x, axis=axis)
-            return np.asarray(out, dtype=dt).reshape(_arg_out_shape(list(x.shape), axis, keep,
+            return np.asarray(out, dtype=dt).reshape(arg_out_shape(list(x.shape), axis, keep,
                                                                     flat))
         return kernel
-
-    @classmethod
-    def emit(cls, e):
-        """Per lane along `axis` (or over all of X when flatten) the first index of the
-        extreme, a NaN winning (numpy's argmax/argmin); an empty axis runs interpreted."""
-        x = e.input("X")
-        if x.ctype not in ("float", "double", "int64_t", "int32_t"):
-            e.fail(f"X is {x.ctype}")
-        axis, keep, flat = int(e.attr("axis")), e.attr("keepdims"), e.attr("flatten")
-        try:
-            dims = _arg_out_shape(list(x.dims), axis, keep, flat)
-        except ShapeError as exc:
-            e.fail(str(exc))
-        if flat or not x.ndim:
-            pre, m, post = "1", x.numel(), "1"
-        else:
-            a = axis % x.ndim
-            pre, m, post = e.prod(x.dims[:a]), x.dims[a], e.prod(x.dims[a + 1:])
-        dt = e.attr("dtype")
-        ct = "int64_t" if dt == -1 else e.ctype_of(dt)
-        out = e.output("Out", dims, ct)
-        e.check(f"{m} == 0", f"{cls.type}: the axis is empty")
-        better = {"arg_max": ">", "arg_min": "<"}[cls.type]
-        t = x.ctype
-        e.code(f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t q = 0; q < {post}; ++q) {{ "
-               f"const {t}* xs = {x} + p * {m} * {post} + q; int64_t b = 0; {t} v = xs[0]; "
-               f"bool nan = v != v; for (int64_t j = 1; j < {m} && !nan; ++j) {{ const {t} c = "
-               f"xs[j * {post}]; if (c != c) {{ b = j; nan = true; }} else if (c {better} v) {{ "
-               f"v = c; b = j; }} }} {out}[p * {post} + q] = ({ct})b; }}")
 
 
 class ArgMax(_ArgMinMax):

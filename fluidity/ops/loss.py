@@ -9,7 +9,6 @@ Logs are Paddle's "tolerable" ones: log(0) is -1e20, never -inf, so 0 * log(0) s
 import numpy as np
 
 from ..errors import ExecutionError
-from . import c_emit
 from .common import sigmoid
 from .registry import In, OpDef, Out
 
@@ -127,24 +126,6 @@ class CrossEntropy(OpDef):
             y = y.reshape(label.shape)      # Label's own shape: [N] stays [N]
         return y.astype(x.dtype, copy=False)
 
-    @staticmethod
-    def emit(e):
-        """Hard int64 labels: Y = -clip(log(X[label]), -1e20, 1e20), 0 where ignored."""
-        x, label = e.input("X"), e.input("Label")
-        e.require_float(x)
-        if e.attr("soft_label") or label.ctype != "int64_t":
-            e.fail("soft labels, or labels not int64")
-        _refuse_squeezed_label(e, x, label)
-        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
-        e.check(f"{label.numel()} != {rows}", "cross_entropy: Label needs one id per row of X")
-        y = e.output("Y", x.dims[:-1] + ["1"])
-        ig = e.attr("ignore_index")
-        e.code(f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
-               f"if (l == {ig}LL) {{ {y}[r] = 0.0f; continue; }} "
-               f"if (l < 0 || l >= {cols}) {{ std::snprintf(err, 512, \"cross_entropy: label "
-               f"%lld is out of range [0, %lld) (ignore_index={ig})\", (long long)l, "
-               f"(long long){cols}); return {2 + e.k}; }} "
-               f"{y}[r] = -fl::tolerable_log({x}[r * {cols} + l]); }}")
 
     grad = staticmethod(lambda g: g.op(
         "cross_entropy_grad", {"X": g.input("X"), "Label": g.input("Label"),
@@ -169,20 +150,6 @@ class CrossEntropyGrad(OpDef):
         return _scatter_last(x.shape, ids, np.where(ignored, 0, -dy / np.take_along_axis(
             x, ids, -1)), x.dtype)
 
-    @staticmethod
-    def emit(e):
-        x, label, dy = e.input("X"), e.input("Label"), e.input("Y@GRAD")
-        e.require_float(x, dy)
-        if e.attr("soft_label") or label.ctype != "int64_t":
-            e.fail("soft labels, or labels not int64")
-        rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
-        g = e.output("X@GRAD", x.dims, lod_from=x)
-        ig = e.attr("ignore_index")
-        e.code(f"std::memset({g}, 0, sizeof(float) * {g.numel()}); "
-               f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
-               f"if (l == {ig}LL || l < 0 || l >= {cols}) continue; "
-               f"{g}[r * {cols} + l] = -{dy}[r] / {x}[r * {cols} + l]; }}")
-
 
 def _label_loss_shape(ctx):
     """Y's shape for hard labels as Paddle 1.8 infers it: Label's, its class dim 1 (a
@@ -205,24 +172,6 @@ def _scatter_last(shape, ids, values, dtype, axis=-1):
     out = np.zeros(shape, dtype=dtype)
     np.put_along_axis(out, ids, values.astype(dtype, copy=False), axis)
     return out
-
-
-def _cross_entropy2_operands(e):
-    """cross_entropy2's checks and buffers for both targets: X, Label, X's rows and
-    classes, Y, MatchX and ignore_index."""
-    x, label = e.input("X"), e.input("Label")
-    e.require_float(x)
-    if label.ctype != "int64_t":
-        e.fail("labels are not int64")
-    _refuse_squeezed_label(e, x, label)
-    rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
-    e.check(f"{label.numel()} != {rows}", "cross_entropy2: Label needs one id per row of X")
-    y = e.output("Y", x.dims[:-1] + ["1"])
-    match = e.output("MatchX", x.dims[:-1] + ["1"])
-    if e.has_output("XShape"):
-        e.output("XShape", x.dims + ["0"])
-    ig = e.attr("ignore_index")
-    return x, label, rows, cols, y, match, ig
 
 
 class CrossEntropy2(OpDef):
@@ -251,47 +200,11 @@ class CrossEntropy2(OpDef):
         y = np.where(ignored, 0, -_log(match)).astype(x.dtype, copy=False)
         return y.reshape(label.shape), np.empty(x.shape + (0,), x.dtype), match
 
-    @staticmethod
-    def emit(e):
-        x, label, rows, cols, y, match, ig = _cross_entropy2_operands(e)
-        e.code(f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
-               f"if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = 0.0f; continue; }} "
-               f"if (l < 0 || l >= {cols}) {{ std::snprintf(err, 512, \"cross_entropy2: label "
-               f"%lld is out of range [0, %lld) (ignore_index={ig})\", (long long)l, "
-               f"(long long){cols}); return {2 + e.k}; }} "
-               f"const float v = {x}[r * {cols} + l]; {match}[r] = v; "
-               f"{y}[r] = -fl::tolerable_log(v); }}")
-
-    @staticmethod
-    def cuda_emit(e):
-        """One thread per row; a label out of range gives NaN (a kernel cannot stop the
-        run; the C++ target reports it)."""
-        x, label, rows, cols, y, match, ig = _cross_entropy2_operands(e)
-        e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ const int64_t l = "
-               f"{label}[r]; if (l == {ig}LL) {{ {y}[r] = 0.0f; {match}[r] = 0.0f; "
-               f"return; }} if (l < 0 || l >= {cols}) {{ {y}[r] = NAN; {match}[r] = NAN; return; "
-               f"}} const float v = {x}[r * {cols} + l]; {match}[r] = v; "
-               f"{y}[r] = -fl::tolerable_log(v); }});")
 
     grad = staticmethod(lambda g: g.op(
         "cross_entropy_grad2", {"Label": g.input("Label"), "MatchX": g.output("MatchX"),
                                 "XShape": g.output("XShape"), "Y@GRAD": g.output_grad("Y")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
-
-
-def _cross_entropy_grad2_operands(e):
-    """cross_entropy_grad2's checks and buffers for both targets: Label, MatchX, Y@GRAD,
-    X's rows and classes, X@GRAD and ignore_index."""
-    label, match, xshape, dy = (e.input("Label"), e.input("MatchX"), e.input("XShape"),
-                                e.input("Y@GRAD"))
-    e.require_float(match, dy)
-    if label.ctype != "int64_t":
-        e.fail("labels are not int64")
-    dims = xshape.dims[:-1]
-    rows, cols = e.prod(dims[:-1]), dims[-1]
-    g = e.output("X@GRAD", dims, dy.ctype)
-    ig = e.attr("ignore_index")
-    return label, match, dy, rows, cols, g, ig
 
 
 class CrossEntropyGrad2(OpDef):
@@ -310,57 +223,6 @@ class CrossEntropyGrad2(OpDef):
         ignored = ids == ignore_index
         return _scatter_last(shape, np.where(ignored, 0, ids),
                              np.where(ignored, 0, -dy / match), dy.dtype)
-
-    @staticmethod
-    def emit(e):
-        label, match, dy, rows, cols, g, ig = _cross_entropy_grad2_operands(e)
-        e.code(f"std::memset({g}, 0, sizeof(float) * {g.numel()}); "
-               f"for (int64_t r = 0; r < {rows}; ++r) {{ const int64_t l = {label}[r]; "
-               f"if (l == {ig}LL || l < 0 || l >= {cols}) continue; "
-               f"{g}[r * {cols} + l] = -{dy}[r] / {match}[r]; }}")
-
-    @staticmethod
-    def cuda_emit(e):
-        label, match, dy, rows, cols, g, ig = _cross_entropy_grad2_operands(e)
-        e.code(f"fl::cu::each({g.numel()}, [=] __device__ (int64_t i) {{ const int64_t r = "
-               f"i / {cols}, c = i % {cols}; const int64_t l = {label}[r]; "
-               f"{g}[i] = (l != {ig}LL && l == c) ? -{dy}[r] / {match}[r] : 0.0f; }});")
-
-
-# --- softmax_with_cross_entropy on logits ------------------------------------------------
-def _softmax_xent_operands(e):
-    """softmax_with_cross_entropy's compiled case for both targets (hard int64 labels over
-    the last axis, with softmax): Logits, Label, rows, classes, Softmax and Loss."""
-    if e.attr("soft_label") or not e.attr("use_softmax"):
-        e.fail("soft labels, or no softmax")
-    x, label = e.input("Logits"), e.input("Label")
-    e.require_float(x)
-    if label.ctype != "int64_t":
-        e.fail("labels are not int64")
-    if e.attr("axis") % x.ndim != x.ndim - 1:
-        e.fail("classes on another axis than the last")
-    rows, cols = e.prod(x.dims[:-1]), x.dims[-1]
-    e.check(f"{label.numel()} != {rows}", "softmax_with_cross_entropy: Label needs one "
-            "id per row of Logits")
-    prob = e.output("Softmax", x.dims)
-    loss = e.output("Loss", x.dims[:-1] + ["1"])
-    return x, label, rows, cols, prob, loss
-
-
-def _softmax_xent_grad_operands(e):
-    """softmax_with_cross_entropy_grad's compiled case for both targets (as the forward's):
-    Label, Softmax, Loss@GRAD, rows, classes and Logits@GRAD."""
-    if e.attr("soft_label") or not e.attr("use_softmax"):
-        e.fail("soft labels, or no softmax")
-    label, prob, dloss = e.input("Label"), e.input("Softmax"), e.input("Loss@GRAD")
-    e.require_float(prob, dloss)
-    if label.ctype != "int64_t":
-        e.fail("labels are not int64")
-    if e.attr("axis") % prob.ndim != prob.ndim - 1:
-        e.fail("classes on another axis than the last")
-    rows, cols = e.prod(prob.dims[:-1]), prob.dims[-1]
-    d = e.output("Logits@GRAD", prob.dims)
-    return label, prob, dloss, rows, cols, d
 
 
 class SoftmaxWithCrossEntropy(OpDef):
@@ -408,23 +270,6 @@ class SoftmaxWithCrossEntropy(OpDef):
         dt = logits.dtype
         return prob.astype(dt, copy=False), loss.astype(dt, copy=False)
 
-    @staticmethod
-    def emit(e):
-        """Hard int64 labels over the last axis (fluidity.h: softmax_xent_hard computes the
-        kernel's fast path when every label is in range and none ignored, else its
-        log-softmax path)."""
-        x, label, rows, cols, prob, loss = _softmax_xent_operands(e)
-        e.code(f"if (fl::softmax_xent_hard({x}, {label}, {prob}, {loss}, {rows}, {cols}, "
-               f"{e.attr('ignore_index')}LL, err)) return {2 + e.k};")
-
-    @staticmethod
-    def cuda_emit(e):
-        """One device thread per row (runtime/cuda_rt.h softmax_xent_row); a label out of
-        range gives a NaN loss there (a kernel cannot stop the run)."""
-        x, label, rows, cols, prob, loss = _softmax_xent_operands(e)
-        e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ {loss}[r] = "
-               f"fl::softmax_xent_row({x} + r * {cols}, {label}[r], {prob} + r * {cols}, "
-               f"{cols}, {e.attr('ignore_index')}LL); }});")
 
     grad = staticmethod(lambda g: g.op(
         "softmax_with_cross_entropy_grad",
@@ -462,19 +307,6 @@ class SoftmaxWithCrossEntropyGrad(OpDef):
         d = prob * dloss
         np.put_along_axis(d, ids, np.take_along_axis(d, ids, axis) - dloss, axis)
         return d.astype(dt, copy=False)
-
-    @staticmethod
-    def emit(e):
-        label, prob, dloss, rows, cols, d = _softmax_xent_grad_operands(e)
-        e.code(f"fl::softmax_xent_hard_grad({prob}, {label}, {dloss}, {d}, {rows}, {cols}, "
-               f"{e.attr('ignore_index')}LL);")
-
-    @staticmethod
-    def cuda_emit(e):
-        label, prob, dloss, rows, cols, d = _softmax_xent_grad_operands(e)
-        e.code(f"fl::cu::each({rows}, [=] __device__ (int64_t r) {{ "
-               f"fl::softmax_xent_row_grad({prob} + r * {cols}, {label}[r], {dloss}[r], "
-               f"{d} + r * {cols}, {cols}, {e.attr('ignore_index')}LL); }});")
 
 
 # --- elementwise losses ----------------------------------------------------------------------
@@ -526,39 +358,6 @@ class SigmoidCrossEntropyWithLogits(OpDef):
 
     grad = staticmethod(_x_label_grad)
 
-    # C over element i of x, l (Label): `v` the op's value, `keep` whether Label is counted;
-    # `inv` is 1 / max(counted, 1) in double as numpy's keep / count is
-    C_VALUE = "float v = std::max(xv, 0.0f) - xv * lv + std::log1p(std::exp(-std::fabs(xv)));"
-    C_GRAD = "float v = (fl::sigmoid(xv) - lv) * d[i];"
-
-    @classmethod
-    def emit(cls, e):
-        _emit_sigmoid_xent(e, cls.C_VALUE, "Out")
-
-
-def _emit_sigmoid_xent(e, value, out_slot):
-    """sigmoid_cross_entropy_with_logits and its gradient: `value` (C) per element, times
-    the kernels' weight (0 where Label is ignore_index; 1 / counted with normalize)."""
-    x, label = e.input("X"), e.input("Label")
-    e.require_float(x, label)
-    e.same_dims(x, label)
-    d = e.input("Out@GRAD") if out_slot == "X@GRAD" else None
-    if d is not None:
-        e.same_dims(x, d)
-    out = e.output(out_slot, x.dims, lod_from=x)
-    ignore = float(int(e.attr("ignore_index")))
-    keep = f"(std::trunc(l[i]) != {e.literal(ignore)})"
-    count = (f"int64_t c = 0; for (int64_t i = 0; i < n; ++i) c += {keep}; "
-             f"const double inv = 1.0 / (double)std::max<int64_t>(c, 1);"
-             if e.attr("normalize") else "")
-    weigh = "(float)((double)v * ({k} ? inv : 0.0))" if e.attr("normalize") else \
-        "v * (float){k}"
-    e.code(f"const float* x = {x}; const float* l = {label}; "
-           + (f"const float* d = {d}; " if d is not None else "")
-           + f"const int64_t n = {x.numel()}; {count} "
-           f"for (int64_t i = 0; i < n; ++i) {{ const float xv = x[i], lv = l[i]; {value} "
-           f"{out}[i] = {weigh.format(k=keep)}; }}")
-
 
 class SigmoidCrossEntropyWithLogitsGrad(OpDef):
     type = "sigmoid_cross_entropy_with_logits_grad"
@@ -571,10 +370,6 @@ class SigmoidCrossEntropyWithLogitsGrad(OpDef):
     def kernel(x, label, dout, *, normalize, ignore_index):
         w = SigmoidCrossEntropyWithLogits._weight(label, normalize, ignore_index)
         return ((sigmoid(x) - label) * dout * w).astype(x.dtype, copy=False)
-
-    @staticmethod
-    def emit(e):
-        _emit_sigmoid_xent(e, SigmoidCrossEntropyWithLogits.C_GRAD, "X@GRAD")
 
 
 class HuberLoss(OpDef):
@@ -598,14 +393,6 @@ class HuberLoss(OpDef):
         out = np.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))
         return r, out.astype(x.dtype, copy=False)
 
-    @staticmethod
-    def emit(e):
-        d = float(e.attr("delta"))
-        c_emit.elementwise(
-            e, [("x", e.input("X")), ("y", e.input("Y"))],
-            [("Residual", "r"), ("Out", f"a <= {c_emit.f32(d)} ? 0.5f * r * r : "
-                                        f"{c_emit.f32(d)} * (a - {c_emit.f32(0.5 * d)})")],
-            "const float r = y - x; const float a = std::fabs(r);")
 
     grad = staticmethod(lambda g: g.op(
         "huber_loss_grad", {"Residual": g.output("Residual"), "Out@GRAD": g.output_grad("Out")},
@@ -624,14 +411,6 @@ class HuberLossGrad(OpDef):
     def kernel(r, dout, *, delta):
         dr = (np.clip(r, -delta, delta) * dout).astype(r.dtype, copy=False)
         return -dr, dr
-
-    @staticmethod
-    def emit(e):
-        d = c_emit.f32(float(e.attr("delta")))
-        c_emit.elementwise(
-            e, [("r", e.input("Residual")), ("d", e.input("Out@GRAD"))],
-            [("X@GRAD", "-g"), ("Y@GRAD", "g")],
-            f"const float g = (r < -{d} ? -{d} : (r > {d} ? {d} : r)) * d;")
 
 
 def _smooth_l1_grad(g):
@@ -676,31 +455,6 @@ class SmoothL1Loss(OpDef):
         out = val.reshape(x.shape[0], -1).sum(axis=1, keepdims=True)
         return d.astype(x.dtype, copy=False), out.astype(x.dtype, copy=False)
 
-    @staticmethod
-    def emit(e):
-        """Diff and each element's value in the kernel's float32 steps, then each row's sum
-        pairwise as numpy's."""
-        x, y = e.input("X"), e.input("Y")
-        ws = [e.input(s) for s in ("InsideWeight", "OutsideWeight")]
-        e.require_float(x, y, *ws)
-        for b in [y] + ws:
-            if b is not None:
-                e.same_dims(x, b)
-        if x.ndim < 2:
-            e.fail("X is not [N, ...]")
-        s2 = float(e.attr("sigma")) ** 2
-        n, w = x.dims[0], e.prod(x.dims[1:])
-        diff = e.output("Diff", x.dims) if e.has_output("Diff") else e.scratch(x.dims)
-        out = e.output("Out", [n, "1"])
-        val = e.scratch([w])
-        inside = f" * {ws[0]}[k]" if ws[0] is not None else ""
-        outside = f" * {ws[1]}[k]" if ws[1] is not None else ""
-        f32 = c_emit.f32
-        e.code(f"for (int64_t r = 0; r < {n}; ++r) {{ for (int64_t j = 0; j < {w}; ++j) {{ "
-               f"const int64_t k = r * {w} + j; const float d = ({x}[k] - {y}[k]){inside}; "
-               f"{diff}[k] = d; const float a = std::fabs(d); {val}[j] = (a < {f32(1 / s2)} ? "
-               f"{f32(0.5 * s2)} * d * d : a - {f32(0.5 / s2)}){outside}; }} "
-               f"{out}[r] = fl::pairwise_sum({val}, {w}, 1); }}")
 
     grad = staticmethod(_smooth_l1_grad)
 
@@ -724,30 +478,6 @@ class SmoothL1LossGrad(OpDef):
         g = (g * dout.reshape((-1,) + (1,) * (d.ndim - 1))).astype(d.dtype, copy=False)
         return g, -g
 
-    @staticmethod
-    def emit(e):
-        d, dout = e.input("Diff"), e.input("Out@GRAD")
-        ws = [e.input(s) for s in ("InsideWeight", "OutsideWeight")]
-        e.require_float(d, dout, *ws)
-        for b in ws:
-            if b is not None:
-                e.same_dims(d, b)
-        if d.ndim < 2:
-            e.fail("Diff is not [N, ...]")
-        n, w = d.dims[0], e.prod(d.dims[1:])
-        from_rows = dout.numel()
-        c_emit.same_dim(e, from_rows, n, "Out@GRAD has one value per row")
-        s2 = float(e.attr("sigma")) ** 2
-        weights = "".join(f" * {b}[k]" for b in ws if b is not None)
-        outs = [(slot, sign) for slot, sign in (("X@GRAD", ""), ("Y@GRAD", "-"))
-                if e.has_output(slot)]
-        stores = " ".join(f"{e.output(slot, d.dims, lod_from=False)}[k] = {sign}g;"
-                          for slot, sign in outs)
-        f32 = c_emit.f32
-        e.code(f"for (int64_t k = 0; k < {d.numel()}; ++k) {{ const float v = {d}[k]; "
-               f"const float g = (std::fabs(v) < {f32(1 / s2)} ? {f32(s2)} * v : "
-               f"fl::sign(v)){weights} * {dout}[k / {w}]; {stores} }}")
-
 
 class LogLoss(OpDef):
     type = "log_loss"
@@ -770,12 +500,6 @@ class LogLoss(OpDef):
         out = -label * np.log(p + epsilon) - (1 - label) * np.log(1 - p + epsilon)
         return out.astype(p.dtype, copy=False)
 
-    @staticmethod
-    def emit(e):
-        eps = c_emit.f32(float(e.attr("epsilon")))
-        c_emit.elementwise(
-            e, [("p", e.input("Predicted")), ("l", e.input("Labels"))],
-            [("Loss", f"-l * std::log(p + {eps}) - (1.0f - l) * std::log(1.0f - p + {eps})")])
 
     grad = staticmethod(lambda g: g.op(
         "log_loss_grad", {"Predicted": g.input("Predicted"), "Labels": g.input("Labels"),
@@ -795,14 +519,6 @@ class LogLossGrad(OpDef):
     def kernel(p, label, dloss, *, epsilon):
         d = -label / (p + epsilon) + (1 - label) / (1 - p + epsilon)
         return (d * dloss).astype(p.dtype, copy=False)
-
-    @staticmethod
-    def emit(e):
-        eps = c_emit.f32(float(e.attr("epsilon")))
-        c_emit.elementwise(
-            e, [("p", e.input("Predicted")), ("l", e.input("Labels")),
-                ("d", e.input("Loss@GRAD"))],
-            [("Predicted@GRAD", f"(-l / (p + {eps}) + (1.0f - l) / (1.0f - p + {eps})) * d")])
 
 
 class BceLoss(OpDef):
@@ -827,19 +543,6 @@ class BceLoss(OpDef):
             lx, l1x = np.maximum(np.log(x), -100), np.maximum(np.log(1 - x), -100)
         return (-(label * lx + (1 - label) * l1x)).astype(x.dtype, copy=False)
 
-    @staticmethod
-    def emit(e):
-        """X outside [0, 1] stops the run naming it, as the kernel; logs floored at -100."""
-        x = e.input("X")
-        e.require_float(x)
-        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) if ({x}[i] < 0.0f || {x}[i] > 1.0f) "
-               f"{{ std::snprintf(err, 512, \"bce_loss: X must lie in [0, 1], got %g\", "
-               f"(double){x}[i]); return {2 + e.k}; }}")
-        c_emit.elementwise(
-            e, [("x", x), ("l", e.input("Label"))],
-            [("Out", "-(l * lx + (1.0f - l) * l1x)")],
-            "const float lx = fl::fmaxnp(std::log(x), -100.0f), "
-            "l1x = fl::fmaxnp(std::log(1.0f - x), -100.0f);")
 
     grad = staticmethod(_x_label_grad)
 
@@ -855,8 +558,3 @@ class BceLossGrad(OpDef):
         return (dout * (x - label) / np.maximum((1 - x) * x, 1e-12)).astype(x.dtype,
                                                                             copy=False)
 
-    @staticmethod
-    def emit(e):
-        c_emit.elementwise(
-            e, [("x", e.input("X")), ("l", e.input("Label")), ("d", e.input("Out@GRAD"))],
-            [("X@GRAD", f"d * (x - l) / fl::fmaxnp((1.0f - x) * x, {c_emit.f32(1e-12)})")])

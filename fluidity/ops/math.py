@@ -1,41 +1,15 @@
 """Arithmetic ops: scale, elementwise_* (Paddle's `axis` broadcasting), mul, matmul,
 matmul_v2, sum, mean."""
-import re
 
 import numpy as np
 
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ProgramError, ShapeError
-from .common import (align_for_broadcast, bilinear_double_grad, broadcast_code,
-                     broadcast_pair, broadcast_plan, broadcast_shape, check_dims, default_grad,
-                     flatten_to_2d, linear_double_grad, prod, reduce_to_shape,
-                     spans_contiguously)
+from .common import (align_for_broadcast, bilinear_double_grad, broadcast_pair, broadcast_shape,
+                     default_grad, flatten_to_2d, linear_double_grad, prod, reduce_to_shape)
 from .memory_ops import affine_out, binary_out, matmul_out, mul_out
 from .registry import In, OpDef, Out, floats
-
-
-def _scale_body(e):
-    """Scale's compiled math for both targets: (elements, the statements computing Out[i]).
-    float32 in float32 and float64 in float64 (as numpy,
-    the attributes being Python floats); integers in double, truncated back (numpy's
-    float64 product, astype)."""
-    if e.op.input("ScaleTensor"):
-        e.fail("the scale comes from a tensor")
-    x = e.input("X")
-    s, b = float(e.attr("scale")), float(e.attr("bias"))
-    if x.ctype == "float":
-        s, b, t = e.literal(s), e.literal(b), "float"
-    elif x.ctype == "bool":
-        e.fail("X is bool")
-    else:
-        s, b, t = repr(s), repr(b), "double"
-    out = e.output("Out", x.dims, x.ctype)
-    if e.attr("bias_after_scale"):
-        expr = f"v * {s} + {b}" if float(e.attr("bias")) else f"v * {s}"
-    else:
-        expr = f"(v + {b}) * {s}"
-    return x.numel(), f"const {t} v = ({t}){x}[i]; {out}[i] = ({x.ctype})({expr});"
 
 
 class Scale(OpDef):
@@ -58,10 +32,6 @@ class Scale(OpDef):
             return ((x + b) * k).astype(dt, copy=False)
         return affine_out(s, b, after, kernel)
 
-    @staticmethod
-    def emit(e):
-        n, body = _scale_body(e)
-        e.code(f"for (int64_t i = 0; i < {n}; ++i) {{ {body} }}")
 
     @staticmethod
     def selected_rows_kernel(attrs):
@@ -76,11 +46,6 @@ class Scale(OpDef):
             return SelectedRows(x.rows.copy(), x.height, out.astype(v.dtype, copy=False))
         return kernel
 
-    @staticmethod
-    def cuda_emit(e):
-        """The C++ target's arithmetic, one thread per element."""
-        n, body = _scale_body(e)
-        e.code(f"fl::cu::each({n}, [=] __device__ (int64_t i) {{ {body} }});")
 
     grad = staticmethod(lambda g: g.op(
         "scale", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
@@ -88,33 +53,30 @@ class Scale(OpDef):
 
 
 # --- elementwise family: one table, one class each -------------------------------------
-# type: (numpy function, its float C expression over x and y for compiled code, or None)
+# type: numpy function
 ELEMENTWISE = {
-    "elementwise_add": (np.add, "x + y"),
-    "elementwise_sub": (np.subtract, "x - y"),
-    "elementwise_mul": (np.multiply, "x * y"),
-    "elementwise_div": (np.divide, "x / y"),
-    "elementwise_max": (np.maximum, "fl::fmaxnp(x, y)"),
-    "elementwise_min": (np.minimum, "fl::fminnp(x, y)"),
-    "elementwise_pow": (np.power, "std::pow(x, y)"),
-    "elementwise_mod": (np.mod, None),
-    "elementwise_floordiv": (np.floor_divide, None),
+    "elementwise_add": np.add,
+    "elementwise_sub": np.subtract,
+    "elementwise_mul": np.multiply,
+    "elementwise_div": np.divide,
+    "elementwise_max": np.maximum,
+    "elementwise_min": np.minimum,
+    "elementwise_pow": np.power,
+    "elementwise_mod": np.mod,
+    "elementwise_floordiv": np.floor_divide,
 }
 
 # d(out)/dx, d(out)/dy of each elementwise op with a gradient (not mod, floordiv), given x, y
-# (broadcast), out, dout; then the same as C expressions (None: not compiled)
+# (broadcast), out, dout
 ELEMENTWISE_GRADS = {
-    "elementwise_add": (lambda x, y, o, d: d, lambda x, y, o, d: d, "d", "d"),
-    "elementwise_sub": (lambda x, y, o, d: d, lambda x, y, o, d: -d, "d", "-d"),
-    "elementwise_mul": (lambda x, y, o, d: d * y, lambda x, y, o, d: d * x, "d * y", "d * x"),
-    "elementwise_div": (lambda x, y, o, d: d / y, lambda x, y, o, d: -d * o / y, "d / y",
-                        "-d * o / y"),
-    "elementwise_max": (lambda x, y, o, d: d * (x > y), lambda x, y, o, d: d * (x <= y),
-                        "d * (x > y ? 1.0f : 0.0f)", "d * (x <= y ? 1.0f : 0.0f)"),
-    "elementwise_min": (lambda x, y, o, d: d * (x < y), lambda x, y, o, d: d * (x >= y),
-                        "d * (x < y ? 1.0f : 0.0f)", "d * (x >= y ? 1.0f : 0.0f)"),
+    "elementwise_add": (lambda x, y, o, d: d, lambda x, y, o, d: d),
+    "elementwise_sub": (lambda x, y, o, d: d, lambda x, y, o, d: -d),
+    "elementwise_mul": (lambda x, y, o, d: d * y, lambda x, y, o, d: d * x),
+    "elementwise_div": (lambda x, y, o, d: d / y, lambda x, y, o, d: -d * o / y),
+    "elementwise_max": (lambda x, y, o, d: d * (x > y), lambda x, y, o, d: d * (x <= y)),
+    "elementwise_min": (lambda x, y, o, d: d * (x < y), lambda x, y, o, d: d * (x >= y)),
     "elementwise_pow": (lambda x, y, o, d: d * y * np.power(x, y - 1),
-                        lambda x, y, o, d: d * o * np.log(np.where(x > 0, x, 1)), None, None),
+                        lambda x, y, o, d: d * o * np.log(np.where(x > 0, x, 1))),
 }
 
 
@@ -155,13 +117,9 @@ class Elementwise(OpDef):
         return binary_out(f, axis, kernel)
 
 
-# compiled for every dtype (the others for float32: C's integer division and float pow are
-# not numpy's)
-ANY_TYPE = {"elementwise_add", "elementwise_sub", "elementwise_mul"}
-
-for _name, (_f, _c) in ELEMENTWISE.items():
+for _name, _f in ELEMENTWISE.items():
     type("".join(p.title() for p in _name.split("_")), (Elementwise,),
-         {"type": _name, "func": staticmethod(_f), "c_expr": _c, "c_any_type": _name in ANY_TYPE,
+         {"type": _name, "func": staticmethod(_f), 
           "__module__": __name__,
           "doc": f"Out = {_f.__name__}(X, Y) with Paddle's axis broadcasting.",
           "grad": staticmethod(default_grad) if _name in ELEMENTWISE_GRADS else None})
@@ -170,23 +128,6 @@ for _name, (_f, _c) in ELEMENTWISE.items():
 def _mul_grad(g):
     g.op("mul_grad", {"X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": g.output_grad("Out")},
          {"X@GRAD": g.input_grad("X"), "Y@GRAD": g.input_grad("Y")}, g.attrs())
-
-
-def _emit_mul(e, gemm):
-    """Out = flatten(X) @ flatten(Y) by `gemm` ("fl::gemm" on the CPU, "fl::cu::gemm" on the
-    device: one signature, runtime/fluidity.h and runtime/cuda_rt.h)."""
-    x, y = e.input("X"), e.input("Y")
-    e.require_float(x, y)
-    xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
-    m, k, k2, n = (e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[:yn]),
-                   e.prod(y.dims[yn:]))
-    if k != k2:
-        if e.is_lit(k) and e.is_lit(k2):
-            e.fail(f"X has {k} columns, Y {k2} rows")
-        e.check(f"{k} != {k2}", "mul: X's columns differ from Y's rows")
-    out = e.output("Out", x.dims[:xn] + y.dims[yn:])
-    e.code(f"{gemm}(false, false, {m}, {n}, {k}, 1.0f, {x}, {k}, {y}, {n}, 0.0f, "
-           f"{out}, {n});")
 
 
 class Mul(OpDef):
@@ -224,9 +165,6 @@ class Mul(OpDef):
             return (x2 @ y2).reshape(x.shape[:xn] + y.shape[yn:])
         return mul_out(xn, yn, kernel)
 
-    emit = staticmethod(lambda e: _emit_mul(e, "fl::gemm"))
-    # the same gemm on the device (cuBLAS; codegen/runtime/cuda_rt.h fl::cu::gemm)
-    cuda_emit = staticmethod(lambda e: _emit_mul(e, "fl::cu::gemm"))
 
     grad = staticmethod(_mul_grad)
 
@@ -406,129 +344,6 @@ class _MatmulBase(OpDef):
             return (out * np.asarray(alpha, out.dtype)).astype(x.dtype)
         return kernel
 
-    @classmethod
-    def emit(cls, e):
-        if e.attrs.get("head_number", 1) != 1:
-            e.fail("head_number != 1")
-        _refuse_transposed_vectors(cls, e)
-        _emit_matmul(e, e.attr(cls.tx_attr), e.attr(cls.ty_attr), e.attrs.get("alpha", 1.0))
-
-
-# --- compiled matmul: every form numpy's matmul takes, as BLAS gemms ----------------------------
-_C_BOOL = {True: "true", False: "false"}
-
-
-class _MatmulPlan:
-    """The geometry of compiled op(X) @ op(Y) as numpy's matmul sees it: a 1-D X is a row
-    [1, K] and a 1-D Y a column [K, 1] (their transposes ignored, as the kernel ignores
-    them), dims squeezed from Out after; batch dims broadcast (numpy's rule) and walked by
-    fl::broadcast_each in units of whole matrices. `fold`: Y is one matrix and X is not
-    transposed, so X's batch dims fold into its rows and the whole product (and each
-    gradient) is one gemm."""
-
-    def __init__(self, e, x, y, tx, ty):
-        xd, yd = list(x.dims), list(y.dims)
-        if not xd or not yd:
-            e.fail("a 0-D operand")
-        if len(xd) == 1:
-            xd, tx = ["1"] + xd, False
-        if len(yd) == 1:
-            yd, ty = yd + ["1"], False
-        self.tx, self.ty = tx, ty
-        self.m, self.k = (xd[-1], xd[-2]) if tx else (xd[-2], xd[-1])
-        k2, self.n = (yd[-1], yd[-2]) if ty else (yd[-2], yd[-1])
-        if self.k != k2:
-            if e.is_lit(self.k) and e.is_lit(k2):
-                e.fail(f"inner dims {self.k} and {k2} differ")
-            e.check(f"{self.k} != {k2}", f"{e.op.type}: inner dims differ")
-        self.fold = not tx and len(yd) == 2
-        if self.fold:
-            self.batch, self.loops = xd[:-2], None
-            self.m_all = e.mul(e.prod(xd[:-2]), self.m)
-        else:
-            self.batch, self.loops = broadcast_plan(e, xd[:-2], yd[:-2])
-        self.out_dims = (self.batch + ([] if len(x.dims) == 1 else [self.m])
-                         + ([] if len(y.dims) == 1 else [self.n]))
-        if not self.out_dims:
-            e.fail("1-D @ 1-D (a 0-D Out)")
-        self.ldx = self.m if tx else self.k
-        self.ldy = self.k if ty else self.n
-        self.mk, self.kn, self.mn = e.mul(self.m, self.k), e.mul(self.k, self.n), \
-            e.mul(self.m, self.n)
-
-    def broadcasts(self, operand):
-        """Whether X (1) or Y (2) is reused across Out's batch (its gradient then sums)."""
-        return self.loops is not None and any(lp[operand] == "0" and lp[0] != "1"
-                                              for lp in self.loops)
-
-    def each_batch(self, call):
-        """C++ running `call` (over xo, yo, oo: the offsets of one batch's matrices of X,
-        Y and Out) for every matrix of Out's batch."""
-        return broadcast_code(self.loops, f"const int64_t xo = ia * {self.mk}, yo = ib * "
-                                          f"{self.kn}, oo = i * {self.mn}; {call}")
-
-
-def _refuse_transposed_vectors(fwd, e):
-    """matmul (v1) transposes a 1-D operand (Paddle 1.8's rule, the kernel's); the compiled
-    form reads 1-D operands as numpy does: such an op runs interpreted."""
-    if fwd.fluid18_vectors and any(e.attr(a) and len(e.op.input(s)) and e.input(s).ndim == 1
-                                   for a, s in ((fwd.tx_attr, "X"), (fwd.ty_attr, "Y"))):
-        e.fail("a transposed 1-D operand (Paddle 1.8's vector rule)")
-
-
-def _emit_matmul(e, tx, ty, alpha):
-    """Out = alpha * op(X) @ op(Y): one gemm when X's batch folds into its rows, else one
-    per matrix of Out's (broadcast) batch."""
-    x, y = e.input("X"), e.input("Y")
-    e.require_float(x, y)
-    p = _MatmulPlan(e, x, y, tx, ty)
-    out = e.output("Out", p.out_dims)
-    al, T = e.literal(float(alpha)), _C_BOOL
-    if p.fold:
-        e.code(f"fl::gemm(false, {T[p.ty]}, {p.m_all}, {p.n}, {p.k}, {al}, {x}, {p.k}, {y}, "
-               f"{p.ldy}, 0.0f, {out}, {p.n});")
-        return
-    e.code(p.each_batch(f"fl::gemm({T[p.tx]}, {T[p.ty]}, {p.m}, {p.n}, {p.k}, {al}, {x} + xo, "
-                        f"{p.ldx}, {y} + yo, {p.ldy}, 0.0f, {out} + oo, {p.n});"))
-
-
-def _emit_matmul_grad(e, tx, ty, alpha):
-    """With a = op(X) [M,K], b = op(Y) [K,N], d [M,N] per matrix: dX = d b^T (or its
-    transpose), dY = a^T d (or its transpose), each one gemm over the stored matrices; an
-    operand reused across Out's batch gets its gradient summed there (gemm's beta = 1 over a
-    zeroed buffer), as the kernel's reduce_to_shape sums it."""
-    x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
-    e.require_float(x, y, d)
-    p = _MatmulPlan(e, x, y, tx, ty)
-    check_dims(e, d, p.out_dims, "Out")
-    al, T = e.literal(float(alpha)), _C_BOOL
-    m, k, n = (p.m_all if p.fold else p.m), p.k, p.n
-    xo, yo, do = ("", "", "") if p.fold else (" + xo", " + yo", " + oo")
-    if p.tx:
-        dx_call = (f"fl::gemm({T[p.ty]}, true, {k}, {m}, {n}, {al}, {y}{yo}, {p.ldy}, "
-                   f"{d}{do}, {n}, BETA, DX{xo}, {m});")
-    else:
-        dx_call = (f"fl::gemm(false, {T[not p.ty]}, {m}, {k}, {n}, {al}, {d}{do}, {n}, "
-                   f"{y}{yo}, {p.ldy}, BETA, DX{xo}, {k});")
-    if p.ty:
-        dy_call = (f"fl::gemm(true, {T[p.tx]}, {n}, {k}, {m}, {al}, {d}{do}, {n}, {x}{xo}, "
-                   f"{p.ldx}, BETA, DY{yo}, {k});")
-    else:
-        dy_call = (f"fl::gemm({T[not p.tx]}, false, {k}, {n}, {m}, {al}, {x}{xo}, {p.ldx}, "
-                   f"{d}{do}, {n}, BETA, DY{yo}, {n});")
-    for slot, buf, call, operand in (("X@GRAD", x, dx_call, 1), ("Y@GRAD", y, dy_call, 2)):
-        if not e.has_output(slot):
-            continue
-        g = e.output(slot, buf.dims)
-        call = call.replace("DX", g.name).replace("DY", g.name)
-        if p.fold:
-            e.code(call.replace("BETA", "0.0f"))
-        elif p.broadcasts(operand):
-            e.code(f"std::memset({g}, 0, sizeof(float) * {g.numel()});")
-            e.code(p.each_batch(call.replace("BETA", "1.0f")))
-        else:
-            e.code(p.each_batch(call.replace("BETA", "0.0f")))
-
 
 def _matmul_grad(g):
     g.op(g.fwd.type + "_grad",
@@ -563,30 +378,6 @@ def _sum_grad(g):
         g.op("assign", {"X": g.output_grad("Out")}, {"Out": [gx]})
 
 
-def _emit_rows_concat(e, xs):
-    """sum of SelectedRows (a sparse gradient's parts): Out's row ids and values are the
-    inputs', concatenated in order, as the kernel; a mix with dense inputs is not compiled."""
-    if any(b.rows is None for b in xs):
-        e.fail("SelectedRows and dense inputs mixed")
-    e.require_float(*xs)
-    for b in xs[1:]:
-        if b.ndim != xs[0].ndim:
-            e.fail("inputs' rows differ in rank")
-        for a, c in zip(b.dims[1:], xs[0].dims[1:]):
-            if a != c:
-                if e.is_lit(a) and e.is_lit(c):
-                    e.fail(f"inputs' rows differ ({a} vs {c})")
-                e.check(f"{a} != {c}", "sum: the inputs' rows differ in shape")
-    width = e.prod(xs[0].dims[1:])
-    n = "(" + " + ".join(b.dims[0] for b in xs) + ")"
-    out = e.output_rows("Out", n, xs[0].dims[1:], xs[0].height)
-    e.code("int64_t at = 0;")
-    for b in xs:
-        e.code(f"std::memcpy({out.rows} + at, {b.rows}, sizeof(int64_t) * {b.dims[0]}); "
-               f"std::memcpy({out} + at * {width}, {b}, sizeof(float) * {b.numel()}); "
-               f"at += {b.dims[0]};")
-
-
 def _add_rows(out, sr):
     """out[rows] += the rows of SelectedRows `sr`, touching only them, when its rows are
     distinct and in range of `out` (an array the caller owns); False (nothing done)
@@ -603,25 +394,6 @@ def _add_rows(out, sr):
         return False
     out[rows] += value.astype(out.dtype, copy=False)
     return True
-
-
-def _sum_inputs(e):
-    """sum's X buffers, every one present."""
-    xs = e.inputs("X")
-    if not xs or any(b is None for b in xs):
-        e.fail("an input is absent")
-    return xs
-
-
-def _dense_sum_body(e, xs):
-    """sum of same-shaped float tensors for both targets: (elements, the statement storing
-    Out[i]), added left to right as the kernel adds."""
-    e.require_float(*xs)
-    for b in xs[1:]:
-        e.same_dims(xs[0], b)
-    out = e.output("Out", xs[0].dims, lod_from=xs[0])
-    terms = " + ".join(f"{b}[i]" for b in xs)
-    return xs[0].numel(), f"{out}[i] = {terms};"
 
 
 class Sum(OpDef):
@@ -660,21 +432,6 @@ class Sum(OpDef):
                 out = out + v._array
         return LoDTensor(out, lod)
 
-    @staticmethod
-    def emit(e):
-        xs = _sum_inputs(e)
-        if any(b.rows is not None for b in xs):
-            return _emit_rows_concat(e, xs)
-        n, body = _dense_sum_body(e, xs)
-        e.code(f"for (int64_t i = 0; i < {n}; ++i) {body}")
-
-    @staticmethod
-    def cuda_emit(e):
-        xs = _sum_inputs(e)
-        if any(b.rows is not None for b in xs):
-            e.fail("SelectedRows inputs")
-        n, body = _dense_sum_body(e, xs)
-        e.code(f"fl::cu::each({n}, [=] __device__ (int64_t i) {{ {body} }});")
 
     grad = staticmethod(_sum_grad)
 
@@ -694,24 +451,6 @@ class Mean(OpDef):
     def kernel(x):
         return np.asarray([x.mean()], dtype=x.dtype)
 
-    @staticmethod
-    def emit(e):
-        x = e.input("X")
-        e.require_float(x)
-        out = e.output("Out", [])
-        n = x.numel()       # numpy's pairwise sum, then one float division: the same bits
-        e.code(f"{out}[0] = fl::pairwise_sum({x}, {n}, 1) / (float)({n});")
-
-    @staticmethod
-    def cuda_emit(e):
-        """One device thread sums pairwise, as numpy: the same bits as the CPU (a loss is
-        one number; its batch is small next to the matmuls before it)."""
-        x = e.input("X")
-        e.require_float(x)
-        out = e.output("Out", [])
-        n = x.numel()
-        e.code(f"fl::cu::each(1, [=] __device__ (int64_t) {{ {out}[0] = "
-               f"fl::pairwise_sum({x}, {n}, 1) / (float)({n}); }});")
 
     grad = staticmethod(lambda g: g.op(
         "mean_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
@@ -725,7 +464,6 @@ class ElementwiseGrad(OpDef):
     attrs = {"axis": -1}
     infer_shape = None
     fx = fy = None
-    c_dx = c_dy = None       # the table's C forms of fx, fy (compiled code)
     inplace = {"X@GRAD": "Out@GRAD"}
 
     @classmethod
@@ -745,57 +483,6 @@ class ElementwiseGrad(OpDef):
             return gx, gy
         return kernel
 
-    @classmethod
-    def emit(cls, e):
-        """dX, dY by the table's C forms; with Y broadcast over a contiguous run of X's dims,
-        dY sums over the others in order (rows first), as the kernel's reduction does; any
-        other broadcast walks Out@GRAD once, each gradient an operand broadcasts summed in
-        that order (float, as the kernel's sums)."""
-        x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
-        o = e.input("Out") if e.op.input("Out") else None
-        e.require_float(x, y, d, o)
-        if o is None and re.search(r"\bo\b", cls.c_dx + " " + cls.c_dy):
-            e.fail("needs Out")
-        same = y.ndim == x.ndim and y.dims == x.dims
-        if not same and not spans_contiguously(x.dims, y.dims, e.attrs.get("axis", -1)):
-            return cls._emit_general(e, x, y, o, d)
-        pre, n, post = ("1", x.numel(), "1") if same else e.span(x, y)
-        yi = "i" if same else "j"
-        load = (f"const int64_t i = (p * {n} + j) * {post} + q; const float x = {x}[i]; "
-                f"const float y = {y}[{yi}]; const float d = {d}[i];"
-                + (f" const float o = {o}[i];" if o is not None else ""))
-        loops = (f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t j = 0; j < {n}; ++j) "
-                 f"for (int64_t q = 0; q < {post}; ++q)")
-        if e.has_output("X@GRAD"):
-            dx = e.output("X@GRAD", x.dims, lod_from=x)
-            e.code(f"{loops} {{ {load} {dx}[i] = {cls.c_dx}; }}")
-        if e.has_output("Y@GRAD"):
-            dy = e.output("Y@GRAD", y.dims, lod_from=y)
-            if same:
-                e.code(f"{loops} {{ {load} {dy}[i] = {cls.c_dy}; }}")
-            else:
-                e.code(f"for (int64_t j = 0; j < {n}; ++j) {dy}[j] = 0.0f;")
-                e.code(f"{loops} {{ {load} {dy}[j] += {cls.c_dy}; }}")
-
-    @classmethod
-    def _emit_general(cls, e, x, y, o, d):
-        """Any broadcast: one walk over Out (its flat index i; X's ia, Y's ib); a gradient
-        whose operand broadcasts is zeroed, then accumulated."""
-        dims, loops = broadcast_plan(e, x.dims, y.dims, e.attrs.get("axis", -1))
-        check_dims(e, d, dims, "Out")
-        load = (f"const float x = {x}[ia]; const float y = {y}[ib]; const float d = {d}[i];"
-                + (f" const float o = {o}[i];" if o is not None else ""))
-        grads = (("X@GRAD", x, "ia", cls.c_dx, 1), ("Y@GRAD", y, "ib", cls.c_dy, 2))
-        for slot, buf, at, expr, stride in grads:
-            if not e.has_output(slot):
-                continue
-            g = e.output(slot, buf.dims, lod_from=buf)
-            if any(lp[stride] == "0" and lp[0] != "1" for lp in loops):
-                e.code(f"for (int64_t i = 0; i < {buf.numel()}; ++i) {g}[i] = 0.0f;")
-                e.code(broadcast_code(loops, f"{load} {g}[{at}] += {expr};"))
-            else:
-                e.code(broadcast_code(loops, f"{load} {g}[{at}] = {expr};"))
-
 
 # the grads of those grad ops (second-order gradients; ops/common.py)
 ELEMENTWISE_DOUBLE_GRADS = {
@@ -804,10 +491,9 @@ ELEMENTWISE_DOUBLE_GRADS = {
     "elementwise_mul": bilinear_double_grad("elementwise_mul"),
 }
 
-for _name, (_fx, _fy, _cx, _cy) in ELEMENTWISE_GRADS.items():
+for _name, (_fx, _fy) in ELEMENTWISE_GRADS.items():
     type("".join(p.title() for p in _name.split("_")) + "Grad", (ElementwiseGrad,),
          {"type": _name + "_grad", "fx": staticmethod(_fx), "fy": staticmethod(_fy),
-          "c_dx": _cx, "c_dy": _cy, **({} if _cx else {"emit": None}),
           "grad": ELEMENTWISE_DOUBLE_GRADS.get(_name), "__module__": __name__})
 
 
@@ -816,14 +502,6 @@ def _at_b(a, b):
     if a.shape[0] == 1:
         return np.multiply(a.reshape(-1, 1), b)
     return a.T @ b
-
-
-def _mul_grad_operands(e):
-    """mul_grad's X, Y, Out@GRAD and its gemm sizes m, k, n (X is [m, k], Y [k, n])."""
-    x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
-    e.require_float(x, y, d)
-    xn, yn = e.attr("x_num_col_dims"), e.attr("y_num_col_dims")
-    return x, y, d, e.prod(x.dims[:xn]), e.prod(x.dims[xn:]), e.prod(y.dims[yn:])
 
 
 class MulGrad(OpDef):
@@ -847,34 +525,6 @@ class MulGrad(OpDef):
                     _at_b(x2, d2).reshape(y.shape) if want_y else None)
         return kernel
 
-    @staticmethod
-    def emit(e):
-        x, y, d, m, k, n = _mul_grad_operands(e)
-        if e.has_output("X@GRAD"):
-            dx = e.output("X@GRAD", x.dims, lod_from=x)
-            e.code(f"fl::gemm(false, true, {m}, {k}, {n}, 1.0f, {d}, {n}, {y}, {n}, 0.0f, "
-                   f"{dx}, {k});")
-        if e.has_output("Y@GRAD"):
-            update = e.fused_update("Y@GRAD")     # after dX: dX reads Y
-            if update is not None:
-                e.code(f"fl::at_b_update({m}, {k}, {n}, {x}, {d}, {update[0]}, {update[1]});")
-            else:
-                dy = e.output("Y@GRAD", y.dims, lod_from=y)
-                e.code(f"fl::at_b({m}, {k}, {n}, {x}, {d}, {dy});")
-
-    @staticmethod
-    def cuda_emit(e):
-        """dX = dOut @ Y^T and dY = X^T @ dOut, two device gemms (no fused update)."""
-        x, y, d, m, k, n = _mul_grad_operands(e)
-        if e.has_output("X@GRAD"):
-            dx = e.output("X@GRAD", x.dims, lod_from=x)
-            e.code(f"fl::cu::gemm(false, true, {m}, {k}, {n}, 1.0f, {d}, {n}, {y}, {n}, 0.0f, "
-                   f"{dx}, {k});")
-        if e.has_output("Y@GRAD"):
-            dy = e.output("Y@GRAD", y.dims, lod_from=y)
-            e.code(f"fl::cu::gemm(true, false, {k}, {n}, {m}, 1.0f, {x}, {k}, {d}, {n}, 0.0f, "
-                   f"{dy}, {n});")
-
 
 # --- fc: mul + bias + relu in one op (Paddle's inference op; fuse_fc makes it) ---------------
 _FC_PAD = 4  # Paddle's padding_weights: W is stored [K + 4, N + 4] (for its MKL kernel)
@@ -882,33 +532,6 @@ _FC_PAD = 4  # Paddle's padding_weights: W is stored [K + 4, N + 4] (for its MKL
 
 def _fc_weight(w, padded):
     return w[:-_FC_PAD, :-_FC_PAD] if padded else w
-
-
-def _emit_fc_gemm(e, gemm):
-    """fc's checks and its Out = flatten(Input) @ W by `gemm` ("fl::gemm" or the device's
-    "fl::cu::gemm", one signature) for both targets. Returns Out, its rows m and columns,
-    Bias (or None) and whether relu follows."""
-    if e.attr("padding_weights"):
-        e.fail("padded weights")
-    x, w, b = e.input("Input"), e.input("W"), e.input("Bias")
-    e.require_float(x, w, b)
-    n = e.attr("in_num_col_dims")
-    m, k, k2, width = e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[0], w.dims[1]
-    if k != k2:
-        if e.is_lit(k) and e.is_lit(k2):
-            e.fail(f"Input has {k} columns, W {k2} rows")
-        e.check(f"{k} != {k2}", "fc: Input's columns differ from W's rows")
-    out = e.output("Out", x.dims[:n] + [width])
-    e.code(f"{gemm}(false, false, {m}, {width}, {k}, 1.0f, {x}, {k}, {w}, {width}, 0.0f, "
-           f"{out}, {width});")
-    return out, m, width, b, e.attr("activation_type") == "relu"
-
-
-def _fc_epilogue(b, relu, col):
-    """fc's bias and relu on the float `v` of Out's column `col` (a C expression), as C
-    statements for both targets."""
-    return (f"v = v + {b}[{col}]; " if b is not None else "") + \
-        ("v = v > 0 ? v : 0.0f; " if relu else "")
 
 
 class Fc(OpDef):
@@ -957,37 +580,9 @@ class Fc(OpDef):
             return out.reshape(x.shape[:n] + w.shape[1:])
         return kernel
 
-    @staticmethod
-    def emit(e):
-        out, m, width, b, relu = _emit_fc_gemm(e, "fl::gemm")
-        if b is not None or relu:
-            e.code(f"for (int64_t r = 0; r < {m}; ++r) for (int64_t j = 0; j < {width}; ++j) "
-                   f"{{ float v = {out}[r * {width} + j]; {_fc_epilogue(b, relu, 'j')}"
-                   f"{out}[r * {width} + j] = v; }}")
-
-    @staticmethod
-    def cuda_emit(e):
-        """A device gemm, then bias and relu in one kernel over Out."""
-        out, m, width, b, relu = _emit_fc_gemm(e, "fl::cu::gemm")
-        if b is not None or relu:
-            e.code(f"fl::cu::each({e.mul(m, width)}, [=] __device__ (int64_t i) {{ "
-                   f"float v = {out}[i]; {_fc_epilogue(b, relu, f'i % {width}')}"
-                   f"{out}[i] = v; }});")
 
     # fc_grad reads Input, W, Bias, Out, Out@GRAD
     grad = staticmethod(lambda g: g.default())
-
-
-def _fc_grad_operands(e):
-    """fc_grad's Input, W, Bias, Out, Out@GRAD and its gemm sizes m, k and width (Input is
-    [m, k], W [k, width])."""
-    if e.attr("padding_weights"):
-        e.fail("padded weights")
-    x, w, b, out, dout = (e.input("Input"), e.input("W"), e.input("Bias"), e.input("Out"),
-                          e.input("Out@GRAD"))
-    e.require_float(x, w, b, out, dout)
-    n = e.attr("in_num_col_dims")
-    return x, w, b, out, dout, e.prod(x.dims[:n]), e.prod(x.dims[n:]), w.dims[1]
 
 
 class FcGrad(OpDef):
@@ -1023,56 +618,6 @@ class FcGrad(OpDef):
             db = d.sum(axis=0).reshape(b.shape) if want_b and b is not None else None
             return dx, dw, db
         return kernel
-
-    @staticmethod
-    def emit(e):
-        x, w, b, out, dout, m, k, width = _fc_grad_operands(e)
-        d = dout
-        if e.attr("activation_type") == "relu":
-            d = e.scratch([m, width])
-            e.code(f"for (int64_t i = 0; i < {e.mul(m, width)}; ++i) "
-                   f"{d}[i] = {dout}[i] * ({out}[i] > 0 ? 1.0f : 0.0f);")
-        if e.has_output("Input@GRAD"):
-            dx = e.output("Input@GRAD", x.dims, lod_from=x)
-            e.code(f"fl::gemm(false, true, {m}, {k}, {width}, 1.0f, {d}, {width}, {w}, {width}, "
-                   f"0.0f, {dx}, {k});")
-        if e.has_output("W@GRAD"):
-            update = e.fused_update("W@GRAD")     # after Input@GRAD: it reads W
-            if update is not None:
-                e.code(f"fl::at_b_update({m}, {k}, {width}, {x}, {d}, {update[0]}, "
-                       f"{update[1]});")
-            else:
-                dw = e.output("W@GRAD", w.dims)
-                e.code(f"fl::at_b({m}, {k}, {width}, {x}, {d}, {dw});")
-        if e.has_output("Bias@GRAD") and b is not None:
-            db = e.output("Bias@GRAD", b.dims)
-            e.code(f"for (int64_t j = 0; j < {width}; ++j) {db}[j] = 0.0f; "
-                   f"for (int64_t r = 0; r < {m}; ++r) for (int64_t j = 0; j < {width}; ++j) "
-                   f"{db}[j] += {d}[r * {width} + j];")
-
-    @staticmethod
-    def cuda_emit(e):
-        """relu's mask into scratch, two device gemms, the bias gradient one thread per
-        column summing rows in order (the C++ target's order)."""
-        x, w, b, out, dout, m, k, width = _fc_grad_operands(e)
-        d = dout
-        if e.attr("activation_type") == "relu":
-            d = e.scratch([m, width])
-            e.code(f"fl::cu::each({e.mul(m, width)}, [=] __device__ (int64_t i) {{ "
-                   f"{d}[i] = {dout}[i] * ({out}[i] > 0 ? 1.0f : 0.0f); }});")
-        if e.has_output("Input@GRAD"):
-            dx = e.output("Input@GRAD", x.dims, lod_from=x)
-            e.code(f"fl::cu::gemm(false, true, {m}, {k}, {width}, 1.0f, {d}, {width}, {w}, "
-                   f"{width}, 0.0f, {dx}, {k});")
-        if e.has_output("W@GRAD"):
-            dw = e.output("W@GRAD", w.dims)
-            e.code(f"fl::cu::gemm(true, false, {k}, {width}, {m}, 1.0f, {x}, {k}, {d}, {width}, "
-                   f"0.0f, {dw}, {width});")
-        if e.has_output("Bias@GRAD") and b is not None:
-            db = e.output("Bias@GRAD", b.dims)
-            e.code(f"fl::cu::each({width}, [=] __device__ (int64_t j) {{ float acc = 0.0f; "
-                   f"for (int64_t r = 0; r < {m}; ++r) acc += {d}[r * {width} + j]; "
-                   f"{db}[j] = acc; }});")
 
 
 class _MatmulGradBase(OpDef):
@@ -1132,12 +677,6 @@ class _MatmulGradBase(OpDef):
             return dx.astype(x.dtype, copy=False), dy.astype(y.dtype, copy=False)
         return kernel
 
-    @classmethod
-    def emit(cls, e):
-        _refuse_transposed_vectors(cls.fwd, e)
-        _emit_matmul_grad(e, e.attr(cls.fwd.tx_attr), e.attr(cls.fwd.ty_attr),
-                          e.attrs.get("alpha", 1.0))
-
 
 class MatmulGrad(_MatmulGradBase):
     type = "matmul_grad"
@@ -1164,24 +703,6 @@ class MeanGrad(OpDef):
     def kernel(x, dout):
         return np.full(x.shape, dout.reshape(-1)[0] / max(x.size, 1), dtype=x.dtype)
 
-    @staticmethod
-    def emit(e):
-        x, d = e.input("X"), e.input("Out@GRAD")
-        e.require_float(x, d)
-        dx = e.output("X@GRAD", x.dims, lod_from=x)
-        n = x.numel()
-        e.code(f"const float g = {d}[0] / (float)std::max<int64_t>({n}, 1); "
-               f"for (int64_t i = 0; i < {n}; ++i) {dx}[i] = g;")
-
-    @staticmethod
-    def cuda_emit(e):
-        x, d = e.input("X"), e.input("Out@GRAD")
-        e.require_float(x, d)
-        dx = e.output("X@GRAD", x.dims, lod_from=x)
-        n = x.numel()
-        e.code(f"fl::cu::each({n}, [=] __device__ (int64_t i) {{ "
-               f"{dx}[i] = {d}[0] / (float)({n} > 1 ? {n} : 1); }});")
-
 
 # --- Paddle 2.x: bmm, cumsum -----------------------------------------------------------------
 class Bmm(OpDef):
@@ -1204,7 +725,6 @@ class Bmm(OpDef):
     def kernel(x, y):
         return np.matmul(x, y)
 
-    emit = staticmethod(lambda e: _emit_matmul(e, False, False, 1.0))
     grad = staticmethod(_matmul_grad)
 
 
@@ -1218,8 +738,6 @@ class BmmGrad(OpDef):
     def kernel(x, y, dout):
         return (np.matmul(dout, y.transpose(0, 2, 1)).astype(x.dtype, copy=False),
                 np.matmul(x.transpose(0, 2, 1), dout).astype(y.dtype, copy=False))
-
-    emit = staticmethod(lambda e: _emit_matmul_grad(e, False, False, 1.0))
 
 
 def _cumsum(x, axis, flatten, exclusive, reverse):

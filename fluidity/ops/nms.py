@@ -5,7 +5,7 @@ retinanet_detection_output.
 
 Outputs have as many rows as survive, so their LoD (one sequence per image) is the result;
 they have no gradient in Paddle. Sorting is stable: among equal scores the lower index comes
-first, as Paddle's std::stable_sort orders them.
+first, as Paddle's stable sort orders them.
 """
 import numpy as np
 

@@ -5,8 +5,7 @@ vision ops: formulas and attributes as Paddle 2.6 writes and runs them.
 import numpy as np
 
 from ..errors import ShapeError
-from .common import channel_last, check_dims, reduce_to_shape
-from .compiled import double_literal
+from .common import channel_last, reduce_to_shape
 from .registry import In, OpDef, Out, floats, ints
 
 
@@ -61,20 +60,6 @@ class Dropout(OpDef):
         "dropout_grad", {"Mask": g.output("Mask"), "Out@GRAD": g.output_grad("Out")},
         {"X@GRAD": g.input_grad("X")}, g.attrs()))
 
-    @staticmethod
-    def emit(e):
-        """Test mode only (training draws its mask from numpy's generator)."""
-        if not e.attr("is_test"):
-            e.fail("training dropout draws a random mask")
-        x = e.input("X")
-        e.require_float(x)
-        out = e.output("Out", x.dims)
-        if e.attr("dropout_implementation") == "upscale_in_train":
-            e.code(f"std::memcpy({out}, {x}, sizeof(float) * {x.numel()});")
-        else:
-            k = e.literal(1.0 - float(e.attr("dropout_prob")))
-            e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = {x}[i] * {k};")
-
 
 class DropoutGrad(OpDef):
     type = "dropout_grad"
@@ -94,27 +79,6 @@ class DropoutGrad(OpDef):
         k = (1.0 / (1.0 - p) if p < 1.0 else 0.0) if upscale else 1.0
         return lambda mask, d: (d * mask * k).astype(d.dtype, copy=False)
 
-    @staticmethod
-    def emit(e):
-        """dX = dOut * Mask * k in float32 as the kernel's numpy (k, a double, rounded to
-        float32 as numpy takes a Python scalar); at test time dOut * k."""
-        mask, d = e.input("Mask"), e.input("Out@GRAD")
-        e.require_float(d)
-        p = float(e.attr("dropout_prob"))
-        upscale = e.attr("dropout_implementation") == "upscale_in_train"
-        out = e.output("X@GRAD", d.dims)
-        if e.attr("is_test"):
-            k = 1.0 if upscale else 1.0 - p
-            e.code(f"const float k = (float)({double_literal(k)}); for (int64_t i = 0; "
-                   f"i < {d.numel()}; ++i) {out}[i] = {d}[i] * k;")
-            return
-        if mask is None or mask.ctype != "uint8_t":
-            e.fail("training dropout_grad without its uint8 Mask")
-        e.same_dims(mask, d)
-        k = (1.0 / (1.0 - p) if p < 1.0 else 0.0) if upscale else 1.0
-        e.code(f"const float k = (float)({double_literal(k)}); for (int64_t i = 0; "
-               f"i < {d.numel()}; ++i) {out}[i] = ({d}[i] * (float){mask}[i]) * k;")
-
 
 # --- prelu ---------------------------------------------------------------------------------
 def _prelu_alpha(alpha, x, mode, fmt):
@@ -125,29 +89,6 @@ def _prelu_alpha(alpha, x, mode, fmt):
         shape[-1 if channel_last(fmt) and x.ndim > 2 else 1] = -1
         return alpha.reshape(shape)
     return alpha.reshape((1,) + x.shape[1:])      # element
-
-
-def _prelu_alpha_index(e, x, alpha):
-    """The C expression of the Alpha element that X's flat element i uses: (i / inner) %
-    count, by mode (one value; one per channel, channels at dim 1 or last; one per element
-    of a sample); checks that Alpha has `count` values."""
-    mode, dims = e.attr("mode"), x.dims
-    last = channel_last(e.attr("data_format")) and x.ndim > 2
-    inner_count = {
-        "all": ("1", "1"),
-        "channel": ("1", dims[-1]) if last else (e.prod(dims[2:]), dims[1] if x.ndim > 1
-                                                  else "1"),
-        "element": ("1", e.prod(dims[1:])),
-    }
-    if mode not in inner_count:
-        e.fail(f"mode {mode!r}")
-    inner, count = inner_count[mode]
-    n = alpha.numel()
-    if n != count:
-        if e.is_lit(n) and e.is_lit(count):
-            e.fail(f"Alpha has {n} values, mode {mode!r} wants {count}")
-        e.check(f"{n} != {count}", f"prelu: Alpha does not fit mode {mode!r}")
-    return "0" if count == "1" else f"(i / {inner}) % {count}"
 
 
 class PRelu(OpDef):
@@ -167,14 +108,6 @@ class PRelu(OpDef):
             return np.where(x > 0, x, a * x).astype(x.dtype, copy=False)
         return kernel
 
-    @staticmethod
-    def emit(e):
-        x, alpha = e.input("X"), e.input("Alpha")
-        e.require_float(x, alpha)
-        at = _prelu_alpha_index(e, x, alpha)
-        out = e.output("Out", x.dims)
-        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const float v = {x}[i]; "
-               f"{out}[i] = v > 0 ? v : {alpha}[{at}] * v; }}")
 
     grad = staticmethod(lambda g: g.op(
         "prelu_grad", {"X": g.input("X"), "Alpha": g.input("Alpha"),
@@ -200,30 +133,6 @@ class PReluGrad(OpDef):
             da = reduce_to_shape(da, np.shape(a)) if np.ndim(a) else da.sum()
             return dx, np.reshape(da, alpha.shape).astype(alpha.dtype)
         return kernel
-
-    @staticmethod
-    def emit(e):
-        """dX elementwise; dAlpha sums x * d where x <= 0: pairwise over all of X for mode
-        'all' (numpy's sum of one contiguous array), else in X's order per Alpha value."""
-        x, alpha, d = e.input("X"), e.input("Alpha"), e.input("Out@GRAD")
-        e.require_float(x, alpha, d)
-        e.same_dims(x, d)
-        at = _prelu_alpha_index(e, x, alpha)
-        n = x.numel()
-        if e.has_output("X@GRAD"):
-            dx = e.output("X@GRAD", x.dims, lod_from=x)
-            e.code(f"for (int64_t i = 0; i < {n}; ++i) {dx}[i] = {x}[i] > 0 ? {d}[i] : "
-                   f"{alpha}[{at}] * {d}[i];")
-        if e.has_output("Alpha@GRAD"):
-            da = e.output("Alpha@GRAD", alpha.dims, lod_from=False)
-            term = f"{x}[i] > 0 ? 0.0f : {x}[i] * {d}[i]"
-            if at == "0":
-                t = e.scratch(x.dims)
-                e.code(f"for (int64_t i = 0; i < {n}; ++i) {t}[i] = {term}; "
-                       f"{da}[0] = fl::pairwise_sum({t}, {n}, 1);")
-            else:
-                e.code(f"for (int64_t i = 0; i < {alpha.numel()}; ++i) {da}[i] = 0.0f; "
-                       f"for (int64_t i = 0; i < {n}; ++i) {da}[{at}] += {term};")
 
 
 # --- pad3d ---------------------------------------------------------------------------------
@@ -274,7 +183,7 @@ class Pad3D(OpDef):
         ctx.set_output("Out", out, ctx.input_dtype("X"))
 
     @staticmethod
-    def _maps(attrs, x_shape, pad_t):
+    def maps(attrs, x_shape, pad_t):
         p = [int(v) for v in (np.asarray(pad_t).reshape(-1) if pad_t is not None
                               else attrs["paddings"])]
         if len(p) != 6:
@@ -295,7 +204,7 @@ class Pad3D(OpDef):
         value = attrs["value"]
 
         def kernel(x, pad_t):
-            sp, maps = Pad3D._maps(attrs, x.shape, pad_t)
+            sp, maps = Pad3D.maps(attrs, x.shape, pad_t)
             out = x
             for ax, (src, valid) in zip(sp, maps):
                 out = np.take(out, src, axis=ax)
@@ -306,18 +215,6 @@ class Pad3D(OpDef):
             return np.ascontiguousarray(out, dtype=x.dtype)
         return kernel
 
-    @staticmethod
-    def emit(e):
-        """Out from per-axis source tables (-1: the constant): each output position reads
-        X at its (d, h, w) sources, as the kernel's three gathers compose."""
-        x = e.input("X")
-        plan = _Pad3DPlan(e, x)
-        out = e.output("Out", plan.out_dims)
-        value = e.literal(float(e.attr("value")))
-        e.code(plan.tables)
-        e.code(plan.walk(x, out, "const float* src", "float* dst",
-                           f"dst[o * ES] = (sd[d] < 0 || sh[h] < 0 || sw[w] < 0) ? {value} : "
-                           "src[((sd[d] * H + sh[h]) * W + sw[w]) * ES];"))
 
     grad = staticmethod(lambda g: g.op(
         "pad3d_grad", {"X": g.input("X"), "Paddings": g.input("Paddings"),
@@ -334,7 +231,7 @@ class Pad3DGrad(OpDef):
     @classmethod
     def prepare(cls, attrs, outputs):
         def kernel(x, pad_t, dout):
-            sp, maps = Pad3D._maps(attrs, x.shape, pad_t)
+            sp, maps = Pad3D.maps(attrs, x.shape, pad_t)
             d = dout
             for ax, (src, valid) in zip(sp, maps):    # adjoint of each gather, in turn
                 d = np.moveaxis(d, ax, 0)
@@ -343,80 +240,6 @@ class Pad3DGrad(OpDef):
                 d = np.moveaxis(acc, 0, ax)
             return np.ascontiguousarray(d, dtype=x.dtype)
         return kernel
-
-    @staticmethod
-    def emit(e):
-        """The adjoint: each Out@GRAD element that read X added to its source (float, in
-        Out's order; the kernel adds axis by axis, so sums of repeated sources may round
-        differently)."""
-        x, d = e.input("X"), e.input("Out@GRAD")
-        plan = _Pad3DPlan(e, x)
-        e.require_float(d)
-        check_dims(e, d, plan.out_dims, "Out")
-        dx = e.output("X@GRAD", x.dims)
-        e.code(plan.tables)
-        e.code(f"std::memset({dx}, 0, sizeof(float) * {dx.numel()});")
-        e.code(plan.walk(dx, d, "float* src", "const float* dst",
-                           "if (sd[d] >= 0 && sh[h] >= 0 && sw[w] >= 0) "
-                           "src[((sd[d] * H + sh[h]) * W + sw[w]) * ES] += dst[o * ES];"))
-
-
-class _Planes:
-    """What the pad3d and resize plans share: C++ pointing at plane p (a sample's channel)
-    of a buffer whose planes hold `size` elements; channel-last (`last`) planes interleave,
-    their elements ES = C apart."""
-
-    def _plane_at(self, buf, size):
-        return (f"{buf} + (p / ES) * {size} * ES + p % ES" if self.last
-                else f"{buf} + p * {size}")
-
-
-class _Pad3DPlan(_Planes):
-    """A compiled pad3d's geometry (float X, literal spatial dims, attribute paddings):
-    `tables`, C++ declaring the per-axis source tables sd, sh, sw (the kernel's _pad_index,
-    -1 where the constant goes), and `out_dims`."""
-
-    def __init__(self, e, x):
-        if e.op.input("Paddings"):
-            e.fail("paddings from a tensor")
-        e.require_float(x)
-        if x.ndim != 5:
-            e.fail(f"X is {x.ndim}-D")
-        self.last = channel_last(e.attr("data_format"))
-        n, self.c = (x.dims[0], x.dims[4]) if self.last else x.dims[:2]
-        sp = x.dims[1:4] if self.last else x.dims[2:]
-        if not all(e.is_lit(v) for v in sp):
-            e.fail("spatial dims not known when compiling")
-        shape = [1] * 5
-        for ax, v in zip([1, 2, 3] if self.last else [2, 3, 4], sp):
-            shape[ax] = int(v)
-        try:
-            _, maps = Pad3D._maps(e.attrs, shape, None)
-        except ShapeError as err:
-            e.fail(str(err))
-        tables = []
-        for name, (src, valid) in zip(("sd", "sh", "sw"), maps):
-            vals = ", ".join(str(int(i)) if ok else "-1" for i, ok in zip(src, valid))
-            tables.append(f"static const int64_t {name}[] = {{{vals}}};")
-        self.tables = " ".join(tables)
-        self.in_sp = [int(v) for v in sp]
-        self.out_sp = [len(src) for src, _ in maps]
-        out_sp = [str(v) for v in self.out_sp]
-        self.out_dims = [n] + out_sp + [self.c] if self.last else [n, self.c] + out_sp
-        self.planes = e.mul(n, self.c)
-
-    def walk(self, x, out, x_decl, out_decl, body):
-        """C++ running `body` over every Out position (d, h, w; o its flat index in the
-        plane) of every (sample, channel) plane, `x_decl` / `out_decl` pointing into the
-        plane of X / Out (channel-last planes: elements ES = C apart)."""
-        (dd, hh, ww), (od, oh, ow) = self.in_sp, self.out_sp
-        at = self._plane_at
-        return (f"const int64_t H = {hh}, W = {ww}, ES = {self.c if self.last else 1}; "
-                f"for (int64_t p = 0; p < {self.planes}; ++p) {{ {x_decl} = "
-                f"{at(x, dd * hh * ww)}; {out_decl} = {at(out, od * oh * ow)}; "
-                f"for (int64_t d = 0; d < {od}; ++d) for (int64_t h = 0; h < {oh}; ++h) "
-                f"for (int64_t w = 0; w < {ow}; ++w) {{ const int64_t o = (d * {oh} + h) * "
-                f"{ow} + w; {body} }} }}")
 
 
 # --- bilinear_interp_v2, nearest_interp_v2 -------------------------------------------------
@@ -478,57 +301,6 @@ def _interp_matrix(method, n_in, n_out, scale, align_corners, align_mode):
 interp_matrix = _interp_matrix
 
 
-class _InterpPlan(_Planes):
-    """A compiled resize's geometry (float X, literal H and W, the output size from the
-    attributes): per axis the taps of the kernel's interpolation matrix, T per output row
-    (index table and float64 weight table, unused taps weight 0), and X's plane layout
-    (NCHW planes, or NHWC with elements C apart, as pooling's)."""
-
-    def __init__(self, e, fwd, x):
-        if any(e.op.input(s) for s in ("OutSize", "SizeTensor", "Scale")):
-            e.fail("the output size comes from a tensor")
-        e.require_float(x)
-        if x.ndim != 4:
-            e.fail(f"X is {x.ndim}-D")
-        self.last = channel_last(e.attr("data_layout"))
-        n, self.c, h, w = (x.dims[0], x.dims[3], x.dims[1], x.dims[2]) if self.last \
-            else x.dims
-        if not (e.is_lit(h) and e.is_lit(w)):
-            e.fail("image size not known when compiling")
-        self.h, self.w = int(h), int(w)
-        try:
-            ah, aw = fwd._mats(e.attrs, self.h, self.w, None, None, None)
-        except ShapeError as err:
-            e.fail(str(err))
-        self.oh, self.ow = ah.shape[0], aw.shape[0]
-        self.taps = max(int((ah != 0).sum(1).max()), int((aw != 0).sum(1).max()), 1)
-        self.tables = " ".join(self._table(name, a) for name, a in (("h", ah), ("w", aw)))
-        oh, ow = str(self.oh), str(self.ow)
-        self.out_dims = [n, oh, ow, self.c] if self.last else [n, self.c, oh, ow]
-        self.planes = e.mul(n, self.c)
-
-    def _table(self, axis, a):
-        idx, wt = [], []
-        for row in a:
-            cols = np.nonzero(row)[0].tolist()
-            cols += [0] * (self.taps - len(cols))
-            idx += cols
-            wt += [repr(float(row[c])) if k < np.count_nonzero(row) else "0.0"
-                   for k, c in enumerate(cols)]
-        return (f"static const int64_t i{axis}[] = {{{', '.join(map(str, idx))}}}; "
-                f"static const double w{axis}[] = {{{', '.join(wt)}}};")
-
-    def walk(self, x, out, x_decl, out_decl, body):
-        """C++ running `body` for every output position (k, l) of every plane, with the
-        tap loops' bounds T; `x_decl` / `out_decl` point into the planes of X / Out."""
-        at = self._plane_at
-        return (f"const int64_t W = {self.w}, OW = {self.ow}, T = {self.taps}, ES = "
-                f"{self.c if self.last else 1}; for (int64_t p = 0; p < {self.planes}; ++p) "
-                f"{{ {x_decl} = {at(x, self.h * self.w)}; {out_decl} = "
-                f"{at(out, self.oh * self.ow)}; for (int64_t k = 0; k < {self.oh}; ++k) "
-                f"for (int64_t l = 0; l < OW; ++l) {{ {body} }} }}")
-
-
 class _InterpV2(OpDef):
     inputs = (In("X"), In("OutSize", dispensable=True, no_grad=True),
               In("SizeTensor", duplicable=True, dispensable=True, no_grad=True),
@@ -575,20 +347,6 @@ class _InterpV2(OpDef):
             return np.ascontiguousarray(out, dtype=x.dtype)
         return kernel
 
-    @classmethod
-    def emit(cls, e):
-        """Each output the float64 sum of its taps (the kernel's einsum is float64 over the
-        same weights), rounded to float."""
-        x = e.input("X")
-        plan = _InterpPlan(e, cls, x)
-        out = e.output("Out", plan.out_dims)
-        e.code(plan.tables)
-        e.code(plan.walk(x, out, "const float* src", "float* dst",
-                         "double v = 0.0; for (int64_t a = 0; a < T; ++a) for (int64_t b = 0; "
-                         "b < T; ++b) v += wh[k * T + a] * (double)src[(ih[k * T + a] * W + "
-                         "iw[l * T + b]) * ES] * ww[l * T + b]; dst[(k * OW + l) * ES] = "
-                         "(float)v;"))
-
 
 class _InterpV2Grad(OpDef):
     inputs = (In("X"), In("OutSize", dispensable=True),
@@ -612,24 +370,6 @@ class _InterpV2Grad(OpDef):
                 dx = dx.transpose(0, 2, 3, 1)
             return np.ascontiguousarray(dx, dtype=x.dtype)
         return kernel
-
-    @classmethod
-    def emit(cls, e):
-        """The adjoint: each Out@GRAD element spread over its taps in float64, then rounded
-        to float."""
-        x, d = e.input("X"), e.input("Out@GRAD")
-        plan = _InterpPlan(e, cls.fwd, x)
-        e.require_float(d)
-        check_dims(e, d, plan.out_dims, "Out")
-        dx = e.output("X@GRAD", x.dims)
-        acc = e.scratch(x.dims, "double")
-        e.code(plan.tables)
-        e.code(f"std::memset({acc}, 0, sizeof(double) * {acc.numel()});")
-        e.code(plan.walk(acc, d, "double* g", "const float* dd",
-                         "const double v = (double)dd[(k * OW + l) * ES]; for (int64_t a = 0; "
-                         "a < T; ++a) for (int64_t b = 0; b < T; ++b) g[(ih[k * T + a] * W + "
-                         "iw[l * T + b]) * ES] += wh[k * T + a] * v * ww[l * T + b];"))
-        e.code(f"for (int64_t i = 0; i < {dx.numel()}; ++i) {dx}[i] = (float){acc}[i];")
 
 
 _INTERP_ATTRS = {"data_layout": "NCHW", "out_d": 0, "out_h": 0, "out_w": 0, "scale": floats(),

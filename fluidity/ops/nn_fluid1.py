@@ -7,7 +7,6 @@ import numpy as np
 from ..core import dtypes
 from ..core.tensor import LoDTensor, LoDTensorArray
 from ..errors import ExecutionError, ShapeError
-from . import c_emit
 from .common import is_empty
 from .registry import In, OpDef, Out, ints
 from .volume import gather_patches, patch_map, scatter_patches, tlbr_pads
@@ -643,28 +642,6 @@ def _sequences(x):
     return [(b * t, (b + 1) * t) for b in range(a.shape[0])], a.reshape(-1, a.shape[2])
 
 
-def _emit_row_conv_inputs(e):
-    """row_conv(_grad)'s X (LoD [T, D], or padded [B, T, D]) and Filter [K, D] Bufs, C macros
-    SEQ_S(b) / SEQ_E(b) for sequence b's rows, the number of sequences and D."""
-    x, f = e.input("X"), e.input("Filter")
-    e.require_float(x, f)
-    if f.ndim != 2:
-        e.fail("Filter is not [K, D]")
-    d = f.dims[1]
-    if x.lod is not None and x.ndim == 2:
-        n = c_emit.sequences(e, x, "X")
-        seqs = (f"auto SEQ_S = [&](int64_t b) {{ return {x.lod}[b]; }}; "
-                f"auto SEQ_E = [&](int64_t b) {{ return {x.lod}[b + 1]; }};")
-    elif x.lod is None and x.ndim == 3:
-        n, t = x.dims[0], x.dims[1]
-        seqs = (f"auto SEQ_S = [&](int64_t b) {{ return b * {t}; }}; "
-                f"auto SEQ_E = [&](int64_t b) {{ return (b + 1) * {t}; }};")
-    else:
-        e.fail("X is neither LoD [T, D] nor padded [B, T, D]")
-    c_emit.same_dim(e, x.dims[-1], d, "Filter has X's width")
-    return x, f, seqs, n, d
-
-
 class RowConv(OpDef):
     type = "row_conv"
     kind = "value"
@@ -687,15 +664,6 @@ class RowConv(OpDef):
                 out[s:e - i] += a[s + i:e] * w[i]
         return LoDTensor(out.reshape(x._array.shape), x._lod)
 
-    @staticmethod
-    def emit(e):
-        """Per sequence, Out[t] adds X[t + i] * Filter[i] for i in order (the kernel's)."""
-        x, f, seqs, n, d = _emit_row_conv_inputs(e)
-        out = e.output("Out", x.dims, lod_from=x)
-        e.code(f"std::memset({out}, 0, {out.nbytes()}); {seqs} for (int64_t b = 0; b < {n}; ++b) "
-               f"{{ const int64_t s = SEQ_S(b), t = SEQ_E(b); for (int64_t i = 0; i < {f.dims[0]} "
-               f"&& i < t - s; ++i) for (int64_t r = s; r < t - i; ++r) for (int64_t k = 0; k < "
-               f"{d}; ++k) {out}[r * {d} + k] += {x}[(r + i) * {d} + k] * {f}[i * {d} + k]; }}")
 
     grad = staticmethod(lambda g: g.op(
         "row_conv_grad", {"X": g.input("X"), "Filter": g.input("Filter"),
@@ -721,35 +689,6 @@ class RowConvGrad(OpDef):
                 dx[s + i:e] += d[s:e - i] * w[i]
                 dw[i] += (d[s:e - i] * a[s + i:e]).sum(axis=0)
         return LoDTensor(dx.reshape(x._array.shape), x._lod), LoDTensor(dw)
-
-    @staticmethod
-    def emit(e):
-        """The kernel's loops: dX adds dOut * Filter[i]; dFilter[i] adds each sequence's
-        column sums (row by row, as numpy's axis-0 sum) of dOut * X."""
-        x, f, seqs, n, d = _emit_row_conv_inputs(e)
-        g = e.input("Out@GRAD")
-        e.require_float(g)
-        c_emit.same_dim(e, g.numel(), x.numel(), "Out@GRAD has X's size")
-        dx = e.output("X@GRAD", x.dims, lod_from=x) if e.has_output("X@GRAD") else None
-        dw = e.output("Filter@GRAD", f.dims, lod_from=False) if e.has_output("Filter@GRAD") \
-            else None
-        col = e.scratch([d])
-        body = ""
-        if dx is not None:
-            body += (f"for (int64_t r = s + i; r < t; ++r) for (int64_t k = 0; k < {d}; ++k) "
-                     f"{dx}[r * {d} + k] += {g}[(r - i) * {d} + k] * {f}[i * {d} + k]; ")
-        if dw is not None:
-            body += (f"for (int64_t k = 0; k < {d}; ++k) {col}[k] = {g}[s * {d} + k] * "
-                     f"{x}[(s + i) * {d} + k]; for (int64_t r = s + 1; r < t - i; ++r) for "
-                     f"(int64_t k = 0; k < {d}; ++k) {col}[k] += {g}[r * {d} + k] * {x}[(r + i) "
-                     f"* {d} + k]; for (int64_t k = 0; k < {d}; ++k) {dw}[i * {d} + k] += "
-                     f"{col}[k]; ")
-        if not body:
-            return
-        zero = "".join(f"std::memset({b}, 0, {b.nbytes()}); " for b in (dx, dw) if b is not None)
-        e.code(f"{zero}{seqs} for (int64_t b = 0; b < {n}; ++b) {{ const int64_t s = SEQ_S(b), "
-               f"t = SEQ_E(b); for (int64_t i = 0; i < {f.dims[0]} && i < t - s; ++i) "
-               f"{{ {body}}} }}")
 
 
 def _real_grid(y, n, kernels, strides, paddings, out_stride):

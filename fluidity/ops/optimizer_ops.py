@@ -159,29 +159,6 @@ _MASTER_IN = In("MasterParam", dispensable=True)
 _MASTER_OUT = Out("MasterParamOut", dispensable=True)
 
 
-def _emit_update(e, states=()):
-    """Compiled update ops share this: (Param, [states], Grad, LearningRate) as Bufs of a
-    float32 step without master weights, each Out the Param/state it updates in place;
-    NotCompilable otherwise. A SelectedRows Grad (`g.rows` set) has rows of Param's width."""
-    if e.op.input("MasterParam"):
-        e.fail("master weights")
-    p, g, lr = e.input("Param"), e.input("Grad"), e.input("LearningRate")
-    ss = [e.input(s) for s in states]
-    e.require_float(p, g, lr, *ss)
-    if g.rows is None:
-        e.same_dims(p, g)
-    elif g.dims[1:] != p.dims[1:]:
-        e.fail(f"Grad rows {g.dims[1:]} differ from Param rows {p.dims[1:]}")
-    for s in ss:
-        e.same_dims(p, s)
-    for out, src in e.opdef.out_of.items():
-        if e.has_output(out) and e.op.output(out) != e.op.input(src):
-            e.fail(f"{out} is not {src}: not an update in place")
-        if e.has_output(out) and src != "MasterParam":
-            e.output(out, e.input(src).dims)
-    return p, ss, g, lr
-
-
 class Sgd(UpdateOp):
     type = "sgd"
     inputs = (In("Param"), In("LearningRate"), In("Grad"), _MASTER_IN)
@@ -227,34 +204,6 @@ class Sgd(UpdateOp):
             return generic(param, lr, grad, master)
         return kernel
 
-    @staticmethod
-    def emit(e):
-        p, _, g, lr = _emit_update(e)
-        if g.rows is not None:    # each row added in place, duplicates accumulating
-            n, d = g.dims[0], e.prod(p.dims[1:])
-            e.code(f'if (fl::check_ids({g.rows}, {n}, {p.dims[0]}, "sgd", err)) '
-                   f"return {2 + e.k};")
-            e.code(f"fl::rows_axpy({p}, {d}, {g.rows}, {n}, {g}, -{lr}[0]);")
-            return
-        e.code(f"const float r = {lr}[0]; for (int64_t i = 0; i < {p.numel()}; ++i) "
-               f"{p}[i] = {p}[i] - r * {g}[i];")
-
-    @staticmethod
-    def cuda_emit(e):
-        """Dense: one thread per element. SelectedRows: one thread per element of the
-        gradient's rows, atomically added (duplicate rows accumulate, as the CPU's in-place
-        loop; the order of duplicates' adds may differ)."""
-        p, _, g, lr = _emit_update(e)
-        if g.rows is not None:
-            d = e.prod(p.dims[1:])
-            e.code(f"fl::cu::each({e.mul(g.dims[0], d)}, [=] __device__ (int64_t t) {{ "
-                   f"const int64_t k = t / {d}, c = t % {d}; const int64_t r = {g.rows}[k]; "
-                   f"if (r >= 0 && r < {p.dims[0]}) atomicAdd({p} + r * {d} + c, "
-                   f"-{lr}[0] * {g}[t]); }});")
-            return
-        e.code(f"fl::cu::each({p.numel()}, [=] __device__ (int64_t i) {{ "
-               f"{p}[i] = {p}[i] - {lr}[0] * {g}[i]; }});")
-
 
 class Momentum(UpdateOp):
     type = "momentum"
@@ -289,24 +238,6 @@ class Momentum(UpdateOp):
             v = mu * v + g
             return (p - lr * (g + mu * v) if nesterov else p - lr * v), v
         return f
-
-    @staticmethod
-    def emit(e):
-        p, (v,), g, lr = _emit_update(e, ("Velocity",))
-        if g.rows is not None:
-            e.fail("a SelectedRows Grad (momentum updates every row)")
-        mu, rescale = e.literal(float(e.attr("mu"))), float(e.attr("rescale_grad"))
-        l2 = float(e.attr("regularization_coeff")) \
-            if e.attr("regularization_method") == "l2_decay" else 0.0
-        grad = "g0"
-        if rescale != 1.0:
-            grad = f"({grad} * {e.literal(rescale)})"
-        if l2:
-            grad = f"({grad} + {e.literal(l2)} * {p}[i])"
-        step = f"r * (g + {mu} * nv)" if e.attr("use_nesterov") else "r * nv"
-        e.code(f"const float r = {lr}[0]; for (int64_t i = 0; i < {p.numel()}; ++i) {{ "
-               f"const float g0 = {g}[i]; const float g = {grad}; "
-               f"const float nv = {mu} * {v}[i] + g; {v}[i] = nv; {p}[i] = {p}[i] - {step}; }}")
 
 
 def _adam(lr, g, p, m1, m2, *, beta1, beta2, eps, b1p, b2p):
@@ -382,101 +313,6 @@ class Adam(UpdateOp):
                                        eps_t, op)
         return _with_native_step(cls, attrs, outputs, step)
 
-    @staticmethod
-    def compiled_step(e):
-        """Adam's compiled case for both targets (no beta or epsilon tensors, no amsgrad):
-        Param, Moment1, Moment2, Grad, beta1 and beta2 as C literals, the C statements
-        defining the step's lr_t and eps_t (in double, from the beta powers) and those
-        advancing the beta powers ("" under use_global_beta_pow)."""
-        for t in ("Beta1Tensor", "Beta2Tensor", "EpsilonTensor"):
-            if e.op.input(t):
-                e.fail(f"{t} input")
-        if e.attr("amsgrad"):
-            e.fail("amsgrad")
-        p, (m1, m2), g, lr = _emit_update(e, ("Moment1", "Moment2"))
-        b1p, b2p = e.input("Beta1Pow"), e.input("Beta2Pow")
-        e.require_float(b1p, b2p)
-        b1, b2, eps = (repr(float(e.attr(a))) for a in ("beta1", "beta2", "epsilon"))
-        step_sizes = (f"const double p1 = (double){b1p}[0], p2 = (double){b2p}[0]; "
-                      f"const double lr_t = (double){lr}[0] * sqrt(1.0 - p2) / (1.0 - p1); "
-                      f"const double eps_t = {eps} * sqrt(1.0 - p2);")
-        pows = "" if e.attr("use_global_beta_pow") else \
-            f"{b1p}[0] = {b1p}[0] * (float){b1}; {b2p}[0] = {b2p}[0] * (float){b2};"
-        return p, m1, m2, g, b1, b2, step_sizes, pows
-
-    @classmethod
-    def emit(cls, e):
-        """The dense step as the C kernel computes it (moments in float32, the step in
-        double from lr_t and eps_t), then the beta powers, all in place."""
-        p, m1, m2, g, b1, b2, step_sizes, pows = cls.compiled_step(e)
-        e.code(step_sizes)
-        betas = f"(float){b1}, (float)(1.0 - {b1}), (float){b2}, (float)(1.0 - {b2}), eps_t"
-        if g.rows is None:
-            e.code(f"fl::adam({p}, {m1}, {m2}, {g}, {p.numel()}, lr_t, {betas});")
-            e.code(pows)
-            return
-        rows, merged, d = _emit_merge(e, p, g)   # the unique rows, their summed values
-        if e.attr("lazy_mode"):
-            e.code(f"if (m > 0) {{ fl::adam_rows({p}, {m1}, {m2}, {merged}, {rows}, m, {d}, "
-                   f"lr_t, {betas}); {pows} }}")
-            return
-        # not lazy: every row steps, g = 0 where the Grad has none (the kernel's dense grad);
-        # an empty Grad takes the interpreted path, as the kernel's numpy rule does
-        e.check(f"{g.dims[0]} == 0", "adam: an empty SelectedRows Grad")
-        dense = e.scratch(p.dims)
-        e.code(f"std::memset({dense}, 0, sizeof(float) * {p.numel()}); "
-               f"for (int64_t k = 0; k < m; ++k) std::memcpy({dense} + {rows}[k] * {d}, "
-               f"{merged} + k * {d}, sizeof(float) * {d}); "
-               f"fl::adam({p}, {m1}, {m2}, {dense}, {p.numel()}, lr_t, {betas}); {pows}")
-
-    @classmethod
-    def cuda_emit(cls, e):
-        """Adam, one thread per element (runtime/cuda_rt.h adam_elem, the C++ target's
-        arithmetic), then the beta powers in a second launch (after every thread has read
-        them). A SelectedRows Grad is merged into a dense one first."""
-        p, m1, m2, g, b1, b2, step_sizes, pows = cls.compiled_step(e)
-        grad, skip = g, ""
-        if g.rows is not None:
-            # rows summed into a dense scratch gradient (duplicates merged; atomic adds),
-            # with a mark per row present: lazy_mode steps only marked rows, else every row
-            # (g = 0 where absent); an empty Grad steps nothing, as the CPU kernel
-            d = e.prod(p.dims[1:])
-            grad, seen = e.scratch(p.dims), e.scratch([p.dims[0]], "int64_t")
-            e.code(f"if ({g.dims[0]} == 0) return 0;")
-            e.code(f"fl::cu::fill({grad}, {p.numel()}, 0.0f); fl::cu::each({p.dims[0]}, "
-                   f"[=] __device__ (int64_t r) {{ {seen}[r] = 0; }});")
-            e.code(f"fl::cu::each({e.mul(g.dims[0], d)}, [=] __device__ (int64_t t) {{ "
-                   f"const int64_t k = t / {d}, c = t % {d}; const int64_t r = {g.rows}[k]; "
-                   f"if (r < 0 || r >= {p.dims[0]}) return; atomicAdd({grad} + r * {d} + c, "
-                   f"{g}[t]); if (c == 0) {seen}[r] = 1; }});")
-            if e.attr("lazy_mode"):
-                skip = f"if (!{seen}[i / {d}]) return; "
-        e.code(f"fl::cu::each({p.numel()}, [=] __device__ (int64_t i) {{ {skip}{step_sizes} "
-               f"fl::adam_elem({p} + i, {m1} + i, {m2} + i, {grad}[i], lr_t, (float){b1}, "
-               f"(float)(1.0 - {b1}), (float){b2}, (float)(1.0 - {b2}), eps_t); }});")
-        if pows:
-            e.code(f"fl::cu::each(1, [=] __device__ (int64_t) {{ {pows} }});")
-
-
-def _emit_merge(e, p, g):
-    """C that merges a SelectedRows Grad's duplicate rows (first-seen order, values summed
-    in order, as sparse_kernels.merge_rows) into scratch and checks them against Param's
-    rows; defines `m`, the number of unique rows. Returns (rows, values, row width)."""
-    n, d = g.dims[0], e.prod(p.dims[1:])
-    rows = e.scratch([n], "int64_t")
-    merged = e.scratch([n, d])
-    table = e.scratch([f"({e.mul(4, n)} + 16)" if not e.is_lit(n) else str(4 * int(n) + 16)],
-                      "int64_t")
-    e.code(f"const int64_t m = {n} > 1 ? fl::merge_rows({g.rows}, {g}, {n}, {d}, {rows}, "
-           f"{merged}, {table}, fl::merge_cap({n})) : {n};")
-    e.code(f"if ({n} == 1) {{ {rows}[0] = {g.rows}[0]; std::memcpy({merged}, {g}, "
-           f"sizeof(float) * {d}); }}")
-    e.code(f"for (int64_t k = 0; k < m; ++k) if ({rows}[k] < 0 || {rows}[k] >= {p.dims[0]}) "
-           f"{{ std::snprintf(err, 512, "
-           f"{e.c_string(f'{e.op.type}: Grad has row %lld but Param has %lld rows')}, "
-           f"(long long){rows}[k], (long long){p.dims[0]}); return {2 + e.k}; }}")
-    return rows, merged, d
-
 
 def _with_native_step(cls, attrs, outputs, step):
     """The update op's kernel: `step(ins, p, states, g, rows, op)` (a C kernel; returns False
@@ -526,8 +362,6 @@ def _with_native_step(cls, attrs, outputs, step):
 class Adamw(Adam):
     type = "adamw"
     attrs = {**Adam.attrs, "lr_ratio": 1.0, "coeff": 0.01, "with_decay": False}
-    emit = None              # not compiled (adam's emitter is for adam's rule)
-    cuda_emit = None         # nor for the device
     doc = ("AdamW (Loshchilov & Hutter): with lr' = lr * lr_ratio, first "
            "Param *= 1 - lr' * coeff (when with_decay), then the Adam step with lr'. "
            "SelectedRows Grad as in adam (the decay follows the rows that are updated).")
@@ -570,18 +404,6 @@ class Adagrad(UpdateOp):
         return _with_native_step(cls, attrs, outputs, lambda ins, p, states, g, rows, op: (
             sparse_kernels.adagrad(p, states[0], g, rows,
                                    one_value(ins["LearningRate"], op, "LearningRate"), eps, op)))
-
-    @staticmethod
-    def emit(e):
-        p, (m,), g, lr = _emit_update(e, ("Moment",))
-        eps = e.literal(float(e.attr("epsilon")))
-        if g.rows is not None:
-            rows, merged, d = _emit_merge(e, p, g)
-            e.code(f"fl::adagrad_rows({p}, {m}, {merged}, {rows}, m, {d}, {lr}[0], {eps});")
-            return
-        e.code(f"const float r = {lr}[0]; for (int64_t i = 0; i < {p.numel()}; ++i) {{ "
-               f"const float v = {m}[i] + {g}[i] * {g}[i]; {m}[i] = v; "
-               f"{p}[i] = {p}[i] - (r * {g}[i]) / (std::sqrt(v) + {eps}); }}")
 
 
 class Rmsprop(UpdateOp):

@@ -5,7 +5,7 @@ form), moving_average_abs_max_scale, and the dequantizers (fake_dequantize_max_a
 fake_channel_wise_dequantize_max_abs, dequantize_abs_max, dequantize_log).
 
 Paddle 1.8's arithmetic: range = 2^(bit_length-1) - 1; Out = round((range * inv(scale)) *
-clip(X, -scale, scale)) with round half away from zero (std::round), inv(s) = 1 / (s + 1e-6)
+clip(X, -scale, scale)) with round half away from zero (C's round), inv(s) = 1 / (s + 1e-6)
 when s <= 1e-30 (an all-zero X quantizes to zeros, not NaN), everything in X's type. As in
 Paddle 1.8 none of them has a gradient op (its pass rewires the backward itself).
 """
@@ -32,7 +32,7 @@ def _inverse(s):
 
 
 def round_half_away(v):
-    """std::round: halves go away from zero (numpy's round goes to the even neighbour)."""
+    """C's round: halves go away from zero (numpy's round goes to the even neighbour)."""
     r = np.round(v)
     t = np.trunc(v)
     tie = np.abs(v - t) == 0.5

@@ -20,11 +20,10 @@ import numpy as np
 from ..core import dtypes
 from ..errors import ShapeError
 from .common import default_grad, linear_double_grad
-from .compiled import c_ints, dense_only
 from .registry import In, OpDef, Out, ints, longs
 
 
-def _reduced_axes(rank, dim, reduce_all):
+def reduced_axes(rank, dim, reduce_all):
     """Sorted normalized axes to reduce."""
     if reduce_all or not dim:
         return tuple(range(rank))
@@ -63,7 +62,7 @@ class Reduce(OpDef):
     def infer_shape(ctx):
         xs = ctx.input_shape("X")
         try:
-            axes = _reduced_axes(len(xs), ctx.attr("dim"), ctx.attr("reduce_all"))
+            axes = reduced_axes(len(xs), ctx.attr("dim"), ctx.attr("reduce_all"))
         except ShapeError as e:
             ctx.fail(str(e))
         out_dtype = ctx.attr("out_dtype")
@@ -77,7 +76,7 @@ class Reduce(OpDef):
         to = dtypes.to_numpy(attrs["out_dtype"]) if attrs["out_dtype"] >= 0 else None
 
         def kernel(x):
-            axes = _reduced_axes(x.ndim, dim, everything)
+            axes = reduced_axes(x.ndim, dim, everything)
             dt = to or x.dtype
             out = np.asarray(f(x.astype(dt, copy=False), axis=axes, keepdims=keep))
             return out.astype(dt, copy=False).reshape(_out_shape(x.shape, axes, keep))
@@ -90,76 +89,11 @@ def _reduce_grad_without_out(g):
          {"X@GRAD": g.input_grad("X")}, g.attrs())
 
 
-# --- compiled forms (fl::reduce in codegen/runtime/ops_extra.h) ------------------------------
-# op type -> the runtime's reduction: it walks X as numpy's reduction does (so a float sum adds
-# pairwise along a contiguous reduced run and row by row across one), in numpy's accumulator
-# types (int64 for integer sums and products, double for integer means)
-C_REDUCE = {"reduce_sum": "fl::R_SUM", "reduce_mean": "fl::R_MEAN", "reduce_max": "fl::R_MAX",
-            "reduce_min": "fl::R_MIN", "reduce_prod": "fl::R_PROD", "reduce_all": "fl::R_ALL",
-            "reduce_any": "fl::R_ANY"}
-_FLOATS = ("float", "double")
-
-
-def _plan(e, x):
-    """(C arrays `dims` and `red`: the dims the runtime walks and which it reduces, their
-    number, Out's dims, the count of elements reduced into each output, Out's size) of the
-    op's reduction of Buf x (C expressions)."""
-    try:
-        axes = _reduced_axes(x.ndim, e.attr("dim"), e.attr("reduce_all"))
-    except ShapeError as exc:
-        e.fail(str(exc))
-    dims = x.dims or ["1"]                     # a 0-D X is one element
-    red = [x.ndim == 0 or k in axes for k in range(len(dims))]
-    if e.attr("keep_dim"):
-        out = ["1" if r else d for d, r in zip(x.dims, red)]
-    else:
-        out = [d for d, r in zip(x.dims, red) if not r]
-    count = e.prod([d for d, r in zip(dims, red) if r])
-    kept = e.prod([d for d, r in zip(dims, red) if not r])
-    arrays = (f"const int64_t dims[] = {c_ints(dims)}; "
-              f"const bool red[] = {c_ints('true' if r else 'false' for r in red)};")
-    return arrays, len(dims), out, count, kept
-
-
-def _no_empty(e, count, why):
-    """The kernel raises (or makes garbage) where no element is reduced: interpreted."""
-    if e.is_lit(count):
-        if int(count) == 0:
-            e.fail(why)
-    else:
-        e.check(f"{count} == 0", f"{e.op.type}: {why}")
-
-
-def _emit_reduce(e):
-    """Out = the reduction of X (taken as out_dtype, where set) over `dim`: fl::reduce."""
-    x = e.input("X")
-    dense_only(e, x)
-    kind = C_REDUCE[e.op.type]
-    out_dtype = e.attr("out_dtype")
-    et = e.ctype_of(out_dtype) if out_dtype >= 0 else x.ctype
-    if kind in ("fl::R_ALL", "fl::R_ANY") and (x.ctype, et) != ("bool", "bool"):
-        e.fail("compiled for bool X only")
-    arrays, nd, out_dims, count, _ = _plan(e, x)
-    if kind in ("fl::R_MAX", "fl::R_MIN"):
-        _no_empty(e, count, "no element to take the extreme of")
-    if kind == "fl::R_MEAN" and et not in _FLOATS:
-        _no_empty(e, count, "the mean of no integers")
-    # the accumulator type (runtime's ReduceAcc): Out itself where it is Out's type
-    if kind in ("fl::R_ALL", "fl::R_ANY") or et in _FLOATS or kind in ("fl::R_MAX",
-                                                                          "fl::R_MIN"):
-        acc_type = et
-    else:
-        acc_type = "double" if kind == "fl::R_MEAN" else "int64_t"
-    out = e.output("Out", out_dims, et)
-    acc = "nullptr" if acc_type == et else e.scratch(out_dims, acc_type).name
-    e.code(f"{arrays} fl::reduce<{kind}>({x}, {out}, {acc}, {nd}, dims, red);")
-
-
 for _name, _f in REDUCERS.items():
     type("".join(p.title() for p in _name.split("_")), (Reduce,),
          {"type": _name, "func": staticmethod(_f), "__module__": __name__,
           "doc": f"Out = {_f.__name__} of X over `dim` (every dim if reduce_all or dim=[]).",
-          "emit": staticmethod(_emit_reduce),
+
           "grad": staticmethod(_reduce_grad_without_out if _name in ("reduce_sum", "reduce_mean")
                                else default_grad)})
 
@@ -202,43 +136,16 @@ class ReduceGrad(OpDef):
         df, dim, everything = cls.dfunc, attrs["dim"], attrs["reduce_all"]
 
         def kernel(x, out, dout):
-            axes = _reduced_axes(x.ndim, dim, everything)
+            axes = reduced_axes(x.ndim, dim, everything)
             kept = _out_shape(x.shape, axes, True)
             o = None if out is None else out.reshape(kept)
             return np.asarray(df(x, o, dout.reshape(kept), axes)).astype(x.dtype)
         return kernel
 
 
-def _emit_reduce_grad(e):
-    """dX = Out@GRAD spread back over the reduced dims (/ count for the mean, * (X == Out)
-    for max/min): fl::reduce_grad, in X's float type."""
-    x, d = e.input("X"), e.input("Out@GRAD")
-    dense_only(e, x, d)
-    kind = C_REDUCE[e.op.type[:-len("_grad")]]
-    o = None
-    if kind in ("fl::R_MAX", "fl::R_MIN"):
-        o = e.input("Out")
-        if o is None:
-            e.fail("Out is absent")
-    if x.ctype not in _FLOATS or any(b.ctype != x.ctype for b in (d, o) if b is not None):
-        e.fail("compiled for float X, Out and Out@GRAD of one type")
-    arrays, nd, _, _, kept = _plan(e, x)
-    for b in (d, o):
-        if b is not None:
-            n = b.numel()
-            if n != kept:
-                if e.is_lit(n) and e.is_lit(kept):
-                    e.fail(f"{b.var} has {n} elements, not {kept}")
-                e.check(f"{n} != {kept}", f"{e.op.type}: {b.var} is not Out's size")
-    dx = e.output("X@GRAD", x.dims, x.ctype)
-    e.code(f"{arrays} fl::reduce_grad<{kind}>({x}, {o if o is not None else d}, {d}, {dx}, "
-           f"{nd}, dims, red);")
-
-
 for _name, _df in REDUCE_GRADS.items():
     type("".join(p.title() for p in _name.split("_")) + "Grad", (ReduceGrad,),
          {"type": _name + "_grad", "dfunc": staticmethod(_df), "__module__": __name__,
-          **({"emit": staticmethod(_emit_reduce_grad)} if _name != "reduce_prod" else {}),
           **({"grad": linear_double_grad(_name)} if _name in ("reduce_sum", "reduce_mean")
              else {})})
 
@@ -257,14 +164,12 @@ class ReduceAll(_BoolReduce):
     type = "reduce_all"
     func = staticmethod(np.all)
     doc = "Out = whether every element of X over `dim` is true."
-    emit = staticmethod(_emit_reduce)
 
 
 class ReduceAny(_BoolReduce):
     type = "reduce_any"
     func = staticmethod(np.any)
     doc = "Out = whether any element of X over `dim` is true."
-    emit = staticmethod(_emit_reduce)
 
 
 class FrobeniusNorm(Reduce):

@@ -15,7 +15,6 @@ import numpy as np
 from ..core import dtypes
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
-from . import c_emit
 from .registry import In, OpDef, Out, ints
 
 POOL_TYPES = ("SUM", "AVERAGE", "SQRT", "MAX", "MIN", "FIRST", "LAST")
@@ -132,69 +131,6 @@ class SequencePool(OpDef):
             return LoDTensor(out, lod), LoDTensor(idx)
         return kernel
 
-    # per pooltype: C over a sequence's rows [s, t) of width w at column j, as the numpy
-    # kernel rounds: reduceat adds rows in order; AVERAGE and SQRT divide in double (numpy
-    # promotes float32 / int64 lengths to float64) and round once
-    C_POOL = {
-        "SUM": "float v = x[s * w + j]; for (int64_t r = s + 1; r < t; ++r) v += x[r * w + j];",
-        "AVERAGE": "float v = x[s * w + j]; for (int64_t r = s + 1; r < t; ++r) "
-                   "v += x[r * w + j]; v = (float)((double)v / (double)(t - s));",
-        "SQRT": "float v = x[s * w + j]; for (int64_t r = s + 1; r < t; ++r) v += x[r * w + j]; "
-                "v = (float)((double)v / std::sqrt((double)(t - s)));",
-        "MAX": "float v = x[s * w + j]; int32_t a = (int32_t)s; for (int64_t r = s + 1; r < t; "
-               "++r) if (x[r * w + j] > v || x[r * w + j] != x[r * w + j]) { v = x[r * w + j]; "
-               "a = (int32_t)r; }",
-        "MIN": "float v = x[s * w + j]; int32_t a = (int32_t)s; for (int64_t r = s + 1; r < t; "
-               "++r) if (x[r * w + j] < v || x[r * w + j] != x[r * w + j]) { v = x[r * w + j]; "
-               "a = (int32_t)r; }",
-        "FIRST": "float v = x[s * w + j];",
-        "LAST": "float v = x[(t - 1) * w + j];",
-    }
-
-    @classmethod
-    def pooled_element(cls, e, skip):
-        """The pooling for both targets: (X, its sequences b, the row width w, the C
-        statements storing Out[i, j] and MaxIndex[i, j] from sequence i's rows [s, t), where
-        `skip` ends an empty sequence's element)."""
-        x = e.input("X")
-        e.require_float(x)
-        ptype = e.attr("pooltype").upper()
-        if x.lod is None or ptype not in cls.C_POOL:
-            e.fail("X has no LoD, or an unknown pooltype")
-        b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
-        out = e.output("Out", [b] + x.dims[1:], lod_from=False)
-        arg = ptype in ("MAX", "MIN")
-        idx = None
-        if e.has_output("MaxIndex"):
-            idx = e.output("MaxIndex", ([b] if arg else ["0"]) + x.dims[1:], "int32_t",
-                           lod_from=False)
-        elif arg:
-            e.fail("MAX/MIN pooling without its MaxIndex output")
-        pad = e.literal(float(e.attr("pad_value")))
-        put_idx = f" {idx}[i * w + j] = a;" if arg else ""
-        # an empty sequence pools to pad_value; its MaxIndex is X's row count (the kernel's)
-        empty_idx = f" {idx}[i * w + j] = (int32_t)({x.dims[0]});" if arg else ""
-        return x, b, w, (f"if (t <= s) {{ {out}[i * w + j] = {pad};{empty_idx} {skip}; }} "
-                         f"{cls.C_POOL[ptype]} {out}[i * w + j] = v;{put_idx}")
-
-    @classmethod
-    def emit(cls, e):
-        x, b, w, element = cls.pooled_element(e, "continue")
-        e.check(f"{x.lod}[{x.lod_len} - 1] != {x.dims[0]}", "sequence_pool: X's LoD ends "
-                "elsewhere than its number of rows")
-        e.code(f"const float* x = {x}; const int64_t w = {w}; for (int64_t i = 0; i < {b}; "
-               f"++i) {{ const int64_t s = {x.lod}[i], t = {x.lod}[i + 1]; for (int64_t j = 0; "
-               f"j < w; ++j) {{ {element} }} }}")
-
-    @classmethod
-    def cuda_emit(cls, e):
-        """One device thread per output element, the C++ target's C_POOL over its sequence
-        (the executor checks each LoD against its rows before copying it to the device)."""
-        x, b, w, element = cls.pooled_element(e, "return")
-        e.code(f"fl::cu::each({e.mul(b, w)}, [=] __device__ (int64_t k) {{ const float* x = "
-               f"{x}; const int64_t w = {w}; const int64_t i = k / w, j = k % w; "
-               f"const int64_t s = {x.lod}[i], t = {x.lod}[i + 1]; {element} }});")
-
     grad = staticmethod(lambda g: g.op(
         "sequence_pool_grad", {"X": g.input("X"), "MaxIndex": g.output("MaxIndex"),
                                "Out@GRAD": g.output_grad("Out")},
@@ -239,64 +175,6 @@ class SequencePoolGrad(OpDef):
             return LoDTensor(np.ascontiguousarray(g, dtype=a.dtype), x._lod)
         return kernel
 
-    # the share of a sequence's gradient d each of its rows [s, t) gets, for both targets
-    # (divided in double as numpy does); the other pooltypes give it to one row
-    C_SPREAD = {"SUM": "d", "AVERAGE": "(float)((double)d / (double)(t - s))",
-                "SQRT": "(float)((double)d / sqrt((double)(t - s)))"}
-
-    @staticmethod
-    def compiled_operands(e):
-        """X (with a LoD), Out@GRAD, the pooltype, X@GRAD, X's sequences and row width (C
-        expressions), for both targets."""
-        x, d = e.input("X"), e.input("Out@GRAD")
-        e.require_float(x, d)
-        ptype = e.attr("pooltype").upper()
-        if x.lod is None or ptype not in SequencePool.C_POOL:
-            e.fail("X has no LoD, or an unknown pooltype")
-        g = e.output("X@GRAD", x.dims, lod_from=x)
-        b, w = f"({x.lod_len} - 1)", e.prod(x.dims[1:])
-        return x, d, ptype, g, b, w
-
-    @staticmethod
-    def emit(e):
-        """SUM/AVERAGE/SQRT spread each sequence's gradient over its rows (divided in double
-        as numpy does), FIRST/LAST/MAX/MIN give it to one row of each; empty sequences get
-        none."""
-        x, d, ptype, g, b, w = SequencePoolGrad.compiled_operands(e)
-        spread = SequencePoolGrad.C_SPREAD
-        head = (f"const float* x = {x}; const int64_t w = {w}; for (int64_t i = 0; i < {b}; "
-                f"++i) {{ const int64_t s = {x.lod}[i], t = {x.lod}[i + 1]; for (int64_t j = 0; "
-                f"j < w; ++j) {{ const float d = {d}[i * w + j];")
-        if ptype in spread:
-            e.code(f"{head} for (int64_t r = s; r < t; ++r) {g}[r * w + j] = {spread[ptype]}; }} }}")
-            return
-        e.code(f"std::memset({g}, 0, sizeof(float) * {g.numel()});")
-        pick = {"FIRST": "s", "LAST": "t - 1"}.get(ptype)
-        if pick is None:   # MAX/MIN: the first extreme row, found again as the kernel does
-            e.code(f"{head} if (t <= s) continue; {SequencePool.C_POOL[ptype]} "
-                   f"{g}[(int64_t)a * w + j] = d; }} }}")
-        else:
-            e.code(f"{head} if (t <= s) continue; {g}[({pick}) * w + j] = d; }} }}")
-
-    @staticmethod
-    def cuda_emit(e):
-        """One device thread per element of X@GRAD: its row's sequence found by a binary
-        search of the LoD, then the C++ target's rule for that pooltype."""
-        x, d, ptype, g, b, w = SequencePoolGrad.compiled_operands(e)
-        spread = SequencePoolGrad.C_SPREAD
-        if ptype in spread:
-            value = spread[ptype]
-        elif ptype in ("FIRST", "LAST"):
-            value = f"row == {'s' if ptype == 'FIRST' else 't - 1'} ? d : 0.0f"
-        else:
-            value = f"0.0f; {{ {SequencePool.C_POOL[ptype]} if (a == row) g = d; }}"
-        e.code(f"fl::cu::each({g.numel()}, [=] __device__ (int64_t k) {{ const float* x = "
-               f"{x}; const int64_t w = {w}; const int64_t row = k / w, j = k % w; "
-               f"int64_t lo = 0, hi = {b} - 1; while (lo < hi) {{ const int64_t mid = "
-               f"(lo + hi + 1) / 2; if ({x.lod}[mid] <= row) lo = mid; else hi = mid - 1; }} "
-               f"const int64_t s = {x.lod}[lo], t = {x.lod}[lo + 1]; const float d = "
-               f"{d}[lo * w + j]; float g = {value}; {g}[k] = g; }});")
-
 
 # --- gather-like ops: one row index forward, scatter-add backward ---------------------------
 class _Gather(OpDef):
@@ -332,8 +210,6 @@ class _Gather(OpDef):
             attrs = fwd.attrs
             kind = "value"
             infer_shape = None
-            if "grad_emit" in fwd.__dict__:      # its compiled form, on the forward class
-                emit = fwd.__dict__["grad_emit"]
 
             @classmethod
             def prepare(cls, attrs, outputs):
@@ -356,28 +232,6 @@ def _rows_like(ctx, out="Out", lod_level=1):
     """infer_shape: Out has X's trailing dims, an unknown number of rows and a LoD."""
     shape = ctx.input_shape("X")
     ctx.set_output(out, [-1] + shape[1:], ctx.input_dtype("X"), lod_level)
-
-
-def _emit_repeat(e, x, y, lod_from):
-    """sequence_expand(_as)'s Out: row i of X (no LoD) once per row of sequence i of Y."""
-    if x.lod is not None:
-        e.fail("X has LoD (Out's LoD would be made here)")
-    n = c_emit.sequences(e, y, "Y")
-    c_emit.same_dim(e, x.dims[0], n, "X has a row per sequence of Y")
-    out = e.output("Out", [y.dims[0]] + x.dims[1:], x.ctype, lod_from=lod_from)
-    e.code(f"fl::seq_repeat_rows({x}, {y.lod}, {n}, {e.prod(x.dims[1:])}, {out});")
-
-
-def _emit_repeat_grad(e):
-    x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
-    e.require_float(x, d)
-    if x.lod is not None or (e.op.type == "sequence_expand" and e.attr("ref_level") not in (-1, 0)):
-        e.fail("X has LoD, or a ref_level past Y's one level")
-    n = c_emit.sequences(e, y, "Y")
-    c_emit.same_dim(e, x.dims[0], n, "X has a row per sequence of Y")
-    c_emit.same_dim(e, d.dims[0], y.dims[0], "Out@GRAD has Y's rows")
-    dx = e.output("X@GRAD", x.dims, lod_from=False)
-    e.code(f"fl::seq_repeat_rows_grad({d}, {y.lod}, {n}, {e.prod(x.dims[1:])}, {dx});")
 
 
 class SequenceExpand(_Gather):
@@ -416,15 +270,6 @@ class SequenceExpand(_Gather):
         lod = [np.concatenate([[0], np.cumsum(lens)]).tolist()] if x._lod else []
         return idx, lod
 
-    @staticmethod
-    def emit(e):
-        """X without LoD (Out then has none): its row i repeated per row of Y's sequence i."""
-        if e.attr("ref_level") not in (-1, 0):
-            e.fail("ref_level past Y's one level")
-        _emit_repeat(e, e.input("X"), e.input("Y"), False)
-
-    grad_emit = staticmethod(_emit_repeat_grad)
-
 
 class SequenceExpandAs(_Gather):
     type = "sequence_expand_as"
@@ -444,14 +289,6 @@ class SequenceExpandAs(_Gather):
                                  f"has {len(yo) - 1} sequences")
         return np.repeat(np.arange(len(yo) - 1), np.diff(yo)), [list(lv) for lv in y._lod]
 
-    @staticmethod
-    def emit(e):
-        """Row i of X per row of Y's sequence i; Out takes Y's LoD."""
-        y = e.input("Y")
-        _emit_repeat(e, e.input("X"), y, y)
-
-    grad_emit = staticmethod(_emit_repeat_grad)
-
 
 class SequenceReverse(_Gather):
     type = "sequence_reverse"
@@ -469,23 +306,6 @@ class SequenceReverse(_Gather):
         off = _offsets(x, "sequence_reverse")
         seg = _seg(off)
         return off[seg] + off[seg + 1] - 1 - np.arange(off[-1]), x._lod
-
-    @staticmethod
-    def emit(e):
-        x = e.input("X")
-        n = c_emit.sequences(e, x, "X")
-        y = e.output("Y", x.dims, x.ctype, lod_from=x)
-        e.code(f"fl::seq_reverse({x}, {x.lod}, {n}, {e.prod(x.dims[1:])}, {y});")
-
-    @staticmethod
-    def grad_emit(e):
-        """Reversal is a permutation: the gradient is Y@GRAD reversed (adds into zeros)."""
-        x, d = e.input("X"), e.input("Y@GRAD")
-        e.require_float(x, d)
-        e.same_dims(x, d)
-        n = c_emit.sequences(e, x, "X")
-        dx = e.output("X@GRAD", x.dims, lod_from=x)
-        e.code(f"fl::seq_reverse({d}, {x.lod}, {n}, {e.prod(x.dims[1:])}, {dx});")
 
 
 class SequenceSlice(_Gather):
@@ -595,17 +415,6 @@ class SequenceConcatGrad(OpDef):
         return [LoDTensor(p, x._lod) for p, x in zip(parts, xs)]
 
 
-def _emit_pad_width(e, x):
-    """sequence_pad(_grad)'s number of sequences and padded width, as C expressions."""
-    n = c_emit.sequences(e, x, "X")
-    longest = f"fl::seq_max_len({x.lod}, {x.lod_len})"
-    width = int(e.attr("padded_length"))
-    if width == -1:
-        return n, longest
-    e.check(f"{width} < {longest}", "sequence_pad: padded_length is shorter than a sequence")
-    return n, str(width)
-
-
 class SequencePad(OpDef):
     type = "sequence_pad"
     inputs = (In("X"), In("PadValue", no_grad=True))
@@ -650,23 +459,6 @@ class SequencePad(OpDef):
                     LoDTensor(lens.astype(np.int64)))
         return kernel
 
-    @staticmethod
-    def emit(e):
-        """Out [N, width, ...]: width is padded_length, else the longest sequence (from the
-        LoD before the segment runs); a padded_length shorter than a sequence runs the op
-        interpreted (its kernel says so)."""
-        x, pv = e.input("X"), e.input("PadValue")
-        n, width = _emit_pad_width(e, x)
-        if pv.ctype != x.ctype:
-            e.fail("PadValue and X differ in dtype")
-        w = e.prod(x.dims[1:])
-        row = pv.numel() != "1"
-        if row:
-            c_emit.same_dim(e, pv.numel(), w, "PadValue is one value or one row of X")
-        out = e.output("Out", [n, width] + x.dims[1:], x.ctype, lod_from=False)
-        length = e.output("Length", [n], "int64_t", lod_from=False)
-        e.code(f"fl::seq_pad({x}, {x.lod}, {n}, {width}, {w}, {pv}, {e.literal(row)}, {out}, "
-               f"{length});")
 
     grad = staticmethod(lambda g: g.op(
         "sequence_pad_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
@@ -688,24 +480,6 @@ class SequencePadGrad(OpDef):
             d = dout._array
             return LoDTensor(d.reshape((-1,) + d.shape[2:])[pos], x._lod)
         return kernel
-
-    @staticmethod
-    def emit(e):
-        x, d = e.input("X"), e.input("Out@GRAD")
-        e.require_float(x, d)
-        n, width = _emit_pad_width(e, x)
-        c_emit.same_dim(e, d.numel(), e.prod([n, width] + x.dims[1:]),
-                          "Out@GRAD is the padded Out")
-        dx = e.output("X@GRAD", x.dims, lod_from=x)
-        e.code(f"fl::seq_pad_grad({d}, {x.lod}, {n}, {width}, {e.prod(x.dims[1:])}, {dx});")
-
-
-# --- row-local ops ---------------------------------------------------------------------------
-def _emit_one_per_row(e, x):
-    """sequence_softmax's X: [T] or [T, 1] with LoD; its number of sequences."""
-    if x.ndim > 2 or (x.ndim == 2 and x.dims[1] != "1"):
-        e.fail("X is not [T] or [T, 1]")
-    return c_emit.sequences(e, x, "X")
 
 
 class SequenceSoftmax(OpDef):
@@ -738,13 +512,6 @@ class SequenceSoftmax(OpDef):
         e = np.exp(v - m[seg])
         return LoDTensor((e / _seg_sum(e, off)[seg]).reshape(a.shape), x._lod)
 
-    @staticmethod
-    def emit(e):
-        x = e.input("X")
-        e.require_float(x)
-        n = _emit_one_per_row(e, x)
-        out = e.output("Out", x.dims, lod_from=x)
-        e.code(f"fl::seq_softmax({x}, {x.lod}, {n}, {out});")
 
     grad = staticmethod(lambda g: g.op(
         "sequence_softmax_grad", {"Out": g.output("Out"), "Out@GRAD": g.output_grad("Out"),
@@ -765,16 +532,6 @@ class SequenceSoftmaxGrad(OpDef):
         y, dy = out._array.reshape(-1), dout._array.reshape(-1)
         dx = y * (dy - _seg_sum(y * dy, off)[_seg(off)])
         return LoDTensor(dx.reshape(x._array.shape), x._lod)
-
-    @staticmethod
-    def emit(e):
-        out, d, x = e.input("Out"), e.input("Out@GRAD"), e.input("X")
-        e.require_float(out, d, x)
-        n = _emit_one_per_row(e, x)
-        for b in (out, d):
-            c_emit.same_dim(e, b.numel(), x.dims[0], f"{b.var} has one value per row of X")
-        dx = e.output("X@GRAD", x.dims, lod_from=x)
-        e.code(f"fl::seq_softmax_grad({out}, {d}, {x.lod}, {n}, {dx});")
 
 
 class SequenceReshape(OpDef):
@@ -806,16 +563,6 @@ class SequenceReshape(OpDef):
             return LoDTensor(a.reshape(-1, new_dim), _with_last(x._lod, off * width // new_dim))
         return kernel
 
-    @staticmethod
-    def emit(e):
-        """Only where new_dim is X's width (the LoD stays X's; any other new_dim makes a new
-        LoD here): a copy."""
-        x = e.input("X")
-        if x.ndim != 2 or x.dims[1] != str(e.attr("new_dim")):
-            e.fail("new_dim other than X's width (a new LoD)")
-        c_emit.sequences(e, x, "X")
-        out = e.output("Out", x.dims, x.ctype, lod_from=x)
-        e.code(f"std::memcpy({out}, {x}, {x.nbytes()});")
 
     grad = staticmethod(lambda g: g.op(
         "sequence_reshape_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
@@ -833,14 +580,6 @@ class SequenceReshapeGrad(OpDef):
     @staticmethod
     def kernel(x, dout):
         return LoDTensor(dout._array.reshape(x._array.shape).copy(), x._lod)
-
-    @staticmethod
-    def emit(e):
-        """dOut's values in X's shape (and LoD)."""
-        x, d = e.input("X"), e.input("Out@GRAD")
-        c_emit.same_dim(e, d.numel(), x.numel(), "Out@GRAD has X's size")
-        dx = e.output("X@GRAD", x.dims, d.ctype, lod_from=x)
-        e.code(f"std::memcpy({dx}, {d}, {dx.nbytes()});")
 
 
 class LoDReset(OpDef):
@@ -878,15 +617,6 @@ class LoDReset(OpDef):
             return LoDTensor(a.copy(), lod)
         return kernel
 
-    @staticmethod
-    def emit(e):
-        """Only Y's own LoD (Out takes it; a LoD from Y's values or target_lod would be
-        made here): a copy of X."""
-        x, y = e.input("X"), e.input("Y")
-        if y is None or y.lod is None or e.attr("append"):
-            e.fail("a new LoD (target_lod, Y's values or append)")
-        out = e.output("Out", x.dims, x.ctype, lod_from=y)
-        e.code(f"std::memcpy({out}, {x}, {x.nbytes()});")
 
     grad = staticmethod(lambda g: g.op(
         "lod_reset_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
@@ -904,12 +634,6 @@ class LoDResetGrad(OpDef):
     @staticmethod
     def kernel(x, dout):
         return LoDTensor(dout._array.copy(), x._lod)
-
-    @staticmethod
-    def emit(e):
-        x, d = e.input("X"), e.input("Out@GRAD")
-        dx = e.output("X@GRAD", d.dims, d.ctype, lod_from=x)
-        e.code(f"std::memcpy({dx}, {d}, {d.nbytes()});")
 
 
 class SequenceMask(OpDef):
@@ -931,21 +655,6 @@ class SequenceMask(OpDef):
         if maxlen < 0:
             maxlen = int(x.max(initial=0))
         return (np.arange(maxlen) < x[..., None]).astype(dtypes.to_numpy(out_dtype))
-
-    @staticmethod
-    def emit(e):
-        """With a maxlen attribute (a maxlen from X's values or a tensor would size Out from
-        data): Y[..., j] = j < X[...]."""
-        x = e.input("X")
-        maxlen = int(e.attr("maxlen"))
-        if e.op.input("MaxLenTensor") or maxlen < 0:
-            e.fail("maxlen from X's values or MaxLenTensor")
-        if x.ctype not in ("int64_t", "int32_t", "float", "double"):
-            e.fail(f"X is {x.ctype}")
-        ct = e.ctype_of(e.attr("out_dtype"))
-        y = e.output("Y", x.dims + [str(maxlen)], ct, lod_from=False)
-        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) for (int64_t j = 0; j < {maxlen}; "
-               f"++j) {y}[i * {maxlen} + j] = ({ct})(j < {x}[i]);")
 
 
 class SequenceEnumerate(OpDef):
@@ -975,21 +684,6 @@ class SequenceEnumerate(OpDef):
             return LoDTensor(out, x._lod)
         return kernel
 
-    @staticmethod
-    def emit(e):
-        x = e.input("X")
-        if x.ctype not in ("int64_t", "int32_t"):
-            e.fail(f"X is {x.ctype}")
-        if x.ndim > 2 or (x.ndim == 2 and x.dims[1] != "1"):
-            e.fail("X is not [T] or [T, 1]")
-        n = c_emit.sequences(e, x, "X")
-        win = int(e.attr("win_size"))
-        if win < 1:
-            e.fail(f"win_size {win}")
-        out = e.output("Out", [x.dims[0], str(win)], x.ctype, lod_from=x)
-        pad = f"({x.ctype})({int(e.attr('pad_value'))}LL)"
-        e.code(f"fl::seq_enumerate({x}, {x.lod}, {n}, {win}, {pad}, {out});")
-
 
 def _conv_grad(g):
     ins = {"X": g.input("X"), "Filter": g.input("Filter"), "Out@GRAD": g.output_grad("Out")}
@@ -998,27 +692,6 @@ def _conv_grad(g):
         ins["PaddingData"] = g.input("PaddingData")
         outs["PaddingData@GRAD"] = g.input_grad("PaddingData")
     g.op("sequence_conv_grad", ins, outs, g.attrs())
-
-
-def _emit_conv_inputs(e):
-    """sequence_conv(_grad)'s X [T, M] (LoD), Filter [contextLength * M, N] and PaddingData
-    (trainable: [up + down, M], else None) Bufs and its window (k, contextStart, up, down)."""
-    x, f = e.input("X"), e.input("Filter")
-    e.require_float(x, f)
-    k, cs = int(e.attr("contextLength")), int(e.attr("contextStart"))
-    if e.attr("contextStride") != 1 or x.ndim != 2 or f.ndim != 2:
-        e.fail("contextStride other than 1, or X or Filter not a matrix")
-    c_emit.same_dim(e, f.dims[0], e.mul(k, x.dims[1]), "Filter has contextLength x M rows")
-    up, down = max(0, -cs), max(0, cs + k - 1)
-    pad = None
-    if e.attr("paddingTrainable"):
-        pad = e.input("PaddingData")
-        if pad is None:
-            e.fail("paddingTrainable without PaddingData")
-        e.require_float(pad)
-        c_emit.same_dim(e, pad.dims[0], up + down, "PaddingData has up + down rows")
-        c_emit.same_dim(e, e.prod(pad.dims[1:]), x.dims[1], "PaddingData has X's width")
-    return x, f, pad, k, cs, up, down
 
 
 # --- sequence_conv: a context window over the rows of each sequence --------------------------
@@ -1088,18 +761,6 @@ class SequenceConv(OpDef):
 
     grad = staticmethod(_conv_grad)
 
-    @staticmethod
-    def emit(e):
-        """fl::seq_context builds the [T, contextLength * M] context matrix the kernel
-        gathers, then one gemm by Filter."""
-        x, f, pad, k, cs, up, down = _emit_conv_inputs(e)
-        out = e.output("Out", [x.dims[0], f.dims[1]], lod_from=x)
-        n = c_emit.sequences(e, x, "X")
-        col = e.scratch([x.dims[0], f.dims[0]])
-        e.code(f"fl::seq_context({x}, {x.lod}, {n}, {x.dims[1]}, {k}, {cs}, "
-               f"{pad or 'nullptr'}, {up}, {col});")
-        e.code(f"fl::matmul({x.dims[0]}, {f.dims[1]}, {f.dims[0]}, {col}, {f}, {out});")
-
 
 class SequenceConvGrad(OpDef):
     type = "sequence_conv_grad"
@@ -1126,49 +787,6 @@ class SequenceConvGrad(OpDef):
             dpad = LoDTensor(dext[t + 1:].copy()) if trainable else None
             return LoDTensor(dext[:t].copy(), x._lod), dpad, LoDTensor(dfilt)
         return kernel
-
-    @staticmethod
-    def emit(e):
-        """The kernel's backward: Filter@GRAD = col^T @ dOut, then dOut @ Filter^T added
-        back through the context (fl::seq_context_grad, np.add.at's order)."""
-        x, f, pad, k, cs, up, down = _emit_conv_inputs(e)
-        d = e.input("Out@GRAD")
-        e.require_float(d)
-        c_emit.same_dim(e, d.dims[0], x.dims[0], "Out@GRAD has X's rows")
-        c_emit.same_dim(e, e.prod(d.dims[1:]), f.dims[1], "Out@GRAD has Filter's columns")
-        n = c_emit.sequences(e, x, "X")
-        rows, km = x.dims[0], f.dims[0]
-        if e.has_output("Filter@GRAD"):
-            col = e.scratch([rows, km])
-            df = e.output("Filter@GRAD", f.dims, lod_from=False)
-            e.code(f"fl::seq_context({x}, {x.lod}, {n}, {x.dims[1]}, {k}, {cs}, "
-                   f"{pad or 'nullptr'}, {up}, {col});")
-            e.code(f"fl::at_b({rows}, {km}, {f.dims[1]}, {col}, {d}, {df});")
-        dx = e.output("X@GRAD", x.dims, lod_from=x) if e.has_output("X@GRAD") else None
-        dpad = (e.output("PaddingData@GRAD", pad.dims, lod_from=False)
-                if pad is not None and e.has_output("PaddingData@GRAD") else None)
-        if dx is None and dpad is None:
-            return
-        dcol = e.scratch([rows, km])
-        e.code(f"fl::gemm(false, true, {rows}, {km}, {f.dims[1]}, 1.0f, {d}, {f.dims[1]}, "
-               f"{f}, {f.dims[1]}, 0.0f, {dcol}, {km});")
-        e.code(f"fl::seq_context_grad({dcol}, {x.lod}, {n}, {rows}, {x.dims[1]}, {k}, {cs}, "
-               f"{dx or 'nullptr'}, {dpad or 'nullptr'}, {up}, {up + down});")
-
-
-# --- sequence_scatter: sparse updates of each row of X by one sequence of (id, value) --------
-def _emit_scatter_inputs(e):
-    """sequence_scatter(_grad)'s X [N, ...], Ids (int64, one sequence per row of X) and
-    Updates (one per id) Bufs, N and X's row width."""
-    x, ids, upd = e.input("X"), e.input("Ids"), e.input("Updates")
-    e.require_float(x, upd)
-    if ids.ctype != "int64_t":
-        e.fail(f"Ids are {ids.ctype}")
-    n = c_emit.sequences(e, ids, "Ids")
-    c_emit.same_dim(e, x.dims[0], n, "X has a row per sequence of Ids")
-    c_emit.same_dim(e, upd.numel(), ids.dims[0], "Updates has one value per id")
-    c_emit.same_dim(e, ids.numel(), ids.dims[0], "Ids has one id per row")
-    return x, ids, upd, n, e.prod(x.dims[1:])
 
 
 class SequenceScatter(OpDef):
@@ -1210,15 +828,6 @@ class SequenceScatter(OpDef):
         np.add.at(out, (row, col), updates._array.reshape(-1).astype(a.dtype))
         return LoDTensor(out.reshape(a.shape), x._lod)
 
-    @staticmethod
-    def emit(e):
-        """fl::seq_scatter: every id checked first, then the adds in the kernel's order."""
-        x, ids, upd, n, w = _emit_scatter_inputs(e)
-        out = e.output("Out", x.dims, lod_from=x)
-        e.code(f"{{ const int64_t bad = fl::seq_scatter({x}, {ids}, {upd}, {ids.lod}, {n}, {w}, "
-               f"{out}); if (bad >= 0) {{ std::snprintf(err, 512, \"sequence_scatter: id %lld "
-               f"is out of range for rows of %lld\", (long long){ids}[bad], (long long)({w})); "
-               f"return {2 + e.k}; }} }}")
 
     grad = staticmethod(lambda g: g.op(
         "sequence_scatter_grad", {"X": g.input("X"), "Ids": g.input("Ids"),
@@ -1241,19 +850,3 @@ class SequenceScatterGrad(OpDef):
         du = d.reshape(d.shape[0], -1)[row, col].reshape(updates._array.shape)
         return LoDTensor(d.copy(), x._lod), LoDTensor(du.copy(), updates._lod)
 
-    @staticmethod
-    def emit(e):
-        x, ids, upd, n, w = _emit_scatter_inputs(e)
-        d = e.input("Out@GRAD")
-        e.require_float(d)
-        e.same_dims(d, x)
-        if e.has_output("X@GRAD"):
-            dx = e.output("X@GRAD", x.dims, lod_from=x)
-            e.code(f"std::memcpy({dx}, {d}, {d.nbytes()});")
-        if e.has_output("Updates@GRAD"):
-            du = e.output("Updates@GRAD", upd.dims, lod_from=upd)
-            e.code(f"for (int64_t i = 0; i < {n}; ++i) for (int64_t j = {ids.lod}[i]; "
-                   f"j < {ids.lod}[i + 1]; ++j) {{ const int64_t c = {ids}[j]; if (c < 0 || "
-                   f"c >= {w}) {{ std::snprintf(err, 512, \"sequence_scatter_grad: id %lld is "
-                   f"out of range for rows of %lld\", (long long)c, (long long)({w})); "
-                   f"return {2 + e.k}; }} {du}[j] = {d}[i * {w} + c]; }}")

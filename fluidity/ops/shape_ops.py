@@ -12,7 +12,6 @@ from ..core import dtypes
 from ..core.tensor import LoDTensor
 from ..errors import ProgramError, ShapeError
 from .common import infer_with, ints_from, norm_axis, numel
-from .compiled import dense_only, set_known_values
 from .registry import In, OpDef, Out, ints
 
 
@@ -79,43 +78,6 @@ class _ShapeOp(OpDef):
             return LoDTensor(out, lod), _xshape_array(a)
         return kernel
 
-    @classmethod
-    def emit(cls, e):
-        """A copy into Out's dims: the shape rule applied to X's dims with the symbolic ones
-        as -1, the one -1 left (if any) being numel(X) / the product of the others."""
-        if any(e.op.input(s.name) for s in cls.inputs[1:]):
-            e.fail("the shape comes from a tensor")
-        x = e.input("X")
-        known = [int(d) if e.is_lit(d) else -1 for d in x.dims]
-        try:
-            shape = cls.out_shape(known, e.attrs.__getitem__)
-        except (ShapeError, ProgramError) as exc:
-            e.fail(str(exc))
-        dims = [str(d) for d in shape]
-        if shape.count(-1) > 1:
-            e.fail("more than one unknown dim")
-        if -1 in shape:
-            rest = e.prod([d for d in dims if d != "-1"])
-            # a size the rule cannot split: interpreted, where the kernel names the shapes
-            e.check(f"{rest} == 0 || {x.numel()} % {rest} != 0",
-                    f"{e.op.type}: X's size does not split into {shape}")
-            dims[shape.index(-1)] = f"({x.numel()} / {rest})"
-        # the LoD stays when the rows do (the kernel's rule); where only run time can say,
-        # a run that keeps them runs interpreted
-        keep_lod = x.lod is not None and x.ndim > 0 and len(dims) > 0
-        if keep_lod and dims[0] != x.dims[0]:
-            if not (e.is_lit(dims[0]) and e.is_lit(x.dims[0])):
-                e.check(f"{dims[0]} == {x.dims[0]}",
-                        f"{e.op.type}: keeps X's rows and so its LoD")
-            keep_lod = False
-        out = e.output("Out", dims, x.ctype, lod_from=x if keep_lod else False)
-        if e.has_output("XShape"):
-            e.output("XShape", ["0"] + x.dims, x.ctype, lod_from=False)
-        cls.emit_copy(e, x, out)
-
-    @staticmethod
-    def emit_copy(e, x, out):
-        e.code(f"std::memcpy({out}, {x}, sizeof(*{x}) * {x.numel()});")
 
 
 class _ShapeOpGrad(OpDef):
@@ -128,12 +90,6 @@ class _ShapeOpGrad(OpDef):
     @staticmethod
     def kernel(xshape, dout):
         return dout.reshape(xshape.shape[1:])
-
-    @staticmethod
-    def emit(e):
-        xshape, d = e.input("XShape"), e.input("Out@GRAD")
-        g = e.output("X@GRAD", xshape.dims[1:], d.ctype, lod_from=False)
-        e.code(f"std::memcpy({g}, {d}, sizeof(*{d}) * {d.numel()});")
 
 
 # --- reshape2, transpose2, squeeze2, unsqueeze2, flatten2, flatten_contiguous_range --------
@@ -198,7 +154,7 @@ class Reshape2(_ShapeOp):
         return attrs.__getitem__ if given is None else {**attrs, "shape": given}.__getitem__
 
 
-def _perm(axis, rank):
+def transpose_perm(axis, rank):
     perm = [norm_axis(a, rank) for a in axis]
     if sorted(perm) != list(range(rank)):
         raise ShapeError(f"axis {list(axis)} is not a permutation of the {rank} dims of X")
@@ -212,17 +168,11 @@ class Transpose2(_ShapeOp):
 
     @staticmethod
     def out_shape(xs, attr):
-        return [xs[i] for i in _perm(attr("axis"), len(xs))]
+        return [xs[i] for i in transpose_perm(attr("axis"), len(xs))]
 
     @classmethod
     def apply(cls, a, attr):
-        return a.transpose(_perm(attr("axis"), a.ndim))
-
-    @staticmethod
-    def emit_copy(e, x, out):
-        perm = _perm(e.attr("axis"), x.ndim)
-        e.code(f"const int64_t dims[] = {{{', '.join(x.dims)}}}; const int perm[] = "
-               f"{{{', '.join(map(str, perm))}}}; fl::transpose({x}, {out}, {x.ndim}, dims, perm);")
+        return a.transpose(transpose_perm(attr("axis"), a.ndim))
 
 
 class Transpose2Grad(_ShapeOpGrad):
@@ -235,30 +185,15 @@ class Transpose2Grad(_ShapeOpGrad):
         axis = attrs["axis"]
 
         def kernel(xshape, dout):
-            inv = np.argsort(_perm(axis, dout.ndim))
+            inv = np.argsort(transpose_perm(axis, dout.ndim))
             return np.ascontiguousarray(dout.transpose(inv))
         return kernel
-
-    @staticmethod
-    def emit(e):
-        xshape, d = e.input("XShape"), e.input("Out@GRAD")
-        inv = [int(i) for i in np.argsort(_perm(e.attr("axis"), d.ndim))]
-        g = e.output("X@GRAD", xshape.dims[1:], d.ctype, lod_from=False)
-        e.code(f"const int64_t dims[] = {{{', '.join(d.dims)}}}; const int perm[] = "
-               f"{{{', '.join(map(str, inv))}}}; fl::transpose({d}, {g}, {d.ndim}, dims, perm);")
 
 
 class Squeeze2(_ShapeOp):
     type = "squeeze2"
     attrs = {"axes": ints()}
 
-    @classmethod
-    def emit(cls, e):
-        x = e.input("X")
-        axes = [int(a) % max(x.ndim, 1) for a in e.attr("axes")] or range(x.ndim)
-        if any(not e.is_lit(x.dims[a]) for a in axes):
-            e.fail("whether a dim it may squeeze is 1 is known only at run time")
-        super().emit(e)
     doc = ("Out = X without the size-1 dims listed in `axes` (every size-1 dim if empty); a "
            "listed dim whose size is not 1 is kept (Paddle 2.x).")
 
@@ -354,16 +289,6 @@ class Shape(OpDef):
     def kernel(x):
         return np.asarray(x.shape, dtype=np.int32)
 
-    @staticmethod
-    def emit(e):
-        """Input's dims, which compiled code knows (known values for the ops that take a
-        shape from Out: ops/compiled.py)."""
-        x = e.input("Input")
-        dense_only(e, x)
-        out = e.output("Out", [str(x.ndim)], "int32_t")
-        e.code(" ".join(f"{out}[{k}] = (int32_t)({d});" for k, d in enumerate(x.dims)))
-        set_known_values(e, out, x.dims)
-
 
 class Size(OpDef):
     type = "size"
@@ -380,10 +305,3 @@ class Size(OpDef):
     def kernel(x):
         return np.asarray([x.size], dtype=np.int64)
 
-    @staticmethod
-    def emit(e):
-        x = e.input("Input")
-        dense_only(e, x)
-        out = e.output("Out", [], "int64_t")
-        e.code(f"{out}[0] = (int64_t)({x.numel()});")
-        set_known_values(e, out, [x.numel()])

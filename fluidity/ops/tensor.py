@@ -20,7 +20,6 @@ from ..core.limits import check_elements
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, ShapeError
 from .common import infer_with, ints_from, norm_axis, present, reduce_to_shape, untile
-from .compiled import NUMPY_OF_CTYPE, known_values, lit_int, set_known_values
 from .registry import In, OpDef, Out, get as get_op, ints, longs
 
 
@@ -41,13 +40,6 @@ class Cast(OpDef):
         dt = dtypes.to_numpy(attrs["out_dtype"])
         return lambda x: x.astype(dt)   # always a copy (see the module docstring)
 
-    @staticmethod
-    def emit(e):
-        """C conversions are numpy's astype: round to nearest between floats, truncation
-        toward zero to integers, != 0 to bool."""
-        x = e.input("X")
-        out = e.output("Out", x.dims, e.ctype_of(e.attr("out_dtype")))
-        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = ({out.ctype}){x}[i];")
 
     grad = staticmethod(lambda g: g.op(
         "cast", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
@@ -73,58 +65,6 @@ def _concat_shape(shapes, axis):
     sizes = [s[axis] for s in shapes]
     out[axis] = -1 if min(sizes) < 0 else sum(sizes)
     return out
-
-
-def _emit_concat(e, copy_block):
-    """concat for both targets: the checks, Out, and for each input X `copy_block(Out, X,
-    pre, n)`, the target's C copying X's [pre, n] blocks into Out's rows (`row` long) at
-    column `at`."""
-    if e.op.input("AxisTensor"):
-        e.fail("the axis comes from a tensor")
-    xs = e.inputs("X")
-    if not xs or any(b is None for b in xs) or len({b.ctype for b in xs}) != 1:
-        e.fail("absent inputs or mixed dtypes")
-    x0 = xs[0]
-    ax = e.attr("axis") % x0.ndim
-    if ax == 0 and any(b.lod is not None for b in xs):
-        e.fail("axis 0 over LoD inputs joins their LoDs (the interpreter does)")
-    for b in xs[1:]:
-        if b.ndim != x0.ndim:
-            e.fail("inputs of different ranks")
-        for k in range(x0.ndim):
-            if k != ax and b.dims[k] != x0.dims[k]:
-                e.check(f"{b.dims[k]} != {x0.dims[k]}", "concat: inputs differ off the axis")
-    total = str(sum(int(b.dims[ax]) for b in xs)) if all(e.is_lit(b.dims[ax]) for b in xs) \
-        else "(" + " + ".join(b.dims[ax] for b in xs) + ")"
-    out = e.output("Out", x0.dims[:ax] + [total] + x0.dims[ax + 1:], x0.ctype)
-    pre, post = e.prod(x0.dims[:ax]), e.prod(x0.dims[ax + 1:])
-    e.code(f"int64_t at = 0; const int64_t row = {e.mul(total, post)};")
-    for b in xs:
-        n = e.mul(b.dims[ax], post)
-        e.code(f"{copy_block(out, b, pre, n)} at += {n};")
-
-
-def _emit_concat_grad(e, copy_block):
-    """concat_grad for both targets: for each X@GRAD the op has, `copy_block(X@GRAD,
-    Out@GRAD, pre, n)`, the target's C copying its [pre, n] blocks out of Out@GRAD's rows
-    (`row` long) at column `at`."""
-    if e.op.input("AxisTensor"):
-        e.fail("the axis comes from a tensor")
-    xs, d = e.inputs("X"), e.input("Out@GRAD")
-    if not xs or any(b is None for b in xs):
-        e.fail("absent inputs")
-    x0 = xs[0]
-    ax = e.attr("axis") % x0.ndim
-    if ax == 0 and any(b.lod is not None for b in xs):
-        e.fail("axis 0 over LoD inputs joins their LoDs (the interpreter does)")
-    pre, post = e.prod(x0.dims[:ax]), e.prod(x0.dims[ax + 1:])
-    e.code(f"int64_t at = 0; const int64_t row = {e.prod(d.dims[ax:])};")
-    for i, b in enumerate(xs):
-        n = e.mul(b.dims[ax], post)
-        if e.output_var("X@GRAD", i) not in (None, "@EMPTY@"):
-            g = e.output("X@GRAD", b.dims, d.ctype, i=i, lod_from=b)
-            e.code(copy_block(g, d, pre, n))
-        e.code(f"at += {n};")
 
 
 def _concat_lod(xs, axis):
@@ -179,13 +119,6 @@ class Concat(OpDef):
             return LoDTensor(np.concatenate(arrays, axis=ax), _concat_lod(xs, ax))
         return kernel
 
-    emit = staticmethod(lambda e: _emit_concat(e, lambda out, b, pre, n: (
-        f"for (int64_t p = 0; p < {pre}; ++p) std::memcpy({out} + p * row + at, "
-        f"{b} + p * {n}, sizeof(*{b}) * {n});")))
-    # one kernel per input copying its block of every outer row
-    cuda_emit = staticmethod(lambda e: _emit_concat(e, lambda out, b, pre, n: (
-        f"fl::cu::each({e.mul(pre, n)}, [=] __device__ (int64_t i) {{ "
-        f"{out}[(i / {n}) * row + at + i % {n}] = {b}[i]; }});")))
 
     grad = staticmethod(lambda g: g.op(
         "concat_grad", present({"X": g.input("X"), "AxisTensor": g.input("AxisTensor"),
@@ -211,13 +144,6 @@ class ConcatGrad(OpDef):
             cuts = np.cumsum([x.shape[ax] for x in xs])[:-1]
             return [np.ascontiguousarray(p) for p in np.split(dout, cuts, axis=ax)]
         return kernel
-
-    emit = staticmethod(lambda e: _emit_concat_grad(e, lambda g, d, pre, n: (
-        f"for (int64_t p = 0; p < {pre}; ++p) std::memcpy({g} + p * {n}, "
-        f"{d} + p * row + at, sizeof(*{d}) * {n});")))
-    cuda_emit = staticmethod(lambda e: _emit_concat_grad(e, lambda g, d, pre, n: (
-        f"fl::cu::each({e.mul(pre, n)}, [=] __device__ (int64_t i) {{ "
-        f"{g}[i] = {d}[(i / {n}) * row + at + i % {n}]; }});")))
 
 
 def _split_sizes(dim, n_out, num, sections):
@@ -768,35 +694,6 @@ class OneHot(OpDef):
             return (ids[..., None] == np.arange(depth)).astype(dt)
         return kernel
 
-    @classmethod
-    def emit(cls, e):
-        """Every id checked first (the kernel fails before it writes), then the rows."""
-        x = e.input("X")
-        if e.op.input("depth_tensor"):
-            e.fail("depth comes from a tensor")
-        if x.ctype not in ("int64_t", "int32_t"):
-            e.fail(f"ids are {x.ctype}")
-        depth = int(e.attr("depth"))
-        if depth < 0:
-            e.fail(f"depth {depth}")
-        if cls.last_is_one:
-            if not x.dims or x.dims[-1] not in ("1",):
-                e.fail(f"X{x.dims} has no trailing dim of 1")
-            lead = x.dims[:-1]
-        else:
-            lead = x.dims
-        out = e.output("Out", lead + [str(depth)], e.ctype_of(e.attr("dtype")))
-        n, ct = e.prod(lead), out.ctype
-        check = "" if e.attr("allow_out_of_range") else (
-            f"for (int64_t i = 0; i < n; ++i) if ({x}[i] < 0 || {x}[i] >= {depth}) {{ "
-            f"std::snprintf(err, 512, " + e.c_string(
-                f"{cls.type}: id %lld is outside [0, {depth}) (set allow_out_of_range to get "
-                f"a zero row)") + f", (long long){x}[i]); return {2 + e.k}; }} ")
-        e.code(f"const int64_t n = {n}; {check}"
-               f"std::memset({out}, 0, sizeof({ct}) * n * {depth}); "
-               f"for (int64_t i = 0; i < n; ++i) if ({x}[i] >= 0 && {x}[i] < {depth}) "
-               f"{out}[i * {depth} + {x}[i]] = ({ct})1;")
-
 
 class OneHotV2(OneHot):
     type = "one_hot_v2"
@@ -825,55 +722,4 @@ class Range(OpDef):
     # the most values compiled code holds as constants (more: the interpreter makes them)
     MAX_CONSTANTS = 1 << 14
 
-    @classmethod
-    def emit(cls, e):
-        """Start, End and Step must hold values compiled code knows (ops/compiled.py: a
-        constant, a dim). Constants: the kernel's np.arange itself, here, its values a table
-        in the code; integer dims: Start + i * Step, fl::arange_len of them."""
-        bufs = [e.input(s) for s in ("Start", "End", "Step")]
-        vals = []
-        for slot, b in zip(("Start", "End", "Step"), bufs):
-            v = known_values(e, b)
-            if not v:
-                e.fail(f"{slot} '{b.var}' holds a value known only at run time")
-            vals.append(lit_int(v[0]) if isinstance(v[0], str) and lit_int(v[0]) is not None
-                        else v[0])
-        ct = bufs[0].ctype
-        if not any(isinstance(v, str) for v in vals):
-            s, end, st = (NUMPY_OF_CTYPE[b.ctype](v) for b, v in zip(bufs, vals))
-            if st == 0:
-                e.fail("Step is 0")
-            try:
-                got = np.arange(s, end, st).astype(NUMPY_OF_CTYPE[ct], copy=False)
-            except (ValueError, OverflowError) as exc:     # the kernel raises it too
-                e.fail(str(exc))
-            if got.size > cls.MAX_CONSTANTS:
-                e.fail(f"{got.size} values")
-            out = e.output("Out", [str(got.size)], ct)
-            if got.size:
-                items = ", ".join(_c_item(e, v, ct) for v in got)
-                e.code(f"static const {ct} vals[] = {{{items}}}; "
-                       f"for (int64_t i = 0; i < {got.size}; ++i) {out}[i] = vals[i];")
-            if got.size <= 64:
-                set_known_values(e, out, list(got))
-            return
-        if any(b.ctype not in ("int64_t", "int32_t") for b in bufs):
-            e.fail("a bound known only as a C expression is not an integer")
-        s, end, st = (str(v) for v in vals)
-        if st.lstrip("-").isdigit():
-            if int(st) == 0:
-                e.fail("Step is 0")
-        else:
-            e.check(f"{st} == 0", "range: Step is 0")
-        out = e.output("Out", [f"fl::arange_len({s}, {end}, {st})"], ct)
-        e.code(f"for (int64_t i = 0; i < {out.dims[0]}; ++i) "
-               f"{out}[i] = ({ct})(({s}) + i * ({st}));")
 
-
-def _c_item(e, v, ctype):
-    """One value of a numpy array as a C literal of its element type (exact)."""
-    if ctype == "float":
-        return e.literal(float(v))
-    if ctype == "double":
-        return repr(float(v))
-    return f"{int(v)}LL"

@@ -167,6 +167,14 @@ def special(*values):
     return sample
 
 
+def _own_draws(lo, hi, lam, values=()):
+    """softshrink's sample, from a generator of its own (a sample added later must not move
+    the other samples' draws: compiled outputs are compared with earlier runs bit for bit)."""
+    x = np.random.default_rng(11).uniform(lo, hi, size=(4, 6)).astype(np.float32)
+    x.reshape(-1)[:len(values)] = values
+    return {"X": x}, {"lambda": lam}, ["X"] if not values else None
+
+
 SAMPLES.update({
     "gelu": act(),
     "mish": act(-30, 30, threshold=20.0),
@@ -179,6 +187,7 @@ SAMPLES.update({
     "selu": act(),
     "log1p": act(-0.9, 4),
     "erf": act(-3, 3),
+    "softshrink": lambda: _own_draws(-2, 2, 0.5),
     "log_softmax": act(axis=1),
     "layer_norm": lambda: (lambda n, m: (
         {"X": f32(n, 2, m), "Scale": f32(2 * m), "Bias": f32(2 * m)},
@@ -191,6 +200,8 @@ EXTRA.update({
     "hard_swish kinks and NaN": ("hard_swish", special(-3.0, 3.0, 0.0, np.nan)),
     "hard_sigmoid other slope": ("hard_sigmoid", act(slope=0.1666667, offset=0.5)),
     "elu NaN and infinities": ("elu", special(np.nan, np.inf, -np.inf, 0.0, -0.0)),
+    "softshrink kinks and NaN": ("softshrink", lambda: _own_draws(
+        -8, 8, 0.5, (0.5, -0.5, 0.0, -0.0, np.nan, np.inf))),
     "log_softmax last axis, long rows": ("log_softmax", lambda: (
         {"X": f32(3, 200)}, {"axis": -1}, ["X"])),
     "log_softmax first axis of 3": ("log_softmax", lambda: (

@@ -11,7 +11,7 @@ from codegen_samples import SEQUENCE_POOLS, adam_extra, all_samples, f32, lookup
 
 import fluidity as fluid
 from fluidity.backward import gradients
-from fluidity.codegen import cuda
+from fluidity.codegen import cuda, emit
 from fluidity.core.tensor import LoDTensor, SelectedRows
 from fluidity.errors import DeviceError
 from fluidity.ops import registry
@@ -30,7 +30,7 @@ def emulated(monkeypatch):
 
 
 def _cuda_ops():
-    return sorted(t for t, d in registry.all_ops().items() if cuda.cuda_rule(d) is not None)
+    return emit.op_types("cuda")
 
 
 def _forward_of(op_type):
@@ -48,7 +48,7 @@ def _cases():
     if not _drawn:
         for case in sorted(SAMPLES) + sorted(EXTRA):
             op_type, sample = EXTRA.get(case, (case, SAMPLES.get(case)))
-            if op_type in UPDATES or cuda.cuda_rule(registry.get(op_type)) is None:
+            if op_type in UPDATES or emit.lookup(op_type, "cuda") is None:
                 continue
             _drawn.append((case, op_type, sample()))
     return _drawn

@@ -123,6 +123,28 @@ def test_the_c_api_runs_clones_and_names_bad_input(mlp):
     lib.fluidity_model_free(m)
 
 
+def test_the_c_api_refuses_dims_whose_size_overflows(mlp):
+    """A caller's dims are data: a product past int64 (or a negative dim) is refused before
+    anything is sized from it."""
+    d, xs, *_ = mlp
+    lib = ctypes.CDLL(str(d / "out" / "libfluidity_model.so"))
+    lib.fluidity_model_load.restype = ctypes.c_void_p
+    lib.fluidity_model_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                       ctypes.c_char_p, ctypes.c_size_t]
+    lib.fluidity_model_free.argtypes = [ctypes.c_void_p]
+    err = ctypes.create_string_buffer(512)
+    m = lib.fluidity_model_load(str(d / "out" / "model.params").encode(), err, 512)
+    assert m, err.value
+    out = (Tensor * 1)()
+    for dims in ((1 << 62, 784), (-5, 784)):
+        t = _tensor(xs)
+        t.dims[0], t.dims[1] = dims
+        assert lib.fluidity_model_run(m, (Tensor * 1)(t), out, err, 512) == 1
+        assert "input 'x' has negative dims or more elements than int64 counts" in \
+            err.value.decode()
+    lib.fluidity_model_free(m)
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda b: b[:len(b) // 2], "is cut short"),
     (lambda b: b + b"\0" * 8, "bytes left after the last parameter"),
@@ -152,6 +174,26 @@ def test_the_executable_names_missing_and_unknown_inputs(mlp, tmp_path):
     np.save(tmp_path / "f.npy", np.ones((2, 784), np.float32).T)   # Fortran order
     r = subprocess.run([exe, str(tmp_path / "f.npy")], capture_output=True, text=True)
     assert r.returncode == 1 and "Fortran-ordered" in r.stderr
+
+
+def _npy_with_header(path, header):
+    h = header + " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode() +
+                     b"\0" * 64)
+
+
+@pytest.mark.parametrize("shape, message", [
+    ("(4611686018427387904, 784)", "not a tuple of at most 8 non-negative integers"),
+    ("(-3, 784)", "not a tuple of at most 8 non-negative integers"),
+    ("(5, 784", ""),                  # a header cut short: refused, not a hang
+])
+def test_the_executable_refuses_a_hostile_npy_header(mlp, tmp_path, shape, message):
+    d, *_ = mlp
+    bad = tmp_path / "bad.npy"
+    _npy_with_header(bad, "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }")
+    r = subprocess.run([str(d / "out" / "model_run"), f"x={bad}", "-o", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and message in r.stderr
 
 
 def test_a_sequence_model_takes_its_lod_on_the_command_line(tmp_path):

@@ -16,7 +16,7 @@ from hostile import assert_no_payload, extreme_values, set_raw_attr, wrong_value
 from op_test import COMPILED_ATOL, COMPILED_RTOL, build_op
 
 import fluidity as fluid
-from fluidity.codegen.emitters import rule_for
+from fluidity.codegen.emit import lookup
 from fluidity.codegen.lower import Lowering
 from fluidity.errors import ProgramFormatError
 from fluidity.framework import Program
@@ -27,7 +27,7 @@ from fluidity.proto import framework_pb2 as pb
 AttrType = pb.AttrType
 SAMPLES, EXTRA, _ = all_samples()
 COMPILED = sorted(t for t, d in registry.all_ops().items()
-                  if rule_for(d) is not None or rule_for(d, "cuda") is not None)
+                  if lookup(t, "cpu") is not None or lookup(t, "cuda") is not None)
 SKIP = (AttrType.BLOCK, AttrType.BLOCKS, AttrType.VAR, AttrType.VARS, AttrType.SCALAR,
         AttrType.SCALARS)
 

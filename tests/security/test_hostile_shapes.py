@@ -2,7 +2,8 @@
 whose byte size overflows an int64 once wrapped the arena size and its loop wrote past it
 (SIGSEGV); one_hot(depth=2**31-1) was killed by the OOM killer. Now a size that does not fit
 is refused - by the code generator (a literal product over 2**62), by the generated code
-(fl::mul's overflow, the arena's checked sum: the segment runs interpreted) or by the native
+(the arena's sizes computed with runtime/sizes.h's overflow-checked fl_mul_checked and
+fl_add_checked: the segment runs interpreted) or by the native
 plan (an arena larger than the machine can give) - and the interpreter's kernels refuse a
 tensor larger than the machine can give before they allocate (core/limits.py). Compiled or
 not, the same error."""
@@ -57,8 +58,8 @@ def test_fill_constant_whose_bytes_overflow_int64(monkeypatch):
 
 
 def test_batch_size_like_overflow_at_run_time():
-    """The batch is known only at run time: fl::mul overflows, the segment refuses its
-    arena before it writes, the interpreter says how large."""
+    """The batch is known only at run time: the arena's checked size overflows, the segment
+    refuses its arena before it writes, the interpreter says how large."""
     main = fluid.Program()
     with fluid.program_guard(main):
         x = fluid.data("x", [-1, 2], "float32")
@@ -66,7 +67,7 @@ def test_batch_size_like_overflow_at_run_time():
                                                          "float32", 0.5)
         y = fluid.layers.scale(out, 2.0)
     low = Lowering(main, 0, keep=[y.name])
-    assert "fl::mul(" in low.source and "fl::slot_size" in low.source
+    assert "fl_mul_checked(" in low.source and "fl_align_checked(" in low.source
     assert [w for _, t, w, _ in low.explain() if t == "fill_constant_batch_size_like"] != \
         ["python"]
     _same(_errors(main, {"x": np.zeros((8, 2), np.float32)}, [y.name]))
@@ -104,6 +105,7 @@ def test_a_size_that_fits_still_runs_compiled():
 
 def test_generated_sizes_are_checked_products():
     from fluidity.codegen.cir import NotCompilable, mul
-    assert mul(3, 4) == "12" and mul("a", 1) == "a" and mul("a", "b") == "fl::mul(a, b)"
+    assert mul(3, 4) == "12" and mul("a", 1) == "a" and mul("a", "b") == "(a * b)"
+    assert mul("a", "b").checked("ok") == "fl_mul_checked(a, b, &ok)"    # where it sizes memory
     with pytest.raises(NotCompilable, match="does not fit an int64"):
         mul(1 << 40, 1 << 40)

@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "segment_args.h"   // the segment's arguments (codegen/abi.py)
+#include "sizes.h"          // overflow-checked sizes of the arena
 #include "status.h"     // fail, mismatch: the C++ target's return codes (host)
 #define FL_HD __host__ __device__
 #include "numerics.h"   // the C++ target's arithmetic (fmaxnp, pairwise_sum, gelu, ...), FL_HD
@@ -32,8 +34,6 @@
 namespace fl {
 
 using i64 = int64_t;
-
-inline int64_t align(int64_t n) { return (n + 255) / 256 * 256; }   // device: 256-byte slots
 
 // --- rows (one device thread each): softmax and its loss, as fluidity.h's loops ----------------
 FL_HD inline void softmax_row(const float* xr, float* o, i64 cols) {
@@ -140,6 +140,8 @@ inline void fill(float* p, i64 n, float v) {
 }  // namespace cu
 }  // namespace fl
 
+#include "cuda_ops.h"   // the named kernels CUDA emitters call
+
 // --- the device library (codegen/cuda.py device_library): memory and copies for the executor --
 #define FL_CUDA_DEVICE_API                                                                      \
     extern "C" int fl_cuda_device_count() {                                                     \
@@ -161,5 +163,3 @@ inline void fill(float* p, i64 n, float v) {
         if (e != cudaSuccess) std::snprintf(err, 512, "%s", cudaGetErrorString(e));             \
         return (int)e;                                                                          \
     }
-
-#include "sizes.h"      // fl::mul and the arena's checked sizes (after fl::align)

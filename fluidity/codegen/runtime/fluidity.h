@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "segment_args.h"   // the segment's arguments (codegen/abi.py)
+#include "sizes.h"          // overflow-checked sizes of the arena
 #include "status.h"     // fail, mismatch: the segment's return codes, shared with cuda_rt.h
 #include "numerics.h"   // fmaxnp, sigmoid, pairwise_sum, gelu, ...: shared with cuda_rt.h
 
@@ -26,8 +28,6 @@ struct Error {
     i64 len;
 };
 
-// Arena slots are 64-byte aligned (cache lines; AVX-512 loads).
-inline int64_t align(int64_t n) { return (n + 63) / 64 * 64; }
 
 // --- BLAS ---------------------------------------------------------------------------------
 // C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major, leading dims given.
@@ -171,10 +171,11 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 
 }  // namespace fl
 
-#include "sizes.h"      // fl::mul and the arena's checked sizes (after fl::align)
 #include "conv.h"
 #include "sparse.h"
 #include "rnn.h"
-#include "ops_extra.h"
+#include "reduce.h"     // reductions of any type
+#include "indexing.h"   // slice, strided_slice, range
+#include "rows.h"       // mish, log_softmax, layer_norm
 #include "nn.h"
 #include "seq.h"

@@ -21,12 +21,14 @@
 extern "C" {
 #endif
 
+#define FLUIDITY_MAX_DIMS 8
+
 /* dtype codes are Paddle's VarType: 0 bool, 2 int32, 3 int64, 5 float32, 6 float64,
  * 20 uint8, 21 int8 */
 typedef struct fluidity_tensor {
     int dtype;
-    int ndim;                /* at most 8 */
-    int64_t dims[8];
+    int ndim;                /* at most FLUIDITY_MAX_DIMS */
+    int64_t dims[FLUIDITY_MAX_DIMS];
     void* data;              /* C order, dims[0] * ... * dims[ndim-1] elements */
     const int64_t* lod;      /* level-0 sequence offsets (lod_len of them) or NULL */
     int64_t lod_len;

@@ -19,17 +19,21 @@
 #include <vector>
 
 #include "fluidity_model.h"
+#include "segment_args.h"
+#include "sizes.h"
 
 namespace fl {
 namespace model {
 
 enum Kind { FEED = 0, PARAM = 1, VALUE = 2 };
 
+static_assert(FLUIDITY_MAX_DIMS == FL_MAX_DIMS, "the C API's tensors hold the segments' dims");
+
 struct VarInfo {
     const char* name;
     int dtype;            // Paddle VarType code
     int ndim;             // -1: not known from the program
-    int64_t dims[8];      // -1 where the program leaves a dim open
+    int64_t dims[FL_MAX_DIMS];   // -1 where the program leaves a dim open
     int kind;
 };
 
@@ -58,8 +62,6 @@ struct ModelDef {
     int n_params;
     const int* params;    // in the combined file's order
 };
-
-constexpr int64_t ARGS_PER_TENSOR = 12;
 
 inline int64_t itemsize(int dtype) {
     switch (dtype) {
@@ -103,7 +105,7 @@ struct Params {
 struct Value {
     void* data = nullptr;
     int ndim = -1;                          // -1: no value yet
-    int64_t dims[8] = {0};
+    int64_t dims[FL_MAX_DIMS] = {0};
     const int64_t* lod = nullptr;
     int64_t lod_len = 0;
 };
@@ -255,7 +257,7 @@ inline fluidity_model* make(const ModelDef& def, std::shared_ptr<Params> params)
     m->values.assign(def.n_vars, Value());
     m->arenas.resize(def.n_segs);
     for (int s = 0; s < def.n_segs; ++s)
-        m->args.emplace_back(1 + (def.segs[s].n_in + def.segs[s].n_out) * ARGS_PER_TENSOR, 0);
+        m->args.emplace_back(fl_args_len(def.segs[s].n_in, def.segs[s].n_out), 0);
     return m;
 }
 
@@ -279,9 +281,17 @@ inline int run(fluidity_model* m, const fluidity_tensor* inputs, fluidity_tensor
             return 1;
         }
         int64_t numel = 1;      // a 0-D tensor holds one element: it needs data too
-        for (int d = 0; d < t.ndim && d < 8; ++d) numel *= t.dims[d];
-        if (t.ndim < 0 || t.ndim > 8 || (t.data == nullptr && numel != 0)) {
-            say(err, n, "input '%s' has no data or more than 8 dims", info.name);
+        int sane = 1;
+        for (int d = 0; d < t.ndim && d < FL_MAX_DIMS; ++d)
+            numel = fl_mul_checked(numel, t.dims[d], &sane);
+        if (!sane) {
+            say(err, n, "input '%s' has negative dims or more elements than int64 counts",
+                info.name);
+            return 1;
+        }
+        if (t.ndim < 0 || t.ndim > FL_MAX_DIMS || (t.data == nullptr && numel != 0)) {
+            say(err, n, "input '%s' has no data or more than %s dims", info.name,
+                std::to_string(FL_MAX_DIMS).c_str());
             return 1;
         }
         Value& v = m->values[def.feeds[k]];
@@ -295,6 +305,7 @@ inline int run(fluidity_model* m, const fluidity_tensor* inputs, fluidity_tensor
     for (int s = 0; s < def.n_segs; ++s) {
         const SegInfo& seg = def.segs[s];
         int64_t* P = m->args[s].data();
+        fl_tensor_arg* const ins = fl_inputs(P);
         for (int j = 0; j < seg.n_in; ++j) {
             const Value& v = m->values[seg.in[j]];
             const char* name = def.vars[seg.in[j]].name;
@@ -302,23 +313,23 @@ inline int run(fluidity_model* m, const fluidity_tensor* inputs, fluidity_tensor
                 say(err, n, "'%s' has no value when the model reads it", name);
                 return 1;
             }
-            int64_t* a = P + 1 + j * ARGS_PER_TENSOR;
-            a[0] = (int64_t)(intptr_t)v.data;
-            a[1] = v.ndim;
-            for (int d = 0; d < v.ndim; ++d) a[2 + d] = v.dims[d];
+            fl_tensor_arg& a = ins[j];
+            a.data = (int64_t)(intptr_t)v.data;
+            a.ndim = v.ndim;
+            for (int d = 0; d < v.ndim; ++d) a.dims[d] = v.dims[d];
             if (seg.in_lod[j]) {
                 if (!v.lod || v.lod_len < 1) {
                     say(err, n, "input '%s' needs its LoD (level-0 offsets)", name);
                     return 1;
                 }
-                a[10] = (int64_t)(intptr_t)v.lod;
-                a[11] = v.lod_len;
+                a.aux = (int64_t)(intptr_t)v.lod;
+                a.aux_len = v.lod_len;
             }
         }
         Aligned& arena = m->arenas[s];
         int rc;
         while ((rc = seg.fn(P, arena.p, arena.cap, msg)) == 1)
-            if (!arena.reserve(P[0])) {
+            if (!arena.reserve(P[FL_ARG_NEED])) {
                 say(err, n, "out of memory for the arena of segment %s", std::to_string(s).c_str());
                 return 1;
             }
@@ -331,14 +342,14 @@ inline int run(fluidity_model* m, const fluidity_tensor* inputs, fluidity_tensor
             say(err, n, "%s failed: %s", site, msg);
             return 1;
         }
-        int64_t base = 1 + seg.n_in * ARGS_PER_TENSOR;
+        const fl_tensor_arg* const outs = fl_outputs(P, seg.n_in);
         for (int j = 0; j < seg.n_out; ++j) {
-            const int64_t* o = P + base + j * ARGS_PER_TENSOR;
-            if (seg.out_inplace[j] || o[1] < 0) continue;   // in place, or not written
+            const fl_tensor_arg& o = outs[j];
+            if (seg.out_inplace[j] || o.ndim < 0) continue;   // in place, or not written
             Value& v = m->values[seg.out[j]];
-            v.data = arena.p + o[0];
-            v.ndim = (int)o[1];
-            for (int d = 0; d < v.ndim; ++d) v.dims[d] = o[2 + d];
+            v.data = arena.p + o.data;
+            v.ndim = (int)o.ndim;
+            for (int d = 0; d < v.ndim; ++d) v.dims[d] = o.dims[d];
             if (seg.out_lod[j] >= 0) {
                 v.lod = m->values[seg.out_lod[j]].lod;
                 v.lod_len = m->values[seg.out_lod[j]].lod_len;

@@ -1,4 +1,4 @@
-"""Compiled forms of Fluid 1.x ops beyond what the sample table (codegen_samples_fluid1.py,
+"""Compiled forms of Fluid 1.x ops beyond what the sample table (codegen_samples_lod.py,
 compiled vs the kernels) checks: the gradient of training dropout (its forward draws a
 random mask and runs as a Python step; a fixed seed gives both runs one mask), known
 chunk counts, a Viterbi path against brute force, and a bad label named as the interpreter
@@ -6,7 +6,7 @@ names it."""
 import numpy as np
 import pytest
 from codegen_samples import f32
-from codegen_samples_fluid1 import lod
+from codegen_samples_lod import lod
 from op_test import build_op, check_compiled_grads, compiled_ops
 
 import fluidity as fluid

@@ -1,0 +1,100 @@
+"""The calling convention of a compiled segment, the Python twin of runtime/segment_args.h.
+
+    int fl_seg_N(int64_t* args, char* arena, int64_t cap, char* err)
+
+`args` is ARGS_HEAD int64 slots, then one tensor record (`TensorArg`, SLOTS int64 slots) per
+input of the segment, then one per output. The header says what each field holds; this
+module is the one place Python code knows the layout: the native and CUDA plans pack and
+unpack through `Args` and the functions below, the renderers name the fields through
+`c_field`. tests/codegen/test_abi.py parses the header and checks every constant and field
+here against it, so the two cannot drift apart.
+"""
+import ctypes
+
+import numpy as np
+
+HEADER = "segment_args.h"      # in codegen/runtime/
+MAX_DIMS = 8
+ARGS_HEAD = 1
+ARG_NEED = 0                   # the head slot where a segment asks for a larger arena
+
+
+class TensorArg(ctypes.Structure):
+    """One tensor record (segment_args.h's fl_tensor_arg)."""
+    _fields_ = [("data", ctypes.c_int64), ("ndim", ctypes.c_int64),
+                ("dims", ctypes.c_int64 * MAX_DIMS), ("aux", ctypes.c_int64),
+                ("aux_len", ctypes.c_int64)]
+
+
+C_STRUCT = "fl_tensor_arg"
+SLOTS = ctypes.sizeof(TensorArg) // 8
+# each field's first slot within a record
+DATA, NDIM, DIMS, AUX, AUX_LEN = (getattr(TensorArg, f).offset // 8
+                                  for f, _ in TensorArg._fields_)
+NOT_WRITTEN = -1               # an output's ndim when a branch that sets it did not run
+IN_PLACE = -1                  # an output's data when it was updated in its own memory
+
+
+def args_len(n_inputs, n_outputs):
+    """int64 slots of the args of a segment with these many inputs and outputs."""
+    return ARGS_HEAD + (n_inputs + n_outputs) * SLOTS
+
+
+class Args:
+    """The argument vector of one segment call (one per thread: the segment writes its
+    outputs' records into it). `inputs[j]` and `outputs[j]` are views of the records."""
+    __slots__ = ("vector", "address", "inputs", "outputs")
+
+    def __init__(self, n_inputs, n_outputs, empty=np.empty):
+        """`empty(n, dtype)` allocates the vector (a Hogwild worker's own on cache lines of
+        its own: shared_memory.aligned_empty); it is zeroed here."""
+        self.vector = empty(args_len(n_inputs, n_outputs), np.int64)
+        self.vector[:] = 0
+        self.address = self.vector.ctypes.data
+        records = self.vector[ARGS_HEAD:].reshape(n_inputs + n_outputs, SLOTS)
+        self.inputs = list(records[:n_inputs])
+        self.outputs = list(records[n_inputs:])
+
+    @property
+    def need(self):
+        """The arena bytes the segment asked for (after it returned 1)."""
+        return int(self.vector[ARG_NEED])
+
+
+def put_tensor(record, address, shape):
+    """An input's data address, rank and dims into its record."""
+    record[DATA] = address
+    record[NDIM] = len(shape)
+    record[DIMS:DIMS + len(shape)] = shape
+
+
+def put_aux(record, address, count):
+    """An input's LoD offsets (address, count) or SelectedRows ids (address, height)."""
+    record[AUX] = address
+    record[AUX_LEN] = count
+
+
+def output_shape(record, ndim):
+    """An output's dims as a tuple, or None when it was not written."""
+    if record[NDIM] == NOT_WRITTEN:
+        return None
+    return tuple(record[DIMS:DIMS + ndim].tolist())
+
+
+def output_offset(record):
+    """An output's byte offset in the arena."""
+    return int(record[DATA])
+
+
+def output_aux(record):
+    """(arena offset of a SelectedRows output's row ids, its height)."""
+    return int(record[AUX]), int(record[AUX_LEN])
+
+
+def c_field(records, j, field, index=None):
+    """C text naming `field` of record j of the fl_tensor_arg array `records` (the
+    renderers' one way to read or write the convention)."""
+    names = {f for f, _ in TensorArg._fields_}
+    if field not in names:
+        raise ValueError(f"{C_STRUCT} has no field {field!r}")
+    return f"{records}[{j}].{field}" + ("" if index is None else f"[{index}]")

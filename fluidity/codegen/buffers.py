@@ -1,0 +1,52 @@
+"""Stage 2 of lowering: a segment's buffer plan. Which values leave the segment (its
+outputs: read by a later op, kept for a fetch, or a variable of an outer block), and where
+every temporary, output and scratch buffer lives: slots of one arena, coloured by lifetime
+(`ir.memory_plan.colour_by_lifetime`: buffers whose lifetimes never overlap share a slot),
+sized at run time from their symbolic dims. Persistables are updated in their own memory
+and take no slot.
+"""
+from ..ir.memory_plan import colour_by_lifetime
+
+ARENA_KINDS = ("temp", "output", "scratch")
+
+
+def plan_buffers(seg, later, keep, block):
+    """Set `seg.outputs` (in args order), each arena buffer's `slot`, `seg.n_slots` and
+    `seg.inplace`. `later`: names ops after the segment read; `keep`: names the caller
+    keeps (fetches); `block`: the lowered block (a value of an outer block's variable
+    leaves too)."""
+    seg.outputs = _outputs(seg, later, keep, block)
+    arena = [b for b in seg.bufs if b.kind in ARENA_KINDS]
+    sizes = {b.name: b.nbytes() for b in arena}
+    life = {b.name: (b.first, b.last) for b in arena}
+    slots, seg.inplace, seg.n_slots = colour_by_lifetime(sizes, life)
+    for b in arena:
+        b.slot = slots[b.name]
+    return seg
+
+
+def _outputs(seg, later, keep, block):
+    """The values that leave the segment; a temp that leaves becomes an output, alive to
+    the segment's end."""
+    end, outs = len(seg.sites), []
+    for name, buf in seg.values.items():
+        if buf.kind == "inout":
+            outs.append(buf)
+        elif buf.kind == "temp":
+            v = block.find_var_recursive(name)
+            outside = v is not None and v.name not in block.vars
+            if name in later or name in keep or outside:
+                buf.kind, buf.last = "output", end
+                if buf.rows is not None:
+                    buf.rows.kind, buf.rows.last = "output", end
+                outs.append(buf)
+    return outs
+
+
+def slot_members(seg):
+    """{slot: [the buffers that share it]} of a planned segment."""
+    members = {}
+    for b in seg.bufs:
+        if b.slot is not None:
+            members.setdefault(b.slot, []).append(b)
+    return members

@@ -1,0 +1,39 @@
+"""What both targets' emitters of conv2d and pooling share: the literal NCHW geometry,
+the grouped gemms, and the runs of pooling windows."""
+import numpy as np
+
+from ...ops.common import channel_last
+
+
+def emit_literal_nchw(e, x, w):
+    """(N, [C, H, W], Filter dims) of a compiled NCHW conv or conv_transpose, all literal
+    but N; NotCompilable when the layout is NHWC or a dim is known only at run time."""
+    if channel_last(e.attr("data_format")):
+        e.fail("NHWC layout")
+    if x.ndim != 4 or w.ndim != 4 or not all(e.is_lit(d) for d in x.dims[1:] + w.dims):
+        e.fail("channels, image or filter size not known when compiling")
+    return x.dims[0], [int(d) for d in x.dims[1:]], [int(d) for d in w.dims]
+
+
+def grouped_gemm(gemm, groups, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
+    """C code for both targets: one `gemm` ("fl::gemm", or the device's "fl::cu::gemm" of
+    the same signature) per group gi, C_gi = op(A_gi) @ op(B_gi) with A_gi, B_gi and C_gi
+    the gi-th blocks of m*k, k*n and m*n floats of a, b and c."""
+    return (f"for (int64_t gi = 0; gi < {groups}; ++gi) {gemm}({str(ta).lower()}, "
+            f"{str(tb).lower()}, {m}, {n}, {k}, 1.0f, {a} + gi * {m} * {k}, {lda}, "
+            f"{b} + gi * {k} * {n}, {ldb}, 0.0f, {c} + gi * {m} * {n}, {ldc});")
+
+
+def contiguous(idx, valid):
+    """Whether every window's valid taps are consecutive positions."""
+    for row, ok in zip(idx, valid):
+        pos = row[ok]
+        if len(pos) and not np.array_equal(pos, np.arange(pos[0], pos[0] + len(pos))):
+            return False
+    return True
+
+
+def runs(idx, valid):
+    starts = [int(row[ok][0]) if ok.any() else 0 for row, ok in zip(idx, valid)]
+    ends = [int(row[ok][-1]) + 1 if ok.any() else 0 for row, ok in zip(idx, valid)]
+    return starts, ends

@@ -1,0 +1,318 @@
+"""C++ emitters of conv2d, depthwise_conv2d, conv2d_transpose, pool2d, max_pool2d_with_index
+and their gradients: im2col and one gemm per group, the numpy kernels' own BLAS calls."""
+import numpy as np
+
+from ....errors import ShapeError
+from ....ops.common import channel_last
+from ....ops.conv import (conv_geometry, conv_shape_error, convt_geometry, pool_windows,
+                          pool_with_index_attrs)
+from .. import register
+from ..checks import check_dims
+from ..conv import contiguous, emit_literal_nchw, grouped_gemm, runs
+
+
+def _emit_conv_geometry(e, x, w):
+    """The literal geometry of a compiled NCHW conv (N may be symbolic): (code declaring
+    a fl::ConvGeom `g`, groups, M, [oh, ow]); NotCompilable when H, W, C or the filter are
+    not literal or the layout is NHWC."""
+    n, (c, h, wd), (m, cg, kh, kw) = emit_literal_nchw(e, x, w)
+    groups = e.attr("groups")
+    if conv_shape_error([1, c, h, wd], [m, cg, kh, kw], groups):
+        e.fail(conv_shape_error([1, c, h, wd], [m, cg, kh, kw], groups))
+    strides, pads, dil, (oh, ow) = conv_geometry(e.attrs, (h, wd), (kh, kw))
+    code = (f"const fl::ConvGeom g{{{n}, {c}, {h}, {wd}, {kh}, {kw}, {oh}, {ow}, {strides[0]}, "
+            f"{strides[1]}, {pads[0]}, {pads[2]}, {dil[0]}, {dil[1]}}};")
+    return code, groups, m, [oh, ow]
+
+
+def _emit_convt_geometry(e, x, w):
+    """The literal geometry of a compiled NCHW conv2d_transpose (N may be symbolic): (code
+    declaring the fl::ConvGeom `g` of the conv2d it transposes: the image is Output [N, M,
+    oh, ow], the conv's output positions Input's [h, w]; groups, C, M/groups, [oh, ow])."""
+    n, (c, h, wd), (c2, mg, kh, kw) = emit_literal_nchw(e, x, w)
+    groups = e.attr("groups")
+    if c != c2 or groups < 1 or c % groups:
+        e.fail(f"Input {x.dims} and Filter {w.dims} with groups={groups} do not fit")
+    try:
+        strides, pads, dil, (oh, ow) = convt_geometry(e.attrs, (h, wd), (kh, kw))
+    except ShapeError as err:
+        e.fail(str(err))
+    code = (f"const fl::ConvGeom g{{{n}, {groups * mg}, {oh}, {ow}, {kh}, {kw}, {h}, {wd}, "
+            f"{strides[0]}, {strides[1]}, {pads[0]}, {pads[2]}, {dil[0]}, {dil[1]}}};")
+    return code, groups, c, mg, [oh, ow]
+
+
+def _emit_pool_tables(e, attrs, h, w):
+    """C tables of a compiled pool's windows over an h x w plane: rows [hs, he), columns
+    [ws, we) of each output position (the kernel's pool_windows, clipped; adaptive cells
+    too), and the average's divisors (div); returns (code, (oh, ow))."""
+    ((ih, vh), (iw, vw)), ksize, adaptive = pool_windows(attrs, h, w)
+    if not (contiguous(ih, vh) and contiguous(iw, vw)):
+        e.fail("windows that are not runs of positions")
+    hs, he = runs(ih, vh)
+    ws, we = runs(iw, vw)
+    if attrs.get("exclusive", True) or attrs["global_pooling"] or adaptive:
+        div = np.maximum(np.outer(vh.sum(1), vw.sum(1)), 1).astype(np.float32)
+    else:
+        div = np.full((len(hs), len(ws)), np.float32(ksize[0] * ksize[1]), np.float32)
+    if attrs["global_pooling"]:
+        div = np.full((1, 1), np.float32(h * w), np.float32)
+
+    def arr(name, values, ctype="int64_t"):
+        vals = ", ".join(repr(float(v)) + "f" if ctype == "float" else str(int(v))
+                         for v in np.ravel(values))
+        return f"static const {ctype} {name}[] = {{{vals}}};"
+    code = " ".join([arr("hs", hs), arr("he", he), arr("ws", ws), arr("we", we),
+                     arr("div", div, "float")])
+    return code, (len(hs), len(ws))
+
+
+@register("conv2d", "cpu")
+@register("depthwise_conv2d", "cpu")
+def conv2d(e):
+    """im2col, one gemm per group over the whole batch (the kernel's matmul), then NCHW
+    and the bias."""
+    x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
+    if e.op.input("ResidualData"):
+        e.fail("ResidualData")
+    e.require_float(x, w, bias)
+    geom, groups, m, (oh, ow) = _emit_conv_geometry(e, x, w)
+    out = e.output("Output", [x.dims[0], str(m), str(oh), str(ow)])
+    ckk = e.prod(w.dims[1:])
+    ncol = e.mul(x.dims[0], oh * ow)
+    cols = e.scratch([e.mul(groups, ckk), ncol])
+    tmp = e.scratch([str(m), ncol])
+    mg = m // groups
+    e.code(geom)
+    e.code(f"fl::im2col({x}, g, {cols});")
+    e.code(grouped_gemm("fl::gemm", groups, False, False, mg, ncol, ckk, w, ckk, cols,
+                         ncol, tmp, ncol))
+    e.code(f"fl::swap01({tmp}, {out}, {m}, {x.dims[0]}, {oh * ow});")
+    if bias is not None:
+        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) "
+               f"{out}[i] = {out}[i] + {bias}[(i / {oh * ow}) % {m}];")
+
+
+@register("conv2d_grad", "cpu")
+@register("depthwise_conv2d_grad", "cpu")
+def conv2d_grad(e):
+    x, w, bias, dout = e.input("Input"), e.input("Filter"), e.input("Bias"), \
+        e.input("Output@GRAD")
+    e.require_float(x, w, bias, dout)
+    geom, groups, m, (oh, ow) = _emit_conv_geometry(e, x, w)
+    ckk, mg = e.prod(w.dims[1:]), m // groups
+    ncol = e.mul(x.dims[0], oh * ow)
+    e.code(geom)
+    d = e.scratch([str(m), ncol])      # Output@GRAD as [M, N*oh*ow]
+    e.code(f"fl::swap01({dout}, {d}, {x.dims[0]}, {m}, {oh * ow});")
+    if e.has_output("Filter@GRAD"):
+        cols = e.scratch([e.mul(groups, ckk), ncol])
+        dw = e.output("Filter@GRAD", w.dims)
+        e.code(f"fl::im2col({x}, g, {cols});")
+        e.code(grouped_gemm("fl::gemm", groups, False, True, mg, ckk, ncol, d, ncol,
+                             cols, ncol, dw, ckk))
+    if e.has_output("Input@GRAD"):
+        dcols = e.scratch([e.mul(groups, ckk), ncol])
+        dx = e.output("Input@GRAD", x.dims)
+        e.code(grouped_gemm("fl::gemm", groups, True, False, ckk, ncol, mg, w, ckk, d,
+                             ncol, dcols, ncol))
+        e.code(f"fl::col2im({dcols}, g, {dx});")
+    if e.has_output("Bias@GRAD") and bias is not None:
+        db = e.output("Bias@GRAD", bias.dims)
+        e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ double s = 0; for (int64_t i = 0; "
+               f"i < {ncol}; ++i) s += {d}[c * {ncol} + i]; {db}[c] = (float)s; }}")
+
+
+@register("conv2d_transpose", "cpu")
+def conv2d_transpose(e):
+    """The kernel's steps: Input as [C, N*h*w], one gemm per group making the columns
+    W_g^T @ X_g, col2im into Output (tap by tap, as _col2im adds), then the bias."""
+    x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
+    e.require_float(x, w, bias)
+    geom, groups, c, mg, (oh, ow) = _emit_convt_geometry(e, x, w)
+    n, hw = x.dims[0], int(x.dims[2]) * int(x.dims[3])
+    m, cg, mgkk = groups * mg, c // groups, e.prod(w.dims[1:])
+    out = e.output("Output", [n, str(m), str(oh), str(ow)])
+    ncol = e.mul(n, hw)
+    xg = e.scratch([str(c), ncol])
+    cols = e.scratch([e.mul(groups, mgkk), ncol])
+    e.code(geom)
+    e.code(f"fl::swap01({x}, {xg}, {n}, {c}, {hw});")
+    e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(true, false, {mgkk}, {ncol}, "
+           f"{cg}, 1.0f, {w} + gi * {cg} * {mgkk}, {mgkk}, {xg} + gi * {cg} * {ncol}, "
+           f"{ncol}, 0.0f, {cols} + gi * {mgkk} * {ncol}, {ncol});")
+    e.code(f"fl::col2im({cols}, g, {out});")
+    if bias is not None:
+        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) "
+               f"{out}[i] = {out}[i] + {bias}[(i / {oh * ow}) % {m}];")
+
+
+@register("conv2d_transpose_grad", "cpu")
+def conv2d_transpose_grad(e):
+    """The kernel's steps: im2col of Output@GRAD at Input's positions, per group dX_g =
+    W_g @ cols_g and dW_g = X_g @ cols_g^T (gemms), dBias summed in double."""
+    x, w, bias, dout = e.input("Input"), e.input("Filter"), e.input("Bias"), \
+        e.input("Output@GRAD")
+    e.require_float(x, w, bias, dout)
+    geom, groups, c, mg, (oh, ow) = _emit_convt_geometry(e, x, w)
+    n, hw = x.dims[0], int(x.dims[2]) * int(x.dims[3])
+    m, cg, mgkk = groups * mg, c // groups, e.prod(w.dims[1:])
+    check_dims(e, dout, [n, str(m), str(oh), str(ow)], "Output")
+    ncol = e.mul(n, hw)
+    cols = e.scratch([e.mul(groups, mgkk), ncol])
+    e.code(geom)
+    e.code(f"fl::im2col({dout}, g, {cols});")
+    if e.has_output("Input@GRAD"):
+        tmp = e.scratch([str(c), ncol])
+        dx = e.output("Input@GRAD", x.dims)
+        e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(false, false, {cg}, "
+               f"{ncol}, {mgkk}, 1.0f, {w} + gi * {cg} * {mgkk}, {mgkk}, {cols} + gi * "
+               f"{mgkk} * {ncol}, {ncol}, 0.0f, {tmp} + gi * {cg} * {ncol}, {ncol});")
+        e.code(f"fl::swap01({tmp}, {dx}, {c}, {n}, {hw});")
+    if e.has_output("Filter@GRAD"):
+        xg = e.scratch([str(c), ncol])
+        dw = e.output("Filter@GRAD", w.dims)
+        e.code(f"fl::swap01({x}, {xg}, {n}, {c}, {hw});")
+        e.code(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(false, true, {cg}, "
+               f"{mgkk}, {ncol}, 1.0f, {xg} + gi * {cg} * {ncol}, {ncol}, {cols} + gi * "
+               f"{mgkk} * {ncol}, {ncol}, 0.0f, {dw} + gi * {cg} * {mgkk}, {mgkk});")
+    if e.has_output("Bias@GRAD") and bias is not None:
+        db = e.output("Bias@GRAD", bias.dims)
+        e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ double s = 0; for (int64_t b = 0; "
+               f"b < {n}; ++b) for (int64_t i = 0; i < {oh * ow}; ++i) s += {dout}[(b * {m} "
+               f"+ c) * {oh * ow} + i]; {db}[c] = (float)s; }}")
+
+
+@register("pool2d", "cpu")
+def pool2d(e):
+    """Each window's taps in the kernel's order (rows, then columns): the first maximum
+    (NaN wins, as np.maximum's), or the sum of a separable average (columns of each row
+    summed, then the rows) divided as the kernel divides. NHWC walks the same planes
+    with a channel stride."""
+    x = e.input("X")
+    e.require_float(x)
+    lay = PoolLayout(e, x, e.attrs)
+    tables, (oh, ow) = _emit_pool_tables(e, e.attrs, lay.h, lay.w)
+    out = e.output("Out", lay.dims(oh, ow))
+    if e.attr("pooling_type") == "max":
+        body = ("float v = -INFINITY; bool any = false; for (int64_t i = hs[a]; i < he[a]; "
+                "++i) for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = "
+                "img[(i * W + j) * ES]; if (!any || t > v || t != t) { v = t; any = true; } }")
+    else:
+        body = ("float v = 0.0f; for (int64_t j = ws[b]; j < we[b]; ++j) { float col = 0.0f; "
+                "for (int64_t i = hs[a]; i < he[a]; ++i) col += img[(i * W + j) * ES]; "
+                "v += col; } v = v / div[a * OW + b];")
+    e.code(tables)
+    e.code(lay.planes(ow, ("const float* img", x, lay.h * lay.w),
+                      ("float* o", out, oh * ow)) +
+           f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
+           f"{body} o[(a * OW + b) * ES] = v; }} }}")
+
+
+@register("pool2d_grad", "cpu")
+def pool2d_grad(e):
+    """max: each window's gradient to its first maximum, summed per position in double
+    (the kernel's bincount); avg: spread over the window divided as the forward."""
+    x, dout = e.input("X"), e.input("Out@GRAD")
+    e.require_float(x, dout)
+    lay = PoolLayout(e, x, e.attrs)
+    tables, (oh, ow) = _emit_pool_tables(e, e.attrs, lay.h, lay.w)
+    dx = e.output("X@GRAD", x.dims)
+    hw = lay.h * lay.w
+    e.code(tables)
+    if e.attr("pooling_type") == "max":
+        acc = e.scratch(x.dims, "double")
+        e.code(f"std::memset({acc}, 0, sizeof(double) * {acc.numel()});")
+        e.code(lay.planes(ow, ("const float* img", x, hw), ("double* g", acc, hw),
+                          ("const float* d", dout, oh * ow)) +
+               f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
+               "float v = -INFINITY; int64_t at = -1; for (int64_t i = hs[a]; "
+               "i < he[a]; ++i) for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = "
+               "img[(i * W + j) * ES]; if (at < 0 || t > v) { v = t; at = i * W + j; } } "
+               "if (at >= 0) g[at * ES] += (double)d[(a * OW + b) * ES]; } }")
+        e.code(f"for (int64_t i = 0; i < {dx.numel()}; ++i) {dx}[i] = (float){acc}[i];")
+    else:
+        e.code(f"std::memset({dx}, 0, sizeof(float) * {dx.numel()});")
+        e.code(lay.planes(ow, ("float* g", dx, hw), ("const float* d", dout, oh * ow)) +
+               f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
+               "const float v = d[(a * OW + b) * ES] / div[a * OW + b]; "
+               "for (int64_t i = hs[a]; i < he[a]; ++i) for (int64_t j = ws[b]; j < we[b]; "
+               "++j) g[(i * W + j) * ES] += v; } }")
+
+
+@register("max_pool2d_with_index", "cpu")
+def max_pool2d_with_index(e):
+    """Each window's first maximum (strictly greater replaces, as the kernel's tap by
+    tap scan) and its position i * W + j in the plane as Mask."""
+    x = e.input("X")
+    e.require_float(x)
+    attrs = pool_with_index_attrs(e.attrs)
+    lay = PoolLayout(e, x, attrs)
+    tables, (oh, ow) = _emit_pool_tables(e, attrs, lay.h, lay.w)
+    out = e.output("Out", lay.dims(oh, ow))
+    mask = e.output("Mask", lay.dims(oh, ow), "int32_t") if e.has_output("Mask") else None
+    e.code(tables)
+    pointers = [("const float* img", x, lay.h * lay.w), ("float* o", out, oh * ow)]
+    if mask is not None:
+        pointers.append(("int32_t* mk", mask, oh * ow))
+    e.code(lay.planes(ow, *pointers) +
+           f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
+           "float v = -INFINITY; int64_t at = -1; for (int64_t i = hs[a]; i < he[a]; ++i) "
+           "for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = img[i * W + j]; "
+           "if (at < 0 || t > v) { v = t; at = i * W + j; } } o[a * OW + b] = v; "
+           + ("mk[a * OW + b] = (int32_t)at; " if mask else "") + "} }")
+
+
+@register("max_pool2d_with_index_grad", "cpu")
+def max_pool2d_with_index_grad(e):
+    """Each Out@GRAD element added to the X position its Mask names, in double (the
+    kernel's bincount), then rounded to float."""
+    x, mask, dout = e.input("X"), e.input("Mask"), e.input("Out@GRAD")
+    e.require_float(x, dout)
+    if mask.ctype != "int32_t":
+        e.fail(f"Mask is {mask.ctype}")
+    lay = PoolLayout(e, x, {})
+    oh, ow = dout.dims[2], dout.dims[3]
+    if not (e.is_lit(oh) and e.is_lit(ow)):
+        e.fail("output size not known when compiling")
+    e.same_dims(mask, dout)
+    dx = e.output("X@GRAD", x.dims)
+    acc = e.scratch(x.dims, "double")
+    hw, ohw = lay.h * lay.w, int(oh) * int(ow)
+    e.code(f"std::memset({acc}, 0, sizeof(double) * {acc.numel()});")
+    e.code(f"for (int64_t p = 0; p < {lay.n_planes}; ++p) for (int64_t q = 0; q < {ohw}; "
+           f"++q) {{ const int64_t at = {mask}[p * {ohw} + q]; if (at >= 0 && at < {hw}) "
+           f"{acc}[p * {hw} + at] += (double){dout}[p * {ohw} + q]; }}")
+    e.code(f"for (int64_t i = 0; i < {dx.numel()}; ++i) {dx}[i] = (float){acc}[i];")
+
+
+class PoolLayout:
+    """Where compiled pooling finds the planes of X (4-D, H and W known when compiling):
+    plane p (of N*C) of NCHW starts at p*H*W, its elements one apart; of NHWC, (n, c) =
+    (p / C, p % C) starts at n*H*W*C + c, its elements C apart (ES)."""
+
+    def __init__(self, e, x, attrs):
+        if x.ndim != 4:
+            e.fail(f"X is {x.ndim}-D")
+        self.last = channel_last(attrs.get("data_format", "NCHW"))
+        self.n, self.c, h, w = ((x.dims[0], x.dims[3], x.dims[1], x.dims[2]) if self.last
+                                else x.dims)
+        if not (e.is_lit(h) and e.is_lit(w)):
+            e.fail("image size not known when compiling")
+        self.h, self.w = int(h), int(w)
+        self.n_planes = e.mul(self.n, self.c)
+
+    def dims(self, oh, ow):
+        """The dims of a pooled output in X's layout."""
+        return ([self.n, str(oh), str(ow), self.c] if self.last
+                else [self.n, self.c, str(oh), str(ow)])
+
+    def planes(self, ow, *pointers):
+        """C++ opening a loop over the planes (the caller closes its brace) that declares
+        W, OW, ES and, for each (declaration, Buf, plane size) of `pointers`, that pointer
+        to the Buf's plane p."""
+        decls = " ".join(
+            f"{decl} = {buf} + (p / ES) * {size} * ES + p % ES;" if self.last else
+            f"{decl} = {buf} + p * {size};" for decl, buf, size in pointers)
+        return (f"const int64_t W = {self.w}, OW = {ow}, ES = {self.c if self.last else 1}; "
+                f"for (int64_t p = 0; p < {self.n_planes}; ++p) {{ {decls} ")

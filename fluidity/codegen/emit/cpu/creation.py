@@ -1,0 +1,93 @@
+"""C++ emitters of fill_constant, assign, fill_zeros_like, fill_any_like and
+fill_constant_batch_size_like (their values known to later ops: known_values.py)."""
+import numpy as np
+
+from ....ops.creation import batch_shape
+from .. import register
+from ..checks import dense_only
+from ..known_values import known_ints, set_known_values
+from ..literals import fill_value, lit_int, NUMPY_OF_CTYPE, value_literal
+
+
+@register("fill_constant", "cpu")
+def fill_constant(e):
+    """The shape from ShapeTensorList / ShapeTensor where compiled code knows their
+    values (known_values.py: a shape op's dims, constants), else the attribute; the
+    value from ValueTensor at run time (converted as np.full does), else the attribute.
+    A constant of a few elements is recorded as known values, for the ops that take
+    shapes, bounds or ranges from it."""
+    shape = known_ints(e, "ShapeTensor", "ShapeTensorList", list_first=False)
+    if shape is None:
+        shape = [str(d) for d in e.attr("shape")]
+    for d in shape:
+        n = lit_int(d)
+        if n is not None and n < 0:
+            e.fail(f"shape {shape} has unknown dims")
+        if n is None:      # a known value that only run time sizes: np.full refuses < 0
+            e.check(f"{d} < 0", "fill_constant: a negative dim")
+    ctype = e.ctype_of(e.attr("dtype"))
+    if e.op.input("ValueTensor"):
+        v = e.input("ValueTensor")
+        if v.ctype not in ("float", "double", "int64_t", "int32_t", "bool"):
+            e.fail(f"ValueTensor is {v.ctype}")
+        e.check(f"{v.numel()} < 1", "fill_constant: ValueTensor is empty")
+        value = f"({ctype}){v}[0]"
+        const = None
+    else:
+        const = fill_value(e)
+        value = value_literal(e, const, ctype)
+    out = e.output("Out", shape, ctype)
+    e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
+    n = lit_int(out.numel())
+    if const is not None and n is not None and n <= 64:
+        set_known_values(e, out, list(np.full([n], const, NUMPY_OF_CTYPE[ctype])))
+
+
+@register("assign", "cpu")
+def assign(e):
+    x = e.input("X")
+    out = e.output("Out", x.dims, x.ctype)
+    e.code(f"std::memcpy({out}, {x}, {x.nbytes()});")
+
+
+@register("fill_zeros_like", "cpu")
+def fill_zeros_like(e):
+    x = e.input("X")
+    dense_only(e, x)
+    out = e.output("Out", x.dims, x.ctype)
+    e.code(f"std::memset({out}, 0, sizeof({out.ctype}) * {out.numel()});")
+
+
+@register("fill_any_like", "cpu")
+def fill_any_like(e):
+    """X's dims filled with `value` as np.full converts it to the dtype."""
+    x = e.input("X")
+    dense_only(e, x)
+    d = e.attr("dtype")
+    ctype = x.ctype if d == -1 else e.ctype_of(d)
+    value = value_literal(e, e.attr("value", nonfinite=True), ctype)
+    out = e.output("Out", x.dims, ctype)
+    e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
+
+
+@register("fill_constant_batch_size_like", "cpu")
+def fill_constant_batch_size_like(e):
+    """The batch dim from Input's dims, or its number of sequences (a LoD Input's level
+    0, for input_dim_idx 0); the other dims from `shape`."""
+    x = e.input("Input")
+    i, o = int(e.attr("input_dim_idx")), int(e.attr("output_dim_idx"))
+    shape = [int(d) for d in e.attr("shape")]
+    if not (0 <= i < x.ndim and 0 <= o < len(shape)) or \
+            any(d < 0 for k, d in enumerate(shape) if k != o):
+        e.fail(f"input_dim_idx {i}, output_dim_idx {o} or shape {shape} out of range")
+    if x.lod is not None and i == 0:
+        e.check(f"{x.lod_len} < 1", f"{e.op.type}: Input's LoD is empty")
+        n = x.lod_len - 1
+    else:
+        n = x.dims[i]
+    ctype = e.ctype_of(e.attr("dtype"))
+    v = fill_value(e)
+    out = e.output("Out", batch_shape([str(d) for d in shape], n, o), ctype,
+                   lod_from=False)
+    e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = "
+           f"{value_literal(e, v, ctype)};")

@@ -1,0 +1,132 @@
+"""C++ emitters of slice and strided_slice and their gradients (fl::strided_box), with
+bounds known when compiling or from known values."""
+from ....errors import ShapeError
+from ....ops.common import norm_axis
+from ....ops.indexing import slice_plan, strided_plan
+from ...dim import Dim
+from .. import register
+from ..checks import dense_only
+from ..known_values import known_ints, known_values, set_known_values
+from ..literals import c_ints, lit_int
+
+
+_BIG = 1 << 62          # bounds past any dim clamp alike; kept in int64 range for C
+
+
+def _box(e, x, starts, ends, strides=None):
+    """(begin, len, step) per dim of X (C expressions) of slice (strides None) or
+    strided_slice on `axes`, and Out's dims after `decrease_axis`. Literal bounds on literal
+    dims are worked out here by the kernel's own plan; others by the runtime's twins of it."""
+    axes, decrease = list(e.attr("axes")), list(e.attr("decrease_axis"))
+    if x.ndim == 0:
+        e.fail("X is 0-D")
+    steps = strides if strides is not None else ["1"] * len(axes)
+    if not len(axes) == len(starts) == len(ends) == len(steps):
+        e.fail(f"axes {axes}, starts {starts}, ends {ends} differ in length")
+    begin, size, step = ["0"] * x.ndim, list(x.dims), ["1"] * x.ndim
+    try:
+        for a, s, t, st in zip(axes, map(_bound, starts), map(_bound, ends), steps):
+            a = norm_axis(a, x.ndim, "axes entry")
+            dim = x.dims[a]
+            lits = [lit_int(v) for v in (dim, s, t, st)]
+            if lits[3] == 0:
+                e.fail("a stride is 0")
+            if None not in lits:
+                dim, s, t, st = lits
+                if strides is None:
+                    index, _, _ = slice_plan([dim], [0], [s], [t], [])
+                    b, n = index[0].start, index[0].stop - index[0].start
+                else:
+                    index, _, _ = strided_plan([dim], [0], [s], [t], [st], [])
+                    b, n = (int(index[0][0]) if len(index[0]) else 0), len(index[0])
+                begin[a], size[a], step[a] = str(b), str(n), str(st)
+            elif strides is None:
+                begin[a] = Dim.call("fl::slice_bound", s, dim)
+                size[a] = Dim.call("fl::slice_len", s, t, dim)
+            else:
+                if lits[3] is None:
+                    e.check(f"{st} == 0", f"{e.op.type}: a stride is 0")
+                begin[a] = Dim.call("fl::strided_begin", s, t, st, dim)
+                size[a] = Dim.call("fl::strided_len", s, t, st, dim)
+                step[a] = st
+        drop = {norm_axis(a, x.ndim, "decrease_axis entry") for a in decrease}
+    except ShapeError as exc:
+        e.fail(str(exc))
+    for a in sorted(drop):
+        n = lit_int(size[a])
+        if n is None:
+            e.check(f"{size[a]} != 1", f"{e.op.type}: a dim in decrease_axis is not 1")
+        elif n != 1:
+            e.fail(f"decrease_axis {sorted(drop)}: dim {a} has size {n}, not 1")
+    out = [d for k, d in enumerate(size) if k not in drop]
+    arrays = (f"const int64_t dims[] = {c_ints(x.dims)}, begin[] = {c_ints(begin)}, "
+              f"len[] = {c_ints(size)}, step[] = {c_ints(step)};")
+    return begin, size, step, out, arrays
+
+
+def _emit_box(e, strided):
+    x = e.input("Input")
+    dense_only(e, x)
+    bounds = _bounds_of(e, strided)
+    begin, size, step, out_dims, arrays = _box(e, x, *bounds)
+    out = e.output("Out", out_dims, x.ctype)
+    e.code(f"{arrays} fl::strided_box({x}, {out}, {x.ndim}, dims, begin, len, step, false);")
+    vals = known_values(e, x)
+    b, n, st = (lit_int(v) for v in (begin[0], size[0], step[0]))
+    if vals is not None and x.ndim == 1 and None not in (b, n, st):
+        set_known_values(e, out, [vals[b + k * st] for k in range(n)])
+
+
+def _emit_box_grad(e, strided):
+    """dX: zeros, Out@GRAD put back in the box."""
+    x, d = e.input("Input"), e.input("Out@GRAD")
+    dense_only(e, x, d)
+    if d.ctype != x.ctype:
+        e.fail("Input and Out@GRAD differ in type")
+    bounds = _bounds_of(e, strided)
+    _, size, _, _, arrays = _box(e, x, *bounds)
+    n = e.prod(size)
+    if n != d.numel():
+        if e.is_lit(n) and e.is_lit(d.numel()):
+            e.fail(f"Out@GRAD has {d.numel()} elements, the slice {n}")
+        e.check(f"{n} != {d.numel()}", f"{e.op.type}: Out@GRAD is not the slice's size")
+    dx = e.output("Input@GRAD", x.dims, x.ctype)
+    e.code(f"std::memset({dx}, 0, {dx.nbytes()}); {arrays} "
+           f"fl::strided_box({dx}, {d}, {x.ndim}, dims, begin, len, step, true);")
+
+
+@register("slice", "cpu")
+def slice_(e):
+    return _emit_box(e, False)
+
+
+@register("slice_grad", "cpu")
+def slice_grad(e):
+    return _emit_box_grad(e, False)
+
+
+@register("strided_slice", "cpu")
+def strided_slice(e):
+    return _emit_box(e, True)
+
+
+@register("strided_slice_grad", "cpu")
+def strided_slice_grad(e):
+    return _emit_box_grad(e, True)
+
+
+def _bound(v):
+    n = lit_int(v)
+    return str(max(-_BIG, min(_BIG, n))) if n is not None else v
+
+
+def _bounds_of(e, strided):
+    """starts, ends (, strides) as the kernel takes them: tensors whose values compiled code
+    knows (known_values.py), else the attributes (a tensor giving none: the attribute too)."""
+    keys = ("starts", "ends", "strides") if strided else ("starts", "ends")
+    out = []
+    for key in keys:
+        t = key.title()
+        given = known_ints(e, f"{t}Tensor", f"{t}TensorList")
+        out.append(given or [str(v) for v in e.attr(key)])
+    return out

@@ -1,0 +1,115 @@
+"""C++ emitters of the reductions (reduce_sum, _mean, _max, _min, _prod, _all, _any) and
+their gradients: fl::reduce walks X as numpy's reduction does (runtime/reduce.h)."""
+from ....errors import ShapeError
+from ....ops.reduce import reduced_axes
+from .. import register
+from ..checks import dense_only
+from ..literals import c_ints
+
+
+# --- compiled forms (fl::reduce in codegen/runtime/reduce.h) ------------------------------
+# op type -> the runtime's reduction: it walks X as numpy's reduction does (so a float sum adds
+# pairwise along a contiguous reduced run and row by row across one), in numpy's accumulator
+# types (int64 for integer sums and products, double for integer means)
+C_REDUCE = {"reduce_sum": "fl::R_SUM", "reduce_mean": "fl::R_MEAN", "reduce_max": "fl::R_MAX",
+            "reduce_min": "fl::R_MIN", "reduce_prod": "fl::R_PROD", "reduce_all": "fl::R_ALL",
+            "reduce_any": "fl::R_ANY"}
+
+
+_FLOATS = ("float", "double")
+
+
+def _plan(e, x):
+    """(C arrays `dims` and `red`: the dims the runtime walks and which it reduces, their
+    number, Out's dims, the count of elements reduced into each output, Out's size) of the
+    op's reduction of Buf x (C expressions)."""
+    try:
+        axes = reduced_axes(x.ndim, e.attr("dim"), e.attr("reduce_all"))
+    except ShapeError as exc:
+        e.fail(str(exc))
+    dims = x.dims or ["1"]                     # a 0-D X is one element
+    red = [x.ndim == 0 or k in axes for k in range(len(dims))]
+    if e.attr("keep_dim"):
+        out = ["1" if r else d for d, r in zip(x.dims, red)]
+    else:
+        out = [d for d, r in zip(x.dims, red) if not r]
+    count = e.prod([d for d, r in zip(dims, red) if r])
+    kept = e.prod([d for d, r in zip(dims, red) if not r])
+    arrays = (f"const int64_t dims[] = {c_ints(dims)}; "
+              f"const bool red[] = {c_ints('true' if r else 'false' for r in red)};")
+    return arrays, len(dims), out, count, kept
+
+
+def _no_empty(e, count, why):
+    """The kernel raises (or makes garbage) where no element is reduced: interpreted."""
+    if e.is_lit(count):
+        if int(count) == 0:
+            e.fail(why)
+    else:
+        e.check(f"{count} == 0", f"{e.op.type}: {why}")
+
+
+@register("reduce_max", "cpu")
+@register("reduce_mean", "cpu")
+@register("reduce_min", "cpu")
+@register("reduce_prod", "cpu")
+@register("reduce_sum", "cpu")
+def _emit_reduce(e):
+    """Out = the reduction of X (taken as out_dtype, where set) over `dim`: fl::reduce."""
+    x = e.input("X")
+    dense_only(e, x)
+    kind = C_REDUCE[e.op.type]
+    out_dtype = e.attr("out_dtype")
+    et = e.ctype_of(out_dtype) if out_dtype >= 0 else x.ctype
+    if kind in ("fl::R_ALL", "fl::R_ANY") and (x.ctype, et) != ("bool", "bool"):
+        e.fail("compiled for bool X only")
+    arrays, nd, out_dims, count, _ = _plan(e, x)
+    if kind in ("fl::R_MAX", "fl::R_MIN"):
+        _no_empty(e, count, "no element to take the extreme of")
+    if kind == "fl::R_MEAN" and et not in _FLOATS:
+        _no_empty(e, count, "the mean of no integers")
+    # the accumulator type (runtime's ReduceAcc): Out itself where it is Out's type
+    if kind in ("fl::R_ALL", "fl::R_ANY") or et in _FLOATS or kind in ("fl::R_MAX",
+                                                                          "fl::R_MIN"):
+        acc_type = et
+    else:
+        acc_type = "double" if kind == "fl::R_MEAN" else "int64_t"
+    out = e.output("Out", out_dims, et)
+    acc = "nullptr" if acc_type == et else e.scratch(out_dims, acc_type).name
+    e.code(f"{arrays} fl::reduce<{kind}>({x}, {out}, {acc}, {nd}, dims, red);")
+
+
+@register("reduce_max_grad", "cpu")
+@register("reduce_mean_grad", "cpu")
+@register("reduce_min_grad", "cpu")
+@register("reduce_sum_grad", "cpu")
+def _emit_reduce_grad(e):
+    """dX = Out@GRAD spread back over the reduced dims (/ count for the mean, * (X == Out)
+    for max/min): fl::reduce_grad, in X's float type."""
+    x, d = e.input("X"), e.input("Out@GRAD")
+    dense_only(e, x, d)
+    kind = C_REDUCE[e.op.type[:-len("_grad")]]
+    o = None
+    if kind in ("fl::R_MAX", "fl::R_MIN"):
+        o = e.input("Out")
+        if o is None:
+            e.fail("Out is absent")
+    if x.ctype not in _FLOATS or any(b.ctype != x.ctype for b in (d, o) if b is not None):
+        e.fail("compiled for float X, Out and Out@GRAD of one type")
+    arrays, nd, _, _, kept = _plan(e, x)
+    for b in (d, o):
+        if b is not None:
+            n = b.numel()
+            if n != kept:
+                if e.is_lit(n) and e.is_lit(kept):
+                    e.fail(f"{b.var} has {n} elements, not {kept}")
+                e.check(f"{n} != {kept}", f"{e.op.type}: {b.var} is not Out's size")
+    dx = e.output("X@GRAD", x.dims, x.ctype)
+    e.code(f"{arrays} fl::reduce_grad<{kind}>({x}, {o if o is not None else d}, {d}, {dx}, "
+           f"{nd}, dims, red);")
+
+
+register("reduce_all", "cpu")(_emit_reduce)
+
+
+register("reduce_any", "cpu")(_emit_reduce)

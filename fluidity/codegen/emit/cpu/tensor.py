@@ -1,0 +1,115 @@
+"""C++ emitters of cast, concat (and its gradient), one_hot and range."""
+import numpy as np
+
+from ...dim import Dim, dim
+from .. import register
+from ..known_values import known_values, set_known_values
+from ..literals import lit_int, NUMPY_OF_CTYPE
+from ..tensor import emit_concat, emit_concat_grad
+
+
+@register("cast", "cpu")
+def cast(e):
+    """C conversions are numpy's astype: round to nearest between floats, truncation
+    toward zero to integers, != 0 to bool."""
+    x = e.input("X")
+    out = e.output("Out", x.dims, e.ctype_of(e.attr("out_dtype")))
+    e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = ({out.ctype}){x}[i];")
+
+
+@register("concat", "cpu")
+def concat(e):
+    return emit_concat(e, lambda out, b, pre, n: (
+    f"for (int64_t p = 0; p < {pre}; ++p) std::memcpy({out} + p * row + at, "
+    f"{b} + p * {n}, sizeof(*{b}) * {n});"))
+
+
+@register("concat_grad", "cpu")
+def concat_grad(e):
+    return emit_concat_grad(e, lambda g, d, pre, n: (
+    f"for (int64_t p = 0; p < {pre}; ++p) std::memcpy({g} + p * {n}, "
+    f"{d} + p * row + at, sizeof(*{d}) * {n});"))
+
+
+@register("one_hot", "cpu")
+@register("one_hot_v2", "cpu")
+def one_hot(e):
+    """Every id checked first (the kernel fails before it writes), then the rows."""
+    x = e.input("X")
+    if e.op.input("depth_tensor"):
+        e.fail("depth comes from a tensor")
+    if x.ctype not in ("int64_t", "int32_t"):
+        e.fail(f"ids are {x.ctype}")
+    depth = int(e.attr("depth"))
+    if depth < 0:
+        e.fail(f"depth {depth}")
+    if e.opdef.last_is_one:
+        if not x.dims or x.dims[-1] not in ("1",):
+            e.fail(f"X{x.dims} has no trailing dim of 1")
+        lead = x.dims[:-1]
+    else:
+        lead = x.dims
+    out = e.output("Out", lead + [str(depth)], e.ctype_of(e.attr("dtype")))
+    n, ct = e.prod(lead), out.ctype
+    check = "" if e.attr("allow_out_of_range") else (
+        f"for (int64_t i = 0; i < n; ++i) if ({x}[i] < 0 || {x}[i] >= {depth}) {{ "
+        f"std::snprintf(err, 512, " + e.c_string(
+            f"{e.opdef.type}: id %lld is outside [0, {depth}) (set allow_out_of_range to get "
+            f"a zero row)") + f", (long long){x}[i]); return {2 + e.k}; }} ")
+    e.code(f"const int64_t n = {n}; {check}"
+           f"std::memset({out}, 0, sizeof({ct}) * n * {depth}); "
+           f"for (int64_t i = 0; i < n; ++i) if ({x}[i] >= 0 && {x}[i] < {depth}) "
+           f"{out}[i * {depth} + {x}[i]] = ({ct})1;")
+
+
+@register("range", "cpu")
+def range_(e):
+    """Start, End and Step must hold values compiled code knows (known_values.py: a
+    constant, a dim). Constants: the kernel's np.arange itself, here, its values a table
+    in the code; integer dims: Start + i * Step, fl::arange_len of them."""
+    bufs = [e.input(s) for s in ("Start", "End", "Step")]
+    vals = []
+    for slot, b in zip(("Start", "End", "Step"), bufs):
+        v = known_values(e, b)
+        if not v:
+            e.fail(f"{slot} '{b.var}' holds a value known only at run time")
+        vals.append(lit_int(v[0]) if isinstance(v[0], Dim) and v[0].is_literal else v[0])
+    ct = bufs[0].ctype
+    if not any(isinstance(v, Dim) for v in vals):
+        s, end, st = (NUMPY_OF_CTYPE[b.ctype](v) for b, v in zip(bufs, vals))
+        if st == 0:
+            e.fail("Step is 0")
+        try:
+            got = np.arange(s, end, st).astype(NUMPY_OF_CTYPE[ct], copy=False)
+        except (ValueError, OverflowError) as exc:     # the kernel raises it too
+            e.fail(str(exc))
+        if got.size > e.opdef.MAX_CONSTANTS:
+            e.fail(f"{got.size} values")
+        out = e.output("Out", [str(got.size)], ct)
+        if got.size:
+            items = ", ".join(_c_item(e, v, ct) for v in got)
+            e.code(f"static const {ct} vals[] = {{{items}}}; "
+                   f"for (int64_t i = 0; i < {got.size}; ++i) {out}[i] = vals[i];")
+        if got.size <= 64:
+            set_known_values(e, out, list(got))
+        return
+    if any(b.ctype not in ("int64_t", "int32_t") for b in bufs):
+        e.fail("a bound known only as a C expression is not an integer")
+    s, end, st = (dim(v) for v in vals)
+    if st.is_literal:
+        if int(st) == 0:
+            e.fail("Step is 0")
+    else:
+        e.check(f"{st} == 0", "range: Step is 0")
+    out = e.output("Out", [Dim.call("fl::arange_len", s, end, st)], ct)
+    e.code(f"for (int64_t i = 0; i < {out.dims[0]}; ++i) "
+           f"{out}[i] = ({ct})(({s}) + i * ({st}));")
+
+
+def _c_item(e, v, ctype):
+    """One value of a numpy array as a C literal of its element type (exact)."""
+    if ctype == "float":
+        return e.literal(float(v))
+    if ctype == "double":
+        return repr(float(v))
+    return f"{int(v)}LL"

@@ -1,0 +1,80 @@
+// Slicing and ranges for generated code: slice's and strided_slice's bounds as numpy clamps
+// them, a box of X copied out or back, arange's length.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace fl {
+
+// --- slice, strided_slice, range ----------------------------------------------------------------
+// Paddle's slice bounds on a dim of size `dim` (ops/indexing.py _slice_plan): a negative bound
+// counts from the end, then both are clamped to [0, dim]; an empty range has length 0.
+inline i64 slice_bound(i64 v, i64 dim) {
+    v = v < 0 ? v + dim : v;
+    return v < 0 ? 0 : (v > dim ? dim : v);
+}
+inline i64 slice_len(i64 start, i64 end, i64 dim) {
+    const i64 s = slice_bound(start, dim), e = slice_bound(end, dim);
+    return e > s ? e - s : 0;
+}
+
+// strided_slice's (_strided_plan): negative bounds count from the end once; a positive stride
+// takes [start, end) clamped to [0, dim], a negative one goes down from min(start, dim - 1) to
+// max(end, -1), exclusive. The first index taken and how many.
+inline i64 strided_begin(i64 start, i64 end, i64 step, i64 dim) {
+    start = start < 0 ? start + dim : start;
+    if (step > 0) return start < 0 ? 0 : (start > dim ? dim : start);
+    return start < dim - 1 ? start : dim - 1;
+}
+inline i64 strided_len(i64 start, i64 end, i64 step, i64 dim) {
+    const i64 s = strided_begin(start, end, step, dim);
+    end = end < 0 ? end + dim : end;
+    if (step > 0) {
+        const i64 e = end < 0 ? 0 : (end > dim ? dim : end);
+        return e > s ? (e - s + step - 1) / step : 0;
+    }
+    const i64 e = end > -1 ? end : -1;
+    return s > e ? (s - e + (-step) - 1) / (-step) : 0;
+}
+
+// The box of X [dims] that starts at begin[k] and takes len[k] indices step[k] apart on each
+// dim, copied to `part` (contiguous, C order), or with back = true, `part` copied into it.
+template <class T>
+inline void strided_box(T* x, T* part, int nd, const i64* dims, const i64* begin,
+                        const i64* len, const i64* step, bool back) {
+    i64 stride[REDUCE_MAX_DIMS], idx[REDUCE_MAX_DIMS] = {0};
+    i64 total = 1, s = 1, off = 0;
+    for (int k = nd - 1; k >= 0; --k) {
+        stride[k] = s * step[k];
+        off += begin[k] * s;
+        s *= dims[k];
+        total *= len[k];
+    }
+    if (total == 0) return;
+    const i64 n = len[nd - 1], st = stride[nd - 1];
+    for (i64 c = 0; c < total; c += n) {
+        if (back)
+            for (i64 j = 0; j < n; ++j) x[off + j * st] = part[c + j];
+        else
+            for (i64 j = 0; j < n; ++j) part[c + j] = x[off + j * st];
+        for (int k = nd - 2; k >= 0; --k) {
+            off += stride[k];
+            if (++idx[k] < len[k]) break;
+            off -= stride[k] * len[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+// numpy's arange length for integer bounds: ceil((end - start) / step), at least 0.
+inline i64 arange_len(i64 start, i64 end, i64 step) {
+    const i64 span = end - start;
+    const i64 n = step > 0 ? (span + step - 1) / step : (span + step + 1) / step;
+    return n > 0 ? n : 0;
+}
+
+}  // namespace fl

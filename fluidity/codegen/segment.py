@@ -1,0 +1,406 @@
+"""Stage 1 of lowering: which ops of a block compile together, and why the others do not.
+
+The block's ops are taken in order. Each op is emitted into the open *segment* through the
+emitter registered for its type and the target (`emit.lookup`); control-flow ops become
+loops and branches around their sub-block's ops (control.py). An op that cannot be compiled
+(no emitter, a form its emitter refuses: `NotCompilable` says why) is rolled back, closes the
+segment and stays a Python step. What this stage leaves is plain data: the `parts` of the
+block in order (`PythonOp`, `FusedOp`, `Segment`), each segment with its ops' code (`OpUnit`,
+`ControlUnit`) and the buffers they touch with their lifetimes. Buffer planning
+(buffers.py) and rendering (render.py) come after.
+"""
+from ..core.dtypes import VarType
+from ..core.names import EMPTY_VAR_NAME
+from ..ir.analysis import sub_block_vars
+from ..ops import registry
+from . import abi, emit
+from .arena import declared_fits
+from .cir import CTYPES, Buf, Emit, NotCompilable, is_lit
+from .dim import Dim
+from .control import CONTROL
+from .fusion import sgd_into_gradient
+
+
+MAX_OP_SOURCE = 8 << 20    # an op's code larger than this runs interpreted (tables of huge dims)
+
+
+def one_element_as_declared(dims, declared):
+    """An output's dims as its variable is declared when both are one element: `[1]` in a
+    Fluid 1.x program's full reduction, `[]` in one saved by Paddle 2.5+ (the emitter
+    writes one element either way; the interpreter's plan shapes its results alike)."""
+    declared = tuple(declared)
+    if declared in ((), (1,)) and len(dims) < 2 and all(str(d) == "1" for d in dims) \
+            and len(dims) != len(declared):
+        return ["1"] * len(declared)
+    return dims
+
+
+class PythonOp:
+    """Op `i` of the block runs as a Python step: `reason` says why it did not compile."""
+    __slots__ = ("i", "reason")
+
+    def __init__(self, i, reason):
+        self.i, self.reason = i, reason
+
+
+class FusedOp:
+    """Op `i` (an update) is applied by op `into` of a segment (fusion.py), `fusion` the
+    pass that fused it."""
+    __slots__ = ("i", "into", "fusion")
+
+    def __init__(self, i, into, fusion):
+        self.i, self.into, self.fusion = i, into, fusion
+
+
+class OpUnit:
+    """An op's code in a segment: its position `k` (lifetimes, error code 2 + k), its C
+    lines, the buffers it touches (its function's parameters), and guards checked before
+    it runs (a value a branch not taken left unset)."""
+    __slots__ = ("k", "lines", "touched", "guards")
+
+    def __init__(self, k, lines, touched, guards):
+        self.k, self.lines, self.touched, self.guards = k, lines, touched, guards
+
+
+class ControlUnit:
+    """Statements of the segment function itself around op calls: `items`, each one of
+    control.py's statements (Loop, Branch, End, Copy, SetWritten, IfWritten)."""
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = items
+
+
+class Segment:
+    """A run of compiled ops: `ops` [(block op index, OpView)] of the lowered block (a
+    `while` or `conditional_block` among them stands for its sub-block's ops); `sites`
+    [(block index, op index, OpView)] the ops emitted, sub-blocks' included, an op's
+    position there being its `k`; `units` the function body in order; `bufs` every buffer,
+    `inputs` those read from outside in args order; `flags` the C names of "was written"
+    flags (values a branch sets); `preconditions` [(C condition, message)] under which the
+    segment runs interpreted; `notes` {op index: what explain() says}. The buffer plan sets
+    `outputs`, `n_slots` and `inplace`."""
+
+    def __init__(self, index):
+        self.index = index
+        self.name = f"fl_seg_{index}"
+        self.ops, self.sites, self.units = [], [], []
+        self.inputs, self.bufs, self.outputs = [], [], []
+        self.flags, self.preconditions = [], []
+        self.notes = {}
+        self.values = {}           # name -> the Buf holding its value when the segment ends
+        self.n_slots, self.inplace = 0, []
+
+    @property
+    def first(self):
+        return self.ops[0][0]
+
+    @property
+    def last(self):
+        return self.ops[-1][0]
+
+    def mark(self):
+        """What `rollback` restores: the lengths of the lists an op appends to and the
+        kind and lifetime of every buffer (an op may turn an input into an in-place one)."""
+        return (len(self.inputs), len(self.bufs), len(self.sites), len(self.units),
+                len(self.preconditions), len(self.flags),
+                [(b, b.kind, b.last) for b in self.bufs])
+
+    def rollback(self, mark):
+        n_in, n_bufs, n_sites, n_units, n_pre, n_flags, kinds = mark
+        del self.inputs[n_in:], self.bufs[n_bufs:], self.sites[n_sites:], self.units[n_units:]
+        del self.preconditions[n_pre:], self.flags[n_flags:]
+        for b, kind, last in kinds:
+            b.kind, b.last = kind, last
+
+
+def segment_block(program, block_idx, keep, target):
+    """The parts of block `block_idx` for `target` (a targets.Target), and the names of persistables a CUDA
+    segment creates (see Segmenter.write), and the fusions found ({pass name: what it
+    found})."""
+    s = Segmenter(program, block_idx, keep, target)
+    s.run()
+    return s.parts, s.created, s.fusions
+
+
+class Segmenter:
+    """Emits a block's ops into segments. Emit (cir.py) and control.py reach the segment
+    being built through its methods: `read`, `write`, `temp`, `scratch`, `bind`, ..."""
+
+    def __init__(self, program, block_idx, keep, target):
+        self.program, self.target = program, target
+        self.block = program.block(block_idx)
+        self.block_idx = block_idx
+        self.keep = set(keep)
+        self.parts, self.created = [], set()
+        self._seg, self._env, self._n = None, {}, 0
+        self._blocks = [self.block]       # the block whose ops are being emitted, innermost last
+        self.fusions = {"sgd_into_gradient": sgd_into_gradient(program, self.block, self.keep)}
+        self._fused, self._pending_fuse = {}, None   # sgd op index -> the op it is fused into
+
+    def run(self):
+        for i, op in enumerate(self.block.ops):
+            if i in self._fused:
+                self.parts.append(FusedOp(i, self._fused[i], "sgd_into_gradient"))
+                continue
+            reason = self._try(i, op)
+            if reason is not None:
+                self._close()
+                self.parts.append(PythonOp(i, reason))
+        self._close()
+
+    # -- which ops compile ---------------------------------------------------------------
+    def _try(self, i, op):
+        """Emit op i into the open segment; the reason it cannot be compiled, or None."""
+        if self._seg is None:
+            self._seg = Segment(sum(isinstance(p, Segment) for p in self.parts))
+        seg = self._seg
+        saved = (seg.mark(), dict(self._env), self._n, list(self._blocks))
+        self._pending_fuse = None
+        try:
+            note = self.emit_op(op, self.block_idx, i)
+        except NotCompilable as exc:
+            mark, self._env, self._n, self._blocks = saved
+            seg.rollback(mark)
+            self._pending_fuse = None
+            if not seg.ops:
+                self._seg = None
+            return str(exc)
+        seg.ops.append((i, op))
+        if note:
+            seg.notes[i] = note
+        if self._pending_fuse is not None:
+            self._fused[self._pending_fuse] = i
+        return None
+
+    def emit_op(self, op, block_idx, i):
+        """Emit `op` (#i of block `block_idx`) into the open segment: through its emitter, or
+        as a loop or branch over its sub-block (control.py). Returns a note for explain() or
+        None; raises NotCompilable with the reason it cannot be compiled (the caller rolls
+        the segment back)."""
+        opdef = registry.find(op.type)
+        if opdef is None:
+            raise NotCompilable(f"'{op.type}' is an unknown op")
+        if op.type in CONTROL:
+            return CONTROL[op.type](self, op, block_idx, i)
+        rule = emit.lookup(op.type, self.target.name)
+        if rule is None and opdef.kind == "ctx":
+            raise NotCompilable(f"'{op.type}' acts on the run itself (feed, fetch, control "
+                                "flow, I/O)")
+        if op.sub_block_ids():
+            raise NotCompilable(f"'{op.type}' has sub-blocks")
+        if rule is None:
+            raise NotCompilable(f"'{op.type}' has no {self.target.title} emitter")
+        seg = self._seg
+        e = Emit(self, op, opdef, registry.attrs_of(opdef, op.all_attrs()), len(seg.sites))
+        try:
+            rule(e)
+        except NotCompilable as exc:
+            raise NotCompilable(f"'{op.type}': {exc}") from None
+        except MemoryError:          # tables sized by huge declared dims or attributes
+            raise NotCompilable(f"'{op.type}': its compiled form needs more memory to build "
+                                "than this process may take") from None
+        if sum(map(len, e.lines)) > MAX_OP_SOURCE:
+            raise NotCompilable(f"'{op.type}': its compiled form would be over "
+                                f"{MAX_OP_SOURCE >> 20} MiB of source")
+        seg.sites.append((block_idx, i, op))
+        guards = [(b, f"{b.var} has no value (the branch that sets it did not run)")
+                  for b in e.unset_reads]
+        seg.units.append(OpUnit(e.k, e.lines, list(e.touched.values()), guards))
+        seg.preconditions += e.preconditions
+        return None
+
+    def control(self, items):
+        """Statements of the segment function itself (Loop, Branch, End, Copy, ...)."""
+        self._seg.units.append(ControlUnit(list(items)))
+
+    @property
+    def current_block(self):
+        """The block whose ops are being emitted."""
+        return self._blocks[-1]
+
+    is_literal = staticmethod(is_lit)
+
+    def precondition(self, cond, message):
+        """A run-time condition under which the segment runs interpreted (Emit.check)."""
+        self._seg.preconditions.append((cond, message))
+
+    @property
+    def position(self):
+        """The lifetime position of the next op emitted."""
+        return len(self._seg.sites)
+
+    def in_block(self, block):
+        """Context: ops emitted meanwhile are `block`'s (their names resolve there)."""
+        return _InBlock(self, block)
+
+    def _close(self):
+        seg = self._seg
+        if seg is None:
+            return
+        self._seg = None
+        seg.values = self._env
+        self.parts.append(seg)
+        self._env = {}
+
+    def fused_update(self, grad_name, k_op):
+        """(Param Buf updated in place, LearningRate Buf) when the op emitting `grad_name`
+        may apply its sgd update itself (fusion.sgd_into_gradient; the sgd is then not
+        emitted); else None."""
+        hit = self.fusions["sgd_into_gradient"].get(grad_name)
+        if hit is None or len(self._blocks) > 1:     # not from inside a loop or branch
+            return None
+        i_sgd, p, lr = hit
+        param = self.read(p, None)
+        rate = self.read(lr, None)
+        if param.kind not in ("input", "inout") or not param.persistable:
+            return None
+        self.write(p, param.dims, param.ctype, None, k_op)
+        self._pending_fuse = i_sgd
+        return param, rate
+
+    # -- buffers --------------------------------------------------------------------------
+    def _var(self, name):
+        v = self._blocks[-1].find_var_recursive(name)
+        if v is None:
+            raise NotCompilable(f"variable '{name}' is not declared")
+        return v
+
+    def read(self, name, op):
+        """The Buf an op reads as `name`: the segment's latest write, or a new input."""
+        if name == EMPTY_VAR_NAME:
+            return None
+        k = len(self._seg.sites)
+        buf = self._env.get(name)
+        if buf is None:
+            buf = self._new_input(name, k)
+        buf.last = k
+        if buf.rows is not None:
+            buf.rows.last = k
+        return buf
+
+    def _new_input(self, name, k):
+        v = self._var(name)
+        if v.type not in (VarType.LOD_TENSOR, VarType.SELECTED_ROWS):
+            raise NotCompilable(f"input '{name}' is a {VarType.Type.Name(v.type)}")
+        ctype = CTYPES.get(v.dtype)
+        if ctype is None:
+            raise NotCompilable(f"input '{name}' has a dtype generated code lacks")
+        j = len(self._seg.inputs)
+        if len(v.shape) > abi.MAX_DIMS:
+            raise NotCompilable(f"input '{name}' has more than {abi.MAX_DIMS} dims")
+        if not declared_fits(v.shape, ctype):     # no value can be of that shape
+            raise NotCompilable(f"input '{name}' is declared {list(v.shape)}: larger "
+                                "than this machine can hold")
+        shape = [Dim.lit(d) if d >= 0 else Dim.sym(f"in{j}_d{a}") for a, d in enumerate(v.shape)]
+        buf = Buf(f"in{j}", name, ctype, shape, "input")
+        buf.persistable = v.persistable
+        buf.first = k
+        if v.type == VarType.SELECTED_ROWS:     # value [rows, ...], ids, height
+            buf.dims[0] = Dim.sym(f"in{j}_d0")
+            buf.rows = Buf(f"in{j}_rows", name, "int64_t", [buf.dims[0]], "input")
+            buf.rows.first = k
+            buf.height = Dim.sym(f"in{j}_h")
+        elif v.lod_level:
+            if v.lod_level > 1:
+                raise NotCompilable(f"input '{name}' has {v.lod_level} LoD levels")
+            buf.lod, buf.lod_len = Dim.sym(f"in{j}_lod"), Dim.sym(f"in{j}_nlod")
+            buf.lod_src = name
+        self._seg.inputs.append(buf)
+        self._seg.bufs.append(buf)
+        self._env[name] = buf
+        return buf
+
+    def made_here(self, name):
+        buf = self._env.get(name) if self._seg is not None else None
+        return buf is not None and buf.kind not in ("input", "inout")
+
+    def value(self, name):
+        """The Buf the segment holds for `name` now, or None."""
+        return self._env.get(name)
+
+    def bind(self, name, buf):
+        """Make `buf` the value of `name` for the ops emitted next (None: forget it)."""
+        if buf is None:
+            self._env.pop(name, None)
+        else:
+            self._env[name] = buf
+
+    def _arena_buf(self, var, ctype, dims, kind, k):
+        buf = Buf(f"t{self._n}", var, ctype, dims, kind)
+        self._n += 1
+        buf.first = buf.last = k
+        self._seg.bufs.append(buf)
+        return buf
+
+    def temp(self, name, dims, ctype, k):
+        """A new arena buffer for a value of `name` (a loop's carried value)."""
+        return self._arena_buf(name, ctype, dims, "temp", k)
+
+    def flag(self, buf):
+        """Give `buf` a run-time "was written" flag (a value only a branch sets)."""
+        buf.written = f"ok_{buf.name}"
+        self._seg.flags.append(buf.written)
+        return buf.written
+
+    def live_through(self, first, last):
+        """Values alive on entering positions [first, last] stay alive to `last` (a loop's
+        body runs again: what it reads from before the loop must outlive every pass)."""
+        for b in self._seg.bufs:
+            if b.first < first and b.last >= first:
+                b.last = max(b.last, last)
+
+    def write(self, name, dims, ctype, op, k, rows=False):
+        """A new value of `name` written by op k: in place for a persistable input (its own
+        memory), else a new arena buffer (with an int64 buffer of row ids for `rows`, a
+        SelectedRows)."""
+        v = self._var(name)
+        want = VarType.SELECTED_ROWS if rows else VarType.LOD_TENSOR
+        if v.type != want:
+            raise NotCompilable(f"output '{name}' is a {VarType.Type.Name(v.type)}")
+        dims = one_element_as_declared(dims, v.shape)
+        old = self._env.get(name)
+        if old is not None and old.kind in ("input", "inout") and old.persistable:
+            if len(dims) != old.ndim:
+                raise NotCompilable(f"'{name}' changes rank in place")
+            old.kind, old.last = "inout", k
+            return old
+        if v.persistable and self.target.creates_persistables and old is None \
+                and all(d >= 0 for d in v.shape) and not rows:
+            # a parameter made on the device (startup): its memory is the plan's, passed in
+            buf = self.read(name, op)
+            buf.kind, buf.last = "inout", k
+            self.created.add(name)
+            return buf
+        if v.persistable:
+            raise NotCompilable(f"writes persistable '{name}' that it does not read")
+        buf = self._arena_buf(name, ctype, dims, "temp", k)
+        if rows:
+            buf.rows = self._arena_buf(name, "int64_t", dims[:1], "temp", k)
+        self._env[name] = buf
+        return buf
+
+    def scratch(self, dims, ctype, k):
+        return self._arena_buf(f"(scratch of op {k})", ctype, dims, "scratch", k)
+
+
+class _InBlock:
+    def __init__(self, low, block):
+        self.low, self.block = low, block
+
+    def __enter__(self):
+        self.low._blocks.append(self.block)
+
+    def __exit__(self, *exc):
+        self.low._blocks.pop()
+
+
+def later_reads(program, ops):
+    """reads_after[i]: names read by ops after op i (sub-blocks included)."""
+    after, acc = [None] * len(ops), set()
+    for i in range(len(ops) - 1, -1, -1):
+        after[i] = set(acc)
+        op = ops[i]
+        acc.update(op.input_arg_names)
+        acc.update(sub_block_vars(program, op))
+    return after
