@@ -81,8 +81,14 @@ class PaddleTensor:
                 else PaddleDType(dtype)
 
     def as_ndarray(self):
-        return self.data.as_ndarray().astype(_NUMPY[self.dtype], copy=False).reshape(
-            [int(d) for d in self.shape])
+        """The data as an ndarray of `shape` and `dtype`; FeedError naming the tensor when
+        they do not fit the buffer (a caller's shape is not trusted)."""
+        shape = [int(d) for d in self.shape]
+        data = self.data.as_ndarray()
+        if any(d < 0 for d in shape) or int(np.prod(shape, dtype=object)) != data.size:
+            raise FeedError(f"PaddleTensor {self.name!r}: shape {shape} does not hold the "
+                            f"{data.size} elements of its data")
+        return data.astype(_NUMPY[PaddleDType(self.dtype)], copy=False).reshape(shape)
 
 
 class NativeConfig:

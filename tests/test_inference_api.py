@@ -61,5 +61,10 @@ def test_a_predictor_names_what_it_was_given_wrong(saved):
         with pytest.raises(fluid.errors.FeedError, match=r"2 feed target\(s\) \['ids', 'x'\], "
                                                          r"given 1 PaddleTensor"):
             exe.run(compiled, feed=[fluid.core.PaddleTensor(np.zeros((1, 3), "float32"))])
+        bad = fluid.core.PaddleTensor(np.zeros((2, 3), "float32"), name="x")
+        bad.shape = [1 << 40, 1 << 40]          # a shape the data does not hold
+        with pytest.raises(fluid.errors.FeedError, match=r"PaddleTensor 'x': shape "):
+            exe.run(compiled, feed=[fluid.core.PaddleTensor(np.array([[1]], "int64"),
+                                                            lod=[[0, 1]]), bad])
         with pytest.raises(TypeError, match="list of fluid.core.PaddleTensor"):
             exe.run(compiled, feed=[np.zeros((1, 3), "float32"), 1])
