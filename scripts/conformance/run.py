@@ -54,12 +54,19 @@ def summary_of(out):
 
 
 def first_error(out):
-    """The first assertion or exception line pytest printed, for the table."""
-    for pat in (r"^E\s+(\w*(Error|Exception|Met|Failed)\b.*)$", r"^E\s+(.+)$",
-                r"^(\w+Error: .+)$"):
-        m = re.search(pat, out, re.M)
-        if m:
-            return m.group(1).strip()[:200]
+    """The first assertion or exception line pytest printed, for the table.
+
+    A test's own failure comes first: pytest prints errors in setup and teardown (the ERRORS
+    section) before the FAILURES section, and Paddle's OpTest.tearDownClass raises its own
+    "op_type in class attrs" assertion whenever a test failed before it set op_type, which
+    would hide why it failed."""
+    failures = out.find("= FAILURES =")
+    for text in ((out[failures:],) if failures >= 0 else ()) + (out,):
+        for pat in (r"^E\s+(\w*(Error|Exception|Met|Failed)\b.*)$", r"^E\s+(.+)$",
+                    r"^(\w+Error: .+)$"):
+            m = re.search(pat, text, re.M)
+            if m:
+                return m.group(1).strip()[:200]
     lines = [ln for ln in out.strip().splitlines() if ln.strip()]
     return lines[-1][:200] if lines else "no output"
 

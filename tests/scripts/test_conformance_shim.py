@@ -1,6 +1,7 @@
 """The conformance run's `paddle` shim: Paddle's module names resolve to Fluidity's, and the
 synthetic data sets have the real ones' sample structure (scripts/conformance)."""
 import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -80,3 +81,16 @@ def test_test_classes_run_in_unittests_order(tmp_path):
                         "-p", "unittest_order", "test_order.py"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "4 passed" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_failures_own_error_is_reported_before_a_teardown_error():
+    """OpTest.tearDownClass asserts that op_type was set, which fails whenever a test failed
+    first; pytest prints that teardown error before the failure that caused it."""
+    spec = importlib.util.spec_from_file_location(
+        "conformance_run", os.path.join(ROOT, "scripts", "conformance", "run.py"))
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    out = ("==== ERRORS ====\nE   AssertionError: This test do not have op_type in class "
+           "attrs\n==== FAILURES ====\nE   ValueError: conv2d: the real cause\n")
+    assert run.first_error(out) == "ValueError: conv2d: the real cause"
+    assert run.first_error("E   KeyError: 'x'\n") == "KeyError: 'x'"
