@@ -94,3 +94,14 @@ def test_a_failures_own_error_is_reported_before_a_teardown_error():
            "attrs\n==== FAILURES ====\nE   ValueError: conv2d: the real cause\n")
     assert run.first_error(out) == "ValueError: conv2d: the real cause"
     assert run.first_error("E   KeyError: 'x'\n") == "KeyError: 'x'"
+
+
+def test_files_paddles_cpu_ci_does_not_run_are_out_of_scope_with_the_reason():
+    spec = importlib.util.spec_from_file_location(
+        "conformance_scope", os.path.join(ROOT, "scripts", "conformance", "scope.py"))
+    scope = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scope)
+    category, why = scope.classify("test_allreduce.py", "import paddle.fluid as fluid\n")
+    assert category == "not run by Paddle on a CPU" and "GPU build only" in why
+    assert "disabled" in scope.classify("test_basic_lstm_api.py", "")[1]
+    assert scope.classify("test_adam_op.py", "import paddle.fluid as fluid\n") is None
