@@ -662,6 +662,13 @@ def _append_grad_suffix_(name):
     return grad_var_name(name)
 
 
+def _as_list(x):
+    """None -> [], a list or tuple -> a list of it, anything else -> [x]."""
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
 def _strip_grad_suffix_(name):
     """`x@GRAD` -> `x`, `y@GRAD@RENAME@1` -> `y` (the name up to its first @GRAD)."""
     pos = name.find(GRAD_SUFFIX)

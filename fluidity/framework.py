@@ -21,6 +21,9 @@ from .core import defaults, dtypes
 from .core.dtypes import VarType
 from .core.serialization import read_file
 from .core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, grad_var_name  # noqa: F401
+from .core.names import CONTROL_DEP_VAR_PREFIX, TEMP_VAR_NAME  # noqa: F401
+from .core.names import ZERO_SUFFIX as ZERO_VAR_SUFFIX  # noqa: F401  (Fluid's names)
+GRAD_VAR_SUFFIX = GRAD_SUFFIX
 from .errors import (ArgumentTypeError, DTypeError, ProgramError, ProgramFormatError,
                      ShapeError, UnknownOpError)
 from .ir import desc_check, rewrite

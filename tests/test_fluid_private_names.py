@@ -170,3 +170,13 @@ def test_framework_and_operator_private_names():
         main._prune_with_input([2, 3], [y])
     with pytest.raises(ValueError, match="has been created before"):
         main.global_block().create_var(name="x", shape=[5, 5])
+
+
+def test_framework_constants_and_backward_helpers_under_fluids_names():
+    import fluidity.framework as framework
+    from fluidity.backward import _append_grad_suffix_, _as_list
+    assert (framework.GRAD_VAR_SUFFIX, framework.TEMP_VAR_NAME, framework.ZERO_VAR_SUFFIX,
+            framework.EMPTY_VAR_NAME) == ("@GRAD", "@TEMP@", "@ZERO", "@EMPTY@")
+    assert fluid.core.kGradVarSuffix() == "@GRAD" and fluid.core.kZeroVarSuffix() == "@ZERO"
+    assert _append_grad_suffix_("x") == "x@GRAD"
+    assert _as_list(None) == [] and _as_list(("a", "b")) == ["a", "b"] and _as_list(3) == [3]

@@ -25,6 +25,7 @@ from ..errors import EnforceNotMet  # noqa: E402,F401 -- what Fluid's op checks 
 from .graph import Graph, Node  # noqa: E402,F401
 from .names import EMPTY_VAR_NAME as _EMPTY, GRAD_SUFFIX as _GRAD  # noqa: E402
 from .names import TEMP_VAR_NAME as _TEMP  # noqa: E402
+from . import names  # noqa: E402
 from ..proto import framework_pb2 as _pb  # noqa: E402
 
 AttrType = _pb.AttrType
@@ -60,6 +61,18 @@ def kEmptyVarName():  # noqa: N802 -- Paddle's name
 
 def kTempVarName():  # noqa: N802
     return _TEMP
+
+
+def kGradVarSuffix():  # noqa: N802
+    return _GRAD
+
+
+def kZeroVarSuffix():  # noqa: N802
+    return names.ZERO_SUFFIX
+
+
+def kControlDepVarName():  # noqa: N802
+    return names.CONTROL_DEP_VAR_PREFIX
 
 
 def kNewGradSuffix():  # noqa: N802 -- the dense gradient of a sparse one plus its decay

@@ -3,6 +3,7 @@ GRAD_SUFFIX = "@GRAD"
 EMPTY_VAR_NAME = "@EMPTY@"
 TEMP_VAR_NAME = "@TEMP@"
 ZERO_SUFFIX = "@ZERO"
+CONTROL_DEP_VAR_PREFIX = "__control_var"
 
 
 def grad_var_name(name):

@@ -8,20 +8,16 @@ from . import base  # noqa: F401
 from .base import (disable_dygraph, enable_dygraph, enabled, grad, guard,  # noqa: F401
                    no_grad, to_variable)
 from .tracer import Tracer, VarBase  # noqa: F401
+from . import nn, parallel  # noqa: F401
+from .nn import *  # noqa: F401,F403  (the declined Layers, at fluid.dygraph.X as in Fluid)
+from .nn import WHY as _WHY
+from .parallel import DataParallel, Env, ParallelEnv, prepare_context  # noqa: F401
 
-_WHY = ("Fluidity's eager mode runs static ops one at a time (fluid.dygraph.guard, "
-        "to_variable, backward); the dygraph framework of Layers, dygraph optimizers and "
-        "checkpoints is not built: write the model as a static program")
-
-_CLASSES = ("Layer", "Conv2D", "Conv3D", "Pool2D", "Linear", "BatchNorm", "Dropout",
-            "Embedding", "GRUUnit", "InstanceNorm", "LayerNorm", "NCE", "PRelu",
-            "BilinearTensorProduct", "Conv2DTranspose", "Conv3DTranspose", "GroupNorm",
-            "SpectralNorm", "TreeConv", "Sequential", "ParameterList", "LayerList",
-            "ParallelEnv", "DataParallel", "NoamDecay", "PiecewiseDecay", "NaturalExpDecay",
+_CLASSES = ("Layer", "Sequential", "ParameterList", "LayerList", "NoamDecay", "PiecewiseDecay", "NaturalExpDecay",
             "ExponentialDecay", "InverseTimeDecay", "PolynomialDecay", "CosineDecay",
             "LinearLrWarmup", "ReduceLROnPlateau", "BackwardStrategy", "TracedLayer",
             "ProgramTranslator", "StaticModelRunner")
-_FUNCTIONS = ("prepare_context", "save_dygraph", "load_dygraph", "declarative",
+_FUNCTIONS = ("save_dygraph", "load_dygraph", "declarative",
               "dygraph_to_static_func")
 
 for _name in _CLASSES:
