@@ -105,3 +105,10 @@ def test_files_paddles_cpu_ci_does_not_run_are_out_of_scope_with_the_reason():
     assert category == "not run by Paddle on a CPU" and "GPU build only" in why
     assert "disabled" in scope.classify("test_basic_lstm_api.py", "")[1]
     assert scope.classify("test_adam_op.py", "import paddle.fluid as fluid\n") is None
+
+
+def test_the_numpy_1_names_paddles_tests_call_are_there():
+    r = _run("import paddle, numpy as np\n"
+             "assert np.product([2, 3]) == 6 and np.asscalar(np.array([4.0])) == 4.0\n"
+             "assert np.int is int and np.alltrue([True])\n")
+    assert r.returncode == 0, r.stderr

@@ -62,3 +62,20 @@ batch = fluidity.batch
 from . import compat, dataset  # noqa: E402,F401
 
 __version__ = "1.8.0"
+
+# Paddle 1.8's tests were written against numpy 1.16-1.18; the numpy here is 2.x, which removed
+# names those tests call. They are put back as the aliases numpy 1.x had (only where missing),
+# so a test fails for what Fluidity does, not for its numpy.
+import numpy as _np  # noqa: E402
+
+for _old, _new in (("product", "prod"), ("cumproduct", "cumprod"), ("alltrue", "all"),
+                   ("sometrue", "any"), ("float_", "float64"), ("complex_", "complex128"),
+                   ("NaN", "nan"), ("Inf", "inf"), ("row_stack", "vstack")):
+    if not hasattr(_np, _old):
+        setattr(_np, _old, getattr(_np, _new))
+for _old, _builtin in (("bool", bool), ("int", int), ("float", float), ("object", object),
+                       ("long", int), ("unicode", str), ("str", str), ("complex", complex)):
+    if _old not in _np.__dict__:
+        setattr(_np, _old, _builtin)
+if not hasattr(_np, "asscalar"):
+    _np.asscalar = lambda a: a.item()
