@@ -5,6 +5,8 @@ fetch_barrier, concat) to the startup program it is given (the default one when 
 trainer script that runs `fluid.default_startup_program()` starts from the servers' values;
 the main program is never touched (the trainer program is a new one). The pserver startup
 programs come from a copy of the startup program taken before that."""
+import os
+
 from ..core.dtypes import VarType
 from ..ir.views import ProgramView
 from . import distribute as _d
@@ -13,6 +15,24 @@ from .ps_dispatcher import HashName, RoundRobin  # noqa: F401
 
 # () -> (default main Program, default startup Program); set by the builder (fluidity/__init__)
 default_programs = None
+
+
+class DistributedMode:
+    """The training modes Fluid 1.8 names (fleet's parameter-server strategies use them)."""
+    SYNC = 0
+    ASYNC = 1
+    HALF_ASYNC = 2
+    GEO = 3
+
+
+class ServerRuntimeConfig:
+    """A parameter server's RPC thread counts, from the FLAGS_rpc_*_thread_num variables
+    (12 each by default, as in Fluid 1.8)."""
+
+    def __init__(self):
+        self._rpc_send_thread_num = int(os.getenv("FLAGS_rpc_send_thread_num", "12"))
+        self._rpc_get_thread_num = int(os.getenv("FLAGS_rpc_get_thread_num", "12"))
+        self._rpc_prefetch_thread_num = int(os.getenv("FLAGS_rpc_prefetch_thread_num", "12"))
 
 
 def given_or_default_programs(program, startup_program):

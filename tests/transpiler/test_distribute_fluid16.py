@@ -328,3 +328,12 @@ def test_parameters_on_pservers_add_up_to_each_parameter():
     assert set(grouped) == {"fc_w_momentum_0", "fc_w_mean_square_0", "fc_w_mean_grad_0",
                             "fc_b_momentum_0", "fc_b_mean_square_0", "fc_b_mean_grad_0"}
     assert "fc_w.block1" in dist.overview()
+
+
+def test_distributed_mode_and_server_runtime_config_as_fluid_names_them(monkeypatch):
+    from fluidity.transpiler.distribute_transpiler import DistributedMode, ServerRuntimeConfig
+    assert (DistributedMode.SYNC, DistributedMode.ASYNC, DistributedMode.HALF_ASYNC,
+            DistributedMode.GEO) == (0, 1, 2, 3)
+    assert ServerRuntimeConfig()._rpc_send_thread_num == 12
+    monkeypatch.setenv("FLAGS_rpc_get_thread_num", "3")
+    assert ServerRuntimeConfig()._rpc_get_thread_num == 3
