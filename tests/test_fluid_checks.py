@@ -130,3 +130,18 @@ def test_flags_and_dtype_arguments_raise_fluids_types():
             L.fill_constant([1], "uint8", 5)
         with pytest.raises(TypeError):
             L.create_parameter([1.0, 2.0], "float32")
+
+
+def test_paddles_tuning_flags_are_kept_as_set_and_unknown_ones_refused():
+    before = fluid.get_flags(["FLAGS_eager_delete_tensor_gb", "FLAGS_enable_parallel_graph"])
+    assert before == {"FLAGS_eager_delete_tensor_gb": 0.0, "FLAGS_enable_parallel_graph": False}
+    try:
+        fluid.set_flags({"FLAGS_eager_delete_tensor_gb": 1.0})
+        fluid.core.globals()["FLAGS_enable_parallel_graph"] = True
+        assert fluid.get_flags("FLAGS_eager_delete_tensor_gb") == {
+            "FLAGS_eager_delete_tensor_gb": 1.0}
+        assert fluid.core.globals()["FLAGS_enable_parallel_graph"] is True
+    finally:
+        fluid.set_flags(before)
+    with pytest.raises(ValueError, match="FLAGS_no_such_flag"):
+        fluid.set_flags({"FLAGS_no_such_flag": 1})

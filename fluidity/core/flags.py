@@ -23,6 +23,36 @@ from ..errors import ArgumentTypeError, FlagError, FluidityError
 _KNOWN = {"FLAGS_check_nan_inf": (bool, False),
           "FLAGS_use_system_allocator": (bool, False),
           "FLAGS_use_mkldnn": (bool, False)}
+# Paddle 1.8's public flags that tune what Fluidity does its one way; kept as set, with
+# Paddle's defaults, and changing nothing: garbage collection (the executors here free a value
+# after its last reader whatever the threshold), allocators and GPU memory fractions (tensors
+# are numpy's; the CUDA target plans one arena), the parallel executor's graph mode and NCCL
+# and cuDNN choices (no NCCL or cuDNN is used), Paddle's thread pools, RPC timeouts.
+_KEPT_AS_SET = {
+    "FLAGS_eager_delete_tensor_gb": (float, 0.0),
+    "FLAGS_fast_eager_deletion_mode": (bool, True),
+    "FLAGS_memory_fraction_of_eager_deletion": (float, 1.0),
+    "FLAGS_allocator_strategy": (str, "auto_growth"),
+    "FLAGS_fraction_of_gpu_memory_to_use": (float, 0.92),
+    "FLAGS_initial_gpu_memory_in_mb": (int, 0),
+    "FLAGS_reallocate_gpu_memory_in_mb": (int, 0),
+    "FLAGS_fraction_of_cpu_memory_to_use": (float, 1.0),
+    "FLAGS_enable_parallel_graph": (bool, False),
+    "FLAGS_sync_nccl_allreduce": (bool, True),
+    "FLAGS_cudnn_deterministic": (bool, False),
+    "FLAGS_cudnn_exhaustive_search": (bool, False),
+    "FLAGS_conv_workspace_size_limit": (int, 512),
+    "FLAGS_cudnn_batchnorm_spatial_persistent": (bool, False),
+    "FLAGS_benchmark": (bool, False),
+    "FLAGS_paddle_num_threads": (int, 1),
+    "FLAGS_inner_op_parallelism": (int, 0),
+    "FLAGS_rpc_deadline": (int, 180000),
+    "FLAGS_rpc_retry_times": (int, 3),
+    "FLAGS_communicator_send_queue_size": (int, 20),
+    "FLAGS_communicator_max_merge_var_num": (int, 20),
+    "FLAGS_selected_gpus": (str, ""),
+}
+_KNOWN.update(_KEPT_AS_SET)
 # Paddle's private flags: read through core.globals(), not through get_flags/set_flags, and
 # not writable (Paddle 1.8's REGISTER_PRIVATE_GLOBAL_VAR(false, FLAGS_use_mkldnn, ...))
 _PRIVATE = {"FLAGS_use_mkldnn"}
