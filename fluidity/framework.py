@@ -113,6 +113,9 @@ class Variable(VarView):
                                     need_check_feed=need_check_feed or is_data).desc
         super().__init__(block, desc)
         self.op = None  # the op that last wrote it at build time (for layers' convenience)
+        # a variable layers.data / fluid.data declared, as Fluid marks it on the Python side
+        # (not in the desc; clone and _copy_data_info_from carry it over, as Fluid's do)
+        self.is_data = bool(is_data)
 
     @property
     def name(self):
@@ -571,6 +574,23 @@ class Program(ProgramView):
                                            p.regularizer, p.gradient_clip_attr,
                                            p.do_model_average, p.initializer)
 
+    def _copy_data_info_from(self, other, pruned_origin_block_id_map=None):
+        """Mark as data (`is_data`) the variables of this program whose namesakes in `other`
+        are, block by block (Fluid's; `pruned_origin_block_id_map` maps this program's block
+        indices to `other`'s after a prune, identity by default)."""
+        if not isinstance(other, Program):
+            raise TypeError(f"_copy_data_info_from should be invoked with Program, got "
+                            f"{type(other).__name__}")
+        if pruned_origin_block_id_map is None:
+            pruned_origin_block_id_map = {i: i for i in range(len(self.blocks))}
+        for idx, block in enumerate(self.blocks):
+            origin = pruned_origin_block_id_map.get(idx)
+            if origin is None or origin >= len(other.blocks):
+                continue
+            for name, v in other.blocks[origin].vars.items():
+                if getattr(v, "is_data", False) and name in block.vars:
+                    block.vars[name].is_data = True
+
     def _copy_dist_param_info_from(self, other):
         """Copy the distributed-training marks of `other` (a transpiled program's
         `_is_distributed`, endpoints, ...), as Fluid's."""
@@ -651,6 +671,7 @@ class Program(ProgramView):
                     b_new.vars[name] = np_
                 else:
                     b_new.vars[name].stop_gradient = v.stop_gradient
+        p._copy_data_info_from(self)
         if for_test:
             inference.make_inference_program(p)
         return p
@@ -680,7 +701,9 @@ class Program(ProgramView):
         feeds = names(feeded_var_names, "feeded_var_names", False)
         targets = names(targets, "targets", True)
         prune.check_targets(self, targets)
-        return Program(prune.prune_desc(self.desc, targets, feeds))
+        p = Program(prune.prune_desc(self.desc, targets, feeds))
+        p._copy_data_info_from(self, {0: 0})      # the global block keeps its index
+        return p
 
     def _inference_optimize(self, prune_read_op=True):
         """A copy for inference as Fluid's (transpiler.prune.inference_optimize on a copy):

@@ -180,3 +180,21 @@ def test_framework_constants_and_backward_helpers_under_fluids_names():
     assert fluid.core.kGradVarSuffix() == "@GRAD" and fluid.core.kZeroVarSuffix() == "@ZERO"
     assert _append_grad_suffix_("x") == "x@GRAD"
     assert _as_list(None) == [] and _as_list(("a", "b")) == ["a", "b"] and _as_list(3) == [3]
+
+
+def test_is_data_marks_the_declared_inputs_and_survives_clone_and_prune():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = L.data("x", [3])
+        img = fluid.data("img", [None, 3])
+        y = L.fc(x + img, 2)
+    data = sorted(v.name for v in main.global_block().vars.values() if v.is_data)
+    assert data == ["img", "x"] and not y.is_data
+    for p in (main.clone(), main.clone(for_test=True), main._prune([y])):
+        assert sorted(v.name for v in p.global_block().vars.values() if v.is_data) == data
+    other = fluid.Program.parse_from_string(main.desc.SerializeToString())
+    assert not any(v.is_data for v in other.global_block().vars.values())
+    other._copy_data_info_from(main)
+    assert sorted(v.name for v in other.global_block().vars.values() if v.is_data) == data
+    with pytest.raises(TypeError):
+        other._copy_data_info_from("main")

@@ -22,9 +22,11 @@ def data(name, shape, append_batch_size=True, dtype="float32", lod_level=0, type
     if append_batch_size and all(d >= 0 for d in shape):   # a None or -1 anywhere: as given
         shape = [-1] + shape
     block = default_main_program().global_block()
-    return block.create_var(name=name, shape=shape, dtype=dtype, lod_level=lod_level,
-                            type=type if type is not None else VarType.LOD_TENSOR,
-                            stop_gradient=stop_gradient, need_check_feed=False)
+    var = block.create_var(name=name, shape=shape, dtype=dtype, lod_level=lod_level,
+                           type=type if type is not None else VarType.LOD_TENSOR,
+                           stop_gradient=stop_gradient, need_check_feed=False)
+    var.is_data = True
+    return var
 
 
 # --- readers (Paddle's py_reader & co.; the program layout is in reader/program.py) ---------
