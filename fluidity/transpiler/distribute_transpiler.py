@@ -47,9 +47,14 @@ def given_or_default_programs(program, startup_program):
     return program, startup_program
 
 
-def _wrap(like, desc):
-    """A Program (the class of `like`) over `desc`."""
-    return type(like)._construct_from_desc(desc)
+def wrap_program(like, desc):
+    """A Program (the class of `like`) over `desc`, its global block's data variables
+    marked as `like`'s are (`is_data`: the transpiled programs keep the feeds the original
+    declares, as Fluid's, which transpiles the original in place)."""
+    program = type(like)._construct_from_desc(desc)
+    if hasattr(program, "_copy_data_info_from"):
+        program._copy_data_info_from(like, {0: 0})
+    return program
 
 
 def _mark(program, info):
@@ -107,7 +112,7 @@ class DistributeTranspiler:
         return self._result
 
     def get_trainer_program(self, wait_port=True):
-        return _mark(_wrap(self.origin_program, _d.rewrite.copy_program(self._check().trainer)),
+        return _mark(wrap_program(self.origin_program, _d.rewrite.copy_program(self._check().trainer)),
                      self._dist_info)
 
     def _pserver(self, endpoint):
@@ -118,7 +123,7 @@ class DistributeTranspiler:
         return pservers[endpoint]
 
     def get_pserver_program(self, endpoint):
-        prog = _wrap(self.origin_program, _d.rewrite.copy_program(self._pserver(endpoint)[0]))
+        prog = wrap_program(self.origin_program, _d.rewrite.copy_program(self._pserver(endpoint)[0]))
         if self._result.table is not None:
             prog._distributed_lookup_table = self.table_name
         return _mark(prog, self._dist_info)
@@ -130,12 +135,12 @@ class DistributeTranspiler:
 
     def get_startup_program(self, endpoint, pserver_program=None, startup_program=None):
         if pserver_program is None and startup_program is None:   # written by transpile
-            return _wrap(self.origin_program,
+            return wrap_program(self.origin_program,
                          _d.rewrite.copy_program(self._pserver(endpoint)[1]))
         main = self._pserver(endpoint)[0] if pserver_program is None else pserver_program.desc
         src = self._origin_startup if startup_program is None else startup_program.desc
         var_map = _var_map(main, ProgramView(self.origin_program.desc).global_block())
-        return _wrap(self.origin_program, _d.pserver_startup(src, main, var_map))
+        return wrap_program(self.origin_program, _d.pserver_startup(src, main, var_map))
 
 
 def _var_map(pserver_main, origin_block):

@@ -39,7 +39,7 @@ from ..ir.views import ProgramView
 from ..proto import framework_pb2 as pb
 from .distribute import (DistributeTranspilerConfig, checked_job, pserver_startup,
                          slice_variable)
-from .distribute_transpiler import given_or_default_programs
+from .distribute_transpiler import given_or_default_programs, wrap_program
 
 GEO_MODE = 3   # Paddle's DistributedMode.GEO, listen_and_serv's `distributed_mode`
 
@@ -212,10 +212,6 @@ def transpile(main, startup, trainer_id, endpoints, trainers=1, config=None):
     return GeoPrograms(rewrite.copy_program(main), pservers, geo)
 
 
-def _wrap(like, desc):
-    return type(like)._construct_from_desc(desc)
-
-
 class GeoSgdTranspiler:
     """Fluid 1.6's `GeoSgdTranspiler(config)`: `transpile(trainer_id, program, pservers,
     trainers, sync_mode=False, startup_program)`, then `get_trainer_program()` (the program
@@ -251,7 +247,7 @@ class GeoSgdTranspiler:
 
     def get_trainer_program(self, wait_port=True):
         trainer = self._check().trainer
-        return _wrap(self.origin_program, rewrite.copy_program(trainer))
+        return wrap_program(self.origin_program, rewrite.copy_program(trainer))
 
     def _pserver(self, endpoint):
         pservers = self._check().pservers
@@ -261,12 +257,12 @@ class GeoSgdTranspiler:
         return pservers[endpoint]
 
     def get_pserver_program(self, endpoint):
-        return _wrap(self.origin_program, rewrite.copy_program(self._pserver(endpoint)[0]))
+        return wrap_program(self.origin_program, rewrite.copy_program(self._pserver(endpoint)[0]))
 
     def get_startup_program(self, endpoint, pserver_program=None):
         """The startup program transpile wrote for `endpoint` (a `pserver_program` given
         as in Fluid's signature is not re-read: it is the one transpile wrote)."""
-        return _wrap(self.origin_program, rewrite.copy_program(self._pserver(endpoint)[1]))
+        return wrap_program(self.origin_program, rewrite.copy_program(self._pserver(endpoint)[1]))
 
     def get_pserver_programs(self, endpoint):
         """(pserver main program, pserver startup program) of `endpoint`."""

@@ -337,3 +337,10 @@ def test_distributed_mode_and_server_runtime_config_as_fluid_names_them(monkeypa
     assert ServerRuntimeConfig()._rpc_send_thread_num == 12
     monkeypatch.setenv("FLAGS_rpc_get_thread_num", "3")
     assert ServerRuntimeConfig()._rpc_get_thread_num == 3
+
+
+def test_the_trainer_program_keeps_the_originals_data_variables():
+    t, main, _ = _transpile(_fc_net)
+    trainer = t.get_trainer_program(wait_port=False)
+    assert sorted(v.name for v in trainer.global_block().vars.values() if v.is_data) == \
+        ["x", "y"]
