@@ -353,7 +353,7 @@ def flatten(x, axis=1, name=None):
     return out
 
 
-# --- label_smooth, cos_sim, l2_normalize (ops in fluidity/ops/loss_fluid1.py) ----------------
+# --- label_smooth, cos_sim, l2_normalize (ops in fluidity/ops/soft_label.py, vector_norm.py) ---
 __all__ += ["label_smooth", "cos_sim", "l2_normalize"]
 
 

@@ -6,7 +6,8 @@ from . import (activation, control_flow, conv, creation, feed_fetch, indexing, i
 from .registry import OpDef, all_ops, find, get, has
 
 from . import scatter  # noqa: F401,E402  (Fluid 1.x index ops)
-from . import loss_fluid1  # noqa: F401,E402  (Fluid 1.x losses, cos_sim, norm)
+from . import ranking_loss, soft_label  # noqa: F401,E402  (rank/bpr losses; label_smooth, kldiv)
+from . import center_loss, vector_norm  # noqa: F401,E402  (center_loss; norm, cos_sim)
 from . import optimizer_more  # noqa: F401,E402  (Fluid 1.x update ops)
 from . import layout  # noqa: F401,E402  (Fluid 1.x pads, crops, channel movers)
 from . import volume  # noqa: F401,E402  (conv3d, conv3d_transpose, pool3d, unfold)
