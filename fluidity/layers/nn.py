@@ -398,7 +398,8 @@ def l2_normalize(x, axis, epsilon=1e-12, name=None):
 
 # --- multiplex, bilinear_tensor_product, add_position_encoding, fsp_matrix,
 # continuous_value_model, mean_iou, affine_grid, random_crop, tensor_array_to_tensor
-# (ops in fluidity/ops/nn_fluid1.py) ---------------------------------------------------------
+# (ops in fluidity/ops/indexing.py, bilinear_products.py, sequence_context.py, ctr.py,
+# metric.py, image_geometry.py, tensor_array.py) ------------------------------------------------
 __all__ += ["multiplex", "bilinear_tensor_product", "add_position_encoding", "fsp_matrix",
             "continuous_value_model", "mean_iou", "affine_grid", "random_crop",
             "tensor_array_to_tensor"]
@@ -536,7 +537,7 @@ def py_func(func, x, out, backward_func=None, skip_vars_in_backward_input=None):
     return out
 
 
-# --- grid_sampler, spectral_norm (ops in fluidity/ops/nn_fluid1.py) ---------------------------
+# --- grid_sampler, spectral_norm (ops in fluidity/ops/image_geometry.py, spectral_norm.py) -----
 __all__ += ["grid_sampler", "spectral_norm"]
 
 
@@ -576,7 +577,7 @@ def spectral_norm(weight, dim=0, power_iters=1, eps=1e-12, name=None):
     return out
 
 
-# --- row_conv, im2sequence (ops in fluidity/ops/nn_fluid1.py) ----------------------------------
+# --- row_conv, im2sequence (ops in fluidity/ops/sequence_context.py, image_geometry.py) -------
 __all__ += ["row_conv", "im2sequence"]
 
 

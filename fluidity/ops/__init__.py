@@ -11,7 +11,8 @@ from . import center_loss, vector_norm  # noqa: F401,E402  (center_loss; norm, c
 from . import optimizer_more  # noqa: F401,E402  (Fluid 1.x update ops)
 from . import layout  # noqa: F401,E402  (Fluid 1.x pads, crops, channel movers)
 from . import volume  # noqa: F401,E402  (conv3d, conv3d_transpose, pool3d, unfold)
-from . import nn_fluid1  # noqa: F401,E402  (multiplex, bilinear_tensor_product, fsp, cvm, ...)
+from . import bilinear_products, sequence_context  # noqa: F401,E402  (fsp, ...; row_conv, ...)
+from . import image_geometry, spectral_norm  # noqa: F401,E402  (affine_grid, grid_sampler, ...)
 from . import py_func  # noqa: F401,E402  (py_func)
 from . import ctc  # noqa: F401,E402  (warpctc)
 # h6-book: CRF, sampled losses and beam search

@@ -1,4 +1,5 @@
-"""Slicing and gathering: slice, strided_slice, gather, index_select, masked_select.
+"""Slicing and gathering: slice, strided_slice, gather, index_select, masked_select, multiplex
+(row i from the candidate Ids[i]).
 
 Conventions as in tensor.py: Out is a copy (never a view of X), tensor inputs (StartsTensor,
 Axis, ...) override the attributes at run time, and shape rules raise ShapeError.
@@ -395,3 +396,51 @@ class MaskedSelectGrad(OpDef):
         d = np.zeros(shape, x.dtype)
         d[np.broadcast_to(mask.astype(bool), shape)] = dy
         return reduce_to_shape(d, x.shape).astype(x.dtype, copy=False)
+
+
+# --- multiplex -------------------------------------------------------------------------------
+class Multiplex(OpDef):
+    type = "multiplex"
+    inputs = (In("Ids", no_grad=True), In("X", duplicable=True))
+    outputs = (Out("Out"),)
+    share_lod = None
+    doc = "Out[i] = X[Ids[i]][i]: row i taken from the candidate Ids[i]."
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Out", ctx.input_shape("X"), ctx.input_dtype("X"))
+
+    @staticmethod
+    def _ids(ids, k, n):
+        ids = np.asarray(ids).reshape(-1).astype(np.int64)
+        if len(ids) != n or ((ids < 0) | (ids >= k)).any():
+            raise ExecutionError(f"multiplex: Ids must hold {n} values in [0, {k})")
+        return ids
+
+    @staticmethod
+    def kernel(ids, xs):
+        stack = np.stack(xs)
+        ids = Multiplex._ids(ids, len(xs), stack.shape[1])
+        return stack[ids, np.arange(stack.shape[1])]
+
+    grad = staticmethod(lambda g: g.op(
+        "multiplex_grad", {"Ids": g.input("Ids"), "X": g.input("X"),
+                           "Out@GRAD": g.output_grad("Out")}, {"X@GRAD": g.input_grad("X")}))
+
+
+class MultiplexGrad(OpDef):
+    type = "multiplex_grad"
+    inputs = (In("Ids"), In("X", duplicable=True), In("Out@GRAD"))
+    outputs = (Out("X@GRAD", duplicable=True),)
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(ids, xs, dout):
+        ids = Multiplex._ids(ids, len(xs), dout.shape[0])
+        grads = []
+        for k in range(len(xs)):
+            d = np.zeros_like(dout)
+            d[ids == k] = dout[ids == k]
+            grads.append(d)
+        return grads

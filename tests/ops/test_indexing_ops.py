@@ -61,3 +61,14 @@ def test_gather_errors():
     build_fails("gather", {"X": r(3, 2), "Index": np.zeros((2, 2), np.int64)})
     with pytest.raises(FluidityError, match="out of range"):
         run_op("gather", {"X": r(3, 2), "Index": np.array([3], np.int64)})
+
+
+# --- multiplex -------------------------------------------------------------------------------
+def test_multiplex():
+    rng = np.random.default_rng(12)
+    a, b, c = (rng.uniform(-1, 1, size=(4, 3)).astype(np.float32) for _ in range(3))
+    ids = np.array([[2], [0], [1], [2]], np.int32)
+    want = np.stack([c[0], a[1], b[2], c[3]])
+    ins = {"Ids": ids, "X": [("a", a), ("b", b), ("c", c)]}
+    check_output("multiplex", ins, {"Out": want})
+    check_grad("multiplex", ins, [("X", 0), ("X", 2)])
