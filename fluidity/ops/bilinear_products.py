@@ -1,10 +1,13 @@
 """Products bilinear in two inputs X and Y (products, not interpolation: that is interp.py):
-bilinear_tensor_product (Out[b, k] = X[b] Weight[k] Y[b]^T, a learned form per output) and
-fsp (the flow-of-solution-procedure matrix of two feature maps, X Y^T over the positions),
-with their gradients: each input's is the output gradient contracted with the other input.
+bilinear_tensor_product (Out[b, k] = X[b] Weight[k] Y[b]^T, a learned form per output),
+fsp (the flow-of-solution-procedure matrix of two feature maps, X Y^T over the positions) and
+conv_shift (the Neural Turing Machine's circular convolution of each row of X by Y's), with
+their gradients: each input's is the output gradient contracted with the other input.
 """
 import numpy as np
 
+from ..errors import ShapeError
+from .common import grad_maker
 from .registry import In, OpDef, Out
 
 
@@ -83,3 +86,65 @@ class FspGrad(OpDef):
         hw = x.shape[2] * x.shape[3]
         return (np.einsum("bcd,bdhw->bchw", d, y) / hw).astype(x.dtype), \
             (np.einsum("bcd,bchw->bdhw", d, x) / hw).astype(y.dtype)
+
+
+# --- conv_shift ------------------------------------------------------------------------------
+def _shift_index(m, n):
+    """[m, n] X column read for Out column i and Y column j: (i + j - (n-1)/2) mod m."""
+    return (np.arange(m)[:, None] + np.arange(n)[None, :] - (n - 1) // 2) % m
+
+
+def _check_shift(x, y):
+    if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0]:
+        raise ShapeError(f"conv_shift: X{list(x.shape)} and Y{list(y.shape)} must be 2-D with "
+                         f"the same rows")
+    if y.shape[1] % 2 != 1 or y.shape[1] > x.shape[1]:
+        raise ShapeError(f"conv_shift: Y's width {y.shape[1]} must be odd and at most X's "
+                         f"{x.shape[1]}")
+
+
+class ConvShift(OpDef):
+    type = "conv_shift"
+    inputs = (In("X"), In("Y"))
+    outputs = (Out("Out"),)
+    doc = ("Circular convolution per row: Out[k, i] = sum_j X[k, (i + j - (N-1)/2) mod M] * "
+           "Y[k, j], X [B, M], Y [B, N] with N odd and <= M.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, ys = ctx.input_shape("X"), ctx.input_shape("Y")
+        if len(xs) != 2 or len(ys) != 2:
+            ctx.fail("X and Y must be 2-D")
+        if xs[0] >= 0 and ys[0] >= 0 and xs[0] != ys[0]:
+            ctx.fail("X and Y must have the same rows")
+        if ys[1] >= 0 and ys[1] % 2 != 1:
+            ctx.fail("Y's width must be odd")
+        if xs[1] >= 0 and ys[1] >= 0 and ys[1] > xs[1]:
+            ctx.fail("Y's width must be at most X's")
+        ctx.share("X", "Out")
+
+    @staticmethod
+    def kernel(x, y):
+        _check_shift(x, y)
+        idx = _shift_index(x.shape[1], y.shape[1])
+        return np.einsum("kij,kj->ki", x[:, idx], y).astype(x.dtype)
+
+    grad = grad_maker("conv_shift_grad", ("X", "Y", "Out@GRAD"), ("X", "Y"))
+
+
+class ConvShiftGrad(OpDef):
+    type = "conv_shift_grad"
+    inputs = (In("X"), In("Y"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD", dispensable=True), Out("Y@GRAD", dispensable=True))
+    infer_shape = None
+
+    @staticmethod
+    def kernel(x, y, dout):
+        _check_shift(x, y)
+        idx = _shift_index(x.shape[1], y.shape[1])
+        dx = np.zeros_like(x)
+        b, (m, n) = x.shape[0], idx.shape
+        contrib = dout[:, :, None] * y[:, None, :]            # [B, M, N] into X[k, idx[i, j]]
+        np.add.at(dx, (np.arange(b)[:, None, None], np.broadcast_to(idx, (b, m, n))), contrib)
+        dy = np.einsum("kij,ki->kj", x[:, idx], dout).astype(y.dtype)
+        return dx, dy

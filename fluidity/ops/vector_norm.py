@@ -1,9 +1,11 @@
 """Norms of vectors and the ops built on them: norm (Fluid's l2_normalize: X divided by
-its L2 norm along an axis) and cos_sim (the cosine of two rows: their dot product over their
-L2 norms) — each with its gradient op, formulas as Paddle 1.8's kernels compute them.
+its L2 norm along an axis), l1_norm (sum |X|) and cos_sim (the cosine of two rows: their dot
+product over their L2 norms) — each with its gradient op, formulas as Paddle 1.8's kernels
+compute them.
 """
 import numpy as np
 
+from ..errors import ShapeError
 from .common import grad_maker
 from .registry import In, OpDef, Out
 
@@ -46,6 +48,39 @@ class NormGrad(OpDef):
     def kernel(x, norm, dout, *, axis):
         dot = (x * dout).sum(axis=axis, keepdims=True)
         return (dout / norm - x * dot / norm ** 3).astype(x.dtype)
+
+
+class L1Norm(OpDef):
+    type = "l1_norm"
+    inputs = (In("X"),)
+    outputs = (Out("Out"),)
+    share_lod = None
+    doc = "Out = [sum(|X|)] (shape [1])."
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Out", [1], ctx.input_dtype("X"), 0)
+
+    @staticmethod
+    def kernel(x):
+        return np.abs(x).sum(dtype=x.dtype).reshape(1)
+
+    grad = grad_maker("l1_norm_grad", ("X", "Out@GRAD"), ("X",))
+
+
+class L1NormGrad(OpDef):
+    type = "l1_norm_grad"
+    inputs = (In("X"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(x, dout):
+        if dout.size != 1:
+            raise ShapeError(f"l1_norm_grad: Out@GRAD must hold one value, got "
+                             f"{list(dout.shape)}")
+        return (dout.reshape(()) * np.sign(x)).astype(x.dtype)
 
 
 class CosSim(OpDef):

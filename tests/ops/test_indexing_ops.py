@@ -3,7 +3,7 @@ against finite differences, shape errors."""
 import numpy as np
 import pytest
 
-from fluidity.errors import FluidityError
+from fluidity.errors import ExecutionError, FluidityError
 from op_test import check_grad, check_output, run_op
 from test_tensor_ops import build_fails, r
 
@@ -61,6 +61,20 @@ def test_gather_errors():
     build_fails("gather", {"X": r(3, 2), "Index": np.zeros((2, 2), np.int64)})
     with pytest.raises(FluidityError, match="out of range"):
         run_op("gather", {"X": r(3, 2), "Index": np.array([3], np.int64)})
+
+
+# --- index_sample ----------------------------------------------------------------------------
+def test_index_sample():
+    rng = np.random.default_rng(7)
+    x = rng.uniform(size=(4, 6))
+    idx = np.array([[0, 5, 5], [1, 1, 2], [3, 0, 4], [2, 2, 2]], np.int64)
+    want = np.array([[x[i, j] for j in row] for i, row in enumerate(idx)])
+    check_output("index_sample", {"X": x, "Index": idx.astype(np.int32)}, {"Out": want})
+    check_grad("index_sample", {"X": x, "Index": idx}, ["X"])
+    with pytest.raises(ExecutionError, match="outside \\[0, 6\\)"):
+        run_op("index_sample", {"X": x, "Index": idx + 1})
+    with pytest.raises(ExecutionError, match="same number of rows"):
+        run_op("index_sample", {"X": x, "Index": idx[:2]})
 
 
 # --- multiplex -------------------------------------------------------------------------------

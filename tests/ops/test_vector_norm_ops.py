@@ -1,4 +1,4 @@
-"""norm (l2_normalize), cos_sim (fluidity/ops/vector_norm.py): forward against numpy
+"""norm (l2_normalize), l1_norm, cos_sim (fluidity/ops/vector_norm.py): forward against numpy
 references, gradients against finite differences."""
 import numpy as np
 import pytest
@@ -28,3 +28,11 @@ def test_cos_sim(y_rows):
                                             np.linalg.norm(y, axis=1, keepdims=True))
     check_output("cos_sim", {"X": x, "Y": y}, {"Out": want})
     check_grad("cos_sim", {"X": x, "Y": y}, ["X", "Y"], output_slots=["Out"])
+
+
+def test_l1_norm():
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-1, 1, (3, 4))
+    x[np.abs(x) < 1e-2] = 0.5
+    check_output("l1_norm", {"X": x}, {"Out": np.array([np.abs(x).sum()])})
+    check_grad("l1_norm", {"X": x}, ["X"])
