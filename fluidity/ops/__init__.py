@@ -24,7 +24,6 @@ from . import collective_ops, device  # noqa: F401,E402  (c_allreduce_*, c_comm_
 # detection: ROI pooling, box geometry, NMS and proposals, matching, detection losses
 from . import box_match, boxes, detection_loss, detection_map, nms, roi  # noqa: F401,E402
 from . import lstmp, sample_logits  # noqa: F401,E402  (projected LSTM, sampled softmax)
-from . import nn_fluid18  # noqa: F401,E402  (unbind, inplace_abn)
 from . import interp  # noqa: F401,E402  (bilinear/nearest/trilinear/bicubic_interp, Fluid 1.x's resize)
 from . import quantize  # noqa: F401,E402  (fake_quantize_*, fake_dequantize_*, dequantize_abs_max/log)
 from . import ctr  # noqa: F401,E402  (hash, filter_by_instag, data_norm, cvm)
