@@ -250,6 +250,26 @@ def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
     return out
 
 
+def _batch_norm_parameters(helper, c, dtype, param_attr, bias_attr, moving_mean_name,
+                           moving_variance_name, do_model_average):
+    """The parameters of batch_norm and inplace_abn over `c` channels, in Fluid's order (so
+    in Fluid's names): Scale (1), Bias (0), and the persistable, non-trainable moving mean (0)
+    and variance (1) that the op updates in place while training and uses when is_test."""
+    from ..initializer import ConstantInitializer
+    from ..param_attr import ParamAttr
+    scale = helper.create_parameter(param_attr, [c], dtype,
+                                    default_initializer=ConstantInitializer(1.0))
+    bias = helper.create_parameter(bias_attr, [c], dtype, is_bias=True)
+    stats = []
+    for stat_name, init in ((moving_mean_name, 0.0), (moving_variance_name, 1.0)):
+        v = helper.create_parameter(
+            ParamAttr(name=stat_name, initializer=ConstantInitializer(init), trainable=False,
+                      do_model_average=do_model_average), [c], dtype)
+        v.stop_gradient = True
+        stats.append(v)
+    return (scale, bias, *stats)
+
+
 def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, param_attr=None,
                bias_attr=None, data_layout="NCHW", in_place=False, name=None,
                moving_mean_name=None, moving_variance_name=None,
@@ -258,8 +278,6 @@ def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, para
     """Batch normalization over the channel dim (1 for NCHW, last for NHWC). Creates Scale (1)
     and Bias (0) parameters and the persistable, non-trainable moving mean (0) and variance
     (1), which the op updates in place while training and uses when is_test."""
-    from ..initializer import ConstantInitializer
-    from ..param_attr import ParamAttr
     helper = LayerHelper("batch_norm", input=input, param_attr=param_attr,
                          bias_attr=bias_attr, act=act, name=name)
     dtype = input.dtype
@@ -268,17 +286,9 @@ def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, para
     if c < 0:
         raise ShapeError(f"batch_norm '{helper.name}': the channel dim of input "
                          f"'{input.name}' {shape} must be known")
-    scale = helper.create_parameter(param_attr, [c], dtype,
-                                    default_initializer=ConstantInitializer(1.0))
-    bias = helper.create_parameter(bias_attr, [c], dtype, is_bias=True)
-    stats = []
-    for stat_name, init in ((moving_mean_name, 0.0), (moving_variance_name, 1.0)):
-        v = helper.create_parameter(
-            ParamAttr(name=stat_name, initializer=ConstantInitializer(init), trainable=False,
-                      do_model_average=do_model_average_for_mean_and_var), [c], dtype)
-        v.stop_gradient = True
-        stats.append(v)
-    mean, variance = stats
+    scale, bias, mean, variance = _batch_norm_parameters(
+        helper, c, dtype, param_attr, bias_attr, moving_mean_name, moving_variance_name,
+        do_model_average_for_mean_and_var)
     saved_mean = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
     saved_variance = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
     out = input if in_place else helper.create_variable_for_type_inference(dtype)
@@ -302,8 +312,6 @@ def inplace_abn(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, par
     `act_alpha`), in one op whose gradient needs only its output. Fluid writes the result
     over `input`; Fluidity gives it a variable of its own (the values are the same, and
     `input` keeps its value for other readers)."""
-    from ..initializer import ConstantInitializer
-    from ..param_attr import ParamAttr
     if act not in (None, "identity", "leaky_relu", "elu"):
         raise ValueError("inplace_abn only support act as None, 'identity', 'leaky_relu', "
                          f"'elu' currently, got {act!r}")
@@ -318,17 +326,9 @@ def inplace_abn(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, par
     if c < 0:
         raise ShapeError(f"inplace_abn: the channel dim of input {list(input.shape)} must be "
                          f"known")
-    scale = helper.create_parameter(param_attr, [c], dtype,
-                                    default_initializer=ConstantInitializer(1.0))
-    bias = helper.create_parameter(bias_attr, [c], dtype, is_bias=True)
-    stats = []
-    for stat_name, init in ((moving_mean_name, 0.0), (moving_variance_name, 1.0)):
-        v = helper.create_parameter(
-            ParamAttr(name=stat_name, initializer=ConstantInitializer(init), trainable=False,
-                      do_model_average=do_model_average_for_mean_and_var), [c], dtype)
-        v.stop_gradient = True
-        stats.append(v)
-    mean, variance = stats
+    scale, bias, mean, variance = _batch_norm_parameters(
+        helper, c, dtype, param_attr, bias_attr, moving_mean_name, moving_variance_name,
+        do_model_average_for_mean_and_var)
     tmp = helper.create_variable_for_type_inference
     saved_mean, saved_variance = tmp(dtype, stop_gradient=True), tmp(dtype, stop_gradient=True)
     out = tmp(dtype)
