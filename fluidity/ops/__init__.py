@@ -8,7 +8,7 @@ from .registry import OpDef, all_ops, find, get, has
 from . import scatter  # noqa: F401,E402  (Fluid 1.x index ops)
 from . import ranking_loss, soft_label  # noqa: F401,E402  (rank/bpr losses; label_smooth, kldiv)
 from . import center_loss, vector_norm  # noqa: F401,E402  (center_loss; norm, l1_norm, cos_sim)
-from . import optimizer_more  # noqa: F401,E402  (Fluid 1.x update ops)
+from . import model_average, optimizer_variants  # noqa: F401,E402  (adamax, lamb, ...)
 from . import layout  # noqa: F401,E402  (Fluid 1.x pads, crops, channel movers)
 from . import volume  # noqa: F401,E402  (conv3d, conv3d_transpose, pool3d, unfold)
 from . import bilinear_products, sequence_context  # noqa: F401,E402  (fsp, conv_shift, ...; row_conv, ...)
