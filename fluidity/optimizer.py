@@ -11,7 +11,8 @@ parameter's `optimize_attr['learning_rate']` != 1 adds a `scale` op before its u
 ops, the update ops and what follows them), as Fluid 1.8's do.
 
 The update ops write Param and accumulators in place (ParamOut is Param): see
-`fluidity.ops.optimizer_ops` for each op's rule and its SelectedRows (sparse) behaviour.
+`fluidity.ops.optimizer_ops` (and `optimizer_variants`) for each op's rule and its SelectedRows
+(sparse) behaviour.
 """
 import numbers
 
@@ -413,7 +414,7 @@ RMSProp = RMSPropOptimizer
 Ftrl = FtrlOptimizer
 
 
-# --- Fluid 1.x optimizers over the update ops of fluidity/ops/optimizer_more.py ---------------
+# --- Fluid 1.x optimizers over the update ops of fluidity/ops/optimizer_variants.py -----------
 def _numbers(owner, **values):
     for k, v in values.items():
         _check(_is_number(v), f"{owner}: {k} must be a number, got {type(v).__name__}")
@@ -617,8 +618,8 @@ class _SwapPrograms:
 
 class ModelAverage(Optimizer, _SwapPrograms):
     """Averages each parameter over a sliding window of recent updates (op
-    average_accumulates after the optimizer's updates); `apply(exe)` swaps the averages in
-    for evaluation. Build it after `minimize`."""
+    average_accumulates, fluidity/ops/model_average.py, after the optimizer's updates);
+    `apply(exe)` swaps the averages in for evaluation. Build it after `minimize`."""
 
     def __init__(self, average_window_rate, min_average_window=10000,
                  max_average_window=10000, regularization=None, name=None):

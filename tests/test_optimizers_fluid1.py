@@ -1,121 +1,13 @@
-"""Fluid 1.x optimizers: the update ops adamax, decayed_adagrad, adadelta, lamb,
-lars_momentum, dpsgd and average_accumulates against numpy forms of their rules over
-several steps; the Adamax/DecayedAdagrad/Adadelta/Lamb/LarsMomentum/Dpsgd classes,
+"""Fluid 1.x optimizers: the Adamax/DecayedAdagrad/Adadelta/Lamb/LarsMomentum/Dpsgd classes,
 ModelAverage, ExponentialMovingAverage, RecomputeOptimizer and LookaheadOptimizer training
-a small regression; minimize's Fluid arguments; the declined optimizers."""
+a small regression; minimize's Fluid arguments; the declined optimizers. (Their update ops
+against numpy: tests/ops/test_optimizer_variants_ops.py, test_model_average_ops.py.)"""
 import numpy as np
 import pytest
 
 import fluidity as fluid
 from fluidity import layers, optimizer
 from fluidity.errors import FluidityError
-from test_optimizers import OneOp
-
-rng = np.random.default_rng(4)
-SHAPE = (4, 3)
-
-
-def _steps(n=3):
-    return [rng.normal(size=SHAPE) for _ in range(n)]
-
-
-def _norm(a):
-    return np.sqrt((a * a).sum())
-
-
-def test_adamax_decayed_adagrad_adadelta():
-    p0 = rng.normal(size=SHAPE)
-    grads = _steps()
-    lr = np.array([0.1])
-    # adamax (Beta1Pow advanced by the test, as the optimizer's scale op does)
-    op = OneOp("adamax", {"Param": p0, "Grad": grads[0], "LearningRate": lr,
-                          "Moment": np.zeros(SHAPE), "InfNorm": np.zeros(SHAPE),
-                          "Beta1Pow": np.array([0.9])}, {"beta1": 0.9, "beta2": 0.99})
-    p, m, u, b1p = p0.copy(), np.zeros(SHAPE), np.zeros(SHAPE), 0.9
-    for g in grads:
-        op.run(Grad=g, Beta1Pow=np.array([b1p]))
-        m = 0.9 * m + 0.1 * g
-        u = np.maximum(0.99 * u + 1e-8, np.abs(g))
-        p = p - 0.1 / (1 - b1p) * m / u
-        b1p *= 0.9
-    np.testing.assert_allclose(op["Param"], p, rtol=1e-5)
-    # decayed_adagrad
-    op = OneOp("decayed_adagrad", {"Param": p0, "Grad": grads[0], "Moment": np.zeros(SHAPE),
-                                   "LearningRate": lr}, {"decay": 0.8, "epsilon": 1e-6})
-    p, m = p0.copy(), np.zeros(SHAPE)
-    for g in grads:
-        op.run(Grad=g)
-        m = 0.8 * m + 0.2 * g * g
-        p = p - 0.1 * g / (np.sqrt(m) + 1e-6)
-    np.testing.assert_allclose(op["Param"], p, rtol=1e-5)
-    # adadelta
-    op = OneOp("adadelta", {"Param": p0, "Grad": grads[0], "AvgSquaredGrad": np.zeros(SHAPE),
-                            "AvgSquaredUpdate": np.zeros(SHAPE), "LearningRate": np.array([1.0])},
-               {"rho": 0.9, "epsilon": 1e-6})
-    p, g2, u2 = p0.copy(), np.zeros(SHAPE), np.zeros(SHAPE)
-    for g in grads:
-        op.run(Grad=g)
-        g2 = 0.9 * g2 + 0.1 * g * g
-        d = -np.sqrt((u2 + 1e-6) / (g2 + 1e-6)) * g
-        u2 = 0.9 * u2 + 0.1 * d * d
-        p = p + d
-    np.testing.assert_allclose(op["Param"], p, rtol=1e-5)
-
-
-def test_lamb_lars_dpsgd():
-    p0 = rng.normal(size=SHAPE)
-    grads = _steps()
-    lr = np.array([0.05])
-    op = OneOp("lamb", {"Param": p0, "Grad": grads[0], "LearningRate": lr,
-                        "Moment1": np.zeros(SHAPE), "Moment2": np.zeros(SHAPE),
-                        "Beta1Pow": np.array([0.9]), "Beta2Pow": np.array([0.999])},
-               {"weight_decay": 0.01})
-    p, m1, m2, b1p, b2p = p0.copy(), np.zeros(SHAPE), np.zeros(SHAPE), 0.9, 0.999
-    for g in grads:
-        op.run(Grad=g, Beta1Pow=np.array([b1p]), Beta2Pow=np.array([b2p]))
-        m1 = 0.9 * m1 + 0.1 * g
-        m2 = 0.999 * m2 + 0.001 * g * g
-        r = m1 / (np.sqrt(m2) + 1e-6) + 0.01 * p    # Paddle 1.8: moments not bias-corrected
-        p = p - 0.05 * _norm(p) / _norm(r) * r
-        b1p, b2p = b1p * 0.9, b2p * 0.999
-    np.testing.assert_allclose(op["Param"], p, rtol=1e-5)
-    op = OneOp("lars_momentum", {"Param": p0, "Grad": grads[0], "Velocity": np.zeros(SHAPE),
-                                 "LearningRate": lr},
-               {"mu": 0.9, "lars_coeff": 0.01, "lars_weight_decay": 0.001})
-    p, v = p0.copy(), np.zeros(SHAPE)
-    for g in grads:
-        op.run(Grad=g)
-        local = 0.05 * 0.01 * _norm(p) / (_norm(g) + 0.001 * _norm(p))
-        v = 0.9 * v + local * (g + 0.001 * p)
-        p = p - v
-    np.testing.assert_allclose(op["Param"], p, rtol=1e-5)
-    g = grads[0] * 10
-    op = OneOp("dpsgd", {"Param": p0, "Grad": g, "LearningRate": lr},
-               {"clip": 1.0, "batch_size": 4.0, "sigma": 0.0})
-    op.run()
-    np.testing.assert_allclose(op["Param"], p0 - 0.05 * g / _norm(g), rtol=1e-5)
-
-
-def test_average_accumulates_window():
-    p = np.ones(SHAPE)
-    op = OneOp("average_accumulates", {
-        "param": p, "in_sum_1": np.zeros(SHAPE), "in_sum_2": np.zeros(SHAPE),
-        "in_sum_3": np.zeros(SHAPE), "in_num_accumulates": np.array([0], np.int64),
-        "in_old_num_accumulates": np.array([0], np.int64),
-        "in_num_updates": np.array([0], np.int64)},
-        {"average_window": 0.5, "min_average_window": 2, "max_average_window": 3})
-    # the op writes new persistable vars named after its outputs; feed them back each step
-    for step in range(1, 6):
-        op.run(param=p * step)
-        for s in ("sum_1", "sum_2", "sum_3", "num_accumulates", "old_num_accumulates",
-                  "num_updates"):
-            op.set("in_" + s, op["out_" + s])
-    # a window closes at step 2 (2 >= min 2 and >= 0.5 * 2 updates) and at step 4; sum_3
-    # holds the last closed window (steps 3, 4), sum_1 the open one (step 5)
-    np.testing.assert_allclose(op["out_sum_3"], 7 * p)
-    np.testing.assert_allclose(op["out_sum_1"], 5 * p)
-    assert op["out_num_accumulates"].tolist() == [1] and op["out_num_updates"].tolist() == [5]
-    assert op["out_old_num_accumulates"].tolist() == [2]
 
 
 def _regression(make_opt, steps=30, extra=None, seed=0):

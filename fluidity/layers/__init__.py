@@ -5,8 +5,8 @@ from . import math_op_patch
 math_op_patch.monkey_patch_variable()
 
 from . import (beam, control_flow, crf, debug, detection, distributions, io,
-               learning_rate_scheduler, loss, lstmp, manip, metric, nn, nn_fluid18, ops, rnn,
-               roi, sampled_loss, sequence, tensor, vision)
+               learning_rate_scheduler, loss, lstmp, manip, metric, nn, ops, rnn, roi,
+               sampled_loss, sequence, tensor, vision)
 from . import case as _case
 from . import device  # noqa: F401  (fluid.layers.device.get_places; exports nothing here)
 from . import ctr
@@ -15,8 +15,7 @@ from . import ctr
 # distributions, sequence labelling, sampled losses, beam search, Print)
 _MODULES = [io, nn, ops, tensor, manip, loss, metric, sequence, control_flow,
             learning_rate_scheduler, rnn, vision, _case, distributions, beam, crf,
-            sampled_loss, debug, roi, detection, lstmp, nn_fluid18,
-            ctr]
+            sampled_loss, debug, roi, detection, lstmp, ctr]
 __all__ = []
 for _mod in _MODULES:
     for _n in _mod.__all__:

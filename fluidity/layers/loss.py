@@ -104,7 +104,8 @@ def log_loss(input, label, epsilon=1e-4, name=None):
     return loss
 
 
-# --- Fluid 1.x losses (ops in fluidity/ops/loss_fluid1.py, composites over other layers) -------
+# --- Fluid 1.x losses (ops in fluidity/ops/ranking_loss.py, soft_label.py, center_loss.py;
+# composites over other layers) ---------------------------------------------------------------
 __all__ += ["ctc_greedy_decoder", "rank_loss", "margin_rank_loss", "bpr_loss", "kldiv_loss",
             "teacher_student_sigmoid_loss", "mse_loss", "npair_loss", "dice_loss",
             "center_loss", "warpctc", "edit_distance"]

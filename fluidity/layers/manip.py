@@ -1,14 +1,16 @@
 """Tensor manipulation, reduction, comparison and logic layers (Fluid 1.x signatures):
-concat, split, reshape, transpose, squeeze, unsqueeze, slice, gather, stack, expand,
-cast, shape, one_hot, reduce_*, less_than, ..., logical_*, increment, argmax, argmin, clip,
-where."""
+concat, split, reshape, transpose, squeeze, unsqueeze, slice, gather, stack, unstack, unbind,
+expand, cast, shape, one_hot, reduce_*, less_than, ..., logical_*, increment, argmax, argmin,
+clip, where."""
+import numbers
+
 from ..core import dtypes
-from ..errors import FluidityError
+from ..errors import FluidityError, ShapeError
 from ..framework import Variable
 from ..layer_helper import LayerHelper
 from ..ops.logic import COMPARISONS, LOGICAL
 from ..ops.reduce import REDUCERS
-from .checks import check_type, check_variable_and_dtype, check_variables
+from .checks import check_dtype_of, check_type, check_variable_and_dtype, check_variables
 from .tensor import fill_constant, ints_or_tensors as _ints_or_tensors, zeros
 
 # `flatten` (op flatten2) is in layers/nn.py.
@@ -16,7 +18,7 @@ __all__ = (["concat", "split", "reshape", "transpose", "squeeze", "unsqueeze", "
             "gather", "stack", "expand", "cast", "shape", "one_hot"] +
            list(REDUCERS) + list(COMPARISONS) + list(LOGICAL) +
            ["logical_not", "increment", "argmax", "argmin", "clip", "where", "argsort",
-            "cumsum", "flip", "unstack", "clip_by_norm"])
+            "cumsum", "flip", "unstack", "unbind", "clip_by_norm"])
 
 
 _CONCAT_DTYPES = ("float16", "float32", "float64", "int32", "int64")
@@ -317,6 +319,26 @@ def unstack(x, axis=0, num=None):
     outs = [helper.create_variable_for_type_inference(x.dtype) for _ in range(n)]
     helper.append_op("unstack", inputs={"X": x}, outputs={"Y": outs},
                      attrs={"axis": int(axis), "num": n})
+    return outs
+
+
+def unbind(input, axis=0):
+    """The slices of `input` along `axis` (that dim removed), a list of Variables."""
+    check_dtype_of("unbind", "input", input, ("float32", "float64", "int32", "int64"))
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"The type of 'axis'  must be int, but received {type(axis)}.")
+    axis = int(axis)
+    rank = len(input.shape)
+    if not -rank <= axis < rank:
+        raise ValueError(f"unbind: axis {axis} is out of range for input of rank {rank}")
+    n = input.shape[axis % rank]
+    if n < 0:
+        raise ShapeError(f"unbind: the size of dim {axis} of input {list(input.shape)} must be "
+                         f"known (it is the number of outputs)")
+    helper = LayerHelper("unbind")
+    outs = [helper.create_variable_for_type_inference(input.dtype) for _ in range(n)]
+    helper.append_op("unbind", inputs={"X": input}, outputs={"Out": outs},
+                     attrs={"axis": axis})
     return outs
 
 

@@ -2,9 +2,10 @@
 from ..core import dtypes
 from ..core.dtypes import VarType
 from ..errors import ShapeError
+from ..framework import Variable
 from ..layer_helper import LayerHelper
 from ..ops.math import ELEMENTWISE
-from .checks import check_variables
+from .checks import check_dtype_of, check_variables
 from .manip import one_op_layer, tensor_array_to_tensor  # noqa: F401 (in nn's __all__)
 
 __all__ = ["fc", "embedding", "mean", "mul", "matmul", "scale", "sum", "sums"] + list(ELEMENTWISE)
@@ -140,7 +141,7 @@ for _t in ELEMENTWISE:
 
 
 # --- convolution, pooling, normalization, dropout (ops in fluidity/ops/conv.py, norm.py, nn.py) ---
-__all__ += ["conv2d", "pool2d", "batch_norm", "layer_norm", "dropout", "flatten"]
+__all__ += ["conv2d", "pool2d", "batch_norm", "inplace_abn", "layer_norm", "dropout", "flatten"]
 
 
 def int_list(v, n, what):
@@ -249,6 +250,26 @@ def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
     return out
 
 
+def _batch_norm_parameters(helper, c, dtype, param_attr, bias_attr, moving_mean_name,
+                           moving_variance_name, do_model_average):
+    """The parameters of batch_norm and inplace_abn over `c` channels, in Fluid's order (so
+    in Fluid's names): Scale (1), Bias (0), and the persistable, non-trainable moving mean (0)
+    and variance (1) that the op updates in place while training and uses when is_test."""
+    from ..initializer import ConstantInitializer
+    from ..param_attr import ParamAttr
+    scale = helper.create_parameter(param_attr, [c], dtype,
+                                    default_initializer=ConstantInitializer(1.0))
+    bias = helper.create_parameter(bias_attr, [c], dtype, is_bias=True)
+    stats = []
+    for stat_name, init in ((moving_mean_name, 0.0), (moving_variance_name, 1.0)):
+        v = helper.create_parameter(
+            ParamAttr(name=stat_name, initializer=ConstantInitializer(init), trainable=False,
+                      do_model_average=do_model_average), [c], dtype)
+        v.stop_gradient = True
+        stats.append(v)
+    return (scale, bias, *stats)
+
+
 def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, param_attr=None,
                bias_attr=None, data_layout="NCHW", in_place=False, name=None,
                moving_mean_name=None, moving_variance_name=None,
@@ -257,8 +278,6 @@ def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, para
     """Batch normalization over the channel dim (1 for NCHW, last for NHWC). Creates Scale (1)
     and Bias (0) parameters and the persistable, non-trainable moving mean (0) and variance
     (1), which the op updates in place while training and uses when is_test."""
-    from ..initializer import ConstantInitializer
-    from ..param_attr import ParamAttr
     helper = LayerHelper("batch_norm", input=input, param_attr=param_attr,
                          bias_attr=bias_attr, act=act, name=name)
     dtype = input.dtype
@@ -267,17 +286,9 @@ def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, para
     if c < 0:
         raise ShapeError(f"batch_norm '{helper.name}': the channel dim of input "
                          f"'{input.name}' {shape} must be known")
-    scale = helper.create_parameter(param_attr, [c], dtype,
-                                    default_initializer=ConstantInitializer(1.0))
-    bias = helper.create_parameter(bias_attr, [c], dtype, is_bias=True)
-    stats = []
-    for stat_name, init in ((moving_mean_name, 0.0), (moving_variance_name, 1.0)):
-        v = helper.create_parameter(
-            ParamAttr(name=stat_name, initializer=ConstantInitializer(init), trainable=False,
-                      do_model_average=do_model_average_for_mean_and_var), [c], dtype)
-        v.stop_gradient = True
-        stats.append(v)
-    mean, variance = stats
+    scale, bias, mean, variance = _batch_norm_parameters(
+        helper, c, dtype, param_attr, bias_attr, moving_mean_name, moving_variance_name,
+        do_model_average_for_mean_and_var)
     saved_mean = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
     saved_variance = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
     out = input if in_place else helper.create_variable_for_type_inference(dtype)
@@ -291,6 +302,50 @@ def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, para
                             "use_mkldnn": False, "fuse_with_relu": bool(fuse_with_relu),
                             "use_global_stats": use_global_stats})
     return helper.append_activation(out, act)
+
+
+def inplace_abn(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, param_attr=None,
+                bias_attr=None, data_layout="NCHW", name=None, moving_mean_name=None,
+                moving_variance_name=None, do_model_average_for_mean_and_var=True,
+                use_global_stats=False, act_alpha=1.0):
+    """batch_norm followed by an invertible activation (None/identity, leaky_relu or elu with
+    `act_alpha`), in one op whose gradient needs only its output. Fluid writes the result
+    over `input`; Fluidity gives it a variable of its own (the values are the same, and
+    `input` keeps its value for other readers)."""
+    if act not in (None, "identity", "leaky_relu", "elu"):
+        raise ValueError("inplace_abn only support act as None, 'identity', 'leaky_relu', "
+                         f"'elu' currently, got {act!r}")
+    if bias_attr is False:
+        raise ValueError("inplace_abn: bias_attr should not be False")
+    check_dtype_of("inplace_abn", "input", input, ("float32", "float64"))
+    if data_layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"unsupported data layout: {data_layout}")
+    helper = LayerHelper("inplace_abn", name=name)
+    dtype = input.dtype
+    c = input.shape[1] if data_layout == "NCHW" else input.shape[-1]
+    if c < 0:
+        raise ShapeError(f"inplace_abn: the channel dim of input {list(input.shape)} must be "
+                         f"known")
+    scale, bias, mean, variance = _batch_norm_parameters(
+        helper, c, dtype, param_attr, bias_attr, moving_mean_name, moving_variance_name,
+        do_model_average_for_mean_and_var)
+    tmp = helper.create_variable_for_type_inference
+    saved_mean, saved_variance = tmp(dtype, stop_gradient=True), tmp(dtype, stop_gradient=True)
+    out = tmp(dtype)
+    inputs = {"X": input, "Scale": scale, "Bias": bias, "Mean": mean, "Variance": variance}
+    attrs = {"epsilon": float(epsilon), "is_test": bool(is_test), "data_layout": data_layout,
+             "use_mkldnn": False, "fuse_with_relu": False,
+             "use_global_stats": bool(use_global_stats), "activation": act or "identity",
+             "alpha": float(act_alpha)}
+    if isinstance(momentum, Variable):
+        inputs["MomentumTensor"] = momentum
+    else:
+        attrs["momentum"] = float(momentum)
+    helper.append_op("inplace_abn", inputs=inputs,
+                     outputs={"Y": out, "MeanOut": mean, "VarianceOut": variance,
+                              "SavedMean": saved_mean, "SavedVariance": saved_variance},
+                     attrs=attrs)
+    return out
 
 
 def layer_norm(input, scale=True, shift=True, begin_norm_axis=1, epsilon=1e-05,
@@ -353,7 +408,7 @@ def flatten(x, axis=1, name=None):
     return out
 
 
-# --- label_smooth, cos_sim, l2_normalize (ops in fluidity/ops/loss_fluid1.py) ----------------
+# --- label_smooth, cos_sim, l2_normalize (ops in fluidity/ops/soft_label.py, vector_norm.py) ---
 __all__ += ["label_smooth", "cos_sim", "l2_normalize"]
 
 
@@ -398,7 +453,8 @@ def l2_normalize(x, axis, epsilon=1e-12, name=None):
 
 # --- multiplex, bilinear_tensor_product, add_position_encoding, fsp_matrix,
 # continuous_value_model, mean_iou, affine_grid, random_crop, tensor_array_to_tensor
-# (ops in fluidity/ops/nn_fluid1.py) ---------------------------------------------------------
+# (ops in fluidity/ops/indexing.py, bilinear_products.py, sequence_context.py, ctr.py,
+# metric.py, image_geometry.py, tensor_array.py) ------------------------------------------------
 __all__ += ["multiplex", "bilinear_tensor_product", "add_position_encoding", "fsp_matrix",
             "continuous_value_model", "mean_iou", "affine_grid", "random_crop",
             "tensor_array_to_tensor"]
@@ -536,7 +592,7 @@ def py_func(func, x, out, backward_func=None, skip_vars_in_backward_input=None):
     return out
 
 
-# --- grid_sampler, spectral_norm (ops in fluidity/ops/nn_fluid1.py) ---------------------------
+# --- grid_sampler, spectral_norm (ops in fluidity/ops/image_geometry.py, spectral_norm.py) -----
 __all__ += ["grid_sampler", "spectral_norm"]
 
 
@@ -576,7 +632,7 @@ def spectral_norm(weight, dim=0, power_iters=1, eps=1e-12, name=None):
     return out
 
 
-# --- row_conv, im2sequence (ops in fluidity/ops/nn_fluid1.py) ----------------------------------
+# --- row_conv, im2sequence (ops in fluidity/ops/sequence_context.py, image_geometry.py) -------
 __all__ += ["row_conv", "im2sequence"]
 
 

@@ -6,11 +6,13 @@ from . import (activation, control_flow, conv, creation, feed_fetch, indexing, i
 from .registry import OpDef, all_ops, find, get, has
 
 from . import scatter  # noqa: F401,E402  (Fluid 1.x index ops)
-from . import loss_fluid1  # noqa: F401,E402  (Fluid 1.x losses, cos_sim, norm)
-from . import optimizer_more  # noqa: F401,E402  (Fluid 1.x update ops)
+from . import ranking_loss, soft_label  # noqa: F401,E402  (rank/bpr losses; label_smooth, kldiv)
+from . import center_loss, vector_norm  # noqa: F401,E402  (center_loss; norm, l1_norm, cos_sim)
+from . import model_average, optimizer_variants  # noqa: F401,E402  (adamax, lamb, ...)
 from . import layout  # noqa: F401,E402  (Fluid 1.x pads, crops, channel movers)
 from . import volume  # noqa: F401,E402  (conv3d, conv3d_transpose, pool3d, unfold)
-from . import nn_fluid1  # noqa: F401,E402  (multiplex, bilinear_tensor_product, fsp, cvm, ...)
+from . import bilinear_products, sequence_context  # noqa: F401,E402  (fsp, conv_shift, ...; row_conv, ...)
+from . import image_geometry, spectral_norm  # noqa: F401,E402  (affine_grid, grid_sampler, ...)
 from . import py_func  # noqa: F401,E402  (py_func)
 from . import ctc  # noqa: F401,E402  (warpctc)
 # h6-book: CRF, sampled losses and beam search
@@ -22,8 +24,6 @@ from . import collective_ops, device  # noqa: F401,E402  (c_allreduce_*, c_comm_
 # detection: ROI pooling, box geometry, NMS and proposals, matching, detection losses
 from . import box_match, boxes, detection_loss, detection_map, nms, roi  # noqa: F401,E402
 from . import lstmp, sample_logits  # noqa: F401,E402  (projected LSTM, sampled softmax)
-from . import nn_fluid18  # noqa: F401,E402  (unbind, inplace_abn)
-from . import tensor_fluid1  # noqa: F401,E402  (flatten, fill, index_sample, allclose, conv_shift, hinge_loss, l1_norm)
 from . import interp  # noqa: F401,E402  (bilinear/nearest/trilinear/bicubic_interp, Fluid 1.x's resize)
 from . import quantize  # noqa: F401,E402  (fake_quantize_*, fake_dequantize_*, dequantize_abs_max/log)
-from . import ctr  # noqa: F401,E402  (hash, filter_by_instag, data_norm)
+from . import ctr  # noqa: F401,E402  (hash, filter_by_instag, data_norm, cvm)

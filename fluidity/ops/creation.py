@@ -1,10 +1,11 @@
-"""Ops that create tensors: fill_constant, uniform_random, gaussian_random, assign."""
+"""Ops that create tensors: fill_constant, fill (from a list of values), fill_zeros_like(2),
+uniform_random, gaussian_random, assign."""
 import numpy as np
 
 from ..core import dtypes
 from ..core.limits import check_elements
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
-from ..errors import ExecutionError
+from ..errors import ExecutionError, ShapeError
 from .registry import AttrType, In, OpDef, Out, Typed, bools, floats, ints, long, longs
 
 
@@ -270,6 +271,51 @@ class FillConstantBatchSizeLike(OpDef):
         out = batch_shape(shape, n, output_dim_idx)
         check_elements(out, dtypes.to_numpy(dtype).itemsize, "fill_constant_batch_size_like")
         return LoDTensor(np.full(out, v, dtypes.to_numpy(dtype)))
+
+
+# --- fill, fill_zeros_like2 ------------------------------------------------------------------
+class Fill(OpDef):
+    type = "fill"
+    inputs = ()
+    outputs = (Out("Out"),)
+    attrs = {"value": floats(), "shape": ints(), "dtype": dtypes.VarType.FP32,
+             "force_cpu": False}
+    share_lod = None
+    doc = ("Out = the float `value`s (row major) cast to `dtype`, in shape `shape`: value must "
+           "hold at least prod(shape) numbers.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Out", list(ctx.attr("shape")), ctx.attr("dtype"))
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        shape = [int(d) for d in attrs["shape"]]
+        if any(d < 0 for d in shape):
+            raise ShapeError(f"fill: shape {shape} has a negative dim")
+        n = int(np.prod(shape, dtype=np.int64))
+        vals = np.asarray(attrs["value"], np.float32)
+        if vals.size < n:
+            raise ShapeError(f"fill: shape {shape} needs {n} values, `value` holds {vals.size}")
+        out = vals[:n].astype(dtypes.to_numpy(attrs["dtype"])).reshape(shape)
+        return lambda: out.copy()
+
+
+class FillZerosLike2(OpDef):
+    type = "fill_zeros_like2"
+    inputs = (In("X", no_grad=True),)
+    outputs = (Out("Out"),)
+    attrs = {"dtype": dtypes.VarType.FP32}
+    doc = "Out = zeros of X's shape in `dtype` (X's values are never read)."
+
+    @staticmethod
+    def infer_shape(ctx):
+        x = ctx.input_var("X")
+        ctx.set_output("Out", list(x.shape), ctx.attr("dtype"), x.lod_level)
+
+    @staticmethod
+    def kernel(x, *, dtype):
+        return np.zeros(x.shape, dtypes.to_numpy(dtype))
 
 
 # --- random tensors shaped after another's batch, eye, diag, sampling_id ---------------------

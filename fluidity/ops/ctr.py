@@ -1,6 +1,7 @@
 """Ops of Fluid 1.x's CTR / recommendation models: hash (XXH64 of each row, for hashed
-feature ids), filter_by_instag (keep the instances carrying a wanted tag) and data_norm
-(normalisation by running statistics kept as parameters), with the gradients Paddle 1.8 gives.
+feature ids), filter_by_instag (keep the instances carrying a wanted tag), data_norm
+(normalisation by running statistics kept as parameters) and cvm (the show/click columns of
+continuous_value_model), with the gradients Paddle 1.8 gives.
 
 data_norm's "gradients" of its statistics are not derivatives: its grad op writes the batch's
 own statistics (BatchSize@GRAD = the rows counted, BatchSum@GRAD = their sum,
@@ -299,3 +300,51 @@ class DataNormGrad(OpDef):
             return (stat * decay + d.reshape(stat.shape)).astype(stat.dtype)
         return (cast(dx), cast(dsize), cast(dsum), cast(dsq), cast(dscale), cast(dbias),
                 summary(size, dsize), summary(total, dsum), summary(square, dsq))
+
+
+# --- cvm -------------------------------------------------------------------------------------
+class Cvm(OpDef):
+    type = "cvm"
+    inputs = (In("X"), In("CVM", no_grad=True))
+    outputs = (Out("Y"),)
+    attrs = {"use_cvm": True}
+    doc = ("CTR continuous values: X's first two columns (show, click) become log(show + 1) "
+           "and log(click + 1) - log(show + 1) (use_cvm), or are dropped.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs = list(ctx.input_shape("X"))
+        if not ctx.attr("use_cvm") and xs[-1] >= 0:
+            xs[-1] -= 2
+        # Y keeps X's LoD (share_lod), so it declares X's LoD level
+        ctx.set_output("Y", xs, ctx.input_dtype("X"), ctx.input_lod_level("X"))
+
+    @staticmethod
+    def kernel(x, cvm, *, use_cvm):
+        if not use_cvm:
+            return x[..., 2:].copy()
+        y = x.copy()
+        y[..., 0] = np.log(x[..., 0] + 1)
+        y[..., 1] = np.log(x[..., 1] + 1) - y[..., 0]
+        return y
+
+    grad = staticmethod(lambda g: g.op(
+        "cvm_grad", {"X": g.input("X"), "CVM": g.input("CVM"), "Y@GRAD": g.output_grad("Y")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class CvmGrad(OpDef):
+    type = "cvm_grad"
+    inputs = (In("X"), In("CVM"), In("Y@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = Cvm.attrs
+    infer_shape = None
+    doc = ("X@GRAD = Y@GRAD on the embedding columns; the show/click columns get the CVM "
+           "values themselves, as Paddle's kernel passes them to the sparse table.")
+
+    @staticmethod
+    def kernel(x, cvm, dy, *, use_cvm):
+        dx = np.zeros_like(x)
+        dx[..., 2:] = dy[..., 2:] if use_cvm else dy
+        dx[..., :2] = cvm.reshape(dx[..., :2].shape)
+        return dx

@@ -1,4 +1,5 @@
-"""Slicing and gathering: slice, strided_slice, gather, index_select, masked_select.
+"""Slicing and gathering: slice, strided_slice, gather, index_select, masked_select,
+index_sample (a per-row gather) and multiplex (row i from the candidate Ids[i]).
 
 Conventions as in tensor.py: Out is a copy (never a view of X), tensor inputs (StartsTensor,
 Axis, ...) override the attributes at run time, and shape rules raise ShapeError.
@@ -6,7 +7,7 @@ Axis, ...) override the attributes at run time, and shape rules raise ShapeError
 import numpy as np
 
 from ..errors import ExecutionError, ShapeError
-from .common import infer_with, ints_from, norm_axis, present, reduce_to_shape
+from .common import grad_maker, infer_with, ints_from, norm_axis, present, reduce_to_shape
 from .registry import In, OpDef, Out, ints
 
 
@@ -395,3 +396,105 @@ class MaskedSelectGrad(OpDef):
         d = np.zeros(shape, x.dtype)
         d[np.broadcast_to(mask.astype(bool), shape)] = dy
         return reduce_to_shape(d, x.shape).astype(x.dtype, copy=False)
+
+
+# --- index_sample ----------------------------------------------------------------------------
+def _sample_index(x, index):
+    if x.ndim != 2 or index.ndim != 2:
+        raise ShapeError(f"index_sample: X{list(x.shape)} and Index{list(index.shape)} must "
+                         f"both be 2-D")
+    if x.shape[0] != index.shape[0]:
+        raise ShapeError(f"index_sample: X{list(x.shape)} and Index{list(index.shape)} must "
+                         f"have the same number of rows")
+    idx = index.astype(np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= x.shape[1]):
+        bad = idx[(idx < 0) | (idx >= x.shape[1])][0]
+        raise ExecutionError(f"index_sample: Index holds {bad}, outside [0, {x.shape[1]}) "
+                             f"(X's columns)")
+    return idx
+
+
+class IndexSample(OpDef):
+    type = "index_sample"
+    inputs = (In("X"), In("Index", no_grad=True))
+    outputs = (Out("Out"),)
+    share_lod = "Index"
+    doc = "Out[i, j] = X[i, Index[i, j]] (X and Index 2-D with the same rows)."
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, ids = ctx.input_shape("X"), ctx.input_shape("Index")
+        if len(xs) != 2 or len(ids) != 2:
+            ctx.fail("X and Index must both be 2-D")
+        ctx.set_output("Out", ids, ctx.input_dtype("X"), ctx.input_lod_level("Index"))
+
+    @staticmethod
+    def kernel(x, index):
+        idx = _sample_index(x, index)
+        return np.take_along_axis(x, idx, axis=1)
+
+    grad = grad_maker("index_sample_grad", ("X", "Index", "Out@GRAD"), ("X",))
+
+
+class IndexSampleGrad(OpDef):
+    type = "index_sample_grad"
+    inputs = (In("X"), In("Index"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(x, index, dout):
+        idx = _sample_index(x, index)
+        dx = np.zeros(x.shape, dout.dtype)
+        rows = np.broadcast_to(np.arange(x.shape[0])[:, None], idx.shape)
+        np.add.at(dx, (rows, idx), dout)   # an index repeated in a row sums its gradients
+        return dx
+
+
+# --- multiplex -------------------------------------------------------------------------------
+class Multiplex(OpDef):
+    type = "multiplex"
+    inputs = (In("Ids", no_grad=True), In("X", duplicable=True))
+    outputs = (Out("Out"),)
+    share_lod = None
+    doc = "Out[i] = X[Ids[i]][i]: row i taken from the candidate Ids[i]."
+
+    @staticmethod
+    def infer_shape(ctx):
+        ctx.set_output("Out", ctx.input_shape("X"), ctx.input_dtype("X"))
+
+    @staticmethod
+    def _ids(ids, k, n):
+        ids = np.asarray(ids).reshape(-1).astype(np.int64)
+        if len(ids) != n or ((ids < 0) | (ids >= k)).any():
+            raise ExecutionError(f"multiplex: Ids must hold {n} values in [0, {k})")
+        return ids
+
+    @staticmethod
+    def kernel(ids, xs):
+        stack = np.stack(xs)
+        ids = Multiplex._ids(ids, len(xs), stack.shape[1])
+        return stack[ids, np.arange(stack.shape[1])]
+
+    grad = staticmethod(lambda g: g.op(
+        "multiplex_grad", {"Ids": g.input("Ids"), "X": g.input("X"),
+                           "Out@GRAD": g.output_grad("Out")}, {"X@GRAD": g.input_grad("X")}))
+
+
+class MultiplexGrad(OpDef):
+    type = "multiplex_grad"
+    inputs = (In("Ids"), In("X", duplicable=True), In("Out@GRAD"))
+    outputs = (Out("X@GRAD", duplicable=True),)
+    infer_shape = None
+    share_lod = None
+
+    @staticmethod
+    def kernel(ids, xs, dout):
+        ids = Multiplex._ids(ids, len(xs), dout.shape[0])
+        grads = []
+        for k in range(len(xs)):
+            d = np.zeros_like(dout)
+            d[ids == k] = dout[ids == k]
+            grads.append(d)
+        return grads

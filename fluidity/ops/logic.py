@@ -1,5 +1,5 @@
 """Comparison and logical ops (bool outputs, no gradients), increment, where (+ grad),
-where_index, clip (+ grad), arg_max / arg_min.
+where_index, clip (+ grad), arg_max / arg_min, isinf / isnan / isfinite, allclose.
 
 Binary comparison and logical ops broadcast like elementwise_* (Paddle's `axis` rule).
 """
@@ -349,3 +349,35 @@ class IsEmpty(OpDef):
     @staticmethod
     def kernel(x):
         return np.array([x.size == 0])
+
+
+# --- allclose --------------------------------------------------------------------------------
+class Allclose(OpDef):
+    type = "allclose"
+    inputs = (In("Input"), In("Other"))
+    outputs = (Out("Out"),)
+    attrs = {"rtol": 1e-5, "atol": 1e-8, "equal_nan": False}
+    share_lod = None
+    doc = ("Out = [all(|Input - Other| <= atol + rtol * |Other|)] (bool [1]); with equal_nan "
+           "a NaN equals a NaN at the same place.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        a, b = ctx.input_shape("Input"), ctx.input_shape("Other")
+        if len(a) != len(b) or any(p >= 0 and q >= 0 and p != q for p, q in zip(a, b)):
+            ctx.fail("Input and Other must have the same shape")
+        ctx.set_output("Out", [1], dtypes.VarType.BOOL)
+
+    @staticmethod
+    def kernel(a, b, *, rtol, atol, equal_nan):
+        if a.shape != b.shape:
+            raise ShapeError(f"allclose: Input{list(a.shape)} and Other{list(b.shape)} differ")
+        t = a.dtype.type   # the tolerances in X's type, as Paddle's kernel casts them
+        with np.errstate(invalid="ignore"):
+            close = np.abs(a - b) <= t(atol) + t(rtol) * np.abs(b)
+        if equal_nan:
+            na, nb = np.isnan(a), np.isnan(b)
+            ok = bool((na == nb).all() and (close != na).all())
+        else:
+            ok = bool(close.all())
+        return np.array([ok])

@@ -1,5 +1,5 @@
 """Loss ops: cross_entropy, cross_entropy2, softmax_with_cross_entropy,
-sigmoid_cross_entropy_with_logits, huber_loss, smooth_l1_loss, log_loss, bce_loss.
+sigmoid_cross_entropy_with_logits, huber_loss, smooth_l1_loss, log_loss, bce_loss, hinge_loss.
 
 Hard labels are integer class ids with the class axis of size 1; a label equal to
 `ignore_index` gives that position a zero loss and a zero gradient, any other id outside
@@ -8,8 +8,8 @@ Logs are Paddle's "tolerable" ones: log(0) is -1e20, never -inf, so 0 * log(0) s
 """
 import numpy as np
 
-from ..errors import ExecutionError
-from .common import sigmoid
+from ..errors import ExecutionError, ShapeError
+from .common import grad_maker, sigmoid
 from .registry import In, OpDef, Out
 
 IGNORE_INDEX = -100  # Paddle's kIgnoreIndex
@@ -558,3 +558,43 @@ class BceLossGrad(OpDef):
         return (dout * (x - label) / np.maximum((1 - x) * x, 1e-12)).astype(x.dtype,
                                                                             copy=False)
 
+
+# --- hinge_loss ------------------------------------------------------------------------------
+class HingeLoss(OpDef):
+    type = "hinge_loss"
+    inputs = (In("Logits"), In("Labels", no_grad=True))
+    outputs = (Out("Loss"),)
+    share_lod = "Logits"
+    doc = ("Loss = max(1 - Logits * (2 Labels - 1), 0): Labels are 0 or 1; Logits and Labels "
+           "[N, 1].")
+
+    @staticmethod
+    def infer_shape(ctx):
+        ps, ls = ctx.input_shape("Logits"), ctx.input_shape("Labels")
+        if len(ps) != 2 or ps[1] != 1:
+            ctx.fail(f"Logits must be [batch_size, 1], got {ps}")
+        if len(ls) != 2 or any(p >= 0 and q >= 0 and p != q for p, q in zip(ps, ls)):
+            ctx.fail(f"Labels{ls} must have Logits' shape {ps}")
+        ctx.set_output("Loss", [ps[0], 1], ctx.input_dtype("Logits"),
+                       ctx.input_lod_level("Logits"))
+
+    @staticmethod
+    def kernel(x, y):
+        if x.shape != y.shape:
+            raise ShapeError(f"hinge_loss: Logits{list(x.shape)} and Labels{list(y.shape)} "
+                             f"differ")
+        return np.maximum(1 - x * (2 * y - 1), 0).astype(x.dtype)
+
+    grad = grad_maker("hinge_loss_grad", ("Logits", "Labels", "Loss@GRAD"), ("Logits",))
+
+
+class HingeLossGrad(OpDef):
+    type = "hinge_loss_grad"
+    inputs = (In("Logits"), In("Labels"), In("Loss@GRAD"))
+    outputs = (Out("Logits@GRAD"),)
+    infer_shape = None
+
+    @staticmethod
+    def kernel(x, y, dloss):
+        alt = 2 * y - 1
+        return (dloss * (x * alt < 1) * -alt).astype(x.dtype)

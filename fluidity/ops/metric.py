@@ -1,4 +1,5 @@
-"""Metric ops: top_k, top_k_v2 (with gradients), accuracy, auc (streaming, bucketed)."""
+"""Metric ops: top_k, top_k_v2 (with gradients), accuracy, auc (streaming, bucketed),
+mean_iou."""
 import numpy as np
 
 from ..core import dtypes
@@ -229,3 +230,39 @@ class Auc(OpDef):
         return kernel
 
 
+# --- mean_iou --------------------------------------------------------------------------------
+class MeanIou(OpDef):
+    type = "mean_iou"
+    inputs = (In("Predictions"), In("Labels"), In("InWrongs", duplicable=True, dispensable=True),
+              In("InCorrects", duplicable=True, dispensable=True),
+              In("InMeanIou", duplicable=True, dispensable=True))
+    outputs = (Out("OutMeanIou"), Out("OutWrong"), Out("OutCorrect"))
+    attrs = {"num_classes": 2}
+    share_lod = None
+    doc = ("Per class c: correct = pixels labelled and predicted c, wrong = pixels where just "
+           "one of them is c; OutMeanIou = mean of correct / (correct + wrong) over classes "
+           "that occur (plus the In* states, summed in).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        c = ctx.attr("num_classes")
+        ctx.set_output("OutMeanIou", [1], dtypes.VarType.FP32)
+        ctx.set_output("OutWrong", [c], dtypes.VarType.INT32)
+        ctx.set_output("OutCorrect", [c], dtypes.VarType.INT32)
+
+    @staticmethod
+    def kernel(pred, label, in_wrongs, in_corrects, in_ious, *, num_classes):
+        p, lab = pred.reshape(-1).astype(np.int64), label.reshape(-1).astype(np.int64)
+        c = num_classes
+        correct = np.bincount(p[p == lab], minlength=c)[:c].astype(np.int32)
+        wrong = (np.bincount(p[p != lab], minlength=c)[:c] +
+                 np.bincount(lab[p != lab], minlength=c)[:c]).astype(np.int32)
+        for extra in in_wrongs or []:
+            wrong = wrong + extra.astype(np.int32)
+        for extra in in_corrects or []:
+            correct = correct + extra.astype(np.int32)
+        denom = wrong + correct
+        valid = denom > 0
+        iou = (correct[valid] / denom[valid]).sum() / max(valid.sum(), 1)
+        iou += sum(float(np.asarray(v).reshape(-1)[0]) for v in (in_ious or []))
+        return np.array([iou], np.float32), wrong, correct

@@ -1,5 +1,6 @@
 """Shape ops: reshape2, transpose2, squeeze2, unsqueeze2, flatten2 and
-flatten_contiguous_range, which only rearrange X, and shape and size, which read its shape.
+flatten_contiguous_range, which only rearrange X, and shape and size, which read its shape;
+flatten, Fluid 1.x's first version of flatten2 (no XShape: its gradient reads X).
 
 Conventions as in tensor.py, and (Paddle's): the rearranging ops also write `XShape`, a tensor
 of shape [0] + X.shape holding no data. Their grad ops read only XShape and Out@GRAD, so X need
@@ -11,7 +12,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.tensor import LoDTensor
 from ..errors import ProgramError, ShapeError
-from .common import infer_with, ints_from, norm_axis, numel
+from .common import grad_maker, infer_with, ints_from, norm_axis, numel
 from .registry import In, OpDef, Out, ints
 
 
@@ -271,6 +272,56 @@ class FlattenContiguousRange(_ShapeOp):
 for _fwd in (Reshape2, Squeeze2, Unsqueeze2, Flatten2, FlattenContiguousRange):
     type(_fwd.__name__ + "Grad", (_ShapeOpGrad,),
          {"type": _fwd.type + "_grad", "attrs": _fwd.attrs, "__module__": __name__})
+
+
+# --- flatten (v1) ----------------------------------------------------------------------------
+def _flatten_shape(xs, axis):
+    if not 0 <= axis <= len(xs):
+        raise ShapeError(f"flatten: axis {axis} must be in [0, {len(xs)}] for X{list(xs)}")
+    return [numel(xs[:axis]), numel(xs[axis:])]
+
+
+class Flatten(OpDef):
+    type = "flatten"
+    inputs = (In("X"),)
+    outputs = (Out("Out"),)
+    attrs = {"axis": 1}
+    kind = "value"
+    share_lod = None
+    doc = ("Out = X as a matrix [prod(X.dims[:axis]), prod(X.dims[axis:])]; X's LoD kept when "
+           "dim 0 is unchanged (flatten2 is the form with XShape).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs = ctx.input_shape("X")
+        try:
+            out = _flatten_shape(xs, ctx.attr("axis"))
+        except ShapeError as e:
+            ctx.fail(str(e))
+        keep = bool(xs) and out[0] == xs[0]
+        ctx.set_output("Out", out, ctx.input_dtype("X"),
+                       ctx.input_lod_level("X") if keep else 0)
+
+    @staticmethod
+    def kernel(x, *, axis):
+        a = x._array
+        out = a.reshape(_flatten_shape(a.shape, axis)).copy()
+        keep = a.ndim > 0 and out.shape[0] == a.shape[0]
+        return LoDTensor(out, x._lod if keep else [])
+
+    grad = grad_maker("flatten_grad", ("X", "Out@GRAD"), ("X",))
+
+
+class FlattenGrad(OpDef):
+    type = "flatten_grad"
+    inputs = (In("X"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = Flatten.attrs
+    infer_shape = None
+
+    @staticmethod
+    def kernel(x, dout):
+        return dout.reshape(x.shape).copy()
 
 
 # --- shape, size ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Tensor manipulation: cast, concat, split, stack, unstack, expand, expand_v2, tile, flip,
-roll, argsort, tril_triu, one_hot(_v2), range. Shape ops (reshape2, ..., shape, size) are in
-shape_ops.py, slicing and gathering in indexing.py.
+"""Tensor manipulation: cast, concat, split, stack, unstack, unbind, expand, expand_v2, tile,
+flip, roll, argsort, tril_triu, one_hot(_v2), range. Shape ops (reshape2, ..., shape, size) are
+in shape_ops.py, slicing and gathering in indexing.py.
 
 Conventions (Paddle's), those modules' as well:
 
@@ -309,6 +309,35 @@ class UnstackGrad(OpDef):
     def prepare(cls, attrs, outputs):
         axis = attrs["axis"]
         return lambda ds: np.stack(ds, axis=norm_axis(axis, ds[0].ndim + 1))
+
+
+class Unbind(OpDef):
+    type = "unbind"
+    inputs = (In("X"),)
+    outputs = (Out("Out", duplicable=True),)
+    attrs = {"axis": 0}
+    share_lod = None
+    doc = "Out[i] = X[..., i, ...] along `axis` (that dim removed), one output per slice."
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs = ctx.input_shape("X")
+        axis = ctx.attr("axis")
+        if not -len(xs) <= axis < len(xs):
+            ctx.fail(f"axis {axis} is out of range for X of rank {len(xs)}")
+        axis %= len(xs)
+        n = len(ctx.op.output("Out"))
+        if xs[axis] >= 0 and xs[axis] != n:
+            ctx.fail(f"X has {xs[axis]} slices along axis {axis} but the op has {n} outputs")
+        ctx.set_output("Out", xs[:axis] + xs[axis + 1:], ctx.input_dtype("X"))
+
+    @staticmethod
+    def kernel(x, *, axis):
+        return [np.ascontiguousarray(s) for s in np.moveaxis(x, axis, 0)]
+
+    # Paddle's gradient: the output gradients stacked back along `axis`
+    grad = staticmethod(lambda g: g.op("stack", {"X": g.output_grad("Out")},
+                                       {"Y": g.input_grad("X")}, {"axis": g.attr("axis")}))
 
 
 # --- expand / expand_v2 / tile -------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Tensor arrays and rank tables, which loops over variable-length sequences (DynamicRNN,
-IfElse) are built from: write_to_array, read_from_array, lod_array_length; lod_rank_table,
+IfElse) are built from: write_to_array, read_from_array, lod_array_length,
+tensor_array_to_tensor (the entries concatenated or stacked); lod_rank_table,
 max_sequence_len, lod_tensor_to_array, array_to_lod_tensor, shrink_rnn_memory,
 reorder_lod_tensor_by_rank; split_lod_tensor, merge_lod_tensor. All are `kind = "value"` ops
 but write_to_array (`"ctx"`: it changes its output array in place).
@@ -120,6 +121,87 @@ class LoDArrayLength(OpDef):
     @staticmethod
     def kernel(arr):
         return LoDTensor(np.array([len(arr) if arr is not None else 0], np.int64))
+
+
+class TensorArrayToTensor(OpDef):
+    type = "tensor_array_to_tensor"
+    kind = "value"
+    inputs = (In("X"),)
+    outputs = (Out("Out"), Out("OutIndex"))
+    attrs = {"axis": 1, "use_stack": False}
+    share_lod = None
+    doc = ("Out = the array's tensors concatenated (or stacked, use_stack) along `axis`; "
+           "OutIndex = each tensor's size along axis.")
+
+    @staticmethod
+    def infer_shape(ctx):
+        # as Paddle: the array's declared shape is its entries' (write_to_array sets it);
+        # the stacked (or concatenated) axis has an unknown size
+        dims = ctx.input_shape("X")
+        axis, stack = ctx.attr("axis"), ctx.attr("use_stack")
+        shape = None
+        if dims:
+            shape = list(dims)
+            rank = len(shape) + (1 if stack else 0)
+            a = axis + rank if axis < 0 else axis
+            if not 0 <= a < rank:
+                ctx.fail(f"axis {axis} is out of range for the array's entries of shape "
+                         f"{dims}")
+            if stack:
+                shape.insert(a, -1)
+            else:
+                shape[a] = -1
+        ctx.set_output("Out", shape, ctx.input_dtype("X"))
+        ctx.set_output("OutIndex", [-1], VarType.INT32)
+
+    @staticmethod
+    def kernel(arr, *, axis, use_stack):
+        if not isinstance(arr, LoDTensorArray) or not len(arr):
+            raise ExecutionError("tensor_array_to_tensor: X must be a non-empty tensor array")
+        parts = [t._array for t in arr if not is_empty(t)]
+        out = np.stack(parts, axis) if use_stack else np.concatenate(parts, axis)
+        sizes = [1 if use_stack else p.shape[axis] for p in parts]
+        return LoDTensor(out), LoDTensor(np.array(sizes, np.int32))
+
+    grad = staticmethod(lambda g: g.op(
+        "tensor_array_to_tensor_grad", {"X": g.input("X"), "Out@GRAD": g.output_grad("Out")},
+        {"X@GRAD": g.input_grad("X")}, g.attrs()))
+
+
+class TensorArrayToTensorGrad(OpDef):
+    type = "tensor_array_to_tensor_grad"
+    kind = "value"
+    inputs = (In("X"), In("Out@GRAD"))
+    outputs = (Out("X@GRAD"),)
+    attrs = TensorArrayToTensor.attrs
+    infer_shape = None
+    share_lod = None
+    doc = ("X@GRAD = Out@GRAD split back into the array's entries (unstacked with use_stack); "
+           "an empty entry of X gets an empty gradient.")
+
+    @staticmethod
+    def kernel(arr, dout, *, axis, use_stack):
+        if not isinstance(arr, LoDTensorArray) or not len(arr):
+            raise ExecutionError("tensor_array_to_tensor_grad: X must be a non-empty tensor "
+                                 "array")
+        d = dout._array if isinstance(dout, LoDTensor) else np.asarray(dout)
+        full = [k for k, t in enumerate(arr) if not is_empty(t)]
+        if use_stack:
+            a = axis + d.ndim if axis < 0 else axis
+            pieces = [np.take(d, j, axis=a) for j in range(len(full))]
+        else:
+            a = axis + d.ndim if axis < 0 else axis
+            cuts = np.cumsum([arr[k]._array.shape[a] for k in full])[:-1]
+            pieces = np.split(d, cuts, axis=a)
+        if len(pieces) != len(full) or (use_stack and d.shape[a] != len(full)):
+            raise ExecutionError(f"tensor_array_to_tensor_grad: Out@GRAD {list(d.shape)} does "
+                                 f"not split into the array's {len(full)} entries")
+        out = LoDTensorArray()
+        for _ in arr:
+            list.append(out, LoDTensor())
+        for k, piece in zip(full, pieces):
+            out[k] = LoDTensor(np.ascontiguousarray(piece))
+        return out
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Samples of the compiled forms of the Fluid 1.x ops (ops/sequence.py's sequence_conv,
-ops/loss_fluid1.py's cos_sim, ops/crf.py's CRF ops, dropout's gradient, ...; runtime/seq.h):
+ops/vector_norm.py's cos_sim, ops/crf.py's CRF ops, dropout's gradient, ...; runtime/seq.h):
 LoD inputs with empty sequences among them. Compiled vs the numpy kernels by
 test_emitters.py, gradients through the kernels' gradient ops."""
 import numpy as np

@@ -174,3 +174,24 @@ def test_ctr_layers_build_paddles_ops():
         run_op("filter_by_instag", {"Ins": np.ones((2, 2)), "Ins_tag": np.ones((2, 1),
                                                                                 np.int64),
                                     "Filter_tag": np.ones(1, np.int64)})
+
+
+def test_cvm():
+    rng = np.random.default_rng(12)
+
+    def r(*shape):
+        return rng.uniform(-1, 1, size=shape).astype(np.float32)
+
+    x = np.abs(r(3, 5))
+    cvm = np.abs(r(3, 2))
+    want = x.copy()
+    want[:, 0] = np.log(x[:, 0] + 1)
+    want[:, 1] = np.log(x[:, 1] + 1) - want[:, 0]
+    check_output("cvm", {"X": x, "CVM": cvm}, {"Y": want})
+    check_output("cvm", {"X": x, "CVM": cvm}, {"Y": x[:, 2:]}, {"use_cvm": False})
+    from fluidity.ops import registry
+    dy = r(3, 5)
+    dx = registry.get("cvm_grad").kernel_for(
+        {**registry.get("cvm_grad").defaults(), "use_cvm": True}, None)(x, cvm, dy)
+    np.testing.assert_array_equal(dx[:, 2:], dy[:, 2:])
+    np.testing.assert_array_equal(dx[:, :2], cvm)

@@ -3,7 +3,7 @@ against finite differences, shape errors."""
 import numpy as np
 import pytest
 
-from fluidity.errors import FluidityError
+from fluidity.errors import ExecutionError, FluidityError
 from op_test import check_grad, check_output, run_op
 from test_tensor_ops import build_fails, r
 
@@ -61,3 +61,28 @@ def test_gather_errors():
     build_fails("gather", {"X": r(3, 2), "Index": np.zeros((2, 2), np.int64)})
     with pytest.raises(FluidityError, match="out of range"):
         run_op("gather", {"X": r(3, 2), "Index": np.array([3], np.int64)})
+
+
+# --- index_sample ----------------------------------------------------------------------------
+def test_index_sample():
+    rng = np.random.default_rng(7)
+    x = rng.uniform(size=(4, 6))
+    idx = np.array([[0, 5, 5], [1, 1, 2], [3, 0, 4], [2, 2, 2]], np.int64)
+    want = np.array([[x[i, j] for j in row] for i, row in enumerate(idx)])
+    check_output("index_sample", {"X": x, "Index": idx.astype(np.int32)}, {"Out": want})
+    check_grad("index_sample", {"X": x, "Index": idx}, ["X"])
+    with pytest.raises(ExecutionError, match="outside \\[0, 6\\)"):
+        run_op("index_sample", {"X": x, "Index": idx + 1})
+    with pytest.raises(ExecutionError, match="same number of rows"):
+        run_op("index_sample", {"X": x, "Index": idx[:2]})
+
+
+# --- multiplex -------------------------------------------------------------------------------
+def test_multiplex():
+    rng = np.random.default_rng(12)
+    a, b, c = (rng.uniform(-1, 1, size=(4, 3)).astype(np.float32) for _ in range(3))
+    ids = np.array([[2], [0], [1], [2]], np.int32)
+    want = np.stack([c[0], a[1], b[2], c[3]])
+    ins = {"Ids": ids, "X": [("a", a), ("b", b), ("c", c)]}
+    check_output("multiplex", ins, {"Out": want})
+    check_grad("multiplex", ins, [("X", 0), ("X", 2)])

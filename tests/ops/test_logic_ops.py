@@ -1,4 +1,5 @@
-"""Comparison/logical ops, increment, where, clip, arg_max/arg_min (fluidity/ops/logic.py)."""
+"""Comparison/logical ops, increment, where, clip, arg_max/arg_min, allclose
+(fluidity/ops/logic.py)."""
 import numpy as np
 import pytest
 
@@ -169,3 +170,17 @@ def test_where_layer_grad():
         main, feed={"x": x_np, "y": y_np}, fetch_list=[gx, gy])
     np.testing.assert_array_equal(got_x, [1, 0, 0, 1])
     np.testing.assert_array_equal(got_y, [0, 0, 1, 0])   # clipped where |y| > 0.5
+
+
+@pytest.mark.parametrize("a,b,kw,want", [
+    ([10000., 1e-07], [10000.1, 1e-08], {}, False),
+    ([10000., 1e-08], [10000.1, 1e-09], {}, True),
+    ([1.0, np.nan], [1.0, np.nan], {}, False),
+    ([1.0, np.nan], [1.0, np.nan], {"equal_nan": True}, True),
+    ([1.0, np.nan], [1.0, 2.0], {"equal_nan": True}, False),
+    ([1.0, 1.1], [1.0, 1.0], {"rtol": 0.2}, True),
+])
+def test_allclose(a, b, kw, want):
+    got = run_op("allclose", {"Input": np.array(a, np.float32),
+                              "Other": np.array(b, np.float32)}, kw)["Out"]
+    assert got.shape == (1,) and got.dtype == np.bool_ and bool(got[0]) is want

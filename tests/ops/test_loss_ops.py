@@ -292,3 +292,16 @@ def test_loss_layers_end_to_end():
     np.testing.assert_allclose(sq_v, (pred_v - tv) ** 2, rtol=1e-5)
     assert np.isfinite(loss_v).all()
     assert len(grads) == 4 and all(np.isfinite(g).all() for g in res[7:])
+
+
+def test_hinge_loss():
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-2, 2, (8, 1))
+    y = rng.integers(0, 2, (8, 1)).astype(np.float64)
+    x[0, 0], y[0, 0] = 0.5, 1.0      # on the slope
+    check_output("hinge_loss", {"Logits": x, "Labels": y},
+                 {"Loss": np.maximum(0, 1 - x * (2 * y - 1))})
+    x[np.abs(np.abs(x) - 1) < 1e-3] = 0.3   # no point at the kink for finite differences
+    check_grad("hinge_loss", {"Logits": x, "Labels": y}, ["Logits"])
+    with pytest.raises(ShapeError, match="batch_size, 1"):
+        run_op("hinge_loss", {"Logits": np.zeros((2, 2)), "Labels": np.zeros((2, 2))})

@@ -202,3 +202,12 @@ def test_accuracy_and_topk_layers():
     # a batch whose label count disagrees with the predictions fails, naming the op
     with pytest.raises(ExecutionError, match="'accuracy'"):
         exe.run(main, feed={"x": xv, "label": lv[:5]}, fetch_list=[acc1], scope=scope)
+
+
+def test_mean_iou():
+    pred = np.array([0, 1, 1, 2, 2, 2], np.int32)
+    label = np.array([0, 1, 2, 2, 2, 0], np.int32)
+    got = run_op("mean_iou", {"Predictions": pred, "Labels": label}, {"num_classes": 3})
+    assert got["OutCorrect"].tolist() == [1, 1, 2]
+    assert got["OutWrong"].tolist() == [1, 1, 2]
+    np.testing.assert_allclose(got["OutMeanIou"], [(1 / 2 + 1 / 2 + 2 / 4) / 3], rtol=1e-6)

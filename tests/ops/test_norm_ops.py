@@ -1,5 +1,6 @@
-"""batch_norm, layer_norm (fluidity/ops/norm.py): forward against numpy references, gradients
-against finite differences, and Paddle's train/test behaviours."""
+"""batch_norm, layer_norm, inplace_abn (fluidity/ops/norm.py): forward against numpy
+references, gradients against finite differences, Paddle's train/test behaviours, and the
+inplace_abn layer."""
 import numpy as np
 import pytest
 
@@ -112,3 +113,47 @@ def test_layer_norm_without_scale_bias():
     m, v = x.mean(1, keepdims=True), x.var(1, keepdims=True)
     check_output("layer_norm", {"X": x}, {"Y": (x - m) / np.sqrt(v + 1e-5)}, atol=1e-5)
     check_grad("layer_norm", {"X": x}, ["X"])
+
+
+# --- inplace_abn -----------------------------------------------------------------------------
+def bn_act_ref(x, scale, bias, eps, act, alpha):
+    m = x.mean(axis=(0, 2, 3), keepdims=True)
+    v = x.var(axis=(0, 2, 3), keepdims=True)
+    y = (x - m) / np.sqrt(v + eps) * scale.reshape(1, -1, 1, 1) + bias.reshape(1, -1, 1, 1)
+    if act == "leaky_relu":
+        return np.where(y >= 0, y, alpha * y)
+    if act == "elu":
+        return np.where(y >= 0, y, alpha * (np.exp(y) - 1))
+    return y
+
+
+@pytest.mark.parametrize("act,alpha", [("identity", 0.1), ("leaky_relu", 0.2), ("elu", 0.7)])
+def test_inplace_abn_forward_and_gradient(act, alpha):
+    # the gradient op recovers the batch norm's input from its output
+    rng = np.random.default_rng(18)
+    x = rng.normal(size=(3, 2, 2, 3))
+    ins = {"X": x, "Scale": rng.uniform(0.5, 1.5, 2), "Bias": rng.normal(size=2),
+           "Mean": np.zeros(2), "Variance": np.ones(2)}
+    attrs = {"activation": act, "alpha": alpha, "epsilon": 1e-5}
+    outs = ["Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance"]
+    check_output("inplace_abn", ins, {"Y": bn_act_ref(x, ins["Scale"], ins["Bias"], 1e-5, act,
+                                                      alpha)}, attrs, outputs=outs, atol=1e-9)
+    check_grad("inplace_abn", ins, ["X", "Scale", "Bias"], attrs, outputs=outs,
+               output_slots=["Y"])
+
+
+def test_inplace_abn_layer_builds_and_trains():
+    x = np.random.default_rng(18).normal(size=(4, 3, 2, 2)).astype(np.float32)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        v = fluid.layers.data("x", [3, 2, 2])
+        y = fluid.layers.inplace_abn(v, act="leaky_relu", act_alpha=0.1)
+        loss = fluid.layers.mean(y)
+        fluid.optimizer.SGD(0.1).minimize(loss)
+        with pytest.raises(ValueError, match="inplace_abn only support"):
+            fluid.layers.inplace_abn(v, act="relu")
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    (got,) = exe.run(main, feed={"x": x}, fetch_list=[y])
+    np.testing.assert_allclose(got, bn_act_ref(x.astype(np.float64), np.ones(3), np.zeros(3),
+                                               1e-5, "leaky_relu", 0.1), rtol=1e-4, atol=1e-5)

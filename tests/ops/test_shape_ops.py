@@ -1,10 +1,11 @@
 """Shape ops (fluidity/ops/shape_ops.py): forward against numpy, gradients against finite
-differences, shape errors, and XShape."""
+differences, shape errors, and XShape; flatten (v1) with its LoD."""
 import numpy as np
 import pytest
 
 import fluidity as fluid
-from fluidity.errors import FluidityError
+from fluidity.core.tensor import LoDTensor
+from fluidity.errors import FluidityError, ShapeError
 from op_test import check_grad, check_output, run_op
 from test_tensor_ops import build_fails, r
 
@@ -142,3 +143,19 @@ def test_shape_op_output_is_not_a_view_of_a_parameter():
 # --- shape -------------------------------------------------------------------------------
 def test_shape():
     check_output("shape", {"Input": r(2, 1, 3)}, {"Out": np.array([2, 1, 3], np.int32)})
+
+
+def test_flatten_shapes_lod_and_grad():
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-1, 1, (3, 2, 4)).astype(np.float32)
+    for axis, shape in ((0, (1, 24)), (1, (3, 8)), (2, (6, 4)), (3, (24, 1))):
+        check_output("flatten", {"X": x}, {"Out": x.reshape(shape)}, {"axis": axis})
+    check_grad("flatten", {"X": x}, ["X"], {"axis": 2})
+    # dim 0 kept: the LoD goes along; changed: it does not
+    t = LoDTensor(x, [[0, 1, 3]])
+    kept = run_op("flatten", {"X": t}, {"axis": 1}, return_lod=True)["Out"]
+    assert kept.lod() == [[0, 1, 3]]
+    dropped = run_op("flatten", {"X": t}, {"axis": 2}, return_lod=True)["Out"]
+    assert dropped.lod() == []
+    with pytest.raises(ShapeError, match="axis 4"):
+        run_op("flatten", {"X": x}, {"axis": 4})

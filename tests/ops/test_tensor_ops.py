@@ -267,3 +267,28 @@ def test_untile_sums_the_tiles_in_douts_dtype():
     got = untile(dout, (2, 3), (2, 3))
     np.testing.assert_array_equal(got, want)
     assert got.dtype == np.int32
+
+
+# --- unbind ----------------------------------------------------------------------------------
+def test_unbind_forward_and_gradient():
+    rng = np.random.default_rng(18)
+    x = rng.normal(size=(2, 3, 4))
+    got = run_op("unbind", {"X": x}, {"axis": 1}, outputs={"Out": 3})
+    for i in range(3):
+        np.testing.assert_array_equal(got["Out"][i], x[:, i])
+    check_grad("unbind", {"X": x}, ["X"], {"axis": -1}, outputs={"Out": 4})
+
+
+def test_unbind_layer_builds_and_runs():
+    x = np.random.default_rng(18).normal(size=(4, 3, 2, 2)).astype(np.float32)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        v = fluid.layers.data("x", [3, 2, 2])
+        parts = fluid.layers.unbind(v, axis=1)
+        with pytest.raises(TypeError, match="axis"):
+            fluid.layers.unbind(v, axis=1.5)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    got = exe.run(main, feed={"x": x}, fetch_list=parts)
+    assert len(parts) == 3 and got[0].shape == (4, 2, 2)
+    np.testing.assert_array_equal(got[2], x[:, 2])

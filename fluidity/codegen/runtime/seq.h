@@ -1,5 +1,5 @@
 // Primitives for the Fluid 1.x sequence, similarity and CRF op emitters (ops/sequence.py,
-// ops/loss_fluid1.py, ops/crf.py). Each walks the sequences of a level-0 LoD (offsets into
+// ops/vector_norm.py, ops/crf.py). Each walks the sequences of a level-0 LoD (offsets into
 // the rows) in the order the numpy kernel does, so sums add in the kernel's order.
 #pragma once
 #include <cmath>
@@ -80,7 +80,7 @@ inline void cos_sim(const float* x, const float* y, int64_t n, int64_t ny, int64
     }
 }
 
-// Its gradient as ops/loss_fluid1.py's CosSimGrad: dx = d (y / (xn yn) - out x / (xn xn)),
+// Its gradient as ops/vector_norm.py's CosSimGrad: dx = d (y / (xn yn) - out x / (xn xn)),
 // dy likewise, summed over X's rows (in order, from the first) when Y is one row of several.
 inline void cos_sim_grad(const float* x, const float* y, int64_t n, int64_t ny, int64_t w,
                          const float* out, const float* xn, const float* yn, const float* d,

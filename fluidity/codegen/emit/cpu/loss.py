@@ -231,7 +231,8 @@ def bce_loss_grad(e):
         [("X@GRAD", f"d * (x - l) / fl::fmaxnp((1.0f - x) * x, {f32(1e-12)})")])
 
 
-# ---- the emitters that were in ops/loss_fluid1.py
+# ---- ranking losses (ops/ranking_loss.py), soft labels and their losses (ops/soft_label.py),
+# cos_sim and norm (ops/vector_norm.py)
 
 
 def _emit_bpr_inputs(e):
@@ -336,7 +337,7 @@ def bpr_loss_grad(e):
            f"xr[j])) / (float)({c} - 1) * {dy}[i]; g[l] = -fl::pairwise_sum(g, {c}, 1); }}")
 
 
-# the reductions kldiv_loss computes (ops/loss_fluid1.py)
+# the reductions kldiv_loss computes (ops/soft_label.py)
 KL_REDUCTIONS = ("none", "sum", "mean", "batchmean")
 
 

@@ -172,7 +172,7 @@ def interp_v2_grad(e):
     e.code(f"for (int64_t i = 0; i < {dx.numel()}; ++i) {dx}[i] = (float){acc}[i];")
 
 
-# ---- the emitters that were in ops/nn_fluid1.py
+# ---- row_conv (ops/sequence_context.py)
 
 
 def _emit_row_conv_inputs(e):

@@ -1,6 +1,6 @@
-"""multiplex, bilinear_tensor_product, add_position_encoding, fsp_matrix,
-continuous_value_model, mean_iou, affine_grid, random_crop, tensor_array_to_tensor built as
-Fluid programs call them and run."""
+"""Layers of fluidity/layers/nn.py: multiplex, bilinear_tensor_product, add_position_encoding,
+fsp_matrix, continuous_value_model, mean_iou, affine_grid, random_crop, tensor_array_to_tensor,
+grid_sampler, spectral_norm, row_conv, im2sequence built as Fluid programs call them and run."""
 import numpy as np
 import pytest
 
