@@ -15,7 +15,7 @@ from .executor import ExecutionStrategy, Executor
 from .executor.async_executor import AsyncExecutor
 from .transpiler.memory_optimization import memory_optimize, release_memory
 from .framework import (Block, Operator, Parameter, Program, Variable, default_main_program,
-                        default_startup_program, name_scope, program_guard)
+                        default_startup_program, device_guard, name_scope, program_guard)
 from .param_attr import ParamAttr
 
 __version__ = "0.1.0"

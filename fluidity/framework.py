@@ -8,6 +8,7 @@ only in Python (a Parameter's trainable flag, initializer, regularizer) lives on
 objects, as in Paddle; everything an executor needs to run is in the desc.
 """
 import contextlib
+import warnings
 import difflib
 import os
 
@@ -60,6 +61,27 @@ def name_scope(prefix=None):
         yield
     finally:
         _name_scope_stack.pop()
+
+
+_current_device = None       # fluid.device_guard's device for the ops built in its context
+
+
+@contextlib.contextmanager
+def device_guard(device=None):
+    """Ops built in the context get `op_device` = device ('cpu' or 'gpu'; '' or None: no
+    choice), as Fluid 1.8 records it; an op without a kernel (control flow, feed/fetch, I/O)
+    gets none, with a warning. The executors here run every op on the place they were
+    given, so the attribute is kept for the program's readers (and Paddle), not acted on."""
+    global _current_device
+    if device not in ("cpu", "gpu", "", None):
+        raise ValueError(f"The Attr(device) should be 'cpu' or 'gpu', and it can also be "
+                         f"empty string or None when there is no need to specify device. "
+                         f"But received {device}")
+    previous, _current_device = _current_device, device
+    try:
+        yield
+    finally:
+        _current_device = previous
 
 
 def _current_namescope():
@@ -477,6 +499,15 @@ class Block(BlockView):
         attrs.setdefault("op_namescope", _current_namescope())
         site = _user_callsite()
         attrs.setdefault("op_callstack", [site] if site else [])
+        if _current_device is not None:
+            if opdef.kind != "ctx":
+                attrs["op_device"] = _current_device
+            else:
+                warnings.warn(f"The Op({type}) is not support to set device.")
+            if attrs.get("force_cpu"):
+                warnings.warn(f"The Attr(force_cpu) of Op({type}) will be deprecated in the "
+                              f"future, please use 'device_guard' instead. 'device_guard' has "
+                              f"higher priority when they are used at the same time.")
         attrs.setdefault("op_device", "")
         op = rewrite.insert_op(self, index, type, inputs, outputs, attrs,
                                infer_shape=infer_shape and opdef.infer_shape is not None)

@@ -198,3 +198,8 @@ def test_is_data_marks_the_declared_inputs_and_survives_clone_and_prune():
     assert sorted(v.name for v in other.global_block().vars.values() if v.is_data) == data
     with pytest.raises(TypeError):
         other._copy_data_info_from("main")
+
+
+def test_core_raises_enforce_not_met_with_its_message():
+    with pytest.raises(core.EnforceNotMet, match="test exception"):
+        getattr(core, "__unittest_throw_exception__")()

@@ -85,3 +85,9 @@ def _set_eager_deletion_mode(threshold, fraction, fast_mode):
 
 def _set_process_signal_handler():
     """Paddle installs C++ signal handlers for its reader processes; nothing to install."""
+
+
+def __unittest_throw_exception__():  # noqa: N807 -- Paddle's name
+    """Raise the EnforceNotMet Fluid's C++ checks raise (Paddle's binding of the same name,
+    which tests call to check that such an error reaches Python with its message)."""
+    raise EnforceNotMet("test exception")
