@@ -136,9 +136,27 @@ def _one_element_ranks(prep):
         if slot.duplicable or len(names) != 1 or names[0] == EMPTY_VAR_NAME:
             continue
         v = prep.find_var(names[0])
-        if v is not None and v.type in TENSORLIKE and tuple(v.shape) in ((), (1,)):
-            ranks[k] = len(v.shape)
+        if v is None or v.type not in TENSORLIKE or tuple(v.shape) not in ((), (1,)):
+            continue
+        if _follows_its_input(prep, slot.name, tuple(v.shape)):
+            continue
+        ranks[k] = len(v.shape)
     return ranks or None
+
+
+def _follows_its_input(prep, out_slot, shape):
+    """Whether the output is an element-wise image of an input declared with the same shape
+    (the op's `inplace` pairs: the output has the input's shape), so the kernel already
+    returns the declared rank and need not be wrapped (a chain of scale or activation ops
+    over a [1] value pays nothing per op)."""
+    src = prep.opdef.inplace.get(out_slot)
+    if src is None:
+        return False
+    names = prep.op.input(src)
+    if len(names) != 1:
+        return False
+    u = prep.find_var(names[0])
+    return u is not None and u.type in TENSORLIKE and tuple(u.shape) == shape
 
 
 def _shaped_as_declared(value, rank):
