@@ -384,8 +384,11 @@ class Executor:
                                 f"{arr.dtype} (shape {list(arr.shape)}); cast it with "
                                 f".astype('{dtypes.name(want)}')")
         else:
-            try:
-                arr = np.asarray(value, dtype=np_dtype)
+            try:   # a Python scalar is fed as [value] (Fluid 1.x), 0-D to a variable declared []
+                one = np.isscalar(value) and not isinstance(value, (str, bytes)) and \
+                    (shape is None or len(shape) > 0)
+                arr = np.array([value], dtype=np_dtype) if one else \
+                    np.asarray(value, dtype=np_dtype)
             except (TypeError, ValueError) as e:
                 raise FeedError(f"feed '{name}': cannot convert {type(value).__name__} to a "
                                 f"tensor: {e}") from None

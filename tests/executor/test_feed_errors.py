@@ -94,3 +94,22 @@ def test_ops_that_compute_on_empty_inputs_still_take_them():
     exe = fluid.Executor(fluid.CPUPlace())
     (out,) = exe.run(main, feed={"x": np.zeros((0, 4), np.float32)}, fetch_list=[y])
     assert np.asarray(out).size == 1 and np.asarray(out).sum() == 0.0
+
+
+def test_a_python_scalar_is_fed_as_one_element_of_the_variables_dtype():
+    """As Fluid 1.x's executor: `feed={'lr': 0.01}` to a fluid.data [1] float32 variable is
+    [0.01] of float32 (an int too); a variable declared [] (a Paddle 2.5+ program) gets 0-D."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        lr = fluid.data("lr", [1], "float32")
+        out = fluid.layers.scale(lr, 2.0)
+        zero_d = main.global_block().create_var(name="z", shape=[], dtype="float32",
+                                                 need_check_feed=True)
+        z2 = fluid.layers.scale(zero_d, 3.0)
+    exe = fluid.Executor(fluid.CPUPlace())
+    for value in (0.25, 1):
+        r, = exe.run(main, feed={"lr": value, "z": 1.0}, fetch_list=[out], return_numpy=False)
+        assert r.shape() == [1] and r._dtype() == fluid.core.VarDesc.VarType.FP32
+        np.testing.assert_array_equal(np.array(r), [2.0 * value])
+    z, = exe.run(main, feed={"lr": 0.25, "z": 2.0}, fetch_list=[z2])
+    assert np.asarray(z).shape == () and float(z) == 6.0
