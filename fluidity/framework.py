@@ -504,7 +504,8 @@ class Block(BlockView):
                 attrs["op_device"] = _current_device
             else:
                 warnings.warn(f"The Op({type}) is not support to set device.")
-            if attrs.get("force_cpu"):
+            if "force_cpu" in attrs and (attrs["force_cpu"] is not False or (
+                    type == "less_than" and attrs["force_cpu"] is not None)):
                 warnings.warn(f"The Attr(force_cpu) of Op({type}) will be deprecated in the "
                               f"future, please use 'device_guard' instead. 'device_guard' has "
                               f"higher priority when they are used at the same time.")

@@ -56,3 +56,16 @@ def test_an_unknown_device_is_a_value_error_and_builds_nothing():
             with fluid.device_guard("cpu1"):
                 L.fill_constant([1], "float32", 0.2)
     assert main.global_block().ops == []
+
+
+def test_force_cpu_with_a_device_guard_warns_as_fluid():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with fluid.device_guard("gpu"):
+                x = L.fill_constant([1], "float32", 3.0, force_cpu=True)
+                y = L.fill_constant([1], "float32", 4.0)
+                L.less_than(x, y, force_cpu=False)
+    assert sum("force_cpu" in str(m.message) for m in w) == 2
+    assert all(op.attr("op_device") == "gpu" for op in main.global_block().ops)

@@ -212,8 +212,10 @@ for _t in REDUCERS:
 # --- comparison and logic ----------------------------------------------------------------------
 def _compare_layer(op_type):
     def layer(x, y, cond=None, force_cpu=None, name=None):
-        out = one_op_layer(op_type, {"X": x, "Y": y},
-                           {"axis": -1, "force_cpu": bool(force_cpu)}, dtype="bool", out=cond,
+        attrs = {"axis": -1}
+        if force_cpu is not None:          # written only when given, as Fluid 1.8 does
+            attrs["force_cpu"] = bool(force_cpu)
+        out = one_op_layer(op_type, {"X": x, "Y": y}, attrs, dtype="bool", out=cond,
                            name=name)
         out.stop_gradient = True
         return out

@@ -15,7 +15,7 @@ def fill_constant(shape, dtype, value, force_cpu=False, out=None, name=None):
         out = helper.create_variable_for_type_inference(dtype)
     helper.append_op("fill_constant", outputs={"Out": out},
                      attrs={"shape": [int(d) for d in shape], "dtype": dtypes.to_code(dtype),
-                            "value": float(value)})
+                            "value": float(value), "force_cpu": bool(force_cpu)})
     out.stop_gradient = True
     return out
 
