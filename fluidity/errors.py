@@ -61,6 +61,11 @@ class ArgumentTypeError(FluidityError, TypeError):
     Variable is needed, a str where a list is)."""
 
 
+class MissingDtypeError(ArgumentTypeError, AssertionError):
+    """A Python scalar to make a tensor of, without the dtype to make it in (Fluid asserts
+    this, so it is an AssertionError as well as a TypeError)."""
+
+
 class RunError(FluidityError, RuntimeError):
     """Something a run needs is missing or unusable (no dataset for train_from_dataset)."""
 

@@ -32,7 +32,7 @@ from .ir.format import format_block, format_op, format_program, format_var  # no
 from .ir.infer_shape import InferShapeContext  # noqa: F401
 from .ir.op_desc import OpDesc
 from .ir.op_proto import OpProtoHolder  # noqa: F401 -- Fluid's framework.OpProtoHolder
-from .ir.views import TENSORLIKE, BlockView, OpView, ProgramView, VarView
+from .ir.views import TENSORLIKE, BlockView, OpView, ProgramView, VarView, copy_data_marks
 from .ops import registry
 from .proto import framework_pb2 as pb
 from .transpiler import inference, prune
@@ -607,21 +607,14 @@ class Program(ProgramView):
                                            p.do_model_average, p.initializer)
 
     def _copy_data_info_from(self, other, pruned_origin_block_id_map=None):
-        """Mark as data (`is_data`) the variables of this program whose namesakes in `other`
-        are, block by block (Fluid's; `pruned_origin_block_id_map` maps this program's block
-        indices to `other`'s after a prune, identity by default)."""
+        """Fluid's: every variable of this program takes `is_data`, `need_check_feed` and
+        `stop_gradient` from its namesake in `other` (block i of this program reads block
+        `pruned_origin_block_id_map[i]` of `other`, i by default); a variable `other` lacks
+        is a ValueError, as Fluid's `block.var`."""
         if not isinstance(other, Program):
-            raise TypeError(f"_copy_data_info_from should be invoked with Program, got "
-                            f"{type(other).__name__}")
-        if pruned_origin_block_id_map is None:
-            pruned_origin_block_id_map = {i: i for i in range(len(self.blocks))}
-        for idx, block in enumerate(self.blocks):
-            origin = pruned_origin_block_id_map.get(idx)
-            if origin is None or origin >= len(other.blocks):
-                continue
-            for name, v in other.blocks[origin].vars.items():
-                if getattr(v, "is_data", False) and name in block.vars:
-                    block.vars[name].is_data = True
+            raise TypeError(f"Function Program._copy_data_info_from() needs to pass in a "
+                            f"source Program, but received {type(other).__name__}")
+        copy_data_marks(self, other, pruned_origin_block_id_map, strict=True)
 
     def _copy_dist_param_info_from(self, other):
         """Copy the distributed-training marks of `other` (a transpiled program's
@@ -703,7 +696,7 @@ class Program(ProgramView):
                     b_new.vars[name] = np_
                 else:
                     b_new.vars[name].stop_gradient = v.stop_gradient
-        p._copy_data_info_from(self)
+        copy_data_marks(p, self)
         if for_test:
             inference.make_inference_program(p)
         return p
@@ -734,7 +727,7 @@ class Program(ProgramView):
         targets = names(targets, "targets", True)
         prune.check_targets(self, targets)
         p = Program(prune.prune_desc(self.desc, targets, feeds))
-        p._copy_data_info_from(self, {0: 0})      # the global block keeps its index
+        copy_data_marks(p, self, {0: 0})      # the global block keeps its index
         return p
 
     def _inference_optimize(self, prune_read_op=True):
@@ -977,3 +970,4 @@ def load_program_file(path):
     if not data:
         raise ProgramFormatError(f"{path}: empty file, not a program")
     return Program(desc_check.parse_program_desc(data, path))
+

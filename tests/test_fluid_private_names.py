@@ -40,6 +40,8 @@ def test_lodtensor_place_and_the_executors_tensor_helpers():
         fluid.executor._as_lodtensor([[1.0]], fluid.CPUPlace())
     with pytest.raises(TypeError):
         fluid.executor._as_lodtensor(3, fluid.CPUPlace())          # a scalar needs a dtype
+    with pytest.raises(AssertionError):                            # as Fluid asserts it
+        fluid.executor._as_lodtensor(3, fluid.CPUPlace())
     got = fluid.executor.as_numpy([t, t])
     assert [a.shape for a in got] == [(2, 3), (2, 3)]
     lod = fluid.create_lod_tensor(np.ones((3, 1), "f4"), [[1, 2]], fluid.CPUPlace())
@@ -198,6 +200,8 @@ def test_is_data_marks_the_declared_inputs_and_survives_clone_and_prune():
     assert sorted(v.name for v in other.global_block().vars.values() if v.is_data) == data
     with pytest.raises(TypeError):
         other._copy_data_info_from("main")
+    with pytest.raises(ValueError, match="not in this block"):    # Fluid's block.var
+        main._copy_data_info_from(fluid.Program())
 
 
 def test_core_raises_enforce_not_met_with_its_message():

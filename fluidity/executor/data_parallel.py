@@ -43,7 +43,7 @@ from ..core.names import OpRole
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError, FeedError, FetchError
 from ..ir.views import VarView
-from .executor import fetch_name
+from .executor import fed_array, fetch_name
 from .plan import Plan, RunEnv
 
 _ONCE_ROLES = OpRole.Optimize | OpRole.LRSched | OpRole.RPC | OpRole.Dist
@@ -560,7 +560,8 @@ def _as_tensor(name, value, var):
     except Exception:   # a dtype numpy lacks: let numpy choose, the check names it
         np_dtype = None
     try:
-        return LoDTensor(np.asarray(value, dtype=np_dtype))
+        return LoDTensor(fed_array(value, np_dtype, zero_d=var.need_check_feed and
+                                   tuple(var.shape) == ()))
     except (TypeError, ValueError) as e:
         raise FeedError(f"feed '{name}': cannot convert {type(value).__name__} to a tensor: "
                         f"{e}") from None

@@ -22,6 +22,7 @@ from ..core.scope import global_scope
 from ..core.lod import check_fed_lod
 from ..core.tensor import LoDTensor, SelectedRows, as_fetched, as_lod_tensor
 from ..errors import (ArgumentTypeError, DeviceError, FeedError, FetchError, FluidityError,
+                      MissingDtypeError,
                       RunError)
 from ..ir import rewrite
 from ..ir.views import ProgramView, VarView
@@ -102,6 +103,15 @@ def as_numpy(tensor):
     return _to_numpy(tensor) if tensor._array is not None else None
 
 
+def fed_array(value, np_dtype, zero_d=False):
+    """The ndarray a fed non-tensor value stands for: a Python or numpy scalar is one
+    element, `[value]` of the variable's dtype (Fluid 1.x's executor), or 0-D when the
+    variable is declared `[]` (`zero_d`); anything else as numpy converts it."""
+    if np.isscalar(value) and not isinstance(value, (str, bytes)) and not zero_d:
+        return np.array([value], dtype=np_dtype)
+    return np.asarray(value, dtype=np_dtype)
+
+
 def _as_lodtensor(data, place=None, dtype=None):
     """Fluid's `fluid.executor._as_lodtensor`: a LoDTensor of `data` (an ndarray; a Python
     scalar or a (nested, rectangular) tuple with `dtype`). A list is refused (RuntimeError):
@@ -113,7 +123,8 @@ def _as_lodtensor(data, place=None, dtype=None):
     if not isinstance(data, np.ndarray):
         if np.isscalar(data):
             if dtype is None:
-                raise TypeError("dtype should be given when casting python scalar to tensor")
+                raise MissingDtypeError("dtype should be given when casting python scalar to "
+                                        "tensor")
             data = np.array([data]).astype(dtypes.to_numpy(dtype))
         elif isinstance(data, tuple):
             data = np.array(data)
@@ -384,11 +395,8 @@ class Executor:
                                 f"{arr.dtype} (shape {list(arr.shape)}); cast it with "
                                 f".astype('{dtypes.name(want)}')")
         else:
-            try:   # a Python scalar is fed as [value] (Fluid 1.x), 0-D to a variable declared []
-                one = np.isscalar(value) and not isinstance(value, (str, bytes)) and \
-                    (shape is None or len(shape) > 0)
-                arr = np.array([value], dtype=np_dtype) if one else \
-                    np.asarray(value, dtype=np_dtype)
+            try:
+                arr = fed_array(value, np_dtype, zero_d=shape is not None and len(shape) == 0)
             except (TypeError, ValueError) as e:
                 raise FeedError(f"feed '{name}': cannot convert {type(value).__name__} to a "
                                 f"tensor: {e}") from None

@@ -390,3 +390,33 @@ def as_program_view(program):
     if isinstance(program, pb.ProgramDesc):
         return ProgramView(program)
     raise TypeError(f"expected a Program or ProgramDesc, got {type(program).__name__}")
+
+
+def copy_data_marks(dst, src, block_map=None, strict=False):
+    """Give `dst`'s variables the data marks (`is_data`, `need_check_feed`, `stop_gradient`)
+    of their namesakes in `src`, block `i` of `dst` reading block `block_map[i]` of `src`
+    (identity by default; a block not in the map is left alone). `strict`: a variable `src`
+    lacks is a ValueError (Fluid's `_copy_data_info_from`); otherwise it is passed over (a
+    transpiled program has variables of its own)."""
+    if block_map is None:
+        block_map = {i: i for i in range(len(dst.blocks))}
+    for idx, block in enumerate(dst.blocks):
+        origin = block_map.get(idx)
+        if origin is None:
+            continue
+        if origin >= len(src.blocks):
+            raise ValueError(f"block {origin} is not in the source program "
+                             f"({len(src.blocks)} blocks)")
+        src_vars = src.blocks[origin].vars
+        for name, var in list(block.vars.items()):
+            other = src_vars.get(name)
+            if other is None:
+                if strict:
+                    raise ValueError(f"var {name} not in this block")
+                continue
+            if getattr(other, "is_data", False):
+                var.is_data = True
+            if other.desc.need_check_feed:
+                var.desc.need_check_feed = True
+            if other.stop_gradient:
+                var.stop_gradient = True

@@ -8,7 +8,7 @@ programs come from a copy of the startup program taken before that."""
 import os
 
 from ..core.dtypes import VarType
-from ..ir.views import ProgramView
+from ..ir.views import ProgramView, copy_data_marks
 from . import distribute as _d
 from .distribute import DistributeTranspilerConfig  # noqa: F401
 from .ps_dispatcher import HashName, RoundRobin  # noqa: F401
@@ -52,8 +52,8 @@ def wrap_program(like, desc):
     marked as `like`'s are (`is_data`: the transpiled programs keep the feeds the original
     declares, as Fluid's, which transpiles the original in place)."""
     program = type(like)._construct_from_desc(desc)
-    if hasattr(program, "_copy_data_info_from"):
-        program._copy_data_info_from(like, {0: 0})
+    if hasattr(like, "blocks") and hasattr(program, "blocks"):
+        copy_data_marks(program, like, {0: 0})
     return program
 
 

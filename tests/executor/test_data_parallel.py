@@ -408,3 +408,20 @@ def test_parallel_executor_on_cpu_num_places(monkeypatch):
                        [{"x": xs[:2], "y": ys[:2]}, {"x": xs, "y": ys}])
     for name, value in params(scope, main).items():
         np.testing.assert_allclose(value, want[name], rtol=RTOL, atol=1e-14)
+
+
+def test_a_python_scalar_fed_to_a_data_parallel_program_is_one_element():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        lr = fluid.data("lr", [1], "float32")
+        x = fluid.data("x", [None, 1], "float32")
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+        fluid.optimizer.Adam(learning_rate=lr).minimize(loss)
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    exe.run(startup, scope=scope)
+    prog = fluid.CompiledProgram(main).with_data_parallel(loss_name=loss.name,
+                                                          places=fluid.cpu_places(1))
+    got, = exe.run(prog, feed={"x": np.ones([4, 1], "float32"), "lr": 0.01},
+                   fetch_list=[lr], scope=scope)
+    assert np.asarray(got).dtype == np.float32 and np.asarray(got).shape == (1,)
+    np.testing.assert_allclose(np.asarray(got), [0.01])
