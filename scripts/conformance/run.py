@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -71,6 +72,15 @@ def first_error(out):
     return lines[-1][:200] if lines else "no output"
 
 
+def _kill_group(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if p.returncode is None:
+        p.communicate()
+
+
 def run_one(path, shim, timeout):
     cwd = os.path.dirname(path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([shim, cwd, ROOT]),
@@ -78,15 +88,19 @@ def run_one(path, shim, timeout):
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
            "-p", "unittest_order", "--no-header", "-rN", os.path.basename(path)]
     t0 = time.monotonic()
+    # its own process group: a test that forks servers or trainers leaves none behind, on a
+    # timeout (the whole group is killed) or after it ends
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
-                           timeout=timeout)
-        out, rc = p.stdout + p.stderr, p.returncode
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) \
-            else (e.stdout or "")
+        out, _ = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        _kill_group(p)
         return {"status": "fail", "reason": f"timed out after {timeout} s",
                 "seconds": round(time.monotonic() - t0, 1)}
+    finally:
+        _kill_group(p)
     passed, failed, skipped, errors = summary_of(out)
     seconds = round(time.monotonic() - t0, 1)
     if rc == 0 and passed:
