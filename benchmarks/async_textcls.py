@@ -15,6 +15,9 @@ Runs, each from the same initial parameters on the same files:
   async-1  AsyncExecutor, 1 worker
   async-N  AsyncExecutor, N = os.cpu_count() workers (Hogwild; the fc weights and bias are
            dense parameters every batch of every worker updates)
+  torch-N  PyTorch Hogwild on the same files, model, optimizer and batch (nn.EmbeddingBag
+           sum, sparse, in shared memory; one thread per process), when torch is importable;
+           throughput only
 Prints examples/s, the scaling ratio, the CPU time the workers got, held-out accuracy /
 log-loss / AUC of each run next to the Bayes-optimal ones and the baseline's, and writes a
 PNG of training loss vs. wall time.
@@ -34,12 +37,53 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from async_word2vec import (ROOT, add_harness_args, ensure_data, loadavg,  # noqa: E402
-                            plot_curves, profile_batches, report_quality, report_runs,
-                            train_runs)
+from async_word2vec import (TORCH_HEADER, TORCH_HOGWILD_MAIN, add_harness_args,  # noqa: E402
+                            ensure_data, loadavg, plot_curves, profile_batches, report_quality,
+                            report_runs, run_torch, train_runs)
 from fluidity.datafeed import DataFeedDesc, MultiSlotReader  # noqa: E402
 from fluidity.datafeed import generate_text as gt  # noqa: E402
 import fluidity as fluid  # noqa: E402
+
+
+# PyTorch Hogwild on the same files, model and batch: nn.EmbeddingBag(sum, sparse) in shared
+# memory -> Linear -> cross-entropy, the optimizer named (Adagrad takes the sparse rows), one
+# thread per forked process; throughput only (async_word2vec.run_torch).
+TORCH_TEXTCLS = TORCH_HEADER + r"""
+class BagOfWords(torch.nn.Module):
+    def __init__(self, vocab, dim, classes, pool):
+        super().__init__()
+        self.emb = torch.nn.EmbeddingBag(vocab, dim, mode=pool, sparse=True)
+        self.fc = torch.nn.Linear(dim, classes)
+        torch.nn.init.uniform_(self.emb.weight, -0.05, 0.05)
+
+    def forward(self, ids, offsets):
+        return self.fc(self.emb(ids, offsets))
+
+def make_model(cfg):
+    return BagOfWords(cfg["vocab"], cfg["dim"], cfg["classes"], cfg["pool"])
+
+def train(model, cfg, files, q):
+    torch.set_num_threads(1)
+    desc = DataFeedDesc(cfg["desc"]); desc.set_batch_size(cfg["batch"])
+    opt = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad}[cfg["optimizer"]](
+        model.parameters(), lr=cfg["lr"])
+    n, t0 = 0, time.time()
+    for _ in range(cfg["epochs"]):
+        for b in MultiSlotReader(desc, files):
+            words = b["words"]
+            ids = torch.from_numpy(np.asarray(words).reshape(-1))
+            offsets = torch.from_numpy(np.asarray(words.lod()[0][:-1], np.int64))
+            y = torch.from_numpy(np.asarray(b["label"]).reshape(-1))
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(ids, offsets), y)
+            loss.backward()
+            opt.step()
+            n += len(y)
+    q.put((n, t0, time.time()))
+""" + TORCH_HOGWILD_MAIN
+
+
+TORCH_POOL = {"sum": "sum", "average": "mean"}   # EmbeddingBag has no sqrt pooling
 
 
 def evaluate(ctx, desc, files):
@@ -108,7 +152,13 @@ def main():
                          lambda ctx: evaluate(ctx, desc, info["test"]),
                          lambda q: f"held-out accuracy {q['accuracy']:.4f}, log-loss "
                                    f"{q['logloss']:.4f}, AUC {q['auc']:.4f}",
-                         wait=a.wait_idle)
+                         wait=a.wait_idle, extra={f"torch-{a.workers}": lambda: run_torch(
+                             TORCH_TEXTCLS, {
+                                 "desc": info["desc"], "files": info["train"], "vocab": a.vocab,
+                                 "dim": a.dim, "classes": a.classes, "lr": a.lr,
+                                 "pool": TORCH_POOL[a.pool], "optimizer": a.optimizer,
+                                 "batch": a.batch, "epochs": a.epochs, "workers": a.workers})
+                             if a.pool in TORCH_POOL else None})
     quality.update(q)
 
     report_runs(runs, a.workers)

@@ -430,7 +430,10 @@ def profile_batches(build, desc, files, n_batches=300, fetch="loss"):
 
 
 # --- the PyTorch Hogwild baseline ----------------------------------------------------------
-TORCH_SGNS = r"""
+# The scripts run as `python -c`: imports, then a model script (defining make_model(cfg)
+# and train(model, cfg, files, q), q.put((examples, t_first_step, t_last_step))), then
+# the Hogwild main: the model in shared memory, one forked process per share of the files.
+TORCH_HEADER = r"""
 import json, sys, time
 import numpy as np
 import torch
@@ -438,6 +441,28 @@ import torch.multiprocessing as mp
 sys.path.insert(0, sys.argv[2])
 from fluidity.datafeed import DataFeedDesc, MultiSlotReader
 
+"""
+
+TORCH_HOGWILD_MAIN = r"""
+if __name__ == "__main__":
+    cfg = json.loads(sys.argv[1])
+    torch.manual_seed(0)
+    model = make_model(cfg)
+    model.share_memory()
+    ctx = mp.get_context("fork")
+    q = ctx.SimpleQueue()
+    shares = [cfg["files"][i::cfg["workers"]] for i in range(cfg["workers"])]
+    ps = [ctx.Process(target=train, args=(model, cfg, shares[r], q))
+          for r in range(cfg["workers"])]
+    for p in ps: p.start()
+    res = [q.get() for _ in ps]
+    secs = max(r[2] for r in res) - min(r[1] for r in res)   # first step to last step
+    for p in ps: p.join()
+    print(json.dumps({"examples": sum(r[0] for r in res), "seconds": secs,
+                      "version": torch.__version__}))
+"""
+
+TORCH_SGNS = TORCH_HEADER + r"""
 class Sgns(torch.nn.Module):
     def __init__(self, vocab, dim):
         super().__init__()
@@ -468,23 +493,31 @@ def train(model, cfg, files, q):
             n += len(c)
     q.put((n, t0, time.time()))
 
-if __name__ == "__main__":
-    cfg = json.loads(sys.argv[1])
-    torch.manual_seed(0)
-    model = Sgns(cfg["vocab"], cfg["dim"])
-    model.share_memory()
-    ctx = mp.get_context("fork")
-    q = ctx.SimpleQueue()
-    shares = [cfg["files"][i::cfg["workers"]] for i in range(cfg["workers"])]
-    ps = [ctx.Process(target=train, args=(model, cfg, shares[r], q))
-          for r in range(cfg["workers"])]
-    for p in ps: p.start()
-    res = [q.get() for _ in ps]
-    secs = max(r[2] for r in res) - min(r[1] for r in res)   # first step to last step
-    for p in ps: p.join()
-    print(json.dumps({"examples": sum(r[0] for r in res), "seconds": secs,
-                      "version": torch.__version__}))
-"""
+def make_model(cfg):
+    return Sgns(cfg["vocab"], cfg["dim"])
+
+""" + TORCH_HOGWILD_MAIN
+
+
+
+def run_torch(script, cfg):
+    """Run a PyTorch Hogwild baseline `script` (its argv: the JSON `cfg`, the repository
+    root; it prints {"examples", "seconds", "version"} as its last line) in a fresh process.
+    The record of an outside baseline (throughput only), or None without torch."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("torch: skipped (pip install torch==2.13.0)")
+        return None
+    r = subprocess.run([sys.executable, "-c", script, json.dumps(cfg), ROOT],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("torch: failed: " + (r.stderr.strip().splitlines() or ["?"])[-1])
+        return None
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return {"examples": out["examples"], "seconds": out["seconds"],
+            "eps": out["examples"] / out["seconds"], "cpu": float("nan"), "curve": [],
+            "note": f"torch {out['version']} Hogwild, {cfg['workers']} processes"}
 
 
 def run_torch_sgns(desc_path, files, vocab, dim, lr, batch, epochs, workers, center="center",
@@ -494,23 +527,10 @@ def run_torch_sgns(desc_path, files, vocab, dim, lr, batch, epochs, workers, cen
     worker's first step to the last one's last (its process start is not counted). The
     context ids are the `context` slots side by side (the observed word first). None
     without torch."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("torch: skipped (pip install torch==2.13.0)")
-        return None
-    cfg = {"desc": desc_path, "files": files, "vocab": vocab, "dim": dim, "lr": lr,
-           "batch": batch, "epochs": epochs, "workers": workers, "center": center,
-           "context": list(context)}
-    r = subprocess.run([sys.executable, "-c", TORCH_SGNS, json.dumps(cfg), ROOT],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print("torch: failed: " + (r.stderr.strip().splitlines() or ["?"])[-1])
-        return None
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    return {"examples": out["examples"], "seconds": out["seconds"],
-            "eps": out["examples"] / out["seconds"], "cpu": float("nan"), "curve": [],
-            "note": f"torch {out['version']} Hogwild, {workers} processes"}
+    return run_torch(TORCH_SGNS, {
+        "desc": desc_path, "files": files, "vocab": vocab, "dim": dim, "lr": lr,
+        "batch": batch, "epochs": epochs, "workers": workers, "center": center,
+        "context": list(context)})
 
 
 # --- word2vec --------------------------------------------------------------------------------
