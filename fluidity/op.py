@@ -22,6 +22,7 @@ import numpy as np
 from .core import dtypes
 from .core.dtypes import VarType
 from .core.names import EMPTY_VAR_NAME, GRAD_SUFFIX
+from .core.place import is_compiled_with_cuda
 from .core.scope import Scope
 from .core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from .errors import ProgramError
@@ -258,9 +259,13 @@ Operator = OperatorFactory()   # Paddle's default global factory
 
 # --- what Paddle's core answers about ops ----------------------------------------------------
 def op_support_gpu(op_type):
-    """Whether `op_type` has a CUDA form (the code generator's CUDA target compiles it)."""
+    """Whether `op_type` has a CUDA kernel in this installation, as Paddle's core answers
+    from its kernel registry: the code generator's CUDA target compiles the op and CUDA
+    programs can run here (`is_compiled_with_cuda`); a machine without a GPU is Paddle's
+    CPU-only build, which registers no CUDA kernel."""
     from .codegen import emit          # codegen sits above ops
-    return registry.find(op_type) is not None and emit.lookup(op_type, "cuda") is not None
+    return (registry.find(op_type) is not None and emit.lookup(op_type, "cuda") is not None
+            and is_compiled_with_cuda())
 
 
 def has_grad_op_maker(op_type):
