@@ -105,6 +105,7 @@ def test_files_paddles_cpu_ci_does_not_run_are_out_of_scope_with_the_reason():
     assert category == "not run by Paddle on a CPU" and "GPU build only" in why
     assert "disabled" in scope.classify("test_basic_lstm_api.py", "")[1]
     assert scope.classify("test_adam_op.py", "import paddle.fluid as fluid\n") is None
+    assert scope.classify("test_dataset_download.py", "")[0] == "needs the network"
 
 
 def test_the_numpy_1_names_paddles_tests_call_are_there():
