@@ -85,8 +85,11 @@ def run_one(path, shim, timeout):
     cwd = os.path.dirname(path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([shim, cwd, ROOT]),
                OPENBLAS_NUM_THREADS="1", CPU_NUM="1")
+    # only unittest.TestCase classes are tests, as in Paddle's CI (its test_runner.py loads
+    # them with unittest): a module-level `def test_main(use_cuda, ...)` helper is not one
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-           "-p", "unittest_order", "--no-header", "-rN", os.path.basename(path)]
+           "-p", "unittest_order", "-o", "python_functions=", "-o", "python_classes=",
+           "--no-header", "-rN", os.path.basename(path)]
     t0 = time.monotonic()
     # its own process group: a test that forks servers or trainers leaves none behind, on a
     # timeout (the whole group is killed) or after it ends
