@@ -11,16 +11,34 @@ from . import manip, nn, ops, tensor
 __all__ = ["Uniform", "Normal", "Categorical", "MultivariateNormalDiag"]
 
 
-def _to_variable(cls_name, arg, value):
-    """A float32 Variable of a float, list, numpy array or Variable argument."""
+def _to_variable(cls_name, arg, value, scalar=True):
+    """A float32 Variable of a float (where `scalar`), list, numpy array or Variable argument;
+    a TypeError for anything else, an int included, as Fluid 1.8's check_type."""
     if isinstance(value, Variable):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = [float(value)]
+    if scalar and isinstance(value, float):
+        value = [value]
     if isinstance(value, (list, tuple, np.ndarray)):
         return tensor.assign(np.asarray(value, np.float32).reshape(np.shape(value) or [1]))
-    raise TypeError(f"{cls_name}: '{arg}' must be a float, list, numpy array or Variable, "
-                    f"got {type(value).__name__}")
+    kinds = "a float, list, numpy array or Variable" if scalar else \
+        "a list, numpy array or Variable"
+    raise TypeError(f"{cls_name}: '{arg}' must be {kinds}, got {type(value).__name__}")
+
+
+def _check_sample_args(cls_name, shape, seed):
+    """Fluid 1.8's argument types of sample(): `shape` a list, `seed` an int."""
+    if not isinstance(shape, list):
+        raise TypeError(f"{cls_name}.sample: 'shape' must be a list, got "
+                        f"{type(shape).__name__}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"{cls_name}.sample: 'seed' must be an int, got {type(seed).__name__}")
+
+
+def _check_value(cls_name, value):
+    """log_prob's `value` is a float32 Variable in Fluid 1.8 (check_variable_and_dtype)."""
+    if not isinstance(value, Variable):
+        raise TypeError(f"{cls_name}.log_prob: 'value' must be a Variable, got "
+                        f"{type(value).__name__}")
 
 
 def _broadcast_shape(*vs):
@@ -73,20 +91,31 @@ class Distribution:
                                   f"does not define it either)")
 
 
+def _without_float_batch(dist, sample, shape):
+    """Fluid 1.8's sample() of a distribution built from Python floats: their batch shape
+    [1] is reshaped away, so the sample is `shape`, not `shape + [1]`."""
+    return nn.reshape(sample, list(shape)) if dist.all_arg_is_float else sample
+
+
 class Uniform(Distribution):
     """U[low, high) (elementwise over low and high's broadcast batch shape)."""
 
     def __init__(self, low, high):
+        # Fluid: two Python floats make a batch shape of [1] that sample() leaves out
+        self.all_arg_is_float = isinstance(low, float) and isinstance(high, float)
         self.low = _to_variable("Uniform", "low", low)
         self.high = _to_variable("Uniform", "high", high)
 
     def sample(self, shape, seed=0):
-        """A [shape + batch shape] sample."""
+        """A [shape + batch shape] sample ([shape] when low and high are Python floats)."""
+        _check_sample_args("Uniform", shape, seed)
         width = nn.elementwise_sub(self.high, self.low)
         u = _draw("uniform", shape, nn.elementwise_add(self.low, self.high), seed)
-        return nn.elementwise_add(nn.elementwise_mul(u, width), self.low)
+        return _without_float_batch(
+            self, nn.elementwise_add(nn.elementwise_mul(u, width), self.low), shape)
 
     def log_prob(self, value):
+        _check_value("Uniform", value)
         inside = nn.elementwise_mul(
             manip.cast(manip.less_than(self.low, value), "float32"),
             manip.cast(manip.less_than(value, self.high), "float32"))
@@ -101,12 +130,16 @@ class Normal(Distribution):
     """N(loc, scale^2) (elementwise over the broadcast batch shape)."""
 
     def __init__(self, loc, scale):
+        self.all_arg_is_float = isinstance(loc, float) and isinstance(scale, float)
         self.loc = _to_variable("Normal", "loc", loc)
         self.scale = _to_variable("Normal", "scale", scale)
 
     def sample(self, shape, seed=0):
+        """A [shape + batch shape] sample ([shape] when loc and scale are Python floats)."""
+        _check_sample_args("Normal", shape, seed)
         z = _draw("normal", shape, nn.elementwise_add(self.loc, self.scale), seed)
-        return nn.elementwise_add(nn.elementwise_mul(z, self.scale), self.loc)
+        return _without_float_batch(
+            self, nn.elementwise_add(nn.elementwise_mul(z, self.scale), self.loc), shape)
 
     def entropy(self):
         zero = nn.scale(nn.elementwise_add(self.loc, self.scale), 0.0)
@@ -114,6 +147,7 @@ class Normal(Distribution):
                                   ops.log(self.scale))
 
     def log_prob(self, value):
+        _check_value("Normal", value)
         diff = nn.elementwise_sub(value, self.loc)
         var = ops.square(self.scale)
         quad = nn.elementwise_div(ops.square(diff), nn.scale(var, 2.0))
@@ -141,7 +175,7 @@ class Categorical(Distribution):
     """The categorical distribution of softmax(logits) over the last dim."""
 
     def __init__(self, logits):
-        self.logits = _to_variable("Categorical", "logits", logits)
+        self.logits = _to_variable("Categorical", "logits", logits, scalar=False)
 
     def kl_divergence(self, other):
         if not isinstance(other, Categorical):
@@ -165,8 +199,8 @@ class MultivariateNormalDiag(Distribution):
     """A k-variate normal with mean `loc` [k] and diagonal covariance matrix `scale` [k, k]."""
 
     def __init__(self, loc, scale):
-        self.loc = _to_variable("MultivariateNormalDiag", "loc", loc)
-        self.scale = _to_variable("MultivariateNormalDiag", "scale", scale)
+        self.loc = _to_variable("MultivariateNormalDiag", "loc", loc, scalar=False)
+        self.scale = _to_variable("MultivariateNormalDiag", "scale", scale, scalar=False)
         if len(self.scale.shape) != 2:
             raise ValueError(f"MultivariateNormalDiag: scale must be a [k, k] matrix, got "
                              f"{list(self.scale.shape)}")

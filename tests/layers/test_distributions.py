@@ -25,8 +25,9 @@ def test_uniform_and_normal():
         v = L.assign(val)
         return [u.sample([3000], seed=1), u.entropy(), u.log_prob(v), n.sample([3000], seed=2),
                 n.entropy(), n.log_prob(v), n.kl_divergence(L.Normal([1.0, 0.0], [2.0, 1.0])),
-                n2.sample([4])]
-    us, ue, ulp, ns, ne, nlp, kl, one = _run(build)
+                n2.sample([4]), L.Uniform(0.0, 2.0).sample([2, 3], seed=3),
+                L.Normal(0.0, mu).sample([5], seed=4)]
+    us, ue, ulp, ns, ne, nlp, kl, one, u23, nb = _run(build)
     assert us.shape == (3000, 2) and (us >= lo).all() and (us < hi).all()
     np.testing.assert_allclose(us.mean(0), (lo + hi) / 2, atol=0.1)
     np.testing.assert_allclose(ue, np.log(hi - lo), rtol=1e-6)
@@ -39,7 +40,10 @@ def test_uniform_and_normal():
     s2, m2 = np.array([2.0, 1.0]), np.array([1.0, 0.0])
     want = np.log(s2 / sd) + (sd ** 2 + (mu - m2) ** 2) / (2 * s2 ** 2) - 0.5
     np.testing.assert_allclose(kl, want, rtol=1e-5)
-    assert one.shape == (4, 1)
+    # Fluid 1.8: two Python floats give a sample of `shape` (their [1] batch shape is
+    # reshaped away); any array argument keeps the batch shape
+    assert one.shape == (4,) and u23.shape == (2, 3) and nb.shape == (5, 2)
+    assert ((u23 >= 0) & (u23 < 2)).all()
 
 
 def test_categorical_and_multivariate_normal_diag():
@@ -80,4 +84,20 @@ def test_methods_fluid_does_not_define_raise_as_in_fluid():
                            (lambda: m.sample(), "MultivariateNormalDiag.sample"),
                            (lambda: m.log_prob(v), "MultivariateNormalDiag.log_prob")):
             with pytest.raises(NotImplementedError, match=what):
+                call()
+
+
+def test_argument_types_fluid_refuses_raise_type_error():
+    import pytest
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        n, u = L.Normal(0.0, 1.0), L.Uniform(0.0, 1.0)
+        for call, what in ((lambda: L.Normal(1, 1.0), "'loc' must be a float"),
+                           (lambda: L.Uniform(1.0, 2), "'high' must be a float"),
+                           (lambda: L.Categorical(1.0), "'logits' must be a list"),
+                           (lambda: L.MultivariateNormalDiag(1.0, [1.0]), "'loc' must be a list"),
+                           (lambda: n.log_prob([1.0]), "'value' must be a Variable"),
+                           (lambda: u.sample(1.0), "'shape' must be a list"),
+                           (lambda: n.sample([2], 1.0), "'seed' must be an int"),
+                           (lambda: n.kl_divergence(u), "other must be a Normal")):
+            with pytest.raises(TypeError, match=what):
                 call()
