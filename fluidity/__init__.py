@@ -29,6 +29,7 @@ from .core import (CUDAPinnedPlace, create_random_int_lodtensor,  # noqa: E402
 from .framework import (cpu_places, cuda_pinned_places, cuda_places,  # noqa: E402
                         in_dygraph_mode, load_op_library, require_version)
 from .layers.input import data, embedding, one_hot  # noqa: E402
+from . import input  # noqa: E402,F401  (fluid.input.one_hot / embedding, Fluid 1.8's module)
 from .param_attr import WeightNormParamAttr  # noqa: E402
 from .transpiler import DistributeTranspiler, DistributeTranspilerConfig  # noqa: E402
 from .transpiler import distribute_transpiler as _dist_t  # noqa: E402

@@ -117,3 +117,9 @@ def test_layer_function_generator_builds_and_runs_ops():
 def test_math_op_patch_module():
     from fluidity.layers import math_op_patch
     assert callable(math_op_patch.monkey_patch_variable)
+
+
+def test_fluid_input_is_fluids_module_of_the_v2_input_layers():
+    import fluidity.input as fin
+    assert fluid.input is fin and fin.__all__ == ["one_hot", "embedding"]
+    assert fin.embedding is fluid.embedding and fin.one_hot is fluid.one_hot
