@@ -70,7 +70,9 @@ RULES = (
          r"strided_slice|slice|crop|pad|zeros_like|ones_like|full_like|"
          r"create_parameter|create_global_var|ParamAttr|CPUPlace|CUDAPlace|Program|"
          r"program_guard|Executor|set_default_dtype|get_default_dtype|grad|"
-         r"SaveLoadConfig|save|load|no_grad|in_dynamic_mode)\(", text) is not None),
+         r"SaveLoadConfig|save|load|no_grad|in_dynamic_mode)\(", text) is not None
+     # any other function called at the top of `paddle`: Fluid 1.x's only one is paddle.batch
+     or re.search(r"(?<![\w.])paddle\.(?!batch\b)[a-z_0-9]+\(", text) is not None),
     ("C++ internal", "C++ internals (IR graph passes, allocators, MKL-DNN/nGraph/TensorRT/"
      "Lite/XPU back ends, C++ operator unit tests)",
      lambda name, text: re.search(

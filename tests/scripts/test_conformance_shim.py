@@ -106,6 +106,9 @@ def test_files_paddles_cpu_ci_does_not_run_are_out_of_scope_with_the_reason():
     assert "disabled" in scope.classify("test_basic_lstm_api.py", "")[1]
     assert scope.classify("test_adam_op.py", "import paddle.fluid as fluid\n") is None
     assert scope.classify("test_dataset_download.py", "")[0] == "needs the network"
+    assert scope.classify("test_mul_op.py", "out = paddle.mul(x, y)\n")[0] == "paddle 2.0 API"
+    assert scope.classify("test_fit.py", "r = paddle.batch(paddle.dataset.uci_housing.train(),"
+                          " 20)\n") is None
 
 
 def test_the_numpy_1_names_paddles_tests_call_are_there():
