@@ -130,17 +130,18 @@ class CompiledWorkerStep:
         self.configure()
 
     def configure(self, stop=None, position=None, report_every=1, return_on_report=False,
-                  budget_s=BUDGET_S):
+                  budget_s=None):
         """Where the loop reads the run's stop flag (an int8 array; unset: never stops) and
         writes this worker's position (an int64 row: [file index, first line, last line]);
         batches per report; whether each call ends at a report; the wall time after which a
-        call returns."""
+        call returns (module's BUDGET_S when None; 0: a call runs its chunk whole)."""
         self._stop = stop if stop is not None else aligned_empty(1, np.int8)
         self._position = position if position is not None else aligned_empty(3, np.int64)
         w = self.state
         w.stop, w.position = self._stop.ctypes.data, self._position.ctypes.data
         w.report_every = max(1, int(report_every))
         w.return_on_report = int(bool(return_on_report))
+        budget_s = BUDGET_S if budget_s is None else budget_s   # read now, not at import
         w.budget_ns = int(budget_s * 1e9) if budget_s else 0
 
     @classmethod
