@@ -8,6 +8,7 @@ The executor sees programs as descs only (`ir.views`): what it is handed at its 
 builder's Program, a CompiledProgram, or a bare ProgramDesc — becomes a ProgramView there.
 """
 import time
+import warnings
 import weakref
 from collections import OrderedDict
 
@@ -148,10 +149,13 @@ class _Prepared:
     fetched name (in the caller's order), the holders' sizes, and the tensors a run must
     find with a value although nothing feeds or computes them (`needs`)."""
     __slots__ = ("program", "plan", "feed_vars", "feed_specs", "feed_cols", "fetch_cols",
-                 "n_feed", "n_fetch", "fetch_persistable", "needs")
+                 "n_feed", "n_fetch", "fetch_persistable", "needs", "feed_pos")
 
-    def __init__(self, program, plan, feed_vars, feed_cols, fetch_cols, fetch_persistable):
+    def __init__(self, program, plan, feed_vars, feed_cols, fetch_cols, fetch_persistable,
+                 feed_pos=None):
         self.program = program
+        # positions (in the caller's feed) of the names the program has; None: all of them
+        self.feed_pos = feed_pos
         self.plan = plan
         self.feed_vars = feed_vars
         readers = plan.nonempty_readers({v.name for v in feed_vars})
@@ -323,6 +327,17 @@ class Executor:
         # a changed program makes older entries useless
         for k in [k for k in per_prog if k[0] != program.revision]:
             del per_prog[k]
+        # Fluid feeds what the program has and warns about the rest (a variable pruned away,
+        # or one a test feeds for every case of a program that lacks it in some)
+        fed_block = program.block(block_id)
+        known = [i for i, n in enumerate(feed_names)
+                 if fed_block.find_var_recursive(n) is not None]
+        for n in feed_names:
+            if fed_block.find_var_recursive(n) is None:
+                warnings.warn(f"The variable {n} is not found in program. It is not declared "
+                              f"or is pruned.")
+        feed_pos = None if len(known) == len(feed_names) else known
+        feed_names = tuple(feed_names[i] for i in known)
         p = add_feed_fetch_ops(program, block_id, list(feed_names), list(fetch_names),
                                feed_var_name, fetch_var_name)
         block = p.block(block_id)
@@ -335,7 +350,7 @@ class Executor:
                          [feed_cols[n] for n in feed_names] if feed_cols else
                          list(range(len(feed_names))),
                          [fetch_cols[n] for n in fetch_names] if fetch_cols else
-                         list(range(len(fetch_names))), fetch_persistable)
+                         list(range(len(fetch_names))), fetch_persistable, feed_pos)
         per_prog[key] = prep
         return prep
 
@@ -439,7 +454,10 @@ class Executor:
                              fetch_var_name, strategy)
         if feed_names:
             fed = [None] * prep.n_feed
-            for spec, col, value in zip(prep.feed_specs, prep.feed_cols, feed.values()):
+            values = feed.values()
+            if prep.feed_pos is not None:      # names the program lacks are not fed
+                values = [list(values)[i] for i in prep.feed_pos]
+            for spec, col, value in zip(prep.feed_specs, prep.feed_cols, values):
                 fed[col] = self._check_feed(spec, value)
             scope.var(feed_var_name).value = fed
         if prep.n_fetch:
