@@ -13,6 +13,7 @@ tanh, sigmoid. X and Y broadcast as elementwise ops do, with `axis`, in either d
 takes the shape (and LoD) of the larger one (Y when Y has more dims, or as many and one
 larger). Every functor is the registered op's own kernel (and, backward, its grad op's).
 """
+from ..errors import ProgramError
 from . import fused_parts
 from .common import reduce_to_shape
 from .registry import In, OpDef, Out, strings
@@ -22,16 +23,16 @@ UNARY = ("scale", "relu", "tanh", "sigmoid")
 
 
 def _split(functors, op):
-    """(binary, unary, unary_outside) of a functor list, names without `_grad`; ValueError
-    naming the op when it is not one binary and one unary functor."""
+    """(binary, unary, unary_outside) of a functor list, names without `_grad`; ProgramError
+    (a ValueError) naming the op when it is not one binary and one unary functor."""
     names = [f[:-len("_grad")] if f.endswith("_grad") else f for f in functors]
     if len(names) != 2:
-        raise ValueError(f"{op}: functor_list must name 2 functors, got {list(functors)}")
+        raise ProgramError(f"{op}: functor_list must name 2 functors, got {list(functors)}")
     if names[0] in BINARY and names[1] in UNARY:
         return names[0], names[1], False
     if names[1] in BINARY and names[0] in UNARY:
         return names[1], names[0], True
-    raise ValueError(f"{op}: functor_list {list(functors)} is not one of {list(BINARY)} and "
+    raise ProgramError(f"{op}: functor_list {list(functors)} is not one of {list(BINARY)} and "
                      f"one of {list(UNARY)}")
 
 
@@ -87,7 +88,7 @@ class FusedElemwiseActivation(OpDef):
     def infer_shape(ctx):
         try:
             _, _, outside = _split(ctx.attr("functor_list"), "fused_elemwise_activation")
-        except ValueError as e:
+        except ProgramError as e:
             ctx.fail(str(e).split(": ", 1)[1])
         xs, ys = ctx.input_shape("X"), ctx.input_shape("Y")
         big = "X" if _x_is_larger(xs, ys) else "Y"

@@ -18,12 +18,20 @@ the same Hidden/Cell either way.
 import numpy as np
 
 from ..core.tensor import LoDTensor
-from ..errors import ExecutionError
+from ..errors import ExecutionError, ProgramError
 from . import fused_parts
 from .rnn import ACTS, batches
 from .registry import In, OpDef, Out
 
 _ACT_NAMES = tuple(ACTS)
+
+
+def _act(attrs, name, op):
+    """The forward of activation attribute `name` (rnn.ACTS), or ProgramError naming op."""
+    value = attrs[name]
+    if value not in ACTS:
+        raise ProgramError(f"{op}: {name} must be one of {list(_ACT_NAMES)}, got {value!r}")
+    return ACTS[value][0]
 
 
 def _scratch(name):
@@ -316,9 +324,8 @@ class AttentionLSTM(OpDef):
 
     @classmethod
     def prepare(cls, attrs, outputs):
-        gate = ACTS[attrs["gate_activation"]][0]
-        cell_act = ACTS[attrs["cell_activation"]][0]
-        cand_act = ACTS[attrs["candidate_activation"]][0]
+        gate, cell_act, cand_act = (_act(attrs, a, cls.type) for a in (
+            "gate_activation", "cell_activation", "candidate_activation"))
         relu = ACTS["relu"][0]
 
         def kernel(x, c0, h0, aw, ab, ascalar, asbias, lw, lb):

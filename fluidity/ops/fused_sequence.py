@@ -12,7 +12,7 @@ ops/fused_parts.py.
 import numpy as np
 
 from ..core.tensor import LoDTensor
-from ..errors import ExecutionError
+from ..errors import ExecutionError, ProgramError
 from . import fused_parts, registry
 from .registry import In, OpDef, Out
 
@@ -66,6 +66,11 @@ class FusionSeqConvEltAddRelu(OpDef):
 
     @classmethod
     def prepare(cls, attrs, outputs):
+        if attrs["contextLength"] <= 0 or attrs["contextStride"] != 1 or \
+                attrs["contextLength"] + attrs["contextStart"] <= 0:
+            raise ProgramError(f"{cls.type}: contextLength {attrs['contextLength']} (> 0), "
+                               f"contextStart {attrs['contextStart']} (start + length > 0) "
+                               f"and contextStride {attrs['contextStride']} (1) do not fit")
         conv_attrs = {"contextLength": attrs["contextLength"],
                       "contextStart": attrs["contextStart"], "contextStride": 1,
                       "paddingTrainable": False}
@@ -134,6 +139,9 @@ class FusionSeqExpandConcatFC(OpDef):
     @classmethod
     def prepare(cls, attrs, outputs):
         fc = fused_parts.kernel("fc")
+        if attrs["fc_activation"] not in _FC_ACTS:
+            raise ProgramError(f"{cls.type}: fc_activation must be one of {list(_FC_ACTS)}, "
+                               f"got {attrs['fc_activation']!r}")
         act = fused_parts.activation(attrs["fc_activation"])
 
         def kernel(xs, w, bias):
@@ -197,6 +205,13 @@ def _pool_all(op, pool, xs, then=None):
     return LoDTensor(np.concatenate(parts, axis=1), [list(range(b + 1))])
 
 
+def _pool_kernel(op, attrs):
+    if attrs["pooltype"] not in _POOLS:
+        raise ProgramError(f"{op}: pooltype must be one of {list(_POOLS)}, got "
+                           f"{attrs['pooltype']!r}")
+    return fused_parts.kernel("sequence_pool", pooltype=attrs["pooltype"])
+
+
 class FusionSeqPoolConcat(OpDef):
     type = "fusion_seqpool_concat"
     inputs = (In("X", duplicable=True),)
@@ -211,8 +226,7 @@ class FusionSeqPoolConcat(OpDef):
 
     @classmethod
     def prepare(cls, attrs, outputs):
-        pool = fused_parts.kernel("sequence_pool", pooltype=attrs["pooltype"])
-        return lambda xs: _pool_all(cls.type, pool, xs)
+        return lambda xs: _pool_all(cls.type, _pool_kernel(cls.type, attrs), xs)
 
 
 class FusionSeqPoolCVMConcat(OpDef):
@@ -234,7 +248,7 @@ class FusionSeqPoolCVMConcat(OpDef):
 
     @classmethod
     def prepare(cls, attrs, outputs):
-        pool = fused_parts.kernel("sequence_pool", pooltype=attrs["pooltype"])
+        pool = _pool_kernel(cls.type, attrs)
         cvm = fused_parts.kernel("cvm", use_cvm=True)
 
         def kernel(xs, cvm_in):

@@ -126,3 +126,24 @@ def test_build_time_shape_errors_name_the_op():
                                            "W": [("w0", np.ones((4, 2), "float32"))],
                                            "Bias": [("b0", np.ones((1, 2), "float32"))]},
                outputs=["Out"])
+
+
+def test_attributes_edited_after_build_are_refused_at_run_time():
+    """A program file is not trusted: an attribute no Fluid op accepts, written past the
+    build-time checks, is refused when the op is prepared, naming op and attribute."""
+    import fluidity as fluid
+    from tests.op_test import build_op
+    x = LoDTensor(np.ones((3, 2), "float32"), _lod([1, 2]))
+    cases = [("fusion_seqpool_concat", {"X": [("a", x)]}, "pooltype", "MAX!"),
+             ("fusion_seqexpand_concat_fc",
+              {"X": [("a", x), ("b", LoDTensor(np.ones((2, 1), "float32"), _lod([1, 1])))],
+               "FCWeight": np.ones((3, 2), "float32")}, "fc_activation", "softmax"),
+             ("fusion_seqconv_eltadd_relu", {"X": x, "Filter": np.ones((2, 2), "float32"),
+                                             "Bias": np.ones((1, 2), "float32")},
+              "contextLength", -1)]
+    for op_type, inputs, attr, bad in cases:
+        attrs = {"contextLength": 1} if op_type == "fusion_seqconv_eltadd_relu" else {}
+        main, _, feed, outs, _ = build_op(op_type, inputs, attrs, outputs=["Out"])
+        main.global_block().ops[-1]._set_attr(attr, bad)
+        with pytest.raises(FluidityError, match=f"{op_type}.*{attr}"):
+            fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=outs["Out"])
