@@ -3,6 +3,9 @@
 A fused op (fusion_gru, fusion_seqpool_concat, ...) computes what a chain of plain ops
 computes; its kernel calls those ops' own kernels through here, so that one piece of code
 holds each computation (a fix to `gru` is a fix to `fusion_gru`)."""
+import numpy as np
+
+from ..errors import ExecutionError
 from . import registry
 
 
@@ -29,3 +32,16 @@ def activation_grad(name):
     if name == "identity":
         return lambda x, o, d: d
     return registry.get(name + "_grad").dfunc
+
+
+def lod_offsets(t, op, slot):
+    """Row offsets of the last LoD level of input `slot` of `op`, checked against its rows
+    (start at 0, never decrease, end at the row count): ExecutionError naming both if not."""
+    if t is None or not t._lod:
+        raise ExecutionError(f"{op}: input {slot} has no LoD; feed a LoDTensor with sequence "
+                             f"lengths (fluid.create_lod_tensor)")
+    off = np.asarray(t._lod[-1], dtype=np.int64)
+    if off[0] != 0 or off[-1] != t._array.shape[0] or (np.diff(off) < 0).any():
+        raise ExecutionError(f"{op}: the LoD of {slot} {off.tolist()[:6]} does not fit its "
+                             f"{t._array.shape[0]} rows")
+    return off

@@ -44,17 +44,6 @@ def _check_acts(ctx, names):
             ctx.fail(f"{a} must be one of {list(_ACT_NAMES)}, got {ctx.attr(a)!r}")
 
 
-def _offsets(x, op, slot):
-    if x is None or not x._lod:
-        raise ExecutionError(f"{op}: input {slot} has no LoD; feed a LoDTensor with sequence "
-                             f"lengths (fluid.create_lod_tensor)")
-    off = np.asarray(x._lod[-1], dtype=np.int64)
-    if off[0] != 0 or off[-1] != x._array.shape[0] or (np.diff(off) < 0).any():
-        raise ExecutionError(f"{op}: the LoD of {slot} {off.tolist()[:6]} does not fit its "
-                             f"{x._array.shape[0]} rows")
-    return off
-
-
 def _check_rows(op, slot, t, n, d):
     if t is not None and tuple(t._array.shape) != (n, d):
         raise ExecutionError(f"{op}: {slot} must be [{n}, {d}] (one row per sequence), got "
@@ -126,7 +115,7 @@ class FusionGRU(OpDef):
         rev = attrs["is_reverse"]
 
         def kernel(x, h0, wx, wh, bias):
-            off = _offsets(x, cls.type, "X")
+            off = fused_parts.lod_offsets(x, cls.type, "X")
             d = wh._array.shape[0]
             _check_rows(cls.type, "H0", h0, len(off) - 1, d)
             xx = x._array @ wx._array
@@ -206,7 +195,7 @@ class FusionLSTM(OpDef):
         lstm, rev, peep = _lstm_kernel(attrs), attrs["is_reverse"], attrs["use_peepholes"]
 
         def kernel(x, wx, wh, bias, h0, c0):
-            off = _offsets(x, cls.type, "X")
+            off = fused_parts.lod_offsets(x, cls.type, "X")
             xx = LoDTensor((x._array @ wx._array).astype(wh._array.dtype, copy=False), x._lod)
             return _run_lstm(cls.type, lstm, xx, off, h0, c0, wh, bias, rev, peep)
         return kernel
@@ -259,7 +248,7 @@ class FusedEmbeddingFCLSTM(OpDef):
         lookup = fused_parts.kernel("lookup_table")
 
         def kernel(ids, emb, wh, bias, h0, c0):
-            off = _offsets(ids, cls.type, "Ids")
+            off = fused_parts.lod_offsets(ids, cls.type, "Ids")
             xx = lookup(emb, ids)
             xx = LoDTensor(xx._array.reshape(len(xx._array), -1), ids._lod)
             b = bias._array.copy()
@@ -329,7 +318,7 @@ class AttentionLSTM(OpDef):
         relu = ACTS["relu"][0]
 
         def kernel(x, c0, h0, aw, ab, ascalar, asbias, lw, lb):
-            off = _offsets(x, cls.type, "X")
+            off = fused_parts.lod_offsets(x, cls.type, "X")
             xa = x._array
             m, n = xa.shape[1], len(off) - 1
             w, b = lw._array, lb._array.reshape(-1)

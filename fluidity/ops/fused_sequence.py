@@ -20,17 +20,6 @@ _FC_ACTS = ("sigmoid", "tanh", "relu", "identity")
 _POOLS = ("AVERAGE", "SUM", "SQRT")
 
 
-def _lod_offsets(t, op, slot):
-    if t is None or not t._lod:
-        raise ExecutionError(f"{op}: input {slot} has no LoD; feed a LoDTensor with sequence "
-                             f"lengths (fluid.create_lod_tensor)")
-    off = np.asarray(t._lod[-1], dtype=np.int64)
-    if off[0] != 0 or off[-1] != t._array.shape[0] or (np.diff(off) < 0).any():
-        raise ExecutionError(f"{op}: the LoD of {slot} {off.tolist()[:6]} does not fit its "
-                             f"{t._array.shape[0]} rows")
-    return off
-
-
 # --- fusion_seqconv_eltadd_relu ------------------------------------------------------------
 class FusionSeqConvEltAddRelu(OpDef):
     type = "fusion_seqconv_eltadd_relu"
@@ -80,7 +69,7 @@ class FusionSeqConvEltAddRelu(OpDef):
         want_col = "ColMat" in outputs
 
         def kernel(x, filt, bias):
-            _lod_offsets(x, cls.type, "X")
+            fused_parts.lod_offsets(x, cls.type, "X")
             n = filt._array.shape[1]
             if bias._array.size != n:
                 raise ExecutionError(f"{cls.type}: Bias holds {bias._array.size} values, "
@@ -145,7 +134,7 @@ class FusionSeqExpandConcatFC(OpDef):
         act = fused_parts.activation(attrs["fc_activation"])
 
         def kernel(xs, w, bias):
-            off = _lod_offsets(xs[0], cls.type, "X[0]")
+            off = fused_parts.lod_offsets(xs[0], cls.type, "X[0]")
             n = len(off) - 1
             wa = w._array
             m0 = xs[0]._array.shape[1]
@@ -190,7 +179,7 @@ def _pool_all(op, pool, xs, then=None):
     parts = []
     w = None
     for i, t in enumerate(xs):
-        off = _lod_offsets(t, op, f"X[{i}]")
+        off = fused_parts.lod_offsets(t, op, f"X[{i}]")
         a = t._array
         width = a.size // a.shape[0] if a.shape[0] else (a.shape[1] if a.ndim > 1 else 1)
         if w is None:
