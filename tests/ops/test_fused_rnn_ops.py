@@ -158,3 +158,39 @@ def test_errors_name_the_op_and_input():
                                "WeightH": np.ones((d, 4 * d), "float32"),
                                "Bias": np.ones((1, 7 * d), "float32")},
                outputs=["Hidden", "Cell"])
+
+
+def test_saved_inference_model_with_fusion_gru_runs_after_loading(tmp_path):
+    """What Paddle's inference passes leave in a model: a fusion_gru over a sequence input
+    with its weights as parameters; saved, loaded and run as a user would."""
+    import fluidity as fluid
+    m, d = 3, 4
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [m], lod_level=1)
+        wx = fluid.layers.create_parameter([m, 3 * d], "float32", name="gru_wx")
+        wh = fluid.layers.create_parameter([d, 3 * d], "float32", name="gru_wh")
+        bias = fluid.layers.create_parameter([1, 3 * d], "float32", name="gru_b")
+        block = main.global_block()
+        hidden = block.create_var(name="hidden", dtype="float32")
+        block.append_op("fusion_gru", inputs={"X": x, "WeightX": wx, "WeightH": wh,
+                                              "Bias": bias},
+                        outputs={"Hidden": hidden}, attrs={"use_seq": False})
+    assert hidden.shape == (-1, d) and hidden.lod_level == 1
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": _seq(OFF[-1], m)}
+    want, = exe.run(main, feed=feed, fetch_list=[hidden], scope=scope)
+    with fluid.scope_guard(scope):
+        fluid.io.save_inference_model(str(tmp_path), ["x"], [hidden], exe, main)
+    loaded_scope = fluid.Scope()
+    with fluid.scope_guard(loaded_scope):
+        prog, feeds, fetches = fluid.io.load_inference_model(str(tmp_path), exe)
+        got, = exe.run(prog, feed=feed, fetch_list=fetches)
+    np.testing.assert_array_equal(got, want)
+    params = {n: np.asarray(scope.find_var(n).get_tensor()) for n in ("gru_wx", "gru_wh",
+                                                                          "gru_b")}
+    xg = feed["x"]._array @ params["gru_wx"] + params["gru_b"]
+    np.testing.assert_allclose(got, ref_gru(xg, np.zeros((3, d)), params["gru_wh"], False),
+                               rtol=1e-4, atol=1e-5)
