@@ -50,11 +50,23 @@ def _check_rows(op, slot, t, n, d):
                              f"{list(t._array.shape)}")
 
 
+def _project(op, x, wx, wh, gates):
+    """X @ WeightX in WeightH's dtype, after checking X [T, M], WeightX [M, G*D] and WeightH
+    [D, G*D] fit (a loaded program is not trusted to have passed the build-time rule)."""
+    a, w, h = x._array, wx._array, wh._array
+    d = h.shape[0] if h.ndim == 2 else -1
+    if a.ndim != 2 or w.ndim != 2 or h.shape != (d, gates * d) or \
+            w.shape != (a.shape[1], gates * d):
+        raise ExecutionError(f"{op}: X {list(a.shape)}, WeightX {list(w.shape)} and WeightH "
+                             f"{list(h.shape)} are not [T, M], [M, {gates}D] and [D, {gates}D]")
+    return (a @ w).astype(h.dtype, copy=False)
+
+
 def _reordered(t, order):
     return None if t is None else LoDTensor(t._array[order])
 
 
-def _projection_shape(ctx, op_type, gates):
+def _projection_shape(ctx, gates):
     """Shared shape rule of fusion_gru/fusion_lstm: X [T, M], WeightX [M, G*D], WeightH
     [D, G*D]; returns (T, D)."""
     xs, wx, wh = ctx.input_shape("X"), ctx.input_shape("WeightX"), ctx.input_shape("WeightH")
@@ -70,7 +82,9 @@ def _projection_shape(ctx, op_type, gates):
     return xs[0], d
 
 
-def _declare_rows(ctx, t, d, lod, slots_widths):
+def _declare_rows(ctx, t, lod, slots_widths):
+    """Outputs of T rows: Hidden, Cell and XX keep the input's LoD level, the batched
+    scratch none."""
     dt = ctx.input_dtype("X" if ctx.has_input("X") else "Embeddings")
     for slot, width in slots_widths:
         ctx.set_output(slot, [t, width], dt, lod if slot in ("Hidden", "Cell", "XX") else 0)
@@ -93,7 +107,7 @@ class FusionGRU(OpDef):
     @staticmethod
     def infer_shape(ctx):
         _check_acts(ctx, ("activation", "gate_activation"))
-        t, d = _projection_shape(ctx, "fusion_gru", 3)
+        t, d = _projection_shape(ctx, 3)
         if ctx.has_input("Bias"):
             b = ctx.input_shape("Bias")
             if len(b) != 2 or b[0] != 1 or (d >= 0 and b[1] >= 0 and b[1] != 3 * d):
@@ -103,7 +117,7 @@ class FusionGRU(OpDef):
             if h[-1] >= 0 and d >= 0 and h[-1] != d:
                 ctx.fail(f"H0 must be [N, D] with D = {d}, got {h}")
         lod = ctx.input_lod_level("X")
-        _declare_rows(ctx, t, d, lod, (("Hidden", d), ("XX", 3 * d), ("BatchedInput", 3 * d),
+        _declare_rows(ctx, t, lod, (("Hidden", d), ("XX", 3 * d), ("BatchedInput", 3 * d),
                                        ("BatchedOut", d)))
         ctx.set_output("ReorderedH0", [-1, d], ctx.input_dtype("X"), 0)
 
@@ -118,10 +132,13 @@ class FusionGRU(OpDef):
             off = fused_parts.lod_offsets(x, cls.type, "X")
             d = wh._array.shape[0]
             _check_rows(cls.type, "H0", h0, len(off) - 1, d)
-            xx = x._array @ wx._array
+            xx = _project(cls.type, x, wx, wh, 3)
             if bias is not None:
+                if bias._array.size != 3 * d:
+                    raise ExecutionError(f"{cls.type}: Bias holds {bias._array.size} values, "
+                                         f"not 3D = {3 * d}")
                 xx += bias._array.reshape(-1)
-            xx = LoDTensor(xx.astype(wh._array.dtype, copy=False), x._lod)
+            xx = LoDTensor(xx, x._lod)
             _gates, _rh, batched_out, hidden = gru(xx, h0, wh, None)
             rows, _bounds, order = batches(off, rev)
             return (_reordered(h0, order), xx, LoDTensor(xx._array[rows]), batched_out, hidden)
@@ -186,7 +203,7 @@ class FusionLSTM(OpDef):
     @staticmethod
     def infer_shape(ctx):
         _check_acts(ctx, _LSTM_ACTS)
-        t, d = _projection_shape(ctx, "fusion_lstm", 4)
+        t, d = _projection_shape(ctx, 4)
         _check_lstm_bias(ctx, d)
         _declare_lstm_outputs(ctx, t, d, ctx.input_lod_level("X"))
 
@@ -196,13 +213,13 @@ class FusionLSTM(OpDef):
 
         def kernel(x, wx, wh, bias, h0, c0):
             off = fused_parts.lod_offsets(x, cls.type, "X")
-            xx = LoDTensor((x._array @ wx._array).astype(wh._array.dtype, copy=False), x._lod)
+            xx = LoDTensor(_project(cls.type, x, wx, wh, 4), x._lod)
             return _run_lstm(cls.type, lstm, xx, off, h0, c0, wh, bias, rev, peep)
         return kernel
 
 
 def _declare_lstm_outputs(ctx, t, d, lod):
-    _declare_rows(ctx, t, d, lod, (("Hidden", d), ("Cell", d), ("XX", 4 * d),
+    _declare_rows(ctx, t, lod, (("Hidden", d), ("Cell", d), ("XX", 4 * d),
                                    ("BatchedInput", 4 * d), ("BatchedHidden", d),
                                    ("BatchedCell", d)))
     dt = ctx.input_dtype("WeightH")
@@ -239,8 +256,6 @@ class FusedEmbeddingFCLSTM(OpDef):
             ctx.fail(f"Ids must be [T, 1] ids with LoD, got {ids}")
         _check_lstm_bias(ctx, d)
         _declare_lstm_outputs(ctx, ids[0], d, ctx.input_lod_level("Ids"))
-        for slot in ("Hidden", "Cell", "XX"):
-            ctx.set_output(slot, dtype=ctx.input_dtype("Embeddings"))
 
     @classmethod
     def prepare(cls, attrs, outputs):

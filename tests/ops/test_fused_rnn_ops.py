@@ -194,3 +194,16 @@ def test_saved_inference_model_with_fusion_gru_runs_after_loading(tmp_path):
     xg = feed["x"]._array @ params["gru_wx"] + params["gru_b"]
     np.testing.assert_allclose(got, ref_gru(xg, np.zeros((3, d)), params["gru_wh"], False),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_weights_that_do_not_fit_are_refused_at_run_time():
+    """A loaded program skips build-time checks: the kernel still names op and shapes."""
+    import fluidity as fluid
+    from tests.op_test import build_op
+    m, d = 3, 4
+    inputs = {"X": _seq(OFF[-1], m), "WeightX": np.ones((m, 3 * d), "float32"),
+              "WeightH": np.ones((d, 3 * d), "float32")}
+    main, _, feed, outs, _ = build_op("fusion_gru", inputs, outputs=["Hidden"])
+    feed["weightx_in"] = np.ones((m + 1, 3 * d), "float32")
+    with pytest.raises(FluidityError, match=r"fusion_gru: X \[7, 3\], WeightX \[4, 12\]"):
+        fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=outs["Hidden"])
