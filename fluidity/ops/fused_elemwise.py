@@ -13,6 +13,7 @@ tanh, sigmoid. X and Y broadcast as elementwise ops do, with `axis`, in either d
 takes the shape (and LoD) of the larger one (Y when Y has more dims, or as many and one
 larger). Every functor is the registered op's own kernel (and, backward, its grad op's).
 """
+from ..core.tensor import LoDTensor
 from ..errors import ProgramError
 from . import fused_parts
 from .common import reduce_to_shape
@@ -80,6 +81,7 @@ class FusedElemwiseActivation(OpDef):
     outputs = (Out("Out"), Out("IntermediateOut", dispensable=True, intermediate=True))
     attrs = {"axis": -1, "scale": 0.0, "save_intermediate_out": False,
              "functor_list": strings()}
+    kind = "value"       # Out takes the LoD of the larger of X and Y, known at run time
     share_lod = None
     doc = ("Out = binary(X, unary(Y)) or unary(binary(X, Y)) as functor_list says (outermost "
            "first); IntermediateOut holds the inner result when save_intermediate_out.")
@@ -103,10 +105,14 @@ class FusedElemwiseActivation(OpDef):
     @classmethod
     def prepare(cls, attrs, outputs):
         forward = _forward(attrs, cls.type)
+        _, _, outside = _split(attrs["functor_list"], cls.type)
 
         def kernel(x, y):
-            out, inter = forward(x, y)
-            return out.astype(x.dtype, copy=False), inter.astype(x.dtype, copy=False)
+            xa, ya = x._array, y._array
+            out, inter = forward(xa, ya)
+            big = x if _x_is_larger(xa.shape, ya.shape) else y
+            return (LoDTensor(out.astype(xa.dtype, copy=False), big._lod),
+                    LoDTensor(inter.astype(xa.dtype, copy=False), (big if outside else y)._lod))
         return kernel
 
     @staticmethod

@@ -88,3 +88,16 @@ def test_unsupported_functors_are_refused_naming_the_op():
         run_op("fused_elemwise_activation", {"X": np.ones(3, "float32"),
                                              "Y": np.ones(3, "float32")},
                {"functor_list": ["elementwise_sub", "relu"]}, outputs=["Out"])
+
+
+def test_out_keeps_the_lod_of_the_larger_input():
+    from fluidity.core.tensor import LoDTensor
+    x = LoDTensor(RNG.normal(size=(5, 3)).astype("float32"), [[0, 2, 5]])
+    y = np.ones(3, "float32")
+    for inputs in ({"X": x, "Y": y}, {"X": y, "Y": x}):
+        got = run_op("fused_elemwise_activation", inputs,
+                     {"functor_list": ["tanh", "elementwise_add"], "save_intermediate_out": True},
+                     outputs=["Out", "IntermediateOut"], return_lod=True)
+        for slot in ("Out", "IntermediateOut"):
+            assert got[slot].recursive_sequence_lengths() == [[2, 3]]
+        np.testing.assert_allclose(np.asarray(got["Out"]), np.tanh(x._array + 1), rtol=1e-6)
