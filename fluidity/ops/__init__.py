@@ -27,3 +27,5 @@ from . import lstmp, sample_logits  # noqa: F401,E402  (projected LSTM, sampled 
 from . import interp  # noqa: F401,E402  (bilinear/nearest/trilinear/bicubic_interp, Fluid 1.x's resize)
 from . import quantize  # noqa: F401,E402  (fake_quantize_*, fake_dequantize_*, dequantize_abs_max/log)
 from . import ctr  # noqa: F401,E402  (hash, filter_by_instag, data_norm, cvm)
+# Fluid 1.8's fused CPU ops (fusion_gru, fusion_seqpool_concat, fused_elemwise_activation, ...)
+from . import fused_dense, fused_elemwise, fused_rnn, fused_sequence  # noqa: F401,E402

@@ -140,16 +140,36 @@ class LookupTableV2Grad(LookupTableGrad):
 
 
 # --- lookup + sum pooling in one op (what fuse_embedding_seq_pool rewrites pairs into) ----------
+def _id_columns(ids, op):
+    """fused_embedding_seq_pool's Ids as slots: Ids [T, ..., 1] with LoD over its T rows holds
+    numel / T ids per row (Fluid's idx_width); column k of every row is slot k, so Out is the
+    k slots' pooled rows side by side ([B, idx_width * D]). One id per row is one slot."""
+    a = ids._array
+    if not ids._lod:
+        raise ExecutionError(f"{op}: Ids has no LoD; feed a LoDTensor with one sequence of "
+                             f"ids per example")
+    rows = ids._lod[-1][-1]
+    if a.shape[0] != rows or (rows and a.size % rows):
+        raise ExecutionError(f"{op}: the LoD of Ids ends at {rows} but Ids has shape "
+                             f"{list(a.shape)}: it must have one row (of numel / rows ids) "
+                             f"per LoD position")
+    width = a.size // rows if rows else 1
+    if width == 1:
+        return [ids]
+    cols = a.reshape(rows, width)
+    return [LoDTensor(np.ascontiguousarray(cols[:, k]), ids._lod) for k in range(width)]
+
+
 def _pooled_lookup_kernel(op, attrs, multi):
-    """Forward kernel of fused_embedding_seq_pool (one Ids) and of its many-slot concat form:
-    both are sparse_kernels.pool over a Slots layout."""
+    """Forward kernel of fused_embedding_seq_pool (one Ids, one or more ids a row) and of its
+    many-slot concat form: both are sparse_kernels.pool over a Slots layout."""
     pad = attrs["padding_idx"]
 
     def kernel(w, ids):
         wa = w._array
-        slots = sparse_kernels.Slots(ids if multi else [ids], op)
+        slots = sparse_kernels.Slots(ids if multi else _id_columns(ids, op), op)
         out = sparse_kernels.pool(wa, slots, pad, op)
-        if not multi:
+        if not multi and slots.S == 1:
             out = out.reshape((slots.B,) + wa.shape[1:])
         return LoDTensor(out, slots.lod)
     return kernel
@@ -162,7 +182,7 @@ def _pooled_lookup_grad_kernel(op, attrs, multi):
 
     def kernel(w, ids, dout):
         wa = w._array
-        slots = sparse_kernels.Slots(ids if multi else [ids], op)
+        slots = sparse_kernels.Slots(ids if multi else _id_columns(ids, op), op)
         width = int(np.prod(wa.shape[1:], dtype=np.int64))
         value = sparse_kernels.pool_grad(dout._array, slots, pad, width, wa.dtype, op)
         value = value.reshape((len(slots.ids),) + wa.shape[1:])
@@ -189,8 +209,15 @@ class FusedEmbeddingSeqPool(OpDef):
     def infer_shape(ctx):
         if ctx.attr("combiner") != "sum":
             ctx.fail(f"combiner must be 'sum', got {ctx.attr('combiner')!r}")
-        ws = ctx.input_shape("W")
-        ctx.set_output("Out", [-1] + ws[1:], ctx.input_dtype("W"), 0)
+        ws, ids = ctx.input_shape("W"), ctx.input_shape("Ids")
+        if ids and ids[-1] not in (1, -1):
+            ctx.fail(f"the last dimension of Ids must be 1, got shape {ids}")
+        per_row = 1
+        for d in ids[1:-1]:
+            per_row = per_row * d if d >= 0 and per_row >= 0 else -1
+        width = ws[1] * per_row if len(ws) == 2 and ws[1] >= 0 and per_row >= 0 else -1
+        ctx.set_output("Out", [-1, width] if per_row != 1 else [-1] + ws[1:],
+                       ctx.input_dtype("W"), 0)
 
     @classmethod
     def prepare(cls, attrs, outputs):

@@ -47,9 +47,17 @@ def _emit_table_grad(e, w, ids, op, rows_code, dense_code, fused_code):
         e.code(dense_code(g))
 
 
+def _one_id_per_row(e, ids):
+    """fused_embedding_seq_pool's Ids may hold several ids per LoD row ([T, k, 1]: Out gets
+    k pooled blocks); the C kernels take one a row, so other layouts run interpreted."""
+    if len(ids) == 1 and not all(d == 1 for d in ids[0].dims[1:]):
+        e.fail("Ids holds more than one id per LoD row")
+
+
 def _emit_pooled_lookup(e, op):
     w = e.input("W")
     ids = e.inputs("Ids")
+    _one_id_per_row(e, ids)
     e.require_float(w)
     if w.ndim != 2 or e.attr("combiner") != "sum":
         e.fail("W is not [rows, width], or combiner is not sum")
@@ -62,6 +70,7 @@ def _emit_pooled_lookup(e, op):
 def _emit_pooled_lookup_grad(e, op):
     w, ids, dout = e.input("W"), e.inputs("Ids"), e.input("Out@GRAD")
     e.require_float(dout)
+    _one_id_per_row(e, ids)
     if w.ndim != 2:
         e.fail("W is not [rows, width]")
     sl, _ = _emit_slots(e, ids, op)
