@@ -247,9 +247,15 @@ def _is_array(block, name):
 
 
 def _no_gradient(op, needs):
-    """The error for a grad op (an earlier pass's) on the path of this pass that has no
-    gradient of its own: its result depends on what this pass differentiates."""
+    """The error for an op on the gradient path that has no gradient: a grad op of an
+    earlier pass (a higher-order gradient through it), or an op Fluid registers no gradient
+    maker for (`OpDef.grad_undefined`)."""
     wrt = [n for n in _differentiable_inputs(op) if n in needs]
+    if not op.type.endswith("_grad"):
+        return NoGradientError(
+            f"op '{op.type}' (inputs {op.inputs_map()}) has no gradient (Fluid registers no "
+            f"gradient maker for it: it is an inference op), but the gradient asked for "
+            f"depends on it through {wrt}: train with the unfused ops it stands for")
     return NoGradientError(
         f"op '{op.type}' (inputs {op.inputs_map()}) has no gradient of its own "
         f"(GradOpMaker of '{op.type}' not built), but the gradient asked for depends on it "
@@ -270,7 +276,8 @@ def _grad_specs(ops, needs, no_grad, grad_block, loop=False, names=None):
             continue
         opdef = registry.get(op.type)
         if opdef.grad is None:
-            if op.type.endswith("_grad") and any(n in needs for n in _differentiable_inputs(op)):
+            if (op.type.endswith("_grad") or opdef.grad_undefined) and \
+                    any(n in needs for n in _differentiable_inputs(op)):
                 raise _no_gradient(op, needs)
             continue
         if not any(n in needs for n in _differentiable_inputs(op)):

@@ -15,6 +15,7 @@ from .registry import In, OpDef, Out
 
 class FusionRepeatedFCRelu(OpDef):
     type = "fusion_repeated_fc_relu"
+    grad_undefined = True    # Fluid registers no gradient maker for it
     inputs = (In("X"), In("W", duplicable=True), In("Bias", duplicable=True))
     outputs = (Out("ReluOut", duplicable=True, dispensable=True, intermediate=True),
                Out("Out"))
@@ -77,6 +78,7 @@ class FusionRepeatedFCRelu(OpDef):
 
 class FusionSquaredMatSub(OpDef):
     type = "fusion_squared_mat_sub"
+    grad_undefined = True    # Fluid registers no gradient maker for it
     inputs = (In("X"), In("Y"))
     outputs = (Out("SquaredX", dispensable=True, intermediate=True),
                Out("SquaredY", dispensable=True, intermediate=True),

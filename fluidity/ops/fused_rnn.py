@@ -93,6 +93,7 @@ def _declare_rows(ctx, t, lod, slots_widths):
 # --- fusion_gru --------------------------------------------------------------------------
 class FusionGRU(OpDef):
     type = "fusion_gru"
+    grad_undefined = True    # Fluid registers no gradient maker for it
     inputs = (In("X"), In("H0", dispensable=True), In("WeightX"), In("WeightH"),
               In("Bias", dispensable=True))
     outputs = (_scratch("ReorderedH0"), _scratch("XX"), _scratch("BatchedInput"),
@@ -188,6 +189,7 @@ def _run_lstm(op, lstm, xx, off, h0, c0, wh, bias, rev, peep):
 
 class FusionLSTM(OpDef):
     type = "fusion_lstm"
+    grad_undefined = True    # Fluid registers no gradient maker for it
     inputs = (In("X"), In("WeightX"), In("WeightH"), In("Bias"), In("H0", dispensable=True),
               In("C0", dispensable=True))
     outputs = (Out("Hidden"), Out("Cell"), _scratch("XX"), _scratch("BatchedInput"),
@@ -230,6 +232,7 @@ def _declare_lstm_outputs(ctx, t, d, lod):
 
 class FusedEmbeddingFCLSTM(OpDef):
     type = "fused_embedding_fc_lstm"
+    grad_undefined = True    # Fluid registers no gradient maker for it
     inputs = (In("Ids", no_grad=True), In("Embeddings"), In("WeightH"), In("Bias"),
               In("H0", dispensable=True), In("C0", dispensable=True))
     outputs = (Out("Hidden"), Out("Cell"), _scratch("XX"), _scratch("BatchedInput"),
@@ -281,6 +284,7 @@ def _softmax(v):
 
 class AttentionLSTM(OpDef):
     type = "attention_lstm"
+    grad_undefined = True    # Fluid registers no gradient maker for it
     inputs = (In("X"), In("C0"), In("H0", dispensable=True), In("AttentionWeight"),
               In("AttentionBias", dispensable=True), In("AttentionScalar", dispensable=True),
               In("AttentionScalarBias", dispensable=True), In("LSTMWeight"), In("LSTMBias"))

@@ -23,6 +23,7 @@ _POOLS = ("AVERAGE", "SUM", "SQRT")
 # --- fusion_seqconv_eltadd_relu ------------------------------------------------------------
 class FusionSeqConvEltAddRelu(OpDef):
     type = "fusion_seqconv_eltadd_relu"
+    grad_undefined = True    # Fluid registers no gradient maker for it
     inputs = (In("X"), In("Filter"), In("Bias"))
     outputs = (Out("Out"), Out("ColMat", dispensable=True, intermediate=True))
     attrs = {"contextLength": 0, "contextStart": 0, "contextStride": 1}
@@ -89,6 +90,7 @@ class FusionSeqConvEltAddRelu(OpDef):
 # --- fusion_seqexpand_concat_fc ------------------------------------------------------------
 class FusionSeqExpandConcatFC(OpDef):
     type = "fusion_seqexpand_concat_fc"
+    grad_undefined = True    # Fluid registers no gradient maker for it
     inputs = (In("X", duplicable=True), In("FCWeight"), In("FCBias", dispensable=True))
     outputs = (Out("Out"), Out("FCOut", dispensable=True, intermediate=True))
     attrs = {"fc_activation": "identity"}
@@ -203,6 +205,7 @@ def _pool_kernel(op, attrs):
 
 class FusionSeqPoolConcat(OpDef):
     type = "fusion_seqpool_concat"
+    grad_undefined = True    # Fluid registers no gradient maker for it
     inputs = (In("X", duplicable=True),)
     outputs = (Out("Out"),)
     attrs = {"pooltype": "SUM", "axis": 1}
@@ -220,6 +223,7 @@ class FusionSeqPoolConcat(OpDef):
 
 class FusionSeqPoolCVMConcat(OpDef):
     type = "fusion_seqpool_cvm_concat"
+    grad_undefined = True    # Fluid registers no gradient maker for it
     inputs = (In("X", duplicable=True), In("CVM", no_grad=True))
     outputs = (Out("Out"),)
     attrs = {"pooltype": "SUM", "use_cvm": True, "axis": 1}

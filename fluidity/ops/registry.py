@@ -382,6 +382,11 @@ class OpDef:
     kernel = None            # staticmethod kernel(*inputs, **attrs)
     prepare = None           # classmethod prepare(cls, attrs, outputs) -> kernel
     make_step = None         # staticmethod make_step(op) -> step(frame, env), kind "ctx"
+    # An op without `grad` ends the gradient path (ops Fluid gives an empty gradient maker:
+    # comparisons, shapes, fills...). `grad_undefined = True` marks one Fluid registers no
+    # gradient maker for (its fused inference ops): backward through it is an error, as in
+    # Fluid, not a path silently cut.
+    grad_undefined = False
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

@@ -147,3 +147,25 @@ def test_attributes_edited_after_build_are_refused_at_run_time():
         main.global_block().ops[-1]._set_attr(attr, bad)
         with pytest.raises(FluidityError, match=f"{op_type}.*{attr}"):
             fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=outs["Out"])
+
+
+def test_backward_through_a_fused_op_is_an_error_as_in_fluid():
+    """Fluid registers no gradient maker for its fused inference ops: a gradient that depends
+    on one raises (naming it) instead of stopping there, and one that does not is built."""
+    import fluidity as fluid
+    from fluidity.errors import NoGradientError
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 4], "float32")
+        h = fluid.layers.fc(x, 4)
+        block = main.global_block()
+        out = block.create_var(name="sq", dtype="float32")
+        block.append_op(type="fusion_squared_mat_sub", inputs={"X": h, "Y": h},
+                        outputs={"Out": out, "SquaredX": block.create_var(name="s1"),
+                                 "SquaredY": block.create_var(name="s2"),
+                                 "SquaredXY": block.create_var(name="s3")},
+                        attrs={"scalar": 1.0})
+        side = fluid.layers.mean(h)
+        fluid.backward.append_backward(side)          # does not go through the fused op
+        with pytest.raises(NoGradientError, match="'fusion_squared_mat_sub'.*no gradient"):
+            fluid.backward.append_backward(fluid.layers.mean(out))
