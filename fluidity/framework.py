@@ -347,6 +347,11 @@ class Operator(OpView):
     def _block_attr_id(self, name):
         return self.attr(name)
 
+    def attr_type(self, name):
+        """The `core.AttrType` attribute `name` is stored as (the desc's, else the op
+        schema's)."""
+        return self._desc.attr_type(name)
+
     def to_string(self, throw_on_error=False):
         return format_op(self)
 
@@ -936,7 +941,10 @@ def convert_np_dtype_to_dtype_(np_dtype):
 
 
 def _version_tuple(v, what):
-    if not isinstance(v, str) or not re.fullmatch(r"\d+(\.\d+){0,3}", v):
+    if not isinstance(v, str):     # Fluid's check and error type
+        raise TypeError(f"The type of '{what}' in require_version must be str, but "
+                        f"received {type(v)}.")
+    if not re.fullmatch(r"\d+(\.\d+){0,3}", v):
         raise ValueError(f"require_version: {what} must be a version string like '1.6.0', "
                          f"got {v!r}")
     return tuple(int(x) for x in v.split(".")) + (0,) * (4 - len(v.split(".")))

@@ -199,8 +199,9 @@ class CoreOperator:
         return op_support_gpu(self.type())
 
     def __str__(self):
-        ins = ", ".join(f"{k}={v}" for k, v in self.inputs().items())
-        outs = ", ".join(f"{k}={v}" for k, v in self.outputs().items())
+        # Paddle's OperatorBase::DebugString: "Op(sum), inputs:{X[a, b]}, outputs:{Out[z]}."
+        ins = ", ".join(f"{k}[{', '.join(v)}]" for k, v in self.inputs().items())
+        outs = ", ".join(f"{k}[{', '.join(v)}]" for k, v in self.outputs().items())
         return f"Op({self.type()}), inputs:{{{ins}}}, outputs:{{{outs}}}."
 
     __repr__ = __str__
@@ -325,6 +326,16 @@ def is_float16_supported(place):
     return False
 
 
+def get_op_attrs_default_value(op_type):
+    """{attribute: default} of a registered op type (`op_type` a str or bytes), the
+    framework's common attributes (op_role, op_namescope, ...) included: Paddle's
+    `core.get_op_attrs_default_value`. Lists are fresh copies; an unknown type raises
+    UnknownOpError naming close matches."""
+    if isinstance(op_type, (bytes, bytearray)):
+        op_type = bytes(op_type).decode()
+    return {name: _py(d) for name, d in registry.get(op_type).defaults().items()}
+
+
 class _CoreOperatorClass:
     """`core.Operator.create(serialized OpDesc)`, Paddle's C++ side of `Operator(...)`."""
 
@@ -338,6 +349,7 @@ def install_core_names(core):
     """Put the op questions of Paddle's `fluid.core` on our `core` package (which sits below
     the op registry, so cannot define them itself)."""
     core.op_support_gpu = op_support_gpu
+    core.get_op_attrs_default_value = get_op_attrs_default_value
     core.has_grad_op_maker = has_grad_op_maker
     core.has_infer_inplace = has_infer_inplace
     core._get_all_register_op_kernels = get_all_register_op_kernels

@@ -1,7 +1,8 @@
 from . import dtypes
 from .dtypes import VarType
 from .place import CPUPlace, CUDAPlace, Place
-from .scope import Scope, Variable, global_scope, scope_guard
+from .scope import (Scope, Variable, get_fetch_variable, global_scope, scope_guard,
+                    set_feed_variable)
 from .tensor import (LoDTensor, LoDTensorArray, SelectedRows, Tensor, as_lod_tensor,
                      create_lod_tensor)
 

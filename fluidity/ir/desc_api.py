@@ -296,6 +296,9 @@ _VAR = {
     "set_lod_levels": lambda self, ls: _set_many(
         self, ls, lambda t, v: setattr(t, "lod_level", int(v))),
     "serialize_to_string": _serialize_to_string,
+    # Paddle's VarDesc is hashable (`set(block.all_vars())`); a message compares by content,
+    # so it hashes by its name, which equal descs share
+    "__hash__": lambda self: hash(self.name),
 }
 
 
