@@ -49,18 +49,46 @@ CURRENT_PROGRAM_VERSION = 2006000
 # ---------------------------------------------------------------------------------------
 # name scopes and op roles (build-time context)
 # ---------------------------------------------------------------------------------------
-_name_scope_stack = []
+class NameScope:
+    """One node of Fluid's tree of name scopes. Entering `name_scope(p)` again under the
+    same parent makes a new child `p_1`, `p_2`, ... (Fluid's rule), so two uses of one
+    prefix stay apart in the ops' `op_namescope` ('/s1/' then '/s1_1/')."""
+
+    def __init__(self, name="", parent=None):
+        self._children = {}
+        self._name = name
+        self._parent = parent
+
+    def child(self, prefix):
+        kids = self._children.setdefault(prefix, [])
+        kid = NameScope(prefix if not kids else f"{prefix}_{len(kids)}", self)
+        kids.append(kid)
+        return kid
+
+    def parent(self):
+        return self._parent
+
+    def name(self):
+        return self._name
+
+
+_name_scope = NameScope()
 _op_role_stack = [OpRole.Forward]
 
 
 @contextlib.contextmanager
 def name_scope(prefix=None):
-    """Group ops under a name (recorded in their `op_namescope` attribute)."""
-    _name_scope_stack.append(prefix or "")
+    """Group the ops built inside under a name, recorded in their `op_namescope`
+    attribute ('/outer/inner/'); a prefix used again under the same scope gets a suffix
+    (`_1`, `_2`, ...), as in Fluid. The prefix must not be empty (AssertionError, as
+    Fluid's)."""
+    global _name_scope
+    assert prefix, "namescope prefix can not be empty."
+    _name_scope = _name_scope.child(prefix)
     try:
         yield
     finally:
-        _name_scope_stack.pop()
+        _name_scope = _name_scope.parent()
 
 
 _current_device = None       # fluid.device_guard's device for the ops built in its context
@@ -84,9 +112,16 @@ def device_guard(device=None):
         _current_device = previous
 
 
-def _current_namescope():
-    inner = "/".join(p for p in _name_scope_stack if p)
-    return "/" + inner + "/" if inner else "/"
+def _full_name_scope():
+    """The current name scope as Fluid writes it in `op_namescope`: '/', '/s1/', ..."""
+    names, scope = [], _name_scope
+    while scope is not None and scope.parent() is not None:
+        names.append(scope.name())
+        scope = scope.parent()
+    return "/" + "".join(n + "/" for n in reversed(names))
+
+
+_current_namescope = _full_name_scope
 
 
 @contextlib.contextmanager
@@ -115,6 +150,19 @@ def _user_callsite():
 # ---------------------------------------------------------------------------------------
 # Variable, Parameter, Operator
 # ---------------------------------------------------------------------------------------
+def _check_to_string_args(throw_on_error, with_details):
+    assert isinstance(throw_on_error, bool) and isinstance(with_details, bool), (
+        "throw_on_error and with_details of to_string must be bools")
+
+
+def _check_initialized(message, what):
+    """ValueError naming the required fields `message` lacks (Fluid's `_debug_string_`)."""
+    missing = message.FindInitializationErrors()
+    if missing:
+        raise ValueError(f"{missing} are not initialized.\nThe message of the {what} is:\n"
+                         f"{message}")
+
+
 class Variable(VarView):
     """A variable of a block being built. `a + b`, `x * 2.0`, ... build elementwise ops
     (`layers/math_op_patch.py` adds them)."""
@@ -153,7 +201,10 @@ class Variable(VarView):
         return grad_var_name(self.name)
 
     def to_string(self, throw_on_error=False, with_details=False):
-        return format_var(self)
+        _check_to_string_args(throw_on_error, with_details)
+        if throw_on_error:
+            _check_initialized(self.desc, f"variable '{self.name}'")
+        return format_var(self, details=with_details)
 
     __str__ = to_string
 
@@ -353,6 +404,8 @@ class Operator(OpView):
         return self._desc.attr_type(name)
 
     def to_string(self, throw_on_error=False):
+        if throw_on_error:
+            _check_initialized(self.desc.proto, f"op '{self.type}'")
         return format_op(self)
 
     __str__ = to_string
@@ -546,7 +599,10 @@ class Block(BlockView):
     _sync_with_cpp = _sync_with_desc
 
     def to_string(self, throw_on_error=False, with_details=False):
-        return format_block(self)
+        _check_to_string_args(throw_on_error, with_details)
+        if throw_on_error:
+            _check_initialized(self.desc, f"block {self.idx}")
+        return format_block(self, details=with_details)
 
     __str__ = to_string
 
@@ -745,7 +801,13 @@ class Program(ProgramView):
         return prune.inference_optimize(p, prune_read_op)
 
     def to_string(self, throw_on_error=False, with_details=False):
-        return format_program(self)
+        """The program as readable text; `with_details` adds every variable flag and op
+        attribute; `throw_on_error` raises ValueError when the desc lacks a required field
+        (Fluid's check before printing)."""
+        _check_to_string_args(throw_on_error, with_details)
+        if throw_on_error:
+            _check_initialized(self.desc, "program")
+        return format_program(self, details=with_details)
 
     __str__ = to_string
 
