@@ -46,28 +46,46 @@ def _py(value):
     return value
 
 
+class OpDescCreationMethod:
+    """Paddle's `fluid.op.OpDescCreationMethod(op_proto)`: called with keyword arguments
+    only, it makes the OpDesc of that proto: each slot from the name or names given (one
+    for a non-duplicable slot: ValueError otherwise), each attribute given stored as the
+    proto types it, slots and attributes in the proto's order."""
+
+    def __init__(self, op_proto):
+        if not isinstance(op_proto, pb.OpProto):
+            raise TypeError(f"OpDescCreationMethod takes an OpProto, got "
+                            f"{type(op_proto).__name__}")
+        self.__op_proto__ = op_proto
+
+    def __call__(self, *args, **kwargs):
+        if args:
+            raise ValueError("Only keyword arguments are supported.")
+        proto = self.__op_proto__
+        od = pb.OpDesc(type=proto.type)
+        for protos, repeated, what in ((proto.inputs, od.inputs, "Input"),
+                                       (proto.outputs, od.outputs, "Output")):
+            for vp in protos:
+                names = kwargs.get(vp.name, [])
+                names = [names] if isinstance(names, str) else list(names)
+                if not vp.duplicable and len(names) > 1:
+                    raise ValueError(f"{what} {vp.name} expects only one {what.lower()}, "
+                                     f"but {len(names)} are given.")
+                if names:
+                    v = repeated.add()
+                    v.parameter = vp.name
+                    v.arguments.extend(str(n) for n in names)
+        for ap in proto.attrs:
+            value = kwargs.get(ap.name)
+            if value is not None:
+                registry.write_attr(od.attrs.add(), ap.name, _py(value), ap.type)
+        return od
+
+
 def make_op_desc(op_type, kwargs):
     """The OpDesc of `Operator(op_type, **kwargs)`: slots from the names given (a name or a
     list of names), attributes from the values given, each stored as the schema types it."""
-    proto = OpProtoHolder.instance().get_op_proto(op_type)
-    od = pb.OpDesc(type=op_type)
-    for protos, repeated, what in ((proto.inputs, od.inputs, "Input"),
-                                   (proto.outputs, od.outputs, "Output")):
-        for vp in protos:
-            names = kwargs.get(vp.name, [])
-            names = [names] if isinstance(names, str) else list(names)
-            if not vp.duplicable and len(names) > 1:
-                raise ValueError(f"{what} {vp.name} expects only one {what.lower()}, but "
-                                 f"{len(names)} are given.")
-            if names:
-                v = repeated.add()
-                v.parameter = vp.name
-                v.arguments.extend(str(n) for n in names)
-    for ap in proto.attrs:
-        value = kwargs.get(ap.name)
-        if value is not None:
-            rewrite.write_attr(od, ap.name, _py(value))
-    return od
+    return OpDescCreationMethod(OpProtoHolder.instance().get_op_proto(op_type))(**kwargs)
 
 
 class OpInfo:
