@@ -195,6 +195,16 @@ class Variable(VarView):
     def name(self, new):
         rewrite.rename_var(self.block, self.desc.name, new)
 
+    def _set_info(self, key, value):
+        """Attach a Python value to this variable object under `key` (Fluid's private
+        `_set_info`, used by its distributed code to mark variables; not part of the
+        desc, so neither saved nor cloned)."""
+        self.__dict__.setdefault("_info", {})[key] = value
+
+    def _get_info(self, key):
+        """The value `_set_info` attached under `key`, None when there is none."""
+        return self.__dict__.get("_info", {}).get(key)
+
     @property
     def grad_name(self):
         """The name of this variable's gradient, `<name>@GRAD`."""
