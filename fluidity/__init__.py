@@ -65,6 +65,7 @@ from . import inference_api  # noqa: E402  (Paddle's inference API, on fluid.cor
 for _n in ("PaddleTensor", "PaddleBuf", "PaddleDType", "NativeConfig", "AnalysisConfig"):
     setattr(core, _n, getattr(inference_api, _n))
 from . import dygraph  # noqa: E402,F401  (the eager mode OpTest's dygraph checks run in)
+from .dygraph.nn import *  # noqa: E402,F401,F403  (Fluid 1.8's fluid.LayerNorm, fluid.NCE, ...)
 
 # fluid.contrib: basic_lstm / basic_gru and the 1.0-1.5 beam search decoder
 from . import contrib  # noqa: E402,F401
