@@ -780,24 +780,29 @@ class Program(ProgramView):
     def _prune_with_input(self, feeded_var_names, targets):
         """A new Program with what `targets` need given that `feeded_var_names` are fed
         (feeding a variable cuts off its producers)."""
-        def names(xs, what, ops_too):
+        def names(xs, what, ops):
             out = []
             for x in xs if isinstance(xs, (list, tuple, set)) else [xs]:
                 if isinstance(x, str):
                     out.append(x)
                 elif isinstance(x, VarView):
                     out.append(x.name)
-                elif ops_too and isinstance(x, OpView):   # an op: what it writes
-                    out.extend(n for n in x.output_arg_names if n != EMPTY_VAR_NAME)
+                elif ops is not None and isinstance(x, OpView):   # an op to run, as Fluid
+                    if x.block is None or x.block.idx != 0 or x.block.program is not self:
+                        raise ValueError(f"Program._prune_with_input: the target op "
+                                         f"'{x.type}' is not an op of this program's "
+                                         f"global block")
+                    ops.append(x.idx)
                 else:
                     raise ValueError(f"All {what} of Program._prune_with_input() can only be "
-                                     f"str or Variable{' or Operator' if ops_too else ''}, "
-                                     f"but received {type(x).__name__}")
+                                     f"str or Variable{' or Operator' if ops is not None else ''}"
+                                     f", but received {type(x).__name__}")
             return out
-        feeds = names(feeded_var_names, "feeded_var_names", False)
-        targets = names(targets, "targets", True)
+        feeds = names(feeded_var_names, "feeded_var_names", None)
+        target_ops = []
+        targets = names(targets, "targets", target_ops)
         prune.check_targets(self, targets)
-        p = Program(prune.prune_desc(self.desc, targets, feeds))
+        p = Program(prune.prune_desc(self.desc, targets, feeds, target_ops))
         copy_data_marks(p, self, {0: 0})      # the global block keeps its index
         return p
 
