@@ -794,9 +794,9 @@ class Program(ProgramView):
                                          f"global block")
                     ops.append(x.idx)
                 else:
+                    kinds = "Variable or Operator" if ops is not None else "str"
                     raise ValueError(f"All {what} of Program._prune_with_input() can only be "
-                                     f"str or Variable{' or Operator' if ops is not None else ''}"
-                                     f", but received {type(x).__name__}")
+                                     f"{kinds}, but received {type(x)}.")
             return out
         feeds = names(feeded_var_names, "feeded_var_names", None)
         target_ops = []
