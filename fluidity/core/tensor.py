@@ -100,7 +100,7 @@ class LoDTensor:
         `Tensor.__getitem__` slices: a copy, without LoD."""
         if self._array is None:
             raise FluidityError("LoDTensor is not initialized (holds no data)")
-        return LoDTensor(np.ascontiguousarray(self._array[index]))
+        return LoDTensor(np.array(self._array[index], copy=True, order="C"))
 
     def _copy(self, place=None):
         """A copy (data and LoD) on `place` (host memory here, as every LoDTensor)."""
