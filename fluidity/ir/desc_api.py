@@ -302,10 +302,16 @@ _VAR = {
 }
 
 
+# Paddle's `var_desc.type()` gives the variable's type code. Here `var_desc.type` is the
+# field, a VarType message; calling that message gives its type code, so both spellings work
+# (`var.desc.type.type` and `var.desc.type()`), as `op_desc.type` does for ops (op_desc.py).
+_VAR_TYPE = {"__call__": lambda self: self.type}
+
+
 def install():
     """Add the methods above to the generated classes (once; idempotent)."""
     for cls, methods in ((pb.ProgramDesc, _PROGRAM), (pb.BlockDesc, _BLOCK),
-                         (pb.OpDesc, _OP), (pb.VarDesc, _VAR)):
+                         (pb.OpDesc, _OP), (pb.VarDesc, _VAR), (pb.VarType, _VAR_TYPE)):
         fields = set(cls.DESCRIPTOR.fields_by_name)
         for name, fn in methods.items():
             assert name not in fields, f"{cls.__name__}.{name} would hide a protobuf field"

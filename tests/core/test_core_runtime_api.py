@@ -115,3 +115,11 @@ def test_op_attr_defaults():
     assert core.get_op_attrs_default_value("fill_constant")["shape"] == []
     with pytest.raises(Exception, match="no_such_op"):
         core.get_op_attrs_default_value("no_such_op")
+
+
+def test_var_desc_type_reads_as_field_and_as_paddle_accessor():
+    block = core.ProgramDesc().block(0)
+    v = block.var(b"rows")
+    v.set_type(VT.SELECTED_ROWS)
+    v.set_shape([3, 2])
+    assert v.type() == VT.SELECTED_ROWS == v.type.type and v.shape() == [3, 2]
