@@ -890,7 +890,7 @@ def program_guard(main_program, startup_program=None):
 # ---------------------------------------------------------------------------------------
 # places, modes and versions (Fluid 1.x defines these in framework.py too)
 # ---------------------------------------------------------------------------------------
-FLUID_API_VERSION = "1.8.0"   # the Fluid API level Fluidity implements (require_version)
+FLUID_API_VERSION = "1.8.0"   # the Fluid API level Fluidity implements (fluidity/version.py)
 
 
 # cpu_places / cuda_places / cuda_pinned_places: core/place.py (imported above)
@@ -1017,27 +1017,39 @@ def convert_np_dtype_to_dtype_(np_dtype):
     return dtypes.to_code(np_dtype)
 
 
-def _version_tuple(v, what):
+def _version_parts(v, what):
+    """The four numbers of a version string ('1.6' is 1.6.0.0), after Fluid's checks: a str
+    (TypeError otherwise), of the form 1 to 4 dot-separated numbers (ValueError)."""
     if not isinstance(v, str):     # Fluid's check and error type
         raise TypeError(f"The type of '{what}' in require_version must be str, but "
                         f"received {type(v)}.")
     if not re.fullmatch(r"\d+(\.\d+){0,3}", v):
-        raise ValueError(f"require_version: {what} must be a version string like '1.6.0', "
-                         f"got {v!r}")
-    return tuple(int(x) for x in v.split(".")) + (0,) * (4 - len(v.split(".")))
+        raise ValueError(f"The value of '{what}' in require_version must be in format "
+                         f"'\\d+(\\.\\d+){{0,3}}', like '1.5.2.0', but received {v!r}")
+    parts = [int(x) for x in v.split(".")]
+    return tuple(parts + [0] * (4 - len(parts)))
 
 
 def require_version(min_version, max_version=None):
-    """Check that the Fluid API Fluidity implements (FLUID_API_VERSION) lies in
-    [min_version, max_version]; raise an Exception saying so otherwise (Fluid's check of
-    its installed version, which a program calls before anything else)."""
-    lo = _version_tuple(min_version, "min_version")
-    hi = None if max_version is None else _version_tuple(max_version, "max_version")
-    have = _version_tuple(FLUID_API_VERSION, "FLUID_API_VERSION")
+    """Check that the Fluid version this build implements (`fluidity.version`, read now:
+    1.8.0) lies in [min_version, max_version]; raise an Exception saying so otherwise, as
+    Fluid checks its installed version. A version of all zeros (a development build) only
+    warns, as in Fluid."""
+    from . import version          # read at call time, as Fluid reads paddle.version
+    lo = _version_parts(min_version, "min_version")
+    hi = None if max_version is None else _version_parts(max_version, "max_version")
+    have = tuple(int(x) for x in (version.major, version.minor, version.patch, version.rc))
+    wanted = f"in [{min_version}, {max_version}]" if hi is not None else \
+        f"{min_version} or higher"
+    if have == (0, 0, 0, 0):
+        warnings.warn(f"PaddlePaddle version {wanted} required, but {version.full_version} "
+                      f"installed. Maybe you are using a develop version, please make sure "
+                      f"the version is good with your code.")
+        return
     if have < lo or (hi is not None and have > hi):
-        want = f">= {min_version}" + (f" and <= {max_version}" if max_version else "")
-        raise Exception(f"require_version: this program needs Fluid {want}; Fluidity "
-                        f"implements the Fluid {FLUID_API_VERSION} API")
+        raise Exception(f"VersionError: PaddlePaddle version {wanted} required, but "
+                        f"{version.full_version} installed (Fluidity implements the Fluid "
+                        f"{version.full_version} API).")
 
 
 load_op_library = declined(

@@ -134,3 +134,16 @@ def test_compiled_program_of_a_graph_runs_and_io_refuses_it():
         fluid.io._get_valid_program(cp)
     with pytest.raises(TypeError):
         fluid.CompiledProgram("program")
+
+
+def test_require_version_reads_the_version_when_called(monkeypatch):
+    from fluidity import version
+    monkeypatch.setattr(version, "minor", "4")
+    monkeypatch.setattr(version, "patch", "1")
+    fluid.require_version("1.4.1", "1.4.1")
+    with pytest.raises(Exception, match="VersionError"):
+        fluid.require_version("1.5")
+    for name in ("major", "minor", "patch", "rc"):
+        monkeypatch.setattr(version, name, "0")
+    with pytest.warns(UserWarning, match="develop version"):
+        fluid.require_version("9.0")
