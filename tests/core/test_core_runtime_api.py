@@ -123,3 +123,15 @@ def test_var_desc_type_reads_as_field_and_as_paddle_accessor():
     v.set_type(VT.SELECTED_ROWS)
     v.set_shape([3, 2])
     assert v.type() == VT.SELECTED_ROWS == v.type.type and v.shape() == [3, 2]
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_fake_init_sizes_the_held_value(sparse):
+    from fluidity.op import Operator
+    scope = core.Scope()
+    held = (scope.var("Out").get_selected_rows().get_tensor() if sparse
+            else scope.var("Out").get_tensor())
+    Operator("fake_init", Out="Out", shape=[4, 7]).run(scope, core.CPUPlace())
+    assert held._get_dims() == [4, 7]          # the tensor taken before the run holds it
+    if sparse:
+        assert scope.find_var("Out").value.rows() == []
