@@ -10,13 +10,16 @@ minor = "8"
 patch = "0"
 rc = "0"
 istaged = False
+# the commit of Paddle whose Fluid API this stands for (the 1.8 branch point), where Paddle
+# names the commit it was built from
+commit = "89c76a53"
 with_mkl = "OFF"
 
 
 def show():
     """Print the Fluid version this build implements."""
     print(f"full_version: {full_version}\nmajor: {major}\nminor: {minor}\npatch: {patch}\n"
-          f"rc: {rc}")
+          f"rc: {rc}\ncommit: {commit}")
 
 
 def mkl():
