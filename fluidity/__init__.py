@@ -70,5 +70,8 @@ from . import dygraph  # noqa: E402,F401  (the eager mode OpTest's dygraph check
 from .dygraph.nn import *  # noqa: E402,F401,F403
 from .dygraph.layers import Layer  # noqa: E402,F401
 
+# fluid.debugger / fluid.graphviz (drawing programs), fluid.default_scope_funcs
+from . import debugger, default_scope_funcs, graphviz  # noqa: E402,F401
+
 # fluid.contrib: basic_lstm / basic_gru and the 1.0-1.5 beam search decoder
 from . import contrib  # noqa: E402,F401

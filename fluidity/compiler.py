@@ -19,6 +19,7 @@ from .codegen.explain import explain_rows, format_explain
 from .core.names import OpRole
 from .core.place import (CPUPlace, CUDAPlace, Place, as_concrete, cpu_places, cuda_places,
                          require_device)
+from .core.graph import Graph
 from .core.scope import global_scope
 from .errors import DeviceError
 from .executor import Executor
@@ -131,8 +132,15 @@ class CompiledProgram:
     """
 
     def __init__(self, program_or_graph, build_strategy=None):
-        if not isinstance(program_or_graph, Program):
-            raise TypeError(f"CompiledProgram takes a Program, got "
+        self._graph, self._graph_program = None, None
+        if isinstance(program_or_graph, Graph):
+            # Fluid's CompiledProgram(core.Graph): no Program (`_program` is None, so the
+            # io functions refuse it, as Fluid's); it runs the program the graph was made
+            # from, the graph being a view of it here (core/graph.py)
+            self._graph = program_or_graph
+            program_or_graph = None
+        elif not isinstance(program_or_graph, Program):
+            raise TypeError(f"CompiledProgram takes a Program or a core.Graph, got "
                             f"{type(program_or_graph).__name__}")
         self._program = program_or_graph
         self._build_strategy = build_strategy
@@ -151,6 +159,10 @@ class CompiledProgram:
         self._executor = None              # the DataParallelRunner, once compiled
 
     def program_for_executor(self):
+        if self._program is None:
+            if self._graph_program is None:
+                self._graph_program = Program(self._graph.origin_program_desc())
+            return self._graph_program
         return self._program
 
     def with_native_code(self, feed=None, fetch_list=None):

@@ -49,18 +49,46 @@ CURRENT_PROGRAM_VERSION = 2006000
 # ---------------------------------------------------------------------------------------
 # name scopes and op roles (build-time context)
 # ---------------------------------------------------------------------------------------
-_name_scope_stack = []
+class NameScope:
+    """One node of Fluid's tree of name scopes. Entering `name_scope(p)` again under the
+    same parent makes a new child `p_1`, `p_2`, ... (Fluid's rule), so two uses of one
+    prefix stay apart in the ops' `op_namescope` ('/s1/' then '/s1_1/')."""
+
+    def __init__(self, name="", parent=None):
+        self._children = {}
+        self._name = name
+        self._parent = parent
+
+    def child(self, prefix):
+        kids = self._children.setdefault(prefix, [])
+        kid = NameScope(prefix if not kids else f"{prefix}_{len(kids)}", self)
+        kids.append(kid)
+        return kid
+
+    def parent(self):
+        return self._parent
+
+    def name(self):
+        return self._name
+
+
+_name_scope = NameScope()
 _op_role_stack = [OpRole.Forward]
 
 
 @contextlib.contextmanager
 def name_scope(prefix=None):
-    """Group ops under a name (recorded in their `op_namescope` attribute)."""
-    _name_scope_stack.append(prefix or "")
+    """Group the ops built inside under a name, recorded in their `op_namescope`
+    attribute ('/outer/inner/'); a prefix used again under the same scope gets a suffix
+    (`_1`, `_2`, ...), as in Fluid. The prefix must not be empty (AssertionError, as
+    Fluid's)."""
+    global _name_scope
+    assert prefix, "namescope prefix can not be empty."
+    _name_scope = _name_scope.child(prefix)
     try:
         yield
     finally:
-        _name_scope_stack.pop()
+        _name_scope = _name_scope.parent()
 
 
 _current_device = None       # fluid.device_guard's device for the ops built in its context
@@ -84,9 +112,16 @@ def device_guard(device=None):
         _current_device = previous
 
 
-def _current_namescope():
-    inner = "/".join(p for p in _name_scope_stack if p)
-    return "/" + inner + "/" if inner else "/"
+def _full_name_scope():
+    """The current name scope as Fluid writes it in `op_namescope`: '/', '/s1/', ..."""
+    names, scope = [], _name_scope
+    while scope is not None and scope.parent() is not None:
+        names.append(scope.name())
+        scope = scope.parent()
+    return "/" + "".join(n + "/" for n in reversed(names))
+
+
+_current_namescope = _full_name_scope
 
 
 @contextlib.contextmanager
@@ -115,6 +150,19 @@ def _user_callsite():
 # ---------------------------------------------------------------------------------------
 # Variable, Parameter, Operator
 # ---------------------------------------------------------------------------------------
+def _check_to_string_args(throw_on_error, with_details):
+    assert isinstance(throw_on_error, bool) and isinstance(with_details, bool), (
+        "throw_on_error and with_details of to_string must be bools")
+
+
+def _check_initialized(message, what):
+    """ValueError naming the required fields `message` lacks (Fluid's `_debug_string_`)."""
+    missing = message.FindInitializationErrors()
+    if missing:
+        raise ValueError(f"{missing} are not initialized.\nThe message of the {what} is:\n"
+                         f"{message}")
+
+
 class Variable(VarView):
     """A variable of a block being built. `a + b`, `x * 2.0`, ... build elementwise ops
     (`layers/math_op_patch.py` adds them)."""
@@ -147,13 +195,26 @@ class Variable(VarView):
     def name(self, new):
         rewrite.rename_var(self.block, self.desc.name, new)
 
+    def _set_info(self, key, value):
+        """Attach a Python value to this variable object under `key` (Fluid's private
+        `_set_info`, used by its distributed code to mark variables; not part of the
+        desc, so neither saved nor cloned)."""
+        self.__dict__.setdefault("_info", {})[key] = value
+
+    def _get_info(self, key):
+        """The value `_set_info` attached under `key`, None when there is none."""
+        return self.__dict__.get("_info", {}).get(key)
+
     @property
     def grad_name(self):
         """The name of this variable's gradient, `<name>@GRAD`."""
         return grad_var_name(self.name)
 
     def to_string(self, throw_on_error=False, with_details=False):
-        return format_var(self)
+        _check_to_string_args(throw_on_error, with_details)
+        if throw_on_error:
+            _check_initialized(self.desc, f"variable '{self.name}'")
+        return format_var(self, details=with_details)
 
     __str__ = to_string
 
@@ -347,7 +408,14 @@ class Operator(OpView):
     def _block_attr_id(self, name):
         return self.attr(name)
 
+    def attr_type(self, name):
+        """The `core.AttrType` attribute `name` is stored as (the desc's, else the op
+        schema's)."""
+        return self._desc.attr_type(name)
+
     def to_string(self, throw_on_error=False):
+        if throw_on_error:
+            _check_initialized(self.desc.proto, f"op '{self.type}'")
         return format_op(self)
 
     __str__ = to_string
@@ -541,7 +609,10 @@ class Block(BlockView):
     _sync_with_cpp = _sync_with_desc
 
     def to_string(self, throw_on_error=False, with_details=False):
-        return format_block(self)
+        _check_to_string_args(throw_on_error, with_details)
+        if throw_on_error:
+            _check_initialized(self.desc, f"block {self.idx}")
+        return format_block(self, details=with_details)
 
     __str__ = to_string
 
@@ -709,24 +780,29 @@ class Program(ProgramView):
     def _prune_with_input(self, feeded_var_names, targets):
         """A new Program with what `targets` need given that `feeded_var_names` are fed
         (feeding a variable cuts off its producers)."""
-        def names(xs, what, ops_too):
+        def names(xs, what, ops):
             out = []
             for x in xs if isinstance(xs, (list, tuple, set)) else [xs]:
                 if isinstance(x, str):
                     out.append(x)
                 elif isinstance(x, VarView):
                     out.append(x.name)
-                elif ops_too and isinstance(x, OpView):   # an op: what it writes
-                    out.extend(n for n in x.output_arg_names if n != EMPTY_VAR_NAME)
+                elif ops is not None and isinstance(x, OpView):   # an op to run, as Fluid
+                    if x.block is None or x.block.idx != 0 or x.block.program is not self:
+                        raise ValueError(f"Program._prune_with_input: the target op "
+                                         f"'{x.type}' is not an op of this program's "
+                                         f"global block")
+                    ops.append(x.idx)
                 else:
+                    kinds = "Variable or Operator" if ops is not None else "str"
                     raise ValueError(f"All {what} of Program._prune_with_input() can only be "
-                                     f"str or Variable{' or Operator' if ops_too else ''}, "
-                                     f"but received {type(x).__name__}")
+                                     f"{kinds}, but received {type(x)}.")
             return out
-        feeds = names(feeded_var_names, "feeded_var_names", False)
-        targets = names(targets, "targets", True)
+        feeds = names(feeded_var_names, "feeded_var_names", None)
+        target_ops = []
+        targets = names(targets, "targets", target_ops)
         prune.check_targets(self, targets)
-        p = Program(prune.prune_desc(self.desc, targets, feeds))
+        p = Program(prune.prune_desc(self.desc, targets, feeds, target_ops))
         copy_data_marks(p, self, {0: 0})      # the global block keeps its index
         return p
 
@@ -740,7 +816,13 @@ class Program(ProgramView):
         return prune.inference_optimize(p, prune_read_op)
 
     def to_string(self, throw_on_error=False, with_details=False):
-        return format_program(self)
+        """The program as readable text; `with_details` adds every variable flag and op
+        attribute; `throw_on_error` raises ValueError when the desc lacks a required field
+        (Fluid's check before printing)."""
+        _check_to_string_args(throw_on_error, with_details)
+        if throw_on_error:
+            _check_initialized(self.desc, "program")
+        return format_program(self, details=with_details)
 
     __str__ = to_string
 
@@ -808,7 +890,7 @@ def program_guard(main_program, startup_program=None):
 # ---------------------------------------------------------------------------------------
 # places, modes and versions (Fluid 1.x defines these in framework.py too)
 # ---------------------------------------------------------------------------------------
-FLUID_API_VERSION = "1.8.0"   # the Fluid API level Fluidity implements (require_version)
+FLUID_API_VERSION = "1.8.0"   # the Fluid API level Fluidity implements (fluidity/version.py)
 
 
 # cpu_places / cuda_places / cuda_pinned_places: core/place.py (imported above)
@@ -935,24 +1017,39 @@ def convert_np_dtype_to_dtype_(np_dtype):
     return dtypes.to_code(np_dtype)
 
 
-def _version_tuple(v, what):
-    if not isinstance(v, str) or not re.fullmatch(r"\d+(\.\d+){0,3}", v):
-        raise ValueError(f"require_version: {what} must be a version string like '1.6.0', "
-                         f"got {v!r}")
-    return tuple(int(x) for x in v.split(".")) + (0,) * (4 - len(v.split(".")))
+def _version_parts(v, what):
+    """The four numbers of a version string ('1.6' is 1.6.0.0), after Fluid's checks: a str
+    (TypeError otherwise), of the form 1 to 4 dot-separated numbers (ValueError)."""
+    if not isinstance(v, str):     # Fluid's check and error type
+        raise TypeError(f"The type of '{what}' in require_version must be str, but "
+                        f"received {type(v)}.")
+    if not re.fullmatch(r"\d+(\.\d+){0,3}", v):
+        raise ValueError(f"The value of '{what}' in require_version must be in format "
+                         f"'\\d+(\\.\\d+){{0,3}}', like '1.5.2.0', but received {v!r}")
+    parts = [int(x) for x in v.split(".")]
+    return tuple(parts + [0] * (4 - len(parts)))
 
 
 def require_version(min_version, max_version=None):
-    """Check that the Fluid API Fluidity implements (FLUID_API_VERSION) lies in
-    [min_version, max_version]; raise an Exception saying so otherwise (Fluid's check of
-    its installed version, which a program calls before anything else)."""
-    lo = _version_tuple(min_version, "min_version")
-    hi = None if max_version is None else _version_tuple(max_version, "max_version")
-    have = _version_tuple(FLUID_API_VERSION, "FLUID_API_VERSION")
+    """Check that the Fluid version this build implements (`fluidity.version`, read now:
+    1.8.0) lies in [min_version, max_version]; raise an Exception saying so otherwise, as
+    Fluid checks its installed version. A version of all zeros (a development build) only
+    warns, as in Fluid."""
+    from . import version          # read at call time, as Fluid reads paddle.version
+    lo = _version_parts(min_version, "min_version")
+    hi = None if max_version is None else _version_parts(max_version, "max_version")
+    have = tuple(int(x) for x in (version.major, version.minor, version.patch, version.rc))
+    wanted = f"in [{min_version}, {max_version}]" if hi is not None else \
+        f"{min_version} or higher"
+    if have == (0, 0, 0, 0):
+        warnings.warn(f"PaddlePaddle version {wanted} required, but {version.full_version} "
+                      f"installed. Maybe you are using a develop version, please make sure "
+                      f"the version is good with your code.")
+        return
     if have < lo or (hi is not None and have > hi):
-        want = f">= {min_version}" + (f" and <= {max_version}" if max_version else "")
-        raise Exception(f"require_version: this program needs Fluid {want}; Fluidity "
-                        f"implements the Fluid {FLUID_API_VERSION} API")
+        raise Exception(f"VersionError: PaddlePaddle version {wanted} required, but "
+                        f"{version.full_version} installed (Fluidity implements the Fluid "
+                        f"{version.full_version} API).")
 
 
 load_op_library = declined(

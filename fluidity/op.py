@@ -47,28 +47,46 @@ def _py(value):
     return value
 
 
+class OpDescCreationMethod:
+    """Paddle's `fluid.op.OpDescCreationMethod(op_proto)`: called with keyword arguments
+    only, it makes the OpDesc of that proto: each slot from the name or names given (one
+    for a non-duplicable slot: ValueError otherwise), each attribute given stored as the
+    proto types it, slots and attributes in the proto's order."""
+
+    def __init__(self, op_proto):
+        if not isinstance(op_proto, pb.OpProto):
+            raise TypeError(f"OpDescCreationMethod takes an OpProto, got "
+                            f"{type(op_proto).__name__}")
+        self.__op_proto__ = op_proto
+
+    def __call__(self, *args, **kwargs):
+        if args:
+            raise ValueError("Only keyword arguments are supported.")
+        proto = self.__op_proto__
+        od = pb.OpDesc(type=proto.type)
+        for protos, repeated, what in ((proto.inputs, od.inputs, "Input"),
+                                       (proto.outputs, od.outputs, "Output")):
+            for vp in protos:
+                names = kwargs.get(vp.name, [])
+                names = [names] if isinstance(names, str) else list(names)
+                if not vp.duplicable and len(names) > 1:
+                    raise ValueError(f"{what} {vp.name} expects only one {what.lower()}, "
+                                     f"but {len(names)} are given.")
+                if names:
+                    v = repeated.add()
+                    v.parameter = vp.name
+                    v.arguments.extend(str(n) for n in names)
+        for ap in proto.attrs:
+            value = kwargs.get(ap.name)
+            if value is not None:
+                registry.write_attr(od.attrs.add(), ap.name, _py(value), ap.type)
+        return od
+
+
 def make_op_desc(op_type, kwargs):
     """The OpDesc of `Operator(op_type, **kwargs)`: slots from the names given (a name or a
     list of names), attributes from the values given, each stored as the schema types it."""
-    proto = OpProtoHolder.instance().get_op_proto(op_type)
-    od = pb.OpDesc(type=op_type)
-    for protos, repeated, what in ((proto.inputs, od.inputs, "Input"),
-                                   (proto.outputs, od.outputs, "Output")):
-        for vp in protos:
-            names = kwargs.get(vp.name, [])
-            names = [names] if isinstance(names, str) else list(names)
-            if not vp.duplicable and len(names) > 1:
-                raise ValueError(f"{what} {vp.name} expects only one {what.lower()}, but "
-                                 f"{len(names)} are given.")
-            if names:
-                v = repeated.add()
-                v.parameter = vp.name
-                v.arguments.extend(str(n) for n in names)
-    for ap in proto.attrs:
-        value = kwargs.get(ap.name)
-        if value is not None:
-            rewrite.write_attr(od, ap.name, _py(value))
-    return od
+    return OpDescCreationMethod(OpProtoHolder.instance().get_op_proto(op_type))(**kwargs)
 
 
 class OpInfo:
@@ -200,8 +218,9 @@ class CoreOperator:
         return op_support_gpu(self.type())
 
     def __str__(self):
-        ins = ", ".join(f"{k}={v}" for k, v in self.inputs().items())
-        outs = ", ".join(f"{k}={v}" for k, v in self.outputs().items())
+        # Paddle's OperatorBase::DebugString: "Op(sum), inputs:{X[a, b]}, outputs:{Out[z]}."
+        ins = ", ".join(f"{k}[{', '.join(v)}]" for k, v in self.inputs().items())
+        outs = ", ".join(f"{k}[{', '.join(v)}]" for k, v in self.outputs().items())
         return f"Op({self.type()}), inputs:{{{ins}}}, outputs:{{{outs}}}."
 
     __repr__ = __str__
@@ -330,6 +349,16 @@ def is_float16_supported(place):
     return False
 
 
+def get_op_attrs_default_value(op_type):
+    """{attribute: default} of a registered op type (`op_type` a str or bytes), the
+    framework's common attributes (op_role, op_namescope, ...) included: Paddle's
+    `core.get_op_attrs_default_value`. Lists are fresh copies; an unknown type raises
+    UnknownOpError naming close matches."""
+    if isinstance(op_type, (bytes, bytearray)):
+        op_type = bytes(op_type).decode()
+    return {name: _py(d) for name, d in registry.get(op_type).defaults().items()}
+
+
 class _CoreOperatorClass:
     """`core.Operator.create(serialized OpDesc)`, Paddle's C++ side of `Operator(...)`."""
 
@@ -343,6 +372,7 @@ def install_core_names(core):
     """Put the op questions of Paddle's `fluid.core` on our `core` package (which sits below
     the op registry, so cannot define them itself)."""
     core.op_support_gpu = op_support_gpu
+    core.get_op_attrs_default_value = get_op_attrs_default_value
     core.has_grad_op_maker = has_grad_op_maker
     core.has_infer_inplace = has_infer_inplace
     core._get_all_register_op_kernels = get_all_register_op_kernels

@@ -1,7 +1,8 @@
 from . import dtypes
 from .dtypes import VarType
 from .place import CPUPlace, CUDAPlace, Place
-from .scope import Scope, Variable, global_scope, scope_guard
+from .scope import (Scope, Variable, get_fetch_variable, global_scope, scope_guard,
+                    set_feed_variable)
 from .tensor import (LoDTensor, LoDTensorArray, SelectedRows, Tensor, as_lod_tensor,
                      create_lod_tensor)
 
@@ -31,20 +32,41 @@ from ..proto import framework_pb2 as _pb  # noqa: E402
 AttrType = _pb.AttrType
 
 
-def ProgramDesc(other=None):
-    """A new ProgramDesc (with its global block), or a copy of `other` (Fluid's
-    `core.ProgramDesc(...)`); serialized bytes are read, checked, by
-    `fluid.Program.parse_from_string`."""
-    desc = _pb.ProgramDesc()
-    if isinstance(other, (bytes, bytearray)):
-        raise TypeError("core.ProgramDesc(bytes): read serialized bytes with "
-                        "fluid.Program.parse_from_string(data), which checks them")
-    if other is not None:
-        desc.CopyFrom(other)
+class _DescClass(type):
+    """Metaclass of Paddle's `core.ProgramDesc` / `core.BlockDesc`: `isinstance(d,
+    core.ProgramDesc)` holds for our desc messages, which is what Fluid code asks when it
+    walks a program's objects (the message classes themselves cannot be subclassed)."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls._message)
+
+
+class ProgramDesc(metaclass=_DescClass):
+    """`core.ProgramDesc()`: a new ProgramDesc message with its global block, or a copy of
+    `other`; serialized bytes are read, checked, by `fluid.Program.parse_from_string`."""
+    _message = _pb.ProgramDesc
+
+    def __new__(cls, other=None):
+        desc = _pb.ProgramDesc()
+        if isinstance(other, (bytes, bytearray)):
+            raise TypeError("core.ProgramDesc(bytes): read serialized bytes with "
+                            "fluid.Program.parse_from_string(data), which checks them")
+        if other is not None:
+            desc.CopyFrom(other)
+            return desc
+        b = desc.blocks.add()
+        b.idx, b.parent_idx = 0, -1
         return desc
-    b = desc.blocks.add()
-    b.idx, b.parent_idx = 0, -1
-    return desc
+
+
+class BlockDesc(metaclass=_DescClass):
+    """`core.BlockDesc`, for isinstance checks: a block's desc is made by its program
+    (`ProgramDesc.append_block`), never alone."""
+    _message = _pb.BlockDesc
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError("core.BlockDesc cannot be made alone: use "
+                        "program_desc.append_block(parent)")
 
 
 def grad_var_suffix():

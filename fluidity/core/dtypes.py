@@ -86,7 +86,15 @@ def is_float(dtype):
     return to_code(dtype) in FLOAT_TYPES
 
 
-class VarDesc:
+class _VarDescClass(type):
+    """`isinstance(var.desc, core.VarDesc)` holds for a variable's desc message."""
+
+    def __instancecheck__(cls, obj):
+        from ..proto.framework_pb2 import VarDesc as message   # proto sits beside core
+        return isinstance(obj, message)
+
+
+class VarDesc(metaclass=_VarDescClass):
     """`fluid.core.VarDesc`, as Fluid programs use it: the home of the VarType enum
     (`core.VarDesc.VarType.FP32`, `core.VarDesc.VarType.LOD_TENSOR`). A variable's own desc
     is the protobuf VarDesc message (`var.desc`), read with Paddle's `shape()`, `dtype()`,

@@ -9,16 +9,17 @@ import threading
 
 import numpy as np
 
-from ..errors import FluidityError
+from ..errors import EnforceNotMet, FluidityError
 from .tensor import LoDTensor, LoDTensorArray, SelectedRows
 
 
 class Variable:
-    __slots__ = ("name", "value")
+    __slots__ = ("name", "value", "_scalar")
 
     def __init__(self, name, value=None):
         self.name = name
         self.value = value
+        self._scalar = None     # (kind, the tensor set_int / set_float stored), for is_int
 
     def _get(self, cls):
         if self.value is None:
@@ -50,9 +51,29 @@ class Variable:
     # ops as a one-element tensor
     def set_float(self, value):
         self.value = LoDTensor(np.array([value], dtype=np.float32))
+        self._scalar = ("float", self.value)
 
     def set_int(self, value):
         self.value = LoDTensor(np.array([value], dtype=np.int32))
+        self._scalar = ("int", self.value)
+
+    def _holds_scalar(self, kind):
+        return self._scalar is not None and self._scalar[0] == kind and \
+            self._scalar[1] is self.value
+
+    def is_int(self):
+        """Whether the variable holds an int set by `set_int` (Paddle's `Variable.is_int`)."""
+        return self._holds_scalar("int")
+
+    def is_float(self):
+        return self._holds_scalar("float")
+
+    def get_fetch_list(self):
+        """The fetch holder's list (Paddle's FETCH_LIST: a list of LoDTensors, one a
+        column), made empty when the variable holds nothing yet."""
+        return self._get(list)
+
+    get_feed_list = get_fetch_list
 
     def get_float(self):
         return float(self.get_tensor()._array.reshape(-1)[0])
@@ -65,12 +86,26 @@ class Variable:
 
 
 class Scope:
-    __slots__ = ("_vars", "_parent", "_kids", "__weakref__")
+    __slots__ = ("_vars", "_parent", "_kids", "_pooled", "__weakref__")
 
     def __init__(self, parent=None):
         self._vars = {}
         self._parent = parent
         self._kids = []
+        # Paddle keeps each root scope made from Python in a pool until
+        # `_remove_from_pool` deletes it; a kid belongs to its parent, not to the pool
+        self._pooled = parent is None
+
+    def _remove_from_pool(self):
+        """Delete this root scope (Paddle's `_Scope._remove_from_pool`): its variables and
+        kids are dropped; deleting it again is an error, as in Paddle."""
+        if not self._pooled:
+            raise EnforceNotMet("Deleting a nonexistent scope is not allowed. The scope "
+                                "was deleted already or is not a root scope made from "
+                                "Python")
+        self._pooled = False
+        self.drop_kids()
+        self._vars.clear()
 
     def var(self, name):
         """The local variable `name`, created if missing (never looks at parents)."""
@@ -170,6 +205,16 @@ def global_scope():
     return getattr(_global, "scope", None) or _global_scope
 
 
+def switch_scope(scope):
+    """Make `scope` the process's global scope (outside any `scope_guard`); returns the one
+    it replaces (Fluid's `executor._switch_scope`)."""
+    global _global_scope
+    if not isinstance(scope, Scope):
+        raise TypeError(f"switch_scope takes a Scope, got {type(scope).__name__}")
+    prev, _global_scope = _global_scope, scope
+    return prev
+
+
 @contextlib.contextmanager
 def scope_guard(scope):
     """Make `scope` the global scope inside the block (per thread)."""
@@ -179,3 +224,30 @@ def scope_guard(scope):
         yield scope
     finally:
         _global.scope = prev
+
+
+def set_feed_variable(scope, value, var_name, index):
+    """Put `value` (a LoDTensor) in column `index` of the feed holder `var_name` of `scope`,
+    as the executor's feed op reads it (Paddle's `core.set_feed_variable`)."""
+    if not isinstance(value, (LoDTensor, SelectedRows, LoDTensorArray)):
+        raise TypeError(f"set_feed_variable: the value for '{var_name}' must be a LoDTensor, "
+                        f"got {type(value).__name__}")
+    if int(index) < 0:
+        raise ValueError(f"set_feed_variable: column {index} of '{var_name}' is negative")
+    holder = scope.var(var_name).get_feed_list()
+    if len(holder) <= index:
+        holder.extend([None] * (index + 1 - len(holder)))
+    holder[index] = value
+
+
+def get_fetch_variable(scope, var_name, index):
+    """The value in column `index` of the fetch holder `var_name` of `scope` (Paddle's
+    `core.get_fetch_variable`); an error naming the holder when it has no such column."""
+    var = scope.find_var(var_name)
+    if var is None:
+        raise EnforceNotMet(f"get_fetch_variable: no fetch holder '{var_name}' in the scope")
+    holder = var.get_fetch_list()
+    if not 0 <= index < len(holder) or holder[index] is None:
+        raise EnforceNotMet(f"get_fetch_variable: the fetch holder '{var_name}' has "
+                            f"{len(holder)} columns and nothing in column {index}")
+    return holder[index]

@@ -39,6 +39,11 @@ class LoDTensor:
     __slots__ = ("_array", "_lod")
 
     def __init__(self, array=None, lod=None):
+        if isinstance(array, (list, tuple)) and lod is None:
+            # Paddle's LoDTensor(recursive_sequence_lengths): no data yet, a LoD from lengths
+            self._array, self._lod = None, []
+            self.set_recursive_sequence_lengths(array)
+            return
         self._array = array
         self._lod = lod if lod else []
 
@@ -63,6 +68,40 @@ class LoDTensor:
         else:
             self._array = np.empty(dims, a.dtype if a is not None else np.float32)
 
+    def _alloc(self, np_dtype):
+        """Memory of the tensor's dims (set by `_set_dims`; none set: 0 elements) and of
+        `np_dtype`: the data is kept when it already has that dtype, else zeros (Paddle's
+        memory is uninitialized; zeros never show a caller stale bytes)."""
+        a = self._array
+        if a is None:
+            self._array = np.zeros((0,), np_dtype)
+        elif a.dtype != np_dtype:
+            self._array = np.zeros(a.shape, np_dtype)
+        return self._array
+
+    def _alloc_float(self, place=None):
+        """Paddle's `Tensor._alloc_float(place)`: float32 memory of the tensor's dims."""
+        self._alloc(np.dtype(np.float32))
+
+    def _alloc_int(self, place=None):
+        """Paddle's `Tensor._alloc_int(place)`: int32 memory of the tensor's dims."""
+        self._alloc(np.dtype(np.int32))
+
+    def _alloc_double(self, place=None):
+        self._alloc(np.dtype(np.float64))
+
+    def _mutable_data(self, place, dtype):
+        """Memory of the tensor's dims and `dtype` (a VarType code); returns its address,
+        an int, as Paddle's does (for code that hands the buffer to C)."""
+        return int(self._alloc(np.dtype(dtypes.to_numpy(dtype))).ctypes.data)
+
+    def __getitem__(self, index):
+        """A new tensor of `self[index]` (numpy's basic and advanced indexing), as Paddle's
+        `Tensor.__getitem__` slices: a copy, without LoD."""
+        if self._array is None:
+            raise FluidityError("LoDTensor is not initialized (holds no data)")
+        return LoDTensor(np.array(self._array[index], copy=True, order="C"))
+
     def _copy(self, place=None):
         """A copy (data and LoD) on `place` (host memory here, as every LoDTensor)."""
         return LoDTensor(None if self._array is None else self._array.copy(),
@@ -81,9 +120,10 @@ class LoDTensor:
     def shape(self):
         return list(self._array.shape) if self._array is not None else []
 
-    def _place(self):
-        """Where the data is: host memory (CPUPlace) for every LoDTensor."""
-        return CPUPlace()
+    def _get_dims(self):
+        """The tensor's dims as a list (Paddle's `Tensor._get_dims()`); [] when it holds
+        no data."""
+        return self.shape()
 
     def _dtype(self):
         return dtypes.to_code(self._array.dtype)
@@ -274,6 +314,11 @@ class SelectedRows:
 
     def set_rows(self, rows):
         self.rows = rows
+
+    def sync_index(self):
+        """Paddle's `SelectedRows.sync_index()` rebuilds its C++ map from row id to the
+        index of its value row after `set_rows`. Here the row ids are the one array every
+        kernel searches, so there is no second index to fall out of step: nothing to do."""
 
     def merged(self):
         """Same content with unique, sorted rows (duplicates summed). A stable sort and one

@@ -28,7 +28,7 @@ from ..errors import (ArgumentTypeError, DeviceError, FeedError, FetchError, Flu
 from ..ir import rewrite
 from ..ir.views import ProgramView, VarView
 from ..proto import framework_pb2 as pb
-from . import nan_inf
+from . import nan_inf, pruning
 from . import profile as profiling
 from .plan import Plan, RunEnv
 from .services import Services
@@ -306,6 +306,7 @@ class Executor:
         self._cache = weakref.WeakKeyDictionary()
         self._block_plans = weakref.WeakKeyDictionary()  # program -> {(revision, block): Plan}
         self._raw_views = OrderedDict()   # id(ProgramDesc) -> (desc, its view), LRU
+        self._pruned_cache = weakref.WeakKeyDictionary()   # program -> {signature: pruned}
         self.services = Services(self)    # run-time services of RPC ops (services.py)
 
     # -- preparing ----------------------------------------------------------------------
@@ -435,9 +436,23 @@ class Executor:
     # -- running ------------------------------------------------------------------------
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
             fetch_var_name="fetch", scope=None, return_numpy=True, use_program_cache=True,
-            block_id=0, create_local_scope=True, return_merged=True):
+            block_id=0, create_local_scope=True, return_merged=True, use_prune=False):
+        """Run `program` (the default main program) once: feed, run, fetch (Fluid's
+        arguments). With `use_prune`, or when the fetch list names optimizer ops (what
+        `minimize` returns), the program is first pruned to what the fetches and those ops
+        need, and the pruned program cached per signature (executor/pruning.py)."""
         if scope is None:
             scope = global_scope()
+        if fetch_list is not None and not isinstance(fetch_list, (VarView, str)):
+            given = list(fetch_list)
+            fetch_list, optimize_ops = self._split_optimize_ops_in_fetch_list(given)
+            if optimize_ops or use_prune:
+                program = self._pruned(program, feed, given, fetch_list, optimize_ops)
+                feed = self._update_feed(program, feed)
+        elif use_prune:
+            fetches = _fetch_list(fetch_list)
+            program = self._pruned(program, feed, fetches, fetches, [])
+            feed = self._update_feed(program, feed)
         if isinstance(feed, (list, tuple)) and getattr(program, "_is_inference", False) \
                 and not (feed and isinstance(feed[0], dict)):
             return program.run_inference(self, feed, scope)   # Paddle's predictor API
@@ -493,6 +508,31 @@ class Executor:
             results = [r.copy() if p and isinstance(r, np.ndarray) else r
                        for r, p in zip(results, prep.fetch_persistable)]
         return results
+
+    # -- pruning to the fetches (Fluid 1.8's use_prune) -----------------------------------
+    @staticmethod
+    def _split_optimize_ops_in_fetch_list(fetch_list):
+        return pruning.split_optimize_ops(fetch_list)
+
+    def _prune_program(self, program, feed=None, fetch_list=None, optimize_ops=None):
+        return pruning.prune_program(program, feed, fetch_list or [], optimize_ops or [])
+
+    @staticmethod
+    def _update_feed(program, feed):
+        return pruning.update_feed(program, feed)
+
+    def _pruned(self, program, feed, given_fetch_list, fetch_list, optimize_ops):
+        """The pruned program of this signature, pruned once and cached (Fluid's
+        `_get_pruned_program_cache`)."""
+        if program is None:
+            program = defaults.main_program()
+        per_prog = self._pruned_cache.setdefault(program, {})
+        key = pruning.cache_key(program, feed, given_fetch_list)
+        pruned = per_prog.get(key)
+        if pruned is None:
+            pruned = per_prog[key] = self._prune_program(program, feed, fetch_list,
+                                                         optimize_ops)
+        return pruned
 
     def _as_view(self, program):
         """The ProgramView to run for what a caller hands `run`: the default main program
@@ -566,5 +606,6 @@ class Executor:
         self._cache.clear()
         self._block_plans.clear()
         self._raw_views.clear()
+        self._pruned_cache.clear()
         self._kinds.close()
 

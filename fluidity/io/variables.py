@@ -14,6 +14,7 @@ the variables' combined records as bytes (what a `filename` would hold), and
 """
 import io
 import os
+import warnings
 
 from ..core import dtypes
 from ..core import serialization as ser
@@ -117,8 +118,19 @@ def io_program(op, combined_op, dirname, vars, filename, slot):
     return prog
 
 
+# Fluid's words, which programs compare
+NO_VARIABLE_WARNING = ("no variable in your model, please ensure there are any variables in "
+                       "your model to save")
+
+
 def write_vars(executor, dirname, vars, filename=None):
-    """Run the save program of `vars` into `dirname` as it is (no staging)."""
+    """Run the save program of `vars` into `dirname` as it is (no staging). With no
+    variable to save it writes nothing and warns, as Fluid's save_vars does (a model of
+    feeds and ops alone has no parameters; the warning says so in case that is a mistake)."""
+    vars = list(vars)
+    if not vars:
+        warnings.warn(NO_VARIABLE_WARNING)
+        return
     run_io_program(executor, io_program("save", "save_combine", dirname, vars,
                                         filename or None, "inputs"))
 

@@ -296,13 +296,22 @@ _VAR = {
     "set_lod_levels": lambda self, ls: _set_many(
         self, ls, lambda t, v: setattr(t, "lod_level", int(v))),
     "serialize_to_string": _serialize_to_string,
+    # Paddle's VarDesc is hashable (`set(block.all_vars())`); a message compares by content,
+    # so it hashes by its name, which equal descs share
+    "__hash__": lambda self: hash(self.name),
 }
+
+
+# Paddle's `var_desc.type()` gives the variable's type code. Here `var_desc.type` is the
+# field, a VarType message; calling that message gives its type code, so both spellings work
+# (`var.desc.type.type` and `var.desc.type()`), as `op_desc.type` does for ops (op_desc.py).
+_VAR_TYPE = {"__call__": lambda self: self.type}
 
 
 def install():
     """Add the methods above to the generated classes (once; idempotent)."""
     for cls, methods in ((pb.ProgramDesc, _PROGRAM), (pb.BlockDesc, _BLOCK),
-                         (pb.OpDesc, _OP), (pb.VarDesc, _VAR)):
+                         (pb.OpDesc, _OP), (pb.VarDesc, _VAR), (pb.VarType, _VAR_TYPE)):
         fields = set(cls.DESCRIPTOR.fields_by_name)
         for name, fn in methods.items():
             assert name not in fields, f"{cls.__name__}.{name} would hide a protobuf field"

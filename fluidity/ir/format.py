@@ -16,7 +16,14 @@ def printable(text):
 _HIDDEN_ATTRS = {"op_callstack", "op_role_var", "op_namescope", "op_device", "with_quant_attr"}
 
 
-def format_var(v):
+def format_var(v, details=False):
+    """`name : float32[-1, 3] (persistable, ...)`; `details` adds every flag of the desc
+    (Fluid's `to_string(with_details=True)`)."""
+    if details:
+        d = v.desc
+        extra = (f"persistable={d.persistable}, stop_gradient={d.stop_gradient}, "
+                 f"need_check_feed={d.need_check_feed}, is_parameter={v.is_parameter}")
+        return f"{format_var(v)} {{{extra}}}"
     t = v.type
     flags = []
     if v.persistable:
@@ -43,19 +50,21 @@ def _fmt_attr(value):
     return repr(value)
 
 
-def format_op(op, show_role=False):
+def format_op(op, show_role=False, details=False):
+    """`out = type(X=x) {attrs}`; `details` shows every attribute the desc holds, the
+    framework's own (role, name scope, call stack) included."""
     def slots(m):
         return ", ".join(f"{printable(k)}={printable(v[0]) if len(v) == 1 else v}"
                          for k, v in m.items() if v)
-    attrs = {k: v for k, v in op.all_attrs().items() if k not in _HIDDEN_ATTRS}
-    if not show_role and attrs.get("op_role") == 0:
+    attrs = {k: v for k, v in op.all_attrs().items() if details or k not in _HIDDEN_ATTRS}
+    if not (show_role or details) and attrs.get("op_role") == 0:
         attrs.pop("op_role")
     a = ", ".join(f"{printable(k)}={_fmt_attr(v)}" for k, v in sorted(attrs.items()))
     return f"{slots(op.outputs_map())} = {printable(op.type)}({slots(op.inputs_map())})" + (
         f" {{{a}}}" if a else "")
 
 
-def format_block(block, var_key=None):
+def format_block(block, var_key=None, details=False):
     """The block's variables (in desc order, or sorted by `var_key(name)`) and ops."""
     head = f"block {block.idx}" + (f" (parent {block.parent_idx})" if block.parent_idx >= 0
                                    else "")
@@ -65,15 +74,15 @@ def format_block(block, var_key=None):
     vs = block.vars.values()
     if var_key is not None:
         vs = sorted(vs, key=lambda v: var_key(v.name))
-    lines += [f"    {format_var(v)}" for v in vs]
+    lines += [f"    {format_var(v, details)}" for v in vs]
     lines.append("  ops:")
-    lines += [f"    {format_op(op)}" for op in block.ops]
+    lines += [f"    {format_op(op, details=details)}" for op in block.ops]
     return "\n".join(lines)
 
 
-def format_program(program, var_key=None):
+def format_program(program, var_key=None, details=False):
     head = f"program (version {program.desc.version.version}"
     if program.desc.op_version_map.pair:
         head += f", {len(program.desc.op_version_map.pair)} op versions"
     head += ")"
-    return "\n".join([head] + [format_block(b, var_key) for b in program.blocks])
+    return "\n".join([head] + [format_block(b, var_key, details) for b in program.blocks])

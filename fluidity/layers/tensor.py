@@ -52,6 +52,16 @@ def _check_shape_items(shape, layer):
         check_type(d, "item of shape", (int, np.integer), layer)
 
 
+def _one_number(value, what):
+    """`value` as a float: a number, or a one-element array (Fluid 1.x's programs pass
+    `np.random.randn(1)`, which numpy 1.x's float() took; numpy 2 takes only 0-D)."""
+    arr = np.asarray(value)
+    if arr.size != 1:
+        raise TypeError(f"create_global_var: '{what}' must be one number, got an array of "
+                        f"shape {list(arr.shape)}")
+    return float(arr.reshape(-1)[0])
+
+
 def create_global_var(shape, value, dtype, persistable=False, force_cpu=False, name=None):
     """A variable of the global block filled with `value` by the startup program (Fluid's
     layers.create_global_var: counters, learning rates)."""
@@ -60,7 +70,8 @@ def create_global_var(shape, value, dtype, persistable=False, force_cpu=False, n
     helper = LayerHelper("global_var", name=name)
     var = helper.create_global_variable(persistable=persistable, dtype=dtype,
                                         shape=[int(d) for d in shape], name=name)
-    helper.set_variable_initializer(var, ConstantInitializer(float(value), force_cpu=force_cpu))
+    helper.set_variable_initializer(var, ConstantInitializer(_one_number(value, 'value'),
+                                                         force_cpu=force_cpu))
     return var
 
 

@@ -422,7 +422,7 @@ class FakeInit(OpDef):
     inputs = ()
     outputs = (Out("Out"),)
     attrs = {"shape": longs()}
-    kind = "value"
+    kind = "ctx"
     share_lod = None
     doc = ("Out = a tensor of `shape` that takes no memory (every element the one zero): "
            "a trainer's stand-in for a distributed table, whose gradient op reads its shape "
@@ -433,8 +433,19 @@ class FakeInit(OpDef):
         ctx.set_output("Out", [int(d) for d in ctx.attr("shape")])
 
     @staticmethod
-    def kernel(*, shape):
-        return LoDTensor(np.broadcast_to(np.zeros(1, np.float32), tuple(int(d) for d in shape)))
+    def make_step(p):
+        o, name = p.out_one("Out"), p.op.output("Out")[0]
+        shape = tuple(int(d) for d in p.attrs["shape"])
+        var = p.find_var(name)
+        sparse = var is not None and var.type == VarType.SELECTED_ROWS
+
+        def step(frame, env):
+            value = np.broadcast_to(np.zeros(1, np.float32), shape)
+            # a SELECTED_ROWS Out (a distributed table's stand-in) gets a value tensor of
+            # `shape` and no rows, as Paddle's fake_init resizes the SelectedRows' value
+            frame[o].value = (SelectedRows([], shape[0] if shape else 0, value) if sparse
+                              else LoDTensor(value))
+        return step
 
 
 

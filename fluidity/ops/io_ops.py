@@ -61,7 +61,7 @@ def _describe(dtype_code, shape):
     return f"{dtypes.name(dtype_code)}{list(shape)}"
 
 
-def _check_fits(path, name, var, value, check_dtype=True):
+def _check_fits(path, name, var, value, check_dtype=True, check_shape=True):
     """Raise ShapeError naming the file when a loaded value does not fit VarDesc `var`."""
     if var is None:
         return
@@ -71,7 +71,8 @@ def _check_fits(path, name, var, value, check_dtype=True):
     want, got = list(var.shape), list(array.shape)
     if is_sr:  # the value holds some rows of a [height, ...] table
         want, got = want[1:], got[1:]
-    fits = len(want) == len(got) and all(w < 0 or w == g for w, g in zip(want, got))
+    fits = not check_shape or (len(want) == len(got) and
+                               all(w < 0 or w == g for w, g in zip(want, got)))
     if not fits or (check_dtype and var.dtype is not None and var.dtype != got_dtype):
         kind = "SelectedRows rows of " if is_sr else ""
         raise ShapeError(f"{path}: variable '{name}' is {_describe(var.dtype, var.shape)} in "
@@ -120,11 +121,17 @@ class Load(OpDef):
         path, fp16 = _path(p), p.attrs["load_as_fp16"]
         seek, shape = p.attrs["seek"], list(p.attrs["shape"])
         is_sr = var is not None and var.type == VarType.SELECTED_ROWS
+        # a variable declared without dims (`layers.create_tensor`) takes whatever shape the
+        # file holds, as in Fluid; one declared with dims must match them
+        takes_file_shape = var is not None and not list(var.shape)
 
         def step(frame, env):
             value = ser.load_tensor_file(path, is_sr, (seek, shape) if seek >= 0 else None,
                                          name)
-            _check_fits(path, name, var, value, check_dtype=not fp16)
+            if takes_file_shape:      # Fluid's load: the variable takes the file's shape
+                _check_fits(path, name, var, value, check_dtype=not fp16, check_shape=False)
+            else:
+                _check_fits(path, name, var, value, check_dtype=not fp16)
             if fp16:
                 if is_sr:
                     value.value = _fp16(value.value, True)

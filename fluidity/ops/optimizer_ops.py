@@ -159,6 +159,27 @@ _MASTER_IN = In("MasterParam", dispensable=True)
 _MASTER_OUT = Out("MasterParamOut", dispensable=True)
 
 
+def _sgd_rows_of_rows(param, grad, lr, op):
+    """Paddle's SGD of a SelectedRows Param by a SelectedRows Grad: each gradient row
+    updates the Param's value row holding the same id (duplicates accumulate); a gradient
+    row the Param does not hold is an error, as Paddle's (its index does not grow here)."""
+    value = param.value
+    if value is None or grad.value is None:
+        raise ExecutionError(f"{op}: the SelectedRows Param and Grad must hold values")
+    if not value.flags.writeable:
+        value = param.value = value.copy()
+    if grad.value.shape[1:] != value.shape[1:] or len(grad.rows) != grad.value.shape[0]:
+        raise ShapeError(f"{op}: Grad rows of shape {list(grad.value.shape)} do not fit the "
+                         f"Param's rows of shape {list(value.shape)}")
+    index = {int(r): i for i, r in enumerate(param.rows)}
+    missing = [int(r) for r in grad.rows if int(r) not in index]
+    if missing:
+        raise ExecutionError(f"{op}: Grad rows {missing[:5]} are not rows of the "
+                             f"SelectedRows Param (it holds {len(index)} rows)")
+    at = np.fromiter((index[int(r)] for r in grad.rows), np.int64, len(grad.rows))
+    np.subtract.at(value, at, (lr * grad.value).astype(value.dtype, copy=False))
+
+
 class Sgd(UpdateOp):
     type = "sgd"
     inputs = (In("Param"), In("LearningRate"), In("Grad"), _MASTER_IN)
@@ -187,10 +208,13 @@ class Sgd(UpdateOp):
             # a distributed table's shard (a SelectedRows Param, Paddle's pserver table):
             # it updates the rows of the gradient itself, creating those it has not seen
             if isinstance(param, SelectedRows):
-                if not hasattr(param, "apply_sgd") or type(grad) is not SelectedRows:
-                    raise ExecutionError(f"{op}: a SelectedRows Param must be a distributed "
-                                         f"table's shard updated by a SelectedRows Grad")
-                param.apply_sgd(one_value(lr, op, "LearningRate"), grad)
+                if type(grad) is not SelectedRows:
+                    raise ExecutionError(f"{op}: a SelectedRows Param is updated by a "
+                                         f"SelectedRows Grad, got {type(grad).__name__}")
+                if hasattr(param, "apply_sgd"):
+                    param.apply_sgd(one_value(lr, op, "LearningRate"), grad)
+                else:
+                    _sgd_rows_of_rows(param, grad, one_value(lr, op, "LearningRate"), op)
                 return param, None
             # sparse grad: each row added in place, duplicates accumulating, no merge (as
             # Paddle's SelectedRows SGD kernel); same result as merging first up to rounding

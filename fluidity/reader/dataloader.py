@@ -84,6 +84,12 @@ class GeneratorLoader(DataLoaderBase):
     drop them (True) or give a short step (False); with one place it drops nothing
     (`set_sample_generator(..., drop_last)` decides about a short last batch)."""
 
+    @staticmethod
+    def _check_input_array(item):
+        """`item` as a regular ndarray, or TypeError for ragged data (Fluid's check of a
+        batch generator's output)."""
+        return feeding.regular_array(item)
+
     def __init__(self, feed_list=None, capacity=None, use_double_buffer=True, iterable=True,
                  return_list=False, use_multiprocess=False, drop_last=True):
         if not feed_list:

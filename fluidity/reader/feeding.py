@@ -117,7 +117,28 @@ def batch_to_tensors(batch, slots):
     if len(batch) != len(slots):
         raise FeedError(f"a batch generator gave {len(batch)} tensors for the "
                         f"{len(slots)} variables {[s.name for s in slots]}")
-    return [t if isinstance(t, LoDTensor) else LoDTensor(np.asarray(t)) for t in batch]
+    return [t if isinstance(t, LoDTensor) else LoDTensor(regular_array(t)) for t in batch]
+
+
+RAGGED_BATCH = ("\n\tFaild to convert input data to a regular ndarray :\n\t* Usually this "
+                "means the input data contains nested lists with different lengths. \n\t* "
+                "Check the reader function passed to 'decorate_batch_generator' to locate the "
+                "data causes this issue.\n\t* Please consider using "
+                "'fluid.create_lod_tensor' to convert it to a LoD-Tensor.")
+
+
+def regular_array(item):
+    """`item` (one field of a generated batch) as a regular ndarray; ragged nested lists
+    (sequences of different lengths) raise TypeError with Fluid's advice to make a
+    LoDTensor (numpy 2 refuses them itself with a ValueError; numpy 1 made an object
+    array, which Fluid refused the same way)."""
+    try:
+        arr = np.asarray(item)
+    except ValueError:
+        raise TypeError(RAGGED_BATCH) from None
+    if arr.dtype == object:
+        raise TypeError(RAGGED_BATCH)
+    return arr
 
 
 def batch_samples(sample_gen, batch_size, drop_last=True):

@@ -34,15 +34,20 @@ def _block_tree(desc, idx, acc):
     return acc
 
 
-def prune_desc(desc, targets, feeds=()):
+def prune_desc(desc, targets, feeds=(), target_ops=()):
     """A new ProgramDesc holding what block 0 of `desc` needs to compute `targets` (variable
-    names) given that `feeds` are fed."""
+    names) given that `feeds` are fed, and to run the ops of block 0 at the indices
+    `target_ops` (kept whatever their role: an optimizer op is kept only so, as in Fluid,
+    where passing `minimize`'s ops picks which optimizer a run applies)."""
     feeds = set(feeds)
+    target_ops = set(target_ops)
     b0 = desc.blocks[0]
     needed = {t for t in targets if t not in feeds}
     keep = []
-    for od in reversed(b0.ops):
-        if op_role(od) & OpRole.Optimize or not any(o in needed for o in args(od.outputs)):
+    for i in range(len(b0.ops) - 1, -1, -1):
+        od = b0.ops[i]
+        if i not in target_ops and (op_role(od) & OpRole.Optimize or
+                                    not any(o in needed for o in args(od.outputs))):
             keep.append(False)
             continue
         keep.append(True)
