@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "numerics.h"   // fmaxnp
+
 namespace fl {
 
 struct ConvGeom {
@@ -61,6 +63,75 @@ inline void col2im(const float* dcols, const ConvGeom& g, float* dx) {
                     }
                 }
             }
+}
+
+// Pooling whose windows all lie whole inside the plane (no padding reached, not adaptive):
+// window (a, b) covers rows a*SH + R0 + [0, KH) and columns b*SW + C0 + [0, KW). These loops
+// run along an output row, tap by tap, so the compiler vectorizes them (the generic form
+// looks every window up in tables).
+struct PoolGeom {
+    int64_t H, W, OH, OW, KH, KW, SH, SW, R0, C0;
+};
+
+// max: the first tap, then fmaxnp with each further tap (rows, then columns), as the numpy
+// kernel's np.maximum over its taps (NaN wins).
+inline void max_pool_plane(const float* __restrict img, float* __restrict o, const PoolGeom& g) {
+    for (int64_t a = 0; a < g.OH; ++a) {
+        const float* base = img + (a * g.SH + g.R0) * g.W + g.C0;
+        float* orow = o + a * g.OW;
+        for (int64_t b = 0; b < g.OW; ++b) orow[b] = base[b * g.SW];
+        for (int64_t i = 0; i < g.KH; ++i)
+            for (int64_t j = (i == 0 ? 1 : 0); j < g.KW; ++j) {
+                const float* r = base + i * g.W + j;
+                for (int64_t b = 0; b < g.OW; ++b) orow[b] = fmaxnp(orow[b], r[b * g.SW]);
+            }
+    }
+}
+
+// avg: per window the column sums of its rows, added column by column, divided by `div`
+// (the generic form's order).
+inline void avg_pool_plane(const float* __restrict img, float* __restrict o, const PoolGeom& g,
+                           float div) {
+    constexpr int64_t B = 64;
+    float acc[B], col[B];
+    for (int64_t a = 0; a < g.OH; ++a) {
+        const float* base = img + (a * g.SH + g.R0) * g.W + g.C0;
+        for (int64_t b0 = 0; b0 < g.OW; b0 += B) {
+            const int64_t nb = g.OW - b0 < B ? g.OW - b0 : B;
+            const float* bb = base + b0 * g.SW;
+            for (int64_t b = 0; b < nb; ++b) acc[b] = 0.0f;
+            for (int64_t j = 0; j < g.KW; ++j) {
+                for (int64_t b = 0; b < nb; ++b) col[b] = 0.0f;
+                for (int64_t i = 0; i < g.KH; ++i) {
+                    const float* r = bb + i * g.W + j;
+                    for (int64_t b = 0; b < nb; ++b) col[b] += r[b * g.SW];
+                }
+                for (int64_t b = 0; b < nb; ++b) acc[b] += col[b];
+            }
+            float* orow = o + a * g.OW + b0;
+            for (int64_t b = 0; b < nb; ++b) orow[b] = acc[b] / div;
+        }
+    }
+}
+
+// max's gradient where windows do not overlap (SH >= KH, SW >= KW): each window's d goes to
+// its first maximum (strictly greater replaces), the only contribution that position gets;
+// gx is zeroed first.
+inline void max_pool_plane_grad_disjoint(const float* __restrict img, const float* __restrict d,
+                                         float* __restrict gx, const PoolGeom& g) {
+    std::memset(gx, 0, sizeof(float) * (size_t)(g.H * g.W));
+    for (int64_t a = 0; a < g.OH; ++a)
+        for (int64_t b = 0; b < g.OW; ++b) {
+            const int64_t at0 = (a * g.SH + g.R0) * g.W + b * g.SW + g.C0;
+            int64_t at = at0;
+            float v = img[at0];
+            for (int64_t i = 0; i < g.KH; ++i)
+                for (int64_t j = 0; j < g.KW; ++j) {
+                    const float t = img[at0 + i * g.W + j];
+                    if (t > v) { v = t; at = at0 + i * g.W + j; }
+                }
+            gx[at] = d[a * g.OW + b];
+        }
 }
 
 // [M, N, P] <-> [N, M, P] (a conv output in its gemm layout and NCHW).

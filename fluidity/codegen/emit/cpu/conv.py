@@ -8,7 +8,7 @@ from ....ops.conv import (conv_geometry, conv_shape_error, convt_geometry, pool_
                           pool_with_index_attrs)
 from .. import register
 from ..checks import check_dims
-from ..conv import contiguous, emit_literal_nchw, grouped_gemm, runs
+from ..conv import contiguous, emit_literal_nchw, grouped_gemm, regular_pool, runs
 
 
 def _emit_conv_geometry(e, x, w):
@@ -194,6 +194,15 @@ def pool2d(e):
     lay = PoolLayout(e, x, e.attrs)
     tables, (oh, ow) = _emit_pool_tables(e, e.attrs, lay.h, lay.w)
     out = e.output("Out", lay.dims(oh, ow))
+    regular = None if lay.last else regular_pool(e.attrs, lay.h, lay.w)
+    if regular is not None:          # every window whole: the direct loops of conv.h
+        geom, area, _ = regular
+        call = ("fl::max_pool_plane(img, o, pg);" if e.attr("pooling_type") == "max" else
+                f"fl::avg_pool_plane(img, o, pg, {float(area)!r}f);")
+        e.code(geom)
+        e.code(f"for (int64_t p = 0; p < {lay.n_planes}; ++p) {{ const float* img = {x} + "
+               f"p * {lay.h * lay.w}; float* o = {out} + p * {oh * ow}; {call} }}")
+        return
     if e.attr("pooling_type") == "max":
         body = ("float v = -INFINITY; bool any = false; for (int64_t i = hs[a]; i < he[a]; "
                 "++i) for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = "
@@ -219,6 +228,12 @@ def pool2d_grad(e):
     tables, (oh, ow) = _emit_pool_tables(e, e.attrs, lay.h, lay.w)
     dx = e.output("X@GRAD", x.dims)
     hw = lay.h * lay.w
+    regular = None if lay.last else regular_pool(e.attrs, lay.h, lay.w)
+    if e.attr("pooling_type") == "max" and regular is not None and regular[2]:
+        e.code(regular[0])           # disjoint whole windows: one contribution a position
+        e.code(f"for (int64_t p = 0; p < {lay.n_planes}; ++p) fl::max_pool_plane_grad_"
+               f"disjoint({x} + p * {hw}, {dout} + p * {oh * ow}, {dx} + p * {hw}, pg);")
+        return
     e.code(tables)
     if e.attr("pooling_type") == "max":
         acc = e.scratch(x.dims, "double")
