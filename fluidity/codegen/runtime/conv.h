@@ -14,28 +14,46 @@ struct ConvGeom {
     int64_t N, C, H, W, KH, KW, OH, OW, SH, SW, PT, PL, DH, DW;
 };
 
+// The output columns [lo, hi) whose input column ow*SW - PL + j*DW lies inside [0, W) for
+// kernel column j (the others read padding).
+inline void valid_cols(const ConvGeom& g, int64_t j, int64_t* lo, int64_t* hi) {
+    const int64_t off = j * g.DW - g.PL;        // input column of output column 0
+    int64_t a = off >= 0 ? 0 : (-off + g.SW - 1) / g.SW;
+    int64_t b = off > g.W - 1 ? 0 : (g.W - 1 - off) / g.SW + 1;
+    if (b > g.OW) b = g.OW;
+    if (a > b) a = b;
+    *lo = a;
+    *hi = b;
+}
+
 // cols[(c*KH + i)*KW + j][(n*OH + oh)*OW + ow] = x[n, c, oh*SH - PT + i*DH, ow*SW - PL + j*DW]
-// (0 outside the image): conv.py's _im2col, every group's rows one after another.
-inline void im2col(const float* x, const ConvGeom& g, float* cols) {
+// (0 outside the image): conv.py's _im2col, every group's rows one after another. Each
+// output row is written as its padding, then a contiguous (SW = 1) or strided copy.
+inline void im2col(const float* __restrict x, const ConvGeom& g, float* __restrict cols) {
     const int64_t ncol = g.N * g.OH * g.OW;
     for (int64_t c = 0; c < g.C; ++c)
         for (int64_t i = 0; i < g.KH; ++i)
             for (int64_t j = 0; j < g.KW; ++j) {
                 float* row = cols + ((c * g.KH + i) * g.KW + j) * ncol;
+                int64_t lo, hi;
+                valid_cols(g, j, &lo, &hi);
+                const int64_t w0 = j * g.DW - g.PL;
                 for (int64_t n = 0; n < g.N; ++n) {
                     const float* img = x + (n * g.C + c) * g.H * g.W;
                     for (int64_t oh = 0; oh < g.OH; ++oh) {
                         const int64_t h = oh * g.SH - g.PT + i * g.DH;
                         float* dst = row + (n * g.OH + oh) * g.OW;
                         if (h < 0 || h >= g.H) {
-                            for (int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = 0.0f;
+                            std::memset(dst, 0, sizeof(float) * (size_t)g.OW);
                             continue;
                         }
-                        const float* src = img + h * g.W;
-                        for (int64_t ow = 0; ow < g.OW; ++ow) {
-                            const int64_t w = ow * g.SW - g.PL + j * g.DW;
-                            dst[ow] = (w >= 0 && w < g.W) ? src[w] : 0.0f;
-                        }
+                        const float* src = img + h * g.W + w0;
+                        for (int64_t ow = 0; ow < lo; ++ow) dst[ow] = 0.0f;
+                        if (g.SW == 1)
+                            std::memcpy(dst + lo, src + lo, sizeof(float) * (size_t)(hi - lo));
+                        else
+                            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * g.SW];
+                        for (int64_t ow = hi; ow < g.OW; ++ow) dst[ow] = 0.0f;
                     }
                 }
             }
@@ -43,11 +61,14 @@ inline void im2col(const float* x, const ConvGeom& g, float* cols) {
 
 // The adjoint: dx[n, c, h, w] += dcols[...] tap by tap (i, then j), as conv.py's col2im adds
 // one strided slice per kernel tap. dx is zeroed first.
-inline void col2im(const float* dcols, const ConvGeom& g, float* dx) {
+inline void col2im(const float* __restrict dcols, const ConvGeom& g, float* __restrict dx) {
     const int64_t ncol = g.N * g.OH * g.OW;
     std::memset(dx, 0, sizeof(float) * (size_t)(g.N * g.C * g.H * g.W));
     for (int64_t i = 0; i < g.KH; ++i)
-        for (int64_t j = 0; j < g.KW; ++j)
+        for (int64_t j = 0; j < g.KW; ++j) {
+            int64_t lo, hi;
+            valid_cols(g, j, &lo, &hi);
+            const int64_t w0 = j * g.DW - g.PL;
             for (int64_t c = 0; c < g.C; ++c) {
                 const float* row = dcols + ((c * g.KH + i) * g.KW + j) * ncol;
                 for (int64_t n = 0; n < g.N; ++n) {
@@ -56,12 +77,82 @@ inline void col2im(const float* dcols, const ConvGeom& g, float* dx) {
                         const int64_t h = oh * g.SH - g.PT + i * g.DH;
                         if (h < 0 || h >= g.H) continue;
                         const float* src = row + (n * g.OH + oh) * g.OW;
-                        for (int64_t ow = 0; ow < g.OW; ++ow) {
-                            const int64_t w = ow * g.SW - g.PL + j * g.DW;
-                            if (w >= 0 && w < g.W) img[h * g.W + w] += src[ow];
+                        float* dst = img + h * g.W + w0;
+                        for (int64_t ow = lo; ow < hi; ++ow) dst[ow * g.SW] += src[ow];
+                    }
+                }
+            }
+        }
+}
+
+// Depthwise convolution (groups = C, one input channel a group, `mult` output channels a
+// group), direct: out[m, n] (planes in the gemm layout [M, N, OH*OW]) = the sum over taps
+// (i, j) of w[m, i, j] * x[n, m / mult] shifted, each tap added along an output row over its
+// valid columns. Not gemm-shaped (K = KH*KW per output channel), so no gemm.
+inline void depthwise_conv(const float* __restrict x, const float* __restrict w,
+                           const ConvGeom& g, int64_t mult, float* __restrict out) {
+    const int64_t M = g.C * mult, P = g.OH * g.OW;
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < g.N; ++n) {
+            const float* img = x + (n * g.C + m / mult) * g.H * g.W;
+            const float* wm = w + m * g.KH * g.KW;
+            float* o = out + (m * g.N + n) * P;
+            std::memset(o, 0, sizeof(float) * (size_t)P);
+            for (int64_t i = 0; i < g.KH; ++i)
+                for (int64_t j = 0; j < g.KW; ++j) {
+                    int64_t lo, hi;
+                    valid_cols(g, j, &lo, &hi);
+                    const float wt = wm[i * g.KW + j];
+                    for (int64_t oh = 0; oh < g.OH; ++oh) {
+                        const int64_t h = oh * g.SH - g.PT + i * g.DH;
+                        if (h < 0 || h >= g.H) continue;
+                        const float* src = img + h * g.W + j * g.DW - g.PL;
+                        float* dst = o + oh * g.OW;
+                        if (g.SW == 1)
+                            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] += wt * src[ow];
+                        else
+                            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] += wt * src[ow * g.SW];
+                    }
+                }
+        }
+}
+
+// Its gradients from d = Output@GRAD in NCHW: dx (zeroed first; each tap's contribution added
+// along the rows) and dw[m, i, j] = the sum over the batch and positions of d * x, in double.
+// Either may be null.
+inline void depthwise_conv_grad(const float* __restrict x, const float* __restrict w,
+                                const float* __restrict d, const ConvGeom& g, int64_t mult,
+                                float* __restrict dx, float* __restrict dw) {
+    const int64_t M = g.C * mult, P = g.OH * g.OW;
+    if (dx) std::memset(dx, 0, sizeof(float) * (size_t)(g.N * g.C * g.H * g.W));
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t i = 0; i < g.KH; ++i)
+            for (int64_t j = 0; j < g.KW; ++j) {
+                int64_t lo, hi;
+                valid_cols(g, j, &lo, &hi);
+                const float wt = w[(m * g.KH + i) * g.KW + j];
+                double acc = 0.0;
+                for (int64_t n = 0; n < g.N; ++n) {
+                    const int64_t plane = (n * g.C + m / mult) * g.H * g.W;
+                    const float* dm = d + (n * M + m) * P;
+                    for (int64_t oh = 0; oh < g.OH; ++oh) {
+                        const int64_t h = oh * g.SH - g.PT + i * g.DH;
+                        if (h < 0 || h >= g.H) continue;
+                        const int64_t at = plane + h * g.W + j * g.DW - g.PL;
+                        const float* drow = dm + oh * g.OW;
+                        if (dx) {
+                            float* dst = dx + at;
+                            for (int64_t ow = lo; ow < hi; ++ow) dst[ow * g.SW] += wt * drow[ow];
+                        }
+                        if (dw) {
+                            const float* src = x + at;
+                            float s = 0.0f;
+                            for (int64_t ow = lo; ow < hi; ++ow) s += drow[ow] * src[ow * g.SW];
+                            acc += (double)s;
                         }
                     }
                 }
+                if (dw) dw[(m * g.KH + i) * g.KW + j] = (float)acc;
             }
 }
 

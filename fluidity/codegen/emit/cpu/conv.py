@@ -6,6 +6,7 @@ from ....errors import ShapeError
 from ....ops.common import channel_last
 from ....ops.conv import (conv_geometry, conv_shape_error, convt_geometry, pool_windows,
                           pool_with_index_attrs)
+from ...cir import literal
 from .. import register
 from ..checks import check_dims
 from ..conv import contiguous, emit_literal_nchw, grouped_gemm, regular_pool, runs
@@ -70,27 +71,65 @@ def _emit_pool_tables(e, attrs, h, w):
 @register("conv2d", "cpu")
 @register("depthwise_conv2d", "cpu")
 def conv2d(e):
-    """im2col, one gemm per group over the whole batch (the kernel's matmul), then NCHW
-    and the bias."""
+    """im2col over the whole batch, one gemm per group ([M, C*kh*kw] @ [C*kh*kw, N*oh*ow]:
+    the kernel's matmul), then one pass writing NCHW: the bias, and the per-channel ops a
+    fused epilogue (fusion.conv_epilogue) computes in its place."""
     x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
     if e.op.input("ResidualData"):
         e.fail("ResidualData")
     e.require_float(x, w, bias)
     geom, groups, m, (oh, ow) = _emit_conv_geometry(e, x, w)
-    out = e.output("Output", [x.dims[0], str(m), str(oh), str(ow)])
+    dims = [x.dims[0], str(m), str(oh), str(ow)]
+    fused = e.fused_epilogue("Output", dims)
+    out = fused[2] if fused else e.output("Output", dims)
     ckk = e.prod(w.dims[1:])
     ncol = e.mul(x.dims[0], oh * ow)
-    cols = e.scratch([e.mul(groups, ckk), ncol])
     tmp = e.scratch([str(m), ncol])
     mg = m // groups
     e.code(geom)
-    e.code(f"fl::im2col({x}, g, {cols});")
-    e.code(grouped_gemm("fl::gemm", groups, False, False, mg, ncol, ckk, w, ckk, cols,
-                         ncol, tmp, ncol))
-    e.code(f"fl::swap01({tmp}, {out}, {m}, {x.dims[0]}, {oh * ow});")
+    if _depthwise(x, w, groups):
+        e.code(f"fl::depthwise_conv({x}, {w}, g, {mg}, {tmp});")
+    else:
+        cols = e.scratch([e.mul(groups, ckk), ncol])
+        e.code(f"fl::im2col({x}, g, {cols});")
+        e.code(grouped_gemm("fl::gemm", groups, False, False, mg, ncol, ckk, w, ckk, cols,
+                             ncol, tmp, ncol))
+    e.code(_epilogue(tmp, out, m, x.dims[0], oh * ow, bias, fused))
+
+
+def _depthwise(x, w, groups):
+    """Whether a conv is depthwise (one input channel a group, more than one group): then
+    it runs conv.h's direct kernel, since each output channel's gemm would have K = kh*kw
+    and M = the channel multiplier."""
+    return groups > 1 and int(x.dims[1]) == groups and int(w.dims[1]) == 1
+
+
+def _epilogue(tmp, out, m, n, hw, bias, fused):
+    """C++ writing `out` [N, M, hw] from the gemm's [M, N, hw]: per element the conv's
+    bias, then the fused steps, in the unfused ops' float arithmetic (elementwise_add's
+    x + y, batch_norm's x * k + off with its k and off, relu's fmaxnp), so fusing
+    changes no bit."""
+    per_channel, per_value = [], []
     if bias is not None:
-        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) "
-               f"{out}[i] = {out}[i] + {bias}[(i / {oh * ow}) % {m}];")
+        per_value.append(f"v = v + {bias}[c];")
+    epi, bufs = (fused[0], fused[1]) if fused else (None, {})
+    for kind, _, roles in (epi.steps if epi else []):
+        b = {role: bufs[name] for role, name in roles.items()}
+        if kind == "add":
+            per_value.append(f"v = v + {b['Y']}[c];")
+        elif kind == "bn":
+            eps = literal(float(epi.epsilon))
+            per_channel.append(
+                f"const float inv = 1.0f / std::sqrt({b['Variance']}[c] + {eps}); "
+                f"const float k = {b['Scale']}[c] * inv; const float off = {b['Bias']}[c] - "
+                f"{b['Mean']}[c] * {b['Scale']}[c] * inv;")
+            per_value.append("v = v * k + off;")
+        else:
+            per_value.append("v = fl::fmaxnp(v, 0.0f);")
+    return (f"for (int64_t c = 0; c < {m}; ++c) {{ {' '.join(per_channel)} "
+            f"for (int64_t b = 0; b < {n}; ++b) {{ const float* src = {tmp} + (c * {n} + b) * "
+            f"{hw}; float* dst = {out} + (b * {m} + c) * {hw}; for (int64_t i = 0; i < {hw}; "
+            f"++i) {{ float v = src[i]; {' '.join(per_value)} dst[i] = v; }} }} }}")
 
 
 @register("conv2d_grad", "cpu")
@@ -103,6 +142,13 @@ def conv2d_grad(e):
     ckk, mg = e.prod(w.dims[1:]), m // groups
     ncol = e.mul(x.dims[0], oh * ow)
     e.code(geom)
+    if _depthwise(x, w, groups):
+        dx = e.output("Input@GRAD", x.dims) if e.has_output("Input@GRAD") else None
+        dw = e.output("Filter@GRAD", w.dims) if e.has_output("Filter@GRAD") else None
+        e.code(f"fl::depthwise_conv_grad({x}, {w}, {dout}, g, {mg}, {dx or 'nullptr'}, "
+               f"{dw or 'nullptr'});")
+        _bias_grad(e, bias, dout, x.dims[0], m, oh * ow)
+        return
     d = e.scratch([str(m), ncol])      # Output@GRAD as [M, N*oh*ow]
     e.code(f"fl::swap01({dout}, {d}, {x.dims[0]}, {m}, {oh * ow});")
     if e.has_output("Filter@GRAD"):
@@ -117,10 +163,16 @@ def conv2d_grad(e):
         e.code(grouped_gemm("fl::gemm", groups, True, False, ckk, ncol, mg, w, ckk, d,
                              ncol, dcols, ncol))
         e.code(f"fl::col2im({dcols}, g, {dx});")
+    _bias_grad(e, bias, dout, x.dims[0], m, oh * ow)
+
+
+def _bias_grad(e, bias, dout, n, m, hw):
+    """Bias@GRAD: Output@GRAD (NCHW) summed per channel in double."""
     if e.has_output("Bias@GRAD") and bias is not None:
         db = e.output("Bias@GRAD", bias.dims)
-        e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ double s = 0; for (int64_t i = 0; "
-               f"i < {ncol}; ++i) s += {d}[c * {ncol} + i]; {db}[c] = (float)s; }}")
+        e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ double s = 0; for (int64_t b = 0; "
+               f"b < {n}; ++b) for (int64_t i = 0; i < {hw}; ++i) s += {dout}[(b * {m} + c) "
+               f"* {hw} + i]; {db}[c] = (float)s; }}")
 
 
 @register("conv2d_transpose", "cpu")
