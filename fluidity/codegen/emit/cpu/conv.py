@@ -1,5 +1,6 @@
 """C++ emitters of conv2d, depthwise_conv2d, conv2d_transpose, pool2d, max_pool2d_with_index
-and their gradients: im2col and one gemm per group, the numpy kernels' own BLAS calls."""
+and their gradients: im2col and one gemm per group over a cache-sized chunk of the batch (the
+numpy kernels' BLAS calls), a direct kernel for depthwise convs, direct loops for pooling."""
 import numpy as np
 
 from ....errors import ShapeError
@@ -71,9 +72,10 @@ def _emit_pool_tables(e, attrs, h, w):
 @register("conv2d", "cpu")
 @register("depthwise_conv2d", "cpu")
 def conv2d(e):
-    """im2col over the whole batch, one gemm per group ([M, C*kh*kw] @ [C*kh*kw, N*oh*ow]:
-    the kernel's matmul), then one pass writing NCHW: the bias, and the per-channel ops a
-    fused epilogue (fusion.conv_epilogue) computes in its place."""
+    """Per chunk of the batch (chunk_samples: its columns stay in cache): im2col, one gemm
+    per group ([M, C*kh*kw] @ [C*kh*kw, n*oh*ow], the kernel's matmul over those samples),
+    then one pass writing NCHW: the bias, and the per-channel ops a fused epilogue
+    (fusion.conv_epilogue) computes in their place. Depthwise convs: a direct kernel."""
     x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
     if e.op.input("ResidualData"):
         e.fail("ResidualData")
@@ -82,19 +84,37 @@ def conv2d(e):
     dims = [x.dims[0], str(m), str(oh), str(ow)]
     fused = e.fused_epilogue("Output", dims)
     out = fused[2] if fused else e.output("Output", dims)
-    ckk = e.prod(w.dims[1:])
-    ncol = e.mul(x.dims[0], oh * ow)
-    tmp = e.scratch([str(m), ncol])
+    ckk, hw, n = int(e.prod(w.dims[1:])), oh * ow, x.dims[0]
     mg = m // groups
     e.code(geom)
     if _depthwise(x, w, groups):
+        tmp = e.scratch([str(m), e.mul(n, hw)])
         e.code(f"fl::depthwise_conv({x}, {w}, g, {mg}, {tmp});")
-    else:
-        cols = e.scratch([e.mul(groups, ckk), ncol])
-        e.code(f"fl::im2col({x}, g, {cols});")
-        e.code(grouped_gemm("fl::gemm", groups, False, False, mg, ncol, ckk, w, ckk, cols,
-                             ncol, tmp, ncol))
-    e.code(_epilogue(tmp, out, m, x.dims[0], oh * ow, bias, fused))
+        e.code(_epilogue(tmp, out, m, n, hw, bias, fused))
+        return
+    nb = chunk_samples(groups * ckk * hw)
+    cols = e.scratch([str(groups * ckk * nb * hw)])
+    tmp = e.scratch([str(m * nb * hw)])
+    chw = int(x.dims[1]) * int(x.dims[2]) * int(x.dims[3])
+    e.code(f"for (int64_t n0 = 0; n0 < {n}; n0 += {nb}) {{ fl::ConvGeom gc = g; "
+           f"gc.N = {n} - n0 < {nb} ? {n} - n0 : {nb}; const int64_t nc = gc.N * {hw}; "
+           f"fl::im2col({x} + n0 * {chw}, gc, {cols}); " +
+           grouped_gemm("fl::gemm", groups, False, False, mg, "nc", ckk, w, ckk, cols, "nc",
+                        tmp, "nc") + " " +
+           _epilogue(tmp, f"({out} + n0 * {m * hw})", m, "gc.N", hw, bias, fused) + " }")
+
+
+# Bytes of im2col columns a chunk of the batch may take: the chunk's columns and its gemm
+# output stay in the core's L2 (512 KiB here) between im2col, the gemm and the epilogue;
+# the whole batch's columns at once (7 MiB for the MNIST CNN's second conv at batch 64)
+# went through memory twice.
+CHUNK_BYTES = 256 << 10
+
+
+def chunk_samples(col_floats_per_sample):
+    """Samples a chunk of a conv's batch holds: as many as CHUNK_BYTES of columns take, at
+    least one (one sample's columns are then already a large gemm's operand)."""
+    return max(1, CHUNK_BYTES // (4 * col_floats_per_sample))
 
 
 def _depthwise(x, w, groups):
