@@ -101,6 +101,9 @@ CONVS = {
                                       "dilations": [2, 1]}),
     "groups 2, padding 2 past the kernel": ((2, 4, 5, 5), (6, 2, 3, 3),
                                              {"paddings": [2, 2], "groups": 2}),
+    # one sample's columns (16*9 x 24*24 floats) fill a chunk: the batch runs in 3 chunks
+    "a batch in chunks of one sample, groups 2": ((3, 16, 24, 24), (4, 8, 3, 3),
+                                                  {"paddings": [1, 1], "groups": 2}),
 }
 DEPTHWISE = {
     "multiplier 1, stride 2, padding 1": ((2, 3, 7, 6), (3, 1, 3, 3),
@@ -111,17 +114,29 @@ DEPTHWISE = {
 }
 
 
+def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():
+    from fluidity.codegen.emit.cpu.conv import chunk_samples
+    assert chunk_samples(16 * 9 * 24 * 24) == 1
+
+
 def _conv_case(op_type, case, table):
+    """Values in [-2, 2], the loss's weights in [0.5, 1.5] over the mean: each gradient
+    element of Output is at most 1.5 / its size. A sum of n terms of at most t each is
+    off by at most about n * eps * n * t in either order."""
     xs, ws, attrs = table[case]
     x, w = f32(*xs), f32(*ws)
     attrs = {"groups": xs[1] if op_type == "depthwise_conv2d" else 1, **attrs}
+    main, _, feed, outs, _ = build_op(op_type, {"Input": x, "Filter": w}, attrs, ["Output"])
+    out = _run(main, feed, outs["Output"], False)[0]
+    d = 1.5 / out.size
     taps = ws[1] * ws[2] * ws[3]                       # terms of one output
-    bound = 2.0 * 2.0
-    n_out = xs[0] * ws[0] // attrs["groups"] * 64     # terms of one dW (at most)
-    tol_out = 2 * taps * EPS * taps * bound
-    # dX sums at most M*taps terms of w * d; dW sums N*OH*OW terms of d * x (d <= 1.5/size)
+    dx_terms = ws[0] // attrs["groups"] * ws[2] * ws[3]  # at most, per input element
+    dw_terms = out.shape[0] * out.shape[2] * out.shape[3]
+
+    def tol(n, t):
+        return 2 * n * EPS * n * t
     _check(op_type, {"Input": x, "Filter": w}, attrs, ["Input", "Filter"], "Output",
-           [tol_out, 2 * ws[0] * taps * EPS * bound, 2 * n_out * EPS * bound])
+           [tol(taps, 4.0), tol(dx_terms, 2 * d), tol(dw_terms, 2 * d)])
 
 
 @pytest.mark.parametrize("case", sorted(CONVS))
