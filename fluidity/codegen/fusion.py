@@ -111,6 +111,28 @@ def _frozen_bn(op, cur, block, m):
     return {s: v[0] for s, v in roles.items()}
 
 
+# ops that only give a vector other dims: a bias reshaped to [1, M, 1, 1] after the conv
+# (Paddle 2.x's saved convs) is read from the vector itself
+_RESHAPES = ("reshape2", "reshape", "unsqueeze2", "unsqueeze")
+
+
+def _ready(name, i, j, ops, writers, block):
+    """The variable holding `name`'s values when conv i runs, for op j of its chain:
+    `name` when it is written before i (or only by op j itself: batch_norm's running
+    statistics), the input of the one reshape between i and j that makes it from such a
+    variable, else None."""
+    made = [k for k in writers.get(name, []) if k != j]
+    if all(k < i for k in made):
+        return name
+    if len(made) != 1 or not i < made[0] < j or ops[made[0]].type not in _RESHAPES:
+        return None
+    src = ops[made[0]].input("X")
+    v = block.find_var_recursive(src[0]) if len(src) == 1 else None
+    if v is None or any(k >= i for k in writers.get(src[0], [])):
+        return None
+    return src[0]
+
+
 _STEPS = {"elementwise_add": ("add", _channel_add), "batch_norm": ("bn", _frozen_bn),
           "relu": ("relu", lambda op, cur, block, m: {} if op.input("X") == [cur] else None)}
 _ORDER = ("add", "bn", "relu")      # each at most once, in this order
@@ -151,8 +173,10 @@ def conv_epilogue(program, block, keep):
             j, nop = nxt[0], ops[nxt[0]]
             kind, match = _STEPS.get(nop.type, (None, None))
             roles = match(nop, cur, block, w.shape[0]) if match else None
-            if roles is None or _ORDER.index(kind) <= done or not all(   # the op's own
-                    k < i or k == j for n in roles.values() for k in writers.get(n, [])):
+            if roles is None or _ORDER.index(kind) <= done:
+                break
+            roles = {r: _ready(n, i, j, ops, writers, block) for r, n in roles.items()}
+            if None in roles.values():
                 break
             side = _SIDE_OUTPUTS.get(nop.type, {})
             if any(n != roles.get(side[s]) and not private(n, None)

@@ -9,7 +9,7 @@ roundings of the largest partial sum, K the terms summed and that sum at most
 K * max|x| * max|w|."""
 import numpy as np
 import pytest
-from op_test import build_op, compiled_ops
+from op_test import COMPILED_ATOL, COMPILED_RTOL, build_op, compiled_ops
 
 import fluidity as fluid
 from fluidity.backward import gradients
@@ -214,3 +214,23 @@ def test_training_batch_norm_and_a_fetched_intermediate_are_not_fused():
     _, want = _run_cnn(main, startup, [bn_y, out], False, x)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=4 * 36 * EPS, atol=4 * 36 * EPS * 4)
+
+
+def test_a_paddle_saved_cnn_folds_its_reshaped_bias_and_batch_norms():
+    """Paddle 2.x saves conv2d -> reshape2(bias to [1, M, 1, 1]) -> elementwise_add ->
+    batch_norm -> relu: the add reads the bias vector itself, and the whole chain fuses."""
+    import os
+    from fluidity import io as fio
+    zoo = os.path.join(os.path.dirname(__file__), "..", "fixtures", "paddle_zoo", "cnn")
+    data = np.load(os.path.join(zoo, "input.npz"))
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        prog, _, fetches = fio.load_inference_model(os.path.join(zoo, "model"), exe)
+        compiled = fluid.CompiledProgram(prog).with_native_code()
+        feed = {k: data[k] for k in data.files}
+        want = exe.run(prog, feed=feed, fetch_list=fetches)
+        got = exe.run(compiled, feed=feed, fetch_list=fetches)
+    assert [line.split()[1] for line in _fused(compiled)] == \
+        ["elementwise_add", "batch_norm", "relu"] * 2
+    for g, w in zip(got, want):          # the convs' gemms as the kernel's: BLAS rounding
+        np.testing.assert_allclose(g, w, rtol=COMPILED_RTOL, atol=COMPILED_ATOL)
