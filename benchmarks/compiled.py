@@ -389,8 +389,8 @@ def conv_bench(steps, models):
         torch = None
     rng = np.random.default_rng(0)
     print(f"conv: inference (batch_norm over running statistics), one thread; thread CPU "
-          f"time, medians of alternating rounds (wall: compiled's wall-clock time); load average at start {os.getloadavg()[0]:.2f} on "
-          f"{os.cpu_count()} cores")
+          f"time, medians of alternating rounds (wall: compiled's wall-clock time); load "
+          f"average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"{'model':>11} {'batch':>5} {'compiled':>10} {'interp':>10} {'torch':>10} "
           f"{'sgemm':>10} {'GFLOP/s':>8} {'sgemm GF/s':>10} {'of sgemm':>9} {'vs interp':>9} "
           f"{'vs torch':>8} {'wall':>9}")
