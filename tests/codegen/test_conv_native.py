@@ -66,6 +66,13 @@ POOLS = {
                                         {"exclusive": False}),
     "avg global": ("avg", (2, 3, 5, 4), [1, 1], [1, 1], {"global_pooling": True}),
     "avg wide row (two row chunks)": ("avg", (1, 1, 2, 140), [1, 2], [1, 1], {}),
+    # padded: the interior's windows whole (direct loops), the border's from tables
+    "max 3x3 stride 2 padding 1": ("max", (2, 2, 9, 8), [3, 3], [2, 2], {"paddings": [1, 1]}),
+    "avg 3x3 stride 1 padding 1, exclusive": ("avg", (1, 2, 6, 7), [3, 3], [1, 1],
+                                              {"paddings": [1, 1]}),
+    "avg 3x2 stride 2 padding (1, 0), not exclusive, ceil": (
+        "avg", (2, 1, 7, 9), [3, 2], [2, 2], {"paddings": [1, 0], "exclusive": False,
+                                              "ceil_mode": True}),
 }
 
 
@@ -75,9 +82,9 @@ def test_pool_over_whole_windows_matches_the_kernel(case):
     exact. avg sums each window in another order than the kernel's matmuls."""
     ptype, shape, ksize, strides, extra = POOLS[case]
     x = f32(*shape)
-    if ptype == "max":
-        x[0, 0, 0, 0] = np.nan                      # NaN wins the windows it is in
-        x[-1, -1, 1, :2] = x[-1, -1, 0, :2]         # ties: the first maximum takes the gradient
+    if ptype == "max":                  # NaN wins the windows it is in (one in the interior
+        x[0, 0, 3, 3] = np.nan          # of a padded pooling); ties: the first maximum takes
+        x[-1, -1, 1, :2] = x[-1, -1, 0, :2]                                # the gradient
     attrs = {"pooling_type": ptype, "ksize": ksize, "strides": strides, "paddings": [0, 0],
              **extra}
     main, feed, fetch = _with_grads("pool2d", {"X": x}, attrs, ["X"], "Out")

@@ -159,12 +159,13 @@ inline void depthwise_conv_grad(const float* __restrict x, const float* __restri
             }
 }
 
-// Pooling whose windows all lie whole inside the plane (no padding reached, not adaptive):
-// window (a, b) covers rows a*SH + R0 + [0, KH) and columns b*SW + C0 + [0, KW). These loops
-// run along an output row, tap by tap, so the compiler vectorizes them (the generic form
-// looks every window up in tables).
+// Pooling over windows that all lie whole inside the plane (no padding reached, not
+// adaptive): window (a, b) covers rows a*SH + R0 + [0, KH) and columns b*SW + C0 + [0, KW),
+// and its output is o[a * OS + b] (OS = OW for a whole plane; a padded pooling's interior is
+// such a rectangle too). These loops run along an output row, tap by tap, so the compiler
+// vectorizes them (the generic form looks every window up in tables).
 struct PoolGeom {
-    int64_t H, W, OH, OW, KH, KW, SH, SW, R0, C0;
+    int64_t H, W, OH, OW, KH, KW, SH, SW, R0, C0, OS;
 };
 
 // max: the first tap, then fmaxnp with each further tap (rows, then columns), as the numpy
@@ -172,7 +173,7 @@ struct PoolGeom {
 inline void max_pool_plane(const float* __restrict img, float* __restrict o, const PoolGeom& g) {
     for (int64_t a = 0; a < g.OH; ++a) {
         const float* base = img + (a * g.SH + g.R0) * g.W + g.C0;
-        float* orow = o + a * g.OW;
+        float* orow = o + a * g.OS;
         for (int64_t b = 0; b < g.OW; ++b) orow[b] = base[b * g.SW];
         for (int64_t i = 0; i < g.KH; ++i)
             for (int64_t j = (i == 0 ? 1 : 0); j < g.KW; ++j) {
@@ -202,7 +203,7 @@ inline void avg_pool_plane(const float* __restrict img, float* __restrict o, con
                 }
                 for (int64_t b = 0; b < nb; ++b) acc[b] += col[b];
             }
-            float* orow = o + a * g.OW + b0;
+            float* orow = o + a * g.OS + b0;
             for (int64_t b = 0; b < nb; ++b) orow[b] = acc[b] / div;
         }
     }
@@ -224,7 +225,7 @@ inline void max_pool_plane_grad_disjoint(const float* __restrict img, const floa
                     const float t = img[at0 + i * g.W + j];
                     if (t > v) { v = t; at = at0 + i * g.W + j; }
                 }
-            gx[at] = d[a * g.OW + b];
+            gx[at] = d[a * g.OS + b];
         }
 }
 

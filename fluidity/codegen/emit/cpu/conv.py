@@ -10,7 +10,8 @@ from ....ops.conv import (conv_geometry, conv_shape_error, convt_geometry, pool_
 from ...cir import literal
 from .. import register
 from ..checks import check_dims
-from ..conv import contiguous, emit_literal_nchw, grouped_gemm, regular_pool, runs
+from ..conv import (contiguous, emit_literal_nchw, grouped_gemm, pool_interior, regular_pool,
+                    runs)
 
 
 def _emit_conv_geometry(e, x, w):
@@ -259,8 +260,10 @@ def conv2d_transpose_grad(e):
 def pool2d(e):
     """Each window's taps in the kernel's order (rows, then columns): the first maximum
     (NaN wins, as np.maximum's), or the sum of a separable average (columns of each row
-    summed, then the rows) divided as the kernel divides. NHWC walks the same planes
-    with a channel stride."""
+    summed, then the rows) divided as the kernel divides. Windows that are all whole (in
+    NCHW: every one, or the interior of a padded pooling) run conv.h's direct loops, the
+    others a loop over tables of their rows and columns; NHWC walks the same planes with
+    a channel stride."""
     x = e.input("X")
     e.require_float(x)
     lay = PoolLayout(e, x, e.attrs)
@@ -268,13 +271,16 @@ def pool2d(e):
     out = e.output("Out", lay.dims(oh, ow))
     regular = None if lay.last else regular_pool(e.attrs, lay.h, lay.w)
     if regular is not None:          # every window whole: the direct loops of conv.h
-        geom, area, _ = regular
-        call = ("fl::max_pool_plane(img, o, pg);" if e.attr("pooling_type") == "max" else
-                f"fl::avg_pool_plane(img, o, pg, {float(area)!r}f);")
-        e.code(geom)
-        e.code(f"for (int64_t p = 0; p < {lay.n_planes}; ++p) {{ const float* img = {x} + "
-               f"p * {lay.h * lay.w}; float* o = {out} + p * {oh * ow}; {call} }}")
+        e.code(regular[0])
+        e.code(_direct_pool(e, x, out, lay, oh * ow, 0, regular[1]))
         return
+    skip = ""
+    inner = None if lay.last else pool_interior(e.attrs, lay.h, lay.w)
+    if inner is not None:            # padding: the direct loops over the whole windows
+        geom, at, (a0, a1, b0, b1), area = inner
+        e.code(geom)
+        e.code(_direct_pool(e, x, out, lay, oh * ow, at, area))
+        skip = f"if (a >= {a0} && a < {a1} && b >= {b0} && b < {b1}) continue; "
     if e.attr("pooling_type") == "max":
         body = ("float v = -INFINITY; bool any = false; for (int64_t i = hs[a]; i < he[a]; "
                 "++i) for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = "
@@ -287,7 +293,16 @@ def pool2d(e):
     e.code(lay.planes(ow, ("const float* img", x, lay.h * lay.w),
                       ("float* o", out, oh * ow)) +
            f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
-           f"{body} o[(a * OW + b) * ES] = v; }} }}")
+           f"{skip}{body} o[(a * OW + b) * ES] = v; }} }}")
+
+
+def _direct_pool(e, x, out, lay, ohw, at, area):
+    """C++ running conv.h's direct pooling loop (geometry `pg`) on every NCHW plane, its
+    first output `at` into the output plane."""
+    call = ("fl::max_pool_plane(img, o, pg);" if e.attr("pooling_type") == "max" else
+            f"fl::avg_pool_plane(img, o, pg, {float(area)!r}f);")
+    return (f"for (int64_t p = 0; p < {lay.n_planes}; ++p) {{ const float* img = {x} + "
+            f"p * {lay.h * lay.w}; float* o = {out} + p * {ohw} + {at}; {call} }}")
 
 
 @register("pool2d_grad", "cpu")
