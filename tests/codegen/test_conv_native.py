@@ -82,9 +82,10 @@ def test_pool_over_whole_windows_matches_the_kernel(case):
     exact. avg sums each window in another order than the kernel's matmuls."""
     ptype, shape, ksize, strides, extra = POOLS[case]
     x = f32(*shape)
-    if ptype == "max":                  # NaN wins the windows it is in (one in the interior
-        x[0, 0, 3, 3] = np.nan          # of a padded pooling); ties: the first maximum takes
-        x[-1, -1, 1, :2] = x[-1, -1, 0, :2]                                # the gradient
+    if ptype == "max":                  # NaN wins the windows it is in: one at a corner
+        x[0, 0, 0, 0] = np.nan          # (after padding, when padded: the gradient goes to
+        x[0, -1, 3, 3] = np.nan         # the next maximum), one inside; ties: the first
+        x[-1, -1, 1, :2] = x[-1, -1, 0, :2]                  # maximum takes the gradient
     attrs = {"pooling_type": ptype, "ksize": ksize, "strides": strides, "paddings": [0, 0],
              **extra}
     main, feed, fetch = _with_grads("pool2d", {"X": x}, attrs, ["X"], "Out")

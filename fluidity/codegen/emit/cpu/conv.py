@@ -323,15 +323,23 @@ def pool2d_grad(e):
         return
     e.code(tables)
     if e.attr("pooling_type") == "max":
+        # the kernel starts each window at its first tap, padding (-inf) or not, and takes
+        # a later tap only if strictly greater: a NaN first tap keeps the gradient, a NaN
+        # after padding never gets it
+        ((_, vh), (_, vw)), _, _ = pool_windows(e.attrs, lay.h, lay.w)
         acc = e.scratch(x.dims, "double")
+        e.code(" ".join(f"static const bool {name}[] = {{{', '.join(map(str, flags))}}};"
+                        for name, flags in (("h0v", vh[:, 0].astype(int)),
+                                            ("w0v", vw[:, 0].astype(int)))))
         e.code(f"std::memset({acc}, 0, sizeof(double) * {acc.numel()});")
         e.code(lay.planes(ow, ("const float* img", x, hw), ("double* g", acc, hw),
                           ("const float* d", dout, oh * ow)) +
                f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
-               "float v = -INFINITY; int64_t at = -1; for (int64_t i = hs[a]; "
-               "i < he[a]; ++i) for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = "
-               "img[(i * W + j) * ES]; if (at < 0 || t > v) { v = t; at = i * W + j; } } "
-               "if (at >= 0) g[at * ES] += (double)d[(a * OW + b) * ES]; } }")
+               "if (he[a] <= hs[a] || we[b] <= ws[b]) continue; int64_t at = hs[a] * W + "
+               "ws[b]; float v = h0v[a] && w0v[b] ? img[at * ES] : -INFINITY; "
+               "for (int64_t i = hs[a]; i < he[a]; ++i) for (int64_t j = ws[b]; j < we[b]; "
+               "++j) { const float t = img[(i * W + j) * ES]; if (t > v) { v = t; "
+               "at = i * W + j; } } g[at * ES] += (double)d[(a * OW + b) * ES]; } }")
         e.code(f"for (int64_t i = 0; i < {dx.numel()}; ++i) {dx}[i] = (float){acc}[i];")
     else:
         e.code(f"std::memset({dx}, 0, sizeof(float) * {dx.numel()});")
