@@ -18,8 +18,15 @@ its own process (`--mode` runs one):
              features, fc 400-400-400-2, SGD, no AUC) at batch 128, one thread: compiled vs
              interpreted steps/s, and GFLOP/s of its 12 matmuls (4 forward, 8 backward)
              against the same 12 sgemm calls timed alone (numpy, one thread).
+  conv       inference CNNs (3x3 conv + bias -> batch_norm over running statistics -> relu
+             blocks): an MNIST-style CNN (1x28x28, conv 16, pool, conv 32, pool, fc 10) at
+             batch 1, 64, 256 and a ResNet-style 3x3 stack (64 channels at 56x56 twice, a
+             stride-2 conv to 128 at 28x28, 128 at 28x28) at batch 1 and 8: compiled vs
+             interpreter vs PyTorch eager (one thread, when torch imports) and one sgemm per
+             conv of its im2col gemm's shape, the candidates taking turns round by round.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/compiled.py
+    PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv
 """
 import argparse
 import json
@@ -256,9 +263,189 @@ def ctr_train(steps):
     print(f"  compiled vs interpreter: {t['interpreter'] / t['compiled']:.2f}x steps/s")
 
 
+# --- conv --------------------------------------------------------------------------------
+# (name, input [C, H, W], layers): ("conv", out channels, stride) is a 3x3 conv (padding 1,
+# bias) -> batch_norm (running statistics) -> relu; ("pool",) a 2x2 max pool; ("fc", n) a
+# softmax fc.
+CONV_MODELS = {
+    "mnist-cnn": ((1, 28, 28), [("conv", 16, 1), ("pool",), ("conv", 32, 1), ("pool",),
+                                ("fc", 10)], (1, 64, 256)),
+    "resnet-3x3": ((64, 56, 56), [("conv", 64, 1), ("conv", 64, 1), ("conv", 128, 2),
+                                  ("conv", 128, 1)], (1, 8)),
+}
+
+
+def conv_layers(spec):
+    """[(kind, {shape facts})] of a CONV_MODELS entry: each conv's (M, C, oh, ow), the
+    gemm it is ([M, C*9] @ [C*9, N*oh*ow])."""
+    (c, h, w), layers, _ = spec
+    out = []
+    for layer in layers:
+        if layer[0] == "conv":
+            m, s = layer[1], layer[2]
+            oh, ow = (h - 1) // s + 1, (w - 1) // s + 1
+            out.append(("conv", {"m": m, "c": c, "oh": oh, "ow": ow, "stride": s}))
+            c, h, w = m, oh, ow
+        elif layer[0] == "pool":
+            out.append(("pool", {}))
+            h, w = h // 2, w // 2
+        else:
+            out.append(("fc", {"k": c * h * w, "n": layer[1]}))
+    return out
+
+
+def conv_flops(spec, batch):
+    """Multiply-adds x 2 of the model's convs and fc at `batch` (pools, BN: not counted)."""
+    total = 0
+    for kind, f in conv_layers(spec):
+        if kind == "conv":
+            total += 2 * batch * f["m"] * f["c"] * 9 * f["oh"] * f["ow"]
+        elif kind == "fc":
+            total += 2 * batch * f["k"] * f["n"]
+    return total
+
+
+def build_conv_model(spec):
+    import fluidity as fluid
+    (c, h, w), layers, _ = spec
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 1
+    with fluid.program_guard(main, startup):
+        x = fluid.data("img", [None, c, h, w], "float32")
+        for layer in layers:
+            if layer[0] == "conv":
+                x = fluid.layers.conv2d(x, layer[1], 3, stride=layer[2], padding=1)
+                x = fluid.layers.batch_norm(x, act="relu", is_test=True)
+            elif layer[0] == "pool":
+                x = fluid.layers.pool2d(x, 2, pool_stride=2)
+            else:
+                x = fluid.layers.fc(x, layer[1], act="softmax")
+    return main, startup, x
+
+
+def build_torch_model(spec):
+    import torch
+    (c, _, _), layers, _ = spec
+    mods = []
+    for layer in layers:
+        if layer[0] == "conv":
+            mods += [torch.nn.Conv2d(c, layer[1], 3, layer[2], 1),
+                     torch.nn.BatchNorm2d(layer[1]), torch.nn.ReLU()]
+            c = layer[1]
+        elif layer[0] == "pool":
+            mods.append(torch.nn.MaxPool2d(2, 2))
+        else:
+            mods += [torch.nn.Flatten(), torch.nn.LazyLinear(layer[1]), torch.nn.Softmax(1)]
+    return torch.nn.Sequential(*mods).eval()
+
+
+def alternating(fns, rounds, per_round, clock=time.thread_time):
+    """{name: median over rounds of each round's median time by `clock`}, the candidates
+    taking turns round by round so that a change in the machine's load falls on all of them.
+    The default clock is the thread's CPU time: everything measured runs on the calling
+    thread (one BLAS and one torch thread), and on a machine shared with other work it
+    leaves out the time the thread waited for a core."""
+    import numpy as np
+    meds = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            ts = []
+            for _ in range(per_round):
+                t = clock()
+                fn()
+                ts.append(clock() - t)
+            meds[k].append(statistics.median(ts))
+    return {k: float(np.median(v)) for k, v in meds.items()}
+
+
+def sgemm_equivalent(spec, batch, rng):
+    """A function running one sgemm per conv of the model's gemm shape ([M, C*9] @
+    [C*9, N*oh*ow], numpy's OpenBLAS) and the fc's [N, k] @ [k, n]."""
+    import numpy as np
+    ops = []
+    for kind, f in conv_layers(spec):
+        if kind == "conv":
+            m, k, n = f["m"], f["c"] * 9, batch * f["oh"] * f["ow"]
+        elif kind == "fc":
+            m, k, n = batch, f["k"], f["n"]
+        else:
+            continue
+        ops.append((rng.random((m, k), dtype=np.float32), rng.random((k, n), dtype=np.float32),
+                    np.empty((m, n), np.float32)))
+
+    def run():
+        for a, b, c in ops:
+            np.matmul(a, b, out=c)
+    return run
+
+
+def conv_bench(steps, models):
+    import numpy as np
+    import fluidity as fluid
+    try:
+        import torch
+        torch.set_num_threads(1)
+    except ImportError:
+        torch = None
+    rng = np.random.default_rng(0)
+    print(f"conv: inference (batch_norm over running statistics), one thread; thread CPU "
+          f"time, medians of alternating rounds (wall: compiled's wall-clock time); load "
+          f"average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"{'model':>11} {'batch':>5} {'compiled':>10} {'interp':>10} {'torch':>10} "
+          f"{'sgemm':>10} {'GFLOP/s':>8} {'sgemm GF/s':>10} {'of sgemm':>9} {'vs interp':>9} "
+          f"{'vs torch':>8} {'wall':>9}")
+    for name in models:
+        spec = CONV_MODELS[name]
+        main, startup, out = build_conv_model(spec)
+        exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+        exe.run(startup, scope=scope)
+        for p in main.global_block().all_parameters():   # statistics not 0 / 1
+            t = scope.find_var(p.name).get_tensor()
+            t.set(rng.uniform(0.5, 1.5, np.asarray(t).shape).astype(np.float32),
+                  fluid.CPUPlace())
+        compiled = fluid.CompiledProgram(main).with_native_code(feed=["img"], fetch_list=[out])
+        net = build_torch_model(spec) if torch is not None else None
+        for batch in spec[2]:
+            x = rng.random((batch, *spec[0]), dtype=np.float32)
+            fns = {"compiled": lambda: exe.run(compiled, feed={"img": x}, fetch_list=[out],
+                                               scope=scope),
+                   "interp": lambda: exe.run(main, feed={"img": x}, fetch_list=[out],
+                                             scope=scope),
+                   "sgemm": sgemm_equivalent(spec, batch, rng)}
+            if net is not None:
+                tx = torch.from_numpy(x)
+
+                def run_torch():
+                    with torch.no_grad():
+                        net(tx)
+                run_torch()
+                fns["torch"] = run_torch
+            for fn in fns.values():           # build, warm up
+                for _ in range(3):
+                    fn()
+            flops = conv_flops(spec, batch)
+            per = max(3, min(50, int(steps * 2e7 / max(flops, 1)) // 10))
+            t = alternating(fns, rounds=5, per_round=per)
+            wall = alternating({"compiled": fns["compiled"]}, 3, per, time.perf_counter)
+            tt = t.get("torch")
+            vs_torch = f"{tt / t['compiled']:.2f}x" if tt else "n/a"
+            print(f"{name:>11} {batch:>5} {t['compiled'] * 1e3:>8.3f}ms "
+                  f"{t['interp'] * 1e3:>8.3f}ms "
+                  f"{(f'{tt * 1e3:.3f}ms') if tt else 'n/a':>10} {t['sgemm'] * 1e3:>8.3f}ms "
+                  f"{flops / t['compiled'] / 1e9:>8.1f} {flops / t['sgemm'] / 1e9:>10.1f} "
+                  f"{t['sgemm'] / t['compiled']:>9.1%} {t['interp'] / t['compiled']:>8.2f}x "
+                  f"{vs_torch:>8} {wall['compiled'] * 1e3:>7.3f}ms")
+            sys.stdout.flush()
+    print(f"(GFLOP/s: the convs' and fc's multiply-adds x 2 / time; sgemm: one sgemm per conv "
+          f"of its gemm shape [M, C*9] @ [C*9, N*oh*ow] and the fc's, numpy's OpenBLAS; "
+          f"of sgemm: sgemm time / compiled time; load average at end "
+          f"{os.getloadavg()[0]:.2f})")
+
+
 MODES = {"train-mlp": lambda a: train_mlp(a.steps),
          "infer": lambda a: infer(a.steps, a.paddle_python),
-         "ctr-train": lambda a: ctr_train(max(30, a.steps // 10))}
+         "ctr-train": lambda a: ctr_train(max(30, a.steps // 10)),
+         "conv": lambda a: conv_bench(a.steps, a.models or sorted(CONV_MODELS))}
 
 
 def main():
@@ -267,6 +454,8 @@ def main():
                     "in its own process)")
     ap.add_argument("--steps", type=int, default=300, help="timed steps (fewer at large "
                     "batches)")
+    ap.add_argument("--models", nargs="*", choices=sorted(CONV_MODELS),
+                    help="conv mode: which models (default all)")
     ap.add_argument("--paddle-python", default=os.path.join(ROOT, ".venv-paddle", "bin",
                                                             "python"))
     a = ap.parse_args()
@@ -275,7 +464,7 @@ def main():
             os.environ["OPENBLAS_NUM_THREADS"] = "1"
         MODES[a.mode](a)
         return
-    for mode in ("train-mlp", "infer", "ctr-train"):
+    for mode in ("train-mlp", "infer", "ctr-train", "conv"):
         subprocess.run([sys.executable, __file__, "--mode", mode, "--steps", str(a.steps),
                         "--paddle-python", a.paddle_python], check=True)
         print()

@@ -307,6 +307,22 @@ class Emit:
             self._touch(got[1])
         return got
 
+    def fused_epilogue(self, slot, dims):
+        """(Epilogue, {variable: Buf}, result Buf of `dims`) when output `slot` of this conv
+        is only transformed per channel by the ops after it (a bias add, a frozen
+        batch_norm, a relu: fusion.conv_epilogue), which the op then applies itself as it
+        writes the result; None otherwise: write `slot` as usual."""
+        name = self.output_var(slot)
+        if name is None or not self.has_output(slot):
+            return None
+        got = self._low.fused_epilogue(name, dims, self.k)
+        if got is not None:
+            for buf in got[1].values():
+                self._touch(buf)
+            self.outputs.setdefault(slot, []).append(got[2])
+            self._touch(got[2])
+        return got
+
     def scratch(self, dims, ctype="float"):
         """A buffer of `dims` for this op's own use (arena bytes free after the op)."""
         return self._touch(self._low.scratch(dims, ctype, self.k))

@@ -5,9 +5,18 @@ beside every op it fused.
 * `sgd_into_gradient`: an sgd update whose gradient the segment makes is applied by the op
   that makes it, in the same arithmetic (Param -= LearningRate * gradient), so the gradient
   never reaches memory; the sgd op is then not emitted.
+* `conv_epilogue`: in an inference program, the per-channel ops that only transform a
+  conv's result (a bias add, a batch_norm over running statistics, a relu) are computed by
+  the conv in the pass that writes its output (Fluid's conv + batch_norm folding, and the
+  activation fused into the conv's epilogue); those ops are then not emitted.
 """
+import math
+
 from ..core.dtypes import VarType
 from ..ir.analysis import sub_block_vars
+from ..ops import registry
+from ..ops.common import channel_last
+from ..ops.norm import bn_global_stats
 
 
 def _readers_writers(program, ops):
@@ -49,3 +58,140 @@ def sgd_into_gradient(program, block, keep):
 
 
 FUSIONS = {"sgd_into_gradient": sgd_into_gradient}
+
+
+# --- conv_epilogue -------------------------------------------------------------------------
+CONVS = ("conv2d", "depthwise_conv2d")
+
+
+class Epilogue:
+    """What a conv's compiled epilogue applies per output channel, in the fused ops' order:
+    `steps` [(kind, op index, {role: variable})], kind "add" (Y: one value a channel),
+    "bn" (Scale, Bias, Mean, Variance; epsilon) or "relu"; `out` the variable the last step
+    writes, which the conv then writes itself."""
+    __slots__ = ("conv", "steps", "out", "channels", "epsilon")
+
+    def __init__(self, conv, steps, out, channels, epsilon):
+        self.conv, self.steps, self.out = conv, steps, out
+        self.channels, self.epsilon = channels, epsilon     # epsilon: batch_norm's, or None
+
+    @property
+    def ops(self):
+        return [j for _, j, _ in self.steps]
+
+
+def _attrs(op):
+    opdef = registry.find(op.type)
+    return registry.attrs_of(opdef, op.all_attrs()) if opdef is not None else {}
+
+
+def _channel_add(op, cur, block, m):
+    """{"Y": name} when `op` adds one value per channel of NCHW `cur` (M channels): Y of
+    shape [M] at axis 1, or [1, M, 1, 1] at axis -1 or 0."""
+    if op.input("X") != [cur] or len(op.input("Y")) != 1:
+        return None
+    y = block.find_var_recursive(op.input("Y")[0])
+    shape, axis = list(y.shape) if y is not None else None, _attrs(op).get("axis", -1)
+    if shape == [m] and axis == 1 or shape == [1, m, 1, 1] and axis in (-1, 0):
+        return {"Y": op.input("Y")[0]}
+    return None
+
+
+def _frozen_bn(op, cur, block, m):
+    """Scale, Bias, Mean, Variance when `op` normalizes `cur` with its running statistics
+    (is_test or use_global_stats: an affine map per channel) in NCHW, and none of its other
+    outputs is anything but the running statistics themselves."""
+    a = _attrs(op)
+    if op.input("X") != [cur] or op.input("MomentumTensor") or \
+            channel_last(a.get("data_layout", "NCHW")) or not bn_global_stats(a):
+        return None
+    roles = {s: op.input(s) for s in ("Scale", "Bias", "Mean", "Variance")}
+    if any(len(v) != 1 for v in roles.values()) or not math.isfinite(a["epsilon"]):
+        return None
+    return {s: v[0] for s, v in roles.items()}
+
+
+# ops that only give a vector other dims: a bias reshaped to [1, M, 1, 1] after the conv
+# (Paddle 2.x's saved convs) is read from the vector itself
+_RESHAPES = ("reshape2", "reshape", "unsqueeze2", "unsqueeze")
+
+
+def _ready(name, i, j, ops, writers, block):
+    """The variable holding `name`'s values when conv i runs, for op j of its chain:
+    `name` when it is written before i (or only by op j itself: batch_norm's running
+    statistics), the input of the one reshape between i and j that makes it from such a
+    variable, else None."""
+    made = [k for k in writers.get(name, []) if k != j]
+    if all(k < i for k in made):
+        return name
+    if len(made) != 1 or not i < made[0] < j or ops[made[0]].type not in _RESHAPES:
+        return None
+    src = ops[made[0]].input("X")
+    v = block.find_var_recursive(src[0]) if len(src) == 1 else None
+    if v is None or any(k >= i for k in writers.get(src[0], [])):
+        return None
+    return src[0]
+
+
+_STEPS = {"elementwise_add": ("add", _channel_add), "batch_norm": ("bn", _frozen_bn),
+          "relu": ("relu", lambda op, cur, block, m: {} if op.input("X") == [cur] else None)}
+_ORDER = ("add", "bn", "relu")      # each at most once, in this order
+_SIDE_OUTPUTS = {"batch_norm": {"MeanOut": "Mean", "VarianceOut": "Variance",
+                                "SavedMean": None, "SavedVariance": None, "ReserveSpace": None}}
+
+
+def conv_epilogue(program, block, keep):
+    """{conv Output name: Epilogue} for each inference conv2d / depthwise_conv2d (NCHW, M
+    output channels known) whose result only a chain of per-channel ops reads, in order a
+    bias add, a frozen batch_norm (Fluid's conv + bn folding), a relu (each optional, at
+    least one): the conv computes the chain's result in its own output pass, and the
+    chain's ops are then not emitted. Each value in the chain has that one reader and one
+    writer and nobody keeps it; what the chain's ops read besides (bias, scale, statistics)
+    is written before the conv and not between; a side output of batch_norm is its running
+    statistic itself or read by nobody."""
+    ops = block.ops
+    readers, writers = _readers_writers(program, ops)
+    out = {}
+
+    def private(name, reader):
+        v = block.find_var_recursive(name)
+        return (v is not None and not v.persistable and name not in keep and
+                readers.get(name) == ([reader] if reader is not None else None) and
+                len(writers.get(name, [])) == 1)
+
+    for i, op in enumerate(ops):
+        if op.type not in CONVS or len(op.output("Output")) != 1:
+            continue
+        w = block.find_var_recursive((op.input("Filter") or [""])[0])
+        if w is None or len(w.shape) != 4 or w.shape[0] < 1:
+            continue
+        cur, steps, done = op.output("Output")[0], [], -1
+        while cur is not None:
+            nxt = readers.get(cur, [])
+            if len(nxt) != 1 or not private(cur, nxt[0]):
+                break
+            j, nop = nxt[0], ops[nxt[0]]
+            kind, match = _STEPS.get(nop.type, (None, None))
+            roles = match(nop, cur, block, w.shape[0]) if match else None
+            if roles is None or _ORDER.index(kind) <= done:
+                break
+            roles = {r: _ready(n, i, j, ops, writers, block) for r, n in roles.items()}
+            if None in roles.values():
+                break
+            side = _SIDE_OUTPUTS.get(nop.type, {})
+            if any(n != roles.get(side[s]) and not private(n, None)
+                   for s in side for n in nop.output(s)):
+                break
+            outs = [n for s in nop.output_names if s not in side for n in nop.output(s)]
+            if len(outs) != 1:
+                break
+            steps.append((kind, j, roles))
+            done, cur = _ORDER.index(kind), outs[0]
+        if steps:
+            eps = [_attrs(ops[j])["epsilon"] for kind, j, _ in steps if kind == "bn"]
+            out[op.output("Output")[0]] = Epilogue(i, steps, cur, w.shape[0],
+                                                   eps[0] if eps else None)
+    return out
+
+
+FUSIONS["conv_epilogue"] = conv_epilogue

@@ -9,6 +9,8 @@ block in order (`PythonOp`, `FusedOp`, `Segment`), each segment with its ops' co
 `ControlUnit`) and the buffers they touch with their lifetimes. Buffer planning
 (buffers.py) and rendering (render.py) come after.
 """
+import math
+
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
 from ..ir.analysis import sub_block_vars
@@ -18,7 +20,7 @@ from .arena import declared_fits
 from .cir import CTYPES, Buf, Emit, NotCompilable, is_lit
 from .dim import Dim
 from .control import CONTROL
-from .fusion import sgd_into_gradient
+from .fusion import conv_epilogue, sgd_into_gradient
 
 
 MAX_OP_SOURCE = 8 << 20    # an op's code larger than this runs interpreted (tables of huge dims)
@@ -135,13 +137,14 @@ class Segmenter:
         self.parts, self.created = [], set()
         self._seg, self._env, self._n = None, {}, 0
         self._blocks = [self.block]       # the block whose ops are being emitted, innermost last
-        self.fusions = {"sgd_into_gradient": sgd_into_gradient(program, self.block, self.keep)}
-        self._fused, self._pending_fuse = {}, None   # sgd op index -> the op it is fused into
+        self.fusions = {"sgd_into_gradient": sgd_into_gradient(program, self.block, self.keep),
+                        "conv_epilogue": conv_epilogue(program, self.block, self.keep)}
+        self._fused, self._pending_fuse = {}, []   # op index -> (op fused into, pass name)
 
     def run(self):
         for i, op in enumerate(self.block.ops):
             if i in self._fused:
-                self.parts.append(FusedOp(i, self._fused[i], "sgd_into_gradient"))
+                self.parts.append(FusedOp(i, *self._fused[i]))
                 continue
             reason = self._try(i, op)
             if reason is not None:
@@ -156,21 +159,21 @@ class Segmenter:
             self._seg = Segment(sum(isinstance(p, Segment) for p in self.parts))
         seg = self._seg
         saved = (seg.mark(), dict(self._env), self._n, list(self._blocks))
-        self._pending_fuse = None
+        self._pending_fuse = []
         try:
             note = self.emit_op(op, self.block_idx, i)
         except NotCompilable as exc:
             mark, self._env, self._n, self._blocks = saved
             seg.rollback(mark)
-            self._pending_fuse = None
+            self._pending_fuse = []
             if not seg.ops:
                 self._seg = None
             return str(exc)
         seg.ops.append((i, op))
         if note:
             seg.notes[i] = note
-        if self._pending_fuse is not None:
-            self._fused[self._pending_fuse] = i
+        for j, fusion in self._pending_fuse:
+            self._fused[j] = (i, fusion)
         return None
 
     def emit_op(self, op, block_idx, i):
@@ -256,8 +259,23 @@ class Segmenter:
         if param.kind not in ("input", "inout") or not param.persistable:
             return None
         self.write(p, param.dims, param.ctype, None, k_op)
-        self._pending_fuse = i_sgd
+        self._pending_fuse.append((i_sgd, "sgd_into_gradient"))
         return param, rate
+
+    def fused_epilogue(self, out_name, dims, k_op):
+        """(Epilogue, {variable: Buf} of what its steps read, the Buf of its result, declared
+        with `dims`) when the conv writing `out_name` may compute the per-channel ops that
+        follow it (fusion.conv_epilogue; they are then not emitted); else None."""
+        hit = self.fusions["conv_epilogue"].get(out_name)
+        if hit is None or len(self._blocks) > 1:     # not from inside a loop or branch
+            return None
+        bufs = {n: self.read(n, None) for _, _, roles in hit.steps for n in roles.values()}
+        if any(not all(is_lit(d) for d in b.dims) or math.prod(int(d) for d in b.dims) !=
+               hit.channels or b.ctype != "float" for b in bufs.values()):
+            return None                  # not one float a channel after all: unfused
+        result = self.write(hit.out, dims, "float", None, k_op)
+        self._pending_fuse += [(j, "conv_epilogue") for j in hit.ops]
+        return hit, bufs, result
 
     # -- buffers --------------------------------------------------------------------------
     def _var(self, name):

@@ -3,6 +3,7 @@ the grouped gemms, and the runs of pooling windows."""
 import numpy as np
 
 from ...ops.common import channel_last
+from ...ops.conv import pool_windows
 
 
 def emit_literal_nchw(e, x, w):
@@ -37,3 +38,59 @@ def runs(idx, valid):
     starts = [int(row[ok][0]) if ok.any() else 0 for row, ok in zip(idx, valid)]
     ends = [int(row[ok][-1]) + 1 if ok.any() else 0 for row, ok in zip(idx, valid)]
     return starts, ends
+
+
+def regular_windows(idx, valid):
+    """(first position, stride, size) when every window of an axis is whole (no padding
+    reached, no adaptive cell) and window o covers first + o * stride + [0, size); else
+    None."""
+    if not valid.all() or idx.shape[0] == 0:
+        return None
+    size = idx.shape[1]
+    first = int(idx[0, 0])
+    stride = int(idx[1, 0] - idx[0, 0]) if idx.shape[0] > 1 else 1
+    want = first + np.arange(idx.shape[0])[:, None] * stride + np.arange(size)
+    return (first, stride, size) if stride > 0 and np.array_equal(idx, want) else None
+
+
+def regular_pool(attrs, h, w):
+    """C++ declaring the fl::PoolGeom `pg` of a pooling over an h x w plane whose windows
+    are all whole and evenly spaced (runtime/conv.h's direct loops), the windows' area and
+    whether they are disjoint; None when some window is clipped by padding or the pooling
+    is adaptive."""
+    ((ih, vh), (iw, vw)), _, adaptive = pool_windows(attrs, h, w)
+    rows, cols = regular_windows(ih, vh), regular_windows(iw, vw)
+    if adaptive or rows is None or cols is None:
+        return None
+    (r0, sh, kh), (c0, sw, kw) = rows, cols
+    code = (f"const fl::PoolGeom pg{{{h}, {w}, {ih.shape[0]}, {iw.shape[0]}, {kh}, {kw}, "
+            f"{sh}, {sw}, {r0}, {c0}, {iw.shape[0]}}};")
+    return code, kh * kw, (sh >= kh and sw >= kw)
+
+
+def _whole_run(valid):
+    """[first, end) of the outputs whose windows are whole along an axis (one run in a
+    padded, non-adaptive pooling), or None."""
+    whole = np.flatnonzero(valid.all(axis=1))
+    if not len(whole) or whole[-1] - whole[0] + 1 != len(whole):
+        return None
+    return int(whole[0]), int(whole[-1]) + 1
+
+
+def pool_interior(attrs, h, w):
+    """(C++ declaring the fl::PoolGeom `pg` of the rectangle of outputs whose windows are
+    whole, the offset of its first output in the plane, (a0, a1, b0, b1), the windows'
+    area) for a padded, non-adaptive pooling; None when that rectangle is empty or its
+    windows are not evenly spaced."""
+    ((ih, vh), (iw, vw)), _, adaptive = pool_windows(attrs, h, w)
+    rows, cols = _whole_run(vh), _whole_run(vw)
+    if adaptive or attrs["global_pooling"] or rows is None or cols is None:
+        return None
+    (a0, a1), (b0, b1) = rows, cols
+    r, c = regular_windows(ih[a0:a1], vh[a0:a1]), regular_windows(iw[b0:b1], vw[b0:b1])
+    if r is None or c is None:
+        return None
+    (r0, sh, kh), (c0, sw, kw) = r, c
+    code = (f"const fl::PoolGeom pg{{{h}, {w}, {a1 - a0}, {b1 - b0}, {kh}, {kw}, {sh}, {sw}, "
+            f"{r0}, {c0}, {iw.shape[0]}}};")
+    return code, a0 * iw.shape[0] + b0, (a0, a1, b0, b1), kh * kw

@@ -1,14 +1,17 @@
 """C++ emitters of conv2d, depthwise_conv2d, conv2d_transpose, pool2d, max_pool2d_with_index
-and their gradients: im2col and one gemm per group, the numpy kernels' own BLAS calls."""
+and their gradients: im2col and one gemm per group over a cache-sized chunk of the batch (the
+numpy kernels' BLAS calls), a direct kernel for depthwise convs, direct loops for pooling."""
 import numpy as np
 
 from ....errors import ShapeError
 from ....ops.common import channel_last
 from ....ops.conv import (conv_geometry, conv_shape_error, convt_geometry, pool_windows,
                           pool_with_index_attrs)
+from ...cir import literal
 from .. import register
 from ..checks import check_dims
-from ..conv import contiguous, emit_literal_nchw, grouped_gemm, runs
+from ..conv import (contiguous, emit_literal_nchw, grouped_gemm, pool_interior, regular_pool,
+                    runs)
 
 
 def _emit_conv_geometry(e, x, w):
@@ -70,27 +73,84 @@ def _emit_pool_tables(e, attrs, h, w):
 @register("conv2d", "cpu")
 @register("depthwise_conv2d", "cpu")
 def conv2d(e):
-    """im2col, one gemm per group over the whole batch (the kernel's matmul), then NCHW
-    and the bias."""
+    """Per chunk of the batch (chunk_samples: its columns stay in cache): im2col, one gemm
+    per group ([M, C*kh*kw] @ [C*kh*kw, n*oh*ow], the kernel's matmul over those samples),
+    then one pass writing NCHW: the bias, and the per-channel ops a fused epilogue
+    (fusion.conv_epilogue) computes in their place. Depthwise convs: a direct kernel."""
     x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
     if e.op.input("ResidualData"):
         e.fail("ResidualData")
     e.require_float(x, w, bias)
     geom, groups, m, (oh, ow) = _emit_conv_geometry(e, x, w)
-    out = e.output("Output", [x.dims[0], str(m), str(oh), str(ow)])
-    ckk = e.prod(w.dims[1:])
-    ncol = e.mul(x.dims[0], oh * ow)
-    cols = e.scratch([e.mul(groups, ckk), ncol])
-    tmp = e.scratch([str(m), ncol])
+    dims = [x.dims[0], str(m), str(oh), str(ow)]
+    fused = e.fused_epilogue("Output", dims)
+    out = fused[2] if fused else e.output("Output", dims)
+    ckk, hw, n = int(e.prod(w.dims[1:])), oh * ow, x.dims[0]
     mg = m // groups
     e.code(geom)
-    e.code(f"fl::im2col({x}, g, {cols});")
-    e.code(grouped_gemm("fl::gemm", groups, False, False, mg, ncol, ckk, w, ckk, cols,
-                         ncol, tmp, ncol))
-    e.code(f"fl::swap01({tmp}, {out}, {m}, {x.dims[0]}, {oh * ow});")
+    if _depthwise(x, w, groups):
+        tmp = e.scratch([str(m), e.mul(n, hw)])
+        e.code(f"fl::depthwise_conv({x}, {w}, g, {mg}, {tmp});")
+        e.code(_epilogue(tmp, out, m, n, hw, bias, fused))
+        return
+    nb = chunk_samples(groups * ckk * hw)
+    cols = e.scratch([str(groups * ckk * nb * hw)])
+    tmp = e.scratch([str(m * nb * hw)])
+    chw = int(x.dims[1]) * int(x.dims[2]) * int(x.dims[3])
+    e.code(f"for (int64_t n0 = 0; n0 < {n}; n0 += {nb}) {{ fl::ConvGeom gc = g; "
+           f"gc.N = {n} - n0 < {nb} ? {n} - n0 : {nb}; const int64_t nc = gc.N * {hw}; "
+           f"fl::im2col({x} + n0 * {chw}, gc, {cols}); " +
+           grouped_gemm("fl::gemm", groups, False, False, mg, "nc", ckk, w, ckk, cols, "nc",
+                        tmp, "nc") + " " +
+           _epilogue(tmp, f"({out} + n0 * {m * hw})", m, "gc.N", hw, bias, fused) + " }")
+
+
+# Bytes of im2col columns a chunk of the batch may take: the chunk's columns and its gemm
+# output stay in the core's L2 (512 KiB here) between im2col, the gemm and the epilogue;
+# the whole batch's columns at once (7 MiB for the MNIST CNN's second conv at batch 64)
+# went through memory twice.
+CHUNK_BYTES = 256 << 10
+
+
+def chunk_samples(col_floats_per_sample):
+    """Samples a chunk of a conv's batch holds: as many as CHUNK_BYTES of columns take, at
+    least one (one sample's columns are then already a large gemm's operand)."""
+    return max(1, CHUNK_BYTES // (4 * col_floats_per_sample))
+
+
+def _depthwise(x, w, groups):
+    """Whether a conv is depthwise (one input channel a group, more than one group): then
+    it runs conv.h's direct kernel, since each output channel's gemm would have K = kh*kw
+    and M = the channel multiplier."""
+    return groups > 1 and int(x.dims[1]) == groups and int(w.dims[1]) == 1
+
+
+def _epilogue(tmp, out, m, n, hw, bias, fused):
+    """C++ writing `out` [N, M, hw] from the gemm's [M, N, hw]: per element the conv's
+    bias, then the fused steps, in the unfused ops' float arithmetic (elementwise_add's
+    x + y, batch_norm's x * k + off with its k and off, relu's fmaxnp), so fusing
+    changes no bit."""
+    per_channel, per_value = [], []
     if bias is not None:
-        e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) "
-               f"{out}[i] = {out}[i] + {bias}[(i / {oh * ow}) % {m}];")
+        per_value.append(f"v = v + {bias}[c];")
+    epi, bufs = (fused[0], fused[1]) if fused else (None, {})
+    for kind, _, roles in (epi.steps if epi else []):
+        b = {role: bufs[name] for role, name in roles.items()}
+        if kind == "add":
+            per_value.append(f"v = v + {b['Y']}[c];")
+        elif kind == "bn":
+            eps = literal(float(epi.epsilon))
+            per_channel.append(
+                f"const float inv = 1.0f / std::sqrt({b['Variance']}[c] + {eps}); "
+                f"const float k = {b['Scale']}[c] * inv; const float off = {b['Bias']}[c] - "
+                f"{b['Mean']}[c] * {b['Scale']}[c] * inv;")
+            per_value.append("v = v * k + off;")
+        else:
+            per_value.append("v = fl::fmaxnp(v, 0.0f);")
+    return (f"for (int64_t c = 0; c < {m}; ++c) {{ {' '.join(per_channel)} "
+            f"for (int64_t b = 0; b < {n}; ++b) {{ const float* src = {tmp} + (c * {n} + b) * "
+            f"{hw}; float* dst = {out} + (b * {m} + c) * {hw}; for (int64_t i = 0; i < {hw}; "
+            f"++i) {{ float v = src[i]; {' '.join(per_value)} dst[i] = v; }} }} }}")
 
 
 @register("conv2d_grad", "cpu")
@@ -103,6 +163,13 @@ def conv2d_grad(e):
     ckk, mg = e.prod(w.dims[1:]), m // groups
     ncol = e.mul(x.dims[0], oh * ow)
     e.code(geom)
+    if _depthwise(x, w, groups):
+        dx = e.output("Input@GRAD", x.dims) if e.has_output("Input@GRAD") else None
+        dw = e.output("Filter@GRAD", w.dims) if e.has_output("Filter@GRAD") else None
+        e.code(f"fl::depthwise_conv_grad({x}, {w}, {dout}, g, {mg}, {dx or 'nullptr'}, "
+               f"{dw or 'nullptr'});")
+        _bias_grad(e, bias, dout, x.dims[0], m, oh * ow)
+        return
     d = e.scratch([str(m), ncol])      # Output@GRAD as [M, N*oh*ow]
     e.code(f"fl::swap01({dout}, {d}, {x.dims[0]}, {m}, {oh * ow});")
     if e.has_output("Filter@GRAD"):
@@ -117,10 +184,16 @@ def conv2d_grad(e):
         e.code(grouped_gemm("fl::gemm", groups, True, False, ckk, ncol, mg, w, ckk, d,
                              ncol, dcols, ncol))
         e.code(f"fl::col2im({dcols}, g, {dx});")
+    _bias_grad(e, bias, dout, x.dims[0], m, oh * ow)
+
+
+def _bias_grad(e, bias, dout, n, m, hw):
+    """Bias@GRAD: Output@GRAD (NCHW) summed per channel in double."""
     if e.has_output("Bias@GRAD") and bias is not None:
         db = e.output("Bias@GRAD", bias.dims)
-        e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ double s = 0; for (int64_t i = 0; "
-               f"i < {ncol}; ++i) s += {d}[c * {ncol} + i]; {db}[c] = (float)s; }}")
+        e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ double s = 0; for (int64_t b = 0; "
+               f"b < {n}; ++b) for (int64_t i = 0; i < {hw}; ++i) s += {dout}[(b * {m} + c) "
+               f"* {hw} + i]; {db}[c] = (float)s; }}")
 
 
 @register("conv2d_transpose", "cpu")
@@ -187,13 +260,27 @@ def conv2d_transpose_grad(e):
 def pool2d(e):
     """Each window's taps in the kernel's order (rows, then columns): the first maximum
     (NaN wins, as np.maximum's), or the sum of a separable average (columns of each row
-    summed, then the rows) divided as the kernel divides. NHWC walks the same planes
-    with a channel stride."""
+    summed, then the rows) divided as the kernel divides. Windows that are all whole (in
+    NCHW: every one, or the interior of a padded pooling) run conv.h's direct loops, the
+    others a loop over tables of their rows and columns; NHWC walks the same planes with
+    a channel stride."""
     x = e.input("X")
     e.require_float(x)
     lay = PoolLayout(e, x, e.attrs)
     tables, (oh, ow) = _emit_pool_tables(e, e.attrs, lay.h, lay.w)
     out = e.output("Out", lay.dims(oh, ow))
+    regular = None if lay.last else regular_pool(e.attrs, lay.h, lay.w)
+    if regular is not None:          # every window whole: the direct loops of conv.h
+        e.code(regular[0])
+        e.code(_direct_pool(e, x, out, lay, oh * ow, 0, regular[1]))
+        return
+    skip = ""
+    inner = None if lay.last else pool_interior(e.attrs, lay.h, lay.w)
+    if inner is not None:            # padding: the direct loops over the whole windows
+        geom, at, (a0, a1, b0, b1), area = inner
+        e.code(geom)
+        e.code(_direct_pool(e, x, out, lay, oh * ow, at, area))
+        skip = f"if (a >= {a0} && a < {a1} && b >= {b0} && b < {b1}) continue; "
     if e.attr("pooling_type") == "max":
         body = ("float v = -INFINITY; bool any = false; for (int64_t i = hs[a]; i < he[a]; "
                 "++i) for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = "
@@ -206,7 +293,16 @@ def pool2d(e):
     e.code(lay.planes(ow, ("const float* img", x, lay.h * lay.w),
                       ("float* o", out, oh * ow)) +
            f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
-           f"{body} o[(a * OW + b) * ES] = v; }} }}")
+           f"{skip}{body} o[(a * OW + b) * ES] = v; }} }}")
+
+
+def _direct_pool(e, x, out, lay, ohw, at, area):
+    """C++ running conv.h's direct pooling loop (geometry `pg`) on every NCHW plane, its
+    first output `at` into the output plane."""
+    call = ("fl::max_pool_plane(img, o, pg);" if e.attr("pooling_type") == "max" else
+            f"fl::avg_pool_plane(img, o, pg, {float(area)!r}f);")
+    return (f"for (int64_t p = 0; p < {lay.n_planes}; ++p) {{ const float* img = {x} + "
+            f"p * {lay.h * lay.w}; float* o = {out} + p * {ohw} + {at}; {call} }}")
 
 
 @register("pool2d_grad", "cpu")
@@ -219,17 +315,31 @@ def pool2d_grad(e):
     tables, (oh, ow) = _emit_pool_tables(e, e.attrs, lay.h, lay.w)
     dx = e.output("X@GRAD", x.dims)
     hw = lay.h * lay.w
+    regular = None if lay.last else regular_pool(e.attrs, lay.h, lay.w)
+    if e.attr("pooling_type") == "max" and regular is not None and regular[2]:
+        e.code(regular[0])           # disjoint whole windows: one contribution a position
+        e.code(f"for (int64_t p = 0; p < {lay.n_planes}; ++p) fl::max_pool_plane_grad_"
+               f"disjoint({x} + p * {hw}, {dout} + p * {oh * ow}, {dx} + p * {hw}, pg);")
+        return
     e.code(tables)
     if e.attr("pooling_type") == "max":
+        # the kernel starts each window at its first tap, padding (-inf) or not, and takes
+        # a later tap only if strictly greater: a NaN first tap keeps the gradient, a NaN
+        # after padding never gets it
+        ((_, vh), (_, vw)), _, _ = pool_windows(e.attrs, lay.h, lay.w)
         acc = e.scratch(x.dims, "double")
+        e.code(" ".join(f"static const bool {name}[] = {{{', '.join(map(str, flags))}}};"
+                        for name, flags in (("h0v", vh[:, 0].astype(int)),
+                                            ("w0v", vw[:, 0].astype(int)))))
         e.code(f"std::memset({acc}, 0, sizeof(double) * {acc.numel()});")
         e.code(lay.planes(ow, ("const float* img", x, hw), ("double* g", acc, hw),
                           ("const float* d", dout, oh * ow)) +
                f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t b = 0; b < OW; ++b) {{ "
-               "float v = -INFINITY; int64_t at = -1; for (int64_t i = hs[a]; "
-               "i < he[a]; ++i) for (int64_t j = ws[b]; j < we[b]; ++j) { const float t = "
-               "img[(i * W + j) * ES]; if (at < 0 || t > v) { v = t; at = i * W + j; } } "
-               "if (at >= 0) g[at * ES] += (double)d[(a * OW + b) * ES]; } }")
+               "if (he[a] <= hs[a] || we[b] <= ws[b]) continue; int64_t at = hs[a] * W + "
+               "ws[b]; float v = h0v[a] && w0v[b] ? img[at * ES] : -INFINITY; "
+               "for (int64_t i = hs[a]; i < he[a]; ++i) for (int64_t j = ws[b]; j < we[b]; "
+               "++j) { const float t = img[(i * W + j) * ES]; if (t > v) { v = t; "
+               "at = i * W + j; } } g[at * ES] += (double)d[(a * OW + b) * ES]; } }")
         e.code(f"for (int64_t i = 0; i < {dx.numel()}; ++i) {dx}[i] = (float){acc}[i];")
     else:
         e.code(f"std::memset({dx}, 0, sizeof(float) * {dx.numel()});")

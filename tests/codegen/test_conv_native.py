@@ -1,0 +1,244 @@
+"""The compiled conv family at the machine's limit (issue 29): pooling's direct loops over
+whole windows, the depthwise direct kernel, the strided/padded im2col, and the
+conv_epilogue fusion (bias add, frozen batch_norm, relu computed in the conv's output
+pass). Each compiled vs the numpy kernels, forward and gradients.
+
+Tolerances come from the arithmetic: where the compiled code sums a window's products in
+another order than the kernel's gemm, each result differs by at most about K float32
+roundings of the largest partial sum, K the terms summed and that sum at most
+K * max|x| * max|w|."""
+import numpy as np
+import pytest
+from op_test import COMPILED_ATOL, COMPILED_RTOL, build_op, compiled_ops
+
+import fluidity as fluid
+from fluidity.backward import gradients
+
+rng = np.random.default_rng(29)
+EPS = np.finfo(np.float32).eps
+
+
+def f32(*shape):
+    return rng.uniform(-2.0, 2.0, shape).astype(np.float32)
+
+
+def _run(main, feed, fetch, compiled):
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
+    return [np.asarray(v) for v in exe.run(prog, feed=feed, fetch_list=fetch, scope=scope)]
+
+
+def _with_grads(op_type, inputs, attrs, wrt, out_slot):
+    """The op, a weighted mean of its `out_slot` as the loss, and the gradients of `wrt`:
+    (main, feed, [output, gradients...])."""
+    main, startup, feed, outs, ins = build_op(op_type, inputs, attrs, [out_slot])
+    out = outs[out_slot][0]
+    with fluid.program_guard(main, startup):
+        block = main.global_block()
+        shape = _run(main, feed, [out], False)[0].shape
+        wv = block.create_var(name="loss_w", shape=shape, dtype="float32")
+        feed["loss_w"] = rng.uniform(0.5, 1.5, shape).astype(np.float32)
+        prod = block.create_var(name="loss_p", dtype="float32")
+        block.append_op("elementwise_mul", {"X": out, "Y": wv}, {"Out": prod})
+        loss = block.create_var(name="loss", dtype="float32", shape=[1])
+        block.append_op("mean", {"X": prod}, {"Out": loss})
+        grads = gradients([loss], [ins[s][0] for s in wrt])
+    return main, feed, [out] + grads
+
+
+def _check(op_type, inputs, attrs, wrt, out_slot, atol):
+    main, feed, fetch = _with_grads(op_type, inputs, attrs, wrt, out_slot)
+    done = compiled_ops(main)
+    assert op_type in done and op_type + "_grad" in done, done
+    want, got = _run(main, feed, fetch, False), _run(main, feed, fetch, True)
+    for v, g, w, tol in zip(fetch, got, want, atol):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=0, atol=tol, err_msg=v.name)
+
+
+# --- pooling over whole windows -----------------------------------------------------------
+POOLS = {
+    "max 2x2 stride 2": ("max", (2, 3, 8, 6), [2, 2], [2, 2], {}),
+    "max 3x3 stride 2, odd plane": ("max", (1, 2, 9, 7), [3, 3], [2, 2], {}),
+    "max 3x2 stride 1 (overlapping)": ("max", (2, 2, 5, 6), [3, 2], [1, 1], {}),
+    "avg 3x3 stride 1": ("avg", (2, 2, 6, 5), [3, 3], [1, 1], {}),
+    "avg 2x2 stride 2, not exclusive": ("avg", (1, 3, 4, 6), [2, 2], [2, 2],
+                                        {"exclusive": False}),
+    "avg global": ("avg", (2, 3, 5, 4), [1, 1], [1, 1], {"global_pooling": True}),
+    "avg wide row (two row chunks)": ("avg", (1, 1, 2, 140), [1, 2], [1, 1], {}),
+    # padded: the interior's windows whole (direct loops), the border's from tables
+    "max 3x3 stride 2 padding 1": ("max", (2, 2, 9, 8), [3, 3], [2, 2], {"paddings": [1, 1]}),
+    "avg 3x3 stride 1 padding 1, exclusive": ("avg", (1, 2, 6, 7), [3, 3], [1, 1],
+                                              {"paddings": [1, 1]}),
+    "avg 3x2 stride 2 padding (1, 0), not exclusive, ceil": (
+        "avg", (2, 1, 7, 9), [3, 2], [2, 2], {"paddings": [1, 0], "exclusive": False,
+                                              "ceil_mode": True}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(POOLS))
+def test_pool_over_whole_windows_matches_the_kernel(case):
+    """max makes the same comparisons (NaN wins; the gradient to the first maximum):
+    exact. avg sums each window in another order than the kernel's matmuls."""
+    ptype, shape, ksize, strides, extra = POOLS[case]
+    x = f32(*shape)
+    if ptype == "max":                  # NaN wins the windows it is in: one at a corner
+        x[0, 0, 0, 0] = np.nan          # (after padding, when padded: the gradient goes to
+        x[0, -1, 3, 3] = np.nan         # the next maximum), one inside; ties: the first
+        x[-1, -1, 1, :2] = x[-1, -1, 0, :2]                  # maximum takes the gradient
+    attrs = {"pooling_type": ptype, "ksize": ksize, "strides": strides, "paddings": [0, 0],
+             **extra}
+    main, feed, fetch = _with_grads("pool2d", {"X": x}, attrs, ["X"], "Out")
+    assert {"pool2d", "pool2d_grad"} <= compiled_ops(main)
+    want, got = _run(main, feed, fetch, False), _run(main, feed, fetch, True)
+    if ptype == "max":
+        for v, g, w in zip(fetch, got, want):
+            np.testing.assert_array_equal(g, w, err_msg=v.name)
+    else:                    # sums of at most k terms of at most 2 (forward), positive (grad)
+        k = x.shape[2] * x.shape[3] if extra.get("global_pooling") else ksize[0] * ksize[1]
+        np.testing.assert_allclose(got[0], want[0], rtol=0, atol=2 * k * EPS * 2)
+        np.testing.assert_allclose(got[1], want[1], rtol=2 * k * EPS)
+
+
+# --- convolutions ---------------------------------------------------------------------------
+CONVS = {
+    "stride 2, padding 1": ((2, 3, 7, 8), (4, 3, 3, 3), {"strides": [2, 2],
+                                                         "paddings": [1, 1]}),
+    "stride (1, 3), padding (0, 2), dilation (2, 1)": (
+        (1, 2, 9, 10), (3, 2, 2, 3), {"strides": [1, 3], "paddings": [0, 2],
+                                      "dilations": [2, 1]}),
+    "groups 2, padding 2 past the kernel": ((2, 4, 5, 5), (6, 2, 3, 3),
+                                             {"paddings": [2, 2], "groups": 2}),
+    # one sample's columns (16*9 x 24*24 floats) fill a chunk: the batch runs in 3 chunks
+    "a batch in chunks of one sample, groups 2": ((3, 16, 24, 24), (4, 8, 3, 3),
+                                                  {"paddings": [1, 1], "groups": 2}),
+}
+DEPTHWISE = {
+    "multiplier 1, stride 2, padding 1": ((2, 3, 7, 6), (3, 1, 3, 3),
+                                          {"strides": [2, 2], "paddings": [1, 1]}),
+    "multiplier 2, dilation 2, stride (1, 2)": ((1, 2, 8, 9), (4, 1, 3, 2),
+                                                {"strides": [1, 2], "paddings": [2, 1],
+                                                 "dilations": [2, 2]}),
+}
+
+
+def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():
+    from fluidity.codegen.emit.cpu.conv import chunk_samples
+    assert chunk_samples(16 * 9 * 24 * 24) == 1
+
+
+def _conv_case(op_type, case, table):
+    """Values in [-2, 2], the loss's weights in [0.5, 1.5] over the mean: each gradient
+    element of Output is at most 1.5 / its size. A sum of n terms of at most t each is
+    off by at most about n * eps * n * t in either order."""
+    xs, ws, attrs = table[case]
+    x, w = f32(*xs), f32(*ws)
+    attrs = {"groups": xs[1] if op_type == "depthwise_conv2d" else 1, **attrs}
+    main, _, feed, outs, _ = build_op(op_type, {"Input": x, "Filter": w}, attrs, ["Output"])
+    out = _run(main, feed, outs["Output"], False)[0]
+    d = 1.5 / out.size
+    taps = ws[1] * ws[2] * ws[3]                       # terms of one output
+    dx_terms = ws[0] // attrs["groups"] * ws[2] * ws[3]  # at most, per input element
+    dw_terms = out.shape[0] * out.shape[2] * out.shape[3]
+
+    def tol(n, t):
+        return 2 * n * EPS * n * t
+    _check(op_type, {"Input": x, "Filter": w}, attrs, ["Input", "Filter"], "Output",
+           [tol(taps, 4.0), tol(dx_terms, 2 * d), tol(dw_terms, 2 * d)])
+
+
+@pytest.mark.parametrize("case", sorted(CONVS))
+def test_conv2d_matches_the_kernel(case):
+    _conv_case("conv2d", case, CONVS)
+
+
+@pytest.mark.parametrize("case", sorted(DEPTHWISE))
+def test_depthwise_direct_kernel_matches_the_kernel(case):
+    _conv_case("depthwise_conv2d", case, DEPTHWISE)
+
+
+# --- conv_epilogue ----------------------------------------------------------------------------
+def _cnn(is_test, groups=1):
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 11           # the same filters each time it is built
+    with fluid.program_guard(main, startup):
+        img = fluid.data("img", [None, 4, 9, 9], "float32")
+        h = fluid.layers.conv2d(img, 8, 3, padding=1, stride=2, groups=groups)
+        h = fluid.layers.batch_norm(h, act="relu", is_test=is_test)
+        out = fluid.layers.pool2d(h, 2, pool_stride=2)
+    return main, startup, out
+
+
+def _run_cnn(main, startup, fetch, compiled, x):
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    exe.run(startup, scope=scope)
+    r = np.random.default_rng(5)
+    for p in main.global_block().all_parameters():    # statistics and scales not 0 / 1
+        t = scope.find_var(p.name).get_tensor()
+        t.set(r.uniform(0.5, 1.5, np.asarray(t).shape).astype(np.float32), fluid.CPUPlace())
+    prog = fluid.CompiledProgram(main).with_native_code(feed=["img"], fetch_list=fetch) \
+        if compiled else main
+    return prog, [np.asarray(v) for v in exe.run(prog, feed={"img": x}, fetch_list=fetch,
+                                                 scope=scope)]
+
+
+def _fused(prog):
+    return [line for line in prog.explain().splitlines() if "(conv_epilogue)" in line]
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+def test_inference_conv_computes_bias_batch_norm_and_relu_in_its_epilogue(groups):
+    main, startup, out = _cnn(True, groups=groups)
+    x = f32(3, 4, 9, 9)
+    _, (want,) = _run_cnn(main, startup, [out], False, x)
+    prog, (got,) = _run_cnn(main, startup, [out], True, x)
+    fused = _fused(prog)
+    assert [line.split()[1] for line in fused] == ["elementwise_add", "batch_norm", "relu"]
+    taps = 9 * 4 // groups
+    np.testing.assert_allclose(got, want, rtol=4 * taps * EPS, atol=4 * taps * EPS * 4)
+
+
+def test_the_epilogue_rounds_as_the_unfused_ops():
+    """Fusing changes no bit: fetching the conv's own output (kept, so nothing fuses)
+    gives the same result bit for bit."""
+    main, startup, out = _cnn(True)
+    x = f32(2, 4, 9, 9)
+    prog, (fused,) = _run_cnn(main, startup, [out], True, x)
+    assert len(_fused(prog)) == 3
+    conv_out = main.global_block().ops[0].output("Output")[0]
+    prog, (_, plain) = _run_cnn(main, startup, [conv_out, out], True, x)
+    assert not _fused(prog)
+    np.testing.assert_array_equal(fused, plain)
+
+
+def test_training_batch_norm_and_a_fetched_intermediate_are_not_fused():
+    main, startup, out = _cnn(False)
+    prog, _ = _run_cnn(main, startup, [out], True, f32(2, 4, 9, 9))
+    assert [line.split()[1] for line in _fused(prog)] == ["elementwise_add"]
+    main, startup, out = _cnn(True)          # batch_norm's output is fetched
+    bn_y, x = main.global_block().ops[2].output("Y")[0], f32(2, 4, 9, 9)
+    prog, got = _run_cnn(main, startup, [bn_y, out], True, x)
+    assert [line.split()[1] for line in _fused(prog)] == ["elementwise_add", "batch_norm"]
+    _, want = _run_cnn(main, startup, [bn_y, out], False, x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=4 * 36 * EPS, atol=4 * 36 * EPS * 4)
+
+
+def test_a_paddle_saved_cnn_folds_its_reshaped_bias_and_batch_norms():
+    """Paddle 2.x saves conv2d -> reshape2(bias to [1, M, 1, 1]) -> elementwise_add ->
+    batch_norm -> relu: the add reads the bias vector itself, and the whole chain fuses."""
+    import os
+    from fluidity import io as fio
+    zoo = os.path.join(os.path.dirname(__file__), "..", "fixtures", "paddle_zoo", "cnn")
+    data = np.load(os.path.join(zoo, "input.npz"))
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        prog, _, fetches = fio.load_inference_model(os.path.join(zoo, "model"), exe)
+        compiled = fluid.CompiledProgram(prog).with_native_code()
+        feed = {k: data[k] for k in data.files}
+        want = exe.run(prog, feed=feed, fetch_list=fetches)
+        got = exe.run(compiled, feed=feed, fetch_list=fetches)
+    assert [line.split()[1] for line in _fused(compiled)] == \
+        ["elementwise_add", "batch_norm", "relu"] * 2
+    for g, w in zip(got, want):          # the convs' gemms as the kernel's: BLAS rounding
+        np.testing.assert_allclose(g, w, rtol=COMPILED_RTOL, atol=COMPILED_ATOL)
