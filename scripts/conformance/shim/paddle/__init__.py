@@ -14,6 +14,7 @@ ALIASES = (
     ("paddle.fluid.tests.unittests.", ""),      # the test directory is on sys.path
     ("paddle.fluid", "fluidity"),
     ("paddle.reader", "fluidity.reader"),
+    ("paddle.version", "fluidity.version"),     # the version Fluid reads (require_version)
 )
 
 
@@ -50,7 +51,10 @@ sys.meta_path.insert(0, _Alias())
 # in sys.modules, or the import system rebinds the parent's attribute to the module
 # (`from paddle.fluid.layers.rnn import LSTMCell` would make `fluid.layers.rnn` the module,
 # where Fluid 1.8 keeps the function there).
+import fluidity.version  # noqa: E402,F401
 for _name, _mod in list(sys.modules.items()):
+    if _name == "fluidity.version":
+        sys.modules.setdefault("paddle.version", _mod)
     if _name == "fluidity" or _name.startswith("fluidity."):
         sys.modules.setdefault("paddle.fluid" + _name[len("fluidity"):], _mod)
     if _name == "fluidity.reader" or _name.startswith("fluidity.reader."):
@@ -59,7 +63,8 @@ for _name, _mod in list(sys.modules.items()):
 fluid = importlib.import_module("paddle.fluid")
 reader = importlib.import_module("paddle.reader")
 batch = fluidity.batch
-from . import compat, dataset  # noqa: E402,F401
+from . import check_import_scipy, compat, dataset  # noqa: E402,F401
+version = sys.modules["paddle.version"]
 
 __version__ = "1.8.0"
 
@@ -79,3 +84,13 @@ for _old, _builtin in (("bool", bool), ("int", int), ("float", float), ("object"
         setattr(_np, _old, _builtin)
 if not hasattr(_np, "asscalar"):
     _np.asscalar = lambda a: a.item()
+
+# Likewise Python 3.10 removed the collections ABC aliases (collections.Sequence ...), which
+# Paddle 1.8's gradient_checker.py and some tests use: put back as Python 3.9 had them.
+import collections as _collections  # noqa: E402
+import collections.abc as _abc  # noqa: E402
+
+for _old in ("Sequence", "Mapping", "MutableMapping", "Iterable", "Callable", "Set",
+             "MutableSequence", "Hashable", "Sized", "Container", "Iterator"):
+    if not hasattr(_collections, _old):
+        setattr(_collections, _old, getattr(_abc, _old))

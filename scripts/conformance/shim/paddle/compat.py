@@ -54,4 +54,5 @@ def floor_division(x, y):
 
 
 def get_exception_message(exc):
+    assert exc is not None
     return str(exc)
