@@ -27,3 +27,8 @@ from . import lstmp, sample_logits  # noqa: F401,E402  (projected LSTM, sampled 
 from . import interp  # noqa: F401,E402  (bilinear/nearest/trilinear/bicubic_interp, Fluid 1.x's resize)
 from . import quantize  # noqa: F401,E402  (fake_quantize_*, fake_dequantize_*, dequantize_abs_max/log)
 from . import ctr  # noqa: F401,E402  (hash, filter_by_instag, data_norm, cvm)
+# Fluid 1.8 ops registered late: minus, squared_l2_distance, modified_huber_loss, partial_*,
+# proximal_*, seed, shuffle_batch, precision_recall, ref_by_trainer_id, lookup_table_dequant,
+# spp, unpool
+from . import (distance, modified_huber, partial,  # noqa: F401,E402
+               precision_recall, proximal, quant_lookup, seeded, trainer_ref, pooling_pyramid)

@@ -1,5 +1,7 @@
-"""`fluid.contrib.layers`: basic_lstm / basic_gru and their one-step units."""
-from . import rnn_impl
+"""`fluid.contrib.layers`: basic_lstm / basic_gru and their one-step units; shuffle_batch,
+partial_concat, partial_sum."""
+from . import batch_ops, rnn_impl
+from .batch_ops import *  # noqa: F401,F403
 from .rnn_impl import *  # noqa: F401,F403
 
-__all__ = list(rnn_impl.__all__)
+__all__ = list(rnn_impl.__all__) + list(batch_ops.__all__)
