@@ -31,4 +31,5 @@ from . import ctr  # noqa: F401,E402  (hash, filter_by_instag, data_norm, cvm)
 # proximal_*, seed, shuffle_batch, precision_recall, ref_by_trainer_id, lookup_table_dequant,
 # spp, unpool
 from . import (distance, modified_huber, partial,  # noqa: F401,E402
-               precision_recall, proximal, quant_lookup, seeded, trainer_ref, pooling_pyramid)
+               precision_recall, proximal, quant_lookup, seeded, trainer_ref, pooling_pyramid,
+               similarity_focus)
