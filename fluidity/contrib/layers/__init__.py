@@ -1,7 +1,9 @@
 """`fluid.contrib.layers`: basic_lstm / basic_gru and their one-step units; shuffle_batch,
-partial_concat, partial_sum."""
-from . import batch_ops, rnn_impl
+partial_concat, partial_sum;
+tdm_child, tdm_sampler."""
+from . import batch_ops, rnn_impl, tdm
 from .batch_ops import *  # noqa: F401,F403
 from .rnn_impl import *  # noqa: F401,F403
+from .tdm import *  # noqa: F401,F403
 
-__all__ = list(rnn_impl.__all__) + list(batch_ops.__all__)
+__all__ = list(rnn_impl.__all__) + list(batch_ops.__all__) + list(tdm.__all__)
