@@ -32,4 +32,4 @@ from . import ctr  # noqa: F401,E402  (hash, filter_by_instag, data_norm, cvm)
 # spp, unpool
 from . import (distance, modified_huber, partial,  # noqa: F401,E402
                precision_recall, proximal, quant_lookup, seeded, trainer_ref, pooling_pyramid,
-               similarity_focus, tdm, text_matching)
+               pyramid_hash, similarity_focus, tdm, text_matching)
