@@ -3,7 +3,7 @@
 rows of X, seeded by its Seed input, writing the next seed to SeedOut and the permutation to
 ShuffleIdx, whose gradient routes Out@GRAD back through the permutation).
 
-The permutation is numpy's (PCG64 seeded from the seed), not libstdc++'s std::shuffle over
+The permutation is numpy's (PCG64 seeded from the seed), not libstdc++'s shuffle over
 minstd_rand0 that Fluid's kernel uses: a given seed gives a fixed, reproducible order, but
 not the order Paddle would give for it; nothing in Fluid's API promises that order."""
 import os
