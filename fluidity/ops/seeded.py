@@ -44,8 +44,7 @@ class ShuffleBatch(OpDef):
     type = "shuffle_batch"
     kind = "value"
     inputs = (In("X"), In("Seed", no_grad=True))
-    outputs = (Out("Out"), Out("ShuffleIdx", intermediate=True),
-               Out("SeedOut", intermediate=True))
+    outputs = (Out("Out"), Out("ShuffleIdx"), Out("SeedOut"))
     attrs = {"startup_seed": 0}
     doc = ("X viewed as [N_1 * ... * N_k, D] rows; Out[ShuffleIdx[i]] = row i for a random "
            "permutation ShuffleIdx (int64) drawn from Seed (startup_seed while Seed holds no "

@@ -45,7 +45,7 @@ class MatchMatrixTensor(OpDef):
     type = "match_matrix_tensor"
     kind = "value"
     inputs = (In("X"), In("Y"), In("W"))
-    outputs = (Out("Out"), Out("Tmp", intermediate=True))
+    outputs = (Out("Out"), Out("Tmp"))
     attrs = {"dim_t": 1}
     doc = ("For each pair b of sequences: Out_b[t, i, j] = x_b[i] . W[:, t, :] . y_b[j] "
            "(W [h, dim_t, h]), flattened to [sum_b dim_t * lx_b * ly_b, 1] with that LoD; "
@@ -188,7 +188,7 @@ class VarConv2d(OpDef):
     type = "var_conv_2d"
     kind = "value"
     inputs = (In("X"), In("ROW", no_grad=True), In("COLUMN", no_grad=True), In("W"))
-    outputs = (Out("Out"), Out("Col", intermediate=True))
+    outputs = (Out("Out"), Out("Col"))
     attrs = dict(_VAR_CONV_ATTRS)
     doc = ("Sample b of X is an image [InputChannel, rows_b, columns_b] (rows_b, columns_b: "
            "the lengths of ROW's and COLUMN's b-th sequences); it is convolved with W "

@@ -76,7 +76,7 @@ def search_pyramid_hash(input, num_emb, space_len, pyramid_layer, rand_len, drop
         white = helper.create_parameter(param_attr_wl, [white_list_len, 1], dtype)
         white.stop_gradient = True
         inputs["WhiteList"] = white
-    if black_list_len > 0:
+    if black_list_len >= 0:       # as Fluid: a [0, 1] black list too, which the op ignores
         black = helper.create_parameter(param_attr_bl, [black_list_len, 1], dtype)
         black.stop_gradient = True
         inputs["BlackList"] = black
