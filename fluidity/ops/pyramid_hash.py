@@ -52,20 +52,33 @@ def _terms(offsets, layers):
 
 
 def _positions(ids, terms, num_emb, rand_len, space_len):
-    """{row of `terms`: chunk starts [num_emb // rand_len]} for the listed terms, hashed in
-    groups of one length."""
+    """Chunk starts [len(terms), num_emb // rand_len] of the listed terms, hashed in groups
+    of one length."""
+    pos = np.zeros((len(terms), num_emb // rand_len), np.int64)
     by_len = {}
     for i, (_, start, n) in enumerate(terms):
         by_len.setdefault(n, []).append((i, start))
-    pos = {}
     for n, items in by_len.items():
         rows = np.array([ids[s:s + n] for _, s in items], np.float32)
         data = rows.view(np.uint8).reshape(len(items), 4 * n)
-        hashed = np.stack([xxh32_rows(data, j).astype(np.int64) % space_len
-                           for j in range(0, num_emb, rand_len)], axis=1)
-        for (i, _), h in zip(items, hashed):
-            pos[i] = h
+        pos[[i for i, _ in items]] = np.stack(
+            [xxh32_rows(data, j).astype(np.int64) % space_len
+             for j in range(0, num_emb, rand_len)], axis=1)
     return pos
+
+
+def _layout(terms, flags, sequences):
+    """(output row of each kept term, Out's LoD offsets, DropPos's LoD offsets): the kept
+    terms of a sequence take its rows in order; a sequence with none takes one zero row."""
+    seq = np.array([t[0] for t in terms], np.int64)
+    kept_seq = seq[flags.astype(bool)]
+    kept = np.bincount(kept_seq, minlength=sequences)
+    out_off = np.concatenate([[0], np.cumsum(np.maximum(kept, 1))])
+    first_kept = np.concatenate([[0], np.cumsum(kept)])[:-1]
+    rank = np.arange(kept_seq.size) - first_kept[kept_seq]
+    rows = out_off[:-1][kept_seq] + rank
+    term_off = np.concatenate([[0], np.cumsum(np.bincount(seq, minlength=sequences))])
+    return rows, out_off.tolist(), term_off.tolist()
 
 
 _ATTRS = {"num_emb": 0, "space_len": 0, "pyramid_layer": 2, "rand_len": 0,
@@ -147,10 +160,15 @@ class PyramidHash(OpDef):
             temp.reshape(-1)[:n] = ids
             filters = []
             if a["use_filter"]:
-                if a["white_list_len"] != 0:
-                    filters.append((BloomFilter(white._array, "WhiteList"), True))
-                if a["black_list_len"] != 0:
-                    filters.append((BloomFilter(black._array, "BlackList"), False))
+                for holder, slot, want in ((white, "WhiteList", True),
+                                           (black, "BlackList", False)):
+                    if a[f"{slot[:5].lower()}_list_len"] == 0:
+                        continue
+                    if holder is None or holder._array is None:
+                        raise ExecutionError(f"pyramid_hash: use_filter with "
+                                             f"{slot[:5].lower()}_list_len > 0 needs "
+                                             f"Input({slot}) holding a bloom filter")
+                    filters.append((BloomFilter(holder._array, slot), want))
             terms = _terms(off, layers)
             flags = np.zeros(len(terms), np.int32)
             state = a["seed"] & 0xFFFFFFFF
@@ -162,22 +180,12 @@ class PyramidHash(OpDef):
                         flags[i] = 0 if np.float32(r) / np.float32(RAND_MAX) < p else 1
                     else:
                         flags[i] = 1
-            kept = [i for i in range(len(terms)) if flags[i]]
-            pos = _positions(ids, [terms[i] for i in kept], num_emb, rand_len, space_len)
-            chunk = np.arange(rand_len)
-            rows, out_off, term_off, at = [], [0], [0], 0
+            kept = [t for t, f in zip(terms, flags) if f]
+            pos = _positions(ids, kept, num_emb, rand_len, space_len)
+            rows, out_off, term_off = _layout(terms, flags, len(off) - 1)
+            out = np.zeros((out_off[-1], num_emb), table.dtype)
             flat = table.reshape(-1)
-            for b in range(len(off) - 1):
-                mine = [k for k, i in enumerate(kept) if terms[i][0] == b]
-                if not mine:
-                    rows.append(np.zeros((1, num_emb), table.dtype))
-                else:
-                    starts = np.stack([pos[k] for k in mine])          # [t, chunks]
-                    rows.append(flat[starts[:, :, None] + chunk].reshape(len(mine), num_emb))
-                out_off.append(out_off[-1] + rows[-1].shape[0])
-                at += sum(1 for t in terms if t[0] == b)
-                term_off.append(at)
-            out = np.concatenate(rows).astype(table.dtype)
+            out[rows] = flat[pos[:, :, None] + np.arange(rand_len)].reshape(len(kept), num_emb)
             if not training and table.dtype != np.int8:
                 out = (out * np.float32(p)).astype(table.dtype)
             return (LoDTensor(out, [out_off]), LoDTensor(flags.reshape(-1, 1), [term_off]),
@@ -217,20 +225,14 @@ class PyramidHashGrad(OpDef):
             if flags.size != len(terms):
                 raise ShapeError(f"pyramid_hash_grad: DropPos holds {flags.size} flags for "
                                  f"{len(terms)} n-grams")
-            kept = [i for i in range(len(terms)) if flags[i]]
-            pos = _positions(ids, [terms[i] for i in kept], num_emb, rand_len, space_len)
+            kept = [t for t, f in zip(terms, flags) if f]
+            pos = _positions(ids, kept, num_emb, rand_len, space_len)
+            rows, out_off, _ = _layout(terms, flags, len(off) - 1)
             d = dout._array.reshape(-1, num_emb)
-            flat = table.reshape(-1)
-            row, k = 0, 0
-            for b in range(len(off) - 1):
-                mine = [i for i in kept if terms[i][0] == b]
-                if not mine:
-                    row += 1                       # the zero row of an empty sequence
-                    continue
-                for _ in mine:
-                    for c, s in enumerate(pos[k]):
-                        flat[s:s + rand_len] -= lr * d[row, c * rand_len:(c + 1) * rand_len]
-                    row += 1
-                    k += 1
+            if d.shape[0] != out_off[-1]:
+                raise ShapeError(f"pyramid_hash_grad: Out@GRAD has {d.shape[0]} rows, the "
+                                 f"forward gave {out_off[-1]}")
+            step = (-lr * d[rows]).reshape(len(kept), -1, rand_len).astype(table.dtype)
+            np.add.at(table.reshape(-1), pos[:, :, None] + np.arange(rand_len), step)
             return LoDTensor(np.zeros(x._array.shape, np.float32), x._lod)
         return kernel

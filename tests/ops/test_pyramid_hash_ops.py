@@ -194,3 +194,10 @@ def test_geo_fleet_sends_the_table_a_pyramid_hash_updates():
     serv = [o for o in fleet.main_program.global_block().ops if o.type == "listen_and_serv"]
     assert len(serv) == 1
     assert any("ph_table" in n for n in fleet.main_program.global_block().vars)
+
+
+def test_sequences_without_ngrams_give_one_zero_row_each():
+    x = LoDTensor(np.array([[4], [9]], np.int32), [[0, 1, 2]])
+    got = run(x, ATTRS)
+    np.testing.assert_array_equal(np.asarray(got["Out"]), np.zeros((2, EMB), np.float32))
+    assert got["Out"].lod() == [[0, 1, 2]] and np.asarray(got["DropPos"]).size == 0
