@@ -86,10 +86,11 @@ def test_var_conv_2d(k, s):
 
 def test_contrib_layers_train():
     main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 9
     with fluid.program_guard(main, startup):
         q = fluid.data("q", [None, 4], "float32", lod_level=1)
         t = fluid.data("t", [None, 4], "float32", lod_level=1)
-        mm, tmp = fluid.contrib.match_matrix_tensor(q, t, channel_num=2, act="relu")
+        mm, tmp = fluid.contrib.match_matrix_tensor(q, t, channel_num=2)
         conv = fluid.contrib.layers.var_conv_2d(mm, q, t, input_channel=2, output_channel=3,
                                                 filter_size=3, stride=1)
         loss = fluid.layers.reduce_mean(conv)
@@ -102,4 +103,5 @@ def test_contrib_layers_train():
     first, = exe.run(main, feed=feed, fetch_list=[loss])
     for _ in range(3):
         last, = exe.run(main, feed=feed, fetch_list=[loss])
-    assert np.isfinite(last).all() and float(last) != float(first)
+    # the loss is bilinear in the two weights: small SGD steps lower it
+    assert np.isfinite(last).all() and float(last) < float(first)
