@@ -56,3 +56,12 @@ def test_layer_and_its_errors():
     v, = fluid.Executor().run(main, feed={"x": np.arange(8, dtype=np.float32).reshape(
         1, 2, 2, 2)}, fetch_list=[out])
     np.testing.assert_array_equal(v[0, 0], [[1, 0], [0, 1]])
+
+
+def test_index_out_of_range_names_op_and_axis():
+    from fluidity.errors import ExecutionError
+    from op_test import run_op
+    with pytest.raises(ExecutionError, match="similarity_focus: index 2 is out of range for "
+                                             "axis 1"):
+        run_op("similarity_focus", {"X": np.zeros((1, 2, 2, 2), np.float32)},
+               {"axis": 1, "indexes": [2]})

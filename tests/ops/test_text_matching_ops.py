@@ -7,7 +7,7 @@ import pytest
 import fluidity as fluid
 from op_test import check_grad, run_op
 from fluidity.core.tensor import LoDTensor
-from fluidity.errors import ExecutionError
+from fluidity.errors import ExecutionError, ShapeError
 
 rng = np.random.default_rng(6)
 
@@ -105,3 +105,24 @@ def test_contrib_layers_train():
         last, = exe.run(main, feed=feed, fetch_list=[loss])
     # the loss is bilinear in the two weights: small SGD steps lower it
     assert np.isfinite(last).all() and float(last) < float(first)
+
+
+def test_var_conv_2d_refuses_a_filter_of_another_shape():
+    x = LoDTensor(np.zeros((4, 1)), lod([4]))
+    row = LoDTensor(np.zeros((2, 1)), lod([2]))
+    col = LoDTensor(np.zeros((2, 1)), lod([2]))
+    # refused when the program is built, naming the op and every input's shape
+    with pytest.raises(ShapeError, match=r"op 'var_conv_2d' .*W must be \[OutputChannel, "
+                                         r"InputChannel \* KernelH \* KernelW\] = \[2, 9\]"):
+        run_op("var_conv_2d", {"X": x, "ROW": row, "COLUMN": col, "W": np.zeros((2, 4))},
+               {"OutputChannel": 2, "KernelH": 3, "KernelW": 3})
+
+
+def test_var_conv_2d_warns_on_a_lod_that_does_not_fit():
+    x = LoDTensor(np.arange(6.0).reshape(-1, 1), lod([6]))
+    row = LoDTensor(np.zeros((2, 1)), lod([2]))
+    col = LoDTensor(np.zeros((2, 1)), lod([2]))
+    with pytest.warns(RuntimeWarning, match="sample 0 holds 6 values for an image of 1 \\* 2 "
+                                            "\\* 2"):
+        got = run_op("var_conv_2d", {"X": x, "ROW": row, "COLUMN": col, "W": np.ones((1, 1))})
+    np.testing.assert_array_equal(got["Out"].reshape(-1), [0, 1, 2, 3])
