@@ -132,6 +132,11 @@ class NumpyArrayInitializer(Initializer):
     def _attrs(self, var):
         """assign_value's attributes writing this array into `var`."""
         v = self.value.astype(dtypes.to_numpy(var.dtype))
+        if [d for d in v.shape if d != 1] == [d for d in var.shape if d != 1]:
+            # Fluid writes the array as it is (its shape wins at run time): an array that
+            # differs from the parameter only in dims of 1 ([n] for [n, 1], as Fluid's TDM
+            # programs give) is taken in the parameter's shape; a transposed one is refused
+            v = v.reshape(var.shape)
         if list(v.shape) != list(var.shape):
             from .errors import ShapeError
             raise ShapeError(f"NumpyArrayInitializer for '{var.name}': array shape "

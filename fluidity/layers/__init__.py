@@ -10,12 +10,13 @@ from . import (beam, control_flow, crf, debug, detection, distributions, io,
 from . import case as _case
 from . import device  # noqa: F401  (fluid.layers.device.get_places; exports nothing here)
 from . import ctr
+from . import similarity
 
 # in this order: a later module's name wins (Fluid 1.x image layers, case/switch_case,
 # distributions, sequence labelling, sampled losses, beam search, Print)
 _MODULES = [io, nn, ops, tensor, manip, loss, metric, sequence, control_flow,
             learning_rate_scheduler, rnn, vision, _case, distributions, beam, crf,
-            sampled_loss, debug, roi, detection, lstmp, ctr]
+            sampled_loss, debug, roi, detection, lstmp, ctr, similarity]
 __all__ = []
 for _mod in _MODULES:
     for _n in _mod.__all__:

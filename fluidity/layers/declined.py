@@ -10,7 +10,6 @@ _SAMPLER = ("the {} op (a randomly sampling target assigner of two-stage detecto
 
 # name: why
 DECLINED = {
-    "similarity_focus": "the similarity_focus op is not built",
     "lstm": "the cuDNN LSTM op is not built; use dynamic_lstm or StaticRNN",
     "deformable_conv": _DETECTION, "deformable_roi_pooling": _DETECTION,
     # Fluid 1.8's fluid.layers.detection names not built (the rest of it is:

@@ -29,3 +29,9 @@ from . import quantize  # noqa: F401,E402  (fake_quantize_*, fake_dequantize_*, 
 from . import ctr  # noqa: F401,E402  (hash, filter_by_instag, data_norm, cvm)
 # Fluid 1.8's fused CPU ops (fusion_gru, fusion_seqpool_concat, fused_elemwise_activation, ...)
 from . import fused_dense, fused_elemwise, fused_rnn, fused_sequence  # noqa: F401,E402
+# Fluid 1.8's other late ops: minus, squared_l2_distance, modified_huber_loss, partial_*,
+# proximal_*, seed, shuffle_batch, precision_recall, ref_by_trainer_id, lookup_table_dequant,
+# spp, unpool
+from . import (distance, modified_huber, partial,  # noqa: F401,E402
+               precision_recall, proximal, quant_lookup, seeded, trainer_ref, pooling_pyramid,
+               pyramid_hash, similarity_focus, tdm, text_matching)

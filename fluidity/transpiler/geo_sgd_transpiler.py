@@ -97,6 +97,20 @@ def trained_params(b0):
         if len(rv) >= 2 and rv[0] not in seen:
             seen.add(rv[0])
             out.append((rv[0], rv[1]))
+    return out + special_update_params(b0, seen)
+
+
+def special_update_params(b0, seen=()):
+    """[(param, param)] for the parameters an op names in its `distribute_update_vars`
+    attribute (pyramid_hash: a table its backward pass updates in place, no optimizer op
+    involved), as Fluid's transpilers add them: the parameter is sent and received as it is."""
+    out, seen = [], set(seen)
+    for op in b0.ops:
+        names = _attr(op, "distribute_update_vars", "") or ""
+        for name in (n for n in names.split(",") if n):
+            if name not in seen:
+                seen.add(name)
+                out.append((name, name))
     return out
 
 
@@ -186,9 +200,8 @@ def _pserver(main, geo, endpoint):
                 received.append(ids)
                 opt_blocks.append(sub.idx)
                 grad_to_block.append(f"{ids}:{sub.idx}")
-    if not opt_blocks:
-        raise ProgramError(f"no parameter block is dispatched to pserver '{endpoint}' (more "
-                           f"servers than blocks?)")
+    # a server no block is dispatched to (more servers than blocks) still gets its program,
+    # a listen_and_serv with no optimize block, as Fluid builds it
     rewrite.append_op(b0, "listen_and_serv", {"X": received}, {},
                       {"endpoint": endpoint, "optimize_blocks": opt_blocks,
                        "Fanin": geo.trainers, "sync_mode": False,

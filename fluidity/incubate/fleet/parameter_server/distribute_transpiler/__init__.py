@@ -26,6 +26,7 @@ DistributeTranspiler (the trainer startup program fetches the servers' values) a
 from .....core.scope import global_scope
 from .....distributed.communicator import GeoCommunicator
 from .....executor.executor import Executor
+from .....transpiler.distribute import DistributeTranspilerConfig
 from .....transpiler.distribute_transpiler import DistributeTranspiler
 from .....transpiler.geo_sgd_transpiler import GeoSgdTranspiler
 from ...base.role_maker import PaddleCloudRoleMaker, RoleMakerBase
@@ -88,6 +89,11 @@ class DistributedTranspiler:
     def distributed_optimizer(self, optimizer, strategy=None):
         self._rm()
         strategy = strategy if strategy is not None else StrategyFactory.create_async_strategy()
+        if isinstance(strategy, DistributeTranspilerConfig):
+            # Fluid 1.6-1.8 also take the transpiler's config itself (sync_mode from it)
+            config, strategy = strategy, DistributedStrategy()
+            strategy.set_program_config(config)
+            strategy.sync_mode = bool(getattr(config, "sync_mode", True))
         if not isinstance(strategy, DistributedStrategy):
             raise TypeError(f"strategy must come from StrategyFactory, got "
                             f"{type(strategy).__name__}")
