@@ -68,6 +68,43 @@ class DistributeTranspilerConfig:
         # pushed to the pservers every geo_sgd_need_push_nums batches
         self.geo_sgd_mode = False
         self.geo_sgd_need_push_nums = 100
+        # Fluid 1.8's communicator modes (fleet's strategies set them): sync_mode and
+        # runtime_split_send_recv exclude each other, as in Fluid
+        self._sync_mode = True
+        self._runtime_split_send_recv = False
+        self.half_async = False
+        self.completely_not_async = False
+        # collective (nccl2) fields Fluid 1.8 carries; only "pserver" mode is built here
+        self.nccl_comm_num = 1
+        self.use_hierarchical_allreduce = False
+        self.hierarchical_allreduce_inter_nranks = 0
+        self.collective_mode = None
+
+    @property
+    def sync_mode(self):
+        return self._sync_mode
+
+    @sync_mode.setter
+    def sync_mode(self, value):
+        if value is None:
+            raise ValueError("DistributeTranspilerConfig.sync_mode can't be None")
+        if value and self._runtime_split_send_recv:
+            raise ValueError("DistributeTranspilerConfig: set runtime_split_send_recv to "
+                             "False before setting sync_mode to True")
+        self._sync_mode = bool(value)
+
+    @property
+    def runtime_split_send_recv(self):
+        return self._runtime_split_send_recv
+
+    @runtime_split_send_recv.setter
+    def runtime_split_send_recv(self, value):
+        if value is None:
+            raise ValueError("DistributeTranspilerConfig.runtime_split_send_recv can't be None")
+        if value and self._sync_mode:
+            raise ValueError("DistributeTranspilerConfig: set sync_mode to False before "
+                             "setting runtime_split_send_recv to True")
+        self._runtime_split_send_recv = bool(value)
 
     def check(self):
         if self.min_block_size < 8192:

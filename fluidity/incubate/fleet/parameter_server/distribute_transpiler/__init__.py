@@ -29,7 +29,8 @@ from .....executor.executor import Executor
 from .....transpiler.distribute_transpiler import DistributeTranspiler
 from .....transpiler.geo_sgd_transpiler import GeoSgdTranspiler
 from ...base.role_maker import PaddleCloudRoleMaker, RoleMakerBase
-from .distributed_strategy import DistributedStrategy, StrategyFactory
+from .....transpiler.distribute import DistributeTranspilerConfig
+from .distributed_strategy import DistributedStrategy, StrategyFactory, strategy_of_config
 
 
 class DistributedTranspiler:
@@ -86,11 +87,24 @@ class DistributedTranspiler:
 
     # -- programs ------------------------------------------------------------------------------
     def distributed_optimizer(self, optimizer, strategy=None):
-        self._rm()
-        strategy = strategy if strategy is not None else StrategyFactory.create_async_strategy()
-        if not isinstance(strategy, DistributedStrategy):
-            raise TypeError(f"strategy must come from StrategyFactory, got "
-                            f"{type(strategy).__name__}")
+        """A TranspilerOptimizer over `optimizer`. `strategy`: one from StrategyFactory, or
+        a DistributeTranspilerConfig (Fluid 1.8 turns it into the strategy its flags name:
+        distributed_strategy.strategy_of_config); the sync strategy when None, as Fluid."""
+        from .....optimizer import Optimizer
+        if not isinstance(optimizer, Optimizer):
+            raise ValueError(f"optimizer must be an instance of Optimizer, got "
+                             f"{type(optimizer).__name__}")
+        if self._role_maker is None:
+            raise ValueError("use fleet.init(role) to initialize the role of current node "
+                             "before optimizer.minimize(loss)")
+        if strategy is None:
+            strategy = StrategyFactory.create_sync_strategy()
+        elif isinstance(strategy, DistributeTranspilerConfig):
+            strategy = strategy_of_config(strategy)
+        elif not isinstance(strategy, DistributedStrategy):
+            raise TypeError(f"strategy must be an instance of DistributeTranspilerConfig, "
+                            f"SyncStrategy, HalfAsyncStrategy, AsyncStrategy, or GeoStrategy; "
+                            f"got {type(strategy).__name__}")
         self._strategy = strategy
         return TranspilerOptimizer(optimizer, strategy, self)
 
