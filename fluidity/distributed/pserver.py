@@ -64,6 +64,34 @@ def recovery_dir(root, endpoint):
     return os.path.join(root, endpoint.replace(":", "_").replace("/", "_"))
 
 
+def port_file_path(pid=None):
+    """Where a serving pserver process writes its port, as Fluid's does: scripts and tests
+    that start a server on port 0 wait for this file and read the port from it."""
+    return f"/tmp/paddle.{os.getpid() if pid is None else pid}.port"
+
+
+def save_port(port):
+    """Write `port` to this process's port file (written whole, then renamed into place,
+    so a reader never sees it half written); its path, or None when /tmp is not writable."""
+    path = port_file_path()
+    tmp = f"{path}.{threading.get_ident()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(f"{int(port)}\n")
+        os.replace(tmp, path)
+    except OSError:
+        return None
+    return path
+
+
+def remove_port_file(path):
+    if path is not None:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 class PServer:
     def __init__(self, executor=None):
         self._server = None
@@ -74,6 +102,7 @@ class PServer:
         workers = min(512, 16 + 2 * state.fanin * max(1, len(state.received)))
         self._server = start_server(attrs["endpoint"], state, max_workers=workers)
         saver = state.start_periodic_checkpoints()
+        port_file = save_port(self._server.selected_port)
         try:
             state.wait_done()
             if state.error is not None:
@@ -85,6 +114,7 @@ class PServer:
             state.close()
             self._server.stop(grace=1.0).wait(5.0)
             self._server = None
+            remove_port_file(port_file)
         if state.error is not None:
             raise ExecutionError(f"pserver {attrs['endpoint']}: {state.error}")
 
@@ -106,6 +136,8 @@ class _State:
         self.blocks = list(attrs["optimize_blocks"])
         self.grad_to_block = {}
         for s in attrs["grad_to_block_id"]:
+            if not s:           # Fluid's ListenAndServ layer writes [""]: no mapping
+                continue
             name, _, idx = s.rpartition(":")
             self.grad_to_block[name] = int(idx)
         self.received = list(received)

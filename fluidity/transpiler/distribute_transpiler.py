@@ -35,6 +35,38 @@ class ServerRuntimeConfig:
         self._rpc_prefetch_thread_num = int(os.getenv("FLAGS_rpc_prefetch_thread_num", "12"))
 
 
+class VarBlock:
+    """One block of a sliced variable, written `name:block_id:size` (size in elements), as
+    Fluid's transpiler names blocks in its logs and `slice_variable` results."""
+
+    def __init__(self, varname, offset, size):
+        self.varname, self.offset, self.size = varname, int(offset), int(size)
+
+    def __str__(self):
+        return "%s:%d:%d" % (self.varname, self.offset, self.size)
+
+
+def slice_variable(var_list, slice_count, min_block_size):
+    """Fluid's `slice_variable`: the blocks the transpiler cuts each variable of `var_list`
+    into for `slice_count` servers, as `name:block_id:size` strings (blocks of at least
+    `min_block_size` elements, rounded up to whole rows; distribute.slice_variable says how)."""
+    if int(slice_count) < 1:
+        raise ValueError(f"slice_variable: slice_count must be at least 1, got {slice_count}")
+    if int(min_block_size) < 1:
+        raise ValueError(f"slice_variable: min_block_size must be positive, got "
+                         f"{min_block_size}")
+    blocks = []
+    for var in var_list:
+        shape = list(var.shape)
+        row = 1
+        for d in shape[1:]:
+            row *= int(d)
+        for i, (_, rows) in enumerate(_d.slice_variable(shape, int(slice_count),
+                                                        int(min_block_size))):
+            blocks.append(str(VarBlock(var.name, i, rows * row)))
+    return blocks
+
+
 def given_or_default_programs(program, startup_program):
     """(program, startup_program), each None replaced by the default main or startup
     Program, as Fluid's transpilers take them."""
