@@ -158,5 +158,13 @@ def test_fleet_refuses_bad_arguments():
     with pytest.raises(TypeError, match="strategy"):
         fleet.distributed_optimizer(fluid.optimizer.SGD(0.1), strategy=[1])
     opt = fleet.distributed_optimizer(fluid.optimizer.SGD(0.1))     # sync by default
-    assert fleet._strategy.sync_mode
-    assert opt is not None
+    assert isinstance(opt._strategy, SyncStrategy) and opt._strategy.sync_mode
+    with pytest.raises(TypeError, match="list"):
+        opt.minimize([])
+    with pytest.raises(TypeError):
+        fleet._transpile("config")
+    with pytest.raises(TypeError, match="Executor"):
+        fleet.save_persistables(executor="executor", dirname="unused")
+    with pytest.raises(TypeError, match="Program"):
+        fleet.save_inference_model(fluid.Executor(), "unused", ["x"], [],
+                                   main_program=fluid.CompiledProgram(fluid.Program()))
