@@ -219,7 +219,8 @@ def _params_grads(b0):
     """[(param, sent gradient, [optimize op indices])] in the order the optimizer ops come.
     The ops of a parameter are its optimizer op(s) (`op_role_var` names the pair) and the
     optimize-role ops without one that touch it or its gradient, or what those wrote
-    (regularization, and clipping of its gradient alone: `_trainer_clips`). The sent
+    (regularization, and clipping of its gradient alone: `_trainer_clips`), or that make
+    what they read (the `scale` of a parameter's own learning rate, as Fluid places it). The sent
     gradient is what the trainer computes and these ops start from: the gradient of the
     backward pass (or of a global-norm clip), which the optimizer op may know by another
     name (clipped, decayed)."""
@@ -239,15 +240,20 @@ def _params_grads(b0):
             out.append(by_param[p])
         by_param[p][2].append(i)
     for p, g, ops in out:
-        touched = {p, g}
+        touched, reads = {p, g}, set()
         for i in ops:
             touched.update(b0.ops[i].output_arg_names)
+            reads.update(b0.ops[i].input_arg_names)
         for i in reversed(loose):   # regularization and clipping come before the update
             op = b0.ops[i]
             names = set(op.input_arg_names) | set(op.output_arg_names)
-            if names & touched and i not in ops:
+            # an op touching the parameter or its gradient, or making what its update
+            # reads that is its own (the `scale` of a parameter's own learning rate)
+            feeds = set(op.output_arg_names) & reads
+            if (names & touched or feeds) and i not in ops:
                 ops.append(i)
                 touched.update(names)
+                reads.update(op.input_arg_names)
         ops.sort()
     owned = {i for _p, _g, ops in out for i in ops}
     stray = sorted({b0.ops[i].type for i in loose if i not in owned})
@@ -275,8 +281,11 @@ def _persistable(b0, name):
 
 def _lr_ops(b0):
     """Indices of the learning-rate schedule ops (role LRSched): they move to the pservers'
-    LR-decay block, run once per step before the optimize blocks."""
-    return [i for i, op in enumerate(b0.ops) if op.role & OpRole.LRSched]
+    LR-decay block, run once per step before the optimize blocks. The `scale` of a
+    parameter's own learning rate (role LRSched | Optimize) is not among them: it goes with
+    that parameter's update (`_params_grads`), so it runs in async mode too."""
+    return [i for i, op in enumerate(b0.ops)
+            if op.role & OpRole.LRSched and not op.role & OpRole.Optimize]
 
 
 def _plan(b0, endpoints, config, table=None):
