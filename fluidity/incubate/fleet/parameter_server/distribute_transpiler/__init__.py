@@ -18,17 +18,18 @@ PaddleRec-style script runs as written:
         exe.train_from_dataset(fleet.main_program, dataset)
         fleet.stop_worker()
 
-A GEO strategy transpiles with transpiler/geo_sgd_transpiler.py and `init_worker()` starts
-the trainer's GeoCommunicator (over the global scope; its first pull waits for the startup
-program when that comes later); sync and async strategies transpile with the
-DistributeTranspiler (the trainer startup program fetches the servers' values) and
-`stop_worker()` closes the executor (the trainers' goodbyes)."""
+A GEO strategy transpiles with transpiler/geo_sgd_transpiler.py; the others with the
+DistributeTranspiler (the trainer startup program fetches the servers' values). Strategies
+come from StrategyFactory, or from a bare DistributeTranspilerConfig as Fluid 1.8 maps it.
+`init_worker()` starts the trainer's `fluid.communicator.Communicator` of the strategy's mode
+(GEO: the background GEO-SGD communicator over the global scope, its first pull waiting for
+the startup program when that comes later); `stop_worker()` stops it and closes the
+executor (the trainers' goodbyes)."""
 from ..... import io as _io
 from .....compiler import ParallelExecutor
-from .....core.scope import global_scope
-from .....distributed.communicator import GeoCommunicator
+from .....communicator import Communicator
 from .....executor.executor import Executor
-from .....transpiler.distribute_transpiler import DistributeTranspiler
+from .....transpiler.distribute_transpiler import DistributedMode, DistributeTranspiler
 from .....transpiler.geo_sgd_transpiler import GeoSgdTranspiler
 from .....framework import (Program, Variable, default_main_program,
                            default_startup_program)
@@ -148,14 +149,23 @@ class DistributedTranspiler(Fleet):
         self._programs("init_worker")
         if not self.is_worker():
             raise RuntimeError("fleet.init_worker() on a pserver")
-        if self._geo:
-            self._communicator = GeoCommunicator(self._transpiler.plan, global_scope())
-            self._communicator.start(lazy=True)
+        if self._communicator is not None and self._communicator.is_running():
+            raise RuntimeError("fleet.init_worker(): the worker is already started")
+        mode, kwargs = self._strategy.mode, None
+        if mode == DistributedMode.GEO:
+            kwargs = {"push_vars": self._transpiler.plan, "trainers": self.worker_num(),
+                      "push_nums": self._strategy.get_program_config().geo_sgd_need_push_nums}
+        elif mode == DistributedMode.SYNC:
+            kwargs = {"pserver_endpoints": self.server_endpoints(),
+                      "trainer_id": self.worker_index()}
+        flags = self._strategy.get_trainer_runtime_config().get_communicator_flags()
+        self._communicator = Communicator(self.main_program, mode, kwargs, flags)
+        self._communicator.start(lazy=True)
 
     def stop_worker(self):
         if self._communicator is not None:
             comm, self._communicator = self._communicator, None
-            comm.close()                       # a last push and pull, then goodbye
+            comm.stop()                        # GEO: a last push and pull, then goodbye
         self._executor.close()
 
     def init_server(self, model_dir=None):
