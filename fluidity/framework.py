@@ -359,6 +359,10 @@ class Operator(OpView):
 # ---------------------------------------------------------------------------------------
 # Block
 # ---------------------------------------------------------------------------------------
+# ops that write a parameter in place without initializing it (Block.create_parameter)
+_NOT_INIT_OPS = frozenset({"c_broadcast", "c_sync_comm_stream"})
+
+
 class Block(BlockView):
     def wrap_var(self, var_desc):
         return (Parameter if var_desc.is_parameter else Variable)(self, var_desc)
@@ -437,7 +441,10 @@ class Block(BlockView):
                                gradient_clip_attr=gradient_clip_attr,
                                do_model_average=do_model_average, initializer=initializer)
         if initializer is not None:
-            writers = [op for op in block.ops if name in op.output_arg_names]
+            # a collective program broadcasts each parameter after its initializer (in
+            # place): those ops pass a value on, they do not initialize it (as in Fluid)
+            writers = [op for op in block.ops if name in op.output_arg_names
+                       and op.type not in _NOT_INIT_OPS]
             if len(writers) > 1:
                 raise RuntimeError(f"param {name} is inited by multiple init ops "
                                    f"{[op.type for op in writers]}")
