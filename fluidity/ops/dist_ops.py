@@ -198,6 +198,65 @@ class FetchBarrier(_Barrier):
 
 
 
+class RecvSave(OpDef):
+    type = "recv_save"
+    inputs = ()
+    outputs = ()
+    attrs = {"dtype": int(VarType.FP32), "overwrite": True, "file_path": "", "shape": longs(),
+             "slice_varnames": strings(), "remote_varnames": strings(),
+             "slice_shapes": strings(), "endpoints": strings(), "trainer_id": 0}
+    kind = "ctx"
+    infer_shape = None
+    share_lod = None
+    doc = ("Fetch the slices `remote_varnames[i]` of one variable from the parameter servers "
+           "`endpoints[i]` (each of shape `slice_shapes[i]`, \"d0,d1,...\"), join them along "
+           "the first axis in that order and save the result, of shape `shape`, to "
+           "file_path as one tensor record (what a trainer saves of a sliced parameter).")
+
+    @staticmethod
+    def make_step(p):
+        a = p.attrs
+        path, shape = a["file_path"], [int(d) for d in a["shape"]]
+        remote, eps = list(a["remote_varnames"]), list(a["endpoints"])
+        slices = []
+        for s in a["slice_shapes"]:
+            try:
+                slices.append([int(d) for d in str(s).split(",")])
+            except ValueError:
+                raise ExecutionError(f"recv_save: slice_shapes entry {s!r} is not a comma "
+                                     f"separated list of integers") from None
+        if not path:
+            raise ExecutionError("recv_save: attribute file_path is empty")
+        if not len(slices) == len(remote) == len(eps) == len(a["slice_varnames"]):
+            raise ExecutionError(
+                f"recv_save: slice_shapes ({len(slices)}), slice_varnames "
+                f"({len(a['slice_varnames'])}), remote_varnames ({len(remote)}) and "
+                f"endpoints ({len(eps)}) must have one entry per slice")
+        if slices and (any(sl[1:] != shape[1:] for sl in slices) or
+                       sum(sl[0] for sl in slices) != shape[0]):
+            raise ExecutionError(f"recv_save: slices {slices} do not make up shape {shape} "
+                                 f"along the first axis")
+        overwrite, tid = a["overwrite"], a["trainer_id"]
+
+        def step(frame, env):
+            import os
+            from ..core import serialization as ser
+            if not overwrite and os.path.exists(path):
+                raise ExecutionError(f"recv_save: {path} exists and overwrite is false")
+            values = _rpc(env).get_vars(list(zip(eps, remote)), tid)
+            parts = []
+            for name, ep, want, v in zip(remote, eps, slices, values):
+                arr = v._array if isinstance(v, LoDTensor) else np.asarray(v)
+                if list(arr.shape) != want:
+                    raise ExecutionError(f"recv_save: '{name}' from {ep} has shape "
+                                         f"{list(arr.shape)}, slice_shapes says {want}")
+                parts.append(arr)
+            whole = np.concatenate(parts, axis=0) if parts else np.zeros(shape, np.float32)
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            ser.atomic_write(path, lambda f: ser.write_lod_tensor(f, whole))
+        return step
+
+
 class ListenAndServ(OpDef):
     type = "listen_and_serv"
     inputs = (In("X", duplicable=True, dispensable=True),)
