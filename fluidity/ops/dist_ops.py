@@ -481,20 +481,29 @@ class FakeInit(OpDef):
     inputs = ()
     outputs = (Out("Out"),)
     attrs = {"shape": longs()}
-    kind = "value"
+    kind = "ctx"
     share_lod = None
     doc = ("Out = a tensor of `shape` that takes no memory (every element the one zero): "
-           "a trainer's stand-in for a distributed table, whose gradient op reads its shape "
-           "only.")
+           "a trainer's stand-in for a table the servers hold, whose gradient op reads its "
+           "shape only. A value of that shape already there (received from the servers) "
+           "is kept, as Fluid's op only allocates.")
 
     @staticmethod
     def infer_shape(ctx):
         ctx.set_output("Out", [int(d) for d in ctx.attr("shape")])
 
     @staticmethod
-    def kernel(*, shape):
-        return LoDTensor(np.broadcast_to(np.zeros(1, np.float32), tuple(int(d) for d in shape)))
+    def make_step(p):
+        o = p.out_one("Out")
+        shape = tuple(int(d) for d in p.attrs["shape"])
 
+        def step(frame, env):
+            held = frame[o].value
+            arr = held._array if isinstance(held, LoDTensor) else None
+            if arr is not None and tuple(arr.shape) == shape:
+                return
+            frame[o].value = LoDTensor(np.broadcast_to(np.zeros(1, np.float32), shape))
+        return step
 
 
 class CheckpointNotify(OpDef):

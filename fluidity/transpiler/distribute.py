@@ -429,6 +429,43 @@ def fake_init_table(startup_block, table):
         rewrite.remove_op(startup_block, op)
 
 
+_SPARSE_UPDATE_OPS = ("lookup_table", "nce")
+
+
+def sparse_table_names(main_block):
+    """The tables a trainer updates sparsely (W of an `is_sparse` lookup_table or nce, and
+    of distributed_lookup_table), in program order: the servers hold them, and the
+    trainer's startup needs no initializer for them (Fluid 1.8's rule)."""
+    out = []
+    for op in main_block.ops:
+        sparse = op.type in _SPARSE_UPDATE_OPS and bool(_attr(op, "is_sparse", False))
+        if sparse or op.type == "distributed_lookup_table":
+            for n in op.input("W"):
+                if n not in out:
+                    out.append(n)
+    return out
+
+
+def fake_init_sparse_tables(startup_block, main_block):
+    """In place, as Fluid 1.8's get_trainer_program: the one startup op initializing each
+    sparsely updated table is replaced by a `fake_init` of its shape (appended at the end:
+    the trainer's startup receives the servers' values before it, and it keeps them). A
+    table initialized by no op or by several is refused with a ValueError naming it."""
+    for name in sparse_table_names(main_block):
+        if any(op.type == "fake_init" and op.output_arg_names == [name]
+               for op in startup_block.ops):
+            continue
+        inits = [op for op in startup_block.ops if name in op.output_arg_names
+                 and op.type not in ("recv", "concat", "fetch_barrier")]
+        if len(inits) != 1:
+            raise ValueError(f"table init op num should be 1, now is {len(inits)} (table "
+                             f"'{name}': {[op.type for op in inits]})")
+        shape = [int(d) for d in _attr(inits[0], "shape", [])]
+        rewrite.append_op(startup_block, "fake_init", {}, {"Out": [name]},
+                          {"shape": shape, "op_role": OpRole.Forward})
+        rewrite.remove_op(startup_block, inits[0])
+
+
 def _trainer_table(b0, table, trainer_id, endpoints, sync_mode):
     """Lookups -> split_ids, prefetch, merge_ids; gradient -> split_ids, send. Returns the
     send's control variable."""

@@ -144,6 +144,12 @@ class DistributeTranspiler:
         return self._result
 
     def get_trainer_program(self, wait_port=True):
+        """The trainer program; as in Fluid, this also turns the startup program's
+        initializers of sparsely updated tables into `fake_init` (distribute.
+        fake_init_sparse_tables)."""
+        self._check()
+        _d.fake_init_sparse_tables(self.startup_program.global_block(),
+                                   ProgramView(self.origin_program.desc).global_block())
         return _mark(wrap_program(self.origin_program, _d.rewrite.copy_program(self._check().trainer)),
                      self._dist_info)
 
