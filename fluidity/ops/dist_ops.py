@@ -85,13 +85,41 @@ class SplitSelectedRows(OpDef):
                 bad = rows[(rows < 0) | (rows >= x.height)][0]
                 raise ExecutionError(f"split_selected_rows: row {int(bad)} is outside X's "
                                      f"height {x.height}")
-            part = np.searchsorted(starts, rows, side="right") - 1
-            out = []
-            for i, h in enumerate(sections):
-                sel = np.flatnonzero(part == i)
-                out.append(SelectedRows(rows[sel] - starts[i], h, x.value[sel]))
-            return tuple(out)
+            return tuple(split_selected_rows(x, sections))
         return kernel
+
+
+def split_selected_rows(x, sections):
+    """[SelectedRows] of `x`'s rows in each row section of its height (`sections`, which
+    add up to it), renumbered from the section's first row (ids checked by the caller)."""
+    starts = np.concatenate(([0], np.cumsum(sections))).astype(np.int64)
+    rows = np.asarray(x.rows, dtype=np.int64)
+    part = np.searchsorted(starts, rows, side="right") - 1
+    out = []
+    for i, h in enumerate(sections):
+        sel = np.flatnonzero(part == i)
+        out.append(SelectedRows(rows[sel] - starts[i], h, np.asarray(x.value)[sel]))
+    return out
+
+
+def split_by_sections(value, sections, what):
+    """`value` (a LoDTensor or SelectedRows) cut into row blocks of `sections` rows, as
+    Fluid's send op with `sections` cuts a whole gradient at run time."""
+    if isinstance(value, SelectedRows):
+        if sum(sections) != value.height:
+            raise ExecutionError(f"{what}: sections {sections} do not add up to the height "
+                                 f"{value.height} of the SelectedRows")
+        rows = np.asarray(value.rows, dtype=np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= value.height):
+            raise ExecutionError(f"{what}: a row of the SelectedRows is outside its height "
+                                 f"{value.height}")
+        return split_selected_rows(value, sections)
+    arr = value._array if isinstance(value, LoDTensor) else np.asarray(value)
+    if arr is None or arr.ndim == 0 or sum(sections) != arr.shape[0]:
+        got = None if arr is None else list(arr.shape)
+        raise ExecutionError(f"{what}: sections {sections} do not add up to the rows of a "
+                             f"value of shape {got}")
+    return [LoDTensor(a) for a in np.split(arr, np.cumsum(sections)[:-1], axis=0)]
 
 
 def _rpc(env):
@@ -104,18 +132,35 @@ class Send(OpDef):
     inputs = (In("X", duplicable=True),)
     outputs = (Out("Out", duplicable=True, dispensable=True),)
     attrs = {"epmap": strings(), "send_varnames": strings(), "sync_mode": False,
-             "trainer_id": 0}
+             "trainer_id": 0, "sections": ints()}
     kind = "ctx"
     infer_shape = None
     share_lod = None
     doc = ("Send each X to the parameter server of the same position in `epmap` (under its "
-           "own name); `sync_mode` waits for every send to be acknowledged.")
+           "own name); `sync_mode` waits for every send to be acknowledged. With `sections` "
+           "(Fluid's run-time split), the one X is cut into row blocks of those sizes and "
+           "block i goes to epmap[i] as send_varnames[i].")
 
     @staticmethod
     def make_step(p):
         names = p.op.input("X")
         idx = p.in_idx("X")
         epmap, tid = list(p.attrs["epmap"]), p.attrs["trainer_id"]
+        sections = [int(r) for r in p.attrs["sections"]]
+        if sections:
+            remote = list(p.attrs["send_varnames"])
+            if len(names) != 1 or not len(sections) == len(epmap) == len(remote):
+                raise ExecutionError(
+                    f"send: a run-time split sends one X ({len(names)} given) in "
+                    f"len(sections) = len(epmap) = len(send_varnames) blocks ({len(sections)}, "
+                    f"{len(epmap)}, {len(remote)})")
+            (i0,) = idx
+
+            def split_step(frame, env):
+                parts = split_by_sections(_rows_lod_only(frame[i0].value), sections,
+                                          f"send of '{names[0]}'")
+                _rpc(env).send_vars(list(zip(epmap, remote, parts)), tid)
+            return split_step
         if len(epmap) != len(names):
             raise ExecutionError(f"send: {len(names)} inputs but {len(epmap)} endpoints in epmap")
 
@@ -141,17 +186,35 @@ class Recv(OpDef):
     type = "recv"
     inputs = (In("X", duplicable=True, dispensable=True),)
     outputs = (Out("Out", duplicable=True),)
-    attrs = {"epmap": strings(), "varnames": strings(), "sync_mode": True, "trainer_id": 0}
+    attrs = {"epmap": strings(), "varnames": strings(), "sync_mode": True, "trainer_id": 0,
+             "recv_varnames": strings()}
     kind = "ctx"
     infer_shape = None
     share_lod = None
     doc = ("Out[i] = the variable `varnames[i]` (default: Out[i]'s own name) fetched from "
-           "the parameter server epmap[i].")
+           "the parameter server epmap[i]. With `recv_varnames` (Fluid's run-time split) "
+           "the one Out is the blocks recv_varnames[i] fetched from epmap[i], joined along "
+           "the first axis.")
 
     @staticmethod
     def make_step(p):
         names = p.op.output("Out")
         idx = p.out_idx("Out")
+        blocks = list(p.attrs["recv_varnames"])
+        if blocks:
+            eps, tid = list(p.attrs["epmap"]), p.attrs["trainer_id"]
+            if len(names) != 1 or len(blocks) != len(eps):
+                raise ExecutionError(f"recv: a run-time split receives one Out ({len(names)} "
+                                     f"given) from len(epmap) = len(recv_varnames) blocks "
+                                     f"({len(eps)}, {len(blocks)})")
+            (o0,) = idx
+
+            def join_step(frame, env):
+                values = _rpc(env).get_vars(list(zip(eps, blocks)), tid)
+                arrays = [v._array if isinstance(v, LoDTensor) else np.asarray(v)
+                          for v in values]
+                frame[o0].value = LoDTensor(np.concatenate(arrays, axis=0))
+            return join_step
         remote = list(p.attrs["varnames"]) or names
         epmap, tid = list(p.attrs["epmap"]), p.attrs["trainer_id"]
         if not len(epmap) == len(names) == len(remote):

@@ -567,13 +567,24 @@ _TABLE_PATH = "kLookupTablePath"
 
 
 # --- the trainer ---------------------------------------------------------------------------
-def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block):
-    """recv each parameter's blocks, fetch_barrier (sync), concat the blocks (in place)."""
+def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block,
+                 runtime_split=False):
+    """recv each parameter's blocks, fetch_barrier (sync), concat the blocks (in place).
+    `runtime_split` (Fluid 1.8's runtime_split_send_recv): one recv per parameter joins its
+    blocks itself (`recv_varnames`), no concat."""
     rpc = {"op_role": OpRole.RPC, "trainer_id": trainer_id}
     outs = []
     for p, blocks in plan.items():
         src = src_block.find_var_recursive(p)
         names = [b.pname for b in blocks]
+        if runtime_split and blocks[0].sliced:
+            if p not in block.vars:
+                _declare_like(block, src, p)
+            rewrite.append_op(block, "recv", {}, {"Out": [p]},
+                              {**rpc, "epmap": [b.ep for b in blocks], "recv_varnames": names,
+                               "sync_mode": sync_mode, "op_role_var": [p, blocks[0].grad]})
+            outs.append(p)
+            continue
         for b in blocks:
             if b.sliced:
                 _declare_like(block, src, b.pname, b.shape, persistable=False)
@@ -587,12 +598,13 @@ def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block):
         rewrite.append_op(block, "fetch_barrier", {}, {"Out": [_ctrl(block, _BARRIER_CTRL)]},
                           {**rpc, "endpoints": list(endpoints), "sync_mode": True})
     for p, blocks in plan.items():
-        if blocks[0].sliced:
+        if blocks[0].sliced and not runtime_split:
             rewrite.append_op(block, "concat", {"X": [b.pname for b in blocks]}, {"Out": [p]},
                               {"axis": 0, "op_role": OpRole.Dist})
 
 
-def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None):
+def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None,
+             runtime_split=False):
     prog = ProgramView(rewrite.copy_program(main))
     b0 = prog.global_block()
     kept_clips = _trainer_clips(b0)
@@ -618,7 +630,12 @@ def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None)
         if not writers:
             raise ProgramError(f"no op of the program computes gradient '{g}'")
         at = writers[-1] + 1
-        if blocks[0].sliced:
+        split_attrs = {}
+        if blocks[0].sliced and runtime_split:
+            # Fluid 1.8's runtime_split_send_recv: the send op cuts the whole gradient
+            split_attrs = {"sections": [b.rows for b in blocks], "send_varnames": sends}
+            sends = [g]
+        elif blocks[0].sliced:
             for b, n in zip(blocks, sends):
                 _declare_like(b0, gvar, n, b.shape, persistable=False)
             if gvar.type == VarType.SELECTED_ROWS:   # rows renumbered within each block
@@ -635,13 +652,13 @@ def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None)
         rewrite.insert_op(b0, at, "send", {"X": sends}, {"Out": [ctrl]},
                           {"epmap": [b.ep for b in blocks], "sync_mode": not sync_mode,
                            "trainer_id": trainer_id, "op_role": OpRole.RPC,
-                           "op_role_var": [p, blocks[0].grad]})
+                           "op_role_var": [p, blocks[0].grad], **split_attrs})
     if sync_mode:
         rewrite.append_op(b0, "send_barrier", {"X": ctrls}, {"Out": [_ctrl(b0, _BARRIER_CTRL)]},
                           {"endpoints": list(endpoints), "sync_mode": True,
                            "trainer_id": trainer_id, "op_role": OpRole.RPC})
     src = ProgramView(main).global_block()
-    _append_recv(b0, plan, trainer_id, sync_mode, endpoints, src)
+    _append_recv(b0, plan, trainer_id, sync_mode, endpoints, src, runtime_split)
     return prog.desc
 
 
@@ -686,8 +703,16 @@ def _renames_for(b0, block, opt_ops, own_names):
     return ren
 
 
+def distributed_mode(sync_mode, config):
+    """listen_and_serv's `distributed_mode`, as Fluid 1.8 names the mode: 0 sync; 1 async
+    (runtime_split_send_recv); 2 half async (async without it)."""
+    if sync_mode:
+        return 0
+    return 1 if config is not None and config.runtime_split_send_recv else 2
+
+
 def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
-             endpoints=()):
+             endpoints=(), mode=None):
     """The main program of the parameter server at `endpoint`, laid out as Fluid 1.6 lays
     it: block 0 holds the variables and `listen_and_serv`; then the learning-rate block
     (with the blocks of its control flow right after it), one optimize block per parameter
@@ -757,7 +782,7 @@ def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
     attrs = {"endpoint": endpoint, "pserver_id": list(endpoints).index(endpoint),
              "optimize_blocks": opt_blocks, "Fanin": trainers, "sync_mode": sync_mode,
              "grad_to_block_id": grad_to_block, "sparse_grad_to_param": sparse_to_param,
-             "distributed_mode": 0 if sync_mode else 1,
+             "distributed_mode": (0 if sync_mode else 1) if mode is None else mode,
              "lr_decay_block_id": -1 if lr_block is None else lr_block,
              "prefetch_var_name_to_block_id": prefetch, "op_role": OpRole.RPC}
     if table is not None:
@@ -884,11 +909,13 @@ def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, 
     if not plan and table is None:
         raise ProgramError("transpile: the program has no optimizer ops (call "
                            "optimizer.minimize(loss) before transpiling)")
-    trainer = _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table)
+    trainer = _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table,
+                       runtime_split=bool(config.runtime_split_send_recv))
     tstart = _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table)
     pservers = {}
     for ep in endpoints:
-        pmain, var_map = _pserver(main, plan, ep, trainers, sync_mode, table, init, endpoints)
+        pmain, var_map = _pserver(main, plan, ep, trainers, sync_mode, table, init, endpoints,
+                                  mode=distributed_mode(sync_mode, config))
         pservers[ep] = (pmain, pserver_startup(startup, pmain, var_map))
     overview = job_overview(src, plan, _params_grads(src),
                             {ep: ProgramView(pm).global_block()
