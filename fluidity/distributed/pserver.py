@@ -59,6 +59,21 @@ from .wire import BadRequest, field
 LINGER_S = 2.0               # how long a failed server keeps answering with its error
 
 
+def _step_count(held, received, name):
+    """An async schedule's step counter after a trainer's count arrives: the sum (the
+    counter a trainer sends holds its steps since its last send; async_lr.py)."""
+    import numpy as np
+    from ..core.tensor import LoDTensor
+    a = received._array if isinstance(received, LoDTensor) else np.asarray(received)
+    if held is None:
+        return received
+    h = held._array if isinstance(held, LoDTensor) else np.asarray(held)
+    if h is None or h.shape != a.shape:
+        raise BadRequest(f"step counter '{name}' has shape {list(a.shape)}, the server holds "
+                         f"{None if h is None else list(h.shape)}")
+    return LoDTensor(h + a.astype(h.dtype))
+
+
 def recovery_dir(root, endpoint):
     """The recovery directory of the server on `endpoint` under `root`."""
     return os.path.join(root, endpoint.replace(":", "_").replace("/", "_"))
@@ -99,6 +114,8 @@ class PServer:
     def serve(self, attrs, received, env):
         state = _State(attrs, received, env)
         state.restore()
+        if not state.sync and state.lr_block >= 0:
+            state._run(state.lr_block)     # async: the rate of the first step, before any
         workers = min(512, 16 + 2 * state.fanin * max(1, len(state.received)))
         self._server = start_server(attrs["endpoint"], state, max_workers=workers)
         saver = state.start_periodic_checkpoints()
@@ -156,6 +173,7 @@ class _State:
         self.last_seen = {}
         self.error = None
         self.prefetch_blocks = _name_to_block(attrs.get("prefetch_var_name_to_block_id", []))
+        self.lr_block = int(attrs.get("lr_decay_block_id", -1))
         self.stop = threading.Event()
         self.trainer_timeout = env_flag("FLAGS_pserver_trainer_timeout", 10.0)
         root = os.environ.get("FLAGS_pserver_checkpoint_dir") or None
@@ -320,7 +338,11 @@ class _State:
         if self._stale(header):
             return None
         with self.run_lock:
-            self.scope.var(name).value = value
+            var = self.scope.var(name)
+            if not self.sync and self.grad_to_block.get(name) == self.lr_block:
+                var.value = _step_count(var.value, value, name)   # async schedule: add
+            else:
+                var.value = value
             if not self.sync:
                 self._run(self.grad_to_block[name])
         return None
@@ -369,8 +391,9 @@ class _State:
         return None
 
     def fetch_barrier(self, header, _value):
-        self._need_sync("fetch_barrier")
         tid = self._tid(header)
+        if not self.sync:      # a trainer's startup fetch (Fluid's): nothing to wait for
+            return None
         with self.cv:
             self.fetched[tid] = self.version
         return None

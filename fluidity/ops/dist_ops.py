@@ -137,7 +137,8 @@ class Send(OpDef):
     infer_shape = None
     share_lod = None
     doc = ("Send each X to the parameter server of the same position in `epmap` (under its "
-           "own name); `sync_mode` waits for every send to be acknowledged. With `sections` "
+           "own name; one X with several endpoints goes to each); `sync_mode` waits for "
+           "every send to be acknowledged. With `sections` "
            "(Fluid's run-time split), the one X is cut into row blocks of those sizes and "
            "block i goes to epmap[i] as send_varnames[i].")
 
@@ -161,6 +162,8 @@ class Send(OpDef):
                                           f"send of '{names[0]}'")
                 _rpc(env).send_vars(list(zip(epmap, remote, parts)), tid)
             return split_step
+        if len(names) == 1 and len(epmap) > 1:     # one value to every server in epmap
+            names, idx = names * len(epmap), list(idx) * len(epmap)
         if len(epmap) != len(names):
             raise ExecutionError(f"send: {len(names)} inputs but {len(epmap)} endpoints in epmap")
 

@@ -33,6 +33,7 @@ from collections import namedtuple
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME, OpRole
 from ..errors import ProgramError
+from . import async_lr
 from ..ir import rewrite
 from ..ir.views import ProgramView
 from ..proto import framework_pb2 as pb
@@ -42,9 +43,10 @@ from .vars_distributed import job_overview
 # plan: the parameter blocks and their endpoints the programs were written from
 # table: the DistTable (None without a distributed lookup table)
 # overview: the VarsDistributed of the job (vars_distributed.py: where each block went)
+# counter: the async_lr.AsyncCounter of an async job's learning-rate schedule, or None
 DistPrograms = namedtuple("DistPrograms",
-                          "trainer trainer_startup pservers plan table overview",
-                          defaults=(None, None))
+                          "trainer trainer_startup pservers plan table overview counter",
+                          defaults=(None, None, None))
 
 # Paddle's control-variable names for the RPC ops' dependencies
 _SEND_CTRL = "@SEND_CTRL@"
@@ -568,7 +570,7 @@ _TABLE_PATH = "kLookupTablePath"
 
 # --- the trainer ---------------------------------------------------------------------------
 def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block,
-                 runtime_split=False):
+                 runtime_split=False, fetch_barrier=None):
     """recv each parameter's blocks, fetch_barrier (sync), concat the blocks (in place).
     `runtime_split` (Fluid 1.8's runtime_split_send_recv): one recv per parameter joins its
     blocks itself (`recv_varnames`), no concat."""
@@ -594,9 +596,9 @@ def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block,
                           {**rpc, "epmap": [b.ep for b in blocks], "varnames": names,
                            "sync_mode": sync_mode, "op_role_var": [p, blocks[0].grad]})
         outs += names
-    if sync_mode:
+    if sync_mode if fetch_barrier is None else fetch_barrier:
         rewrite.append_op(block, "fetch_barrier", {}, {"Out": [_ctrl(block, _BARRIER_CTRL)]},
-                          {**rpc, "endpoints": list(endpoints), "sync_mode": True})
+                          {**rpc, "endpoints": list(endpoints), "sync_mode": sync_mode})
     for p, blocks in plan.items():
         if blocks[0].sliced and not runtime_split:
             rewrite.append_op(block, "concat", {"X": [b.pname for b in blocks]}, {"Out": [p]},
@@ -604,7 +606,7 @@ def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block,
 
 
 def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None,
-             runtime_split=False):
+             runtime_split=False, counter=None):
     prog = ProgramView(rewrite.copy_program(main))
     b0 = prog.global_block()
     kept_clips = _trainer_clips(b0)
@@ -657,6 +659,10 @@ def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None,
         rewrite.append_op(b0, "send_barrier", {"X": ctrls}, {"Out": [_ctrl(b0, _BARRIER_CTRL)]},
                           {"endpoints": list(endpoints), "sync_mode": True,
                            "trainer_id": trainer_id, "op_role": OpRole.RPC})
+    if counter is not None:       # async schedule: this trainer's step count to the servers
+        async_lr.declare_counters(b0, counter)
+        async_lr.append_trainer_send(b0, counter, trainer_id, endpoints,
+                                     _ctrl(b0, f"{_SEND_CTRL}{counter.name}"))
     src = ProgramView(main).global_block()
     _append_recv(b0, plan, trainer_id, sync_mode, endpoints, src, runtime_split)
     return prog.desc
@@ -664,15 +670,19 @@ def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None,
 
 def append_trainer_recv(startup_block, main, plan, trainer_id, endpoints, sync_mode):
     """Append the trainer startup's recv / fetch_barrier / concat to `startup_block` (a
-    BlockView) in place: what Fluid's `transpile` does to the user's startup program."""
+    BlockView) in place: what Fluid's `transpile` does to the user's startup program (with
+    a fetch_barrier in async mode too, as Fluid's; an async server answers it at once)."""
     _append_recv(startup_block, plan, trainer_id, sync_mode, endpoints,
-                 ProgramView(main).global_block())
+                 ProgramView(main).global_block(), fetch_barrier=True)
 
 
-def _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table=None):
+def _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table=None,
+                     counter=None):
     prog = ProgramView(rewrite.copy_program(startup))
+    if counter is not None:
+        async_lr.add_counter_inits(prog.global_block(), counter, False)
     _append_recv(prog.global_block(), plan, trainer_id, sync_mode, endpoints,
-                 ProgramView(main).global_block())
+                 ProgramView(main).global_block(), fetch_barrier=True)
     if table is not None:
         fake_init_table(prog.global_block(), table)
     return prog.desc
@@ -712,7 +722,7 @@ def distributed_mode(sync_mode, config):
 
 
 def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
-             endpoints=(), mode=None):
+             endpoints=(), mode=None, counter=None):
     """The main program of the parameter server at `endpoint`, laid out as Fluid 1.6 lays
     it: block 0 holds the variables and `listen_and_serv`; then the learning-rate block
     (with the blocks of its control flow right after it), one optimize block per parameter
@@ -730,6 +740,12 @@ def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
     lr_block = _lr_decay_block(prog, ProgramView(main), var_map)
     if lr_block is not None:
         opt_blocks.append(lr_block)
+        if counter is not None:   # async: the schedule steps by the trainers' counters
+            async_lr.step_the_lr_block(prog.block(lr_block), counter)
+            for n in async_lr.declare_counters(b0, counter):
+                received.append(n)
+                grad_to_block.append(f"{n}:{lr_block}")
+                var_map[n] = (n, [1])
     parent = len(prog.blocks) - 1        # Fluid's optimize blocks hang off the last block
     for p, blocks in plan.items():
         here = [blk for blk in blocks if blk.ep == endpoint]
@@ -894,6 +910,16 @@ def checked_job(config, endpoints, trainer_id, trainers):
     return config, endpoints
 
 
+def async_counter(main, startup, trainers, sync_mode):
+    """The step counter of the learning-rate schedule of an async job (async_lr.py), or
+    None (sync mode, or no schedule)."""
+    src = ProgramView(main).global_block()
+    lr = _lr_ops(src)
+    if sync_mode or not lr:
+        return None
+    return async_lr.plan(src, ProgramView(startup).global_block(), lr, trainers)
+
+
 def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, config=None):
     """DistPrograms(trainer, trainer_startup, {endpoint: (pserver main, pserver startup)})
     from ProgramDescs `main` and `startup`; neither is touched."""
@@ -902,25 +928,27 @@ def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, 
     table = _dist_table(src, _params_grads(src))
     plan = _plan(src, endpoints, config, table)
     init = _table_initializer(startup, table) if table is not None else None
-    if not sync_mode and _lr_ops(ProgramView(main).global_block()):
-        raise NotImplementedError("distribute transpiler: a learning-rate schedule in async "
-                                  "mode (Paddle runs it per received gradient) is not built; "
-                                  "use sync_mode=True or a constant learning rate")
+    counter = async_counter(main, startup, trainers, sync_mode)
     if not plan and table is None:
         raise ProgramError("transpile: the program has no optimizer ops (call "
                            "optimizer.minimize(loss) before transpiling)")
     trainer = _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table,
-                       runtime_split=bool(config.runtime_split_send_recv))
-    tstart = _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table)
+                       runtime_split=bool(config.runtime_split_send_recv), counter=counter)
+    tstart = _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table,
+                              counter)
+    pstart = startup
+    if counter is not None:
+        pstart = rewrite.copy_program(startup)
+        async_lr.add_counter_inits(ProgramView(pstart).global_block(), counter, True)
     pservers = {}
     for ep in endpoints:
         pmain, var_map = _pserver(main, plan, ep, trainers, sync_mode, table, init, endpoints,
-                                  mode=distributed_mode(sync_mode, config))
-        pservers[ep] = (pmain, pserver_startup(startup, pmain, var_map))
+                                  mode=distributed_mode(sync_mode, config), counter=counter)
+        pservers[ep] = (pmain, pserver_startup(pstart, pmain, var_map))
     overview = job_overview(src, plan, _params_grads(src),
                             {ep: ProgramView(pm).global_block()
                              for ep, (pm, _s) in pservers.items()}, table, endpoints)
-    return DistPrograms(trainer, tstart, pservers, plan, table, overview)
+    return DistPrograms(trainer, tstart, pservers, plan, table, overview, counter)
 
 
 __all__ = ["DistPrograms", "DistributeTranspilerConfig", "HashName", "RoundRobin",

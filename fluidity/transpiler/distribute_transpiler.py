@@ -9,6 +9,7 @@ import os
 
 from ..core.dtypes import VarType
 from ..ir.views import ProgramView, copy_data_marks
+from . import async_lr
 from . import distribute as _d
 from .distribute import DistributeTranspilerConfig  # noqa: F401
 from .ps_dispatcher import HashName, RoundRobin  # noqa: F401
@@ -124,6 +125,11 @@ class DistributeTranspiler:
         table = self._result.table
         self.table_name = table.name if table is not None else None
         self.has_distributed_lookup_table = table is not None
+        counter = self._result.counter
+        if counter is not None:   # async schedule: the trainers' and servers' step counters
+            async_lr.add_counter_inits(startup_program.global_block(), counter, False)
+            async_lr.add_counter_inits(ProgramView(self._origin_startup).global_block(),
+                                       counter, True)
         # Fluid: the trainer's startup program fetches the initial parameters
         _d.append_trainer_recv(startup_program.global_block(), program.desc, self._result.plan,
                                self.trainer_id, self.pserver_endpoints, self.sync_mode)
