@@ -10,7 +10,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
-from ..errors import ExecutionError
+from ..errors import ExecutionError, ShapeError
 from .registry import In, OpDef, Out, blocks, ints, long, longs, strings
 
 
@@ -570,6 +570,50 @@ class FakeInit(OpDef):
                 return
             frame[o].value = LoDTensor(np.broadcast_to(np.zeros(1, np.float32), shape))
         return step
+
+
+class PullSparse(OpDef):
+    type = "pull_sparse"
+    inputs = (In("Ids", duplicable=True, no_grad=True), In("W"))
+    outputs = (Out("Out", duplicable=True),)
+    attrs = {"EmbeddingDim": 11, "TableId": 0, "AccessorClass": "", "CtrLabelName": "",
+             "PaddingId": 0, "ScaleSparseGrad": True, "InputNames": strings(),
+             "is_distributed": True}
+    kind = "ctx"
+    share_lod = None
+    doc = ("Out[i] = the rows of pslib sparse table TableId for Ids[i] ([..., 1] ids -> "
+           "[..., EmbeddingDim]). The table lives in pslib's servers, which Fluidity does not "
+           "carry: the program builds, running it is refused.")
+    append_dim = False
+
+    @classmethod
+    def infer_shape(cls, ctx):
+        dim = int(ctx.attr("EmbeddingDim"))
+        for i, s in enumerate(ctx.input_shapes("Ids")):
+            s = list(s)
+            if not cls.append_dim and (not s or s[-1] not in (1, -1)):
+                raise ShapeError(f"{cls.type}: Ids[{i}] must end in a dim of 1, got {s}")
+            shape = s + [dim] if cls.append_dim else s[:-1] + [dim]
+            if i < len(ctx.op.output("Out")):
+                ctx.set_output("Out", shape, VarType.FP32, ctx.input_lod_level("Ids", i), i=i)
+
+    @classmethod
+    def make_step(cls, p):
+        table = p.attrs["TableId"]
+
+        def step(frame, env):
+            raise ExecutionError(f"{cls.type}: pslib sparse table {table} lives in pslib's "
+                                 f"servers; pslib is not part of Fluidity (use the "
+                                 f"distribute transpiler's fleet and a distributed "
+                                 f"embedding instead)")
+        return step
+
+
+class PullSparseV2(PullSparse):
+    type = "pull_sparse_v2"
+    append_dim = True
+    doc = ("Out[i] = the rows of pslib sparse table TableId for Ids[i] (Ids' shape + "
+           "[EmbeddingDim]); needs pslib, as pull_sparse.")
 
 
 class CheckpointNotify(OpDef):

@@ -1,5 +1,6 @@
 """pslib's embedding hooks: Fluid's argument checks and table registration; the pull itself
 needs pslib, which Fluidity does not carry (ImportError, as a Paddle built without it)."""
+import numpy as np
 import pytest
 
 import fluidity as fluid
@@ -19,15 +20,31 @@ def fresh_registry():
 
 
 def test_the_block_routes_embeddings_and_restores_them():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        _build_and_run(main)
+
+
+def _build_and_run(main):
     layers_emb, emb = fluid.layers.embedding, fluid.embedding
     ids = fluid.layers.data(name="ids", shape=[1], dtype="int64", lod_level=1)
     with fleet_embedding(click_name="click"):
         assert fluid.layers.embedding is pslib._fleet_embedding
         assert FLEET_GLOBAL_DICT["click_name"] == "click"
-        with pytest.raises(ImportError, match="emb_a"):
-            fluid.layers.embedding(input=ids, size=[-1, 8], is_sparse=True,
-                                   is_distributed=True, param_attr=fluid.ParamAttr("emb_a"))
+        out = fluid.layers.embedding(input=ids, size=[-1, 8], is_sparse=True,
+                                     is_distributed=True, param_attr=fluid.ParamAttr("emb_a"))
+        out2 = fluid.embedding(input=ids, size=[-1, 8], is_sparse=True, is_distributed=True,
+                               param_attr=fluid.ParamAttr("emb_a"))
     assert fluid.layers.embedding is layers_emb and fluid.embedding is emb
+    ops = main.global_block().ops
+    pull = [op for op in ops if op.type == "pull_sparse"][0]
+    assert pull.attr("TableId") == 0 and pull.attr("EmbeddingDim") == 8
+    assert pull.attr("CtrLabelName") == "click" and pull.input("W") == ["emb_a"]
+    assert list(out.shape) == [-1, 8] and list(out2.shape) == [-1, 1, 8]
+    exe = fluid.Executor()
+    with pytest.raises(Exception, match="pslib"):       # the table lives in pslib
+        exe.run(main, feed={"ids": fluid.create_lod_tensor(
+            np.array([[1], [2]], "int64"), [[2]], fluid.CPUPlace())}, fetch_list=[out])
     assert FLEET_GLOBAL_DICT["click_name"] == "" and FLEET_GLOBAL_DICT["enable"]
     assert FLEET_GLOBAL_DICT["emb_to_table"] == {"emb_a": 0}
 

@@ -4,12 +4,11 @@ and `fluid.embedding` register their table with the pslib fleet (one sparse tabl
 embedding name, its width and accessor checked against earlier uses) and pull its rows with
 pslib's `pull_sparse`.
 
-The registration and its checks are Fluid's; the pull needs pslib's runtime, which is not
-part of Fluidity, so a layer built inside the block raises ImportError after its arguments
-are checked, as in a Paddle built without pslib."""
+The registration, its checks and the program built (a `pull_sparse` op per embedding) are
+Fluid's; running the pull needs pslib's runtime, which is not part of Fluidity, so the op
+refuses to run, as in a Paddle built without pslib."""
 import contextlib
 
-from .fleet_wrapper import _INSTEAD
 
 __all__ = ["FLEET_GLOBAL_DICT", "fleet_embedding"]
 
@@ -58,20 +57,47 @@ def _prepare_params(input, size, is_sparse=False, is_distributed=False, padding_
         raise ValueError("dtype must be float32")
 
 
+def _pull(op_type, input, size, table_id, accessor_class, name, ctr_label_name, padding_id,
+          dtype, scale_sparse_grad):
+    """Append a pull_sparse(_v2) op (Fluid's `layers.nn._pull_sparse`): its W is a [size]
+    placeholder named after the embedding, as Fluid keeps for the embedding's name."""
+    from .....layer_helper import LayerHelper
+    from .....framework import Variable
+    helper = LayerHelper(name)
+    inputs = input if isinstance(input, (list, tuple)) else [input]
+    if not inputs or not all(isinstance(v, Variable) for v in inputs):
+        raise TypeError(f"{op_type}: input must be a Variable or a list of Variables")
+    outs = [helper.create_variable_for_type_inference(dtype)]     # (one, as Fluid's)
+    block = helper.main_program.global_block()
+    w = block.vars.get(name) or block.create_var(name=name, shape=[size], dtype=dtype,
+                                                 persistable=True)
+    helper.append_op(op_type, inputs={"Ids": list(inputs), "W": [w]}, outputs={"Out": outs},
+                     attrs={"EmbeddingDim": int(size), "TableId": int(table_id),
+                            "AccessorClass": accessor_class, "CtrLabelName": ctr_label_name,
+                            "PaddingId": int(padding_id),
+                            "ScaleSparseGrad": bool(scale_sparse_grad),
+                            "InputNames": [v.name for v in inputs], "is_distributed": True})
+    return outs[0] if len(outs) == 1 else outs
+
+
 def _fleet_embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=None,
-                     param_attr=None, dtype="float32"):
-    """`fluid.layers.embedding` inside fleet_embedding: checked and registered, then pulled
-    with pslib (unavailable here)."""
+                     param_attr=None, dtype="float32", _op="pull_sparse"):
+    """`fluid.layers.embedding` inside fleet_embedding: checked and registered, then a
+    pull_sparse op of the embedding's table."""
     _prepare_params(input, size, is_sparse, is_distributed, padding_idx, param_attr, dtype)
-    raise ImportError(f"embedding '{param_attr.name}' through pslib's pull_sparse: {_INSTEAD}")
+    name = param_attr.name
+    d = FLEET_GLOBAL_DICT
+    return _pull(_op, input, size[-1], d["emb_to_table"][name], d["emb_to_accessor"][name],
+                 name, d["click_name"], 0 if padding_idx is None else padding_idx, dtype,
+                 d["scale_sparse_grad"])
 
 
 def _fleet_embedding_v2(input, size, is_sparse=False, is_distributed=False, padding_idx=None,
                         param_attr=None, dtype="float32"):
-    """`fluid.embedding` inside fleet_embedding (see _fleet_embedding)."""
-    _prepare_params(input, size, is_sparse, is_distributed, padding_idx, param_attr, dtype)
-    raise ImportError(f"embedding '{param_attr.name}' through pslib's pull_sparse_v2: "
-                      f"{_INSTEAD}")
+    """`fluid.embedding` inside fleet_embedding: as _fleet_embedding, with pull_sparse_v2
+    (the ids' shape kept)."""
+    return _fleet_embedding(input, size, is_sparse, is_distributed, padding_idx, param_attr,
+                            dtype, _op="pull_sparse_v2")
 
 
 class fleet_embedding(contextlib.ContextDecorator):  # noqa: N801 -- Fluid's name
