@@ -89,12 +89,18 @@ def save_port(port):
     """Write `port` to this process's port file (written whole, then renamed into place,
     so a reader never sees it half written); its path, or None when /tmp is not writable."""
     path = port_file_path()
-    tmp = f"{path}.{threading.get_ident()}.tmp"
-    try:
-        with open(tmp, "w") as f:
+    tmp = f"{path}.{threading.get_ident()}.{secrets.token_hex(4)}.tmp"
+    try:   # a new file (never one planted there, nor a link's target), renamed into place
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                     0o644)
+        with os.fdopen(fd, "w") as f:
             f.write(f"{int(port)}\n")
         os.replace(tmp, path)
     except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
         return None
     return path
 

@@ -113,3 +113,38 @@ def test_save_persistables_of_a_distributed_program(servers, tmp_path):
     other = tmp_path / "other"
     fluid.io.save_persistables(exe, str(other), prog)
     assert (other / "step").exists() and not (other / "table").exists()
+
+
+def test_a_serving_server_writes_its_port_file(tmp_path):
+    """As Fluid's listen_and_serv: /tmp/paddle.<pid>.port holds the port once it serves (port
+    0 picks a free one), and the file goes when it stops."""
+    import os
+    import time
+    from fluidity.distributed.pserver import port_file_path
+    path = port_file_path()
+    if os.path.exists(path):
+        os.unlink(path)
+    prog = fluid.Program()
+    blk = prog._create_block()
+    prog._rollback()
+    prog.global_block().append_op(
+        type="listen_and_serv", inputs={"X": []}, outputs={},
+        attrs={"optimize_blocks": [blk], "endpoint": "127.0.0.1:0", "Fanin": 1,
+               "distributed_mode": 0, "grad_to_block_id": [""]})
+    t = threading.Thread(target=lambda: fluid.Executor().run(prog, scope=fluid.Scope()),
+                         daemon=True)
+    t.start()
+    for _ in range(200):
+        if os.path.exists(path):
+            break
+        time.sleep(0.05)
+    port = int(open(path).read())
+    assert port > 0
+    exe = fluid.Executor()          # a client says hello (a fetch barrier) and goodbye
+    bar = fluid.Program()
+    bar.global_block().append_op(type="fetch_barrier", outputs={"Out": []},
+                                 attrs={"endpoints": [f"127.0.0.1:{port}"]})
+    exe.run(bar)
+    exe.close()
+    t.join(10)
+    assert not t.is_alive() and not os.path.exists(path)
