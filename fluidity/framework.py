@@ -29,6 +29,7 @@ from .errors import (ArgumentTypeError, DTypeError, ProgramError, ProgramFormatE
                      ShapeError, UnknownOpError)
 from .ir import desc_check, rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
+from .ir import readable as _readable
 from .ir.infer_shape import InferShapeContext  # noqa: F401
 from .ir.op_desc import OpDesc
 from .ir.op_proto import OpProtoHolder  # noqa: F401 -- Fluid's framework.OpProtoHolder
@@ -115,6 +116,12 @@ def _user_callsite():
 # ---------------------------------------------------------------------------------------
 # Variable, Parameter, Operator
 # ---------------------------------------------------------------------------------------
+def _var_line(var):
+    """ir/readable.py's line of a variable, a Parameter's marked (trainable or not)."""
+    is_param = isinstance(var, Parameter) or bool(getattr(var.desc, "is_parameter", False))
+    return _readable.var_code(var, is_param, bool(getattr(var, "trainable", True)))
+
+
 class Variable(VarView):
     """A variable of a block being built. `a + b`, `x * 2.0`, ... build elementwise ops
     (`layers/math_op_patch.py` adds them)."""
@@ -154,6 +161,10 @@ class Variable(VarView):
 
     def to_string(self, throw_on_error=False, with_details=False):
         return format_var(self)
+
+    def _to_readable_code(self):
+        """Fluid 1.8's one-line text of this variable (ir/readable.py)."""
+        return _var_line(self)
 
     __str__ = to_string
 
@@ -349,6 +360,10 @@ class Operator(OpView):
 
     def to_string(self, throw_on_error=False):
         return format_op(self)
+
+    def _to_readable_code(self, skip_op_callstack=True):
+        """Fluid 1.8's one-line text of this op (ir/readable.py)."""
+        return _readable.op_code(self, skip_op_callstack)
 
     __str__ = to_string
 
@@ -550,6 +565,10 @@ class Block(BlockView):
     def to_string(self, throw_on_error=False, with_details=False):
         return format_block(self)
 
+    def _to_readable_code(self, skip_op_callstack=True):
+        """Fluid 1.8's text of this block: its variables, then its ops (ir/readable.py)."""
+        return _readable.block_code(self, _var_line, skip_op_callstack)
+
     __str__ = to_string
 
     def __repr__(self):
@@ -748,6 +767,10 @@ class Program(ProgramView):
 
     def to_string(self, throw_on_error=False, with_details=False):
         return format_program(self)
+
+    def _to_readable_code(self, skip_op_callstack=True):
+        """Fluid 1.8's text of this program, block after block (ir/readable.py)."""
+        return _readable.program_code(self, _var_line, skip_op_callstack)
 
     __str__ = to_string
 
