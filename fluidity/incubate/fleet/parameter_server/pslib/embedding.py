@@ -8,6 +8,7 @@ The registration, its checks and the program built (a `pull_sparse` op per embed
 Fluid's; running the pull needs pslib's runtime, which is not part of Fluidity, so the op
 refuses to run, as in a Paddle built without pslib."""
 import contextlib
+import sys
 
 
 __all__ = ["FLEET_GLOBAL_DICT", "fleet_embedding"]
@@ -100,6 +101,12 @@ def _fleet_embedding_v2(input, size, is_sparse=False, is_distributed=False, padd
                             dtype, _op="pull_sparse_v2")
 
 
+def _package():
+    """The loaded top-level package, whose `layers.embedding` and `embedding` the block
+    swaps (what a user's `fluid.layers.embedding(...)` call finds)."""
+    return sys.modules[__name__.split(".")[0]]
+
+
 class fleet_embedding(contextlib.ContextDecorator):  # noqa: N801 -- Fluid's name
     """`with fleet_embedding(click_name=label.name):` routes fluid.layers.embedding and
     fluid.embedding through pslib for the block, and restores them after."""
@@ -111,7 +118,7 @@ class fleet_embedding(contextlib.ContextDecorator):  # noqa: N801 -- Fluid's nam
         self._saved = None
 
     def __enter__(self):
-        import fluidity as fluid
+        fluid = _package()
         self._saved = (fluid.layers.embedding, fluid.embedding)
         fluid.layers.embedding = _fleet_embedding
         fluid.embedding = _fleet_embedding_v2
@@ -120,7 +127,7 @@ class fleet_embedding(contextlib.ContextDecorator):  # noqa: N801 -- Fluid's nam
         return self
 
     def __exit__(self, exc_type, exc_val, exc_tb):
-        import fluidity as fluid
+        fluid = _package()
         fluid.layers.embedding, fluid.embedding = self._saved
         FLEET_GLOBAL_DICT.update(cur_accessor="", click_name="", scale_sparse_grad=None)
         return False
