@@ -29,6 +29,7 @@ from .errors import (ArgumentTypeError, DTypeError, ProgramError, ProgramFormatE
                      ShapeError, UnknownOpError)
 from .ir import desc_check, rewrite
 from .ir.format import format_block, format_op, format_program, format_var  # noqa: F401
+from .ir import readable as _readable
 from .ir.infer_shape import InferShapeContext  # noqa: F401
 from .ir.op_desc import OpDesc
 from .ir.op_proto import OpProtoHolder  # noqa: F401 -- Fluid's framework.OpProtoHolder
@@ -163,6 +164,12 @@ def _check_initialized(message, what):
                          f"{message}")
 
 
+def _var_line(var):
+    """ir/readable.py's line of a variable, a Parameter's marked (trainable or not)."""
+    is_param = isinstance(var, Parameter) or bool(getattr(var.desc, "is_parameter", False))
+    return _readable.var_code(var, is_param, bool(getattr(var, "trainable", True)))
+
+
 class Variable(VarView):
     """A variable of a block being built. `a + b`, `x * 2.0`, ... build elementwise ops
     (`layers/math_op_patch.py` adds them)."""
@@ -215,6 +222,10 @@ class Variable(VarView):
         if throw_on_error:
             _check_initialized(self.desc, f"variable '{self.name}'")
         return format_var(self, details=with_details)
+
+    def _to_readable_code(self):
+        """Fluid 1.8's one-line text of this variable (ir/readable.py)."""
+        return _var_line(self)
 
     __str__ = to_string
 
@@ -418,6 +429,10 @@ class Operator(OpView):
             _check_initialized(self.desc.proto, f"op '{self.type}'")
         return format_op(self)
 
+    def _to_readable_code(self, skip_op_callstack=True):
+        """Fluid 1.8's one-line text of this op (ir/readable.py)."""
+        return _readable.op_code(self, skip_op_callstack)
+
     __str__ = to_string
 
     def __repr__(self):
@@ -427,6 +442,10 @@ class Operator(OpView):
 # ---------------------------------------------------------------------------------------
 # Block
 # ---------------------------------------------------------------------------------------
+# ops that write a parameter in place without initializing it (Block.create_parameter)
+_NOT_INIT_OPS = frozenset({"c_broadcast", "c_sync_comm_stream"})
+
+
 class Block(BlockView):
     def wrap_var(self, var_desc):
         return (Parameter if var_desc.is_parameter else Variable)(self, var_desc)
@@ -505,7 +524,10 @@ class Block(BlockView):
                                gradient_clip_attr=gradient_clip_attr,
                                do_model_average=do_model_average, initializer=initializer)
         if initializer is not None:
-            writers = [op for op in block.ops if name in op.output_arg_names]
+            # a collective program broadcasts each parameter after its initializer (in
+            # place): those ops pass a value on, they do not initialize it (as in Fluid)
+            writers = [op for op in block.ops if name in op.output_arg_names
+                       and op.type not in _NOT_INIT_OPS]
             if len(writers) > 1:
                 raise RuntimeError(f"param {name} is inited by multiple init ops "
                                    f"{[op.type for op in writers]}")
@@ -613,6 +635,10 @@ class Block(BlockView):
         if throw_on_error:
             _check_initialized(self.desc, f"block {self.idx}")
         return format_block(self, details=with_details)
+
+    def _to_readable_code(self, skip_op_callstack=True):
+        """Fluid 1.8's text of this block: its variables, then its ops (ir/readable.py)."""
+        return _readable.block_code(self, _var_line, skip_op_callstack)
 
     __str__ = to_string
 
@@ -823,6 +849,10 @@ class Program(ProgramView):
         if throw_on_error:
             _check_initialized(self.desc, "program")
         return format_program(self, details=with_details)
+
+    def _to_readable_code(self, skip_op_callstack=True):
+        """Fluid 1.8's text of this program, block after block (ir/readable.py)."""
+        return _readable.program_code(self, _var_line, skip_op_callstack)
 
     __str__ = to_string
 

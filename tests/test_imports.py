@@ -22,14 +22,14 @@ PKG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 # first-level parts of the package -> their layer; a module of a layer may import only its
 # own layer's modules and lower layers'.
 LAYERS = {
-    "errors": 0, "unique_name": 0, "proto": 0, "core": 0,
+    "errors": 0, "unique_name": 0, "proto": 0, "core": 0, "log_helper": 0,
     "ops": 1, "datafeed": 1,
     "ir": 2,
     "framework": 3, "executor": 3, "transpiler": 3, "codegen": 3,
     "distributed": 4, "layer_helper": 4, "param_attr": 4, "initializer": 4, "layers": 4,
     "backward": 4, "regularizer": 4, "clip": 4, "optimizer": 4, "nets": 4, "io": 4,
     "compiler": 4, "data_feeder": 4, "reader": 4, "dataset": 4, "profiler": 4, "metrics": 4,
-    "average": 4, "op": 4, "inference_api": 4,
+    "average": 4, "op": 4, "inference_api": 4, "communicator": 4,
     "debugger": 4, "graphviz": 4, "default_scope_funcs": 4, "version": 0, "input": 4,
     "install_check": 5, "cli": 5, "collect_env": 5, "incubate": 5, "contrib": 5, "dygraph": 5, "__init__": 5,
 }

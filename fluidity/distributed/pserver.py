@@ -59,9 +59,58 @@ from .wire import BadRequest, field
 LINGER_S = 2.0               # how long a failed server keeps answering with its error
 
 
+def _step_count(held, received, name):
+    """An async schedule's step counter after a trainer's count arrives: the sum (the
+    counter a trainer sends holds its steps since its last send; async_lr.py)."""
+    import numpy as np
+    from ..core.tensor import LoDTensor
+    a = received._array if isinstance(received, LoDTensor) else np.asarray(received)
+    if held is None:
+        return received
+    h = held._array if isinstance(held, LoDTensor) else np.asarray(held)
+    if h is None or h.shape != a.shape:
+        raise BadRequest(f"step counter '{name}' has shape {list(a.shape)}, the server holds "
+                         f"{None if h is None else list(h.shape)}")
+    return LoDTensor(h + a.astype(h.dtype))
+
+
 def recovery_dir(root, endpoint):
     """The recovery directory of the server on `endpoint` under `root`."""
     return os.path.join(root, endpoint.replace(":", "_").replace("/", "_"))
+
+
+def port_file_path(pid=None):
+    """Where a serving pserver process writes its port, as Fluid's does: scripts and tests
+    that start a server on port 0 wait for this file and read the port from it."""
+    return f"/tmp/paddle.{os.getpid() if pid is None else pid}.port"
+
+
+def save_port(port):
+    """Write `port` to this process's port file (written whole, then renamed into place,
+    so a reader never sees it half written); its path, or None when /tmp is not writable."""
+    path = port_file_path()
+    tmp = f"{path}.{threading.get_ident()}.{secrets.token_hex(4)}.tmp"
+    try:   # a new file (never one planted there, nor a link's target), renamed into place
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                     0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{int(port)}\n")
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return None
+    return path
+
+
+def remove_port_file(path):
+    if path is not None:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 class PServer:
@@ -71,9 +120,12 @@ class PServer:
     def serve(self, attrs, received, env):
         state = _State(attrs, received, env)
         state.restore()
+        if not state.sync and state.lr_block >= 0:
+            state._run(state.lr_block)     # async: the rate of the first step, before any
         workers = min(512, 16 + 2 * state.fanin * max(1, len(state.received)))
         self._server = start_server(attrs["endpoint"], state, max_workers=workers)
         saver = state.start_periodic_checkpoints()
+        port_file = save_port(self._server.selected_port)
         try:
             state.wait_done()
             if state.error is not None:
@@ -85,6 +137,7 @@ class PServer:
             state.close()
             self._server.stop(grace=1.0).wait(5.0)
             self._server = None
+            remove_port_file(port_file)
         if state.error is not None:
             raise ExecutionError(f"pserver {attrs['endpoint']}: {state.error}")
 
@@ -106,6 +159,8 @@ class _State:
         self.blocks = list(attrs["optimize_blocks"])
         self.grad_to_block = {}
         for s in attrs["grad_to_block_id"]:
+            if not s:           # Fluid's ListenAndServ layer writes [""]: no mapping
+                continue
             name, _, idx = s.rpartition(":")
             self.grad_to_block[name] = int(idx)
         self.received = list(received)
@@ -124,6 +179,7 @@ class _State:
         self.last_seen = {}
         self.error = None
         self.prefetch_blocks = _name_to_block(attrs.get("prefetch_var_name_to_block_id", []))
+        self.lr_block = int(attrs.get("lr_decay_block_id", -1))
         self.stop = threading.Event()
         self.trainer_timeout = env_flag("FLAGS_pserver_trainer_timeout", 10.0)
         root = os.environ.get("FLAGS_pserver_checkpoint_dir") or None
@@ -288,7 +344,11 @@ class _State:
         if self._stale(header):
             return None
         with self.run_lock:
-            self.scope.var(name).value = value
+            var = self.scope.var(name)
+            if not self.sync and self.grad_to_block.get(name) == self.lr_block:
+                var.value = _step_count(var.value, value, name)   # async schedule: add
+            else:
+                var.value = value
             if not self.sync:
                 self._run(self.grad_to_block[name])
         return None
@@ -337,8 +397,9 @@ class _State:
         return None
 
     def fetch_barrier(self, header, _value):
-        self._need_sync("fetch_barrier")
         tid = self._tid(header)
+        if not self.sync:      # a trainer's startup fetch (Fluid's): nothing to wait for
+            return None
         with self.cv:
             self.fetched[tid] = self.version
         return None

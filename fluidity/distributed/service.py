@@ -284,4 +284,5 @@ def start_server(endpoint, handler, max_workers=16, token=None, limits=None):
     if not port:
         raise OSError(f"pserver cannot listen on {endpoint} (address in use or not local)")
     server.start()
+    server.selected_port = port      # the port bound (the one chosen for port 0)
     return server

@@ -244,6 +244,9 @@ def load_params(executor, dirname, main_program=None, filename=None):
 
 
 def save_persistables(executor, dirname, main_program=None, filename=None):
+    if main_program is not None and getattr(main_program, "_is_distributed", False):
+        from .distributed import save_distributed_persistables
+        return save_distributed_persistables(executor, dirname, main_program, save_vars)
     return save_vars(executor, dirname, main_program, predicate=is_persistable, filename=filename)
 
 

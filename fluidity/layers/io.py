@@ -138,3 +138,7 @@ def load(out, file_path, load_as_fp16=None):
         attrs["load_as_fp16"] = bool(load_as_fp16)
     default_main_program().current_block().append_op(type="load", inputs={},
                                                      outputs={"Out": [out]}, attrs=attrs)
+
+
+# Fluid's low-level RPC layers live in layers.io (not in its __all__, as in Fluid)
+from .rpc import ListenAndServ, Recv, Send  # noqa: E402,F401

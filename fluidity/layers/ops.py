@@ -95,3 +95,11 @@ for _name, _params in _WITH_ATTRS.items():
     globals()[_name] = _with_attrs(_name, _params)
 __all__ += list(_WITH_ATTRS)
 
+
+
+# Fluid 1.8 keeps two generated layers under private names, for its programs that pass an
+# existing `out` variable (fluid.layers.ops._scale(x=x, scale=10.0, out=v))
+from .layer_function_generator import generate_layer_fn as _generate  # noqa: E402
+
+_scale = _generate("scale")
+_elementwise_div = _generate("elementwise_div")

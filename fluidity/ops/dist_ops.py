@@ -10,7 +10,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
-from ..errors import ExecutionError
+from ..errors import ExecutionError, ShapeError
 from .registry import In, OpDef, Out, blocks, ints, long, longs, strings
 
 
@@ -85,13 +85,41 @@ class SplitSelectedRows(OpDef):
                 bad = rows[(rows < 0) | (rows >= x.height)][0]
                 raise ExecutionError(f"split_selected_rows: row {int(bad)} is outside X's "
                                      f"height {x.height}")
-            part = np.searchsorted(starts, rows, side="right") - 1
-            out = []
-            for i, h in enumerate(sections):
-                sel = np.flatnonzero(part == i)
-                out.append(SelectedRows(rows[sel] - starts[i], h, x.value[sel]))
-            return tuple(out)
+            return tuple(split_selected_rows(x, sections))
         return kernel
+
+
+def split_selected_rows(x, sections):
+    """[SelectedRows] of `x`'s rows in each row section of its height (`sections`, which
+    add up to it), renumbered from the section's first row (ids checked by the caller)."""
+    starts = np.concatenate(([0], np.cumsum(sections))).astype(np.int64)
+    rows = np.asarray(x.rows, dtype=np.int64)
+    part = np.searchsorted(starts, rows, side="right") - 1
+    out = []
+    for i, h in enumerate(sections):
+        sel = np.flatnonzero(part == i)
+        out.append(SelectedRows(rows[sel] - starts[i], h, np.asarray(x.value)[sel]))
+    return out
+
+
+def split_by_sections(value, sections, what):
+    """`value` (a LoDTensor or SelectedRows) cut into row blocks of `sections` rows, as
+    Fluid's send op with `sections` cuts a whole gradient at run time."""
+    if isinstance(value, SelectedRows):
+        if sum(sections) != value.height:
+            raise ExecutionError(f"{what}: sections {sections} do not add up to the height "
+                                 f"{value.height} of the SelectedRows")
+        rows = np.asarray(value.rows, dtype=np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= value.height):
+            raise ExecutionError(f"{what}: a row of the SelectedRows is outside its height "
+                                 f"{value.height}")
+        return split_selected_rows(value, sections)
+    arr = value._array if isinstance(value, LoDTensor) else np.asarray(value)
+    if arr is None or arr.ndim == 0 or sum(sections) != arr.shape[0]:
+        got = None if arr is None else list(arr.shape)
+        raise ExecutionError(f"{what}: sections {sections} do not add up to the rows of a "
+                             f"value of shape {got}")
+    return [LoDTensor(a) for a in np.split(arr, np.cumsum(sections)[:-1], axis=0)]
 
 
 def _rpc(env):
@@ -104,18 +132,38 @@ class Send(OpDef):
     inputs = (In("X", duplicable=True),)
     outputs = (Out("Out", duplicable=True, dispensable=True),)
     attrs = {"epmap": strings(), "send_varnames": strings(), "sync_mode": False,
-             "trainer_id": 0}
+             "trainer_id": 0, "sections": ints()}
     kind = "ctx"
     infer_shape = None
     share_lod = None
     doc = ("Send each X to the parameter server of the same position in `epmap` (under its "
-           "own name); `sync_mode` waits for every send to be acknowledged.")
+           "own name; one X with several endpoints goes to each); `sync_mode` waits for "
+           "every send to be acknowledged. With `sections` "
+           "(Fluid's run-time split), the one X is cut into row blocks of those sizes and "
+           "block i goes to epmap[i] as send_varnames[i].")
 
     @staticmethod
     def make_step(p):
         names = p.op.input("X")
         idx = p.in_idx("X")
         epmap, tid = list(p.attrs["epmap"]), p.attrs["trainer_id"]
+        sections = [int(r) for r in p.attrs["sections"]]
+        if sections:
+            remote = list(p.attrs["send_varnames"])
+            if len(names) != 1 or not len(sections) == len(epmap) == len(remote):
+                raise ExecutionError(
+                    f"send: a run-time split sends one X ({len(names)} given) in "
+                    f"len(sections) = len(epmap) = len(send_varnames) blocks ({len(sections)}, "
+                    f"{len(epmap)}, {len(remote)})")
+            (i0,) = idx
+
+            def split_step(frame, env):
+                parts = split_by_sections(_rows_lod_only(frame[i0].value), sections,
+                                          f"send of '{names[0]}'")
+                _rpc(env).send_vars(list(zip(epmap, remote, parts)), tid)
+            return split_step
+        if len(names) == 1 and len(epmap) > 1:     # one value to every server in epmap
+            names, idx = names * len(epmap), list(idx) * len(epmap)
         if len(epmap) != len(names):
             raise ExecutionError(f"send: {len(names)} inputs but {len(epmap)} endpoints in epmap")
 
@@ -141,17 +189,35 @@ class Recv(OpDef):
     type = "recv"
     inputs = (In("X", duplicable=True, dispensable=True),)
     outputs = (Out("Out", duplicable=True),)
-    attrs = {"epmap": strings(), "varnames": strings(), "sync_mode": True, "trainer_id": 0}
+    attrs = {"epmap": strings(), "varnames": strings(), "sync_mode": True, "trainer_id": 0,
+             "recv_varnames": strings()}
     kind = "ctx"
     infer_shape = None
     share_lod = None
     doc = ("Out[i] = the variable `varnames[i]` (default: Out[i]'s own name) fetched from "
-           "the parameter server epmap[i].")
+           "the parameter server epmap[i]. With `recv_varnames` (Fluid's run-time split) "
+           "the one Out is the blocks recv_varnames[i] fetched from epmap[i], joined along "
+           "the first axis.")
 
     @staticmethod
     def make_step(p):
         names = p.op.output("Out")
         idx = p.out_idx("Out")
+        blocks = list(p.attrs["recv_varnames"])
+        if blocks:
+            eps, tid = list(p.attrs["epmap"]), p.attrs["trainer_id"]
+            if len(names) != 1 or len(blocks) != len(eps):
+                raise ExecutionError(f"recv: a run-time split receives one Out ({len(names)} "
+                                     f"given) from len(epmap) = len(recv_varnames) blocks "
+                                     f"({len(eps)}, {len(blocks)})")
+            (o0,) = idx
+
+            def join_step(frame, env):
+                values = _rpc(env).get_vars(list(zip(eps, blocks)), tid)
+                arrays = [v._array if isinstance(v, LoDTensor) else np.asarray(v)
+                          for v in values]
+                frame[o0].value = LoDTensor(np.concatenate(arrays, axis=0))
+            return join_step
         remote = list(p.attrs["varnames"]) or names
         epmap, tid = list(p.attrs["epmap"]), p.attrs["trainer_id"]
         if not len(epmap) == len(names) == len(remote):
@@ -196,6 +262,65 @@ class FetchBarrier(_Barrier):
     barrier = "fetch"
     doc = "Tell every parameter server this trainer has fetched its parameters of the step."
 
+
+
+class RecvSave(OpDef):
+    type = "recv_save"
+    inputs = ()
+    outputs = ()
+    attrs = {"dtype": int(VarType.FP32), "overwrite": True, "file_path": "", "shape": longs(),
+             "slice_varnames": strings(), "remote_varnames": strings(),
+             "slice_shapes": strings(), "endpoints": strings(), "trainer_id": 0}
+    kind = "ctx"
+    infer_shape = None
+    share_lod = None
+    doc = ("Fetch the slices `remote_varnames[i]` of one variable from the parameter servers "
+           "`endpoints[i]` (each of shape `slice_shapes[i]`, \"d0,d1,...\"), join them along "
+           "the first axis in that order and save the result, of shape `shape`, to "
+           "file_path as one tensor record (what a trainer saves of a sliced parameter).")
+
+    @staticmethod
+    def make_step(p):
+        a = p.attrs
+        path, shape = a["file_path"], [int(d) for d in a["shape"]]
+        remote, eps = list(a["remote_varnames"]), list(a["endpoints"])
+        slices = []
+        for s in a["slice_shapes"]:
+            try:
+                slices.append([int(d) for d in str(s).split(",")])
+            except ValueError:
+                raise ExecutionError(f"recv_save: slice_shapes entry {s!r} is not a comma "
+                                     f"separated list of integers") from None
+        if not path:
+            raise ExecutionError("recv_save: attribute file_path is empty")
+        if not len(slices) == len(remote) == len(eps) == len(a["slice_varnames"]):
+            raise ExecutionError(
+                f"recv_save: slice_shapes ({len(slices)}), slice_varnames "
+                f"({len(a['slice_varnames'])}), remote_varnames ({len(remote)}) and "
+                f"endpoints ({len(eps)}) must have one entry per slice")
+        if slices and (any(sl[1:] != shape[1:] for sl in slices) or
+                       sum(sl[0] for sl in slices) != shape[0]):
+            raise ExecutionError(f"recv_save: slices {slices} do not make up shape {shape} "
+                                 f"along the first axis")
+        overwrite, tid = a["overwrite"], a["trainer_id"]
+
+        def step(frame, env):
+            import os
+            from ..core import serialization as ser
+            if not overwrite and os.path.exists(path):
+                raise ExecutionError(f"recv_save: {path} exists and overwrite is false")
+            values = _rpc(env).get_vars(list(zip(eps, remote)), tid)
+            parts = []
+            for name, ep, want, v in zip(remote, eps, slices, values):
+                arr = v._array if isinstance(v, LoDTensor) else np.asarray(v)
+                if list(arr.shape) != want:
+                    raise ExecutionError(f"recv_save: '{name}' from {ep} has shape "
+                                         f"{list(arr.shape)}, slice_shapes says {want}")
+                parts.append(arr)
+            whole = np.concatenate(parts, axis=0) if parts else np.zeros(shape, np.float32)
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            ser.atomic_write(path, lambda f: ser.write_lod_tensor(f, whole))
+        return step
 
 
 class ListenAndServ(OpDef):
@@ -425,8 +550,9 @@ class FakeInit(OpDef):
     kind = "ctx"
     share_lod = None
     doc = ("Out = a tensor of `shape` that takes no memory (every element the one zero): "
-           "a trainer's stand-in for a distributed table, whose gradient op reads its shape "
-           "only.")
+           "a trainer's stand-in for a table the servers hold, whose gradient op reads its "
+           "shape only. A value of that shape already there (received from the servers) "
+           "is kept, as Fluid's op only allocates.")
 
     @staticmethod
     def infer_shape(ctx):
@@ -440,6 +566,10 @@ class FakeInit(OpDef):
         sparse = var is not None and var.type == VarType.SELECTED_ROWS
 
         def step(frame, env):
+            held = frame[o].value
+            arr = held._array if isinstance(held, LoDTensor) else None
+            if arr is not None and tuple(arr.shape) == shape:
+                return      # a value received before (a trainer's startup keeps it)
             value = np.broadcast_to(np.zeros(1, np.float32), shape)
             # a SELECTED_ROWS Out (a distributed table's stand-in) gets a value tensor of
             # `shape` and no rows, as Paddle's fake_init resizes the SelectedRows' value
@@ -447,6 +577,49 @@ class FakeInit(OpDef):
                               else LoDTensor(value))
         return step
 
+
+class PullSparse(OpDef):
+    type = "pull_sparse"
+    inputs = (In("Ids", duplicable=True, no_grad=True), In("W"))
+    outputs = (Out("Out", duplicable=True),)
+    attrs = {"EmbeddingDim": 11, "TableId": 0, "AccessorClass": "", "CtrLabelName": "",
+             "PaddingId": 0, "ScaleSparseGrad": True, "InputNames": strings(),
+             "is_distributed": True}
+    kind = "ctx"
+    share_lod = None
+    doc = ("Out[i] = the rows of pslib sparse table TableId for Ids[i] ([..., 1] ids -> "
+           "[..., EmbeddingDim]). The table lives in pslib's servers, which Fluidity does not "
+           "carry: the program builds, running it is refused.")
+    append_dim = False
+
+    @classmethod
+    def infer_shape(cls, ctx):
+        dim = int(ctx.attr("EmbeddingDim"))
+        for i, s in enumerate(ctx.input_shapes("Ids")):
+            s = list(s)
+            if not cls.append_dim and (not s or s[-1] not in (1, -1)):
+                raise ShapeError(f"{cls.type}: Ids[{i}] must end in a dim of 1, got {s}")
+            shape = s + [dim] if cls.append_dim else s[:-1] + [dim]
+            if i < len(ctx.op.output("Out")):
+                ctx.set_output("Out", shape, VarType.FP32, ctx.input_lod_level("Ids", i), i=i)
+
+    @classmethod
+    def make_step(cls, p):
+        table = p.attrs["TableId"]
+
+        def step(frame, env):
+            raise ExecutionError(f"{cls.type}: pslib sparse table {table} lives in pslib's "
+                                 f"servers; pslib is not part of Fluidity (use the "
+                                 f"distribute transpiler's fleet and a distributed "
+                                 f"embedding instead)")
+        return step
+
+
+class PullSparseV2(PullSparse):
+    type = "pull_sparse_v2"
+    append_dim = True
+    doc = ("Out[i] = the rows of pslib sparse table TableId for Ids[i] (Ids' shape + "
+           "[EmbeddingDim]); needs pslib, as pull_sparse.")
 
 
 class CheckpointNotify(OpDef):

@@ -33,6 +33,7 @@ from collections import namedtuple
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME, OpRole
 from ..errors import ProgramError
+from . import async_lr
 from ..ir import rewrite
 from ..ir.views import ProgramView
 from ..proto import framework_pb2 as pb
@@ -42,9 +43,10 @@ from .vars_distributed import job_overview
 # plan: the parameter blocks and their endpoints the programs were written from
 # table: the DistTable (None without a distributed lookup table)
 # overview: the VarsDistributed of the job (vars_distributed.py: where each block went)
+# counter: the async_lr.AsyncCounter of an async job's learning-rate schedule, or None
 DistPrograms = namedtuple("DistPrograms",
-                          "trainer trainer_startup pservers plan table overview",
-                          defaults=(None, None))
+                          "trainer trainer_startup pservers plan table overview counter",
+                          defaults=(None, None, None))
 
 # Paddle's control-variable names for the RPC ops' dependencies
 _SEND_CTRL = "@SEND_CTRL@"
@@ -68,6 +70,43 @@ class DistributeTranspilerConfig:
         # pushed to the pservers every geo_sgd_need_push_nums batches
         self.geo_sgd_mode = False
         self.geo_sgd_need_push_nums = 100
+        # Fluid 1.8's communicator modes (fleet's strategies set them): sync_mode and
+        # runtime_split_send_recv exclude each other, as in Fluid
+        self._sync_mode = True
+        self._runtime_split_send_recv = False
+        self.half_async = False
+        self.completely_not_async = False
+        # collective (nccl2) fields Fluid 1.8 carries; only "pserver" mode is built here
+        self.nccl_comm_num = 1
+        self.use_hierarchical_allreduce = False
+        self.hierarchical_allreduce_inter_nranks = 0
+        self.collective_mode = None
+
+    @property
+    def sync_mode(self):
+        return self._sync_mode
+
+    @sync_mode.setter
+    def sync_mode(self, value):
+        if value is None:
+            raise ValueError("DistributeTranspilerConfig.sync_mode can't be None")
+        if value and self._runtime_split_send_recv:
+            raise ValueError("DistributeTranspilerConfig: set runtime_split_send_recv to "
+                             "False before setting sync_mode to True")
+        self._sync_mode = bool(value)
+
+    @property
+    def runtime_split_send_recv(self):
+        return self._runtime_split_send_recv
+
+    @runtime_split_send_recv.setter
+    def runtime_split_send_recv(self, value):
+        if value is None:
+            raise ValueError("DistributeTranspilerConfig.runtime_split_send_recv can't be None")
+        if value and self._sync_mode:
+            raise ValueError("DistributeTranspilerConfig: set sync_mode to False before "
+                             "setting runtime_split_send_recv to True")
+        self._runtime_split_send_recv = bool(value)
 
     def check(self):
         if self.min_block_size < 8192:
@@ -182,7 +221,8 @@ def _params_grads(b0):
     """[(param, sent gradient, [optimize op indices])] in the order the optimizer ops come.
     The ops of a parameter are its optimizer op(s) (`op_role_var` names the pair) and the
     optimize-role ops without one that touch it or its gradient, or what those wrote
-    (regularization, and clipping of its gradient alone: `_trainer_clips`). The sent
+    (regularization, and clipping of its gradient alone: `_trainer_clips`), or that make
+    what they read (the `scale` of a parameter's own learning rate, as Fluid places it). The sent
     gradient is what the trainer computes and these ops start from: the gradient of the
     backward pass (or of a global-norm clip), which the optimizer op may know by another
     name (clipped, decayed)."""
@@ -202,15 +242,20 @@ def _params_grads(b0):
             out.append(by_param[p])
         by_param[p][2].append(i)
     for p, g, ops in out:
-        touched = {p, g}
+        touched, reads = {p, g}, set()
         for i in ops:
             touched.update(b0.ops[i].output_arg_names)
+            reads.update(b0.ops[i].input_arg_names)
         for i in reversed(loose):   # regularization and clipping come before the update
             op = b0.ops[i]
             names = set(op.input_arg_names) | set(op.output_arg_names)
-            if names & touched and i not in ops:
+            # an op touching the parameter or its gradient, or making what its update
+            # reads that is its own (the `scale` of a parameter's own learning rate)
+            feeds = set(op.output_arg_names) & reads
+            if (names & touched or feeds) and i not in ops:
                 ops.append(i)
                 touched.update(names)
+                reads.update(op.input_arg_names)
         ops.sort()
     owned = {i for _p, _g, ops in out for i in ops}
     stray = sorted({b0.ops[i].type for i in loose if i not in owned})
@@ -238,8 +283,11 @@ def _persistable(b0, name):
 
 def _lr_ops(b0):
     """Indices of the learning-rate schedule ops (role LRSched): they move to the pservers'
-    LR-decay block, run once per step before the optimize blocks."""
-    return [i for i, op in enumerate(b0.ops) if op.role & OpRole.LRSched]
+    LR-decay block, run once per step before the optimize blocks. The `scale` of a
+    parameter's own learning rate (role LRSched | Optimize) is not among them: it goes with
+    that parameter's update (`_params_grads`), so it runs in async mode too."""
+    return [i for i, op in enumerate(b0.ops)
+            if op.role & OpRole.LRSched and not op.role & OpRole.Optimize]
 
 
 def _plan(b0, endpoints, config, table=None):
@@ -383,6 +431,43 @@ def fake_init_table(startup_block, table):
         rewrite.remove_op(startup_block, op)
 
 
+_SPARSE_UPDATE_OPS = ("lookup_table", "nce")
+
+
+def sparse_table_names(main_block):
+    """The tables a trainer updates sparsely (W of an `is_sparse` lookup_table or nce, and
+    of distributed_lookup_table), in program order: the servers hold them, and the
+    trainer's startup needs no initializer for them (Fluid 1.8's rule)."""
+    out = []
+    for op in main_block.ops:
+        sparse = op.type in _SPARSE_UPDATE_OPS and bool(_attr(op, "is_sparse", False))
+        if sparse or op.type == "distributed_lookup_table":
+            for n in op.input("W"):
+                if n not in out:
+                    out.append(n)
+    return out
+
+
+def fake_init_sparse_tables(startup_block, main_block):
+    """In place, as Fluid 1.8's get_trainer_program: the one startup op initializing each
+    sparsely updated table is replaced by a `fake_init` of its shape (appended at the end:
+    the trainer's startup receives the servers' values before it, and it keeps them). A
+    table initialized by no op or by several is refused with a ValueError naming it."""
+    for name in sparse_table_names(main_block):
+        if any(op.type == "fake_init" and op.output_arg_names == [name]
+               for op in startup_block.ops):
+            continue
+        inits = [op for op in startup_block.ops if name in op.output_arg_names
+                 and op.type not in ("recv", "concat", "fetch_barrier")]
+        if len(inits) != 1:
+            raise ValueError(f"table init op num should be 1, now is {len(inits)} (table "
+                             f"'{name}': {[op.type for op in inits]})")
+        shape = [int(d) for d in _attr(inits[0], "shape", [])]
+        rewrite.append_op(startup_block, "fake_init", {}, {"Out": [name]},
+                          {"shape": shape, "op_role": OpRole.Forward})
+        rewrite.remove_op(startup_block, inits[0])
+
+
 def _trainer_table(b0, table, trainer_id, endpoints, sync_mode):
     """Lookups -> split_ids, prefetch, merge_ids; gradient -> split_ids, send. Returns the
     send's control variable."""
@@ -484,13 +569,24 @@ _TABLE_PATH = "kLookupTablePath"
 
 
 # --- the trainer ---------------------------------------------------------------------------
-def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block):
-    """recv each parameter's blocks, fetch_barrier (sync), concat the blocks (in place)."""
+def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block,
+                 runtime_split=False, fetch_barrier=None):
+    """recv each parameter's blocks, fetch_barrier (sync), concat the blocks (in place).
+    `runtime_split` (Fluid 1.8's runtime_split_send_recv): one recv per parameter joins its
+    blocks itself (`recv_varnames`), no concat."""
     rpc = {"op_role": OpRole.RPC, "trainer_id": trainer_id}
     outs = []
     for p, blocks in plan.items():
         src = src_block.find_var_recursive(p)
         names = [b.pname for b in blocks]
+        if runtime_split and blocks[0].sliced:
+            if p not in block.vars:
+                _declare_like(block, src, p)
+            rewrite.append_op(block, "recv", {}, {"Out": [p]},
+                              {**rpc, "epmap": [b.ep for b in blocks], "recv_varnames": names,
+                               "sync_mode": sync_mode, "op_role_var": [p, blocks[0].grad]})
+            outs.append(p)
+            continue
         for b in blocks:
             if b.sliced:
                 _declare_like(block, src, b.pname, b.shape, persistable=False)
@@ -500,16 +596,17 @@ def _append_recv(block, plan, trainer_id, sync_mode, endpoints, src_block):
                           {**rpc, "epmap": [b.ep for b in blocks], "varnames": names,
                            "sync_mode": sync_mode, "op_role_var": [p, blocks[0].grad]})
         outs += names
-    if sync_mode:
+    if sync_mode if fetch_barrier is None else fetch_barrier:
         rewrite.append_op(block, "fetch_barrier", {}, {"Out": [_ctrl(block, _BARRIER_CTRL)]},
-                          {**rpc, "endpoints": list(endpoints), "sync_mode": True})
+                          {**rpc, "endpoints": list(endpoints), "sync_mode": sync_mode})
     for p, blocks in plan.items():
-        if blocks[0].sliced:
+        if blocks[0].sliced and not runtime_split:
             rewrite.append_op(block, "concat", {"X": [b.pname for b in blocks]}, {"Out": [p]},
                               {"axis": 0, "op_role": OpRole.Dist})
 
 
-def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None):
+def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None,
+             runtime_split=False, counter=None):
     prog = ProgramView(rewrite.copy_program(main))
     b0 = prog.global_block()
     kept_clips = _trainer_clips(b0)
@@ -535,7 +632,12 @@ def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None)
         if not writers:
             raise ProgramError(f"no op of the program computes gradient '{g}'")
         at = writers[-1] + 1
-        if blocks[0].sliced:
+        split_attrs = {}
+        if blocks[0].sliced and runtime_split:
+            # Fluid 1.8's runtime_split_send_recv: the send op cuts the whole gradient
+            split_attrs = {"sections": [b.rows for b in blocks], "send_varnames": sends}
+            sends = [g]
+        elif blocks[0].sliced:
             for b, n in zip(blocks, sends):
                 _declare_like(b0, gvar, n, b.shape, persistable=False)
             if gvar.type == VarType.SELECTED_ROWS:   # rows renumbered within each block
@@ -552,27 +654,35 @@ def _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table=None)
         rewrite.insert_op(b0, at, "send", {"X": sends}, {"Out": [ctrl]},
                           {"epmap": [b.ep for b in blocks], "sync_mode": not sync_mode,
                            "trainer_id": trainer_id, "op_role": OpRole.RPC,
-                           "op_role_var": [p, blocks[0].grad]})
+                           "op_role_var": [p, blocks[0].grad], **split_attrs})
     if sync_mode:
         rewrite.append_op(b0, "send_barrier", {"X": ctrls}, {"Out": [_ctrl(b0, _BARRIER_CTRL)]},
                           {"endpoints": list(endpoints), "sync_mode": True,
                            "trainer_id": trainer_id, "op_role": OpRole.RPC})
+    if counter is not None:       # async schedule: this trainer's step count to the servers
+        async_lr.declare_counters(b0, counter)
+        async_lr.append_trainer_send(b0, counter, trainer_id, endpoints,
+                                     _ctrl(b0, f"{_SEND_CTRL}{counter.name}"))
     src = ProgramView(main).global_block()
-    _append_recv(b0, plan, trainer_id, sync_mode, endpoints, src)
+    _append_recv(b0, plan, trainer_id, sync_mode, endpoints, src, runtime_split)
     return prog.desc
 
 
 def append_trainer_recv(startup_block, main, plan, trainer_id, endpoints, sync_mode):
     """Append the trainer startup's recv / fetch_barrier / concat to `startup_block` (a
-    BlockView) in place: what Fluid's `transpile` does to the user's startup program."""
+    BlockView) in place: what Fluid's `transpile` does to the user's startup program (with
+    a fetch_barrier in async mode too, as Fluid's; an async server answers it at once)."""
     _append_recv(startup_block, plan, trainer_id, sync_mode, endpoints,
-                 ProgramView(main).global_block())
+                 ProgramView(main).global_block(), fetch_barrier=True)
 
 
-def _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table=None):
+def _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table=None,
+                     counter=None):
     prog = ProgramView(rewrite.copy_program(startup))
+    if counter is not None:
+        async_lr.add_counter_inits(prog.global_block(), counter, False)
     _append_recv(prog.global_block(), plan, trainer_id, sync_mode, endpoints,
-                 ProgramView(main).global_block())
+                 ProgramView(main).global_block(), fetch_barrier=True)
     if table is not None:
         fake_init_table(prog.global_block(), table)
     return prog.desc
@@ -603,8 +713,16 @@ def _renames_for(b0, block, opt_ops, own_names):
     return ren
 
 
+def distributed_mode(sync_mode, config):
+    """listen_and_serv's `distributed_mode`, as Fluid 1.8 names the mode: 0 sync; 1 async
+    (runtime_split_send_recv); 2 half async (async without it)."""
+    if sync_mode:
+        return 0
+    return 1 if config is not None and config.runtime_split_send_recv else 2
+
+
 def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
-             endpoints=()):
+             endpoints=(), mode=None, counter=None):
     """The main program of the parameter server at `endpoint`, laid out as Fluid 1.6 lays
     it: block 0 holds the variables and `listen_and_serv`; then the learning-rate block
     (with the blocks of its control flow right after it), one optimize block per parameter
@@ -622,6 +740,12 @@ def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
     lr_block = _lr_decay_block(prog, ProgramView(main), var_map)
     if lr_block is not None:
         opt_blocks.append(lr_block)
+        if counter is not None:   # async: the schedule steps by the trainers' counters
+            async_lr.step_the_lr_block(prog.block(lr_block), counter)
+            for n in async_lr.declare_counters(b0, counter):
+                received.append(n)
+                grad_to_block.append(f"{n}:{lr_block}")
+                var_map[n] = (n, [1])
     parent = len(prog.blocks) - 1        # Fluid's optimize blocks hang off the last block
     for p, blocks in plan.items():
         here = [blk for blk in blocks if blk.ep == endpoint]
@@ -674,7 +798,7 @@ def _pserver(main, plan, endpoint, trainers, sync_mode, table=None, init=None,
     attrs = {"endpoint": endpoint, "pserver_id": list(endpoints).index(endpoint),
              "optimize_blocks": opt_blocks, "Fanin": trainers, "sync_mode": sync_mode,
              "grad_to_block_id": grad_to_block, "sparse_grad_to_param": sparse_to_param,
-             "distributed_mode": 0 if sync_mode else 1,
+             "distributed_mode": (0 if sync_mode else 1) if mode is None else mode,
              "lr_decay_block_id": -1 if lr_block is None else lr_block,
              "prefetch_var_name_to_block_id": prefetch, "op_role": OpRole.RPC}
     if table is not None:
@@ -786,6 +910,16 @@ def checked_job(config, endpoints, trainer_id, trainers):
     return config, endpoints
 
 
+def async_counter(main, startup, trainers, sync_mode):
+    """The step counter of the learning-rate schedule of an async job (async_lr.py), or
+    None (sync mode, or no schedule)."""
+    src = ProgramView(main).global_block()
+    lr = _lr_ops(src)
+    if sync_mode or not lr:
+        return None
+    return async_lr.plan(src, ProgramView(startup).global_block(), lr, trainers)
+
+
 def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, config=None):
     """DistPrograms(trainer, trainer_startup, {endpoint: (pserver main, pserver startup)})
     from ProgramDescs `main` and `startup`; neither is touched."""
@@ -794,23 +928,27 @@ def transpile(main, startup, trainer_id, endpoints, trainers=1, sync_mode=True, 
     table = _dist_table(src, _params_grads(src))
     plan = _plan(src, endpoints, config, table)
     init = _table_initializer(startup, table) if table is not None else None
-    if not sync_mode and _lr_ops(ProgramView(main).global_block()):
-        raise NotImplementedError("distribute transpiler: a learning-rate schedule in async "
-                                  "mode (Paddle runs it per received gradient) is not built; "
-                                  "use sync_mode=True or a constant learning rate")
+    counter = async_counter(main, startup, trainers, sync_mode)
     if not plan and table is None:
         raise ProgramError("transpile: the program has no optimizer ops (call "
                            "optimizer.minimize(loss) before transpiling)")
-    trainer = _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table)
-    tstart = _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table)
+    trainer = _trainer(main, plan, trainer_id, endpoints, trainers, sync_mode, table,
+                       runtime_split=bool(config.runtime_split_send_recv), counter=counter)
+    tstart = _trainer_startup(startup, main, plan, trainer_id, endpoints, sync_mode, table,
+                              counter)
+    pstart = startup
+    if counter is not None:
+        pstart = rewrite.copy_program(startup)
+        async_lr.add_counter_inits(ProgramView(pstart).global_block(), counter, True)
     pservers = {}
     for ep in endpoints:
-        pmain, var_map = _pserver(main, plan, ep, trainers, sync_mode, table, init, endpoints)
-        pservers[ep] = (pmain, pserver_startup(startup, pmain, var_map))
+        pmain, var_map = _pserver(main, plan, ep, trainers, sync_mode, table, init, endpoints,
+                                  mode=distributed_mode(sync_mode, config), counter=counter)
+        pservers[ep] = (pmain, pserver_startup(pstart, pmain, var_map))
     overview = job_overview(src, plan, _params_grads(src),
                             {ep: ProgramView(pm).global_block()
                              for ep, (pm, _s) in pservers.items()}, table, endpoints)
-    return DistPrograms(trainer, tstart, pservers, plan, table, overview)
+    return DistPrograms(trainer, tstart, pservers, plan, table, overview, counter)
 
 
 __all__ = ["DistPrograms", "DistributeTranspilerConfig", "HashName", "RoundRobin",

@@ -9,6 +9,7 @@ import os
 
 from ..core.dtypes import VarType
 from ..ir.views import ProgramView, copy_data_marks
+from . import async_lr
 from . import distribute as _d
 from .distribute import DistributeTranspilerConfig  # noqa: F401
 from .ps_dispatcher import HashName, RoundRobin  # noqa: F401
@@ -33,6 +34,38 @@ class ServerRuntimeConfig:
         self._rpc_send_thread_num = int(os.getenv("FLAGS_rpc_send_thread_num", "12"))
         self._rpc_get_thread_num = int(os.getenv("FLAGS_rpc_get_thread_num", "12"))
         self._rpc_prefetch_thread_num = int(os.getenv("FLAGS_rpc_prefetch_thread_num", "12"))
+
+
+class VarBlock:
+    """One block of a sliced variable, written `name:block_id:size` (size in elements), as
+    Fluid's transpiler names blocks in its logs and `slice_variable` results."""
+
+    def __init__(self, varname, offset, size):
+        self.varname, self.offset, self.size = varname, int(offset), int(size)
+
+    def __str__(self):
+        return "%s:%d:%d" % (self.varname, self.offset, self.size)
+
+
+def slice_variable(var_list, slice_count, min_block_size):
+    """Fluid's `slice_variable`: the blocks the transpiler cuts each variable of `var_list`
+    into for `slice_count` servers, as `name:block_id:size` strings (blocks of at least
+    `min_block_size` elements, rounded up to whole rows; distribute.slice_variable says how)."""
+    if int(slice_count) < 1:
+        raise ValueError(f"slice_variable: slice_count must be at least 1, got {slice_count}")
+    if int(min_block_size) < 1:
+        raise ValueError(f"slice_variable: min_block_size must be positive, got "
+                         f"{min_block_size}")
+    blocks = []
+    for var in var_list:
+        shape = list(var.shape)
+        row = 1
+        for d in shape[1:]:
+            row *= int(d)
+        for i, (_, rows) in enumerate(_d.slice_variable(shape, int(slice_count),
+                                                        int(min_block_size))):
+            blocks.append(str(VarBlock(var.name, i, rows * row)))
+    return blocks
 
 
 def given_or_default_programs(program, startup_program):
@@ -92,6 +125,11 @@ class DistributeTranspiler:
         table = self._result.table
         self.table_name = table.name if table is not None else None
         self.has_distributed_lookup_table = table is not None
+        counter = self._result.counter
+        if counter is not None:   # async schedule: the trainers' and servers' step counters
+            async_lr.add_counter_inits(startup_program.global_block(), counter, False)
+            async_lr.add_counter_inits(ProgramView(self._origin_startup).global_block(),
+                                       counter, True)
         # Fluid: the trainer's startup program fetches the initial parameters
         _d.append_trainer_recv(startup_program.global_block(), program.desc, self._result.plan,
                                self.trainer_id, self.pserver_endpoints, self.sync_mode)
@@ -112,6 +150,12 @@ class DistributeTranspiler:
         return self._result
 
     def get_trainer_program(self, wait_port=True):
+        """The trainer program; as in Fluid, this also turns the startup program's
+        initializers of sparsely updated tables into `fake_init` (distribute.
+        fake_init_sparse_tables)."""
+        self._check()
+        _d.fake_init_sparse_tables(self.startup_program.global_block(),
+                                   ProgramView(self.origin_program.desc).global_block())
         return _mark(wrap_program(self.origin_program, _d.rewrite.copy_program(self._check().trainer)),
                      self._dist_info)
 

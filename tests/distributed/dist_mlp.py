@@ -1,7 +1,10 @@
 """A distributed training script as a Fluid user writes one: read the launcher's
 environment, transpile, then run as a parameter server or as a trainer.
 
-    python dist_mlp.py sync|async OUT_DIR STEPS [LR [sgd|momentum|adam]]
+    python dist_mlp.py sync|async[-split] OUT_DIR STEPS [LR [sgd|momentum|adam]]
+
+`-split`: Fluid 1.8's runtime_split_send_recv (the send op cuts each gradient into its
+blocks, the recv op joins each parameter's).
 
 A trainer saves its initial and final parameters and its losses to OUT_DIR/trainer_<id>.npz."""
 import os
@@ -55,7 +58,12 @@ def main():
     trainers = int(os.environ["PADDLE_TRAINERS_NUM"])
     tid = int(os.environ["PADDLE_TRAINER_ID"])
     prog, start, loss = build(lr, opt)
-    t = fluid.DistributeTranspiler()
+    config = fluid.DistributeTranspilerConfig()
+    if mode.endswith("-split"):
+        mode = mode[:-len("-split")]
+        config.sync_mode = False
+        config.runtime_split_send_recv = True
+    t = fluid.DistributeTranspiler(config)
     t.transpile(tid, program=prog, pservers=eps, trainers=trainers,
                 sync_mode=(mode == "sync"), startup_program=start)
     exe = fluid.Executor(fluid.CPUPlace())

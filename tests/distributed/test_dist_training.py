@@ -55,10 +55,11 @@ def _logs(tmp_path):
 # The reference replays the job's arithmetic in one process (dist_job.single_process: each
 # trainer's gradient from its rows, the servers' sum and scale, the optimizer's ops), so
 # the job must equal it bit for bit: any difference is a lost, doubled or misrouted update.
-@pytest.mark.parametrize("opt,lr", [("sgd", 0.1), ("adam", 0.01)])
-def test_sync_two_pservers_two_trainers_matchsingle_process(tmp_path, opt, lr):
+@pytest.mark.parametrize("opt,lr,mode", [("sgd", 0.1, "sync"), ("adam", 0.01, "sync"),
+                                         ("adam", 0.01, "sync-split")])
+def test_sync_two_pservers_two_trainers_matchsingle_process(tmp_path, opt, lr, mode):
     steps = 6
-    r = _launch(tmp_path, "sync", str(tmp_path), str(steps), str(lr), opt)
+    r = _launch(tmp_path, mode, str(tmp_path), str(steps), str(lr), opt)
     assert r.returncode == 0, r.stderr + _logs(tmp_path)
     init0, final0, _ = load(tmp_path / "trainer_0.npz")
     init1, final1, _ = load(tmp_path / "trainer_1.npz")

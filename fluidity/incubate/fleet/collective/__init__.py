@@ -311,8 +311,10 @@ class CollectiveOptimizer(DistributedOptimizer):
             if type(self._optimizer).__name__ in ("OptimizerWithMixedPrecision",
                                                   "DGCMomentumOptimizer"):
                 self._raise("mixed_precision", type(self._optimizer).__name__)
-            raise NotImplementedError("DistributedStrategy.use_amp: mixed precision "
-                                      "(float16) training is not built on CPU")
+            raise NotImplementedError("DistributedStrategy.use_amp: mixed precision in "
+                                      "collective training is not built (the all-reduce "
+                                      "of loss-scaled gradients); one process trains with "
+                                      "fluid.contrib.mixed_precision.decorate(optimizer)")
         self._check_strategy()
         if loss is None or not hasattr(loss, "block"):
             raise ValueError(f"minimize needs the loss Variable, got {loss!r}")

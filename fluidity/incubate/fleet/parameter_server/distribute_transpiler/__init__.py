@@ -18,105 +18,119 @@ PaddleRec-style script runs as written:
         exe.train_from_dataset(fleet.main_program, dataset)
         fleet.stop_worker()
 
-A GEO strategy transpiles with transpiler/geo_sgd_transpiler.py and `init_worker()` starts
-the trainer's GeoCommunicator (over the global scope; its first pull waits for the startup
-program when that comes later); sync and async strategies transpile with the
-DistributeTranspiler (the trainer startup program fetches the servers' values) and
-`stop_worker()` closes the executor (the trainers' goodbyes)."""
-from .....core.scope import global_scope
-from .....distributed.communicator import GeoCommunicator
+A GEO strategy transpiles with transpiler/geo_sgd_transpiler.py; the others with the
+DistributeTranspiler (the trainer startup program fetches the servers' values). Strategies
+come from StrategyFactory, or from a bare DistributeTranspilerConfig as Fluid 1.8 maps it.
+`init_worker()` starts the trainer's `fluid.communicator.Communicator` of the strategy's mode
+(GEO: the background GEO-SGD communicator over the global scope, its first pull waiting for
+the startup program when that comes later); `stop_worker()` stops it and closes the
+executor (the trainers' goodbyes)."""
+from ..... import io as _io
+from .....compiler import ParallelExecutor
+from .....communicator import Communicator
 from .....executor.executor import Executor
-from .....transpiler.distribute import DistributeTranspilerConfig
-from .....transpiler.distribute_transpiler import DistributeTranspiler
+from .....transpiler.distribute_transpiler import DistributedMode, DistributeTranspiler
 from .....transpiler.geo_sgd_transpiler import GeoSgdTranspiler
+from .....framework import (Program, Variable, default_main_program,
+                           default_startup_program)
+from .....optimizer import Optimizer
+from ...base.fleet_base import DistributedOptimizer, Fleet
+from ...base.mode import Mode
 from ...base.role_maker import PaddleCloudRoleMaker, RoleMakerBase
-from .distributed_strategy import DistributedStrategy, StrategyFactory
+from .....transpiler.distribute import DistributeTranspilerConfig
+from .distributed_strategy import DistributedStrategy, StrategyFactory, strategy_of_config
 
 
-class DistributedTranspiler:
+class DistributedTranspiler(Fleet):
     """The `fleet` object of Fluid's transpiler-based parameter-server mode."""
 
     def __init__(self):
-        self._role_maker = None
+        super().__init__(Mode.TRANSPILER)
         self._strategy = None
         self._transpiler = None
         self._communicator = None
-        self._executor = None
+        self._origin_program = None
         self.main_program = None
         self.startup_program = None
 
-    # -- who am I ------------------------------------------------------------------------------
     def init(self, role_maker=None):
         role_maker = role_maker if role_maker is not None else PaddleCloudRoleMaker()
         if not isinstance(role_maker, RoleMakerBase):
             raise TypeError(f"fleet.init needs a role maker (role_maker.PaddleCloudRoleMaker "
                             f"or UserDefinedRoleMaker), got {type(role_maker).__name__}")
-        role_maker.generate_role()
-        self._role_maker = role_maker
-        self._executor = Executor()
-
-    def _rm(self):
-        if self._role_maker is None:
-            raise RuntimeError("call fleet.init(role_maker) first")
-        return self._role_maker
-
-    def is_worker(self):
-        return self._rm().is_worker()
-
-    def is_server(self):
-        return self._rm().is_server()
-
-    def is_first_worker(self):
-        return self._rm().is_first_worker()
-
-    def worker_index(self):
-        return self._rm().worker_index()
-
-    def server_index(self):
-        return self._rm().server_index()
-
-    def worker_num(self):
-        return self._rm().worker_num()
+        super().init(role_maker)
 
     def server_num(self):
         return self._rm().server_num()
 
-    def server_endpoints(self, to_string=False):
-        eps = self._rm().get_pserver_endpoints()
-        return ",".join(eps) if to_string else eps
+    # -- saving (Fluid's checks: an Executor and a Program, never their parallel forms) -------
+    def _check_saving(self, what, executor, main_program):
+        if isinstance(executor, ParallelExecutor) or not isinstance(executor, Executor):
+            raise TypeError(f"in fleet.{what}() function, executor must be as Executor type, "
+                            f"got {type(executor).__name__}")
+        if main_program is not None and not isinstance(main_program, Program):
+            raise TypeError(f"in fleet.{what}() function, main_program must be as Program "
+                            f"type, got {type(main_program).__name__}")
+
+    def save_inference_model(self, executor, dirname, feeded_var_names, target_vars,
+                             main_program=None, export_for_deployment=True):
+        """Save the inference model of `main_program` (default: the program as it was before
+        transpiling, Fluid's `_origin_program`)."""
+        self._check_saving("save_inference_model", executor, main_program)
+        program = main_program if main_program is not None else self._origin_program
+        return _io.save_inference_model(dirname, feeded_var_names, target_vars, executor,
+                                        program, None, None, export_for_deployment)
+
+    def save_persistables(self, executor, dirname, main_program=None):
+        """Save the persistables of `main_program` (default: this process's transpiled
+        main program); on a trainer they are the values it last received."""
+        self._check_saving("save_persistables", executor, main_program)
+        program = main_program if main_program is not None else self.main_program
+        return _io.save_persistables(executor, dirname, program)
 
     # -- programs ------------------------------------------------------------------------------
     def distributed_optimizer(self, optimizer, strategy=None):
-        self._rm()
-        strategy = strategy if strategy is not None else StrategyFactory.create_async_strategy()
-        if isinstance(strategy, DistributeTranspilerConfig):
-            # Fluid 1.6-1.8 also take the transpiler's config itself (sync_mode from it)
-            config, strategy = strategy, DistributedStrategy()
-            strategy.set_program_config(config)
-            strategy.sync_mode = bool(getattr(config, "sync_mode", True))
-        if not isinstance(strategy, DistributedStrategy):
-            raise TypeError(f"strategy must come from StrategyFactory, got "
-                            f"{type(strategy).__name__}")
-        self._strategy = strategy
-        return TranspilerOptimizer(optimizer, strategy, self)
+        """A TranspilerOptimizer over `optimizer`. `strategy`: one from StrategyFactory, or
+        a DistributeTranspilerConfig (Fluid 1.8 turns it into the strategy its flags name:
+        distributed_strategy.strategy_of_config); the sync strategy when None, as Fluid."""
+        if not isinstance(optimizer, Optimizer):
+            raise ValueError(f"optimizer must be an instance of Optimizer, got "
+                             f"{type(optimizer).__name__}")
+        if not self._is_initialized:
+            raise ValueError("use fleet.init(role) to initialize the role of current node "
+                             "before optimizer.minimize(loss)")
+        self._optimizer = TranspilerOptimizer(optimizer, strategy)
+        return self._optimizer
 
     @property
     def _geo(self):
         return bool(self._strategy is not None and
                     self._strategy.get_program_config().geo_sgd_mode)
 
-    def _transpile(self, main, startup):
-        rm, config = self._rm(), self._strategy.get_program_config()
+    def _transpile(self, config, main=None, startup=None):
+        """Transpile `main` (default: the default main program) for this process's role,
+        with the strategy `config` is or names (Fluid's `fleet._transpile(config)`)."""
+        if isinstance(config, DistributeTranspilerConfig):
+            config = strategy_of_config(config)
+        if not isinstance(config, DistributedStrategy):
+            raise TypeError(f"config must be an instance of DistributeTranspilerConfig, "
+                            f"SyncStrategy, HalfAsyncStrategy, AsyncStrategy or GeoStrategy; "
+                            f"got {type(config).__name__}")
+        self._strategy = config
+        main = main if main is not None else default_main_program()
+        startup = startup if startup is not None else default_startup_program()
+        self._origin_program = main.clone(for_test=False)
+        rm, pconfig = self._rm(), config.get_program_config()
         tid = max(rm.worker_index(), 0)
         eps = ",".join(rm.get_pserver_endpoints())
         if self._geo:
-            t = GeoSgdTranspiler(config)
+            t = GeoSgdTranspiler(pconfig)
             t.transpile(tid, program=main, pservers=eps, trainers=rm.worker_num(),
                         sync_mode=False, startup_program=startup)
         else:
-            t = DistributeTranspiler(config)
+            t = DistributeTranspiler(pconfig)
             t.transpile(tid, program=main, pservers=eps, trainers=rm.worker_num(),
-                        sync_mode=self._strategy.sync_mode, startup_program=startup,
+                        sync_mode=config.sync_mode, startup_program=startup,
                         current_endpoint=rm.current_endpoint())
         self._transpiler = t
         if rm.is_server():
@@ -135,14 +149,23 @@ class DistributedTranspiler:
         self._programs("init_worker")
         if not self.is_worker():
             raise RuntimeError("fleet.init_worker() on a pserver")
-        if self._geo:
-            self._communicator = GeoCommunicator(self._transpiler.plan, global_scope())
-            self._communicator.start(lazy=True)
+        if self._communicator is not None and self._communicator.is_running():
+            raise RuntimeError("fleet.init_worker(): the worker is already started")
+        mode, kwargs = self._strategy.mode, None
+        if mode == DistributedMode.GEO:
+            kwargs = {"push_vars": self._transpiler.plan, "trainers": self.worker_num(),
+                      "push_nums": self._strategy.get_program_config().geo_sgd_need_push_nums}
+        elif mode == DistributedMode.SYNC:
+            kwargs = {"pserver_endpoints": self.server_endpoints(),
+                      "trainer_id": self.worker_index()}
+        flags = self._strategy.get_trainer_runtime_config().get_communicator_flags()
+        self._communicator = Communicator(self.main_program, mode, kwargs, flags)
+        self._communicator.start(lazy=True)
 
     def stop_worker(self):
         if self._communicator is not None:
             comm, self._communicator = self._communicator, None
-            comm.close()                       # a last push and pull, then goodbye
+            comm.stop()                        # GEO: a last push and pull, then goodbye
         self._executor.close()
 
     def init_server(self, model_dir=None):
@@ -158,21 +181,38 @@ class DistributedTranspiler:
         self._executor.run(self.main_program)
 
 
-class TranspilerOptimizer:
+class TranspilerOptimizer(DistributedOptimizer):
     """What `fleet.distributed_optimizer` returns: `minimize` runs the optimizer's, then
     transpiles the program for this process's role (fleet.main_program /
-    fleet.startup_program)."""
+    fleet.startup_program). `strategy`: a StrategyFactory strategy or a
+    DistributeTranspilerConfig; the sync strategy when None."""
 
-    def __init__(self, optimizer, strategy, fleet_):
-        self._optimizer, self._strategy, self._fleet = optimizer, strategy, fleet_
+    def __init__(self, optimizer, strategy=None):
+        if not isinstance(optimizer, Optimizer):
+            raise ValueError(f"optimizer must be an instance of Optimizer, got "
+                             f"{type(optimizer).__name__}")
+        if strategy is None:
+            strategy = StrategyFactory.create_sync_strategy()
+        elif not isinstance(strategy, (DistributeTranspilerConfig, DistributedStrategy)):
+            raise TypeError(f"strategy must be an instance of DistributeTranspilerConfig, "
+                            f"SyncStrategy, HalfAsyncStrategy, AsyncStrategy, or GeoStrategy; "
+                            f"got {type(strategy).__name__}")
+        super().__init__(optimizer, strategy)
 
-    def minimize(self, loss, startup_program=None, parameter_list=None, no_grad_set=None):
-        from .....framework import default_startup_program
+    def minimize(self, loss, scopes=None, startup_program=None, parameter_list=None,
+                 no_grad_set=None):
+        if isinstance(loss, (list, tuple)):
+            raise TypeError("DistributedTranspiler's minimize can not accept loss with list")
+        if isinstance(startup_program, (list, tuple)):
+            raise TypeError("DistributedTranspiler's minimize can not accept program with "
+                            "list")
+        if not isinstance(loss, Variable):
+            raise TypeError(f"minimize: loss must be a Variable, got {type(loss).__name__}")
         out = self._optimizer.minimize(loss, startup_program=startup_program,
                                        parameter_list=parameter_list, no_grad_set=no_grad_set)
         main = loss.block.program
         startup = startup_program if startup_program is not None else default_startup_program()
-        self._fleet._transpile(main, startup)
+        fleet._transpile(self._strategy, main, startup)
         return out
 
 

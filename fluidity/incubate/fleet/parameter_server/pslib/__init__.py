@@ -4,9 +4,11 @@ pslib is not part of Fluidity (Paddle needs a WITH_PSLIB build for it too). The 
 imports, so programs that only name it load; `fleet.init()` and
 `fleet.distributed_optimizer()` raise ImportError, as they do in a Paddle without pslib
 (where mpi4py and pslib are missing), naming the fleets that work here."""
+from .embedding import (FLEET_GLOBAL_DICT, _fleet_embedding,  # noqa: F401
+                        _fleet_embedding_v2, _prepare_params, fleet_embedding)
 from .fleet_wrapper import _INSTEAD, FleetWrapper  # noqa: F401
 
-__all__ = ["fleet", "PSLib"]
+__all__ = ["fleet", "PSLib", "fleet_embedding", "FLEET_GLOBAL_DICT"]
 
 
 class PSLib:
