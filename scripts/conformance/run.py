@@ -44,10 +44,16 @@ def extract(git_dir, commit, dest):
     return [os.path.join(dest, t) for t in TREES]
 
 
+_SUMMARY = re.compile(r"\b\d+ (passed|failed|skipped|errors?|warnings?|deselected|xfailed|"
+                      r"xpassed)\b.* in [\d.]+s")
+
+
 def summary_of(out):
-    """(passed, failed, skipped, errors) from pytest's last line."""
+    """(passed, failed, skipped, errors) from pytest's summary line: the last line that is
+    one (a test may print after it, e.g. gc.set_debug's report at exit)."""
     counts = {k: 0 for k in ("passed", "failed", "skipped", "error", "errors")}
-    tail = out.strip().splitlines()[-1] if out.strip() else ""
+    tail = next((line for line in reversed(out.strip().splitlines())
+                 if _SUMMARY.search(line)), "")
     for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", tail):
         counts[k] += int(n)
     return counts["passed"], counts["failed"], counts["skipped"], \

@@ -116,3 +116,15 @@ def test_the_numpy_1_names_paddles_tests_call_are_there():
              "assert np.product([2, 3]) == 6 and np.asscalar(np.array([4.0])) == 4.0\n"
              "assert np.int is int and np.alltrue([True])\n")
     assert r.returncode == 0, r.stderr
+
+
+def test_the_runner_reads_pytests_summary_even_with_output_after_it():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "conformance_run", os.path.join(ROOT, "scripts", "conformance", "run.py"))
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    out = ("....\n4 passed, 2 warnings in 3.10s\ngc: collectable <list 0x7f>\n"
+           "gc: collectable <dict 0x7f>\n")
+    assert run.summary_of(out) == (4, 0, 0, 0)
+    assert run.summary_of("F.\n1 failed, 1 passed in 0.5s\n") == (1, 1, 0, 0)
