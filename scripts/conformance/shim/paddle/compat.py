@@ -22,7 +22,11 @@ def to_text(obj, encoding="utf-8", inplace=False):
             return obj
         return out
     if isinstance(obj, dict):
-        return {to_text(k, encoding): to_text(v, encoding) for k, v in obj.items()}
+        out = {to_text(k, encoding): to_text(v, encoding) for k, v in obj.items()}
+        if inplace:
+            obj.update(out)
+            return obj
+        return out
     if isinstance(obj, bytes):
         return obj.decode(encoding)
     return obj
@@ -38,7 +42,12 @@ def to_bytes(obj, encoding="utf-8", inplace=False):
             return obj
         return out
     if isinstance(obj, set):
-        return {to_bytes(x, encoding) for x in obj}
+        out = {to_bytes(x, encoding) for x in obj}
+        if inplace:
+            obj.clear()
+            obj.update(out)
+            return obj
+        return out
     if isinstance(obj, str):
         return obj.encode(encoding)
     return obj
