@@ -33,15 +33,22 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         to = target_of(fullname)
         if to is None:
             return None
-        if importlib.util.find_spec(to) is None:
+        target = importlib.util.find_spec(to)
+        if target is None:
             return None
-        return importlib.util.spec_from_loader(fullname, self, is_package=True)
+        return importlib.util.spec_from_loader(
+            fullname, self, is_package=target.submodule_search_locations is not None)
 
     def create_module(self, spec):
         return importlib.import_module(target_of(spec.name))
 
     def exec_module(self, module):
         pass
+
+    def get_code(self, fullname):
+        """The code of the module a Paddle name stands for (`python -m paddle.fluid.X`)."""
+        to = target_of(fullname)
+        return importlib.util.find_spec(to).loader.get_code(to)
 
 
 sys.meta_path.insert(0, _Alias())
