@@ -171,3 +171,32 @@ def test_argument_types_are_checked():
             fluid.backward.append_backward(L.mean(y), parameter_list="w")
         with pytest.raises(TypeError):
             fluid.backward.append_backward(L.mean(y), callbacks=lambda *a: None)
+
+
+@pytest.mark.parametrize("rearrange", [
+    lambda v: L.reshape(v, [4, 3]),
+    lambda v: L.slice(v, axes=[0, 1], starts=[1, 0], ends=[3, 3]),
+    lambda v: L.transpose(v, [1, 0]),
+    lambda v: L.unsqueeze(v, [0]),
+])
+def test_second_order_through_reshape_slice_and_other_rearrangements(rearrange):
+    """g = d/dx sum(c * r(x)^3) is 3 c r(x)^2 carried back through r's grad op; the second
+    pass differentiates that grad op (linear in its Out@GRAD: the forward op applied to
+    ddX), checked against finite differences of the first gradient."""
+    main, startup = _program()
+    with fluid.program_guard(main, startup):
+        x = L.data("x", [3, 4], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        r = rearrange(x)
+        c = L.create_parameter(r.shape, "float64", name="c",
+                               default_initializer=fluid.initializer.Uniform(0.5, 1.5, seed=4))
+        f = L.reduce_sum(L.elementwise_mul(L.elementwise_mul(L.square(r), r), c))
+        g, = fluid.gradients(f, x)
+        k = L.create_parameter([3, 4], "float64", name="k",
+                               default_initializer=fluid.initializer.Uniform(-1, 1, seed=5))
+        s = L.reduce_sum(L.elementwise_mul(g, k))
+        h, = fluid.gradients(s, x)
+    x0 = _x()
+    got = _run(main, startup, x0, [h])[0]
+    want = _numeric(lambda v: float(_run(main, startup, v, [s])[0]), x0)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)

@@ -6,6 +6,7 @@ Axis, ...) override the attributes at run time, and shape rules raise ShapeError
 """
 import numpy as np
 
+from ..core.names import EMPTY_VAR_NAME
 from ..errors import ExecutionError, ShapeError
 from .common import grad_maker, infer_with, ints_from, norm_axis, present, reduce_to_shape
 from .registry import In, OpDef, Out, ints
@@ -88,6 +89,17 @@ class Slice(OpDef):
     grad = staticmethod(_slice_grad)
 
 
+def _slice_double_grad(g):
+    """The grad of slice_grad (Input@GRAD = Out@GRAD scattered into zeros): linear in
+    Out@GRAD, which gets the slice of ddInput (Fluid's slice_grad_grad)."""
+    out = g.input_grad("Out@GRAD")
+    if all(n == EMPTY_VAR_NAME for n in out):
+        return
+    ins = {s.name: g.input(s.name) for s in Slice.inputs}
+    ins["Input"] = g.output_grad("Input@GRAD")
+    g.op("slice", present(ins), {"Out": out}, g.attrs())
+
+
 class SliceGrad(OpDef):
     type = "slice_grad"
     inputs = Slice.inputs + (In("Out@GRAD"),)
@@ -95,6 +107,7 @@ class SliceGrad(OpDef):
     attrs = Slice.attrs
     infer_shape = None
     share_lod = None
+    grad = staticmethod(_slice_double_grad)
 
     @classmethod
     def prepare(cls, attrs, outputs):

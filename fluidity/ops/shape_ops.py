@@ -10,6 +10,7 @@ view of X.
 import numpy as np
 
 from ..core import dtypes
+from ..core.names import EMPTY_VAR_NAME
 from ..core.tensor import LoDTensor
 from ..errors import ProgramError, ShapeError
 from .common import grad_maker, infer_with, ints_from, norm_axis, numel
@@ -81,12 +82,28 @@ class _ShapeOp(OpDef):
 
 
 
+def _xshape_double_grad(g):
+    """The grad of a rearranging op's grad (X@GRAD = Out@GRAD rearranged back to X's shape):
+    it is linear in Out@GRAD, so Out@GRAD gets the forward op applied to ddX (Fluid's
+    reshape2_grad_grad), and XShape nothing. A forward op whose target came from a tensor
+    input (reshape2's Shape / ShapeTensor) left no attribute to rebuild it: refused."""
+    out = g.input_grad("Out@GRAD")
+    if all(n == EMPTY_VAR_NAME for n in out):
+        return
+    fwd = g.fwd.type[:-len("_grad")]
+    if fwd == "reshape2" and not g.attrs().get("shape"):
+        raise ProgramError(f"op '{g.fwd.type}': its reshape target came from a tensor input, "
+                           f"which its second-order gradient cannot rebuild")
+    g.op(fwd, {"X": g.output_grad("X@GRAD")}, {"Out": out}, g.attrs())
+
+
 class _ShapeOpGrad(OpDef):
     inputs = (In("XShape"), In("Out@GRAD"))
     outputs = (Out("X@GRAD"),)
     infer_shape = None
     share_lod = None
     inplace = {"X@GRAD": "Out@GRAD"}
+    grad = staticmethod(_xshape_double_grad)
 
     @staticmethod
     def kernel(xshape, dout):
