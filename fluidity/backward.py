@@ -261,7 +261,8 @@ def _no_gradient(op, needs):
         f"(GradOpMaker of '{op.type}' not built), but the gradient asked for depends on it "
         f"through {wrt}: a higher-order gradient through '{op.type}' cannot be computed. "
         f"Second-order gradients are built for elementwise add/sub/mul, mul, matmul, mean, "
-        f"reduce_sum/mean, scale, sum, relu, leaky_relu, square, slice and the rearranging "
+        f"reduce_sum/mean, scale, sum, relu, leaky_relu, square, sqrt, elu, slice and the "
+        f"rearranging "
         f"ops (reshape2, transpose2, squeeze2, unsqueeze2, flatten2)")
 
 

@@ -200,3 +200,28 @@ def test_second_order_through_reshape_slice_and_other_rearrangements(rearrange):
     got = _run(main, startup, x0, [h])[0]
     want = _numeric(lambda v: float(_run(main, startup, v, [s])[0]), x0)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("act, positive", [(lambda v: L.sqrt(v), True),
+                                           (lambda v: L.elu(v, alpha=0.7), False)])
+def test_second_order_through_sqrt_and_elu(act, positive):
+    """sqrt_grad_grad and elu_grad_grad (Paddle's double-grad ops) against finite
+    differences of the first gradient; x spans both sides of elu's kink (sqrt of x^2+0.5)."""
+    main, startup = _program()
+    with fluid.program_guard(main, startup):
+        x = L.data("x", [3, 4], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        u = L.elementwise_add(L.square(x), L.fill_constant([1], "float64", 0.5)) \
+            if positive else x
+        c = L.create_parameter([3, 4], "float64", name="c",
+                               default_initializer=fluid.initializer.Uniform(0.5, 1.5, seed=4))
+        f = L.reduce_sum(L.elementwise_mul(L.square(act(u)), c))
+        g, = fluid.gradients(f, x)
+        k = L.create_parameter([3, 4], "float64", name="k",
+                               default_initializer=fluid.initializer.Uniform(-1, 1, seed=5))
+        s = L.reduce_sum(L.elementwise_mul(g, k))
+        h, = fluid.gradients(s, x)
+    x0 = _x()
+    got = _run(main, startup, x0, [h])[0]
+    want = _numeric(lambda v: float(_run(main, startup, v, [s])[0]), x0)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)

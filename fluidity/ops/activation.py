@@ -93,8 +93,17 @@ class ActivationGrad(OpDef):
 
 
 # the grads of those grad ops (second-order gradients; ops/common.py)
+def _sqrt_double_grad(g):
+    """The grad of sqrt_grad (dX = dOut / (2 Out)): Paddle's sqrt_grad_grad op, which gives
+    dOut ddX / (2 Out) and Out -dX ddX / Out."""
+    g.op("sqrt_grad_grad", {"Out": g.input("Out"), "DX": g.output("X@GRAD"),
+                            "DDX": g.output_grad("X@GRAD")},
+         {"DOut": g.input_grad("Out"), "DDOut": g.input_grad("Out@GRAD")})
+
+
 _DOUBLE_GRADS = {"relu": piecewise_linear_double_grad("relu_grad"),
-                 "square": staticmethod(square_double_grad)}
+                 "square": staticmethod(square_double_grad),
+                 "sqrt": staticmethod(_sqrt_double_grad)}
 
 
 def _title(name):
@@ -430,10 +439,55 @@ class _PaddleActivationGrad(OpDef):
         return lambda x, o, d: (d * f(x, o, **kw)).astype(x.dtype, copy=False)
 
 
+def _elu_double_grad(g):
+    """The grad of elu_grad: Paddle's elu_grad_grad op (below)."""
+    g.op("elu_grad_grad", {"X": g.input("X"), "DOut": g.input("Out@GRAD"),
+                           "DDX": g.output_grad("X@GRAD")},
+         {"DX": g.input_grad("X"), "DDOut": g.input_grad("Out@GRAD")}, g.attrs())
+
+
+_PADDLE_DOUBLE_GRADS = {"elu": staticmethod(_elu_double_grad)}
+
 for _name, (_attrs, _f, _df, _doc, *_version) in PADDLE_ACTIVATIONS.items():
     type(_title(_name), (_PaddleActivation,),
          {"type": _name, "attrs": _attrs, "fwd": staticmethod(_f), "doc": _doc,
           "version": _version[0] if _version else 0, "__module__": __name__})
     type(_title(_name) + "Grad", (_PaddleActivationGrad,),
          {"type": _name + "_grad", "attrs": _attrs, "dfunc": staticmethod(_df),
-          "__module__": __name__})
+          "grad": _PADDLE_DOUBLE_GRADS.get(_name), "__module__": __name__})
+
+
+# --- Paddle's double-grad ops of sqrt and elu (their *_grad_grad, slots as Paddle's) -----------
+class SqrtGradGrad(OpDef):
+    type = "sqrt_grad_grad"
+    inputs = (In("Out"), In("DX"), In("DDX"))
+    outputs = (Out("DOut", dispensable=True), Out("DDOut", dispensable=True))
+    infer_shape = None
+    doc = "DDOut = DDX / (2 Out); DOut = -DX DDX / Out (the gradient of sqrt_grad)."
+
+    @staticmethod
+    def kernel(out, dx, ddx):
+        return (-dx * ddx / out).astype(out.dtype, copy=False), \
+            (0.5 * ddx / out).astype(out.dtype, copy=False)
+
+
+class EluGradGrad(OpDef):
+    type = "elu_grad_grad"
+    inputs = (In("X"), In("DOut"), In("DDX"))
+    outputs = (Out("DX", dispensable=True), Out("DDOut", dispensable=True))
+    attrs = {"alpha": 1.0}
+    infer_shape = None
+    doc = ("DDOut = DDX * elu'(X); DX = DDX * DOut * elu''(X), elu'(X) = 1 for X > 0 else "
+           "alpha exp(X), elu''(X) = 0 for X > 0 else alpha exp(X) (the gradient of elu_grad).")
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        alpha = attrs["alpha"]
+
+        def kernel(x, dout, ddx):
+            neg = alpha * np.exp(np.minimum(x, 0)) * (x <= 0)
+            return (ddx * dout * neg).astype(x.dtype, copy=False), \
+                (ddx * np.where(x > 0, 1, neg)).astype(x.dtype, copy=False)
+        return kernel
+
+
