@@ -262,8 +262,7 @@ def _no_gradient(op, needs):
         f"through {wrt}: a higher-order gradient through '{op.type}' cannot be computed. "
         f"Second-order gradients are built for elementwise add/sub/mul, mul, matmul, mean, "
         f"reduce_sum/mean, scale, sum, relu, leaky_relu, square, sqrt, elu, slice and the "
-        f"rearranging "
-        f"ops (reshape2, transpose2, squeeze2, unsqueeze2, flatten2)")
+        f"rearranging ops (reshape2, transpose2, squeeze2, unsqueeze2, flatten2)")
 
 
 def _grad_specs(ops, needs, no_grad, grad_block, loop=False, names=None):
