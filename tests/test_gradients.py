@@ -225,3 +225,26 @@ def test_second_order_through_sqrt_and_elu(act, positive):
     got = _run(main, startup, x0, [h])[0]
     want = _numeric(lambda v: float(_run(main, startup, v, [s])[0]), x0)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("y_shape", [(3, 4), (4,)])
+def test_second_order_through_elementwise_div(y_shape):
+    """elementwise_div_grad_grad (Paddle's) against finite differences of the first
+    gradient, with respect to X and to Y, Y full-sized or broadcast along X's rows."""
+    main, startup = _program()
+    with fluid.program_guard(main, startup):
+        x = L.data("x", [3, 4], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        y = L.create_parameter(list(y_shape), "float64", name="y",
+                               default_initializer=fluid.initializer.Uniform(1.0, 2.0, seed=6))
+        q = L.elementwise_div(x, y)
+        f = L.reduce_sum(L.elementwise_mul(L.square(q), q))
+        gx, gy = fluid.gradients(f, [x, y])
+        k = L.create_parameter([3, 4], "float64", name="k",
+                               default_initializer=fluid.initializer.Uniform(-1, 1, seed=5))
+        s = L.reduce_sum(L.elementwise_mul(gx, k)) + L.reduce_sum(gy)
+        h, = fluid.gradients(s, x)
+    x0 = _x()
+    got = _run(main, startup, x0, [h])[0]
+    want = _numeric(lambda v: float(_run(main, startup, v, [s])[0]), x0)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)

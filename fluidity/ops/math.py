@@ -4,10 +4,12 @@ matmul_v2, sum, mean."""
 import numpy as np
 
 from ..core.dtypes import VarType
+from ..core.names import EMPTY_VAR_NAME
 from ..core.tensor import LoDTensor, SelectedRows
-from ..errors import ProgramError, ShapeError
+from ..errors import ExecutionError, ProgramError, ShapeError
 from .common import (align_for_broadcast, bilinear_double_grad, broadcast_pair, broadcast_shape,
-                     default_grad, flatten_to_2d, linear_double_grad, prod, reduce_to_shape)
+                     default_grad, flatten_to_2d, linear_double_grad, present, prod,
+                     reduce_to_shape)
 from .memory_ops import affine_out, binary_out, matmul_out, mul_out
 from .registry import In, OpDef, Out, floats
 
@@ -484,17 +486,78 @@ class ElementwiseGrad(OpDef):
         return kernel
 
 
+def _div_double_grad(g):
+    """The grad of elementwise_div_grad: Paddle's elementwise_div_grad_grad op (below), fed
+    the grad op's dX (made here when that grad op did not compute it) and Out."""
+    ddx = g.output_grad("X@GRAD") if g.has_output("X@GRAD") else None
+    ddy = g.output_grad("Y@GRAD") if g.has_output("Y@GRAD") else None
+    y, attrs = g.input("Y"), g.attrs()
+    dx = g.output("X@GRAD")
+    if not dx or all(n == EMPTY_VAR_NAME for n in dx):
+        dx = g.temp(g.input("Out@GRAD"))
+        g.op("elementwise_div", {"X": g.input("Out@GRAD"), "Y": y}, {"Out": dx}, attrs)
+    out = g.input("Out")
+    if not out:
+        out = g.temp(g.input("Out@GRAD"))
+        g.op("elementwise_div", {"X": g.input("X"), "Y": y}, {"Out": out}, attrs)
+    g.op("elementwise_div_grad_grad",
+         present({"Y": y, "Out": out, "DX": dx, "DDX": ddx, "DDY": ddy}),
+         {"Y@GRAD": g.input_grad("Y"), "DOut": g.input_grad("Out"),
+          "DDOut": g.input_grad("Out@GRAD")}, attrs)
+
+
 # the grads of those grad ops (second-order gradients; ops/common.py)
 ELEMENTWISE_DOUBLE_GRADS = {
     "elementwise_add": linear_double_grad("elementwise_add", ("X", "Y")),
     "elementwise_sub": linear_double_grad("elementwise_sub", ("X", "Y")),
     "elementwise_mul": bilinear_double_grad("elementwise_mul"),
+    "elementwise_div": staticmethod(_div_double_grad),
 }
 
 for _name, (_fx, _fy) in ELEMENTWISE_GRADS.items():
     type("".join(p.title() for p in _name.split("_")) + "Grad", (ElementwiseGrad,),
          {"type": _name + "_grad", "fx": staticmethod(_fx), "fy": staticmethod(_fy),
           "grad": ELEMENTWISE_DOUBLE_GRADS.get(_name), "__module__": __name__})
+
+
+class ElementwiseDivGradGrad(OpDef):
+    type = "elementwise_div_grad_grad"
+    inputs = (In("Y"), In("Out"), In("DX"), In("DDX", dispensable=True),
+              In("DDY", dispensable=True))
+    outputs = (Out("Y@GRAD", dispensable=True), Out("DOut", dispensable=True),
+               Out("DDOut", dispensable=True))
+    attrs = {"axis": -1}
+    infer_shape = None
+    share_lod = None
+    doc = ("The gradient of elementwise_div_grad (dX = dOut / Y, dY = -dOut Out / Y): "
+           "DDOut = (DDX - DDY Out) / Y, DOut = -DX DDY, Y@GRAD = (Out DX DDY - DX DDX) / Y "
+           "(summed to Y's shape).")
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        axis = attrs["axis"]
+
+        def kernel(y, out, dx, ddx, ddy):
+            if dx.shape != out.shape:
+                raise ExecutionError(f"elementwise_div_grad_grad: X{list(dx.shape)} was "
+                                     f"broadcast to Out{list(out.shape)}; the second-order "
+                                     f"gradient of a broadcast X is not built")
+            _, by = broadcast_pair(out, y, axis)
+            bddy = broadcast_pair(out, ddy, axis)[1] if ddy is not None else None
+            ddout = (ddx if ddx is not None else np.zeros_like(out)) / by
+            if bddy is not None:
+                ddout = ddout - bddy * out / by
+            dout = -dx * bddy if bddy is not None else np.zeros_like(out)
+            gy = np.zeros_like(out)
+            if bddy is not None:
+                gy = gy + out * dx * bddy / by
+            if ddx is not None:
+                gy = gy - dx * ddx / by
+            gy = reduce_to_shape(gy, by.shape).reshape(y.shape)
+            dt = out.dtype
+            return (gy.astype(dt, copy=False), dout.astype(dt, copy=False),
+                    ddout.astype(dt, copy=False))
+        return kernel
 
 
 def _at_b(a, b):
