@@ -260,7 +260,8 @@ def _no_gradient(op, needs):
         f"op '{op.type}' (inputs {op.inputs_map()}) has no gradient of its own "
         f"(GradOpMaker of '{op.type}' not built), but the gradient asked for depends on it "
         f"through {wrt}: a higher-order gradient through '{op.type}' cannot be computed. "
-        f"Second-order gradients are built for elementwise add/sub/mul/div, mul, matmul, mean, "
+        f"Second-order gradients are built for elementwise add/sub/mul/div, mul, matmul, "
+        f"conv2d/3d, depthwise_conv2d, mean, "
         f"reduce_sum/mean, scale, sum, relu, leaky_relu, square, sqrt, elu, slice and the "
         f"rearranging ops (reshape2, transpose2, squeeze2, unsqueeze2, flatten2)")
 

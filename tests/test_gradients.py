@@ -248,3 +248,25 @@ def test_second_order_through_elementwise_div(y_shape):
     got = _run(main, startup, x0, [h])[0]
     want = _numeric(lambda v: float(_run(main, startup, v, [s])[0]), x0)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_second_order_through_conv2d():
+    """conv2d's grad op is bilinear in Input and Filter (Paddle's conv2d_grad_grad): the
+    second gradient of sum(k * dF/dx) for F = sum(conv(x, w)^2), against finite differences."""
+    main, startup = _program()
+    with fluid.program_guard(main, startup):
+        x = L.data("x", [1, 2, 4, 4], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        y = L.conv2d(x, 3, 3, stride=1, padding=1, bias_attr=False,
+                     param_attr=fluid.ParamAttr(
+                         initializer=fluid.initializer.Uniform(-1, 1, seed=3)))
+        f = L.reduce_sum(L.square(y))
+        g, = fluid.gradients(f, x)
+        k = L.create_parameter([1, 2, 4, 4], "float64", name="k",
+                               default_initializer=fluid.initializer.Uniform(-1, 1, seed=5))
+        s = L.reduce_sum(L.elementwise_mul(g, k))
+        h, = fluid.gradients(s, x)
+    x0 = _x((1, 2, 4, 4))
+    got = _run(main, startup, x0, [h])[0]
+    want = _numeric(lambda v: float(_run(main, startup, v, [s])[0]), x0)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)

@@ -151,27 +151,30 @@ def grad_maker(grad_type, reads, wrt):
 # A grad op's inputs are the forward's (X, Y) and Out@GRAD; `g.output_grad("X@GRAD")` names
 # the gradient flowing into its output dX (ddX), `g.input_grad("Out@GRAD")` the one it gives
 # dOut.
-def bilinear_double_grad(fwd_type):
+def bilinear_double_grad(fwd_type, x_slot="X", y_slot="Y", out_slot="Out"):
     """The grad of `<fwd_type>_grad` for an op bilinear in X and Y, Out = B(X, Y)
-    (elementwise_mul, mul, matmul). Its dX is linear in (dOut, Y) and dY in (X, dOut), so:
-    X gets dX of B's grad at (X, ddY, dOut); Y gets dY of B's grad at (ddX, Y, dOut); dOut
-    gets B(ddX, Y) + B(X, ddY) (the two writes are summed by backward)."""
+    (elementwise_mul, mul, matmul; conv2d/3d in Input and Filter, with their slot names). Its
+    dX is linear in (dOut, Y) and dY in (X, dOut), so: X gets dX of B's grad at (X, ddY,
+    dOut); Y gets dY of B's grad at (ddX, Y, dOut); dOut gets B(ddX, Y) + B(X, ddY) (the two
+    writes are summed by backward)."""
     grad_type = fwd_type + "_grad"
+    dx_slot, dy_slot, dout_slot = x_slot + "@GRAD", y_slot + "@GRAD", out_slot + "@GRAD"
 
     def make(g):
-        x, y, dout = g.input("X"), g.input("Y"), g.input("Out@GRAD")
-        ddx = g.output_grad("X@GRAD") if g.has_output("X@GRAD") else None
-        ddy = g.output_grad("Y@GRAD") if g.has_output("Y@GRAD") else None
+        x, y, dout = g.input(x_slot), g.input(y_slot), g.input(dout_slot)
+        ddx = g.output_grad(dx_slot) if g.has_output(dx_slot) else None
+        ddy = g.output_grad(dy_slot) if g.has_output(dy_slot) else None
         attrs = g.attrs()
         if ddy:
-            g.op(grad_type, {"X": x, "Y": ddy, "Out@GRAD": dout},
-                 {"X@GRAD": g.input_grad("X")}, attrs)
+            g.op(grad_type, {x_slot: x, y_slot: ddy, dout_slot: dout},
+                 {dx_slot: g.input_grad(x_slot)}, attrs)
         if ddx:
-            g.op(grad_type, {"X": ddx, "Y": y, "Out@GRAD": dout},
-                 {"Y@GRAD": g.input_grad("Y")}, attrs)
+            g.op(grad_type, {x_slot: ddx, y_slot: y, dout_slot: dout},
+                 {dy_slot: g.input_grad(y_slot)}, attrs)
         for a, b in ((ddx, y), (x, ddy)):
             if a and b:
-                g.op(fwd_type, {"X": a, "Y": b}, {"Out": g.input_grad("Out@GRAD")}, attrs)
+                g.op(fwd_type, {x_slot: a, y_slot: b}, {out_slot: g.input_grad(dout_slot)},
+                     attrs)
     return staticmethod(make)
 
 

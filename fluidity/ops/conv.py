@@ -16,7 +16,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import ShapeError
-from .common import channel_last
+from .common import bilinear_double_grad, channel_last
 from .registry import In, OpDef, Out, ints
 
 
@@ -183,6 +183,8 @@ class Conv2DGrad(OpDef):
     attrs = Conv2D.attrs
     share_lod = None
     infer_shape = None
+    # conv is bilinear in Input and Filter: Paddle's conv2d_grad_grad, from conv ops
+    grad = bilinear_double_grad("conv2d", "Input", "Filter", "Output")
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -221,6 +223,7 @@ class Conv2DGrad(OpDef):
 
 class DepthwiseConv2DGrad(Conv2DGrad):
     type = "depthwise_conv2d_grad"
+    grad = bilinear_double_grad("depthwise_conv2d", "Input", "Filter", "Output")
 
 
 # --- conv2d_transpose ----------------------------------------------------------------------

@@ -10,7 +10,7 @@ the same map; a transposed convolution is that adjoint run forward.
 import numpy as np
 
 from ..errors import ExecutionError, ShapeError
-from .common import channel_last
+from .common import bilinear_double_grad, channel_last
 from .conv import out_size
 from .nn import interp_matrix
 from .registry import In, OpDef, Out, ints
@@ -148,6 +148,7 @@ class Conv3dGrad(OpDef):
     attrs = Conv3d.attrs
     infer_shape = None
     share_lod = None
+    grad = bilinear_double_grad("conv3d", "Input", "Filter", "Output")   # conv3d_grad_grad
 
     @staticmethod
     def kernel(x, w, dout, *, strides, paddings, dilations, groups):
