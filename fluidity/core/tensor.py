@@ -63,6 +63,10 @@ class LoDTensor:
         else:
             self._array = np.empty(dims, a.dtype if a is not None else np.float32)
 
+    def _get_dims(self):
+        """The dims (Paddle's `_get_dims`, the counterpart of `_set_dims`): [] when empty."""
+        return self.shape()
+
     def _copy(self, place=None):
         """A copy (data and LoD) on `place` (host memory here, as every LoDTensor)."""
         return LoDTensor(None if self._array is None else self._array.copy(),

@@ -47,8 +47,10 @@ class Scale(OpDef):
         return kernel
 
 
+    # dX = scale * dOut, the scale a ScaleTensor gives at run time included (as Fluid 1.8)
     grad = staticmethod(lambda g: g.op(
-        "scale", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
+        "scale", {"X": g.output_grad("Out"), "ScaleTensor": g.input("ScaleTensor")},
+        {"Out": g.input_grad("X")},
         {"scale": g.attr("scale"), "bias": 0.0, "bias_after_scale": True}))
 
 
