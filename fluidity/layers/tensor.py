@@ -60,8 +60,18 @@ def create_global_var(shape, value, dtype, persistable=False, force_cpu=False, n
     helper = LayerHelper("global_var", name=name)
     var = helper.create_global_variable(persistable=persistable, dtype=dtype,
                                         shape=[int(d) for d in shape], name=name)
-    helper.set_variable_initializer(var, ConstantInitializer(float(value), force_cpu=force_cpu))
+    helper.set_variable_initializer(var, ConstantInitializer(_one_number(value),
+                                                             force_cpu=force_cpu))
     return var
+
+
+def _one_number(value):
+    """`float(value)` as Fluid 1.8 computes it under numpy 1.x, where an array of one element
+    (any number of dims, e.g. `np.random.randn(1)`) converts too; numpy 2 refuses all but 0-D
+    ones. An array of several elements stays a TypeError."""
+    if isinstance(value, np.ndarray) and value.size == 1:
+        return float(value.reshape(-1)[0])
+    return float(value)
 
 
 def assign(input, output=None):
