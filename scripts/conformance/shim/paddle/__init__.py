@@ -79,3 +79,8 @@ for _old, _builtin in (("bool", bool), ("int", int), ("float", float), ("object"
         setattr(_np, _old, _builtin)
 if not hasattr(_np, "asscalar"):
     _np.asscalar = lambda a: a.item()
+if "newshape" not in __import__("inspect").signature(_np.reshape).parameters:
+    # numpy 2.4 removed np.reshape's `newshape=` keyword (numpy 1.x's name for `shape=`)
+    _reshape = _np.reshape
+    _np.reshape = lambda a, *args, newshape=None, **kw: (
+        _reshape(a, newshape, *args, **kw) if newshape is not None else _reshape(a, *args, **kw))
