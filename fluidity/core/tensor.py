@@ -279,6 +279,11 @@ class SelectedRows:
     def set_rows(self, rows):
         self.rows = rows
 
+    def numel(self):
+        """The number of elements of the value (Paddle's `SelectedRows.numel()`); 0 when
+        it holds none."""
+        return 0 if self.value is None else int(np.asarray(self.value).size)
+
     def merged(self):
         """Same content with unique, sorted rows (duplicates summed). A stable sort and one
         np.add.reduceat over the runs of equal rows (np.add.at is ~3x slower)."""
