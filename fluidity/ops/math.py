@@ -605,6 +605,7 @@ class Fc(OpDef):
 class FcGrad(OpDef):
     """Fluidity's op (Paddle's fc is inference-only): the gradients of fc, from its Out."""
     type = "fc_grad"
+    in_paddle = False
     inputs = (In("Input"), In("W"), In("Bias", dispensable=True), In("Out"), In("Out@GRAD"))
     outputs = (Out("Input@GRAD", dispensable=True), Out("W@GRAD", dispensable=True),
                Out("Bias@GRAD", dispensable=True))
