@@ -53,7 +53,8 @@ def _parse(var, block, items):
             step = 1 if step is None else step
             # a Variable step (a [1] int tensor, Fluid 1.8 takes it) goes to strided_slice's
             # StridesTensorList; its value is checked when the op runs
-            if not isinstance(step, Variable) and (not isinstance(step, numbers.Integral) or step == 0):
+            if not isinstance(step, Variable) and (
+                    not isinstance(step, numbers.Integral) or step == 0):
                 raise ValueError(f"slicing '{var.name}': the step must be a nonzero int or a "
                                  f"Variable, got {step!r}")
             if start is None and stop is None and not isinstance(step, Variable):
