@@ -249,13 +249,15 @@ class Auc(MetricBase):
             raise ValueError(f"Auc: only the ROC curve is computed, got {curve!r}")
         self._curve = curve
         self._num_thresholds = int(num_thresholds)
-        self._stat_pos = np.zeros(self._num_thresholds + 1, dtype=np.int64)
-        self._stat_neg = np.zeros(self._num_thresholds + 1, dtype=np.int64)
+        # per-bucket counts as Python lists, as Fluid 1.8's (programs extend and append to
+        # them, e.g. to build the auc op's StatPos layout)
+        self._stat_pos = [0] * (self._num_thresholds + 1)
+        self._stat_neg = [0] * (self._num_thresholds + 1)
 
     def reset(self):
         super().reset()
-        self._stat_pos[:] = 0
-        self._stat_neg[:] = 0
+        self._stat_pos = [0] * (self._num_thresholds + 1)
+        self._stat_neg = [0] * (self._num_thresholds + 1)
 
     def update(self, preds, labels):
         preds = _must_be_numpy(preds, "preds")
@@ -267,8 +269,11 @@ class Auc(MetricBase):
         if bins.size and (bins.min() < 0 or bins.max() > self._num_thresholds):
             raise ValueError("Auc.update: probabilities must lie in [0, 1]")
         pos = labels.astype(bool)
-        self._stat_pos += np.bincount(bins[pos], minlength=self._num_thresholds + 1)
-        self._stat_neg += np.bincount(bins[~pos], minlength=self._num_thresholds + 1)
+        n = self._num_thresholds + 1
+        self._stat_pos = [a + int(b) for a, b in zip(self._stat_pos,
+                                                      np.bincount(bins[pos], minlength=n))]
+        self._stat_neg = [a + int(b) for a, b in zip(self._stat_neg,
+                                                      np.bincount(bins[~pos], minlength=n))]
 
     @staticmethod
     def trapezoid_area(x1, x2, y1, y2):

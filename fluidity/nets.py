@@ -1,5 +1,7 @@
 """fluid.nets: composite networks built from fluid.layers (Fluid 1.x signatures)."""
 from . import layers
+from .core import dtypes
+from .framework import check_variable_and_dtype
 
 __all__ = ["simple_img_conv_pool", "sequence_conv_pool", "glu", "scaled_dot_product_attention",
            "img_conv_group"]
@@ -73,6 +75,12 @@ def glu(input, dim=-1):
 
 
 def _check_attention_inputs(queries, keys, values, num_heads):
+    for arg, v in (("queries", queries), ("keys", keys), ("values", values)):
+        check_variable_and_dtype(v, arg, ["float32", "float64"], "scaled_dot_product_attention")
+    if not queries.dtype == keys.dtype == values.dtype:
+        raise TypeError("scaled_dot_product_attention: queries, keys and values must be of one "
+                        f"dtype, got {dtypes.name(queries.dtype)}, {dtypes.name(keys.dtype)}, "
+                        f"{dtypes.name(values.dtype)}")
     if not (len(queries.shape) == len(keys.shape) == len(values.shape) == 3):
         raise ValueError("scaled_dot_product_attention: queries, keys and values must all be "
                          "3-D tensors [batch, length, hidden]")

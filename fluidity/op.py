@@ -303,11 +303,15 @@ def has_infer_inplace(op_type):
 
 def get_all_register_op_kernels():
     """{op type: [kernel keys]} of every op with a kernel (one CPU kernel per op here, of
-    any data type; a CUDA one where the op compiles for CUDA)."""
+    any data type; a CUDA one where the op compiles for CUDA), as Paddle registers them:
+    Fluidity's own additions (`in_paddle = False`, e.g. fc_grad) are left out, since Fluid's
+    tools read a missing `<op>_grad` as "this op has no gradient"."""
     from .codegen import emit
     key = "data_type[ANY]:data_layout[ANY_LAYOUT]:place[{}]:library_type[PLAIN]"
     out = {}
     for t, opdef in registry.all_ops().items():
+        if not getattr(opdef, "in_paddle", True):
+            continue
         keys = [key.format("CPUPlace")]
         if emit.lookup(t, "cuda") is not None:
             keys.append(key.format("CUDAPlace(0)"))

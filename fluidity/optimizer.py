@@ -296,17 +296,27 @@ class AdamOptimizer(Optimizer):
                  parameter_list=None, regularization=None, grad_clip=None, name=None,
                  lazy_mode=False):
         super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
-        for k, v in (("beta1", beta1), ("beta2", beta2), ("epsilon", epsilon)):
-            _check(_is_number(v), f"{type(self).__name__}: {k} must be a number, got "
-                                  f"{type(v).__name__}")
-        self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
+        # Fluid 1.8: beta1 and beta2 a number or a [1] Variable (read by the op at run time,
+        # input Beta1Tensor / Beta2Tensor), epsilon a number
+        for k, v in (("beta1", beta1), ("beta2", beta2)):
+            _check(_is_number(v) or isinstance(v, Variable),
+                   f"{type(self).__name__}: {k} must be a number or a Variable, got "
+                   f"{type(v).__name__}")
+        _check(_is_number(epsilon), f"{type(self).__name__}: epsilon must be a number, got "
+                                    f"{type(epsilon).__name__}")
+        self._beta1, self._beta2 = (v if isinstance(v, Variable) else float(v)
+                                    for v in (beta1, beta2))
+        self._epsilon = float(epsilon)
         self._lazy_mode = bool(lazy_mode)
         self.accumulators = self._moment_accumulators()
 
     def _moment_accumulators(self):
-        """Adam's (and Lamb's) two moments and two beta powers."""
+        """Adam's (and Lamb's) two moments and two beta powers. A beta given as a Variable
+        starts its power at Fluid's default (0.9, 0.999), as Fluid 1.8 does."""
+        b1 = 0.9 if isinstance(self._beta1, Variable) else self._beta1
+        b2 = 0.999 if isinstance(self._beta2, Variable) else self._beta2
         return (("moment1", 0.0, None), ("moment2", 0.0, None),
-                ("beta1_pow_acc", self._beta1, [1]), ("beta2_pow_acc", self._beta2, [1]))
+                ("beta1_pow_acc", b1, [1]), ("beta2_pow_acc", b2, [1]))
 
     def _moment_inputs(self, param):
         return {k: self._get_accumulator(n, param) for k, n in (
@@ -315,9 +325,15 @@ class AdamOptimizer(Optimizer):
 
     def _op_io(self, param):
         acc = self._moment_inputs(param)
-        return (acc, {k + "Out": v for k, v in acc.items()},
-                {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon,
-                 "lazy_mode": self._lazy_mode})
+        outs = {k + "Out": v for k, v in acc.items()}
+        attrs = {"epsilon": self._epsilon, "lazy_mode": self._lazy_mode}
+        for attr, slot, beta in (("beta1", "Beta1Tensor", self._beta1),
+                                 ("beta2", "Beta2Tensor", self._beta2)):
+            if isinstance(beta, Variable):
+                acc = dict(acc, **{slot: beta})
+            else:
+                attrs[attr] = beta
+        return acc, outs, attrs
 
 
 class AdamWOptimizer(AdamOptimizer):

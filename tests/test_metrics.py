@@ -73,6 +73,9 @@ def test_auc_matches_the_exact_area():
     auc.update(preds[:200], labels[:200])
     auc.update(preds[200:], labels[200:])
     assert auc.eval() == pytest.approx(_exact_auc(p1, labels), abs=2e-3)
+    # the bucket counts are lists of num_thresholds + 1, as Fluid 1.8's
+    assert isinstance(auc._stat_pos, list) and len(auc._stat_neg) == 4096
+    assert sum(auc._stat_pos) == labels.sum() and sum(auc._stat_neg) == 400 - labels.sum()
     auc.reset()
     assert auc.eval() == 0.0
     with pytest.raises(ValueError, match=r"\[N, 2\]"):

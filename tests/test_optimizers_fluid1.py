@@ -131,3 +131,20 @@ def test_declined_optimizers_methods_say_why():
         for m in methods:
             with pytest.raises(NotImplementedError, match=f"{cls.__name__}.{m}"):
                 getattr(cls, m)(None, None)
+
+
+def test_adam_betas_given_as_variables_train_as_the_same_numbers():
+    """Fluid 1.8's Adam takes beta1/beta2 as [1] Variables (op inputs Beta1Tensor,
+    Beta2Tensor, read each step); their powers start at Fluid's defaults 0.9 / 0.999, so
+    Variables holding those values train exactly as the numbers do."""
+    def with_variables():
+        b1 = layers.create_global_var([1], 0.9, "float32", persistable=True)
+        b2 = layers.create_global_var([1], 0.999, "float32", persistable=True)
+        return optimizer.Adam(0.1, beta1=b1, beta2=b2)
+    by_number, *_ = _regression(lambda: optimizer.Adam(0.1), steps=5)
+    by_var, _, main, _, _ = _regression(with_variables, steps=5)
+    adam = [op for op in main.global_block().ops if op.type == "adam"][0]
+    assert adam.input("Beta1Tensor") and adam.input("Beta2Tensor")
+    np.testing.assert_allclose(by_var, by_number, rtol=1e-6)
+    with pytest.raises(FluidityError, match="epsilon must be a number"):
+        optimizer.Adam(0.1, epsilon="1e-8")

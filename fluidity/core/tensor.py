@@ -102,6 +102,10 @@ class LoDTensor:
             raise FluidityError("LoDTensor is not initialized (holds no data)")
         return LoDTensor(np.array(self._array[index], copy=True, order="C"))
 
+    def _get_dims(self):
+        """The dims (Paddle's `_get_dims`, the counterpart of `_set_dims`): [] when empty."""
+        return self.shape()
+
     def _copy(self, place=None):
         """A copy (data and LoD) on `place` (host memory here, as every LoDTensor)."""
         return LoDTensor(None if self._array is None else self._array.copy(),
@@ -119,11 +123,6 @@ class LoDTensor:
 
     def shape(self):
         return list(self._array.shape) if self._array is not None else []
-
-    def _get_dims(self):
-        """The tensor's dims as a list (Paddle's `Tensor._get_dims()`); [] when it holds
-        no data."""
-        return self.shape()
 
     def _dtype(self):
         return dtypes.to_code(self._array.dtype)
@@ -319,6 +318,11 @@ class SelectedRows:
         """Paddle's `SelectedRows.sync_index()` rebuilds its C++ map from row id to the
         index of its value row after `set_rows`. Here the row ids are the one array every
         kernel searches, so there is no second index to fall out of step: nothing to do."""
+
+    def numel(self):
+        """The number of elements of the value (Paddle's `SelectedRows.numel()`); 0 when
+        it holds none."""
+        return 0 if self.value is None else int(np.asarray(self.value).size)
 
     def merged(self):
         """Same content with unique, sorted rows (duplicates summed). A stable sort and one

@@ -61,7 +61,10 @@ CHECKS = {
     ),
     'array_write': ((DTYPE, 'i', ('int64',)), (TYPE, 'x', ('Variable',)),),
     'asin': ((DTYPE, 'x', ('float16', 'float32', 'float64')),),
-    'assign': ((TYPE, 'input', ('Variable', 'ndarray')),),
+    'assign': (
+        (TYPE, 'input', ('Variable', 'ndarray')),
+        (DTYPE_IF_VARIABLE, 'input', ('float32', 'float64', 'int32', 'int64', 'bool')),
+    ),
     'atan': ((DTYPE, 'x', ('float16', 'float32', 'float64')),),
     'batch_norm': ((DTYPE, 'input', ('float16', 'float32', 'float64')),),
     'brelu': ((DTYPE, 'x', ('float16', 'float32', 'float64')),),
@@ -258,7 +261,7 @@ CHECKS = {
         (DTYPE, 'positive', ('float32', 'float64')),
         (DTYPE, 'labels', ('float32', 'float64', 'int64')),
     ),
-    'one_hot': ((DTYPE, 'input', ('int32', 'int64')),),
+    'one_hot': ((DTYPE, 'input', ('int32', 'int64')), (TYPE, 'depth', ('int', 'Variable')),),
     'ones': (
         (TYPE, 'shape', ('list', 'tuple')),
         (DTYPE_NAME, 'dtype', ('bool', 'float16', 'float32', 'float64', 'int32', 'int64')),
@@ -340,7 +343,10 @@ CHECKS = {
         (TYPE, 'table', ('Variable',)),
     ),
     'sigmoid': ((DTYPE, 'x', ('float16', 'float32', 'float64')),),
-    'sign': ((TYPE, 'x', ('Variable', 'ndarray')),),
+    'sign': (
+        (TYPE, 'x', ('Variable', 'ndarray')),
+        (DTYPE_IF_VARIABLE, 'x', ('float16', 'float32', 'float64')),
+    ),
     'sin': ((DTYPE, 'x', ('float16', 'float32', 'float64')),),
     'smooth_l1': ((DTYPE, 'x', ('float32', 'float64')), (DTYPE, 'y', ('float32', 'float64')),),
     'soft_relu': ((DTYPE, 'x', ('float16', 'float32', 'float64')),),

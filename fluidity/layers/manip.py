@@ -375,6 +375,10 @@ def scatter(input, index, updates, name=None, overwrite=True):
 def scatter_nd_add(ref, index, updates, name=None):
     """`ref` with updates[i...] added at ref[index[i..., :]] (duplicates add up)."""
     check_variables("scatter_nd_add", ref=ref, index=index, updates=updates)
+    if ref.dtype != updates.dtype:          # Fluid 1.8's check, a ValueError as there
+        raise ValueError(f"scatter_nd_add: ref ({ref.name}) and updates ({updates.name}) "
+                         f"must have the same data type, got {dtypes.name(ref.dtype)} and "
+                         f"{dtypes.name(updates.dtype)}")
     return one_op_layer("scatter_nd_add", {"X": ref, "Index": index, "Updates": updates}, name=name)
 
 

@@ -103,3 +103,15 @@ from .layer_function_generator import generate_layer_fn as _generate  # noqa: E4
 
 _scale = _generate("scale")
 _elementwise_div = _generate("elementwise_div")
+
+def sign(x):
+    """Out = sign(x), elementwise (op 'sign'); `x` a Variable or a numpy array (put in the
+    program by `assign` first, as Fluid 1.8's sign does). The dtype check of a Variable
+    (float16/32/64) is arg_checks' table's; an array's is here, before anything is built."""
+    import numpy as np
+    from ..framework import check_dtype
+    from .tensor import assign
+    if isinstance(x, np.ndarray):
+        check_dtype(x.dtype, "x", ["float16", "float32", "float64"], "fluid.layers.sign")
+        x = assign(x)
+    return _unary("sign")(x)

@@ -6,6 +6,8 @@ dropping its axis (`decrease_axis`), then a `reverse` for each `::-1` axis. A Va
 
 Indexing builds ops; iterating over a Variable does not (its length is not known when the
 program is built), so `iter(var)` raises TypeError instead of slicing forever."""
+import numbers
+
 from .. import unique_name
 from ..framework import Variable
 
@@ -49,10 +51,13 @@ def _parse(var, block, items):
             if start is None and stop is None and step is None:
                 continue
             step = 1 if step is None else step
-            if isinstance(step, Variable) or step == 0:
-                raise ValueError(f"slicing '{var.name}': the step must be a nonzero int, got "
-                                 f"{step!r}")
-            if start is None and stop is None:
+            # a Variable step (a [1] int tensor, Fluid 1.8 takes it) goes to strided_slice's
+            # StridesTensorList; its value is checked when the op runs
+            if not isinstance(step, Variable) and (
+                    not isinstance(step, numbers.Integral) or step == 0):
+                raise ValueError(f"slicing '{var.name}': the step must be a nonzero int or a "
+                                 f"Variable, got {step!r}")
+            if start is None and stop is None and not isinstance(step, Variable):
                 if step != -1:
                     raise ValueError(f"slicing '{var.name}' dim {dim}: a step without bounds "
                                      f"must be -1 (reverse), got {step}")
@@ -118,7 +123,7 @@ def getitem(var, item):
     block, out = _block_for(var, items), var
     axes, starts, ends, steps, decrease, reverse = _parse(var, block, items)
     if axes:
-        strided = any(s != 1 for s in steps)
+        strided = any(isinstance(s, Variable) or s != 1 for s in steps)
         op_type = "strided_slice" if strided else "slice"
         inputs, attrs = {"Input": [var]}, {"axes": axes, "decrease_axis": decrease}
         flags = [1] * len(axes)

@@ -5,6 +5,7 @@ affine_channel, lrn; and merge_selected_rows / get_tensor_from_selected_rows."""
 import numbers
 
 from ..core import dtypes
+from ..core.dtypes import VarType
 from ..errors import ShapeError
 from ..framework import Variable
 from ..layer_helper import LayerHelper
@@ -296,6 +297,21 @@ def crop(x, shape=None, offsets=None, name=None):
     return one_op_layer("crop", ins, attrs, name=name)
 
 
+def _crop_item_check(arg, v):
+    """Fluid 1.8's checks of one int of crop_tensor's `shape` / `offsets`: an int (TypeError),
+    a size neither 0 nor below -1, an offset not negative (ValueError)."""
+    if isinstance(v, Variable):
+        return
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TypeError(f"crop_tensor: each int of '{arg}' must be an int (int32), got "
+                        f"{type(v).__name__} {v!r}")
+    if arg == "shape" and (v == 0 or v < -1):
+        raise ValueError(f"crop_tensor: a size in 'shape' must be positive or -1 (to the "
+                         f"end), got {v}")
+    if arg == "offsets" and v < 0:
+        raise ValueError(f"crop_tensor: an offset in 'offsets' must be >= 0, got {v}")
+
+
 def crop_tensor(x, shape=None, offsets=None, name=None):
     """The block of `x` at `offsets` of `shape` (-1: to the end); each a list of ints and
     [1] Variables, or one int Variable."""
@@ -306,6 +322,9 @@ def crop_tensor(x, shape=None, offsets=None, name=None):
     for arg, vals, slot in (("shape", shape, "Shape"), ("offsets", offsets, "Offsets")):
         if vals is None:
             vals = list(x.shape) if arg == "shape" else [0] * len(x.shape)
+        elif not isinstance(vals, Variable):
+            for v in vals:
+                _crop_item_check(arg, v)
         attr, t, tl = ints_or_tensors(helper, vals)
         attrs[arg] = attr if t is None else []
         if t is not None:
@@ -396,6 +415,9 @@ def merge_selected_rows(x, name=None):
 def get_tensor_from_selected_rows(x, name=None):
     """The value tensor of a SelectedRows."""
     check_variables("get_tensor_from_selected_rows", x=x)
+    if x.type != VarType.SELECTED_ROWS:
+        raise TypeError(f"get_tensor_from_selected_rows: 'x' ({x.name}) must be a "
+                        f"SELECTED_ROWS variable, got {VarType.Type.Name(x.type)}")
     return one_op_layer("get_tensor_from_selected_rows", {"X": x}, name=name)
 
 

@@ -364,7 +364,9 @@ def pool_windows(attrs, h, w):
     ksize, strides = list(attrs["ksize"]), [int(s) for s in attrs["strides"]]
     adaptive = attrs["adaptive"]
     if attrs["global_pooling"]:
-        ksize, pads, adaptive = [h, w], [0, 0, 0, 0], False
+        # Fluid 1.8: ksize becomes the input's size; with adaptive, ksize is then the output
+        # size (each cell one pixel: the input itself)
+        ksize, pads = [h, w], [0, 0, 0, 0]
     elif adaptive:
         pads = [0, 0, 0, 0]
     else:
@@ -388,7 +390,7 @@ def pool_windows(attrs, h, w):
 
 def _pool_out_shape(attrs, h, w):
     if attrs["global_pooling"]:
-        return [1, 1]
+        return [h, w] if attrs["adaptive"] else [1, 1]    # see pool_windows
     if attrs["adaptive"]:
         return list(attrs["ksize"])
     ksize, strides = list(attrs["ksize"]), [int(s) for s in attrs["strides"]]

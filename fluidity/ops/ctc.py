@@ -14,6 +14,12 @@ from ..errors import ExecutionError
 from .registry import In, OpDef, Out
 
 
+# The loss of a sequence no alignment fits (more labels, with repeats, than frames): Fluid
+# 1.8 (warp-ctc) gives 0 and a zero gradient, not an infinite loss (whose finite
+# differences are NaN), so a batch holding one still trains on the others
+INFEASIBLE_LOSS = 0.0
+
+
 def _logsumexp(*xs):
     m = np.maximum.reduce(xs)
     safe = np.where(np.isfinite(m), m, 0.0)
@@ -36,7 +42,7 @@ def ctc_one(logits, label, blank):
     alpha = np.full((t_len, s_len), neg)
     beta = np.full((t_len, s_len), neg)
     if t_len == 0:
-        return (0.0 if len(label) == 0 else np.inf), np.zeros_like(z)
+        return (0.0 if len(label) == 0 else INFEASIBLE_LOSS), np.zeros_like(z)
     alpha[0, 0] = logy[0, ext[0]]
     if s_len > 1:
         alpha[0, 1] = logy[0, ext[1]]
@@ -56,7 +62,7 @@ def ctc_one(logits, label, blank):
         beta[t] = _logsumexp(nxt, b1, b2) + logy[t, ext]
     log_p = _logsumexp(alpha[-1, -1], alpha[-1, -2] if s_len > 1 else neg)
     if not np.isfinite(log_p):
-        return np.inf, np.zeros_like(z)
+        return INFEASIBLE_LOSS, np.zeros_like(z)
     ab = alpha + beta                                   # [T, S]
     occupancy = np.full((t_len, k), neg)
     for s in range(s_len):

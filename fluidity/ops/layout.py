@@ -281,14 +281,17 @@ class CropTensor(_Mover):
 class SpaceToDepth(_Mover):
     type = "space_to_depth"
     attrs = {"blocksize": 1}
-    doc = ("Out[n, (bh * b + bw) * C + c, h, w] = X[n, c, h * b + bh, w * b + bw] "
-           "(b = blocksize), as Paddle's kernel orders the channels.")
+    doc = ("Fluid's (Darknet's reorg) order: with oc = C / b^2 (b = blocksize), X[n, c, h, w] "
+           "goes to [n, c % oc, h * b + (c // oc) // b, w * b + (c // oc) % b] of an "
+           "[N, oc, H * b, W * b] buffer, which is Out [N, C * b^2, H / b, W / b] read flat.")
 
     @staticmethod
     def infer_shape(ctx):
         xs, b = ctx.input_shape("X"), ctx.attr("blocksize")
-        if len(xs) != 4 or b < 1 or any(d >= 0 and d % b for d in xs[2:]):
-            ctx.fail(f"X must be NCHW with H, W divisible by blocksize {b}, got {xs}")
+        if len(xs) != 4 or b < 1 or any(d >= 0 and d % b for d in xs[2:]) or (
+                xs[1] >= 0 and xs[1] % (b * b)):
+            ctx.fail(f"X must be NCHW with C divisible by blocksize^2 and H, W divisible by "
+                     f"blocksize {b}, got {xs}")
         ctx.set_output("Out", [xs[0], xs[1] * b * b if xs[1] >= 0 else -1] +
                        [d // b if d >= 0 else -1 for d in xs[2:]], ctx.input_dtype("X"))
 
@@ -296,8 +299,12 @@ class SpaceToDepth(_Mover):
     def index_map(shape, attrs):
         n, c, h, w = shape
         b = attrs["blocksize"]
-        ids = _ids(shape).reshape(n, c, h // b, b, w // b, b)
-        return ids.transpose(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h // b, w // b)
+        if c % (b * b) or h % b or w % b:
+            raise ShapeError(f"space_to_depth: X {list(shape)} needs C divisible by "
+                             f"blocksize^2 and H, W by blocksize ({b})")
+        ids = _ids(shape).reshape(n, b, b, c // (b * b), h, w)   # c = (bh * b + bw) * oc + c2
+        buf = ids.transpose(0, 3, 4, 1, 5, 2)                     # [n, c2, h, bh, w, bw]
+        return buf.reshape(n, c * b * b, h // b, w // b)
 
 
 class PixelShuffle(_Mover):

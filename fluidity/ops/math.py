@@ -49,8 +49,10 @@ class Scale(OpDef):
         return kernel
 
 
+    # dX = scale * dOut, the scale a ScaleTensor gives at run time included (as Fluid 1.8)
     grad = staticmethod(lambda g: g.op(
-        "scale", {"X": g.output_grad("Out")}, {"Out": g.input_grad("X")},
+        "scale", {"X": g.output_grad("Out"), "ScaleTensor": g.input("ScaleTensor")},
+        {"Out": g.input_grad("X")},
         {"scale": g.attr("scale"), "bias": 0.0, "bias_after_scale": True}))
 
 
@@ -398,12 +400,28 @@ def _add_rows(out, sr):
     return True
 
 
+def _sum_selected_rows(vals):
+    """Fluid 1.8's sum of SelectedRows (its MergeAdd): the inputs' rows concatenated in
+    order when no row id repeats; otherwise each id once, in ascending order, its values
+    summed. Inputs without rows are skipped (they may also lack a value's width)."""
+    kept = [v for v in vals if len(v.rows)] or vals[:1]
+    rows = np.concatenate([np.asarray(v.rows, np.int64).reshape(-1) for v in kept])
+    value = np.concatenate([v.value for v in kept])
+    uniq, where = np.unique(rows, return_inverse=True)
+    if uniq.size == rows.size:
+        return SelectedRows(rows, kept[0].height, value)
+    merged = np.zeros((uniq.size,) + value.shape[1:], value.dtype)
+    np.add.at(merged, where.reshape(-1), value)
+    return SelectedRows(uniq, kept[0].height, merged)
+
+
 class Sum(OpDef):
     type = "sum"
     inputs = (In("X", duplicable=True),)
     outputs = (Out("Out"),)
     kind = "value"
-    doc = "Out = sum of the inputs (dense, or SelectedRows concatenated when all are sparse)."
+    doc = ("Out = sum of the inputs (dense; or, when all are SelectedRows, their rows "
+           "concatenated, merged into ascending unique rows if an id repeats).")
     inplace = {"Out": "X"}
 
     @staticmethod
@@ -417,8 +435,7 @@ class Sum(OpDef):
     def kernel(xs):
         vals = [x for x in xs if x is not None and not (isinstance(x, LoDTensor) and x._array is None)]
         if vals and all(isinstance(v, SelectedRows) for v in vals):
-            return SelectedRows(np.concatenate([v.rows for v in vals]), vals[0].height,
-                                np.concatenate([v.value for v in vals]))
+            return _sum_selected_rows(vals)
         out = None
         lod = []
         for v in vals:
@@ -651,6 +668,7 @@ class Fc(OpDef):
 class FcGrad(OpDef):
     """Fluidity's op (Paddle's fc is inference-only): the gradients of fc, from its Out."""
     type = "fc_grad"
+    in_paddle = False
     inputs = (In("Input"), In("W"), In("Bias", dispensable=True), In("Out"), In("Out@GRAD"))
     outputs = (Out("Input@GRAD", dispensable=True), Out("W@GRAD", dispensable=True),
                Out("Bias@GRAD", dispensable=True))

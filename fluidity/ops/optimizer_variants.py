@@ -40,7 +40,11 @@ class Adamax(UpdateOp):
         def f(lr, g, p, m, u, *, b1p):
             m = b1 * m + (1 - b1) * g
             u = np.maximum(b2 * u + eps, np.abs(g))
-            return p - (lr / (1 - b1p)) * m / u, m, u
+            # IEEE arithmetic as Fluid's kernel: Beta1Pow = 1 (no step taken yet) gives an
+            # infinite step, not a Python ZeroDivisionError
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lr_t = np.float64(lr) / (1 - np.float64(b1p))
+                return p - lr_t * m / u, m, u
         return f
 
 

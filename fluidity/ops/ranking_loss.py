@@ -19,16 +19,27 @@ class RankLoss(OpDef):
     inputs = (In("Label", no_grad=True), In("Left"), In("Right"))
     outputs = (Out("Out"),)
     share_lod = "Left"
-    doc = "Out = log(1 + exp(Left - Right)) - Label * (Left - Right) (RankNet)."
+    doc = ("Out = log(1 + exp(Left - Right)) - Label * (Left - Right) (RankNet), element by "
+           "element of the three flattened; each [batch] or [batch, 1], Out shaped as Label "
+           "(as Fluid 1.8's).")
 
     @staticmethod
     def infer_shape(ctx):
-        ctx.share("Left", "Out")
+        shapes = {s: ctx.input_shape(s) for s in ("Label", "Left", "Right")}
+        for slot, xs in shapes.items():
+            if not 1 <= len(xs) <= 2 or (len(xs) == 2 and xs[1] not in (1, -1)):
+                ctx.fail(f"{slot} must be [batch] or [batch, 1], got {xs}")
+        b = shapes["Label"][0]
+        for slot in ("Left", "Right"):
+            if b >= 0 and shapes[slot][0] >= 0 and shapes[slot][0] != b:
+                ctx.fail(f"{slot} has {shapes[slot][0]} rows but Label has {b}")
+        ctx.set_output("Out", shapes["Label"], ctx.input_dtype("Left"))
 
     @staticmethod
     def kernel(label, left, right):
-        o = left - right
-        return (np.logaddexp(0, o) - label * o).astype(left.dtype)
+        o = left.reshape(-1) - right.reshape(-1)
+        out = np.logaddexp(0, o) - label.reshape(-1) * o
+        return out.astype(left.dtype).reshape(label.shape)
 
 
     grad = grad_maker("rank_loss_grad", ("Label", "Left", "Right", "Out@GRAD"),
@@ -43,8 +54,10 @@ class RankLossGrad(OpDef):
 
     @staticmethod
     def kernel(label, left, right, dout):
-        d = (dout * (sigmoid(left - right) - label)).astype(left.dtype)
-        return d, -d
+        d = dout.reshape(-1) * (sigmoid(left.reshape(-1) - right.reshape(-1)) -
+                                label.reshape(-1))
+        d = d.astype(left.dtype)
+        return d.reshape(left.shape), (-d).reshape(right.shape)
 
 
 class MarginRankLoss(OpDef):

@@ -372,6 +372,9 @@ class OpDef:
     share_lod = "X"          # outputs inherit this input's LoD (None: outputs have no LoD)
     version = 0              # Paddle's op version this definition implements
     doc = ""
+    # False for an op Fluidity adds that Paddle 1.8 does not register (fc_grad): Fluid's
+    # registry questions (`core._get_all_register_op_kernels`) then answer as Fluid's
+    in_paddle = True
     # Memory planning (fluidity/executor/linear.py): `inplace = {"Out": "X"}`: the output may
     # take over the input's buffer when this op is the input's last reader (element-wise ops).
     inplace = {}

@@ -27,6 +27,12 @@ from .registry import In, OpDef, Out
 
 
 def _sigmoid(x):
+    """Fluid 1.8's sigmoid of its lstm / gru / lstmp kernels: the input clipped to
+    [-40, 13] first (1 - sigmoid(13) ~ 2.3e-6 shows in their outputs)."""
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -40.0, 13.0)))
+
+
+def _sigmoid_unclipped(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
@@ -45,6 +51,8 @@ def _act(name, op):
         name = ACT_CODES[name] if 0 <= name < len(ACT_CODES) else str(name)
     if name not in ACTS:
         raise ExecutionError(f"{op}: unknown activation {name!r} (one of {list(ACTS)})")
+    if op.startswith("gru_unit") and name == "sigmoid":   # Fluid's gru_unit does not clip
+        return _sigmoid_unclipped, ACTS[name][1]
     return ACTS[name]
 
 
@@ -470,7 +478,8 @@ class LSTMUnit(OpDef):
     @staticmethod
     def gates(x, forget_bias):
         i, f, o, g = np.split(x, 4, axis=1)
-        return _sigmoid(i), _sigmoid(f + forget_bias), _sigmoid(o), np.tanh(g)
+        sig = _sigmoid_unclipped          # Fluid's lstm_unit does not clip
+        return sig(i), sig(f + forget_bias), sig(o), np.tanh(g)
 
     @classmethod
     def kernel(cls, x, c_prev, *, forget_bias):
@@ -518,7 +527,8 @@ def _rnn_cell(mode):
     if mode == "LSTM":
         def gates(xg, h, c, w_hh, b_hh):
             i, f, g, o = np.split(xg + h @ w_hh.T + b_hh, 4, axis=1)
-            return _sigmoid(i), _sigmoid(f), np.tanh(g), _sigmoid(o)
+            sig = _sigmoid_unclipped
+            return sig(i), sig(f), np.tanh(g), sig(o)
 
         def step(xg, states, w_hh, b_hh):
             h, c = states
@@ -539,7 +549,7 @@ def _rnn_cell(mode):
         def parts(xg, h, w_hh, b_hh):
             xr, xz, xc = np.split(xg, 3, axis=1)
             hr, hz, hc = np.split(h @ w_hh.T + b_hh, 3, axis=1)
-            r, z = _sigmoid(xr + hr), _sigmoid(xz + hz)
+            r, z = _sigmoid_unclipped(xr + hr), _sigmoid_unclipped(xz + hz)
             return r, z, np.tanh(xc + r * hc), hc
 
         def step(xg, states, w_hh, b_hh):

@@ -30,6 +30,16 @@ def _nd_index(x_shape, index, op):
     return tuple(cols)
 
 
+def _nd_at(x, index, op):
+    """(array, index tuple) addressing X's slices the rows of Index pick: `array` is X, or,
+    for an Index whose last dim is 0 (each row picks the whole X, as in Fluid), a view of X
+    with a leading axis of 1 that every row indexes at 0. Writes through the view reach X."""
+    index = np.asarray(index)
+    if index.shape and index.shape[-1] == 0:
+        return x[None], (np.zeros(index.shape[:-1], np.int64),)
+    return x, _nd_index(x.shape, index, op)
+
+
 def _row_ids(ids, n, op):
     ids = np.asarray(ids).reshape(-1).astype(np.int64)
     bad = ids[(ids < -n) | (ids >= n)]
@@ -51,13 +61,16 @@ class GatherNd(OpDef):
     def infer_shape(ctx):
         xs, ids = ctx.input_shape("X"), ctx.input_shape("Index")
         if not ids or (ids[-1] >= 0 and ids[-1] > len(xs)):
-            ctx.fail(f"Index's last dim must address at most X's {len(xs)} dims")
+            # Fluid 1.8's words (its programs match them)
+            ctx.fail(f"Input(Index).shape[-1] should be no greater than Input(X).rank: "
+                     f"Index's last dim must address at most X's {len(xs)} dims")
         k = ids[-1] if ids[-1] >= 0 else 0
         ctx.set_output("Out", ids[:-1] + xs[k:], ctx.input_dtype("X"))
 
     @staticmethod
     def kernel(x, index):
-        return x[_nd_index(x.shape, index, "gather_nd")].copy()
+        a, at = _nd_at(x, index, "gather_nd")
+        return a[at].copy()
 
     grad = staticmethod(lambda g: g.default())
 
@@ -72,7 +85,8 @@ class GatherNdGrad(OpDef):
     @staticmethod
     def kernel(x, index, out, dout):
         dx = np.zeros_like(x)
-        np.add.at(dx, _nd_index(x.shape, index, "gather_nd_grad"), dout)
+        a, at = _nd_at(dx, index, "gather_nd_grad")
+        np.add.at(a, at, dout)
         return dx
 
 
@@ -143,12 +157,27 @@ class ScatterNdAdd(OpDef):
 
     @staticmethod
     def infer_shape(ctx):
+        # Fluid 1.8's checks, in its words (programs match them): Updates must be
+        # Index.shape[:-1] + X.shape[Index.shape[-1]:]
+        xs, ids, us = (ctx.input_shape(s) for s in ("X", "Index", "Updates"))
+        if len(ids) < 2:
+            ctx.fail(f"The rank of Input(Index) should be greater than 1, got {ids}")
+        if ids[-1] >= 0 and ids[-1] > len(xs):
+            ctx.fail(f"Input(Index).shape[-1] should be no greater than Input(X).rank: "
+                     f"Index {ids} addresses more than the {len(xs)} dims of X {xs}")
+        if ids[-1] >= 0:
+            want = ids[:-1] + xs[ids[-1]:]
+            if len(want) != len(us) or any(a >= 0 and b >= 0 and a != b
+                                           for a, b in zip(want, us)):
+                ctx.fail(f"Updates has wrong shape: {us}, where Index {ids} and X {xs} "
+                         f"need {want}")
         ctx.share("X", "Out")
 
     @staticmethod
     def kernel(x, index, updates):
         out = x.copy()
-        np.add.at(out, _nd_index(x.shape, index, "scatter_nd_add"), updates)
+        a, at = _nd_at(out, index, "scatter_nd_add")
+        np.add.at(a, at, updates)
         return out
 
     grad = staticmethod(lambda g: g.op(
@@ -166,7 +195,8 @@ class ScatterNdAddGrad(OpDef):
 
     @staticmethod
     def kernel(index, updates, dout):
-        du = dout[_nd_index(dout.shape, index, "scatter_nd_add_grad")]
+        a, at = _nd_at(dout, index, "scatter_nd_add_grad")
+        du = a[at]
         return dout.copy(), du.astype(updates.dtype, copy=False)
 
 

@@ -698,7 +698,9 @@ class OneHot(OpDef):
         xs = ctx.input_shape("X")
         if cls.last_is_one and len(xs) < 2:     # Fluid 1.8's check, at build and run time
             ctx.fail(f"X must be at least 2-D ([..., 1] ids), got {xs}")
-        if cls.last_is_one and xs[-1] not in (1, -1):
+        # Fluid 1.8 checks only last dim >= 1 here (a declared [-1, 12] builds); the kernel
+        # refuses a run-time X whose last dim is not 1, which Fluid's would overrun
+        if cls.last_is_one and xs[-1] != -1 and xs[-1] < 1:
             ctx.fail(f"X must have a last dim of size 1, got {xs}")
         depth = -1 if ctx.has_input("depth_tensor") else ctx.attr("depth")
         lead = xs[:-1] if cls.last_is_one else xs

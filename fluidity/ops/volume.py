@@ -276,6 +276,8 @@ def pool_map(spatial, attrs, op):
     the output size) or sliding."""
     if attrs.get("ceil_mode"):
         raise ShapeError(f"{op}: ceil_mode pooling is not built")
+    if attrs["global_pooling"] and attrs["adaptive"]:
+        return adaptive_map(spatial, list(spatial))    # Fluid: ksize = the volume: identity
     if attrs["global_pooling"]:
         return patch_map(spatial, spatial, [1, 1, 1], [(0, 0)] * 3, [1, 1, 1])
     if attrs["adaptive"]:
@@ -285,8 +287,10 @@ def pool_map(spatial, attrs, op):
 
 
 def pool_out_shape(spatial, ctx):
+    # Fluid 1.8: global pooling sets ksize to the input's dims; adaptive then makes ksize
+    # the output size (so global + adaptive keeps the input's size)
     if ctx.attr("global_pooling"):
-        return [1, 1, 1]
+        return list(spatial) if ctx.attr("adaptive") else [1, 1, 1]
     if ctx.attr("adaptive"):
         return list(ctx.attr("ksize"))
     pads = _pads(ctx.attr("paddings"), 3)

@@ -54,8 +54,10 @@ def test_split_selected_rows_renumbers_rows_by_height_sections():
 
 
 def test_split_selected_rows_refuses_bad_sections():
-    g = ("g", SelectedRows([1], 10, np.ones((1, 2), "float32")), SR, "float32", [10, 2])
-    with pytest.raises(fluid.errors.ExecutionError, match="do not add up to X's height 10"):
+    # the sections need not add up to the height (Fluid 1.8's own test cuts 21 rows into
+    # [5, 5, 5, 5, 3]), but every row must fall in one
+    g = ("g", SelectedRows([1, 8], 10, np.ones((2, 2), "float32")), SR, "float32", [10, 2])
+    with pytest.raises(fluid.errors.ExecutionError, match="row 8 is outside"):
         run_op("split_selected_rows", {"X": [g]},
                {"Out": [("a", SR, "float32", [4, 2]), ("b", SR, "float32", [4, 2])]},
                {"height_sections": [4, 4]})
@@ -84,6 +86,28 @@ def test_split_ids_of_a_gradient_sums_duplicates_and_keeps_ids():
         assert all(r % 2 == k for r in out.rows)
         np.testing.assert_array_equal(out.value, dense[out.rows])
     assert sorted(got["g0"].rows.tolist() + got["g1"].rows.tolist()) == [2, 5, 8]
+    # in X's order, as Fluid 1.8 keeps them (5 before 2, 2 before 8)
+    assert got["g0"].rows.tolist() == [2, 8] and got["g1"].rows.tolist() == [5]
+    got = run_op("split_ids", {"Ids": [("h", SelectedRows([7, 0, 4, 3], 10, value), SR,
+                                        "float32", [10, 2])]},
+                 {"Out": [("h0", SR, "float32", [10, 2]), ("h1", SR, "float32", [10, 2])]})
+    assert got["h1"].rows.tolist() == [7, 3]
+    np.testing.assert_array_equal(got["h1"].value, value[[0, 3]])
+
+
+def test_sum_of_gradients_merges_repeated_rows_as_fluid():
+    """Fluid 1.8's sum of SelectedRows: concatenated when no row repeats, else each row
+    once, ascending, summed."""
+    a = ("a", SelectedRows([0, 5], 10, np.ones((2, 2), "float32")), SR, "float32", [10, 2])
+    b = ("b", SelectedRows([2, 0], 10, np.full((2, 2), 3.0, "float32")), SR, "float32", [10, 2])
+    c = ("c", SelectedRows([9], 10, np.full((1, 2), 5.0, "float32")), SR, "float32", [10, 2])
+    out = [("o", SR, "float32", [10, 2])]
+    got = run_op("sum", {"X": [a, b]}, {"Out": out})["o"]
+    assert got.rows.tolist() == [0, 2, 5] and got.height == 10
+    np.testing.assert_array_equal(got.value[:, 0], [4.0, 3.0, 1.0])
+    got = run_op("sum", {"X": [a, c]}, {"Out": out})["o"]
+    assert got.rows.tolist() == [0, 5, 9]
+    np.testing.assert_array_equal(got.value[:, 1], [1.0, 1.0, 5.0])
 
 
 def test_merge_ids_restores_each_ids_order_and_lod():

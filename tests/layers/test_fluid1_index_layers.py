@@ -74,3 +74,19 @@ def test_index_layers_refuse_bad_arguments():
         _run(lambda: [L.gather_nd(L.zeros([2], "float32"), [0])], {})
     with pytest.raises(ValueError, match="shard_index: shard_id=3"):
         _run(lambda: [L.shard_index(L.zeros([2, 1], "int64"), 8, 2, 3)], {})
+
+
+def test_a_variable_step_slices_by_its_value():
+    # x[a:b:s] with s a [1] int tensor (Fluid 1.8 builds strided_slice with StridesTensorList)
+    x = np.arange(24, dtype="float32").reshape(4, 6)
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        xv = L.data("x", [4, 6], append_batch_size=False)
+        minus_1 = L.fill_constant([1], "int32", -1)
+        two = L.fill_constant([1], "int32", 2)
+        out = xv[0:4:two, 5:1:minus_1]
+        with pytest.raises(ValueError, match="nonzero int or a Variable"):
+            xv[0:4:0]
+    assert [op.type for op in main.global_block().ops].count("strided_slice") == 1
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": x}, fetch_list=[out])
+    np.testing.assert_array_equal(got, x[0:4:2, 5:1:-1])

@@ -42,6 +42,20 @@ def test_create_global_var_holds_its_value_and_persists():
         assert got.tolist() == [want]
 
 
+def test_create_global_var_takes_a_one_element_array_and_carries_info():
+    # Fluid 1.8 programs pass np.random.randn(1) (float() of it worked under numpy 1.x)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        v = L.create_global_var([1], np.array([[1.5]]), "float32", persistable=True)
+        with pytest.raises(TypeError):
+            L.create_global_var([2], np.array([1.0, 2.0]), "float32")
+    v._set_info("role", "counter")
+    assert v._get_info("role") == "counter" and v._get_info("missing") is None
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    assert np.array(scope.find_var(v.name).get_tensor()).tolist() == [1.5]
+
+
 def test_create_parameter_rejects_a_bad_shape():
     with fluid.program_guard(fluid.Program(), fluid.Program()):
         with pytest.raises(TypeError, match="'shape' in fluid.layers.create_parameter"):

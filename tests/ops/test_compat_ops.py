@@ -321,6 +321,19 @@ def test_max_pool2d_with_index():
     check_grad("max_pool2d_with_index", {"X": x}, ["X"], attrs)
 
 
+def test_global_and_adaptive_pooling_keeps_the_input_size():
+    # Fluid 1.8: global_pooling makes ksize the input's size, adaptive then makes ksize the
+    # output size: one-pixel cells, Out = X, Mask = each pixel's own index
+    x = rand(2, 2, 3, 4)
+    attrs = {"ksize": [2, 2], "global_pooling": True, "adaptive": True}
+    mask = np.broadcast_to(np.arange(12, dtype=np.int32).reshape(3, 4), x.shape)
+    check_output("max_pool2d_with_index", {"X": x}, {"Out": x, "Mask": mask}, attrs)
+    check_output("pool2d", {"X": x}, {"Out": x}, dict(attrs, pooling_type="avg"))
+    out = run_op("max_pool2d_with_index", {"X": x},
+                 {"ksize": [2, 2], "global_pooling": True})["Out"]
+    np.testing.assert_allclose(out, x.max(axis=(2, 3), keepdims=True))
+
+
 def test_max_pool2d_with_index_ceil_mode():
     """ceil_mode (Paddle 3.x's version 1 of the op): a last, partial window per dim."""
     x = rand(2, 2, 5, 7)

@@ -35,6 +35,19 @@ def test_warpctc_matches_the_sum_over_alignments():
                outputs=["WarpCTCGrad", "Loss"])
 
 
+def test_a_sequence_no_alignment_fits_has_loss_and_gradient_zero():
+    # 2 frames cannot carry labels [1, 1] (a blank must separate the repeat): Fluid 1.8
+    # (warp-ctc) gives that sequence loss 0 and no gradient; the other is unaffected
+    z = rng.normal(size=(5, 3)).astype(np.float32)
+    label = np.array([[1], [1], [2]], np.int32)
+    ins = {"Logits": LoDTensor(z, [[0, 2, 5]]), "Label": LoDTensor(label, [[0, 2, 3]])}
+    got = run_op("warpctc", ins, outputs=["WarpCTCGrad", "Loss"])
+    np.testing.assert_allclose(got["Loss"].reshape(-1),
+                               [0.0, brute_ctc(z[2:].astype(np.float64), [2])], rtol=1e-5)
+    check_grad("warpctc", ins, ["Logits"], output_slots=["Loss"],
+               outputs=["WarpCTCGrad", "Loss"])
+
+
 def test_warpctc_padded_and_bad_labels():
     z = rng.normal(size=(4, 2, 3)).astype(np.float32)           # [T, B, K]
     label = np.array([[2, 0], [1, 2]], np.int32)

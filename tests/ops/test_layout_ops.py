@@ -4,7 +4,9 @@ forward against numpy, gradients against finite differences."""
 import numpy as np
 import pytest
 
-from op_test import check_grad, check_output
+from op_test import check_grad, check_output, run_op
+
+from fluidity.errors import FluidityError
 
 rng = np.random.default_rng(8)
 
@@ -52,10 +54,20 @@ def test_crop_and_crop_tensor():
 
 
 def test_space_to_depth_pixel_shuffle_shuffle_channel():
-    x = r(2, 3, 4, 6)
-    b = 2
-    want = x.reshape(2, 3, 2, b, 3, b).transpose(0, 3, 5, 1, 2, 4).reshape(2, 12, 2, 3)
+    # Fluid's (Darknet reorg) order, element by element: X[n, k, j, i] lands at
+    # [n, k % oc, j * b + off // b, i * b + off % b] (off = k // oc) of an [N, oc, H*b, W*b]
+    # buffer, which read flat is Out [N, C*b*b, H/b, W/b]
+    n, c, h, w, b = 2, 8, 4, 6, 2
+    x = r(n, c, h, w)
+    oc = c // (b * b)
+    buf = np.zeros((n, oc, h * b, w * b), x.dtype)
+    for ni, k, j, i in np.ndindex(x.shape):
+        off = k // oc
+        buf[ni, k % oc, j * b + off // b, i * b + off % b] = x[ni, k, j, i]
+    want = buf.reshape(n, c * b * b, h // b, w // b)
     check_output("space_to_depth", {"X": x}, {"Out": want}, {"blocksize": b})
+    with pytest.raises(FluidityError, match="blocksize"):
+        run_op("space_to_depth", {"X": r(1, 3, 4, 4)}, {"blocksize": 2})   # C % b^2 != 0
     check_grad("space_to_depth", {"X": x}, ["X"], {"blocksize": b})
     y = r(1, 8, 2, 3)
     want = y.reshape(1, 2, 2, 2, 2, 3).transpose(0, 1, 4, 2, 5, 3).reshape(1, 2, 4, 6)

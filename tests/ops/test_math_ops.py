@@ -19,6 +19,14 @@ def test_scale(after):
     check_grad("scale", {"X": x}, ["X"], {"scale": 2.0, "bias": 1.0})
 
 
+def test_scale_by_a_scale_tensor_scales_its_gradient_too():
+    # the run-time ScaleTensor (-2.3) overrides the attribute (1.0) in forward and backward
+    x, k = r(3, 4), np.array([-2.3], np.float32)
+    check_output("scale", {"X": x, "ScaleTensor": k}, {"Out": x * k[0] + 0.5},
+                 {"bias": 0.5})
+    check_grad("scale", {"X": x, "ScaleTensor": k}, ["X"], {"bias": 0.5})
+
+
 ELEMENTWISE = {
     "elementwise_add": np.add, "elementwise_sub": np.subtract,
     "elementwise_mul": np.multiply, "elementwise_div": np.divide,

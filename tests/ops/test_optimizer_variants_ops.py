@@ -32,6 +32,13 @@ def test_adamax_decayed_adagrad_adadelta():
         p = p - 0.1 / (1 - b1p) * m / u
         b1p *= 0.9
     np.testing.assert_allclose(op["Param"], p, rtol=1e-5)
+    # Beta1Pow = 1 (before any step): IEEE division as Fluid's kernel, an infinite step
+    g = np.where(grads[0] == 0, 1.0, grads[0])
+    op = OneOp("adamax", {"Param": p0, "Grad": g, "LearningRate": lr,
+                          "Moment": np.zeros(SHAPE), "InfNorm": np.ones(SHAPE),
+                          "Beta1Pow": np.array([1.0])}, {"beta1": 0.9, "beta2": 0.99})
+    op.run()
+    np.testing.assert_array_equal(op["Param"], -np.sign(g) * np.inf)
     # decayed_adagrad
     op = OneOp("decayed_adagrad", {"Param": p0, "Grad": grads[0], "Moment": np.zeros(SHAPE),
                                    "LearningRate": lr}, {"decay": 0.8, "epsilon": 1e-6})

@@ -20,6 +20,16 @@ def test_rank_loss():
     check_grad("rank_loss", ins, ["Left", "Right"])
 
 
+def test_rank_loss_of_mixed_batch_and_batch_by_one_shapes():
+    # Fluid 1.8 takes [batch] or [batch, 1] for each input, element by element; Out is
+    # shaped as Label (numpy would broadcast [5] against [5, 1] to [5, 5])
+    lab, left, right = rng.integers(0, 2, 5).astype(np.float32), r(5, 1), r(5)
+    o = left[:, 0] - right
+    ins = {"Label": lab, "Left": left, "Right": right}
+    check_output("rank_loss", ins, {"Out": np.log1p(np.exp(o)) - lab * o})
+    check_grad("rank_loss", ins, ["Left", "Right"])
+
+
 def test_margin_rank_loss():
     lab = np.array([[1], [-1], [1], [-1]], np.float32)
     x1, x2 = r(4, 1), r(4, 1)

@@ -155,6 +155,20 @@ def test_batches_order():
     assert rows.tolist() == [4, 1, 5, 3, 0, 2]
 
 
+def test_gru_clips_its_gate_input_at_13_as_fluid_and_gru_unit_does_not():
+    # Fluid 1.8's gru (and lstm, lstmp) kernels clip a sigmoid's input to [-40, 13]: an
+    # update gate driven to 20 is 1 - 2.26e-6, not 1 - 2e-9; its gru_unit does not clip
+    x = np.array([[20.0, 0.0, 0.5]])
+    w, b, h0 = np.zeros((1, 3)), np.zeros((1, 3)), np.ones((1, 1))
+    u13, u20 = 1 / (1 + np.exp(-13.0)), 1 / (1 + np.exp(-20.0))
+    want = lambda u: u * np.tanh(0.5) + (1 - u) * 1.0       # noqa: E731
+    got = run_op("gru", {"Input": lod_t(x, [1]), "Weight": w, "Bias": b, "H0": h0}, {},
+                 outputs=["BatchGate", "BatchResetHiddenPrev", "BatchHidden", "Hidden"])
+    np.testing.assert_allclose(np.asarray(got["Hidden"]), [[want(u13)]], rtol=0, atol=1e-12)
+    got = run_op("gru_unit", {"Input": x, "HiddenPrev": h0, "Weight": w, "Bias": b}, {})
+    np.testing.assert_allclose(got["Hidden"], [[want(u20)]], rtol=0, atol=1e-12)
+
+
 # --- one-step units -------------------------------------------------------------------------
 @pytest.mark.parametrize("origin", [False, True])
 @pytest.mark.parametrize("bias", [False, True])

@@ -53,6 +53,32 @@ def test_scatter_nd_add():
     check_grad("scatter_nd_add", {"X": x, "Index": idx2, "Updates": upd2}, ["X", "Updates"])
 
 
+def test_an_empty_last_index_dim_addresses_the_whole_tensor():
+    # Index [..., 0]: each index row picks all of X (Fluid 1.8): gather_nd repeats X,
+    # scatter_nd_add adds every update to it
+    x, upd = r(3, 2), r(2, 3, 2)
+    idx = np.zeros((2, 0), np.int64)
+    check_output("gather_nd", {"X": x, "Index": idx}, {"Out": np.stack([x, x])})
+    check_output("scatter_nd_add", {"X": x, "Index": idx, "Updates": upd},
+                 {"Out": x + upd[0] + upd[1]})
+    check_grad("scatter_nd_add", {"X": x, "Index": idx, "Updates": upd}, ["X", "Updates"])
+    check_grad("gather_nd", {"X": x, "Index": idx}, ["X"])
+
+
+def test_scatter_nd_add_refuses_updates_of_a_wrong_shape_when_built():
+    import fluidity as fluid
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        ref = fluid.data("ref", [3, 4, 5], "float32")
+        idx = fluid.data("idx", [2, 1], "int32")
+        with pytest.raises(FluidityError, match="Updates has wrong shape"):
+            fluid.layers.scatter_nd_add(ref, idx, fluid.data("u", [2, 4, 6], "float32"))
+        with pytest.raises(FluidityError, match=r"Input\(Index\).shape\[-1\]"):
+            fluid.layers.scatter_nd_add(ref, fluid.data("i4", [2, 4], "int32"),
+                                        fluid.data("u4", [2], "float32"))
+        with pytest.raises(ValueError, match="same data type"):
+            fluid.layers.scatter_nd_add(ref, idx, fluid.data("u64", [2, 4, 5], "float64"))
+
+
 def test_unique_keeps_first_occurrence_order():
     x = np.array([2, 3, 3, 1, 5, 3], np.int64)
     got = run_op("unique", {"X": x}, {"dtype": 2})

@@ -58,7 +58,7 @@ def _emit_pool_tables(e, attrs, h, w):
         div = np.maximum(np.outer(vh.sum(1), vw.sum(1)), 1).astype(np.float32)
     else:
         div = np.full((len(hs), len(ws)), np.float32(ksize[0] * ksize[1]), np.float32)
-    if attrs["global_pooling"]:
+    if attrs["global_pooling"] and not adaptive:      # global + adaptive: one-pixel cells
         div = np.full((1, 1), np.float32(h * w), np.float32)
 
     def arr(name, values, ctype="int64_t"):

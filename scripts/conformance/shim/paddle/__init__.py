@@ -101,3 +101,9 @@ for _old in ("Sequence", "Mapping", "MutableMapping", "Iterable", "Callable", "S
              "MutableSequence", "Hashable", "Sized", "Container", "Iterator"):
     if not hasattr(_collections, _old):
         setattr(_collections, _old, getattr(_abc, _old))
+
+if "newshape" not in __import__("inspect").signature(_np.reshape).parameters:
+    # numpy 2.4 removed np.reshape's `newshape=` keyword (numpy 1.x's name for `shape=`)
+    _reshape = _np.reshape
+    _np.reshape = lambda a, *args, newshape=None, **kw: (
+        _reshape(a, newshape, *args, **kw) if newshape is not None else _reshape(a, *args, **kw))
