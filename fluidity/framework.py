@@ -243,17 +243,6 @@ class Variable(VarView):
 
     __hash__ = object.__hash__
 
-    def _set_info(self, key, value):
-        """Attach Python-side information `key` -> `value` to this variable (Fluid 1.8's
-        `Variable._set_info`, used by its tools to mark variables; not part of the desc)."""
-        if getattr(self, "_info", None) is None:
-            self._info = {}
-        self._info[key] = value
-
-    def _get_info(self, key):
-        """The information `_set_info` attached under `key`, or None."""
-        return (getattr(self, "_info", None) or {}).get(key)
-
     def __getitem__(self, item):
         """`x[i]`, `x[a:b]`, `x[:, ::2]`, `x[::-1]`, `x[var]`: a `slice` op (`strided_slice`
         when a step is not 1; `reverse` for a whole axis walked backwards), as Fluid 1.8
