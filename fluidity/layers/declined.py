@@ -12,7 +12,7 @@ _SAMPLER = ("the {} op (a randomly sampling target assigner of two-stage detecto
 DECLINED = {
     "similarity_focus": "the similarity_focus op is not built",
     "lstm": "the cuDNN LSTM op is not built; use dynamic_lstm or StaticRNN",
-    "deformable_conv": _DETECTION, "deformable_roi_pooling": _DETECTION,
+    "deformable_roi_pooling": _DETECTION,
     # Fluid 1.8's fluid.layers.detection names not built (the rest of it is:
     # fluidity/layers/detection.py): training-target samplers of two-stage detectors and
     # detection heads few programs use

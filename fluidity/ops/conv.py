@@ -330,6 +330,11 @@ class Conv2DTranspose(OpDef):
     grad = staticmethod(_conv_grad)
 
 
+class DepthwiseConv2DTranspose(Conv2DTranspose):
+    type = "depthwise_conv2d_transpose"
+    doc = "conv2d_transpose with groups == input channels (same kernel)."
+
+
 class Conv2DTransposeGrad(OpDef):
     type = "conv2d_transpose_grad"
     inputs, outputs = Conv2DGrad.inputs, Conv2DGrad.outputs   # the same slots as conv2d's
@@ -357,6 +362,10 @@ class Conv2DTransposeGrad(OpDef):
                 dx = dx.transpose(0, 2, 3, 1)
             return (np.ascontiguousarray(dx, dtype=x.dtype), dw.astype(w.dtype, copy=False), db)
         return kernel
+
+
+class DepthwiseConv2DTransposeGrad(Conv2DTransposeGrad):
+    type = "depthwise_conv2d_transpose_grad"
 
 
 # --- pool2d --------------------------------------------------------------------------------

@@ -92,7 +92,9 @@ def _conv_attrs(ctx):
 
 
 def _check_format(op, fmt):
-    if fmt not in ("NCDHW", "NDHWC", "AnyLayout"):
+    """Whether `fmt` puts channels last; Paddle reads NCHW / NHWC of a 5-D op as NCDHW /
+    NDHWC (one DataLayout for both ranks)."""
+    if fmt not in ("NCDHW", "NDHWC", "NCHW", "NHWC", "AnyLayout"):
         raise ShapeError(f"{op}: data_format must be 'NCDHW' or 'NDHWC', got {fmt!r}")
     return channel_last(fmt)
 
