@@ -251,6 +251,9 @@ def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
     """Max or average pooling (op pool2d); `exclusive` averages over the unpadded elements."""
     if pool_type not in ("max", "avg"):
         raise ValueError(f"pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    if not isinstance(use_cudnn, bool):
+        raise TypeError(f"Attr(use_cudnn) should be True or False. Received Attr(use_cudnn): "
+                        f"{use_cudnn}.")
     if not global_pooling and pool_size == -1:
         raise ValueError("pool2d: give pool_size, or global_pooling=True")
     paddings, algo = padding_attrs(pool_padding, "pool2d", 2, data_format)

@@ -545,6 +545,9 @@ def pool3d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
            global_pooling=False, use_cudnn=True, ceil_mode=False, name=None, exclusive=True,
            data_format="NCDHW"):
     """Max or average pooling of NCDHW (or NDHWC) `input`."""
+    if not isinstance(use_cudnn, bool):
+        raise TypeError(f"Attr(use_cudnn) should be True or False. Received Attr(use_cudnn): "
+                        f"{use_cudnn}.")
     _check_volume("pool3d", input, data_format)
     if pool_type not in ("max", "avg"):
         raise ValueError(f"pool3d: pool_type must be 'max' or 'avg', got {pool_type!r}")
