@@ -16,8 +16,6 @@ DECLINED = {
     # detection heads few programs use
     "generate_mask_labels": ("the generate_mask_labels op (Mask R-CNN's mask targets, "
                              "rasterizing polygons) is not built"),
-    "locality_aware_nms": ("the locality_aware_nms op (EAST's polygon merging NMS) is not "
-                           "built; use multiclass_nms"),
     "tree_conv": ("the tree_conv op (tree-based convolution over edge sets, TBCNN) and its "
                   "tree-to-column transform are not built"),
 }

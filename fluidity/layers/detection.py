@@ -19,6 +19,7 @@ __all__ = ["prior_box", "density_prior_box", "multi_box_head", "bipartite_match"
            "distribute_fpn_proposals", "box_decoder_and_assign", "collect_fpn_proposals",
            "roi_perspective_transform", "retinanet_detection_output",
            "rpn_target_assign", "retinanet_target_assign", "generate_proposal_labels",
+           "locality_aware_nms",
            # Fluid 1.6-1.7 (its op remains in 1.8, written by detection_output)
            "multiclass_nms2"]
 
@@ -743,3 +744,30 @@ def generate_proposal_labels(rpn_rois, gt_classes, is_crowd, gt_boxes, im_info,
                             "is_cls_agnostic": bool(is_cls_agnostic),
                             "is_cascade_rcnn": bool(is_cascade_rcnn)})
     return _stop(rois, labels, targets, inside, outside)
+
+
+def locality_aware_nms(bboxes, scores, score_threshold, nms_top_k, keep_top_k,
+                       nms_threshold=0.3, normalized=True, nms_eta=1., background_label=-1,
+                       name=None):
+    """EAST's locality-aware NMS (op locality_aware_nms): boxes merged with their overlapping
+    predecessors, then multiclass NMS. Scores [N, 1, M] (one class, as Fluid)."""
+    check_dtype_of("locality_aware_nms", "bboxes", bboxes, _FLOATS)
+    check_dtype_of("locality_aware_nms", "scores", scores, _FLOATS)
+    for arg, v, kind in (("background_label", background_label, int),
+                         ("score_threshold", score_threshold, float),
+                         ("nms_top_k", nms_top_k, int), ("nms_eta", nms_eta, float),
+                         ("nms_threshold", nms_threshold, float),
+                         ("keep_top_k", keep_top_k, int), ("normalized", normalized, bool)):
+        _typed("locality_aware_nms", arg, v, kind)
+    if len(scores.shape) != 3 or scores.shape[1] != 1:
+        raise ValueError(f"locality_aware_nms only support one class, Tensor score shape must "
+                         f"be [N, 1, M], got {list(scores.shape)}")
+    helper = LayerHelper("locality_aware_nms", name=name)
+    (out,) = _temps(helper, bboxes.dtype)
+    helper.append_op("locality_aware_nms", inputs={"BBoxes": bboxes, "Scores": scores},
+                     outputs={"Out": out},
+                     attrs={"background_label": background_label,
+                            "score_threshold": score_threshold, "nms_top_k": nms_top_k,
+                            "nms_threshold": nms_threshold, "nms_eta": nms_eta,
+                            "keep_top_k": keep_top_k, "normalized": normalized})
+    return _stop(out)
