@@ -4,13 +4,10 @@ declined name only where no real layer has it)."""
 from ..errors import declined_class
 
 
-_DETECTION = "a detection layer, outside Fluidity's scope"
-
 # name: why
 DECLINED = {
     "similarity_focus": "the similarity_focus op is not built",
     "lstm": "the cuDNN LSTM op is not built; use dynamic_lstm or StaticRNN",
-    "deformable_roi_pooling": _DETECTION,
     # Fluid 1.8's fluid.layers.detection names not built (the rest of it is:
     # fluidity/layers/detection.py): training-target samplers of two-stage detectors and
     # detection heads few programs use

@@ -18,7 +18,7 @@ __all__ = ["conv2d_transpose", "adaptive_pool2d", "image_resize", "resize_biline
            "crop_tensor", "space_to_depth", "pixel_shuffle", "shuffle_channel",
            "temporal_shift", "maxout", "affine_channel", "lrn", "merge_selected_rows",
            "get_tensor_from_selected_rows", "conv3d", "conv3d_transpose", "pool3d",
-           "unfold", "deformable_conv"]
+           "unfold", "deformable_conv", "deformable_roi_pooling"]
 
 
 def _rank(layer, x, n):
@@ -119,6 +119,49 @@ def deformable_conv(input, offset, mask, num_filters, filter_size, stride=1, pad
     helper.append_op("deformable_conv" if modulated else "deformable_conv_v1", inputs=inputs,
                      outputs={"Output": pre}, attrs=attrs)
     return helper.append_bias_op(pre, bias_attr, dim_start=1, dim_end=2)
+
+
+def deformable_roi_pooling(input, rois, trans, no_trans=False, spatial_scale=1.0,
+                           group_size=[1, 1], pooled_height=1, pooled_width=1, part_size=None,
+                           sample_per_part=1, trans_std=0.1, position_sensitive=False,
+                           name=None):
+    """Deformable RoI pooling of NCHW `input` over boxes `rois` ([R, 4], LoD per image),
+    each bin moved by `trans` (op deformable_psroi_pooling); position_sensitive divides the
+    channels among the pooled_height x pooled_width bins (deformable PSRoI pooling)."""
+    from .checks import check_dtype_of
+    for arg, v in (("input", input), ("rois", rois), ("trans", trans)):
+        check_dtype_of("deformable_roi_pooling", arg, v, ("float32", "float64"))
+    if not isinstance(group_size, (list, tuple)):
+        raise TypeError(f"deformable_roi_pooling: group_size must be a list or tuple, got "
+                        f"{type(group_size).__name__}")
+    if part_size is not None and not isinstance(part_size, (list, tuple)):
+        raise TypeError(f"deformable_roi_pooling: part_size must be a list or tuple, got "
+                        f"{type(part_size).__name__}")
+    _rank("deformable_roi_pooling", input, 4)
+    c = input.shape[1]
+    if position_sensitive:
+        if c < 0 or c % (pooled_height * pooled_width):
+            raise ShapeError(f"deformable_roi_pooling: position_sensitive needs the {c} input "
+                             f"channels divisible by pooled_height * pooled_width")
+        out_dim = c // (pooled_height * pooled_width)
+    else:
+        out_dim = c
+    part = pair(part_size if part_size is not None else [pooled_height, pooled_width],
+                "part_size")
+    helper = LayerHelper("deformable_psroi_pooling", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    count = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    helper.append_op("deformable_psroi_pooling",
+                     inputs={"Input": input, "ROIs": rois, "Trans": trans},
+                     outputs={"Output": out, "TopCount": count},
+                     attrs={"no_trans": bool(no_trans), "spatial_scale": float(spatial_scale),
+                            "output_dim": int(out_dim),
+                            "group_size": pair(list(group_size), "group_size"),
+                            "pooled_height": int(pooled_height),
+                            "pooled_width": int(pooled_width), "part_size": part,
+                            "sample_per_part": int(sample_per_part),
+                            "trans_std": float(trans_std)})
+    return out
 
 
 def adaptive_pool2d(input, pool_size, pool_type="max", require_index=False, name=None):

@@ -13,6 +13,7 @@ k = i * kw + j, channel 2 * k + 1 its column (w) offset. Mask [N, dg * kh * kw, 
 """
 import numpy as np
 
+from ..core.tensor import LoDTensor
 from ..errors import ShapeError
 from .registry import In, OpDef, Out, ints
 
@@ -279,4 +280,165 @@ class DeformableConvV1Grad(OpDef):
             dx, doff, _, dw = _backward(attrs, x, offset, None, w, dout,
                                         "deformable_conv_v1_grad")
             return dx, doff, dw
+        return kernel
+
+
+# --- deformable_psroi_pooling -------------------------------------------------------------------
+def _psroi_plan(attrs, x, rois_t, trans):
+    """Sampling geometry of deformable (PS)RoI pooling, as Paddle's kernel: for every box r,
+    output channel, bin (ph, pw) and sample (ih, iw) the four bilinear corners (flat indices
+    into Input), their weights, the validity of the sample, and the box/part indices the
+    Trans gradient needs."""
+    from .roi import roi_batch_ids, round_half_away
+    n, c, height, width = x.shape
+    rois = rois_t._array.reshape(-1, 4).astype(np.float64)
+    batch = roi_batch_ids("deformable_psroi_pooling", rois_t, n)
+    ph_n, pw_n, s = attrs["pooled_height"], attrs["pooled_width"], attrs["sample_per_part"]
+    out_dim, (gh_n, gw_n) = attrs["output_dim"], attrs["group_size"]
+    part_h_n, part_w_n = attrs["part_size"]
+    no_trans, scale = attrs["no_trans"], attrs["spatial_scale"]
+    if c != out_dim * gh_n * gw_n:
+        raise ShapeError(f"deformable_psroi_pooling: Input {list(x.shape)} must have "
+                         f"output_dim * group_size = {out_dim * gh_n * gw_n} channels")
+    n_cls = 1 if no_trans else trans.shape[1] // 2
+    if not no_trans and (trans.shape[0] != len(rois) or trans.shape[2:] != (part_h_n, part_w_n)
+                         or n_cls < 1 or out_dim % n_cls):
+        raise ShapeError(f"deformable_psroi_pooling: Trans {list(trans.shape)} must be "
+                         f"[{len(rois)}, 2 * classes, {part_h_n}, {part_w_n}] with classes "
+                         f"dividing output_dim {out_dim}")
+    per_cls = out_dim // n_cls
+    r_ = np.arange(len(rois))
+    start_w = round_half_away(rois[:, 0]) * scale - 0.5
+    start_h = round_half_away(rois[:, 1]) * scale - 0.5
+    roi_w = np.maximum((round_half_away(rois[:, 2]) + 1) * scale - 0.5 - start_w, 0.1)
+    roi_h = np.maximum((round_half_away(rois[:, 3]) + 1) * scale - 0.5 - start_h, 0.1)
+    bin_w, bin_h = roi_w / pw_n, roi_h / ph_n
+    ph, pw = np.arange(ph_n), np.arange(pw_n)
+    part_h = np.floor(ph / ph_n * part_h_n).astype(np.int64)
+    part_w = np.floor(pw / pw_n * part_h_n).astype(np.int64)     # (Paddle: part_height here)
+    cls = np.arange(out_dim) // per_cls
+    if no_trans:
+        tx = ty = np.zeros((len(rois), out_dim, ph_n, pw_n))
+    else:
+        t = trans.astype(np.float64)
+        tx = t[r_[:, None, None, None], 2 * cls[None, :, None, None],
+               part_h[None, None, :, None], part_w[None, None, None, :]] * attrs["trans_std"]
+        ty = t[r_[:, None, None, None], 2 * cls[None, :, None, None] + 1,
+               part_h[None, None, :, None], part_w[None, None, None, :]] * attrs["trans_std"]
+    R = (slice(None), None, None, None)
+    wstart = pw[None, None, None, :] * bin_w[R] + start_w[R] + tx * roi_w[R]
+    hstart = ph[None, None, :, None] * bin_h[R] + start_h[R] + ty * roi_h[R]
+    k = np.arange(s)
+    w = wstart[..., None, None] + (k * (bin_w / s)[:, None])[:, None, None, None, None, :]
+    h = hstart[..., None, None] + (k * (bin_h / s)[:, None])[:, None, None, None, :, None]
+    w, h = np.broadcast_arrays(w, h)                       # [R, D, ph, pw, s(h), s(w)]
+    valid = (w >= -0.5) & (w <= width - 0.5) & (h >= -0.5) & (h <= height - 0.5)
+    w, h = np.clip(w, 0, width - 1), np.clip(h, 0, height - 1)
+    x0, y0 = np.floor(w).astype(np.int64), np.floor(h).astype(np.int64)
+    x1, y1 = np.ceil(w).astype(np.int64), np.ceil(h).astype(np.int64)
+    dx, dy = w - x0, h - y0
+    gw = np.clip(np.floor(pw * gw_n / pw_n).astype(np.int64), 0, gw_n - 1)
+    gh = np.clip(np.floor(ph * gh_n / ph_n).astype(np.int64), 0, gh_n - 1)
+    ch = (np.arange(out_dim)[:, None, None] * gh_n + gh[None, :, None]) * gw_n + gw[None, None, :]
+    base = ((batch[:, None, None, None] * c + ch[None]) * height * width)[..., None, None]
+    corners = [(base + y0 * width + x0, (1 - dx) * (1 - dy)),
+               (base + y1 * width + x0, (1 - dx) * dy),
+               (base + y0 * width + x1, dx * (1 - dy)),
+               (base + y1 * width + x1, dx * dy)]
+    return dict(corners=corners, valid=valid, dx=dx, dy=dy, roi_w=roi_w, roi_h=roi_h,
+                cls=cls, part_h=part_h, part_w=part_w, n_cls=n_cls)
+
+
+class DeformablePSROIPooling(OpDef):
+    type = "deformable_psroi_pooling"
+    inputs = (In("Input"), In("ROIs"), In("Trans"))
+    outputs = (Out("TopCount", intermediate=True), Out("Output"))
+    attrs = {"no_trans": False, "spatial_scale": 1.0, "output_dim": 1,
+             "group_size": ints([1, 1]), "pooled_height": 1, "pooled_width": 1,
+             "part_size": ints([1, 1]), "sample_per_part": 1, "trans_std": 0.1}
+    kind = "value"
+    share_lod = None
+    doc = ("Deformable (position-sensitive) RoI pooling: each of pooled_height x "
+           "pooled_width bins of a box (ROIs [R, 4], LoD per image, scaled by spatial_scale) "
+           "moves by Trans [R, 2 * classes, part_size] times trans_std and the box size "
+           "(unless no_trans), and averages sample_per_part^2 bilinear samples of its "
+           "channel group. Output and TopCount (the samples inside the image) "
+           "[R, output_dim, pooled_height, pooled_width].")
+
+    @staticmethod
+    def infer_shape(ctx):
+        xs, rs = ctx.input_shape("Input"), ctx.input_shape("ROIs")
+        if len(xs) != 4 or len(rs) != 2 or rs[1] not in (4, -1):
+            ctx.fail(f"Input {xs} must be [N, C, H, W] and ROIs {rs} [R, 4]")
+        gh, gw = ctx.attr("group_size")
+        c = ctx.attr("output_dim") * gh * gw
+        if xs[1] >= 0 and xs[1] != c:
+            ctx.fail(f"Input {xs} must have output_dim * group_size = {c} channels")
+        out = [rs[0], ctx.attr("output_dim"), ctx.attr("pooled_height"),
+               ctx.attr("pooled_width")]
+        ctx.set_output("Output", out, ctx.input_dtype("Input"))
+        ctx.set_output("TopCount", out, ctx.input_dtype("Input"))
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        def kernel(x_t, rois_t, trans_t):
+            x = x_t._array
+            plan = _psroi_plan(attrs, x, rois_t, trans_t._array)
+            flat = x.reshape(-1).astype(np.float64)
+            val = sum(flat[idx] * wt for idx, wt in plan["corners"])
+            val = np.where(plan["valid"], val, 0.0)
+            count = plan["valid"].sum(axis=(-2, -1))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out = np.where(count > 0, val.sum(axis=(-2, -1)) / count, 0.0)
+            return LoDTensor(count.astype(x.dtype)), LoDTensor(out.astype(x.dtype))
+        return kernel
+
+    grad = staticmethod(lambda g: g.op(
+        "deformable_psroi_pooling_grad",
+        {"Input": g.input("Input"), "ROIs": g.input("ROIs"), "Trans": g.input("Trans"),
+         "TopCount": g.output("TopCount"), "Output@GRAD": g.output_grad("Output")},
+        {"Input@GRAD": g.input_grad("Input"), "Trans@GRAD": g.input_grad("Trans")},
+        g.attrs()))
+
+
+class DeformablePSROIPoolingGrad(OpDef):
+    type = "deformable_psroi_pooling_grad"
+    inputs = (In("Input"), In("ROIs"), In("Trans"), In("TopCount"), In("Output@GRAD"))
+    outputs = (Out("Input@GRAD", dispensable=True), Out("Trans@GRAD", dispensable=True))
+    attrs = DeformablePSROIPooling.attrs
+    kind = "value"
+    infer_shape = None
+    share_lod = None
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        def kernel(x_t, rois_t, trans_t, count_t, dout_t):
+            x, trans = x_t._array, trans_t._array
+            plan = _psroi_plan(attrs, x, rois_t, trans)
+            count = plan["valid"].sum(axis=(-2, -1))
+            dout = dout_t._array.astype(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                diff = np.where(count > 0, dout / count, 0.0)[..., None, None]
+            diff = np.where(plan["valid"], diff, 0.0)
+            dx = np.zeros(x.size)
+            for idx, wt in plan["corners"]:
+                dx += np.bincount(idx.ravel(), weights=(wt * diff).ravel(), minlength=x.size)
+            dtrans = np.zeros(trans.shape)
+            if not attrs["no_trans"]:
+                flat = x.reshape(-1).astype(np.float64)
+                (i00, _), (i01, _), (i10, _), (i11, _) = plan["corners"]
+                u00, u01, u10, u11 = flat[i00], flat[i01], flat[i10], flat[i11]
+                dxs, dys, std = plan["dx"], plan["dy"], attrs["trans_std"]
+                gx = ((u11 - u01) * dys + (u10 - u00) * (1 - dys)) * std * diff
+                gy = ((u11 - u10) * dxs + (u01 - u00) * (1 - dxs)) * std * diff
+                gx = gx.sum(axis=(-2, -1)) * plan["roi_w"][:, None, None, None]
+                gy = gy.sum(axis=(-2, -1)) * plan["roi_h"][:, None, None, None]
+                r, d, ph, pw = np.meshgrid(np.arange(gx.shape[0]), np.arange(gx.shape[1]),
+                                           np.arange(gx.shape[2]), np.arange(gx.shape[3]),
+                                           indexing="ij")
+                where = (r, 2 * plan["cls"][d], plan["part_h"][ph], plan["part_w"][pw])
+                np.add.at(dtrans, where, gx)
+                np.add.at(dtrans, (where[0], where[1] + 1, where[2], where[3]), gy)
+            return (LoDTensor(dx.reshape(x.shape).astype(x.dtype)),
+                    LoDTensor(dtrans.astype(trans.dtype)))
         return kernel
