@@ -125,3 +125,55 @@ def test_bad_offset_shape_and_arguments_are_refused():
         with pytest.raises(TypeError):
             fluid.layers.deformable_conv(fluid.data("xi", [None, 3, 8, 8], "int32"), off, mask,
                                          2, 3)
+
+
+def psroi_ref(x, rois, batch, trans, attrs):
+    """Deformable PSRoI pooling, one output element at a time."""
+    from fluidity.ops.roi import round_half_away
+    n, c, height, width = x.shape
+    ph_n, pw_n, s = attrs["pooled_height"], attrs["pooled_width"], attrs["sample_per_part"]
+    d, (gh_n, gw_n), (parth, partw) = attrs["output_dim"], attrs["group_size"], \
+        attrs["part_size"]
+    n_cls = trans.shape[1] // 2
+    out = np.zeros((len(rois), d, ph_n, pw_n))
+    for r, roi in enumerate(rois):
+        sw, sh = round_half_away(roi[0]) * attrs["spatial_scale"] - 0.5, \
+            round_half_away(roi[1]) * attrs["spatial_scale"] - 0.5
+        rw = max((round_half_away(roi[2]) + 1) * attrs["spatial_scale"] - 0.5 - sw, 0.1)
+        rh = max((round_half_away(roi[3]) + 1) * attrs["spatial_scale"] - 0.5 - sh, 0.1)
+        for ct in range(d):
+            cls = ct // (d // n_cls)
+            for i in range(ph_n):
+                for j in range(pw_n):
+                    pa, pb = int(np.floor(i / ph_n * parth)), int(np.floor(j / pw_n * parth))
+                    tx = trans[r, 2 * cls, pa, pb] * attrs["trans_std"]
+                    ty = trans[r, 2 * cls + 1, pa, pb] * attrs["trans_std"]
+                    w0, h0 = j * rw / pw_n + sw + tx * rw, i * rh / ph_n + sh + ty * rh
+                    gw = min(max(int(np.floor(j * gw_n / pw_n)), 0), gw_n - 1)
+                    gh = min(max(int(np.floor(i * gh_n / ph_n)), 0), gh_n - 1)
+                    ch = (ct * gh_n + gh) * gw_n + gw
+                    vals = []
+                    for a in range(s):
+                        for b in range(s):
+                            w, h = w0 + b * rw / pw_n / s, h0 + a * rh / ph_n / s
+                            if w < -0.5 or w > width - 0.5 or h < -0.5 or h > height - 0.5:
+                                continue
+                            vals.append(bilinear(x[batch[r], ch], min(max(h, 0), height - 1),
+                                                 min(max(w, 0), width - 1)))
+                    out[r, ct, i, j] = np.mean(vals) if vals else 0.0
+    return out
+
+
+def test_deformable_psroi_pooling():
+    from fluidity.core.tensor import LoDTensor
+    x = rng.uniform(-1, 1, (2, 8, 6, 6)).astype(np.float32)       # output_dim 2 x groups 2x2
+    rois = np.array([[0, 0, 9, 7], [2, 3, 11, 11], [4, 1, 8, 10]], np.float32)
+    trans = rng.uniform(-1, 1, (3, 2, 2, 2)).astype(np.float32)
+    attrs = {"no_trans": False, "spatial_scale": 0.5, "output_dim": 2, "group_size": [2, 2],
+             "pooled_height": 2, "pooled_width": 2, "part_size": [2, 2],
+             "sample_per_part": 2, "trans_std": 0.1}
+    ins = {"Input": x, "ROIs": LoDTensor(rois, [[0, 1, 3]]), "Trans": trans}
+    want = psroi_ref(x.astype(np.float64), rois, [0, 1, 1], trans, attrs)
+    check_output("deformable_psroi_pooling", ins, {"Output": want}, attrs, atol=1e-5)
+    check_grad("deformable_psroi_pooling", ins, ["Input", "Trans"], attrs,
+               output_slots=["Output"])
