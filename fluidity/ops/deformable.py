@@ -46,6 +46,10 @@ def _geometry(attrs, xs, ws, offs, masks, op):
     if xs[1] >= 0 and xs[1] % dg:
         raise ShapeError(f"{op}: {xs[1]} input channels are not divisible by "
                          f"deformable_groups={dg}")
+    step = attrs.get("im2col_step", 64)
+    if xs[0] > step and xs[0] % step:
+        raise ShapeError(f"{op}: Input batchsize must be smaller than or divide im2col_step. "
+                         f"But received Input batchsize:[{xs[0]}], im2col_step:[{step}]")
     oh, ow = (deformable_out_size(xs[2 + i], ws[2 + i], strides[i], pads[i], dil[i])
               for i in range(2))
     if (xs[2] >= 0 and oh <= 0) or (xs[3] >= 0 and ow <= 0):
