@@ -99,6 +99,19 @@ def _assign(n_anchor, fg, bg):
     return loc, inside, fg_now, bg_now
 
 
+def _target_outputs(parts, dtype):
+    """The anchor assigners' outputs from per-image lists: LocationIndex, ScoreIndex,
+    TargetBBox, TargetLabel, BBoxInsideWeight (and ForegroundNumber when collected)."""
+    cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
+    outs = [LoDTensor(cat["loc"].astype(np.int32)), LoDTensor(cat["score"].astype(np.int32)),
+            LoDTensor(cat["bbox"].reshape(-1, 4).astype(dtype)),
+            LoDTensor(cat["label"].reshape(-1, 1).astype(np.int32)),
+            LoDTensor(cat["inside"].reshape(-1, 4).astype(dtype))]
+    if "fg" in cat:
+        outs.append(LoDTensor(cat["fg"].reshape(-1, 1).astype(np.int32)))
+    return tuple(outs)
+
+
 class RpnTargetAssign(OpDef):
     type = "rpn_target_assign"
     inputs = (In("Anchor"), In("GtBoxes"), In("IsCrowd"), In("ImInfo"))
@@ -164,13 +177,7 @@ class RpnTargetAssign(OpDef):
                 parts["label"].append(np.concatenate([np.ones(len(fg)), np.zeros(len(bg))]))
                 parts["bbox"].append(deltas)
                 parts["inside"].append(inside)
-            cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
-            dt = anchors.dtype
-            return (LoDTensor(cat["loc"].astype(np.int32)),
-                    LoDTensor(cat["score"].astype(np.int32)),
-                    LoDTensor(cat["bbox"].reshape(-1, 4).astype(dt)),
-                    LoDTensor(cat["label"].reshape(-1, 1).astype(np.int32)),
-                    LoDTensor(cat["inside"].reshape(-1, 4).astype(dt)))
+            return _target_outputs(parts, anchors.dtype)
         return kernel
 
 
@@ -221,14 +228,7 @@ class RetinanetTargetAssign(OpDef):
                 parts["bbox"].append(deltas)
                 parts["inside"].append(inside)
                 parts["fg"].append([len(loc) + 1])
-            cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
-            dt = anchors.dtype
-            return (LoDTensor(cat["loc"].astype(np.int32)),
-                    LoDTensor(cat["score"].astype(np.int32)),
-                    LoDTensor(cat["bbox"].reshape(-1, 4).astype(dt)),
-                    LoDTensor(cat["label"].reshape(-1, 1).astype(np.int32)),
-                    LoDTensor(cat["inside"].reshape(-1, 4).astype(dt)),
-                    LoDTensor(cat["fg"].reshape(-1, 1).astype(np.int32)))
+            return _target_outputs(parts, anchors.dtype)
         return kernel
 
 
