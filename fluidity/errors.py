@@ -78,8 +78,9 @@ class FlagError(FluidityError, ValueError):
     """A global flag that does not exist, or a value it cannot take."""
 
 
-class DTypeError(FluidityError, ValueError):
-    """A dtype Fluidity does not know or cannot use there."""
+class DTypeError(FluidityError, ValueError, TypeError):
+    """A dtype Fluidity does not know or cannot use there (a TypeError too: Fluid's
+    convert_np_dtype_to_dtype_ raises numpy's TypeError for an unknown dtype name)."""
 
 
 class EOFException(FluidityError):

@@ -26,6 +26,17 @@ class LayerHelper:
     def block(self):
         return self.main_program.current_block()
 
+    @property
+    def param_attr(self):
+        """The layer's `param_attr` keyword as a ParamAttr (Fluid's LayerHelper.param_attr,
+        which layer functions written outside Fluid read)."""
+        return ParamAttr.to_attr(self.kwargs.get("param_attr"))
+
+    @property
+    def bias_attr(self):
+        """The layer's `bias_attr` keyword as a ParamAttr (False stays False: no bias)."""
+        return ParamAttr.to_attr(self.kwargs.get("bias_attr"))
+
     def append_op(self, *args, **kwargs):
         return self.block().append_op(*args, **kwargs)
 

@@ -4,24 +4,14 @@ declined name only where no real layer has it)."""
 from ..errors import declined_class
 
 
-_DETECTION = "a detection layer, outside Fluidity's scope"
-_SAMPLER = ("the {} op (a randomly sampling target assigner of two-stage detectors) is not "
-            "built")
-
 # name: why
 DECLINED = {
     "lstm": "the cuDNN LSTM op is not built; use dynamic_lstm or StaticRNN",
-    "deformable_conv": _DETECTION, "deformable_roi_pooling": _DETECTION,
     # Fluid 1.8's fluid.layers.detection names not built (the rest of it is:
     # fluidity/layers/detection.py): training-target samplers of two-stage detectors and
     # detection heads few programs use
-    "rpn_target_assign": _SAMPLER.format("rpn_target_assign"),
-    "retinanet_target_assign": _SAMPLER.format("retinanet_target_assign"),
-    "generate_proposal_labels": _SAMPLER.format("generate_proposal_labels"),
     "generate_mask_labels": ("the generate_mask_labels op (Mask R-CNN's mask targets, "
                              "rasterizing polygons) is not built"),
-    "locality_aware_nms": ("the locality_aware_nms op (EAST's polygon merging NMS) is not "
-                           "built; use multiclass_nms"),
     "tree_conv": ("the tree_conv op (tree-based convolution over edge sets, TBCNN) and its "
                   "tree-to-column transform are not built"),
 }

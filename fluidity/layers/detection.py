@@ -18,6 +18,8 @@ __all__ = ["prior_box", "density_prior_box", "multi_box_head", "bipartite_match"
            "polygon_box_transform", "yolov3_loss", "yolo_box", "box_clip", "multiclass_nms",
            "distribute_fpn_proposals", "box_decoder_and_assign", "collect_fpn_proposals",
            "roi_perspective_transform", "retinanet_detection_output",
+           "rpn_target_assign", "retinanet_target_assign", "generate_proposal_labels",
+           "locality_aware_nms",
            # Fluid 1.6-1.7 (its op remains in 1.8, written by detection_output)
            "multiclass_nms2"]
 
@@ -639,4 +641,133 @@ def collect_fpn_proposals(multi_rois, multi_scores, min_level, max_level, post_n
                      inputs={"MultiLevelRois": multi_rois[:n],
                              "MultiLevelScores": multi_scores[:n]},
                      outputs={"FpnRois": out}, attrs={"post_nms_topN": int(post_nms_top_n)})
+    return _stop(out)
+
+
+# --- training targets (ops in fluidity/ops/anchor_targets.py) ----------------------------------
+def _anchor_target_checks(layer, **args):
+    for arg, (v, dtypes) in args.items():
+        check_dtype_of(layer, arg, v, dtypes)
+
+
+def _gather_predictions(cls_logits, bbox_pred, num_classes, score_index, loc_index):
+    from .manip import gather, reshape
+    return (gather(reshape(cls_logits, (-1, num_classes)), score_index),
+            gather(reshape(bbox_pred, (-1, 4)), loc_index))
+
+
+def rpn_target_assign(bbox_pred, cls_logits, anchor_box, anchor_var, gt_boxes, is_crowd,
+                      im_info, rpn_batch_size_per_im=256, rpn_straddle_thresh=0.0,
+                      rpn_fg_fraction=0.5, rpn_positive_overlap=0.7, rpn_negative_overlap=0.3,
+                      use_random=True):
+    """Faster R-CNN's RPN targets: anchors matched to the ground truth and sampled (op
+    rpn_target_assign). Returns (predicted scores, predicted locations, target labels,
+    target boxes, inside weights): the predictions gathered at the sampled anchors."""
+    for arg, v in (("bbox_pred", bbox_pred), ("cls_logits", cls_logits),
+                   ("anchor_box", anchor_box), ("gt_boxes", gt_boxes), ("is_crowd", is_crowd),
+                   ("im_info", im_info)):
+        _var("rpn_target_assign", arg, v)
+    helper = LayerHelper("rpn_target_assign")
+    loc, score, label, bbox, inside = _temps(helper, "int32", "int32", "int32",
+                                             anchor_box.dtype, anchor_box.dtype)
+    helper.append_op("rpn_target_assign",
+                     inputs={"Anchor": anchor_box, "GtBoxes": gt_boxes, "IsCrowd": is_crowd,
+                             "ImInfo": im_info},
+                     outputs={"LocationIndex": loc, "ScoreIndex": score, "TargetLabel": label,
+                              "TargetBBox": bbox, "BBoxInsideWeight": inside},
+                     attrs={"rpn_batch_size_per_im": int(rpn_batch_size_per_im),
+                            "rpn_straddle_thresh": float(rpn_straddle_thresh),
+                            "rpn_positive_overlap": float(rpn_positive_overlap),
+                            "rpn_negative_overlap": float(rpn_negative_overlap),
+                            "rpn_fg_fraction": float(rpn_fg_fraction),
+                            "use_random": bool(use_random)})
+    _stop(loc, score, label, bbox, inside)
+    scores, locs = _gather_predictions(cls_logits, bbox_pred, 1, score, loc)
+    return scores, locs, label, bbox, inside
+
+
+def retinanet_target_assign(bbox_pred, cls_logits, anchor_box, anchor_var, gt_boxes, gt_labels,
+                            is_crowd, im_info, num_classes=1, positive_overlap=0.5,
+                            negative_overlap=0.4):
+    """RetinaNet's targets: every fg / bg anchor with its class (op
+    retinanet_target_assign). Returns (predicted scores, predicted locations, target labels,
+    target boxes, inside weights, foreground count + 1 per image)."""
+    _anchor_target_checks("retinanet_target_assign", bbox_pred=(bbox_pred, _FLOATS),
+                          cls_logits=(cls_logits, _FLOATS), anchor_box=(anchor_box, _FLOATS),
+                          anchor_var=(anchor_var, _FLOATS), gt_boxes=(gt_boxes, _FLOATS),
+                          gt_labels=(gt_labels, ("int32",)), is_crowd=(is_crowd, ("int32",)),
+                          im_info=(im_info, _FLOATS))
+    helper = LayerHelper("retinanet_target_assign")
+    loc, score, label, bbox, inside, fg_num = _temps(
+        helper, "int32", "int32", "int32", anchor_box.dtype, anchor_box.dtype, "int32")
+    helper.append_op("retinanet_target_assign",
+                     inputs={"Anchor": anchor_box, "GtBoxes": gt_boxes, "GtLabels": gt_labels,
+                             "IsCrowd": is_crowd, "ImInfo": im_info},
+                     outputs={"LocationIndex": loc, "ScoreIndex": score, "TargetLabel": label,
+                              "TargetBBox": bbox, "BBoxInsideWeight": inside,
+                              "ForegroundNumber": fg_num},
+                     attrs={"positive_overlap": float(positive_overlap),
+                            "negative_overlap": float(negative_overlap)})
+    _stop(loc, score, label, bbox, inside, fg_num)
+    scores, locs = _gather_predictions(cls_logits, bbox_pred, num_classes, score, loc)
+    return scores, locs, label, bbox, inside, fg_num
+
+
+def generate_proposal_labels(rpn_rois, gt_classes, is_crowd, gt_boxes, im_info,
+                             batch_size_per_im=256, fg_fraction=0.25, fg_thresh=0.25,
+                             bg_thresh_hi=0.5, bg_thresh_lo=0.0,
+                             bbox_reg_weights=[0.1, 0.1, 0.2, 0.2], class_nums=None,
+                             use_random=True, is_cls_agnostic=False, is_cascade_rcnn=False):
+    """Fast R-CNN head targets from RPN proposals (op generate_proposal_labels). Returns
+    (rois, labels_int32, bbox_targets, bbox_inside_weights, bbox_outside_weights), one
+    sequence per image."""
+    for arg, v in (("rpn_rois", rpn_rois), ("gt_classes", gt_classes), ("is_crowd", is_crowd),
+                   ("gt_boxes", gt_boxes), ("im_info", im_info)):
+        _var("generate_proposal_labels", arg, v)
+    if class_nums is None and not is_cls_agnostic:
+        raise ValueError("generate_proposal_labels: class_nums must be given")
+    helper = LayerHelper("generate_proposal_labels")
+    rois, labels, targets, inside, outside = _temps(
+        helper, rpn_rois.dtype, "int32", rpn_rois.dtype, rpn_rois.dtype, rpn_rois.dtype)
+    helper.append_op("generate_proposal_labels",
+                     inputs={"RpnRois": rpn_rois, "GtClasses": gt_classes,
+                             "IsCrowd": is_crowd, "GtBoxes": gt_boxes, "ImInfo": im_info},
+                     outputs={"Rois": rois, "LabelsInt32": labels, "BboxTargets": targets,
+                              "BboxInsideWeights": inside, "BboxOutsideWeights": outside},
+                     attrs={"batch_size_per_im": int(batch_size_per_im),
+                            "fg_fraction": float(fg_fraction), "fg_thresh": float(fg_thresh),
+                            "bg_thresh_hi": float(bg_thresh_hi),
+                            "bg_thresh_lo": float(bg_thresh_lo),
+                            "bbox_reg_weights": [float(w) for w in bbox_reg_weights],
+                            "class_nums": int(class_nums if class_nums is not None else 2),
+                            "use_random": bool(use_random),
+                            "is_cls_agnostic": bool(is_cls_agnostic),
+                            "is_cascade_rcnn": bool(is_cascade_rcnn)})
+    return _stop(rois, labels, targets, inside, outside)
+
+
+def locality_aware_nms(bboxes, scores, score_threshold, nms_top_k, keep_top_k,
+                       nms_threshold=0.3, normalized=True, nms_eta=1., background_label=-1,
+                       name=None):
+    """EAST's locality-aware NMS (op locality_aware_nms): boxes merged with their overlapping
+    predecessors, then multiclass NMS. Scores [N, 1, M] (one class, as Fluid)."""
+    check_dtype_of("locality_aware_nms", "bboxes", bboxes, _FLOATS)
+    check_dtype_of("locality_aware_nms", "scores", scores, _FLOATS)
+    for arg, v, kind in (("background_label", background_label, int),
+                         ("score_threshold", score_threshold, float),
+                         ("nms_top_k", nms_top_k, int), ("nms_eta", nms_eta, float),
+                         ("nms_threshold", nms_threshold, float),
+                         ("keep_top_k", keep_top_k, int), ("normalized", normalized, bool)):
+        _typed("locality_aware_nms", arg, v, kind)
+    if len(scores.shape) != 3 or scores.shape[1] != 1:
+        raise ValueError(f"locality_aware_nms only support one class, Tensor score shape must "
+                         f"be [N, 1, M], got {list(scores.shape)}")
+    helper = LayerHelper("locality_aware_nms", name=name)
+    (out,) = _temps(helper, bboxes.dtype)
+    helper.append_op("locality_aware_nms", inputs={"BBoxes": bboxes, "Scores": scores},
+                     outputs={"Out": out},
+                     attrs={"background_label": background_label,
+                            "score_threshold": score_threshold, "nms_top_k": nms_top_k,
+                            "nms_threshold": nms_threshold, "nms_eta": nms_eta,
+                            "keep_top_k": keep_top_k, "normalized": normalized})
     return _stop(out)

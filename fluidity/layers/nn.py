@@ -1,4 +1,6 @@
 """Neural-network layers: fc, embedding, mean, elementwise_*, matmul, ..."""
+import numbers
+
 from ..core import dtypes
 from ..core.dtypes import VarType
 from ..errors import ShapeError
@@ -163,18 +165,35 @@ def triple(v, what):
     return int_list(v, 3, what)
 
 
-def padding_attrs(padding, what):
-    """(paddings, padding_algorithm) from an int, a pair, [t, b, l, r] or 'SAME'/'VALID'."""
+def padding_attrs(padding, what, nd=2, data_format=None):
+    """(paddings, padding_algorithm) of a conv/pool layer over `nd` spatial dims, as Fluid
+    1.8 reads its `padding`: 'SAME' / 'VALID'; an int; nd ints; 2*nd ints (before, after per
+    dim); or one [before, after] pair per dim of the input, batch and channel pairs zero.
+    Symmetric before/after pairs fold to one value per dim, as Fluid writes them."""
     if isinstance(padding, str):
         algo = padding.upper()
         if algo not in ("SAME", "VALID"):
-            raise ValueError(f"{what}: padding must be 'SAME', 'VALID' or ints, got {padding!r}")
-        return [0, 0], algo
-    if isinstance(padding, int):
-        return [padding, padding], "EXPLICIT"
-    padding = [int(p) for p in padding]
-    if len(padding) not in (2, 4):
-        raise ValueError(f"{what}: padding needs 2 or 4 values, got {padding}")
+            raise ValueError(f"{what}: Unknown padding: '{padding}'. It can only be 'SAME' or "
+                             f"'VALID'.")
+        return [0] * nd, algo
+    if isinstance(padding, numbers.Integral):
+        return [int(padding)] * nd, "EXPLICIT"
+    padding = list(padding)
+    if len(padding) == nd + 2 and all(isinstance(p, (list, tuple)) for p in padding):
+        last = data_format in ("NHWC", "NDHWC")
+        outer = (0, nd + 1) if last else (0, 1)
+        for i in outer:
+            if [int(v) for v in padding[i]] != [0, 0]:
+                raise ValueError(f"{what}: Non-zero padding({padding}) in the batch or channel "
+                                 f"dimensions is not supported.")
+        spatial = padding[1:nd + 1] if last else padding[2:]
+        padding = [int(v) for pair_ in spatial for v in pair_]
+    else:
+        padding = [int(p) for p in padding]
+    if len(padding) == 2 * nd and all(padding[2 * i] == padding[2 * i + 1] for i in range(nd)):
+        padding = padding[::2]
+    if len(padding) not in (nd, 2 * nd):
+        raise ValueError(f"{what}: padding needs {nd} or {2 * nd} values, got {padding}")
     return padding, "EXPLICIT"
 
 
@@ -208,7 +227,7 @@ def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
     if num_channels == groups and num_filters % num_channels == 0 and not use_cudnn:
         op_type = "depthwise_conv2d"
     filter_size = pair(filter_size, "filter_size")
-    paddings, algo = padding_attrs(padding, "conv2d")
+    paddings, algo = padding_attrs(padding, "conv2d", 2, data_format)
     filter_shape = [num_filters, num_channels // groups] + filter_size
     from ..initializer import NormalInitializer
     std = (2.0 / (filter_size[0] * filter_size[1] * num_channels)) ** 0.5
@@ -232,9 +251,12 @@ def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
     """Max or average pooling (op pool2d); `exclusive` averages over the unpadded elements."""
     if pool_type not in ("max", "avg"):
         raise ValueError(f"pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    if not isinstance(use_cudnn, bool):
+        raise TypeError(f"Attr(use_cudnn) should be True or False. Received Attr(use_cudnn): "
+                        f"{use_cudnn}.")
     if not global_pooling and pool_size == -1:
         raise ValueError("pool2d: give pool_size, or global_pooling=True")
-    paddings, algo = padding_attrs(pool_padding, "pool2d")
+    paddings, algo = padding_attrs(pool_padding, "pool2d", 2, data_format)
     if algo == "VALID" and ceil_mode:
         raise ValueError("pool2d: ceil_mode must be False with padding 'VALID'")
     helper = LayerHelper("pool2d", name=name)

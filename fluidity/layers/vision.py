@@ -19,7 +19,7 @@ __all__ = ["conv2d_transpose", "adaptive_pool2d", "image_resize", "resize_biline
            "crop_tensor", "space_to_depth", "pixel_shuffle", "shuffle_channel",
            "temporal_shift", "maxout", "affine_channel", "lrn", "merge_selected_rows",
            "get_tensor_from_selected_rows", "conv3d", "conv3d_transpose", "pool3d",
-           "unfold"]
+           "unfold", "deformable_conv", "deformable_roi_pooling"]
 
 
 def _rank(layer, x, n):
@@ -52,7 +52,7 @@ def conv2d_transpose(input, num_filters, output_size=None, filter_size=None, pad
         raise ShapeError(f"conv2d_transpose: input channels {c} must be known and divisible "
                          f"by groups={groups}")
     stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
-    paddings, algo = padding_attrs(padding, "conv2d_transpose")
+    paddings, algo = padding_attrs(padding, "conv2d_transpose", 2, data_format)
     if filter_size is None:
         if output_size is None:
             raise ValueError("conv2d_transpose: give filter_size or output_size")
@@ -75,6 +75,94 @@ def conv2d_transpose(input, num_filters, output_size=None, filter_size=None, pad
                             "data_format": data_format})
     pre_act = helper.append_bias_op(pre_bias, bias_attr, dim_start=c_axis, dim_end=c_axis + 1)
     return helper.append_activation(pre_act, act)
+
+
+def deformable_conv(input, offset, mask, num_filters, filter_size, stride=1, padding=0,
+                    dilation=1, groups=None, deformable_groups=None, im2col_step=None,
+                    param_attr=None, bias_attr=None, modulated=True, name=None):
+    """Deformable convolution of NCHW `input`: every filter tap reads the input at its
+    position moved by `offset` (bilinear sampling), scaled by `mask` when `modulated`
+    (op deformable_conv, v2) or not (mask ignored: op deformable_conv_v1). Filter weights
+    default to N(0, sqrt(2 / (kh * kw * C))), a per-filter bias follows, as in Fluid."""
+    from ..initializer import NormalInitializer
+    if not isinstance(input, Variable):
+        raise TypeError("Input of deformable_conv must be Variable")
+    if not isinstance(offset, Variable):
+        raise TypeError("Input Offset of deformable_conv must be Variable")
+    if modulated and not isinstance(mask, Variable):
+        raise TypeError("deformable_conv: a modulated (v2) deformable_conv needs mask, a "
+                        "Variable")
+    if param_attr is False:
+        raise ValueError("param_attr should not be False here.")
+    _rank("deformable_conv", input, 4)
+    c = input.shape[1]
+    if c < 0:
+        raise ShapeError(f"deformable_conv: the channel dim of input {list(input.shape)} must "
+                         f"be known")
+    if groups is not None and c % groups:
+        raise ValueError("num_channels must be divisible by groups.")
+    k = pair(filter_size, "filter_size")
+    helper = LayerHelper("deformable_conv", input=input, param_attr=param_attr,
+                         bias_attr=bias_attr, name=name)
+    std = (2.0 / (k[0] * k[1] * c)) ** 0.5
+    w = helper.create_parameter(param_attr, [num_filters, c // (groups or 1)] + k,
+                                input.dtype, default_initializer=NormalInitializer(0.0, std))
+    pre = helper.create_variable_for_type_inference(input.dtype)
+    inputs = {"Input": input, "Filter": w, "Offset": offset}
+    if modulated:
+        inputs["Mask"] = mask
+    attrs = {"strides": pair(stride, "stride"), "paddings": pair(padding, "padding"),
+             "dilations": pair(dilation, "dilation")}
+    for key, v in (("groups", groups), ("deformable_groups", deformable_groups),
+                   ("im2col_step", im2col_step)):
+        if v is not None:               # Fluid leaves an unset one at the op's default
+            attrs[key] = int(v)
+    helper.append_op("deformable_conv" if modulated else "deformable_conv_v1", inputs=inputs,
+                     outputs={"Output": pre}, attrs=attrs)
+    return helper.append_bias_op(pre, bias_attr, dim_start=1, dim_end=2)
+
+
+def deformable_roi_pooling(input, rois, trans, no_trans=False, spatial_scale=1.0,
+                           group_size=[1, 1], pooled_height=1, pooled_width=1, part_size=None,
+                           sample_per_part=1, trans_std=0.1, position_sensitive=False,
+                           name=None):
+    """Deformable RoI pooling of NCHW `input` over boxes `rois` ([R, 4], LoD per image),
+    each bin moved by `trans` (op deformable_psroi_pooling); position_sensitive divides the
+    channels among the pooled_height x pooled_width bins (deformable PSRoI pooling)."""
+    from .checks import check_dtype_of
+    for arg, v in (("input", input), ("rois", rois), ("trans", trans)):
+        check_dtype_of("deformable_roi_pooling", arg, v, ("float32", "float64"))
+    if not isinstance(group_size, (list, tuple)):
+        raise TypeError(f"deformable_roi_pooling: group_size must be a list or tuple, got "
+                        f"{type(group_size).__name__}")
+    if part_size is not None and not isinstance(part_size, (list, tuple)):
+        raise TypeError(f"deformable_roi_pooling: part_size must be a list or tuple, got "
+                        f"{type(part_size).__name__}")
+    _rank("deformable_roi_pooling", input, 4)
+    c = input.shape[1]
+    if position_sensitive:
+        if c < 0 or c % (pooled_height * pooled_width):
+            raise ShapeError(f"deformable_roi_pooling: position_sensitive needs the {c} input "
+                             f"channels divisible by pooled_height * pooled_width")
+        out_dim = c // (pooled_height * pooled_width)
+    else:
+        out_dim = c
+    part = pair(part_size if part_size is not None else [pooled_height, pooled_width],
+                "part_size")
+    helper = LayerHelper("deformable_psroi_pooling", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    count = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    helper.append_op("deformable_psroi_pooling",
+                     inputs={"Input": input, "ROIs": rois, "Trans": trans},
+                     outputs={"Output": out, "TopCount": count},
+                     attrs={"no_trans": bool(no_trans), "spatial_scale": float(spatial_scale),
+                            "output_dim": int(out_dim),
+                            "group_size": pair(list(group_size), "group_size"),
+                            "pooled_height": int(pooled_height),
+                            "pooled_width": int(pooled_width), "part_size": part,
+                            "sample_per_part": int(sample_per_part),
+                            "trans_std": float(trans_std)})
+    return out
 
 
 def adaptive_pool2d(input, pool_size, pool_type="max", require_index=False, name=None):
@@ -235,9 +323,22 @@ def group_norm(input, groups, epsilon=1e-05, param_attr=None, bias_attr=None, ac
         raise ShapeError(f"group_norm: {c} channels must be known and divisible by "
                          f"groups={groups}")
     helper = LayerHelper("group_norm", act=act, name=name)
-    y = _normalize(helper, "group_norm", input, param_attr, bias_attr, c,
-                   ("Mean", "Variance"), {"epsilon": float(epsilon), "groups": groups,
-                                          "data_layout": data_layout})
+    # as Fluid 1.8 builds it: a Scale (1) only when param_attr is given, a Bias (0) only
+    # when bias_attr is, so a default group_norm has no parameters (and its saved models
+    # none either)
+    from ..initializer import ConstantInitializer
+    inputs = {"X": input}
+    if param_attr:
+        inputs["Scale"] = helper.create_parameter(param_attr, [c], input.dtype,
+                                                  default_initializer=ConstantInitializer(1.0))
+    if bias_attr:
+        inputs["Bias"] = helper.create_parameter(bias_attr, [c], input.dtype, is_bias=True)
+    y = helper.create_variable_for_type_inference(input.dtype)
+    stats = {s: helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+             for s in ("Mean", "Variance")}
+    helper.append_op("group_norm", inputs=inputs, outputs={"Y": y, **stats},
+                     attrs={"epsilon": float(epsilon), "groups": groups,
+                            "data_layout": data_layout})
     return helper.append_activation(y, act)
 
 
@@ -389,17 +490,19 @@ def affine_channel(x, scale=None, bias=None, data_layout="NCHW", name=None, act=
 
 
 def lrn(input, n=5, k=1.0, alpha=1e-4, beta=0.75, name=None, data_format="NCHW"):
-    """Local response normalization across channels of 4-D NCHW `input`."""
+    """Local response normalization across channels of 4-D NCHW (or NHWC) `input`."""
     check_variables("lrn", input=input)
     _rank("lrn", input, 4)
-    if data_format != "NCHW":
-        raise ValueError(f"lrn: only data_format 'NCHW' is built, got {data_format!r}")
+    if data_format not in ("NCHW", "NHWC"):
+        raise ValueError(f"Attr(data_format) of Op(fluid.layers.lrn) got wrong value: "
+                         f"received {data_format} but only NCHW or NHWC supported.")
     helper = LayerHelper("lrn", name=name)
     out = helper.create_variable_for_type_inference(input.dtype)
     mid = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
     helper.append_op("lrn", inputs={"X": input}, outputs={"Out": out, "MidOut": mid},
                      attrs={"n": _positive_int("lrn", "n", n), "k": float(k),
-                            "alpha": float(alpha), "beta": float(beta)})
+                            "alpha": float(alpha), "beta": float(beta),
+                            "data_format": data_format})
     return out
 
 
@@ -422,24 +525,17 @@ def get_tensor_from_selected_rows(x, name=None):
 
 
 # --- 3-D convolution and pooling, unfold (ops in fluidity/ops/volume.py) ----------------------
-def _pads3(padding, layer):
-    if isinstance(padding, str):
-        raise ValueError(f"{layer}: only explicit int paddings are built, got {padding!r}")
-    if isinstance(padding, int):
-        return [padding] * 3
-    padding = [int(p) for p in padding]
-    if len(padding) not in (3, 6):
-        raise ValueError(f"{layer}: padding needs 3 or 6 values, got {padding}")
-    return padding
-
-
-def _check_ncdhw(layer, input, data_format):
+def _check_volume(layer, input, data_format):
+    """Checks `input` of a 3-D layer; returns the channel axis for data_format."""
     check_variables(layer, input=input)
     _rank(layer, input, 5)
-    if data_format != "NCDHW":
-        raise ValueError(f"{layer}: only data_format 'NCDHW' is built, got {data_format!r}")
-    if input.shape[1] < 0:
+    if data_format not in ("NCDHW", "NDHWC"):
+        raise ValueError(f"{layer}: data_format must be 'NCDHW' or 'NDHWC', got "
+                         f"{data_format!r}")
+    c_axis = 1 if data_format == "NCDHW" else 4
+    if input.shape[c_axis] < 0:
         raise ShapeError(f"{layer}: the channel dim of {list(input.shape)} must be known")
+    return c_axis
 
 
 def conv3d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, groups=None,
@@ -450,12 +546,13 @@ def conv3d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
     if not isinstance(use_cudnn, bool):
         raise ValueError(f"Attr(use_cudnn) should be True or False. Received Attr(use_cudnn): "
                          f"{use_cudnn}.")
-    _check_ncdhw("conv3d", input, data_format)
-    c = input.shape[1]
+    c_axis = _check_volume("conv3d", input, data_format)
+    c = input.shape[c_axis]
     groups = 1 if groups is None else int(groups)
     if c % groups:
         raise ShapeError(f"conv3d: {c} channels are not divisible by groups={groups}")
     k = triple(filter_size, "conv3d: filter_size")
+    paddings, algo = padding_attrs(padding, "conv3d", 3, data_format)
     helper = LayerHelper("conv3d", input=input, param_attr=param_attr, bias_attr=bias_attr,
                          act=act, name=name)
     std = (2.0 / (k[0] * k[1] * k[2] * c)) ** 0.5
@@ -464,29 +561,35 @@ def conv3d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
     pre = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("conv3d", inputs={"Input": input, "Filter": w}, outputs={"Output": pre},
                      attrs={"strides": triple(stride, "conv3d: stride"),
-                            "paddings": _pads3(padding, "conv3d"),
+                            "paddings": paddings, "padding_algorithm": algo,
                             "dilations": triple(dilation, "conv3d: dilation"),
-                            "groups": groups, "use_cudnn": use_cudnn})
-    return helper.append_activation(helper.append_bias_op(pre, bias_attr, 1, 2), act)
+                            "groups": groups, "use_cudnn": use_cudnn,
+                            "use_mkldnn": False, "data_format": data_format})
+    return helper.append_activation(
+        helper.append_bias_op(pre, bias_attr, c_axis, c_axis + 1), act)
 
 
 def conv3d_transpose(input, num_filters, output_size=None, filter_size=None, padding=0,
                      stride=1, dilation=1, groups=None, param_attr=None, bias_attr=None,
                      use_cudnn=True, act=None, name=None, data_format="NCDHW"):
     """The transpose of conv3d (3-D upsampling); give filter_size, or output_size."""
-    _check_ncdhw("conv3d_transpose", input, data_format)
-    c = input.shape[1]
+    c_axis = _check_volume("conv3d_transpose", input, data_format)
+    c = input.shape[c_axis]
+    spatial = [2, 3, 4] if c_axis == 1 else [1, 2, 3]
     groups = 1 if groups is None else int(groups)
+    if c % groups:
+        raise ShapeError(f"conv3d_transpose: {c} channels are not divisible by "
+                         f"groups={groups}")
     stride, dilation = triple(stride, "stride"), triple(dilation, "dilation")
-    pads = _pads3(padding, "conv3d_transpose")
+    pads, algo = padding_attrs(padding, "conv3d_transpose", 3, data_format)
     p2 = [(pads[i], pads[i]) for i in range(3)] if len(pads) == 3 else \
         [(pads[2 * i], pads[2 * i + 1]) for i in range(3)]
     if filter_size is None:
         if output_size is None:
             raise ValueError("conv3d_transpose: give filter_size or output_size")
         out = triple(output_size, "output_size")
-        filter_size = [(out[i] - (input.shape[2 + i] - 1) * stride[i] + p2[i][0] + p2[i][1]
-                        - 1) // dilation[i] + 1 for i in range(3)]
+        filter_size = [(out[i] - (input.shape[spatial[i]] - 1) * stride[i] + p2[i][0]
+                        + p2[i][1] - 1) // dilation[i] + 1 for i in range(3)]
     k = triple(filter_size, "filter_size")
     helper = LayerHelper("conv3d_transpose", input=input, param_attr=param_attr,
                          bias_attr=bias_attr, act=act, name=name)
@@ -494,30 +597,39 @@ def conv3d_transpose(input, num_filters, output_size=None, filter_size=None, pad
     pre = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("conv3d_transpose", inputs={"Input": input, "Filter": w},
                      outputs={"Output": pre},
-                     attrs={"strides": stride, "paddings": pads, "dilations": dilation,
-                            "groups": groups, "use_cudnn": use_cudnn,
+                     attrs={"strides": stride, "paddings": pads, "padding_algorithm": algo,
+                            "dilations": dilation, "groups": groups, "use_cudnn": use_cudnn,
+                            "data_format": data_format,
                             "output_size": [] if output_size is None else
                             triple(output_size, "output_size")})
-    return helper.append_activation(helper.append_bias_op(pre, bias_attr, 1, 2), act)
+    return helper.append_activation(
+        helper.append_bias_op(pre, bias_attr, c_axis, c_axis + 1), act)
 
 
 def pool3d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
            global_pooling=False, use_cudnn=True, ceil_mode=False, name=None, exclusive=True,
            data_format="NCDHW"):
-    """Max or average pooling of NCDHW `input`."""
-    _check_ncdhw("pool3d", input, data_format)
+    """Max or average pooling of NCDHW (or NDHWC) `input`."""
+    if not isinstance(use_cudnn, bool):
+        raise TypeError(f"Attr(use_cudnn) should be True or False. Received Attr(use_cudnn): "
+                        f"{use_cudnn}.")
+    _check_volume("pool3d", input, data_format)
     if pool_type not in ("max", "avg"):
         raise ValueError(f"pool3d: pool_type must be 'max' or 'avg', got {pool_type!r}")
     if not global_pooling and pool_size == -1:
         raise ValueError("pool3d: give pool_size, or global_pooling=True")
-    if ceil_mode:
-        raise ValueError("pool3d: ceil_mode=True is not built")
+    paddings, algo = padding_attrs(pool_padding, "pool3d", 3, data_format)
+    if algo == "VALID" and ceil_mode:
+        raise ValueError('When Attr(pool_padding) is "VALID", Attr(ceil_mode) must be False. '
+                         'Received ceil_mode: True.')
     return one_op_layer("pool3d", {"X": input},
                         {"pooling_type": pool_type, "global_pooling": bool(global_pooling),
                          "ksize": [1, 1, 1] if pool_size == -1 else triple(pool_size, "pool_size"),
                          "strides": triple(pool_stride, "pool_stride"),
-                         "paddings": _pads3(pool_padding, "pool3d"), "exclusive": bool(exclusive),
-                         "use_cudnn": use_cudnn}, name=name)
+                         "paddings": paddings, "padding_algorithm": algo,
+                         "ceil_mode": bool(ceil_mode), "exclusive": bool(exclusive),
+                         "use_cudnn": use_cudnn, "use_mkldnn": False,
+                         "data_format": data_format}, name=name)
 
 
 def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):

@@ -27,19 +27,22 @@ _COMMON_CONV_ATTRS = {"use_cudnn": False, "use_mkldnn": False, "use_quantizer": 
 
 
 # --- geometry ------------------------------------------------------------------------------
-def _pads4(paddings):
-    """Paddle's paddings [ph, pw] or [top, bottom, left, right] -> [t, b, l, r]."""
+def _pads4(paddings, nd=2):
+    """Paddle's paddings, one per spatial dim ([ph, pw]) or two ([top, bottom, left, right];
+    [front, back, top, bottom, left, right] in 3-D) -> the two-per-dim form."""
     p = [int(v) for v in paddings]
-    if len(p) == 2:
-        return [p[0], p[0], p[1], p[1]]
-    if len(p) == 4:
+    if len(p) == nd:
+        return [v for v in p for _ in range(2)]
+    if len(p) == 2 * nd:
         return p
-    raise ShapeError(f"paddings must have 2 or 4 values, got {p}")
+    raise ShapeError(f"paddings must have {nd} or {2 * nd} values, got {p}")
 
 
 def resolve_padding(algo, in_hw, k_hw, strides, paddings, dilations=(1, 1)):
-    """Paddle's UpdatePaddingAndDilation: (pads [t, b, l, r], dilations) for EXPLICIT, SAME
-    (out = ceil(in / stride), dilation 1) or VALID (no padding)."""
+    """Paddle's UpdatePaddingAndDilation over any number of spatial dims: (pads [before,
+    after] per dim, flattened, and dilations) for EXPLICIT, SAME (out = ceil(in / stride),
+    dilation 1, the odd pixel after) or VALID (no padding)."""
+    nd = len(k_hw)
     if algo == "SAME":
         pads = []
         for n, k, s in zip(in_hw, k_hw, strides):
@@ -49,10 +52,12 @@ def resolve_padding(algo, in_hw, k_hw, strides, paddings, dilations=(1, 1)):
             out = (n + s - 1) // s
             total = max((out - 1) * s + k - n, 0)
             pads += [total // 2, total - total // 2]
-        return pads, [1, 1]
+        return pads, [1] * nd
     if algo == "VALID":
-        return [0, 0, 0, 0], list(dilations)
-    return _pads4(paddings), list(dilations)
+        return [0] * (2 * nd), list(dilations)
+    if algo not in ("EXPLICIT", "", None):
+        raise ShapeError(f"padding_algorithm must be 'SAME', 'VALID' or 'EXPLICIT', got {algo!r}")
+    return _pads4(paddings, nd), list(dilations)
 
 
 def out_size(n, k, s, p0, p1, d=1, ceil_mode=False):
@@ -328,6 +333,11 @@ class Conv2DTranspose(OpDef):
     grad = staticmethod(_conv_grad)
 
 
+class DepthwiseConv2DTranspose(Conv2DTranspose):
+    type = "depthwise_conv2d_transpose"
+    doc = "conv2d_transpose with groups == input channels (same kernel)."
+
+
 class Conv2DTransposeGrad(OpDef):
     type = "conv2d_transpose_grad"
     inputs, outputs = Conv2DGrad.inputs, Conv2DGrad.outputs   # the same slots as conv2d's
@@ -355,6 +365,10 @@ class Conv2DTransposeGrad(OpDef):
                 dx = dx.transpose(0, 2, 3, 1)
             return (np.ascontiguousarray(dx, dtype=x.dtype), dw.astype(w.dtype, copy=False), db)
         return kernel
+
+
+class DepthwiseConv2DTransposeGrad(Conv2DTransposeGrad):
+    type = "depthwise_conv2d_transpose_grad"
 
 
 # --- pool2d --------------------------------------------------------------------------------

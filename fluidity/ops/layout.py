@@ -10,7 +10,7 @@ modes (reflect, edge), crops and channel shuffles share one tested kernel and gr
 import numpy as np
 
 from ..errors import ExecutionError, ShapeError
-from .common import ints_from
+from .common import channel_last, ints_from
 from .registry import In, OpDef, Out, ints
 
 
@@ -498,19 +498,26 @@ class Lrn(OpDef):
     attrs = {"n": 5, "k": 2.0, "alpha": 0.0001, "beta": 0.75, "data_format": "AnyLayout",
              "is_test": False}
     doc = ("Local response normalization across channels: MidOut = k + alpha * sum of X^2 "
-           "over the n channels around c; Out = X * MidOut^-beta (NCHW).")
+           "over the n channels around c; Out = X * MidOut^-beta (NCHW; NHWC by "
+           "data_format, MidOut in X's layout).")
 
     @staticmethod
     def infer_shape(ctx):
         if len(ctx.input_shape("X")) != 4:
-            ctx.fail("X must be 4-D NCHW")
+            ctx.fail("X must be 4-D NCHW or NHWC")
         ctx.share("X", "Out")
         ctx.share("X", "MidOut")
 
     @staticmethod
-    def kernel(x, *, n, k, alpha, beta):
-        mid = k + alpha * _window_sum(x * x, n)
-        return (x * mid ** -beta).astype(x.dtype), mid.astype(x.dtype)
+    def kernel(x, *, n, k, alpha, beta, data_format):
+        last = channel_last(data_format)
+        xc = x.transpose(0, 3, 1, 2) if last else x
+        mid = k + alpha * _window_sum(xc * xc, n)
+        out = xc * mid ** -beta
+        if last:
+            out, mid = out.transpose(0, 2, 3, 1), mid.transpose(0, 2, 3, 1)
+        return (np.ascontiguousarray(out, dtype=x.dtype),
+                np.ascontiguousarray(mid, dtype=x.dtype))
 
 
     grad = staticmethod(lambda g: g.default())
@@ -525,7 +532,13 @@ class LrnGrad(OpDef):
     share_lod = None
 
     @staticmethod
-    def kernel(x, out, mid, dout, *, n, alpha, beta):
+    def kernel(x, out, mid, dout, *, n, alpha, beta, data_format):
+        if channel_last(data_format):     # the NCHW gradient, between two transposes
+            to_first = (0, 3, 1, 2)
+            dx = LrnGrad.kernel(x.transpose(to_first), None, mid.transpose(to_first),
+                                dout.transpose(to_first), n=n, alpha=alpha, beta=beta,
+                                data_format="NCHW")
+            return np.ascontiguousarray(dx.transpose(0, 2, 3, 1))
         # c is in the window of c' for c' in [c - (n - 1 - pre), c + pre]
         pre = n // 2
         t = np.pad(dout * x * mid ** (-beta - 1), [(0, 0), (n - 1 - pre, pre), (0, 0), (0, 0)])

@@ -33,6 +33,58 @@ def jaccard(box, boxes, normalized):
     return np.where(apart, 0.0, iou)
 
 
+def _shoelace(p):
+    x, y = p[:, 0], p[:, 1]
+    return 0.5 * (np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
+
+
+def _clip(subject, clip):
+    """Sutherland-Hodgman: the part of polygon `subject` inside convex polygon `clip`."""
+    sign = 1.0 if _shoelace(clip) >= 0 else -1.0
+    out = list(subject)
+    for a, b in zip(clip, np.roll(clip, -1, axis=0)):
+        if not out:
+            break
+
+        def inside(p):
+            return sign * ((b[0] - a[0]) * (p[1] - a[1]) - (b[1] - a[1]) * (p[0] - a[0])) >= 0
+
+        def cross(p, q):
+            d1, d2 = q - p, b - a
+            den = d1[0] * d2[1] - d1[1] * d2[0]
+            t = ((a[0] - p[0]) * d2[1] - (a[1] - p[1]) * d2[0]) / den
+            return p + t * d1
+        pts, out = out, []
+        for p, q in zip(pts, pts[1:] + pts[:1]):
+            if inside(q):
+                if not inside(p):
+                    out.append(cross(p, q))
+                out.append(q)
+            elif inside(p):
+                out.append(cross(p, q))
+    return np.array(out) if len(out) >= 3 else None
+
+
+def poly_iou(box, boxes):
+    """IoU of one quadrilateral [8] (x1, y1, ..., x4, y4) with quadrilaterals [K, 8], for
+    convex quadrilaterals (EAST's text boxes)."""
+    p = box.reshape(4, 2).astype(np.float64)
+    area = abs(_shoelace(p))
+    res = np.zeros(len(boxes))
+    for k, other in enumerate(boxes):
+        q = other.reshape(4, 2).astype(np.float64)
+        inter = _clip(p, q)
+        ia = abs(_shoelace(inter)) if inter is not None else 0.0
+        union = area + abs(_shoelace(q)) - ia
+        res[k] = ia / union if union > 0 else 0.0
+    return res
+
+
+def overlap(box, boxes, normalized):
+    """jaccard for boxes of 4 coordinates, poly_iou for quadrilaterals of 8."""
+    return poly_iou(box, boxes) if box.shape[-1] == 8 else jaccard(box, boxes, normalized)
+
+
 def nms(boxes, order, threshold, eta, normalized):
     """Indices of `order` (candidates, best first) kept by greedy NMS: a box is dropped when
     its IoU with a kept box exceeds the threshold, which is multiplied by `eta` after each
@@ -41,7 +93,7 @@ def nms(boxes, order, threshold, eta, normalized):
     thr = threshold
     for idx in order:
         if kept:
-            if (jaccard(boxes[idx], boxes[kept], normalized) > thr).any():
+            if (overlap(boxes[idx], boxes[kept], normalized) > thr).any():
                 continue
         kept.append(int(idx))
         if eta < 1 and thr > 0.5:
@@ -189,6 +241,73 @@ def multiclass_nms(boxes_t, scores_t, attrs, want_index, op):
     if want_index:
         return out, LoDTensor(np.asarray(index, np.int32).reshape(-1, 1), [starts])
     return out
+
+
+# --- locality_aware_nms (EAST) --------------------------------------------------------------
+def locality_merge(boxes, scores, threshold, normalized, score_threshold):
+    """EAST's locality-aware merge, in place, over boxes in their given order: a box whose IoU
+    with the current survivor exceeds `threshold` is folded into it (coordinates averaged,
+    weighted by score; scores added) and dropped (its score set below score_threshold)."""
+    keep = -1
+    for i in range(len(boxes)):
+        if keep > -1 and overlap(boxes[keep], boxes[i:i + 1], normalized)[0] > threshold:
+            total = scores[i] + scores[keep]
+            boxes[keep] = (boxes[i] * scores[i] + boxes[keep] * scores[keep]) / total
+            scores[keep] = total
+            scores[i] = score_threshold - 1.0
+        else:
+            keep = i
+
+
+class LocalityAwareNMS(OpDef):
+    type = "locality_aware_nms"
+    inputs = (In("BBoxes"), In("Scores"))
+    outputs = (Out("Out"),)
+    attrs = {"background_label": -1, "score_threshold": 0.0, "nms_top_k": -1,
+             "nms_threshold": 0.3, "nms_eta": 1.0, "keep_top_k": -1, "normalized": True}
+    kind = "value"
+    share_lod = None
+    doc = ("Locality-aware NMS (EAST): per image and class, boxes in their given order are "
+           "first merged into their predecessor while their IoU exceeds nms_threshold "
+           "(score-weighted mean box, summed score), then multiclass_nms's selection runs on "
+           "the merged boxes. BBoxes [N, M, 4] (or [N, M, 8]: convex quadrilaterals, "
+           "polygon IoU) with Scores [N, C, M]; Out [K, 2 + 4 or 8] as multiclass_nms "
+           "([[-1]] when nothing is kept).")
+
+    @staticmethod
+    def infer_shape(ctx):
+        b, s = ctx.input_shape("BBoxes"), ctx.input_shape("Scores")
+        if len(b) != 3 or len(s) != 3:
+            ctx.fail(f"BBoxes {b} must be [N, M, 4] and Scores {s} [N, C, M]")
+        if b[2] not in (BOX_SIZE, 8, -1):
+            ctx.fail(f"BBoxes' last dimension must be 4 (boxes) or 8 (quadrilaterals), got {b}")
+        if -1 not in (b[1], s[2]) and b[1] != s[2]:
+            ctx.fail(f"BBoxes' second dimension {b[1]} must be Scores' last {s[2]}")
+        ctx.set_output("Out", [-1, b[2] + 2 if b[2] > 0 else -1], ctx.input_dtype("BBoxes"), 1)
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        def kernel(boxes_t, scores_t):
+            boxes, scores = boxes_t._array, scores_t._array
+            if boxes.ndim != 3 or boxes.shape[-1] not in (BOX_SIZE, 8) or scores.ndim != 3 \
+                    or boxes.shape[:2] != (scores.shape[0], scores.shape[2]):
+                raise ExecutionError(f"locality_aware_nms: BBoxes {list(boxes.shape)} must be "
+                                     f"[N, M, 4 or 8] for Scores {list(scores.shape)} "
+                                     f"[N, C, M]")
+            rows, starts = [], [0]
+            for bx, sc in zip(boxes, scores):
+                bx, sc = bx.astype(np.float64), sc.astype(np.float64)
+                for c in range(len(sc)):
+                    if c != attrs["background_label"]:
+                        locality_merge(bx, sc[c], attrs["nms_threshold"], attrs["normalized"],
+                                       attrs["score_threshold"])
+                picked = _nms_one_image(bx, sc, attrs, True)
+                rows += [[c, sc[c, i], *bx[i]] for c in sorted(picked) for i in picked[c]]
+                starts.append(len(rows))
+            if not rows:
+                return LoDTensor(np.full((1, 1), -1, boxes.dtype), [[0, 1]])
+            return LoDTensor(np.asarray(rows, boxes.dtype), [starts])
+        return kernel
 
 
 # --- generate_proposals (RPN) ---------------------------------------------------------------

@@ -11,26 +11,16 @@ import numpy as np
 
 from ..errors import ExecutionError, ShapeError
 from .common import bilinear_double_grad, channel_last
-from .conv import out_size
+from .conv import out_size, resolve_padding
 from .nn import interp_matrix
 from .registry import In, OpDef, Out, ints
 
 
-def _pads(paddings, nd):
-    """[(before, after)] per spatial dim from nd symmetric values or 2*nd explicit ones."""
-    p = list(paddings)
-    if len(p) == nd:
-        return [(v, v) for v in p]
-    if len(p) == 2 * nd:
-        return [(p[2 * i], p[2 * i + 1]) for i in range(nd)]
-    raise ShapeError(f"paddings needs {nd} or {2 * nd} values, got {p}")
-
-
-def patch_map(spatial, ksize, strides, pads, dilations):
+def patch_map(spatial, ksize, strides, pads, dilations, ceil_mode=False):
     """int64 [prod(out), prod(k)]: the flat input index each (output position, kernel
-    offset) reads, -1 in the padding."""
-    outs = [out_size(n, k, s, *p, d) for n, k, s, p, d in zip(spatial, ksize, strides, pads,
-                                                              dilations)]
+    offset) reads, -1 in the padding (and, with ceil_mode, past the input's end)."""
+    outs = [out_size(n, k, s, *p, d, ceil_mode)
+            for n, k, s, p, d in zip(spatial, ksize, strides, pads, dilations)]
     if any(o <= 0 for o in outs):
         raise ShapeError(f"the window {list(ksize)} (dilations {list(dilations)}) does not "
                          f"fit the padded input {list(spatial)}")
@@ -71,15 +61,42 @@ def scatter_patches(cols, m, spatial):
     return out.reshape((n, c) + tuple(spatial))
 
 
-def _geometry(attrs, nd, ksize):
-    pads = _pads(attrs["paddings"], nd)
-    return list(attrs["strides"]), pads, list(attrs.get("dilations", [1] * nd)), list(ksize)
+def conv_plan(attrs, spatial, ksize):
+    """(strides, pads [(before, after)] per dim, dilations) of a 3-D convolution window over
+    `spatial`, after Paddle's padding_algorithm (EXPLICIT / SAME / VALID)."""
+    strides = [int(v) for v in attrs["strides"]]
+    flat, dil = resolve_padding(attrs.get("padding_algorithm", "EXPLICIT"), list(spatial),
+                                list(ksize), strides, attrs["paddings"],
+                                attrs.get("dilations", [1, 1, 1]))
+    return strides, [(flat[2 * i], flat[2 * i + 1]) for i in range(len(ksize))], list(dil)
 
 
 def _grouped(groups, c, f):
     if c % groups or f % groups:
         raise ShapeError(f"channels {c} and filters {f} must be divisible by groups {groups}")
     return c // groups, f // groups
+
+
+def _to_first(x, last):
+    """NDHWC -> NCDHW view (the kernels below work channel-first)."""
+    return np.moveaxis(x, -1, 1) if last else x
+
+
+def _to_layout(x, last):
+    return np.ascontiguousarray(np.moveaxis(x, 1, -1)) if last else x
+
+
+def _conv_attrs(ctx):
+    return {a: ctx.attr(a) for a in ("strides", "paddings", "dilations", "padding_algorithm",
+                                     "output_size", "output_padding") if ctx.opdef.declares(a)}
+
+
+def _check_format(op, fmt):
+    """Whether `fmt` puts channels last; Paddle reads NCHW / NHWC of a 5-D op as NCDHW /
+    NDHWC (one DataLayout for both ranks)."""
+    if fmt not in ("NCDHW", "NDHWC", "NCHW", "NHWC", "AnyLayout"):
+        raise ShapeError(f"{op}: data_format must be 'NCDHW' or 'NDHWC', got {fmt!r}")
+    return channel_last(fmt)
 
 
 # --- conv3d ---------------------------------------------------------------------------------
@@ -91,54 +108,60 @@ class Conv3d(OpDef):
              "dilations": ints([1, 1, 1]), "groups": 1, "use_cudnn": True,
              "padding_algorithm": "EXPLICIT", "data_format": "NCDHW"}
     share_lod = None
-    doc = "Output = the 3-D convolution of Input [N, C, D, H, W] with Filter [F, C/g, kd, kh, kw]."
+    doc = ("Output = the 3-D convolution of Input [N, C, D, H, W] (NDHWC by data_format) with "
+           "Filter [F, C/g, kd, kh, kw]; paddings 3 or 6 values, or padding_algorithm SAME / "
+           "VALID.")
 
     @staticmethod
     def infer_shape(ctx):
         xs, ws = ctx.input_shape("Input"), ctx.input_shape("Filter")
         if len(xs) != 5 or len(ws) != 5:
             ctx.fail(f"Input and Filter must be 5-D, got {xs} and {ws}")
-        if ctx.attr("padding_algorithm") != "EXPLICIT" or ctx.attr("data_format") != "NCDHW":
-            ctx.fail("only EXPLICIT paddings and NCDHW are built")
-        st, pads, dil, k = _geometry({a: ctx.attr(a) for a in ("strides", "paddings",
-                                                               "dilations")}, 3, ws[2:])
+        try:
+            last = _check_format("conv3d", ctx.attr("data_format"))
+            xs = [xs[0], xs[4]] + xs[1:4] if last else xs
+            st, pads, dil = conv_plan(_conv_attrs(ctx), xs[2:], ws[2:])
+        except ShapeError as e:
+            ctx.fail(str(e))
+        groups = ctx.attr("groups")
+        if xs[1] >= 0 and ws[1] >= 0 and xs[1] != ws[1] * groups:
+            ctx.fail(f"Input {xs} has {xs[1]} channels but Filter {ws} with groups={groups} "
+                     f"expects {ws[1] * groups}")
         out = [out_size(n, kk, s, *p, d)
-               for n, kk, s, p, d in zip(xs[2:], k, st, pads, dil)]
-        ctx.set_output("Output", [xs[0], ws[0]] + out, ctx.input_dtype("Input"))
+               for n, kk, s, p, d in zip(xs[2:], ws[2:], st, pads, dil)]
+        if any(0 <= n and o <= 0 for n, o in zip(xs[2:], out)):
+            ctx.fail(f"output size {out} is not positive")
+        out = [xs[0], ws[0]] + out
+        ctx.set_output("Output", [out[0]] + out[2:] + [out[1]] if last else out,
+                       ctx.input_dtype("Input"))
 
-    @staticmethod
-    def kernel(x, w, bias, *, strides, paddings, dilations, groups):
-        m, outs = patch_map(x.shape[2:], w.shape[2:], strides, _pads(paddings, 3), dilations)
-        cg, fg = _grouped(groups, x.shape[1], w.shape[0])
-        cols = gather_patches(x, m)
-        wf = w.reshape(w.shape[0], cg, -1)
-        out = np.concatenate([np.einsum("ncok,fck->nfo", cols[:, g * cg:(g + 1) * cg],
-                                        wf[g * fg:(g + 1) * fg]) for g in range(groups)], 1)
-        out = out.reshape((x.shape[0], w.shape[0]) + tuple(outs))
-        if bias is not None:
-            out = out + bias.reshape(1, -1, 1, 1, 1)
-        return out.astype(x.dtype)
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        groups, last = attrs["groups"], _check_format("conv3d", attrs["data_format"])
+
+        def kernel(x, w, bias):
+            x = _to_first(x, last)
+            st, pads, dil = conv_plan(attrs, x.shape[2:], w.shape[2:])
+            m, outs = patch_map(x.shape[2:], w.shape[2:], st, pads, dil)
+            cg, fg = _grouped(groups, x.shape[1], w.shape[0])
+            if w.shape[1] != cg:
+                raise ShapeError(f"conv3d: Input {list(x.shape)} with groups={groups} does not "
+                                 f"fit Filter {list(w.shape)}")
+            cols = gather_patches(x, m)
+            wf = w.reshape(w.shape[0], cg, -1)
+            out = np.concatenate([np.einsum("ncok,fck->nfo", cols[:, g * cg:(g + 1) * cg],
+                                            wf[g * fg:(g + 1) * fg]) for g in range(groups)], 1)
+            out = out.reshape((x.shape[0], w.shape[0]) + tuple(outs))
+            if bias is not None:
+                out = out + bias.reshape(1, -1, 1, 1, 1)
+            return _to_layout(out.astype(x.dtype), last)
+        return kernel
 
     grad = staticmethod(lambda g: g.op(
         "conv3d_grad", {"Input": g.input("Input"), "Filter": g.input("Filter"),
                         "Output@GRAD": g.output_grad("Output")},
         {"Input@GRAD": g.input_grad("Input"), "Filter@GRAD": g.input_grad("Filter")},
         g.attrs()))
-
-
-def _conv_grads(x, w, dout, strides, paddings, dilations, groups):
-    """(dInput, dFilter) of conv3d."""
-    m, _ = patch_map(x.shape[2:], w.shape[2:], strides, _pads(paddings, 3), dilations)
-    cg, fg = _grouped(groups, x.shape[1], w.shape[0])
-    cols = gather_patches(x, m)
-    wf = w.reshape(w.shape[0], cg, -1)
-    d = dout.reshape(dout.shape[0], dout.shape[1], -1)
-    dcols = np.concatenate([np.einsum("nfo,fck->ncok", d[:, g * fg:(g + 1) * fg],
-                                      wf[g * fg:(g + 1) * fg]) for g in range(groups)], 1)
-    dw = np.concatenate([np.einsum("nfo,ncok->fck", d[:, g * fg:(g + 1) * fg],
-                                   cols[:, g * cg:(g + 1) * cg]) for g in range(groups)], 0)
-    return (scatter_patches(dcols, m, x.shape[2:]).astype(x.dtype),
-            dw.reshape(w.shape).astype(w.dtype))
 
 
 class Conv3dGrad(OpDef):
@@ -150,9 +173,26 @@ class Conv3dGrad(OpDef):
     share_lod = None
     grad = bilinear_double_grad("conv3d", "Input", "Filter", "Output")   # conv3d_grad_grad
 
-    @staticmethod
-    def kernel(x, w, dout, *, strides, paddings, dilations, groups):
-        return _conv_grads(x, w, dout, strides, paddings, dilations, groups)
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        groups, last = attrs["groups"], _check_format("conv3d", attrs["data_format"])
+
+        def kernel(x, w, dout):
+            x, dout = _to_first(x, last), _to_first(dout, last)
+            st, pads, dil = conv_plan(attrs, x.shape[2:], w.shape[2:])
+            m, _ = patch_map(x.shape[2:], w.shape[2:], st, pads, dil)
+            cg, fg = _grouped(groups, x.shape[1], w.shape[0])
+            cols = gather_patches(x, m)
+            wf = w.reshape(w.shape[0], cg, -1)
+            d = dout.reshape(dout.shape[0], dout.shape[1], -1)
+            dcols = np.concatenate([np.einsum("nfo,fck->ncok", d[:, g * fg:(g + 1) * fg],
+                                              wf[g * fg:(g + 1) * fg]) for g in range(groups)], 1)
+            dw = np.concatenate([np.einsum("nfo,ncok->fck", d[:, g * fg:(g + 1) * fg],
+                                           cols[:, g * cg:(g + 1) * cg]) for g in range(groups)],
+                                0)
+            dx = scatter_patches(dcols, m, x.shape[2:]).astype(x.dtype)
+            return _to_layout(dx, last), dw.reshape(w.shape).astype(w.dtype)
+        return kernel
 
 
 # --- conv3d_transpose -------------------------------------------------------------------------
@@ -166,41 +206,55 @@ class Conv3dTranspose(OpDef):
              "data_format": "NCDHW"}
     share_lod = None
     doc = ("Output = conv3d's input gradient of Input (its transpose): Filter [C, F/g, k...], "
-           "Output size (S - 1) * stride - pads + dilation * (k - 1) + 1 (or output_size).")
+           "Output size (S - 1) * stride - pads + dilation * (k - 1) + 1 (or output_size); "
+           "NDHWC by data_format; padding_algorithm SAME / VALID as conv3d's.")
 
     @staticmethod
     def _out_spatial(xs, k, attrs):
-        pads = _pads(attrs["paddings"], 3)
+        """(output spatial size, strides, pads, dilations) of the transpose of `xs`."""
+        st, pads, dil = conv_plan(attrs, xs, k)
         sizes = [(n - 1) * s - p[0] - p[1] + d * (kk - 1) + 1 if n >= 0 else -1
-                 for n, s, p, d, kk in zip(xs, attrs["strides"], pads, attrs["dilations"], k)]
-        if attrs["output_size"]:
-            sizes = list(attrs["output_size"])
-        elif attrs["output_padding"]:
-            sizes = [n + op if n >= 0 else -1 for n, op in zip(sizes, attrs["output_padding"])]
-        return sizes
+                 for n, s, p, d, kk in zip(xs, st, pads, dil, k)]
+        if attrs.get("output_size"):
+            sizes = [int(v) for v in attrs["output_size"]]
+        elif attrs.get("output_padding"):
+            sizes = [n + int(op) if n >= 0 else -1
+                     for n, op in zip(sizes, attrs["output_padding"])]
+        return sizes, st, pads, dil
 
     @staticmethod
     def infer_shape(ctx):
         xs, ws = ctx.input_shape("Input"), ctx.input_shape("Filter")
         if len(xs) != 5 or len(ws) != 5:
             ctx.fail(f"Input and Filter must be 5-D, got {xs} and {ws}")
-        attrs = {a: ctx.attr(a) for a in ("strides", "paddings", "dilations", "output_size",
-                                          "output_padding")}
-        out = Conv3dTranspose._out_spatial(xs[2:], ws[2:], attrs)
-        ctx.set_output("Output", [xs[0], ws[1] * ctx.attr("groups")] + out,
+        try:
+            last = _check_format("conv3d_transpose", ctx.attr("data_format"))
+            xs = [xs[0], xs[4]] + xs[1:4] if last else xs
+            out, _, _, _ = Conv3dTranspose._out_spatial(xs[2:], ws[2:], _conv_attrs(ctx))
+        except ShapeError as e:
+            ctx.fail(str(e))
+        if xs[1] >= 0 and ws[0] >= 0 and xs[1] != ws[0]:
+            ctx.fail(f"Input {xs} has {xs[1]} channels but Filter {ws} expects {ws[0]}")
+        f = ws[1] * ctx.attr("groups") if ws[1] >= 0 else -1
+        ctx.set_output("Output", [xs[0]] + out + [f] if last else [xs[0], f] + out,
                        ctx.input_dtype("Input"))
 
     @classmethod
     def prepare(cls, attrs, outputs):
+        last = _check_format("conv3d_transpose", attrs["data_format"])
+
         def kernel(x, w, bias):
-            spatial = cls._out_spatial(x.shape[2:], w.shape[2:], attrs)
-            m, outs = patch_map(spatial, w.shape[2:], attrs["strides"],
-                                _pads(attrs["paddings"], 3), attrs["dilations"])
+            x = _to_first(x, last)
+            spatial, st, pads, dil = cls._out_spatial(x.shape[2:], w.shape[2:], attrs)
+            m, outs = patch_map(spatial, w.shape[2:], st, pads, dil)
             if list(outs) != list(x.shape[2:]):
                 raise ExecutionError(f"conv3d_transpose: output size {spatial} does not give "
                                      f"back the input's {list(x.shape[2:])}")
             groups = attrs["groups"]
             cg, fg = _grouped(groups, w.shape[0], w.shape[1] * groups)
+            if x.shape[1] != w.shape[0]:
+                raise ShapeError(f"conv3d_transpose: Input {list(x.shape)} has {x.shape[1]} "
+                                 f"channels but Filter {list(w.shape)} expects {w.shape[0]}")
             wf = w.reshape(w.shape[0], w.shape[1], -1)
             xf = x.reshape(x.shape[0], x.shape[1], -1)
             cols = np.concatenate([np.einsum("nco,cfk->nfok", xf[:, g * cg:(g + 1) * cg],
@@ -208,7 +262,7 @@ class Conv3dTranspose(OpDef):
             out = scatter_patches(cols, m, spatial)
             if bias is not None:
                 out = out + bias.reshape(1, -1, 1, 1, 1)
-            return out.astype(x.dtype)
+            return _to_layout(out.astype(x.dtype), last)
         return kernel
 
     grad = staticmethod(lambda g: g.op(
@@ -226,20 +280,29 @@ class Conv3dTransposeGrad(OpDef):
     infer_shape = None
     share_lod = None
 
-    @staticmethod
-    def kernel(x, w, dout, *, strides, paddings, dilations, groups):
-        # the transpose's input gradient is conv3d of dout; its filter gradient is conv3d's
-        # filter gradient with the roles of input and output swapped
-        m, _ = patch_map(dout.shape[2:], w.shape[2:], strides, _pads(paddings, 3), dilations)
-        cg, fg = _grouped(groups, w.shape[0], w.shape[1] * groups)
-        cols = gather_patches(dout, m)                         # [N, F, O=x's S, K]
-        wf = w.reshape(w.shape[0], w.shape[1], -1)
-        xf = x.reshape(x.shape[0], x.shape[1], -1)
-        dx = np.concatenate([np.einsum("nfok,cfk->nco", cols[:, g * fg:(g + 1) * fg],
-                                       wf[g * cg:(g + 1) * cg]) for g in range(groups)], 1)
-        dw = np.concatenate([np.einsum("nco,nfok->cfk", xf[:, g * cg:(g + 1) * cg],
-                                       cols[:, g * fg:(g + 1) * fg]) for g in range(groups)], 0)
-        return dx.reshape(x.shape).astype(x.dtype), dw.reshape(w.shape).astype(w.dtype)
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        groups = attrs["groups"]
+        last = _check_format("conv3d_transpose", attrs["data_format"])
+
+        def kernel(x, w, dout):
+            # the transpose's input gradient is conv3d of dout; its filter gradient is
+            # conv3d's filter gradient with the roles of input and output swapped
+            x, dout = _to_first(x, last), _to_first(dout, last)
+            _, st, pads, dil = Conv3dTranspose._out_spatial(x.shape[2:], w.shape[2:], attrs)
+            m, _ = patch_map(dout.shape[2:], w.shape[2:], st, pads, dil)
+            cg, fg = _grouped(groups, w.shape[0], w.shape[1] * groups)
+            cols = gather_patches(dout, m)                         # [N, F, O=x's S, K]
+            wf = w.reshape(w.shape[0], w.shape[1], -1)
+            xf = x.reshape(x.shape[0], x.shape[1], -1)
+            dx = np.concatenate([np.einsum("nfok,cfk->nco", cols[:, g * fg:(g + 1) * fg],
+                                           wf[g * cg:(g + 1) * cg]) for g in range(groups)], 1)
+            dw = np.concatenate([np.einsum("nco,nfok->cfk", xf[:, g * cg:(g + 1) * cg],
+                                           cols[:, g * fg:(g + 1) * fg]) for g in range(groups)],
+                                0)
+            return (_to_layout(dx.reshape(x.shape).astype(x.dtype), last),
+                    dw.reshape(w.shape).astype(w.dtype))
+        return kernel
 
 
 # --- pool3d ---------------------------------------------------------------------------------
@@ -271,19 +334,26 @@ def adaptive_map(spatial, outs):
     return m.reshape(int(np.prod(outs)), -1), list(outs)
 
 
+def pool_pads(spatial, attrs):
+    """[(before, after)] per dim of a sliding 3-D pooling, after padding_algorithm."""
+    flat, _ = resolve_padding(attrs.get("padding_algorithm", "EXPLICIT"), list(spatial),
+                              list(attrs["ksize"]), list(attrs["strides"]), attrs["paddings"],
+                              [1, 1, 1])
+    return [(flat[2 * i], flat[2 * i + 1]) for i in range(3)]
+
+
 def pool_map(spatial, attrs, op):
     """The patch map and output size of a 3-D pooling's windows: global, adaptive (ksize is
-    the output size) or sliding."""
-    if attrs.get("ceil_mode"):
-        raise ShapeError(f"{op}: ceil_mode pooling is not built")
+    the output size) or sliding (ceil_mode: a last, partial window where one starts inside
+    the padded input)."""
     if attrs["global_pooling"] and attrs["adaptive"]:
         return adaptive_map(spatial, list(spatial))    # Fluid: ksize = the volume: identity
     if attrs["global_pooling"]:
         return patch_map(spatial, spatial, [1, 1, 1], [(0, 0)] * 3, [1, 1, 1])
     if attrs["adaptive"]:
         return adaptive_map(spatial, attrs["ksize"])
-    return patch_map(spatial, attrs["ksize"], attrs["strides"], _pads(attrs["paddings"], 3),
-                     [1, 1, 1])
+    return patch_map(spatial, attrs["ksize"], attrs["strides"], pool_pads(spatial, attrs),
+                     [1, 1, 1], bool(attrs.get("ceil_mode")))
 
 
 def pool_out_shape(spatial, ctx):
@@ -293,8 +363,14 @@ def pool_out_shape(spatial, ctx):
         return list(spatial) if ctx.attr("adaptive") else [1, 1, 1]
     if ctx.attr("adaptive"):
         return list(ctx.attr("ksize"))
-    pads = _pads(ctx.attr("paddings"), 3)
-    return [out_size(n, k, s, *p, 1) for n, k, s, p in
+    attrs = {a: ctx.attr(a) for a in ("ksize", "strides", "paddings", "padding_algorithm",
+                                      "ceil_mode") if ctx.opdef.declares(a)}
+    try:
+        pads = pool_pads(spatial, attrs)
+    except ShapeError as e:
+        ctx.fail(str(e))
+    ceil = bool(attrs.get("ceil_mode"))
+    return [out_size(n, k, s, *p, 1, ceil) for n, k, s, p in
             zip(spatial, ctx.attr("ksize"), ctx.attr("strides"), pads)]
 
 

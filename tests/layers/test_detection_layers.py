@@ -195,9 +195,7 @@ def test_bad_arguments_raise_fluids_errors():
             L.box_coder(boxes, 0.1, boxes)
 
 
-@pytest.mark.parametrize("name", ["rpn_target_assign", "retinanet_target_assign",
-                                  "generate_proposal_labels", "generate_mask_labels",
-                                  "locality_aware_nms"])
+@pytest.mark.parametrize("name", ["generate_mask_labels"])
 def test_declined_detection_names_say_why(name):
     from fluidity.layers import detection
     assert getattr(detection, name) is getattr(L, name)

@@ -120,3 +120,32 @@ def test_lrn(n):
         mid[:, c] = 1.0 + 0.5 * (x[:, lo:hi].astype(np.float64) ** 2).sum(axis=1)
     check_output("lrn", {"X": x}, {"Out": x * mid ** -0.75}, attrs)
     check_grad("lrn", {"X": x}, ["X"], attrs, output_slots=["Out"])
+    _check_lrn_nhwc(x, attrs, (x * mid ** -0.75).astype(np.float32), mid)
+
+
+def _check_lrn_nhwc(x, attrs, want_out, want_mid):
+    """NHWC lrn: the NCHW numbers moved (MidOut in X's layout too), and its gradient the NCHW
+    gradient moved. Interpreter only: the compiled lrn is NCHW-only (its emitter must refuse
+    NHWC; see the report of this change)."""
+    import fluidity as fluid
+    to_last = (0, 2, 3, 1)
+    xl = np.ascontiguousarray(x.transpose(to_last))
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.data("x", list(xl.shape), "float32")
+        xv.stop_gradient = False
+        out = fluid.layers.lrn(xv, data_format="NHWC", **attrs)
+        xc = fluid.data("xc", list(x.shape), "float32")
+        xc.stop_gradient = False
+        outc = fluid.layers.lrn(xc, **attrs)
+        w = fluid.data("w", list(xl.shape), "float32")
+        loss = fluid.layers.reduce_sum(out * w)
+        lossc = fluid.layers.reduce_sum(outc * fluid.layers.transpose(w, [0, 3, 1, 2]))
+        (g,), (gc,) = fluid.gradients([loss], [xv]), fluid.gradients([lossc], [xc])
+    mid_var = main.global_block().ops[0].output("MidOut")[0]
+    wv = rng.uniform(0.5, 1.5, xl.shape).astype(np.float32)
+    got, mid, dx, dxc = fluid.Executor(fluid.CPUPlace()).run(
+        main, feed={"x": xl, "xc": x, "w": wv}, fetch_list=[out, mid_var, g, gc])
+    np.testing.assert_allclose(got, want_out.transpose(to_last), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mid, want_mid.transpose(to_last), rtol=1e-5)
+    np.testing.assert_allclose(dx, dxc.transpose(to_last), rtol=1e-5, atol=1e-6)

@@ -251,3 +251,28 @@ def test_retinanet_detection_output():
                  attrs, return_lod=True)
     np.testing.assert_allclose(got["Out"]._array, want, rtol=1e-6)
     assert got["Out"]._lod == [[0, len(want)]]
+
+
+def test_locality_aware_nms_merges_neighbours_before_nms():
+    # boxes 0 and 1 overlap (IoU 0.82 > 0.3): merged into one, score-weighted, scores added;
+    # box 2 stands apart; box 3 scores below the threshold
+    boxes = np.array([[[0, 0, 10, 10], [0, 1, 10, 11], [20, 20, 30, 30], [40, 40, 50, 50]]],
+                     np.float32)
+    scores = np.array([[[0.6, 0.2, 0.5, 0.05]]], np.float32)
+    attrs = {"score_threshold": 0.1, "nms_top_k": -1, "keep_top_k": -1, "nms_threshold": 0.3,
+             "normalized": False, "background_label": -1}
+    got = run_op("locality_aware_nms", {"BBoxes": boxes, "Scores": scores}, attrs,
+                 return_lod=True)["Out"]
+    merged = (boxes[0, 0] * 0.6 + boxes[0, 1] * 0.2) / 0.8
+    want = np.array([[0, 0.8, *merged], [0, 0.5, 20, 20, 30, 30]], np.float32)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    assert [list(v) for v in got.lod()] == [[0, 2]]
+    # quadrilaterals: the same squares as 8 coordinates give the same selection
+    quads = np.stack([boxes[..., [0, 1, 2, 1, 2, 3, 0, 3]]])[0]
+    q = run_op("locality_aware_nms", {"BBoxes": quads, "Scores": scores},
+               dict(attrs, normalized=True), return_lod=True)["Out"]
+    assert np.asarray(q).shape == (2, 10)
+    np.testing.assert_allclose(np.asarray(q)[:, 1], [0.8, 0.5], rtol=1e-6)
+    empty = run_op("locality_aware_nms", {"BBoxes": boxes, "Scores": scores},
+                   dict(attrs, score_threshold=2.0))["Out"]
+    np.testing.assert_array_equal(empty, [[-1]])

@@ -1,0 +1,29 @@
+"""LayerHelper as layer functions written outside Fluidity use it (Fluid's param_attr /
+bias_attr properties)."""
+import numpy as np
+
+import fluidity as fluid
+from fluidity.layer_helper import LayerHelper
+
+
+def test_param_attr_and_bias_attr_read_the_layers_keywords():
+    def my_scale(x, param_attr=None, bias_attr=None):
+        helper = LayerHelper("my_scale", **locals())
+        alpha = helper.create_parameter(attr=helper.param_attr, shape=[1], dtype="float32",
+                                        default_initializer=fluid.initializer.Constant(3.0))
+        assert helper.bias_attr is False
+        out = helper.create_variable_for_type_inference("float32")
+        helper.append_op("elementwise_mul", inputs={"X": x, "Y": alpha},
+                         outputs={"Out": out})
+        return out
+
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 2], "float32")
+        y = my_scale(x, param_attr="alpha", bias_attr=False)
+    assert [p.name for p in main.global_block().all_parameters()] == ["alpha"]
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    (got,) = exe.run(main, feed={"x": np.ones((1, 2), np.float32)}, fetch_list=[y])
+    np.testing.assert_array_equal(got, [[3.0, 3.0]])
+    assert LayerHelper("t").param_attr.name is None       # no keyword: a default ParamAttr
