@@ -242,3 +242,22 @@ def test_a_paddle_saved_cnn_folds_its_reshaped_bias_and_batch_norms():
         ["elementwise_add", "batch_norm", "relu"] * 2
     for g, w in zip(got, want):          # the convs' gemms as the kernel's: BLAS rounding
         np.testing.assert_allclose(g, w, rtol=COMPILED_RTOL, atol=COMPILED_ATOL)
+
+
+def test_an_nhwc_lrn_is_not_compiled_and_keeps_the_interpreters_numbers():
+    """The compiled lrn is NCHW: an NHWC one runs interpreted (explain says why), so the
+    compiled program's result is the interpreter's."""
+    from fluidity.codegen.lower import Lowering
+    x0 = np.random.default_rng(0).standard_normal((2, 5, 5, 6)).astype("float32")
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 5, 5, 6], "float32")
+        y = fluid.layers.lrn(x, n=3, data_format="NHWC")
+    rows = [(w, why) for _, t, w, why in Lowering(main, 0).explain() if t == "lrn"]
+    assert rows and "NCHW" in rows[0][1]
+    got = []
+    for compiled in (False, True):
+        exe = fluid.Executor()
+        prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
+        got.append(exe.run(prog, feed={"x": x0}, fetch_list=[y])[0])
+    np.testing.assert_array_equal(got[0], got[1])

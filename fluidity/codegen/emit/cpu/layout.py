@@ -5,6 +5,7 @@ import numpy as np
 
 from ....errors import ExecutionError, ShapeError
 from ....ops import registry
+from ....ops.common import channel_last
 from .. import register
 from ..checks import same_dim
 from ..literals import f32, value_literal
@@ -43,6 +44,8 @@ def _emit_lrn_dims(e):
     n = int(e.attr("n"))
     if x.ndim != 4 or n < 1:
         e.fail("X is not NCHW, or n < 1")
+    if channel_last(e.attr("data_format")):
+        e.fail(f"data_format {e.attr('data_format')}: the compiled lrn is NCHW")
     return x, n, n // 2, e.prod(x.dims[2:])
 
 
