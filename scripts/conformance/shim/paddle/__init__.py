@@ -102,6 +102,19 @@ for _old in ("Sequence", "Mapping", "MutableMapping", "Iterable", "Callable", "S
     if not hasattr(_collections, _old):
         setattr(_collections, _old, getattr(_abc, _old))
 
+# and Python 3.11 made random.sample refuse a set, which 3.10 still took (as a tuple of it)
+import random as _random  # noqa: E402
+
+if not getattr(_random.sample, "takes_sets", False):
+    _sample = _random.sample
+
+    def _sample_of_sets(population, k, **kw):
+        if isinstance(population, (set, frozenset)):
+            population = tuple(population)
+        return _sample(population, k, **kw)
+    _sample_of_sets.takes_sets = True
+    _random.sample = _sample_of_sets
+
 if "newshape" not in __import__("inspect").signature(_np.reshape).parameters:
     # numpy 2.4 removed np.reshape's `newshape=` keyword (numpy 1.x's name for `shape=`)
     _reshape = _np.reshape
