@@ -126,8 +126,6 @@ def test_feed_errors_are_clear():
     # names its own check
     with pytest.raises(ExecutionError, match=r"(?s)'mul'.*float32\[2, 5\]"):
         exe.run(main, feed={"x": np.ones((2, 5), "float32")}, fetch_list=[y], scope=scope)
-    with pytest.raises(FeedError, match=r"feed 'x': expected dtype float32, got float64"):
-        exe.run(main, feed={"x": np.ones((2, 3))}, fetch_list=[y], scope=scope)
     with pytest.raises(FeedError, match="'nope'"):
         exe.run(main, feed={"nope": np.ones((2, 3), "float32")}, fetch_list=[y], scope=scope)
     with pytest.raises(FetchError, match="'missing'"):
@@ -136,6 +134,30 @@ def test_feed_errors_are_clear():
     # python lists are converted to the variable's dtype
     (r,) = exe.run(main, feed={"x": [[1, 2, 3]]}, fetch_list=[y], scope=scope)
     assert r.dtype == np.float32
+
+
+def test_layers_data_takes_the_fed_dtype_fluid_data_checks_it():
+    """Fluid checks a feed's dtype and shape only for fluid.data (need_check_feed); a
+    layers.data variable takes the array as fed, and its ops compute in that dtype."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        a = fluid.layers.data("a", [1])                    # declared float32
+        b = a * 2.0 + 1.0
+        c = fluid.data("c", [None, 2], "float32")
+        d = c * 2.0
+    exe, scope = fluid.Executor(), fluid.Scope()
+    a_np = np.arange(6, dtype="float64")                   # rank 1, float64: passed through
+    c_ok = np.ones((2, 2), "float32")
+    (r,) = exe.run(main, feed={"a": a_np, "c": c_ok}, fetch_list=[b], scope=scope)
+    np.testing.assert_array_equal(r, a_np * 2 + 1)
+    assert r.dtype == np.float64 and r.shape == (6,)
+    with pytest.raises(FeedError, match="The data type of fed Variable 'c' must be "
+                                        "'float32', but received 'float64'"):
+        exe.run(main, feed={"a": a_np, "c": np.ones((2, 2))}, fetch_list=[d], scope=scope)
+    with pytest.raises(FeedError, match="The fed Variable 'c' should have dimensions"):
+        exe.run(main, feed={"a": a_np, "c": np.ones((2, 3), "float32")}, fetch_list=[d],
+                scope=scope)
+    assert isinstance(FeedError("x"), ValueError)       # Fluid raises ValueError
 
 
 def test_missing_input_value_names_variable_and_op():

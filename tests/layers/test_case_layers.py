@@ -75,3 +75,18 @@ def test_case_and_switch_case_refuse_bad_arguments():
     with pytest.raises(ValueError, match="appears twice"):
         _program(lambda: L.switch_case(L.fill_constant([1], "int32", 0),
                                        [(1, lambda: None), (1, lambda: None)]))
+    # a pair of the wrong size, a non-tuple element: TypeError, as Fluid
+    with pytest.raises(TypeError, match=r"\(int, fn\) 2-tuple, got \(1, 2, 3\)"):
+        _program(lambda: L.switch_case(L.fill_constant([1], "int32", 0), [(1, 2, 3)]))
+    with pytest.raises(TypeError, match="2-tuple, got 1"):
+        _program(lambda: L.switch_case(L.fill_constant([1], "int32", 0), [1]))
+
+
+def test_switch_case_on_a_uint8_index():
+    def build():
+        iv = L.cast(L.fill_constant([1], "int32", 2), "uint8")
+        return L.switch_case(iv, {1: lambda: L.fill_constant([1], "float32", 1.0),
+                                  2: lambda: L.fill_constant([1], "float32", 2.0)},
+                             default=lambda: L.fill_constant([1], "float32", -1.0))
+    exe, main, out = _program(build)
+    assert _val(exe.run(main, fetch_list=[out])[0]) == 2.0
