@@ -354,6 +354,21 @@ def test_time_major_split_of_nested_lod():
     assert back.recursive_sequence_lengths() == lod
 
 
+def test_a_rank_table_read_back_from_the_scope():
+    """A persistable rank table is the scope variable's LoDRankTable, its items() (index,
+    length) pairs longest first, as Paddle's core.LoDRankTable."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = L.data("x", [3], lod_level=2)
+        table = L.lod_rank_table(xv, level=1)
+        table.persistable = True
+    scope = fluid.Scope()
+    x = fluid.create_lod_tensor(np.zeros((6, 3), "float32"), [[1, 2], [1, 3, 2]])
+    fluid.Executor().run(main, feed={"x": x}, scope=scope)
+    got = scope.find_var(table.name).get_lod_rank_table()
+    assert list(got.items()) == [(1, 3), (2, 2), (0, 1)] and len(got) == 3
+
+
 # ---------------------------------------------------------------------------------------
 # backward through control flow (finite differences, float64)
 # ---------------------------------------------------------------------------------------
