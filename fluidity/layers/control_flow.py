@@ -12,7 +12,8 @@ import contextlib
 from .. import unique_name
 from ..core import dtypes
 from ..core.dtypes import VarType
-from ..framework import Variable, check_type, default_main_program
+from ..backward import backward_block_of
+from ..framework import OpRole, Variable, check_type, default_main_program, op_role_guard
 from ..layer_helper import LayerHelper
 from .manip import cast, increment, less_than, logical_and, logical_not
 from .tensor import assign, fill_constant
@@ -181,10 +182,27 @@ class ConditionalBlock:
     def complete(self, body):
         parent = body.parent
         reads, writes = _outer_io(body)
+        scope = _step_scopes_var(parent)
         parent.append_op("conditional_block", inputs={"Cond": self.inputs, "Input": reads},
-                         outputs={"Out": writes, "Scope": [_step_scopes_var(parent)]},
+                         outputs={"Out": writes, "Scope": [scope]},
                          attrs={"sub_block": body,
                                 "is_scalar_condition": self.is_scalar_condition})
+        grad_block = backward_block_of(body)
+        if grad_block is not None:   # an optimizer's minimize inside the branch (Fluid 1.8)
+            self._append_grad_run(parent, grad_block, reads, scope)
+
+    def _append_grad_run(self, parent, grad_block, reads, scope):
+        """A conditional_block_grad after the branch, running `grad_block` (the gradient
+        and update ops of a loss built in the branch) in the branch's scope under the same
+        condition, as Fluid's ConditionalBlock.append_conditional_block_grad. Nothing
+        outside the branch takes a gradient from it (no Input@GRAD)."""
+        with op_role_guard(OpRole.Backward):
+            parent.append_op("conditional_block_grad",
+                             inputs={"Cond": self.inputs, "Input": reads, "Out": [],
+                                     "Out@GRAD": [], "Scope": [scope]},
+                             outputs={"Input@GRAD": []},
+                             attrs={"sub_block": grad_block,
+                                    "is_scalar_condition": self.is_scalar_condition})
 
 
 def _copy_to_parent(var):
