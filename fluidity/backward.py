@@ -181,8 +181,10 @@ def _differentiable_inputs(op):
 
 
 def _needs_grad_forward(block, ops, no_grad):
-    """Variables whose gradient is wanted: non-stop_gradient leaves (parameters, inputs
-    marked stop_gradient=False) and everything computed from them."""
+    """Variables whose gradient is wanted: every variable not marked stop_gradient (Fluid's
+    no-grad set is the stop_gradient variables: a computed value marked
+    stop_gradient=False gets its gradient even if nothing it is computed from does) and
+    everything computed from them."""
     produced = {n for op in ops for n in op.output_arg_names}
     needs = set()
     for v in _all_vars(block):
@@ -190,8 +192,7 @@ def _needs_grad_forward(block, ops, no_grad):
             continue
         if isinstance(v, Parameter) and not v.trainable:
             continue
-        if v.name not in produced:
-            needs.add(v.name)
+        needs.add(v.name)
     for op in ops:
         opdef = registry.get(op.type)
         if opdef.grad is None:

@@ -258,11 +258,14 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
     true_out, false_out = outs
     if true_out is None and false_out is None:
         return None
+    bad = "Incompatible return values of true_fn and false_fn in cond: "   # Fluid's words
     if true_out is None or false_out is None:
-        raise ValueError("cond: one branch returns None and the other does not")
+        raise ValueError(bad + ("true_fn returns None while false_fn returns non-None"
+                                if true_out is None else
+                                "true_fn returns non-None while false_fn returns None"))
     t, f = _flatten(true_out), _flatten(false_out)
     if len(t) != len(f):
-        raise ValueError(f"cond: true_fn returns {len(t)} values, false_fn {len(f)}")
+        raise ValueError(bad + f"true_fn returns {len(t)} values, false_fn {len(f)}")
     mask = cast(pred, "int32")
     return _pack(true_out, [select_input([fv, tv], mask) for fv, tv in zip(f, t)])
 

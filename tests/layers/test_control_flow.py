@@ -566,3 +566,32 @@ def test_split_merge_and_select_ops_gradients():
     assert got["OutTrue"].shape == (4, 2)
     pick = np.array([1], "int32")
     check_grad("select_input", {"X": [("a", x), ("b", x * 2)], "Mask": pick}, [("X", 1)])
+
+
+@pytest.mark.parametrize("a_val,want_a,want_b", [(1.23, 0.0, 1.0), (-5.0, 1.0, 0.0)])
+def test_gradient_of_a_computed_value_marked_stop_gradient_false(a_val, want_a, want_b):
+    """Fluid's no-grad set is the stop_gradient variables: a computed value (here a
+    fill_constant's) marked stop_gradient=False gets a gradient, zero through the branch
+    cond did not take."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        a = L.fill_constant([1], "float32", a_val)
+        b = L.fill_constant([1], "float32", 1.25)
+        a.stop_gradient = b.stop_gradient = False
+        out = L.cond(a - b < -1.0, lambda: a, lambda: b)
+        fluid.backward.append_backward(out)
+    got = fluid.Executor().run(main, fetch_list=[out, a.grad_name, b.grad_name],
+                               scope=fluid.Scope())
+    assert [float(v[0]) for v in got] == [np.float32(a_val if want_a else 1.25), want_a,
+                                         want_b]
+
+
+def test_cond_branches_returning_different_structures_is_a_value_error():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        pred = L.fill_constant([1], "bool", True)
+        one = lambda: L.fill_constant([1], "float32", 1.0)          # noqa: E731
+        with pytest.raises(ValueError, match="Incompatible return values of true_fn and "
+                                             "false_fn in cond: true_fn returns None"):
+            L.cond(pred, lambda: None, one)
+        with pytest.raises(ValueError, match="Incompatible.*returns 1 values, false_fn 2"):
+            L.cond(pred, one, lambda: [one(), one()])
