@@ -219,6 +219,39 @@ def _copy_to_parent(var):
     return out
 
 
+def split_lod_tensor(input, mask, level=0):
+    """(out_true, out_false): the items of `input` (rows, or its level-`level` sequences)
+    where the bool column `mask` is true, and where it is false (IfElse's routing)."""
+    where = "fluid.layers.split_lod_tensor"
+    check_type(input, "input", (Variable, list, tuple, type(None)), where)
+    check_type(mask, "mask", (Variable, list), where)
+    check_type(level, "level", int, where)
+    helper = LayerHelper("split_lod_tensor")
+    out_true = helper.create_variable_for_type_inference(input.dtype)
+    out_false = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("split_lod_tensor", inputs={"X": input, "Mask": mask},
+                     outputs={"OutTrue": out_true, "OutFalse": out_false},
+                     attrs={"level": level})
+    return out_true, out_false
+
+
+def merge_lod_tensor(in_true, in_false, x, mask, level=0):
+    """The inverse of split_lod_tensor: items of `in_true` where `mask` is true and of
+    `in_false` elsewhere, in `x`'s order (`x` gives the items' LoD)."""
+    where = "fluid.layers.merge_lod_tensor"
+    check_type(x, "x", (Variable, list, tuple, type(None)), where)
+    check_type(mask, "mask", (Variable, list), where)
+    check_type(in_true, "in_true", (Variable, list, tuple, type(None)), where)
+    check_type(in_false, "in_false", (Variable, list, tuple, type(None)), where)
+    check_type(level, "level", int, where)
+    helper = LayerHelper("merge_lod_tensor")
+    out = helper.create_variable_for_type_inference(in_true.dtype)
+    helper.append_op("merge_lod_tensor",
+                     inputs={"X": x, "Mask": mask, "InTrue": in_true, "InFalse": in_false},
+                     outputs={"Out": out}, attrs={"level": level})
+    return out
+
+
 def select_input(inputs, mask):
     """inputs[mask] (mask: an int32 [1] Variable)."""
     helper = LayerHelper("select_input")

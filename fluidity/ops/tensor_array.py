@@ -2,7 +2,7 @@
 IfElse) are built from: write_to_array, read_from_array, lod_array_length,
 tensor_array_to_tensor (the entries concatenated or stacked); lod_rank_table,
 max_sequence_len, lod_tensor_to_array, array_to_lod_tensor, shrink_rnn_memory,
-reorder_lod_tensor_by_rank; split_lod_tensor, merge_lod_tensor. All are `kind = "value"` ops
+reorder_lod_tensor_by_rank; split_lod_tensor, merge_lod_tensor (and merge_lod_tensor_infer). All are `kind = "value"` ops
 but write_to_array (`"ctx"`: it changes its output array in place).
 """
 import numpy as np
@@ -524,3 +524,10 @@ class MergeLoDTensor(OpDef):
         "split_lod_tensor", {"X": g.output_grad("Out"), "Mask": g.input("Mask")},
         {"OutTrue": g.input_grad("InTrue"), "OutFalse": g.input_grad("InFalse")},
         {"level": g.attr("level")}))
+
+
+class MergeLoDTensorInfer(MergeLoDTensor):
+    """merge_lod_tensor as Paddle's inference passes write it (no gradient)."""
+    type = "merge_lod_tensor_infer"
+    grad = None
+    doc = "merge_lod_tensor without a gradient (inference programs)."

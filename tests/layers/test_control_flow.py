@@ -595,3 +595,40 @@ def test_cond_branches_returning_different_structures_is_a_value_error():
             L.cond(pred, lambda: None, one)
         with pytest.raises(ValueError, match="Incompatible.*returns 1 values, false_fn 2"):
             L.cond(pred, one, lambda: [one(), one()])
+
+
+@pytest.mark.parametrize("merge_op", ["merge_lod_tensor", "merge_lod_tensor_infer"])
+def test_split_and_merge_lod_tensor_route_sequences_and_back(merge_op):
+    x = np.arange(10, dtype="float32").reshape(-1, 1)
+    lens = [3, 1, 4, 2]
+    mask = np.array([[True], [False], [False], [True]])
+
+    def build():
+        xv = L.data("x", [1], lod_level=1)
+        mv = L.data("m", [1], dtype="bool")
+        t, f = L.control_flow.split_lod_tensor(xv, mv, level=0)
+        if merge_op == "merge_lod_tensor":
+            out = L.control_flow.merge_lod_tensor(t, f, xv, mv, level=0)
+        else:
+            helper = fluid.layer_helper.LayerHelper("merge_lod_tensor_infer")
+            out = helper.create_variable_for_type_inference("float32")
+            helper.append_op(merge_op, {"X": xv, "Mask": mv, "InTrue": t, "InFalse": f},
+                             {"Out": out}, {"level": 0})
+        return [t, f, out]
+    t, f, out = run(build, {"x": fluid.create_lod_tensor(x, [lens]), "m": mask},
+                    return_numpy=False)
+    assert np.asarray(t).ravel().tolist() == [0, 1, 2, 8, 9]
+    assert t.recursive_sequence_lengths() == [[3, 2]]
+    assert np.asarray(f).ravel().tolist() == [3, 4, 5, 6, 7]
+    np.testing.assert_array_equal(np.asarray(out), x)
+    assert out.recursive_sequence_lengths() == [lens]
+
+
+def test_split_and_merge_lod_tensor_refuse_non_variables():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = L.data("x", [1])
+        m = L.data("m", [1], dtype="bool")
+        with pytest.raises(TypeError, match="'input' in fluid.layers.split_lod_tensor"):
+            L.control_flow.split_lod_tensor(set(), m)
+        with pytest.raises(TypeError, match="'mask' in fluid.layers.merge_lod_tensor"):
+            L.control_flow.merge_lod_tensor(x, x, x, set())
