@@ -122,24 +122,44 @@ class While:
 
 
 def _flatten(x):
+    """The leaves of a nest of lists, tuples and dicts (a dict's values by sorted key, as
+    Fluid's layers.utils.flatten)."""
+    if isinstance(x, dict):
+        return [v for k in sorted(x) for v in _flatten(x[k])]
     if isinstance(x, (list, tuple)):
         return [v for item in x for v in _flatten(item)]
     return [x]
 
 
 def _pack(structure, flat):
+    """A nest shaped as `structure` (new lists, tuples, dicts) holding `flat`'s leaves."""
     it = iter(flat)
 
     def build(s):
+        if isinstance(s, dict):
+            built = {k: build(s[k]) for k in sorted(s)}
+            return type(s)((k, built[k]) for k in s) if type(s) is not dict else \
+                {k: built[k] for k in s}
         if isinstance(s, (list, tuple)):
             return type(s)(build(v) for v in s)
         return next(it)
     return build(structure)
 
 
+def _structure(x):
+    """A nest's shape with its leaves erased, to compare two nests."""
+    if isinstance(x, dict):
+        return ("dict", tuple((k, _structure(x[k])) for k in sorted(x)))
+    if isinstance(x, (list, tuple)):
+        return ("seq", tuple(_structure(v) for v in x))
+    return None
+
+
 def while_loop(cond, body, loop_vars, is_test=False, name=None):
     """Repeat `loop_vars = body(*loop_vars)` while `cond(*loop_vars)` is true (a bool [1]
-    Variable). Returns the final loop_vars (the same Variables, updated in place)."""
+    Variable). loop_vars may nest lists, tuples and dicts of Variables; the body gets its
+    own copy of the nests, so changing them in place leaves loop_vars as they were.
+    Returns the final loop_vars (the same Variables, updated in place)."""
     if not callable(cond) or not callable(body):
         raise TypeError("while_loop: cond and body must be callables")
     if not isinstance(loop_vars, (list, tuple)) or not loop_vars:
@@ -148,11 +168,13 @@ def while_loop(cond, body, loop_vars, is_test=False, name=None):
     _check_bool_scalar(pre_cond, "while_loop: the value of cond")
     loop = While(pre_cond, is_test, name)
     with loop.block():
-        outs = body(*loop_vars)
+        outs = body(*_pack(list(loop_vars), _flatten(list(loop_vars))))
         outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-        if len(_flatten(outs)) != len(_flatten(list(loop_vars))):
-            raise ValueError(f"while_loop: body returned {len(_flatten(outs))} values for "
-                             f"{len(_flatten(list(loop_vars)))} loop_vars")
+        if _structure(outs) != _structure(list(loop_vars)):
+            raise ValueError(f"body in while_loop should return the same arity (length and "
+                             f"structure) as loop_vars: body returned {len(outs)} values "
+                             f"({len(_flatten(outs))} Variables) for {len(loop_vars)} "
+                             f"loop_vars ({len(_flatten(list(loop_vars)))} Variables)")
         now = cond(*outs)
         for new, old in zip(_flatten(outs), _flatten(list(loop_vars))):
             if isinstance(new, Variable) and new.name != old.name:

@@ -632,3 +632,34 @@ def test_split_and_merge_lod_tensor_refuse_non_variables():
             L.control_flow.split_lod_tensor(set(), m)
         with pytest.raises(TypeError, match="'mask' in fluid.layers.merge_lod_tensor"):
             L.control_flow.merge_lod_tensor(x, x, x, set())
+
+
+def test_while_loop_over_nested_dicts_and_lists_changed_in_place_by_the_body():
+    """The body gets its own copy of loop_vars' nests (Fluid 1.8): entries it replaces in
+    place are assigned back to the loop_vars' Variables, which the loop returns."""
+    def cond(i, ten, d, lst):
+        return L.less_than(i, ten)
+
+    def body(i, ten, d, lst):
+        d["k"] = L.cast(i, "float32") + 1.0
+        lst[0] = lst[0] + 2.0
+        return [L.increment(i), ten, d, lst]
+
+    def build():
+        i = L.zeros([1], "int64")
+        ten = L.fill_constant([1], "int64", 4)
+        d = {"k": L.fill_constant([1], "float32", 0.0)}
+        lst = [L.fill_constant([1, 2], "float32", 0.0)]
+        out = L.while_loop(cond, body, [i, ten, d, lst])
+        assert out[2] is d and out[3] is lst      # the caller's nests, not the body's
+        return [d["k"], lst[0]]
+    k, v = run(build)
+    assert k.tolist() == [4.0] and v.tolist() == [[8.0, 8.0]]
+
+
+def test_while_loop_body_of_another_structure_is_a_value_error():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        i = L.zeros([1], "int64")
+        with pytest.raises(ValueError, match="same arity \\(length and structure\\)"):
+            L.while_loop(lambda i, d: L.less_than(i, i), lambda i, d: [i, [d["a"]]],
+                         [i, {"a": i}])
