@@ -663,3 +663,43 @@ def test_while_loop_body_of_another_structure_is_a_value_error():
         with pytest.raises(ValueError, match="same arity \\(length and structure\\)"):
             L.while_loop(lambda i, d: L.less_than(i, i), lambda i, d: [i, [d["a"]]],
                          [i, {"a": i}])
+
+
+def test_backward_through_nested_while_loops_sharing_a_counter():
+    """The inner loop increments a counter the outer loop passes on: its gradient block
+    restores it by decrementing, so the outer step must not snapshot it (a snapshot taken
+    before the step made the restored counter negative)."""
+    n = 5
+    d = RNG.normal(size=(4, n)).astype("float32")
+
+    def build():
+        x = fluid.data("x", [n], "float32")
+        x.stop_gradient = False
+        i = L.zeros([1], "int64")
+        j = L.fill_constant([1], "int64", 1)
+        stop_i, stop_j = L.fill_constant([1], "int64", 1), L.fill_constant([1], "int64", 4)
+        data = L.create_array("float32")
+        for k in range(4):
+            L.array_write(L.assign(d[k]), L.fill_constant([1], "int64", k), array=data)
+        mem = L.array_write(L.zeros([n], "float32"), L.zeros([1], "int64"))
+
+        def inner(j, x, mem):
+            s = x + (L.array_read(data, j) + L.array_read(mem, j))
+            j = L.increment(j, in_place=True)
+            L.array_write(s, j, array=mem)
+            return [j, x, mem]
+
+        def outer(i, j, x, mem):
+            s = x + (L.array_read(data, i) + L.array_read(mem, i))
+            i = L.increment(i, in_place=True)
+            L.array_write(s, i, array=mem)
+            j, x, mem = L.while_loop(lambda j, x, m: L.less_than(j, stop_j), inner, [j, x, mem])
+            return [i, j, x, mem]
+        L.while_loop(lambda i, j, x, m: L.less_than(i, stop_i), outer, [i, j, x, mem])
+        last = L.array_read(mem, j)
+        fluid.backward.append_backward(L.mean(last))
+        return [last, x.grad_name]
+    last, gx = run(build, {"x": np.ones(n, "float32")})
+    # mem[4] = 4 x + d[0] + ... + d[3]: x enters once per step, outer and inner
+    np.testing.assert_allclose(last, 4 + d.sum(0), rtol=1e-5)
+    np.testing.assert_allclose(gx, np.full(n, 4.0 / n), rtol=1e-6)
