@@ -4,7 +4,8 @@ import pytest
 
 import fluidity as fluid
 from fluidity.core.dtypes import VarType
-from fluidity.errors import ExecutionError, FeedError, FetchError
+from fluidity.errors import (ExecutionError, FeedError, FetchError,
+                             VariableNotFoundError)
 
 
 def _net():
@@ -269,3 +270,26 @@ def test_a_bare_program_desc_runs_and_its_plan_is_reused():
     assert len(exe._raw_views) == 1
     with pytest.raises(TypeError, match="Executor requires Program as its Parameter"):
         exe.run(42)
+
+
+def test_an_undeclared_name_in_a_dispensable_input_is_absent_elsewhere_an_error():
+    """Fluid runs an op whose dispensable input names a variable no block declares (the
+    input is null); a required input naming one is an error before anything runs."""
+    main = fluid.Program()
+    block = main.global_block()
+    x = block.create_var(name="x", shape=[2, 3], dtype="float32")
+    out = block.create_var(name="out", shape=[2, 3], dtype="float32")
+    gx = block.create_var(name="gx", shape=[2, 3], dtype="float32")
+    block.append_op("rnn_memory_helper_grad",
+                    {"X": x, "Out": out, "Out@GRAD": ["declared_nowhere"]}, {"X@GRAD": gx})
+    exe = fluid.Executor()
+    feed = {"x": np.ones((2, 3), "float32"), "out": np.ones((2, 3), "float32")}
+    (g,) = exe.run(main, feed=feed, fetch_list=[gx], scope=fluid.Scope())
+    np.testing.assert_array_equal(g, np.zeros((2, 3), "float32"))   # no gradient reached Out
+
+    bad = fluid.Program()
+    b = bad.global_block()
+    y = b.create_var(name="y", shape=[2], dtype="float32")
+    with pytest.raises(VariableNotFoundError, match="op 'scale': input 'X' names variable "
+                                                    "'nowhere', which is not declared"):
+        b.append_op("scale", {"X": ["nowhere"]}, {"Out": y})
