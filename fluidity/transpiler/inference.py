@@ -5,8 +5,10 @@ program, in place.
   Forward|Loss, stays; the Backward|Loss seed of loss@GRAD goes);
 * set `is_test` to True on every remaining op whose OpDef declares an `is_test` attribute
   (dropout, batch_norm, pool2d, lookup_table, ...): read from the registry, not a list;
-* drop variables no remaining op reads or writes, except persistables (parameters, moving
-  statistics, learning rates) and feed targets (data variables and outputs of feed ops).
+* drop variables no remaining op reads or writes, except feed targets (data variables and
+  outputs of feed ops) and, in a program without a backward pass, persistables; a program
+  with one (a Backward|Loss op) loses the persistables only training used (learning rates,
+  optimizer accumulators), as Fluid 1.8's prune_backward.
 
 Blocks are kept (sub-block indices stay valid); ops inside them are filtered the same way.
 `inference_desc(desc)` is the same pass as a pure function of descs.
@@ -44,6 +46,10 @@ def set_is_test(program, also_declared_by_desc=False):
 def make_inference_program(program):
     """Rewrite `program` (a ProgramView: the builder's Program is one) for inference;
     returns it."""
+    # a program with a backward pass (its loss@GRAD seed) loses the training state no
+    # forward op uses (learning rates, optimizer accumulators), as Fluid's prune_backward
+    trained = any(op.role & OpRole.Backward and op.role & OpRole.Loss
+                  for block in program.blocks for op in block.ops)
     for block in program.blocks:
         _drop_ops(block)
     set_is_test(program)
@@ -54,8 +60,8 @@ def make_inference_program(program):
             used.update(op.output_arg_names)
     for block in program.blocks:
         rewrite.remove_vars(block, {name for name, var in block.vars.items()
-                                    if name not in used and not var.persistable
-                                    and not var.need_check_feed})
+                                    if name not in used and not var.need_check_feed
+                                    and (trained or not var.persistable)})
     return program
 
 

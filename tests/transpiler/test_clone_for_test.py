@@ -57,12 +57,18 @@ def test_clone_for_test_drops_training_ops_and_sets_is_test():
         if registry.get(op.type).declares("is_test"):
             assert op.attr("is_test") is True, op.type
     assert {"dropout", "batch_norm", "pool2d"} <= {op.type for op in ops if op.has_attr("is_test")}
-    # persistables (params, moving stats, lr) and the data var stay
+    # the persistables forward ops use (params, moving stats) and the data var stay; the
+    # learning rate only training used goes, as Fluid's prune_backward
     gb = test.global_block()
     for p in main.all_parameters():
         assert gb.has_var(p.name)
         assert gb.var(p.name).trainable == p.trainable
-    assert gb.has_var("lr") and gb.has_var("x")
+    assert gb.has_var("x") and not gb.has_var("lr")
+    # a program without a backward pass keeps its unused persistables
+    assert test.clone(for_test=True).global_block().has_var(main.all_parameters()[0].name)
+    fwd = fluid.Program()
+    fwd.global_block().create_var(name="kept", shape=[1], dtype="float32", persistable=True)
+    assert fwd.clone(for_test=True).global_block().has_var("kept")
     assert gb.has_var(out.name) and gb.has_var(loss.name)
     # the original is untouched
     assert len(main.global_block().ops) == n_ops
