@@ -10,13 +10,16 @@ program, in place.
   with one (a Backward|Loss op) loses the persistables only training used (learning rates,
   optimizer accumulators), as Fluid 1.8's prune_backward.
 
-Blocks are kept (sub-block indices stay valid); ops inside them are filtered the same way.
+Ops inside sub-blocks are filtered the same way. In a program with a backward pass, the
+blocks left without ops that no op runs (gradient blocks) are removed and the others
+renumbered, as Fluid 1.8's prune_backward; otherwise every block is kept.
 `inference_desc(desc)` is the same pass as a pure function of descs.
 """
 from ..core.names import OpRole
 from ..ir import rewrite
 from ..ir.views import ProgramView
 from ..ops import registry
+from ..proto import framework_pb2 as pb
 
 _DROP_ROLES = OpRole.Backward | OpRole.Optimize | OpRole.LRSched
 
@@ -62,7 +65,23 @@ def make_inference_program(program):
         rewrite.remove_vars(block, {name for name, var in block.vars.items()
                                     if name not in used and not var.need_check_feed
                                     and (trained or not var.persistable)})
+    if trained:    # the gradient blocks, left without ops, go (Fluid's prune_backward)
+        run = {i for block in program.blocks for op in block.ops
+               for i in _sub_blocks(op)}
+        rewrite.remove_blocks(program, [b.idx for b in program.blocks[1:]
+                                        if not b.ops and b.idx not in run])
     return program
+
+
+def _sub_blocks(op):
+    """The block indices `op` runs (its BLOCK and BLOCKS attributes)."""
+    out = []
+    for a in op.desc.attrs:
+        if a.type == pb.BLOCK:
+            out.append(a.block_idx)
+        elif a.type == pb.BLOCKS:
+            out.extend(a.blocks_idx)
+    return out
 
 
 def inference_desc(desc):
