@@ -177,12 +177,14 @@ class Read(OpDef):
     type = "read"
     inputs = (In("Reader"),)
     outputs = (Out("Out", duplicable=True),)
-    attrs = {"throw_eof_exp": True, "infer_out": True}
+    attrs = {"throw_eof_exp": True, "infer_out": True, "drop_last": True}
     kind = "ctx"
     infer_shape = None
     share_lod = None
     doc = ("Out... = the reader's next batch; at the end of the data raise "
-           "fluid.core.EOFException (throw_eof_exp) or leave Out empty.")
+           "fluid.core.EOFException (throw_eof_exp) or leave Out empty. drop_last=False: "
+           "a data-parallel inference run whose later places find no batch runs the places "
+           "that read one (Fluid's partial feed).")
 
     @staticmethod
     def make_step(p):

@@ -120,7 +120,7 @@ class GeneratorLoader(DataLoaderBase):
             reader = reader_program.add_decorated_reader("create_double_buffer_reader",
                                                          reader, index=at)
             at += 1
-        reader_program.insert_read(reader, self.feed_list, at)
+        reader_program.insert_read(reader, self.feed_list, at, self.drop_last)
         self.reader_var = reader
 
     # -- sources --------------------------------------------------------------------------

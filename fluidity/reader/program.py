@@ -109,11 +109,12 @@ def first_use(outputs):
     return len(block.ops)
 
 
-def insert_read(reader, outputs, index):
+def insert_read(reader, outputs, index, drop_last=True):
     """A `read` op of the main program from `reader` into `outputs`, at `index`."""
     block = default_main_program().current_block()
     return block._insert_op(index, type="read", inputs={"Reader": [reader]},
-                            outputs={"Out": list(outputs)})
+                            outputs={"Out": list(outputs)},
+                            attrs={"drop_last": bool(drop_last)})
 
 
 def reset_scope_reader(name):
