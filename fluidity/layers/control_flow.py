@@ -15,6 +15,7 @@ from ..core.dtypes import VarType
 from ..backward import backward_block_of
 from ..framework import OpRole, Variable, check_type, default_main_program, op_role_guard
 from ..layer_helper import LayerHelper
+from ..proto import framework_pb2 as pb
 from .manip import cast, increment, less_than, logical_and, logical_not
 from .tensor import assign, fill_constant
 
@@ -545,6 +546,13 @@ def array_to_lod_tensor(x, table):
 
 def reorder_lod_tensor_by_rank(x, rank_table):
     """x's items (level-0 sequences, or rows) in the rank table's order."""
+    where = "fluid.layers.reorder_lod_tensor_by_rank"
+    check_type(x, "x", Variable, where)
+    check_type(rank_table, "rank_table", Variable, where)
+    if rank_table.type != VarType.LOD_RANK_TABLE:
+        raise TypeError(f"{where}: the type of rank_table should be LOD_RANK_TABLE (a "
+                        f"lod_rank_table's output), got '{rank_table.name}' of type "
+                        f"{pb.VarType.Type.Name(rank_table.type)}")
     return _array_op("reorder_lod_tensor_by_rank", x, rank_table, False)
 
 

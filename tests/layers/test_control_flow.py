@@ -703,3 +703,35 @@ def test_backward_through_nested_while_loops_sharing_a_counter():
     # mem[4] = 4 x + d[0] + ... + d[3]: x enters once per step, outer and inner
     np.testing.assert_allclose(last, 4 + d.sum(0), rtol=1e-5)
     np.testing.assert_allclose(gx, np.full(n, 4.0 / n), rtol=1e-6)
+
+
+def test_reorder_by_rank_of_a_sequence_input_and_its_gradient():
+    """x's level-0 sequences reordered by another input's rank table; the gradient (through
+    reduce_sum, whose X@GRAD keeps X's LoD as Fluid's) goes back to x's own rows."""
+    x = np.arange(12, dtype="float32").reshape(6, 2)
+    x_lens = [1, 3, 2]                        # x's own sequences
+    ref_lens = [1, 3, 2]                      # the rank table's: order 1, 2, 0
+
+    def build():
+        xv = L.data("x", [2], lod_level=1)
+        xv.stop_gradient = False
+        ref = L.data("ref", [1], lod_level=1)
+        out = L.reorder_lod_tensor_by_rank(xv, L.lod_rank_table(ref))
+        fluid.backward.append_backward(L.reduce_sum(out * out))
+        return [out, "x@GRAD"]
+    feed = {"x": fluid.create_lod_tensor(x, [x_lens]),
+            "ref": fluid.create_lod_tensor(np.zeros((6, 1), "float32"), [ref_lens])}
+    out, gx = run(build, feed, return_numpy=False)
+    np.testing.assert_array_equal(np.asarray(out), x[[1, 2, 3, 4, 5, 0]])
+    assert out.recursive_sequence_lengths() == [[3, 2, 1]]
+    np.testing.assert_array_equal(np.asarray(gx), 2 * x)
+    assert gx.recursive_sequence_lengths() == [x_lens]
+
+
+def test_reorder_by_rank_takes_a_rank_table_only():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = L.data("x", [4])
+        with pytest.raises(TypeError, match="rank_table should be LOD_RANK_TABLE"):
+            L.reorder_lod_tensor_by_rank(x, L.data("t", [4], dtype="int32"))
+        with pytest.raises(TypeError, match="'x' in fluid.layers.reorder_lod_tensor_by_rank"):
+            L.reorder_lod_tensor_by_rank(np.ones(4), x)
