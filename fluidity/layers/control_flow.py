@@ -829,6 +829,10 @@ class DynamicRNN:
         """The state before each step (shrunk to the step's batch): `init` (one row per
         sequence; need_reorder=True if in the input's order), or `shape` filled with value."""
         self._assert_in("memory")
+        if shape is not None:
+            check_type(shape, "shape", (list, tuple), "memory")
+        if init is not None:
+            check_type(init, "init", Variable, "memory")
         self._init_zero_idx()
         parent = self._parent_block()
         if init is None:

@@ -735,3 +735,16 @@ def test_reorder_by_rank_takes_a_rank_table_only():
             L.reorder_lod_tensor_by_rank(x, L.data("t", [4], dtype="int32"))
         with pytest.raises(TypeError, match="'x' in fluid.layers.reorder_lod_tensor_by_rank"):
             L.reorder_lod_tensor_by_rank(np.ones(4), x)
+
+
+def test_dynamic_rnn_memory_checks_its_arguments_as_fluid():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        init = L.zeros([1], "float32")
+        drnn = L.DynamicRNN()
+        with pytest.raises(TypeError, match="'shape' in memory must be"):
+            with drnn.block():
+                drnn.memory(init, "shape")
+        drnn = L.DynamicRNN()
+        with pytest.raises(TypeError, match="'init' in memory must be"):
+            with drnn.block():
+                drnn.memory(np.zeros(1), [1])
