@@ -29,7 +29,7 @@ never a gradient that silently leaves that path out.
 """
 from . import unique_name
 from .core.dtypes import VarType
-from .errors import ArgumentTypeError, FluidityError, NoGradientError, ProgramError
+from .errors import ArgumentTypeError, FluidityError, NoGradientError
 from .ir import rewrite
 from .framework import (EMPTY_VAR_NAME, GRAD_SUFFIX, OpRole, Parameter, Variable,
                         grad_var_name, op_role_guard)
@@ -181,8 +181,10 @@ def _differentiable_inputs(op):
 
 
 def _needs_grad_forward(block, ops, no_grad):
-    """Variables whose gradient is wanted: non-stop_gradient leaves (parameters, inputs
-    marked stop_gradient=False) and everything computed from them."""
+    """Variables whose gradient is wanted: every variable not marked stop_gradient (Fluid's
+    no-grad set is the stop_gradient variables: a computed value marked
+    stop_gradient=False gets its gradient even if nothing it is computed from does) and
+    everything computed from them."""
     produced = {n for op in ops for n in op.output_arg_names}
     needs = set()
     for v in _all_vars(block):
@@ -190,8 +192,7 @@ def _needs_grad_forward(block, ops, no_grad):
             continue
         if isinstance(v, Parameter) and not v.trainable:
             continue
-        if v.name not in produced:
-            needs.add(v.name)
+        needs.add(v.name)
     for op in ops:
         opdef = registry.get(op.type)
         if opdef.grad is None:
@@ -392,14 +393,35 @@ def _backward_sub_block(op, opdef, parent, needs, no_grad, maker, names):
             _create_grad_var(grad_block, g, names.shaped_as(g))
 
 
-def _emit_backward(block, targets, target_grads, no_grad_set, names):
+def _emit_backward(block, targets, target_grads, no_grad_set, names, grad_block=None):
     """Append grad ops for `targets` (seeded by `target_grads`, a list of var names holding
-    their gradients, named by `names`) to `block`. Returns the set of grad names produced."""
+    their gradients, named by `names`) of `block`'s ops to `grad_block` (`block` itself by
+    default). Returns the set of grad names produced."""
+    grad_block = block if grad_block is None else grad_block
     fwd_ops = _ops_leading_to(list(block.ops), [t.name for t in targets])
     no_grad = set(no_grad_set or ())
     needs = _needs_grad_forward(block, fwd_ops, no_grad)
-    specs = _grad_specs(fwd_ops, needs, no_grad, block, names=names)
-    return _append_grad_ops(block, specs, set(target_grads), names)
+    specs = _grad_specs(fwd_ops, needs, no_grad, grad_block, names=names)
+    return _append_grad_ops(grad_block, specs, set(target_grads), names)
+
+
+def new_backward_block(block):
+    """A new block differentiating sub-block `block` (Fluid 1.8's: parent = `block`'s
+    parent, forward_block_idx = `block`), leaving the program's current block as it was."""
+    program = block.program
+    current = program.current_block_idx
+    grad_block = program._create_block(parent_idx=block.parent_idx)
+    grad_block._set_forward_block_idx(block.idx)
+    program.current_block_idx = current
+    return grad_block
+
+
+def backward_block_of(block):
+    """The block that differentiates `block` (its forward_block_idx is `block`), or None."""
+    for b in block.program.blocks:
+        if b.idx != block.idx and b.desc.forward_block_idx == block.idx:
+            return b
+    return None
 
 
 def _append_grad_ops(block, specs, available, names):
@@ -546,21 +568,23 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
                 raise ValueError(f"append_backward: checkpoint {c!r} is not a variable of "
                                  f"the loss's program")
     block = loss.block
-    if block.idx != 0:
-        raise ProgramError("append_backward: the loss must be in the global block")
     program = block.program
     for op in block.ops:
         if loss.name in op.output_arg_names:
             op._set_attr("op_role", OpRole.Forward | OpRole.Loss)
     names = _pass_names(program)
+    # a loss built inside a sub-block (minimize in a case/switch_case branch): the
+    # gradient and update ops go to a new block differentiating it, which the branch's
+    # conditional_block runs after the branch (layers.control_flow.ConditionalBlock)
+    target = block if block.idx == 0 else new_backward_block(block)
 
     loss_grad = names.grad(loss.name)
     with op_role_guard(OpRole.Backward | OpRole.Loss):
-        block.create_var(name=loss_grad, shape=loss.shape, dtype=loss.dtype)
-        block.append_op("fill_constant", outputs={"Out": loss_grad},
-                        attrs={"shape": [d if d > 0 else 1 for d in loss.shape],
-                               "dtype": loss.dtype, "value": 1.0})
-    produced = _emit_backward(block, [loss], [loss_grad], no_grad, names)
+        target.create_var(name=loss_grad, shape=loss.shape, dtype=loss.dtype)
+        target.append_op("fill_constant", outputs={"Out": loss_grad},
+                         attrs={"shape": [d if d > 0 else 1 for d in loss.shape],
+                                "dtype": loss.dtype, "value": 1.0})
+    produced = _emit_backward(block, [loss], [loss_grad], no_grad, names, grad_block=target)
 
     if parameter_list is not None:
         params = [block.var(p) if isinstance(p, str) else p for p in parameter_list]
@@ -570,10 +594,10 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
     for p in params:
         g = names.grad(p.name)
         if g in produced:
-            pairs.append((p, block.var(g)))
+            pairs.append((p, target.var(g)))
     # tag the ops that write parameter gradients (used by optimizers/transpilers)
     grad_of = {g.name: p.name for p, g in pairs}
-    for op in block.ops:
+    for op in target.ops:
         for n in op.output_arg_names:
             if n in grad_of:
                 op._set_attr("op_role_var", [grad_of[n], n])

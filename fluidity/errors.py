@@ -41,6 +41,11 @@ class ShapeError(EnforceNotMet, ValueError):
     """Shapes that do not fit together, found at build or run time."""
 
 
+class ShapeAssertionError(ShapeError, AssertionError):
+    """A shape argument Fluid refuses with an assert (reshape's shape with two -1s, a 0
+    past X's rank, a negative dim): an AssertionError as well as a ShapeError."""
+
+
 class FeedError(EnforceNotMet, ValueError):
     """A fed value does not match the variable it feeds (name, shape, dtype)."""
 

@@ -2,12 +2,15 @@
 front of its block, as Fluid 1.8's do (`block._prepend_op`: a startup program lists the init
 ops last-made first; the Bilinear one appends, as Fluid's). Seeds come from the op's `seed`
 attribute (0 = nondeterministic); a program with `random_seed` set hands every initializer a
-derived seed, so runs are reproducible."""
+derived seed, so runs are reproducible. A float16 parameter is filled as Fluid 1.8 fills it:
+the init op writes a float32 temporary, and a `cast` appended after it writes the parameter."""
 import math
 
 import numpy as np
 
+from . import unique_name
 from .core import dtypes
+from .core.dtypes import VarType
 
 
 def _fan_in_out(var):
@@ -29,13 +32,28 @@ class Initializer:
     def _seed_for(self, block):
         return self._seed or block.program._next_seed()
 
+    # the prefix of the float32 temporary a float16 parameter is filled through (Fluid's)
+    _tmp_prefix = "init"
+
     def __call__(self, var, block):
         startup_var = block.create_var(name=var.name, shape=var.shape, dtype=var.dtype,
                                        type=var.type, persistable=True)
-        return self._append(startup_var, block)
+        if var.dtype != VarType.FP16:
+            return self._append(startup_var, block)
+        # float16, as Fluid 1.8: fill a float32 temporary (the op goes to the front), then
+        # cast it into the parameter (appended)
+        tmp = block.create_var(
+            name=unique_name.generate(f"{self._tmp_prefix}.{var.name}.tmp"),
+            shape=var.shape, dtype=VarType.FP32, type=VarType.LOD_TENSOR, persistable=False)
+        op = self._append(tmp, block)
+        block.append_op("cast", inputs={"X": tmp}, outputs={"Out": startup_var},
+                        attrs={"in_dtype": VarType.FP32, "out_dtype": VarType.FP16})
+        return op
 
 
 class ConstantInitializer(Initializer):
+    _tmp_prefix = "constant_init"
+
     def __init__(self, value=0.0, force_cpu=False):
         super().__init__()
         self.value = value
@@ -49,6 +67,8 @@ class ConstantInitializer(Initializer):
 class UniformInitializer(Initializer):
     """U[low, high); with diag_num > 0 the first diag_num rows (of the parameter seen as
     [rows, -1]) get diag_val at column i * diag_step (Fluid 1.8's identity-like init)."""
+
+    _tmp_prefix = "uniform_random"
 
     def __init__(self, low=-1.0, high=1.0, seed=0, diag_num=0, diag_step=0, diag_val=1.0):
         super().__init__(seed)
@@ -66,6 +86,8 @@ class UniformInitializer(Initializer):
 
 
 class NormalInitializer(Initializer):
+    _tmp_prefix = "gaussian_random"
+
     def __init__(self, loc=0.0, scale=1.0, seed=0):
         super().__init__(seed)
         self.loc, self.scale = loc, scale
@@ -78,6 +100,8 @@ class NormalInitializer(Initializer):
 
 
 class TruncatedNormalInitializer(NormalInitializer):
+    _tmp_prefix = "truncated_gaussian_random"
+
     def _append(self, var, block):
         m, s = float(self.loc), float(self.scale)     # Fluid's cut: mean -+ 2 std
         return block._prepend_op("truncated_gaussian_random", outputs={"Out": var},
@@ -88,6 +112,8 @@ class TruncatedNormalInitializer(NormalInitializer):
 
 class XavierInitializer(Initializer):
     """Glorot & Bengio (2010): U(+-sqrt(6/(fan_in+fan_out))) or N(0, sqrt(2/(fan_in+fan_out)))."""
+
+    _tmp_prefix = "xavier_init"
 
     def __init__(self, uniform=True, fan_in=None, fan_out=None, seed=0):
         super().__init__(seed)
@@ -107,6 +133,8 @@ class XavierInitializer(Initializer):
 class MSRAInitializer(Initializer):
     """He et al. (2015): U(+-sqrt(6/fan_in)) or N(0, sqrt(2/fan_in))."""
 
+    _tmp_prefix = "msra_init"
+
     def __init__(self, uniform=True, fan_in=None, seed=0, negative_slope=0.0,
                  nonlinearity="relu"):
         super().__init__(seed)
@@ -122,6 +150,8 @@ class MSRAInitializer(Initializer):
 
 
 class NumpyArrayInitializer(Initializer):
+    _tmp_prefix = "numpy_array_init"
+
     def __init__(self, value):
         super().__init__()
         self.value = np.asarray(value)
@@ -150,6 +180,8 @@ class BilinearInitializer(Initializer):
     """Bilinear-upsampling weights for a conv2d_transpose filter [C_out, C_in, K, K]:
     each K x K kernel is (1 - |x / f - c|) * (1 - |y / f - c|), f = ceil(K / 2),
     c = (2f - 1 - f % 2) / (2f)."""
+
+    _tmp_prefix = "bilinear_init"
 
     def __init__(self):
         super().__init__()

@@ -169,9 +169,11 @@ class Optimizer:
         first, as Fluid 1.8); returns every op it appended: each parameter's own-LR `scale`,
         its update op, and the ops of `_finish_update`."""
         program = default_main_program()
-        block = program.global_block()
         todo = [(p, g) for p, g in parameters_and_grads
                 if g is not None and getattr(p, "trainable", True)]
+        # the updates go where the gradients are: the global block, or the backward block
+        # of a loss built in a case/switch_case branch (Fluid 1.8's backward_block_idx)
+        block = next((g.block for _, g in todo if g.block.idx != 0), program.global_block())
         start = len(block.ops)
         self._create_accumulators(block, [p for p, _ in todo])
         self._create_global_learning_rate()

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import fluidity as fluid
+from fluidity.core.dtypes import VarType
 
 
 def test_bilinear_initializer_fills_upsampling_kernels():
@@ -33,3 +34,30 @@ def test_init_on_cpu_guard():
 def test_error_clip_is_declined():
     with pytest.raises(NotImplementedError, match="ErrorClipByValue"):
         fluid.clip.ErrorClipByValue(1.0)
+
+
+@pytest.mark.parametrize("init,fill_op", [
+    (fluid.initializer.ConstantInitializer(0.5), "fill_constant"),
+    (fluid.initializer.UniformInitializer(-0.1, 0.1, seed=3), "uniform_random"),
+    (fluid.initializer.NormalInitializer(0.0, 0.1, seed=3), "gaussian_random"),
+    (fluid.initializer.Xavier(seed=3), "uniform_random"),
+    (fluid.initializer.NumpyArrayInitializer(np.full((4, 3), 0.25)), "assign_value")])
+def test_a_float16_parameter_is_filled_in_float32_and_cast(init, fill_op):
+    """Fluid 1.8: the init op (at the front) fills a float32 temporary; a cast appended after
+    it writes the float16 parameter."""
+    startup = fluid.Program()
+    block = startup.global_block()
+    p = block.create_parameter(name="w16", shape=[4, 3], dtype="float16", initializer=init)
+    ops = block.ops
+    assert [op.type for op in ops] == [fill_op, "cast"]
+    tmp = ops[0].output("Out")[0]
+    assert block.var(tmp).dtype == VarType.FP32 and not block.var(tmp).persistable
+    assert ops[1].input("X") == [tmp] and ops[1].output("Out") == [p.name]
+    assert (ops[1].attr("in_dtype"), ops[1].attr("out_dtype")) == (VarType.FP32, VarType.FP16)
+    scope = fluid.Scope()
+    fluid.Executor().run(startup, scope=scope)
+    w = np.array(scope.find_var("w16").get_tensor())
+    assert w.dtype == np.float16 and w.shape == (4, 3)
+    if fill_op in ("fill_constant", "assign_value"):
+        np.testing.assert_array_equal(w, np.full((4, 3), 0.5 if fill_op == "fill_constant"
+                                                 else 0.25, np.float16))

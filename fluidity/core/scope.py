@@ -10,6 +10,7 @@ import threading
 import numpy as np
 
 from ..errors import EnforceNotMet, FluidityError
+from .rank_table import LoDRankTable
 from .tensor import LoDTensor, LoDTensorArray, SelectedRows
 
 
@@ -39,6 +40,10 @@ class Variable:
 
     def get_lod_tensor_array(self):
         return self._get(LoDTensorArray)
+
+    def get_lod_rank_table(self):
+        """The LoDRankTable a lod_rank_table op wrote here (an empty one if none yet)."""
+        return self._get(LoDRankTable)
 
     def is_initialized(self):
         v = self.value

@@ -41,7 +41,7 @@ from ..core import dtypes
 from ..core.dtypes import VarType
 from ..core.names import OpRole
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
-from ..errors import ExecutionError, FeedError, FetchError
+from ..errors import EOFException, ExecutionError, FeedError, FetchError
 from ..ir.views import VarView
 from .executor import fed_array, fetch_name
 from .plan import Plan, RunEnv
@@ -186,6 +186,10 @@ class ReplicaPlan(Plan):
                 names = {n for op in self.ops[start:end] for n in op.output_arg_names}
                 self.shared_after[k] = sorted(self._slot[n] for n in names
                                               if n in self._slot and not self._persistable(n))
+        # a read op with drop_last=False: places that find no batch may sit a run out
+        self.partial_read = any(op.type == "read" and op.has_attr("drop_last") and
+                                not op.attr("drop_last") for i, op in enumerate(self.ops)
+                                if i in self.in_order)
         # persistable tensors the replicas write: each place keeps its own copy
         self.replica_persistables = sorted({
             n for i, op in enumerate(self.ops) if not once[i]
@@ -223,26 +227,41 @@ class ReplicaPlan(Plan):
                 raise
             raise err from e
 
-    def run_replicas(self, frames, envs, pool, rendezvous):
-        """Run the block on len(frames) replicas (frames[k] bound in replica k's scope)."""
+    def run_replicas(self, frames, envs, pool, rendezvous, partial=False):
+        """Run the block on len(frames) replicas (frames[k] bound in replica k's scope).
+        Returns how many ran to the end: all, unless `partial` (an inference run over a
+        read op with drop_last=False) let the places from the first one whose read found
+        the data at its end sit the run out (replica 0's end of data is the pass's)."""
         turns = _Turns()
-        n = len(frames)
         for k, (once, start, end) in enumerate(self.segments):
-            if once or n == 1:
+            if once or len(frames) == 1:
                 self._run_range(start, end, frames[0], envs[0], turns, 0)
                 for slot in self.shared_after.get(k, ()):
                     value = frames[0][slot].value
                     for f in frames[1:]:
                         f[slot].value = value
                 continue
-            self._run_parallel(start, end, frames, envs, pool, rendezvous, turns)
+            ran = self._run_parallel(start, end, frames, envs, pool, rendezvous, turns,
+                                     partial and self.partial_read)
+            frames, envs = frames[:ran], envs[:ran]
+        return len(frames)
 
-    def _run_parallel(self, start, end, frames, envs, pool, rendezvous, turns):
+    def _run_parallel(self, start, end, frames, envs, pool, rendezvous, turns,
+                      partial=False):
         errors = [None] * len(frames)
+        out_of_data = [False] * len(frames)
 
         def replica(rank):
             try:
                 self._run_range(start, end, frames[rank], envs[rank], turns, rank)
+            except EOFException as e:
+                if partial and rank > 0:      # this place got no batch: it sits out
+                    out_of_data[rank] = True
+                    return
+                errors[rank] = e
+                if rendezvous is not None:
+                    rendezvous.abort()
+                turns.abort()
             except BaseException as e:   # noqa: B036 -- the first real one is raised below
                 errors[rank] = e
                 if rendezvous is not None:
@@ -258,6 +277,8 @@ class ReplicaPlan(Plan):
             raise real[0]
         if any(errors):   # aborted without a cause: should not happen
             raise ExecutionError("a data-parallel run stopped without an error")
+        # reads go in place order: the places after the first that found no batch found none
+        return out_of_data.index(True) if any(out_of_data) else len(frames)
 
 
 class ReplicaStrategy:
@@ -411,11 +432,17 @@ class DataParallelRunner:
         n = len(self.places)
         feeds = self._place_feeds(feed, n)
         names = sorted({k for f in feeds if f for k in f})
-        for k, f in enumerate(feeds):
-            if f and sorted(f) != names:
-                raise FeedError(f"data-parallel feed: place {k} is fed {sorted(f)}, another "
-                                f"place {names}; every place must be fed the same variables")
-        active = [k for k, f in enumerate(feeds) if f] if names else list(range(n))
+        # the places that run are those given data (non-persistable values); a persistable
+        # value fed once is every place's copy and does not make a place run (Fluid)
+        data = [x for x in names if not self._fed_persistable(x)] or names
+        active = [k for k, f in enumerate(feeds) if any(x in f for x in data)] \
+            if names else list(range(n))
+        for k in active:
+            if sorted(feeds[k]) != names:
+                raise FeedError(f"data-parallel feed: place {k} is fed {sorted(feeds[k])}, "
+                                f"another place {names}; every place that runs must be fed "
+                                f"the same variables (a persistable variable needs as many "
+                                f"values as the others, or one for every place)")
         if len(active) < n and self.training:
             raise FeedError(
                 f"the feed has data for {len(active)} of the {n} places; a training program "
@@ -449,10 +476,12 @@ class DataParallelRunner:
                 frames.append(frame)
                 envs.append(ReplicaEnv(scope, executor, prep.program,
                                        _Member(rendezvous, r) if rendezvous else None))
+            ran = len(frames)
             if not self.dry_run:
-                plan.run_replicas(frames, envs, self._pool, rendezvous)
+                ran = plan.run_replicas(frames, envs, self._pool, rendezvous,
+                                        partial=not self.training)
             per_place = [[s.find_var(fetch_var_name).value[c] for c in prep.fetch_cols]
-                         for _k, s in exec_scopes] if fetch_names else []
+                         for _k, s in exec_scopes[:ran]] if fetch_names else []
         finally:
             for k, s in exec_scopes:
                 self._place_scopes[k].delete_scope(s)
@@ -496,6 +525,10 @@ class DataParallelRunner:
         raise FeedError(f"feed must be a dict or a list of dicts (one per place), got "
                         f"{type(feed).__name__}")
 
+    def _fed_persistable(self, name):
+        var = self.program.global_block().find_var_recursive(name)
+        return var is not None and var.persistable
+
     def _split_feed(self, feed, n):
         block = self.program.global_block()
         out = [{} for _ in range(n)]
@@ -508,7 +541,7 @@ class DataParallelRunner:
             parts = split_tensor(_as_tensor(name, value, var), n)
             if var.persistable and len(parts) == 1:
                 parts = parts * n          # one value for every place's copy
-            if len(parts) < n and (self.training or var.persistable):
+            if len(parts) < n and self.training:
                 total = sum(batch_size_of(part) for part in parts)
                 raise FeedError(
                     f"feed '{name}': the batch of {total} example(s) gives {len(parts)} of "

@@ -241,6 +241,14 @@ def _compile_step(readers, writers, lod_i, as_values):
     return ns["make"]
 
 
+def _dispensable_inputs(op):
+    """Names `op` reads only through dispensable input slots (an op runs without them)."""
+    slots = {sl.name: sl for sl in registry.get(op.type).inputs}
+    required = {n for slot in op.input_names if not getattr(slots.get(slot), "dispensable",
+                                                            False) for n in op.input(slot)}
+    return {n for n in op.input_arg_names if n not in required}
+
+
 class Plan:
     """One block of one program (a ProgramView), prepared. Immutable after construction;
     shareable by threads (each run binds its own frame)."""
@@ -254,9 +262,10 @@ class Plan:
         self.local, self.persist, self.outer = [], [], []
 
         for op in block.ops:
+            optional = _dispensable_inputs(op)
             for n in op.input_arg_names + op.output_arg_names:
                 if n != EMPTY_VAR_NAME:
-                    self._declare(n, op)
+                    self._declare(n, op, n in optional)
         # variables declared in the block but touched by no op still exist at run time
         for n in block.vars:
             self._declare(n, None)
@@ -267,7 +276,7 @@ class Plan:
             self.steps.append(self._prepare_op(op))
 
     # -- frame layout -------------------------------------------------------------------
-    def _declare(self, name, op):
+    def _declare(self, name, op, optional=False):
         if name in self._slot:
             return
         v = self.block.vars.get(name)
@@ -275,6 +284,8 @@ class Plan:
             bucket = self.persist if v.persistable else self.local
         elif self.block.find_var_recursive(name) is not None:
             bucket = self.outer
+        elif optional:   # Fluid: an input no block declares is absent (null) at run time
+            bucket = self.local
         else:
             raise ProgramError(f"op '{op.type}' in block {self.block_idx} uses variable "
                                f"'{name}', which no block declares")

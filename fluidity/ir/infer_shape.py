@@ -92,10 +92,11 @@ class InferShapeContext:
         self.set_output(out_slot, src.shape, dtype if dtype is not None else src.dtype,
                         src.lod_level)
 
-    def fail(self, message):
-        """Raise a ShapeError naming this op and its inputs' shapes."""
+    def fail(self, message, error=ShapeError):
+        """Raise a ShapeError (or `error`, a subclass of it) naming this op and its inputs'
+        shapes."""
         def shapes(slot):
             return [list(self._var(n).shape) if self._var(n) else "?"
                     for n in self.op.input(slot)]
         desc = ", ".join(f"{s}={shapes(s)}" for s in self.op.input_names)
-        raise ShapeError(f"op '{self.op.type}' ({desc}): {message}")
+        raise error(f"op '{self.op.type}' ({desc}): {message}")

@@ -284,6 +284,48 @@ def add_block(program, parent_idx):
     return block
 
 
+def remove_blocks(program, idxs):
+    """Drop blocks `idxs` (never block 0, never one a remaining op runs): the others are
+    renumbered in order, and their parent, forward-block and sub-block references follow."""
+    idxs = set(idxs)
+    if 0 in idxs:
+        raise ProgramError("remove_blocks: block 0 cannot be removed")
+    keep = [i for i in range(len(program.desc.blocks)) if i not in idxs]
+    new_idx = {old: new for new, old in enumerate(keep)}
+    for old in keep:
+        for od in program.desc.blocks[old].ops:
+            for a in od.attrs:
+                used = [a.block_idx] if a.type == pb.BLOCK else \
+                    list(a.blocks_idx) if a.type == pb.BLOCKS else []
+                if any(i in idxs for i in used):
+                    raise ProgramError(f"remove_blocks: op '{od.type}' of block {old} runs "
+                                       f"block {used}, which would be removed")
+    for i in sorted(idxs, reverse=True):
+        del program.desc.blocks[i]
+    views = [program.blocks[old] for old in keep]
+    for new, (old, view) in enumerate(zip(keep, views)):
+        bd = program.desc.blocks[new]
+        bd.idx = new
+        bd.parent_idx = -1 if old == 0 else new_idx.get(bd.parent_idx, 0)
+        if bd.HasField("forward_block_idx") and bd.forward_block_idx >= 0:
+            bd.forward_block_idx = new_idx.get(bd.forward_block_idx, -1)
+        for od in bd.ops:
+            for a in od.attrs:
+                if a.type == pb.BLOCK:
+                    a.block_idx = new_idx[a.block_idx]
+                elif a.type == pb.BLOCKS:
+                    a.blocks_idx[:] = [new_idx[i] for i in a.blocks_idx]
+        # views follow their descs (as remove_vars)
+        view.desc = bd
+        by_name = {vd.name: vd for vd in bd.vars}
+        for n, v in view.vars.items():
+            v.desc = by_name[n]
+        for op, od in zip(view.ops, bd.ops):
+            op.desc = od
+    program.blocks[:] = views
+    touch(program)
+
+
 # --- passes as pure functions ---------------------------------------------------------------
 def on_copy(desc, pass_, *args, **kwargs):
     """Run `pass_(program_view, *args, **kwargs)`, a pass that rewrites a ProgramView in

@@ -1,14 +1,20 @@
 """Multi-way branches of Fluid 1.8 over `cond`: case (the first true predicate's branch) and
 switch_case (the branch of an int index); is_empty."""
+from ..core import dtypes
 from ..core.dtypes import VarType
 from ..framework import Variable
 from ..layer_helper import LayerHelper
 from .checks import check_variables
 from .control_flow import cond
-from .manip import equal
+from .manip import cast, equal
 from .tensor import fill_constant
 
 __all__ = ["case", "switch_case", "is_empty"]
+
+
+def _describe(x):
+    return f"a {dtypes.name(x.dtype)} Variable" if isinstance(x, Variable) else \
+        type(x).__name__
 
 
 def _check_fn(layer, what, fn):
@@ -50,18 +56,23 @@ def switch_case(branch_index, branch_fns, default=None, name=None):
     list of fns indexed by position), else of default() (the largest index's fn when
     default is None)."""
     if not isinstance(branch_index, Variable) or branch_index.dtype not in (
-            VarType.INT32, VarType.INT64):
-        raise TypeError("switch_case: branch_index must be an int32 or int64 Variable")
+            VarType.UINT8, VarType.INT32, VarType.INT64):
+        raise TypeError(f"switch_case: branch_index must be a uint8, int32 or int64 "
+                        f"Variable, got {_describe(branch_index)}")
+    if branch_index.dtype == VarType.UINT8:    # compared as int64, as Fluid casts it
+        branch_index = cast(branch_index, "int64")
     if isinstance(branch_fns, dict):
         items = list(branch_fns.items())
-    elif isinstance(branch_fns, (list, tuple)) and branch_fns and all(
-            isinstance(b, tuple) for b in branch_fns):
-        items = list(branch_fns)
     elif isinstance(branch_fns, (list, tuple)) and branch_fns:
-        items = list(enumerate(branch_fns))
+        items = list(enumerate(branch_fns)) if all(callable(b) for b in branch_fns) \
+            else list(branch_fns)
     else:
-        raise TypeError("switch_case: branch_fns must be a dict, a list of (int, fn) or a "
-                        "list of fns")
+        raise TypeError(f"switch_case: branch_fns must be a non-empty dict, list or tuple "
+                        f"(of fns or of (int, fn) pairs), got {type(branch_fns).__name__}")
+    for pair in items:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise TypeError(f"switch_case: each element of branch_fns must be a callable or "
+                            f"an (int, fn) 2-tuple, got {pair!r}")
     keys = set()
     for key, fn in items:
         if not isinstance(key, int) or isinstance(key, bool):
@@ -74,7 +85,7 @@ def switch_case(branch_index, branch_fns, default=None, name=None):
     if default is None:
         items, default = items[:-1], items[-1][1]
     _check_fn("switch_case", "default", default)
-    dtype = "int32" if branch_index.dtype == VarType.INT32 else "int64"
+    dtype = dtypes.name(branch_index.dtype)
     pairs = [(equal(branch_index, fill_constant([1], dtype, k)), fn) for k, fn in items]
     return _chain(pairs, default)
 

@@ -12,8 +12,10 @@ import contextlib
 from .. import unique_name
 from ..core import dtypes
 from ..core.dtypes import VarType
-from ..framework import Variable, check_type, default_main_program
+from ..backward import backward_block_of
+from ..framework import OpRole, Variable, check_type, default_main_program, op_role_guard
 from ..layer_helper import LayerHelper
+from ..proto import framework_pb2 as pb
 from .manip import cast, increment, less_than, logical_and, logical_not
 from .tensor import assign, fill_constant
 
@@ -121,24 +123,44 @@ class While:
 
 
 def _flatten(x):
+    """The leaves of a nest of lists, tuples and dicts (a dict's values by sorted key, as
+    Fluid's layers.utils.flatten)."""
+    if isinstance(x, dict):
+        return [v for k in sorted(x) for v in _flatten(x[k])]
     if isinstance(x, (list, tuple)):
         return [v for item in x for v in _flatten(item)]
     return [x]
 
 
 def _pack(structure, flat):
+    """A nest shaped as `structure` (new lists, tuples, dicts) holding `flat`'s leaves."""
     it = iter(flat)
 
     def build(s):
+        if isinstance(s, dict):
+            built = {k: build(s[k]) for k in sorted(s)}
+            return type(s)((k, built[k]) for k in s) if type(s) is not dict else \
+                {k: built[k] for k in s}
         if isinstance(s, (list, tuple)):
             return type(s)(build(v) for v in s)
         return next(it)
     return build(structure)
 
 
+def _structure(x):
+    """A nest's shape with its leaves erased, to compare two nests."""
+    if isinstance(x, dict):
+        return ("dict", tuple((k, _structure(x[k])) for k in sorted(x)))
+    if isinstance(x, (list, tuple)):
+        return ("seq", tuple(_structure(v) for v in x))
+    return None
+
+
 def while_loop(cond, body, loop_vars, is_test=False, name=None):
     """Repeat `loop_vars = body(*loop_vars)` while `cond(*loop_vars)` is true (a bool [1]
-    Variable). Returns the final loop_vars (the same Variables, updated in place)."""
+    Variable). loop_vars may nest lists, tuples and dicts of Variables; the body gets its
+    own copy of the nests, so changing them in place leaves loop_vars as they were.
+    Returns the final loop_vars (the same Variables, updated in place)."""
     if not callable(cond) or not callable(body):
         raise TypeError("while_loop: cond and body must be callables")
     if not isinstance(loop_vars, (list, tuple)) or not loop_vars:
@@ -147,11 +169,13 @@ def while_loop(cond, body, loop_vars, is_test=False, name=None):
     _check_bool_scalar(pre_cond, "while_loop: the value of cond")
     loop = While(pre_cond, is_test, name)
     with loop.block():
-        outs = body(*loop_vars)
+        outs = body(*_pack(list(loop_vars), _flatten(list(loop_vars))))
         outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-        if len(_flatten(outs)) != len(_flatten(list(loop_vars))):
-            raise ValueError(f"while_loop: body returned {len(_flatten(outs))} values for "
-                             f"{len(_flatten(list(loop_vars)))} loop_vars")
+        if _structure(outs) != _structure(list(loop_vars)):
+            raise ValueError(f"body in while_loop should return the same arity (length and "
+                             f"structure) as loop_vars: body returned {len(outs)} values "
+                             f"({len(_flatten(outs))} Variables) for {len(loop_vars)} "
+                             f"loop_vars ({len(_flatten(list(loop_vars)))} Variables)")
         now = cond(*outs)
         for new, old in zip(_flatten(outs), _flatten(list(loop_vars))):
             if isinstance(new, Variable) and new.name != old.name:
@@ -181,10 +205,27 @@ class ConditionalBlock:
     def complete(self, body):
         parent = body.parent
         reads, writes = _outer_io(body)
+        scope = _step_scopes_var(parent)
         parent.append_op("conditional_block", inputs={"Cond": self.inputs, "Input": reads},
-                         outputs={"Out": writes, "Scope": [_step_scopes_var(parent)]},
+                         outputs={"Out": writes, "Scope": [scope]},
                          attrs={"sub_block": body,
                                 "is_scalar_condition": self.is_scalar_condition})
+        grad_block = backward_block_of(body)
+        if grad_block is not None:   # an optimizer's minimize inside the branch (Fluid 1.8)
+            self._append_grad_run(parent, grad_block, reads, scope)
+
+    def _append_grad_run(self, parent, grad_block, reads, scope):
+        """A conditional_block_grad after the branch, running `grad_block` (the gradient
+        and update ops of a loss built in the branch) in the branch's scope under the same
+        condition, as Fluid's ConditionalBlock.append_conditional_block_grad. Nothing
+        outside the branch takes a gradient from it (no Input@GRAD)."""
+        with op_role_guard(OpRole.Backward):
+            parent.append_op("conditional_block_grad",
+                             inputs={"Cond": self.inputs, "Input": reads, "Out": [],
+                                     "Out@GRAD": [], "Scope": [scope]},
+                             outputs={"Input@GRAD": []},
+                             attrs={"sub_block": grad_block,
+                                    "is_scalar_condition": self.is_scalar_condition})
 
 
 def _copy_to_parent(var):
@@ -198,6 +239,39 @@ def _copy_to_parent(var):
     out = parent.create_var(name=unique_name.generate("_generated_var"), dtype=var.dtype,
                             shape=var.shape, type=var.type, lod_level=var.lod_level)
     assign(var, out)
+    return out
+
+
+def split_lod_tensor(input, mask, level=0):
+    """(out_true, out_false): the items of `input` (rows, or its level-`level` sequences)
+    where the bool column `mask` is true, and where it is false (IfElse's routing)."""
+    where = "fluid.layers.split_lod_tensor"
+    check_type(input, "input", (Variable, list, tuple, type(None)), where)
+    check_type(mask, "mask", (Variable, list), where)
+    check_type(level, "level", int, where)
+    helper = LayerHelper("split_lod_tensor")
+    out_true = helper.create_variable_for_type_inference(input.dtype)
+    out_false = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("split_lod_tensor", inputs={"X": input, "Mask": mask},
+                     outputs={"OutTrue": out_true, "OutFalse": out_false},
+                     attrs={"level": level})
+    return out_true, out_false
+
+
+def merge_lod_tensor(in_true, in_false, x, mask, level=0):
+    """The inverse of split_lod_tensor: items of `in_true` where `mask` is true and of
+    `in_false` elsewhere, in `x`'s order (`x` gives the items' LoD)."""
+    where = "fluid.layers.merge_lod_tensor"
+    check_type(x, "x", (Variable, list, tuple, type(None)), where)
+    check_type(mask, "mask", (Variable, list), where)
+    check_type(in_true, "in_true", (Variable, list, tuple, type(None)), where)
+    check_type(in_false, "in_false", (Variable, list, tuple, type(None)), where)
+    check_type(level, "level", int, where)
+    helper = LayerHelper("merge_lod_tensor")
+    out = helper.create_variable_for_type_inference(in_true.dtype)
+    helper.append_op("merge_lod_tensor",
+                     inputs={"X": x, "Mask": mask, "InTrue": in_true, "InFalse": in_false},
+                     outputs={"Out": out}, attrs={"level": level})
     return out
 
 
@@ -240,11 +314,14 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
     true_out, false_out = outs
     if true_out is None and false_out is None:
         return None
+    bad = "Incompatible return values of true_fn and false_fn in cond: "   # Fluid's words
     if true_out is None or false_out is None:
-        raise ValueError("cond: one branch returns None and the other does not")
+        raise ValueError(bad + ("true_fn returns None while false_fn returns non-None"
+                                if true_out is None else
+                                "true_fn returns non-None while false_fn returns None"))
     t, f = _flatten(true_out), _flatten(false_out)
     if len(t) != len(f):
-        raise ValueError(f"cond: true_fn returns {len(t)} values, false_fn {len(f)}")
+        raise ValueError(bad + f"true_fn returns {len(t)} values, false_fn {len(f)}")
     mask = cast(pred, "int32")
     return _pack(true_out, [select_input([fv, tv], mask) for fv, tv in zip(f, t)])
 
@@ -469,6 +546,13 @@ def array_to_lod_tensor(x, table):
 
 def reorder_lod_tensor_by_rank(x, rank_table):
     """x's items (level-0 sequences, or rows) in the rank table's order."""
+    where = "fluid.layers.reorder_lod_tensor_by_rank"
+    check_type(x, "x", Variable, where)
+    check_type(rank_table, "rank_table", Variable, where)
+    if rank_table.type != VarType.LOD_RANK_TABLE:
+        raise TypeError(f"{where}: the type of rank_table should be LOD_RANK_TABLE (a "
+                        f"lod_rank_table's output), got '{rank_table.name}' of type "
+                        f"{pb.VarType.Type.Name(rank_table.type)}")
     return _array_op("reorder_lod_tensor_by_rank", x, rank_table, False)
 
 
@@ -745,6 +829,10 @@ class DynamicRNN:
         """The state before each step (shrunk to the step's batch): `init` (one row per
         sequence; need_reorder=True if in the input's order), or `shape` filled with value."""
         self._assert_in("memory")
+        if shape is not None:
+            check_type(shape, "shape", (list, tuple), "memory")
+        if init is not None:
+            check_type(init, "init", Variable, "memory")
         self._init_zero_idx()
         parent = self._parent_block()
         if init is None:

@@ -115,7 +115,7 @@ def infer_with(ctx, rule, *args):
     try:
         return rule(*args)
     except ShapeError as e:
-        ctx.fail(str(e))
+        ctx.fail(str(e), type(e))      # the class says which built-in error Fluid raises
 
 
 def ints_from(tensor=None, tensor_list=None):

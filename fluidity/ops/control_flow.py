@@ -43,16 +43,31 @@ def _fwd_name(grad_name):
     return grad_name.split(GRAD_SUFFIX)[0]
 
 
+def _updated_in_place(program, block):
+    """Names an op of `block` updates in place (reads and writes: a counter's increment),
+    counting a nested block's (a nested loop's counter is restored by its own grad's
+    decrements, so the outer step must not snapshot it either). A nested block-running op
+    itself reads and writes all its loop vars, which does not make them in place."""
+    names = set()
+    for op in block.ops:
+        ins, outs = set(op.input_arg_names), set(op.output_arg_names)
+        if op.has_attr("sub_block"):
+            inner = _updated_in_place(program, program.block(op.attr("sub_block")))
+            names.update(inner & ins & outs)
+        else:
+            names.update(ins & outs)
+    return names
+
+
 def _snapshot_plan(program, sub_idx, outer_names):
     """Which outer variables a step scope snapshots: (before, after) name lists. Variables
     the block reads before writing are kept as they were before the step; those it writes
     first, as they were after it. Parameters and in-place outputs are left alone."""
     sub = program.block(sub_idx)
-    first, inplace = {}, set()
+    first = {}
+    inplace = _updated_in_place(program, sub)
     for op in sub.ops:
         ins, outs = op.input_arg_names, op.output_arg_names
-        if not op.has_attr("sub_block"):   # a nested loop reads and writes its loop vars
-            inplace.update(set(ins) & set(outs))
         for n in ins:
             first.setdefault(n, "r")
         for n in outs:

@@ -53,6 +53,10 @@ class CreatePyReader(OpDef):
         qname, o = p.op.input("blocking_queue")[0], p.out_one("Out")
         check = batch_checker(p.op.output("Out")[0], reader_specs(p.attrs),
                               p.attrs["need_check_feed"])
+        # in a program that reads its batches (a DataLoader's main program, Fluid 1.8's
+        # keep_order) the op runs every step and makes the reader once; in a startup
+        # program, running it again restarts the reader
+        made_once = any(op.type == "read" for b in p.program.blocks for op in b.ops)
 
         def step(frame, env):
             var = env.scope.find_var(qname)
@@ -61,11 +65,14 @@ class CreatePyReader(OpDef):
                 raise ExecutionError(
                     f"create_py_reader: no reader queue '{qname}' in the scope the program "
                     f"runs in: py_reader / DataLoader keep it in fluid.global_scope(), so run "
-                    f"the startup program there (or in a kid scope of it)")
+                    f"the program there (or in a kid scope of it)")
             old = frame[o].value
+            if made_once and isinstance(old, QueueReader) and old.queue is q:
+                return
             if isinstance(old, Reader):    # the startup program runs again: stop the old
                 old.shutdown()             # stack (its threads read the same queue)
-                q.reopen()
+                if isinstance(old, QueueReader) and old.queue is q:
+                    q.reopen()             # (another queue's feeder may be filling q)
             frame[o].value = QueueReader(q, check)
         return step
 
@@ -177,12 +184,14 @@ class Read(OpDef):
     type = "read"
     inputs = (In("Reader"),)
     outputs = (Out("Out", duplicable=True),)
-    attrs = {"throw_eof_exp": True, "infer_out": True}
+    attrs = {"throw_eof_exp": True, "infer_out": True, "drop_last": True}
     kind = "ctx"
     infer_shape = None
     share_lod = None
     doc = ("Out... = the reader's next batch; at the end of the data raise "
-           "fluid.core.EOFException (throw_eof_exp) or leave Out empty.")
+           "fluid.core.EOFException (throw_eof_exp) or leave Out empty. drop_last=False: "
+           "a data-parallel inference run whose later places find no batch runs the places "
+           "that read one (Fluid's partial feed).")
 
     @staticmethod
     def make_step(p):

@@ -128,7 +128,7 @@ class ReduceGrad(OpDef):
     outputs = (Out("X@GRAD"),)
     attrs = Reduce.attrs
     infer_shape = None
-    share_lod = None
+    share_lod = "X"          # X@GRAD keeps X's LoD (Fluid's ReduceGradOp shares it)
     dfunc = None
 
     @classmethod

@@ -12,7 +12,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.names import EMPTY_VAR_NAME
 from ..core.tensor import LoDTensor
-from ..errors import ProgramError, ShapeError
+from ..errors import ProgramError, ShapeAssertionError, ShapeError
 from .common import grad_maker, infer_with, ints_from, norm_axis, numel
 from .registry import In, OpDef, Out, ints
 
@@ -114,18 +114,18 @@ class _ShapeOpGrad(OpDef):
 def _reshape_target(xs, shape):
     """Paddle's reshape rule: 0 copies X's dim at that index, one -1 is inferred."""
     if shape.count(-1) > 1:
-        raise ShapeError(f"shape {shape} may hold only one -1")
+        raise ShapeAssertionError(f"shape {shape} may hold only one -1")
     out, infer = [], None
     for i, d in enumerate(shape):
         if d == 0:
             if i >= len(xs):
-                raise ShapeError(f"shape {shape} has 0 at index {i}, but X{xs} has no dim {i} "
-                                 f"to copy")
+                raise ShapeAssertionError(f"shape {shape} has 0 at index {i}, but X{xs} has no "
+                                          f"dim {i} to copy")
             d = xs[i]
         elif d == -1:
             infer = i
         elif d < -1:
-            raise ShapeError(f"shape {shape} holds invalid dim {d}")
+            raise ShapeAssertionError(f"shape {shape} holds invalid dim {d}")
         out.append(d)
     n_in = numel(xs)
     known = [d for i, d in enumerate(out) if i != infer]

@@ -2,12 +2,13 @@
 IfElse) are built from: write_to_array, read_from_array, lod_array_length,
 tensor_array_to_tensor (the entries concatenated or stacked); lod_rank_table,
 max_sequence_len, lod_tensor_to_array, array_to_lod_tensor, shrink_rnn_memory,
-reorder_lod_tensor_by_rank; split_lod_tensor, merge_lod_tensor. All are `kind = "value"` ops
+reorder_lod_tensor_by_rank; split_lod_tensor, merge_lod_tensor (and merge_lod_tensor_infer). All are `kind = "value"` ops
 but write_to_array (`"ctx"`: it changes its output array in place).
 """
 import numpy as np
 
 from ..core.dtypes import VarType
+from ..core.rank_table import LoDRankTable
 from ..core.tensor import LoDTensor, LoDTensorArray, lengths_to_offsets
 from ..errors import ExecutionError
 from .common import dense, is_empty, scalar_value, zeros_like_value
@@ -16,23 +17,6 @@ from .registry import In, OpDef, Out
 
 ARRAY = VarType.LOD_TENSOR_ARRAY
 INT64 = VarType.INT64
-
-
-class LoDRankTable:
-    """Sequences of one LoD level, longest first (stable sort): `items` are (original index,
-    length); `coarse_lod` keeps the LoD levels above that level."""
-    __slots__ = ("items", "coarse_lod")
-
-    def __init__(self, items=(), coarse_lod=()):
-        self.items = list(items)
-        self.coarse_lod = [list(level) for level in coarse_lod]
-
-    def count_longer_than(self, t):
-        """How many sequences have more than `t` steps (the batch size at step t)."""
-        return sum(1 for _, n in self.items if n > t)
-
-    def __repr__(self):
-        return f"LoDRankTable({self.items})"
 
 
 # ---------------------------------------------------------------------------------------
@@ -261,7 +245,7 @@ class MaxSequenceLen(OpDef):
 
     @staticmethod
     def kernel(table):
-        return LoDTensor(np.array([table.items[0][1] if table.items else 0], np.int64))
+        return LoDTensor(np.array([table.max_length()], np.int64))
 
 
 def _table_lod(x, table, op):
@@ -269,8 +253,8 @@ def _table_lod(x, table, op):
     level = len(table.coarse_lod)
     if len(x._lod) > level:
         return x._lod, level
-    lens = [0] * len(table.items)
-    for i, n in table.items:
+    lens = [0] * len(table)
+    for i, n in table.items():
         lens[i] = n
     if level == 0 and sum(lens) == len(x._array):
         return [lengths_to_offsets(lens)], 0
@@ -296,9 +280,9 @@ class LoDTensorToArray(OpDef):
         lod, level = _table_lod(x, table, "lod_tensor_to_array")
         data = x._array
         starts = np.asarray(lod[level][:-1], np.int64)
-        idx = np.array([i for i, _ in table.items], np.int64)
+        idx = np.array(table.indices(), np.int64)
         out = LoDTensorArray()
-        for t in range(table.items[0][1] if table.items else 0):
+        for t in range(table.max_length()):
             k = table.count_longer_than(t)
             if level + 1 == len(lod):   # items are rows: one gather per step
                 list.append(out, LoDTensor(data[starts[idx[:k]] + t]))
@@ -327,7 +311,7 @@ class ArrayToLoDTensor(OpDef):
 
     @staticmethod
     def kernel(arr, table):
-        items = table.items
+        items = table.items()
         n = len(items)
         lens = [0] * n
         for i, length in items:
@@ -440,7 +424,7 @@ class ReorderLoDTensorByRank(OpDef):
 
     @staticmethod
     def kernel(x, table):
-        return _pick_items(x, [i for i, _ in table.items])
+        return _pick_items(x, table.indices())
 
     grad = staticmethod(lambda g: g.op(
         "reorder_lod_tensor_by_rank_grad",
@@ -456,7 +440,7 @@ class ReorderLoDTensorByRankGrad(OpDef):
 
     @staticmethod
     def kernel(dout, table):
-        inverse = np.argsort([i for i, _ in table.items], kind="stable")
+        inverse = np.argsort(table.indices(), kind="stable")
         return _pick_items(dense(dout), inverse)
 
 
@@ -540,3 +524,10 @@ class MergeLoDTensor(OpDef):
         "split_lod_tensor", {"X": g.output_grad("Out"), "Mask": g.input("Mask")},
         {"OutTrue": g.input_grad("InTrue"), "OutFalse": g.input_grad("InFalse")},
         {"level": g.attr("level")}))
+
+
+class MergeLoDTensorInfer(MergeLoDTensor):
+    """merge_lod_tensor as Paddle's inference passes write it (no gradient)."""
+    type = "merge_lod_tensor_infer"
+    grad = None
+    doc = "merge_lod_tensor without a gradient (inference programs)."

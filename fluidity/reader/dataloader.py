@@ -116,17 +116,18 @@ class GeneratorLoader(DataLoaderBase):
 
     def _init_non_iterable(self):
         specs = [(tuple(v.shape), v.dtype, v.lod_level) for v in self.feed_list]
+        at = reader_program.first_use(self.feed_list)
         reader, feeder = reader_program.add_queue_reader(
             specs, self.capacity, need_check_feed=[int(v.need_check_feed)
-                                                   for v in self.feed_list])
+                                                   for v in self.feed_list], main_index=at)
+        at += 1
         self._feeder = feeder
         self._control = reader_program.PyReaderControl(feeder, self._slots, reader.name)
-        at = reader_program.first_use(self.feed_list)
         if self.use_double_buffer:
             reader = reader_program.add_decorated_reader("create_double_buffer_reader",
                                                          reader, index=at)
             at += 1
-        reader_program.insert_read(reader, self.feed_list, at)
+        reader_program.insert_read(reader, self.feed_list, at, self.drop_last)
         self.reader_var = reader
 
     # -- sources --------------------------------------------------------------------------

@@ -80,20 +80,25 @@ def add_decorated_reader(op_type, reader, attrs=None, name=None, index=None):
     return out
 
 
-def add_queue_reader(specs, capacity, name=None, need_check_feed=None):
-    """A py_reader source: a BlockingQueue of `capacity` in the global scope and the startup
-    op over it. Returns (main program reader variable, feeder)."""
+def add_queue_reader(specs, capacity, name=None, need_check_feed=None, main_index=None):
+    """A py_reader source: a BlockingQueue of `capacity` in the global scope and the
+    create_py_reader op over it: in the startup program (fluid.layers.py_reader), or with
+    `main_index` at that index of the main program (Fluid 1.8's DataLoader and PyReader,
+    keep_order: the program makes its reader itself, no startup run needed). Returns (main
+    program reader variable, feeder)."""
     base = name
     queue_name = f"{base}_queue" if base else unique_name.generate("lod_tensor_blocking_queue")
     reader_name = f"{base}_reader" if base else unique_name.generate("create_py_reader")
     feeder = feeding.QueueFeeder(capacity)
     global_scope().var(queue_name).value = feeder.queue
-    startup = default_startup_program().current_block()
-    qvar = startup.create_var(name=queue_name, type=VarType.RAW, persistable=True)
-    var = reader_var(startup, reader_name, specs)
+    block = default_startup_program().current_block() if main_index is None else \
+        default_main_program().current_block()
+    qvar = block.create_var(name=queue_name, type=VarType.RAW, persistable=True)
+    var = reader_var(block, reader_name, specs)
     attrs = file_reader_attrs(specs, need_check_feed)
-    startup.append_op(type="create_py_reader", inputs={"blocking_queue": [qvar]},
-                      outputs={"Out": [var]}, attrs=attrs)
+    at = len(block.ops) if main_index is None else main_index
+    block._insert_op(at, type="create_py_reader", inputs={"blocking_queue": [qvar]},
+                     outputs={"Out": [var]}, attrs=attrs)
     return reader_var(default_main_program().current_block(), reader_name, specs), feeder
 
 
@@ -109,11 +114,12 @@ def first_use(outputs):
     return len(block.ops)
 
 
-def insert_read(reader, outputs, index):
+def insert_read(reader, outputs, index, drop_last=True):
     """A `read` op of the main program from `reader` into `outputs`, at `index`."""
     block = default_main_program().current_block()
     return block._insert_op(index, type="read", inputs={"Reader": [reader]},
-                            outputs={"Out": list(outputs)})
+                            outputs={"Out": list(outputs)},
+                            attrs={"drop_last": bool(drop_last)})
 
 
 def reset_scope_reader(name):

@@ -425,3 +425,56 @@ def test_a_python_scalar_fed_to_a_data_parallel_program_is_one_element():
                    fetch_list=[lr], scope=scope)
     assert np.asarray(got).dtype == np.float32 and np.asarray(got).shape == (1,)
     np.testing.assert_allclose(np.asarray(got), [0.01])
+
+
+def test_a_persistable_feed_of_one_value_is_every_places_and_runs_no_place():
+    """Fluid: a persistable variable fed one value gives every place a copy; the places
+    that run are those the (non-persistable) batch reaches."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 3], "float32")
+        lr = fluid.data("lr", [1], "float32")
+        lr.persistable = True
+        out = layers.relu(x) * lr
+        lr_out = layers.relu(lr)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    cp = fluid.CompiledProgram(main).with_data_parallel(places=fluid.cpu_places(3))
+    xs = np.arange(-3, 3, dtype="float32").reshape(2, 3)
+    got, got_lr = exe.run(cp, feed={"x": xs, "lr": np.array([2.0], "float32")},
+                          fetch_list=[out, lr_out], scope=scope)
+    np.testing.assert_array_equal(got, np.maximum(xs, 0) * 2)      # two places ran
+    assert got_lr.tolist() == [2.0, 2.0]
+    # fewer persistable values than places the batch reaches: Fluid refuses it too
+    with pytest.raises(FeedError, match="every place that runs must be fed"):
+        exe.run(cp, feed={"x": np.ones((3, 3), "float32"),
+                          "lr": np.array([2.0, 3.0], "float32")}, fetch_list=[out],
+                scope=scope)
+
+
+@pytest.mark.parametrize("drop_last,steps,examples", [(False, 3, 7), (True, 2, 6)])
+def test_a_loader_in_the_program_ends_a_pass_on_the_places_that_read(drop_last, steps,
+                                                                       examples):
+    """An inference program over a non-iterable DataLoader on 3 places, 7 batches: with
+    drop_last=False the last step runs the one place that read a batch (Fluid's partial
+    feed); with drop_last=True that batch is dropped."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.scope_guard(fluid.Scope()):     # the loader's queue lives in global_scope()
+        with fluid.program_guard(main, startup):
+            x = fluid.data("x", [None, 1], "float32")
+            loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=4,
+                                                        iterable=False, drop_last=drop_last)
+            y = x * 2.0
+        loader.set_batch_generator(
+            lambda: ((np.full((1, 1), i, "float32"),) for i in range(7)))
+        exe = fluid.Executor()
+        cp = fluid.CompiledProgram(main).with_data_parallel(places=fluid.cpu_places(3))
+        exe.run(startup)
+        loader.start()
+        got = []
+        try:
+            while True:
+                got.append(exe.run(cp, fetch_list=[y])[0].ravel().tolist())
+        except fluid.core.EOFException:
+            loader.reset()
+    assert len(got) == steps and sum(len(g) for g in got) == examples
+    assert [v for g in got for v in g] == [2.0 * i for i in range(examples)]

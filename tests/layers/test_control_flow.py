@@ -354,6 +354,21 @@ def test_time_major_split_of_nested_lod():
     assert back.recursive_sequence_lengths() == lod
 
 
+def test_a_rank_table_read_back_from_the_scope():
+    """A persistable rank table is the scope variable's LoDRankTable, its items() (index,
+    length) pairs longest first, as Paddle's core.LoDRankTable."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = L.data("x", [3], lod_level=2)
+        table = L.lod_rank_table(xv, level=1)
+        table.persistable = True
+    scope = fluid.Scope()
+    x = fluid.create_lod_tensor(np.zeros((6, 3), "float32"), [[1, 2], [1, 3, 2]])
+    fluid.Executor().run(main, feed={"x": x}, scope=scope)
+    got = scope.find_var(table.name).get_lod_rank_table()
+    assert list(got.items()) == [(1, 3), (2, 2), (0, 1)] and len(got) == 3
+
+
 # ---------------------------------------------------------------------------------------
 # backward through control flow (finite differences, float64)
 # ---------------------------------------------------------------------------------------
@@ -551,3 +566,185 @@ def test_split_merge_and_select_ops_gradients():
     assert got["OutTrue"].shape == (4, 2)
     pick = np.array([1], "int32")
     check_grad("select_input", {"X": [("a", x), ("b", x * 2)], "Mask": pick}, [("X", 1)])
+
+
+@pytest.mark.parametrize("a_val,want_a,want_b", [(1.23, 0.0, 1.0), (-5.0, 1.0, 0.0)])
+def test_gradient_of_a_computed_value_marked_stop_gradient_false(a_val, want_a, want_b):
+    """Fluid's no-grad set is the stop_gradient variables: a computed value (here a
+    fill_constant's) marked stop_gradient=False gets a gradient, zero through the branch
+    cond did not take."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        a = L.fill_constant([1], "float32", a_val)
+        b = L.fill_constant([1], "float32", 1.25)
+        a.stop_gradient = b.stop_gradient = False
+        out = L.cond(a - b < -1.0, lambda: a, lambda: b)
+        fluid.backward.append_backward(out)
+    got = fluid.Executor().run(main, fetch_list=[out, a.grad_name, b.grad_name],
+                               scope=fluid.Scope())
+    assert [float(v[0]) for v in got] == [np.float32(a_val if want_a else 1.25), want_a,
+                                         want_b]
+
+
+def test_cond_branches_returning_different_structures_is_a_value_error():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        pred = L.fill_constant([1], "bool", True)
+        one = lambda: L.fill_constant([1], "float32", 1.0)          # noqa: E731
+        with pytest.raises(ValueError, match="Incompatible return values of true_fn and "
+                                             "false_fn in cond: true_fn returns None"):
+            L.cond(pred, lambda: None, one)
+        with pytest.raises(ValueError, match="Incompatible.*returns 1 values, false_fn 2"):
+            L.cond(pred, one, lambda: [one(), one()])
+
+
+@pytest.mark.parametrize("merge_op", ["merge_lod_tensor", "merge_lod_tensor_infer"])
+def test_split_and_merge_lod_tensor_route_sequences_and_back(merge_op):
+    x = np.arange(10, dtype="float32").reshape(-1, 1)
+    lens = [3, 1, 4, 2]
+    mask = np.array([[True], [False], [False], [True]])
+
+    def build():
+        xv = L.data("x", [1], lod_level=1)
+        mv = L.data("m", [1], dtype="bool")
+        t, f = L.control_flow.split_lod_tensor(xv, mv, level=0)
+        if merge_op == "merge_lod_tensor":
+            out = L.control_flow.merge_lod_tensor(t, f, xv, mv, level=0)
+        else:
+            helper = fluid.layer_helper.LayerHelper("merge_lod_tensor_infer")
+            out = helper.create_variable_for_type_inference("float32")
+            helper.append_op(merge_op, {"X": xv, "Mask": mv, "InTrue": t, "InFalse": f},
+                             {"Out": out}, {"level": 0})
+        return [t, f, out]
+    t, f, out = run(build, {"x": fluid.create_lod_tensor(x, [lens]), "m": mask},
+                    return_numpy=False)
+    assert np.asarray(t).ravel().tolist() == [0, 1, 2, 8, 9]
+    assert t.recursive_sequence_lengths() == [[3, 2]]
+    assert np.asarray(f).ravel().tolist() == [3, 4, 5, 6, 7]
+    np.testing.assert_array_equal(np.asarray(out), x)
+    assert out.recursive_sequence_lengths() == [lens]
+
+
+def test_split_and_merge_lod_tensor_refuse_non_variables():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = L.data("x", [1])
+        m = L.data("m", [1], dtype="bool")
+        with pytest.raises(TypeError, match="'input' in fluid.layers.split_lod_tensor"):
+            L.control_flow.split_lod_tensor(set(), m)
+        with pytest.raises(TypeError, match="'mask' in fluid.layers.merge_lod_tensor"):
+            L.control_flow.merge_lod_tensor(x, x, x, set())
+
+
+def test_while_loop_over_nested_dicts_and_lists_changed_in_place_by_the_body():
+    """The body gets its own copy of loop_vars' nests (Fluid 1.8): entries it replaces in
+    place are assigned back to the loop_vars' Variables, which the loop returns."""
+    def cond(i, ten, d, lst):
+        return L.less_than(i, ten)
+
+    def body(i, ten, d, lst):
+        d["k"] = L.cast(i, "float32") + 1.0
+        lst[0] = lst[0] + 2.0
+        return [L.increment(i), ten, d, lst]
+
+    def build():
+        i = L.zeros([1], "int64")
+        ten = L.fill_constant([1], "int64", 4)
+        d = {"k": L.fill_constant([1], "float32", 0.0)}
+        lst = [L.fill_constant([1, 2], "float32", 0.0)]
+        out = L.while_loop(cond, body, [i, ten, d, lst])
+        assert out[2] is d and out[3] is lst      # the caller's nests, not the body's
+        return [d["k"], lst[0]]
+    k, v = run(build)
+    assert k.tolist() == [4.0] and v.tolist() == [[8.0, 8.0]]
+
+
+def test_while_loop_body_of_another_structure_is_a_value_error():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        i = L.zeros([1], "int64")
+        with pytest.raises(ValueError, match="same arity \\(length and structure\\)"):
+            L.while_loop(lambda i, d: L.less_than(i, i), lambda i, d: [i, [d["a"]]],
+                         [i, {"a": i}])
+
+
+def test_backward_through_nested_while_loops_sharing_a_counter():
+    """The inner loop increments a counter the outer loop passes on: its gradient block
+    restores it by decrementing, so the outer step must not snapshot it (a snapshot taken
+    before the step made the restored counter negative)."""
+    n = 5
+    d = RNG.normal(size=(4, n)).astype("float32")
+
+    def build():
+        x = fluid.data("x", [n], "float32")
+        x.stop_gradient = False
+        i = L.zeros([1], "int64")
+        j = L.fill_constant([1], "int64", 1)
+        stop_i, stop_j = L.fill_constant([1], "int64", 1), L.fill_constant([1], "int64", 4)
+        data = L.create_array("float32")
+        for k in range(4):
+            L.array_write(L.assign(d[k]), L.fill_constant([1], "int64", k), array=data)
+        mem = L.array_write(L.zeros([n], "float32"), L.zeros([1], "int64"))
+
+        def inner(j, x, mem):
+            s = x + (L.array_read(data, j) + L.array_read(mem, j))
+            j = L.increment(j, in_place=True)
+            L.array_write(s, j, array=mem)
+            return [j, x, mem]
+
+        def outer(i, j, x, mem):
+            s = x + (L.array_read(data, i) + L.array_read(mem, i))
+            i = L.increment(i, in_place=True)
+            L.array_write(s, i, array=mem)
+            j, x, mem = L.while_loop(lambda j, x, m: L.less_than(j, stop_j), inner, [j, x, mem])
+            return [i, j, x, mem]
+        L.while_loop(lambda i, j, x, m: L.less_than(i, stop_i), outer, [i, j, x, mem])
+        last = L.array_read(mem, j)
+        fluid.backward.append_backward(L.mean(last))
+        return [last, x.grad_name]
+    last, gx = run(build, {"x": np.ones(n, "float32")})
+    # mem[4] = 4 x + d[0] + ... + d[3]: x enters once per step, outer and inner
+    np.testing.assert_allclose(last, 4 + d.sum(0), rtol=1e-5)
+    np.testing.assert_allclose(gx, np.full(n, 4.0 / n), rtol=1e-6)
+
+
+def test_reorder_by_rank_of_a_sequence_input_and_its_gradient():
+    """x's level-0 sequences reordered by another input's rank table; the gradient (through
+    reduce_sum, whose X@GRAD keeps X's LoD as Fluid's) goes back to x's own rows."""
+    x = np.arange(12, dtype="float32").reshape(6, 2)
+    x_lens = [1, 3, 2]                        # x's own sequences
+    ref_lens = [1, 3, 2]                      # the rank table's: order 1, 2, 0
+
+    def build():
+        xv = L.data("x", [2], lod_level=1)
+        xv.stop_gradient = False
+        ref = L.data("ref", [1], lod_level=1)
+        out = L.reorder_lod_tensor_by_rank(xv, L.lod_rank_table(ref))
+        fluid.backward.append_backward(L.reduce_sum(out * out))
+        return [out, "x@GRAD"]
+    feed = {"x": fluid.create_lod_tensor(x, [x_lens]),
+            "ref": fluid.create_lod_tensor(np.zeros((6, 1), "float32"), [ref_lens])}
+    out, gx = run(build, feed, return_numpy=False)
+    np.testing.assert_array_equal(np.asarray(out), x[[1, 2, 3, 4, 5, 0]])
+    assert out.recursive_sequence_lengths() == [[3, 2, 1]]
+    np.testing.assert_array_equal(np.asarray(gx), 2 * x)
+    assert gx.recursive_sequence_lengths() == [x_lens]
+
+
+def test_reorder_by_rank_takes_a_rank_table_only():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = L.data("x", [4])
+        with pytest.raises(TypeError, match="rank_table should be LOD_RANK_TABLE"):
+            L.reorder_lod_tensor_by_rank(x, L.data("t", [4], dtype="int32"))
+        with pytest.raises(TypeError, match="'x' in fluid.layers.reorder_lod_tensor_by_rank"):
+            L.reorder_lod_tensor_by_rank(np.ones(4), x)
+
+
+def test_dynamic_rnn_memory_checks_its_arguments_as_fluid():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        init = L.zeros([1], "float32")
+        drnn = L.DynamicRNN()
+        with pytest.raises(TypeError, match="'shape' in memory must be"):
+            with drnn.block():
+                drnn.memory(init, "shape")
+        drnn = L.DynamicRNN()
+        with pytest.raises(TypeError, match="'init' in memory must be"):
+            with drnn.block():
+                drnn.memory(np.zeros(1), [1])

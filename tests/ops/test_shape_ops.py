@@ -45,6 +45,16 @@ def test_reshape2_grad_and_errors():
     build_fails("reshape2", {"X": x}, {"shape": [-1, -1]})
 
 
+@pytest.mark.parametrize("shape", [[-1, -1, 3], [2, 3, 0, 0], [3, -2, 2]])
+def test_a_reshape_shape_fluid_asserts_on_is_an_assertion_error(shape):
+    """Fluid's reshape asserts these (two -1s, a 0 past X's rank, a negative dim); the
+    ShapeError naming the op is an AssertionError too."""
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data("x", [2, 3, 2], append_batch_size=False)
+        with pytest.raises(AssertionError, match="reshape2"):
+            fluid.layers.reshape(x, shape)
+
+
 def test_reshape2_runtime_mismatch_names_op():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):

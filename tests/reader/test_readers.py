@@ -404,3 +404,23 @@ def test_reader_programs_run_from_their_serialized_descs():
     got = _run_to_eof(exe, main2, s.name)
     reader.reset()
     assert got == pytest.approx([float(a.sum()) for a, _ in batches])
+
+
+def test_a_non_iterable_dataloader_needs_no_startup_run():
+    """Fluid 1.8's DataLoader (keep_order) puts create_py_reader in the main program, which
+    makes its reader on its first run and keeps it: no startup program to run first."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [None, 2], "float32")
+        loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=2,
+                                                    iterable=False)
+        s = fluid.layers.reduce_sum(x)
+    assert [op.type for op in main.global_block().ops][:3] == [
+        "create_py_reader", "create_double_buffer_reader", "read"]
+    assert not startup.global_block().ops
+    loader.set_batch_generator(lambda: ((np.full((1, 2), i, "float32"),) for i in range(3)))
+    exe = fluid.Executor()
+    for _ in range(2):                                  # two passes, one reader
+        loader.start()
+        assert _run_to_eof(exe, main, s) == [0.0, 2.0, 4.0]
+        loader.reset()

@@ -57,12 +57,18 @@ def test_clone_for_test_drops_training_ops_and_sets_is_test():
         if registry.get(op.type).declares("is_test"):
             assert op.attr("is_test") is True, op.type
     assert {"dropout", "batch_norm", "pool2d"} <= {op.type for op in ops if op.has_attr("is_test")}
-    # persistables (params, moving stats, lr) and the data var stay
+    # the persistables forward ops use (params, moving stats) and the data var stay; the
+    # learning rate only training used goes, as Fluid's prune_backward
     gb = test.global_block()
     for p in main.all_parameters():
         assert gb.has_var(p.name)
         assert gb.var(p.name).trainable == p.trainable
-    assert gb.has_var("lr") and gb.has_var("x")
+    assert gb.has_var("x") and not gb.has_var("lr")
+    # a program without a backward pass keeps its unused persistables
+    assert test.clone(for_test=True).global_block().has_var(main.all_parameters()[0].name)
+    fwd = fluid.Program()
+    fwd.global_block().create_var(name="kept", shape=[1], dtype="float32", persistable=True)
+    assert fwd.clone(for_test=True).global_block().has_var("kept")
     assert gb.has_var(out.name) and gb.has_var(loss.name)
     # the original is untouched
     assert len(main.global_block().ops) == n_ops
@@ -148,3 +154,33 @@ def test_inference_optimize_cuts_the_reader_only_when_asked():
     in_place = main.clone()
     assert inference_optimize(in_place) is in_place
     assert [op.type for op in in_place.global_block().ops] == ["dropout", "mean"]
+
+
+def test_clone_for_test_drops_gradient_blocks_and_renumbers_the_rest():
+    """Fluid's prune_backward: gradient blocks (left without ops) go; forward blocks built
+    after them are renumbered, and the ops that run them follow."""
+    L = fluid.layers
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 3], "float32")
+        h = L.fc(x, 3)
+        pred = L.reduce_sum(h) > 0.0
+        y = L.cond(pred, lambda: h * 2.0, lambda: h - 1.0)
+        loss = L.mean(y)
+        fluid.optimizer.SGD(0.1).minimize(loss)
+        z = L.cond(L.reduce_sum(x) > 0.0, lambda: x + 1.0, lambda: x * 3.0)  # blocks 5, 6
+    assert len(main.blocks) == 7
+    test = main.clone(for_test=True)
+    assert len(test.blocks) == 5 and [b.parent_idx for b in test.blocks] == [-1, 0, 0, 0, 0]
+    runs = [op.attr("sub_block").idx for op in test.global_block().ops
+            if op.type == "conditional_block"]
+    assert runs == [1, 2, 3, 4]
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    xv = np.array([[1.0, -2.0, 0.5]], "float32")
+    got_y, got_z = exe.run(test, feed={"x": xv}, fetch_list=[y, z], scope=scope)
+    w = np.array(scope.find_var(h.block.program.all_parameters()[0].name).get_tensor())
+    b = np.array(scope.find_var(h.block.program.all_parameters()[1].name).get_tensor())
+    hv = xv @ w + b
+    np.testing.assert_allclose(got_y, hv * 2 if hv.sum() > 0 else hv - 1, rtol=1e-5)
+    np.testing.assert_allclose(got_z, xv * 3, rtol=1e-6)
