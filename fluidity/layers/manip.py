@@ -162,6 +162,8 @@ def gather(input, index, overwrite=True):
 
 def expand(x, expand_times, name=None):
     """Tile `x` expand_times[i] times along dim i."""
+    if dtypes.name(x.dtype) == "bool" and x.stop_gradient:
+        raise ValueError("expand op bool date type must set the stop_gradient to be False")
     helper = LayerHelper("expand", name=name)
     attr, times_t, times_list = _ints_or_tensors(helper, expand_times)
     return one_op_layer("expand", {"X": x, "ExpandTimes": times_t,

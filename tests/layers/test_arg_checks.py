@@ -91,3 +91,17 @@ def test_sign_of_an_array_and_one_hot_of_a_wide_declared_input_build():
         assert L.one_hot(ids, 4).shape == (-1, 4)
     got, = fluid.Executor(fluid.CPUPlace()).run(main, fetch_list=[s])
     np.testing.assert_array_equal(got, [1.0, -1.0, 0.0])
+
+
+def test_expand_of_a_bool_that_needs_no_gradient_is_fluids_value_error():
+    """Fluid 1.8's expand refuses a bool x with stop_gradient set (its own check), builds
+    one whose stop_gradient is False, and checks expand_times' type."""
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        b = L.data("b", [4], dtype="bool")
+        b.stop_gradient = True
+        with pytest.raises(ValueError, match="stop_gradient"):
+            L.expand(b, [2, 2])
+        b.stop_gradient = False
+        assert L.expand(b, [2, 2]) is not None
+        with pytest.raises(TypeError, match="expand_times"):
+            L.expand(L.data("f", [4]), 2)
