@@ -9,14 +9,18 @@ def rng(name, split):
     return np.random.RandomState(zlib.crc32(f"{name}/{split}".encode()))
 
 
-def creator(samples):
-    """A paddle reader creator over a list built on first use."""
+def creator(samples, cycle=False):
+    """A paddle reader creator over a list built on first use; `cycle`: it starts over at
+    the end, without end (Paddle's cifar readers' cycle=True)."""
     cache = []
 
     def reader():
         if not cache:
             cache.extend(samples())
-        yield from cache
+        while True:
+            yield from cache
+            if not cycle:
+                return
     return reader
 
 

@@ -15,11 +15,11 @@ def _samples(split, n, classes):
 
 
 def train10(cycle=False):
-    return creator(_samples("train", 640, 10))
+    return creator(_samples("train", 640, 10), cycle)
 
 
 def test10(cycle=False):
-    return creator(_samples("test", 128, 10))
+    return creator(_samples("test", 128, 10), cycle)
 
 
 def train100():
