@@ -3,10 +3,13 @@ synthetic data sets have the real ones' sample structure (scripts/conformance)."
 import importlib
 import importlib.util
 import os
+import re
+import string
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from tests.paths import ROOT
 
@@ -128,3 +131,98 @@ def test_the_runner_reads_pytests_summary_even_with_output_after_it():
            "gc: collectable <dict 0x7f>\n")
     assert run.summary_of(out) == (4, 0, 0, 0)
     assert run.summary_of("F.\n1 failed, 1 passed in 0.5s\n") == (1, 1, 0, 0)
+
+
+@pytest.fixture
+def download_shim(tmp_path, monkeypatch):
+    """The shim's paddle.dataset.common with DATA_HOME in tmp_path (imported in-process)."""
+    sys.path.insert(0, SHIM)
+    try:
+        common = importlib.import_module("paddle.dataset.common")
+        synth = importlib.import_module("paddle.dataset._synth_files")
+        monkeypatch.setattr(common, "DATA_HOME", str(tmp_path))
+        yield common, synth
+    finally:
+        sys.path.remove(SHIM)
+        for name in [m for m in sys.modules if m == "paddle" or m.startswith("paddle.")]:
+            del sys.modules[name]
+
+
+def _ints(text):
+    return [int(t) for t in text.split(" ")]
+
+
+def test_downloaded_files_follow_the_real_files_formats(download_shim, tmp_path):
+    """Each synthetic file, parsed by the rules of its format (see _synth_files), has what
+    the dist tests read from it: ids inside the embedding sizes, enough samples."""
+    import tarfile
+    common, synth = download_shim
+    # avazu_ctr_data.tgz: meta gives the dims; every line `dnn ids\tlr id:value\tclick`
+    path = common.download(synth.AVAZU_URL, "avazu_ctr_data", "c11df99fbd14e53cd4bfa6567344b26e")
+    assert path == str(tmp_path / "avazu_ctr_data" / "avazu_ctr_data.tgz")
+    with tarfile.open(path, "r:gz") as tar:
+        files = {m.name: tar.extractfile(m).read().decode() for m in tar if m.isfile()}
+    assert set(files) == {f"avazu_ctr_data/{n}.txt" for n in ("train", "test", "infer",
+                                                             "data.meta")}
+    meta = files["avazu_ctr_data/data.meta.txt"].splitlines()
+    assert meta[0].startswith("dnn_input_dim:") and meta[1].startswith("lr_input_dim:")
+    dnn_dim, lr_dim = (int(line.split(":")[1]) for line in meta)
+    train = files["avazu_ctr_data/train.txt"].splitlines()
+    assert len(train) >= 5 * 128  # the fleet ctr tests read it in batches of 128
+    clicks = set()
+    for line in train:
+        dnn, lr, click = line.split("\t")
+        assert all(0 <= i < dnn_dim for i in _ints(dnn))
+        lr_pairs = [p.split(":") for p in lr.split(" ")]
+        assert all(len(p) == 2 and 0 <= int(p[0]) < lr_dim and float(p[1]) for p in lr_pairs)
+        clicks.add(int(click))
+    assert clicks == {0, 1}
+
+    # simnet.train.1000 saved as "train": `qid;n_pos n_neg;query;pos titles...;neg titles...;`
+    path = common.download(synth.SIMNET_URL, "simnet", "24e49366eb0611c552667989de2f57d5",
+                           "train")
+    assert path == str(tmp_path / "simnet" / "train")
+    pairs = 0
+    for line in open(path).read().splitlines():
+        assert line.endswith(";")
+        fields = [_ints(f) for f in line.split(";")[:-1]]
+        n_pos, n_neg = fields[1]
+        assert n_pos >= 1 and n_neg >= 1 and len(fields) == 3 + n_pos + n_neg
+        assert all(0 <= i < 1500 for f in fields[2:] for i in f)  # dist_simnet_bow's dict_dim
+        pairs += n_neg
+    assert pairs >= 2 * 5 * 2  # two trainers, five batches of two
+
+    # imdb.vocab: a word a line; text_classification.tar.gz: {train,test}/{pos,neg}/*.txt
+    vocab = open(common.download(synth.IMDB_VOCAB_URL, "text_classification", "x")).read()
+    words = vocab.split("\n")[:-1]
+    assert len(set(words)) == len(words) and all(w.isalpha() and w.islower() for w in words)
+    path = common.download(synth.TEXT_CLASSIFICATION_URL, "text_classification", "x")
+    docs = {}
+    with tarfile.open(path) as tar:
+        for m in tar:
+            if m.isfile():
+                assert re.match(r"(train|test)/(pos|neg)/\d+_\d+\.txt$", m.name), m.name
+                text = tar.extractfile(m).read().decode()
+                tokens = text.translate(str.maketrans("", "", string.punctuation)).lower()
+                assert set(tokens.split()) <= set(words)
+                docs.setdefault(os.path.dirname(m.name), []).append(tokens)
+    assert {k: len(v) >= 10 for k, v in docs.items()} == {
+        f"{s}/{c}": True for s in ("train", "test") for c in ("pos", "neg")}
+
+
+def test_download_is_deterministic_offline_and_refuses_unknown_urls(download_shim, tmp_path):
+    common, synth = download_shim
+    path = common.download(synth.SIMNET_URL, "simnet", "0" * 32)
+    digest = common.md5file(path)
+    with open(path, "r+b") as f:  # a truncated or foreign file is replaced, not trusted
+        f.truncate(100)
+    assert common.download(synth.SIMNET_URL, "simnet", "0" * 32) == path
+    assert common.md5file(path) == digest
+    assert sorted(os.listdir(tmp_path / "simnet")) == ["simnet.train.1000"]  # no temp left
+    r = _run("import paddle.dataset.common as c, paddle.dataset._synth_files as s\n"
+             f"c.DATA_HOME = {str(tmp_path / 'other')!r}\n"
+             "print(c.md5file(c.download(s.SIMNET_URL, 'simnet', '')))\n")
+    assert r.returncode == 0 and r.stdout.strip() == digest, r.stderr  # the same in a new process
+    with pytest.raises(RuntimeError, match="no network"):
+        common.download("http://example.com/real.tgz", "real", "0" * 32)
+    assert not (tmp_path / "real").exists()
