@@ -248,14 +248,19 @@ def _params_grads(b0):
             reads.update(b0.ops[i].input_arg_names)
         for i in reversed(loose):   # regularization and clipping come before the update
             op = b0.ops[i]
+            if i in ops:
+                continue
             names = set(op.input_arg_names) | set(op.output_arg_names)
-            # an op touching the parameter or its gradient, or making what its update
-            # reads that is its own (the `scale` of a parameter's own learning rate)
-            feeds = set(op.output_arg_names) & reads
-            if (names & touched or feeds) and i not in ops:
+            if names & touched:     # an op touching the parameter, its gradient or theirs
                 ops.append(i)
                 touched.update(names)
                 reads.update(op.input_arg_names)
+            elif set(op.output_arg_names) & reads:
+                # making what its update reads: the `scale` of a parameter's own learning
+                # rate; what it reads (the global learning rate) is not this parameter's,
+                # so the other parameters' scales of it stay theirs
+                ops.append(i)
+                touched.update(op.output_arg_names)
         ops.sort()
     owned = {i for _p, _g, ops in out for i in ops}
     stray = sorted({b0.ops[i].type for i in loose if i not in owned})

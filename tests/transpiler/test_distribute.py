@@ -209,3 +209,21 @@ def test_two_distributed_tables_fail_fast():
         fluid.optimizer.SGD(0.1).minimize(loss)
     with pytest.raises(NotImplementedError, match=r"one distributed lookup table .*t0"):
         _transpile(main, start)
+
+
+def test_each_parameters_own_learning_rate_scale_is_its_own():
+    """Fluid puts a `scale` of the global learning rate per parameter with its own rate:
+    each goes with that parameter's update only (the others read the same global rate
+    but are not theirs)."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        h = fluid.layers.data("x", [4])
+        for name, rate in (("w1", 2.0), ("w2", 3.0), ("w3", 0.5)):
+            h = fluid.layers.fc(h, 4, bias_attr=False,
+                                param_attr=fluid.ParamAttr(name=name, learning_rate=rate))
+        fluid.optimizer.SGD(0.1).minimize(fluid.layers.mean(h))
+    ops = main.global_block().ops
+    groups = {p: [ops[i] for i in idx] for p, _g, idx in D._params_grads(main.global_block())}
+    for p, group in groups.items():
+        assert [op.type for op in group] == ["scale", "sgd"], p
+        assert group[0].output_arg_names == group[1].input("LearningRate")
