@@ -133,11 +133,13 @@ def test_check_nan_inf_names_the_op_the_variable_and_where():
     exe.run(main, feed=feed, fetch_list=[z])          # off: runs through
     fluid.set_flags({"FLAGS_check_nan_inf": True})
     try:
-        with pytest.raises(ExecutionError) as e:
+        with pytest.raises(fluid.core.EnforceNotMet) as e:
             exe.run(main, feed=feed, fetch_list=[z])
     finally:
         fluid.set_flags({"FLAGS_check_nan_inf": False})
+    assert type(e.value) is fluid.core.EnforceNotMet      # Fluid's programs test with ==
     msg = str(e.value)
+    assert "find nan or inf" in msg                      # Fluid's words
     assert "'log'" in msg and f"'{y.name}'" in msg and "1 NaN" in msg
     # labelled as every run-time error labels an op (Plan.op_label: feed ops not counted)
     assert "op #0 'log' in block 0" in msg

@@ -1,7 +1,7 @@
 """FLAGS_check_nan_inf as an observer of prepared plans: each op's step is followed by a
-check of the float outputs it wrote; the first NaN or Inf stops the run with an
-ExecutionError naming the op, the variable, and where the op was created (its
-`op_callstack`). Plans are prepared with it only while the flag is on, so off it costs
+check of the float outputs it wrote; the first NaN or Inf stops the run with a
+core.EnforceNotMet (the exact class Fluid raises) naming the op, the variable, and where the
+op was created (its `op_callstack`). Plans are prepared with it only while the flag is on, so off it costs
 nothing."""
 import logging
 
@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.names import EMPTY_VAR_NAME
 from ..core.tensor import LoDTensor, SelectedRows
-from ..errors import ExecutionError
+from ..errors import EnforceNotMet
 
 logger = logging.getLogger("fluidity")
 
@@ -50,9 +50,13 @@ def observe(plan):
                 fault = _fault(_array(v.value)) if v is not None else None
                 if fault is not None:
                     at = f"; the op was created at {where[-1]}" if where else ""
-                    raise ExecutionError(
+                    # Fluid raises exactly core.EnforceNotMet ("... find nan or inf"), and
+                    # its programs test the type with ==, so no subclass of it here
+                    err = EnforceNotMet(
                         f"FLAGS_check_nan_inf: {label} wrote {fault} to variable "
-                        f"'{name}'{at}", op_type=op.type, op_index=at_block)
+                        f"'{name}'{at} (in [op={op.type}] [tensor={name}] find nan or inf)")
+                    err.names_its_op = True     # the plan raises it as it is
+                    raise err
         return run
     plan.steps = [checked(s, i, op) for i, (s, op) in enumerate(zip(plan.steps, plan.ops))]
     return plan

@@ -374,6 +374,8 @@ class Plan:
         their shapes, and where the op was created."""
         if isinstance(exc, ExecutionError) and exc.op_index is not None:
             return exc
+        if getattr(exc, "names_its_op", False):   # already says which op (nan_inf's check)
+            return exc
         if passes_through(exc):    # a reader's end of data, an error of a user's generator
             return exc
         return self.describe_failure(self.ops[i], self.block_index_of(i), frame, exc)
