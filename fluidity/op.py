@@ -276,6 +276,24 @@ class CoreOperator:
 Operator = OperatorFactory()   # Paddle's default global factory
 
 
+class _TypedOpFactory:
+    """Fluid 1.8's `RecurrentOp`, `DynamicRecurrentOp` and `CondOp`: an Operator of one fixed
+    type. Fluid 1.8 registers no `dynamic_recurrent` or `cond` op any more, so calling those
+    two fails there as here (the names remain for old imports)."""
+
+    def __init__(self, op_type):
+        self.type = op_type
+
+    def __call__(self, *args, **kwargs):
+        kwargs.setdefault("type", self.type)
+        return Operator(*args, **kwargs)
+
+
+RecurrentOp = _TypedOpFactory("recurrent")
+DynamicRecurrentOp = _TypedOpFactory("dynamic_recurrent")
+CondOp = _TypedOpFactory("cond")
+
+
 # --- what Paddle's core answers about ops ----------------------------------------------------
 def op_support_gpu(op_type):
     """Whether `op_type` has a CUDA kernel in this installation, as Paddle's core answers

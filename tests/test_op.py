@@ -208,3 +208,11 @@ def test_grad_op_desc_inferred_against_a_block_it_is_not_in():
     (dx,) = fluid.Executor(fluid.CPUPlace()).run(
         main, feed={"x": xv, y.name + "@GRAD": dy}, fetch_list=["x@GRAD"])
     np.testing.assert_allclose(dx, 1 - np.tanh(xv) ** 2)
+
+
+def test_the_typed_op_factories_fluid_keeps():
+    from fluidity.op import CondOp, DynamicRecurrentOp, RecurrentOp
+    assert RecurrentOp.type == "recurrent"
+    for factory in (DynamicRecurrentOp, CondOp):       # their ops are gone in Fluid 1.8 too
+        with pytest.raises(ValueError, match="not registered"):
+            factory()
