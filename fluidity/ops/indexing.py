@@ -46,6 +46,29 @@ def _slice_grad(g):
     g.op("slice_grad", present(ins), {"Input@GRAD": g.input_grad("Input")}, g.attrs())
 
 
+def run_time_bounds(attrs, starts_t, ends_t, starts_l, ends_l):
+    """(starts, ends) of a slice at run time: the tensors' values, else the attributes; and
+    Paddle's rule for `x[i]` with a tensor i = -1 (Fluid makes its end i + 1 = 0): on a
+    decreased axis whose bounds came from tensors (infer_flags -1), start -1 with end 0 means
+    the last element, not an empty range."""
+    starts = list(ints_from(starts_t, starts_l) or attrs["starts"])
+    ends = list(ints_from(ends_t, ends_l) or attrs["ends"])
+    return starts, last_element_ends(attrs, starts, ends)
+
+
+def last_element_ends(attrs, starts, ends, strides=None):
+    """`ends` with Paddle's rule for a tensor index -1 applied (slice and strided_slice,
+    forward stride): start -1, end 0 on a decreased axis whose bounds came from tensors."""
+    flags, decrease = attrs["infer_flags"], set(attrs["decrease_axis"])
+    ends = list(ends)
+    for i, a in enumerate(attrs["axes"]):
+        if i < len(flags) and flags[i] == -1 and a in decrease and i < len(starts) and \
+                i < len(ends) and starts[i] == -1 and ends[i] == 0 and \
+                (strides is None or (i < len(strides) and strides[i] > 0)):
+            ends[i] = 10000000
+    return ends
+
+
 class Slice(OpDef):
     type = "slice"
     inputs = (In("Input"),
@@ -80,8 +103,7 @@ class Slice(OpDef):
         axes, decrease = attrs["axes"], attrs["decrease_axis"]
 
         def kernel(x, starts_t, ends_t, starts_l, ends_l):
-            starts = ints_from(starts_t, starts_l) or attrs["starts"]
-            ends = ints_from(ends_t, ends_l) or attrs["ends"]
+            starts, ends = run_time_bounds(attrs, starts_t, ends_t, starts_l, ends_l)
             index, _, out = slice_plan(list(x.shape), axes, starts, ends, decrease)
             return x[index].copy().reshape(out)  # a copy: Out shares no memory with Input
         return kernel
@@ -114,8 +136,7 @@ class SliceGrad(OpDef):
         axes, decrease = attrs["axes"], attrs["decrease_axis"]
 
         def kernel(x, starts_t, ends_t, starts_l, ends_l, dout):
-            starts = ints_from(starts_t, starts_l) or attrs["starts"]
-            ends = ints_from(ends_t, ends_l) or attrs["ends"]
+            starts, ends = run_time_bounds(attrs, starts_t, ends_t, starts_l, ends_l)
             index, sliced, _ = slice_plan(list(x.shape), axes, starts, ends, decrease)
             dx = np.zeros_like(x)
             dx[index] = dout.reshape(sliced)
@@ -191,9 +212,11 @@ class StridedSlice(OpDef):
 
     @staticmethod
     def _bounds(attrs, st, stl, en, enl, sd, sdl):
-        return (ints_from(st, stl) or list(attrs["starts"]),
-                ints_from(en, enl) or list(attrs["ends"]),
-                ints_from(sd, sdl) or list(attrs["strides"]))
+        starts = ints_from(st, stl) or list(attrs["starts"])
+        strides = ints_from(sd, sdl) or list(attrs["strides"])
+        ends = last_element_ends(attrs, starts, ints_from(en, enl) or list(attrs["ends"]),
+                                 strides)
+        return starts, ends, strides
 
     @staticmethod
     def infer_shape(ctx):

@@ -90,3 +90,18 @@ def test_a_variable_step_slices_by_its_value():
     assert [op.type for op in main.global_block().ops].count("strided_slice") == 1
     got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": x}, fetch_list=[out])
     np.testing.assert_array_equal(got, x[0:4:2, 5:1:-1])
+
+
+def test_a_tensor_index_of_minus_one_is_the_last_element():
+    """x[i] with a tensor i = -1: Fluid builds end = i + 1 = 0, and its slice and
+    strided_slice kernels read start -1, end 0 on a decreased axis as the last element."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [3, 4, 5], "float64")
+        minus_1 = fluid.layers.fill_constant([1], "int32", -1)
+        one = fluid.layers.fill_constant([1], "int32", 1)
+        outs = [x[minus_1], x[minus_1, 1:3, 0:5:2], x[one, :, minus_1]]
+    a = np.random.default_rng(0).standard_normal((3, 4, 5))
+    got = fluid.Executor().run(main, feed={"x": a}, fetch_list=outs)
+    for g, want in zip(got, (a[-1], a[-1, 1:3, 0:5:2], a[1, :, -1])):
+        np.testing.assert_array_equal(g, want)
