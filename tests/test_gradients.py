@@ -175,6 +175,7 @@ def test_argument_types_are_checked():
 
 @pytest.mark.parametrize("rearrange", [
     lambda v: L.reshape(v, [4, 3]),
+    lambda v: L.reshape(v, [-1, 3], actual_shape=L.assign(np.array([4, 3], "int32"))),
     lambda v: L.slice(v, axes=[0, 1], starts=[1, 0], ends=[3, 3]),
     lambda v: L.transpose(v, [1, 0]),
     lambda v: L.unsqueeze(v, [0]),

@@ -85,16 +85,17 @@ class _ShapeOp(OpDef):
 def _xshape_double_grad(g):
     """The grad of a rearranging op's grad (X@GRAD = Out@GRAD rearranged back to X's shape):
     it is linear in Out@GRAD, so Out@GRAD gets the forward op applied to ddX (Fluid's
-    reshape2_grad_grad), and XShape nothing. A forward op whose target came from a tensor
-    input (reshape2's Shape / ShapeTensor) left no attribute to rebuild it: refused."""
+    reshape2_grad_grad), and XShape nothing. reshape2's target is taken from Out@GRAD's own
+    shape at run time (a `shape` op), so a target that came from a tensor input is kept."""
     out = g.input_grad("Out@GRAD")
     if all(n == EMPTY_VAR_NAME for n in out):
         return
-    fwd = g.fwd.type[:-len("_grad")]
-    if fwd == "reshape2" and not g.attrs().get("shape"):
-        raise ProgramError(f"op '{g.fwd.type}': its reshape target came from a tensor input, "
-                           f"which its second-order gradient cannot rebuild")
-    g.op(fwd, {"X": g.output_grad("X@GRAD")}, {"Out": out}, g.attrs())
+    fwd, ins = g.fwd.type[:-len("_grad")], {"X": g.output_grad("X@GRAD")}
+    if fwd == "reshape2":
+        dout = g.input("Out@GRAD")
+        ins["Shape"] = g.temp(dout)
+        g.op("shape", {"Input": dout}, {"Out": ins["Shape"]})
+    g.op(fwd, ins, {"Out": out}, g.attrs())
 
 
 class _ShapeOpGrad(OpDef):
