@@ -256,6 +256,9 @@ def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
                         f"{use_cudnn}.")
     if not global_pooling and pool_size == -1:
         raise ValueError("pool2d: give pool_size, or global_pooling=True")
+    if data_format not in ("NCHW", "NHWC"):
+        raise ValueError(f"Attr(data_format) of Op(fluid.layers.pool2d) should be 'NCHW' or "
+                         f"'NHWC'. Received Attr(data_format): {data_format}.")
     paddings, algo = padding_attrs(pool_padding, "pool2d", 2, data_format)
     if algo == "VALID" and ceil_mode:
         raise ValueError("pool2d: ceil_mode must be False with padding 'VALID'")

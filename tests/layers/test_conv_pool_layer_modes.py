@@ -86,3 +86,10 @@ def test_group_norm_parameters_only_when_given():
     g = xv.reshape(2, 2, -1)
     want = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5))
     np.testing.assert_allclose(y, want.reshape(xv.shape), rtol=1e-4, atol=1e-5)
+
+
+def test_pool2d_refuses_an_unknown_data_format_as_fluid():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.data("x", [2, 3, 8, 8], "float32")
+        with pytest.raises(ValueError, match="data_format"):
+            fluid.layers.pool2d(x, 2, data_format="NHWCC")
