@@ -305,6 +305,13 @@ def op_support_gpu(op_type):
             and is_compiled_with_cuda())
 
 
+def infer_no_need_buffer_slots(op_type, inputs, outputs, attrs):
+    """The input slots of an op of `op_type` (given these inputs) whose data its kernel does
+    not read, only their shapes: what the op declares (`OpDef.no_need_buffer`), as Paddle's
+    no-need-buffer inferers; an empty set for an op that declares none."""
+    return {s for s in registry.get(op_type).no_need_buffer if inputs.get(s)}
+
+
 def has_grad_op_maker(op_type):
     opdef = registry.find(op_type)
     return opdef is not None and opdef.grad is not None
@@ -394,6 +401,7 @@ def install_core_names(core):
     """Put the op questions of Paddle's `fluid.core` on our `core` package (which sits below
     the op registry, so cannot define them itself)."""
     core.op_support_gpu = op_support_gpu
+    core.infer_no_need_buffer_slots = infer_no_need_buffer_slots
     core.get_op_attrs_default_value = get_op_attrs_default_value
     core.has_grad_op_maker = has_grad_op_maker
     core.has_infer_inplace = has_infer_inplace

@@ -216,3 +216,11 @@ def test_the_typed_op_factories_fluid_keeps():
     for factory in (DynamicRecurrentOp, CondOp):       # their ops are gone in Fluid 1.8 too
         with pytest.raises(ValueError, match="not registered"):
             factory()
+
+
+def test_infer_no_need_buffer_slots_answers_what_ops_declare():
+    ins = {"X": ["a"], "Y": ["b"], "Out@GRAD": ["g"]}
+    assert core.infer_no_need_buffer_slots("elementwise_add_grad", ins, {}, {}) == {"X", "Y"}
+    assert core.infer_no_need_buffer_slots("elementwise_mul_grad", ins, {}, {}) == set()
+    assert core.infer_no_need_buffer_slots("elementwise_add", {"X": ["a"], "Y": ["b"]},
+                                           {}, {}) == set()

@@ -534,7 +534,10 @@ ELEMENTWISE_DOUBLE_GRADS = {
 for _name, (_fx, _fy) in ELEMENTWISE_GRADS.items():
     type("".join(p.title() for p in _name.split("_")) + "Grad", (ElementwiseGrad,),
          {"type": _name + "_grad", "fx": staticmethod(_fx), "fy": staticmethod(_fy),
-          "grad": ELEMENTWISE_DOUBLE_GRADS.get(_name), "__module__": __name__})
+          "grad": ELEMENTWISE_DOUBLE_GRADS.get(_name), "__module__": __name__,
+          # add/sub's gradients read X and Y only for their shapes (broadcasting)
+          "no_need_buffer": ("X", "Y") if _name in ("elementwise_add", "elementwise_sub")
+          else ()})
 
 
 class ElementwiseDivGradGrad(OpDef):

@@ -390,6 +390,9 @@ class OpDef:
     # gradient maker for (its fused inference ops): backward through it is an error, as in
     # Fluid, not a path silently cut.
     grad_undefined = False
+    # Input slots whose data the kernel never reads, only their shapes (Paddle's
+    # DECLARE_NO_NEED_BUFFER_VARS_INFERER; `core.infer_no_need_buffer_slots` answers from it).
+    no_need_buffer = ()
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
