@@ -104,6 +104,11 @@ class ExecutionError(EnforceNotMet, RuntimeError):
         self.cause = cause
 
 
+class ReaderError(EnforceNotMet, RuntimeError):
+    """A data source failed in another process (multiprocess_reader's reader): Fluid's
+    loaders surface that as core.EnforceNotMet to the loop reading batches."""
+
+
 class NoGradientError(EnforceNotMet, NotImplementedError):
     """A gradient was asked for through an op that has no gradient rule (a second-order
     gradient through a grad op without one); the message names the op."""

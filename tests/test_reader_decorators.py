@@ -61,3 +61,18 @@ def test_buffered_passes_errors_on():
 def test_multiprocess_reader():
     out = list(R.multiprocess_reader([counter(5), counter(5, 100)], queue_size=10)())
     assert sorted(out) == list(range(5)) + list(range(100, 105))
+
+
+def test_multiprocess_reader_surfaces_a_failing_reader_as_enforce_not_met():
+    """Fluid's loaders hand a reader process's failure to the reading loop as
+    core.EnforceNotMet; it is also a RuntimeError, naming the reader's error."""
+    import pytest
+
+    import fluidity as fluid
+
+    def failing():
+        yield 1
+        raise ValueError("bad sample")
+    with pytest.raises(fluid.core.EnforceNotMet, match="bad sample") as e:
+        list(R.multiprocess_reader([failing])())
+    assert isinstance(e.value, RuntimeError)

@@ -10,6 +10,8 @@ import subprocess
 import threading
 import zlib
 
+from ..errors import ReaderError
+
 __all__ = ["map_readers", "buffered", "compose", "chain", "shuffle", "ComposeNotAligned",
            "firstn", "xmap_readers", "cache", "multiprocess_reader", "batch", "PipeReader",
            "Fake"]
@@ -243,7 +245,7 @@ def multiprocess_reader(readers, use_pipe=True, queue_size=1000):
                 if isinstance(sample, tuple) and len(sample) in (1, 2) and \
                         sample[0] in ("__fluidity_reader_end__", "__fluidity_reader_error__"):
                     if sample[0] == "__fluidity_reader_error__":
-                        raise RuntimeError(f"multiprocess_reader: a reader failed: {sample[1]}")
+                        raise ReaderError(f"multiprocess_reader: a reader failed: {sample[1]}")
                     finished += 1
                     continue
                 yield sample
