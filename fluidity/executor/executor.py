@@ -443,16 +443,7 @@ class Executor:
         need, and the pruned program cached per signature (executor/pruning.py)."""
         if scope is None:
             scope = global_scope()
-        if fetch_list is not None and not isinstance(fetch_list, (VarView, str)):
-            given = list(fetch_list)
-            fetch_list, optimize_ops = self._split_optimize_ops_in_fetch_list(given)
-            if optimize_ops or use_prune:
-                program = self._pruned(program, feed, given, fetch_list, optimize_ops)
-                feed = self._update_feed(program, feed)
-        elif use_prune:
-            fetches = _fetch_list(fetch_list)
-            program = self._pruned(program, feed, fetches, fetches, [])
-            feed = self._update_feed(program, feed)
+        program, feed, fetch_list = self._prune_for(program, feed, fetch_list, use_prune)
         if isinstance(feed, (list, tuple)) and getattr(program, "_is_inference", False) \
                 and not (feed and isinstance(feed[0], dict)):
             return program.run_inference(self, feed, scope)   # Paddle's predictor API
@@ -468,13 +459,7 @@ class Executor:
         prep = self._prepare(program, block_id, feed_names, fetch_names, feed_var_name,
                              fetch_var_name, strategy)
         if feed_names:
-            fed = [None] * prep.n_feed
-            values = feed.values()
-            if prep.feed_pos is not None:      # names the program lacks are not fed
-                values = [list(values)[i] for i in prep.feed_pos]
-            for spec, col, value in zip(prep.feed_specs, prep.feed_cols, values):
-                fed[col] = self._check_feed(spec, value)
-            scope.var(feed_var_name).value = fed
+            scope.var(feed_var_name).value = self._fed(prep, feed)
         if prep.n_fetch:
             holder = scope.var(fetch_var_name)
             holder.value = [None] * prep.n_fetch
@@ -509,7 +494,33 @@ class Executor:
                        for r, p in zip(results, prep.fetch_persistable)]
         return results
 
+    def _fed(self, prep, feed):
+        """The feed holder's columns: each fed value checked against its variable; names
+        the program lacks (prep.feed_pos leaves them out) are not fed."""
+        fed = [None] * prep.n_feed
+        values = feed.values()
+        if prep.feed_pos is not None:
+            values = [list(values)[i] for i in prep.feed_pos]
+        for spec, col, value in zip(prep.feed_specs, prep.feed_cols, values):
+            fed[col] = self._check_feed(spec, value)
+        return fed
+
     # -- pruning to the fetches (Fluid 1.8's use_prune) -----------------------------------
+    def _prune_for(self, program, feed, fetch_list, use_prune):
+        """(program, feed, fetch_list) to run: pruned to the fetches, with use_prune or when
+        the fetch list names optimizer ops (which then leave the fetch list)."""
+        if fetch_list is not None and not isinstance(fetch_list, (VarView, str)):
+            given = list(fetch_list)
+            fetch_list, optimize_ops = self._split_optimize_ops_in_fetch_list(given)
+            if optimize_ops or use_prune:
+                program = self._pruned(program, feed, given, fetch_list, optimize_ops)
+                feed = self._update_feed(program, feed)
+        elif use_prune:
+            fetches = _fetch_list(fetch_list)
+            program = self._pruned(program, feed, fetches, fetches, [])
+            feed = self._update_feed(program, feed)
+        return program, feed, fetch_list
+
     @staticmethod
     def _split_optimize_ops_in_fetch_list(fetch_list):
         return pruning.split_optimize_ops(fetch_list)

@@ -101,9 +101,16 @@ def test_unreachable_pserver_names_the_endpoint_within_the_deadline(monkeypatch)
 
 def test_launcher_stops_everything_when_a_process_fails(tmp_path):
     bad = tmp_path / "bad.py"
+    # trainer 1 fails once server 0 has said where it is (else the launcher may stop the
+    # server before it prints: a race the test must not depend on)
     bad.write_text("import os, sys, time\n"
                    "if os.environ['TRAINING_ROLE'] == 'TRAINER' and "
                    "os.environ['PADDLE_TRAINER_ID'] == '1':\n"
+                   "    log = os.path.join('log', 'serverlog.0')\n"
+                   "    t = time.monotonic()\n"
+                   "    while time.monotonic() - t < 10 and not (os.path.exists(log) and "
+                   "os.path.getsize(log)):\n"
+                   "        time.sleep(0.05)\n"
                    "    print('trainer 1 fails'); sys.exit(3)\n"
                    "print(os.environ['TRAINING_ROLE'], os.environ['PADDLE_PSERVERS_IP_PORT_LIST'],"
                    " os.environ.get('PADDLE_PORT'), flush=True)\n"
