@@ -148,15 +148,17 @@ class Layer:
         return out
 
     # -- calling ----------------------------------------------------------------------------
-    def register_forward_pre_hook(self, hook):
-        h = _HookHandle(self._forward_pre_hooks)
-        self._forward_pre_hooks[h.id] = hook
+    @staticmethod
+    def _add_hook(hooks, hook):
+        h = _HookHandle(hooks)
+        hooks[h.id] = hook
         return h
 
+    def register_forward_pre_hook(self, hook):
+        return self._add_hook(self._forward_pre_hooks, hook)
+
     def register_forward_post_hook(self, hook):
-        h = _HookHandle(self._forward_post_hooks)
-        self._forward_post_hooks[h.id] = hook
-        return h
+        return self._add_hook(self._forward_post_hooks, hook)
 
     def _build_once(self, *inputs, **kwargs):
         """Create what depends on the first input (Fluid's lazily built layers)."""

@@ -331,12 +331,13 @@ class Executor:
         # Fluid feeds what the program has and warns about the rest (a variable pruned away,
         # or one a test feeds for every case of a program that lacks it in some)
         fed_block = program.block(block_id)
-        known = [i for i, n in enumerate(feed_names)
-                 if fed_block.find_var_recursive(n) is not None]
-        for n in feed_names:
+        known = []
+        for i, n in enumerate(feed_names):
             if fed_block.find_var_recursive(n) is None:
                 warnings.warn(f"The variable {n} is not found in program. It is not declared "
                               f"or is pruned.")
+            else:
+                known.append(i)
         feed_pos = None if len(known) == len(feed_names) else known
         feed_names = tuple(feed_names[i] for i in known)
         p = add_feed_fetch_ops(program, block_id, list(feed_names), list(fetch_names),
@@ -500,7 +501,8 @@ class Executor:
         fed = [None] * prep.n_feed
         values = feed.values()
         if prep.feed_pos is not None:
-            values = [list(values)[i] for i in prep.feed_pos]
+            values = list(values)
+            values = [values[i] for i in prep.feed_pos]
         for spec, col, value in zip(prep.feed_specs, prep.feed_cols, values):
             fed[col] = self._check_feed(spec, value)
         return fed

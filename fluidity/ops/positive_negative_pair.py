@@ -19,16 +19,18 @@ def pair_counts(score, label, query, weight):
     starts = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
     for a, b in zip(starts, np.r_[starts[1:], len(q)]):
         idx = order[a:b]
-        i, j = np.triu_indices(len(idx), k=1)
-        s1, s2 = score[idx[i]], score[idx[j]]
-        l1, l2 = label[idx[i]], label[idx[j]]
-        w = (weight[idx[i]] + weight[idx[j]]) * 0.5
-        differ = l1 != l2
-        tied = differ & (s1 == s2)
-        agree = differ & ~tied & ((s1 - s2) * (l1 - l2) > 0)
-        pos += w[agree].sum()
-        neu += w[tied].sum()
-        neg += w[differ & ~tied & ~agree].sum()
+        s_q, l_q, w_q = score[idx], label[idx], weight[idx]
+        # item i against every later item of its query: O(items) memory per step, so a
+        # batch of one large query does not allocate all its pairs at once
+        for i in range(len(idx) - 1):
+            s2, l2 = s_q[i + 1:], l_q[i + 1:]
+            w = (w_q[i] + w_q[i + 1:]) * 0.5
+            differ = l_q[i] != l2
+            tied = differ & (s_q[i] == s2)
+            agree = differ & ~tied & ((s_q[i] - s2) * (l_q[i] - l2) > 0)
+            pos += w[agree].sum()
+            neu += w[tied].sum()
+            neg += w[differ & ~tied & ~agree].sum()
     return pos, neg, neu
 
 
