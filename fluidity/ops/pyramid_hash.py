@@ -149,6 +149,11 @@ class PyramidHash(OpDef):
         a = {k: attrs[k] for k in _ATTRS}
         num_emb, rand_len, space_len = a["num_emb"], a["rand_len"], a["space_len"]
         layers, training, p = a["pyramid_layer"], a["is_training"] != 0, a["drop_out_percent"]
+        # again at run time: a program file's attributes never passed the build-time checks
+        if rand_len <= 0 or num_emb < 0 or num_emb % rand_len or space_len < 0 or layers < 2:
+            raise ShapeError(f"pyramid_hash: num_emb {num_emb} must be a multiple of rand_len "
+                             f"{rand_len} > 0, space_len {space_len} >= 0 and pyramid_layer "
+                             f"{layers} >= 2")
 
         def kernel(x, w, white, black):
             off = _lod0(x, "pyramid_hash")
