@@ -42,6 +42,18 @@ def test_multislot_lines_are_fluid_18s_text(monkeypatch):
     assert s._gen_str([("words", ["1926", "08"]), ("label", ["1"])]) == "2 1926 08 1 1\n"
 
 
+def test_a_zip_of_names_and_values_is_a_sample(monkeypatch):
+    """PaddleRec's CTR-DNN generator (written for Python 2) yields zip(names, values)."""
+    class Zipped(dg.MultiSlotDataGenerator):
+        def generate_sample(self, line):
+            def it():
+                yield zip(["dense", "C1", "label"], [[0.5, 1.0], [int(line)], [1]])
+            return it
+    assert _run(Zipped(), "7\n", monkeypatch) == "2 0.5 1.0 1 7 1 1\n"
+    s = dg.MultiSlotStringDataGenerator()
+    assert s._gen_str(zip(["w"], [["a", "b"]])) == "2 a b\n"
+
+
 @pytest.mark.parametrize("sample, match", [
     ("words 1", "list or tuple"),
     ([("words", [])], "can not be empty"),

@@ -102,10 +102,16 @@ class DataGenerator:
 
 
 def _check_sample(line):
+    """The sample as a list or tuple: a `zip` (what a Python 2 era `generate_sample` that
+    yields `zip(names, values)` gives under Python 3) is read into a list, as Paddle 2.0
+    does; anything else is refused."""
+    if isinstance(line, zip):
+        return list(line)
     if not isinstance(line, (list, tuple)):
         raise ValueError(f"the output of process() must be in list or tuple type, got "
                          f"{type(line).__name__}: Example: [('words', [1926, 8, 17]), "
                          f"('label', [1])]")
+    return line
 
 
 def _field(item, index):
@@ -136,7 +142,7 @@ class MultiSlotStringDataGenerator(DataGenerator):
     """Values are strings, written as they are: `[("words", ["1926", "08"]), ...]`."""
 
     def _gen_str(self, line):
-        _check_sample(line)
+        line = _check_sample(line)
         out = []
         for name, elements in line:
             out.append(str(len(elements)))
@@ -149,7 +155,7 @@ class MultiSlotDataGenerator(DataGenerator):
     their order are fixed by the first sample (`_proto_info`: [(name, "uint64"|"float")])."""
 
     def _gen_str(self, line):
-        _check_sample(line)
+        line = _check_sample(line)
         first = self._proto_info is None
         if first:
             info = []
