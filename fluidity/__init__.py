@@ -71,7 +71,7 @@ from .dygraph.nn import *  # noqa: E402,F401,F403
 from .dygraph.layers import Layer  # noqa: E402,F401
 
 # fluid.debugger / fluid.graphviz (drawing programs), fluid.default_scope_funcs
-from . import debugger, default_scope_funcs, graphviz  # noqa: E402,F401
+from . import debugger, default_scope_funcs, graphviz, wrapped_decorator  # noqa: E402,F401
 
 # fluid.contrib: basic_lstm / basic_gru and the 1.0-1.5 beam search decoder
 from . import contrib  # noqa: E402,F401
