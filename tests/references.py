@@ -37,8 +37,8 @@ def pool_ref(x, ksize=None, strides=(1, 1), paddings=(0, 0), pooling_type="max",
         ksize, paddings = (h, w), (0, 0)
     t, b, left, right = pads4(paddings)
 
-    def size(L, k, s, p0, p1):
-        return (L + p0 + p1 - k + (s - 1 if ceil_mode else 0)) // s + 1
+    def size(L, k, s, p0, p1):        # Paddle's C++ int division: truncates toward zero
+        return int((L + p0 + p1 - k + (s - 1 if ceil_mode else 0)) / s) + 1
     oh, ow = (ksize if adaptive else
               (size(h, ksize[0], strides[0], t, b), size(w, ksize[1], strides[1], left, right)))
     out = np.zeros((n, c, oh, ow))

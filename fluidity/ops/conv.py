@@ -61,11 +61,23 @@ def resolve_padding(algo, in_hw, k_hw, strides, paddings, dilations=(1, 1)):
 
 
 def out_size(n, k, s, p0, p1, d=1, ceil_mode=False):
-    """An output extent of a convolution or pooling window over `n` (-1: unknown)."""
+    """An output extent of a convolution window over `n` (-1: unknown); not positive when
+    the window is wider than the padded input (refused by the caller)."""
     if n < 0:
         return -1
     span = n + p0 + p1 - (d * (k - 1) + 1)
     return (span + (s - 1 if ceil_mode else 0)) // s + 1
+
+
+def pool_out_size(n, k, s, p0, p1, ceil_mode=False):
+    """An output extent of a pooling window over `n` (-1: unknown). The division truncates
+    toward zero as Paddle's C++ does: a window up to `s - 1` wider than the padded input
+    still gives one output (GoogLeNet's 7x7 average pool over a 6x6 map), over the taps
+    that fall inside the input."""
+    if n < 0:
+        return -1
+    span = n + p0 + p1 - k + (s - 1 if ceil_mode else 0)
+    return (span // s if span >= 0 else -(-span // s)) + 1
 
 
 # --- conv2d --------------------------------------------------------------------------------
@@ -394,8 +406,8 @@ def pool_windows(attrs, h, w):
             idx = start[:, None] + np.arange(int((end - start).max()))
             valid = idx < end[:, None]
         else:
-            out = out_size(n, ksize[i], strides[i], pads[2 * i], pads[2 * i + 1],
-                            ceil_mode=attrs["ceil_mode"])
+            out = pool_out_size(n, ksize[i], strides[i], pads[2 * i], pads[2 * i + 1],
+                                ceil_mode=attrs["ceil_mode"])
             idx = np.arange(out)[:, None] * strides[i] - pads[2 * i] + np.arange(ksize[i])
             valid = (idx >= 0) & (idx < n)
         tables.append((np.clip(idx, 0, n - 1), valid))
@@ -410,8 +422,8 @@ def _pool_out_shape(attrs, h, w):
     ksize, strides = list(attrs["ksize"]), [int(s) for s in attrs["strides"]]
     pads, _ = resolve_padding(attrs["padding_algorithm"], (h, w), ksize, strides,
                                attrs["paddings"])
-    return [out_size(n, ksize[i], strides[i], pads[2 * i], pads[2 * i + 1],
-                      ceil_mode=attrs["ceil_mode"]) for i, n in enumerate((h, w))]
+    return [pool_out_size(n, ksize[i], strides[i], pads[2 * i], pads[2 * i + 1],
+                          ceil_mode=attrs["ceil_mode"]) for i, n in enumerate((h, w))]
 
 
 def _window_matrix(idx, valid, n, dtype):

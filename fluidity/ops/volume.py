@@ -11,15 +11,18 @@ import numpy as np
 
 from ..errors import ExecutionError, ShapeError
 from .common import bilinear_double_grad, channel_last
-from .conv import out_size, resolve_padding
+from .conv import out_size, pool_out_size, resolve_padding
 from .nn import interp_matrix
 from .registry import In, OpDef, Out, ints
 
 
-def patch_map(spatial, ksize, strides, pads, dilations, ceil_mode=False):
+def patch_map(spatial, ksize, strides, pads, dilations, ceil_mode=False, pool=False):
     """int64 [prod(out), prod(k)]: the flat input index each (output position, kernel
-    offset) reads, -1 in the padding (and, with ceil_mode, past the input's end)."""
-    outs = [out_size(n, k, s, *p, d, ceil_mode)
+    offset) reads, -1 in the padding (and, with ceil_mode, past the input's end). pool:
+    the output extents are pooling's (a window a little wider than the input still
+    gives one output, see conv.pool_out_size)."""
+    outs = [pool_out_size(n, k, s, *p, ceil_mode) if pool else
+            out_size(n, k, s, *p, d, ceil_mode)
             for n, k, s, p, d in zip(spatial, ksize, strides, pads, dilations)]
     if any(o <= 0 for o in outs):
         raise ShapeError(f"the window {list(ksize)} (dilations {list(dilations)}) does not "
@@ -353,7 +356,7 @@ def pool_map(spatial, attrs, op):
     if attrs["adaptive"]:
         return adaptive_map(spatial, attrs["ksize"])
     return patch_map(spatial, attrs["ksize"], attrs["strides"], pool_pads(spatial, attrs),
-                     [1, 1, 1], bool(attrs.get("ceil_mode")))
+                     [1, 1, 1], bool(attrs.get("ceil_mode")), pool=True)
 
 
 def pool_out_shape(spatial, ctx):
@@ -370,7 +373,7 @@ def pool_out_shape(spatial, ctx):
     except ShapeError as e:
         ctx.fail(str(e))
     ceil = bool(attrs.get("ceil_mode"))
-    return [out_size(n, k, s, *p, 1, ceil) for n, k, s, p in
+    return [pool_out_size(n, k, s, *p, ceil) for n, k, s, p in
             zip(spatial, ctx.attr("ksize"), ctx.attr("strides"), pads)]
 
 

@@ -87,6 +87,12 @@ EXTRA.update({
                                             ceil_mode=True, exclusive=False)),
     "pool2d NHWC adaptive avg": ("pool2d", pool("avg", (1, 7, 5, 4), data_format="NHWC",
                                                 adaptive=True, ksize=[3, 2])),
+    # windows wider than the input by less than the stride (GoogLeNet's last pool): one
+    # output over the input's taps
+    "pool2d avg window past the input": ("pool2d", pool("avg", ksize=[6, 7], strides=[6, 7],
+                                                         paddings=[0, 0])),
+    "pool2d max window past the input": ("pool2d", pool("max", ksize=[6, 7], strides=[6, 7],
+                                                         paddings=[0, 0])),
     "max_pool2d_with_index adaptive": ("max_pool2d_with_index",
                                        max_pool_with_index(adaptive=True, ksize=[3, 4])),
     "max_pool2d_with_index global": ("max_pool2d_with_index",

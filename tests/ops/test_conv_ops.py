@@ -113,6 +113,9 @@ POOL_CASES = [
     dict(ksize=[3, 3], strides=[2, 2], paddings=[1, 1], ceil_mode=True),
     dict(global_pooling=True),
     dict(ksize=[3, 2], adaptive=True),
+    # a window wider than the input by less than the stride: one output over the input, as
+    # Paddle's C++ division (truncating) gives it (GoogLeNet's last 7x7 pool over 6x6)
+    dict(ksize=[8, 7], strides=[8, 7]),
 ]
 
 
@@ -142,7 +145,8 @@ def test_pool2d_nhwc_and_padding_algorithm():
                  {"ksize": [4, 4], "padding_algorithm": "VALID", "paddings": [1, 1]})
 
 
-@pytest.mark.parametrize("case", [POOL_CASES[1], POOL_CASES[3], POOL_CASES[5], POOL_CASES[6]])
+@pytest.mark.parametrize("case", [POOL_CASES[1], POOL_CASES[3], POOL_CASES[5], POOL_CASES[6],
+                                  dict(ksize=[6, 6], strides=[6, 6])])
 @pytest.mark.parametrize("ptype,exclusive", [("max", True), ("avg", True), ("avg", False)])
 def test_pool2d_grad(case, ptype, exclusive):
     # distinct values so that max has a unique winner under finite differences

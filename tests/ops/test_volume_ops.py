@@ -69,6 +69,14 @@ def test_pool3d(kind, exclusive):
     check_grad("pool3d", {"X": x}, ["X"], attrs)
     check_output("pool3d", {"X": x}, {"Out": x.max(axis=(2, 3, 4), keepdims=True)},
                  {"pooling_type": "max", "global_pooling": True, "ksize": [1, 1, 1]})
+    # windows wider than the input by less than the stride: one output per axis over the
+    # input (Paddle's truncating division), averaged over the taps inside (exclusive) or ksize
+    wide = {"pooling_type": kind, "ksize": [5, 6, 4], "strides": [5, 6, 4],
+            "exclusive": exclusive}
+    want = (x.max(axis=(2, 3, 4), keepdims=True) if kind == "max" else
+            x.sum(axis=(2, 3, 4), keepdims=True) / (48 if exclusive else 120))
+    check_output("pool3d", {"X": x}, {"Out": want}, wide)
+    check_grad("pool3d", {"X": x}, ["X"], wide)
 
 
 def test_unfold():
