@@ -284,8 +284,9 @@ class Emit:
         src = lod_from
         if src is False:                         # no LoD, whatever share_lod says
             src = None
-        elif src is None and self.opdef.share_lod is not None:
-            src = self.input(self.opdef.share_lod) if self.op.input(self.opdef.share_lod) \
+        elif src is None:
+            source = self.opdef.lod_source(self.attrs)
+            src = self.input(source) if source is not None and self.op.input(source) \
                 else None
         buf = self._low.write(name, dims, ctype or "float", self.op, self.k)
         if src is not None and src.lod is not None:

@@ -151,7 +151,8 @@ class LinearPlan(Plan):
         kout = fn.into
         ins = [prep.in_one(s.name) for s in opdef.inputs]
         o = prep.out_one(opdef.outputs[0].name)
-        lod_i = prep.in_one(opdef.share_lod) if opdef.slot(opdef.share_lod or "") else None
+        source = opdef.lod_source(prep.attrs)
+        lod_i = prep.in_one(source) if opdef.slot(source or "") else None
         tls = self._tls
 
         def step(frame, env):

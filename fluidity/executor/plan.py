@@ -115,8 +115,9 @@ def make_array_step(prep, fn, as_values=False):
     readers = [_reader(prep, s) for s in opdef.inputs]
     writers = [_writer(prep, s) for s in opdef.outputs]
     lod_i = None
-    if opdef.share_lod is not None and not as_values:
-        s = opdef.slot(opdef.share_lod)
+    source = opdef.lod_source(prep.attrs)
+    if source is not None and not as_values:
+        s = opdef.slot(source)
         if s is not None and not s.duplicable:
             lod_i = prep.in_one(s.name)
     make = _step_factory(tuple(r if r is None or r[0] == "one" else ("many", tuple(r[1]))

@@ -10,12 +10,25 @@ __all__ = ["fill_constant", "create_tensor", "create_parameter", "create_global_
 
 
 def fill_constant(shape, dtype, value, force_cpu=False, out=None, name=None):
+    """A tensor of `shape` filled with `value`, as Fluid 1.8's: `shape` a list of ints and
+    [1]-shaped int Variables (`[layers.shape(x)[0], 1]`) or one int Variable; `value` a
+    number or a [1] Variable (the ValueTensor input); `str_value` keeps an integer exact."""
+    from ..framework import Variable
     helper = LayerHelper("fill_constant", name=name)
+    attrs = {"force_cpu": bool(force_cpu)}
+    inputs = {}
+    if isinstance(value, Variable):
+        inputs["ValueTensor"] = value
+    else:
+        attrs["value"] = float(value)
+        attrs["str_value"] = (str(int(value)) if dtypes.to_numpy(dtype).kind in "iu"
+                              else str(float(value)))
+    attrs["shape"], shape_ins = _shape_inputs("fill_constant", shape)
+    inputs.update(shape_ins)
     if out is None:
         out = helper.create_variable_for_type_inference(dtype)
-    helper.append_op("fill_constant", outputs={"Out": out},
-                     attrs={"shape": [int(d) for d in shape], "dtype": dtypes.to_code(dtype),
-                            "value": float(value), "force_cpu": bool(force_cpu)})
+    attrs["dtype"] = out.dtype
+    helper.append_op("fill_constant", inputs=inputs, outputs={"Out": out}, attrs=attrs)
     out.stop_gradient = True
     return out
 

@@ -55,8 +55,16 @@ class Reduce(OpDef):
     outputs = (Out("Out"),)
     attrs = {"dim": ints([0]), "keep_dim": False, "reduce_all": False,
              "in_dtype": -1, "out_dtype": -1}
-    share_lod = None
+    share_lod = "X"
     func = None
+
+    @classmethod
+    def lod_source(cls, attrs):
+        """Fluid 1.8's ReduceOp shares X's LoD unless dim 0 is reduced (reduce_all, or a
+        `dim` of 0; a negative dim counts as not 0: its rank is not known here)."""
+        if attrs.get("reduce_all") or 0 in list(attrs.get("dim", [0])):
+            return None
+        return "X"
 
     @staticmethod
     def infer_shape(ctx):
@@ -66,8 +74,10 @@ class Reduce(OpDef):
         except ShapeError as e:
             ctx.fail(str(e))
         out_dtype = ctx.attr("out_dtype")
+        shares = not ctx.attr("reduce_all") and 0 not in list(ctx.attr("dim"))
         ctx.set_output("Out", _out_shape(xs, axes, ctx.attr("keep_dim")),
-                       out_dtype if out_dtype >= 0 else ctx.input_dtype("X"))
+                       out_dtype if out_dtype >= 0 else ctx.input_dtype("X"),
+                       ctx.input_lod_level("X") if shares else 0)
 
     @classmethod
     def prepare(cls, attrs, outputs):

@@ -449,6 +449,13 @@ class OpDef:
 
     # --- run time ------------------------------------------------------------------------
     @classmethod
+    def lod_source(cls, attrs):
+        """The input slot whose LoD the outputs take with these attributes: `share_lod`,
+        unless the op shares it only under a condition on its attributes as Fluid's
+        InferShape does (a reduction keeps X's LoD only when dim 0 is not reduced)."""
+        return cls.share_lod
+
+    @classmethod
     def kernel_for(cls, attrs, outputs):
         """The kernel a prepared plan calls for one op: `prepare(attrs, outputs)`, or
         `kernel` with the attributes it names bound. `attrs` must hold every declared

@@ -362,8 +362,10 @@ class Expand(OpDef):
               In("expand_times_tensor", duplicable=True, dispensable=True, no_grad=True))
     outputs = (Out("Out"),)
     attrs = {"expand_times": ints()}
+    kind = "value"
     share_lod = None
-    doc = "Out = X tiled expand_times[i] times along dim i."
+    doc = ("Out = X tiled expand_times[i] times along dim i; Out keeps X's LoD when its first "
+           "dim is not expanded (Fluid 1.8's expand_op).")
 
     @staticmethod
     def infer_shape(ctx):
@@ -372,14 +374,20 @@ class Expand(OpDef):
             out = [-1] * len(xs)
         else:
             out = infer_with(ctx, _expand_shape, xs, ctx.attr("expand_times"))
-        ctx.set_output("Out", out, ctx.input_dtype("X"))
+        keeps_rows = bool(out) and bool(xs) and out[0] == xs[0]
+        ctx.set_output("Out", out, ctx.input_dtype("X"),
+                       ctx.input_lod_level("X") if keeps_rows else 0)
 
     @classmethod
     def prepare(cls, attrs, outputs):
         def kernel(x, times_t, times_l):
-            times = ints_from(times_t, times_l) or attrs["expand_times"]
-            check_elements(_expand_shape(list(x.shape), times), x.itemsize, cls.type)
-            return np.tile(x, times)
+            a = x._array
+            times = ints_from(None if times_t is None else times_t._array,
+                              [t._array for t in times_l] if times_l else None) \
+                or attrs["expand_times"]
+            check_elements(_expand_shape(list(a.shape), times), a.itemsize, cls.type)
+            out = np.tile(a, times)
+            return LoDTensor(out, x._lod if out.shape[:1] == a.shape[:1] else None)
         return kernel
 
     grad = staticmethod(_all_inputs_grad)

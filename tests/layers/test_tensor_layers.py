@@ -60,3 +60,27 @@ def test_create_parameter_rejects_a_bad_shape():
     with fluid.program_guard(fluid.Program(), fluid.Program()):
         with pytest.raises(TypeError, match="'shape' in fluid.layers.create_parameter"):
             L.create_parameter("3x4", "float32")
+
+
+def test_fill_constant_takes_variables_as_fluid_18():
+    """Fluid 1.8's fill_constant: a shape mixing ints and [1] int Variables (PaddleRec's
+    SSR: `[layers.shape(pos)[0], 1]`), a whole shape Variable, a [1] Variable value; an
+    int64 value beyond float64's integers kept exactly (str_value)."""
+    import numpy as np
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.data("x", [None, 3], "float32")
+        a = fluid.layers.fill_constant([fluid.layers.shape(x)[0], 1], "float32", 0.8)
+        v = fluid.layers.fill_constant([1], "float32", 2.5)
+        b = fluid.layers.fill_constant([2, 2], "int64", v)
+        c = fluid.layers.fill_constant(fluid.layers.fill_constant([2], "int32", 3), "float32", 1)
+        d = fluid.layers.fill_constant([2], "int64", 2 ** 60 + 1)
+    assert a.shape == (-1, 1) and c.dtype == fluid.core.VarDesc.VarType.FP32
+    got = fluid.Executor().run(main, feed={"x": np.zeros((4, 3), "float32")},
+                               fetch_list=[a, b, c, d], scope=fluid.Scope())
+    np.testing.assert_array_equal(got[0], np.full((4, 1), 0.8, "float32"))
+    np.testing.assert_array_equal(got[1], np.full((2, 2), 2, "int64"))
+    np.testing.assert_array_equal(got[2], np.ones((3, 3), "float32"))
+    assert got[3].tolist() == [2 ** 60 + 1] * 2
+    ops = [op for op in main.global_block().ops if op.type == "fill_constant"]
+    assert ops[2].input("ValueTensor") == [v.name] and ops[0].input("ShapeTensorList")
