@@ -50,13 +50,14 @@ class BlockingQueue:
     the queue is killed (the reading side went away: stop producing); `pop` blocks while it
     is empty and returns None once it is closed and drained, or raises the producer's error.
     `close(error)` ends the data (after what is queued), `kill()` drops everything and wakes
-    every waiter, `reopen()` makes it usable again."""
+    every waiter, `reopen()` makes it usable again. `size()` and `capacity()` as Paddle's
+    (a DataLoader's `queue`: programs print its fill level)."""
 
     def __init__(self, capacity):
         capacity = int(capacity)
         if capacity < 1:
             raise FluidityError(f"a reader's queue capacity must be >= 1, got {capacity}")
-        self.capacity = capacity
+        self._capacity = capacity
         self._low = capacity // 2
         self._items = collections.deque()
         self._cv = threading.Condition()
@@ -65,7 +66,7 @@ class BlockingQueue:
 
     def push(self, item):
         with self._cv:
-            while len(self._items) >= self.capacity and not self._killed and not self._closed:
+            while len(self._items) >= self._capacity and not self._killed and not self._closed:
                 self._cv.wait()
             if self._killed or self._closed:
                 return False
@@ -110,8 +111,14 @@ class BlockingQueue:
     def is_closed(self):
         return self._closed or self._killed
 
-    def __len__(self):
+    def size(self):
+        """The number of batches queued now."""
         return len(self._items)
+
+    def capacity(self):
+        return self._capacity
+
+    __len__ = size
 
 
 class Reader:
