@@ -556,8 +556,9 @@ class SpectralNorm(Layer):
 
 
 class TreeConv(_BiasAct):
-    """Tree-based convolution (TBCNN). The tree_conv op is not built in Fluidity: the layer
-    checks its arguments as Fluid's does and then says so."""
+    """Tree-based convolution (TBCNN) of nodes_vector [N, n, feature_size] over the trees of
+    edge_set [N, E, 2] (the tree_conv op), then a bias [num_filters] added along axis 1 and
+    the activation, as Fluid 1.8's TreeConv."""
 
     def __init__(self, feature_size, output_size, num_filters=1, max_depth=2, act="tanh",
                  param_attr=None, bias_attr=None, name=None, dtype="float32"):
@@ -573,5 +574,9 @@ class TreeConv(_BiasAct):
     def forward(self, nodes_vector, edge_set):
         check_type(nodes_vector, "nodes_vector", Variable, "TreeConv")
         check_type(edge_set, "edge_set", Variable, "TreeConv")
-        raise NotImplementedError("TreeConv: the tree_conv op (tree-based convolution over "
-                                  "edge sets) is not built in Fluidity")
+        out = self._tmp()
+        self._helper.append_op(
+            type="tree_conv", inputs={"NodesVector": nodes_vector, "EdgeSet": edge_set,
+                                      "Filter": self.weight},
+            outputs={"Out": out}, attrs={"max_depth": self._max_depth})
+        return self._bias_act(out, axis=1)
