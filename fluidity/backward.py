@@ -439,6 +439,7 @@ def _append_grad_ops(block, specs, available, names):
     # variable's from the next step); a grad op writing one before anything read it adds to
     # it (None marks the seed as the first writer): gradients([y, f(y)], ...) sums both
     seeds = set(available)
+    zero_filled = set()   # gradients nothing wrote yet, which a fill_zeros_like made
 
     def flush(name):
         writers = pending.pop(name, None)
@@ -467,7 +468,8 @@ def _append_grad_ops(block, specs, available, names):
         gradient variable never exists, so write_to_array writes nothing)."""
         grads_in = [n for args in ins.values() for n in args if names.is_grad(n)]
         grads_out = [n for args in outs.values() for n in args if n != EMPTY_VAR_NAME]
-        return (grads_in and grads_out and not any(n in available for n in grads_in)
+        return (grads_in and grads_out
+                and all(n not in available or n in zero_filled for n in grads_in)
                 and all(names.is_grad(n) and _is_array(block, names.fwd(n))
                         for n in grads_out))
 
@@ -492,6 +494,7 @@ def _append_grad_ops(block, specs, available, names):
                     elif _find_var(block, fwd) is not None:
                         out_specs.append(["fill_zeros_like", {"X": [fwd]}, {"Out": [n]}, {}])
                         available.add(n)
+                        zero_filled.add(n)
         for slot, args in spec[2].items():
             for pos, n in enumerate(args):
                 if n == EMPTY_VAR_NAME:
@@ -502,6 +505,7 @@ def _append_grad_ops(block, specs, available, names):
                         pending[n] = [None]
                     pending.setdefault(n, []).append((spec, slot, pos))
                 available.add(n)
+                zero_filled.discard(n)
         out_specs.append(spec)
     for n in list(pending):
         flush(n)
