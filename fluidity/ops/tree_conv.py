@@ -16,8 +16,8 @@ and Out[u - 1] = sum over members v of sum_k eta_k(v) NodesVector[v - 1] @ Filte
 shaped [O, NF]; rows past the node count are zeros. Out is [N, n, O, NF].
 
 Fluid's kernel builds the patches as matrices (tree2col) and multiplies; here each sample's
-patches become three sparse-free [count, n] coefficient matrices A_k, so Out = sum_k A_k X W_k
-and both gradients are the transposed products. Fluid's NodesVector gradient reads its
+patches become three dense [count, n] coefficient matrices A_k, so Out = sum_k A_k X W_k and
+both gradients are the transposed products. Fluid's NodesVector gradient reads its
 column-major patch gradient against the filter's other layout, which is right only when
 O * NF = 1; this one is the derivative of the forward above for every shape.
 """
@@ -88,6 +88,9 @@ def _check_depth(max_depth):
 
 
 def _per_sample(nodes, edges, what):
+    if edges.dtype.kind not in "iu":
+        raise ExecutionError(f"tree_conv: EdgeSet must hold integer node numbers (int32), "
+                             f"got {edges.dtype}")
     if nodes.ndim != 3 or edges.ndim != 3 or edges.shape[2] != 2 or \
             edges.shape[0] != nodes.shape[0]:
         raise ExecutionError(f"tree_conv: {what} NodesVector {list(nodes.shape)} must be "
@@ -143,6 +146,9 @@ class TreeConvGrad(OpDef):
     attrs = TreeConv.attrs
     infer_shape = None
     share_lod = None
+    doc = ("Filter@GRAD = sum over samples and k of (A_k NodesVector)^T Out@GRAD; "
+           "NodesVector@GRAD = sum over k of A_k^T Out@GRAD Filter[:, k]^T (A_k: the patch "
+           "weights eta_k of tree_conv).")
 
     @staticmethod
     def kernel(dout, filt, edges, nodes, *, max_depth):

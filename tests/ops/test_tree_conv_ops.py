@@ -76,10 +76,12 @@ def test_tree_conv_gradients(max_depth):
     ([[[1, 2], [2, 9]]], 4, {}, "outside 1..3"),
     ([[[1, 2], [2, 3], [3, 4]]], 3, {}, "tree of 4 nodes"),
     ([[[1, 2]]], 3, {"max_depth": 1}, "greater than 1"),
+    (np.array([[[1.0, 2.0]]], np.float32), 3, {}, "integer node numbers"),
 ])
 def test_tree_conv_errors(edges, nodes, attrs, match):
     ins = {"NodesVector": rng.normal(size=(1, nodes, 2)),
-           "EdgeSet": np.array(edges, np.int32), "Filter": rng.normal(size=(2, 3, 1, 1))}
+           "EdgeSet": np.asarray(edges) if isinstance(edges, np.ndarray)
+           else np.array(edges, np.int32), "Filter": rng.normal(size=(2, 3, 1, 1))}
     with pytest.raises(ExecutionError, match=match):
         run_op("tree_conv", ins, attrs)
 
