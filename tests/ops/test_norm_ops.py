@@ -177,7 +177,7 @@ def test_instance_norm_second_order_gradient_matches_finite_differences():
     (DX, DScale, and DDY, since dF/dy depends on x) and every input (DDX, DDScale, DDBias)."""
     L, init = fluid.layers, fluid.initializer
     main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
         x = L.data("x", [2, 3, 2, 3], dtype="float64", append_batch_size=False)
         x.stop_gradient = False
         y = L.instance_norm(
