@@ -425,9 +425,10 @@ def backward_block_of(block):
 
 
 def _append_grad_ops(block, specs, available, names):
-    """Append grad op specs to `block`: rename repeated writes of a gradient and sum them,
-    zero-fill gradients read before anything wrote them, create the gradient variables.
-    Gradients of tensor arrays are neither summed (writers fill entries of one array) nor
+    """Append grad op specs to `block`: rename repeated writes of a gradient and sum them
+    (tensor arrays too, entry by entry, as Fluid does: two reads of one entry add their
+    gradients, reads of different entries fill one array each), zero-fill gradients read
+    before anything wrote them, create the gradient variables. Array gradients are not
     zero-filled (a missing entry reads as zero), and a grad op that would only write zero
     entries into them is left out. Returns the set of grad names produced."""
     pending = {}   # grad name -> list of (spec index, slot, position) writing it
@@ -499,7 +500,7 @@ def _append_grad_ops(block, specs, available, names):
             for pos, n in enumerate(args):
                 if n == EMPTY_VAR_NAME:
                     continue
-                if names.is_grad(n) and not _is_array(block, names.fwd(n)):
+                if names.is_grad(n):
                     if n in seeds:
                         seeds.discard(n)
                         pending[n] = [None]
