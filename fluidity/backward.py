@@ -425,10 +425,12 @@ def backward_block_of(block):
 
 
 def _append_grad_ops(block, specs, available, names):
-    """Append grad op specs to `block`: rename repeated writes of a gradient and sum them,
-    zero-fill gradients read before anything wrote them, create the gradient variables.
-    Gradients of tensor arrays are neither summed (writers fill entries of one array) nor
-    zero-filled (a missing entry reads as zero). Returns the set of grad names produced."""
+    """Append grad op specs to `block`: rename repeated writes of a gradient and sum them
+    (tensor arrays too, entry by entry, as Fluid does: two reads of one entry add their
+    gradients, reads of different entries fill one array each), zero-fill gradients read
+    before anything wrote them, create the gradient variables. Array gradients are not
+    zero-filled (a missing entry reads as zero), and a grad op that would only write zero
+    entries into them is left out. Returns the set of grad names produced."""
     pending = {}   # grad name -> list of (spec index, slot, position) writing it
     out_specs = []
     declare = []
@@ -438,6 +440,7 @@ def _append_grad_ops(block, specs, available, names):
     # variable's from the next step); a grad op writing one before anything read it adds to
     # it (None marks the seed as the first writer): gradients([y, f(y)], ...) sums both
     seeds = set(available)
+    zero_filled = set()   # gradients nothing wrote yet, which a fill_zeros_like made
 
     def flush(name):
         writers = pending.pop(name, None)
@@ -458,8 +461,23 @@ def _append_grad_ops(block, specs, available, names):
             partials.append(new)
         out_specs.append(["sum", {"X": partials}, {"Out": [name]}, {}])
 
+    def zero_into_arrays(ins, outs):
+        """Whether a grad op would only write entries of array gradients, all from gradients
+        nothing produced: its entries would be zeros that replace another writer's entries
+        (a DynamicRNN's memory reads the input array's step 0 before the loop does), where
+        a missing entry already reads as zero. Fluid leaves it out in effect (its input
+        gradient variable never exists, so write_to_array writes nothing)."""
+        grads_in = [n for args in ins.values() for n in args if names.is_grad(n)]
+        grads_out = [n for args in outs.values() for n in args if n != EMPTY_VAR_NAME]
+        return (grads_in and grads_out
+                and all(n not in available or n in zero_filled for n in grads_in)
+                and all(names.is_grad(n) and _is_array(block, names.fwd(n))
+                        for n in grads_out))
+
     for spec in specs:
         type_, ins, outs, attrs = spec
+        if zero_into_arrays(ins, outs):
+            continue
         spec = [type_, {k: list(v) for k, v in ins.items()}, {k: list(v) for k, v in outs.items()},
                 attrs]
         for slot, args in spec[1].items():
@@ -477,16 +495,18 @@ def _append_grad_ops(block, specs, available, names):
                     elif _find_var(block, fwd) is not None:
                         out_specs.append(["fill_zeros_like", {"X": [fwd]}, {"Out": [n]}, {}])
                         available.add(n)
+                        zero_filled.add(n)
         for slot, args in spec[2].items():
             for pos, n in enumerate(args):
                 if n == EMPTY_VAR_NAME:
                     continue
-                if names.is_grad(n) and not _is_array(block, names.fwd(n)):
+                if names.is_grad(n):
                     if n in seeds:
                         seeds.discard(n)
                         pending[n] = [None]
                     pending.setdefault(n, []).append((spec, slot, pos))
                 available.add(n)
+                zero_filled.discard(n)
         out_specs.append(spec)
     for n in list(pending):
         flush(n)

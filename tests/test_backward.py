@@ -209,3 +209,34 @@ def test_recompute_checkpoints_give_the_same_gradients():
             append_backward(loss, checkpoints=x)
         with pytest.raises(ValueError, match="not a variable"):
             append_backward(loss, checkpoints=["nowhere"])
+
+
+@pytest.mark.parametrize("second", [0, 1])
+def test_reads_of_one_tensor_array_add_their_gradients(second):
+    """Two reads of an array's entries: of one entry, their gradients add (2 + 3, as Fluid's
+    renamed partial arrays summed entry by entry); of different entries, each entry gets its
+    own. Checked against finite differences of the loss."""
+    main, startup = _prog()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        L = fluid.layers
+        x0, x1 = (fluid.data(n, [2], "float64") for n in ("x0", "x1"))
+        arr = L.create_array("float64")
+        for x in (x0, x1):
+            x.stop_gradient = False
+            L.array_write(x, L.array_length(arr), array=arr)
+        a = L.array_read(arr, L.fill_constant([1], "int64", 0))
+        b = L.array_read(arr, L.fill_constant([1], "int64", second))
+        loss = L.reduce_sum(a * 2.0 + L.square(b) * 3.0)
+        grads = gradients(loss, [x0, x1])
+    feed = {"x0": np.array([0.5, -1.0]), "x1": np.array([2.0, 0.25])}
+    exe = fluid.Executor()
+    g0, g1 = exe.run(main, feed=feed, fetch_list=grads)
+    b0 = feed[f"x{second}"]
+    want = [np.full(2, 2.0), np.zeros(2)]
+    want[second] = want[second] + 6.0 * b0
+    np.testing.assert_allclose(g0, want[0], rtol=1e-12)
+    np.testing.assert_allclose(g1, want[1], rtol=1e-12)
+    f0 = float(exe.run(main, feed=feed, fetch_list=[loss])[0])
+    up = dict(feed, x0=feed["x0"] + np.array([1e-6, 0]))
+    f1 = float(exe.run(main, feed=up, fetch_list=[loss])[0])
+    np.testing.assert_allclose((f1 - f0) / 1e-6, g0[0], rtol=1e-5)

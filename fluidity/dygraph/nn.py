@@ -13,6 +13,7 @@ from ..framework import Variable, check_type, check_variable_and_dtype
 from ..initializer import Constant, Normal, NumpyArrayInitializer
 from ..layers.utils import convert_to_list
 from ..param_attr import ParamAttr
+from ..ops.sampled import alias_tables
 from .layers import Layer
 
 __all__ = ["Conv2D", "Conv3D", "Pool2D", "Linear", "BatchNorm", "Dropout", "Embedding",
@@ -399,36 +400,6 @@ class GRUUnit(Layer):
         return hid, reset, gate
 
 
-def alias_table(dist):
-    """Walker's alias table of a discrete distribution, built as Fluid 1.8's nce builds it
-    (the CustomDistAlias / CustomDistAliasProbs inputs of the nce op): (probs, alias)."""
-    n = len(dist)
-    probs, alias = [0.0] * n, [0] * n
-    bigs, littles = [], []
-    for i, p in enumerate(dist):
-        q = p * n
-        if q > 1.0:
-            bigs.append((i, q))
-        elif q < 1.0:
-            littles.append((i, q))
-        else:
-            probs[i], alias[i] = q, -1
-    while bigs and littles:
-        (bi, bq), (li, lq) = bigs.pop(0), littles.pop(0)
-        probs[li], alias[li] = lq, bi
-        left = bq + lq - 1
-        if left > 1.0:
-            bigs.append((bi, left))
-        elif left < 1.0:
-            littles.append((bi, left))
-        else:
-            probs[bi], alias[bi] = left, -1
-    for rest in (bigs, littles):
-        if rest:
-            probs[rest[0][0]], alias[rest[0][0]] = 1.0, -1
-    return probs, alias
-
-
 class NCE(Layer):
     """Noise-contrastive estimation over `num_total_classes`; returns the cost divided by
     num_neg_samples + 1, as Fluid 1.8's NCE layer."""
@@ -444,10 +415,9 @@ class NCE(Layer):
         self._inputs = {"SampleWeight": sample_weight if sample_weight is not None else []}
         if sampler == "custom_dist":
             assert custom_dist is not None
-            probs, alias = alias_table(list(custom_dist))
+            alias, probs = alias_tables(custom_dist)
             for slot, arr in (("CustomDistProbs", np.array(custom_dist, np.float32)),
-                              ("CustomDistAlias", np.array(alias, np.int32)),
-                              ("CustomDistAliasProbs", np.array(probs, np.float32))):
+                              ("CustomDistAlias", alias), ("CustomDistAliasProbs", probs)):
                 p = self.create_parameter(attr=ParamAttr(), shape=arr.shape, dtype=arr.dtype,
                                           default_initializer=NumpyArrayInitializer(arr))
                 p.stop_gradient = True
@@ -586,8 +556,9 @@ class SpectralNorm(Layer):
 
 
 class TreeConv(_BiasAct):
-    """Tree-based convolution (TBCNN). The tree_conv op is not built in Fluidity: the layer
-    checks its arguments as Fluid's does and then says so."""
+    """Tree-based convolution (TBCNN) of nodes_vector [N, n, feature_size] over the trees of
+    edge_set [N, E, 2] (the tree_conv op), then a bias [num_filters] added along axis 1 and
+    the activation, as Fluid 1.8's TreeConv."""
 
     def __init__(self, feature_size, output_size, num_filters=1, max_depth=2, act="tanh",
                  param_attr=None, bias_attr=None, name=None, dtype="float32"):
@@ -603,5 +574,9 @@ class TreeConv(_BiasAct):
     def forward(self, nodes_vector, edge_set):
         check_type(nodes_vector, "nodes_vector", Variable, "TreeConv")
         check_type(edge_set, "edge_set", Variable, "TreeConv")
-        raise NotImplementedError("TreeConv: the tree_conv op (tree-based convolution over "
-                                  "edge sets) is not built in Fluidity")
+        out = self._tmp()
+        self._helper.append_op(
+            type="tree_conv", inputs={"NodesVector": nodes_vector, "EdgeSet": edge_set,
+                                      "Filter": self.weight},
+            outputs={"Out": out}, attrs={"max_depth": self._max_depth})
+        return self._bias_act(out, axis=1)

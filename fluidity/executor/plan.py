@@ -105,6 +105,13 @@ def _writer(prep, slot):
     return prep.idx(names[0])
 
 
+# An op whose input may be declared of another type than a LoDTensor runs, over the holders'
+# values, the kernel its OpDef makes with this hook from the attributes: SelectedRows (scale
+# of a sparse gradient), LoDTensorArray (slice of an array's entries).
+_VALUE_KERNELS = (("selected_rows_kernel", VarType.SELECTED_ROWS),
+                  ("tensor_array_kernel", VarType.LOD_TENSOR_ARRAY))
+
+
 def make_array_step(prep, fn, as_values=False):
     """Step for `array`/`value` kernels: fn(*inputs) -> output or tuple of outputs.
 
@@ -304,9 +311,10 @@ class Plan:
         if opdef.kind == "ctx":
             self._check_slots(op, opdef)
             return opdef.make_step(prep)
-        sparse = getattr(opdef, "selected_rows_kernel", None)
-        if sparse is not None and self._reads_selected_rows(op):
-            return make_array_step(prep, sparse(prep.attrs), as_values=True)
+        for hook, vtype in _VALUE_KERNELS:
+            special = getattr(opdef, hook, None)
+            if special is not None and self._reads_type(op, vtype):
+                return make_array_step(prep, special(prep.attrs), as_values=True)
         fn = opdef.kernel_for(prep.attrs, prep.present_outputs())
         if isinstance(fn, registry.Allocating):   # the interpreter lets kernels allocate
             fn = fn.kernel
@@ -316,12 +324,11 @@ class Plan:
                 fn = _as_declared(fn, ranks, len(opdef.outputs))
         return make_array_step(prep, fn, as_values=opdef.kind == "value")
 
-    def _reads_selected_rows(self, op):
-        """Whether an input of `op` is declared SelectedRows (an op with a
-        `selected_rows_kernel` then runs that one, over the holders' values)."""
+    def _reads_type(self, op, vtype):
+        """Whether an input of `op` is declared of type `vtype` (see _VALUE_KERNELS)."""
         for n in op.input_arg_names:
             v = self.block.find_var_recursive(n) if n != EMPTY_VAR_NAME else None
-            if v is not None and v.type == VarType.SELECTED_ROWS:
+            if v is not None and v.type == vtype:
                 return True
         return False
 

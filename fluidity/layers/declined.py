@@ -12,8 +12,6 @@ DECLINED = {
     # detection heads few programs use
     "generate_mask_labels": ("the generate_mask_labels op (Mask R-CNN's mask targets, "
                              "rasterizing polygons) is not built"),
-    "tree_conv": ("the tree_conv op (tree-based convolution over edge sets, TBCNN) and its "
-                  "tree-to-column transform are not built"),
 }
 # declined classes, with the method names Fluid gives them, so a program calling one gets
 # the reason rather than an AttributeError: {name: (method, ...)}

@@ -53,12 +53,12 @@ def nce(input, label, num_total_classes, sample_weight=None, param_attr=None,
         if custom_dist is None or len(custom_dist) != num_total_classes:
             raise ValueError(f"nce: the custom_dist sampler needs custom_dist, a list of "
                              f"num_total_classes={num_total_classes} probabilities")
-        probs = np.asarray(custom_dist, np.float32)
-        alias, alias_probs = alias_tables(probs)
-        inputs["CustomDistProbs"] = _constant_var(helper, probs / probs.sum(), "probs")
+        # as Fluid 1.8: the probabilities as given (float32), its alias tables
+        alias, alias_probs = alias_tables(custom_dist)
+        inputs["CustomDistProbs"] = _constant_var(helper, np.asarray(custom_dist, np.float32),
+                                                  "probs")
         inputs["CustomDistAlias"] = _constant_var(helper, alias, "alias")
-        inputs["CustomDistAliasProbs"] = _constant_var(helper, alias_probs.astype(np.float32),
-                                                       "alias_probs")
+        inputs["CustomDistAliasProbs"] = _constant_var(helper, alias_probs, "alias_probs")
     cost = helper.create_variable_for_type_inference(input.dtype)
     logits = helper.create_variable_for_type_inference(input.dtype)
     labels = helper.create_variable_for_type_inference("int64", stop_gradient=True)

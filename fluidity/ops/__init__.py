@@ -37,3 +37,4 @@ from . import (distance, modified_huber, partial,  # noqa: F401,E402
                precision_recall, proximal, quant_lookup, seeded, trainer_ref, pooling_pyramid,
                pyramid_hash, similarity_focus, tdm, text_matching)
 from . import positive_negative_pair  # noqa: F401,E402  (the pairwise ranking metric)
+from . import tree_conv  # noqa: F401,E402  (tree-based convolution, TBCNN)

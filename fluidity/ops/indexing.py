@@ -6,10 +6,15 @@ Axis, ...) override the attributes at run time, and shape rules raise ShapeError
 """
 import numpy as np
 
+from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
+from ..core.tensor import LoDTensor, LoDTensorArray
 from ..errors import ExecutionError, ShapeError
-from .common import grad_maker, infer_with, ints_from, norm_axis, present, reduce_to_shape
+from .common import (grad_maker, infer_with, ints_from, is_empty, norm_axis, present,
+                     reduce_to_shape)
 from .registry import In, OpDef, Out, ints
+
+ARRAY, LOD_TENSOR = VarType.LOD_TENSOR_ARRAY, VarType.LOD_TENSOR
 
 
 # --- slice ---------------------------------------------------------------------------------
@@ -87,6 +92,16 @@ class Slice(OpDef):
     def infer_shape(ctx):
         starts, ends = list(ctx.attr("starts")), list(ctx.attr("ends"))
         axes = ctx.attr("axes")
+        if ctx.input_type("Input") == ARRAY:
+            # Fluid 1.8: a range of the array's entries (an array), or with decrease_axis
+            # one entry (a tensor); declared with the array's own (entry) shape
+            if len(axes) != 1:
+                ctx.fail(f"slicing a LoDTensorArray takes one axis, got axes {list(axes)}",
+                         error=ValueError)
+            entry = ARRAY if not ctx.attr("decrease_axis") else LOD_TENSOR
+            ctx.set_output("Out", ctx.input_shape("Input"), ctx.input_dtype("Input"),
+                           type=entry)
+            return
         if ctx.has_input("StartsTensor") or ctx.has_input("StartsTensorList"):
             starts = [None] * len(axes)
         if ctx.has_input("EndsTensor") or ctx.has_input("EndsTensorList"):
@@ -108,7 +123,50 @@ class Slice(OpDef):
             return x[index].copy().reshape(out)  # a copy: Out shares no memory with Input
         return kernel
 
+    @staticmethod
+    def tensor_array_kernel(attrs):
+        """Slice of a LoDTensorArray (the executor runs this when Input is declared one):
+        entries [start, end) of the array (one axis; negative bounds count from its length,
+        then clamped), copied into a new array, or with decrease_axis entry `start` alone."""
+        decrease = bool(attrs["decrease_axis"])
+
+        def kernel(x, starts_t, ends_t, starts_l, ends_l):
+            start, end = _array_range(attrs, x, starts_t, ends_t, starts_l, ends_l)
+            if decrease:
+                return _copy_entry(x[start])
+            return LoDTensorArray(_copy_entry(x[i]) for i in range(start, end))
+        return kernel
+
     grad = staticmethod(_slice_grad)
+
+
+def _copy_entry(t):
+    return LoDTensor(t._array.copy(), t._lod) if not is_empty(t) else LoDTensor()
+
+
+def _array_range(attrs, x, starts_t, ends_t, starts_l, ends_l):
+    """[start, end) of a slice over array `x`'s entries, as Fluid 1.8's slice kernel: the
+    first start and end, counted from the length when negative, clamped to it; empty is an
+    error."""
+    if not isinstance(x, LoDTensorArray):
+        raise ExecutionError(f"slice: Input is declared a LoDTensorArray but holds "
+                             f"{type(x).__name__}")
+    def arr(t):
+        return None if is_empty(t) else t._array
+
+    starts, ends = run_time_bounds(attrs, arr(starts_t), arr(ends_t),
+                                   [arr(t) for t in starts_l or ()] or None,
+                                   [arr(t) for t in ends_l or ()] or None)
+    if len(starts) != 1 or len(ends) != 1:
+        raise ExecutionError(f"slice: a LoDTensorArray takes one start and one end, got "
+                             f"starts {starts}, ends {ends}")
+    n = len(x)
+    start = max(starts[0] + n if starts[0] < 0 else starts[0], 0)
+    end = min(max(ends[0] + n if ends[0] < 0 else ends[0], 0), n)
+    if end <= start:
+        raise ExecutionError(f"slice: ends ({end}) must be greater than starts ({start}) "
+                             f"over the {n} entries of the LoDTensorArray")
+    return start, end
 
 
 def _slice_double_grad(g):
@@ -140,6 +198,22 @@ class SliceGrad(OpDef):
             index, sliced, _ = slice_plan(list(x.shape), axes, starts, ends, decrease)
             dx = np.zeros_like(x)
             dx[index] = dout.reshape(sliced)
+            return dx
+        return kernel
+
+    @staticmethod
+    def tensor_array_kernel(attrs):
+        """Input@GRAD of a LoDTensorArray Input: an array as long as Input, each entry zeros
+        shaped as Input's, but entries [start, ...) which take Out@GRAD's (an array's
+        entries, or the one tensor of a decreased slice), as Fluid 1.8's slice_grad."""
+        def kernel(x, starts_t, ends_t, starts_l, ends_l, dout):
+            start, _ = _array_range(attrs, x, starts_t, ends_t, starts_l, ends_l)
+            dx = LoDTensorArray(LoDTensor(np.zeros_like(t._array), t._lod)
+                                if not is_empty(t) else LoDTensor() for t in x)
+            douts = dout if isinstance(dout, LoDTensorArray) else [dout]
+            for i, d in enumerate(douts):
+                if start + i < len(dx) and not is_empty(d):
+                    dx[start + i] = _copy_entry(d)
             return dx
         return kernel
 

@@ -5,11 +5,11 @@ import numpy as np
 
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
-from ..core.tensor import LoDTensor, SelectedRows
+from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError, ProgramError, ShapeError
-from .common import (align_for_broadcast, bilinear_double_grad, broadcast_pair, broadcast_shape,
-                     default_grad, flatten_to_2d, linear_double_grad, present, prod,
-                     reduce_to_shape)
+from .common import (add_grads, align_for_broadcast, bilinear_double_grad, broadcast_pair,
+                     broadcast_shape, default_grad, flatten_to_2d, linear_double_grad, present,
+                     prod, reduce_to_shape)
 from .memory_ops import affine_out, binary_out, matmul_out, mul_out
 from .registry import In, OpDef, Out, floats
 
@@ -421,14 +421,17 @@ class Sum(OpDef):
     outputs = (Out("Out"),)
     kind = "value"
     doc = ("Out = sum of the inputs (dense; or, when all are SelectedRows, their rows "
-           "concatenated, merged into ascending unique rows if an id repeats).")
+           "concatenated, merged into ascending unique rows if an id repeats; when all are "
+           "LoDTensorArrays, entry by entry).")
     inplace = {"Out": "X"}
 
     @staticmethod
     def infer_shape(ctx):
         vs = ctx.input_vars("X")
-        t = VarType.SELECTED_ROWS if all(v.type == VarType.SELECTED_ROWS for v in vs) \
-            else VarType.LOD_TENSOR
+        t = VarType.LOD_TENSOR
+        for each in (VarType.SELECTED_ROWS, VarType.LOD_TENSOR_ARRAY):
+            if all(v.type == each for v in vs):
+                t = each
         ctx.set_output("Out", vs[0].shape, vs[0].dtype, vs[0].lod_level, type=t)
 
     @staticmethod
@@ -436,6 +439,13 @@ class Sum(OpDef):
         vals = [x for x in xs if x is not None and not (isinstance(x, LoDTensor) and x._array is None)]
         if vals and all(isinstance(v, SelectedRows) for v in vals):
             return _sum_selected_rows(vals)
+        if vals and all(isinstance(v, LoDTensorArray) for v in vals):
+            # Fluid's sum of tensor arrays (partial gradients of one array): entry by entry,
+            # an entry no input holds stays empty
+            out = LoDTensorArray()
+            for v in vals:
+                out = add_grads(out, v)
+            return LoDTensorArray(out)
         out = None
         lod = []
         for v in vals:

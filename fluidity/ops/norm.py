@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import ExecutionError
 from . import registry
-from .common import channel_last, numel
+from .common import channel_last, numel, present
 from .registry import In, OpDef, Out
 
 
@@ -466,6 +466,20 @@ class InstanceNorm(OpDef):
     grad = staticmethod(_norm_grad)
 
 
+def _instance_norm_double_grad(g):
+    """The grad of instance_norm_grad: Paddle's instance_norm_grad_grad, fed the gradients
+    of the grad op's dX, dScale and dBias (DDX, DDScale, DDBias) and its Y@GRAD (DY)."""
+    ins = {"X": g.input("X"), "Scale": g.input("Scale"), "SavedMean": g.input("SavedMean"),
+           "SavedVariance": g.input("SavedVariance"), "DY": g.input("Y@GRAD")}
+    for slot, name in (("X@GRAD", "DDX"), ("Scale@GRAD", "DDScale"), ("Bias@GRAD", "DDBias")):
+        if g.has_output(slot):
+            ins[name] = g.output_grad(slot)
+    outs = {"DX": g.input_grad("X"), "DDY": g.input_grad("Y@GRAD")}
+    if g.input("Scale"):
+        outs["DScale"] = g.input_grad("Scale")
+    g.op("instance_norm_grad_grad", present(ins), outs, g.attrs())
+
+
 class InstanceNormGrad(OpDef):
     type = "instance_norm_grad"
     inputs = (In("X"), In("Scale", dispensable=True), In("Bias", dispensable=True),
@@ -486,3 +500,59 @@ class InstanceNormGrad(OpDef):
         db = None if bias is None else dy.sum(axis=red).astype(bias.dtype)
         return dx.astype(x.dtype, copy=False), ds, db
 
+    grad = staticmethod(_instance_norm_double_grad)
+
+
+class InstanceNormGradGrad(OpDef):
+    type = "instance_norm_grad_grad"
+    inputs = (In("X"), In("Scale", dispensable=True), In("SavedMean"), In("SavedVariance"),
+              In("DY"), In("DDX", dispensable=True), In("DDScale", dispensable=True),
+              In("DDBias", dispensable=True))
+    outputs = (Out("DX", dispensable=True), Out("DScale", dispensable=True),
+               Out("DDY", dispensable=True))
+    attrs = InstanceNorm.attrs
+    infer_shape = None
+    share_lod = None
+    doc = ("The gradient of instance_norm_grad. Per sample and channel, with s = "
+           "SavedVariance (1 / sqrt(var + epsilon)), xhat = (X - SavedMean) s, "
+           "P(v) = v - mean(v) - xhat mean(v xhat) over the spatial dims and g = Scale DY "
+           "(instance_norm_grad's dX = s P(g)): DDY = Scale s P(DDX) + DDScale xhat + DDBias; "
+           "DScale = sum over N and space of DDX s P(DY); DX = -s^2 (xhat (mean(DDX g) - "
+           "mean(DDX) mean(g) - mean(DDX xhat) mean(g xhat)) + mean(g xhat) P(DDX) + "
+           "mean(DDX xhat) P(g)) + s P(DDScale DY). X's dependence through the statistics "
+           "is included; SavedMean and SavedVariance get no gradient.")
+
+    @staticmethod
+    def kernel(x, scale, mean, inv, dy, ddx, ddscale, ddbias):
+        axes = tuple(range(2, x.ndim))
+        shp = x.shape[:2] + (1,) * (x.ndim - 2)
+        bshape = (1, -1) + (1,) * (x.ndim - 2)
+        s = inv.reshape(shp)
+        xhat = (x - mean.reshape(shp)) * s
+        gamma = 1.0 if scale is None else scale.reshape(bshape)
+
+        def avg(v):
+            return v.mean(axis=axes, keepdims=True)
+
+        def proj(v):
+            return v - avg(v) - xhat * avg(v * xhat)
+
+        g = gamma * dy
+        ddy, dx = np.zeros_like(x), np.zeros_like(x)
+        ds = None if scale is None else np.zeros_like(scale)
+        if ddx is not None:
+            pddx, ddx_xhat, g_xhat = proj(ddx), avg(ddx * xhat), avg(g * xhat)
+            ddy = ddy + gamma * s * pddx
+            dx = dx - s * s * (xhat * (avg(ddx * g) - avg(ddx) * avg(g) - ddx_xhat * g_xhat)
+                               + g_xhat * pddx + ddx_xhat * proj(g))
+            if scale is not None:
+                ds = (ddx * s * proj(dy)).sum(axis=(0,) + axes).reshape(scale.shape)
+        if ddscale is not None:
+            dds = ddscale.reshape(bshape)
+            ddy = ddy + dds * xhat
+            dx = dx + s * proj(dds * dy)
+        if ddbias is not None:
+            ddy = ddy + ddbias.reshape(bshape)
+        return (dx.astype(x.dtype, copy=False),
+                None if ds is None else ds.astype(scale.dtype, copy=False),
+                ddy.astype(x.dtype, copy=False))

@@ -15,49 +15,69 @@ from .registry import In, OpDef, Out, ints, strings
 SAMPLERS = {"uniform": 0, "log_uniform": 1, "custom_dist": 2}
 
 
-def alias_tables(probs):
-    """Walker's alias tables (alias index, alias probability) of a distribution `probs`
-    (normalized here), as the custom_dist sampler draws from them."""
-    p = np.asarray(probs, dtype=np.float64)
-    if p.ndim != 1 or not len(p) or (p < 0).any() or p.sum() <= 0:
+def alias_tables(dist):
+    """The alias tables (CustomDistAlias int32, CustomDistAliasProbs float32) Fluid 1.8's
+    nce layer builds from `dist` (one probability per class, used as given): each class's
+    share n p is paired first-in first-out with a class above 1 that tops it up; a class
+    left exactly at 1, or last in either queue, takes alias -1 (itself)."""
+    p = np.asarray(dist, dtype=np.float64).reshape(-1)
+    if not len(p) or (p < 0).any() or not np.isfinite(p).all() or p.sum() <= 0:
         raise ValueError("custom_dist must be a non-empty list of non-negative probabilities "
                          "with a positive sum")
     n = len(p)
-    scaled = p / p.sum() * n
-    alias = np.full(n, -1, np.int64)
-    alias_probs = np.ones(n)
-    small = [i for i in range(n) if scaled[i] < 1.0]
-    large = [i for i in range(n) if scaled[i] >= 1.0]
-    while small and large:
-        s, g = small.pop(), large.pop()
-        alias_probs[s], alias[s] = scaled[s], g
-        scaled[g] -= 1.0 - scaled[s]
-        (small if scaled[g] < 1.0 else large).append(g)
-    return alias, alias_probs
+    probs, alias = [0.0] * n, [0] * n
+    bigs, littles = [], []
+
+    def place(i, q):
+        if q > 1.0:
+            bigs.append((i, q))
+        elif q < 1.0:
+            littles.append((i, q))
+        else:
+            probs[i], alias[i] = q, -1
+
+    for i, v in enumerate(p):
+        place(i, float(v) * n)
+    while bigs and littles:
+        (bi, bq), (li, lq) = bigs.pop(0), littles.pop(0)
+        probs[li], alias[li] = lq, bi
+        place(bi, bq + lq - 1)
+    for rest in (bigs, littles):
+        if rest:
+            probs[rest[0][0]], alias[rest[0][0]] = 1.0, -1
+    return np.asarray(alias, np.int32), np.asarray(probs, np.float32)
 
 
 class _Sampler:
-    """Draws negative classes in [0, n) and says the probability of a class."""
+    """Fluid 1.8's samplers over classes [0, n): draws negatives and gives a class's
+    probability as its kernels do, a float32 (the cost's k P(l) is float32 even for a
+    float64 op). uniform: any class, 1/n. log_uniform: floor(exp(u ln n)) - 1 modulo n - 1,
+    P(v) = ln((v + 2) / (v + 1)) / ln n (ln n held as a float32). custom_dist: a class
+    drawn uniformly keeps itself unless u > its alias probability and its alias is not -1;
+    P = CustomDistProbs."""
 
     def __init__(self, kind, n, probs=None, alias=None, alias_probs=None):
         self.kind, self.n = kind, n
         self.probs, self.alias, self.alias_probs = probs, alias, alias_probs
+        self.log_range = np.float32(np.log(n))
 
     def sample(self, rng, size):
         if self.kind == 0:
             return rng.integers(0, self.n, size=size)
         if self.kind == 1:
-            v = np.exp(rng.uniform(0, 1, size) * np.log(self.n + 1)).astype(np.int64) - 1
-            return np.clip(v, 0, self.n - 1)
+            v = np.exp(rng.uniform(0, 1, size) * np.float64(self.log_range))
+            return (v.astype(np.int64) - 1) % max(self.n - 1, 1)
         idx = rng.integers(0, self.n, size=size)
-        keep = rng.uniform(0, 1, size) < self.alias_probs[idx]
-        return np.where(keep, idx, self.alias[idx])
+        a = self.alias[idx]
+        take = (rng.uniform(0, 1, size) > self.alias_probs[idx]) & (a != -1)
+        return np.where(take, a, idx)
 
     def probability(self, k):
         if self.kind == 0:
-            return np.full(k.shape, 1.0 / self.n)
+            return np.full(k.shape, 1.0 / self.n, np.float32)
         if self.kind == 1:
-            return np.log((k + 2.0) / (k + 1.0)) / np.log(self.n + 1)
+            return (np.log((k + 2.0) / (k + 1.0)) / np.float64(self.log_range)).astype(
+                np.float32)
         return self.probs[k]
 
 
@@ -71,20 +91,39 @@ def _nce_sampler(attrs, probs, alias, alias_probs):
     if probs is None or alias is None or alias_probs is None:
         raise ExecutionError("nce: the custom_dist sampler needs inputs CustomDistProbs, "
                              "CustomDistAlias and CustomDistAliasProbs")
-    p = np.asarray(probs._array, np.float64).reshape(-1)
-    if len(p) != n:
-        raise ExecutionError(f"nce: CustomDistProbs has {len(p)} entries for "
-                             f"num_total_classes={n}")
-    return _Sampler(2, n, p, np.asarray(alias._array).reshape(-1).astype(np.int64),
-                    np.asarray(alias_probs._array, np.float64).reshape(-1))
+    tables = {"CustomDistProbs": np.asarray(probs._array, np.float32).reshape(-1),
+              "CustomDistAlias": np.asarray(alias._array).reshape(-1).astype(np.int64),
+              "CustomDistAliasProbs": np.asarray(alias_probs._array, np.float32).reshape(-1)}
+    for slot, t in tables.items():
+        if len(t) != n:
+            raise ExecutionError(f"nce: {slot} has {len(t)} entries for "
+                                 f"num_total_classes={n}")
+    a = tables["CustomDistAlias"]
+    if ((a < -1) | (a >= n)).any():
+        raise ExecutionError(f"nce: CustomDistAlias holds {int(a[(a < -1) | (a >= n)][0])}, "
+                             f"not a class of num_total_classes={n} (or -1)")
+    return _Sampler(2, n, *tables.values())
 
 
 def _nce_logits(x, w, b, labels):
-    """sigmoid(x_i . W[l] + b[l]) for every sampled label l of row i."""
-    logits = np.einsum("nd,nkd->nk", x, w[labels])
+    """SampleLogits as Fluid's kernel rounds them: Bias[l] + x_i . W[l] in the op's dtype,
+    then sigmoid in double rounded to it."""
+    z = np.einsum("nd,nkd->nk", x, w[labels])
     if b is not None:
-        logits = logits + b.reshape(-1)[labels]
-    return sigmoid(logits)
+        z = b.reshape(-1)[labels] + z
+    return (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(x.dtype)
+
+
+def _nce_cost(o, q, nt, sw):
+    """Cost [N, 1] as Fluid's kernel sums it, in o's dtype, one sampled label at a time:
+    Cost_i += w_i * -log(o / (o + q)) for a true label, -log(q / (o + q)) for a negative."""
+    dt = o.dtype
+    w = np.ones(len(o), dt) if sw is None else np.asarray(sw, dt).reshape(-1)
+    cost = np.zeros(len(o), dt)
+    for j in range(o.shape[1]):
+        oj, qj = o[:, j], q[:, j].astype(dt)
+        cost = cost + w * -np.log((oj if j < nt else qj) / (oj + qj))
+    return cost.reshape(-1, 1)
 
 
 class NCE(OpDef):
@@ -141,15 +180,9 @@ class NCE(OpDef):
                 neg = sampler.sample(rng, (len(xa), k)).astype(np.int64)
             labels = np.concatenate([lab, neg], axis=1)
             o = _nce_logits(xa, w._array, b._array if b is not None else None, labels)
-            q = sampler.probability(labels) * k
-            nt = lab.shape[1]
-            cost = np.concatenate([-np.log(o[:, :nt] / (o[:, :nt] + q[:, :nt])),
-                                   -np.log(q[:, nt:] / (o[:, nt:] + q[:, nt:]))], axis=1)
-            if sw is not None:
-                cost = cost * np.asarray(sw._array).reshape(-1, 1)
-            dt = xa.dtype
-            return (LoDTensor(cost.sum(1, keepdims=True).astype(dt)),
-                    LoDTensor(o.astype(dt)), LoDTensor(labels))
+            q = sampler.probability(labels) * np.float32(k)
+            cost = _nce_cost(o, q, lab.shape[1], None if sw is None else sw._array)
+            return LoDTensor(cost), LoDTensor(o), LoDTensor(labels)
         return kernel
 
     grad = grad_maker("nce_grad", [s.name for s in inputs] +
@@ -190,27 +223,31 @@ class NCEGrad(_TableGrad):
     def prepare(cls, attrs, outputs):
         k, sparse = attrs["num_neg_samples"], attrs["is_sparse"]
 
-        def kernel(x, label, w, b, sw, probs, alias, alias_probs, _logits, sample_labels,
+        def kernel(x, label, w, b, sw, probs, alias, alias_probs, logits, sample_labels,
                    dcost):
             sampler = _nce_sampler(attrs, probs, alias, alias_probs)
             xa, wa = x._array, w._array
+            dt = xa.dtype
             labels = np.asarray(sample_labels._array).astype(np.int64)
             nt = labels.shape[1] - k
-            o = _nce_logits(xa, wa, b._array if b is not None else None, labels)
-            q = sampler.probability(labels) * k
-            dlogit = np.concatenate([q[:, :nt] / (o[:, :nt] + q[:, :nt]) * (o[:, :nt] - 1),
-                                     o[:, nt:] * (1 - o[:, nt:]) / (o[:, nt:] + q[:, nt:])],
+            # the forward's SampleLogits and Fluid's order of operations, in the op's dtype
+            o = np.asarray(logits._array).astype(dt, copy=False)
+            q = (sampler.probability(labels) * np.float32(k)).astype(dt)
+            sw_ = (np.ones((len(xa), 1), dt) if sw is None
+                   else np.asarray(sw._array, dt).reshape(-1, 1))
+            dlogit = np.concatenate([sw_ * (q[:, :nt] / (o[:, :nt] + q[:, :nt]))
+                                     * (o[:, :nt] - 1),
+                                     sw_ * (o[:, nt:] * (1 - o[:, nt:]) / (o[:, nt:] + q[:, nt:]))],
                                     axis=1)
-            dlogit *= np.asarray(dcost._array).reshape(-1, 1)
-            if sw is not None:
-                dlogit *= np.asarray(sw._array).reshape(-1, 1)
-            dlogit = dlogit.astype(xa.dtype)
-            dx = np.einsum("nk,nkd->nd", dlogit, wa[labels])
+            dlogit = dlogit * np.asarray(dcost._array, dt).reshape(-1, 1)
+            dx = np.zeros_like(xa)
+            for j in range(labels.shape[1]):
+                dx = dx + wa[labels[:, j]] * dlogit[:, j:j + 1]
             dw_rows = (dlogit[..., None] * xa[:, None, :]).reshape(-1, xa.shape[1])
             dw = _table_grad(labels.reshape(-1), dw_rows, wa.shape, sparse)
             db = None
             if b is not None:
-                db = np.zeros(b._array.size, xa.dtype)
+                db = np.zeros(b._array.size, dt)
                 np.add.at(db, labels.reshape(-1), dlogit.reshape(-1))
                 db = LoDTensor(db.reshape(b._array.shape))
             return LoDTensor(dx), dw, db

@@ -167,6 +167,21 @@ def test_dynamic_rnn_gradients():
                 ["x", "h0", "wx", "wh", "b"])
 
 
+@pytest.mark.parametrize("pool", ["last", "sum"])
+def test_dynamic_rnn_gradients_with_a_zero_memory(pool):
+    """memory(shape=...) sizes its zero start from the input array's step 0 (a
+    read_from_array that carries no gradient): every step's input gradient, step 0's
+    included, matches finite differences (a zero entry once overwrote step 0's)."""
+    lens = [2, 1, 3]
+    xv = RNG.normal(size=(sum(lens), D))
+
+    def build():
+        x = L.data("x", [D], lod_level=1, dtype="float64")
+        out, _ = _dynamic_rnn(x)
+        return L.mean(L.sequence_pool(out, pool))
+    check_grads(build, {"x": fluid.create_lod_tensor(xv, [lens])}, ["x", "wx", "wh"])
+
+
 def test_dynamic_rnn_misuse():
     with fluid.program_guard(fluid.Program(), fluid.Program()):
         x = L.data("x", [D], lod_level=1)

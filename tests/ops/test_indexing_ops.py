@@ -3,9 +3,12 @@ against finite differences, shape errors."""
 import numpy as np
 import pytest
 
+import fluidity as fluid
 from fluidity.errors import ExecutionError, FluidityError
 from op_test import check_grad, check_output, run_op
 from test_tensor_ops import build_fails, r
+
+L = fluid.layers
 
 
 # --- slice ---------------------------------------------------------------------------------
@@ -48,6 +51,72 @@ def test_slice_bad_decrease_fails():
 
 
 # --- gather ------------------------------------------------------------------------------
+# --- slice of a LoDTensorArray (Fluid 1.8: entries of the array, or one with decrease_axis) --
+def _array_slice_program(key, weights):
+    """x0..x3 written into an array, sliced by `key` (arr[key] as a Fluid program writes
+    it), stacked if still an array, and loss = sum(out * weights)."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xs = [fluid.data(f"x{i}", [2, 3], "float64") for i in range(4)]
+        arr = L.create_array("float64")
+        for x in xs:
+            x.stop_gradient = False
+            L.array_write(x, L.array_length(arr), array=arr)
+        sliced = arr[key]
+        out = sliced
+        if sliced.type == fluid.core.VarDesc.VarType.LOD_TENSOR_ARRAY:
+            out, _ = L.tensor_array_to_tensor(sliced, axis=0, use_stack=True)
+        w = fluid.data("w", list(weights.shape), "float64")
+        loss = L.reduce_sum(L.elementwise_mul(out, w))
+        grads = fluid.gradients(loss, xs)
+    return main, sliced, out, loss, grads
+
+
+@pytest.mark.parametrize("key, entries, decreased", [
+    (1, [1], True), (-1, [3], True), (slice(1, 3), [1, 2], False),
+    (slice(-3, 100), [1, 2, 3], False), (slice(None, 2), [0, 1], False)])
+def test_slice_of_a_tensor_array_and_its_gradient(key, entries, decreased):
+    rng = np.random.default_rng(4)
+    vals = [rng.normal(size=(2, 3)) for _ in range(4)]
+    shape = (2, 3) if decreased else (len(entries), 2, 3)
+    weights = rng.normal(size=shape)
+    main, sliced, out, loss, grads = _array_slice_program(key, weights)
+    VT = fluid.core.VarDesc.VarType
+    assert sliced.type == (VT.LOD_TENSOR if decreased else VT.LOD_TENSOR_ARRAY)
+    assert tuple(sliced.shape) == (2, 3)            # Fluid declares the entries' shape
+    exe = fluid.Executor()
+    feed = {f"x{i}": v for i, v in enumerate(vals)}
+    feed["w"] = weights
+    got = exe.run(main, feed=feed, fetch_list=[out] + grads)
+    want = vals[entries[0]] if decreased else np.stack([vals[e] for e in entries])
+    np.testing.assert_array_equal(got[0], want)
+    # the loss is linear in each x: its gradient is the weight of the entry x landed in,
+    # zeros for the entries the slice left out; checked by finite differences too
+    for i, g in enumerate(got[1:]):
+        w_i = (weights if decreased else weights[entries.index(i)]) if i in entries \
+            else np.zeros((2, 3))
+        np.testing.assert_allclose(g, w_i, rtol=1e-12, atol=0)
+    f0 = float(exe.run(main, feed=feed, fetch_list=[loss])[0])
+    bumped = dict(feed, **{f"x{entries[0]}": vals[entries[0]] + 1e-3})
+    f1 = float(exe.run(main, feed=bumped, fetch_list=[loss])[0])
+    np.testing.assert_allclose((f1 - f0) / 1e-3, got[1 + entries[0]].sum(), rtol=1e-9)
+
+
+def test_slice_of_a_tensor_array_errors():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        arr = L.create_array("float32")
+        L.array_write(fluid.data("x", [2], "float32"), L.zeros([1], "int64"), array=arr)
+        out = fluid.default_main_program().global_block().create_var(name="o")
+        with pytest.raises(ValueError, match="one axis"):
+            fluid.default_main_program().global_block().append_op(
+                "slice", {"Input": arr}, {"Out": out},
+                {"axes": [0, 1], "starts": [0, 0], "ends": [1, 1]})
+        empty = arr[2:5]
+        with pytest.raises(ExecutionError, match="greater than starts"):
+            fluid.Executor().run(feed={"x": np.ones(2, np.float32)}, fetch_list=[
+                L.tensor_array_to_tensor(empty, axis=0)[0]])
+
+
 @pytest.mark.parametrize("axis,index", [(0, [2, 0, 2]), (1, [[1], [0]]), (-1, [3, 3, 0])])
 def test_gather(axis, index):
     x = r(3, 2, 4)

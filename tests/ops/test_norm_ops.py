@@ -1,11 +1,11 @@
 """batch_norm, layer_norm, inplace_abn (fluidity/ops/norm.py): forward against numpy
-references, gradients against finite differences, Paddle's train/test behaviours, and the
-inplace_abn layer."""
+references, gradients against finite differences, Paddle's train/test behaviours, the
+inplace_abn layer, and instance_norm's second-order gradient (instance_norm_grad_grad)."""
 import numpy as np
 import pytest
 
 import fluidity as fluid
-from op_test import check_grad, check_output
+from op_test import check_grad, check_output, run_op
 from references import bn_ref
 from test_nn_ops import r
 
@@ -157,3 +157,89 @@ def test_inplace_abn_layer_builds_and_trains():
     (got,) = exe.run(main, feed={"x": x}, fetch_list=[y])
     np.testing.assert_allclose(got, bn_act_ref(x.astype(np.float64), np.ones(3), np.zeros(3),
                                                1e-5, "leaky_relu", 0.1), rtol=1e-4, atol=1e-5)
+
+
+# --- instance_norm's second-order gradient (instance_norm_grad_grad) -------------------------
+def _fd(f, x, eps=1e-6):
+    """Central differences of scalar f at x (float64: error O(eps^2) + O(1e-16 / eps))."""
+    g = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):
+        hi, lo = x.copy(), x.copy()
+        hi[i] += eps
+        lo[i] -= eps
+        g[i] = (f(hi) - f(lo)) / (2 * eps)
+    return g
+
+
+def test_instance_norm_second_order_gradient_matches_finite_differences():
+    """s = sum(k * dF/dx) + |dF/dscale|^2 + |dF/dbias|^2 for F = sum(c * instance_norm(x)^2):
+    its gradients in x, scale and bias pass through every output of instance_norm_grad_grad
+    (DX, DScale, and DDY, since dF/dy depends on x) and every input (DDX, DDScale, DDBias)."""
+    L, init = fluid.layers, fluid.initializer
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = L.data("x", [2, 3, 2, 3], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        y = L.instance_norm(
+            x, param_attr=fluid.ParamAttr(initializer=init.Uniform(0.5, 1.5, seed=2)),
+            bias_attr=fluid.ParamAttr(initializer=init.Uniform(-1, 1, seed=3)))
+        c = L.create_parameter([2, 3, 2, 3], "float64", name="c",
+                               default_initializer=init.Uniform(-1, 1, seed=4))
+        f = L.reduce_sum(L.elementwise_mul(L.square(y), c))
+        params = [main.global_block().var(n) for n in ("instance_norm_0.w_0",
+                                                        "instance_norm_0.b_0")]
+        gx, gs, gb = fluid.gradients(f, [x] + params)
+        k = L.create_parameter([2, 3, 2, 3], "float64", name="k",
+                               default_initializer=init.Uniform(-1, 1, seed=5))
+        s = (L.reduce_sum(L.elementwise_mul(gx, k)) + L.reduce_sum(L.square(gs))
+             + L.reduce_sum(L.square(gb)))
+        hs = fluid.gradients(s, [x] + params)
+    assert "instance_norm_grad_grad" in [op.type for op in main.global_block().ops]
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    x0 = np.random.default_rng(0).uniform(-1, 1, (2, 3, 2, 3))
+    got = exe.run(main, feed={"x": x0}, fetch_list=hs, scope=scope)
+
+    def s_at(xv):
+        return float(exe.run(main, feed={"x": xv}, fetch_list=[s], scope=scope)[0])
+
+    np.testing.assert_allclose(got[0], _fd(s_at, x0), rtol=1e-6, atol=1e-6)
+    for p, g in zip(params, got[1:]):
+        t = scope.find_var(p.name).get_tensor()
+        p0 = np.array(t)
+
+        def s_of_param(pv, t=t):
+            t.set(pv, fluid.CPUPlace())
+            return s_at(x0)
+
+        want = _fd(s_of_param, p0.copy())
+        t.set(p0, fluid.CPUPlace())
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-6, err_msg=p.name)
+
+
+def _in_dx(x, dy, eps):
+    """instance_norm's dX without Scale, written from the chain rule through mean and var."""
+    axes = tuple(range(2, x.ndim))
+    m = np.prod(x.shape[2:])
+    mu = x.mean(axis=axes, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=axes, keepdims=True)
+    dvar = (dy * (x - mu)).sum(axis=axes, keepdims=True) * -0.5 * (var + eps) ** -1.5
+    dmu = -dy.sum(axis=axes, keepdims=True) / np.sqrt(var + eps)
+    return dy / np.sqrt(var + eps) + dvar * 2 * (x - mu) / m + dmu / m
+
+
+def test_instance_norm_grad_grad_op_without_scale():
+    """The op alone, no Scale (3-D input): DX is the derivative of <DDX, dX(x, DY)> in x and
+    DDY that of <DDX, dX> in DY (dX linear in DY), against finite differences of _in_dx."""
+    rng = np.random.default_rng(1)
+    x, dy, ddx = (rng.uniform(-1, 1, (2, 3, 5)) for _ in range(3))
+    eps = 1e-5
+    mu = x.mean(axis=2, keepdims=True)
+    inv = 1 / np.sqrt(((x - mu) ** 2).mean(axis=2, keepdims=True) + eps)
+    out = run_op("instance_norm_grad_grad",
+                 {"X": x, "SavedMean": mu.reshape(-1), "SavedVariance": inv.reshape(-1),
+                  "DY": dy, "DDX": ddx}, {"epsilon": eps}, outputs=["DX", "DDY"])
+    np.testing.assert_allclose(out["DX"], _fd(lambda v: (ddx * _in_dx(v, dy, eps)).sum(), x),
+                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(out["DDY"], _fd(lambda v: (ddx * _in_dx(x, v, eps)).sum(), dy),
+                               rtol=1e-6, atol=1e-7)

@@ -49,7 +49,7 @@ def test_nce_log_uniform_and_sample_weight():
     attrs = {"num_total_classes": C, "num_neg_samples": 3, "custom_neg_classes": [0, 2, 5],
              "sampler": 1}
     k = np.arange(C)
-    prob = np.log((k + 2) / (k + 1)) / np.log(C + 1)
+    prob = np.log((k + 2) / (k + 1)) / np.log(C)   # Fluid's: ln n over [0, n - 1)
     want = nce_ref(ins["Input"], ins["Label"], ins["Weight"], ins["Bias"], [0, 2, 5], prob,
                    3) * ins["SampleWeight"]
     check_output("nce", ins, {"Cost": want}, attrs)
@@ -162,3 +162,79 @@ def test_sparse_table_gradient_matches_dense(layer_fn):
     sparse = _table_grads(layer_fn, True, feed)
     assert isinstance(sparse, fluid.SelectedRows)
     np.testing.assert_allclose(sparse.to_dense(), dense, rtol=1e-5, atol=1e-6)
+
+
+# --- nce's arithmetic as Fluid 1.8's kernel does it ------------------------------------------
+def _fluid_nce_cost(x, w, b, sw, labels, nt, q32):
+    """One scalar at a time in x's dtype, as Fluid's loop: o = float(sigmoid in double of
+    float(b + x.w)); cost_i += w_i * -log(...), q a float32 even for a float64 op."""
+    dt = x.dtype.type
+    out = np.zeros((len(x), 1), x.dtype)
+    for i in range(len(x)):
+        for j, l in enumerate(labels[i]):
+            z = dt(b[l, 0] + dt(np.dot(x[i], w[l])))
+            o = dt(1.0 / (1.0 + np.exp(-np.float64(z))))
+            q = dt(q32[j])
+            r = dt(o / dt(o + q)) if j < nt else dt(q / dt(o + q))
+            out[i, 0] = dt(out[i, 0] + dt(dt(sw[i]) * dt(-np.log(r))))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nce_cost_rounds_as_fluids_kernel(dtype):
+    """float32: the cost summed label by label in float32 (a float64 sum rounded once differs
+    in the last bits, enough to move a float32 finite-difference check by percents); float64:
+    k P(l) is Fluid's float32 (k / n in double would differ by ~1e-9 relative)."""
+    n, k, negs = 100, 5, [0, 1, 2, 3, 4]
+    # one input column: each logit is one product and one sum, the same in any order
+    x, w = rng.normal(size=(40, 1)).astype(dtype), rng.normal(size=(n, 1)).astype(dtype)
+    b, sw = rng.normal(size=(n, 1)).astype(dtype), rng.normal(size=(40, 1)).astype(dtype)
+    lab = rng.integers(0, n, (40, 2))
+    ins = {"Input": x, "Label": lab, "Weight": w, "Bias": b, "SampleWeight": sw}
+    attrs = {"num_total_classes": n, "num_neg_samples": k, "custom_neg_classes": negs}
+    got = np.asarray(run_op("nce", ins, attrs, ["Cost", "SampleLogits", "SampleLabels"])["Cost"])
+    labels = np.concatenate([lab, np.tile(negs, (40, 1))], 1)
+    q32 = np.full(labels.shape[1], np.float32(1.0 / n) * np.float32(k), np.float32)
+    want = _fluid_nce_cost(x, w, b, sw.reshape(-1), labels, 2, q32)
+    # Fluid's order gives the loop's numbers bit for bit (a float64 sum rounded once differs
+    # in ~40% of them); a libm's exp or log may round a rare one an ulp the other way
+    np.testing.assert_array_max_ulp(got, want, maxulp=1)
+    assert (got != want).mean() <= 0.05
+    tol = 2 * np.finfo(dtype).eps * np.abs(want).max()
+    if dtype == np.float64:
+        q64 = np.full(labels.shape[1], k / n)
+        other = _fluid_nce_cost(x, w, b, sw.reshape(-1), labels, 2, q64)
+        assert np.abs(other - want).max() > 100 * tol
+
+
+def test_nce_log_uniform_sampler_is_fluids():
+    """Fluid's log-uniform sampler: classes in [0, n - 1) (floor(exp(u ln n)) - 1 mod n - 1),
+    drawn with P(v) = ln((v + 2) / (v + 1)) / ln n, which sums to 1 over them."""
+    n = 8
+    ins = nce_inputs()
+    ins["Label"] = rng.integers(0, n, (N, 1))
+    ins["Weight"], ins["Bias"] = rng.normal(size=(n, D)), rng.normal(size=(n, 1))
+    attrs = {"num_total_classes": n, "num_neg_samples": 2000, "sampler": 1, "seed": 11}
+    lab = np.asarray(run_op("nce", ins, attrs, ["Cost", "SampleLabels"])["SampleLabels"])
+    v = np.arange(n - 1)
+    p = np.log((v + 2.0) / (v + 1.0)) / np.log(n)
+    assert abs(p.sum() - 1) < 1e-12 and lab[:, 1:].max() < n - 1
+    freq = np.bincount(lab[:, 1:].ravel(), minlength=n - 1) / lab[:, 1:].size
+    np.testing.assert_allclose(freq, p, atol=0.02)   # 8000 draws: 4 standard errors
+
+
+def test_nce_custom_dist_alias_minus_one_keeps_the_class():
+    """An alias of -1 means the class itself (Fluid's CustomSampler), whatever the draw."""
+    alias = np.array([-1, -1, 0], np.int32)
+    alias_p = np.array([0.0, 0.0, 0.0], np.float32)   # every draw past the alias probability
+    ins = nce_inputs()
+    ins.update({"Label": rng.integers(0, 3, (N, 1)), "Weight": rng.normal(size=(3, D)),
+                "Bias": rng.normal(size=(3, 1)),
+                "CustomDistProbs": np.full(3, 1 / 3, np.float32), "CustomDistAlias": alias,
+                "CustomDistAliasProbs": alias_p})
+    attrs = {"num_total_classes": 3, "num_neg_samples": 300, "sampler": 2, "seed": 3}
+    lab = np.asarray(run_op("nce", ins, attrs, ["Cost", "SampleLabels"])["SampleLabels"])
+    assert set(lab[:, 1:].ravel()) == {0, 1}    # class 2 always goes to its alias 0
+    ins["CustomDistAlias"] = np.array([-1, 5, 0], np.int32)
+    with pytest.raises(ExecutionError, match="CustomDistAlias holds 5"):
+        run_op("nce", ins, attrs, ["Cost", "SampleLabels"])
