@@ -227,9 +227,10 @@ def test_several_ranks_without_the_library_name_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     monkeypatch.setitem(sys.modules, "torch.distributed", None)
     assert "fluidity[collective]" in collective.library_missing()
+    before = collective.rings()
     with pytest.raises(RuntimeError, match=r"pip install 'fluidity\[collective\]'"):
         fluid.Executor().run(_ring_of_two(), scope=fluid.Scope())
-    assert not collective.rings()
+    assert collective.rings() == before             # no ring half made
 
 
 def _start(tmp_path, mode, ranks, n=2, timeout_s=60):
@@ -279,3 +280,17 @@ def test_a_rank_that_never_comes_fails_the_others(tmp_path):
     assert procs[0].returncode != 0, out0
     assert "c_comm_init: ring 0 (rank 0 of 2" in out0 and "could not start" in out0, out0
     assert "FLAGS_collective_timeout_s=3 s" in out0, out0
+
+
+@needs_library
+def test_a_rank_that_stalls_fails_the_others_after_the_timeout(tmp_path):
+    """The last rank stays alive but stops calling the all-reduce: rank 0's call fails
+    after FLAGS_collective_timeout_s (5 s here) instead of waiting for ever."""
+    procs = _start(tmp_path, "stall", [0, 1], timeout_s=5)
+    try:
+        out0 = procs[0].communicate(timeout=180)[0]
+    finally:
+        procs[1].kill()
+        procs[1].communicate()
+    assert procs[0].returncode != 0, out0
+    assert "c_allreduce_sum" in out0 and "FLAGS_collective_timeout_s=5 s" in out0, out0

@@ -11,6 +11,7 @@ both modes.
 """
 import logging
 import math
+import os
 import re
 import sys
 
@@ -263,7 +264,6 @@ class FleetUtil:
         """True when the pruned program's persistables match the training program's
         (config: train_prog_path, is_text_train_program, pruned_prog_path,
         is_text_pruned_program, draw, draw_out_name)."""
-        import os
         train = utils.load_program(config.train_prog_path, config.is_text_train_program)
         pruned = utils.load_program(config.pruned_prog_path, config.is_text_pruned_program)
         if config.draw:
