@@ -205,9 +205,8 @@ def hadoop(tmp_path, monkeypatch):
     home = tmp_path / "hadoop home"
     (home / "bin").mkdir(parents=True)
     script = home / "bin" / "hadoop"
-    script.write_text(f"#!{sys.executable}\nimport runpy, sys\nsys.argv[0] = "
-                      f"{os.path.join(HERE, 'fake_hadoop.py')!r}\n"
-                      f"runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    script.write_text(f"#!/bin/sh\nexec '{sys.executable}' -S "
+                      f"'{os.path.join(HERE, 'fake_hadoop.py')}' \"$@\"\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     (tmp_path / "hdfs").mkdir()
     monkeypatch.setenv("FAKE_HDFS_ROOT", str(tmp_path / "hdfs"))
@@ -236,6 +235,27 @@ def test_hdfs_client(hadoop, tmp_path):
     assert c.delete("/data") and not c.is_exist("/data")
     assert hdfs.HDFSClient.split_files(list(range(7)), 0, 3) == [0, 1, 2]
     assert hdfs.HDFSClient.split_files(list(range(7)), 2, 3) == [5, 6]
+
+
+def test_contrib_client_and_tree_transfers(hadoop, tmp_path):
+    from fluidity.contrib.utils import HDFSClient, multi_download, multi_upload
+    c = HDFSClient(hadoop, {})
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a").write_text("a")
+    (tree / "sub" / "b").write_text("b")
+    multi_upload(c, "/t", str(tree), multi_processes=2)
+    assert sorted(c.lsr("/t")) == ["/t/a", "/t/sub/b"]
+    assert not c.upload("/t", str(tree / "a"))               # there, and no overwrite
+    (tree / "a").write_text("a2")
+    assert c.upload("/t", str(tree / "a"), overwrite=True) and c.cat("/t/a") == "a2"
+    got = [multi_download(c, "/t", str(tmp_path / f"d{k}"), k, 2) for k in range(2)]
+    # the listing's order (same minute: as listed): trainer 0 gets a, trainer 1 sub/b
+    assert [[os.path.relpath(p, tmp_path) for p in g] for g in got] == [["d0/a"],
+                                                                        ["d1/sub/b"]]
+    assert all(os.path.exists(p) for g in got for p in g)
+    with pytest.raises(TypeError, match="HDFSClient"):
+        multi_upload("client", "/t", str(tree))
 
 
 def test_hdfs_client_without_hadoop_fails_fast(tmp_path):
