@@ -26,7 +26,6 @@ times). Arrays are reduced in place through a torch view of a contiguous copy.
 import atexit
 import collections
 import datetime
-import os
 import threading
 
 import numpy as np
@@ -46,8 +45,14 @@ _STORES = {}         # (host, port) -> the TCP store this process made or joined
 
 
 def _timeout():
-    return datetime.timedelta(seconds=float(os.environ.get("FLAGS_collective_timeout_s",
-                                                           "300")))
+    """FLAGS_collective_timeout_s (environment; default 300) as a timedelta; a value that is
+    not a positive number raises ValueError naming the variable."""
+    from .service import env_flag
+    seconds = env_flag("FLAGS_collective_timeout_s", 300.0)
+    if not seconds > 0:
+        raise ValueError(f"FLAGS_collective_timeout_s={seconds!r}: the collective timeout must "
+                         f"be a positive number of seconds")
+    return datetime.timedelta(seconds=seconds)
 
 
 EXTRA = "pip install 'fluidity[collective]'"
@@ -87,8 +92,9 @@ def _split(endpoint):
 class Ring:
     """`nranks` ranks (this one `rank`) joined by a gloo process group (None for one rank)."""
 
-    def __init__(self, ring_id, rank, nranks, group=None):
+    def __init__(self, ring_id, rank, nranks, group=None, timeout_s=None):
         self.ring_id, self.rank, self.nranks, self.group = ring_id, rank, nranks, group
+        self.timeout_s = timeout_s
         self._torch = _dist()[0] if group is not None else None
 
     def _wait(self, start, what):
@@ -100,7 +106,7 @@ class Ring:
             raise ExecutionError(
                 f"{what} on ring {self.ring_id} (rank {self.rank} of {self.nranks}) failed: "
                 f"another rank died, or did not join within FLAGS_collective_timeout_s="
-                f"{_timeout().total_seconds():g} s ({str(e).strip().splitlines()[0]})"
+                f"{self.timeout_s:g} s ({str(e).strip().splitlines()[0]})"
             ) from None
 
     def _tensor(self, array):
@@ -161,12 +167,12 @@ class Ring:
         return [allb[k, :int(size[k])].tobytes() for k in range(self.nranks)]
 
 
-def _store(master, is_master, nranks):
+def _store(master, is_master, nranks, timeout):
     with _LOCK:
         st = _STORES.get(master)
         if st is None:
             _, dist = _dist()
-            st = dist.TCPStore(master[0], master[1], nranks, is_master, timeout=_timeout())
+            st = dist.TCPStore(master[0], master[1], nranks, is_master, timeout=timeout)
             _STORES[master] = st
         return st
 
@@ -181,21 +187,22 @@ def init_ring(ring_id, comm_id, rank, nranks):
                              f"{len(comm_id.endpoints)} endpoint(s)")
     group = None
     if nranks > 1:
+        timeout = _timeout()
         _, dist = _dist()
         with _LOCK:
             old = _RINGS.get(ring_id)
             generation = getattr(old, "generation", -1) + 1
         try:
             store = dist.PrefixStore(f"ring{ring_id}.{generation}",
-                                     _store(comm_id.master, rank == 0, nranks))
-            group = dist.ProcessGroupGloo(store, rank, nranks, _timeout())
+                                     _store(comm_id.master, rank == 0, nranks, timeout))
+            group = dist.ProcessGroupGloo(store, rank, nranks, timeout)
         except RuntimeError as e:
             raise ExecutionError(
                 f"c_comm_init: ring {ring_id} (rank {rank} of {nranks}, meeting at "
                 f"{comm_id.master[0]}:{comm_id.master[1]}) could not start: not every rank "
-                f"joined within FLAGS_collective_timeout_s={_timeout().total_seconds():g} s "
+                f"joined within FLAGS_collective_timeout_s={timeout.total_seconds():g} s "
                 f"({str(e).strip().splitlines()[0]})") from None
-    r = Ring(ring_id, rank, nranks, group)
+    r = Ring(ring_id, rank, nranks, group, timeout.total_seconds() if group else None)
     r.generation = generation if nranks > 1 else 0
     with _LOCK:
         _RINGS[ring_id] = r

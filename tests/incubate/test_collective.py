@@ -297,3 +297,12 @@ def test_a_rank_that_stalls_fails_the_others_after_the_timeout(tmp_path):
         procs[1].communicate()
     assert procs[0].returncode != 0, out0
     assert "c_allreduce_sum" in out0 and "FLAGS_collective_timeout_s=5 s" in out0, out0
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-3"])
+def test_a_bad_timeout_is_named(monkeypatch, value):
+    monkeypatch.setenv("FLAGS_collective_timeout_s", value)
+    with pytest.raises(ValueError, match="FLAGS_collective_timeout_s"):
+        collective.init_ring(7, collective.CollectiveService.gen_comm_id(
+            0, "127.0.0.1:1", ["127.0.0.1:2"]), 0, 2)
+    assert 7 not in collective.rings()
