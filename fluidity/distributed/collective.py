@@ -49,9 +49,9 @@ def _timeout():
     not a positive number raises ValueError naming the variable."""
     from .service import env_flag
     seconds = env_flag("FLAGS_collective_timeout_s", 300.0)
-    if not seconds > 0:
+    if not 0 < seconds < 1e9:          # not NaN, not infinite (timedelta refuses those)
         raise ValueError(f"FLAGS_collective_timeout_s={seconds!r}: the collective timeout must "
-                         f"be a positive number of seconds")
+                         f"be a positive number of seconds (below 1e9)")
     return datetime.timedelta(seconds=seconds)
 
 

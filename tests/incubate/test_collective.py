@@ -299,7 +299,7 @@ def test_a_rank_that_stalls_fails_the_others_after_the_timeout(tmp_path):
     assert "c_allreduce_sum" in out0 and "FLAGS_collective_timeout_s=5 s" in out0, out0
 
 
-@pytest.mark.parametrize("value", ["soon", "0", "-3"])
+@pytest.mark.parametrize("value", ["soon", "0", "-3", "inf", "nan"])
 def test_a_bad_timeout_is_named(monkeypatch, value):
     monkeypatch.setenv("FLAGS_collective_timeout_s", value)
     with pytest.raises(ValueError, match="FLAGS_collective_timeout_s"):
