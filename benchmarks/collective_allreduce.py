@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-SIZES = {"1 MB": 262_144, "16 MB": 4_194_304}     # float32 elements
+SIZES = {"4 KB": 1_024, "1 MB": 262_144, "16 MB": 4_194_304}     # float32 elements
 
 
 def _times(allreduce, barrier, iters):
