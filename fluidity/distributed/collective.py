@@ -1,12 +1,20 @@
 """The `collective` run-time service behind the collective ops (ops/collective_ops.py):
 rings of ranks that all-reduce, broadcast, all-gather and reduce-scatter arrays, over gloo
-through PyTorch's `torch.distributed` (`pip install torch`; the CPU build is enough).
+through PyTorch's `torch.distributed`: the optional extra `pip install 'fluidity[collective]'`
+(the CPU build of torch is enough). A ring of one rank runs without the library; a ring of
+more without it fails at c_comm_init with an error naming the extra.
 
-Why gloo through torch: it is a maintained, pip-installable collective library whose
-rendezvous is a TCP store at an address, as Fluid's rings meet at rank 0's endpoint (MPI
-needs its own launcher, `mpiexec`, for the processes to find each other; Ray's collective
-needs pygloo, which has no wheel for current Pythons); benchmarks/collective_allreduce.py
-measures it. A ring of one rank runs without the library.
+Why gloo through torch (docs/architecture.md, "Collective training over processes", has the
+figures of benchmarks/collective_allreduce.py): its rendezvous is a TCP store at an address,
+as Fluid's rings meet at rank 0's endpoint, so trainers started one by one with Paddle's
+environment (PADDLE_TRAINER_ID, PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT) find each
+other; MPI (mpi4py over the `mpich` wheel) needs its own launcher, `mpiexec`, for that;
+pygloo has no wheel nor source for current Pythons.
+
+A rank that dies never leaves the others waiting: gloo fails a collective call whose peer
+closed its connection at once, and one a peer does not join after `FLAGS_collective_timeout_s`
+(default 300 s); either comes out of the op as an ExecutionError naming the op, the ring and
+the ranks, and so does a ring whose ranks do not all meet within that time.
 
 A ring is the process's, not one executor's (a startup program run by one executor makes
 the rings a main program run by another uses): `c_gen_nccl_id` gives a `CommId` (rank 0's
@@ -15,16 +23,17 @@ endpoint, where the ring's TCP store listens, and every endpoint), `c_comm_init`
 (retrying until `FLAGS_collective_timeout_s`, default 300 s, as the ranks start at different
 times). Arrays are reduced in place through a torch view of a contiguous copy.
 """
+import atexit
 import collections
 import datetime
-import os
 import threading
 
 import numpy as np
 
 from ..errors import ExecutionError
 
-__all__ = ["CommId", "Ring", "CollectiveService", "ring", "rings", "destroy_rings"]
+__all__ = ["CommId", "Ring", "CollectiveService", "EXTRA", "library_missing", "init_ring", "ring",
+           "rings", "destroy_rings"]
 
 CommId = collections.namedtuple("CommId", "master endpoints")
 CommId.__doc__ = ("A communicator's id: `master` (host, port) of rank 0's store, and the "
@@ -36,19 +45,40 @@ _STORES = {}         # (host, port) -> the TCP store this process made or joined
 
 
 def _timeout():
-    return datetime.timedelta(seconds=float(os.environ.get("FLAGS_collective_timeout_s",
-                                                           "300")))
+    """FLAGS_collective_timeout_s (environment; default 300) as a timedelta; a value that is
+    not a positive number raises ValueError naming the variable."""
+    from .service import env_flag
+    seconds = env_flag("FLAGS_collective_timeout_s", 300.0)
+    if not 0 < seconds < 1e9:          # not NaN, not infinite (timedelta refuses those)
+        raise ValueError(f"FLAGS_collective_timeout_s={seconds!r}: the collective timeout must "
+                         f"be a positive number of seconds (below 1e9)")
+    return datetime.timedelta(seconds=seconds)
+
+
+EXTRA = "pip install 'fluidity[collective]'"
+
+
+def library_missing():
+    """None when the collective library (gloo through torch.distributed) can be used; else
+    why not, with what to install."""
+    try:
+        import torch.distributed as dist
+    except ImportError as e:
+        return (f"collective training over several processes needs the collective library, "
+                f"gloo through PyTorch's torch.distributed: {EXTRA} (the CPU build of torch "
+                f"is enough) [{e}]")
+    if not dist.is_available() or not dist.is_gloo_available():
+        return (f"this PyTorch has no gloo backend for torch.distributed; {EXTRA} installs "
+                f"one that has")
+    return None
 
 
 def _dist():
-    try:
-        import torch
-        import torch.distributed as dist
-    except ImportError:
-        raise ExecutionError("collective training over several processes needs gloo through "
-                             "PyTorch: pip install torch (the CPU build is enough)") from None
-    if not dist.is_available() or not dist.is_gloo_available():
-        raise ExecutionError("this PyTorch has no gloo backend for torch.distributed")
+    missing = library_missing()
+    if missing:
+        raise ExecutionError(missing)
+    import torch
+    import torch.distributed as dist
     return torch, dist
 
 
@@ -62,9 +92,22 @@ def _split(endpoint):
 class Ring:
     """`nranks` ranks (this one `rank`) joined by a gloo process group (None for one rank)."""
 
-    def __init__(self, ring_id, rank, nranks, group=None):
+    def __init__(self, ring_id, rank, nranks, group=None, timeout_s=None):
         self.ring_id, self.rank, self.nranks, self.group = ring_id, rank, nranks, group
+        self.timeout_s = timeout_s
         self._torch = _dist()[0] if group is not None else None
+
+    def _wait(self, start, what):
+        """Start gloo's work (`start()`) and wait for it; its failure (a peer gone, or silent
+        past the timeout) as an ExecutionError that says which ring, rank and call."""
+        try:
+            start().wait()
+        except RuntimeError as e:
+            raise ExecutionError(
+                f"{what} on ring {self.ring_id} (rank {self.rank} of {self.nranks}) failed: "
+                f"another rank died, or did not join within FLAGS_collective_timeout_s="
+                f"{self.timeout_s:g} s ({str(e).strip().splitlines()[0]})"
+            ) from None
 
     def _tensor(self, array):
         arr = np.ascontiguousarray(array).copy()
@@ -79,7 +122,7 @@ class Ring:
         arr, t = self._tensor(array)
         opts = dist.AllreduceOptions()
         opts.reduceOp = op
-        self.group.allreduce([t], opts).wait()
+        self._wait(lambda: self.group.allreduce([t], opts), f"all-reduce ({red})")
         return arr
 
     def broadcast(self, array, root):
@@ -92,7 +135,7 @@ class Ring:
         arr, t = self._tensor(array)
         opts = dist.BroadcastOptions()
         opts.rootRank, opts.rootTensor = root, 0
-        self.group.broadcast([t], opts).wait()
+        self._wait(lambda: self.group.broadcast([t], opts), f"broadcast from rank {root}")
         return arr
 
     def allgather(self, array):
@@ -100,7 +143,7 @@ class Ring:
             return np.array(array, copy=True)
         arr, t = self._tensor(array)
         outs = [self._torch.empty_like(t) for _ in range(self.nranks)]
-        self.group.allgather([outs], [t]).wait()
+        self._wait(lambda: self.group.allgather([outs], [t]), "all-gather")
         return np.concatenate([o.numpy().reshape(arr.shape) for o in outs], axis=0) \
             if arr.ndim else np.stack([o.numpy()[0] for o in outs])
 
@@ -111,7 +154,7 @@ class Ring:
 
     def barrier(self):
         if self.group is not None:
-            self.group.barrier().wait()
+            self._wait(self.group.barrier, "barrier")
 
     def gather_objects(self, data):
         """Every rank's bytes `data`, in rank order (sizes first, then padded buffers)."""
@@ -124,12 +167,12 @@ class Ring:
         return [allb[k, :int(size[k])].tobytes() for k in range(self.nranks)]
 
 
-def _store(master, is_master, nranks):
+def _store(master, is_master, nranks, timeout):
     with _LOCK:
         st = _STORES.get(master)
         if st is None:
             _, dist = _dist()
-            st = dist.TCPStore(master[0], master[1], nranks, is_master, timeout=_timeout())
+            st = dist.TCPStore(master[0], master[1], nranks, is_master, timeout=timeout)
             _STORES[master] = st
         return st
 
@@ -144,19 +187,22 @@ def init_ring(ring_id, comm_id, rank, nranks):
                              f"{len(comm_id.endpoints)} endpoint(s)")
     group = None
     if nranks > 1:
+        timeout = _timeout()
         _, dist = _dist()
         with _LOCK:
             old = _RINGS.get(ring_id)
             generation = getattr(old, "generation", -1) + 1
-        store = dist.PrefixStore(f"ring{ring_id}.{generation}",
-                                 _store(comm_id.master, rank == 0, nranks))
         try:
-            group = dist.ProcessGroupGloo(store, rank, nranks, _timeout())
+            store = dist.PrefixStore(f"ring{ring_id}.{generation}",
+                                     _store(comm_id.master, rank == 0, nranks, timeout))
+            group = dist.ProcessGroupGloo(store, rank, nranks, timeout)
         except RuntimeError as e:
-            raise ExecutionError(f"c_comm_init: ring {ring_id} (rank {rank} of {nranks}, "
-                                 f"meeting at {comm_id.master[0]}:{comm_id.master[1]}) could "
-                                 f"not start: {e}") from None
-    r = Ring(ring_id, rank, nranks, group)
+            raise ExecutionError(
+                f"c_comm_init: ring {ring_id} (rank {rank} of {nranks}, meeting at "
+                f"{comm_id.master[0]}:{comm_id.master[1]}) could not start: not every rank "
+                f"joined within FLAGS_collective_timeout_s={timeout.total_seconds():g} s "
+                f"({str(e).strip().splitlines()[0]})") from None
+    r = Ring(ring_id, rank, nranks, group, timeout.total_seconds() if group else None)
     r.generation = generation if nranks > 1 else 0
     with _LOCK:
         _RINGS[ring_id] = r
@@ -183,6 +229,16 @@ def destroy_rings():
     """Forget every ring (the stores stay: another ring may meet there again)."""
     with _LOCK:
         _RINGS.clear()
+
+
+@atexit.register
+def _close_at_exit():
+    """Free the process groups, then the stores, while the interpreter still runs: left to
+    the interpreter's teardown, gloo's threads may be destroyed still joinable, and the
+    process aborts ('terminate called without an active exception') after a good run."""
+    with _LOCK:
+        _RINGS.clear()
+        _STORES.clear()
 
 
 class CollectiveService:

@@ -4,9 +4,13 @@
                                       global batch; writes OUT_DIR/params.<rank>.npz
     collective_job.py ops OUT_DIR     runs each collective op once; writes
                                       OUT_DIR/ops.<rank>.npz
+    collective_job.py die OUT_DIR     trains as `train`, but the last rank exits (status 3)
+                                      after its first step: the others must fail, not hang
+    collective_job.py stall OUT_DIR   the same, but the last rank stays alive and silent
 """
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -38,7 +42,7 @@ def batches():
                rng.integers(0, 3, (BATCH, 1)).astype(np.int64))
 
 
-def train(out):
+def train(out, die_after=None, stall=False):
     fleet.init(role_maker.PaddleCloudRoleMaker(is_collective=True))
     rank, n = fleet.worker_index(), fleet.worker_num()
     main, startup, loss = model()
@@ -50,7 +54,11 @@ def train(out):
         startup.random_seed = 99
     exe.run(fleet.startup_program)
     share = BATCH // n
-    for x, y in batches():
+    for step, (x, y) in enumerate(batches()):
+        if die_after is not None and rank == n - 1 and step == die_after:
+            if stall:
+                time.sleep(600)
+            os._exit(3)
         part = slice(rank * share, (rank + 1) * share)
         exe.run(fleet.main_program, feed={"x": x[part], "y": y[part]}, fetch_list=[loss])
     scope = fluid.global_scope()
@@ -101,4 +109,5 @@ def ops(out):
 
 
 if __name__ == "__main__":
-    {"train": train, "ops": ops}[sys.argv[1]](sys.argv[2])
+    {"train": train, "ops": ops, "die": lambda out: train(out, die_after=1),
+     "stall": lambda out: train(out, die_after=1, stall=True)}[sys.argv[1]](sys.argv[2])

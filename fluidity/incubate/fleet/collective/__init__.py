@@ -18,7 +18,7 @@ environment). With one trainer the programs are the optimizer's own; with severa
 `c_gen_nccl_id` / `c_comm_init` / `c_broadcast` in the startup program, the loss gradient
 scaled by 1/nranks and `c_allreduce_sum` of every gradient in the main program), so every
 trainer takes the same step, the one of the whole batch over all trainers. The all-reduce
-goes over gloo (distributed/collective.py; `pip install torch`).
+goes over gloo (distributed/collective.py; `pip install 'fluidity[collective]'`).
 
 `fleet.main_program` is a Program (Fluid's nccl2 mode gives a CompiledProgram over NCCL;
 here the ops in the program do the all-reduce in both modes). `save_inference_model` and
