@@ -1,0 +1,338 @@
+"""A prepared compiled run: what `Executor.run` does per call for a program compiled whole
+(a native plan whose block is its feed ops, one compiled segment and its fetch ops).
+
+Everything that depends only on the run's signature is worked out once, right after the
+first run of that signature went the executor's full way: which segment input each fed
+value goes to, the scope Variables of the persistables the segment reads, where each fetch
+comes from. The signature is the program (and its revision), the block, the fed names in
+the caller's order, the fetched names, the holders' names, the scope (and the revision of
+it and of its ancestors: a variable made, erased or renamed there binds again) and
+`return_numpy`. A run then only
+
+  - checks each fed value against what was accepted before: an ndarray of the compiled
+    dtype, C-contiguous, of the shape last accepted. Anything else (a first shape, a
+    LoDTensor, a list, a scalar, another dtype) goes through the executor's full feed check
+    (`Executor.check_feed`), which raises the same FeedError naming the variable as ever;
+  - writes the fed arrays' addresses, and a parameter's when its array changed, into the
+    segment's argument records (the segment checks every rank and literal dim itself);
+  - calls the segment once (without the GIL);
+  - copies the fetched values out of the arena, and leaves the feed and fetch holders of
+    the scope as the full path leaves them.
+
+Temporaries never become scope variables (the full path makes them in a kid scope that it
+drops after the run, so nothing a user can see changes). What this path does not do the
+same way as the full one — inputs of other shapes than the segment was built for (its ops
+then run interpreted), a value of another dtype than compiled, a persistable without a
+value, an arena too large — it leaves to the full path for that call (`run` returns None
+before anything ran), so every error and fallback is the full path's own.
+"""
+import weakref
+
+import numpy as np
+
+from ..codegen import abi
+from ..core.tensor import LoDTensor, as_fetched
+from ..core.lod import offsets_problem
+from ..errors import FetchError
+from .native import Interpret, NativePlan, SegmentOp
+
+_DATA, _NDIM, _DIMS = abi.DATA, abi.NDIM, abi.DIMS
+
+
+def _address(a):
+    return a.__array_interface__["data"][0]
+
+
+class _Fed:
+    """One fed name: its executor feed spec, the segment input it fills (None: the segment
+    does not read it), whether the segment reads its LoD, and the (dtype, shape) last
+    accepted as a plain C-contiguous ndarray (the run's fast check)."""
+    __slots__ = ("spec", "j", "lod", "dtype", "shape")
+
+    def __init__(self, spec, seg_input):
+        self.spec = spec
+        self.j = seg_input.j if seg_input is not None else None
+        self.lod = seg_input is not None and seg_input.lod
+        self.dtype = seg_input.dtype if seg_input is not None else spec[2]
+        self.shape = None
+
+
+class _Fetch:
+    """Where one fetch comes from: output `j` of the segment (copied out of the arena; its
+    LoD the fed value's at position `lod_from`, or none), or a persistable's Variable."""
+    __slots__ = ("name", "j", "dtype", "ndim", "lod_from", "var", "persistable")
+
+    def __init__(self, name, out=None, lod_from=None, var=None, persistable=False):
+        self.name, self.var, self.persistable = name, var, persistable
+        self.lod_from = lod_from
+        if out is not None:
+            self.j, self.dtype, self.ndim = out.j, out.dtype, out.ndim
+        else:
+            self.j, self.dtype, self.ndim = None, None, 0
+
+
+def prepare(prep, view, program, scope, executor, return_numpy, holders):
+    """The DirectRun of a signature whose full run just went through `prep` (the executor's
+    prepared plan) in `scope`, or a FullPath when the plan is not one compiled segment
+    between its feeds and fetches (those programs keep the full path). `holders`: the
+    names of the feed and fetch holder variables."""
+    d = _direct_run(prep, view, program, scope, executor, return_numpy, holders)
+    return d if d is not None else FullPath(view, program, scope)
+
+
+def _direct_run(prep, view, program, scope, executor, return_numpy, holders):
+    plan = prep.plan
+    if type(plan) is not NativePlan or prep.needs or plan.block_idx != 0 or plan.outer:
+        return None
+    step, seen_segment = None, False
+    for s, op in zip(plan.steps, plan.ops):
+        if isinstance(op, SegmentOp):
+            if step is not None:
+                return None
+            step = s
+        elif op.type == "feed" and step is None or op.type == "fetch" and step is not None:
+            continue
+        else:
+            return None
+    if step is None or not hasattr(step, "pack"):
+        return None
+    persist = {n for _, n in plan.persist}
+    fed_at = {spec[0]: k for k, spec in enumerate(prep.feed_specs)}
+    if persist & set(fed_at):
+        return None                  # a fed persistable stays in the scope: full path
+    by_name = {spec.name: spec for spec in step.inputs}
+    params = []
+    for spec in step.inputs:
+        if spec.sparse:
+            return None
+        if spec.name in fed_at:
+            continue
+        var = scope.find_var(spec.name)
+        if spec.name not in persist or var is None:
+            return None
+        params.append((spec.j, var, spec.dtype))
+    feeds = [_Fed(spec, by_name.get(spec[0])) for spec in prep.feed_specs]
+    outs = {o.name: o for o in step.outputs}
+    fetches = []
+    for name, col, p in zip(_fetch_names(prep), prep.fetch_cols, prep.fetch_persistable):
+        out = outs.get(name)
+        if out is not None and not out.in_place:
+            if out.sparse:
+                return None
+            lod_from = None
+            if out.lod_slot is not None:
+                lod_from = fed_at.get(plan.names[out.lod_slot])
+                if lod_from is None:
+                    return None
+            fetches.append((col, _Fetch(name, out=out, lod_from=lod_from)))
+        elif name in persist and scope.find_var(name) is not None:
+            fetches.append((col, _Fetch(name, var=scope.find_var(name), persistable=p)))
+        else:
+            return None
+    return DirectRun(prep, view, program, scope, executor, step, feeds, params, fetches,
+                     return_numpy, holders)
+
+
+def _fetch_names(prep):
+    """The fetched names in the caller's order (the fetch ops' inputs by column)."""
+    by_col = {op.attr("col"): op.input("X")[0] for op in prep.program.block(0).ops
+              if op.type == "fetch"}
+    return [by_col[c] for c in prep.fetch_cols]
+
+
+class FullPath:
+    """A signature that has no prepared run (its plan is not a program compiled whole):
+    remembered so that its runs do not look again while the program and scope are the
+    same."""
+
+    def __init__(self, view, program, scope):
+        self.program_ref, self.scope_ref = weakref.ref(program), weakref.ref(scope)
+        # how a CompiledProgram is set up to run (with_native_code, with_data_parallel...)
+        self.setup = getattr(program, "setup_revision", None)
+        self.view, self.revision = view, view.revision
+        self.chain = []                # (scope, its revision) up to the root
+        s = scope
+        while s is not None:
+            self.chain.append((s, s.revision))
+            s = s.parent
+
+    def valid_for(self, program, scope):
+        """Whether this prepared run still describes `program` run in `scope`."""
+        if self.program_ref() is not program or self.scope_ref() is not scope or \
+                self.view.revision != self.revision or \
+                getattr(program, "setup_revision", None) != self.setup:
+            return False
+        for s, r in self.chain:
+            if s.revision != r:
+                return False
+        return True
+
+    def run(self, feed):
+        """None: the executor's full path runs it."""
+        return None
+
+
+class DirectRun(FullPath):
+    """One prepared signature (see the module docstring). Shareable by threads: each has
+    its own argument records and arena (the segment step's per-thread state)."""
+
+    def __init__(self, prep, view, program, scope, executor, step, feeds, params, fetches,
+                 return_numpy, holders):
+        self.step, self.feeds, self.params = step, feeds, params
+        self.feed_pos = prep.feed_pos
+        self.check_feed, self.to_numpy = executor.check_feed, executor.to_numpy
+        self.n_feed, self.feed_cols = prep.n_feed, prep.feed_cols
+        self.wrappers = [None] * prep.n_feed   # the feed holder's LoDTensors made here
+        self.n_fetch = prep.n_fetch
+        self.fetch_cols = [c for c, _ in fetches]
+        self.fetches = [f for _, f in fetches]
+        self.return_numpy = return_numpy
+        feed_name, fetch_name = holders
+        self.feed_holder = scope.var(feed_name) if feeds else None
+        self.fetch_holder = scope.var(fetch_name) if fetches else None
+        super().__init__(view, program, scope)    # after the holders exist
+
+    def run(self, feed):
+        """The fetched values of one run with `feed` (the caller's dict), or None when this
+        call must take the executor's full path (nothing has run then)."""
+        values = feed.values() if feed else ()
+        if self.feed_pos is not None:
+            values = list(values)
+            values = [values[i] for i in self.feed_pos]
+        step = self.step
+        st = step.state()
+        tensors = self._pack_feeds(values, st)
+        if tensors is None or not self._pack_params(st):
+            return None
+        try:
+            rc = step.call(st)
+        except Interpret:
+            return None
+        if rc == -1:                   # shapes the segment was not built for
+            return None
+        if rc:
+            raise step.op_failed(rc, st)
+        self._hold_feed(values, tensors)
+        return self._fetched(st, tensors)
+
+    def _pack_feeds(self, values, st):
+        """Each fed value checked and its address in its input record; per fed value the
+        checked LoDTensor (None for an ndarray that passed the fast check), or None when
+        the full path must run."""
+        records, seen, shapes = st.args.inputs, st.seen, st.shapes
+        tensors = []
+        for f, v in zip(self.feeds, values):
+            if type(v) is np.ndarray and v.dtype is f.dtype and v.shape == f.shape \
+                    and v.flags.c_contiguous:
+                a, t = v, None
+            else:
+                t = self.check_feed(f.spec, v)      # raises the full path's FeedError
+                a = t._array
+                if a.dtype != f.dtype or a.ndim > abi.MAX_DIMS:
+                    return None                     # the full path says what is wrong
+                if not a.flags.c_contiguous:
+                    a = np.ascontiguousarray(a)
+                elif type(v) is np.ndarray and not t._lod:
+                    f.shape, f.dtype = a.shape, a.dtype   # later runs: three compares
+            tensors.append(t)
+            j = f.j
+            if j is None:
+                continue
+            rec = records[j]
+            if a.shape == shapes[j]:
+                rec[_DATA] = _address(a)
+            else:
+                abi.put_tensor(rec, _address(a), a.shape)
+                shapes[j] = a.shape
+            seen[j] = a
+            if f.lod:
+                lod = self._lod(t, a)
+                if lod is None:
+                    return None
+                abi.put_aux(rec, _address(lod), lod.shape[0])
+                tensors[-1] = (t, lod)             # alive through the call
+        return tensors
+
+    def _pack_params(self, st):
+        """The persistables' records, rewritten where a parameter's array changed; False
+        when one has no usable value (the full path says why)."""
+        records, seen, shapes = st.args.inputs, st.seen, st.shapes
+        for j, var, dtype in self.params:
+            t = var.value
+            if type(t) is not LoDTensor:
+                return False
+            a = t._array
+            if a is not seen[j]:
+                if a is None or a.dtype != dtype or a.ndim > abi.MAX_DIMS or \
+                        not a.flags.c_contiguous:
+                    return False
+                abi.put_tensor(records[j], _address(a), a.shape)
+                seen[j], shapes[j] = a, a.shape
+        return True
+
+    @staticmethod
+    def _lod(t, a):
+        """The offsets the segment reads of a fed LoDTensor, checked, or None (the full
+        path then says what is wrong)."""
+        if t is None or not t._lod:
+            return None
+        lod = np.asarray(t._lod[-1], np.int64)
+        if offsets_problem(lod, a.shape[0] if a.ndim else None) is not None:
+            return None
+        return lod
+
+    def _hold_feed(self, values, tensors):
+        """The feed holder's columns, as the full path leaves them: the fed tensors (an
+        ndarray's wrapper reused run to run, as Fluid's feed holder is)."""
+        if self.feed_holder is None:
+            return
+        fed = self.feed_holder.value
+        if type(fed) is not list or len(fed) != self.n_feed:
+            fed = self.feed_holder.value = [None] * self.n_feed
+        wraps = self.wrappers
+        for col, v, t in zip(self.feed_cols, values, tensors):
+            if t is None:
+                w = wraps[col]
+                if w is not None and fed[col] is w:
+                    w._array = v
+                else:
+                    fed[col] = wraps[col] = LoDTensor(v)
+            else:
+                fed[col] = t[0] if type(t) is tuple else t
+
+    def _fetched(self, st, tensors):
+        arena, outs = st.arena, st.args.outputs
+        held = [None] * self.n_fetch
+        results = []
+        for col, f in zip(self.fetch_cols, self.fetches):
+            if f.j is not None:
+                off, shape = abi.output_head(outs[f.j], f.ndim)
+                if shape is None:
+                    raise FetchError(f"fetch target '{f.name}' has no value after the run "
+                                     f"(no op wrote it and it was not fed or initialized)")
+                arr = np.ndarray(shape, f.dtype, arena, off).copy()
+                lod = None
+                if f.lod_from is not None:
+                    t = tensors[f.lod_from]
+                    lod = (t[0] if type(t) is tuple else t)._lod if t is not None else None
+                value = LoDTensor(arr, lod)
+                if self.return_numpy:
+                    results.append(as_fetched(arr))
+                else:
+                    results.append(value)
+            else:
+                value = f.var.value
+                if value is None:
+                    raise FetchError(f"fetch target '{f.name}' has no value after the run "
+                                     f"(no op wrote it and it was not fed or initialized)")
+                r = value
+                if self.return_numpy:
+                    r = self.to_numpy(value)
+                    if f.persistable and isinstance(r, np.ndarray):
+                        r = r.copy()      # the next update must not change the caller's
+                results.append(r)
+            held[col] = value
+        if self.fetch_holder is not None:
+            self.fetch_holder.value = held
+        return results
+
