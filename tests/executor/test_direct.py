@@ -1,0 +1,254 @@
+"""The prepared compiled run (executor/direct.py): a program compiled whole runs its later
+calls of one signature without the executor's full path, with the full path's results
+(bit for bit: the same native code), checks and errors; the signature is prepared once
+and prepared again when the program, the scope or the CompiledProgram's setup changes."""
+import numpy as np
+import pytest
+
+import fluidity as fluid
+from fluidity.core.scope import get_fetch_variable
+from fluidity.errors import ExecutionError, FeedError
+from fluidity.executor import direct
+from fluidity.executor.executor import Executor
+
+
+def _net(checked=False, lod=False):
+    """A small SGD step compiled whole: fc 6 -> relu fc 3 -> softmax xent -> mean.
+    `checked`: x is a fluid.data variable (its shape and dtype checked as fed); `lod`: x is
+    a sequence batch, sum-pooled first."""
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 3
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        if checked:
+            x = fluid.data("x", [None, 4], "float32")
+        else:
+            x = fluid.layers.data("x", [4], lod_level=1 if lod else 0)
+        label = fluid.layers.data("label", [1], dtype="int64")
+        h = fluid.layers.sequence_pool(x, "sum") if lod else x
+        h = fluid.layers.fc(h, 6, act="relu")
+        logits = fluid.layers.fc(h, 3)
+        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, label))
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    return main, startup, loss
+
+
+def _batch(rng, n=2):
+    return {"x": rng.normal(size=(n, 4)).astype("float32"),
+            "label": rng.integers(0, 3, (n, 1)).astype("int64")}
+
+
+def _start(main, startup):
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    return exe, scope, fluid.CompiledProgram(main).with_native_code()
+
+
+def _params(main, scope):
+    return {p.name: np.array(scope.find_var(p.name).get_tensor())
+            for p in main.all_parameters()}
+
+
+@pytest.fixture
+def counts(monkeypatch):
+    """How often signatures are prepared, and how often fed values take the full check."""
+    n = {"prepare": 0, "check": 0, "direct": 0}
+    prepare, check, run = direct.prepare, Executor._check_feed, direct.DirectRun.run
+
+    def counting_prepare(*a, **k):
+        d = prepare(*a, **k)
+        n["prepare"] += isinstance(d, direct.DirectRun)   # not a FullPath (the startup's)
+        return d
+
+    def counting_check(spec, value):
+        n["check"] += 1
+        return check(spec, value)
+
+    def counting_run(self, feed):
+        out = run(self, feed)
+        n["direct"] += out is not None
+        return out
+    monkeypatch.setattr(direct, "prepare", counting_prepare)
+    monkeypatch.setattr(Executor, "check_feed", staticmethod(counting_check))
+    monkeypatch.setattr(direct.DirectRun, "run", counting_run)
+    return n
+
+
+def test_prepared_runs_train_bit_for_bit_as_the_full_path():
+    main, startup, loss = _net()
+    runs = {}
+    for way in ("direct", "full"):
+        exe, scope, prog = _start(main, startup)
+        rng = np.random.default_rng(0)
+        losses = []
+        for step in range(5):
+            feed = _batch(rng, n=1 + step % 3)
+            # create_local_scope=False always takes the full path
+            out = exe.run(prog, feed=feed, fetch_list=[loss], scope=scope,
+                          create_local_scope=way == "full")
+            losses.append(out[0])
+        runs[way] = (np.concatenate(losses), _params(main, scope))
+    np.testing.assert_array_equal(runs["direct"][0], runs["full"][0])
+    for name, want in runs["full"][1].items():
+        np.testing.assert_array_equal(runs["direct"][1][name], want, err_msg=name)
+
+
+def test_a_signature_is_prepared_once_and_its_values_checked_fast(counts):
+    main, startup, loss = _net()
+    exe, scope, prog = _start(main, startup)
+    rng = np.random.default_rng(1)
+    exe.run(prog, feed=_batch(rng), fetch_list=[loss], scope=scope)
+    assert counts["prepare"] == 1 and counts["direct"] == 0
+    checks = counts["check"]
+    for _ in range(3):
+        out = exe.run(prog, feed=_batch(rng), fetch_list=[loss], scope=scope)
+        assert out[0].shape == (1,) and np.isfinite(float(out[0]))
+    assert counts["prepare"] == 1 and counts["direct"] == 3
+    # the second run checks each value fully once (its shape is remembered), then none
+    assert counts["check"] == checks + 2
+    exe.run(prog, feed=_batch(rng, n=5), fetch_list=[loss], scope=scope)   # a new shape
+    assert counts["check"] == checks + 4 and counts["prepare"] == 1
+    assert counts["direct"] == 4
+
+
+def test_a_changed_program_scope_or_setup_prepares_again(counts):
+    main, startup, loss = _net()
+    exe, scope, prog = _start(main, startup)
+    rng = np.random.default_rng(2)
+    run = lambda p=prog, s=scope: exe.run(p, feed=_batch(rng), fetch_list=[loss], scope=s)
+    run(); run()
+    assert counts["prepare"] == 1
+    with fluid.program_guard(main):                  # the program changes: a new revision
+        fluid.layers.scale(loss, 2.0)
+    run(); run()
+    assert counts["prepare"] == 2
+    scope.var("something_new")                       # the scope's names change
+    run(); run()
+    assert counts["prepare"] == 3
+    prog.with_native_code()                          # the CompiledProgram is set up again
+    run(); run()
+    assert counts["prepare"] == 4
+    other = fluid.Scope()                            # another scope: its own signature
+    exe.run(startup, scope=other)
+    run(s=other); run(s=other)
+    assert counts["prepare"] == 5
+
+
+def test_bad_feeds_still_raise_the_full_paths_errors_after_preparing():
+    main, startup, loss = _net(checked=True)
+    exe, scope, prog = _start(main, startup)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        exe.run(prog, feed=_batch(rng), fetch_list=[loss], scope=scope)
+    before = _params(main, scope)
+    bad_shape = dict(_batch(rng), x=np.zeros((2, 5), "float32"))
+    with pytest.raises(FeedError, match=r"'x'.*\(-1, 4\).*\[2, 5\]"):
+        exe.run(prog, feed=bad_shape, fetch_list=[loss], scope=scope)
+    bad_dtype = dict(_batch(rng), x=np.zeros((2, 4), "float64"))
+    with pytest.raises(FeedError, match=r"'x'.*float32.*float64"):
+        exe.run(prog, feed=bad_dtype, fetch_list=[loss], scope=scope)
+    bad_rank = dict(_batch(rng), x=np.zeros((2, 4, 1), "float32"))
+    with pytest.raises(FeedError, match="'x'"):
+        exe.run(prog, feed=bad_rank, fetch_list=[loss], scope=scope)
+    for name, want in before.items():        # nothing ran: no parameter moved
+        np.testing.assert_array_equal(_params(main, scope)[name], want, err_msg=name)
+    # a label out of range fails in the compiled op, named, as on the full path
+    with pytest.raises(ExecutionError, match="softmax_with_cross_entropy"):
+        exe.run(prog, feed=dict(_batch(rng), label=np.full((2, 1), 7, "int64")),
+                fetch_list=[loss], scope=scope)
+
+
+def test_an_unchecked_variable_fed_another_dtype_is_named_as_compiled():
+    main, startup, loss = _net()
+    exe, scope, prog = _start(main, startup)
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        exe.run(prog, feed=_batch(rng), fetch_list=[loss], scope=scope)
+    with pytest.raises(ExecutionError, match=r"'x' is float64, compiled for float32"):
+        exe.run(prog, feed=dict(_batch(rng), x=np.zeros((2, 4))), fetch_list=[loss],
+                scope=scope)
+
+
+def test_values_that_are_not_plain_arrays_take_the_full_check_and_run():
+    main, startup, loss = _net()
+    results = {}
+    for way in ("direct", "full"):
+        exe, scope, prog = _start(main, startup)
+        rng = np.random.default_rng(5)
+        out = []
+        for kind in ("array", "array", "strided", "lodtensor", "list", "array"):
+            feed = _batch(rng)
+            if kind == "strided":          # not C-contiguous: copied for the native call
+                feed["x"] = np.asfortranarray(np.tile(feed["x"], (1, 2))[:, ::2])
+            elif kind == "lodtensor":
+                t = fluid.LoDTensor()
+                t.set(feed["x"], fluid.CPUPlace())
+                feed["x"] = t
+            elif kind == "list":
+                feed["x"] = feed["x"].tolist()
+            out.append(exe.run(prog, feed=feed, fetch_list=[loss], scope=scope,
+                               create_local_scope=way == "direct")[0])
+        results[way] = np.concatenate(out)
+    np.testing.assert_array_equal(results["direct"], results["full"])
+
+
+def test_fetches_holders_and_parameters_as_on_the_full_path():
+    main, startup, loss = _net()
+    exe, scope, prog = _start(main, startup)
+    rng = np.random.default_rng(6)
+    w = main.all_parameters()[0].name
+    for _ in range(3):
+        feed = _batch(rng)
+        got_loss, got_w = exe.run(prog, feed=feed, fetch_list=[loss, w], scope=scope)
+    # a fetched parameter is a copy: the next update does not change it
+    held = got_w.copy()
+    exe.run(prog, feed=_batch(rng), fetch_list=[loss, w], scope=scope)
+    np.testing.assert_array_equal(got_w, held)
+    assert not np.array_equal(np.array(scope.find_var(w).get_tensor()), held)
+    # holders: the fed tensors and the fetched ones, as Paddle's core functions read them
+    feed = _batch(rng)
+    got = exe.run(prog, feed=feed, fetch_list=[loss], scope=scope, return_numpy=False)
+    assert isinstance(got[0], fluid.LoDTensor)
+    np.testing.assert_array_equal(np.array(get_fetch_variable(scope, "fetch", 0)),
+                                  np.array(got[0]))
+    fed = scope.find_var("feed").get_feed_list()
+    np.testing.assert_array_equal(np.array(fed[0]), feed["x"])
+    # temporaries stay out of the scope, as with the full path's dropped kid scope
+    assert scope.find_var(loss.name) is None and scope.kids() == []
+
+
+def test_a_parameter_replaced_between_runs_is_read_again():
+    main, startup, loss = _net()
+    exe, scope, prog = _start(main, startup)
+    rng = np.random.default_rng(7)
+    feed = _batch(rng)
+    for _ in range(2):
+        exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)
+    for p in main.all_parameters():
+        t = scope.find_var(p.name).get_tensor()
+        t.set(np.zeros_like(np.array(t)), fluid.CPUPlace())   # a new array
+    got = float(exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)[0])
+    assert got == pytest.approx(np.log(3.0), rel=1e-6)     # zero weights: uniform logits
+
+
+def test_a_sequence_batch_runs_prepared_with_its_lod_checked():
+    main, startup, loss = _net(lod=True)
+    results = {}
+    for way in ("direct", "full"):
+        exe, scope, prog = _start(main, startup)
+        rng = np.random.default_rng(8)
+        out = []
+        for _ in range(4):
+            x = fluid.create_lod_tensor(rng.normal(size=(5, 4)).astype("float32"),
+                                        [[2, 3]], fluid.CPUPlace())
+            out.append(exe.run(prog, feed={"x": x, "label": _batch(rng)["label"]},
+                               fetch_list=[loss], scope=scope,
+                               create_local_scope=way == "direct")[0])
+        results[way] = np.concatenate(out)
+    np.testing.assert_array_equal(results["direct"], results["full"])
+    bad = fluid.LoDTensor()
+    bad.set(np.zeros((9, 4), "float32"), fluid.CPUPlace())
+    bad.set_lod([[0, 2, 9]])
+    bad.set(np.zeros((5, 4), "float32"), fluid.CPUPlace())   # now 9 is past its rows
+    with pytest.raises(FeedError, match="'x'"):
+        exe.run(prog, feed={"x": bad, "label": np.zeros((2, 1), "int64")},
+                fetch_list=[loss], scope=scope)
