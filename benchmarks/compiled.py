@@ -54,17 +54,75 @@ def median_time(fn, steps, warmup=20):
 
 
 # --- train-mlp ---------------------------------------------------------------------------
-def train_mlp(steps):
+TRAIN_BATCHES = (1, 64)
+
+
+class NativeClock:
+    """Times every compiled segment call (SegmentStep.call) while installed: the native
+    call alone (`times`, one per call), so a run's cost outside it is the run's time minus
+    this."""
+
+    def __init__(self):
+        from fluidity.executor.native import SegmentStep
+        self.cls, self.orig, self.times = SegmentStep, SegmentStep.call, []
+
+    def __enter__(self):
+        times, orig, perf = self.times, self.orig, time.perf_counter
+
+        def call(step, st):
+            t = perf()
+            rc = orig(step, st)
+            times.append(perf() - t)
+            return rc
+        self.cls.call = call
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.call = self.orig
+
+
+def torch_mlp_step(batches):
+    """The same MLP and SGD step in PyTorch eager (one thread), or None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    from train_mlp import LR, SIZES
+    torch.set_num_threads(1)
+    torch.manual_seed(1)
+    layers = []
+    for a, b in zip(SIZES, SIZES[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    net = torch.nn.Sequential(*layers[:-1])
+    opt = torch.optim.SGD(net.parameters(), lr=LR)
+    data = [(torch.from_numpy(x), torch.from_numpy(y[:, 0])) for x, y in batches]
+    it = iter(range(1 << 62))
+
+    def step():
+        x, y = data[next(it) % len(data)]
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach().numpy()       # fetched as Fluidity's exe.run returns it
+    return step
+
+
+def train_mlp(steps, rounds=5):
+    """Medians over `rounds` alternating rounds (interpreter, compiled, compiled with the
+    native call timed, torch) of each round's median step time."""
     import fluidity as fluid
     sys.path.insert(0, HERE)
     from train_mlp import bench_numpy, build, data
-    print("train-mlp: MLP 784-256-128-10 SGD step, median of full exe.run calls")
-    print(f"{'batch':>5} {'compiled':>11} {'interpreter':>12} {'numpy':>11} "
-          f"{'vs interp':>10} {'vs numpy':>9}")
-    for batch in (1, 64, 512):
+    print(f"train-mlp: MLP 784-256-128-10 SGD step, full exe.run calls; median of {rounds} "
+          f"alternating rounds' medians; native = the compiled segment call alone, outside ="
+          f" compiled - native (the per-run cost of exe.run around the native call)")
+    print(f"{'batch':>5} {'compiled':>10} {'native':>9} {'outside':>9} {'interp':>10} "
+          f"{'torch':>10} {'numpy':>9} {'vs interp':>10} {'vs torch':>9}")
+    for batch in TRAIN_BATCHES:
         n = max(30, steps // max(1, batch // 32))
         batches = data(batch)
-        t = {}
+        runs = {}
         for kind in ("interpreter", "compiled"):
             main, startup, loss = build()
             exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
@@ -73,16 +131,33 @@ def train_mlp(steps):
                 .with_native_code(feed=["x", "label"], fetch_list=[loss])
             it = iter(range(1 << 62))
 
-            def step():
+            def step(exe=exe, prog=prog, loss=loss, scope=scope, it=it):
                 x, y = batches[next(it) % len(batches)]
                 exe.run(prog, feed={"x": x, "label": y}, fetch_list=[loss], scope=scope)
-            t[kind] = median_time(step, n)
-        t["numpy"] = bench_numpy(batches, n)
-        print(f"{batch:>5} {t['compiled'] * 1e6:>9.0f}us {t['interpreter'] * 1e6:>10.0f}us "
-              f"{t['numpy'] * 1e6:>9.0f}us {t['interpreter'] / t['compiled']:>9.2f}x "
-              f"{t['compiled'] / t['numpy']:>8.2f}x")
-    print("(vs interp: interpreter time / compiled time; vs numpy: compiled time / numpy "
-          "floor time, under 1 is faster than the floor)")
+            runs[kind] = step
+        runs["torch"] = torch_mlp_step(batches)
+        t = {k: [] for k in ("interpreter", "compiled", "native", "torch", "numpy")}
+        for _ in range(rounds):
+            t["interpreter"].append(median_time(runs["interpreter"], n))
+            t["compiled"].append(median_time(runs["compiled"], n))
+            with NativeClock() as clock:
+                median_time(runs["compiled"], n)
+            t["native"].append(statistics.median(clock.times))
+            if runs["torch"] is not None:
+                t["torch"].append(median_time(runs["torch"], n))
+            t["numpy"].append(bench_numpy(batches, n))
+        m = {k: statistics.median(v) if v else None for k, v in t.items()}
+        tt = m["torch"]
+        vs_torch = f"{tt / m['compiled']:.2f}x" if tt else "n/a"
+        print(f"{batch:>5} {m['compiled'] * 1e6:>8.1f}us {m['native'] * 1e6:>7.1f}us "
+              f"{(m['compiled'] - m['native']) * 1e6:>7.1f}us "
+              f"{m['interpreter'] * 1e6:>8.1f}us "
+              f"{(f'{tt * 1e6:.1f}us') if tt else 'n/a':>10} {m['numpy'] * 1e6:>7.1f}us "
+              f"{m['interpreter'] / m['compiled']:>9.2f}x {vs_torch:>9}")
+        sys.stdout.flush()
+    print(f"(vs X: X's time / compiled time; native: the median segment call; load average "
+          f"{os.getloadavg()[0]:.2f}; one thread: OPENBLAS_NUM_THREADS=1, torch "
+          f"set_num_threads(1))")
 
 
 # --- infer -------------------------------------------------------------------------------
@@ -460,8 +535,7 @@ def main():
                                                             "python"))
     a = ap.parse_args()
     if a.mode:
-        if a.mode != "train-mlp":        # before numpy loads OpenBLAS
-            os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"    # before numpy loads OpenBLAS
         MODES[a.mode](a)
         return
     for mode in ("train-mlp", "infer", "ctr-train", "conv"):
