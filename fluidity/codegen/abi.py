@@ -81,15 +81,6 @@ def output_shape(record, ndim):
     return tuple(record[DIMS:DIMS + ndim].tolist())
 
 
-def output_head(record, ndim):
-    """(byte offset in the arena, dims as a tuple or None when not written) of an output,
-    read in one go (the per-run path of a prepared compiled run, executor/direct.py)."""
-    head = record[:DIMS + ndim].tolist()
-    if head[NDIM] == NOT_WRITTEN:
-        return head[DATA], None
-    return head[DATA], tuple(head[DIMS:])
-
-
 def output_offset(record):
     """An output's byte offset in the arena."""
     return int(record[DATA])

@@ -59,8 +59,10 @@ class _Fed:
 
 class _Fetch:
     """Where one fetch comes from: output `j` of the segment (copied out of the arena; its
-    LoD the fed value's at position `lod_from`, or none), or a persistable's Variable."""
-    __slots__ = ("name", "j", "dtype", "ndim", "lod_from", "var", "persistable")
+    LoD the fed value's at position `lod_from`, or none), or a persistable's Variable.
+    `view`: the arena view last copied from, with the (arena, record head) it was made for
+    (one thread's: a run of another thread makes its own)."""
+    __slots__ = ("name", "j", "dtype", "ndim", "lod_from", "var", "persistable", "view")
 
     def __init__(self, name, out=None, lod_from=None, var=None, persistable=False):
         self.name, self.var, self.persistable = name, var, persistable
@@ -69,6 +71,22 @@ class _Fetch:
             self.j, self.dtype, self.ndim = out.j, out.dtype, out.ndim
         else:
             self.j, self.dtype, self.ndim = None, None, 0
+        self.view = (None, None, None)
+
+    def copy_out(self, st, record, as_numpy):
+        """A copy of the output's value in the arena (as `run(return_numpy=True)` returns
+        it when `as_numpy`: core.tensor.as_fetched)."""
+        head = record[:_DIMS + self.ndim].tolist()
+        arena, at, view = self.view
+        if arena is not st.arena or at != head:
+            if head[_NDIM] == abi.NOT_WRITTEN:
+                raise FetchError(f"fetch target '{self.name}' has no value after the run "
+                                 f"(no op wrote it and it was not fed or initialized)")
+            view = np.ndarray(tuple(head[_DIMS:]), self.dtype, st.arena, head[_DATA])
+            if as_numpy:
+                view = as_fetched(view)
+            self.view = (st.arena, head, view)
+        return view.copy()
 
 
 def prepare(prep, view, program, scope, executor, return_numpy, holders):
@@ -301,25 +319,19 @@ class DirectRun(FullPath):
                 fed[col] = t[0] if type(t) is tuple else t
 
     def _fetched(self, st, tensors):
-        arena, outs = st.arena, st.args.outputs
+        """The fetched values (and the fetch holder's columns) after the call."""
+        outs = st.args.outputs
         held = [None] * self.n_fetch
         results = []
         for col, f in zip(self.fetch_cols, self.fetches):
             if f.j is not None:
-                off, shape = abi.output_head(outs[f.j], f.ndim)
-                if shape is None:
-                    raise FetchError(f"fetch target '{f.name}' has no value after the run "
-                                     f"(no op wrote it and it was not fed or initialized)")
-                arr = np.ndarray(shape, f.dtype, arena, off).copy()
+                arr = f.copy_out(st, outs[f.j], self.return_numpy)
                 lod = None
                 if f.lod_from is not None:
                     t = tensors[f.lod_from]
                     lod = (t[0] if type(t) is tuple else t)._lod if t is not None else None
                 value = LoDTensor(arr, lod)
-                if self.return_numpy:
-                    results.append(as_fetched(arr))
-                else:
-                    results.append(value)
+                results.append(arr if self.return_numpy else value)
             else:
                 value = f.var.value
                 if value is None:
