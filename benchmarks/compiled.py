@@ -3,9 +3,12 @@ floor, PaddlePaddle's inference predictor and single-core sgemm. Three workloads
 its own process (`--mode` runs one):
 
   train-mlp  MLP 784-256-128-10 (relu, relu, logits), softmax_with_cross_entropy + mean, SGD
-             lr 0.01 (benchmarks/train_mlp.py's workload and numpy floor), batch 1, 64, 512:
+             lr 0.01 (benchmarks/train_mlp.py's workload and numpy floor), batch 1 and 64:
              median time of a full `exe.run(program, feed={x, label}, fetch_list=[loss])`,
-             compiled vs interpreted vs the same step as one plain numpy function.
+             compiled vs interpreted vs PyTorch eager (the same net and SGD, one thread,
+             when torch imports) vs the same step as one plain numpy function, in
+             alternating rounds; and the compiled segment call timed alone, so that the
+             per-run cost of exe.run outside the native call is printed ("outside").
   infer      the Paddle-saved inference models of tests/fixtures/paddle_zoo (mlp, cnn,
              ctr_dnn, lstm, gru) at batch 1 and 64 (the fixture's input rows drawn with
              replacement): median `exe.run` latency compiled vs interpreted, and vs Paddle's
@@ -27,6 +30,7 @@ its own process (`--mode` runs one):
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/compiled.py
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv
+    PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode train-mlp
 """
 import argparse
 import json
