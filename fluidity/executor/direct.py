@@ -27,17 +27,44 @@ value, an arena too large — it leaves to the full path for that call (`run` re
 before anything ran), so every error and fallback is the full path's own.
 """
 import ctypes
+import os
+import sysconfig
+import threading
 import weakref
 
 import numpy as np
 
 from ..codegen import abi
+from ..core import native
 from ..core.tensor import LoDTensor, as_fetched
 from ..core.lod import offsets_problem
 from ..errors import FetchError
 from .native import Interpret, NativePlan, SegmentOp
 
 _DATA, _NDIM, _DIMS = abi.DATA, abi.NDIM, abi.DIMS
+_HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "direct_call.c")
+_NOT_PACKED = -100           # direct_call.c's FL_NOT_PACKED
+_helper = []                 # [the helper's function, or None], once per process
+
+
+def call_helper():
+    """direct_call.c's `fl_direct_call` (packs the fed arrays and calls the segment, in one
+    call from Python), or None where it cannot be built: no Python headers, no C compiler,
+    or FLUIDITY_NATIVE=0. Without it the same work is done in Python (a few microseconds
+    more a run)."""
+    if not _helper:
+        fn = None
+        include = sysconfig.get_paths().get("include")
+        if os.environ.get("FLUIDITY_NATIVE", "1") != "0" and include and \
+                os.path.exists(os.path.join(include, "Python.h")):
+            try:
+                lib = native.load(_HELPER, cflags=native.CFLAGS + (f"-I{include}",))
+                proto = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)
+                fn = proto(("fl_direct_call", lib))    # the GIL held: it reads the list
+            except (native.NativeBuildError, AttributeError, OSError):
+                fn = None
+        _helper.append(fn)
+    return _helper[0]
 
 
 def _address(a, _char=ctypes.c_char, _addressof=ctypes.addressof):
@@ -212,6 +239,7 @@ class DirectRun(FullPath):
         self.fetch_cols = [c for c, _ in fetches]
         self.fetches = [f for _, f in fetches]
         self.return_numpy = return_numpy
+        self.helper, self.tls = call_helper(), threading.local()
         feed_name, fetch_name = holders
         self.feed_holder = scope.var(feed_name) if feeds else None
         self.fetch_holder = scope.var(fetch_name) if fetches else None
@@ -220,17 +248,22 @@ class DirectRun(FullPath):
     def run(self, feed):
         """The fetched values of one run with `feed` (the caller's dict), or None when this
         call must take the executor's full path (nothing has run then)."""
-        values = feed.values() if feed else ()
+        values = list(feed.values()) if feed else []
         if self.feed_pos is not None:
-            values = list(values)
             values = [values[i] for i in self.feed_pos]
         step = self.step
         st = step.state()
-        tensors = self._pack_feeds(values, st)
-        if tensors is None or not self._pack_params(st):
-            return None
+        rc = self._call_native(values, st) if self.helper is not None else None
+        if rc is not None:
+            tensors = [None] * len(values)
+        else:                          # a value off the fast check: packed in Python
+            tensors = self._pack_feeds(values, st)
+            if tensors is None or not self._pack_params(st):
+                return None
+            rc = 1
         try:
-            rc = step.call(st)
+            if rc == 1:                # packed, not run yet (or the arena must grow)
+                rc = step.call(st)
         except Interpret:
             return None
         if rc == -1:                   # shapes the segment was not built for
@@ -239,6 +272,37 @@ class DirectRun(FullPath):
             raise step.op_failed(rc, st)
         self._hold_feed(values, tensors)
         return self._fetched(st, tensors)
+
+    def _call_native(self, values, st):
+        """The segment's return code after direct_call.c packed `values` and called it,
+        when every value passes the fast check; else None (nothing ran)."""
+        seen, shapes = st.seen, st.shapes
+        for f, v in zip(self.feeds, values):
+            if type(v) is not np.ndarray or v.dtype is not f.dtype or v.shape != f.shape \
+                    or not v.flags.c_contiguous:
+                return None
+        for f, v in zip(self.feeds, values):
+            j = f.j
+            if j is not None:          # what the Python packing's record cache assumes
+                seen[j], shapes[j] = v, v.shape
+        if not self._pack_params(st):
+            return None
+        rc = self.helper(values, self._block(st))
+        return None if rc <= _NOT_PACKED else rc
+
+    def _block(self, st):
+        """This thread's call block for direct_call.c (its address as a c_void_p), the
+        arena's address and size brought up to date."""
+        b = self.tls.__dict__.get("block")
+        if b is None or b[0] is not st:
+            recs = [abi.input_slot(f.j) if f.j is not None else -1 for f in self.feeds]
+            vec = np.array([ctypes.cast(self.step.fn, ctypes.c_void_p).value,
+                            st.args.address, 0, 0, ctypes.addressof(st.err), len(recs),
+                            abi.DATA, abi.NDIM, abi.DIMS, abi.MAX_DIMS] + recs, np.int64)
+            b = self.tls.block = [st, vec, ctypes.c_void_p(vec.ctypes.data), None]
+        if b[3] is not st.arena:       # grown since: a new arena
+            b[1][2], b[1][3], b[3] = st.arena_ptr, st.cap, st.arena
+        return b[2]
 
     def _pack_feeds(self, values, st):
         """Each fed value checked and its address in its input record; per fed value the

@@ -48,6 +48,17 @@ def _params(main, scope):
             for p in main.all_parameters()}
 
 
+@pytest.fixture(autouse=True, params=["helper", "python"])
+def packing(request, monkeypatch):
+    """Every test runs with the fed arrays packed by direct_call.c and, as where it cannot
+    be built (no Python headers, FLUIDITY_NATIVE=0), by Python."""
+    if request.param == "python":
+        monkeypatch.setattr(direct, "_helper", [None])
+    elif direct.call_helper() is None:
+        pytest.skip("direct_call.c cannot be built here")
+    return request.param
+
+
 @pytest.fixture
 def counts(monkeypatch):
     """How often signatures are prepared, and how often fed values take the full check."""
@@ -175,9 +186,11 @@ def test_values_that_are_not_plain_arrays_take_the_full_check_and_run():
         exe, scope, prog = _start(main, startup)
         rng = np.random.default_rng(5)
         out = []
-        for kind in ("array", "array", "strided", "lodtensor", "list", "array"):
+        for kind in ("array", "array", "strided", "lodtensor", "list", "readonly", "array"):
             feed = _batch(rng)
-            if kind == "strided":          # not C-contiguous: copied for the native call
+            if kind == "readonly":         # no writable buffer: its address read by numpy
+                feed["x"].flags.writeable = False
+            elif kind == "strided":          # not C-contiguous: copied for the native call
                 feed["x"] = np.asfortranarray(np.tile(feed["x"], (1, 2))[:, ::2])
             elif kind == "lodtensor":
                 t = fluid.LoDTensor()
@@ -252,3 +265,33 @@ def test_a_sequence_batch_runs_prepared_with_its_lod_checked():
     with pytest.raises(FeedError, match="'x'"):
         exe.run(prog, feed={"x": bad, "label": np.zeros((2, 1), "int64")},
                 fetch_list=[loss], scope=scope)
+
+
+def test_threads_running_one_prepared_signature_each_get_their_own_results():
+    import threading
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 5
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [4])
+        out = fluid.layers.fc(x, 3, act="tanh")
+    exe, scope, prog = _start(main, startup)
+    rng = np.random.default_rng(9)
+    inputs = [rng.normal(size=(1 + i % 3, 4)).astype("float32") for i in range(8)]
+    want = [exe.run(main, feed={"x": a}, fetch_list=[out], scope=scope)[0] for a in inputs]
+    got, errors = {}, []
+
+    def worker(k):
+        try:
+            for _ in range(20):
+                for i in range(k, len(inputs), 2):
+                    got[i] = exe.run(prog, feed={"x": inputs[i]}, fetch_list=[out],
+                                     scope=scope)[0]
+                    np.testing.assert_allclose(got[i], want[i], rtol=1e-5, atol=1e-6)
+        except Exception as e:     # reported below, from the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(got) == len(inputs)
