@@ -62,27 +62,52 @@ TRAIN_BATCHES = (1, 64)
 
 
 class NativeClock:
-    """Times every compiled segment call (SegmentStep.call) while installed: the native
-    call alone (`times`, one per call), so a run's cost outside it is the run's time minus
-    this."""
+    """Times every native segment call while `on`: the compiled segment alone (through
+    direct_call.c's helper, which also writes the fed arrays' records, or through
+    SegmentStep.call where a run packs in Python), one entry of `times` per call, so a
+    run's cost outside the native call is the run's time minus this. Installed before the
+    program first runs (a prepared run takes its helper then) and left installed: while off,
+    its wrapper's own cost counts as outside."""
 
     def __init__(self):
+        from fluidity.executor import direct
         from fluidity.executor.native import SegmentStep
-        self.cls, self.orig, self.times = SegmentStep, SegmentStep.call, []
+        self.times, self.on = [], False
+        self.direct, self.helper = direct, direct.call_helper
+        self.step_cls, self.step_call = SegmentStep, SegmentStep.call
+        clock, perf = self, time.perf_counter
+        helper = direct.call_helper()
 
-    def __enter__(self):
-        times, orig, perf = self.times, self.orig, time.perf_counter
-
-        def call(step, st):
+        def timed_helper(values, block):
+            if not clock.on:
+                return helper(values, block)
             t = perf()
-            rc = orig(step, st)
-            times.append(perf() - t)
+            rc = helper(values, block)
+            clock.times.append(perf() - t)
             return rc
-        self.cls.call = call
-        return self
 
-    def __exit__(self, *exc):
-        self.cls.call = self.orig
+        def timed_call(step, st, call=SegmentStep.call):
+            if not clock.on:
+                return call(step, st)
+            t = perf()
+            rc = call(step, st)
+            clock.times.append(perf() - t)
+            return rc
+        direct.call_helper = (lambda: timed_helper) if helper is not None else (lambda: None)
+        SegmentStep.call = timed_call
+
+    def close(self):
+        self.direct.call_helper, self.step_cls.call = self.helper, self.step_call
+
+    def timed(self, fn, steps):
+        """The median native call over `steps` calls of `fn` (one run each)."""
+        self.times.clear()
+        self.on = True
+        try:
+            median_time(fn, steps, warmup=0)
+        finally:
+            self.on = False
+        return statistics.median(self.times)
 
 
 def torch_mlp_step(batches):
@@ -126,7 +151,7 @@ def train_mlp(steps, rounds=5):
     for batch in TRAIN_BATCHES:
         n = max(30, steps // max(1, batch // 32))
         batches = data(batch)
-        runs = {}
+        runs, clock = {}, NativeClock()
         for kind in ("interpreter", "compiled"):
             main, startup, loss = build()
             exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
@@ -144,12 +169,11 @@ def train_mlp(steps, rounds=5):
         for _ in range(rounds):
             t["interpreter"].append(median_time(runs["interpreter"], n))
             t["compiled"].append(median_time(runs["compiled"], n))
-            with NativeClock() as clock:
-                median_time(runs["compiled"], n)
-            t["native"].append(statistics.median(clock.times))
+            t["native"].append(clock.timed(runs["compiled"], n))
             if runs["torch"] is not None:
                 t["torch"].append(median_time(runs["torch"], n))
             t["numpy"].append(bench_numpy(batches, n))
+        clock.close()
         m = {k: statistics.median(v) if v else None for k, v in t.items()}
         tt = m["torch"]
         vs_torch = f"{tt / m['compiled']:.2f}x" if tt else "n/a"
