@@ -78,22 +78,18 @@ class NativeClock:
         clock, perf = self, time.perf_counter
         helper = direct.call_helper()
 
-        def timed_helper(values, block):
-            if not clock.on:
-                return helper(values, block)
-            t = perf()
-            rc = helper(values, block)
-            clock.times.append(perf() - t)
-            return rc
-
-        def timed_call(step, st, call=SegmentStep.call):
-            if not clock.on:
-                return call(step, st)
-            t = perf()
-            rc = call(step, st)
-            clock.times.append(perf() - t)
-            return rc
-        direct.call_helper = (lambda: timed_helper) if helper is not None else (lambda: None)
+        def timed(fn):
+            def call(*args):
+                if not clock.on:
+                    return fn(*args)
+                t = perf()
+                rc = fn(*args)
+                clock.times.append(perf() - t)
+                return rc
+            return call
+        timed_helper = timed(helper) if helper is not None else None
+        timed_call = timed(SegmentStep.call)
+        direct.call_helper = lambda: timed_helper
         SegmentStep.call = timed_call
 
     def close(self):

@@ -48,6 +48,24 @@ def _params(main, scope):
             for p in main.all_parameters()}
 
 
+def _both_ways(main, startup, loss, feeds):
+    """{way: (the fetched losses, the parameters after)} of `feeds` run prepared ("direct")
+    and the full way (create_local_scope=False never takes a prepared run)."""
+    out = {}
+    for way in ("direct", "full"):
+        exe, scope, prog = _start(main, startup)
+        losses = [exe.run(prog, feed=f, fetch_list=[loss], scope=scope,
+                          create_local_scope=way == "direct")[0] for f in feeds]
+        out[way] = (np.concatenate(losses), _params(main, scope))
+    return out
+
+
+def _assert_same(runs):
+    np.testing.assert_array_equal(runs["direct"][0], runs["full"][0])
+    for name, want in runs["full"][1].items():
+        np.testing.assert_array_equal(runs["direct"][1][name], want, err_msg=name)
+
+
 @pytest.fixture(autouse=True, params=["helper", "python"])
 def packing(request, monkeypatch):
     """Every test runs with the fed arrays packed by direct_call.c and, as where it cannot
@@ -86,21 +104,8 @@ def counts(monkeypatch):
 
 def test_prepared_runs_train_bit_for_bit_as_the_full_path():
     main, startup, loss = _net()
-    runs = {}
-    for way in ("direct", "full"):
-        exe, scope, prog = _start(main, startup)
-        rng = np.random.default_rng(0)
-        losses = []
-        for step in range(5):
-            feed = _batch(rng, n=1 + step % 3)
-            # create_local_scope=False always takes the full path
-            out = exe.run(prog, feed=feed, fetch_list=[loss], scope=scope,
-                          create_local_scope=way == "full")
-            losses.append(out[0])
-        runs[way] = (np.concatenate(losses), _params(main, scope))
-    np.testing.assert_array_equal(runs["direct"][0], runs["full"][0])
-    for name, want in runs["full"][1].items():
-        np.testing.assert_array_equal(runs["direct"][1][name], want, err_msg=name)
+    rng = np.random.default_rng(0)
+    _assert_same(_both_ways(main, startup, loss, [_batch(rng, n=1 + k % 3) for k in range(5)]))
 
 
 def test_a_signature_is_prepared_once_and_its_values_checked_fast(counts):
@@ -181,27 +186,22 @@ def test_an_unchecked_variable_fed_another_dtype_is_named_as_compiled():
 
 def test_values_that_are_not_plain_arrays_take_the_full_check_and_run():
     main, startup, loss = _net()
-    results = {}
-    for way in ("direct", "full"):
-        exe, scope, prog = _start(main, startup)
-        rng = np.random.default_rng(5)
-        out = []
-        for kind in ("array", "array", "strided", "lodtensor", "list", "readonly", "array"):
-            feed = _batch(rng)
-            if kind == "readonly":         # no writable buffer: its address read by numpy
-                feed["x"].flags.writeable = False
-            elif kind == "strided":          # not C-contiguous: copied for the native call
-                feed["x"] = np.asfortranarray(np.tile(feed["x"], (1, 2))[:, ::2])
-            elif kind == "lodtensor":
-                t = fluid.LoDTensor()
-                t.set(feed["x"], fluid.CPUPlace())
-                feed["x"] = t
-            elif kind == "list":
-                feed["x"] = feed["x"].tolist()
-            out.append(exe.run(prog, feed=feed, fetch_list=[loss], scope=scope,
-                               create_local_scope=way == "direct")[0])
-        results[way] = np.concatenate(out)
-    np.testing.assert_array_equal(results["direct"], results["full"])
+    rng = np.random.default_rng(5)
+    feeds = []
+    for kind in ("array", "array", "strided", "lodtensor", "list", "readonly", "array"):
+        feed = _batch(rng)
+        if kind == "readonly":           # no writable buffer: its address read by numpy
+            feed["x"].flags.writeable = False
+        elif kind == "strided":          # not C-contiguous: copied for the native call
+            feed["x"] = np.asfortranarray(np.tile(feed["x"], (1, 2))[:, ::2])
+        elif kind == "lodtensor":
+            t = fluid.LoDTensor()
+            t.set(feed["x"], fluid.CPUPlace())
+            feed["x"] = t
+        elif kind == "list":
+            feed["x"] = feed["x"].tolist()
+        feeds.append(feed)
+    _assert_same(_both_ways(main, startup, loss, feeds))
 
 
 def test_fetches_holders_and_parameters_as_on_the_full_path():
@@ -245,19 +245,14 @@ def test_a_parameter_replaced_between_runs_is_read_again():
 
 def test_a_sequence_batch_runs_prepared_with_its_lod_checked():
     main, startup, loss = _net(lod=True)
-    results = {}
-    for way in ("direct", "full"):
-        exe, scope, prog = _start(main, startup)
-        rng = np.random.default_rng(8)
-        out = []
-        for _ in range(4):
-            x = fluid.create_lod_tensor(rng.normal(size=(5, 4)).astype("float32"),
-                                        [[2, 3]], fluid.CPUPlace())
-            out.append(exe.run(prog, feed={"x": x, "label": _batch(rng)["label"]},
-                               fetch_list=[loss], scope=scope,
-                               create_local_scope=way == "direct")[0])
-        results[way] = np.concatenate(out)
-    np.testing.assert_array_equal(results["direct"], results["full"])
+    rng = np.random.default_rng(8)
+    feeds = [{"x": fluid.create_lod_tensor(rng.normal(size=(5, 4)).astype("float32"),
+                                           [[2, 3]], fluid.CPUPlace()),
+              "label": _batch(rng)["label"]} for _ in range(4)]
+    _assert_same(_both_ways(main, startup, loss, feeds))
+    exe, scope, prog = _start(main, startup)
+    for f in feeds:
+        exe.run(prog, feed=f, fetch_list=[loss], scope=scope)
     bad = fluid.LoDTensor()
     bad.set(np.zeros((9, 4), "float32"), fluid.CPUPlace())
     bad.set_lod([[0, 2, 9]])
