@@ -123,13 +123,17 @@ class _Fetch:
         return view.copy()
 
 
-def prepare(prep, view, program, scope, executor, return_numpy, holders):
+def prepare(prep, view, program, scope, executor, return_numpy, holders, forget=None):
     """The DirectRun of a signature whose full run just went through `prep` (the executor's
     prepared plan) in `scope`, or a FullPath when the plan is not one compiled segment
     between its feeds and fetches (those programs keep the full path). `holders`: the
-    names of the feed and fetch holder variables."""
+    names of the feed and fetch holder variables; `forget(ref)` is called when the program
+    or the scope is collected (the executor then drops the entry, and what it holds)."""
     d = _direct_run(prep, view, program, scope, executor, return_numpy, holders)
-    return d if d is not None else FullPath(view, program, scope)
+    if d is None:
+        d = FullPath()
+    d.bind(view, program, scope, forget)
+    return d
 
 
 def _direct_run(prep, view, program, scope, executor, return_numpy, holders):
@@ -181,8 +185,8 @@ def _direct_run(prep, view, program, scope, executor, return_numpy, holders):
             fetches.append((col, _Fetch(name, var=scope.find_var(name), persistable=p)))
         else:
             return None
-    return DirectRun(prep, view, program, scope, executor, step, feeds, params, fetches,
-                     return_numpy, holders)
+    return DirectRun(prep, scope, executor, step, feeds, params, fetches, return_numpy,
+                     holders)
 
 
 def _fetch_names(prep):
@@ -197,16 +201,20 @@ class FullPath:
     remembered so that its runs do not look again while the program and scope are the
     same."""
 
-    def __init__(self, view, program, scope):
-        self.program_ref, self.scope_ref = weakref.ref(program), weakref.ref(scope)
+    def bind(self, view, program, scope, forget=None):
+        """Remember what this signature was prepared for: the program and scope (weakly:
+        `forget` is called when either is collected), the program's revision and setup, and
+        the revisions of the scope and its ancestors (a scope's parent never changes)."""
+        self.program_ref = weakref.ref(program, forget)
+        self.scope_ref = weakref.ref(scope, forget)
         # how a CompiledProgram is set up to run (with_native_code, with_data_parallel...)
         self.setup = getattr(program, "setup_revision", None)
         self.view, self.revision = view, view.revision
-        self.chain = []                # (scope, its revision) up to the root
-        s = scope
+        chain, s = [], scope
         while s is not None:
-            self.chain.append((s, s.revision))
+            chain.append(s.revision)
             s = s.parent
+        self.chain = chain
 
     def valid_for(self, program, scope):
         """Whether this prepared run still describes `program` run in `scope`."""
@@ -214,9 +222,10 @@ class FullPath:
                 self.view.revision != self.revision or \
                 getattr(program, "setup_revision", None) != self.setup:
             return False
-        for s, r in self.chain:
-            if s.revision != r:
+        for r in self.chain:
+            if scope.revision != r:
                 return False
+            scope = scope.parent
         return True
 
     def run(self, feed):
@@ -228,8 +237,8 @@ class DirectRun(FullPath):
     """One prepared signature (see the module docstring). Shareable by threads: each has
     its own argument records and arena (the segment step's per-thread state)."""
 
-    def __init__(self, prep, view, program, scope, executor, step, feeds, params, fetches,
-                 return_numpy, holders):
+    def __init__(self, prep, scope, executor, step, feeds, params, fetches, return_numpy,
+                 holders):
         self.step, self.feeds, self.params = step, feeds, params
         self.feed_pos = prep.feed_pos
         self.check_feed, self.to_numpy = executor.check_feed, executor.to_numpy
@@ -243,7 +252,6 @@ class DirectRun(FullPath):
         feed_name, fetch_name = holders
         self.feed_holder = scope.var(feed_name) if feeds else None
         self.fetch_holder = scope.var(fetch_name) if fetches else None
-        super().__init__(view, program, scope)    # after the holders exist
 
     def run(self, feed):
         """The fetched values of one run with `feed` (the caller's dict), or None when this

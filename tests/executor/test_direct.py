@@ -290,3 +290,22 @@ def test_threads_running_one_prepared_signature_each_get_their_own_results():
     for t in threads:
         t.join()
     assert errors == [] and len(got) == len(inputs)
+
+
+def test_a_prepared_run_does_not_keep_its_scope_alive():
+    import gc
+    import weakref
+    main, startup, loss = _net()
+    exe = fluid.Executor()
+    prog = fluid.CompiledProgram(main).with_native_code()
+    rng = np.random.default_rng(10)
+    refs = []
+    for _ in range(3):                  # a scope per model, as a test suite makes them
+        scope = fluid.Scope()
+        exe.run(startup, scope=scope)
+        for _ in range(3):
+            exe.run(prog, feed=_batch(rng), fetch_list=[loss], scope=scope)
+        refs.append(weakref.ref(scope))
+        del scope
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
