@@ -222,10 +222,13 @@ class FullPath:
                 self.view.revision != self.revision or \
                 getattr(program, "setup_revision", None) != self.setup:
             return False
-        for r in self.chain:
+        chain = self.chain
+        if scope.revision != chain[0]:
+            return False
+        for r in chain[1:]:            # a kid scope's ancestors (none for a root scope)
+            scope = scope.parent
             if scope.revision != r:
                 return False
-            scope = scope.parent
         return True
 
     def run(self, feed):

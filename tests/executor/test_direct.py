@@ -147,6 +147,12 @@ def test_a_changed_program_scope_or_setup_prepares_again(counts):
     exe.run(startup, scope=other)
     run(s=other); run(s=other)
     assert counts["prepare"] == 5
+    kid = scope.new_scope()                          # a kid: the parameters found above it
+    run(s=kid); run(s=kid)
+    assert counts["prepare"] == 6
+    scope.var("shadowed_or_not")                     # its parent's names change
+    run(s=kid); run(s=kid)
+    assert counts["prepare"] == 7 and counts["direct"] == 7
 
 
 def test_bad_feeds_still_raise_the_full_paths_errors_after_preparing():
