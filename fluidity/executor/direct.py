@@ -14,8 +14,9 @@ it and of its ancestors: a variable made, erased or renamed there binds again) a
     LoDTensor, a list, a scalar, another dtype) goes through the executor's full feed check
     (`Executor.check_feed`), which raises the same FeedError naming the variable as ever;
   - writes the fed arrays' addresses, and a parameter's when its array changed, into the
-    segment's argument records (the segment checks every rank and literal dim itself);
-  - calls the segment once (without the GIL);
+    segment's argument records (the segment checks every rank and literal dim itself) and
+    calls the segment once, without the GIL: both in one call of direct_call.c's helper
+    where it builds (it needs the Python headers), else in Python;
   - copies the fetched values out of the arena, and leaves the feed and fetch holders of
     the scope as the full path leaves them.
 
