@@ -3,9 +3,12 @@ floor, PaddlePaddle's inference predictor and single-core sgemm. Three workloads
 its own process (`--mode` runs one):
 
   train-mlp  MLP 784-256-128-10 (relu, relu, logits), softmax_with_cross_entropy + mean, SGD
-             lr 0.01 (benchmarks/train_mlp.py's workload and numpy floor), batch 1, 64, 512:
+             lr 0.01 (benchmarks/train_mlp.py's workload and numpy floor), batch 1 and 64:
              median time of a full `exe.run(program, feed={x, label}, fetch_list=[loss])`,
-             compiled vs interpreted vs the same step as one plain numpy function.
+             compiled vs interpreted vs PyTorch eager (the same net and SGD, one thread,
+             when torch imports) vs the same step as one plain numpy function, in
+             alternating rounds; and the compiled segment call timed alone, so that the
+             per-run cost of exe.run outside the native call is printed ("outside").
   infer      the Paddle-saved inference models of tests/fixtures/paddle_zoo (mlp, cnn,
              ctr_dnn, lstm, gru) at batch 1 and 64 (the fixture's input rows drawn with
              replacement): median `exe.run` latency compiled vs interpreted, and vs Paddle's
@@ -27,6 +30,7 @@ its own process (`--mode` runs one):
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/compiled.py
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv
+    PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode train-mlp
 """
 import argparse
 import json
@@ -54,17 +58,96 @@ def median_time(fn, steps, warmup=20):
 
 
 # --- train-mlp ---------------------------------------------------------------------------
-def train_mlp(steps):
+TRAIN_BATCHES = (1, 64)
+
+
+class NativeClock:
+    """Times every native segment call while `on`: the compiled segment alone (through
+    direct_call.c's helper, which also writes the fed arrays' records, or through
+    SegmentStep.call where a run packs in Python), one entry of `times` per call, so a
+    run's cost outside the native call is the run's time minus this. Installed before the
+    program first runs (a prepared run takes its helper then) and left installed: while off,
+    its wrapper's own cost counts as outside."""
+
+    def __init__(self):
+        from fluidity.executor import direct
+        from fluidity.executor.native import SegmentStep
+        self.times, self.on = [], False
+        self.direct, self.helper = direct, direct.call_helper
+        self.step_cls, self.step_call = SegmentStep, SegmentStep.call
+        clock, perf = self, time.perf_counter
+        helper = direct.call_helper()
+
+        def timed(fn):
+            def call(*args):
+                if not clock.on:
+                    return fn(*args)
+                t = perf()
+                rc = fn(*args)
+                clock.times.append(perf() - t)
+                return rc
+            return call
+        timed_helper = timed(helper) if helper is not None else None
+        timed_call = timed(SegmentStep.call)
+        direct.call_helper = lambda: timed_helper
+        SegmentStep.call = timed_call
+
+    def close(self):
+        self.direct.call_helper, self.step_cls.call = self.helper, self.step_call
+
+    def timed(self, fn, steps):
+        """The median native call over `steps` calls of `fn` (one run each)."""
+        self.times.clear()
+        self.on = True
+        try:
+            median_time(fn, steps, warmup=0)
+        finally:
+            self.on = False
+        return statistics.median(self.times)
+
+
+def torch_mlp_step(batches):
+    """The same MLP and SGD step in PyTorch eager (one thread), or None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    from train_mlp import LR, SIZES
+    torch.set_num_threads(1)
+    torch.manual_seed(1)
+    layers = []
+    for a, b in zip(SIZES, SIZES[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    net = torch.nn.Sequential(*layers[:-1])
+    opt = torch.optim.SGD(net.parameters(), lr=LR)
+    data = [(torch.from_numpy(x), torch.from_numpy(y[:, 0])) for x, y in batches]
+    it = iter(range(1 << 62))
+
+    def step():
+        x, y = data[next(it) % len(data)]
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach().numpy()       # fetched as Fluidity's exe.run returns it
+    return step
+
+
+def train_mlp(steps, rounds=5):
+    """Medians over `rounds` alternating rounds (interpreter, compiled, compiled with the
+    native call timed, torch) of each round's median step time."""
     import fluidity as fluid
     sys.path.insert(0, HERE)
     from train_mlp import bench_numpy, build, data
-    print("train-mlp: MLP 784-256-128-10 SGD step, median of full exe.run calls")
-    print(f"{'batch':>5} {'compiled':>11} {'interpreter':>12} {'numpy':>11} "
-          f"{'vs interp':>10} {'vs numpy':>9}")
-    for batch in (1, 64, 512):
+    print(f"train-mlp: MLP 784-256-128-10 SGD step, full exe.run calls; median of {rounds} "
+          f"alternating rounds' medians; native = the compiled segment call alone, outside ="
+          f" compiled - native (the per-run cost of exe.run around the native call)")
+    print(f"{'batch':>5} {'compiled':>10} {'native':>9} {'outside':>9} {'interp':>10} "
+          f"{'torch':>10} {'numpy':>9} {'vs interp':>10} {'vs torch':>9}")
+    for batch in TRAIN_BATCHES:
         n = max(30, steps // max(1, batch // 32))
         batches = data(batch)
-        t = {}
+        runs, clock = {}, NativeClock()
         for kind in ("interpreter", "compiled"):
             main, startup, loss = build()
             exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
@@ -73,16 +156,32 @@ def train_mlp(steps):
                 .with_native_code(feed=["x", "label"], fetch_list=[loss])
             it = iter(range(1 << 62))
 
-            def step():
+            def step(exe=exe, prog=prog, loss=loss, scope=scope, it=it):
                 x, y = batches[next(it) % len(batches)]
                 exe.run(prog, feed={"x": x, "label": y}, fetch_list=[loss], scope=scope)
-            t[kind] = median_time(step, n)
-        t["numpy"] = bench_numpy(batches, n)
-        print(f"{batch:>5} {t['compiled'] * 1e6:>9.0f}us {t['interpreter'] * 1e6:>10.0f}us "
-              f"{t['numpy'] * 1e6:>9.0f}us {t['interpreter'] / t['compiled']:>9.2f}x "
-              f"{t['compiled'] / t['numpy']:>8.2f}x")
-    print("(vs interp: interpreter time / compiled time; vs numpy: compiled time / numpy "
-          "floor time, under 1 is faster than the floor)")
+            runs[kind] = step
+        runs["torch"] = torch_mlp_step(batches)
+        t = {k: [] for k in ("interpreter", "compiled", "native", "torch", "numpy")}
+        for _ in range(rounds):
+            t["interpreter"].append(median_time(runs["interpreter"], n))
+            t["compiled"].append(median_time(runs["compiled"], n))
+            t["native"].append(clock.timed(runs["compiled"], n))
+            if runs["torch"] is not None:
+                t["torch"].append(median_time(runs["torch"], n))
+            t["numpy"].append(bench_numpy(batches, n))
+        clock.close()
+        m = {k: statistics.median(v) if v else None for k, v in t.items()}
+        tt = m["torch"]
+        vs_torch = f"{tt / m['compiled']:.2f}x" if tt else "n/a"
+        print(f"{batch:>5} {m['compiled'] * 1e6:>8.1f}us {m['native'] * 1e6:>7.1f}us "
+              f"{(m['compiled'] - m['native']) * 1e6:>7.1f}us "
+              f"{m['interpreter'] * 1e6:>8.1f}us "
+              f"{(f'{tt * 1e6:.1f}us') if tt else 'n/a':>10} {m['numpy'] * 1e6:>7.1f}us "
+              f"{m['interpreter'] / m['compiled']:>9.2f}x {vs_torch:>9}")
+        sys.stdout.flush()
+    print(f"(vs X: X's time / compiled time; native: the median segment call; load average "
+          f"{os.getloadavg()[0]:.2f}; one thread: OPENBLAS_NUM_THREADS=1, torch "
+          f"set_num_threads(1))")
 
 
 # --- infer -------------------------------------------------------------------------------
@@ -460,8 +559,7 @@ def main():
                                                             "python"))
     a = ap.parse_args()
     if a.mode:
-        if a.mode != "train-mlp":        # before numpy loads OpenBLAS
-            os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"    # before numpy loads OpenBLAS
         MODES[a.mode](a)
         return
     for mode in ("train-mlp", "infer", "ctr-train", "conv"):

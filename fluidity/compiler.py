@@ -157,6 +157,9 @@ class CompiledProgram:
         self._scope = None
         self._place = None
         self._executor = None              # the DataParallelRunner, once compiled
+        # counts the changes to how the program runs (each with_*): an executor's prepared
+        # runs of this program (executor/direct.py) hold only while it is unchanged
+        self.setup_revision = 0
 
     def program_for_executor(self):
         if self._program is None:
@@ -170,6 +173,7 @@ class CompiledProgram:
         or Variables) are the signature `explain()` reports on; any signature runs."""
         self.plan_strategy = ExecutionStrategy("native")
         self._feed, self._fetch = _names(feed), _names(fetch_list)
+        self.setup_revision += 1
         return self
 
     def with_data_parallel(self, loss_name=None, build_strategy=None, exec_strategy=None,
@@ -205,6 +209,7 @@ class CompiledProgram:
         if self._on_device:   # CUDA places: the whole batch runs compiled on the device
             self.plan_strategy = ExecutionStrategy("cuda")
         self._is_data_parallel = True
+        self.setup_revision += 1
         return self
 
     def with_inference_optimize(self, config):
@@ -219,6 +224,7 @@ class CompiledProgram:
         self._config = config
         self.plan_strategy = ExecutionStrategy("linear")
         self._is_inference = True
+        self.setup_revision += 1
         return self
 
     _with_inference_optimize = with_inference_optimize

@@ -61,6 +61,11 @@ class Args:
         return int(self.vector[ARG_NEED])
 
 
+def input_slot(j):
+    """The int64 slot of the args vector where input j's record starts."""
+    return ARGS_HEAD + j * SLOTS
+
+
 def put_tensor(record, address, shape):
     """An input's data address, rank and dims into its record."""
     record[DATA] = address

@@ -91,10 +91,14 @@ class Variable:
 
 
 class Scope:
-    __slots__ = ("_vars", "_parent", "_kids", "_pooled", "__weakref__")
+    """`revision` counts the changes to which names this scope holds (a variable made,
+    erased, renamed, or all dropped), so that what binds a scope's Variables once (a
+    prepared run, executor/direct.py) knows when to bind them again."""
+    __slots__ = ("_vars", "_parent", "_kids", "_pooled", "revision", "__weakref__")
 
     def __init__(self, parent=None):
         self._vars = {}
+        self.revision = 0
         self._parent = parent
         self._kids = []
         # Paddle keeps each root scope made from Python in a pool until
@@ -110,13 +114,14 @@ class Scope:
                                 "Python")
         self._pooled = False
         self.drop_kids()
-        self._vars.clear()
+        self._clear()
 
     def var(self, name):
         """The local variable `name`, created if missing (never looks at parents)."""
         v = self._vars.get(name)
         if v is None:
             v = self._vars[name] = Variable(name)
+            self.revision += 1
         return v
 
     def find_var(self, name):
@@ -146,10 +151,14 @@ class Scope:
         self._kids.append(kid)
         return kid
 
+    def _clear(self):
+        self._vars.clear()
+        self.revision += 1
+
     def drop_kids(self):
         for k in self._kids:
             k.drop_kids()
-            k._vars.clear()
+            k._clear()
         self._kids = []
 
     def delete_scope(self, kid):
@@ -158,7 +167,7 @@ class Scope:
         except ValueError:
             raise FluidityError("delete_scope: not a kid of this scope") from None
         kid.drop_kids()
-        kid._vars.clear()
+        kid._clear()
 
     def local_lookup(self):
         """`lookup(name)`: this scope's own Variable of that name or None, as fast as a dict
@@ -184,6 +193,7 @@ class Scope:
     def erase_vars(self, names):
         for n in names:
             self._vars.pop(n, None)
+        self.revision += 1
 
     def rename(self, old, new):
         if new in self._vars:
@@ -191,6 +201,7 @@ class Scope:
         v = self._vars.pop(old)
         v.name = new
         self._vars[new] = v
+        self.revision += 1
 
     def local_var_names(self):
         return list(self._vars)

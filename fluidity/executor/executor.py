@@ -28,13 +28,50 @@ from ..errors import (ArgumentTypeError, DeviceError, FeedError, FetchError, Flu
 from ..ir import rewrite
 from ..ir.views import ProgramView, VarView
 from ..proto import framework_pb2 as pb
-from . import nan_inf, pruning
+from . import direct, nan_inf, pruning
 from . import profile as profiling
 from .plan import Plan, RunEnv
 from .services import Services
 from .strategy import ExecutionStrategy
 
 _RAW_DESC_VIEWS = 16   # bare ProgramDescs an executor keeps a view (and its plans) of
+_DIRECT_RUNS = 64      # prepared compiled runs (signatures) an executor keeps
+
+
+def _direct_key(program, feed, fetch_list, block_id, scope, return_numpy, feed_var_name,
+                fetch_var_name):
+    """The signature of a run as its prepared run (executor/direct.py) is kept under, or
+    None for a run that always takes the full path: a feed that is not a dict of names,
+    a fetch list with anything but variables and names (optimizer ops: pruned). The
+    program and scope are keyed by identity (the DirectRun checks they are the same
+    objects; a bare ProgramDesc, which cannot be referred to weakly, has none); a
+    Variable's name is read as the run's."""
+    if type(program) is pb.ProgramDesc:
+        return None
+    if type(feed) is not dict:
+        if feed is not None:
+            return None
+        feed = {}
+    names = tuple(feed)
+    for n in names:
+        if type(n) is not str:
+            return None
+    if fetch_list is None:
+        fetch = ()
+    else:
+        if type(fetch_list) is not list and type(fetch_list) is not tuple:
+            fetch_list = (fetch_list,)
+        fetch = []
+        for f in fetch_list:
+            if type(f) is str:
+                fetch.append(f)
+            elif isinstance(f, VarView):
+                fetch.append(f.name)
+            else:
+                return None
+        fetch = tuple(fetch)
+    return (id(program), id(scope), names, fetch, block_id, bool(return_numpy),
+            feed_var_name, fetch_var_name)
 
 
 def _feeds_and_fetches(feed, fetch_list):
@@ -308,6 +345,7 @@ class Executor:
         self._raw_views = OrderedDict()   # id(ProgramDesc) -> (desc, its view), LRU
         self._pruned_cache = weakref.WeakKeyDictionary()   # program -> {signature: pruned}
         self.services = Services(self)    # run-time services of RPC ops (services.py)
+        self._direct = {}    # signature (_direct_key) -> its DirectRun (executor/direct.py)
 
     # -- preparing ----------------------------------------------------------------------
     def _prepare(self, program, block_id, feed_names, fetch_names, feed_var_name,
@@ -441,9 +479,27 @@ class Executor:
         """Run `program` (the default main program) once: feed, run, fetch (Fluid's
         arguments). With `use_prune`, or when the fetch list names optimizer ops (what
         `minimize` returns), the program is first pruned to what the fetches and those ops
-        need, and the pruned program cached per signature (executor/pruning.py)."""
+        need, and the pruned program cached per signature (executor/pruning.py). A program
+        compiled whole runs its later calls of one signature through a prepared run
+        (executor/direct.py): the same checks, results and errors, little else."""
         if scope is None:
             scope = global_scope()
+        if program is None:
+            program = defaults.main_program()
+        key = known = None
+        if create_local_scope and not use_prune and program is not None:
+            key = _direct_key(program, feed, fetch_list, block_id, scope, return_numpy,
+                              feed_var_name, fetch_var_name)
+            if key is not None:
+                known = self._direct.get(key)
+                if known is not None and not known.valid_for(program, scope):
+                    known = None
+                if known is not None and profiling.active() is None and \
+                        not flag("FLAGS_check_nan_inf"):
+                    out = known.run(feed)
+                    if out is not None:
+                        return out
+        given = program
         program, feed, fetch_list = self._prune_for(program, feed, fetch_list, use_prune)
         if isinstance(feed, (list, tuple)) and getattr(program, "_is_inference", False) \
                 and not (feed and isinstance(feed[0], dict)):
@@ -454,11 +510,34 @@ class Executor:
         if runner is not None:   # a data-parallel CompiledProgram: N replicas
             return runner.run(self, feed, _fetch_list(fetch_list), feed_var_name,
                               fetch_var_name, return_numpy, return_merged)
-        program = self._as_view(program)
+        view = self._as_view(program)
         feed, feed_names, fetch_names = _feeds_and_fetches(feed, fetch_list)
 
-        prep = self._prepare(program, block_id, feed_names, fetch_names, feed_var_name,
+        prep = self._prepare(view, block_id, feed_names, fetch_names, feed_var_name,
                              fetch_var_name, strategy)
+        results = self._run_prepared(prep, scope, feed, feed_names, fetch_names,
+                                     feed_var_name, fetch_var_name, create_local_scope,
+                                     return_numpy)
+        if key is not None and known is None and self.device == "cpu" and \
+                self._kinds.profile is None and _observers() == (None, False):
+            forget = lambda _ref, k=key, kept=self._direct: kept.pop(k, None)  # noqa: E731
+            self._remember_direct(key, direct.prepare(
+                prep, view, given, scope, self, return_numpy, (feed_var_name, fetch_var_name),
+                forget))
+        return results
+
+    def _remember_direct(self, key, d):
+        """Keep the prepared run (or FullPath) of a signature; the oldest go past
+        _DIRECT_RUNS kept (a run of a forgotten one prepares it again)."""
+        self._direct.pop(key, None)
+        self._direct[key] = d
+        if len(self._direct) > _DIRECT_RUNS:
+            del self._direct[next(iter(self._direct))]
+
+    def _run_prepared(self, prep, scope, feed, feed_names, fetch_names, feed_var_name,
+                      fetch_var_name, create_local_scope, return_numpy):
+        """One run of a prepared signature the full way: the feed checked into its holder,
+        a frame bound in a local kid scope, every step, the fetches read from their holder."""
         if feed_names:
             scope.var(feed_var_name).value = self._fed(prep, feed)
         if prep.n_fetch:
@@ -620,5 +699,6 @@ class Executor:
         self._block_plans.clear()
         self._raw_views.clear()
         self._pruned_cache.clear()
+        self._direct.clear()
         self._kinds.close()
 

@@ -150,7 +150,7 @@ class SegmentStep:
         return _input_error(self.seg.ops, name, what, self.block_idx)
 
 
-class _Interpret(Exception):
+class Interpret(Exception):
     """An input the segment was not built for: run its ops interpreted (the message)."""
 
 
@@ -170,11 +170,11 @@ class HostSegmentStep(SegmentStep):
         st = self.state()
         try:
             alive = self.pack(frame, st)     # arrays the call reads
-        except _Interpret as why:
+        except Interpret as why:
             return self.interpreted(frame, env, str(why))
         try:
             rc = self.call(st)
-        except _Interpret as why:          # the interpreter's kernels say what is too big
+        except Interpret as why:          # the interpreter's kernels say what is too big
             return self.interpreted(frame, env, str(why))
         del alive
         if rc == -1:                   # inputs of other shapes than the program says
@@ -185,7 +185,7 @@ class HostSegmentStep(SegmentStep):
 
     def check_arena(self, need):
         if need > max_tensor_bytes():
-            raise _Interpret(f"an arena of {int(need)} bytes")
+            raise Interpret(f"an arena of {int(need)} bytes")
 
     def pack(self, frame, st):
         """Write each input's record (a parameter's only when its array changed); the
@@ -200,7 +200,7 @@ class HostSegmentStep(SegmentStep):
                 raise self.input_error(spec.name, "has no value (feed it, or run the startup "
                                                   "program)")
             if a.ndim > abi.MAX_DIMS:
-                raise _Interpret(f"{spec.name} has {a.ndim} dims")
+                raise Interpret(f"{spec.name} has {a.ndim} dims")
             if a is not seen[j] or a.shape != st.shapes[j]:
                 if a.dtype != spec.dtype:
                     raise self.input_error(spec.name, f"is {a.dtype}, compiled for {spec.dtype}")

@@ -1,0 +1,433 @@
+"""A prepared compiled run: what `Executor.run` does per call for a program compiled whole
+(a native plan whose block is its feed ops, one compiled segment and its fetch ops).
+
+Everything that depends only on the run's signature is worked out once, right after the
+first run of that signature went the executor's full way: which segment input each fed
+value goes to, the scope Variables of the persistables the segment reads, where each fetch
+comes from. The signature is the program (and its revision), the block, the fed names in
+the caller's order, the fetched names, the holders' names, the scope (and the revision of
+it and of its ancestors: a variable made, erased or renamed there binds again) and
+`return_numpy`. A run then only
+
+  - checks each fed value against what was accepted before: an ndarray of the compiled
+    dtype, C-contiguous, of the shape last accepted. Anything else (a first shape, a
+    LoDTensor, a list, a scalar, another dtype) goes through the executor's full feed check
+    (`Executor.check_feed`), which raises the same FeedError naming the variable as ever;
+  - writes the fed arrays' addresses, and a parameter's when its array changed, into the
+    segment's argument records (the segment checks every rank and literal dim itself) and
+    calls the segment once, without the GIL: both in one call of direct_call.c's helper
+    where it builds (it needs the Python headers), else in Python;
+  - copies the fetched values out of the arena, and leaves the feed and fetch holders of
+    the scope as the full path leaves them.
+
+Temporaries never become scope variables (the full path makes them in a kid scope that it
+drops after the run, so nothing a user can see changes). What this path does not do the
+same way as the full one — inputs of other shapes than the segment was built for (its ops
+then run interpreted), a value of another dtype than compiled, a persistable without a
+value, an arena too large — it leaves to the full path for that call (`run` returns None
+before anything ran), so every error and fallback is the full path's own.
+"""
+import ctypes
+import os
+import sysconfig
+import threading
+import weakref
+
+import numpy as np
+
+from ..codegen import abi
+from ..core import native
+from ..core.tensor import LoDTensor, as_fetched
+from ..core.lod import offsets_problem
+from ..errors import FetchError
+from .native import Interpret, NativePlan, SegmentOp
+
+_DATA, _NDIM, _DIMS = abi.DATA, abi.NDIM, abi.DIMS
+_HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "direct_call.c")
+_NOT_PACKED = -100           # direct_call.c's FL_NOT_PACKED
+_helper = []                 # [the helper's function, or None], once per process
+
+
+def call_helper():
+    """direct_call.c's `fl_direct_call` (packs the fed arrays and calls the segment, in one
+    call from Python), or None where it cannot be built: no Python headers, no C compiler,
+    or FLUIDITY_NATIVE=0. Without it the same work is done in Python (a few microseconds
+    more a run)."""
+    if not _helper:
+        fn = None
+        include = sysconfig.get_paths().get("include")
+        if os.environ.get("FLUIDITY_NATIVE", "1") != "0" and include and \
+                os.path.exists(os.path.join(include, "Python.h")):
+            try:
+                lib = native.load(_HELPER, cflags=native.CFLAGS + (f"-I{include}",))
+                proto = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)
+                fn = proto(("fl_direct_call", lib))    # the GIL held: it reads the list
+            except (native.NativeBuildError, AttributeError, OSError):
+                fn = None
+        _helper.append(fn)
+    return _helper[0]
+
+
+def _address(a, _char=ctypes.c_char, _addressof=ctypes.addressof):
+    """The address of C-contiguous ndarray `a`'s data. Through ctypes' buffer view, which
+    costs about a fifth of numpy's `__array_interface__` (a dict built per call); that
+    needs a writable array of at least one byte, so others go numpy's way."""
+    try:
+        return _addressof(_char.from_buffer(a))
+    except (TypeError, ValueError):
+        return a.__array_interface__["data"][0]
+
+
+class _Fed:
+    """One fed name: its executor feed spec, the segment input it fills (None: the segment
+    does not read it), whether the segment reads its LoD, and the (dtype, shape) last
+    accepted as a plain C-contiguous ndarray (the run's fast check)."""
+    __slots__ = ("spec", "j", "lod", "dtype", "shape")
+
+    def __init__(self, spec, seg_input):
+        self.spec = spec
+        self.j = seg_input.j if seg_input is not None else None
+        self.lod = seg_input is not None and seg_input.lod
+        self.dtype = seg_input.dtype if seg_input is not None else spec[2]
+        self.shape = None
+
+
+class _Fetch:
+    """Where one fetch comes from: output `j` of the segment (copied out of the arena; its
+    LoD the fed value's at position `lod_from`, or none), or a persistable's Variable.
+    `view`: the arena view last copied from, with the (arena, record head) it was made for
+    (one thread's: a run of another thread makes its own)."""
+    __slots__ = ("name", "j", "dtype", "ndim", "lod_from", "var", "persistable", "view")
+
+    def __init__(self, name, out=None, lod_from=None, var=None, persistable=False):
+        self.name, self.var, self.persistable = name, var, persistable
+        self.lod_from = lod_from
+        if out is not None:
+            self.j, self.dtype, self.ndim = out.j, out.dtype, out.ndim
+        else:
+            self.j, self.dtype, self.ndim = None, None, 0
+        self.view = (None, None, None)
+
+    def copy_out(self, st, record, as_numpy):
+        """A copy of the output's value in the arena (as `run(return_numpy=True)` returns
+        it when `as_numpy`: core.tensor.as_fetched)."""
+        head = record[:_DIMS + self.ndim].tolist()
+        arena, at, view = self.view
+        if arena is not st.arena or at != head:
+            if head[_NDIM] == abi.NOT_WRITTEN:
+                raise FetchError(f"fetch target '{self.name}' has no value after the run "
+                                 f"(no op wrote it and it was not fed or initialized)")
+            view = np.ndarray(tuple(head[_DIMS:]), self.dtype, st.arena, head[_DATA])
+            if as_numpy:
+                view = as_fetched(view)
+            self.view = (st.arena, head, view)
+        return view.copy()
+
+
+def prepare(prep, view, program, scope, executor, return_numpy, holders, forget=None):
+    """The DirectRun of a signature whose full run just went through `prep` (the executor's
+    prepared plan) in `scope`, or a FullPath when the plan is not one compiled segment
+    between its feeds and fetches (those programs keep the full path). `holders`: the
+    names of the feed and fetch holder variables; `forget(ref)` is called when the program
+    or the scope is collected (the executor then drops the entry, and what it holds)."""
+    d = _direct_run(prep, view, program, scope, executor, return_numpy, holders)
+    if d is None:
+        d = FullPath()
+    d.bind(view, program, scope, forget)
+    return d
+
+
+def _direct_run(prep, view, program, scope, executor, return_numpy, holders):
+    plan = prep.plan
+    if type(plan) is not NativePlan or prep.needs or plan.block_idx != 0 or plan.outer:
+        return None
+    step, seen_segment = None, False
+    for s, op in zip(plan.steps, plan.ops):
+        if isinstance(op, SegmentOp):
+            if step is not None:
+                return None
+            step = s
+        elif op.type == "feed" and step is None or op.type == "fetch" and step is not None:
+            continue
+        else:
+            return None
+    if step is None or not hasattr(step, "pack"):
+        return None
+    persist = {n for _, n in plan.persist}
+    fed_at = {spec[0]: k for k, spec in enumerate(prep.feed_specs)}
+    if persist & set(fed_at):
+        return None                  # a fed persistable stays in the scope: full path
+    by_name = {spec.name: spec for spec in step.inputs}
+    params = []
+    for spec in step.inputs:
+        if spec.sparse:
+            return None
+        if spec.name in fed_at:
+            continue
+        var = scope.find_var(spec.name)
+        if spec.name not in persist or var is None:
+            return None
+        params.append((spec.j, var, spec.dtype))
+    feeds = [_Fed(spec, by_name.get(spec[0])) for spec in prep.feed_specs]
+    outs = {o.name: o for o in step.outputs}
+    fetches = []
+    for name, col, p in zip(_fetch_names(prep), prep.fetch_cols, prep.fetch_persistable):
+        out = outs.get(name)
+        if out is not None and not out.in_place:
+            if out.sparse:
+                return None
+            lod_from = None
+            if out.lod_slot is not None:
+                lod_from = fed_at.get(plan.names[out.lod_slot])
+                if lod_from is None:
+                    return None
+            fetches.append((col, _Fetch(name, out=out, lod_from=lod_from)))
+        elif name in persist and scope.find_var(name) is not None:
+            fetches.append((col, _Fetch(name, var=scope.find_var(name), persistable=p)))
+        else:
+            return None
+    return DirectRun(prep, scope, executor, step, feeds, params, fetches, return_numpy,
+                     holders)
+
+
+def _fetch_names(prep):
+    """The fetched names in the caller's order (the fetch ops' inputs by column)."""
+    by_col = {op.attr("col"): op.input("X")[0] for op in prep.program.block(0).ops
+              if op.type == "fetch"}
+    return [by_col[c] for c in prep.fetch_cols]
+
+
+class FullPath:
+    """A signature that has no prepared run (its plan is not a program compiled whole):
+    remembered so that its runs do not look again while the program and scope are the
+    same."""
+
+    def bind(self, view, program, scope, forget=None):
+        """Remember what this signature was prepared for: the program and scope (weakly:
+        `forget` is called when either is collected), the program's revision and setup, and
+        the revisions of the scope and its ancestors (a scope's parent never changes)."""
+        self.program_ref = weakref.ref(program, forget)
+        self.scope_ref = weakref.ref(scope, forget)
+        # how a CompiledProgram is set up to run (with_native_code, with_data_parallel...)
+        self.setup = getattr(program, "setup_revision", None)
+        self.view, self.revision = view, view.revision
+        chain, s = [], scope
+        while s is not None:
+            chain.append(s.revision)
+            s = s.parent
+        self.chain = chain
+
+    def valid_for(self, program, scope):
+        """Whether this prepared run still describes `program` run in `scope`."""
+        if self.program_ref() is not program or self.scope_ref() is not scope or \
+                self.view.revision != self.revision or \
+                getattr(program, "setup_revision", None) != self.setup:
+            return False
+        chain = self.chain
+        if scope.revision != chain[0]:
+            return False
+        for r in chain[1:]:            # a kid scope's ancestors (none for a root scope)
+            scope = scope.parent
+            if scope.revision != r:
+                return False
+        return True
+
+    def run(self, feed):
+        """None: the executor's full path runs it."""
+        return None
+
+
+class DirectRun(FullPath):
+    """One prepared signature (see the module docstring). Shareable by threads: each has
+    its own argument records and arena (the segment step's per-thread state)."""
+
+    def __init__(self, prep, scope, executor, step, feeds, params, fetches, return_numpy,
+                 holders):
+        self.step, self.feeds, self.params = step, feeds, params
+        self.feed_pos = prep.feed_pos
+        self.check_feed, self.to_numpy = executor.check_feed, executor.to_numpy
+        self.n_feed, self.feed_cols = prep.n_feed, prep.feed_cols
+        self.wrappers = [None] * prep.n_feed   # the feed holder's LoDTensors made here
+        self.n_fetch = prep.n_fetch
+        self.fetch_cols = [c for c, _ in fetches]
+        self.fetches = [f for _, f in fetches]
+        self.return_numpy = return_numpy
+        self.helper, self.tls = call_helper(), threading.local()
+        feed_name, fetch_name = holders
+        self.feed_holder = scope.var(feed_name) if feeds else None
+        self.fetch_holder = scope.var(fetch_name) if fetches else None
+
+    def run(self, feed):
+        """The fetched values of one run with `feed` (the caller's dict), or None when this
+        call must take the executor's full path (nothing has run then)."""
+        values = list(feed.values()) if feed else []
+        if self.feed_pos is not None:
+            values = [values[i] for i in self.feed_pos]
+        step = self.step
+        st = step.state()
+        rc = self._call_native(values, st) if self.helper is not None else None
+        if rc is not None:
+            tensors = [None] * len(values)
+        else:                          # a value off the fast check: packed in Python
+            tensors = self._pack_feeds(values, st)
+            if tensors is None or not self._pack_params(st):
+                return None
+            rc = 1
+        try:
+            if rc == 1:                # packed, not run yet (or the arena must grow)
+                rc = step.call(st)
+        except Interpret:
+            return None
+        if rc == -1:                   # shapes the segment was not built for
+            return None
+        if rc:
+            raise step.op_failed(rc, st)
+        self._hold_feed(values, tensors)
+        return self._fetched(st, tensors)
+
+    def _call_native(self, values, st):
+        """The segment's return code after direct_call.c packed `values` and called it,
+        when every value passes the fast check; else None (nothing ran)."""
+        seen, shapes = st.seen, st.shapes
+        for f, v in zip(self.feeds, values):
+            if type(v) is not np.ndarray or v.dtype is not f.dtype or v.shape != f.shape \
+                    or not v.flags.c_contiguous:
+                return None
+        for f, v in zip(self.feeds, values):
+            j = f.j
+            if j is not None:          # what the Python packing's record cache assumes
+                seen[j], shapes[j] = v, v.shape
+        if not self._pack_params(st):
+            return None
+        rc = self.helper(values, self._block(st))
+        return None if rc <= _NOT_PACKED else rc
+
+    def _block(self, st):
+        """This thread's call block for direct_call.c (its address as a c_void_p), the
+        arena's address and size brought up to date."""
+        b = self.tls.__dict__.get("block")
+        if b is None or b[0] is not st:
+            recs = [abi.input_slot(f.j) if f.j is not None else -1 for f in self.feeds]
+            vec = np.array([ctypes.cast(self.step.fn, ctypes.c_void_p).value,
+                            st.args.address, 0, 0, ctypes.addressof(st.err), len(recs),
+                            abi.DATA, abi.NDIM, abi.DIMS, abi.MAX_DIMS] + recs, np.int64)
+            b = self.tls.block = [st, vec, ctypes.c_void_p(vec.ctypes.data), None]
+        if b[3] is not st.arena:       # grown since: a new arena
+            b[1][2], b[1][3], b[3] = st.arena_ptr, st.cap, st.arena
+        return b[2]
+
+    def _pack_feeds(self, values, st):
+        """Each fed value checked and its address in its input record; per fed value the
+        checked LoDTensor (None for an ndarray that passed the fast check), or None when
+        the full path must run."""
+        records, seen, shapes = st.args.inputs, st.seen, st.shapes
+        tensors = []
+        for f, v in zip(self.feeds, values):
+            if type(v) is np.ndarray and v.dtype is f.dtype and v.shape == f.shape \
+                    and v.flags.c_contiguous:
+                a, t = v, None
+            else:
+                t = self.check_feed(f.spec, v)      # raises the full path's FeedError
+                a = t._array
+                if a.dtype != f.dtype or a.ndim > abi.MAX_DIMS:
+                    return None                     # the full path says what is wrong
+                if not a.flags.c_contiguous:
+                    a = np.ascontiguousarray(a)
+                elif type(v) is np.ndarray and not t._lod:
+                    f.shape, f.dtype = a.shape, a.dtype   # later runs: three compares
+            tensors.append(t)
+            j = f.j
+            if j is None:
+                continue
+            rec = records[j]
+            if a.shape == shapes[j]:
+                rec[_DATA] = _address(a)
+            else:
+                abi.put_tensor(rec, _address(a), a.shape)
+                shapes[j] = a.shape
+            seen[j] = a
+            if f.lod:
+                lod = self._lod(t, a)
+                if lod is None:
+                    return None
+                abi.put_aux(rec, _address(lod), lod.shape[0])
+                tensors[-1] = (t, lod)             # alive through the call
+        return tensors
+
+    def _pack_params(self, st):
+        """The persistables' records, rewritten where a parameter's array changed; False
+        when one has no usable value (the full path says why)."""
+        records, seen, shapes = st.args.inputs, st.seen, st.shapes
+        for j, var, dtype in self.params:
+            t = var.value
+            if type(t) is not LoDTensor:
+                return False
+            a = t._array
+            if a is not seen[j]:
+                if a is None or a.dtype != dtype or a.ndim > abi.MAX_DIMS or \
+                        not a.flags.c_contiguous:
+                    return False
+                abi.put_tensor(records[j], _address(a), a.shape)
+                seen[j], shapes[j] = a, a.shape
+        return True
+
+    @staticmethod
+    def _lod(t, a):
+        """The offsets the segment reads of a fed LoDTensor, checked, or None (the full
+        path then says what is wrong)."""
+        if t is None or not t._lod:
+            return None
+        lod = np.asarray(t._lod[-1], np.int64)
+        if offsets_problem(lod, a.shape[0] if a.ndim else None) is not None:
+            return None
+        return lod
+
+    def _hold_feed(self, values, tensors):
+        """The feed holder's columns, as the full path leaves them: the fed tensors (an
+        ndarray's wrapper reused run to run, as Fluid's feed holder is)."""
+        if self.feed_holder is None:
+            return
+        fed = self.feed_holder.value
+        if type(fed) is not list or len(fed) != self.n_feed:
+            fed = self.feed_holder.value = [None] * self.n_feed
+        wraps = self.wrappers
+        for col, v, t in zip(self.feed_cols, values, tensors):
+            if t is None:
+                w = wraps[col]
+                if w is not None and fed[col] is w:
+                    w._array = v
+                else:
+                    fed[col] = wraps[col] = LoDTensor(v)
+            else:
+                fed[col] = t[0] if type(t) is tuple else t
+
+    def _fetched(self, st, tensors):
+        """The fetched values (and the fetch holder's columns) after the call."""
+        outs = st.args.outputs
+        held = [None] * self.n_fetch
+        results = []
+        for col, f in zip(self.fetch_cols, self.fetches):
+            if f.j is not None:
+                arr = f.copy_out(st, outs[f.j], self.return_numpy)
+                lod = None
+                if f.lod_from is not None:
+                    t = tensors[f.lod_from]
+                    lod = (t[0] if type(t) is tuple else t)._lod if t is not None else None
+                value = LoDTensor(arr, lod)
+                results.append(arr if self.return_numpy else value)
+            else:
+                value = f.var.value
+                if value is None:
+                    raise FetchError(f"fetch target '{f.name}' has no value after the run "
+                                     f"(no op wrote it and it was not fed or initialized)")
+                r = value
+                if self.return_numpy:
+                    r = self.to_numpy(value)
+                    if f.persistable and isinstance(r, np.ndarray):
+                        r = r.copy()      # the next update must not change the caller's
+                results.append(r)
+            held[col] = value
+        if self.fetch_holder is not None:
+            self.fetch_holder.value = held
+        return results
+
