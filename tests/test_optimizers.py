@@ -88,13 +88,19 @@ def ref_momentum(lr, mu, nesterov):
     return f
 
 
-def ref_adam(lr, b1, b2, eps, t, decay=0.0):
+def ref_adam(lr, b1, b2, eps, t, decay=0.0, paddle2=False):
+    """Step t of Adam. Fluid 1.8's form (adam_op.h at the 1.8 branch point): the step size
+    lr sqrt(1 - b2^t) / (1 - b1^t) times m / (sqrt(v) + eps). `paddle2`: Paddle 2.1+'s, which
+    is the paper's bias-corrected form mhat / (sqrt(vhat) + eps)."""
     def f(g, p, m, v):
         p = p - lr * decay * p
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
-        mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
-        return p - lr * mhat / (np.sqrt(vhat) + eps), m, v
+        if paddle2:
+            mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+            return p - lr * mhat / (np.sqrt(vhat) + eps), m, v
+        lr_t = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        return p - lr_t * m / (np.sqrt(v) + eps), m, v
     return f
 
 
@@ -172,9 +178,11 @@ def test_momentum_l2_decay_attr():
     np.testing.assert_allclose(op["Param"], P0 - 0.1 * (g + 0.125 * P0), rtol=1e-10)
 
 
-def _adam_case(op_type, sparse, lazy, attrs, decay=0.0):
+def _adam_case(op_type, sparse, lazy, attrs, decay=0.0, paddle2=False):
     grads = sparse_grads(4) if sparse else _dense_grads(4)
-    b1, b2, eps, lr = 0.75, 0.9375, 2.0 ** -20, 0.05
+    # eps near sqrt(Moment2) of the absent rows (which decay) and a coarse beta2, so the two
+    # forms of epsilon differ by far more than the tolerance
+    b1, b2, eps, lr = 0.75, 0.9375, 2.0 ** -4, 0.05
     z = np.zeros(SHAPE)
     op = OneOp(op_type, {"Param": P0, "Grad": grads[0], "LearningRate": np.array([lr]),
                          "Moment1": z, "Moment2": z, "Beta1Pow": np.array([b1]),
@@ -183,7 +191,7 @@ def _adam_case(op_type, sparse, lazy, attrs, decay=0.0):
     p, m, v = P0.copy(), z.copy(), z.copy()
     for t, g in enumerate(grads, 1):
         op.run(Grad=g)
-        rule = ref_adam(lr, b1, b2, eps, t, decay)
+        rule = ref_adam(lr, b1, b2, eps, t, decay, paddle2)
         p, m, v = lazy_ref(rule, g, p, m, v) if sparse and lazy else rule(dense_of(g), p, m, v)
     np.testing.assert_allclose(op["Param"], p, rtol=1e-10)
     np.testing.assert_allclose(op["Moment1"], m, rtol=1e-10)
@@ -200,13 +208,21 @@ def test_adam(sparse, lazy):
     _adam_case("adam", sparse, lazy, {})
 
 
+@pytest.mark.parametrize("sparse,lazy", [(False, False), (True, False), (True, True)])
+def test_adam_written_by_paddle2_scales_epsilon(sparse, lazy):
+    # an adam op carrying use_global_beta_pow was written by Paddle >= 2.1: its epsilon form
+    _adam_case("adam", sparse, lazy, {"use_global_beta_pow": False}, paddle2=True)
+
+
 @pytest.mark.parametrize("sparse,lazy", [(False, False), (True, True)])
 def test_adamw(sparse, lazy):
-    _adam_case("adamw", sparse, lazy, {"coeff": 0.125, "with_decay": True}, decay=0.125)
+    _adam_case("adamw", sparse, lazy, {"coeff": 0.125, "with_decay": True}, decay=0.125,
+               paddle2=True)
 
 
-def test_adamw_without_decay_is_adam():
-    _adam_case("adamw", False, False, {"coeff": 0.125, "with_decay": False}, decay=0.0)
+def test_adamw_without_decay_is_paddle2_adam():
+    _adam_case("adamw", False, False, {"coeff": 0.125, "with_decay": False}, decay=0.0,
+               paddle2=True)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
