@@ -106,6 +106,21 @@ class UpdateOp(OpDef):
         pass
 
     @classmethod
+    def rows_written(cls, attrs, ins):
+        """(rows, input slots) when the op writes only those rows of Param and its states
+        (a lazy update from a SelectedRows Grad: its valid rows), else None (every row). The
+        executor keeps the other rows of an output that names another variable than its
+        input (executor/separate_outputs.py), as Paddle's kernels leave them."""
+        grad = ins.get("Grad")
+        if type(grad) is not SelectedRows or not cls.lazy(attrs):
+            return None
+        rows = np.unique(np.asarray(grad.rows, dtype=np.int64))
+        p = ins.get("Param")
+        if type(p) is LoDTensor and p._array is not None:
+            rows = rows[(rows >= 0) & (rows < p._array.shape[0])]
+        return rows, ("Param",) + tuple(cls.state_slots(attrs))
+
+    @classmethod
     def prepare(cls, attrs, outputs):
         op, names, outs = cls.type, cls.input_names(), cls.output_names()
         rule, lazy, slots = cls.rule(attrs), cls.lazy(attrs), cls.state_slots(attrs)
