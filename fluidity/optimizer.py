@@ -237,11 +237,16 @@ class Optimizer:
                f"{type(self).__name__}.minimize: grad_clip must be a GradientClipByValue/"
                f"ByNorm/ByGlobalNorm, got {type(grad_clip).__name__}")
         params_grads = self.backward(loss, startup_program, parameter_list, no_grad_set)
+        return self._optimize_clipped(loss, startup_program, params_grads, grad_clip), \
+            params_grads
+
+    def _optimize_clipped(self, loss, startup_program, params_grads, grad_clip):
+        """apply_optimize, with `grad_clip` (when given) in place of the optimizer's own."""
         if grad_clip is None:
-            return self.apply_optimize(loss, startup_program, params_grads), params_grads
+            return self.apply_optimize(loss, startup_program, params_grads)
         saved, self._grad_clip = self._grad_clip, grad_clip
         try:
-            return self.apply_optimize(loss, startup_program, params_grads), params_grads
+            return self.apply_optimize(loss, startup_program, params_grads)
         finally:
             self._grad_clip = saved
 
@@ -810,14 +815,8 @@ class RecomputeOptimizer(Optimizer):
         _check(self._checkpoints is not None,
                "RecomputeOptimizer.minimize: call _set_checkpoints first")
         params_grads = self.backward(loss, startup_program, parameter_list, no_grad_set)
-        inner = self._optimizer
-        if grad_clip is None:
-            return inner.apply_optimize(loss, startup_program, params_grads), params_grads
-        saved, inner._grad_clip = inner._grad_clip, grad_clip
-        try:
-            return inner.apply_optimize(loss, startup_program, params_grads), params_grads
-        finally:
-            inner._grad_clip = saved
+        return self._optimizer._optimize_clipped(loss, startup_program, params_grads,
+                                                 grad_clip), params_grads
 
 
 class LookaheadOptimizer:
