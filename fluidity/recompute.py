@@ -99,6 +99,7 @@ def kept_variables(stats, segs, is_persistable):
 
 
 def check_no_sub_blocks(ops):
+    """ProgramError for a control-flow op among `ops`: Fluid 1.8 does not recompute them."""
     for op in ops:
         if op.has_attr("sub_block"):
             raise ProgramError(f"recompute does not support ops with a sub-block: op "
@@ -108,11 +109,12 @@ def check_no_sub_blocks(ops):
 
 def plan(ops, checkpoints, is_persistable):
     """The recomputation of `ops` (forward order, seeds already in place) for checkpoint
-    names `checkpoints`: a list of steps, last first, each ("grads", ops) for the ops whose
-    gradients come next or ("recompute", ops, renames) for a segment: its ops to copy (those
-    writing something not kept), then its gradients, every variable of `renames` (a dict,
-    growing over the segments as Fluid's does) read and written under its new name.
-    Empty segments (checkpoints that cut nothing) give plain gradients of every op."""
+    names `checkpoints`: a list of steps (kind, ops, copies, renames), the last ops first.
+    ("grads", ops, [], {}): the gradients of `ops` come next. ("recompute", segment, copies,
+    renames): the segment's ops in `copies` (those writing something not kept) run again,
+    then the segment's gradients, both reading and writing every variable of `renames` (a
+    dict growing over the segments, as Fluid's does) under its new name. Checkpoints that
+    cut nothing give one "grads" step over every op."""
     check_no_sub_blocks(ops)
     stats = OpStats(ops)
     names = stats.sort_checkpoints(checkpoints)
