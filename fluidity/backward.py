@@ -27,7 +27,7 @@ path through them (their `grad`: ops/common.py's double-grad makers). A grad op 
 path without one is an error naming it (as Fluid's "GradOpMaker has not been registered"),
 never a gradient that silently leaves that path out.
 """
-from . import unique_name
+from . import recompute, unique_name
 from .core.dtypes import VarType
 from .errors import ArgumentTypeError, FluidityError, NoGradientError
 from .ir import rewrite
@@ -405,6 +405,42 @@ def _emit_backward(block, targets, target_grads, no_grad_set, names, grad_block=
     return _append_grad_ops(grad_block, specs, set(target_grads), names)
 
 
+def _emit_recompute_backward(block, targets, target_grads, no_grad, names, checkpoints):
+    """_emit_backward with forward recomputation between `checkpoints` (names; see
+    fluidity/recompute.py): the gradient ops of each segment follow copies of its ops that
+    write what is not kept, reading and writing the copies' renamed variables."""
+    fwd_ops = recompute.add_dropout_seeds(block, _ops_leading_to(
+        list(block.ops), [t.name for t in targets]))
+    needs = _needs_grad_forward(block, fwd_ops, no_grad)
+
+    def persistable(n):
+        v = _find_var(block, n)
+        return v is not None and v.persistable
+
+    specs = []
+    for kind, ops, copies, renames in recompute.plan(fwd_ops, checkpoints, persistable):
+        for old, new in renames.items():
+            if _find_var(block, new) is None:
+                src = _find_var(block, old)
+                block.create_var(name=new, shape=src.shape, dtype=src.dtype,
+                                 lod_level=src.lod_level, type=src.type)
+        for op in copies:
+            attrs = {k: v for k, v in op.all_attrs().items() if k not in ("op_role", "op_role_var")}
+            specs.append(_renamed((op.type, op.inputs_map(), op.outputs_map(), attrs), renames))
+        specs.extend(_renamed(spec, renames)
+                     for spec in _grad_specs(ops, needs, no_grad, block, names=names))
+    return _append_grad_ops(block, specs, set(target_grads), names)
+
+
+def _renamed(spec, renames):
+    """A (type, inputs, outputs, attrs) spec with its arguments renamed by `renames`."""
+    if not renames:
+        return spec
+    type_, ins, outs, attrs = spec
+    return (type_, {k: [renames.get(n, n) for n in v] for k, v in ins.items()},
+            {k: [renames.get(n, n) for n in v] for k, v in outs.items()}, attrs)
+
+
 def new_backward_block(block):
     """A new block differentiating sub-block `block` (Fluid 1.8's: parent = `block`'s
     parent, forward_block_idx = `block`), leaving the program's current block as it was."""
@@ -564,10 +600,10 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
     """Append the backward pass of scalar `loss` to its program. Returns [(param, grad)]
     for the trainable parameters (or `parameter_list`) that the loss depends on.
 
-    `checkpoints` (Fluid 1.8's recompute checkpoints: Variables or names) are checked and
-    accepted; the gradients are the same as without them, because Fluidity keeps the
-    forward activations rather than recomputing them between checkpoints — no memory is
-    saved (as RecomputeOptimizer here; the memory passes free what is dead)."""
+    `checkpoints` (Fluid 1.8's recompute checkpoints: Variables or names): the forward ops
+    between consecutive checkpoints are run again in the backward pass, as Fluid 1.8 builds
+    it (fluidity/recompute.py), so only the checkpoints and what crosses segments need to
+    outlive the forward pass; the gradients are the same."""
     where = "fluid.backward.append_backward"
     _check_type(loss, "loss", Variable, where)
     if callbacks is not None:
@@ -604,7 +640,13 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
         target.append_op("fill_constant", outputs={"Out": loss_grad},
                          attrs={"shape": [d if d > 0 else 1 for d in loss.shape],
                                 "dtype": loss.dtype, "value": 1.0})
-    produced = _emit_backward(block, [loss], [loss_grad], no_grad, names, grad_block=target)
+    if checkpoints and target is block:
+        produced = _emit_recompute_backward(
+            block, [loss], [loss_grad], no_grad, names,
+            [c if isinstance(c, str) else c.name for c in checkpoints])
+    else:
+        produced = _emit_backward(block, [loss], [loss_grad], no_grad, names,
+                                  grad_block=target)
 
     if parameter_list is not None:
         params = [block.var(p) if isinstance(p, str) else p for p in parameter_list]

@@ -237,11 +237,16 @@ class Optimizer:
                f"{type(self).__name__}.minimize: grad_clip must be a GradientClipByValue/"
                f"ByNorm/ByGlobalNorm, got {type(grad_clip).__name__}")
         params_grads = self.backward(loss, startup_program, parameter_list, no_grad_set)
+        return self._optimize_clipped(loss, startup_program, params_grads, grad_clip), \
+            params_grads
+
+    def _optimize_clipped(self, loss, startup_program, params_grads, grad_clip):
+        """apply_optimize, with `grad_clip` (when given) in place of the optimizer's own."""
         if grad_clip is None:
-            return self.apply_optimize(loss, startup_program, params_grads), params_grads
+            return self.apply_optimize(loss, startup_program, params_grads)
         saved, self._grad_clip = self._grad_clip, grad_clip
         try:
-            return self.apply_optimize(loss, startup_program, params_grads), params_grads
+            return self.apply_optimize(loss, startup_program, params_grads)
         finally:
             self._grad_clip = saved
 
@@ -764,9 +769,9 @@ class ExponentialMovingAverage(_SwapPrograms):
 
 class RecomputeOptimizer(Optimizer):
     """Wraps an optimizer for recomputation (Fluid 1.8): `_set_checkpoints(vars)` names the
-    activations to keep. Fluidity computes the same updates as the inner optimizer; the
-    forward activations between checkpoints are kept rather than recomputed (the memory
-    passes, fluid.memory_optimize, free what is dead)."""
+    activations to keep; the backward pass runs the forward ops between checkpoints again
+    (append_backward's `checkpoints`, fluidity/recompute.py), then the inner optimizer
+    updates as it would."""
 
     def __init__(self, optimizer):
         _check(isinstance(optimizer, Optimizer),
@@ -783,14 +788,21 @@ class RecomputeOptimizer(Optimizer):
         self._checkpoints = list(checkpoints)
 
     def load(self, stat_dict):
-        raise FluidityError("RecomputeOptimizer.load: state dicts are a dygraph feature")
+        raise NotImplementedError(
+            "load function is not supported by Recompute Optimizer for now")
 
     def backward(self, loss, startup_program=None, parameter_list=None, no_grad_set=None,
                  callbacks=None, checkpoints=None):
         if checkpoints is not None:
             self._set_checkpoints(checkpoints)
-        return self._optimizer.backward(loss, startup_program, parameter_list, no_grad_set,
-                                        callbacks)
+        _check(self._checkpoints is not None,
+               "RecomputeOptimizer.backward: call _set_checkpoints first")
+        _check(isinstance(loss, Variable),
+               f"RecomputeOptimizer: the loss must be a Variable, got {type(loss).__name__}")
+        plist = parameter_list if parameter_list is not None else \
+            self._optimizer._parameter_list
+        return append_backward(loss, plist, no_grad_set, callbacks,
+                               checkpoints=self._checkpoints)
 
     def apply_gradients(self, params_grads):
         return self._optimizer.apply_gradients(params_grads)
@@ -802,8 +814,9 @@ class RecomputeOptimizer(Optimizer):
                  grad_clip=None):
         _check(self._checkpoints is not None,
                "RecomputeOptimizer.minimize: call _set_checkpoints first")
-        return self._optimizer.minimize(loss, startup_program, parameter_list, no_grad_set,
-                                        grad_clip)
+        params_grads = self.backward(loss, startup_program, parameter_list, no_grad_set)
+        return self._optimizer._optimize_clipped(loss, startup_program, params_grads,
+                                                 grad_clip), params_grads
 
 
 class LookaheadOptimizer:

@@ -88,13 +88,19 @@ def ref_momentum(lr, mu, nesterov):
     return f
 
 
-def ref_adam(lr, b1, b2, eps, t, decay=0.0):
+def ref_adam(lr, b1, b2, eps, t, decay=0.0, paddle2=False):
+    """Step t of Adam. Fluid 1.8's form (adam_op.h at the 1.8 branch point): the step size
+    lr sqrt(1 - b2^t) / (1 - b1^t) times m / (sqrt(v) + eps). `paddle2`: Paddle 2.1+'s, which
+    is the paper's bias-corrected form mhat / (sqrt(vhat) + eps)."""
     def f(g, p, m, v):
         p = p - lr * decay * p
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
-        mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
-        return p - lr * mhat / (np.sqrt(vhat) + eps), m, v
+        if paddle2:
+            mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+            return p - lr * mhat / (np.sqrt(vhat) + eps), m, v
+        lr_t = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        return p - lr_t * m / (np.sqrt(v) + eps), m, v
     return f
 
 
@@ -172,9 +178,11 @@ def test_momentum_l2_decay_attr():
     np.testing.assert_allclose(op["Param"], P0 - 0.1 * (g + 0.125 * P0), rtol=1e-10)
 
 
-def _adam_case(op_type, sparse, lazy, attrs, decay=0.0):
+def _adam_case(op_type, sparse, lazy, attrs, decay=0.0, paddle2=False):
     grads = sparse_grads(4) if sparse else _dense_grads(4)
-    b1, b2, eps, lr = 0.75, 0.9375, 2.0 ** -20, 0.05
+    # eps near sqrt(Moment2) of the absent rows (which decay) and a coarse beta2, so the two
+    # forms of epsilon differ by far more than the tolerance
+    b1, b2, eps, lr = 0.75, 0.9375, 2.0 ** -4, 0.05
     z = np.zeros(SHAPE)
     op = OneOp(op_type, {"Param": P0, "Grad": grads[0], "LearningRate": np.array([lr]),
                          "Moment1": z, "Moment2": z, "Beta1Pow": np.array([b1]),
@@ -183,7 +191,7 @@ def _adam_case(op_type, sparse, lazy, attrs, decay=0.0):
     p, m, v = P0.copy(), z.copy(), z.copy()
     for t, g in enumerate(grads, 1):
         op.run(Grad=g)
-        rule = ref_adam(lr, b1, b2, eps, t, decay)
+        rule = ref_adam(lr, b1, b2, eps, t, decay, paddle2)
         p, m, v = lazy_ref(rule, g, p, m, v) if sparse and lazy else rule(dense_of(g), p, m, v)
     np.testing.assert_allclose(op["Param"], p, rtol=1e-10)
     np.testing.assert_allclose(op["Moment1"], m, rtol=1e-10)
@@ -200,13 +208,21 @@ def test_adam(sparse, lazy):
     _adam_case("adam", sparse, lazy, {})
 
 
+@pytest.mark.parametrize("sparse,lazy", [(False, False), (True, False), (True, True)])
+def test_adam_written_by_paddle2_scales_epsilon(sparse, lazy):
+    # an adam op carrying use_global_beta_pow was written by Paddle >= 2.1: its epsilon form
+    _adam_case("adam", sparse, lazy, {"use_global_beta_pow": False}, paddle2=True)
+
+
 @pytest.mark.parametrize("sparse,lazy", [(False, False), (True, True)])
 def test_adamw(sparse, lazy):
-    _adam_case("adamw", sparse, lazy, {"coeff": 0.125, "with_decay": True}, decay=0.125)
+    _adam_case("adamw", sparse, lazy, {"coeff": 0.125, "with_decay": True}, decay=0.125,
+               paddle2=True)
 
 
-def test_adamw_without_decay_is_adam():
-    _adam_case("adamw", False, False, {"coeff": 0.125, "with_decay": False}, decay=0.0)
+def test_adamw_without_decay_is_paddle2_adam():
+    _adam_case("adamw", False, False, {"coeff": 0.125, "with_decay": False}, decay=0.0,
+               paddle2=True)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -499,3 +515,62 @@ def test_clone_for_test_drops_training_ops():
     np.testing.assert_array_equal(np.array(scope.find_var("fc_0.w_0").value), w)
     exe.run(main, feed={"x": _X, "y": _Y}, scope=scope)
     assert not np.allclose(np.array(scope.find_var("fc_0.w_0").value), w)
+
+
+def _separate_outputs_run(grad, lazy, out_fill):
+    """adam with ParamOut, Moment1Out, ... naming their own variables (as Paddle's op tests
+    build it), the outputs holding `out_fill` before the run."""
+    h, d = 6, 3
+    b1, b2, eps, lr = 0.75, 0.9375, 2.0 ** -4, 0.05
+    ins = {"Param": rng.normal(size=(h, d)).astype(np.float32), "LearningRate": np.array([lr], np.float32),
+           "Moment1": np.full((h, d), 0.25, np.float32),
+           "Moment2": np.full((h, d), 0.5, np.float32),
+           "Beta1Pow": np.array([b1], np.float32), "Beta2Pow": np.array([b2], np.float32)}
+    outs = {"ParamOut": (h, d), "Moment1Out": (h, d), "Moment2Out": (h, d),
+            "Beta1PowOut": (1,), "Beta2PowOut": (1,)}
+    main = fluid.Program()
+    block = main.global_block()
+    for n, v in ins.items():
+        block.create_var(name=n, shape=v.shape, dtype="float32", persistable=True)
+    for n, s in outs.items():
+        block.create_var(name=n, shape=s, dtype="float32", persistable=True)
+    block.create_var(name="Grad", shape=[h, d], dtype="float32", persistable=True,
+                     type=fluid.core.VarType.SELECTED_ROWS if lazy is not None else
+                     fluid.core.VarType.LOD_TENSOR)
+    block.append_op("adam", {**{n: [n] for n in ins}, "Grad": ["Grad"]},
+                    {n: [n] for n in outs},
+                    {"beta1": b1, "beta2": b2, "epsilon": eps, "lazy_mode": bool(lazy)})
+    scope = fluid.Scope()
+    for n, v in ins.items():
+        scope.var(n).get_tensor().set(v)
+    for n, s in outs.items():
+        scope.var(n).get_tensor().set(np.full(s, out_fill, np.float32))
+    scope.var("Grad").value = grad
+    fluid.Executor().run(main, scope=scope)
+    got = {n: np.array(scope.find_var(n).get_tensor()) for n in list(ins) + list(outs)}
+    rule = ref_adam(lr, b1, b2, eps, 1)
+    return ins, got, rule
+
+
+@pytest.mark.parametrize("lazy", [None, False, True])
+def test_update_with_separate_outputs_leaves_its_inputs(lazy):
+    """Outputs naming other variables than the inputs they update: the inputs keep their
+    values, the outputs get the update; a lazy update writes only the gradient's rows of
+    the outputs, which keep their other rows (Paddle's kernels write into their buffers)."""
+    h, d = 6, 3
+    rows = np.array([4, 1, 4])
+    vals = rng.normal(size=(3, d)).astype(np.float32)
+    grad = SelectedRows(rows, h, vals) if lazy is not None else \
+        LoDTensor(rng.normal(size=(h, d)).astype(np.float32))
+    ins, got, rule = _separate_outputs_run(grad, lazy, out_fill=-7.0)
+    for n, v in ins.items():
+        np.testing.assert_array_equal(got[n], v, err_msg=n)    # inputs untouched
+    g = dense_of(grad) if lazy is not None else np.asarray(grad._array)
+    p, m, v = rule(g, ins["Param"].astype(np.float64), ins["Moment1"], ins["Moment2"])
+    touched = np.unique(rows) if lazy else np.arange(h)
+    for name, want in (("ParamOut", p), ("Moment1Out", m), ("Moment2Out", v)):
+        np.testing.assert_allclose(got[name][touched], want[touched], rtol=1e-6,
+                                   err_msg=name)
+        rest = np.setdiff1d(np.arange(h), touched)
+        np.testing.assert_array_equal(got[name][rest], -7.0)
+    np.testing.assert_allclose(got["Beta1PowOut"], ins["Beta1Pow"] * 0.75, rtol=1e-7)

@@ -18,6 +18,7 @@ from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, ProgramError
 from ..ir.views import TENSORLIKE
 from ..ops import registry
+from . import separate_outputs
 
 
 _TENSORS = (VarType.LOD_TENSOR, VarType.SELECTED_ROWS)
@@ -322,7 +323,9 @@ class Plan:
             ranks = _one_element_ranks(prep)
             if ranks is not None:
                 fn = _as_declared(fn, ranks, len(opdef.outputs))
-        return make_array_step(prep, fn, as_values=opdef.kind == "value")
+        step = make_array_step(prep, fn, as_values=opdef.kind == "value")
+        pairs = separate_outputs.separate_pairs(op, opdef)
+        return separate_outputs.wrap(prep, step, pairs) if pairs else step
 
     def _reads_type(self, op, vtype):
         """Whether an input of `op` is declared of type `vtype` (see _VALUE_KERNELS)."""

@@ -30,7 +30,7 @@ from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError, ProgramError, ShapeError
 from . import sparse_kernels
-from .registry import In, OpDef, Out, long
+from .registry import AttrType, In, OpDef, Out, Typed, long
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -104,6 +104,21 @@ class UpdateOp(OpDef):
     @staticmethod
     def finish(ins, attrs):
         pass
+
+    @classmethod
+    def rows_written(cls, attrs, ins):
+        """(rows, input slots) when the op writes only those rows of Param and its states
+        (a lazy update from a SelectedRows Grad: its valid rows), else None (every row). The
+        executor keeps the other rows of an output that names another variable than its
+        input (executor/separate_outputs.py), as Paddle's kernels leave them."""
+        grad = ins.get("Grad")
+        if type(grad) is not SelectedRows or not cls.lazy(attrs):
+            return None
+        rows = np.unique(np.asarray(grad.rows, dtype=np.int64))
+        p = ins.get("Param")
+        if type(p) is LoDTensor and p._array is not None:
+            rows = rows[(rows >= 0) & (rows < p._array.shape[0])]
+        return rows, ("Param",) + tuple(cls.state_slots(attrs))
 
     @classmethod
     def prepare(cls, attrs, outputs):
@@ -264,12 +279,32 @@ class Momentum(UpdateOp):
         return f
 
 
-def _adam(lr, g, p, m1, m2, *, beta1, beta2, eps, b1p, b2p):
-    """Paddle 2.x's Adam step (epsilon scaled by sqrt(1 - beta2^t), as its kernels do)."""
+def paddle2_epsilon(attrs):
+    """Whether an adam op takes Paddle 2.1+'s epsilon, scaled by sqrt(1 - beta2^t), rather than
+    Fluid 1.x's, added as it is. The op's own attributes say which Paddle wrote it: Paddle 2.1
+    added the attribute `use_global_beta_pow` (its op version checkpoint 3) and writes it on
+    every adam op it builds, and Paddle's kernels scale epsilon from that line on; Fluid 1.x's
+    adam has no such attribute, and Fluidity builds adam as Fluid 1.8 does, without it. No
+    op version checkpoint records the change of formula itself, so nothing else in a file
+    tells the two apart. `attrs`: the kernel's attributes (absent ones hold their default,
+    None for this one)."""
+    return attrs.get("use_global_beta_pow") is not None
+
+
+def adam_eps_t(eps, b2p, scaled):
+    """The epsilon a step adds to sqrt(Moment2): Fluid 1.8's `eps`, or Paddle 2.1+'s
+    `eps * sqrt(1 - beta2^t)` when `scaled` (paddle2_epsilon). A float64 scalar, so that
+    numpy adds it to sqrt(Moment2) in double, as the C kernels do."""
+    return np.float64(eps * math.sqrt(1.0 - b2p) if scaled else eps)
+
+
+def _adam(lr, g, p, m1, m2, *, beta1, beta2, eps, b1p, b2p, scaled=False):
+    """One Adam step: lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t), then
+    p -= lr_t m1 / (sqrt(m2) + eps_t), eps_t from adam_eps_t."""
     lr_t = lr * np.sqrt(1.0 - b2p) / (1.0 - b1p)
     m1 = beta1 * m1 + (1.0 - beta1) * g
     m2 = beta2 * m2 + (1.0 - beta2) * g * g
-    return p - lr_t * (m1 / (np.sqrt(m2) + eps * np.sqrt(1.0 - b2p))), m1, m2
+    return p - lr_t * (m1 / (np.sqrt(m2) + adam_eps_t(eps, b2p, scaled))), m1, m2
 
 
 class Adam(UpdateOp):
@@ -282,15 +317,18 @@ class Adam(UpdateOp):
                Out("Beta2PowOut"), _MASTER_OUT)
     attrs = {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "lazy_mode": False,
              "min_row_size_to_use_multithread": long(1000), "multi_precision": False,
-             "use_global_beta_pow": False, "amsgrad": False}
+             "use_global_beta_pow": Typed(AttrType.BOOLEAN, None), "amsgrad": False}
+    # use_global_beta_pow: absent from Fluid 1.x's adam (None here), written by Paddle >= 2.1;
+    # whether an op carries it picks the epsilon form (paddle2_epsilon)
     states = ("Moment1", "Moment2")
     out_of = {"ParamOut": "Param", "Moment1Out": "Moment1", "Moment2Out": "Moment2",
               "Beta1PowOut": "Beta1Pow", "Beta2PowOut": "Beta2Pow",
               "MasterParamOut": "MasterParam"}
-    doc = ("Adam (Kingma & Ba) as Paddle 2.x computes it: m1 = b1 m1 + (1-b1) g, "
+    doc = ("Adam (Kingma & Ba) as Fluid 1.8 computes it: m1 = b1 m1 + (1-b1) g, "
            "m2 = b2 m2 + (1-b2) g^2, lr_t = lr sqrt(1-b2^t)/(1-b1^t), "
-           "Param -= lr_t m1 / (sqrt(m2) + eps sqrt(1-b2^t)); then Beta{1,2}Pow *= beta{1,2} "
-           "(unless use_global_beta_pow). SelectedRows Grad: lazy_mode=True updates only its "
+           "Param -= lr_t m1 / (sqrt(m2) + eps); an op written by Paddle >= 2.1 (one carrying "
+           "use_global_beta_pow) adds eps sqrt(1-b2^t) instead, as Paddle 2.1+ does. Then "
+           "Beta{1,2}Pow *= beta{1,2} (unless use_global_beta_pow). SelectedRows Grad: lazy_mode=True updates only its "
            "rows; lazy_mode=False (default) updates every row with g = 0 where absent, so "
            "moments of absent rows still decay -- the same result as the dense gradient.")
 
@@ -306,7 +344,8 @@ class Adam(UpdateOp):
         return {"beta1": pick("Beta1Tensor", "beta1"), "beta2": pick("Beta2Tensor", "beta2"),
                 "eps": pick("EpsilonTensor", "epsilon"),
                 "b1p": one_value(ins["Beta1Pow"], "adam", "Beta1Pow"),
-                "b2p": one_value(ins["Beta2Pow"], "adam", "Beta2Pow")}
+                "b2p": one_value(ins["Beta2Pow"], "adam", "Beta2Pow"),
+                "scaled": paddle2_epsilon(attrs)}
 
     @classmethod
     def finish(cls, ins, attrs):
@@ -332,7 +371,7 @@ class Adam(UpdateOp):
             e = cls.extra(ins, attrs)
             lr = one_value(ins["LearningRate"], op, "LearningRate")
             lr_t = lr * math.sqrt(1.0 - e["b2p"]) / (1.0 - e["b1p"])
-            eps_t = e["eps"] * math.sqrt(1.0 - e["b2p"])
+            eps_t = adam_eps_t(e["eps"], e["b2p"], e["scaled"])
             return sparse_kernels.adam(p, *states, g, rows, lr_t, e["beta1"], e["beta2"],
                                        eps_t, op)
         return _with_native_step(cls, attrs, outputs, step)
@@ -387,7 +426,8 @@ class Adamw(Adam):
     type = "adamw"
     attrs = {**Adam.attrs, "lr_ratio": 1.0, "coeff": 0.01, "with_decay": False}
     doc = ("AdamW (Loshchilov & Hutter): with lr' = lr * lr_ratio, first "
-           "Param *= 1 - lr' * coeff (when with_decay), then the Adam step with lr'. "
+           "Param *= 1 - lr' * coeff (when with_decay), then the Adam step with lr' and Paddle "
+           "2.1+'s epsilon (eps sqrt(1-b2^t)): no Fluid 1.x program has this op. "
            "SelectedRows Grad as in adam (the decay follows the rows that are updated).")
 
     @staticmethod
@@ -399,7 +439,8 @@ class Adamw(Adam):
             lr = lr * ratio
             if coeff:
                 p = p * (1.0 - lr * coeff)
-            return _adam(lr, g, p, m1, m2, **kw)
+            # the adamw op exists only in Paddle >= 2.2, whose kernels scale epsilon
+            return _adam(lr, g, p, m1, m2, **dict(kw, scaled=True))
         return f
 
 

@@ -273,12 +273,28 @@ def _params_grads(b0):
     for p, g, ops in out:
         sent = [n for n in _group_inputs([b0.ops[i] for i in ops])
                 if n not in lr_made and not _persistable(b0, n)]
+        # the parameter's gradients of later backward passes (a second minimize): as Fluid
+        # 1.8, the first optimizer op's gradient is sent and every update of the parameter
+        # on the server reads it (_renames_for)
+        later = set(_later_grads(p, g, [b0.ops[i] for i in ops]))
+        sent = [n for n in sent if n not in later]
         if len(sent) > 1:
             raise NotImplementedError(
                 f"distribute transpiler: the update of '{p}' starts from several computed "
                 f"variables {sent}; one gradient is sent per parameter")
         result.append((p, sent[0] if sent else g, ops))
     return result
+
+
+def _later_grads(param, grad, ops):
+    """The gradients other than `grad` that `param`'s optimizer ops among `ops` name in their
+    op_role_var: those of further backward passes over the same parameter."""
+    out = []
+    for op in ops:
+        rv = list(_attr(op, "op_role_var", []) or [])
+        if len(rv) >= 2 and rv[0] == param and rv[1] != grad and rv[1] not in out:
+            out.append(rv[1])
+    return out
 
 
 def _persistable(b0, name):
@@ -703,6 +719,8 @@ def _renames_for(b0, block, opt_ops, own_names):
     and each block's get its `.block<i>` suffix."""
     pshape = list(b0.find_var_recursive(block.param).shape)
     ren = {block.param: block.pname, block.grad: block.gname}
+    for g in _later_grads(block.param, block.grad, opt_ops):
+        ren[g] = block.gname   # a later pass's gradient: its update reads the sent one
     for op in opt_ops:
         written = set(op.output_arg_names)
         for n in op.input_arg_names + op.output_arg_names:

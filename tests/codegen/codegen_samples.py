@@ -252,6 +252,8 @@ def sigmoid_xent(attrs):
 # branches of a cond): tests/codegen/test_compiled_blocks.py
 ELSEWHERE = {"select_input", "auc"}   # auc: tests/codegen/test_metrics_compiled.py
 EXTRA = {   # more forms of ops above: each compiled vs the kernel too
+    "adam written by Paddle 2.1+ (scaled epsilon)": ("adam", update(
+        ("Moment1", "Moment2"), {"use_global_beta_pow": False}, extra=adam_extra)),
     "group_norm without scale and bias, 3-D": ("group_norm", lambda: (
         {"X": f32(2, 4, 7)}, {"groups": 2}, None, ["Y", "Mean", "Variance"])),
     "instance_norm without scale": ("instance_norm", lambda: (

@@ -21,7 +21,9 @@ UPDATES = {"sgd", "adam", "momentum", "adagrad"}
 N_GROUPS = 4
 RTOL, ATOL = 1e-5, 1e-6
 UPDATE_CASES = [("sgd", {}, False), ("sgd", {}, True), ("adam", {}, False),
-                ("adam", {"lazy_mode": True}, True), ("adam", {"lazy_mode": False}, True)]
+                ("adam", {"lazy_mode": True}, True), ("adam", {"lazy_mode": False}, True),
+                ("adam", {"use_global_beta_pow": False}, False),   # Paddle 2.1+'s epsilon
+                ("adam", {"lazy_mode": True, "use_global_beta_pow": False}, True)]
 
 
 @pytest.fixture(autouse=True)

@@ -101,7 +101,10 @@ def test_every_sequence_pool_type_compiles_as_the_kernel(ptype):
 @pytest.mark.parametrize("op_type,states,attrs", [
     ("sgd", (), {}), ("adagrad", ("Moment",), {}),
     ("adam", ("Moment1", "Moment2"), {"lazy_mode": True}),
-    ("adam", ("Moment1", "Moment2"), {"lazy_mode": False})])
+    ("adam", ("Moment1", "Moment2"), {"lazy_mode": False}),
+    # an adam op Paddle >= 2.1 wrote (it carries use_global_beta_pow): the scaled epsilon
+    ("adam", ("Moment1", "Moment2"), {"lazy_mode": False, "use_global_beta_pow": False}),
+    ("adam", ("Moment1", "Moment2"), {"lazy_mode": True, "use_global_beta_pow": False})])
 def test_sparse_updates_compile_bit_for_bit(op_type, states, attrs):
     """A SelectedRows Grad with duplicate rows: sgd adds row by row, adam and adagrad
     merge the duplicates first (the kernels' semantics, and their bits); adam without

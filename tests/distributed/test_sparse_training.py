@@ -157,3 +157,33 @@ def test_async_sparse_embedding_lowers_the_loss():
     for tid in (0, 1):
         losses = res.losses[tid]
         assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5]), losses
+
+
+def test_two_minimize_calls_apply_both_updates_from_the_sent_gradient():
+    """Two SGD optimizers (0.3, 0.2) minimizing one loss. As Fluid 1.8's transpiler, the
+    trainer sends the first backward pass's gradient and the server runs both updates from
+    the merged one: a sync job of 2 x 2 ends where one process with SGD(0.5) does. (In one
+    process the second pass would see the weights the first update changed; a parameter
+    server, Fluid's included, does not reproduce that.)"""
+    def build_with(rates):
+        def build():
+            main, start = fluid.Program(), fluid.Program()
+            main.random_seed = start.random_seed = 11
+            with fluid.program_guard(main, start), fluid.unique_name.guard():
+                ids = fluid.layers.data("ids", [1], dtype="int64", lod_level=1)
+                y = fluid.layers.data("y", [1])
+                emb = fluid.layers.embedding(ids, [VOCAB, WIDTH], is_sparse=True,
+                                             param_attr=fluid.ParamAttr(name="emb"))
+                pred = fluid.layers.fc(fluid.layers.fc(emb, 16, act="tanh"), 1)
+                loss = fluid.layers.mean(fluid.layers.square_error_cost(pred, y))
+                for rate in rates:
+                    fluid.optimizer.SGD(rate).minimize(loss)
+            return main, start, loss
+        return build
+    steps = 3
+    res = run_job(build_with([0.3, 0.2]), trainer_batch(same=True), steps)
+    want, _ = single_process(build_with([0.5]), lambda s: batch_all(s, same=True)[0], steps,
+                             res.init[0])
+    for k, v in want.items():
+        assert not np.allclose(v, res.init[0][k]), k              # training moved it
+        np.testing.assert_allclose(res.final[0][k], v, rtol=1e-5, atol=1e-6, err_msg=k)

@@ -227,3 +227,32 @@ def test_each_parameters_own_learning_rate_scale_is_its_own():
     for p, group in groups.items():
         assert [op.type for op in group] == ["scale", "sgd"], p
         assert group[0].output_arg_names == group[1].input("LearningRate")
+
+
+def test_two_minimize_calls_send_one_gradient_and_run_both_updates():
+    """Two optimizers minimizing one loss update each parameter twice a step, from two
+    backward passes. As Fluid 1.8's transpiler: the trainer sends the first pass's
+    gradient, and on the server both updates of the parameter read the merged one."""
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [8])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1, bias_attr=False))
+        fluid.optimizer.SGD(0.1).minimize(loss)
+        fluid.optimizer.SGD(0.2).minimize(loss)
+    grads = [op.input("Grad")[0] for op in main.global_block().ops if op.type == "sgd"]
+    assert len(grads) == 2 and grads[0] != grads[1]
+    t = _transpile(main, start, config=None)
+    sent = [n for op in t.get_trainer_program().global_block().ops if op.type == "send"
+            for n in op.input("X")]
+    assert any(n.startswith(grads[0]) for n in sent)
+    assert not any(n.startswith(grads[1]) for n in sent)
+    updates = []
+    for ep in EPS.split(","):
+        pm, _ = t.get_pserver_programs(ep)
+        ls = pm.global_block().ops[-1]
+        for g, b in (s.split(":") for s in ls.attr("grad_to_block_id")):
+            sgds = [op for op in pm.block(int(b)).ops if op.type == "sgd"]
+            updates += sgds
+            assert [op.input("Grad") for op in sgds] == [[g], [g]]
+    assert sorted(op.input("LearningRate")[0] != updates[0].input("LearningRate")[0]
+                  for op in updates) == [False, True]

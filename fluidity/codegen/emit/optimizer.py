@@ -1,8 +1,13 @@
 """What both targets' emitters of the update ops share: the operands of an update in place
 and Adam's operands."""
+from ...ops.optimizer_ops import paddle2_epsilon
 
 
-
+def adam_eps_scaled(e):
+    """Whether the adam op being emitted adds Paddle 2.1+'s eps sqrt(1 - beta2^t) (an op
+    written by Paddle >= 2.1) rather than Fluid 1.8's eps (ops.optimizer_ops.paddle2_epsilon
+    decides, for the interpreter and the compiled code alike)."""
+    return paddle2_epsilon({"use_global_beta_pow": e.attr("use_global_beta_pow")})
 
 def adam_operands(e):
     """Adam's compiled case (no beta or epsilon tensors, no amsgrad): Param, Moment1,

@@ -193,17 +193,18 @@ inline void merge_rows(const float* g, const int64_t* rows, i64 k, i64 width, fl
 }
 
 // Adam over n elements (fl::adam_elem), its step sizes from the beta powers in double; with
-// `seen` (lazy mode over a merged sparse gradient) only the rows marked there. Then, unless
-// use_global_beta_pow, the beta powers advance in a second launch (after every thread has
-// read them).
+// `seen` (lazy mode over a merged sparse gradient) only the rows marked there. Epsilon is
+// Fluid 1.8's, added as given, or (scale_eps: an op written by Paddle >= 2.1) Paddle 2.1+'s
+// eps * sqrt(1 - beta2^t). Then, unless use_global_beta_pow, the beta powers advance in a
+// second launch (after every thread has read them).
 inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, const float* lr,
-                 float* b1p, float* b2p, double b1, double b2, double eps,
+                 float* b1p, float* b2p, double b1, double b2, double eps, bool scale_eps,
                  const int64_t* seen, i64 width, bool advance_pows) {
     each(n, [=] __device__(i64 i) {
         if (seen && !seen[i / width]) return;
         const double p1 = (double)b1p[0], p2 = (double)b2p[0];
         const double lr_t = (double)lr[0] * sqrt(1.0 - p2) / (1.0 - p1);
-        const double eps_t = eps * sqrt(1.0 - p2);
+        const double eps_t = scale_eps ? eps * sqrt(1.0 - p2) : eps;
         adam_elem(p + i, m1 + i, m2 + i, g[i], lr_t, (float)b1, (float)(1.0 - b1), (float)b2,
                   (float)(1.0 - b2), eps_t);
     });

@@ -1,7 +1,7 @@
 """C++ emitters of the update ops sgd, momentum, adam and adagrad, dense and SelectedRows,
 in place, in the C kernels' arithmetic (ops/sparse_kernels.c)."""
 from .. import register
-from ..optimizer import adam_operands, update_operands
+from ..optimizer import adam_eps_scaled, adam_operands, update_operands
 
 
 def _emit_merge(e, p, g):
@@ -58,12 +58,14 @@ def momentum(e):
 
 def adam_step(e):
     """Adam's operands and the C statements defining the step's lr_t and eps_t (in double,
-    from the beta powers) and those advancing the beta powers ("" under
+    from the beta powers; eps_t is Fluid 1.8's eps, or Paddle 2.1+'s eps sqrt(1 - beta2^t)
+    for an op Paddle >= 2.1 wrote) and those advancing the beta powers ("" under
     use_global_beta_pow)."""
     p, m1, m2, g, b1p, b2p, lr, (b1, b2, eps) = adam_operands(e)
+    eps_t = f"{eps} * sqrt(1.0 - p2)" if adam_eps_scaled(e) else eps
     step_sizes = (f"const double p1 = (double){b1p}[0], p2 = (double){b2p}[0]; "
                   f"const double lr_t = (double){lr}[0] * sqrt(1.0 - p2) / (1.0 - p1); "
-                  f"const double eps_t = {eps} * sqrt(1.0 - p2);")
+                  f"const double eps_t = {eps_t};")
     pows = "" if e.attr("use_global_beta_pow") else \
         f"{b1p}[0] = {b1p}[0] * (float){b1}; {b2p}[0] = {b2p}[0] * (float){b2};"
     return p, m1, m2, g, b1, b2, step_sizes, pows

@@ -1,6 +1,6 @@
 """CUDA emitters of sgd and adam, dense and SelectedRows (runtime/cuda_ops.h)."""
 from .. import register
-from ..optimizer import adam_operands, update_operands
+from ..optimizer import adam_eps_scaled, adam_operands, update_operands
 
 
 @register("sgd", "cuda")
@@ -22,7 +22,8 @@ def adam(e):
     beta powers in a second launch. A SelectedRows Grad is merged into a dense one first
     (duplicates added atomically, each row present marked): lazy_mode steps only marked
     rows, else every row (g = 0 where absent); an empty Grad steps nothing, as the CPU
-    kernel."""
+    kernel. Epsilon as the CPU targets add it: Fluid 1.8's, or Paddle 2.1+'s scaled one for an
+    op Paddle >= 2.1 wrote."""
     p, m1, m2, g, b1p, b2p, lr, (b1, b2, eps) = adam_operands(e)
     grad, seen, width = g, "nullptr", e.prod(p.dims[1:])
     if g.rows is not None:
@@ -33,5 +34,6 @@ def adam(e):
         if e.attr("lazy_mode"):
             seen = str(marks)
     advance = "false" if e.attr("use_global_beta_pow") else "true"
+    scaled = "true" if adam_eps_scaled(e) else "false"
     e.code(f"fl::cu::adam({p}, {m1}, {m2}, {grad}, {p.numel()}, {lr}, {b1p}, {b2p}, {b1}, "
-           f"{b2}, {eps}, {seen}, {width}, {advance});")
+           f"{b2}, {eps}, {scaled}, {seen}, {width}, {advance});")
