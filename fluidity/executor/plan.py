@@ -303,6 +303,9 @@ class Plan:
         if opdef.kind == "ctx":
             self._check_slots(op, opdef)
             return opdef.make_step(prep)
+        remote = opdef.env_step(prep) if opdef.env_step is not None else None
+        if remote is not None:      # attributes that send the op to the network
+            return remote
         sparse = getattr(opdef, "selected_rows_kernel", None)
         if sparse is not None and self._reads_selected_rows(op):
             return make_array_step(prep, sparse(prep.attrs), as_values=True)
