@@ -71,12 +71,15 @@ def all_batch(step):
     return _feed(np.concatenate([ids_of(step, 0), ids_of(step, 1)]))
 
 
-def test_sync_distributed_table_matches_single_process():
+@pytest.mark.parametrize("table_lr", [1.0, 0.25])
+def test_sync_distributed_table_matches_single_process(table_lr):
+    """table_lr 0.25: the table's own learning rate (a `scale` of the global one) is made
+    on the servers, before the table's sgd."""
     steps = 4
-    res = run_job(build_table(), trainer_batch, steps)
+    res = run_job(build_table(table_lr=table_lr), trainer_batch, steps)
     init = {k: v for k, v in res.init[0].items() if k != "table"}
     init["table"] = initial_rows(INIT, np.arange(VOCAB), WIDTH)     # rows as the shards make them
-    want, want_losses = single_process(build_table(distributed=False, table_lr=2.0),
+    want, want_losses = single_process(build_table(distributed=False, table_lr=2 * table_lr),
                                        all_batch, steps, init)
     got_losses = (np.array(res.losses[0]) + np.array(res.losses[1])) / 2
     np.testing.assert_allclose(got_losses, want_losses, rtol=1e-5)

@@ -227,3 +227,30 @@ def test_each_parameters_own_learning_rate_scale_is_its_own():
     for p, group in groups.items():
         assert [op.type for op in group] == ["scale", "sgd"], p
         assert group[0].output_arg_names == group[1].input("LearningRate")
+
+
+def test_a_distributed_table_with_its_own_learning_rate():
+    """embedding(is_distributed=True) with ParamAttr(learning_rate=...): each server's
+    table block makes the table's rate (the `scale` of the global one) before its sgd, and
+    its startup initializes the global rate the scale reads; the trainer keeps neither."""
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        ids = fluid.layers.data("ids", [1], dtype="int64", lod_level=1)
+        emb = fluid.layers.embedding(ids, [100, 8], is_sparse=True, is_distributed=True,
+                                     param_attr=fluid.ParamAttr(name="t", learning_rate=0.5))
+        loss = fluid.layers.mean(fluid.layers.sequence_pool(emb, "sum"))
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    t = _transpile(main, start)
+    assert "scale" not in _types(t.get_trainer_program())
+    for ep in EPS.split(","):
+        prog = t.get_pserver_program(ep)
+        (table_block,) = [b for b in prog.blocks[1:]
+                          if any(op.type == "sgd" for op in b.ops)]
+        scale, sgd = table_block.ops[-2:]
+        assert [op.type for op in table_block.ops] == ["sum", "scale", "sgd"]
+        assert scale.attr("scale") == 0.5
+        assert scale.output("Out") == sgd.input("LearningRate")
+        (glob,) = scale.input("X")
+        startup = t.get_startup_program(ep, prog)
+        assert any(op.type == "fill_constant" and op.output_arg_names == [glob]
+                   for op in startup.global_block().ops)
