@@ -140,10 +140,10 @@ class SparseTable(SelectedRows):
         pos = np.fromiter((index.get(i, -1) for i in ids.tolist()), np.int64, len(ids))
         new = ids[pos < 0]
         if grow and new.size:
-            _, first = np.unique(new, return_index=True)
-            new = new[np.sort(first)]       # rows in the order ids first appear, as Paddle
+            new, first = np.unique(new, return_index=True)
             start = self._n
-            if self.capacity is not None:
+            if self.capacity is not None:   # spare rows in the order ids first appear
+                new = new[np.argsort(first)]
                 if start + len(new) > self.capacity:
                     raise ExecutionError(f"distributed table '{self.name}' is full: "
                                          f"{len(new)} new ids do not fit the "
