@@ -356,7 +356,7 @@ class _State:
 
     def get_variable(self, header, _value):
         name, tid = field(header, "name"), self._tid(header)
-        if self.sync:
+        if self.sync and not field(header, "no_barrier", bool, default=False):
             after = max(self.fetched.get(tid, -1), field(header, "after", int, default=-1))
             if after > self.version:
                 raise FluidityError(
