@@ -254,3 +254,25 @@ def test_a_distributed_table_with_its_own_learning_rate():
         startup = t.get_startup_program(ep, prog)
         assert any(op.type == "fill_constant" and op.output_arg_names == [glob]
                    for op in startup.global_block().ops)
+
+
+def test_get_trainer_program_makes_the_main_program_the_trainer_program():
+    """As Fluid's: a script that runs fluid.default_main_program() after
+    get_trainer_program() (a ParallelExecutor given no program) runs the trainer program;
+    the Parameter objects stay, and the pserver programs are still those of the original."""
+    main, start = _build(fluid.optimizer.Adam(0.01))
+    w = main.global_block().all_parameters()[0]
+    t = _transpile(main, start)
+    assert "adam" in _types(main)                     # transpile alone leaves it as it was
+    trainer = t.get_trainer_program()
+    assert trainer is main
+    types = _types(main)
+    assert "adam" not in types and "send" in types and "recv" in types
+    assert main.global_block().all_parameters()[0] is w
+    assert main._is_distributed
+    assert t.get_trainer_program() is main and _types(main) == types    # idempotent
+    for ep in EPS.split(","):
+        pserver = t.get_pserver_program(ep)
+        assert any(op.type == "adam" for b in pserver.blocks for op in b.ops)
+        start_ops = [op.type for op in t.get_startup_program(ep, pserver).global_block().ops]
+        assert start_ops
