@@ -53,17 +53,23 @@ def _remote_save_program(dirname, remote):
     return prog
 
 
-def save_distributed_persistables(executor, dirname, main_program, save_vars):
-    """Save a transpiled trainer program's persistables into `dirname` (see the module);
-    `save_vars` is io's, which saves the trainer's own."""
+def _check_distributed(main_program, dirname, what):
+    """TypeError / ValueError (Fluid's) unless `main_program` is a transpiled Program and
+    `dirname` is given."""
     if not isinstance(main_program, Program):
         raise TypeError(f"'main_program' should be an instance of Program, got "
                         f"{type(main_program).__name__}")
     if not getattr(main_program, "_is_distributed", False):
-        raise ValueError("save_distributed_persistables is for a transpiled (distributed) "
-                         "program")
+        raise ValueError(f"'_{what}_distributed_persistables' just be designed for "
+                         f"distributed training (a transpiled program).")
     if dirname is None:
-        raise ValueError("save_persistables of a distributed program needs a dirname")
+        raise ValueError(f"{what}_persistables of a distributed program needs a dirname")
+
+
+def save_distributed_persistables(executor, dirname, main_program, save_vars):
+    """Save a transpiled trainer program's persistables into `dirname` (see the module);
+    `save_vars` is io's, which saves the trainer's own."""
+    _check_distributed(main_program, dirname, "save")
     overview = getattr(main_program, "_parameters_on_pservers", None)
     remote = (overview.get_distributed_vars_by_vtypes(["Optimizer", "RemotePrefetch"],
                                                        groupby=True)
@@ -95,18 +101,11 @@ def load_distributed_persistables(executor, dirname, main_program):
     `dirname`: a slice from its origin's file at its offset, a whole copy from its file. A
     distributed lookup table's shard is not among them: its server restores it from its
     own checkpoint (`__lookup_table__`)."""
-    if not isinstance(main_program, Program):
-        raise TypeError(f"'main_program' should be an instance of Program, got "
-                        f"{type(main_program).__name__}")
-    if not getattr(main_program, "_is_distributed", False):
-        raise ValueError("'_load_distributed_persistables' just be designed for distributed "
-                         "training.")
+    _check_distributed(main_program, dirname, "load")
     endpoint = getattr(main_program, "_ps_endpoint", None)
     if not endpoint:
         raise ValueError("'_load_distributed_persistables' need current_endpoint set in "
                          "DistributeTranspiler.transpile")
-    if dirname is None:
-        raise ValueError("load_persistables of a distributed program needs a dirname")
     overview = main_program._parameters_on_pservers
     prog = Program()
     block = prog.global_block()

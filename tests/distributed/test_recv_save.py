@@ -8,26 +8,9 @@ import pytest
 import fluidity as fluid
 from fluidity.core.dtypes import VarType
 from fluidity.distributed import RPCClient
-from fluidity.distributed.launch import free_ports
 from fluidity.transpiler.details import VarsDistributed, VarStruct
 
-
-def _serve(value):
-    """A parameter server holding `table` = value, in a thread; returns (endpoint, thread)."""
-    (port,) = free_ports(1)
-    ep = f"127.0.0.1:{port}"
-    scope = fluid.Scope()
-    scope.var("table").get_tensor().set(value, fluid.CPUPlace())
-    prog = fluid.Program()
-    blk = prog._create_block()
-    prog._rollback()
-    prog.global_block().append_op(
-        type="listen_and_serv", inputs={"X": []}, outputs={},
-        attrs={"optimize_blocks": [blk], "endpoint": ep, "Fanin": 1,
-               "distributed_mode": 0, "grad_to_block_id": []})
-    t = threading.Thread(target=lambda: fluid.Executor().run(prog, scope=scope), daemon=True)
-    t.start()
-    return ep, t
+from pserver_fixture import serve_table as _serve
 
 
 def _load(path, shape, seek=-1):

@@ -1,33 +1,14 @@
 """lookup_table with remote_prefetch: the rows of the ids come from the parameter servers
 that hold the table's sections (Fluid's prefetch by table name), in the ids' order."""
-import threading
-
 import numpy as np
 import pytest
 
 import fluidity as fluid
 from fluidity.distributed import RPCClient
-from fluidity.distributed.launch import free_ports
 from fluidity.errors import FluidityError
 from fluidity.op import Operator
 
-
-def _serve(value):
-    """A parameter server holding `table` = value in its scope, in a thread."""
-    (port,) = free_ports(1)
-    ep = f"127.0.0.1:{port}"
-    scope = fluid.Scope()
-    scope.var("table").get_tensor().set(value, fluid.CPUPlace())
-    prog = fluid.Program()
-    blk = prog._create_block()
-    prog._rollback()
-    prog.global_block().append_op(
-        type="listen_and_serv", inputs={"X": []}, outputs={},
-        attrs={"optimize_blocks": [blk], "endpoint": ep, "Fanin": 1,
-               "distributed_mode": 0, "grad_to_block_id": []})
-    t = threading.Thread(target=lambda: fluid.Executor().run(prog, scope=scope), daemon=True)
-    t.start()
-    return ep, t
+from pserver_fixture import serve_table as _serve
 
 
 @pytest.fixture(scope="module")
