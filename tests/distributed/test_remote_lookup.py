@@ -70,3 +70,23 @@ def test_a_server_refuses_ids_past_its_table(servers):
     # the trainer believes the first section has 4 rows; the server holds 3
     with pytest.raises(FluidityError, match=r"id 3, outside \[0, 3\)"):
         _lookup([3], eps, [4, 2])
+
+
+def test_a_remote_lookup_is_never_compiled():
+    """The code generator leaves a remote_prefetch lookup to its Python step (the rows are
+    the servers'), and compiles what follows it."""
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start):
+        ids = fluid.layers.data("ids", [1], dtype="int64")
+        w = main.global_block().create_parameter(name="W", shape=[10, 4], dtype="float32")
+        out = main.global_block().create_var(name="out", dtype="float32")
+        main.global_block().append_op(
+            type="lookup_table", inputs={"W": [w], "Ids": [ids]}, outputs={"Out": [out]},
+            attrs={"remote_prefetch": True, "epmap": ["127.0.0.1:1"], "table_names": ["t"],
+                   "height_sections": [10]})
+        y = fluid.layers.scale(out, 2.0)
+    rows = fluid.CompiledProgram(main).with_native_code(feed=["ids"], fetch_list=[y]).explain()
+    (line,) = [r for r in rows.splitlines() if "lookup_table" in r]
+    assert "python" in line and "remote_prefetch" in line
+    (line,) = [r for r in rows.splitlines() if " scale " in r]
+    assert "segment" in line
