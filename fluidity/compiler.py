@@ -29,7 +29,82 @@ from .executor.strategy import ExecutionStrategy
 from .framework import Program, Variable, default_main_program
 from . import inference_api
 from .ir.views import ProgramView
+from .transpiler import batch_merge as _batch_merge
 from .transpiler import data_parallel as _dp
+
+# The graph passes a user can add to a BuildStrategy's PassBuilder by name (Fluid's
+# registered passes that change what a step computes): name -> (ProgramDesc pass, the
+# attributes it requires, passed to it in this order)
+GRAPH_PASSES = {_batch_merge.NAME: (_batch_merge.multi_batch_merge, ("num_repeats",))}
+
+
+class Pass:
+    """One graph pass of a PassBuilder (Fluid's `core.Pass`): its `type()` and the
+    attributes `set(name, value)` gives it."""
+
+    def __init__(self, pass_type):
+        self._type, self._attrs = pass_type, {}
+
+    def type(self):
+        return self._type
+
+    def set(self, name, value):
+        self._attrs[str(name)] = value
+
+    def has(self, name):
+        return name in self._attrs
+
+    def apply_to(self, desc):
+        """`desc` (a ProgramDesc) rewritten by this pass (a new one)."""
+        fn, required = GRAPH_PASSES[self._type]
+        missing = [a for a in required if a not in self._attrs]
+        if missing:
+            raise ValueError(f"pass '{self._type}' needs attribute {missing[0]!r} "
+                             f"(Pass.set({missing[0]!r}, value))")
+        return fn(desc, *(self._attrs[a] for a in required))
+
+
+class PassBuilder:
+    """The ordered passes a data-parallel program is built with (Fluid's
+    `BuildStrategy._finalize_strategy_and_create_passes()`). Fluid's fusion and memory
+    passes are its graph engine's; here only the passes of GRAPH_PASSES, which change what
+    a step computes, can be added, and they run in order over the program's desc before
+    the data-parallel pass."""
+
+    def __init__(self):
+        self._passes = []
+
+    @staticmethod
+    def _make(pass_type):
+        if pass_type not in GRAPH_PASSES:
+            raise ValueError(f"Pass {pass_type} has not been registered (the passes that "
+                             f"can be added: {sorted(GRAPH_PASSES)})")
+        return Pass(pass_type)
+
+    def append_pass(self, pass_type):
+        p = self._make(pass_type)
+        self._passes.append(p)
+        return p
+
+    def insert_pass(self, idx, pass_type):
+        if not 0 <= idx <= len(self._passes):
+            raise IndexError(f"insert_pass: index {idx} is out of [0, {len(self._passes)}]")
+        p = self._make(pass_type)
+        self._passes.insert(idx, p)
+        return p
+
+    def remove_pass(self, idx):
+        if not 0 <= idx < len(self._passes):
+            raise IndexError(f"remove_pass: index {idx} is out of [0, {len(self._passes)})")
+        del self._passes[idx]
+
+    def all_passes(self):
+        return list(self._passes)
+
+    def apply(self, desc):
+        for p in self._passes:
+            desc = p.apply_to(desc)
+        return desc
 
 
 class BuildStrategy:
@@ -71,6 +146,15 @@ class BuildStrategy:
         self.cache_runtime_context = False
         self.mkldnn_enabled_op_types = set()
         self.is_distribution = False
+        self._pass_builder = None
+
+    def _finalize_strategy_and_create_passes(self):
+        """The PassBuilder of the passes a data-parallel program is built with (Fluid's);
+        a pass added to it (`insert_pass(0, "multi_batch_merge_pass").set("num_repeats",
+        2)`) runs when a CompiledProgram with this strategy is first run."""
+        if self._pass_builder is None:
+            self._pass_builder = PassBuilder()
+        return self._pass_builder
 
 
 def _names(xs):
@@ -262,6 +346,11 @@ class CompiledProgram:
                 raise NotImplementedError("If optimizer is used in control flow, training "
                                           "on multi-places is not supported now.")
             places, self._on_device = _check_places(places, "with_data_parallel")
+            build = self._build_strategy
+            if self._on_device and getattr(build, "_pass_builder", None) is not None and \
+                    build._pass_builder.all_passes():
+                raise NotImplementedError("BuildStrategy passes (multi_batch_merge_pass) "
+                                          "on CUDA places are not built; run on CPU places")
             if self._on_device:   # CUDA places: the whole batch runs compiled on the device
                 self.plan_strategy = ExecutionStrategy("cuda")
             else:
@@ -303,7 +392,10 @@ class CompiledProgram:
             raise NotImplementedError("BuildStrategy.num_trainers > 1 (multi-process "
                                       "collective training over NCCL) is not built; "
                                       "use the distribute transpiler's pserver mode")
-        desc = _dp.data_parallel(self._program.desc, len(places), self._loss_name,
+        desc = self._program.desc
+        if getattr(build, "_pass_builder", None) is not None:
+            desc = build._pass_builder.apply(desc)
+        desc = _dp.data_parallel(desc, len(places), self._loss_name,
                                  build.gradient_scale_strategy, build.reduce_strategy)
         return DataParallelRunner(ProgramView(desc), places, scope, place_scopes,
                                   training=_dp.is_training(desc),

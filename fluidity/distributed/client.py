@@ -245,7 +245,7 @@ class RPCClient:
             if "incarnation" in rh and peer.incarnation is None:
                 peer.incarnation = rh["incarnation"]
             peer.sync = bool(rh.get("sync", peer.sync))
-            if method == "GetVariable" and "version" in rh:
+            if method == "GetVariable" and "version" in rh and not header.get("no_barrier"):
                 peer.got = rh["version"]
             elif method == "FetchBarrier":
                 peer.have = max(peer.have, peer.got)
@@ -382,12 +382,15 @@ class RPCClient:
                          self._versioned(ep, {"name": name, "trainer_id": trainer_id}), value)
                         for ep, name, value in items])
 
-    def get_vars(self, items, trainer_id):
-        """The values of each (endpoint, name)."""
+    def get_vars(self, items, trainer_id, no_barrier=False):
+        """The values of each (endpoint, name). `no_barrier` (Fluid's GetVarNoBarrier, what
+        recv_save asks): the values as they stand, without waiting for the next step's
+        update in sync mode, and without counting as this trainer's fetch of the step."""
         self._start_heartbeat(trainer_id)
+        extra = {"no_barrier": True} if no_barrier else {}
         return [v for _h, v in self.call_many(
             [(ep, "GetVariable", {"name": name, "trainer_id": trainer_id,
-                                  "after": self._peer(ep).have}, None)
+                                  "after": self._peer(ep).have, **extra}, None)
              for ep, name in items])]
 
     def barrier(self, endpoints, kind, trainer_id):

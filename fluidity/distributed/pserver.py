@@ -50,6 +50,7 @@ import secrets
 import threading
 import time
 
+from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, FluidityError
 from . import accepts, checkpoint, sparse_table
 from .admission import Refused
@@ -355,7 +356,7 @@ class _State:
 
     def get_variable(self, header, _value):
         name, tid = field(header, "name"), self._tid(header)
-        if self.sync:
+        if self.sync and not field(header, "no_barrier", bool, default=False):
             after = max(self.fetched.get(tid, -1), field(header, "after", int, default=-1))
             if after > self.version:
                 raise FluidityError(
@@ -425,6 +426,8 @@ class _State:
         tid = self._tid(header)
         block = self.prefetch_blocks.get(name)
         tables = self._prefetch_tables()
+        if block is None and table and table not in tables.values():
+            return self._lookup_held(table, value, tid, tables)
         if block is None or (table and tables.get(name) != table):
             have = sorted(set(tables.values())) or "none"
             raise KeyError(f"pserver {self.endpoint} has no distributed table "
@@ -446,6 +449,23 @@ class _State:
             return out.value
         finally:
             self.scope.delete_scope(local)
+
+    def _lookup_held(self, table, value, tid, tables):
+        """Fluid's prefetch of a table by name with no prefetch block (a `remote_prefetch`
+        lookup_table): the rows of the ids `value` from the table this server holds in its
+        scope, a dense [rows, width] tensor or a distributed table's shard."""
+        var = self.scope.find_var(table)
+        held = var.value if var is not None else None
+        if isinstance(held, sparse_table.SparseTable):
+            accepts.check_ids(value, table, held.height, f"trainer {tid}")
+            return LoDTensor(held.lookup(value._array.reshape(-1), True))
+        rows = getattr(held, "_array", None)
+        if rows is None or rows.ndim != 2:
+            have = sorted(set(tables.values())) or "none"
+            raise KeyError(f"pserver {self.endpoint} has no table '{table}' to prefetch "
+                           f"from (a [rows, width] tensor in its scope; its tables: {have})")
+        accepts.check_ids(value, table, rows.shape[0], f"trainer {tid}")
+        return LoDTensor(rows[value._array.reshape(-1)])
 
     def _prefetch_tables(self):
         """{ids variable: table name} of the prefetch blocks (their lookup's W)."""

@@ -79,7 +79,7 @@ class SparseTable(SelectedRows):
     """One pserver's shard: `positions(ids)` (rows created on first touch), `lookup(ids)`,
     `apply_sgd(lr, grad)` (the touched rows only)."""
     __slots__ = ("name", "init", "width", "dtype", "_index", "_ids", "_data", "_n", "_lock",
-                 "auto_grown")
+                 "auto_grown", "capacity")
 
     def __init__(self, name, height, width, init, dtype="float32", auto_grown=True):
         self.name, self.init, self.width = name, dict(init), int(width)
@@ -90,6 +90,10 @@ class SparseTable(SelectedRows):
         self._data = np.zeros((0, self.width), self.dtype)
         self._n = 0
         self._lock = threading.Lock()
+        # None: rows made on first touch by the initializer, ids checked against height.
+        # An int: Paddle's preallocated table (a SelectedRows whose value has more rows than
+        # ids): a new id takes the next row as it stands, until `capacity` rows are used.
+        self.capacity = None
 
     # SelectedRows' view: the rows in use (what a checkpoint saves)
     @property
@@ -113,6 +117,8 @@ class SparseTable(SelectedRows):
         return self._n
 
     def _check(self, ids):
+        if self.capacity is not None:   # Paddle's preallocated table takes any id
+            return
         if ids.size and (ids.min() < 0 or ids.max() >= self.height):
             bad = ids[(ids < 0) | (ids >= self.height)][0]
             raise ExecutionError(f"distributed table '{self.name}': id {int(bad)} is out of "
@@ -134,12 +140,20 @@ class SparseTable(SelectedRows):
         pos = np.fromiter((index.get(i, -1) for i in ids.tolist()), np.int64, len(ids))
         new = ids[pos < 0]
         if grow and new.size:
-            new = np.unique(new)
+            new, first = np.unique(new, return_index=True)
             start = self._n
-            self._reserve(start + len(new))
+            if self.capacity is not None:   # spare rows in the order ids first appear
+                new = new[np.argsort(first)]
+                if start + len(new) > self.capacity:
+                    raise ExecutionError(f"distributed table '{self.name}' is full: "
+                                         f"{len(new)} new ids do not fit the "
+                                         f"{self.capacity - start} rows left of its "
+                                         f"{self.capacity}")
+            else:
+                self._reserve(start + len(new))
+                self._data[start:start + len(new)] = initial_rows(self.init, new,
+                                                                  self.width, self.dtype)
             self._ids[start:start + len(new)] = new
-            self._data[start:start + len(new)] = initial_rows(self.init, new, self.width,
-                                                              self.dtype)
             for k, i in enumerate(new.tolist()):
                 index[i] = start + k
             self._n = start + len(new)
@@ -173,7 +187,9 @@ class SparseTable(SelectedRows):
     @classmethod
     def adopt(cls, value, name, height, width, init, dtype="float32"):
         """A SparseTable for a scope variable's value: itself if it is one, a new empty one
-        for None, the rows of a loaded SelectedRows (a checkpoint) otherwise."""
+        for None, the rows of a loaded SelectedRows (a checkpoint) otherwise. A
+        SelectedRows whose value has more rows than ids is Paddle's preallocated table: its
+        spare rows are the values the next new ids take (`capacity`)."""
         if isinstance(value, cls):
             return value
         table = cls(name, height, width, init, dtype)
@@ -184,11 +200,18 @@ class SparseTable(SelectedRows):
             raise ExecutionError(f"distributed table '{name}' holds a "
                                  f"{type(value).__name__}, not the SelectedRows of a shard")
         rows = np.asarray(value.rows, dtype=np.int64)
+        data = np.asarray(value.value) if value.value is not None else np.zeros((0, width))
+        if data.ndim != 2 or data.shape[1] != table.width or data.shape[0] < len(rows):
+            raise ExecutionError(f"distributed table '{name}': a SelectedRows of "
+                                 f"{len(rows)} ids and a value of shape {list(data.shape)} "
+                                 f"is not a table of width {table.width}")
+        if data.shape[0] > len(rows):
+            table.capacity = data.shape[0]
         table._check(rows)
         with table._lock:
-            table._reserve(len(rows))
+            table._reserve(data.shape[0])
             table._ids[:len(rows)] = rows
-            table._data[:len(rows)] = np.asarray(value.value).reshape(len(rows), table.width)
+            table._data[:data.shape[0]] = data
             table._n = len(rows)
             table._index = {int(i): k for k, i in enumerate(rows.tolist())}
         return table

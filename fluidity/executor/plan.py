@@ -312,6 +312,9 @@ class Plan:
         if opdef.kind == "ctx":
             self._check_slots(op, opdef)
             return opdef.make_step(prep)
+        remote = opdef.env_step(prep) if opdef.env_step is not None else None
+        if remote is not None:      # attributes that send the op to the network
+            return remote
         for hook, vtype in _VALUE_KERNELS:
             special = getattr(opdef, hook, None)
             if special is not None and self._reads_type(op, vtype):

@@ -8,13 +8,18 @@ tables ("Optimizer", "RemotePrefetch") exist only there: the chief (`_is_chief`)
 `recv_save` op per such variable, which fetches its slices, joins them in block order and
 writes the whole variable under its origin name, so the directory loads into an
 undistributed program. A distributed lookup table, too large to join, is saved by each
-server into `dirname/__lookup_table__` (a `checkpoint_notify` op)."""
+server into `dirname/__lookup_table__` (a `checkpoint_notify` op).
+
+`load_persistables` of a transpiled pserver program (Fluid's
+`_load_distributed_persistables`) is the other way round: the server reads its own slices
+out of the whole variables of such a directory (or of one an undistributed program saved),
+each slice a `load` op from its origin's file at the slice's offset."""
 import os
 
 from ..core.dtypes import VarType
 from ..framework import Program
 
-__all__ = ["save_distributed_persistables"]
+__all__ = ["save_distributed_persistables", "load_distributed_persistables"]
 
 _NOT_SAVED = (VarType.FEED_MINIBATCH, VarType.FETCH_LIST, VarType.READER)
 
@@ -26,6 +31,10 @@ def _remote_save_program(dirname, remote):
     block = prog.global_block()
     for name, parts in remote.items():
         origin, is_slice = parts[0].origin, parts[0].is_slice
+        if not is_slice:
+            # one whole copy a server (an accumulator such as Adam's beta1_pow, kept by
+            # each block's update alike): the first is the variable, as Fluid's file reads
+            parts = parts[:1]
         slots = [None] * len(parts)
         for i, part in enumerate(parts):
             at = part.block_id if is_slice else i
@@ -44,17 +53,23 @@ def _remote_save_program(dirname, remote):
     return prog
 
 
-def save_distributed_persistables(executor, dirname, main_program, save_vars):
-    """Save a transpiled trainer program's persistables into `dirname` (see the module);
-    `save_vars` is io's, which saves the trainer's own."""
+def _check_distributed(main_program, dirname, what):
+    """TypeError / ValueError (Fluid's) unless `main_program` is a transpiled Program and
+    `dirname` is given."""
     if not isinstance(main_program, Program):
         raise TypeError(f"'main_program' should be an instance of Program, got "
                         f"{type(main_program).__name__}")
     if not getattr(main_program, "_is_distributed", False):
-        raise ValueError("save_distributed_persistables is for a transpiled (distributed) "
-                         "program")
+        raise ValueError(f"'_{what}_distributed_persistables' just be designed for "
+                         f"distributed training (a transpiled program).")
     if dirname is None:
-        raise ValueError("save_persistables of a distributed program needs a dirname")
+        raise ValueError(f"{what}_persistables of a distributed program needs a dirname")
+
+
+def save_distributed_persistables(executor, dirname, main_program, save_vars):
+    """Save a transpiled trainer program's persistables into `dirname` (see the module);
+    `save_vars` is io's, which saves the trainer's own."""
+    _check_distributed(main_program, dirname, "save")
     overview = getattr(main_program, "_parameters_on_pservers", None)
     remote = (overview.get_distributed_vars_by_vtypes(["Optimizer", "RemotePrefetch"],
                                                        groupby=True)
@@ -78,3 +93,30 @@ def save_distributed_persistables(executor, dirname, main_program, save_vars):
                    "dir": os.path.join(dirname, "__lookup_table__"),
                    "lookup_table": tables[0]})
         executor.run(prog)
+
+
+def load_distributed_persistables(executor, dirname, main_program):
+    """Load into a transpiled pserver program's scope the variables its server holds
+    (`_parameters_on_pservers` at its `_ps_endpoint`) from the whole variables saved in
+    `dirname`: a slice from its origin's file at its offset, a whole copy from its file. A
+    distributed lookup table's shard is not among them: its server restores it from its
+    own checkpoint (`__lookup_table__`)."""
+    _check_distributed(main_program, dirname, "load")
+    endpoint = getattr(main_program, "_ps_endpoint", None)
+    if not endpoint:
+        raise ValueError("'_load_distributed_persistables' need current_endpoint set in "
+                         "DistributeTranspiler.transpile")
+    overview = main_program._parameters_on_pservers
+    prog = Program()
+    block = prog.global_block()
+    for part in overview.get_distributed_vars_by_ep(endpoint):
+        if part.vtype == "RemotePrefetch":
+            continue
+        s = part.slice
+        out = block.create_var(name=s.name, type=s.type, shape=s.shape, dtype=s.dtype,
+                               persistable=True)
+        attrs = {"file_path": os.path.join(dirname, part.origin.name)}
+        if part.is_slice:
+            attrs.update(seek=int(part.offset), shape=[int(d) for d in s.shape])
+        block.append_op(type="load", outputs={"Out": [out]}, attrs=attrs)
+    executor.run(prog)

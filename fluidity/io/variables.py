@@ -251,4 +251,11 @@ def save_persistables(executor, dirname, main_program=None, filename=None):
 
 
 def load_persistables(executor, dirname, main_program=None, filename=None):
+    """Load `main_program`'s persistables from `dirname`. A transpiled pserver program
+    loads its server's slices out of the whole variables saved there (Fluid's
+    `_load_distributed_persistables`); a trainer program, its own variables."""
+    if main_program is not None and getattr(main_program, "_is_distributed", False) and \
+            any(op.type == "listen_and_serv" for op in main_program.global_block().ops):
+        from .distributed import load_distributed_persistables
+        return load_distributed_persistables(executor, dirname, main_program)
     load_vars(executor, dirname, main_program, predicate=is_persistable, filename=filename)

@@ -308,7 +308,7 @@ class RecvSave(OpDef):
             from ..core import serialization as ser
             if not overwrite and os.path.exists(path):
                 raise ExecutionError(f"recv_save: {path} exists and overwrite is false")
-            values = _rpc(env).get_vars(list(zip(eps, remote)), tid)
+            values = _rpc(env).get_vars(list(zip(eps, remote)), tid, no_barrier=True)
             parts = []
             for name, ep, want, v in zip(remote, eps, slices, values):
                 arr = v._array if isinstance(v, LoDTensor) else np.asarray(v)

@@ -5,7 +5,7 @@ from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from . import sparse_kernels
-from .registry import In, OpDef, Out, long, strings
+from .registry import In, OpDef, Out, long, longs, strings
 
 
 def _lookup(w, ids, padding_idx, name):
@@ -52,16 +52,103 @@ def _lookup_grad(g):
          {"W@GRAD": g.input_grad("W")}, g.attrs())
 
 
+# --- remote prefetch: the rows come from the parameter servers' shards of the table ---------
+def remote_sections(attrs, op_type):
+    """(first row of each section + the table's height, endpoints, table names) of a
+    lookup with `remote_prefetch` and an `epmap`; None for a local lookup. Section k holds
+    rows [first[k], first[k + 1]) of the whole table, renumbered from 0 on epmap[k]."""
+    epmap = [str(e) for e in attrs["epmap"]]
+    if not (attrs["remote_prefetch"] and epmap):
+        return None
+    sections = [int(h) for h in attrs["height_sections"]]
+    tables = [str(t) for t in attrs["table_names"]]
+    if not len(sections) == len(epmap) == len(tables) or min(sections) < 0:
+        raise ExecutionError(f"{op_type}: remote_prefetch needs one height_sections entry "
+                             f"(>= 0) and one table_names entry per epmap endpoint; got "
+                             f"{len(epmap)} endpoints, height_sections {sections}, "
+                             f"table_names {tables}")
+    return np.cumsum([0] + sections), epmap, tables
+
+
+def remote_lookup(env, first, epmap, tables, ids_name, flat, trainer_id, op_type):
+    """[len(flat), width] rows of the ids `flat` asked of their sections' servers (each
+    distinct id once, each server asked at once). A server's reply is checked: one row of
+    one width per id asked."""
+    flat = flat.astype(np.int64, copy=False)
+    if flat.size and (flat.min() < 0 or flat.max() >= first[-1]):
+        bad = flat[(flat < 0) | (flat >= first[-1])][0]
+        raise ExecutionError(f"{op_type}: id {int(bad)} of '{ids_name}' is out of range for "
+                             f"a remote table of {int(first[-1])} rows (height_sections)")
+    section = np.searchsorted(first, flat, side="right") - 1
+    calls, where = [], []
+    for k in np.unique(section).tolist():
+        mask = section == k
+        uniq, inverse = np.unique(flat[mask], return_inverse=True)
+        calls.append((epmap[k], f"{ids_name}@{k}", f"{ids_name}@{k}@rows", tables[k],
+                      LoDTensor((uniq - first[k]).reshape(-1, 1))))
+        where.append((mask, inverse, len(uniq), k))
+    replies = env.service("rpc").prefetch_vars(calls, trainer_id) if calls else []
+    out, width = None, None
+    for (mask, inverse, n, k), got in zip(where, replies):
+        rows = getattr(got, "_array", None)
+        if rows is None or rows.ndim != 2 or rows.shape[0] != n or \
+                (width is not None and rows.shape[1] != width) or rows.dtype.kind != "f":
+            shape = None if rows is None else (list(rows.shape), str(rows.dtype))
+            raise ExecutionError(f"{op_type}: server {epmap[k]} answered {shape} for the "
+                                 f"{n} rows of table '{tables[k]}' it was asked for")
+        if out is None:
+            width = rows.shape[1]
+            out = np.empty((flat.size, width), rows.dtype)
+        out[mask] = rows[inverse]
+    return out if out is not None else np.zeros((0, 0), np.float32)
+
+
+def _remote_step(cls, p):
+    """The step of a lookup whose table lives on the parameter servers (Fluid's
+    `remote_prefetch` with an `epmap`): ids split by `height_sections`, each section's rows
+    asked of its server by table name, Out in the ids' order with their LoD."""
+    remote = remote_sections(p.attrs, cls.type)
+    if remote is None:
+        return None
+    first, epmap, tables = remote
+    ii, oi = p.in_one("Ids"), p.out_one("Out")
+    ids_name, pad, tid = p.op.input("Ids")[0], p.attrs["padding_idx"], p.attrs["trainer_id"]
+    w = p.find_var(p.op.input("W")[0])
+    width = int(w.shape[-1]) if w is not None and len(w.shape) == 2 else 0
+
+    def step(frame, env):
+        ids = frame[ii].value
+        a = ids._array if isinstance(ids, LoDTensor) else None
+        if a is None or a.dtype.kind not in "iu":
+            raise ExecutionError(f"{cls.type}: Ids '{ids_name}' must hold integer ids")
+        flat = a.reshape(-1)
+        out = remote_lookup(env, first, epmap, tables, ids_name, flat, tid, cls.type)
+        if not flat.size:
+            out = np.zeros((0, width), np.float32)
+        if pad is not None and pad != -1:
+            out[flat == pad] = 0
+        frame[oi].value = LoDTensor(out.reshape(tuple(cls.ids_shape(a.shape)) +
+                                                out.shape[1:]), ids._lod)
+    return step
+
+
 class LookupTable(OpDef):
     type = "lookup_table"
     version = 1  # Paddle's checkpoint: attribute entry_config
     inputs = (In("W"), In("Ids", no_grad=True))
     outputs = (Out("Out"),)
     attrs = {"is_sparse": False, "is_distributed": False, "padding_idx": long(-1),
-             "remote_prefetch": False, "entry_config": "", "is_test": False,
-             "table_names": strings()}
+             "grad_inplace": False, "remote_prefetch": False, "trainer_id": 0,
+             "height_sections": longs(), "epmap": strings(), "entry_config": "",
+             "is_test": False, "table_names": strings()}
     kind = "value"
-    doc = "Out = W[Ids]; Ids is [N, 1] int64 (LoD kept: one row per id)."
+    doc = ("Out = W[Ids]; Ids is [N, 1] int64 (LoD kept: one row per id). With "
+           "remote_prefetch and an epmap, the rows come from the parameter servers: the ids "
+           "of height_sections[k] from table_names[k] on epmap[k].")
+
+    @classmethod
+    def env_step(cls, p):
+        return _remote_step(cls, p)
 
     @staticmethod
     def ids_shape(ids_shape):

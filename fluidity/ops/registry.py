@@ -385,6 +385,11 @@ class OpDef:
     kernel = None            # staticmethod kernel(*inputs, **attrs)
     prepare = None           # classmethod prepare(cls, attrs, outputs) -> kernel
     make_step = None         # staticmethod make_step(op) -> step(frame, env), kind "ctx"
+    # A kernel op that some attribute values turn into a run-time one (lookup_table with
+    # remote_prefetch reads its rows from the parameter servers):
+    # classmethod env_step(cls, op) -> step(frame, env) for those values, None to run the
+    # kernel.
+    env_step = None
     # An op without `grad` ends the gradient path (ops Fluid gives an empty gradient maker:
     # comparisons, shapes, fills...). `grad_undefined = True` marks one Fluid registers no
     # gradient maker for (its fused inference ops): backward through it is an error, as in

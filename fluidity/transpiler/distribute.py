@@ -359,7 +359,7 @@ class DistTable:
     allows one): its name, gradient (as the optimizer names it), shape, the lookups, the
     learning rate and optimizer of its update, and its startup initializer."""
 
-    def __init__(self, b0, name, grad, opt_op):
+    def __init__(self, b0, name, grad, opt_op, lr_ops=()):
         var = b0.find_var_recursive(name)
         self.name, self.grad = name, grad
         self.shape = [int(d) for d in var.shape]
@@ -368,6 +368,9 @@ class DistTable:
                                f"{self.shape}")
         self.lr = opt_op.input("LearningRate")[0]
         self.opt_type = opt_op.type
+        # the ops making the table's own learning rate (the `scale` of ParamAttr's
+        # learning_rate), which run on the pservers before its sgd
+        self.lr_ops = list(lr_ops)
 
     def lookup_ops(self, block):
         """The lookup_table ops of `block` that read the table."""
@@ -407,13 +410,14 @@ def _dist_table(b0, params_grads):
         if p == name:
             opt = [b0.ops[i] for i in ops if b0.ops[i].has_attr("op_role_var") and
                    "LearningRate" in b0.ops[i].input_names]
-            if len(ops) != 1 or not opt:
+            lr_ops = _table_lr_ops(b0, ops, opt)
+            if len(opt) != 1 or len(ops) != 1 + len(lr_ops):
                 raise NotImplementedError(f"distributed table '{name}': regularization of "
                                           f"the table on the pservers is not built")
             if opt[0].type != "sgd":
                 warnings.warn(f"distributed table '{name}' is updated by sgd on the "
                               f"pservers, not '{opt[0].type}' (as in Paddle)")
-            return DistTable(b0, name, g, opt[0])
+            return DistTable(b0, name, g, opt[0], lr_ops)
     raise ProgramError(f"distributed table '{name}' has no optimizer op (is it trainable?)")
 
 
@@ -530,6 +534,22 @@ def _trainer_table(b0, table, trainer_id, endpoints, sync_mode):
     return ctrl
 
 
+def _table_lr_ops(b0, ops, opt):
+    """The ops among the table's update `ops` that make its optimizer's learning rate alone
+    (role LRSched: the `scale` of its own ParamAttr learning_rate), in program order."""
+    if len(opt) != 1:
+        return []
+    made = {opt[0].input("LearningRate")[0]}
+    out = []
+    for i in reversed(ops):
+        op = b0.ops[i]
+        if op is not opt[0] and op.role & OpRole.LRSched and \
+                set(op.output_arg_names) <= made:
+            out.append(op)
+            made.update(op.input_arg_names)
+    return out[::-1]
+
+
 def table_shard_rows(table, n_endpoints):
     """The rows a pserver's shard of the distributed table declares: ceil(rows / servers),
     as Fluid 1.6 declares it (the shard itself grows with the ids it is sent)."""
@@ -549,8 +569,9 @@ def _pserver_table(prog, src, table, init, endpoint, endpoints, trainers, sync_m
                     src.find_var_recursive(table.name).dtype, persistable=True)
     gvar = src.find_var_recursive(table.grad)
     lr = src.find_var_recursive(table.lr)
-    _declare_like(b0, lr, table.lr)
-    var_map[table.lr] = (table.lr, list(lr.shape))
+    if not table.lr_ops:
+        _declare_like(b0, lr, table.lr)
+        var_map[table.lr] = (table.lr, list(lr.shape))
     opt = rewrite.add_block(prog, parent)
     if sync_mode:
         per = [f"{table.grad}.trainer_{t}.pserver_{k}" for t in range(trainers)]
@@ -563,6 +584,8 @@ def _pserver_table(prog, src, table, init, endpoint, endpoints, trainers, sync_m
         grad = f"{table.grad}.pserver_{k}"
         per = [grad]
         _declare_like(b0, gvar, grad, persistable=False)
+    for op in table.lr_ops:     # the table's own learning rate, made before its update
+        _clone_op(prog, src.program, op, src, opt, var_map)
     rewrite.append_op(opt, "sgd", {"Param": [table.name], "Grad": [grad],
                                    "LearningRate": [table.lr]},
                       {"ParamOut": [table.name]},

@@ -2,9 +2,13 @@
 
 As in Fluid, `transpile` also appends the trainer's initial parameter fetch (recv,
 fetch_barrier, concat) to the startup program it is given (the default one when None), so a
-trainer script that runs `fluid.default_startup_program()` starts from the servers' values;
-the main program is never touched (the trainer program is a new one). The pserver startup
-programs come from a copy of the startup program taken before that."""
+trainer script that runs `fluid.default_startup_program()` starts from the servers' values.
+`get_trainer_program` makes the main program the trainer program in place and returns it,
+as Fluid's does (a trainer script may run `fluid.default_main_program()` after it, e.g.
+through a ParallelExecutor given no program); until then the main program is untouched.
+Everything is computed once, by `transpile`, from a copy of the programs as they were: the
+pserver programs, and the pserver startup programs from the startup program taken before
+its recv ops were appended."""
 import os
 
 from ..core.dtypes import VarType
@@ -80,6 +84,25 @@ def given_or_default_programs(program, startup_program):
     return program, startup_program
 
 
+def become(program, desc):
+    """In place: make Program `program` hold `desc`'s blocks (its ops and variables),
+    keeping its Python objects (a Parameter keeps its trainable flag, regularizer...), as
+    Fluid's transpiler rewrites the program it is given."""
+    for i, bd in enumerate(desc.blocks):
+        if i == len(program.desc.blocks):
+            program.desc.blocks.add()
+        own = program.desc.blocks[i]
+        own.idx, own.parent_idx = bd.idx, bd.parent_idx
+        del own.ops[:]
+        own.ops.extend(bd.ops)
+        del own.vars[:]
+        own.vars.extend(bd.vars)
+    if len(program.desc.blocks) > len(desc.blocks):
+        raise ValueError("become: the new program has fewer blocks than the program")
+    program._sync_with_cpp()
+    return program
+
+
 def wrap_program(like, desc):
     """A Program (the class of `like`) over `desc`, its global block's data variables
     marked as `like`'s are (`is_data`: the transpiled programs keep the feeds the original
@@ -118,6 +141,7 @@ class DistributeTranspiler:
         self.trainer_id, self.trainer_num = int(trainer_id), int(trainers)
         self.sync_mode, self.current_endpoint = bool(sync_mode), current_endpoint
         self.origin_program, self.startup_program = program, startup_program
+        self._origin_main = _d.rewrite.copy_program(program.desc)
         self._origin_startup = _d.rewrite.copy_program(startup_program.desc)
         self._result = _d.transpile(program.desc, self._origin_startup, self.trainer_id, eps,
                                     self.trainer_num, self.sync_mode, self.config)
@@ -155,9 +179,9 @@ class DistributeTranspiler:
         fake_init_sparse_tables)."""
         self._check()
         _d.fake_init_sparse_tables(self.startup_program.global_block(),
-                                   ProgramView(self.origin_program.desc).global_block())
-        return _mark(wrap_program(self.origin_program, _d.rewrite.copy_program(self._check().trainer)),
-                     self._dist_info)
+                                   ProgramView(self._origin_main).global_block())
+        become(self.origin_program, self._check().trainer)
+        return _mark(self.origin_program, self._dist_info)
 
     def _pserver(self, endpoint):
         pservers = self._check().pservers
@@ -183,7 +207,7 @@ class DistributeTranspiler:
                          _d.rewrite.copy_program(self._pserver(endpoint)[1]))
         main = self._pserver(endpoint)[0] if pserver_program is None else pserver_program.desc
         src = self._origin_startup if startup_program is None else startup_program.desc
-        var_map = _var_map(main, ProgramView(self.origin_program.desc).global_block())
+        var_map = _var_map(main, ProgramView(self._origin_main).global_block())
         return wrap_program(self.origin_program, _d.pserver_startup(src, main, var_map))
 
 

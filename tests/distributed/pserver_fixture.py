@@ -67,3 +67,23 @@ class InProcessPServer:
     def join(self, timeout=20):
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "the pserver did not exit"
+
+
+def serve_table(value, name="table"):
+    """A bare parameter server (no optimize ops, one trainer, sync) holding `name` = value
+    in its scope, serving in a thread until that trainer's goodbye; returns (endpoint,
+    thread)."""
+    (port,) = free_ports(1)
+    ep = f"127.0.0.1:{port}"
+    scope = fluid.Scope()
+    scope.var(name).get_tensor().set(value, fluid.CPUPlace())
+    prog = fluid.Program()
+    blk = prog._create_block()
+    prog._rollback()
+    prog.global_block().append_op(
+        type="listen_and_serv", inputs={"X": []}, outputs={},
+        attrs={"optimize_blocks": [blk], "endpoint": ep, "Fanin": 1,
+               "distributed_mode": 0, "grad_to_block_id": []})
+    t = threading.Thread(target=lambda: fluid.Executor().run(prog, scope=scope), daemon=True)
+    t.start()
+    return ep, t

@@ -7,26 +7,10 @@ import pytest
 
 import fluidity as fluid
 from fluidity.core.dtypes import VarType
-from fluidity.distributed.launch import free_ports
+from fluidity.distributed import RPCClient
 from fluidity.transpiler.details import VarsDistributed, VarStruct
 
-
-def _serve(value):
-    """A parameter server holding `table` = value, in a thread; returns (endpoint, thread)."""
-    (port,) = free_ports(1)
-    ep = f"127.0.0.1:{port}"
-    scope = fluid.Scope()
-    scope.var("table").get_tensor().set(value, fluid.CPUPlace())
-    prog = fluid.Program()
-    blk = prog._create_block()
-    prog._rollback()
-    prog.global_block().append_op(
-        type="listen_and_serv", inputs={"X": []}, outputs={},
-        attrs={"optimize_blocks": [blk], "endpoint": ep, "Fanin": 1,
-               "distributed_mode": 0, "grad_to_block_id": []})
-    t = threading.Thread(target=lambda: fluid.Executor().run(prog, scope=scope), daemon=True)
-    t.start()
-    return ep, t
+from pserver_fixture import serve_table as _serve
 
 
 def _load(path, shape, seek=-1):
@@ -113,6 +97,41 @@ def test_save_persistables_of_a_distributed_program(servers, tmp_path):
     other = tmp_path / "other"
     fluid.io.save_persistables(exe, str(other), prog)
     assert (other / "step").exists() and not (other / "table").exists()
+
+
+def test_whole_copies_on_several_servers_save_the_first(servers, tmp_path):
+    """An accumulator each server keeps whole (Adam's beta1_pow of a parameter sliced over
+    both) is saved once, from its first copy, in its own shape."""
+    exe, eps, whole = servers
+    var = VarStruct(name="table", shape=[3, 4], dtype="float32", type=VarType.LOD_TENSOR,
+                    lod_level=0, persistable=True)
+    overview = VarsDistributed()
+    for ep in eps:
+        overview.add_distributed_var(var, var, is_slice=False, block_id=0, offset=0,
+                                     vtype="Optimizer", endpoint=ep)
+    prog = fluid.Program()
+    prog.global_block().create_var(name="table", shape=[3, 4], dtype="float32",
+                                   persistable=True)
+    prog._is_distributed, prog._is_chief = True, True
+    prog._parameters_on_pservers = overview
+    fluid.io.save_persistables(exe, str(tmp_path), prog)
+    np.testing.assert_array_equal(_load(str(tmp_path / "table"), [3, 4]), whole[:3])
+    RPCClient().call(eps[1], "Goodbye", {"trainer_id": 0})   # the server not asked stops too
+
+
+def test_recv_save_reads_a_sync_server_without_waiting_for_the_next_step():
+    """A trainer that has fetched this step's values (its fetch barrier) and saves them
+    (recv_save's GetVariable without barrier) gets them at once; a plain GetVariable would
+    wait for the next step's update."""
+    value = np.arange(6, dtype=np.float32).reshape(3, 2)
+    ep, thread = _serve(value)
+    client = RPCClient()
+    client.call(ep, "FetchBarrier", {"trainer_id": 0})
+    (got,) = client.get_vars([(ep, "table")], 0, no_barrier=True)
+    np.testing.assert_array_equal(np.array(got), value)
+    client.close()               # the one trainer's goodbye: the server stops
+    thread.join(10)
+    assert not thread.is_alive()
 
 
 def test_a_serving_server_writes_its_port_file(tmp_path):

@@ -71,12 +71,15 @@ def all_batch(step):
     return _feed(np.concatenate([ids_of(step, 0), ids_of(step, 1)]))
 
 
-def test_sync_distributed_table_matches_single_process():
+@pytest.mark.parametrize("table_lr", [1.0, 0.25])
+def test_sync_distributed_table_matches_single_process(table_lr):
+    """table_lr 0.25: the table's own learning rate (a `scale` of the global one) is made
+    on the servers, before the table's sgd."""
     steps = 4
-    res = run_job(build_table(), trainer_batch, steps)
+    res = run_job(build_table(table_lr=table_lr), trainer_batch, steps)
     init = {k: v for k, v in res.init[0].items() if k != "table"}
     init["table"] = initial_rows(INIT, np.arange(VOCAB), WIDTH)     # rows as the shards make them
-    want, want_losses = single_process(build_table(distributed=False, table_lr=2.0),
+    want, want_losses = single_process(build_table(distributed=False, table_lr=2 * table_lr),
                                        all_batch, steps, init)
     got_losses = (np.array(res.losses[0]) + np.array(res.losses[1])) / 2
     np.testing.assert_allclose(got_losses, want_losses, rtol=1e-5)
@@ -190,3 +193,33 @@ def test_sparse_table_grows_on_touch_and_adopts_a_loaded_shard():
     np.testing.assert_array_equal(back.lookup([3, 7, 9]), t.lookup([3, 7, 9]))
     with pytest.raises(fluid.errors.ExecutionError, match="table 't'.*id 1000 is out of range"):
         t.lookup([1000])
+
+
+def _preallocated(rows, width):
+    """Paddle's preallocated table: a SelectedRows with no ids and `rows` spare value rows
+    (row k = k + 1), in a scope, and a lookup_sparse_table over it."""
+    from fluidity.op import Operator
+    scope = fluid.Scope()
+    w = scope.var("W").get_selected_rows()
+    w.set_height(rows)
+    w.get_tensor().set(np.repeat(np.arange(1, rows + 1, dtype="float32")[:, None], width, 1),
+                       fluid.CPUPlace())
+
+    def lookup(ids, is_test=False):
+        scope.var("Ids").get_tensor().set(np.asarray(ids, "int64"), fluid.CPUPlace())
+        Operator("lookup_sparse_table", W="W", Ids="Ids", Out="Out",
+                 is_test=is_test).run(scope, fluid.CPUPlace())
+        return np.array(scope.find_var("Out").get_tensor())[:, 0].tolist()
+    return lookup
+
+
+def test_a_preallocated_table_gives_new_ids_its_spare_rows_in_order():
+    lookup = _preallocated(6, 3)
+    # new ids take rows 0, 1, 2... in the order they first appear; any id value is a key
+    assert lookup([9, 4, 9, 123456]) == [1, 2, 1, 3]
+    assert lookup([4, 7]) == [2, 4]
+    assert lookup([5, 7, 9], is_test=True) == [0, 4, 1]     # unseen in test mode: zeros
+    assert lookup([5, 7]) == [5, 4]
+    with pytest.raises(fluid.errors.ExecutionError, match="table 'W' is full.*2 new ids"):
+        lookup([1, 2])
+    assert lookup([6]) == [6]                # the failed lookup took no row

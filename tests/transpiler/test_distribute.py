@@ -256,3 +256,52 @@ def test_two_minimize_calls_send_one_gradient_and_run_both_updates():
             assert [op.input("Grad") for op in sgds] == [[g], [g]]
     assert sorted(op.input("LearningRate")[0] != updates[0].input("LearningRate")[0]
                   for op in updates) == [False, True]
+
+
+def test_a_distributed_table_with_its_own_learning_rate():
+    """embedding(is_distributed=True) with ParamAttr(learning_rate=...): each server's
+    table block makes the table's rate (the `scale` of the global one) before its sgd, and
+    its startup initializes the global rate the scale reads; the trainer keeps neither."""
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        ids = fluid.layers.data("ids", [1], dtype="int64", lod_level=1)
+        emb = fluid.layers.embedding(ids, [100, 8], is_sparse=True, is_distributed=True,
+                                     param_attr=fluid.ParamAttr(name="t", learning_rate=0.5))
+        loss = fluid.layers.mean(fluid.layers.sequence_pool(emb, "sum"))
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    t = _transpile(main, start)
+    assert "scale" not in _types(t.get_trainer_program())
+    for ep in EPS.split(","):
+        prog = t.get_pserver_program(ep)
+        (table_block,) = [b for b in prog.blocks[1:]
+                          if any(op.type == "sgd" for op in b.ops)]
+        scale, sgd = table_block.ops[-2:]
+        assert [op.type for op in table_block.ops] == ["sum", "scale", "sgd"]
+        assert scale.attr("scale") == 0.5
+        assert scale.output("Out") == sgd.input("LearningRate")
+        (glob,) = scale.input("X")
+        startup = t.get_startup_program(ep, prog)
+        assert any(op.type == "fill_constant" and op.output_arg_names == [glob]
+                   for op in startup.global_block().ops)
+
+
+def test_get_trainer_program_makes_the_main_program_the_trainer_program():
+    """As Fluid's: a script that runs fluid.default_main_program() after
+    get_trainer_program() (a ParallelExecutor given no program) runs the trainer program;
+    the Parameter objects stay, and the pserver programs are still those of the original."""
+    main, start = _build(fluid.optimizer.Adam(0.01))
+    w = main.global_block().all_parameters()[0]
+    t = _transpile(main, start)
+    assert "adam" in _types(main)                     # transpile alone leaves it as it was
+    trainer = t.get_trainer_program()
+    assert trainer is main
+    types = _types(main)
+    assert "adam" not in types and "send" in types and "recv" in types
+    assert main.global_block().all_parameters()[0] is w
+    assert main._is_distributed
+    assert t.get_trainer_program() is main and _types(main) == types    # idempotent
+    for ep in EPS.split(","):
+        pserver = t.get_pserver_program(ep)
+        assert any(op.type == "adam" for b in pserver.blocks for op in b.ops)
+        start_ops = [op.type for op in t.get_startup_program(ep, pserver).global_block().ops]
+        assert start_ops

@@ -86,6 +86,8 @@ def _emit_pooled_lookup_grad(e, op):
 @register("lookup_table", "cpu")
 @register("lookup_table_v2", "cpu")
 def lookup_table(e):
+    if e.attr("remote_prefetch") and e.attr("epmap"):
+        e.fail("remote_prefetch: the rows come from the parameter servers")
     w, ids, out = lookup_operands(e)
     d, pad = w.dims[1], e.attr("padding_idx")
     _emit_check_ids(e, [ids], w.dims[0], e.opdef.type)
