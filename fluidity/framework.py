@@ -660,7 +660,6 @@ class Program(ProgramView):
         super().__init__(desc)
         self.current_block_idx = 0
         self.random_seed = 0
-        self._seed_counter = 0
         self._is_test = False
         self._sync_version_map()
 
@@ -739,14 +738,6 @@ class Program(ProgramView):
 
     def all_parameters(self):
         return [p for b in self.blocks for p in b.all_parameters()]
-
-    # -- ids for random ops ------------------------------------------------------------
-    def _next_seed(self):
-        """A per-op seed derived from `random_seed`, so programs with a seed are reproducible."""
-        if not self.random_seed:
-            return 0
-        self._seed_counter += 1
-        return (self.random_seed * 1000003 + self._seed_counter) % (2**31 - 1)
 
     # -- (de)serialization -------------------------------------------------------------
     def _sync_version_map(self):
