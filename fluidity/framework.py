@@ -33,7 +33,7 @@ from .ir import readable as _readable
 from .ir.infer_shape import InferShapeContext  # noqa: F401
 from .ir.op_desc import OpDesc
 from .ir.op_proto import OpProtoHolder  # noqa: F401 -- Fluid's framework.OpProtoHolder
-from .ir.views import TENSORLIKE, BlockView, OpView, ProgramView, VarView, copy_data_marks
+from .ir.views import TENSORLIKE, BlockView, clear_dtype, OpView, ProgramView, VarView, copy_data_marks
 from .ops import registry
 from .proto import framework_pb2 as pb
 from .transpiler import inference, prune
@@ -483,6 +483,8 @@ class Block(BlockView):
             return v
         v = rewrite.add_var(self, name, type, shape, dtype, lod_level, persistable,
                             stop_gradient, need_check_feed)
+        if dtype is None:   # Fluid leaves it unset: an op's shape inference gives it one
+            clear_dtype(v.desc)
         if _dygraph_tracer_ is not None:   # eager mode: a variable with a value (dygraph/)
             v = _dygraph_tracer_.eager_var(v)
         return v

@@ -48,6 +48,32 @@ def test_to_string_details_and_uninitialized_descs():
         broken.to_string(True)
 
 
+def test_create_var_without_dtype_leaves_it_unset_as_fluid():
+    """Fluid's create_var without a dtype leaves the TensorDesc's required data_type unset:
+    to_string(True) raises ValueError naming it, Variable.dtype reads the field's default
+    (BOOL), and the first op that writes the variable gives it its dtype."""
+    p = fluid.Program()
+    block = p.current_block()
+    t = block.create_var(name="t", shape=[0, 1])
+    assert t.dtype == core.VarDesc.VarType.BOOL
+    with pytest.raises(ValueError, match="data_type"):
+        p.to_string(True)
+    with pytest.raises(ValueError, match="data_type"):
+        t.to_string(True)
+    assert "t" in p.to_string(False)
+    with fluid.program_guard(p, fluid.Program()):
+        x = fluid.data("x", [2, 3], dtype="float64")
+        out = block.create_var(name="out")
+        L.assign(x, output=out)
+    assert out.dtype == core.VarDesc.VarType.FP64
+    with pytest.raises(ValueError, match="previous data type is bool"):
+        block.create_var(name="t", dtype="int32")  # as Fluid: BOOL is its dtype by now
+    block.desc.vars[0].type.lod_tensor.tensor.data_type = core.VarDesc.VarType.INT32
+    p.to_string(True)
+    got, = fluid.Executor().run(p, feed={"x": np.ones((2, 3))}, fetch_list=[out])
+    assert got.dtype == np.float64
+
+
 def test_operator_attr_type_and_info_on_variables():
     p = fluid.Program()
     blk = p.global_block()

@@ -57,6 +57,16 @@ def fill_var_type(vt, var_type, shape, dtype, lod_level):
             td.dims.extend(int(d) for d in shape)
 
 
+def clear_dtype(var_desc):
+    """Leave a tensor-like VarDesc without a data_type, as Fluid's `create_var` without a
+    dtype does: the field is required, so the desc is not whole (`to_string(True)` raises
+    ValueError) until an op's shape inference gives the variable its dtype; reading it
+    meanwhile gives the field's default, BOOL, as Fluid's `Variable.dtype` does."""
+    td = tensor_desc(var_desc)
+    if td is not None:
+        td.ClearField("data_type")
+
+
 def sub_block_ids(op_desc):
     """Indices of the blocks an OpDesc's BLOCK/BLOCKS attributes name (control flow)."""
     ids = []
