@@ -157,6 +157,9 @@ class CompiledProgram:
         self._scope = None
         self._place = None
         self._executor = None              # the DataParallelRunner, once compiled
+        # Fluid's `_local_scopes`: the places' scopes of the program this one shares its
+        # variables with (share_vars_from), else empty, as Fluid 1.8 leaves it
+        self._local_scopes = []
 
     def program_for_executor(self):
         if self._program is None:
@@ -251,6 +254,8 @@ class CompiledProgram:
             given = self._places
             if given is None and share is not None and share._compiled:
                 given = share._places     # the places of the program it shares with
+            if share is not None and share._executor is not None:
+                self._local_scopes = share._executor.local_scopes()
             places = self._get_places(place, given)
             if len(places) > 1 and _has_optimizer_in_control_flow(self._program):
                 raise NotImplementedError("If optimizer is used in control flow, training "
