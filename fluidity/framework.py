@@ -33,7 +33,8 @@ from .ir import readable as _readable
 from .ir.infer_shape import InferShapeContext  # noqa: F401
 from .ir.op_desc import OpDesc
 from .ir.op_proto import OpProtoHolder  # noqa: F401 -- Fluid's framework.OpProtoHolder
-from .ir.views import TENSORLIKE, BlockView, clear_dtype, OpView, ProgramView, VarView, copy_data_marks
+from .ir.views import (TENSORLIKE, BlockView, OpView, ProgramView, VarView, clear_dtype,
+                       copy_data_marks)
 from .ops import registry
 from .proto import framework_pb2 as pb
 from .transpiler import inference, prune
