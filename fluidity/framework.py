@@ -755,8 +755,11 @@ class Program(ProgramView):
                 pair.op_version.version = opdef.version
 
     def serialize_to_string(self):
+        """The desc's bytes. As Fluid's, a desc missing a required field (a variable declared
+        without a dtype that no op has given one) is written as it is; reading it back
+        names the missing field."""
         self._sync_version_map()
-        return self.desc.SerializeToString()
+        return self.desc.SerializePartialToString()
 
     def _serialize(self):
         return self.serialize_to_string()

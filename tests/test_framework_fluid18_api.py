@@ -70,6 +70,12 @@ def test_create_var_without_dtype_leaves_it_unset_as_fluid():
     block.create_var(name="t", dtype="int32")      # declared again, now with a dtype
     assert t.dtype == core.VarDesc.VarType.INT32
     p.to_string(True)
+    # a desc still missing a dtype is written as Fluid writes it; reading it back names the
+    # missing field
+    q = fluid.Program()
+    q.global_block().create_var(name="u", shape=[2])
+    with pytest.raises(fluid.errors.FluidityError, match="data_type"):
+        fluid.Program.parse_from_string(q.serialize_to_string())
     got, = fluid.Executor().run(p, feed={"x": np.ones((2, 3))}, fetch_list=[out])
     assert got.dtype == np.float64
 
