@@ -51,6 +51,10 @@ from .dataset import FileInstantDataset, InMemoryDataset, QueueDataset  # noqa: 
 from .datafeed.dataset_core import Dataset as _CoreDataset  # noqa: E402
 from .incubate.fleet.parameter_server.pslib.fleet_wrapper import FleetWrapper as _Fleet  # noqa: E402
 core.Dataset, core.Fleet = _CoreDataset, _Fleet
+from .executor.core_executor import CoreExecutor as _CoreExecutor  # noqa: E402
+core.Executor = _CoreExecutor   # Fluid's binding under fluid.Executor
+# Fluid's TrainerDesc builders: fluid.trainer_desc, fluid.device_worker, fluid.trainer_factory
+from . import device_worker, trainer_desc, trainer_factory  # noqa: E402,F401
 
 # the profiler and global flags (FLAGS_check_nan_inf)
 from . import average, profiler  # noqa: E402,F401

@@ -244,6 +244,9 @@ class CompiledProgram:
         # counts the changes to how the program runs (each with_*): an executor's prepared
         # runs of this program (executor/direct.py) hold only while it is unchanged
         self.setup_revision = 0
+        # Fluid's `_local_scopes`: the places' scopes of the program this one shares its
+        # variables with (share_vars_from), else empty, as Fluid 1.8 leaves it
+        self._local_scopes = []
 
     def program_for_executor(self):
         if self._program is None:
@@ -341,6 +344,8 @@ class CompiledProgram:
             given = self._places
             if given is None and share is not None and share._compiled:
                 given = share._places     # the places of the program it shares with
+            if share is not None and share._executor is not None:
+                self._local_scopes = share._executor.local_scopes()
             places = self._get_places(place, given)
             if len(places) > 1 and _has_optimizer_in_control_flow(self._program):
                 raise NotImplementedError("If optimizer is used in control flow, training "

@@ -33,7 +33,8 @@ from .ir import readable as _readable
 from .ir.infer_shape import InferShapeContext  # noqa: F401
 from .ir.op_desc import OpDesc
 from .ir.op_proto import OpProtoHolder  # noqa: F401 -- Fluid's framework.OpProtoHolder
-from .ir.views import TENSORLIKE, BlockView, OpView, ProgramView, VarView, copy_data_marks
+from .ir.views import (TENSORLIKE, BlockView, OpView, ProgramView, VarView, clear_dtype,
+                       copy_data_marks)
 from .ops import registry
 from .proto import framework_pb2 as pb
 from .transpiler import inference, prune
@@ -483,6 +484,8 @@ class Block(BlockView):
             return v
         v = rewrite.add_var(self, name, type, shape, dtype, lod_level, persistable,
                             stop_gradient, need_check_feed)
+        if dtype is None:   # Fluid leaves it unset: an op's shape inference gives it one
+            clear_dtype(v.desc)
         if _dygraph_tracer_ is not None:   # eager mode: a variable with a value (dygraph/)
             v = _dygraph_tracer_.eager_var(v)
         return v
@@ -660,7 +663,6 @@ class Program(ProgramView):
         super().__init__(desc)
         self.current_block_idx = 0
         self.random_seed = 0
-        self._seed_counter = 0
         self._is_test = False
         self._sync_version_map()
 
@@ -740,14 +742,6 @@ class Program(ProgramView):
     def all_parameters(self):
         return [p for b in self.blocks for p in b.all_parameters()]
 
-    # -- ids for random ops ------------------------------------------------------------
-    def _next_seed(self):
-        """A per-op seed derived from `random_seed`, so programs with a seed are reproducible."""
-        if not self.random_seed:
-            return 0
-        self._seed_counter += 1
-        return (self.random_seed * 1000003 + self._seed_counter) % (2**31 - 1)
-
     # -- (de)serialization -------------------------------------------------------------
     def _sync_version_map(self):
         """Record the version of every op type used (Paddle's op_version_map)."""
@@ -761,8 +755,11 @@ class Program(ProgramView):
                 pair.op_version.version = opdef.version
 
     def serialize_to_string(self):
+        """The desc's bytes. As Fluid's, a desc missing a required field (a variable declared
+        without a dtype that no op has given one) is written as it is; reading it back
+        names the missing field."""
         self._sync_version_map()
-        return self.desc.SerializeToString()
+        return self.desc.SerializePartialToString()
 
     def _serialize(self):
         return self.serialize_to_string()

@@ -1,8 +1,10 @@
 """Initializers: each adds one op to the startup program that fills a parameter, at the
 front of its block, as Fluid 1.8's do (`block._prepend_op`: a startup program lists the init
 ops last-made first; the Bilinear one appends, as Fluid's). Seeds come from the op's `seed`
-attribute (0 = nondeterministic); a program with `random_seed` set hands every initializer a
-derived seed, so runs are reproducible. A float16 parameter is filled as Fluid 1.8 fills it:
+attribute (0 = nondeterministic); an initializer without a seed of its own takes its program's
+`random_seed`, as Fluid 1.8's do, so every init op of a seeded program carries that one seed
+(and, each op reseeding its engine per run, parameters of one shape and distribution start out
+equal there, as in Fluid). A float16 parameter is filled as Fluid 1.8 fills it:
 the init op writes a float32 temporary, and a `cast` appended after it writes the parameter."""
 import math
 
@@ -30,7 +32,11 @@ class Initializer:
         self._seed = seed
 
     def _seed_for(self, block):
-        return self._seed or block.program._next_seed()
+        """Fluid 1.8's rule: seed 0 becomes the program's `random_seed`, kept by the
+        initializer from then on (an initializer shared by programs keeps the first one's)."""
+        if self._seed == 0:
+            self._seed = block.program.random_seed
+        return self._seed
 
     # the prefix of the float32 temporary a float16 parameter is filled through (Fluid's)
     _tmp_prefix = "init"

@@ -29,10 +29,10 @@ def test_parameter_and_ops():
     b = prog.global_block()
     p = b.create_parameter(name="w", shape=[3, 4], dtype="float32")
     assert isinstance(p, fluid.Parameter) and p.persistable and p.trainable
-    x = b.create_var(name="x", shape=[-1, 3])
+    x = b.create_var(name="x", shape=[-1, 3], dtype="float32")
     out = b.create_var(name="out")
     op = b.append_op("mul", {"X": x, "Y": p}, {"Out": out})
-    assert out.shape == (-1, 4)  # build-time shape inference
+    assert out.shape == (-1, 4) and out.dtype == fluid.core.VarDesc.VarType.FP32  # inferred
     assert op.input("X") == ["x"] and op.output("Out") == ["out"] and op.attr("x_num_col_dims") == 1
     first = b.prepend_op("scale", {"X": x}, {"Out": x}, {"scale": 2.0})
     assert [o.type for o in b.ops] == ["scale", "mul"] and b.ops[0] is first

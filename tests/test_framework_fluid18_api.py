@@ -48,6 +48,38 @@ def test_to_string_details_and_uninitialized_descs():
         broken.to_string(True)
 
 
+def test_create_var_without_dtype_leaves_it_unset_as_fluid():
+    """Fluid's create_var without a dtype leaves the TensorDesc's required data_type unset:
+    to_string(True) raises ValueError naming it, and the first op that writes the variable
+    (or declaring it again with a dtype) gives it one. Meanwhile its dtype is unknown (None;
+    Fluid reads the proto default, BOOL), so a load or a feed takes the value's."""
+    p = fluid.Program()
+    block = p.current_block()
+    t = block.create_var(name="t", shape=[0, 1])
+    assert t.dtype is None
+    with pytest.raises(ValueError, match="data_type"):
+        p.to_string(True)
+    with pytest.raises(ValueError, match="data_type"):
+        t.to_string(True)
+    assert "t" in p.to_string(False)
+    with fluid.program_guard(p, fluid.Program()):
+        x = fluid.data("x", [2, 3], dtype="float64")
+        out = block.create_var(name="out")
+        L.assign(x, output=out)
+    assert out.dtype == core.VarDesc.VarType.FP64
+    block.create_var(name="t", dtype="int32")      # declared again, now with a dtype
+    assert t.dtype == core.VarDesc.VarType.INT32
+    p.to_string(True)
+    # a desc still missing a dtype is written as Fluid writes it; reading it back names the
+    # missing field
+    q = fluid.Program()
+    q.global_block().create_var(name="u", shape=[2])
+    with pytest.raises(fluid.errors.FluidityError, match="data_type"):
+        fluid.Program.parse_from_string(q.serialize_to_string())
+    got, = fluid.Executor().run(p, feed={"x": np.ones((2, 3))}, fetch_list=[out])
+    assert got.dtype == np.float64
+
+
 def test_operator_attr_type_and_info_on_variables():
     p = fluid.Program()
     blk = p.global_block()
@@ -147,3 +179,21 @@ def test_require_version_reads_the_version_when_called(monkeypatch):
         monkeypatch.setattr(version, name, "0")
     with pytest.warns(UserWarning, match="develop version"):
         fluid.require_version("9.0")
+
+
+def test_dtype_less_variables_load_what_the_file_holds(tmp_path):
+    """load_program_state of a save_persistables directory declares a variable per file
+    without a dtype: each loads the file's own dtype and shape."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [2, 3], dtype="float64")
+        L.fc(x, 4)
+        L.create_global_var([2], 7, "int64", persistable=True, name="steps")
+    scope = fluid.Scope()
+    exe = fluid.Executor()
+    exe.run(startup, scope=scope)
+    with fluid.scope_guard(scope):
+        fluid.io.save_persistables(exe, str(tmp_path), main)
+    state = fluid.io.load_program_state(str(tmp_path))
+    assert state["fc_0.w_0"].dtype == np.float64 and state["fc_0.w_0"].shape == (3, 4)
+    np.testing.assert_array_equal(state["steps"], np.array([7, 7], np.int64))

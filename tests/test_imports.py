@@ -32,6 +32,7 @@ LAYERS = {
     "average": 4, "op": 4, "inference_api": 4, "communicator": 4,
     "debugger": 4, "graphviz": 4, "default_scope_funcs": 4, "version": 0, "input": 4,
     "wrapped_decorator": 0,
+    "trainer_desc": 4, "device_worker": 4, "trainer_factory": 4,
     "install_check": 5, "cli": 5, "collect_env": 5, "incubate": 5, "contrib": 5, "dygraph": 5, "__init__": 5,
 }
 BUILDER = {"framework", "layer_helper", "param_attr", "initializer", "layers", "backward",

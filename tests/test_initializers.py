@@ -72,3 +72,50 @@ def test_program_seed_makes_initializers_reproducible():
     d, _ = _init(I.Normal(seed=5), seed=11)
     e, _ = _init(I.Normal(seed=5), seed=99)
     np.testing.assert_array_equal(d, e)
+
+
+def test_seeded_program_gives_every_init_op_its_seed():
+    """Fluid 1.8: an initializer without a seed takes the program's random_seed; a seed of
+    its own wins; a program without one leaves 0 (a fresh draw per run)."""
+    for seed in (0, 123):
+        main, startup = fluid.Program(), fluid.Program()
+        startup.random_seed = seed
+        with fluid.program_guard(main, startup):
+            x = fluid.layers.data("x", [6], dtype="float32")
+            fluid.layers.fc(x, 4, param_attr=fluid.ParamAttr(initializer=I.Uniform()))
+            fluid.layers.fc(x, 4, param_attr=fluid.ParamAttr(initializer=I.Normal(seed=456)))
+            fluid.layers.fc(x, 4)   # Xavier
+        seeds = {op.type: op.attr("seed") for op in startup.global_block().ops
+                 if op.has_attr("seed") and op.attr("seed") != 456}
+        assert seeds and set(seeds.values()) == {seed}, seeds
+        assert sum(op.attr("seed") == 456 for op in startup.global_block().ops
+                   if op.has_attr("seed")) == 1
+
+
+def test_seeded_program_starts_same_shaped_parameters_equal_as_fluid():
+    """Each init op reseeds its engine with the program's seed, so in a seeded program two
+    fc layers of one shape start out equal (Fluid 1.8's behaviour, which its programs rely
+    on); without a seed they differ."""
+    for seed, equal in ((7, True), (0, False)):
+        main, startup = fluid.Program(), fluid.Program()
+        startup.random_seed = seed
+        with fluid.program_guard(main, startup):
+            x = fluid.layers.data("x", [5], dtype="float32")
+            a = fluid.layers.fc(x, 3)
+            b = fluid.layers.fc(x, 3)
+        s = fluid.Scope()
+        exe = fluid.Executor()
+        exe.run(startup, scope=s)
+        wa, wb = (np.asarray(s.find_var(p.name).get_tensor())
+                  for p in main.global_block().all_parameters() if p.name.endswith("w_0"))
+        assert np.array_equal(wa, wb) == equal
+        out = exe.run(main, feed={"x": np.ones((2, 5), "float32")}, fetch_list=[a, b],
+                      scope=s)
+        assert np.array_equal(out[0], out[1]) == equal
+
+
+def test_initializer_keeps_the_first_programs_seed():
+    init = I.Uniform()
+    _, s1 = _init(init, (2, 2), seed=31)
+    _, s2 = _init(init, (2, 2), seed=32)
+    assert s2.global_block().ops[0].attr("seed") == 31

@@ -17,6 +17,7 @@ from ..errors import EOFException  # noqa: E402,F401 -- Paddle's fluid.core.EOFE
 # what Paddle's OpTest harness asks of fluid.core (the op questions are installed by
 # fluidity/op.py, which sits above the op registry)
 from .flags import globals  # noqa: E402,F401,A004
+from . import flags as _flags  # noqa: E402
 from .names import op_proto_and_checker_maker  # noqa: E402,F401
 from ..errors import EnforceNotMet  # noqa: E402,F401 -- what Fluid's op checks raise
 
@@ -102,7 +103,13 @@ def kNewGradSuffix():  # noqa: N802 -- the dense gradient of a sparse one plus i
 
 
 def _set_eager_deletion_mode(threshold, fraction, fast_mode):
-    """Paddle's garbage-collection switch; the executors here free dead values anyway."""
+    """Fluid's garbage-collection switch: sets FLAGS_eager_delete_tensor_gb (a negative
+    threshold turns collection off), FLAGS_memory_fraction_of_eager_deletion and
+    FLAGS_fast_eager_deletion_mode. `core.Executor` runs that keep their variables in the
+    caller's scope free the temporaries while it is on (executor/core_executor.py)."""
+    _flags.set_flags({"FLAGS_eager_delete_tensor_gb": float(threshold),
+                     "FLAGS_memory_fraction_of_eager_deletion": float(fraction),
+                     "FLAGS_fast_eager_deletion_mode": bool(fast_mode)})
 
 
 def _set_process_signal_handler():

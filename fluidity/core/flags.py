@@ -24,8 +24,10 @@ _KNOWN = {"FLAGS_check_nan_inf": (bool, False),
           "FLAGS_use_system_allocator": (bool, False),
           "FLAGS_use_mkldnn": (bool, False)}
 # Paddle 1.8's public flags that tune what Fluidity does its one way; kept as set, with
-# Paddle's defaults, and changing nothing: garbage collection (the executors here free a value
-# after its last reader whatever the threshold), allocators and GPU memory fractions (tensors
+# Paddle's defaults, and changing nothing but where said: garbage collection (the executors
+# here free a value after its last reader whatever the threshold; FLAGS_eager_delete_tensor_gb
+# < 0 keeps the temporaries that a `core.Executor` run leaves in the caller's scope, as
+# Fluid's), allocators and GPU memory fractions (tensors
 # are numpy's; the CUDA target plans one arena), the parallel executor's graph mode and NCCL
 # and cuDNN choices (no NCCL or cuDNN is used), Paddle's thread pools, RPC timeouts.
 _KEPT_AS_SET = {

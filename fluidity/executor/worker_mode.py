@@ -61,7 +61,7 @@ def cores():
 
 
 def _key(program, fetch_names, desc, n_workers):
-    h = hashlib.sha256(program.desc.SerializeToString())
+    h = hashlib.sha256(program.desc.SerializePartialToString())  # dtype-less vars allowed
     h.update(repr((tuple(fetch_names), desc.desc(), n_workers, cores())).encode())
     return h.hexdigest()
 

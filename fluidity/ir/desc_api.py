@@ -34,7 +34,9 @@ def _text(name):
 
 
 def _serialize_to_string(self):
-    return self.SerializeToString()
+    """The bytes, written as Fluid writes them even where a required field is unset (a
+    variable declared without a dtype); parsing them back names that field."""
+    return self.SerializePartialToString()
 
 
 # --- ProgramDesc ----------------------------------------------------------------------

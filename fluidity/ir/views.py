@@ -57,6 +57,17 @@ def fill_var_type(vt, var_type, shape, dtype, lod_level):
             td.dims.extend(int(d) for d in shape)
 
 
+def clear_dtype(var_desc):
+    """Leave a tensor-like VarDesc without a data_type, as Fluid's `create_var` without a
+    dtype does: the field is required, so the desc is not whole (`to_string(True)` raises
+    ValueError) until an op's shape inference gives the variable its dtype. Meanwhile
+    `VarView.dtype` is None (unknown: loads, feeds and checks take the value's own dtype),
+    where Fluid reads the field's default, BOOL."""
+    td = tensor_desc(var_desc)
+    if td is not None:
+        td.ClearField("data_type")
+
+
 def sub_block_ids(op_desc):
     """Indices of the blocks an OpDesc's BLOCK/BLOCKS attributes name (control flow)."""
     ids = []
@@ -112,8 +123,10 @@ class VarView:
 
     @property
     def dtype(self):
+        """The tensor's data type code; None for a variable that holds no tensor, or one
+        declared without a dtype that no op has given one yet (`clear_dtype`)."""
         td = tensor_desc(self.desc)
-        return td.data_type if td is not None else None
+        return td.data_type if td is not None and td.HasField("data_type") else None
 
     def _set_dtype(self, dtype):
         td = tensor_desc(self.desc)

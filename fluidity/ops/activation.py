@@ -244,8 +244,15 @@ class SoftplusGrad(ActivationGrad):
         return kernel
 
 
+# Fluid's softmax clips the shifted logits at -64 (`ValueClip` in its softmax functor), so
+# no probability underflows to 0: a cross entropy after it stays finite, and its gradient
+# (-dy / p) never meets 0 * inf in softmax's own gradient. The compiled kernels clip alike.
+SOFTMAX_CLIP = -64.0
+
+
 def softmax(x, axis=-1):
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    shifted = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(np.maximum(shifted, SOFTMAX_CLIP, out=shifted))
     return e / e.sum(axis=axis, keepdims=True)
 
 
@@ -254,7 +261,8 @@ class Softmax(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     attrs = {"axis": -1, "use_cudnn": False, "data_format": "AnyLayout"}
-    doc = "Out = exp(X) / sum(exp(X)) along `axis`."
+    doc = ("Out = exp(X) / sum(exp(X)) along `axis`, each X - max(X) clipped at -64 first "
+           "(as Fluid), so no output is exactly 0.")
     inplace = {"Out": "X"}
 
     @classmethod

@@ -85,8 +85,13 @@ def test_hogwild_converges_to_the_known_optimum(ctr, read_ahead):
     # (from the constant-rate predictor's loss) is closed
     assert before > base - 0.01
     assert after < opt + 0.25 * (base - opt), (before, after, opt, base)
-    # fetch reporting: periodic means of the loss, decreasing over the run
-    assert len(seen) >= 4 and seen[-1][1] < seen[0][1]
+    # fetch reporting: periodic means of the loss, decreasing over the run. One report is
+    # the mean of ten 32-example batches (0.43 to 0.88 from run to run as the two workers
+    # interleave), so compare the first tenth of the reports with the last
+    assert len(seen) >= 10
+    reports = [f for _, f in seen]
+    tenth = len(reports) // 10
+    assert np.mean(reports[-tenth:]) < np.mean(reports[:tenth]), reports[::tenth]
     assert res[0] == pytest.approx(np.mean([v for _, v in seen[-len(res.history):]]), rel=0.3)
 
 

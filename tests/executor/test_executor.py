@@ -300,3 +300,29 @@ def test_an_undeclared_name_in_a_dispensable_input_is_absent_elsewhere_an_error(
     with pytest.raises(VariableNotFoundError, match="op 'scale': input 'X' names variable "
                                                     "'nowhere', which is not declared"):
         b.append_op("scale", {"X": ["nowhere"]}, {"Out": y})
+
+
+def test_an_empty_tensor_is_fetched_as_shape_0_with_its_lod():
+    """Fluid 1.8's fetch op hands back a tensor with no elements as shape [0], its LoD kept:
+    multiclass_nms2 keeping nothing writes [0, 6] and a [0, 1] index."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        boxes = fluid.layers.data("boxes", [2, 3, 4], dtype="float32",
+                                  append_batch_size=False)
+        scores = fluid.layers.data("scores", [2, 2, 3], dtype="float32",
+                                   append_batch_size=False)
+        out, index = fluid.layers.multiclass_nms2(boxes, scores, score_threshold=2.0,
+                                                  nms_top_k=3, keep_top_k=3,
+                                                  return_index=True)
+        zeros = fluid.layers.fill_constant([0, 6], "float32", 0.0)
+    rng = np.random.default_rng(0)
+    feed = {"boxes": rng.random((2, 3, 4), dtype="float32"),
+            "scores": rng.random((2, 2, 3), dtype="float32")}
+    exe = fluid.Executor(fluid.CPUPlace())
+    got_out, got_index, got_zeros = exe.run(main, feed=feed, fetch_list=[out, index, zeros],
+                                            return_numpy=False)
+    assert got_out.shape() == [0] and got_index.shape() == [0] and got_zeros.shape() == [0]
+    assert got_out.recursive_sequence_lengths() == [[0, 0]]
+    assert np.array(got_index).dtype == np.int32
+    arr, = exe.run(main, feed=feed, fetch_list=[zeros])
+    assert arr.shape == (0,) and np.allclose(arr, np.array([]))

@@ -131,6 +131,16 @@ def test_softmax(axis):
     check_grad("softmax", {"X": x}, ["X"], {"axis": axis})
 
 
+def test_softmax_clips_shifted_logits_at_minus_64_as_fluid():
+    """Fluid clips X - max(X) at -64, so a logit 100 below the row's largest still gets
+    exp(-64) / sum, not 0 (compiled and interpreted alike: run_op compares both)."""
+    x = np.array([[0.0, -100.0, -10.0], [50.0, 50.0, -30.0]], np.float32)
+    got = run_op("softmax", {"X": x})["Out"]
+    e = np.exp(np.maximum(x - x.max(axis=1, keepdims=True), -64.0))
+    np.testing.assert_allclose(got, e / e.sum(axis=1, keepdims=True), rtol=1e-6)
+    assert got[0, 1] > 0 and np.isfinite(np.log(got)).all()
+
+
 def test_leaky_relu_pow_gelu():
     x = rng.uniform(-2, 2, size=(4, 3)).astype(np.float32)
     x[np.abs(x) < 0.05] = 0.3

@@ -51,14 +51,18 @@ static inline void fl_matmul(const float* a, const float* b, float* c, int64_t m
         }
 }
 
-/* softmax over the last axis of [rows, cols]: exp(x - max) / their sum, summed in order. */
+/* softmax over the last axis of [rows, cols]: exp(max(x - max, -64)) / their sum, summed in
+   order (Fluid's clip at -64, as ops/activation.py's softmax). */
 static inline void fl_softmax_rows(const float* x, float* out, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * cols;
         float* o = out + r * cols;
         float m = xr[0], s = 0.0f;
         for (int64_t c = 1; c < cols; ++c) m = xr[c] > m ? xr[c] : m;
-        for (int64_t c = 0; c < cols; ++c) s += (o[c] = expf(xr[c] - m));
+        for (int64_t c = 0; c < cols; ++c) {
+            const float v = xr[c] - m;
+            s += (o[c] = expf(v < -64.0f ? -64.0f : v));
+        }
         for (int64_t c = 0; c < cols; ++c) o[c] = o[c] / s;
     }
 }

@@ -39,7 +39,10 @@ using i64 = int64_t;
 FL_HD inline void softmax_row(const float* xr, float* o, i64 cols) {
     float m = xr[0];
     for (i64 c = 1; c < cols; ++c) m = xr[c] > m ? xr[c] : m;
-    for (i64 c = 0; c < cols; ++c) o[c] = expf(xr[c] - m);
+    for (i64 c = 0; c < cols; ++c) {   // Fluid's clip at -64: no probability is 0
+        const float v = xr[c] - m;
+        o[c] = expf(v < -64.0f ? -64.0f : v);
+    }
     const float s = pairwise_sum(o, cols, 1);
     for (i64 c = 0; c < cols; ++c) o[c] = o[c] / s;
 }

@@ -79,14 +79,17 @@ inline void at_b_update(i64 M, i64 K, i64 N, const float* A, const float* D, flo
 
 // --- rows of a matrix -----------------------------------------------------------------------
 // softmax over the last axis of a [rows, cols] matrix, as ops/activation.py's softmax:
-// e = exp(x - max); e / sum(e).
+// e = exp(max(x - max, -64)); e / sum(e) (Fluid's clip: no probability underflows to 0).
 inline void softmax_rows(const float* x, float* out, i64 rows, i64 cols) {
     for (i64 r = 0; r < rows; ++r) {
         const float* xr = x + r * cols;
         float* o = out + r * cols;
         float m = xr[0];
         for (i64 c = 1; c < cols; ++c) m = xr[c] > m ? xr[c] : m;
-        for (i64 c = 0; c < cols; ++c) o[c] = std::exp(xr[c] - m);
+        for (i64 c = 0; c < cols; ++c) {
+            const float v = xr[c] - m;
+            o[c] = std::exp(v < -64.0f ? -64.0f : v);
+        }
         float s = pairwise_sum(o, cols, 1);
         for (i64 c = 0; c < cols; ++c) o[c] = o[c] / s;
     }
