@@ -70,12 +70,15 @@ import fluidity
 from fluidity.core import native
 from fluidity.datafeed import multislot
 from fluidity.ops import sparse_kernels
-from fluidity.executor import native_loop
+from fluidity.executor import direct, native_loop
 pkg = os.path.dirname(fluidity.__file__)
 assert pkg.startswith({site!r}), pkg
 srcs = [os.path.join(r, f) for r, _, fs in os.walk(pkg) for f in fs if f.endswith(".c")]
 for src in srcs:       # each with the flags its module builds it with
-    flags = native_loop.cflags() if src.endswith("native_loop.c") else native.CFLAGS
+    flags = (native_loop.cflags() if src.endswith("native_loop.c") else
+             direct.helper_cflags() if src.endswith("direct_call.c") else native.CFLAGS)
+    if flags is None:  # direct_call.c without the Python headers: run() packs in Python
+        continue
     native.load(src, flags, libs=("-lm",))
 assert multislot.build() and sparse_kernels.build()
 print(len(srcs))

@@ -48,6 +48,15 @@ _NOT_PACKED = -100           # direct_call.c's FL_NOT_PACKED
 _helper = []                 # [the helper's function, or None], once per process
 
 
+def helper_cflags():
+    """The compiler flags direct_call.c builds with (the Python headers' directory added),
+    or None where this Python has no headers (python3-dev not installed)."""
+    include = sysconfig.get_paths().get("include")
+    if include and os.path.exists(os.path.join(include, "Python.h")):
+        return native.CFLAGS + (f"-I{include}",)
+    return None
+
+
 def call_helper():
     """direct_call.c's `fl_direct_call` (packs the fed arrays and calls the segment, in one
     call from Python), or None where it cannot be built: no Python headers, no C compiler,
@@ -55,11 +64,10 @@ def call_helper():
     more a run)."""
     if not _helper:
         fn = None
-        include = sysconfig.get_paths().get("include")
-        if os.environ.get("FLUIDITY_NATIVE", "1") != "0" and include and \
-                os.path.exists(os.path.join(include, "Python.h")):
+        flags = helper_cflags()
+        if os.environ.get("FLUIDITY_NATIVE", "1") != "0" and flags is not None:
             try:
-                lib = native.load(_HELPER, cflags=native.CFLAGS + (f"-I{include}",))
+                lib = native.load(_HELPER, cflags=flags)
                 proto = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)
                 fn = proto(("fl_direct_call", lib))    # the GIL held: it reads the list
             except (native.NativeBuildError, AttributeError, OSError):
