@@ -50,6 +50,11 @@ class LayerHelper:
 
     create_tmp_variable = create_variable_for_type_inference
 
+    def create_variable(self, *args, **kwargs):
+        """A variable in the current block, declared as given (Fluid's
+        LayerHelper.create_variable, used by evaluators and layers written outside Fluid)."""
+        return self.block().create_var(*args, **kwargs)
+
     def create_parameter(self, attr, shape, dtype="float32", is_bias=False,
                          default_initializer=None, suffix=None):
         if attr is False:

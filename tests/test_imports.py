@@ -29,14 +29,14 @@ LAYERS = {
     "distributed": 4, "layer_helper": 4, "param_attr": 4, "initializer": 4, "layers": 4,
     "backward": 4, "regularizer": 4, "clip": 4, "optimizer": 4, "nets": 4, "io": 4,
     "compiler": 4, "data_feeder": 4, "reader": 4, "dataset": 4, "profiler": 4, "metrics": 4,
-    "average": 4, "op": 4, "inference_api": 4, "communicator": 4,
+    "average": 4, "evaluator": 4, "op": 4, "inference_api": 4, "communicator": 4,
     "debugger": 4, "graphviz": 4, "default_scope_funcs": 4, "version": 0, "input": 4,
     "wrapped_decorator": 0,
     "install_check": 5, "cli": 5, "collect_env": 5, "incubate": 5, "contrib": 5, "dygraph": 5, "__init__": 5,
 }
 BUILDER = {"framework", "layer_helper", "param_attr", "initializer", "layers", "backward",
            "regularizer", "clip", "optimizer", "nets", "io", "compiler", "data_feeder", "reader",
-           "dataset", "metrics"}
+           "dataset", "metrics", "evaluator"}
 # (importer part, imported part) pairs forbidden although the layers would allow them
 FORBIDDEN = {(a, b) for a in ("executor", "transpiler", "codegen") for b in BUILDER}
 FORBIDDEN |= {("transpiler", "executor"), ("codegen", "executor"), ("executor", "distributed")}
