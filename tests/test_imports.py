@@ -26,7 +26,7 @@ LAYERS = {
     "ops": 1, "datafeed": 1,
     "ir": 2,
     "framework": 3, "executor": 3, "transpiler": 3, "codegen": 3,
-    "distributed": 4, "layer_helper": 4, "param_attr": 4, "initializer": 4, "layers": 4,
+    "distributed": 4, "layer_helper": 4, "layer_helper_base": 4, "param_attr": 4, "initializer": 4, "layers": 4,
     "backward": 4, "regularizer": 4, "clip": 4, "optimizer": 4, "nets": 4, "io": 4,
     "compiler": 4, "data_feeder": 4, "reader": 4, "dataset": 4, "profiler": 4, "metrics": 4,
     "average": 4, "evaluator": 4, "op": 4, "inference_api": 4, "communicator": 4,
@@ -34,7 +34,7 @@ LAYERS = {
     "wrapped_decorator": 0,
     "install_check": 5, "cli": 5, "collect_env": 5, "incubate": 5, "contrib": 5, "dygraph": 5, "__init__": 5,
 }
-BUILDER = {"framework", "layer_helper", "param_attr", "initializer", "layers", "backward",
+BUILDER = {"framework", "layer_helper", "layer_helper_base", "param_attr", "initializer", "layers", "backward",
            "regularizer", "clip", "optimizer", "nets", "io", "compiler", "data_feeder", "reader",
            "dataset", "metrics", "evaluator"}
 # (importer part, imported part) pairs forbidden although the layers would allow them
