@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 # Fluid 1.x's top-level names for places and modes, fluid.data, data-parallel running,
 # metrics, the install check and the transpiler (h4-api).
-from . import install_check, metrics, transpiler  # noqa: F401,E402
+from . import evaluator, install_check, metrics, transpiler  # noqa: F401,E402
 from .compiler import ParallelExecutor  # noqa: E402
 from .core import (CUDAPinnedPlace, create_random_int_lodtensor,  # noqa: E402
                    is_compiled_with_cuda)

@@ -45,6 +45,12 @@ def _is_number(x):
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
+def _check_lr_variable(lr):
+    _check(lr.type == VarType.LOD_TENSOR and abs(lr.numel()) == 1,
+           f"learning rate Variable '{lr.name}' must be a tensor of one element, "
+           f"got shape {list(lr.shape)}")
+
+
 class Optimizer:
     """Base optimizer. Subclasses set `type` (the update op), `accumulators` (name, fill
     value, shape or None for the parameter's shape) and implement `_op_io` giving the op's
@@ -69,6 +75,12 @@ class Optimizer:
         self._grad_clip = grad_clip
         self._name = name
         self._learning_rate_map = {}   # program -> its learning-rate Variable
+        if isinstance(learning_rate, Variable):
+            # Fluid 1.8 records a Variable learning rate for the current main program at
+            # once, so _global_learning_rate() answers before minimize (PaddleCV's
+            # image_classification fetches it so)
+            _check_lr_variable(learning_rate)
+            self._learning_rate_map[default_main_program()] = learning_rate
         self._accumulators = {}        # acc name -> {param name: Variable} (Fluid's layout)
 
     # -- learning rate ----------------------------------------------------------------------
@@ -78,9 +90,7 @@ class Optimizer:
             return
         lr = self._learning_rate
         if isinstance(lr, Variable):
-            _check(lr.type == VarType.LOD_TENSOR and abs(lr.numel()) == 1,
-                   f"learning rate Variable '{lr.name}' must be a tensor of one element, "
-                   f"got shape {list(lr.shape)}")
+            _check_lr_variable(lr)
             self._learning_rate_map[program] = lr
             return
         name = unique_name.generate("learning_rate")

@@ -26,10 +26,11 @@ LAYERS = {
     "ops": 1, "datafeed": 1,
     "ir": 2,
     "framework": 3, "executor": 3, "transpiler": 3, "codegen": 3,
-    "distributed": 4, "layer_helper": 4, "param_attr": 4, "initializer": 4, "layers": 4,
-    "backward": 4, "recompute": 4, "regularizer": 4, "clip": 4, "optimizer": 4, "nets": 4, "io": 4,
+    "distributed": 4, "layer_helper": 4, "layer_helper_base": 4, "param_attr": 4,
+    "initializer": 4, "layers": 4, "backward": 4, "recompute": 4, "regularizer": 4, "clip": 4,
+    "optimizer": 4, "nets": 4, "io": 4,
     "compiler": 4, "data_feeder": 4, "reader": 4, "dataset": 4, "profiler": 4, "metrics": 4,
-    "average": 4, "op": 4, "inference_api": 4, "communicator": 4,
+    "average": 4, "evaluator": 4, "op": 4, "inference_api": 4, "communicator": 4,
     "debugger": 4, "graphviz": 4, "default_scope_funcs": 4, "version": 0, "input": 4,
     "wrapped_decorator": 0,
     "trainer_desc": 4, "device_worker": 4, "trainer_factory": 4,
@@ -38,6 +39,9 @@ LAYERS = {
 BUILDER = {"framework", "layer_helper", "param_attr", "initializer", "layers", "backward",
            "recompute", "regularizer", "clip", "optimizer", "nets", "io", "compiler", "data_feeder", "reader",
            "dataset", "metrics"}
+BUILDER = {"framework", "layer_helper", "layer_helper_base", "param_attr", "initializer", "layers", "backward",
+           "regularizer", "clip", "optimizer", "nets", "io", "compiler", "data_feeder", "reader",
+           "dataset", "metrics", "evaluator"}
 # (importer part, imported part) pairs forbidden although the layers would allow them
 FORBIDDEN = {(a, b) for a in ("executor", "transpiler", "codegen") for b in BUILDER}
 FORBIDDEN |= {("transpiler", "executor"), ("codegen", "executor"), ("executor", "distributed")}

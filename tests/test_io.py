@@ -463,3 +463,31 @@ def test_a_tensor_array_nothing_writes_is_an_unfed_input(exe, tmp_path):
         y = fluid.layers.scale(fluid.layers.array_read(arr, i), 2.0)
     with pytest.raises(ProgramError, match=f"the targets need variable '{arr.name}'"):
         fio.save_inference_model(tmp_path, [], [y], exe, main)
+
+
+def _int_table_program(dtype):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        main.global_block().create_var(name="tree", shape=[3, 2], dtype=dtype,
+                                       persistable=True)
+    return main
+
+
+def test_integer_ids_saved_as_one_width_load_as_the_declared_one(tmp_path):
+    # PaddleRec's TDM: the train network saves its tree as int32, the infer network declares
+    # it int64; Fluid 1.8 loads it. The value takes the declared dtype when the ids fit it.
+    exe = fluid.Executor(fluid.CPUPlace())
+    ids = np.array([[0, 5], [7, 1], [2, 3]], np.int32)
+    (tmp_path / "tree").write_bytes(ser.lod_tensor_to_bytes(ids))
+    main = _int_table_program("int64")
+    scope = fluid.Scope()
+    with fluid.scope_guard(scope):
+        fio.load_vars(exe, str(tmp_path), main, vars=[main.global_block().var("tree")])
+    got = np.asarray(scope.find_var("tree").get_tensor())
+    assert got.dtype == np.int64 and got.tolist() == ids.tolist()
+    # narrowing too, when every id fits; a value that does not fit is still refused
+    (tmp_path / "tree").write_bytes(ser.lod_tensor_to_bytes(ids.astype(np.int64) + 2 ** 40))
+    main = _int_table_program("int32")
+    with pytest.raises(ShapeError, match=r"tree: variable 'tree' is int32\[3, 2\] in the "
+                                         r"program, but the file holds int64\[3, 2\]"):
+        fio.load_vars(exe, str(tmp_path), main, vars=[main.global_block().var("tree")])

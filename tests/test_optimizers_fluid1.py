@@ -148,3 +148,26 @@ def test_adam_betas_given_as_variables_train_as_the_same_numbers():
     np.testing.assert_allclose(by_var, by_number, rtol=1e-6)
     with pytest.raises(FluidityError, match="epsilon must be a number"):
         optimizer.Adam(0.1, epsilon="1e-8")
+
+
+def test_a_variable_learning_rate_is_known_before_minimize():
+    # Fluid 1.8 records a Variable learning rate at construction: PaddleCV's
+    # image_classification reads _global_learning_rate() before minimize and fetches it
+    import fluidity as fluid
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        lr = fluid.layers.cosine_decay(0.1, step_each_epoch=2, epochs=4)
+        opt = fluid.optimizer.Momentum(learning_rate=lr, momentum=0.9)
+        assert opt._global_learning_rate() is lr
+        x = fluid.layers.data("x", [2])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+        opt.minimize(loss)
+        assert opt._global_learning_rate() is lr
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    import numpy as np
+    got = [float(exe.run(main, feed={"x": np.ones((2, 2), np.float32)}, fetch_list=[lr])[0])
+           for _ in range(3)]
+    # epoch = floor(step / 2): steps 0, 1 in epoch 0, step 2 in epoch 1
+    want = [0.1 * (np.cos(e * np.pi / 4) + 1) / 2 for e in (0, 0, 1)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -14,7 +14,7 @@ from . import volume  # noqa: F401,E402  (conv3d, conv3d_transpose, pool3d, unfo
 from . import bilinear_products, sequence_context  # noqa: F401,E402  (fsp, conv_shift, ...; row_conv, ...)
 from . import image_geometry, spectral_norm  # noqa: F401,E402  (affine_grid, grid_sampler, ...)
 from . import py_func  # noqa: F401,E402  (py_func)
-from . import ctc  # noqa: F401,E402  (warpctc)
+from . import ctc, sequence_erase  # noqa: F401,E402  (warpctc, ctc_align; sequence_erase)
 # h6-book: CRF, sampled losses and beam search
 from . import beam, crf, sampled  # noqa: F401,E402
 from . import reader_ops  # noqa: F401

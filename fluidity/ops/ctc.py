@@ -168,7 +168,8 @@ class CtcAlign(OpDef):
     attrs = {"blank": 0, "merge_repeated": True, "padding_value": 0}
     share_lod = None
     doc = ("Per sequence of token ids: repeated tokens merged (merge_repeated), then blanks "
-           "removed. LoD Input [T, 1] -> LoD Output (a lone -1 when every result is empty); "
+           "removed. LoD Input [T, 1] -> LoD Output (a lone -1 row, with one empty sequence per "
+           "input sequence in the LoD, when every result is empty); "
            "padded Input [B, T] with InputLength -> Output [B, T] padded with padding_value "
            "and OutputLength.")
 
@@ -209,7 +210,9 @@ class CtcAlign(OpDef):
         for p in parts:
             lod.append(lod[-1] + len(p))
         if lod[-1] == 0:
-            return LoDTensor(np.full((1, 1), -1, a.dtype), [[0, 1]]), None
+            # Fluid 1.8: every sequence empty -> a lone -1 row, but the LoD still holds one
+            # (empty) sequence per input sequence, so edit_distance and the user see n results
+            return LoDTensor(np.full((1, 1), -1, a.dtype), [lod]), None
         return LoDTensor(np.concatenate(parts).reshape(-1, 1), [lod]), None
 
 

@@ -61,10 +61,33 @@ def _describe(dtype_code, shape):
     return f"{dtypes.name(dtype_code)}{list(shape)}"
 
 
+def _as_declared_integer(var, value):
+    """Integer ids saved as one integer dtype and declared as another (PaddleRec's TDM saves
+    its tree as int32 from the train network and declares it int64 in the infer network):
+    Fluid 1.8's load keeps whatever the file holds; here the value takes the declared dtype,
+    so the program's desc stays true, when every id fits it. Floats stay checked strictly."""
+    is_sr = isinstance(value, SelectedRows)
+    array = value.value if is_sr else value._array
+    if var is None or var.dtype is None or array is None:
+        return
+    want = dtypes.to_numpy(var.dtype)
+    if want == array.dtype or not (np.issubdtype(want, np.integer)
+                                   and np.issubdtype(array.dtype, np.integer)):
+        return
+    info = np.iinfo(want)
+    if array.size and (array.min() < info.min or array.max() > info.max):
+        return                  # does not fit: _check_fits reports the mismatch
+    if is_sr:
+        value.value = array.astype(want)
+    else:
+        value._array = array.astype(want)
+
+
 def _check_fits(path, name, var, value, check_dtype=True, check_shape=True):
     """Raise ShapeError naming the file when a loaded value does not fit VarDesc `var`."""
     if var is None:
         return
+    _as_declared_integer(var, value)
     is_sr = isinstance(value, SelectedRows)
     array = value.value if is_sr else value._array
     got_dtype = dtypes.to_code(array.dtype)

@@ -47,8 +47,20 @@ class Cast(OpDef):
 
 
 # --- concat / split / stack / unstack ------------------------------------------------------
+def _concat_view(shape, rank):
+    """An input's shape as concat sees it against X[0]'s rank: Fluid 1.8 reads only the
+    first rank dims of every input and copies each as [rows, numel / rows] blocks, so an input
+    with extra trailing dims of 1 (PaddleCV's CGAN joins noise [N, 100] with a label reshaped
+    to [N, 1, 1, 1]) joins as if they were not there. Other rank mismatches stay errors."""
+    shape = list(shape)
+    if len(shape) > rank and all(d == 1 for d in shape[rank:]):
+        return shape[:rank]
+    return shape
+
+
 def _concat_shape(shapes, axis):
     rank = len(shapes[0])
+    shapes = [_concat_view(s, rank) for s in shapes]
     if any(len(s) != rank for s in shapes):
         raise ShapeError(f"inputs {shapes} have different ranks")
     axis = norm_axis(axis, rank)
@@ -115,6 +127,9 @@ class Concat(OpDef):
                 int(np.asarray(axis_t._array).reshape(-1)[0])
             arrays = [x._array for x in xs]
             _concat_shape([list(a.shape) for a in arrays], ax)
+            rank = arrays[0].ndim
+            arrays = [a if a.ndim == rank else a.reshape(_concat_view(a.shape, rank))
+                      for a in arrays]
             ax = ax % arrays[0].ndim if arrays[0].ndim else 0
             return LoDTensor(np.concatenate(arrays, axis=ax), _concat_lod(xs, ax))
         return kernel
@@ -142,7 +157,10 @@ class ConcatGrad(OpDef):
         def kernel(xs, axis_t, dout):
             ax = axis if axis_t is None else int(np.asarray(axis_t).reshape(-1)[0])
             cuts = np.cumsum([x.shape[ax] for x in xs])[:-1]
-            return [np.ascontiguousarray(p) for p in np.split(dout, cuts, axis=ax)]
+            # each piece in its input's own shape (an input with trailing dims of 1 beyond
+            # X[0]'s rank was joined without them)
+            return [np.ascontiguousarray(p).reshape(x.shape)
+                    for p, x in zip(np.split(dout, cuts, axis=ax), xs)]
         return kernel
 
 

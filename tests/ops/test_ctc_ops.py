@@ -5,6 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
+import fluidity as fluid
+
 from fluidity.core.tensor import LoDTensor
 from fluidity.errors import FluidityError
 from op_test import check_grad, run_op
@@ -74,6 +76,31 @@ def test_ctc_align():
                  {"blank": 0, "padding_value": -9}, outputs=["Output", "OutputLength"])
     np.testing.assert_array_equal(got["Output"], [[1, 2, -9, -9, -9], [-9] * 5])
     np.testing.assert_array_equal(got["OutputLength"], [[2], [0]])
+
+
+def test_ctc_align_all_empty_keeps_one_sequence_per_input():
+    # Fluid 1.8: when every sequence decodes to nothing the data is a lone -1, but the LoD
+    # still counts each input sequence (edit_distance downstream compares n against n)
+    ids = np.array([[0], [0], [0], [0], [0]], np.int64)
+    got = run_op("ctc_align", {"Input": LoDTensor(ids, [[0, 2, 3, 5]])}, {"blank": 0},
+                 outputs=["Output"], return_lod=True)["Output"]
+    assert np.asarray(got).tolist() == [[-1]]
+    assert got.lod() == [[0, 0, 0, 0]]
+    # in one program, as ctc_greedy_decoder feeds edit_distance in PaddleCV's OCR model
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [1], dtype="int64", lod_level=1)
+        ref = fluid.layers.data("ref", [1], dtype="int64", lod_level=1)
+        out = main.global_block().create_var(name="aligned", dtype="int64", lod_level=1)
+        main.global_block().append_op(type="ctc_align", inputs={"Input": [x]},
+                                      outputs={"Output": [out]}, attrs={"blank": 0})
+        dist, num = fluid.layers.edit_distance(out, ref, normalized=False)
+    d, n = fluid.Executor(fluid.CPUPlace()).run(
+        main, feed={"x": LoDTensor(ids, [[0, 2, 3, 5]]),
+                    "ref": LoDTensor(np.array([[1], [2], [3]], np.int64), [[0, 1, 1, 3]])},
+        fetch_list=[dist, num])
+    np.testing.assert_allclose(np.asarray(d).reshape(-1), [1, 0, 2])
+    assert np.asarray(n).reshape(-1).tolist() == [3]
 
 
 def test_edit_distance():

@@ -155,3 +155,23 @@ def test_multiplex():
     ins = {"Ids": ids, "X": [("a", a), ("b", b), ("c", c)]}
     check_output("multiplex", ins, {"Out": want})
     check_grad("multiplex", ins, [("X", 0), ("X", 2)])
+
+
+def test_contrib_index_sample_layer_end_to_end():
+    # fluid.contrib.layers.index_sample (Paddle 1.8; PaddleRec's TDM infer network) picks
+    # each row's entries by the indices topk gives, and trains through x
+    import fluidity as fluid
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 5], "float32")
+        x.stop_gradient = False
+        _, top = fluid.layers.topk(x, k=2)
+        got = fluid.contrib.layers.index_sample(x, top)
+        gx = fluid.backward.gradients([fluid.layers.reduce_sum(got)], [x])[0]
+    xv = np.random.default_rng(3).normal(size=(3, 5)).astype(np.float32)
+    out, g = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv}, fetch_list=[got, gx])
+    want = -np.sort(-xv, axis=1)[:, :2]
+    np.testing.assert_allclose(out, want)
+    np.testing.assert_array_equal(g.sum(axis=1), [2, 2, 2])
+    with pytest.raises(TypeError):
+        fluid.contrib.layers.index_sample(x, fluid.data("f", [None, 2], "float32"))

@@ -68,6 +68,17 @@ def test_concat_axis_tensor():
     np.testing.assert_array_equal(got["Out"], np.concatenate([a, b], 1))
 
 
+def test_concat_input_with_trailing_unit_dims_joins_as_x0s_rank():
+    # Fluid 1.8 reads each input to X[0]'s rank: [N, 4] joined with [N, 1, 1, 1] on axis 1
+    # is [N, 5] (PaddleCV's CGAN generator), and the gradient keeps [N, 1, 1, 1]
+    a, b = r(3, 4), r(3, 1, 1, 1)
+    want = np.concatenate([a, b.reshape(3, 1)], axis=1)
+    check_output("concat", {"X": [("a", a), ("b", b)]}, {"Out": want}, {"axis": 1})
+    check_grad("concat", {"X": [("a", a), ("b", b)]}, [("X", 0), ("X", 1)], {"axis": 1})
+    # other rank mismatches are still refused
+    build_fails("concat", {"X": [("a", r(3, 4)), ("b", r(3, 1, 2))]}, {"axis": 1})
+
+
 def test_concat_mismatch_fails():
     msg = build_fails("concat", {"X": [("a", r(2, 3)), ("b", r(2, 4))]}, {"axis": 0})
     assert "[2, 3]" in msg and "[2, 4]" in msg
