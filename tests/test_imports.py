@@ -36,12 +36,9 @@ LAYERS = {
     "trainer_desc": 4, "device_worker": 4, "trainer_factory": 4,
     "install_check": 5, "cli": 5, "collect_env": 5, "incubate": 5, "contrib": 5, "dygraph": 5, "__init__": 5,
 }
-BUILDER = {"framework", "layer_helper", "param_attr", "initializer", "layers", "backward",
-           "recompute", "regularizer", "clip", "optimizer", "nets", "io", "compiler", "data_feeder", "reader",
-           "dataset", "metrics"}
-BUILDER = {"framework", "layer_helper", "layer_helper_base", "param_attr", "initializer", "layers", "backward",
-           "regularizer", "clip", "optimizer", "nets", "io", "compiler", "data_feeder", "reader",
-           "dataset", "metrics", "evaluator"}
+BUILDER = {"framework", "layer_helper", "layer_helper_base", "param_attr", "initializer",
+           "layers", "backward", "recompute", "regularizer", "clip", "optimizer", "nets", "io",
+           "compiler", "data_feeder", "reader", "dataset", "metrics", "evaluator"}
 # (importer part, imported part) pairs forbidden although the layers would allow them
 FORBIDDEN = {(a, b) for a in ("executor", "transpiler", "codegen") for b in BUILDER}
 FORBIDDEN |= {("transpiler", "executor"), ("codegen", "executor"), ("executor", "distributed")}
