@@ -425,6 +425,8 @@ class _State:
         tid = self._tid(header)
         block = self.prefetch_blocks.get(name)
         tables = self._prefetch_tables()
+        if block is None and table and table not in tables.values():
+            return self._rows_of_dense_table(table, value, tid)
         if block is None or (table and tables.get(name) != table):
             have = sorted(set(tables.values())) or "none"
             raise KeyError(f"pserver {self.endpoint} has no distributed table "
@@ -446,6 +448,22 @@ class _State:
             return out.value
         finally:
             self.scope.delete_scope(local)
+
+    def _rows_of_dense_table(self, table, value, tid):
+        """The rows `value` (ids local to this server's shard) of the dense table variable
+        `table` in this server's scope: Fluid 1.x's remote prefetch by table name (an op
+        with `remote_prefetch`, `epmap` and `table_names` asks the server's table itself,
+        with no prefetch block)."""
+        import numpy as np
+        from ..core.tensor import LoDTensor
+        held = self.scope.find_var(table)
+        arr = getattr(held.value, "_array", None) if held is not None else None
+        if arr is None or arr.ndim != 2:
+            have = sorted(set(self._prefetch_tables().values())) or "none"
+            raise KeyError(f"pserver {self.endpoint} has no table '{table}' to prefetch "
+                           f"from (its distributed tables: {have})")
+        accepts.check_ids(value, table, arr.shape[0], f"trainer {tid}")
+        return LoDTensor(arr[value._array.reshape(-1).astype(np.int64)])
 
     def _prefetch_tables(self):
         """{ids variable: table name} of the prefetch blocks (their lookup's W)."""

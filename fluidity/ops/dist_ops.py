@@ -469,6 +469,46 @@ class MergeIds(OpDef):
         return out
 
 
+def remote_rows(env, ids, epmap, table_names, height_sections, trainer_id, op):
+    """{id: row} of the unique `ids` fetched from a table split over parameter servers by
+    `height_sections` (Fluid 1.x's remote prefetch, `remote_prefetch=True` with an `epmap`):
+    shard k holds the global rows [start_k, start_k + height_sections[k]) as its own rows
+    from 0 in the variable table_names[k] on epmap[k], so each server is asked for the
+    local ids of its section, and the rows come back under their global ids."""
+    epmap, tables = list(epmap), list(table_names)
+    sections = [int(h) for h in height_sections]
+    if not (len(epmap) == len(tables) == len(sections)) or not epmap:
+        raise ExecutionError(f"{op}: remote prefetch needs one endpoint, table name and "
+                             f"height section per shard, got epmap {epmap}, table_names "
+                             f"{tables}, height_sections {sections}")
+    if any(h <= 0 for h in sections):
+        raise ExecutionError(f"{op}: height_sections must be positive, got {sections}")
+    starts = np.concatenate([[0], np.cumsum(sections)]).astype(np.int64)
+    uniq = np.unique(np.asarray(ids, np.int64).reshape(-1))
+    if uniq.size and (uniq[0] < 0 or uniq[-1] >= starts[-1]):
+        bad = uniq[0] if uniq[0] < 0 else uniq[-1]
+        raise ExecutionError(f"{op}: id {int(bad)} is outside the remote table's "
+                             f"{int(starts[-1])} rows (height_sections {sections})")
+    shard = np.searchsorted(starts, uniq, side="right") - 1
+    calls, asked = [], []
+    for k, ep in enumerate(epmap):
+        mine = uniq[shard == k]
+        if mine.size:
+            local = LoDTensor((mine - starts[k]).reshape(-1, 1))
+            calls.append((ep, "prefetch_send@" + ep, "prefetch_recv@" + ep, tables[k], local))
+            asked.append(mine)
+    got = _rpc(env).prefetch_vars(calls, trainer_id) if calls else []
+    out = {}
+    for mine, rows, (ep, *_rest) in zip(asked, got, calls):
+        a = rows._array if isinstance(rows, LoDTensor) else None
+        if a is None or a.ndim != 2 or len(a) != len(mine):
+            raise ExecutionError(f"{op}: pserver {ep} sent "
+                                 f"{'nothing' if a is None else list(a.shape)} for "
+                                 f"{len(mine)} rows")
+        out.update(zip(mine.tolist(), a))
+    return out
+
+
 class Prefetch(OpDef):
     type = "prefetch"
     inputs = (In("X", duplicable=True),)

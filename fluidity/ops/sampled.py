@@ -10,6 +10,7 @@ from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from .common import grad_maker, sigmoid
+from .dist_ops import remote_rows
 from .registry import In, OpDef, Out, ints, strings
 
 SAMPLERS = {"uniform": 0, "log_uniform": 1, "custom_dist": 2}
@@ -79,9 +80,9 @@ def _nce_sampler(attrs, probs, alias, alias_probs):
                     np.asarray(alias_probs._array, np.float64).reshape(-1))
 
 
-def _nce_logits(x, w, b, labels):
-    """sigmoid(x_i . W[l] + b[l]) for every sampled label l of row i."""
-    logits = np.einsum("nd,nkd->nk", x, w[labels])
+def _nce_logits(x, rows, b, labels):
+    """sigmoid(x_i . W[l] + b[l]) for every sampled label l of row i (rows: W[labels])."""
+    logits = np.einsum("nd,nkd->nk", x, rows)
     if b is not None:
         logits = logits + b.reshape(-1)[labels]
     return sigmoid(logits)
@@ -94,13 +95,14 @@ class NCE(OpDef):
               In("CustomDistProbs", dispensable=True, no_grad=True),
               In("CustomDistAlias", dispensable=True, no_grad=True),
               In("CustomDistAliasProbs", dispensable=True, no_grad=True))
-    outputs = (Out("Cost"), Out("SampleLogits", intermediate=True),
-               Out("SampleLabels", intermediate=True))
+    # the intermediates may be left out of a forward-only program (the gradient reads them)
+    outputs = (Out("Cost"), Out("SampleLogits", intermediate=True, dispensable=True),
+               Out("SampleLabels", intermediate=True, dispensable=True))
     attrs = {"num_total_classes": 1, "num_neg_samples": 10, "custom_neg_classes": ints(),
              "sampler": 0, "seed": 0, "is_sparse": False, "remote_prefetch": False,
              "is_test": False, "trainer_id": 0, "height_sections": ints(),
              "epmap": strings(), "table_names": strings()}
-    kind = "value"
+    kind = "ctx"        # its remote_prefetch form reaches the parameter servers
     share_lod = None
     doc = ("Cost[i] = sum over the true labels of -log(o / (o + k P(l))) and over "
            "num_neg_samples sampled labels of -log(k P(l) / (o + k P(l))), o = sigmoid(x_i . "
@@ -117,7 +119,10 @@ class NCE(OpDef):
         ctx.set_output("SampleLabels", [x[0], width], "int64", 0)
 
     @classmethod
-    def prepare(cls, attrs, outputs):
+    def forward(cls, attrs):
+        """forward(x, label, rows_of, b, sw, probs, alias, alias_probs) -> (Cost,
+        SampleLogits, SampleLabels), where rows_of(labels) gives the table rows [N, K, D] of
+        the sampled labels: from the local Weight, or fetched from the parameter servers."""
         k, seed = attrs["num_neg_samples"], attrs["seed"]
         custom_neg = [int(c) for c in attrs["custom_neg_classes"]]
         n = attrs["num_total_classes"]
@@ -127,7 +132,7 @@ class NCE(OpDef):
         # seed 0: a fresh stream; otherwise the same negatives every run (Paddle's behaviour)
         stream = np.random.default_rng() if seed == 0 else None
 
-        def kernel(x, label, w, b, sw, probs, alias, alias_probs):
+        def forward(x, label, rows_of, b, sw, probs, alias, alias_probs):
             sampler = _nce_sampler(attrs, probs, alias, alias_probs)
             xa = x._array
             lab = np.asarray(label._array).astype(np.int64).reshape(len(xa), -1)
@@ -140,7 +145,7 @@ class NCE(OpDef):
                 rng = stream if stream is not None else np.random.default_rng(seed)
                 neg = sampler.sample(rng, (len(xa), k)).astype(np.int64)
             labels = np.concatenate([lab, neg], axis=1)
-            o = _nce_logits(xa, w._array, b._array if b is not None else None, labels)
+            o = _nce_logits(xa, rows_of(labels), b._array if b is not None else None, labels)
             q = sampler.probability(labels) * k
             nt = lab.shape[1]
             cost = np.concatenate([-np.log(o[:, :nt] / (o[:, :nt] + q[:, :nt])),
@@ -150,7 +155,38 @@ class NCE(OpDef):
             dt = xa.dtype
             return (LoDTensor(cost.sum(1, keepdims=True).astype(dt)),
                     LoDTensor(o.astype(dt)), LoDTensor(labels))
-        return kernel
+        return forward
+
+    @classmethod
+    def make_step(cls, p):
+        """The local kernel, or with `remote_prefetch` and an `epmap` (Fluid 1.x's nce on a
+        table split over parameter servers) the sampled labels' rows fetched from the
+        servers' tables (`dist_ops.remote_rows`) in place of the local Weight."""
+        forward, attrs = cls.forward(p.attrs), p.attrs
+        ins = [p.in_one(s.name) for s in cls.inputs]
+        outs = [p.out_one(s.name) for s in cls.outputs]
+        remote = bool(attrs["remote_prefetch"]) and len(attrs["epmap"]) > 0
+
+        def local_rows(w):
+            return lambda labels: w._array[labels]
+
+        def step(frame, env):
+            x, label, w, *rest = [frame[i].value if i is not None else None for i in ins]
+            if remote:
+                dtype = x._array.dtype
+
+                def rows_of(labels):
+                    got = remote_rows(env, labels, attrs["epmap"], attrs["table_names"],
+                                      attrs["height_sections"], attrs["trainer_id"], "nce")
+                    uniq, where = np.unique(labels, return_inverse=True)
+                    table = np.stack([got[i] for i in uniq.tolist()]).astype(dtype, copy=False)
+                    return table[where.reshape(labels.shape)]
+            else:
+                rows_of = local_rows(w)
+            for o, v in zip(outs, forward(x, label, rows_of, *rest)):
+                if o is not None:
+                    frame[o].value = v
+        return step
 
     grad = grad_maker("nce_grad", [s.name for s in inputs] +
                       ["SampleLogits", "SampleLabels", "Cost@GRAD"], ("Input", "Weight", "Bias"))
@@ -196,7 +232,7 @@ class NCEGrad(_TableGrad):
             xa, wa = x._array, w._array
             labels = np.asarray(sample_labels._array).astype(np.int64)
             nt = labels.shape[1] - k
-            o = _nce_logits(xa, wa, b._array if b is not None else None, labels)
+            o = _nce_logits(xa, wa[labels], b._array if b is not None else None, labels)
             q = sampler.probability(labels) * k
             dlogit = np.concatenate([q[:, :nt] / (o[:, :nt] + q[:, :nt]) * (o[:, :nt] - 1),
                                      o[:, nt:] * (1 - o[:, nt:]) / (o[:, nt:] + q[:, nt:])],
