@@ -303,6 +303,10 @@ class Plan:
         if opdef.kind == "ctx":
             self._check_slots(op, opdef)
             return opdef.make_step(prep)
+        if opdef.service_step is not None:
+            step = opdef.service_step(prep)
+            if step is not None:
+                return step
         sparse = getattr(opdef, "selected_rows_kernel", None)
         if sparse is not None and self._reads_selected_rows(op):
             return make_array_step(prep, sparse(prep.attrs), as_values=True)

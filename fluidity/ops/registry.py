@@ -385,6 +385,11 @@ class OpDef:
     kernel = None            # staticmethod kernel(*inputs, **attrs)
     prepare = None           # classmethod prepare(cls, attrs, outputs) -> kernel
     make_step = None         # staticmethod make_step(op) -> step(frame, env), kind "ctx"
+    # An "array"/"value" op that, for some attribute values only, reaches a run-time service
+    # (nce with remote_prefetch fetches its rows from parameter servers): classmethod
+    # service_step(op) -> step(frame, env), or None where the kernel runs as usual. The op
+    # keeps its kind, so planning and scheduling treat it as the plain op it mostly is.
+    service_step = None
     # An op without `grad` ends the gradient path (ops Fluid gives an empty gradient maker:
     # comparisons, shapes, fills...). `grad_undefined = True` marks one Fluid registers no
     # gradient maker for (its fused inference ops): backward through it is an error, as in

@@ -95,14 +95,13 @@ class NCE(OpDef):
               In("CustomDistProbs", dispensable=True, no_grad=True),
               In("CustomDistAlias", dispensable=True, no_grad=True),
               In("CustomDistAliasProbs", dispensable=True, no_grad=True))
-    # the intermediates may be left out of a forward-only program (the gradient reads them)
-    outputs = (Out("Cost"), Out("SampleLogits", intermediate=True, dispensable=True),
-               Out("SampleLabels", intermediate=True, dispensable=True))
+    outputs = (Out("Cost"), Out("SampleLogits", intermediate=True),
+               Out("SampleLabels", intermediate=True))
     attrs = {"num_total_classes": 1, "num_neg_samples": 10, "custom_neg_classes": ints(),
              "sampler": 0, "seed": 0, "is_sparse": False, "remote_prefetch": False,
              "is_test": False, "trainer_id": 0, "height_sections": ints(),
              "epmap": strings(), "table_names": strings()}
-    kind = "ctx"        # its remote_prefetch form reaches the parameter servers
+    kind = "value"
     share_lod = None
     doc = ("Cost[i] = sum over the true labels of -log(o / (o + k P(l))) and over "
            "num_neg_samples sampled labels of -log(k P(l) / (o + k P(l))), o = sigmoid(x_i . "
@@ -158,31 +157,34 @@ class NCE(OpDef):
         return forward
 
     @classmethod
-    def make_step(cls, p):
-        """The local kernel, or with `remote_prefetch` and an `epmap` (Fluid 1.x's nce on a
-        table split over parameter servers) the sampled labels' rows fetched from the
-        servers' tables (`dist_ops.remote_rows`) in place of the local Weight."""
-        forward, attrs = cls.forward(p.attrs), p.attrs
+    def prepare(cls, attrs, outputs):
+        forward = cls.forward(attrs)
+
+        def kernel(x, label, w, *rest):
+            return forward(x, label, lambda labels: w._array[labels], *rest)
+        return kernel
+
+    @classmethod
+    def service_step(cls, p):
+        """With `remote_prefetch` and an `epmap` (Fluid 1.x's nce over a table split across
+        parameter servers), the sampled labels' rows come from the servers' tables
+        (`dist_ops.remote_rows`) in place of the local Weight; otherwise None (the kernel)."""
+        attrs = p.attrs
+        if not (attrs["remote_prefetch"] and len(attrs["epmap"])):
+            return None
+        forward = cls.forward(attrs)
         ins = [p.in_one(s.name) for s in cls.inputs]
         outs = [p.out_one(s.name) for s in cls.outputs]
-        remote = bool(attrs["remote_prefetch"]) and len(attrs["epmap"]) > 0
-
-        def local_rows(w):
-            return lambda labels: w._array[labels]
 
         def step(frame, env):
-            x, label, w, *rest = [frame[i].value if i is not None else None for i in ins]
-            if remote:
-                dtype = x._array.dtype
+            x, label, _w, *rest = [frame[i].value if i is not None else None for i in ins]
 
-                def rows_of(labels):
-                    got = remote_rows(env, labels, attrs["epmap"], attrs["table_names"],
-                                      attrs["height_sections"], attrs["trainer_id"], "nce")
-                    uniq, where = np.unique(labels, return_inverse=True)
-                    table = np.stack([got[i] for i in uniq.tolist()]).astype(dtype, copy=False)
-                    return table[where.reshape(labels.shape)]
-            else:
-                rows_of = local_rows(w)
+            def rows_of(labels):
+                got = remote_rows(env, labels, attrs["epmap"], attrs["table_names"],
+                                  attrs["height_sections"], attrs["trainer_id"], "nce")
+                uniq, where = np.unique(labels, return_inverse=True)
+                table = np.stack([got[i] for i in uniq.tolist()])
+                return table.astype(x._array.dtype, copy=False)[where.reshape(labels.shape)]
             for o, v in zip(outs, forward(x, label, rows_of, *rest)):
                 if o is not None:
                     frame[o].value = v
