@@ -5,7 +5,8 @@ from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from . import sparse_kernels
-from .registry import In, OpDef, Out, long, strings
+from .dist_ops import remote_rows
+from .registry import In, OpDef, Out, long, longs, strings
 
 
 def _lookup(w, ids, padding_idx, name):
@@ -59,9 +60,12 @@ class LookupTable(OpDef):
     outputs = (Out("Out"),)
     attrs = {"is_sparse": False, "is_distributed": False, "padding_idx": long(-1),
              "remote_prefetch": False, "entry_config": "", "is_test": False,
-             "table_names": strings()}
+             "table_names": strings(), "epmap": strings(), "height_sections": longs(),
+             "trainer_id": 0}
     kind = "value"
-    doc = "Out = W[Ids]; Ids is [N, 1] int64 (LoD kept: one row per id)."
+    doc = ("Out = W[Ids]; Ids is [N, 1] int64 (LoD kept: one row per id). With "
+           "remote_prefetch and an epmap the rows come from the table split over parameter "
+           "servers by height_sections (table_names[k] on epmap[k]).")
 
     @staticmethod
     def ids_shape(ids_shape):
@@ -87,6 +91,38 @@ class LookupTable(OpDef):
                 out = _lookup(w._array, a, pad, cls.type)
             return LoDTensor(out.reshape(tuple(lead(a.shape)) + out.shape[1:]), ids._lod)
         return kernel
+
+    @classmethod
+    def service_step(cls, p):
+        """Fluid 1.x's remote prefetch (`remote_prefetch` with an `epmap`): each id's row
+        from the parameter server holding its section (`dist_ops.remote_rows`), padding
+        ids zero; otherwise None (the local kernel)."""
+        attrs = p.attrs
+        if not (attrs["remote_prefetch"] and len(attrs["epmap"])):
+            return None
+        pad, lead, op = attrs["padding_idx"], cls.ids_shape, cls.type
+        wi, ii, oi = p.in_one("W"), p.in_one("Ids"), p.out_one("Out")
+        w_var = p.find_var(p.op.input("W")[0])
+        declared = list(w_var.shape) if w_var is not None else []
+
+        def step(frame, env):
+            ids = frame[ii].value
+            a = ids._array
+            flat = a.reshape(-1).astype(np.int64)
+            used = flat != pad if pad is not None and pad != -1 else np.ones(flat.shape, bool)
+            got = remote_rows(env, flat[used], attrs["epmap"], attrs["table_names"],
+                              attrs["height_sections"], attrs["trainer_id"], op)
+            w = frame[wi].value if wi is not None else None
+            local = getattr(w, "_array", None)
+            dtype = local.dtype if local is not None else np.float32
+            width = next(iter(got.values())).shape if got else \
+                tuple(local.shape[1:]) if local is not None else tuple(declared[1:])
+            out = np.zeros((flat.size,) + tuple(width), dtype)
+            if got:
+                out[used] = np.stack([got[i] for i in flat[used].tolist()])
+            frame[oi].value = LoDTensor(out.reshape(tuple(lead(a.shape)) + out.shape[1:]),
+                                        ids._lod)
+        return step
 
     grad = staticmethod(_lookup_grad)
 

@@ -119,3 +119,26 @@ def _nce_program_run_bad_label(servers_):
 def test_a_table_the_server_lacks_is_named(servers):
     with pytest.raises(Exception, match="no table 'emb'"):
         _run(servers, np.array([[4], [1], [2], [3]], np.int64), ("emb", "emb"))
+
+
+@pytest.mark.parametrize("op_type", ["lookup_table", "lookup_table_v2"])
+def test_lookup_rows_come_from_the_servers_keeping_lod_and_padding(servers, op_type):
+    table, shards, exe = servers
+    main = fluid.Program()
+    block = main.global_block()
+    ids_shape = [5, 1] if op_type == "lookup_table" else [5]
+    ids = block.create_var(name="ids", shape=ids_shape, dtype="int64", lod_level=1)
+    w = block.create_var(name="w", shape=list(table.shape), dtype="float32")
+    out = block.create_var(name="out", dtype="float32")
+    block.append_op(type=op_type, inputs={"Ids": ids, "W": w}, outputs={"Out": out},
+                    attrs={"remote_prefetch": True, "epmap": [s.ep for s in shards],
+                           "table_names": ["table", "table"], "height_sections": SECTIONS,
+                           "padding_idx": 1})
+    want_ids = np.array([4, 0, 1, 2, 4], np.int64).reshape(ids_shape)
+    fed = fluid.create_lod_tensor(want_ids, [[2, 3]], fluid.CPUPlace())
+    (got,) = exe.run(main, feed={"ids": fed, "w": np.zeros_like(table)}, fetch_list=[out],
+                     return_numpy=False)
+    want = table[want_ids.reshape(-1)]
+    want[want_ids.reshape(-1) == 1] = 0            # padding_idx reads zeros
+    assert got.lod() == [[0, 2, 5]]
+    np.testing.assert_array_equal(np.array(got), want.reshape(5, D))
