@@ -26,7 +26,7 @@ NP1_STAMP := $(NP1_VENV)/.installed-$(shell cat pyproject.toml requirements/test
 NP1_TESTS := tests/core tests/test_zero_d.py tests/test_fluid1_shapes.py \
     tests/ops/test_tensor_ops.py tests/ops/test_math_ops.py tests/ops/test_reduce_ops.py \
     tests/ops/test_logic_ops.py tests/ops/test_quantize_ops.py tests/ops/test_loss_ops.py \
-    tests/ops/test_sampled_ops.py tests/ops/test_mask_targets_ops.py \
+    tests/ops/test_sampled_ops.py tests/ops/test_mask_targets_ops.py tests/ops/test_sparse_kernels.py \
     tests/test_optimizers.py tests/test_io.py tests/distributed/test_remote_prefetch.py
 
 $(VPY):
