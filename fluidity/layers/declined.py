@@ -7,11 +7,6 @@ from ..errors import declined_class
 # name: why
 DECLINED = {
     "lstm": "the cuDNN LSTM op is not built; use dynamic_lstm or StaticRNN",
-    # Fluid 1.8's fluid.layers.detection names not built (the rest of it is:
-    # fluidity/layers/detection.py): training-target samplers of two-stage detectors and
-    # detection heads few programs use
-    "generate_mask_labels": ("the generate_mask_labels op (Mask R-CNN's mask targets, "
-                             "rasterizing polygons) is not built"),
 }
 # declined classes, with the method names Fluid gives them, so a program calling one gets
 # the reason rather than an AttributeError: {name: (method, ...)}

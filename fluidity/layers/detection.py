@@ -19,7 +19,7 @@ __all__ = ["prior_box", "density_prior_box", "multi_box_head", "bipartite_match"
            "distribute_fpn_proposals", "box_decoder_and_assign", "collect_fpn_proposals",
            "roi_perspective_transform", "retinanet_detection_output",
            "rpn_target_assign", "retinanet_target_assign", "generate_proposal_labels",
-           "locality_aware_nms",
+           "generate_mask_labels", "locality_aware_nms",
            # Fluid 1.6-1.7 (its op remains in 1.8, written by detection_output)
            "multiclass_nms2"]
 
@@ -744,6 +744,30 @@ def generate_proposal_labels(rpn_rois, gt_classes, is_crowd, gt_boxes, im_info,
                             "is_cls_agnostic": bool(is_cls_agnostic),
                             "is_cascade_rcnn": bool(is_cascade_rcnn)})
     return _stop(rois, labels, targets, inside, outside)
+
+
+def generate_mask_labels(im_info, gt_classes, is_crowd, gt_segms, rois, labels_int32,
+                         num_classes, resolution):
+    """Mask R-CNN's mask-branch targets (op generate_mask_labels) from the RoIs and labels
+    of generate_proposal_labels and the ground truth's polygons (`gt_segms`: [S, 2] points,
+    3 LoD levels: objects per image, polygons per object, points per polygon). Returns
+    (mask_rois, roi_has_mask_int32, mask_int32), one sequence per image; mask_int32 is
+    [P, num_classes * resolution ** 2], -1 outside each RoI's class."""
+    for arg, v in (("im_info", im_info), ("gt_classes", gt_classes), ("is_crowd", is_crowd),
+                   ("gt_segms", gt_segms), ("rois", rois), ("labels_int32", labels_int32)):
+        _var("generate_mask_labels", arg, v)
+    _typed("generate_mask_labels", "num_classes", num_classes, int)
+    _typed("generate_mask_labels", "resolution", resolution, int)
+    helper = LayerHelper("generate_mask_labels")
+    mask_rois, has_mask, masks = _temps(helper, rois.dtype, gt_classes.dtype,
+                                        gt_classes.dtype)
+    helper.append_op("generate_mask_labels",
+                     inputs={"ImInfo": im_info, "GtClasses": gt_classes, "IsCrowd": is_crowd,
+                             "GtSegms": gt_segms, "Rois": rois, "LabelsInt32": labels_int32},
+                     outputs={"MaskRois": mask_rois, "RoiHasMaskInt32": has_mask,
+                              "MaskInt32": masks},
+                     attrs={"num_classes": num_classes, "resolution": resolution})
+    return _stop(mask_rois, has_mask, masks)
 
 
 def locality_aware_nms(bboxes, scores, score_threshold, nms_top_k, keep_top_k,

@@ -24,6 +24,7 @@ from . import collective_ops, device  # noqa: F401,E402  (c_allreduce_*, c_comm_
 # detection: ROI pooling, box geometry, NMS and proposals, matching, detection losses
 from . import box_match, boxes, detection_loss, detection_map, nms, roi  # noqa: F401,E402
 from . import anchor_targets, deformable  # noqa: F401,E402  (rpn/retinanet targets, proposal labels; deformable_conv)
+from . import mask_targets  # noqa: F401,E402  (generate_mask_labels: Mask R-CNN's mask targets)
 from . import lstmp, sample_logits  # noqa: F401,E402  (projected LSTM, sampled softmax)
 from . import interp  # noqa: F401,E402  (bilinear/nearest/trilinear/bicubic_interp, Fluid 1.x's resize)
 from . import quantize  # noqa: F401,E402  (fake_quantize_*, fake_dequantize_*, dequantize_abs_max/log)

@@ -304,7 +304,10 @@ def _adam(lr, g, p, m1, m2, *, beta1, beta2, eps, b1p, b2p, scaled=False):
     lr_t = lr * np.sqrt(1.0 - b2p) / (1.0 - b1p)
     m1 = beta1 * m1 + (1.0 - beta1) * g
     m2 = beta2 * m2 + (1.0 - beta2) * g * g
-    return p - lr_t * (m1 / (np.sqrt(m2) + adam_eps_t(eps, b2p, scaled))), m1, m2
+    # the quotient in double, as the C kernel takes it, on numpy 1 too (whose value-based
+    # casting would keep a float32 moment + a double scalar in float32)
+    denom = np.add(np.sqrt(m2), adam_eps_t(eps, b2p, scaled), dtype=np.float64)
+    return p - lr_t * (m1 / denom), m1, m2
 
 
 class Adam(UpdateOp):

@@ -10,6 +10,7 @@ from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from .common import grad_maker, sigmoid
+from .lookup import remote_lookup, remote_sections
 from .registry import In, OpDef, Out, ints, strings
 
 SAMPLERS = {"uniform": 0, "log_uniform": 1, "custom_dist": 2}
@@ -105,10 +106,10 @@ def _nce_sampler(attrs, probs, alias, alias_probs):
     return _Sampler(2, n, *tables.values())
 
 
-def _nce_logits(x, w, b, labels):
+def _nce_logits(x, rows, b, labels):
     """SampleLogits as Fluid's kernel rounds them: Bias[l] + x_i . W[l] in the op's dtype,
-    then sigmoid in double rounded to it."""
-    z = np.einsum("nd,nkd->nk", x, w[labels])
+    then sigmoid in double rounded to it (rows: W[labels], [N, K, D])."""
+    z = np.einsum("nd,nkd->nk", x, rows)
     if b is not None:
         z = b.reshape(-1)[labels] + z
     return (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(x.dtype)
@@ -156,7 +157,10 @@ class NCE(OpDef):
         ctx.set_output("SampleLabels", [x[0], width], "int64", 0)
 
     @classmethod
-    def prepare(cls, attrs, outputs):
+    def forward(cls, attrs):
+        """forward(x, label, rows_of, b, sw, probs, alias, alias_probs) -> (Cost,
+        SampleLogits, SampleLabels), where rows_of(labels) gives the table rows [N, K, D] of
+        the sampled labels: from the local Weight, or fetched from the parameter servers."""
         k, seed = attrs["num_neg_samples"], attrs["seed"]
         custom_neg = [int(c) for c in attrs["custom_neg_classes"]]
         n = attrs["num_total_classes"]
@@ -166,7 +170,7 @@ class NCE(OpDef):
         # seed 0: a fresh stream; otherwise the same negatives every run (Paddle's behaviour)
         stream = np.random.default_rng() if seed == 0 else None
 
-        def kernel(x, label, w, b, sw, probs, alias, alias_probs):
+        def forward(x, label, rows_of, b, sw, probs, alias, alias_probs):
             sampler = _nce_sampler(attrs, probs, alias, alias_probs)
             xa = x._array
             lab = np.asarray(label._array).astype(np.int64).reshape(len(xa), -1)
@@ -179,11 +183,47 @@ class NCE(OpDef):
                 rng = stream if stream is not None else np.random.default_rng(seed)
                 neg = sampler.sample(rng, (len(xa), k)).astype(np.int64)
             labels = np.concatenate([lab, neg], axis=1)
-            o = _nce_logits(xa, w._array, b._array if b is not None else None, labels)
+            o = _nce_logits(xa, rows_of(labels), b._array if b is not None else None, labels)
             q = sampler.probability(labels) * np.float32(k)
             cost = _nce_cost(o, q, lab.shape[1], None if sw is None else sw._array)
             return LoDTensor(cost), LoDTensor(o), LoDTensor(labels)
+        return forward
+
+    @classmethod
+    def prepare(cls, attrs, outputs):
+        forward = cls.forward(attrs)
+
+        def kernel(x, label, w, *rest):
+            return forward(x, label, lambda labels: w._array[labels], *rest)
         return kernel
+
+    @classmethod
+    def env_step(cls, p):
+        """With `remote_prefetch` and an `epmap` (Fluid 1.x's nce over a table split across
+        parameter servers), the sampled labels' rows come from the servers' tables (as a
+        remote lookup_table's: lookup.remote_lookup) in place of the local Weight; otherwise
+        None (the kernel)."""
+        attrs = p.attrs
+        remote = remote_sections(attrs, cls.type)
+        if remote is None:
+            return None
+        first, epmap, tables = remote
+        forward = cls.forward(attrs)
+        ins = [p.in_one(s.name) for s in cls.inputs]
+        outs = [p.out_one(s.name) for s in cls.outputs]
+
+        def step(frame, env):
+            x, label, _w, *rest = [frame[i].value if i is not None else None for i in ins]
+
+            def rows_of(labels):
+                rows = remote_lookup(env, first, epmap, tables, "SampleLabels",
+                                     labels.reshape(-1), attrs["trainer_id"], cls.type)
+                return rows.astype(x._array.dtype, copy=False).reshape(
+                    labels.shape + rows.shape[1:])
+            for o, v in zip(outs, forward(x, label, rows_of, *rest)):
+                if o is not None:
+                    frame[o].value = v
+        return step
 
     grad = grad_maker("nce_grad", [s.name for s in inputs] +
                       ["SampleLogits", "SampleLabels", "Cost@GRAD"], ("Input", "Weight", "Bias"))

@@ -4,6 +4,7 @@ import of `paddle` (the shim under scripts/conformance/shim: `paddle.fluid` is F
 
     python scripts/conformance/run.py --paddle-git PATH/TO/Paddle/.git [--commit 89c76a53]
         [--only REGEX] [--jobs 2] [--timeout 300] [--out docs/conformance.md] [--json F]
+        [--python PATH]
 
 Paddle's files are taken from its git history into a temporary directory for the run and
 deleted after it: nothing of Paddle's is kept or committed, only the results. The tests need
@@ -12,6 +13,10 @@ deleted after it: nothing of Paddle's is kept or committed, only the results. Th
 Each in-scope test file (scope.py says which are out, and why) runs in its own process under
 pytest with a time limit; a file passes when pytest reports no failure and at least one test
 ran (a file whose every test is skipped, e.g. CUDA-only classes, is reported as skipped).
+
+`--python PATH` runs the test files under another interpreter (its own numpy, e.g. the
+numpy 1.26 venv that `make test-numpy1` builds: Paddle 1.8's tests were written for
+numpy 1.x); Fluidity is imported from this checkout either way.
 """
 import argparse
 import concurrent.futures as futures
@@ -87,13 +92,13 @@ def _kill_group(p):
         p.communicate()
 
 
-def run_one(path, shim, timeout):
+def run_one(path, shim, timeout, python=sys.executable):
     cwd = os.path.dirname(path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([shim, cwd, ROOT]),
                OPENBLAS_NUM_THREADS="1", CPU_NUM="1")
     # only unittest.TestCase classes are tests, as in Paddle's CI (its test_runner.py loads
     # them with unittest): a module-level `def test_main(use_cuda, ...)` helper is not one
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+    cmd = [python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
            "-p", "unittest_order", "-o", "python_functions=", "-o", "python_classes=",
            "--no-header", "-rN", os.path.basename(path)]
     t0 = time.monotonic()
@@ -186,7 +191,15 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "conformance.md"))
     ap.add_argument("--json", help="also write the results as JSON here")
     ap.add_argument("--keep", help="extract into this directory and keep it (debugging)")
+    ap.add_argument("--python", default=sys.executable,
+                    help="the interpreter that runs the tests (default: this one), e.g. "
+                         ".venv-np1/bin/python for numpy 1.26")
     args = ap.parse_args(argv)
+    if not (os.path.isfile(args.python) and os.access(args.python, os.X_OK)):
+        ap.error(f"--python {args.python!r} is not an executable file")
+    # absolute (each test runs in its own directory), but not resolved: a venv's python is a
+    # symlink whose own path is what selects the venv
+    args.python = os.path.abspath(args.python)
     work = args.keep or tempfile.mkdtemp(prefix="fluidity-conformance-")
     try:
         trees = extract(args.paddle_git, args.commit, work)
@@ -201,7 +214,7 @@ def main(argv=None):
             else:
                 todo.append((label, path))
         with futures.ThreadPoolExecutor(args.jobs) as pool:
-            jobs = {pool.submit(run_one, path, shim, args.timeout): label
+            jobs = {pool.submit(run_one, path, shim, args.timeout, args.python): label
                     for label, path in todo}
             for n, job in enumerate(futures.as_completed(jobs), 1):
                 label = jobs[job]

@@ -195,14 +195,6 @@ def test_bad_arguments_raise_fluids_errors():
             L.box_coder(boxes, 0.1, boxes)
 
 
-@pytest.mark.parametrize("name", ["generate_mask_labels"])
-def test_declined_detection_names_say_why(name):
-    from fluidity.layers import detection
-    assert getattr(detection, name) is getattr(L, name)
-    with pytest.raises(NotImplementedError, match="not built|not available"):
-        getattr(L, name)()
-
-
 def test_detection_map_metric_accumulates_and_resets():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
