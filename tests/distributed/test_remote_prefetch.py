@@ -104,7 +104,7 @@ def test_nce_rows_come_from_each_servers_section(servers):
 
 
 def test_an_id_outside_the_table_is_refused(servers):
-    with pytest.raises(ExecutionError, match=r"nce: id 7 is outside the remote table's 5 rows"):
+    with pytest.raises(ExecutionError, match=r"nce: id 7 of 'SampleLabels' is out of range for a remote table of 5 rows"):
         _nce_program_run_bad_label(servers)
 
 
