@@ -6,6 +6,7 @@ used, as an embedding's is.
 """
 import numpy as np
 
+from ..core import philox
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
@@ -43,15 +44,24 @@ class _Sampler:
         self.kind, self.n = kind, n
         self.probs, self.alias, self.alias_probs = probs, alias, alias_probs
 
-    def sample(self, rng, size):
+    def sample(self, size, key, ks, run):
+        """Negatives of `size` from the op's Philox stream (core/philox.py): uniform, class
+        (word * n) >> 32 of word i; log_uniform, floor(exp(u * log(n + 1))) - 1 with u the
+        24-bit uniform of word i (the philox module's own exp and log, so generated code
+        can match it bit for bit); custom_dist, Walker's alias draw from words 2i (class)
+        and 2i + 1 (u < its alias probability keeps it)."""
+        m = int(np.prod(size, dtype=np.int64))
         if self.kind == 0:
-            return rng.integers(0, self.n, size=size)
+            return philox.integers(m, self.n, key, ks, run).reshape(size)
         if self.kind == 1:
-            v = np.exp(rng.uniform(0, 1, size) * np.log(self.n + 1)).astype(np.int64) - 1
-            return np.clip(v, 0, self.n - 1)
-        idx = rng.integers(0, self.n, size=size)
-        keep = rng.uniform(0, 1, size) < self.alias_probs[idx]
-        return np.where(keep, idx, self.alias[idx])
+            u = philox.uniform01(m, key, ks, run)
+            v = np.floor(philox.exp(u * philox.log(float(self.n + 1)))).astype(np.int64) - 1
+            return np.clip(v, 0, self.n - 1).reshape(size)
+        w = philox.words(2 * m, key, ks, run).reshape(-1, 2)
+        idx = ((w[:, 0].astype(np.uint64) * np.uint64(self.n)) >> np.uint64(32)).astype(np.int64)
+        u = (w[:, 1] >> np.uint32(8)).astype(np.float64) * 2.0 ** -24
+        keep = u < self.alias_probs[idx]
+        return np.where(keep, idx, self.alias[idx]).reshape(size)
 
     def probability(self, k):
         if self.kind == 0:
@@ -116,18 +126,17 @@ class NCE(OpDef):
         ctx.set_output("SampleLogits", [x[0], width], ctx.input_dtype("Input"), 0)
         ctx.set_output("SampleLabels", [x[0], width], "int64", 0)
 
+    random_stream = "Cost"
+
     @classmethod
-    def prepare(cls, attrs, outputs):
+    def prepare(cls, attrs, outputs, stream):
         k, seed = attrs["num_neg_samples"], attrs["seed"]
         custom_neg = [int(c) for c in attrs["custom_neg_classes"]]
         n = attrs["num_total_classes"]
         if custom_neg and len(custom_neg) != k:
             raise ExecutionError(f"nce: custom_neg_classes has {len(custom_neg)} classes but "
                                  f"num_neg_samples is {k}")
-        # seed 0: a fresh stream; otherwise the same negatives every run (Paddle's behaviour)
-        stream = np.random.default_rng() if seed == 0 else None
-
-        def kernel(x, label, w, b, sw, probs, alias, alias_probs):
+        def kernel(x, label, w, b, sw, probs, alias, alias_probs, state):
             sampler = _nce_sampler(attrs, probs, alias, alias_probs)
             xa = x._array
             lab = np.asarray(label._array).astype(np.int64).reshape(len(xa), -1)
@@ -136,9 +145,9 @@ class NCE(OpDef):
                                      f"num_total_classes={n}")
             if custom_neg:
                 neg = np.tile(np.asarray(custom_neg, np.int64), (len(xa), 1))
-            else:
-                rng = stream if stream is not None else np.random.default_rng(seed)
-                neg = sampler.sample(rng, (len(xa), k)).astype(np.int64)
+            else:   # seeded: the same negatives every run (Paddle's); seed 0: the state's
+                key, ks, run = philox.key_and_run(seed, state, stream)
+                neg = sampler.sample((len(xa), k), key, ks, run).astype(np.int64)
             labels = np.concatenate([lab, neg], axis=1)
             o = _nce_logits(xa, w._array, b._array if b is not None else None, labels)
             q = sampler.probability(labels) * k
