@@ -121,6 +121,8 @@ LN2 = 0.6931471805599453
 TWO_PI = 6.283185307179586
 INV_LN2 = 1.4426950408889634
 SQRT_HALF = 0.7071067811865476
+LN2_HI = float.fromhex("0x1.62e42feep-1")     # fdlibm's split of log(2): k * LN2_HI is
+LN2_LO = float.fromhex("0x1.a39ef35793c76p-33")   # exact for |k| < 2**11
 # log(m) = 2 s (1 + s^2/3 + s^4/5 + ...), s = (m - 1) / (m + 1), m in [sqrt(1/2), sqrt(2))
 LOG_C = tuple(1.0 / (2 * k + 1) for k in range(11))
 # cos(x) = sum (-1)^k x^2k / (2k)!, x in [0, pi/2]
@@ -162,7 +164,7 @@ def exp(y):
     """exp of doubles in about [-700, 700]: 2**k * exp(r), k = floor(y / log 2 + 1/2)."""
     y = np.asarray(y, np.float64)
     k = np.floor(y * INV_LN2 + 0.5)
-    r = y - k * LN2
+    r = (y - k * LN2_HI) - k * LN2_LO
     return np.ldexp(_horner(EXP_C, r), k.astype(np.int64))
 
 

@@ -82,6 +82,8 @@ static const double kPhiloxLn2 = 0x1.62e42fefa39efp-1;
 static const double kPhiloxTwoPi = 0x1.921fb54442d18p+2;
 static const double kPhiloxInvLn2 = 0x1.71547652b82fep+0;
 static const double kPhiloxSqrtHalf = 0x1.6a09e667f3bcdp-1;
+static const double kPhiloxLn2Hi = 0x1.62e42feep-1;
+static const double kPhiloxLn2Lo = 0x1.a39ef35793c76p-33;
 
 template <int N>
 inline double philox_horner(const double (&c)[N], double x) {
@@ -112,7 +114,7 @@ inline double philox_cos_2pi(double u) {
 
 inline double philox_exp(double y) {
     const double k = std::floor(y * kPhiloxInvLn2 + 0.5);
-    const double r = y - k * kPhiloxLn2;
+    const double r = (y - k * kPhiloxLn2Hi) - k * kPhiloxLn2Lo;
     return std::ldexp(philox_horner(kPhiloxExp, r), (int)k);
 }
 
