@@ -172,3 +172,34 @@ def test_a_program_without_the_state_makes_one_and_advances_it():
     exe.run(fluid.CompiledProgram(main).with_native_code(), feed={"x": x}, fetch_list=[out],
             scope=scope)
     assert np.array(scope.find_var(name).get_tensor())[1] == 2
+
+
+@pytest.mark.parametrize("seeding", ["startup_seed", "seed_input", "state"])
+def test_random_crop_compiled_crops_where_the_interpreter_does(seeding):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [3, 9, 8])
+        block = main.global_block()
+        out = block.create_var(name="crop_out", dtype="float32")
+        seed_out = block.create_var(name="crop_seed_out", dtype="int64")
+        inputs = {"X": x}
+        if seeding == "seed_input":
+            s = block.create_var(name="crop_seed", dtype="int64", shape=[1])
+            block.append_op("fill_constant", outputs={"Out": s},
+                            attrs={"shape": [1], "dtype": s.dtype, "value": 123.0})
+            inputs["Seed"] = s
+        block.append_op("random_crop", inputs=inputs, outputs={"Out": out, "SeedOut": seed_out},
+                        attrs={"shape": [5, 4],
+                               "startup_seed": 7 if seeding == "startup_seed" else 0})
+    assert "random_crop" in compiled_ops(main)
+    xs = np.arange(4 * 3 * 9 * 8, dtype=np.float32).reshape(4, 3, 9, 8)
+    interp, comp = _both(main, startup, {"x": xs}, [out, seed_out])
+    _assert_identical(interp, comp)
+    crop = interp[0][0]
+    assert crop.shape == (4, 3, 5, 4)
+    for i in range(4):           # each crop is a window of its instance
+        for c in range(3):
+            r0, c0 = divmod(int(crop[i, c, 0, 0] - xs[i, c, 0, 0]), 8)
+            np.testing.assert_array_equal(crop[i, c], xs[i, c, r0:r0 + 5, c0:c0 + 4])
+    repeats = np.array_equal(interp[0][0], interp[1][0])
+    assert repeats == (seeding != "state")

@@ -155,3 +155,37 @@ inline void philox_dropout(const Philox& g, const float* x, float* out, uint8_t*
 }
 
 }  // namespace fl
+
+namespace fl {
+
+// random_crop (ops/image_geometry.py): instance i (of m, each `tail` [k dims]) cropped to
+// `crop` at offsets ((word i * k + j) * (tail[j] - crop[j] + 1)) >> 32; returns SeedOut,
+// word m * k's low 31 bits (1 when they are 0).
+template <typename T>
+inline int64_t philox_random_crop(const Philox& g, const T* x, T* out, int64_t m, int k,
+                                  const int64_t* tail, const int64_t* crop) {
+    int64_t in_size = 1, out_size = 1;
+    for (int j = 0; j < k; ++j) {
+        in_size *= tail[j];
+        out_size *= crop[j];
+    }
+    int64_t off[16];
+    for (int64_t i = 0; i < m; ++i) {
+        for (int j = 0; j < k; ++j)
+            off[j] = (int64_t)(((uint64_t)g.word((uint64_t)(i * k + j)) *
+                                (uint64_t)(tail[j] - crop[j] + 1)) >> 32);
+        for (int64_t e = 0; e < out_size; ++e) {
+            int64_t rem = e, src = 0, stride = 1;
+            for (int j = k - 1; j >= 0; --j) {
+                src += (rem % crop[j] + off[j]) * stride;
+                rem /= crop[j];
+                stride *= tail[j];
+            }
+            out[i * out_size + e] = x[i * in_size + src];
+        }
+    }
+    const int64_t next = (int64_t)(g.word((uint64_t)(m * k)) & 0x7FFFFFFFu);
+    return next ? next : 1;
+}
+
+}  // namespace fl

@@ -360,3 +360,31 @@ class _InterpPlan(_Planes):
                 f"{at(out, self.oh * self.ow)}; for (int64_t k = 0; k < {self.oh}; ++k) "
                 f"for (int64_t l = 0; l < OW; ++l) {{ {body} }} }}")
 
+
+
+@register("random_crop", "cpu")
+def random_crop(e):
+    """Each instance's crop at offsets from the op's Philox stream (runtime/philox.h's
+    philox_random_crop, bit for bit the kernel's); a crop larger than X runs interpreted,
+    where the kernel names it."""
+    x = e.input("X")
+    shape = [int(d) for d in e.attr("shape")]
+    k = len(shape)
+    if not 0 < k <= min(x.ndim, 16) or any(d < 1 for d in shape):
+        e.fail(f"shape {shape} for X of rank {x.ndim}")
+    lead, tail = x.dims[:x.ndim - k], x.dims[x.ndim - k:]
+    for c, d in zip(shape, tail):
+        if e.is_lit(d) and int(d) < c:
+            e.fail(f"crop {shape} exceeds X's dims {list(tail)}")
+        e.check(f"{d} < {c}", "random_crop: the crop exceeds X's dims")
+    seed = random_seed(e, "Seed", int(e.attr("startup_seed")))
+    state, stream = e.random_state()
+    out = e.output("Out", list(lead) + [str(c) for c in shape], x.ctype, lod_from=False)
+    seed_out = e.output("SeedOut", ["1"], "int64_t", lod_from=False) \
+        if e.has_output("SeedOut") else None
+    m = e.prod(lead) if lead else "1"
+    nxt = (f"{seed_out}[0] = " if seed_out is not None else "(void)")
+    e.code(f"{{ const fl::Philox g = fl::philox_for({seed}, {state}, {stream}u); "
+           f"const int64_t tail[] = {{{', '.join(str(d) for d in tail)}}}; "
+           f"const int64_t crop[] = {{{', '.join(f'{c}LL' for c in shape)}}}; "
+           f"{nxt}fl::philox_random_crop(g, {x}, {out}, {m}, {k}, tail, crop); }}")
