@@ -35,6 +35,7 @@ class Dropout(OpDef):
             ctx.set_output("Mask", ctx.input_shape("X"), "uint8")
 
     random_stream = "Out"
+    random_off = "is_test"
 
     @classmethod
     def prepare(cls, attrs, outputs, stream):
@@ -45,7 +46,7 @@ class Dropout(OpDef):
         fixed = attrs["seed"] if attrs["fix_seed"] else 0
 
         if attrs["is_test"]:
-            return lambda x, seed_t, state: (
+            return lambda x, seed_t: (
                 x if upscale else (x * (1.0 - p)).astype(x.dtype), None)
 
         def kernel(x, seed_t, state):

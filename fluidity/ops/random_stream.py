@@ -13,11 +13,11 @@ from . import registry
 
 
 def stream_var(op):
-    """The variable naming `op`'s stream, or None for an op that draws nothing (or has no
-    such output)."""
+    """The variable naming `op`'s stream, or None for an op that draws nothing (not a random
+    op, or one whose `random_off` attribute is set: dropout at test time)."""
     opdef = registry.find(op.type)
     slot = getattr(opdef, "random_stream", None) if opdef is not None else None
-    if slot is None:
+    if slot is None or (opdef.random_off is not None and op.attr(opdef.random_off)):
         return None
     names = [n for n in op.output(slot) if n != EMPTY_VAR_NAME]
     return names[0] if names else None

@@ -389,6 +389,7 @@ class OpDef:
     # kernel is prepared with the stream id and takes the op's [key, run] state after its
     # inputs (ops/random_stream.py).
     random_stream = None
+    random_off = None        # a bool attribute under which it draws nothing (is_test)
     # An op without `grad` ends the gradient path (ops Fluid gives an empty gradient maker:
     # comparisons, shapes, fills...). `grad_undefined = True` marks one Fluid registers no
     # gradient maker for (its fused inference ops): backward through it is an error, as in
