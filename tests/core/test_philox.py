@@ -1,32 +1,14 @@
 """core/philox.py: Philox4x32-10 against its published known answers and an independent
-scalar implementation written here, the documented word-to-number mapping, the numbers'
+scalar implementation (tests/philox_reference.py), the documented word-to-number mapping, the numbers'
 statistics (bounds from n, 6 sigma), its own log/cos/exp, and the state rule (seeded ops
 repeat, seed 0 advances)."""
 import math
 
 import numpy as np
 import pytest
+from philox_reference import scalar_philox, scalar_word
 
 from fluidity.core import philox
-
-
-def scalar_philox(ctr, key):
-    """Philox4x32-10 on Python ints, straight from Salmon et al. (SC'11)."""
-    c0, c1, c2, c3 = ctr
-    k0, k1 = key
-    mask = 0xFFFFFFFF
-    for _ in range(10):
-        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
-        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0) & mask, p1 & mask, \
-            ((p0 >> 32) ^ c3 ^ k1) & mask, p0 & mask
-        k0, k1 = (k0 + 0x9E3779B9) & mask, (k1 + 0xBB67AE85) & mask
-    return [c0, c1, c2, c3]
-
-
-def scalar_word(j, seed, stream, run):
-    b = j // 4
-    ctr = (b & 0xFFFFFFFF, b >> 32, run & 0xFFFFFFFF, run >> 32)
-    return scalar_philox(ctr, (seed & 0xFFFFFFFF, stream & 0xFFFFFFFF))[j % 4]
 
 
 # Random123's kat_vectors for philox4x32_10
