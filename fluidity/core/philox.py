@@ -111,6 +111,10 @@ def key_and_run(seed, state, stream):
         return int(seed) & 0xFFFFFFFF, 0, 0
     if state is None:
         raise ValueError("a random op with seed 0 needs its [key, run] state")
+    if not isinstance(state, np.ndarray) or state.dtype != np.int64 or state.shape != (2,):
+        raise ValueError(f"a random op's state must be an int64 [key, run] pair, got "
+                         f"{getattr(state, 'dtype', type(state).__name__)} "
+                         f"{list(np.shape(state))}")
     key, run = int(state[0]) & 0xFFFFFFFF, int(state[1])
     state[1] = run + 1
     return key, int(stream) & 0xFFFFFFFF, run

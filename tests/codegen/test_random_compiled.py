@@ -203,3 +203,32 @@ def test_random_crop_compiled_crops_where_the_interpreter_does(seeding):
             np.testing.assert_array_equal(crop[i, c], xs[i, c, r0:r0 + 5, c0:c0 + 4])
     repeats = np.array_equal(interp[0][0], interp[1][0])
     assert repeats == (seeding != "state")
+
+
+def test_a_bad_state_or_label_stops_the_run_naming_the_op():
+    from fluidity.errors import ExecutionError
+    main, startup, out, mask = _dropout_program("upscale_in_train")
+    name = random_stream.state_var(main.global_block().ops[-1])
+    x = np.ones((2, 40), np.float32)
+    for compiled in (False, True):
+        scope = fluid.Scope()
+        scope.var(name).get_tensor().set(np.zeros(3, np.float32), fluid.CPUPlace())
+        prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
+        why = (r"'@RNG_STATE@dropout_\d+\.tmp_0' is float32, compiled for int64" if compiled
+               else r"int64 \[key, run\] pair, got float32 \[3\]")
+        with pytest.raises(ExecutionError, match=r"'dropout'.*" + why):
+            fluid.Executor().run(prog, feed={"x": x}, fetch_list=[out], scope=scope)
+
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.layers.data("x", [4])
+        y = fluid.layers.data("y", [1], dtype="int64")
+        cost = fluid.layers.nce(xv, y, 10, num_neg_samples=3)
+    feed = {"x": np.ones((2, 4), np.float32), "y": np.array([[3], [10]])}
+    for compiled in (False, True):
+        scope = fluid.Scope()
+        fluid.Executor().run(startup, scope=scope)
+        prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
+        with pytest.raises(ExecutionError, match="nce: label 10 is out of range for "
+                                                 "num_total_classes=10"):
+            fluid.Executor().run(prog, feed=feed, fetch_list=[cost], scope=scope)
