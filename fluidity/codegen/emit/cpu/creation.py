@@ -70,16 +70,23 @@ def fill_any_like(e):
     e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
 
 
-@register("fill_constant_batch_size_like", "cpu")
-def fill_constant_batch_size_like(e):
-    """The batch dim from Input's dims, or its number of sequences (a LoD Input's level
-    0, for input_dim_idx 0); the other dims from `shape`."""
+def _batch_size_like(e):
+    """A *_batch_size_like op's Input Buf, input_dim_idx, output_dim_idx and `shape`
+    (NotCompilable when the indices are out of range or another dim is unknown)."""
     x = e.input("Input")
     i, o = int(e.attr("input_dim_idx")), int(e.attr("output_dim_idx"))
     shape = [int(d) for d in e.attr("shape")]
     if not (0 <= i < x.ndim and 0 <= o < len(shape)) or \
             any(d < 0 for k, d in enumerate(shape) if k != o):
         e.fail(f"input_dim_idx {i}, output_dim_idx {o} or shape {shape} out of range")
+    return x, i, o, shape
+
+
+@register("fill_constant_batch_size_like", "cpu")
+def fill_constant_batch_size_like(e):
+    """The batch dim from Input's dims, or its number of sequences (a LoD Input's level
+    0, for input_dim_idx 0); the other dims from `shape`."""
+    x, i, o, shape = _batch_size_like(e)
     if x.lod is not None and i == 0:
         e.check(f"{x.lod_len} < 1", f"{e.op.type}: Input's LoD is empty")
         n = x.lod_len - 1
@@ -133,12 +140,7 @@ def random_batch_size_like(e):
     random op draws."""
     if e.ctype_of(e.attr("dtype")) != "float":
         e.fail("compiled for float32 only")
-    x = e.input("Input")
-    i, o = int(e.attr("input_dim_idx")), int(e.attr("output_dim_idx"))
-    shape = [int(d) for d in e.attr("shape")]
-    if not (0 <= i < x.ndim and 0 <= o < len(shape)) or \
-            any(d < 0 for k, d in enumerate(shape) if k != o):
-        e.fail(f"input_dim_idx {i}, output_dim_idx {o} or shape {shape} out of range")
+    x, i, o, shape = _batch_size_like(e)
     out = e.output("Out", batch_shape([str(d) for d in shape], x.dims[i], o), "float",
                    lod_from=False)
     _random_fill(e, out, e.attr("seed"))
