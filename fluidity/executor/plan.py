@@ -376,7 +376,9 @@ class Plan:
         if self.rng:
             root = scope.root()
             for i, n in self.rng:
-                v = scope.find_var(n) or root.var(n)
+                v = scope.find_var(n)
+                if v is None:
+                    v = root.var(n)
                 if v.value is None or getattr(v.value, "_array", None) is None:
                     v.value = LoDTensor(philox.new_state())
                 frame[i] = v

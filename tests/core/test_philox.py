@@ -1,7 +1,7 @@
 """core/philox.py: Philox4x32-10 against its published known answers and an independent
-scalar implementation (tests/philox_reference.py), the documented word-to-number mapping, the numbers'
-statistics (bounds from n, 6 sigma), its own log/cos/exp, and the state rule (seeded ops
-repeat, seed 0 advances)."""
+scalar implementation (tests/philox_reference.py), the documented word-to-number mapping,
+the numbers' statistics (bounds from n, 6 sigma), its own log/cos/exp, and the state rule
+(seeded ops repeat, seed 0 advances)."""
 import math
 
 import numpy as np

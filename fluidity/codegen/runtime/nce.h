@@ -21,7 +21,8 @@ struct NceSampler {
     // The probability of class c (the kernel's _Sampler.probability).
     inline double probability(int64_t c) const {
         if (kind == 0) return 1.0 / (double)n;
-        if (kind == 1) return std::log(((double)c + 2.0) / ((double)c + 1.0)) / std::log((double)n + 1.0);
+        if (kind == 1)
+            return std::log(((double)c + 2.0) / ((double)c + 1.0)) / std::log((double)n + 1.0);
         return (double)probs[c];
     }
 };
@@ -33,7 +34,8 @@ inline void nce_sample(const Philox& g, const NceSampler& s, int64_t rows, int64
     auto put = [&](int64_t m, int64_t c) { labels[(m / k) * width + nt + m % k] = c; };
     const uint64_t n = (uint64_t)s.n;
     if (s.kind == 0) {
-        g.each_word(0, total, [&](int64_t m, uint32_t w) { put(m, (int64_t)(((uint64_t)w * n) >> 32)); });
+        g.each_word(0, total,
+                    [&](int64_t m, uint32_t w) { put(m, (int64_t)(((uint64_t)w * n) >> 32)); });
     } else if (s.kind == 1) {
         const double log_n1 = philox_log((double)(s.n + 1));
         g.each_word(0, total, [&](int64_t m, uint32_t w) {
