@@ -45,6 +45,8 @@ import zlib
 
 import numpy as np
 
+from .tensor import LoDTensor
+
 M0, M1 = 0xD2511F53, 0xCD9E8D57          # Philox4x32 multipliers
 W0, W1 = 0x9E3779B9, 0xBB67AE85          # Weyl key increments
 ROUNDS = 10
@@ -100,6 +102,18 @@ def new_state():
     """A fresh [key, run] state: a random 32-bit key from the OS (Fluid's seed 0 takes
     std::random_device's), run 0."""
     return np.array([int.from_bytes(os.urandom(4), "little"), 0], np.int64)
+
+
+def bound_state(scope, name):
+    """The scope Variable `name` holding a random op's state, as a run binds it: found up the
+    scope chain, else made in the root scope (it outlives a run's local scope, like a
+    persistable), holding a `new_state()` when it holds no tensor yet."""
+    v = scope.find_var(name)
+    if v is None:
+        v = scope.root().var(name)
+    if v.value is None or getattr(v.value, "_array", None) is None:
+        v.value = LoDTensor(new_state())
+    return v
 
 
 def key_and_run(seed, state, stream):

@@ -373,15 +373,8 @@ class Plan:
         for i, n in self.outer:
             v = scope.find_var(n)
             frame[i] = v if v is not None else scope.var(n)
-        if self.rng:
-            root = scope.root()
-            for i, n in self.rng:
-                v = scope.find_var(n)
-                if v is None:
-                    v = root.var(n)
-                if v.value is None or getattr(v.value, "_array", None) is None:
-                    v.value = LoDTensor(philox.new_state())
-                frame[i] = v
+        for i, n in self.rng:
+            frame[i] = philox.bound_state(scope, n)
         return frame
 
     def run(self, frame, env):
