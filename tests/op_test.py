@@ -20,7 +20,7 @@ import fluidity as fluid
 from fluidity.backward import gradients
 from fluidity.core.tensor import LoDTensor
 from fluidity.codegen import emit
-from fluidity.ops import registry
+from fluidity.ops import random_stream, registry
 
 compiled_checked = set()     # op types some compiled run of this process covered
 COMPILED_RTOL = 1e-5         # compiled vs numpy kernels: exp/log/tanh, BLAS blocking and
@@ -74,11 +74,22 @@ def build_op(op_type, inputs, attrs=None, outputs=None, dtype_cast=None):
     return main, startup, feed, out_vars, in_vars
 
 
+def reset_random_states(program, scope, key=1234):
+    """Give every random op of block 0 the state [key, 0] in `scope` (what a first run would
+    have made with a fresh key), so that two runs from it draw the same numbers."""
+    for op in program.global_block().ops:
+        name = random_stream.state_var(op)
+        if name is not None:
+            scope.var(name).get_tensor().set(np.array([key, 0], np.int64), fluid.CPUPlace())
+
+
 def run_op(op_type, inputs, attrs=None, outputs=None, return_lod=False):
-    """Run one op; returns {out slot: array (or list for duplicable)}."""
+    """Run one op; returns {out slot: array (or list for duplicable)}. A random op draws
+    from state [1234, 0] (seed 0) in both the interpreted and the compiled run."""
     main, startup, feed, out_vars, _ = build_op(op_type, inputs, attrs, outputs)
     exe = fluid.Executor(fluid.CPUPlace())
     scope = fluid.Scope()
+    reset_random_states(main, scope)
     flat = [(slot, v) for slot, vs in out_vars.items() for v in vs]
     res = exe.run(main, feed=feed, fetch_list=[v for _, v in flat], scope=scope,
                   return_numpy=not return_lod)
@@ -100,13 +111,15 @@ def compiled_ops(program):
 
 def compare_compiled(main, feed, fetch, want, scope, what):
     """Run `main` compiled (in `scope`, after the interpreter) and assert its fetches match
-    `want` (float: within COMPILED_RTOL/ATOL; others exactly). Returns the op types that ran
+    `want` (float: within COMPILED_RTOL/ATOL; others exactly); random ops draw from state
+    [1234, 0] (reset_random_states), as run_op's interpreted run did. Returns the op types that ran
     compiled (none: nothing to compare)."""
     done = compiled_ops(main)
     if not done:
         return done
     exe = fluid.Executor(fluid.CPUPlace())
     compiled = fluid.CompiledProgram(main).with_native_code()
+    reset_random_states(main, scope)
     got = exe.run(compiled, feed=feed, fetch_list=fetch, scope=scope,
                   return_numpy=not any(isinstance(w, LoDTensor) for w in want))
     for v, g, w in zip(fetch, got, want):
@@ -251,5 +264,6 @@ def check_compiled_grads(op_type, inputs, wrt, attrs=None, output_slots=None, ou
         grads = [g for g in gradients([loss], targets) if g is not None]
     if not grads:
         return set()
+    reset_random_states(main, scope)
     want = exe.run(main, feed=feed, fetch_list=grads, scope=scope)
     return compare_compiled(main, feed, grads, want, scope, f"{op_type} gradients")

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from ..core import dtypes
 from ..core.names import EMPTY_VAR_NAME
 from ..errors import FluidityError, ProgramFormatError, ShapeError
-from ..ops import common, registry
+from ..ops import common, random_stream, registry
 from .dim import dim, dims, is_lit
 from .refusal import NotCompilable
 
@@ -246,6 +246,15 @@ class Emit:
     def input(self, slot, i=0, maybe_unset=False):
         names = self.op.input(slot)
         return self._read(names[i], maybe_unset) if i < len(names) else None
+
+    def random_state(self):
+        """(Buf of the op's [key, run] state, its stream id) for a random op's emitter: the
+        state is read and advanced in place by runtime/philox.h's `philox_for`, as the
+        kernel advances it (core/philox.py)."""
+        name = random_stream.state_var(self.op)
+        if name is None:
+            raise NotCompilable(f"op '{self.op.type}' has no random stream")
+        return self._touch(self._low.state(name, self.op)), random_stream.stream_of(self.op)
 
     def made_here(self, slot):
         """Whether every input of `slot` is a value this compiled code makes (not read from

@@ -329,6 +329,21 @@ class Segmenter:
         self._env[name] = buf
         return buf
 
+    def state(self, name, op):
+        """The Buf of a random op's [key, run] state (int64 [2], ops/random_stream.py), a
+        scope variable no block declares: read and advanced in its own memory (host
+        memory: only the CPU target's emitters ask for it)."""
+        k = len(self._seg.sites)
+        buf = self._env.get(name)
+        if buf is None:
+            buf = Buf(f"in{len(self._seg.inputs)}", name, "int64_t", [Dim.lit(2)], "input")
+            buf.persistable, buf.first = True, k
+            self._seg.inputs.append(buf)
+            self._seg.bufs.append(buf)
+            self._env[name] = buf
+        buf.kind, buf.last = "inout", k
+        return buf
+
     def made_here(self, name):
         buf = self._env.get(name) if self._seg is not None else None
         return buf is not None and buf.kind not in ("input", "inout")

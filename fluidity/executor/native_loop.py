@@ -26,7 +26,7 @@ import numpy as np
 
 from ..codegen import build
 from ..codegen import abi
-from ..core import native as core_native
+from ..core import native as core_native, philox
 from ..core.dtypes import CODE_OF_C_TYPE, numpy_of_ctype
 from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor
@@ -162,7 +162,8 @@ class CompiledWorkerStep:
                     return None, f"slot '{b.var}' is not read as a [rows, width] tensor"
                 slot_inputs[b.var] = j
                 continue
-            var = scope.find_var(b.var)
+            var = philox.bound_state(scope, b.var) if b.var.startswith(philox.STATE_PREFIX) \
+                else scope.find_var(b.var)          # a random op's [key, run], advanced in C
             t = var.value if var is not None else None
             a = t.array if type(t) is LoDTensor else None
             if a is None or b.rows is not None or b.lod is not None:

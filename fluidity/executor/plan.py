@@ -11,13 +11,14 @@ so per-op dispatch costs one Python call and a few list reads, not a protobuf wa
 """
 import numpy as np
 
+from ..core import philox
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
 from ..core.reader import passes_through
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, ProgramError
 from ..ir.views import TENSORLIKE
-from ..ops import registry
+from ..ops import random_stream, registry
 from . import separate_outputs
 
 
@@ -113,14 +114,18 @@ _VALUE_KERNELS = (("selected_rows_kernel", VarType.SELECTED_ROWS),
                   ("tensor_array_kernel", VarType.LOD_TENSOR_ARRAY))
 
 
-def make_array_step(prep, fn, as_values=False):
-    """Step for `array`/`value` kernels: fn(*inputs) -> output or tuple of outputs.
+def make_array_step(prep, fn, as_values=False, state=None):
+    """Step for `array`/`value` kernels: fn(*inputs) -> output or tuple of outputs; a
+    random op's (`state`: the frame slot of its [key, run] state) takes that state's array
+    after its inputs.
 
     The step is generated as Python source specialized to this op — frame slots as
     constants, one line per input and output, no per-call lists or loops — and compiled once
     per distinct shape of code (cached), so dispatch is one call plus a few list reads."""
     opdef = prep.opdef
     readers = [_reader(prep, s) for s in opdef.inputs]
+    if state is not None:
+        readers.append(("state", state))
     writers = [_writer(prep, s) for s in opdef.outputs]
     lod_i = None
     source = opdef.lod_source(prep.attrs)
@@ -128,7 +133,7 @@ def make_array_step(prep, fn, as_values=False):
         s = opdef.slot(source)
         if s is not None and not s.duplicable:
             lod_i = prep.in_one(s.name)
-    make = _step_factory(tuple(r if r is None or r[0] == "one" else ("many", tuple(r[1]))
+    make = _step_factory(tuple(r if r is None or r[0] != "many" else ("many", tuple(r[1]))
                                for r in readers),
                          tuple(tuple(w) if isinstance(w, list) else w for w in writers),
                          lod_i, as_values)
@@ -219,6 +224,8 @@ def _compile_step(readers, writers, lod_i, as_values):
             return "None"
         if r[0] == "one":
             return f"F[{r[1]}].value{get}"
+        if r[0] == "state":
+            return f"F[{r[1]}].value._array"
         return "[" + ", ".join(f"F[{i}].value{get}" for i in r[1]) + "]"
 
     def put(target, v):
@@ -279,6 +286,15 @@ class Plan:
         for n in block.vars:
             self._declare(n, None)
 
+        # each random op's [key, run] state: a scope variable bound like a persistable
+        self.rng = []
+        for op in block.ops:
+            name = random_stream.state_var(op)
+            if name is not None and name not in self._slot:
+                self._slot[name] = len(self.names)
+                self.rng.append((len(self.names), name))
+                self.names.append(name)
+
         self.ops = list(block.ops)
         self.steps = []
         for op in self.ops:
@@ -319,14 +335,17 @@ class Plan:
             special = getattr(opdef, hook, None)
             if special is not None and self._reads_type(op, vtype):
                 return make_array_step(prep, special(prep.attrs), as_values=True)
-        fn = opdef.kernel_for(prep.attrs, prep.present_outputs())
+        state = random_stream.state_var(op)
+        fn = opdef.kernel_for(prep.attrs, prep.present_outputs(),
+                              random_stream.stream_of(op) if state is not None else None)
         if isinstance(fn, registry.Allocating):   # the interpreter lets kernels allocate
             fn = fn.kernel
         if opdef.kind == "array":
             ranks = _one_element_ranks(prep)
             if ranks is not None:
                 fn = _as_declared(fn, ranks, len(opdef.outputs))
-        step = make_array_step(prep, fn, as_values=opdef.kind == "value")
+        step = make_array_step(prep, fn, as_values=opdef.kind == "value",
+                               state=self._slot[state] if state is not None else None)
         pairs = separate_outputs.separate_pairs(op, opdef)
         return separate_outputs.wrap(prep, step, pairs) if pairs else step
 
@@ -368,6 +387,8 @@ class Plan:
         for i, n in self.outer:
             v = scope.find_var(n)
             frame[i] = v if v is not None else scope.var(n)
+        for i, n in self.rng:
+            frame[i] = philox.bound_state(scope, n)
         return frame
 
     def run(self, frame, env):

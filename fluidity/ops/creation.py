@@ -2,7 +2,7 @@
 uniform_random, gaussian_random, assign."""
 import numpy as np
 
-from ..core import dtypes
+from ..core import dtypes, philox
 from ..core.limits import check_elements
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError, ShapeError
@@ -50,22 +50,30 @@ class FillConstant(_Creator):
 
 
 class _Random(_Creator):
-    """A nonzero `seed` gives the same values on every run, as Paddle's kernels reseed their
-    engine per run (so a startup program with `random_seed` set initializes the same
-    parameters each time it runs); seed 0 draws fresh values from run to run."""
+    """Draws from the op's Philox stream (core/philox.py). A nonzero `seed` gives the same
+    values on every run, as Paddle's kernels reseed their engine per run (so a startup
+    program with `random_seed` set initializes the same parameters each time it runs); seed
+    0 draws from the op's [key, run] state, fresh values from run to run."""
+    random_stream = "Out"
+
     @classmethod
-    def prepare(cls, attrs, outputs):
+    def prepare(cls, attrs, outputs, stream):
         seed = attrs.get("seed", 0)
-        rng = None if seed else np.random.default_rng()
         fn = cls.sample
         dtype = dtypes.to_numpy(attrs["dtype"])
 
-        def kernel(shape_t, shape_list):
+        def kernel(shape_t, shape_list, state):
             shp = _shape_from(attrs["shape"], shape_t, shape_list)
             check_elements(shp, dtype.itemsize, cls.type)
-            r = rng if rng is not None else np.random.default_rng(seed)
-            return fn(r, shp, attrs).astype(dtype, copy=False)
+            key, ks, run = philox.key_and_run(seed, state, stream)
+            return fn(shp, attrs, dtype, key, ks, run).astype(dtype, copy=False)
         return kernel
+
+
+def _draw_dtype(dtype):
+    """The grain of the uniforms a dtype's values are drawn from (float64: 53 bits; every
+    other dtype: float32's 24)."""
+    return np.float64 if dtype == np.float64 else np.float32
 
 
 class UniformRandom(_Random):
@@ -75,8 +83,8 @@ class UniformRandom(_Random):
     doc = "Out ~ U[min, max); a nonzero `seed` makes it reproducible."
 
     @staticmethod
-    def sample(rng, shape, a):
-        out = rng.uniform(a["min"], a["max"], size=shape)
+    def sample(shape, a, dtype, key, ks, run):
+        out = philox.uniform(shape, a["min"], a["max"], key, ks, run, _draw_dtype(dtype))
         if a["diag_num"] > 0:
             flat = out.reshape(shape[0], -1)
             for i in range(a["diag_num"]):
@@ -91,8 +99,8 @@ class GaussianRandom(_Random):
     doc = "Out ~ N(mean, std^2)."
 
     @staticmethod
-    def sample(rng, shape, a):
-        return rng.normal(a["mean"], a["std"], size=shape)
+    def sample(shape, a, dtype, key, ks, run):
+        return philox.normal(shape, a["mean"], a["std"], key, ks, run, _draw_dtype(dtype))
 
 
 class Assign(OpDef):
@@ -176,17 +184,23 @@ class TruncatedGaussianRandom(_Random):
            "values; Fluid's initializer writes a, b = mean -+ 2 std, its old truncation.")
 
     @staticmethod
-    def sample(rng, shape, a):
+    def sample(shape, a, dtype, key, ks, run):
+        """Normals outside [a, b] drawn again from the next n of the stream, round by
+        round (element i of round r is normal r * n + i)."""
         lo, hi = (a["a"] - a["mean"]) / a["std"], (a["b"] - a["mean"]) / a["std"]
         if not lo < hi:
             raise ExecutionError(f"truncated_gaussian_random: a ({a['a']}) must be less than "
                                  f"b ({a['b']})")
-        out = rng.standard_normal(size=shape)
-        bad = (out < lo) | (out > hi)
-        while bad.any():
-            out[bad] = rng.standard_normal(size=int(bad.sum()))
-            bad = (out < lo) | (out > hi)
-        return out * a["std"] + a["mean"]
+        n = int(np.prod(shape, dtype=np.int64))
+        out = philox.standard_normal(n, key, ks, run)
+        bad = np.flatnonzero((out < lo) | (out > hi))
+        r = 1
+        while bad.size:
+            z = philox.standard_normal(n, key, ks, run, r * n)[bad]
+            out[bad] = z
+            bad = bad[(z < lo) | (z > hi)]
+            r += 1
+        return (out * a["std"] + a["mean"]).reshape(shape)
 
 
 class FillAnyLike(OpDef):
@@ -327,10 +341,11 @@ class _RandomBatchSizeLike(_Random):
     infer_shape = staticmethod(_infer_batch_size_like)
 
     @classmethod
-    def prepare(cls, attrs, outputs):
-        draw = super().prepare(attrs, outputs)
+    def prepare(cls, attrs, outputs, stream):
+        draw = super().prepare(attrs, outputs, stream)
         i, o = attrs["input_dim_idx"], attrs["output_dim_idx"]
-        return lambda x: draw(np.asarray(batch_shape(attrs["shape"], x.shape[i], o)), None)
+        return lambda x, state: draw(np.asarray(batch_shape(attrs["shape"], x.shape[i], o)),
+                                     None, state)
 
 
 class UniformRandomBatchSizeLike(_RandomBatchSizeLike):
@@ -404,14 +419,15 @@ class SamplingId(OpDef):
             ctx.fail(f"X must be 2-D [batch, classes], got {x}")
         ctx.set_output("Out", [x[0]], dtypes.VarType.INT64)
 
-    @classmethod
-    def prepare(cls, attrs, outputs):
-        lo, hi, seed = attrs["min"], attrs["max"], attrs["seed"]
-        rng = None if seed else np.random.default_rng()
+    random_stream = "Out"
 
-        def kernel(x):
-            r = (rng if rng is not None else np.random.default_rng(seed)).uniform(
-                lo, hi, size=x.shape[0])
+    @classmethod
+    def prepare(cls, attrs, outputs, stream):
+        lo, hi, seed = attrs["min"], attrs["max"], attrs["seed"]
+
+        def kernel(x, state):
+            key, ks, run = philox.key_and_run(seed, state, stream)
+            r = philox.uniform((x.shape[0],), lo, hi, key, ks, run, np.float64)
             below = (r[:, None] - np.cumsum(x, axis=1)) < 0
             return np.where(below.any(axis=1), below.argmax(axis=1),
                             x.shape[1] - 1).astype(np.int64)

@@ -6,7 +6,7 @@ Coordinates in a grid run from -1 to 1 with the corners aligned.
 """
 import numpy as np
 
-from ..core import dtypes
+from ..core import dtypes, philox
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
 from .registry import In, OpDef, Out, ints
@@ -185,22 +185,36 @@ class RandomCrop(OpDef):
         ctx.set_output("Out", xs[:len(xs) - len(shape)] + list(shape), ctx.input_dtype("X"))
         ctx.set_output("SeedOut", [1], dtypes.VarType.INT64)
 
-    @staticmethod
-    def kernel(x, seed, *, shape, startup_seed):
-        s = int(np.asarray(seed).reshape(-1)[0]) if seed is not None else startup_seed
-        rng = np.random.default_rng(s if s else None)
-        k = len(shape)
-        lead, tail = x.shape[:x.ndim - k], x.shape[x.ndim - k:]
-        if any(c > d for c, d in zip(shape, tail)):
-            raise ExecutionError(f"random_crop: crop {list(shape)} exceeds X's dims "
-                                 f"{list(tail)}")
-        flat = x.reshape((-1,) + tail)
-        out = np.empty((flat.shape[0],) + tuple(shape), x.dtype)
-        for i in range(flat.shape[0]):
-            offs = [int(rng.integers(0, d - c + 1)) for c, d in zip(shape, tail)]
-            out[i] = flat[i][tuple(slice(o, o + c) for o, c in zip(offs, shape))]
-        return out.reshape(lead + tuple(shape)), np.array([int(rng.integers(1, 2 ** 62))],
-                                                          np.int64)
+    random_stream = "Out"
+
+    @classmethod
+    def prepare(cls, attrs, outputs, stream):
+        """Offsets from the op's Philox stream (core/philox.py) under the seed Seed holds
+        (startup_seed while it holds none; 0: the op's state): instance i's offset along
+        crop dim j from word i * k + j, as (word * (d - c + 1)) >> 32; SeedOut from the
+        word after the last instance's (31 bits, never 0)."""
+        shape, startup_seed = list(attrs["shape"]), attrs["startup_seed"]
+
+        def kernel(x, seed, state):
+            s = int(np.asarray(seed).reshape(-1)[0]) if seed is not None else startup_seed
+            key, ks, run = philox.key_and_run(s, state, stream)
+            k = len(shape)
+            lead, tail = x.shape[:x.ndim - k], x.shape[x.ndim - k:]
+            if any(c > d for c, d in zip(shape, tail)):
+                raise ExecutionError(f"random_crop: crop {shape} exceeds X's dims "
+                                     f"{list(tail)}")
+            flat = x.reshape((-1,) + tail)
+            m = flat.shape[0]
+            w = philox.words(m * k + 1, key, ks, run)
+            span = np.asarray([d - c + 1 for c, d in zip(shape, tail)], np.uint64)
+            offs = (w[:m * k].astype(np.uint64).reshape(m, k) * span) >> np.uint64(32)
+            out = np.empty((m,) + tuple(shape), x.dtype)
+            for i in range(m):
+                out[i] = flat[i][tuple(slice(int(o), int(o) + c)
+                                       for o, c in zip(offs[i], shape))]
+            nxt = int(w[-1]) & 0x7FFFFFFF
+            return out.reshape(lead + tuple(shape)), np.array([nxt or 1], np.int64)
+        return kernel
 
 
 # --- im2sequence -----------------------------------------------------------------------------

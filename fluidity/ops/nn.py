@@ -4,6 +4,7 @@ vision ops: formulas and attributes as Paddle 2.6 writes and runs them.
 """
 import numpy as np
 
+from ..core import philox
 from ..errors import ShapeError
 from .common import channel_last, reduce_to_shape
 from .registry import In, OpDef, Out, floats, ints
@@ -33,23 +34,25 @@ class Dropout(OpDef):
         if ctx.has_output("Mask"):
             ctx.set_output("Mask", ctx.input_shape("X"), "uint8")
 
+    random_stream = "Out"
+    random_off = "is_test"
+
     @classmethod
-    def prepare(cls, attrs, outputs):
+    def prepare(cls, attrs, outputs, stream):
+        """The mask from the op's Philox stream (core/philox.py's keep_mask): the Seed
+        input's value when given, else `seed` when fix_seed, else the op's state (seed 0:
+        new masks every run); a seeded op draws the same mask every run, as Fluid's."""
         p, upscale = attrs["dropout_prob"], attrs["dropout_implementation"] == "upscale_in_train"
-        fixed = attrs["seed"] if attrs["fix_seed"] else None
-        rng = np.random.default_rng(attrs["seed"] or None)   # advances from run to run
+        fixed = attrs["seed"] if attrs["fix_seed"] else 0
 
         if attrs["is_test"]:
-            return lambda x, seed_t: (x if upscale else (x * (1.0 - p)).astype(x.dtype), None)
+            return lambda x, seed_t: (
+                x if upscale else (x * (1.0 - p)).astype(x.dtype), None)
 
-        def kernel(x, seed_t):
-            if seed_t is not None:
-                r = np.random.default_rng(int(np.asarray(seed_t).reshape(-1)[0]))
-            elif fixed is not None:
-                r = np.random.default_rng(fixed)
-            else:
-                r = rng
-            mask = (r.random(x.shape) >= p).astype(np.uint8)
+        def kernel(x, seed_t, state):
+            seed = int(np.asarray(seed_t).reshape(-1)[0]) if seed_t is not None else fixed
+            key, ks, run = philox.key_and_run(seed, state, stream)
+            mask = philox.keep_mask(x.shape, p, key, ks, run)
             out = x * mask
             if upscale:
                 out = out / (1.0 - p) if p < 1.0 else np.zeros_like(x)

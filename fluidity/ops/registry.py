@@ -390,6 +390,11 @@ class OpDef:
     # classmethod env_step(cls, op) -> step(frame, env) for those values, None to run the
     # kernel.
     env_step = None
+    # A random op: the output slot whose first variable names its Philox stream; its
+    # kernel is prepared with the stream id and takes the op's [key, run] state after its
+    # inputs (ops/random_stream.py).
+    random_stream = None
+    random_off = None        # a bool attribute under which it draws nothing (is_test)
     # An op without `grad` ends the gradient path (ops Fluid gives an empty gradient maker:
     # comparisons, shapes, fills...). `grad_undefined = True` marks one Fluid registers no
     # gradient maker for (its fused inference ops): backward through it is an error, as in
@@ -461,10 +466,13 @@ class OpDef:
         return cls.share_lod
 
     @classmethod
-    def kernel_for(cls, attrs, outputs):
+    def kernel_for(cls, attrs, outputs, stream=None):
         """The kernel a prepared plan calls for one op: `prepare(attrs, outputs)`, or
         `kernel` with the attributes it names bound. `attrs` must hold every declared
-        attribute (`defaults()` updated with the op's own)."""
+        attribute (`defaults()` updated with the op's own). A random op's is
+        `prepare(attrs, outputs, stream)` (its stream id: ops/random_stream.py)."""
+        if cls.random_stream is not None:
+            return cls.prepare(attrs, outputs, stream)
         if cls.prepare is not None:
             return cls.prepare(attrs, outputs)
         fn = cls.kernel

@@ -21,6 +21,7 @@ Gate layouts (Paddle's):
 """
 import numpy as np
 
+from ..core import philox
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError
 from .registry import In, OpDef, Out
@@ -579,10 +580,12 @@ def _rnn_cell(mode):
     return step, back
 
 
-def _rnn_forward(attrs, x, pre_states, weights, seq_len, masks=None, tape=None):
+def _rnn_forward(attrs, x, pre_states, weights, seq_len, masks=None, tape=None, draw=None):
     """Run every layer and direction. Returns (out, final states per slot, dropout masks).
-    `masks` replays the dropout masks of an earlier run; `tape` (a list) records per
-    (layer, direction): its input, xg, the steps in order and the states before each."""
+    `masks` replays the dropout masks of an earlier run, else `draw` = (k0, k1, run) draws
+    them from the Philox stream (core/philox.py: layer l's mask from the words after the
+    earlier layers'; a seeded op's key is (seed, 0)); `tape` (a list) records per (layer,
+    direction): its input, xg, the steps in order and the states before each."""
     layers, dirs = attrs["num_layers"], 2 if attrs["is_bidirec"] else 1
     p = 0.0 if attrs["is_test"] else attrs["dropout_prob"]
     step, _ = _rnn_cell(attrs["mode"])
@@ -594,7 +597,8 @@ def _rnn_forward(attrs, x, pre_states, weights, seq_len, masks=None, tape=None):
     valid = None
     if seq_len is not None:
         valid = (np.arange(steps)[:, None] < np.asarray(seq_len).reshape(-1))[..., None]
-    rng = np.random.default_rng(attrs["seed"] or None)
+    if draw is None:
+        draw = philox.key_and_run(attrs["seed"], None, 0) if attrs["seed"] else None
     inp, finals, used_masks = x, [[] for _ in pre_states], []
     for layer in range(layers):
         outs = []
@@ -623,8 +627,15 @@ def _rnn_forward(attrs, x, pre_states, weights, seq_len, masks=None, tape=None):
                 tape.append((inp, xg, list(order), history))
         inp = np.concatenate(outs, axis=2) if dirs == 2 else outs[0]
         if p > 0 and layer + 1 < layers:
-            mask = masks[layer] if masks is not None else \
-                (rng.random(inp.shape) >= p).astype(x.dtype) / (1 - p)
+            if masks is not None:
+                mask = masks[layer]
+            else:
+                if draw is None:
+                    raise ExecutionError("rnn: dropout between layers with seed 0 needs the "
+                                         "op's random state")
+                w = philox.words(inp.size, *draw, first=layer * inp.size) >> np.uint32(8)
+                mask = (w >= np.uint32(philox.keep_threshold(p))).reshape(inp.shape) \
+                    .astype(x.dtype) / (1 - p)
             used_masks.append(mask)
             inp = inp * mask
     return inp, [np.stack(f).astype(x.dtype, copy=False) for f in finals], used_masks
@@ -710,14 +721,21 @@ class RNN(OpDef):
         if ctx.has_output("Reserve"):
             ctx.set_output("Reserve", [-1], ctx.input_dtype("Input"), 0)
 
+    random_stream = "Out"
+    random_off = "is_test"
+
     @classmethod
-    def prepare(cls, attrs, outputs):
+    def prepare(cls, attrs, outputs, stream):
         if attrs["mode"] not in GATES:
             raise ExecutionError(f"rnn: mode must be one of {list(GATES)}, "
                                  f"got {attrs['mode']!r}")
 
-        def kernel(x, pre_states, weights, seq_len):
-            out, finals, masks = _rnn_forward(attrs, x, pre_states, weights, seq_len)
+        def kernel(x, pre_states, weights, seq_len, state=None):
+            draw = None
+            if attrs["dropout_prob"] > 0 and attrs["num_layers"] > 1 and not attrs["is_test"]:
+                draw = philox.key_and_run(attrs["seed"], state, stream)
+            out, finals, masks = _rnn_forward(attrs, x, pre_states, weights, seq_len,
+                                              draw=draw)
             # Reserve keeps the dropout masks between layers for the gradient
             reserve = np.concatenate([m.reshape(-1) for m in masks]) if masks else \
                 np.zeros(0, x.dtype)

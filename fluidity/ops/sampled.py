@@ -6,10 +6,12 @@ used, as an embedding's is.
 """
 import numpy as np
 
+from ..core import philox
 from ..core.dtypes import VarType
 from ..core.tensor import LoDTensor, SelectedRows
 from ..errors import ExecutionError
 from .common import grad_maker, sigmoid
+from . import random_stream
 from .lookup import remote_lookup, remote_sections
 from .registry import In, OpDef, Out, ints, strings
 
@@ -50,28 +52,35 @@ def alias_tables(dist):
 
 
 class _Sampler:
-    """Fluid 1.8's samplers over classes [0, n): draws negatives and gives a class's
-    probability as its kernels do, a float32 (the cost's k P(l) is float32 even for a
-    float64 op). uniform: any class, 1/n. log_uniform: floor(exp(u ln n)) - 1 modulo n - 1,
-    P(v) = ln((v + 2) / (v + 1)) / ln n (ln n held as a float32). custom_dist: a class
-    drawn uniformly keeps itself unless u > its alias probability and its alias is not -1;
-    P = CustomDistProbs."""
+    """Fluid 1.8's samplers over classes [0, n), drawing from the op's Philox stream
+    (core/philox.py; runtime/nce.h draws the same classes in generated code), and a class's
+    probability as Fluid's kernels give it, a float32 (the cost's k P(l) is float32 even
+    for a float64 op). uniform: class (word * n) >> 32 of word i, P = 1/n. log_uniform:
+    floor(exp(u ln n)) - 1 modulo n - 1 with u the 24-bit uniform of word i (the philox
+    module's own exp and log, so generated code matches it bit for bit), P(v) =
+    ln((v + 2) / (v + 1)) / ln n (ln n held as a float32). custom_dist: Walker's alias
+    draw, a class from word 2i keeps itself unless the uniform of word 2i + 1 is above its
+    alias probability and its alias is not -1; P = CustomDistProbs."""
 
     def __init__(self, kind, n, probs=None, alias=None, alias_probs=None):
         self.kind, self.n = kind, n
         self.probs, self.alias, self.alias_probs = probs, alias, alias_probs
-        self.log_range = np.float32(np.log(n))
+        self.log_range = np.float32(philox.log(float(n)))
 
-    def sample(self, rng, size):
+    def sample(self, size, key, ks, run):
+        m = int(np.prod(size, dtype=np.int64))
         if self.kind == 0:
-            return rng.integers(0, self.n, size=size)
+            return philox.integers(m, self.n, key, ks, run).reshape(size)
         if self.kind == 1:
-            v = np.exp(rng.uniform(0, 1, size) * np.float64(self.log_range))
-            return (v.astype(np.int64) - 1) % max(self.n - 1, 1)
-        idx = rng.integers(0, self.n, size=size)
+            u = philox.uniform01(m, key, ks, run)
+            v = np.floor(philox.exp(u * np.float64(self.log_range))).astype(np.int64) - 1
+            return (v % max(self.n - 1, 1)).reshape(size)
+        w = philox.words(2 * m, key, ks, run).reshape(-1, 2)
+        idx = ((w[:, 0].astype(np.uint64) * np.uint64(self.n)) >> np.uint64(32)).astype(np.int64)
+        u = (w[:, 1] >> np.uint32(8)).astype(np.float64) * 2.0 ** -24
         a = self.alias[idx]
-        take = (rng.uniform(0, 1, size) > self.alias_probs[idx]) & (a != -1)
-        return np.where(take, a, idx)
+        take = (u > self.alias_probs[idx]) & (a != -1)
+        return np.where(take, a, idx).reshape(size)
 
     def probability(self, k):
         if self.kind == 0:
@@ -156,21 +165,22 @@ class NCE(OpDef):
         ctx.set_output("SampleLogits", [x[0], width], ctx.input_dtype("Input"), 0)
         ctx.set_output("SampleLabels", [x[0], width], "int64", 0)
 
+    random_stream = "Cost"
+
     @classmethod
-    def forward(cls, attrs):
-        """forward(x, label, rows_of, b, sw, probs, alias, alias_probs) -> (Cost,
+    def forward(cls, attrs, stream):
+        """forward(x, label, rows_of, b, sw, probs, alias, alias_probs, state) -> (Cost,
         SampleLogits, SampleLabels), where rows_of(labels) gives the table rows [N, K, D] of
-        the sampled labels: from the local Weight, or fetched from the parameter servers."""
+        the sampled labels (from the local Weight, or fetched from the parameter servers)
+        and state is the op's [key, run] Philox state (ops/random_stream.py)."""
         k, seed = attrs["num_neg_samples"], attrs["seed"]
         custom_neg = [int(c) for c in attrs["custom_neg_classes"]]
         n = attrs["num_total_classes"]
         if custom_neg and len(custom_neg) != k:
             raise ExecutionError(f"nce: custom_neg_classes has {len(custom_neg)} classes but "
                                  f"num_neg_samples is {k}")
-        # seed 0: a fresh stream; otherwise the same negatives every run (Paddle's behaviour)
-        stream = np.random.default_rng() if seed == 0 else None
 
-        def forward(x, label, rows_of, b, sw, probs, alias, alias_probs):
+        def forward(x, label, rows_of, b, sw, probs, alias, alias_probs, state):
             sampler = _nce_sampler(attrs, probs, alias, alias_probs)
             xa = x._array
             lab = np.asarray(label._array).astype(np.int64).reshape(len(xa), -1)
@@ -179,9 +189,9 @@ class NCE(OpDef):
                                      f"num_total_classes={n}")
             if custom_neg:
                 neg = np.tile(np.asarray(custom_neg, np.int64), (len(xa), 1))
-            else:
-                rng = stream if stream is not None else np.random.default_rng(seed)
-                neg = sampler.sample(rng, (len(xa), k)).astype(np.int64)
+            else:   # seeded: the same negatives every run (Paddle's); seed 0: the state's
+                key, ks, run = philox.key_and_run(seed, state, stream)
+                neg = sampler.sample((len(xa), k), key, ks, run).astype(np.int64)
             labels = np.concatenate([lab, neg], axis=1)
             o = _nce_logits(xa, rows_of(labels), b._array if b is not None else None, labels)
             q = sampler.probability(labels) * np.float32(k)
@@ -190,11 +200,12 @@ class NCE(OpDef):
         return forward
 
     @classmethod
-    def prepare(cls, attrs, outputs):
-        forward = cls.forward(attrs)
+    def prepare(cls, attrs, outputs, stream):
+        forward = cls.forward(attrs, stream)
 
-        def kernel(x, label, w, *rest):
-            return forward(x, label, lambda labels: w._array[labels], *rest)
+        def kernel(x, label, w, b, sw, probs, alias, alias_probs, state):
+            return forward(x, label, lambda labels: w._array[labels], b, sw, probs, alias,
+                           alias_probs, state)
         return kernel
 
     @classmethod
@@ -208,19 +219,22 @@ class NCE(OpDef):
         if remote is None:
             return None
         first, epmap, tables = remote
-        forward = cls.forward(attrs)
+        state_name = random_stream.state_var(p.op)
+        si = p.idx(state_name) if state_name is not None else None
+        forward = cls.forward(attrs, random_stream.stream_of(p.op))
         ins = [p.in_one(s.name) for s in cls.inputs]
         outs = [p.out_one(s.name) for s in cls.outputs]
 
         def step(frame, env):
             x, label, _w, *rest = [frame[i].value if i is not None else None for i in ins]
+            state = frame[si].value._array if si is not None else None
 
             def rows_of(labels):
                 rows = remote_lookup(env, first, epmap, tables, "SampleLabels",
                                      labels.reshape(-1), attrs["trainer_id"], cls.type)
                 return rows.astype(x._array.dtype, copy=False).reshape(
                     labels.shape + rows.shape[1:])
-            for o, v in zip(outs, forward(x, label, rows_of, *rest)):
+            for o, v in zip(outs, forward(x, label, rows_of, *rest, state)):
                 if o is not None:
                     frame[o].value = v
         return step

@@ -3,13 +3,15 @@
 rows of X, seeded by its Seed input, writing the next seed to SeedOut and the permutation to
 ShuffleIdx, whose gradient routes Out@GRAD back through the permutation).
 
-The permutation is numpy's (PCG64 seeded from the seed), not libstdc++'s shuffle over
+The permutation is the argsort of 64-bit keys from the op's Philox stream (core/philox.py:
+row i's key from words 2i and 2i + 1, SeedOut from word 2n), not libstdc++'s shuffle over
 minstd_rand0 that Fluid's kernel uses: a given seed gives a fixed, reproducible order, but
 not the order Paddle would give for it; nothing in Fluid's API promises that order."""
 import os
 
 import numpy as np
 
+from ..core import philox
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, ShapeError
 from .common import is_empty
@@ -36,10 +38,6 @@ class Seed(OpDef):
         return np.array([seed], np.int32)
 
 
-def _generator(seed):
-    return np.random.Generator(np.random.PCG64(int(seed) % (1 << 64)))
-
-
 class ShuffleBatch(OpDef):
     type = "shuffle_batch"
     kind = "value"
@@ -60,8 +58,15 @@ class ShuffleBatch(OpDef):
         else:
             ctx.set_output("SeedOut", [1], VarType.INT64)
 
+    random_stream = "Out"
+
+    @classmethod
+    def prepare(cls, attrs, outputs, stream):
+        startup_seed = attrs["startup_seed"]
+        return lambda x, seed, state: cls.shuffle(x, seed, state, startup_seed, stream)
+
     @staticmethod
-    def kernel(x, seed, *, startup_seed):
+    def shuffle(x, seed, state, startup_seed, stream):
         if is_empty(x):
             raise ExecutionError("shuffle_batch: Input(X) has no value")
         a = x._array
@@ -69,11 +74,14 @@ class ShuffleBatch(OpDef):
             raise ShapeError("shuffle_batch: X must have at least one dim, got a scalar")
         rows = a.reshape(-1, a.shape[-1]) if a.ndim > 1 else a.reshape(-1, 1)
         s = startup_seed if is_empty(seed) else int(np.asarray(seed._array).reshape(-1)[0])
-        gen = _generator(s)
-        idx = gen.permutation(rows.shape[0]).astype(np.int64)
+        key, ks, run = philox.key_and_run(s, state, stream)
+        n = rows.shape[0]
+        w = philox.words(2 * n + 1, key, ks, run)
+        sort_keys = (w[:2 * n:2].astype(np.uint64) << np.uint64(32)) | w[1:2 * n:2]
+        idx = np.argsort(sort_keys, kind="stable").astype(np.int64)
         out = np.empty_like(rows)
         out[idx] = rows
-        nxt = np.array([int(gen.integers(0, 1 << 31))], np.int64)
+        nxt = np.array([int(w[-1] & 0x7FFFFFFF) or 1], np.int64)
         return LoDTensor(out.reshape(a.shape), x._lod), LoDTensor(idx), LoDTensor(nxt)
 
     @staticmethod

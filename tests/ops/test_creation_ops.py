@@ -23,3 +23,11 @@ def test_fill_and_fill_zeros_like2():
     got = run_op("fill_zeros_like2", {"X": x},
                  {"dtype": fluid.core.VarDesc.VarType.INT64})["Out"]
     assert got.dtype == np.int64 and got.shape == (2, 5) and not got.any()
+
+
+def test_seeded_uniform_random_is_philox_under_key_seed():
+    """seed 13: U[-1, 3) from key (13, 0), run 0 (an independent scalar Philox)."""
+    from philox_reference import uniform
+    got = run_op("uniform_random", {}, {"shape": [2, 5], "min": -1.0, "max": 3.0, "seed": 13})
+    np.testing.assert_array_equal(got["Out"].reshape(-1),
+                                  np.float32(uniform(10, -1.0, 3.0, 13)))

@@ -105,3 +105,12 @@ def test_flatten_layer():
     x = r(2, 3, 4, 5)
     got, = fluid.Executor().run(main, feed={"x": x}, fetch_list=[y], scope=fluid.Scope())
     np.testing.assert_array_equal(got, x.reshape(6, 20))
+
+
+def test_seeded_dropout_mask_is_philox_under_key_seed():
+    """fix_seed 5: the mask from key (5, 0), run 0, every run (an independent scalar
+    Philox computes it)."""
+    from philox_reference import keep_mask
+    x = np.ones((3, 7), np.float32)
+    got = run_op("dropout", {"X": x}, {"dropout_prob": 0.3, "fix_seed": True, "seed": 5})
+    np.testing.assert_array_equal(got["Mask"].reshape(-1), keep_mask(21, 0.3, 5))

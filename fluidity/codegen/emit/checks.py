@@ -47,3 +47,16 @@ def dense_only(e, *bufs):
     for b in bufs:
         if b is not None and b.rows is not None:
             e.fail(f"{b.var} is SelectedRows")
+
+
+def random_seed(e, slot, default):
+    """The C expression of a random op's seed: input `slot`'s first value (an int32 or
+    int64 tensor, checked non-empty) when the op has one, else `default` (an int the
+    emitter read from the op's attributes); 0 means the op's [key, run] state."""
+    if e.op.input(slot):
+        s = e.input(slot)
+        if s.ctype not in ("int32_t", "int64_t"):
+            e.fail(f"{slot} is {s.ctype}")
+        e.check(f"{s.numel()} < 1", f"{e.op.type}: {slot} is empty")
+        return f"(int64_t){s}[0]"
+    return f"{int(default)}LL"

@@ -182,3 +182,5 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 #include "rows.h"       // mish, log_softmax, layer_norm
 #include "nn.h"
 #include "seq.h"
+#include "philox.h"    // counter-based random numbers (core/philox.py's twin)
+#include "nce.h"        // nce's samplers, cost and gradient

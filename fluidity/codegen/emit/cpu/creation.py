@@ -6,7 +6,7 @@ from ....ops.creation import batch_shape
 from .. import register
 from ..checks import dense_only
 from ..known_values import known_ints, set_known_values
-from ..literals import fill_value, lit_int, NUMPY_OF_CTYPE, value_literal
+from ..literals import double_literal, fill_value, lit_int, NUMPY_OF_CTYPE, value_literal
 
 
 @register("fill_constant", "cpu")
@@ -70,16 +70,23 @@ def fill_any_like(e):
     e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = {value};")
 
 
-@register("fill_constant_batch_size_like", "cpu")
-def fill_constant_batch_size_like(e):
-    """The batch dim from Input's dims, or its number of sequences (a LoD Input's level
-    0, for input_dim_idx 0); the other dims from `shape`."""
+def _batch_size_like(e):
+    """A *_batch_size_like op's Input Buf, input_dim_idx, output_dim_idx and `shape`
+    (NotCompilable when the indices are out of range or another dim is unknown)."""
     x = e.input("Input")
     i, o = int(e.attr("input_dim_idx")), int(e.attr("output_dim_idx"))
     shape = [int(d) for d in e.attr("shape")]
     if not (0 <= i < x.ndim and 0 <= o < len(shape)) or \
             any(d < 0 for k, d in enumerate(shape) if k != o):
         e.fail(f"input_dim_idx {i}, output_dim_idx {o} or shape {shape} out of range")
+    return x, i, o, shape
+
+
+@register("fill_constant_batch_size_like", "cpu")
+def fill_constant_batch_size_like(e):
+    """The batch dim from Input's dims, or its number of sequences (a LoD Input's level
+    0, for input_dim_idx 0); the other dims from `shape`."""
+    x, i, o, shape = _batch_size_like(e)
     if x.lod is not None and i == 0:
         e.check(f"{x.lod_len} < 1", f"{e.op.type}: Input's LoD is empty")
         n = x.lod_len - 1
@@ -91,3 +98,49 @@ def fill_constant_batch_size_like(e):
                    lod_from=False)
     e.code(f"for (int64_t i = 0; i < {out.numel()}; ++i) {out}[i] = "
            f"{value_literal(e, v, ctype)};")
+
+
+# --- random tensors: the op's Philox stream (runtime/philox.h, core/philox.py) -------------
+def _random_fill(e, out, seed):
+    """Fill float32 `out` as the op's kernel does, from its stream under `seed` (an int
+    attribute; 0: the op's [key, run] state)."""
+    state, stream = e.random_state()
+    g = f"const fl::Philox g = fl::philox_for({int(seed)}LL, {state}, {stream}u);"
+    if e.op.type.startswith("uniform_random"):
+        if int(e.attr("diag_num")) > 0:
+            e.fail("diag_num > 0")
+        call = (f"fl::philox_uniform_f32(g, {out}, {out.numel()}, "
+                f"{double_literal(e.attr('min'))}, {double_literal(e.attr('max'))});")
+    else:
+        call = (f"fl::philox_normal_f32(g, {out}, {out.numel()}, "
+                f"{double_literal(e.attr('mean'))}, {double_literal(e.attr('std'))});")
+    e.code(f"{{ {g} {call} }}")
+
+
+@register("uniform_random", "cpu")
+@register("gaussian_random", "cpu")
+def random_tensor(e):
+    """float32 of `shape` (ShapeTensor / ShapeTensorList where compiled code knows their
+    values) drawn bit for bit as the kernel draws it."""
+    if e.ctype_of(e.attr("dtype")) != "float":
+        e.fail("compiled for float32 only")
+    shape = known_ints(e, "ShapeTensor", "ShapeTensorList", list_first=False)
+    if shape is None:
+        shape = [int(d) for d in e.attr("shape")]
+        if any(d < 0 for d in shape):
+            e.fail(f"shape {shape} has unknown dims")
+    out = e.output("Out", [str(d) for d in shape], "float")
+    _random_fill(e, out, e.attr("seed"))
+
+
+@register("uniform_random_batch_size_like", "cpu")
+@register("gaussian_random_batch_size_like", "cpu")
+def random_batch_size_like(e):
+    """`shape` with its output_dim_idx dim Input's input_dim_idx dim, drawn as the plain
+    random op draws."""
+    if e.ctype_of(e.attr("dtype")) != "float":
+        e.fail("compiled for float32 only")
+    x, i, o, shape = _batch_size_like(e)
+    out = e.output("Out", batch_shape([str(d) for d in shape], x.dims[i], o), "float",
+                   lod_from=False)
+    _random_fill(e, out, e.attr("seed"))

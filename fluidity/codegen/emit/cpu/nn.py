@@ -2,11 +2,12 @@
 and their gradients."""
 import numpy as np
 
+from ....core import philox
 from ....errors import ShapeError
 from ....ops.common import channel_last
 from ....ops.nn import Pad3D
 from .. import register
-from ..checks import check_dims, same_dim, sequences
+from ..checks import check_dims, random_seed, same_dim, sequences
 from ..literals import double_literal
 
 
@@ -35,17 +36,29 @@ def _prelu_alpha_index(e, x, alpha):
 
 @register("dropout", "cpu")
 def dropout(e):
-    """Test mode only (training draws its mask from numpy's generator)."""
-    if not e.attr("is_test"):
-        e.fail("training dropout draws a random mask")
+    """Test mode: a copy or a scaling. Training: the mask from the op's Philox stream
+    (runtime/philox.h's philox_dropout, bit for bit the kernel's core.philox.keep_mask), the
+    seed from Seed, else `seed` when fix_seed, else the op's [key, run] state."""
     x = e.input("X")
     e.require_float(x)
     out = e.output("Out", x.dims)
-    if e.attr("dropout_implementation") == "upscale_in_train":
-        e.code(f"std::memcpy({out}, {x}, sizeof(float) * {x.numel()});")
-    else:
-        k = e.literal(1.0 - float(e.attr("dropout_prob")))
-        e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = {x}[i] * {k};")
+    p = float(e.attr("dropout_prob"))
+    upscale = e.attr("dropout_implementation") == "upscale_in_train"
+    if e.attr("is_test"):
+        if upscale:
+            e.code(f"std::memcpy({out}, {x}, sizeof(float) * {x.numel()});")
+        else:
+            k = e.literal(1.0 - p)
+            e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = {x}[i] * {k};")
+        return
+    seed = random_seed(e, "Seed", int(e.attr("seed")) if e.attr("fix_seed") else 0)
+    state, stream = e.random_state()
+    mask = e.output("Mask", x.dims, "uint8_t") if e.has_output("Mask") else None
+    keep = double_literal(1.0 - p)
+    e.code(f"{{ const fl::Philox g = fl::philox_for({seed}, {state}, {stream}u); "
+           f"fl::philox_dropout(g, {x}, {out}, {mask if mask is not None else 'nullptr'}, "
+           f"{x.numel()}, {philox.keep_threshold(p)}u, {e.literal(upscale)}, "
+           f"(float)({keep}), {e.literal(p >= 1.0)}); }}")
 
 
 @register("dropout_grad", "cpu")
@@ -347,3 +360,31 @@ class _InterpPlan(_Planes):
                 f"{at(out, self.oh * self.ow)}; for (int64_t k = 0; k < {self.oh}; ++k) "
                 f"for (int64_t l = 0; l < OW; ++l) {{ {body} }} }}")
 
+
+
+@register("random_crop", "cpu")
+def random_crop(e):
+    """Each instance's crop at offsets from the op's Philox stream (runtime/philox.h's
+    philox_random_crop, bit for bit the kernel's); a crop larger than X runs interpreted,
+    where the kernel names it."""
+    x = e.input("X")
+    shape = [int(d) for d in e.attr("shape")]
+    k = len(shape)
+    if not 0 < k <= min(x.ndim, 16) or any(d < 1 for d in shape):
+        e.fail(f"shape {shape} for X of rank {x.ndim}")
+    lead, tail = x.dims[:x.ndim - k], x.dims[x.ndim - k:]
+    for c, d in zip(shape, tail):
+        if e.is_lit(d) and int(d) < c:
+            e.fail(f"crop {shape} exceeds X's dims {list(tail)}")
+        e.check(f"{d} < {c}", "random_crop: the crop exceeds X's dims")
+    seed = random_seed(e, "Seed", int(e.attr("startup_seed")))
+    state, stream = e.random_state()
+    out = e.output("Out", list(lead) + [str(c) for c in shape], x.ctype, lod_from=False)
+    seed_out = e.output("SeedOut", ["1"], "int64_t", lod_from=False) \
+        if e.has_output("SeedOut") else None
+    m = e.prod(lead) if lead else "1"
+    nxt = (f"{seed_out}[0] = " if seed_out is not None else "(void)")
+    e.code(f"{{ const fl::Philox g = fl::philox_for({seed}, {state}, {stream}u); "
+           f"const int64_t tail[] = {{{', '.join(str(d) for d in tail)}}}; "
+           f"const int64_t crop[] = {{{', '.join(f'{c}LL' for c in shape)}}}; "
+           f"{nxt}fl::philox_random_crop(g, {x}, {out}, {m}, {k}, tail, crop); }}")
