@@ -28,6 +28,20 @@ class _Creator(OpDef):
         ctx.set_output("Out", ctx.attr("shape"), ctx.attr("dtype"))
 
 
+def fill_constant_value(str_value, value, integer):
+    """fill_constant's constant as Fluid 1.8's kernel reads it: `str_value` when set (parsed
+    as an integer for an integer dtype, so int64 values beyond float64's 2^53 stay exact;
+    else as a float, "inf" too), else the float attribute `value`."""
+    if not str_value:
+        return value
+    if integer:
+        try:
+            return int(str_value)
+        except ValueError:
+            pass
+    return float(str_value)
+
+
 class FillConstant(_Creator):
     type = "fill_constant"
     inputs = (In("ValueTensor", dispensable=True, no_grad=True),) + _Creator.inputs
@@ -42,11 +56,12 @@ class FillConstant(_Creator):
     def kernel(value_t, shape_t, shape_list, *, shape, dtype, value, str_value):
         shp = _shape_from(shape, shape_t, shape_list)
         check_elements(shp, dtypes.to_numpy(dtype).itemsize, "fill_constant")
+        dt = dtypes.to_numpy(dtype)
         if value_t is not None:
             v = np.asarray(value_t).reshape(-1)[0]
         else:
-            v = float(str_value) if str_value else value
-        return np.full(shp, v, dtype=dtypes.to_numpy(dtype))
+            v = fill_constant_value(str_value, value, dt.kind in "iu")
+        return np.full(shp, v, dtype=dt)
 
 
 class _Random(_Creator):

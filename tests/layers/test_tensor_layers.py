@@ -82,5 +82,8 @@ def test_fill_constant_takes_variables_as_fluid_18():
     np.testing.assert_array_equal(got[1], np.full((2, 2), 2, "int64"))
     np.testing.assert_array_equal(got[2], np.ones((3, 3), "float32"))
     assert got[3].tolist() == [2 ** 60 + 1] * 2
-    ops = [op for op in main.global_block().ops if op.type == "fill_constant"]
-    assert ops[2].input("ValueTensor") == [v.name] and ops[0].input("ShapeTensorList")
+    maker = {op.output("Out")[0]: op for op in main.global_block().ops
+             if op.type == "fill_constant"}
+    assert maker[b.name].input("ValueTensor") == [v.name]
+    assert maker[a.name].input("ShapeTensorList") and maker[c.name].input("ShapeTensor")
+    assert maker[d.name].attr("str_value") == str(2 ** 60 + 1)

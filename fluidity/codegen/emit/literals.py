@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from ...core import dtypes
+from ...ops.creation import fill_constant_value
 from ..dim import Dim
 
 # the numpy type of each C type generated code has (cir.CTYPES' values)
@@ -35,7 +36,7 @@ def fill_value(e):
     text = e.attr("str_value")
     if text:
         try:
-            return float(text)
+            return fill_constant_value(text, None, dtypes.to_numpy(e.attr("dtype")).kind in "iu")
         except ValueError:
             e.fail(f"str_value {text[:40]!r} is not a number")
     return e.attr("value", nonfinite=True)
@@ -45,6 +46,12 @@ def value_literal(e, value, ctype):
     """`value` (a Python number) as what numpy's np.full(..., value, dtype) stores, in C:
     NotCompilable where C's conversion is undefined (a non-finite or out-of-range value into
     an integer type)."""
+    if isinstance(value, int) and ctype in ("int64_t", "int32_t", "uint8_t", "int8_t"):
+        info = np.iinfo({"int64_t": np.int64, "int32_t": np.int32, "uint8_t": np.uint8,
+                         "int8_t": np.int8}[ctype])
+        if not info.min <= value <= info.max:
+            e.fail(f"value {value} is out of range of {ctype}")
+        return f"({ctype})({value}LL)"
     v = float(value)
     if ctype in ("float", "double"):
         return f"({ctype})({double_literal(v)})"
