@@ -289,7 +289,10 @@ class Emit:
             src = self.input(source) if source is not None and self.op.input(source) \
                 else None
         buf = self._low.write(name, dims, ctype or "float", self.op, self.k)
-        if src is not None and src.lod is not None:
+        if src is not None and src.lod is not None and (
+                lod_from is not None or list(map(str, buf.dims[:1])) == list(map(str, src.dims[:1]))):
+            # a shared LoD only on an output of the source's rows, as the interpreter
+            # decides at run time (executor/plan.py); an emitter's own `lod_from` stands
             buf.lod, buf.lod_len, buf.lod_src = src.lod, src.lod_len, src.lod_src
         self.outputs.setdefault(slot, []).append(buf)
         return self._touch(buf)
