@@ -12,6 +12,8 @@ from .registry import In, OpDef, Out
 
 class Norm(OpDef):
     type = "norm"
+    share_lod = None
+    lod_outputs = ("Out", "Norm")
     inputs = (In("X"),)
     outputs = (Out("Out"), Out("Norm", intermediate=True))
     attrs = {"axis": 1, "epsilon": 1e-10, "is_test": False}
