@@ -125,7 +125,7 @@ def make_array_step(prep, fn, as_values=False):
     source = opdef.lod_source(prep.attrs)
     if source is not None and not as_values:
         s = opdef.slot(source)
-        if s is not None and not s.duplicable:
+        if s is not None:           # a duplicable slot: its first input's (Fluid's ShareLoD)
             lod_i = prep.in_one(s.name)
     make = _step_factory(tuple(r if r is None or r[0] == "one" else ("many", tuple(r[1]))
                                for r in readers),

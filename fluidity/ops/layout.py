@@ -341,6 +341,7 @@ class PixelShuffle(_Mover):
 class ShuffleChannel(_Mover):
     type = "shuffle_channel"
     attrs = {"group": 1}
+    lod_outputs = ("Out",)     # none, as Fluid's (share_lod None)
     doc = "Out's channels are X's viewed as [group, C / group], transposed (ShuffleNet)."
 
     @staticmethod

@@ -233,7 +233,8 @@ class Stack(OpDef):
     inputs = (In("X", duplicable=True),)
     outputs = (Out("Y"),)
     attrs = {"axis": 0}
-    share_lod = None
+    share_lod = "X"            # X[0]'s, kept where Y has its rows (axis > 0), as Fluid's
+    lod_outputs = ("Y",)
     doc = "Y = the inputs (all of one shape) stacked along a new dim `axis`."
 
     @staticmethod

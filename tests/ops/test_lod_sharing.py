@@ -42,6 +42,14 @@ CASES = {
     "reverse": ([5, 4], lambda x: [L.reverse(x, axis=1)], [False]),
     "smooth_l1": ([5, 4], lambda x: [L.smooth_l1(x, L.assign(_f(5, 4)))], [False]),
     "norm": ([5, 4], lambda x: [L.l2_normalize(x, axis=1)], [False]),
+    "transpose2": ([5, 2, 2], lambda x: [L.transpose(x, [0, 2, 1])], [False]),
+    "shuffle_channel": ([5, 4, 1, 1], lambda x: [L.shuffle_channel(x, 2)], [False]),
+    "stack_axis1": ([5, 4], lambda x: [L.stack([x, x], axis=1)], [True]),
+    "stack_axis0": ([5, 4], lambda x: [L.stack([x, x], axis=0)], ["rows"]),
+    "hsigmoid": ([5, 4], lambda x: [L.hsigmoid(x, L.assign(np.zeros((5, 1), "int64")), 4)],
+                 [True]),
+    "cos_sim": ([5, 4], lambda x: [L.cos_sim(x, L.assign(_f(5, 4)))], [True]),
+    "clip_by_norm": ([5, 4], lambda x: [L.clip_by_norm(x, 1.0)], [True]),
 }
 
 
@@ -79,7 +87,7 @@ def test_the_output_keeps_the_lod_exactly_where_fluid_shares_it(name):
 
 def test_a_dropped_lod_is_declared_at_build_time_as_none():
     """An op that Fluid gives no ShareLoD declares lod_level 0 even over a LoD input."""
-    for name in ("scatter", "reverse", "smooth_l1", "norm"):
+    for name in ("scatter", "reverse", "smooth_l1", "norm", "transpose2", "shuffle_channel"):
         shape, build, _keeps = CASES[name]
         main = fluid.Program()
         with fluid.program_guard(main, fluid.Program()):
@@ -87,7 +95,7 @@ def test_a_dropped_lod_is_declared_at_build_time_as_none():
         assert [o.lod_level for o in outs] == [0], name
 
 
-@pytest.mark.parametrize("name", ["matmul", "slice_cols", "slice_rows", "cumsum"])
+@pytest.mark.parametrize("name", ["matmul", "slice_cols", "slice_rows", "cumsum", "transpose2"])
 def test_the_compiled_program_gives_the_interpreters_lod(name):
     """A sequence_pool after the op reads the LoD the op passed on: the same numbers
     interpreted and compiled (and, where the op drops the LoD, both refuse to pool)."""
