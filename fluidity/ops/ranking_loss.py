@@ -102,6 +102,7 @@ class BprLoss(OpDef):
     type = "bpr_loss"
     inputs = (In("X"), In("Label", no_grad=True))
     outputs = (Out("Y"),)
+    lod_outputs = ("Y",)
     doc = ("Y[i] = -mean over j != Label[i] of log(sigmoid(X[i, Label[i]] - X[i, j])) "
            "(Bayesian personalized ranking).")
 

@@ -50,6 +50,12 @@ CASES = {
                  [True]),
     "cos_sim": ([5, 4], lambda x: [L.cos_sim(x, L.assign(_f(5, 4)))], [True]),
     "clip_by_norm": ([5, 4], lambda x: [L.clip_by_norm(x, 1.0)], [True]),
+    "center_loss": ([5, 4], lambda x: [L.center_loss(x, L.assign(np.zeros((5, 1), "int64")),
+                                                     3, 0.1)], [True]),
+    "bpr_loss": ([5, 4], lambda x: [L.bpr_loss(L.softmax(x),
+                                               L.assign(np.zeros((5, 1), "int64")))], [True]),
+    "teacher_student_sigmoid_loss": ([5, 1], lambda x: [L.teacher_student_sigmoid_loss(
+        x, L.assign(_f(5, 1)))], [True]),
 }
 
 
