@@ -160,7 +160,7 @@ class LinearPlan(Plan):
                      functools.partial(tls.arena.alloc, o))
             lod = frame[lod_i].value._lod if lod_i is not None else None
             # Fluid's ShareLoD, where the output has the rows the LoD counts (plan.py)
-            frame[o].value = LoDTensor(r, lod if not lod or r.shape[:1] == (lod[-1][-1],)
+            frame[o].value = LoDTensor(r, lod if not lod or r.shape[:1] == tuple(lod[-1][-1:])
                                        else None)
         return step
 

@@ -228,7 +228,7 @@ def _compile_step(readers, writers, lod_i, as_values):
         # Fluid's ShareLoD, kept only where the output has the rows the LoD counts: an
         # output of other rows (a crop, a gather, an expand of the rows) gets no LoD
         # rather than one that refers to rows it does not have
-        return f"{target}.value = T({v}, L if not L or shape({v})[:1] == (L[-1][-1],) else None)"
+        return f"{target}.value = T({v}, L if not L or shape({v})[:1] == tuple(L[-1][-1:]) else None)"
 
     lines = ["def make(fn, T):", "    def step(F, env):",
              f"        r = fn({', '.join(arg(r) for r in readers)})"]
