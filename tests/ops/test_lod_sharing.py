@@ -68,13 +68,14 @@ def _op(op_type, inputs, out_slots, **attrs):
     return outs
 
 
-def _run(shape, build, program_of=lambda main: main):
+def _run(shape, build, program_of=lambda main: main, strategy=None):
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
         x = fluid.data("x", [None] + shape[1:], "float32", lod_level=1)
         outs = build(x)
     t = fluid.create_lod_tensor(_f(*shape), LENS, fluid.CPUPlace())
-    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    exe = fluid.Executor(fluid.CPUPlace(), **({"strategy": strategy} if strategy else {}))
+    scope = fluid.Scope()
     exe.run(startup, scope=scope)
     got = exe.run(program_of(main), feed={"x": t}, fetch_list=outs, return_numpy=False,
                   scope=scope)
@@ -120,3 +121,11 @@ def test_the_compiled_program_gives_the_interpreters_lod(name):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
     _, (plain,) = _run(shape, build, lambda m: fluid.CompiledProgram(m).with_native_code())
     assert plain.recursive_sequence_lengths() == LENS
+
+
+@pytest.mark.parametrize("name", ["matmul", "slice_rows", "pad_rows", "stack_axis1", "conv2d"])
+def test_the_linear_executor_gives_the_interpreters_lod(name):
+    shape, build, keeps = CASES[name]
+    _, got = _run(shape, build, strategy="linear")
+    assert [g.recursive_sequence_lengths() for g in got] == \
+        [LENS if k is True else [] for k in keeps]
