@@ -298,10 +298,27 @@ class Emit:
             src = self.input(source) if source is not None and self.op.input(source) \
                 else None
         buf = self._low.write(name, dims, ctype or "float", self.op, self.k)
+        if src is not None and src.lod is not None and lod_from is None:
+            src = self._same_rows(buf, src)
         if src is not None and src.lod is not None:
             buf.lod, buf.lod_len, buf.lod_src = src.lod, src.lod_len, src.lod_src
         self.outputs.setdefault(slot, []).append(buf)
         return self._touch(buf)
+
+    def _same_rows(self, out, src):
+        """`src` when output `out` has its rows, so a LoD shared from it counts rows `out`
+        has (the interpreter's rule, executor/plan.py), else None. Where only run time can
+        say, a run whose rows do match runs interpreted, so both paths give one LoD."""
+        a, b = out.dims[:1], src.dims[:1]
+        if not a or not b:
+            return None
+        a, b = str(a[0]), str(b[0])
+        if a == b:
+            return src
+        if not (is_lit(a) and is_lit(b)):
+            self.check(f"{a} == {b}", f"{self.op.type}: Out keeps the rows and so the LoD "
+                       f"of its input")
+        return None
 
     def fused_update(self, slot):
         """(Param, LearningRate) Bufs when output `slot` is a gradient whose only use is a

@@ -158,7 +158,9 @@ class LinearPlan(Plan):
         def step(frame, env):
             r = kout(*[frame[i].value._array if i is not None else None for i in ins],
                      functools.partial(tls.arena.alloc, o))
-            frame[o].value = LoDTensor(r, frame[lod_i].value._lod if lod_i is not None
+            lod = frame[lod_i].value._lod if lod_i is not None else None
+            # Fluid's ShareLoD, where the output has the rows the LoD counts (plan.py)
+            frame[o].value = LoDTensor(r, lod if not lod or r.shape[:1] == tuple(lod[-1][-1:])
                                        else None)
         return step
 

@@ -131,7 +131,7 @@ def make_array_step(prep, fn, as_values=False, state=None):
     source = opdef.lod_source(prep.attrs)
     if source is not None and not as_values:
         s = opdef.slot(source)
-        if s is not None and not s.duplicable:
+        if s is not None:           # a duplicable slot: its first input's (Fluid's ShareLoD)
             lod_i = prep.in_one(s.name)
     make = _step_factory(tuple(r if r is None or r[0] != "many" else ("many", tuple(r[1]))
                                for r in readers),
@@ -231,7 +231,12 @@ def _compile_step(readers, writers, lod_i, as_values):
     def put(target, v):
         if as_values:
             return f"{target}.value = {v}"
-        return f"{target}.value = T({v}, L)" if lod_i is not None else f"{target}.value = T({v})"
+        if lod_i is None:
+            return f"{target}.value = T({v})"
+        # Fluid's ShareLoD, kept only where the output has the rows the LoD counts: an
+        # output of other rows (a crop, a gather, an expand of the rows) gets no LoD
+        # rather than one that refers to rows it does not have
+        return f"{target}.value = T({v}, L if not L or shape({v})[:1] == tuple(L[-1][-1:]) else None)"
 
     lines = ["def make(fn, T):", "    def step(F, env):",
              f"        r = fn({', '.join(arg(r) for r in readers)})"]
@@ -252,7 +257,7 @@ def _compile_step(readers, writers, lod_i, as_values):
         else:
             lines.append(f"            {put(f'F[{w}]', v)}")
     lines += ["    return step"]
-    ns = {}
+    ns = {"shape": np.shape}
     exec(compile("\n".join(lines), "<fluidity step>", "exec"), ns)
     return ns["make"]
 

@@ -191,7 +191,7 @@ def _infer_shape(self, block):
     `OpDesc.infer_shape(block)`), by the op's schema."""
     opdef = registry.get(self.type)
     if opdef.infer_shape is not None:
-        opdef.infer_shape(InferShapeContext(OpView(_BlockOfDesc(block), self)))
+        opdef.infer(InferShapeContext(OpView(_BlockOfDesc(block), self)))
 
 
 _OP = {

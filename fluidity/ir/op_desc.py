@@ -191,7 +191,7 @@ class OpDesc:
         op = self._view(block_desc, "infer_shape")
         opdef = registry.get(op.type)
         if opdef.infer_shape is not None:
-            opdef.infer_shape(InferShapeContext(op))
+            opdef.infer(InferShapeContext(op))
             return
         for name in op.output_arg_names:
             if GRAD_SUFFIX not in name:

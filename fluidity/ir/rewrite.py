@@ -136,7 +136,7 @@ def insert_op(block, index, op_type, inputs=None, outputs=None, attrs=None, infe
         try:
             check_inputs_exist(op)
             if opdef.infer_shape is not None:
-                opdef.infer_shape(InferShapeContext(op))
+                opdef.infer(InferShapeContext(op))
         except Exception:
             remove_op(block, op)
             raise

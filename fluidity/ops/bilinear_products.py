@@ -15,7 +15,8 @@ class BilinearTensorProduct(OpDef):
     type = "bilinear_tensor_product"
     inputs = (In("X"), In("Y"), In("Weight"), In("Bias", dispensable=True))
     outputs = (Out("Out"),)
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = "Out[b, k] = X[b] @ Weight[k] @ Y[b]^T + Bias[0, k]."
 
     @staticmethod
@@ -56,7 +57,8 @@ class Fsp(OpDef):
     type = "fsp"
     inputs = (In("X"), In("Y"))
     outputs = (Out("Out"),)
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = "Out[b] = X[b] (as [C1, H*W]) @ Y[b] (as [C2, H*W])^T / (H * W) (the FSP matrix)."
 
     @staticmethod

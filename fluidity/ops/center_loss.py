@@ -16,7 +16,8 @@ class CenterLoss(OpDef):
               In("CenterUpdateRate", no_grad=True))
     outputs = (Out("SampleCenterDiff", intermediate=True), Out("Loss"), Out("CentersOut"))
     attrs = {"cluster_num": 0, "need_update": True}
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Loss",)
     doc = ("Loss[i] = ||X[i] - Centers[Label[i]]||^2 / 2; CentersOut (the Centers variable "
            "itself, as the layer builds it) = Centers, moved when need_update: Centers[j] += "
            "rate * sum of the diffs of class j / (1 + their count).")
@@ -45,7 +46,8 @@ class CenterLoss(OpDef):
             np.add.at(sums, ids, diff)
             counts = np.bincount(ids, minlength=c.shape[0]).reshape(-1, 1)
             new += (alpha * sums / (1 + counts)).astype(c.dtype)
-        return LoDTensor(diff), LoDTensor(loss.astype(a.dtype)), LoDTensor(new)
+        # Loss (one row per X row) keeps X's LoD, as Fluid's CenterLossOp shares it
+        return LoDTensor(diff), LoDTensor(loss.astype(a.dtype), x._lod), LoDTensor(new)
 
     grad = grad_maker("center_loss_grad", ("SampleCenterDiff", "Loss@GRAD"), ("X",))
 

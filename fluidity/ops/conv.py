@@ -138,7 +138,8 @@ class Conv2D(OpDef):
     attrs = {"strides": ints([1, 1]), "paddings": ints([0, 0]), "padding_algorithm": "EXPLICIT",
              "groups": 1, "dilations": ints([1, 1]), "data_format": "NCHW",
              **_COMMON_CONV_ATTRS}
-    share_lod = None
+    share_lod = "Input"
+    lod_outputs = ("Output",)
     version = 1   # Paddle's checkpoint: attribute use_addto
     doc = ("Output = conv(Input, Filter) (+ Bias per output channel). Input NCHW (or NHWC by "
            "data_format), Filter [M, C/groups, kh, kw].")
@@ -189,6 +190,8 @@ class Conv2D(OpDef):
 
 class DepthwiseConv2D(Conv2D):
     type = "depthwise_conv2d"
+    share_lod = "Input"
+    lod_outputs = ("Output",)
     doc = "conv2d with groups == input channels (same kernel)."
 
 

@@ -423,7 +423,8 @@ class SamplingId(OpDef):
     inputs = (In("X", no_grad=True),)
     outputs = (Out("Out"),)
     attrs = {"min": 0.0, "max": 1.0, "seed": 0}
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = ("Out[i] = the first j where r - sum(X[i, :j+1]) < 0, r ~ U[min, max): a draw "
            "from each row of probabilities (the last column if the row sums below r).")
 

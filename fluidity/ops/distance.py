@@ -49,7 +49,8 @@ class SquaredL2Distance(OpDef):
     type = "squared_l2_distance"
     inputs = (In("X"), In("Y"))
     outputs = (Out("sub_result", intermediate=True), Out("Out"))
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = ("sub_result = X - Y over rows flattened to [N, D] (Y of N rows, or of one row "
            "broadcast to all); Out[i] = sum_j sub_result[i, j]^2, shape [N, 1].")
 

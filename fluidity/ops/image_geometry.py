@@ -28,7 +28,8 @@ class AffineGrid(OpDef):
     inputs = (In("Theta"), In("OutputShape", dispensable=True, no_grad=True))
     outputs = (Out("Output"),)
     attrs = {"output_shape": ints(), "use_cudnn": True, "align_corners": True}
-    share_lod = None
+    share_lod = "Theta"
+    lod_outputs = ("Output",)
     doc = ("Output[n, h, w] = Theta[n] @ (x_w, y_h, 1): the sampling grid of a 2-D affine "
            "transform for output_shape [N, C, H, W] (coordinates in [-1, 1]).")
 
@@ -103,7 +104,8 @@ class GridSampler(OpDef):
     outputs = (Out("Output"),)
     attrs = {"use_cudnn": True, "align_corners": True, "mode": "bilinear",
              "padding_mode": "zeros"}
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Output",)
     doc = ("Output[n, c, i, j] = X[n, c] sampled bilinearly at Grid[n, i, j] = (x, y) in "
            "[-1, 1] (corners aligned; zero outside X).")
 

@@ -84,7 +84,8 @@ class Slice(OpDef):
     outputs = (Out("Out"),)
     attrs = {"axes": ints(), "starts": ints(), "ends": ints(), "infer_flags": ints(),
              "decrease_axis": ints()}
-    share_lod = None
+    share_lod = "Input"
+    lod_outputs = ("Out",)
     doc = ("Out = Input[starts:ends] on `axes` (Python-style clamping), then the dims in "
            "`decrease_axis` (size 1) removed.")
 
@@ -280,7 +281,8 @@ class StridedSlice(OpDef):
     outputs = (Out("Out"),)
     attrs = {"axes": ints(), "starts": ints(), "ends": ints(), "strides": ints(),
              "infer_flags": ints(), "decrease_axis": ints()}
-    share_lod = None
+    share_lod = "Input"
+    lod_outputs = ("Out",)
     doc = ("Out = Input[starts:ends:strides] on `axes` (negative strides walk backwards), "
            "then the size-1 dims in `decrease_axis` removed.")
 
@@ -426,7 +428,8 @@ class IndexSelect(OpDef):
     inputs = (In("X"), In("Index", no_grad=True))
     outputs = (Out("Out"),)
     attrs = {"dim": 0}
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = "Out = X's slices at the 1-D Index positions along `dim`."
 
     @staticmethod

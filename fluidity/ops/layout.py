@@ -99,6 +99,8 @@ def _pad_map(shape, pads, mode):
 
 class Pad(_Mover):
     type = "pad"
+    share_lod = "X"
+    lod_outputs = ("Out",)
     attrs = {"paddings": ints(), "pad_value": 0.0}
     doc = "Out = X padded with pad_value; paddings = [before_0, after_0, before_1, ...]."
 
@@ -131,6 +133,8 @@ def _pad2d_pads(shape, paddings, data_format):
 
 class Pad2d(_Mover):
     type = "pad2d"
+    share_lod = "X"
+    lod_outputs = ("Out",)
     inputs = (In("X"), In("Paddings", dispensable=True, no_grad=True))
     attrs = {"paddings": ints([0, 0, 0, 0]), "mode": "constant", "pad_value": 0.0,
              "data_format": "NCHW"}
@@ -163,6 +167,8 @@ class Pad2d(_Mover):
 
 class PadConstantLike(_Mover):
     type = "pad_constant_like"
+    share_lod = "X"
+    lod_outputs = ("Out",)
     inputs = (In("X", no_grad=True), In("Y"))
     attrs = {"pad_value": 0.0}
     doc = "Out = Y padded at the end of each dim with pad_value to X's shape."
@@ -250,6 +256,8 @@ class Crop(_Mover):
 
 class CropTensor(_Mover):
     type = "crop_tensor"
+    share_lod = "X"
+    lod_outputs = ("Out",)
     inputs = (In("X"), In("Shape", dispensable=True, no_grad=True),
               In("Offsets", dispensable=True, no_grad=True),
               In("ShapeTensor", duplicable=True, dispensable=True, no_grad=True),
@@ -280,6 +288,8 @@ class CropTensor(_Mover):
 # --- channel movers ---------------------------------------------------------------------------
 class SpaceToDepth(_Mover):
     type = "space_to_depth"
+    share_lod = "X"
+    lod_outputs = ("Out",)
     attrs = {"blocksize": 1}
     doc = ("Fluid's (Darknet's reorg) order: with oc = C / b^2 (b = blocksize), X[n, c, h, w] "
            "goes to [n, c % oc, h * b + (c // oc) // b, w * b + (c // oc) % b] of an "
@@ -331,6 +341,7 @@ class PixelShuffle(_Mover):
 class ShuffleChannel(_Mover):
     type = "shuffle_channel"
     attrs = {"group": 1}
+    lod_outputs = ("Out",)     # none, as Fluid's (share_lod None)
     doc = "Out's channels are X's viewed as [group, C / group], transposed (ShuffleNet)."
 
     @staticmethod
@@ -349,6 +360,8 @@ class ShuffleChannel(_Mover):
 
 class TemporalShift(_Mover):
     type = "temporal_shift"
+    share_lod = "X"
+    lod_outputs = ("Out",)
     attrs = {"seg_num": 1, "shift_ratio": 0.25}
     doc = ("X [N*T, C, H, W] (T = seg_num): the first C*shift_ratio channels take the "
            "previous frame's values, the next as many the next frame's, 0 past the ends.")

@@ -424,6 +424,8 @@ def _smooth_l1_grad(g):
 
 class SmoothL1Loss(OpDef):
     type = "smooth_l1_loss"
+    share_lod = None
+    lod_outputs = ("Diff", "Out")
     inputs = (In("X"), In("Y"), In("InsideWeight", dispensable=True, no_grad=True),
               In("OutsideWeight", dispensable=True, no_grad=True))
     outputs = (Out("Diff", intermediate=True), Out("Out"))

@@ -357,6 +357,8 @@ def _matmul_grad(g):
 
 class Matmul(_MatmulBase):
     type = "matmul"
+    share_lod = "X"
+    lod_outputs = ("Out",)
     # Paddle's checkpoint 1: attribute fused_reshape_Y of oneDNN fusion passes, which Paddle
     # clips from saved programs (a program still carrying it fails the attribute check)
     version = 1
@@ -803,7 +805,8 @@ class Bmm(OpDef):
     type = "bmm"
     inputs = (In("X"), In("Y"))
     outputs = (Out("Out"),)
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = "Out[b] = X[b] @ Y[b] for X [B, M, K] and Y [B, K, N]."
 
     @staticmethod
@@ -855,7 +858,8 @@ class Cumsum(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     attrs = {"axis": -1, "flatten": False, "exclusive": False, "reverse": False}
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     version = 1   # `flatten`
     doc = ("Out = running sums of X along `axis` (of the flattened X if flatten); exclusive "
            "leaves out each element itself, reverse sums from the end.")

@@ -591,6 +591,7 @@ class ClipByNorm(OpDef):
     outputs = (Out("Out"),)
     attrs = {"max_norm": 1.0}
     kind = "value"
+    lod_outputs = ("Out",)
     doc = ("Out = X * max_norm / max(||X||_2, max_norm) (X unchanged when its norm is at "
            "most max_norm). A SelectedRows X gives a SelectedRows of its merged rows.")
 

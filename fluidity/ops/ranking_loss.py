@@ -18,7 +18,8 @@ class RankLoss(OpDef):
     type = "rank_loss"
     inputs = (In("Label", no_grad=True), In("Left"), In("Right"))
     outputs = (Out("Out"),)
-    share_lod = "Left"
+    share_lod = None
+    lod_outputs = ("Out",)
     doc = ("Out = log(1 + exp(Left - Right)) - Label * (Left - Right) (RankNet), element by "
            "element of the three flattened; each [batch] or [batch, 1], Out shaped as Label "
            "(as Fluid 1.8's).")
@@ -65,7 +66,8 @@ class MarginRankLoss(OpDef):
     inputs = (In("X1"), In("X2"), In("Label", no_grad=True))
     outputs = (Out("Out"), Out("Activated", intermediate=True))
     attrs = {"margin": 0.0}
-    share_lod = "X1"
+    share_lod = None
+    lod_outputs = ("Out", "Activated")
     doc = "Out = max(0, -Label * (X1 - X2) + margin); Activated = (Out > 0)."
 
     @staticmethod
@@ -100,6 +102,7 @@ class BprLoss(OpDef):
     type = "bpr_loss"
     inputs = (In("X"), In("Label", no_grad=True))
     outputs = (Out("Y"),)
+    lod_outputs = ("Y",)
     doc = ("Y[i] = -mean over j != Label[i] of log(sigmoid(X[i, Label[i]] - X[i, j])) "
            "(Bayesian personalized ranking).")
 

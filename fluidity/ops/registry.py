@@ -370,6 +370,10 @@ class OpDef:
     attrs = {}
     kind = "array"
     share_lod = "X"          # outputs inherit this input's LoD (None: outputs have no LoD)
+    # Output slots whose build-time lod_level `infer` declares from `lod_source`: the
+    # source input's level, or 0 when the op shares none (Fluid's compile-time ShareLoD).
+    # Empty: the op's own `infer_shape` declares it.
+    lod_outputs = ()
     version = 0              # Paddle's op version this definition implements
     doc = ""
     # False for an op Fluidity adds that Paddle 1.8 does not register (fc_grad): Fluid's
@@ -456,6 +460,21 @@ class OpDef:
         """Set output shapes/dtypes from inputs' (ctx: framework.InferShapeContext).
         The default copies the first input's shape and dtype to every output."""
         ctx.same_as_first_input()
+
+    @classmethod
+    def infer(cls, ctx):
+        """Build-time inference of one op: `infer_shape`, then the lod_level of the
+        `lod_outputs` slots as the run-time LoD will have it (the same `lod_source`)."""
+        cls.infer_shape(ctx)
+        if not cls.lod_outputs:
+            return
+        attrs = cls.defaults()
+        attrs.update({n: ctx.attr(n) for n in attrs if ctx.op.has_attr(n)})
+        source = cls.lod_source(attrs)
+        level = ctx.input_lod_level(source) if source and ctx.has_input(source) else 0
+        for slot in cls.lod_outputs:
+            if ctx.has_output(slot):
+                ctx.set_output(slot, lod_level=level)
 
     # --- run time ------------------------------------------------------------------------
     @classmethod

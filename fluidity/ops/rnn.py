@@ -408,7 +408,8 @@ class GRUUnit(OpDef):
     outputs = (Out("Gate", intermediate=True), Out("ResetHiddenPrev", intermediate=True),
                Out("Hidden"))
     attrs = {"activation": 2, "gate_activation": 1, "origin_mode": False}
-    share_lod = "Input"
+    share_lod = None
+    lod_outputs = ("Gate", "ResetHiddenPrev", "Hidden")
     doc = "One GRU step: Input [N, 3D] (projected x), HiddenPrev [N, D] -> Hidden [N, D]."
 
     @staticmethod
@@ -463,6 +464,8 @@ class GRUUnitGrad(OpDef):
 
 class LSTMUnit(OpDef):
     type = "lstm_unit"
+    share_lod = None
+    lod_outputs = ("C", "H")
     inputs = (In("X"), In("C_prev"))
     outputs = (Out("C"), Out("H"))
     attrs = {"forget_bias": 0.0}

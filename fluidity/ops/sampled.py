@@ -371,7 +371,8 @@ class HierarchicalSigmoid(OpDef):
     attrs = {"num_classes": 2, "is_sparse": False, "remote_prefetch": False, "trainer_id": 0,
              "height_sections": ints(), "epmap": strings(), "table_names": strings()}
     kind = "value"
-    share_lod = None
+    share_lod = "X"            # Out (one row per X row) keeps X's LoD, as Fluid's
+    lod_outputs = ("Out",)
     doc = ("Out[i] = sum over the nodes j of label i's code path of softplus(z) - bit_j z, "
            "z = X[i] . W[node_j] + Bias[node_j] (clipped to [-40, 40]); as in Paddle, every "
            "slot past a shorter path adds log 2.")
@@ -398,7 +399,7 @@ class HierarchicalSigmoid(OpDef):
             out = soft.sum(1, keepdims=True) - (bits * pre).sum(1, keepdims=True)
             dt = x._array.dtype
             w_out = LoDTensor(w._array.copy()) if "W_Out" in outputs else None
-            return LoDTensor(out.astype(dt)), LoDTensor(soft.astype(dt)), w_out
+            return LoDTensor(out.astype(dt), x._lod), LoDTensor(soft.astype(dt)), w_out
         return kernel
 
 

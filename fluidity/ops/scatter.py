@@ -53,7 +53,8 @@ class GatherNd(OpDef):
     type = "gather_nd"
     inputs = (In("X"), In("Index", no_grad=True))
     outputs = (Out("Out"),)
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = ("Out[i...] = X[Index[i..., :]]: Index's last dim addresses X's leading dims; "
            "Out's shape is Index.shape[:-1] + X.shape[Index.shape[-1]:].")
 
@@ -93,6 +94,8 @@ class GatherNdGrad(OpDef):
 # --- scatter ---------------------------------------------------------------------------------
 class Scatter(OpDef):
     type = "scatter"
+    share_lod = None
+    lod_outputs = ("Out",)
     inputs = (In("X"), In("Ids", no_grad=True), In("Updates"))
     outputs = (Out("Out"),)
     attrs = {"overwrite": True}
@@ -151,7 +154,8 @@ class ScatterNdAdd(OpDef):
     type = "scatter_nd_add"
     inputs = (In("X"), In("Index", no_grad=True), In("Updates"))
     outputs = (Out("Out"),)
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = ("Out = X, then Out[Index[i..., :]] += Updates[i...] for every i (duplicates "
            "add up).")
 

@@ -4,8 +4,8 @@ flatten, Fluid 1.x's first version of flatten2 (no XShape: its gradient reads X)
 
 Conventions as in tensor.py, and (Paddle's): the rearranging ops also write `XShape`, a tensor
 of shape [0] + X.shape holding no data. Their grad ops read only XShape and Out@GRAD, so X need
-not stay alive for backward. Out keeps X's LoD only when dim 0 is unchanged, and is never a
-view of X.
+not stay alive for backward. Out keeps X's LoD only when dim 0 is unchanged (transpose2's
+never: Fluid 1.8's TransposeOp shares none), and is never a view of X.
 """
 import numpy as np
 
@@ -39,6 +39,7 @@ class _ShapeOp(OpDef):
     outputs = (Out("Out"), _XSHAPE)
     kind = "value"
     share_lod = None
+    keeps_lod = True           # Out takes X's LoD when its dim 0 is X's (Fluid's ShareLoD)
     inplace = {"Out": "X"}
     grad = staticmethod(_xshape_grad)   # Out@GRAD reshaped to XShape[1:]
 
@@ -55,7 +56,7 @@ class _ShapeOp(OpDef):
         xs = ctx.input_shape("X")
         out = infer_with(ctx, cls.build_shape, ctx, xs)
         dt = ctx.input_dtype("X")
-        lod = ctx.input_lod_level("X") if out[:1] == xs[:1] else 0
+        lod = ctx.input_lod_level("X") if cls.keeps_lod and out[:1] == xs[:1] else 0
         ctx.set_output("Out", out, dt, lod)
         if ctx.has_output("XShape"):
             ctx.set_output("XShape", [0] + xs, dt, 0)
@@ -76,7 +77,8 @@ class _ShapeOp(OpDef):
             out = cls.apply(a, cls.runtime_attr(attrs, *tensors))
             if np.may_share_memory(out, a):
                 out = out.copy()   # not a view (see the module docstring)
-            lod = x._lod if out.ndim and a.ndim and out.shape[0] == a.shape[0] else []
+            lod = x._lod if cls.keeps_lod and out.ndim and a.ndim \
+                and out.shape[0] == a.shape[0] else []
             return LoDTensor(out, lod), _xshape_array(a)
         return kernel
 
@@ -183,6 +185,7 @@ def transpose_perm(axis, rank):
 class Transpose2(_ShapeOp):
     type = "transpose2"
     attrs = {"axis": ints(), "data_format": "AnyLayout"}
+    keeps_lod = False
     doc = "Out = X with its dims permuted: Out.dim[i] = X.dim[axis[i]]."
 
     @staticmethod

@@ -33,7 +33,8 @@ class SimilarityFocus(OpDef):
     inputs = (In("X", no_grad=True),)
     outputs = (Out("Out"),)
     attrs = {"axis": 0, "indexes": ints()}
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = ("Out (X's shape, 0/1): for each index in indexes, the greedy largest "
            "row/column-exclusive cells of X[b].take(index, axis - 1), marked along axis.")
 

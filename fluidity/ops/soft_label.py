@@ -107,6 +107,7 @@ class TeacherStudentSigmoidLoss(OpDef):
     inputs = (In("X"), In("Label", no_grad=True))
     outputs = (Out("Y"),)
     attrs = {"soft_max_up_bound": 15.0, "soft_max_lower_bound": -15.0}
+    lod_outputs = ("Y",)
     doc = ("Y = sigmoid cross entropy against the click z (Label < -1: z=0; < 0: z=1; "
            "< 1: z=0 plus the teacher's score Label; else z=1 plus score Label - 1).")
 

@@ -28,7 +28,8 @@ class SpectralNorm(OpDef):
     inputs = (In("Weight"), In("U", no_grad=True), In("V", no_grad=True))
     outputs = (Out("Out"),)
     attrs = {"dim": 0, "power_iters": 1, "eps": 1e-12}
-    share_lod = None
+    share_lod = "Weight"
+    lod_outputs = ("Out",)
     doc = ("Out = Weight / sigma, sigma its largest singular value (Weight as a matrix with "
            "`dim` first) estimated by power_iters steps of power iteration from U, V (which "
            "stay as they are).")

@@ -198,7 +198,8 @@ class Split(OpDef):
               In("SectionsTensorList", duplicable=True, dispensable=True, no_grad=True))
     outputs = (Out("Out", duplicable=True),)
     attrs = {"axis": 0, "num": 0, "sections": ints()}
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = "Out = X cut along `axis` into `num` equal parts or parts of sizes `sections`."
 
     @staticmethod
@@ -250,7 +251,8 @@ class Stack(OpDef):
     inputs = (In("X", duplicable=True),)
     outputs = (Out("Y"),)
     attrs = {"axis": 0}
-    share_lod = None
+    share_lod = "X"            # X[0]'s, kept where Y has its rows (axis > 0), as Fluid's
+    lod_outputs = ("Y",)
     doc = "Y = the inputs (all of one shape) stacked along a new dim `axis`."
 
     @staticmethod
@@ -334,7 +336,8 @@ class Unbind(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out", duplicable=True),)
     attrs = {"axis": 0}
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = "Out[i] = X[..., i, ...] along `axis` (that dim removed), one output per slice."
 
     @staticmethod
@@ -570,6 +573,8 @@ class Flip(OpDef):
 
 class Reverse(OpDef):
     type = "reverse"
+    share_lod = None
+    lod_outputs = ("Out",)
     inputs = (In("X"),)
     outputs = (Out("Out"),)
     attrs = {"axis": ints()}
@@ -631,7 +636,8 @@ class Argsort(OpDef):
     inputs = (In("X"),)
     outputs = (Out("Out"), Out("Indices"))
     attrs = {"axis": -1, "descending": False, "stable": False}
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out", "Indices")
     version = 1   # Paddle's checkpoint: attribute stable (Paddle 3.x writes it)
     doc = ("Out = X sorted along `axis` (stable; descending keeps equal values in order), "
            "Indices (int64) where each came from. The sort is always stable, so `stable` "

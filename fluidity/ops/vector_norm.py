@@ -12,6 +12,8 @@ from .registry import In, OpDef, Out
 
 class Norm(OpDef):
     type = "norm"
+    share_lod = None
+    lod_outputs = ("Out", "Norm")
     inputs = (In("X"),)
     outputs = (Out("Out"), Out("Norm", intermediate=True))
     attrs = {"axis": 1, "epsilon": 1e-10, "is_test": False}
@@ -87,6 +89,7 @@ class CosSim(OpDef):
     type = "cos_sim"
     inputs = (In("X"), In("Y"))
     outputs = (Out("Out"), Out("XNorm", intermediate=True), Out("YNorm", intermediate=True))
+    lod_outputs = ("Out",)
     doc = ("Out[i] = cos(X[i], Y[i]) over the flattened rows (Y may be one row, used for "
            "every X row); XNorm, YNorm are the rows' L2 norms.")
 

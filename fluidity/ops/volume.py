@@ -110,7 +110,8 @@ class Conv3d(OpDef):
     attrs = {"strides": ints([1, 1, 1]), "paddings": ints([0, 0, 0]),
              "dilations": ints([1, 1, 1]), "groups": 1, "use_cudnn": True,
              "padding_algorithm": "EXPLICIT", "data_format": "NCDHW"}
-    share_lod = None
+    share_lod = "Input"
+    lod_outputs = ("Output",)
     doc = ("Output = the 3-D convolution of Input [N, C, D, H, W] (NDHWC by data_format) with "
            "Filter [F, C/g, kd, kh, kw]; paddings 3 or 6 values, or padding_algorithm SAME / "
            "VALID.")
@@ -385,7 +386,8 @@ class Pool3d(OpDef):
              "strides": ints([1, 1, 1]), "paddings": ints([0, 0, 0]), "exclusive": True,
              "adaptive": False, "ceil_mode": False, "use_cudnn": True,
              "padding_algorithm": "EXPLICIT", "data_format": "NCDHW"}
-    share_lod = None
+    share_lod = "X"
+    lod_outputs = ("Out",)
     doc = ("Max or average pooling of X [N, C, D, H, W] (NDHWC with data_format NDHWC) over "
            "ksize windows (global_pooling: the whole volume; adaptive: ksize is the output "
            "size); `exclusive` averages over the unpadded elements only.")
