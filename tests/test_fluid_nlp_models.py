@@ -53,3 +53,42 @@ def test_lr_schedule_guard_leaves_no_role_after_an_error():
         x = fluid.layers.data("x", [4])
         fluid.layers.scale(x, 3.0)
     assert _roles(main)[-1][1:] == (int(OpRole.Forward), [])
+
+
+def _loader_program(value):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [None, 2], "float32")
+        loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=4, iterable=False)
+        y = fluid.layers.scale(x, 1.0)
+    loader.set_batch_generator(lambda: iter([[np.full((1, 2), value, "float32")]] * 2))
+    return main, loader, y
+
+
+def test_loaders_built_under_fresh_unique_name_guards_keep_their_own_queues():
+    # BERT's train.py builds its train and test programs alike, each under a fresh
+    # unique_name.guard(): the two non-iterable loaders must not share one queue (the train
+    # program then waited forever on the test loader's queue)
+    train, train_loader, ty = _loader_program(1.0)
+    test, test_loader, vy = _loader_program(2.0)
+    exe = fluid.Executor(fluid.CPUPlace())
+    train_loader.start()
+    test_loader.start()     # both started first: a shared queue fails here, not hangs
+    (out,) = exe.run(train, fetch_list=[ty])
+    np.testing.assert_array_equal(out, np.full((1, 2), 1.0, "float32"))
+    seen = []
+    while True:
+        try:
+            seen.append(exe.run(test, fetch_list=[vy])[0])
+        except fluid.core.EOFException:
+            test_loader.reset()
+            break
+    assert [float(s[0, 0]) for s in seen] == [2.0, 2.0]
+    (out,) = exe.run(train, fetch_list=[ty])     # the train loader's pass goes on
+    np.testing.assert_array_equal(out, np.full((1, 2), 1.0, "float32"))
+    with pytest.raises(fluid.core.EOFException):
+        exe.run(train, fetch_list=[ty])
+    train_loader.reset()
+    names = [op.output("Out")[0] for p in (train, test) for op in p.global_block().ops
+             if op.type == "create_py_reader"]
+    assert len(set(names)) == 2
