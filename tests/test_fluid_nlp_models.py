@@ -92,3 +92,29 @@ def test_loaders_built_under_fresh_unique_name_guards_keep_their_own_queues():
     names = [op.output("Out")[0] for p in (train, test) for op in p.global_block().ops
              if op.type == "create_py_reader"]
     assert len(set(names)) == 2
+
+
+def test_startup_program_holds_parameters_and_loads_a_saved_checkpoint(tmp_path):
+    # BERT's run_classifier resumes with fluid.load(startup_prog, ckpt) from a checkpoint
+    # that fluid.save(train_program) wrote: the startup program's variables must be
+    # Parameters (as Fluid's layers make them) for .pdparams to be where they are read from
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [3])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 2))
+        fluid.optimizer.Adam(0.1).minimize(loss)
+    names = {p.name for p in main.global_block().all_parameters()}
+    assert {p.name for p in startup.global_block().all_parameters()} == names
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    with fluid.scope_guard(scope):
+        exe.run(startup)
+        exe.run(main, feed={"x": np.ones((2, 3), "float32")}, fetch_list=[loss])
+        saved = {n: np.array(scope.find_var(n).get_tensor()) for n in names}
+        fluid.save(main, str(tmp_path / "ckpt"))
+    fresh = fluid.Scope()
+    with fluid.scope_guard(fresh):
+        exe.run(startup)
+        fluid.load(startup, str(tmp_path / "ckpt"), exe)
+        for n, v in saved.items():
+            np.testing.assert_array_equal(np.array(fresh.find_var(n).get_tensor()), v)
