@@ -118,3 +118,12 @@ def test_startup_program_holds_parameters_and_loads_a_saved_checkpoint(tmp_path)
         fluid.load(startup, str(tmp_path / "ckpt"), exe)
         for n, v in saved.items():
             np.testing.assert_array_equal(np.array(fresh.find_var(n).get_tensor()), v)
+
+
+def test_io_batch_takes_a_float_batch_size_as_fluid_does():
+    # sentiment_classification passes args.batch_size / dev_count (16.0)
+    batches = list(fluid.io.batch(lambda: iter(range(5)), 2.0)())
+    assert batches == [[0, 1], [2, 3], [4]]
+    for bad in (0.0, -2.0, float("nan"), "2", True):
+        with pytest.raises(ValueError, match="batch_size"):
+            fluid.io.batch(lambda: iter(range(5)), bad)
