@@ -76,6 +76,8 @@ class NameScope:
 
 _name_scope = NameScope()
 _op_role_stack = [OpRole.Forward]
+# the op_role_var an op built now records (Program._optimized_guard sets it)
+_op_role_var_stack = [[]]
 
 
 @contextlib.contextmanager
@@ -588,7 +590,7 @@ class Block(BlockView):
         attrs = {k: _py_attr(v) for k, v in (attrs or {}).items()}
         # the attributes Fluid 1.8 writes on every op it builds
         attrs.setdefault("op_role", _op_role_stack[-1])
-        attrs.setdefault("op_role_var", [])
+        attrs.setdefault("op_role_var", list(_op_role_var_stack[-1]))
         attrs.setdefault("op_namescope", _current_namescope())
         site = _user_callsite()
         attrs.setdefault("op_callstack", [site] if site else [])
@@ -688,6 +690,32 @@ class Program(ProgramView):
         for b in self.blocks:
             b._sync_with_desc()
         rewrite.touch(self)
+
+    @contextlib.contextmanager
+    def _optimized_guard(self, param_and_grads):
+        """Ops built inside get Fluid's Optimize role and record `param_and_grads` (variables
+        or names) as their op_role_var, as the optimizer's own update ops do: model scripts
+        that write their own update step use this."""
+        names = [v.name if isinstance(v, Variable) else v for v in param_and_grads]
+        _op_role_var_stack.append(names)
+        try:
+            with op_role_guard(OpRole.Optimize):
+                yield
+        finally:
+            _op_role_var_stack.pop()
+
+    @contextlib.contextmanager
+    def _lr_schedule_guard(self, is_with_opt=False):
+        """Ops built inside get Fluid's LRSched role (LRSched | Optimize with `is_with_opt`,
+        for learning-rate ops among the update ops) and no op_role_var. Fluid 1.8's model
+        scripts (the Transformer's noam decay) build their learning-rate schedule in one."""
+        role = OpRole.LRSched | OpRole.Optimize if is_with_opt else OpRole.LRSched
+        _op_role_var_stack.append([])
+        try:
+            with op_role_guard(role):
+                yield
+        finally:
+            _op_role_var_stack.pop()
 
     def _copy_param_info_from(self, other):
         """Give this program's parameters the Python-side attributes (trainable, optimize

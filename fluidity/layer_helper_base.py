@@ -63,7 +63,13 @@ class LayerHelperBase:
             do_model_average=attr.do_model_average)
         param.initializer = init
         if not startup_block.has_var(param.name):
-            init(param, startup_block)
+            # a Parameter in the startup program too, with its init op there (Fluid's rule):
+            # fluid.load(startup_program, path) and save_params(startup_program) find it
+            startup_block.create_parameter(
+                name=param.name, shape=list(param.shape), dtype=dtype, trainable=attr.trainable,
+                regularizer=attr.regularizer, gradient_clip_attr=attr.gradient_clip,
+                optimize_attr={"learning_rate": attr.learning_rate},
+                do_model_average=attr.do_model_average, initializer=init)
         return param
 
     def create_global_variable(self, persistable=False, dtype="float32", shape=None,

@@ -32,6 +32,13 @@ from ..errors import FluidityError
 from . import feeding
 from . import program as reader_program
 from .loader_base import DataLoaderBase
+from ..unique_name import UniqueNameGenerator
+
+# Names of the non-iterable loaders' queues and readers, as Fluid 1.8's: a counter of their
+# own that `unique_name.guard()` does not reset, so that two programs built alike under fresh
+# guards (a train and a test program) get loaders fed by different queues, not one queue in
+# the global scope that the second loader takes over from the first.
+_loader_names = UniqueNameGenerator()
 
 
 _KEEP_ORDER = [True]
@@ -119,13 +126,15 @@ class GeneratorLoader(DataLoaderBase):
         at = reader_program.first_use(self.feed_list)
         reader, feeder = reader_program.add_queue_reader(
             specs, self.capacity, need_check_feed=[int(v.need_check_feed)
-                                                   for v in self.feed_list], main_index=at)
+                                                   for v in self.feed_list], main_index=at,
+            name_generator=_loader_names)
         at += 1
         self._feeder = feeder
         self._control = reader_program.PyReaderControl(feeder, self._slots, reader.name)
         if self.use_double_buffer:
             reader = reader_program.add_decorated_reader("create_double_buffer_reader",
-                                                         reader, index=at)
+                                                         reader, index=at,
+                                                         name=_loader_names("double_buffer"))
             at += 1
         reader_program.insert_read(reader, self.feed_list, at, self.drop_last)
         self.reader_var = reader

@@ -2,6 +2,7 @@
 that returns an iterable of samples; a decorator takes readers and returns a new reader.
 `batch` groups samples into minibatches (lists), the input of `DataFeeder.feed`."""
 import itertools
+import math
 import multiprocessing
 import queue
 import random
@@ -260,6 +261,9 @@ def multiprocess_reader(readers, use_pipe=True, queue_size=1000):
 def batch(reader, batch_size, drop_last=False):
     """Group samples into lists of `batch_size` (the last one shorter unless drop_last)."""
     _check_reader(reader, "batch")
+    if isinstance(batch_size, float) and math.isfinite(batch_size):
+        # Fluid takes int(batch_size): scripts pass `args.batch_size / dev_count`
+        batch_size = int(batch_size)
     _check_positive(batch_size, "batch", "batch_size")
 
     def batch_reader():

@@ -80,15 +80,18 @@ def add_decorated_reader(op_type, reader, attrs=None, name=None, index=None):
     return out
 
 
-def add_queue_reader(specs, capacity, name=None, need_check_feed=None, main_index=None):
+def add_queue_reader(specs, capacity, name=None, need_check_feed=None, main_index=None,
+                     name_generator=None):
     """A py_reader source: a BlockingQueue of `capacity` in the global scope and the
     create_py_reader op over it: in the startup program (fluid.layers.py_reader), or with
     `main_index` at that index of the main program (Fluid 1.8's DataLoader and PyReader,
-    keep_order: the program makes its reader itself, no startup run needed). Returns (main
-    program reader variable, feeder)."""
+    keep_order: the program makes its reader itself, no startup run needed). Unnamed, the
+    queue and reader are named by `name_generator` (default: `unique_name.generate`).
+    Returns (main program reader variable, feeder)."""
     base = name
-    queue_name = f"{base}_queue" if base else unique_name.generate("lod_tensor_blocking_queue")
-    reader_name = f"{base}_reader" if base else unique_name.generate("create_py_reader")
+    generate = name_generator or unique_name.generate
+    queue_name = f"{base}_queue" if base else generate("lod_tensor_blocking_queue")
+    reader_name = f"{base}_reader" if base else generate("create_py_reader")
     feeder = feeding.QueueFeeder(capacity)
     global_scope().var(queue_name).value = feeder.queue
     block = default_startup_program().current_block() if main_index is None else \
