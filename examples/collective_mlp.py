@@ -49,12 +49,13 @@ def build(lr):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--epochs", type=int, default=5)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--epochs", type=int, default=5, help="passes over the training data")
     ap.add_argument("--batch", type=int, default=64, help="the global batch, all trainers")
-    ap.add_argument("--lr", type=float, default=0.01)
-    ap.add_argument("--examples", type=int, default=4096)
-    ap.add_argument("--model-dir", default="")
+    ap.add_argument("--lr", type=float, default=0.01, help="Adam's learning rate")
+    ap.add_argument("--examples", type=int, default=4096, help="generated training examples")
+    ap.add_argument("--model-dir", default="", help="save the trained model there (if set)")
     a = ap.parse_args()
 
     if "PADDLE_TRAINER_ENDPOINTS" in os.environ:    # started by a launcher

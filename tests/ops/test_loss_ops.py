@@ -66,7 +66,7 @@ def test_cross_entropy2():
     assert "MatchX" not in out
     got = run_op("cross_entropy2", {"X": x, "Label": lab})
     np.testing.assert_allclose(got["MatchX"][1:], np.take_along_axis(x[1:], lab[1:], -1))
-    assert got["XShape"].shape == (6, 5, 0)
+    assert got["XShape"].shape == (0,)    # empty: fetched as [0] (Fluid 1.8)
     check_grad("cross_entropy2", {"X": x, "Label": lab}, ["X"], output_slots=["Y"])
 
 

@@ -90,7 +90,7 @@ def test_hand_encoded_paddle_bytes_parse():
 def test_every_attr_type_round_trips():
     prog = fluid.Program()
     block = prog.global_block()
-    block.create_var(name="a", shape=[1])
+    block.create_var(name="a", shape=[1], dtype="float32")
     op = block.append_op("scale", {"X": "a"}, {"Out": "a"}, {"scale": 2.0})
     values = {"i": 3, "f": 0.5, "s": "hi", "ints": [1, 2], "floats": [0.5, 1.5],
               "strings": ["a", "b"], "b": True, "bools": [True, False], "l": 2**40,
