@@ -470,7 +470,7 @@ def _codegen_seeds():
         fed = {n: (np.asarray(getattr(v, "_array", v)),
                    [list(x) for x in getattr(v, "_lod", [])]) for n, v in feed.items()}
         fetch = [v.name for vs in out_vars.values() for v in vs]
-        out.append((main.desc.SerializeToString(), {"op": op_type, "feed": fed, "fetch": fetch}))
+        out.append((main.desc.SerializePartialToString(), {"op": op_type, "feed": fed, "fetch": fetch}))
     return out
 
 
@@ -571,12 +571,24 @@ def _interpreter_error():
 
 
 def _run_both(program, feed, fetch):
+    """Both runs from a fresh scope in which every random op with seed 0 has the same
+    [key, run] state (ops/random_stream.py), so they draw the same numbers."""
+    import numpy as np
     import fluidity as fluid
+    from fluidity.ops import random_stream
     exe = fluid.Executor()
+
+    def scope():
+        s = fluid.Scope()
+        for op in program.global_block().ops:
+            name = random_stream.state_var(op)
+            if name is not None:
+                s.var(name).get_tensor().set(np.array([1234, 0], np.int64), fluid.CPUPlace())
+        return s
 
     def run(p):
         try:
-            return "ok", exe.run(p, feed=feed, fetch_list=fetch, scope=fluid.Scope())
+            return "ok", exe.run(p, feed=feed, fetch_list=fetch, scope=scope())
         except Exception as e:  # noqa: BLE001 - compared, not hidden
             return "error", f"{type(e).__name__}: {str(e)[:200]}"
     return run(program), run(fluid.CompiledProgram(program).with_native_code())
