@@ -234,3 +234,24 @@ def test_a_bad_state_or_label_stops_the_run_naming_the_op():
         with pytest.raises(ExecutionError, match="nce: label 10 is out of range for "
                                                  "num_total_classes=10"):
             fluid.Executor().run(prog, feed=feed, fetch_list=[cost], scope=scope)
+
+
+def test_a_hostile_alias_table_stops_both_runs_naming_it():
+    """CustomDistAlias comes from the model's variables: a class past num_total_classes
+    would index Weight out of bounds in generated code; both paths refuse it."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [4])
+        y = fluid.layers.data("y", [1], dtype="int64")
+        cost = fluid.layers.nce(x, y, 10, num_neg_samples=3, sampler="custom_dist",
+                                custom_dist=[0.1] * 10)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    t = scope.find_var("nce_0.alias").get_tensor()
+    bad = np.array(t)
+    bad[:] = 10 ** 6
+    t.set(bad, fluid.CPUPlace())
+    feed = {"x": np.ones((2, 4), np.float32), "y": np.zeros((2, 1), np.int64)}
+    for prog in (main, fluid.CompiledProgram(main).with_native_code()):
+        with pytest.raises(Exception, match="CustomDistAlias holds 1000000"):
+            exe.run(prog, feed=feed, fetch_list=[cost], scope=scope)

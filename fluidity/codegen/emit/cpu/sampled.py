@@ -99,6 +99,13 @@ def _emit_nce_inputs(e):
             wide = e.scratch([str(classes)], "int64_t")
             e.code(f"for (int64_t c = 0; c < {classes}; ++c) {wide}[c] = {alias}[c];")
             alias = wide
+        # the alias table comes from the model's variables: a class it names is a row of
+        # Weight the cost then reads, so it must be one (or -1), as the kernel checks
+        e.code(f"for (int64_t c = 0; c < {classes}; ++c) if ({alias}[c] < -1 || "
+               f"{alias}[c] >= {classes}) {{ std::snprintf(err, 512, " + e.c_string(
+                   f"nce: CustomDistAlias holds %lld, not a class of "
+                   f"num_total_classes={classes} (or -1)") +
+               f", (long long){alias}[c]); return {2 + e.k}; }}")
         custom = f"{probs}, {alias}, {ap}"
     e.code(f"{{ int64_t bad = -1, top = 0; for (int64_t i = 0; i < {lab.numel()}; ++i) {{ "
            f"if ({lab}[i] > top || i == 0) top = {lab}[i]; "
