@@ -247,7 +247,8 @@ def test_a_hostile_alias_table_stops_both_runs_naming_it():
                                 custom_dist=[0.1] * 10)
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
-    t = scope.find_var("nce_0.alias").get_tensor()
+    nce_op = next(op for op in main.global_block().ops if op.type == "nce")
+    t = scope.find_var(nce_op.input("CustomDistAlias")[0]).get_tensor()
     bad = np.array(t)
     bad[:] = 10 ** 6
     t.set(bad, fluid.CPUPlace())
