@@ -162,69 +162,51 @@ class DistributedStrategy:
     def get_program_config(self):
         return self._program_config
 
-    def set_program_config(self, config):
-        if isinstance(config, DistributeTranspilerConfig):
-            self._program_config = config
+    def _set_part(self, attr, cls, config, label, update_dict=None):
+        """Fluid's set_* of one part: an instance replaces the part, a dict updates its
+        fields (unknown keys raise ValueError), anything else raises TypeError; then the
+        strategy's check_* of that part runs."""
+        if isinstance(config, cls):
+            setattr(self, attr, config)
         elif isinstance(config, dict):
-            _set_fields(self._program_config, config, "DistributeTranspilerConfig")
+            (update_dict or _set_fields)(getattr(self, attr), config, cls.__name__)
         else:
-            raise TypeError("program_config only accept input type: dict or "
-                            "DistributeTranspilerConfig")
-        self.check_program_config()
+            raise TypeError(f"{label} only accept input type: dict or {cls.__name__}")
+        getattr(self, "check_" + label)()
+
+    def set_program_config(self, config):
+        self._set_part("_program_config", DistributeTranspilerConfig, config, "program_config")
 
     def get_trainer_runtime_config(self):
         return self._trainer_runtime_config
 
     def set_trainer_runtime_config(self, config):
-        if isinstance(config, TrainerRuntimeConfig):
-            self._trainer_runtime_config = config
-        elif isinstance(config, dict):
-            unknown = [k for k in config if k not in self._trainer_runtime_config.runtime_configs]
+        def update(part, values, _name):
+            unknown = [k for k in values if k not in part.runtime_configs]
             if unknown:
                 raise ValueError(f"TrainerRuntimeConfig doesn't have key: {unknown[0]}")
-            self._trainer_runtime_config.runtime_configs.update(config)
-        else:
-            raise TypeError("trainer_runtime_config only accept input type: dict or "
-                            "TrainerRuntimeConfig")
-        self.check_trainer_runtime_config()
+            part.runtime_configs.update(values)
+        self._set_part("_trainer_runtime_config", TrainerRuntimeConfig, config,
+                       "trainer_runtime_config", update)
 
     def get_server_runtime_config(self):
         return self._server_runtime_config
 
     def set_server_runtime_config(self, config):
-        if isinstance(config, ServerRuntimeConfig):
-            self._server_runtime_config = config
-        elif isinstance(config, dict):
-            _set_fields(self._server_runtime_config, config, "ServerRuntimeConfig")
-        else:
-            raise TypeError("server_runtime_config only accept input type: dict or "
-                            "ServerRuntimeConfig")
-        self.check_server_runtime_config()
+        self._set_part("_server_runtime_config", ServerRuntimeConfig, config,
+                       "server_runtime_config")
 
     def get_execute_strategy(self):
         return self._execute_strategy
 
     def set_execute_strategy(self, config):
-        if isinstance(config, ExecutionStrategy):
-            self._execute_strategy = config
-        elif isinstance(config, dict):
-            _set_fields(self._execute_strategy, config, "ExecutionStrategy")
-        else:
-            raise TypeError("execute_strategy only accept input type: dict or "
-                            "ExecutionStrategy")
-        self.check_execute_strategy()
+        self._set_part("_execute_strategy", ExecutionStrategy, config, "execute_strategy")
 
     def get_build_strategy(self):
         return self._build_strategy
 
     def set_build_strategy(self, config):
-        if isinstance(config, BuildStrategy):
-            self._build_strategy = config
-        elif isinstance(config, dict):
-            _set_fields(self._build_strategy, config, "BuildStrategy")
-        else:
-            raise TypeError("build_strategy only accept input type: dict or BuildStrategy")
-        self.check_build_strategy()
+        self._set_part("_build_strategy", BuildStrategy, config, "build_strategy")
 
     @property
     def sync_mode(self):
