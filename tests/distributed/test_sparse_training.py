@@ -18,34 +18,41 @@ from sparse_job import run_job, single_process  # noqa: E402
 VOCAB, WIDTH, BATCH = 5000, 8, 12
 
 
+def sparse_net(train):
+    """The model every job here trains (an `is_sparse` embedding named "emb" -> fc 16 tanh
+    -> fc 1, squared error) with `train(main, loss)` adding its optimization inside the
+    program guard; returns (main, startup, loss)."""
+    main, start = fluid.Program(), fluid.Program()
+    main.random_seed = start.random_seed = 11
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        ids = fluid.layers.data("ids", [1], dtype="int64", lod_level=1)
+        y = fluid.layers.data("y", [1])
+        emb = fluid.layers.embedding(ids, [VOCAB, WIDTH], is_sparse=True,
+                                     param_attr=fluid.ParamAttr(name="emb"))
+        h = fluid.layers.fc(emb, 16, act="tanh")
+        pred = fluid.layers.fc(h, 1)
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(pred, y))
+        train(main, loss)
+    return main, start, loss
+
+
 def build_sparse(opt="sgd", lr=0.5, schedule=False, reg=None, clip=None):
-    def build():
-        main, start = fluid.Program(), fluid.Program()
-        main.random_seed = start.random_seed = 11
-        with fluid.program_guard(main, start), fluid.unique_name.guard():
-            ids = fluid.layers.data("ids", [1], dtype="int64", lod_level=1)
-            y = fluid.layers.data("y", [1])
-            emb = fluid.layers.embedding(ids, [VOCAB, WIDTH], is_sparse=True,
-                                         param_attr=fluid.ParamAttr(name="emb"))
-            h = fluid.layers.fc(emb, 16, act="tanh")
-            pred = fluid.layers.fc(h, 1)
-            loss = fluid.layers.mean(fluid.layers.square_error_cost(pred, y))
-            if clip is not None:
-                # the dense parameters only: a sparse row's clip sees one id's gradient
-                # per trainer batch (not the whole batch's), so it binds differently
-                fluid.clip.set_gradient_clip(
-                    fluid.clip.GradientClipByValue(clip),
-                    param_list=[p.name for p in main.global_block().all_parameters()
-                                if p.name != "emb"])
-            rate = fluid.layers.exponential_decay(lr, 2, 0.8, staircase=False) \
-                if schedule else lr
-            kw = {"regularization": fluid.regularizer.L2Decay(reg)} if reg else {}
-            {"sgd": lambda: fluid.optimizer.SGD(rate, **kw),
-             "adam": lambda: fluid.optimizer.Adam(rate, lazy_mode=True, **kw),
-             "adagrad": lambda: fluid.optimizer.Adagrad(rate, **kw),
-             "momentum": lambda: fluid.optimizer.Momentum(rate, 0.9, **kw)}[opt]().minimize(loss)
-        return main, start, loss
-    return build
+    def train(main, loss):
+        if clip is not None:
+            # the dense parameters only: a sparse row's clip sees one id's gradient
+            # per trainer batch (not the whole batch's), so it binds differently
+            fluid.clip.set_gradient_clip(
+                fluid.clip.GradientClipByValue(clip),
+                param_list=[p.name for p in main.global_block().all_parameters()
+                            if p.name != "emb"])
+        rate = fluid.layers.exponential_decay(lr, 2, 0.8, staircase=False) \
+            if schedule else lr
+        kw = {"regularization": fluid.regularizer.L2Decay(reg)} if reg else {}
+        {"sgd": lambda: fluid.optimizer.SGD(rate, **kw),
+         "adam": lambda: fluid.optimizer.Adam(rate, lazy_mode=True, **kw),
+         "adagrad": lambda: fluid.optimizer.Adagrad(rate, **kw),
+         "momentum": lambda: fluid.optimizer.Momentum(rate, 0.9, **kw)}[opt]().minimize(loss)
+    return lambda: sparse_net(train)
 
 
 def batch_all(step, trainers=2, same=False):
@@ -166,20 +173,10 @@ def test_two_minimize_calls_apply_both_updates_from_the_sent_gradient():
     process the second pass would see the weights the first update changed; a parameter
     server, Fluid's included, does not reproduce that.)"""
     def build_with(rates):
-        def build():
-            main, start = fluid.Program(), fluid.Program()
-            main.random_seed = start.random_seed = 11
-            with fluid.program_guard(main, start), fluid.unique_name.guard():
-                ids = fluid.layers.data("ids", [1], dtype="int64", lod_level=1)
-                y = fluid.layers.data("y", [1])
-                emb = fluid.layers.embedding(ids, [VOCAB, WIDTH], is_sparse=True,
-                                             param_attr=fluid.ParamAttr(name="emb"))
-                pred = fluid.layers.fc(fluid.layers.fc(emb, 16, act="tanh"), 1)
-                loss = fluid.layers.mean(fluid.layers.square_error_cost(pred, y))
-                for rate in rates:
-                    fluid.optimizer.SGD(rate).minimize(loss)
-            return main, start, loss
-        return build
+        def train(_main, loss):
+            for rate in rates:
+                fluid.optimizer.SGD(rate).minimize(loss)
+        return lambda: sparse_net(train)
     steps = 3
     res = run_job(build_with([0.3, 0.2]), trainer_batch(same=True), steps)
     want, _ = single_process(build_with([0.5]), lambda s: batch_all(s, same=True)[0], steps,
