@@ -363,31 +363,44 @@ def ctr_train(steps):
 
 
 # --- conv --------------------------------------------------------------------------------
-# (name, input [C, H, W], layers): ("conv", out channels, stride) is a 3x3 conv (padding 1,
-# bias) -> batch_norm (running statistics) -> relu; ("pool",) a 2x2 max pool; ("fc", n) a
-# softmax fc.
+# (name, input [C, H, W], layers, inference batches, training batches): ("conv", out
+# channels, stride) is a 3x3 conv (padding 1, bias) -> batch_norm -> relu; ("dw", stride) a
+# depthwise 3x3 conv (groups = channels) -> batch_norm -> relu; ("pw", out channels) a 1x1
+# conv -> batch_norm -> relu; ("pool",) a 2x2 max pool; ("gap",) a global average pool;
+# ("fc", n) a softmax fc.
 CONV_MODELS = {
     "mnist-cnn": ((1, 28, 28), [("conv", 16, 1), ("pool",), ("conv", 32, 1), ("pool",),
-                                ("fc", 10)], (1, 64, 256)),
+                                ("fc", 10)], (1, 64, 256), (1, 64)),
     "resnet-3x3": ((64, 56, 56), [("conv", 64, 1), ("conv", 64, 1), ("conv", 128, 2),
-                                  ("conv", 128, 1)], (1, 8)),
+                                  ("conv", 128, 1)], (1, 8), (1, 8)),
+    # MobileNet v1's first 13 layers (to 512 channels at 14x14), pooled, a 10-way fc
+    "mobilenet-dw": ((3, 224, 224), [("conv", 32, 2), ("dw", 1), ("pw", 64), ("dw", 2),
+                                     ("pw", 128), ("dw", 1), ("pw", 128), ("dw", 2),
+                                     ("pw", 256), ("dw", 1), ("pw", 256), ("dw", 2),
+                                     ("pw", 512), ("gap",), ("fc", 10)], (1, 32), (1, 8)),
 }
 
 
 def conv_layers(spec):
-    """[(kind, {shape facts})] of a CONV_MODELS entry: each conv's (M, C, oh, ow), the
-    gemm it is ([M, C*9] @ [C*9, N*oh*ow])."""
-    (c, h, w), layers, _ = spec
+    """[(kind, {shape facts})] of a CONV_MODELS entry: each conv's (M, C, k, oh, ow), the
+    gemm it is ([M, C*k*k] @ [C*k*k, N*oh*ow]; a depthwise conv is C gemms of [1, 9])."""
+    (c, h, w), layers = spec[0], spec[1]
     out = []
     for layer in layers:
-        if layer[0] == "conv":
-            m, s = layer[1], layer[2]
+        kind = layer[0]
+        if kind in ("conv", "dw", "pw"):
+            m = {"conv": lambda: layer[1], "dw": lambda: c, "pw": lambda: layer[1]}[kind]()
+            s = {"conv": lambda: layer[2], "dw": lambda: layer[1], "pw": lambda: 1}[kind]()
+            k = 1 if kind == "pw" else 3
             oh, ow = (h - 1) // s + 1, (w - 1) // s + 1
-            out.append(("conv", {"m": m, "c": c, "oh": oh, "ow": ow, "stride": s}))
+            out.append((kind, {"m": m, "c": c, "k": k, "oh": oh, "ow": ow, "stride": s}))
             c, h, w = m, oh, ow
-        elif layer[0] == "pool":
+        elif kind == "pool":
             out.append(("pool", {}))
             h, w = h // 2, w // 2
+        elif kind == "gap":
+            out.append(("gap", {}))
+            h = w = 1
         else:
             out.append(("fc", {"k": c * h * w, "n": layer[1]}))
     return out
@@ -397,45 +410,71 @@ def conv_flops(spec, batch):
     """Multiply-adds x 2 of the model's convs and fc at `batch` (pools, BN: not counted)."""
     total = 0
     for kind, f in conv_layers(spec):
-        if kind == "conv":
-            total += 2 * batch * f["m"] * f["c"] * 9 * f["oh"] * f["ow"]
+        if kind == "dw":
+            total += 2 * batch * f["m"] * 9 * f["oh"] * f["ow"]
+        elif kind in ("conv", "pw"):
+            total += 2 * batch * f["m"] * f["c"] * f["k"] ** 2 * f["oh"] * f["ow"]
         elif kind == "fc":
             total += 2 * batch * f["k"] * f["n"]
     return total
 
 
-def build_conv_model(spec):
+def build_conv_model(spec, training=False):
+    """The model as a Fluid program: inference (batch_norm over running statistics) or a
+    training step (batch statistics; softmax cross-entropy on a fed label, mean, SGD 0.01)."""
     import fluidity as fluid
-    (c, h, w), layers, _ = spec
+    (c, h, w), layers = spec[0], spec[1]
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = 1
     with fluid.program_guard(main, startup):
         x = fluid.data("img", [None, c, h, w], "float32")
         for layer in layers:
-            if layer[0] == "conv":
-                x = fluid.layers.conv2d(x, layer[1], 3, stride=layer[2], padding=1)
-                x = fluid.layers.batch_norm(x, act="relu", is_test=True)
-            elif layer[0] == "pool":
+            kind = layer[0]
+            if kind in ("conv", "dw", "pw"):
+                ch = x.shape[1]
+                m, k, s, groups = {"conv": lambda: (layer[1], 3, layer[2], 1),
+                                   "dw": lambda: (ch, 3, layer[1], ch),
+                                   "pw": lambda: (layer[1], 1, 1, 1)}[kind]()
+                x = fluid.layers.conv2d(x, m, k, stride=s, padding=k // 2, groups=groups,
+                                        use_cudnn=False)
+                x = fluid.layers.batch_norm(x, act="relu", is_test=not training)
+            elif kind == "pool":
                 x = fluid.layers.pool2d(x, 2, pool_stride=2)
+            elif kind == "gap":
+                x = fluid.layers.pool2d(x, pool_type="avg", global_pooling=True)
             else:
-                x = fluid.layers.fc(x, layer[1], act="softmax")
-    return main, startup, x
+                x = fluid.layers.fc(x, layer[1], act=None if training else "softmax")
+        if not training:
+            return main, startup, x
+        label = fluid.data("label", [None, 1], "int64")
+        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(x, label))
+        fluid.optimizer.SGD(0.01).minimize(loss)
+    return main, startup, loss
 
 
-def build_torch_model(spec):
+def build_torch_model(spec, training=False):
     import torch
-    (c, _, _), layers, _ = spec
+    (c, _, _), layers = spec[0], spec[1]
     mods = []
     for layer in layers:
-        if layer[0] == "conv":
-            mods += [torch.nn.Conv2d(c, layer[1], 3, layer[2], 1),
-                     torch.nn.BatchNorm2d(layer[1]), torch.nn.ReLU()]
-            c = layer[1]
-        elif layer[0] == "pool":
+        kind = layer[0]
+        if kind in ("conv", "dw", "pw"):
+            m, k, s, groups = {"conv": lambda: (layer[1], 3, layer[2], 1),
+                               "dw": lambda: (c, 3, layer[1], c),
+                               "pw": lambda: (layer[1], 1, 1, 1)}[kind]()
+            mods += [torch.nn.Conv2d(c, m, k, s, k // 2, groups=groups),
+                     torch.nn.BatchNorm2d(m), torch.nn.ReLU()]
+            c = m
+        elif kind == "pool":
             mods.append(torch.nn.MaxPool2d(2, 2))
+        elif kind == "gap":
+            mods.append(torch.nn.AdaptiveAvgPool2d(1))
         else:
-            mods += [torch.nn.Flatten(), torch.nn.LazyLinear(layer[1]), torch.nn.Softmax(1)]
-    return torch.nn.Sequential(*mods).eval()
+            mods += [torch.nn.Flatten(), torch.nn.LazyLinear(layer[1])]
+            if not training:
+                mods.append(torch.nn.Softmax(1))
+    net = torch.nn.Sequential(*mods)
+    return net.train() if training else net.eval()
 
 
 def alternating(fns, rounds, per_round, clock=time.thread_time):
@@ -458,13 +497,15 @@ def alternating(fns, rounds, per_round, clock=time.thread_time):
 
 
 def sgemm_equivalent(spec, batch, rng):
-    """A function running one sgemm per conv of the model's gemm shape ([M, C*9] @
-    [C*9, N*oh*ow], numpy's OpenBLAS) and the fc's [N, k] @ [k, n]."""
+    """A function running one sgemm per conv of the model's gemm shape ([M, C*k*k] @
+    [C*k*k, N*oh*ow], numpy's OpenBLAS) and the fc's [N, k] @ [k, n]; depthwise convs (no
+    gemm of their shape worth the name: C gemms of [1, 9]) are left out, so a model with
+    them is compared on its other layers' flops."""
     import numpy as np
     ops = []
     for kind, f in conv_layers(spec):
-        if kind == "conv":
-            m, k, n = f["m"], f["c"] * 9, batch * f["oh"] * f["ow"]
+        if kind in ("conv", "pw"):
+            m, k, n = f["m"], f["c"] * f["k"] ** 2, batch * f["oh"] * f["ow"]
         elif kind == "fc":
             m, k, n = batch, f["k"], f["n"]
         else:
@@ -478,9 +519,102 @@ def sgemm_equivalent(spec, batch, rng):
     return run
 
 
-def conv_bench(steps, models):
+def gemm_flops(spec, batch):
+    """conv_flops without the depthwise convs: the flops sgemm_equivalent runs."""
+    dw = sum(2 * batch * f["m"] * 9 * f["oh"] * f["ow"]
+             for kind, f in conv_layers(spec) if kind == "dw")
+    return conv_flops(spec, batch) - dw
+
+
+PADDLE_CONV = r"""
+import json, statistics, sys, time
+import numpy as np
+import paddle.inference as pi
+d = json.loads(sys.argv[1])
+x = np.load(d["feed"])["img"]
+best = None
+for onednn in (False, True):
+    cfg = pi.Config(d["model"] + ".pdmodel", d["model"] + ".pdiparams")
+    cfg.disable_gpu()
+    cfg.switch_ir_optim(True)
+    cfg.set_cpu_math_library_num_threads(1)
+    cfg.disable_glog_info()
+    if onednn:
+        cfg.enable_mkldnn()
+    else:
+        cfg.disable_mkldnn()
+    p = pi.create_predictor(cfg)
+    h = p.get_input_handle(p.get_input_names()[0])
+    o = p.get_output_handle(p.get_output_names()[0])
+    def run():
+        h.copy_from_cpu(x)
+        p.run()
+        return o.copy_to_cpu()
+    for _ in range(3):
+        run()
+    meds = []
+    for _ in range(d["rounds"]):
+        ts = []
+        for _ in range(d["per"]):
+            t = time.thread_time(); run(); ts.append(time.thread_time() - t)
+        meds.append(statistics.median(ts))
+    m = statistics.median(meds)
+    if best is None or m < best[0]:
+        best = (m, "oneDNN" if onednn else "native")
+print(json.dumps({"time": best[0], "kernels": best[1]}))
+"""
+
+
+def conv_paddle(python, main, out, exe, scope, x, rounds, per, tmp):
+    """Paddle's predictor on the same program and parameters (saved as .pdmodel/.pdiparams),
+    one math thread, the faster of its native and oneDNN kernels: (thread CPU time, kernels)
+    or (None, why not). It runs in its own process, so not in the alternation."""
     import numpy as np
     import fluidity as fluid
+    if not python or not os.path.exists(python):
+        return None, "no paddle python"
+    prefix = os.path.join(tmp, "model")
+    if not os.path.exists(prefix + ".pdmodel"):
+        from fluidity.io.inference import save_inference_model_v2
+        with fluid.scope_guard(scope):
+            save_inference_model_v2(prefix, [main.global_block().var("img")], [out], exe,
+                                    program=main)
+    feed = os.path.join(tmp, "x.npz")
+    np.savez(feed, img=x)
+    arg = json.dumps({"model": prefix, "feed": feed, "rounds": rounds,
+                      "per": per})
+    r = subprocess.run([python, "-c", PADDLE_CONV, arg], capture_output=True, text=True,
+                       env={**os.environ, "GLOG_minloglevel": "3", "OMP_NUM_THREADS": "1"})
+    if r.returncode != 0:
+        return None, (r.stderr.strip().splitlines() or ["failed"])[-1][:60]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    return res["time"], res["kernels"]
+
+
+def conv_setup(spec, training, rng):
+    """(exe, scope, main, compiled, output) of a CONV_MODELS entry, its parameters and
+    batch-norm statistics drawn from U(0.5, 1.5) (so that no statistic is 0 or 1)."""
+    import numpy as np
+    import fluidity as fluid
+    main, startup, out = build_conv_model(spec, training)
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    exe.run(startup, scope=scope)
+    for v in main.global_block().all_parameters() + [
+            v for v in main.list_vars() if v.persistable and
+            ("mean" in v.name or "variance" in v.name)]:
+        t = scope.find_var(v.name).get_tensor()
+        shape = np.asarray(t).shape
+        scale = 0.1 if training and len(shape) > 1 else 1.0
+        t.set((scale * rng.uniform(0.5, 1.5, shape)).astype(np.float32), fluid.CPUPlace())
+    feeds = ["img", "label"] if training else ["img"]
+    compiled = fluid.CompiledProgram(main).with_native_code(feed=feeds, fetch_list=[out])
+    return exe, scope, main, compiled, out
+
+
+def conv_bench(steps, models, paddle_python):
+    """Inference: compiled vs interpreter vs PyTorch eager vs Paddle's predictor vs sgemm."""
+    import tempfile
+    import numpy as np
     try:
         import torch
         torch.set_num_threads(1)
@@ -488,63 +622,119 @@ def conv_bench(steps, models):
         torch = None
     rng = np.random.default_rng(0)
     print(f"conv: inference (batch_norm over running statistics), one thread; thread CPU "
-          f"time, medians of alternating rounds (wall: compiled's wall-clock time); load "
+          f"time, medians of alternating rounds (wall: compiled's wall-clock time; paddle: "
+          f"its predictor in its own process, the faster of native and oneDNN); load "
           f"average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    print(f"{'model':>11} {'batch':>5} {'compiled':>10} {'interp':>10} {'torch':>10} "
-          f"{'sgemm':>10} {'GFLOP/s':>8} {'sgemm GF/s':>10} {'of sgemm':>9} {'vs interp':>9} "
-          f"{'vs torch':>8} {'wall':>9}")
+    print(f"{'model':>12} {'batch':>5} {'compiled':>10} {'interp':>10} {'torch':>10} "
+          f"{'paddle':>10} {'sgemm':>10} {'GFLOP/s':>8} {'of sgemm':>9} {'vs interp':>9} "
+          f"{'vs torch':>8} {'vs paddle':>9} {'wall':>9}")
     for name in models:
         spec = CONV_MODELS[name]
-        main, startup, out = build_conv_model(spec)
-        exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
-        exe.run(startup, scope=scope)
-        for p in main.global_block().all_parameters():   # statistics not 0 / 1
-            t = scope.find_var(p.name).get_tensor()
-            t.set(rng.uniform(0.5, 1.5, np.asarray(t).shape).astype(np.float32),
-                  fluid.CPUPlace())
-        compiled = fluid.CompiledProgram(main).with_native_code(feed=["img"], fetch_list=[out])
+        exe, scope, main, compiled, out = conv_setup(spec, False, rng)
         net = build_torch_model(spec) if torch is not None else None
-        for batch in spec[2]:
+        with tempfile.TemporaryDirectory() as tmp:
+            for batch in spec[2]:
+                x = rng.random((batch, *spec[0]), dtype=np.float32)
+                fns = {"compiled": lambda: exe.run(compiled, feed={"img": x},
+                                                   fetch_list=[out], scope=scope),
+                       "interp": lambda: exe.run(main, feed={"img": x}, fetch_list=[out],
+                                                 scope=scope),
+                       "sgemm": sgemm_equivalent(spec, batch, rng)}
+                if net is not None:
+                    tx = torch.from_numpy(x)
+
+                    def run_torch():
+                        with torch.no_grad():
+                            net(tx)
+                    fns["torch"] = run_torch
+                for fn in fns.values():           # build, warm up
+                    for _ in range(3):
+                        fn()
+                flops = conv_flops(spec, batch)
+                per = max(3, min(50, int(steps * 2e7 / max(flops, 1)) // 10))
+                t = alternating(fns, rounds=5, per_round=per)
+                wall = alternating({"compiled": fns["compiled"]}, 3, per, time.perf_counter)
+                tp, kernels = conv_paddle(paddle_python, main, out, exe, scope, x, 5, per, tmp)
+                gemm_part = gemm_flops(spec, batch) / flops    # compiled's time on it: pro rata
+                cells = {k: (f"{t[k] * 1e3:.3f}ms" if t.get(k) else "n/a")
+                         for k in ("compiled", "interp", "torch", "sgemm")}
+                ptxt = f"{tp * 1e3:.3f}ms" if tp else "n/a"
+                vs_t = f"{t['torch'] / t['compiled']:.2f}x" if t.get("torch") else "n/a"
+                vs_p = f"{tp / t['compiled']:.2f}x" if tp else "n/a"
+                print(f"{name:>12} {batch:>5} {cells['compiled']:>10} {cells['interp']:>10} "
+                      f"{cells['torch']:>10} {ptxt:>10} {cells['sgemm']:>10} "
+                      f"{flops / t['compiled'] / 1e9:>8.1f} "
+                      f"{t['sgemm'] / (t['compiled'] * gemm_part):>9.1%} "
+                      f"{t['interp'] / t['compiled']:>8.2f}x {vs_t:>8} {vs_p:>9} "
+                      f"{wall['compiled'] * 1e3:>7.3f}ms  {kernels if tp else ''}")
+                sys.stdout.flush()
+    print(f"(GFLOP/s: the convs' and fc's multiply-adds x 2 / time; sgemm: one sgemm per "
+          f"non-depthwise conv of its gemm shape [M, C*k*k] @ [C*k*k, N*oh*ow] and the fc's, "
+          f"numpy's OpenBLAS; of sgemm: sgemm time / the compiled time's share of those "
+          f"layers' flops (pro rata); vs X: X's time / compiled time; load average at end "
+          f"{os.getloadavg()[0]:.2f})")
+
+
+def conv_train(steps, models):
+    """Training steps: compiled vs interpreter vs PyTorch eager (the same net, batch
+    statistics, softmax cross-entropy, SGD 0.01; one thread)."""
+    import numpy as np
+    try:
+        import torch
+        torch.set_num_threads(1)
+    except ImportError:
+        torch = None
+    rng = np.random.default_rng(0)
+    print(f"conv-train: one SGD step (forward, backward, update), one thread; thread CPU "
+          f"time, medians of alternating rounds; load average at start "
+          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"{'model':>12} {'batch':>5} {'compiled':>10} {'interp':>10} {'torch':>10} "
+          f"{'GFLOP/s':>8} {'vs interp':>9} {'vs torch':>8}")
+    for name in models:
+        spec = CONV_MODELS[name]
+        exe, scope, main, compiled, loss = conv_setup(spec, True, rng)
+        for batch in spec[3]:
             x = rng.random((batch, *spec[0]), dtype=np.float32)
-            fns = {"compiled": lambda: exe.run(compiled, feed={"img": x}, fetch_list=[out],
+            y = rng.integers(0, spec[1][-1][1], (batch, 1)).astype(np.int64)
+            feed = {"img": x, "label": y}
+            fns = {"compiled": lambda: exe.run(compiled, feed=feed, fetch_list=[loss],
                                                scope=scope),
-                   "interp": lambda: exe.run(main, feed={"img": x}, fetch_list=[out],
-                                             scope=scope),
-                   "sgemm": sgemm_equivalent(spec, batch, rng)}
-            if net is not None:
-                tx = torch.from_numpy(x)
+                   "interp": lambda: exe.run(main, feed=feed, fetch_list=[loss],
+                                             scope=scope)}
+            if torch is not None:
+                net = build_torch_model(spec, training=True)
+                tx, ty = torch.from_numpy(x), torch.from_numpy(y[:, 0])
+                net(tx)                                   # materializes the lazy fc
+                opt = torch.optim.SGD(net.parameters(), 0.01)
 
                 def run_torch():
-                    with torch.no_grad():
-                        net(tx)
-                run_torch()
+                    opt.zero_grad()
+                    torch.nn.functional.cross_entropy(net(tx), ty).backward()
+                    opt.step()
                 fns["torch"] = run_torch
-            for fn in fns.values():           # build, warm up
+            for fn in fns.values():
                 for _ in range(3):
                     fn()
-            flops = conv_flops(spec, batch)
-            per = max(3, min(50, int(steps * 2e7 / max(flops, 1)) // 10))
+            flops = 3 * conv_flops(spec, batch)          # forward, and backward's two
+            per = max(3, min(30, int(steps * 2e7 / max(flops, 1)) // 10))
             t = alternating(fns, rounds=5, per_round=per)
-            wall = alternating({"compiled": fns["compiled"]}, 3, per, time.perf_counter)
-            tt = t.get("torch")
-            vs_torch = f"{tt / t['compiled']:.2f}x" if tt else "n/a"
-            print(f"{name:>11} {batch:>5} {t['compiled'] * 1e3:>8.3f}ms "
-                  f"{t['interp'] * 1e3:>8.3f}ms "
-                  f"{(f'{tt * 1e3:.3f}ms') if tt else 'n/a':>10} {t['sgemm'] * 1e3:>8.3f}ms "
-                  f"{flops / t['compiled'] / 1e9:>8.1f} {flops / t['sgemm'] / 1e9:>10.1f} "
-                  f"{t['sgemm'] / t['compiled']:>9.1%} {t['interp'] / t['compiled']:>8.2f}x "
-                  f"{vs_torch:>8} {wall['compiled'] * 1e3:>7.3f}ms")
+            vs_t = f"{t['torch'] / t['compiled']:.2f}x" if t.get("torch") else "n/a"
+            torch_txt = f"{t['torch'] * 1e3:.3f}ms" if t.get("torch") else "n/a"
+            print(f"{name:>12} {batch:>5} {t['compiled'] * 1e3:>8.3f}ms "
+                  f"{t['interp'] * 1e3:>8.3f}ms {torch_txt:>10} "
+                  f"{flops / t['compiled'] / 1e9:>8.1f} {t['interp'] / t['compiled']:>8.2f}x "
+                  f"{vs_t:>8}")
             sys.stdout.flush()
-    print(f"(GFLOP/s: the convs' and fc's multiply-adds x 2 / time; sgemm: one sgemm per conv "
-          f"of its gemm shape [M, C*9] @ [C*9, N*oh*ow] and the fc's, numpy's OpenBLAS; "
-          f"of sgemm: sgemm time / compiled time; load average at end "
-          f"{os.getloadavg()[0]:.2f})")
+    print(f"(GFLOP/s: 3 x the forward's multiply-adds x 2 / time; vs X: X's time / compiled "
+          f"time; load average at end {os.getloadavg()[0]:.2f})")
 
 
 MODES = {"train-mlp": lambda a: train_mlp(a.steps),
          "infer": lambda a: infer(a.steps, a.paddle_python),
          "ctr-train": lambda a: ctr_train(max(30, a.steps // 10)),
-         "conv": lambda a: conv_bench(a.steps, a.models or sorted(CONV_MODELS))}
+         "conv": lambda a: conv_bench(a.steps, a.models or list(CONV_MODELS),
+                                      a.paddle_python),
+         "conv-train": lambda a: conv_train(a.steps, a.models or list(CONV_MODELS))}
 
 
 def main():
@@ -562,7 +752,7 @@ def main():
         os.environ["OPENBLAS_NUM_THREADS"] = "1"    # before numpy loads OpenBLAS
         MODES[a.mode](a)
         return
-    for mode in ("train-mlp", "infer", "ctr-train", "conv"):
+    for mode in ("train-mlp", "infer", "ctr-train", "conv", "conv-train"):
         subprocess.run([sys.executable, __file__, "--mode", mode, "--steps", str(a.steps),
                         "--paddle-python", a.paddle_python], check=True)
         print()
