@@ -30,4 +30,51 @@ inline void broadcast_each(int nd, const int64_t* dims, const int64_t* sa, const
     }
 }
 
+// Channel sums of batch_norm (statistics and gradient) in double over 8 lanes: the lanes are
+// independent, so the compiler vectorizes the loop (one double accumulator is a chain of
+// dependent adds, ~4 cycles an element); they are added together at the end. Each element's
+// own float arithmetic is the kernel's.
+constexpr int kSumLanes = 8;
+
+inline double lanes_total(const double* a) {
+    double t = 0;
+    for (int j = 0; j < kSumLanes; ++j) t += a[j];
+    return t;
+}
+
+// sum of r[0..n)
+inline double sum_d(const float* __restrict__ r, int64_t n) {
+    double a[kSumLanes] = {0};
+    int64_t i = 0;
+    for (; i + kSumLanes <= n; i += kSumLanes)
+        for (int j = 0; j < kSumLanes; ++j) a[j] += r[i + j];
+    for (; i < n; ++i) a[0] += r[i];
+    return lanes_total(a);
+}
+
+// sum of (r[i] - mu)^2, the difference and its square in float
+inline double sum_sq_dev_d(const float* __restrict__ r, int64_t n, float mu) {
+    double a[kSumLanes] = {0};
+    int64_t i = 0;
+    for (; i + kSumLanes <= n; i += kSumLanes)
+        for (int j = 0; j < kSumLanes; ++j) { const float t = r[i + j] - mu; a[j] += t * t; }
+    for (; i < n; ++i) { const float t = r[i] - mu; a[0] += t * t; }
+    return lanes_total(a);
+}
+
+// sb += sum of g[i], ss += sum of g[i] * ((r[i] - sm) * iv) (the products in float)
+inline void bn_grad_sums_d(const float* __restrict__ r, const float* __restrict__ g, int64_t n,
+                           float sm, float iv, double& sb, double& ss) {
+    double a[kSumLanes] = {0}, b[kSumLanes] = {0};
+    int64_t i = 0;
+    for (; i + kSumLanes <= n; i += kSumLanes)
+        for (int j = 0; j < kSumLanes; ++j) {
+            a[j] += g[i + j];
+            b[j] += g[i + j] * ((r[i + j] - sm) * iv);
+        }
+    for (; i < n; ++i) { a[0] += g[i]; b[0] += g[i] * ((r[i] - sm) * iv); }
+    sb += lanes_total(a);
+    ss += lanes_total(b);
+}
+
 }  // namespace fl

@@ -261,20 +261,18 @@ def instance_norm_grad(e):
 
 
 def bn_channel_stats(x, m, v, n, c, p):
-    """C statements for both targets: channel `ch`'s batch mean into m[ch] and variance
-    into v[ch], of X [n, c, p] (C expressions), summed in double in this order."""
-    return (f"double s = 0, q = 0; for (int64_t b = 0; b < {n}; ++b) {{ const float* r = "
-            f"{x} + (b * {c} + ch) * {p}; for (int64_t i = 0; i < {p}; ++i) s += r[i]; }} "
+    """C statements: channel `ch`'s batch mean into m[ch] and variance into v[ch], of X
+    [n, c, p] (C expressions), summed in double (runtime/nn.h's lanes)."""
+    return (f"double s = 0, q = 0; for (int64_t b = 0; b < {n}; ++b) "
+            f"s += fl::sum_d({x} + (b * {c} + ch) * {p}, {p}); "
             f"const float mu = (float)(s / (double)({n} * {p})); for (int64_t b = 0; b < {n}; "
-            f"++b) {{ const float* r = {x} + (b * {c} + ch) * {p}; for (int64_t i = 0; "
-            f"i < {p}; ++i) {{ const float t = r[i] - mu; q += t * t; }} }} {m}[ch] = mu; "
+            f"++b) q += fl::sum_sq_dev_d({x} + (b * {c} + ch) * {p}, {p}, mu); {m}[ch] = mu; "
             f"{v}[ch] = (float)(q / (double)({n} * {p}));")
 
 
 def bn_grad_channel_sums(x, dy, sm, inv, db, ds, n, c, p):
-    """C statements for both targets: channel `ch`'s sum of dY into db[ch] and of dY * x_hat
-    into ds[ch], of X [n, c, p] (C expressions), in double in this order."""
-    return (f"double sb = 0, ss = 0; for (int64_t b = 0; b < {n}; ++b) {{ const float* r = "
-            f"{x} + (b * {c} + ch) * {p}; const float* g = {dy} + (b * {c} + ch) * {p}; "
-            f"for (int64_t i = 0; i < {p}; ++i) {{ sb += g[i]; ss += g[i] * ((r[i] - "
-            f"{sm}[ch]) * {inv}[ch]); }} }} {db}[ch] = (float)sb; {ds}[ch] = (float)ss;")
+    """C statements: channel `ch`'s sum of dY into db[ch] and of dY * x_hat into ds[ch], of
+    X [n, c, p] (C expressions), in double (runtime/nn.h's lanes)."""
+    return (f"double sb = 0, ss = 0; for (int64_t b = 0; b < {n}; ++b) "
+            f"fl::bn_grad_sums_d({x} + (b * {c} + ch) * {p}, {dy} + (b * {c} + ch) * {p}, "
+            f"{p}, {sm}[ch], {inv}[ch], sb, ss); {db}[ch] = (float)sb; {ds}[ch] = (float)ss;")
