@@ -1,0 +1,148 @@
+"""Tensor arrays and DynamicRNN compiled (issue 29 point 4): write_to_array, read_from_array,
+lod_array_length, lod_rank_table, max_sequence_len, lod_tensor_to_array,
+array_to_lod_tensor and shrink_rnn_memory in the same native segment as the `while` around
+them, against the interpreter on ragged LoD batches, a batch of one and an empty sequence;
+a read past the array's end or of an entry never written fails from the compiled code with
+the interpreter's message."""
+import logging
+
+import numpy as np
+import pytest
+
+import fluidity as fluid
+from fluidity.codegen.lower import Lowering
+from fluidity.errors import ExecutionError
+
+L = fluid.layers
+HID = 4
+
+
+def build(fn):
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 7           # both runs start from the same parameters
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        outs = fn()
+    return main, startup, outs
+
+
+def segments(main):
+    """(the native segments of block 0, the ops that run as Python steps)."""
+    rows = Lowering(main, 0).explain()
+    return ({w for _, _, w, _ in rows if w != "python"},
+            [(t, why) for _, t, w, why in rows if w == "python"])
+
+
+def run_both(main, startup, outs, feed, caplog):
+    """(interpreted, compiled) fetches from the same parameters; the compiled run must not
+    fall back to the interpreter."""
+    got = []
+    for compiled in (False, True):
+        exe, scope = fluid.Executor(), fluid.Scope()
+        exe.run(startup, scope=scope)
+        prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
+        with caplog.at_level(logging.WARNING):
+            got.append(exe.run(prog, feed=feed, fetch_list=outs, scope=scope,
+                               return_numpy=False))
+    assert "run interpreted" not in caplog.text
+    return got
+
+
+def lod_feed(lengths, seed=0):
+    r = np.random.default_rng(seed)
+    x = r.uniform(-1, 1, (sum(lengths), HID)).astype("float32")
+    return {"x": fluid.create_lod_tensor(x, [list(lengths)], fluid.CPUPlace())}
+
+
+def dyn_rnn():
+    """A DynamicRNN with two memories (an LSTM-like cell), its output back to sequences and
+    their last steps."""
+    x = L.data("x", [HID], dtype="float32", lod_level=1)
+    rnn = L.DynamicRNN()
+    with rnn.block():
+        w = rnn.step_input(x)
+        h = rnn.memory(value=0.0, shape=[HID])
+        c = rnn.memory(value=0.5, shape=[HID])
+        g = L.sigmoid(L.fc(w, HID) + L.fc(h, HID, bias_attr=False))
+        c2 = g * c + L.tanh(L.fc(w, HID))
+        h2 = g * L.tanh(c2)
+        rnn.update_memory(h, h2)
+        rnn.update_memory(c, c2)
+        rnn.output(h2)
+    out = rnn()
+    return [out, L.sequence_pool(out, "last")]
+
+
+@pytest.mark.parametrize("lengths", [[3, 1, 4, 2], [5], [2, 0, 3], [1, 1, 1]],
+                         ids=["ragged", "one", "an empty sequence", "all one step"])
+def test_dynamic_rnn_compiles_whole_with_the_interpreters_results(lengths, caplog):
+    main, startup, outs = build(dyn_rnn)
+    segs, python = segments(main)
+    assert len(segs) == 1 and not python, python
+    want, got = run_both(main, startup, outs, lod_feed(lengths), caplog)
+    # the compiled sigmoid and tanh may round an ulp (6e-8 at these magnitudes) away from
+    # numpy's; about ten roundings a step, each damped by a gate below 1, for max(len) steps
+    tol = 10 * 6e-8 * max(lengths)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=0, atol=tol)
+        assert g.lod() == w.lod()
+
+
+def test_a_batch_of_another_lod_reuses_the_build(caplog):
+    main, startup, outs = build(dyn_rnn)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    prog = fluid.CompiledProgram(main).with_native_code()
+    for lengths in ([2, 3], [6, 1, 1, 2, 4]):
+        feed = lod_feed(lengths, seed=len(lengths))
+        got = exe.run(prog, feed=feed, fetch_list=outs[1:], scope=scope)
+        want = exe.run(main, feed=feed, fetch_list=outs[1:], scope=scope)
+        np.testing.assert_allclose(got[0], want[0], rtol=0, atol=10 * 6e-8 * max(lengths))
+    assert "run interpreted" not in caplog.text
+
+
+def array_program(read_at, write_at=(0, 1), length=False):
+    def fn():
+        x = L.data("x", [3], dtype="float32", append_batch_size=False)
+        arr = L.create_array("float32")
+        for k in write_at:
+            L.array_write(x * float(k + 1), L.fill_constant([1], "int64", k), array=arr)
+        out = [L.array_read(arr, L.fill_constant([1], "int64", read_at))]
+        if length:
+            out.append(L.array_length(arr))
+        return out
+    return build(fn)
+
+
+def test_array_write_read_and_length_compile(caplog):
+    main, startup, outs = array_program(2, write_at=(0, 2, 1), length=True)
+    assert len(segments(main)[0]) == 1
+    feed = {"x": np.arange(3, dtype="float32")}
+    want, got = run_both(main, startup, outs, feed, caplog)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.arange(3) * 3.0)
+    assert np.asarray(got[1]).tolist() == [3] == np.asarray(want[1]).tolist()
+
+
+@pytest.mark.parametrize("read_at, write_at, message", [
+    (5, (0, 1), "read_from_array: index 5 is out of range; the array has 2 entries"),
+    (1, (0, 2), "read_from_array: index 1 is out of range; the array has 3 entries"),
+], ids=["past the end", "never written"])
+def test_a_bad_read_fails_from_the_compiled_code_with_the_interpreters_message(
+        read_at, write_at, message):
+    main, startup, outs = array_program(read_at, write_at)
+    assert len(segments(main)[0]) == 1
+    feed = {"x": np.ones(3, "float32")}
+    for prog in (main, fluid.CompiledProgram(main).with_native_code()):
+        exe, scope = fluid.Executor(), fluid.Scope()
+        exe.run(startup, scope=scope)
+        with pytest.raises(ExecutionError, match="read_from_array: index"):
+            exe.run(prog, feed=feed, fetch_list=outs, scope=scope)
+    with pytest.raises(ExecutionError) as info:
+        exe.run(prog, feed=feed, fetch_list=outs, scope=scope)
+    assert message in str(info.value)
+
+
+def test_an_array_read_outside_the_compiled_code_stays_interpreted():
+    """An array a Python step or a fetch reads cannot live in the segment function."""
+    main, startup, outs = array_program(0)
+    low = Lowering(main, 0, keep=[main.global_block().ops[2].output("Out")[0]])
+    assert any(t == "write_to_array" and w == "python" for _, t, w, _ in low.explain())
