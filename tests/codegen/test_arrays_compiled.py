@@ -146,3 +146,23 @@ def test_an_array_read_outside_the_compiled_code_stays_interpreted():
     main, startup, outs = array_program(0)
     low = Lowering(main, 0, keep=[main.global_block().ops[2].output("Out")[0]])
     assert any(t == "write_to_array" and w == "python" for _, t, w, _ in low.explain())
+
+
+def test_reorder_by_rank_and_its_gradient_compile_with_the_kernels_results(caplog):
+    """An encoder's last state put in rank order (as a DynamicRNN decoder's initial memory),
+    trained through: reorder_lod_tensor_by_rank forward and backward."""
+    def fn():
+        x = L.data("x", [HID], dtype="float32", lod_level=1)
+        h = L.fc(x, HID, param_attr=fluid.ParamAttr(name="fc_w"))
+        ordered = L.reorder_lod_tensor_by_rank(L.sequence_pool(h, "last"), L.lod_rank_table(x))
+        w = L.create_parameter([HID], "float32", name="w",
+                               default_initializer=fluid.initializer.Uniform(-1, 1, seed=2))
+        loss = L.reduce_sum(L.elementwise_mul(ordered, w, axis=1))
+        fluid.backward.append_backward(loss)
+        return [ordered, loss, "fc_w@GRAD", "w@GRAD"]
+    main, startup, outs = build(fn)
+    types = {t for _, t, w, _ in Lowering(main, 0, keep=outs[2:]).explain() if w != "python"}
+    assert {"reorder_lod_tensor_by_rank", "reorder_lod_tensor_by_rank_grad"} <= types
+    want, got = run_both(main, startup, outs, lod_feed([2, 4, 1, 3]), caplog)
+    for g, w in zip(got, want):     # the same sgemm shapes and sums in the same order
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))

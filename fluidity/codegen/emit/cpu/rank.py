@@ -81,3 +81,31 @@ def shrink_rnn_memory(e):
                          f"{x.dims[0]}, &{v}, err, {e.k})")
     out = e.output("Out", [rows] + list(x.dims[1:]), x.ctype, lod_from=False)
     e.code(f"std::memcpy({out}, {x}, {out.nbytes()});")
+
+
+def _reorder(e, inverse):
+    """Out's rows: X's rows in the table's order (Out[r] = X[index[r]]), or for the
+    gradient back in the original order (Out[index[r]] = X[r]); X without LoD (one row a
+    sequence: an encoder's last state)."""
+    x, t = e.input("X"), _table(e)
+    if x.lod is not None:
+        e.fail("X carries LoD (compiled for one row per sequence)")
+    if x.ndim < 1:
+        e.fail("X has no rows")
+    e.check(f"{t.n} > {x.dims[0]}", f"{e.op.type}: X has fewer rows than the rank table has "
+            "sequences")
+    out = e.output("Out", [t.n] + list(x.dims[1:]), x.ctype, lod_from=False)
+    row = e.prod(x.dims[1:])
+    dst, src = ("r", f"{t}[r]") if not inverse else (f"{t}[r]", "r")
+    e.code(f"for (int64_t r = 0; r < {t.n}; ++r) std::memcpy({out} + ({dst}) * {row}, "
+           f"{x} + ({src}) * {row}, sizeof(*{x}) * {row});")
+
+
+@register("reorder_lod_tensor_by_rank", "cpu")
+def reorder_lod_tensor_by_rank(e):
+    _reorder(e, inverse=False)
+
+
+@register("reorder_lod_tensor_by_rank_grad", "cpu")
+def reorder_lod_tensor_by_rank_grad(e):
+    _reorder(e, inverse=True)
