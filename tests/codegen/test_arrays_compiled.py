@@ -166,3 +166,28 @@ def test_reorder_by_rank_and_its_gradient_compile_with_the_kernels_results(caplo
     want, got = run_both(main, startup, outs, lod_feed([2, 4, 1, 3]), caplog)
     for g, w in zip(got, want):     # the same sgemm shapes and sums in the same order
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_the_sentiment_chapters_dyn_rnn_lstm_classifies_compiled_as_interpreted(caplog):
+    """understand_sentiment's dyn_rnn_lstm (the book chapter's own function), forward only:
+    embedding, a DynamicRNN LSTM, the last steps and a softmax, in one native segment."""
+    import os
+    import sys
+    from paths import TESTS
+    sys.path.insert(0, os.path.join(TESTS, "fluid_book"))
+    import test_understand_sentiment as sentiment
+
+    def fn():
+        words = L.data("words", [1], dtype="int64", lod_level=1)
+        label = L.data("label", [1], dtype="int64")
+        return [sentiment.dyn_rnn_lstm(words, label, input_dim=sentiment.DICT_DIM)[2]]
+    main, startup, outs = build(fn)
+    main = main.clone(for_test=True)._prune(outs)
+    assert len(segments(main)[0]) == 1 and not segments(main)[1]
+    samples = list(sentiment.imdb(12, 7)())
+    flat = np.array([t for w, _ in samples for t in w], np.int64).reshape(-1, 1)
+    feed = {"words": fluid.create_lod_tensor(flat, [[len(w) for w, _ in samples]],
+                                             fluid.CPUPlace())}
+    want, got = run_both(main, startup, outs, feed, caplog)
+    # up to 8 steps of about ten float32 roundings (an ulp of sigmoid/tanh apart), softmax'd
+    np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), rtol=0, atol=1e-5)
