@@ -191,3 +191,27 @@ def test_the_sentiment_chapters_dyn_rnn_lstm_classifies_compiled_as_interpreted(
     want, got = run_both(main, startup, outs, feed, caplog)
     # up to 8 steps of about ten float32 roundings (an ulp of sigmoid/tanh apart), softmax'd
     np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), rtol=0, atol=1e-5)
+
+
+def test_a_dynamic_rnn_model_runs_standalone_with_the_interpreters_outputs(tmp_path):
+    """`fluidity compile` of a saved DynamicRNN inference model: the executable over .npy
+    files and a LoD on the command line."""
+    import subprocess
+    from fluidity.compiler import compile_inference_model
+    main, startup, outs = build(dyn_rnn)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    with fluid.scope_guard(scope):
+        exe.run(startup)
+        fluid.io.save_inference_model(str(tmp_path / "m"), ["x"], outs[1:], exe, main)
+    lengths = [3, 1, 4, 2]
+    feed = lod_feed(lengths)
+    want = exe.run(main, feed=feed, fetch_list=outs[1:], scope=scope)[0]
+    compile_inference_model(str(tmp_path / "m"), str(tmp_path / "out"))
+    np.save(tmp_path / "x.npy", np.asarray(feed["x"]))
+    lod = ",".join(map(str, np.cumsum([0] + lengths)))
+    r = subprocess.run([str(tmp_path / "out" / "model_run"), "--lod", f"x={lod}",
+                        f"x={tmp_path}/x.npy", "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    [got] = [np.load(p) for p in sorted((tmp_path / "o").glob("*.npy"))]
+    np.testing.assert_allclose(got, want, rtol=0, atol=10 * 6e-8 * max(lengths))
