@@ -399,6 +399,10 @@ class Segmenter:
         buf = self._env.get(name)
         if buf is None:
             buf = self._new_input(name, k)
+        elif isinstance(buf, (ArrayBuf, TableBuf)) and op is not None and \
+                op.type not in emit.INTERNAL_READERS:
+            raise NotCompilable(f"'{op.type}' reads '{name}', a compiled "
+                                f"{'tensor array' if isinstance(buf, ArrayBuf) else 'rank table'}")
         buf.last = k
         if buf.rows is not None:
             buf.rows.last = k

@@ -215,3 +215,49 @@ def test_a_dynamic_rnn_model_runs_standalone_with_the_interpreters_outputs(tmp_p
     assert r.returncode == 0, r.stderr
     [got] = [np.load(p) for p in sorted((tmp_path / "o").glob("*.npy"))]
     np.testing.assert_allclose(got, want, rtol=0, atol=10 * 6e-8 * max(lengths))
+
+
+def test_a_negative_write_index_fails_from_the_compiled_code():
+    def fn():
+        x = L.data("x", [3], dtype="float32", append_batch_size=False)
+        k = L.data("k", [1], dtype="int64", append_batch_size=False)
+        arr = L.create_array("float32")
+        L.array_write(x, k, array=arr)
+        return [L.array_read(arr, L.fill_constant([1], "int64", 0))]
+    main, startup, outs = build(fn)
+    assert len(segments(main)[0]) == 1
+    exe = fluid.Executor()
+    feed = {"x": np.ones(3, "float32"), "k": np.array([-1], np.int64)}
+    with pytest.raises(ExecutionError, match="array index I is negative"):
+        exe.run(fluid.CompiledProgram(main).with_native_code(), feed=feed, fetch_list=outs,
+                scope=fluid.Scope())
+
+
+def test_an_op_without_an_array_form_does_not_take_a_compiled_array():
+    """assign copies a tensor array in Fluid; its emitter copies tensors: it runs
+    interpreted, and so does the array it reads (made by the interpreter then)."""
+    def fn():
+        x = L.data("x", [3], dtype="float32", append_batch_size=False)
+        arr = L.create_array("float32")
+        L.array_write(x, L.fill_constant([1], "int64", 0), array=arr)
+        copy = L.assign(arr)
+        return [L.array_read(copy, L.fill_constant([1], "int64", 0))]
+    main, startup, outs = build(fn)
+    rows = {t: w for _, t, w, _ in Lowering(main, 0).explain()}
+    assert rows["assign"] == "python"
+    got = fluid.Executor().run(fluid.CompiledProgram(main).with_native_code(),
+                               feed={"x": np.arange(3, dtype="float32")}, fetch_list=outs,
+                               scope=fluid.Scope())
+    np.testing.assert_array_equal(got[0], np.arange(3))
+
+
+def test_a_dim_known_per_pass_reserves_its_bound():
+    from fluidity.codegen.cir import NotCompilable
+    from fluidity.codegen.dim import Dim, bounded
+    v, n = Dim.sym("v0_3"), Dim.sym("in0_nlod") - 1
+    bounds = {"v0_3": n}
+    assert str(bounded(v * 16, bounds)) == str(n * 16)
+    assert str(bounded((v + 2) // 2, bounds)) == str((n + 2) // 2)
+    assert bounded(Dim.sym("in1_d0") * 4, bounds) == Dim.sym("in1_d0") * 4
+    with pytest.raises(NotCompilable, match="no bound"):
+        bounded(Dim.sym("in1_d0") - v, bounds)
