@@ -261,3 +261,29 @@ def test_a_dim_known_per_pass_reserves_its_bound():
     assert bounded(Dim.sym("in1_d0") * 4, bounds) == Dim.sym("in1_d0") * 4
     with pytest.raises(NotCompilable, match="no bound"):
         bounded(Dim.sym("in1_d0") - v, bounds)
+
+
+def test_an_array_written_in_a_branch_inside_a_loop(caplog):
+    """A Switch case (conditional_block) inside a While appends to an array on some passes
+    only: the branch carries the array in place."""
+    def fn():
+        x = L.data("x", [2, 3], dtype="float32", append_batch_size=False)
+        arr = L.create_array("float32")
+        i, j = L.fill_constant([1], "int64", 0), L.fill_constant([1], "int64", 0)
+        n, two = L.fill_constant([1], "int64", 5), L.fill_constant([1], "int64", 2)
+        cond = L.less_than(i, n)
+        loop = L.While(cond, is_test=True)
+        with loop.block():
+            with L.Switch() as switch:
+                with switch.case(L.less_than(two, i)):
+                    L.array_write(x * L.cast(i, "float32"), j, array=arr)
+                    L.increment(j, in_place=True)
+            L.increment(i, in_place=True)
+            L.less_than(i, n, cond=cond)
+        return [L.array_read(arr, L.fill_constant([1], "int64", 1)), L.array_length(arr)]
+    main, startup, outs = build(fn)
+    assert len(segments(main)[0]) == 1 and not segments(main)[1]
+    feed = {"x": np.arange(6, dtype="float32").reshape(2, 3)}
+    want, got = run_both(main, startup, outs, feed, caplog)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.arange(6).reshape(2, 3) * 4.0)
+    assert np.asarray(got[1]).tolist() == [2] == np.asarray(want[1]).tolist()
