@@ -10,10 +10,12 @@ its end (so a value may not change shape from pass to pass: such a program stays
 interpreted, and explain() says why). A tensor array the sub-block writes is one
 segment-owned object (runtime/arrays.h) changed in place, so it is carried without copies;
 values inside the body may have rows known only per pass (Emit.runtime_dim: an array
-entry's rows, a DynamicRNN step's batch), their buffers reserved at the rows' bounds. A carried value that the sub-block writes before it
-reads, and that had no value before, gets a run-time flag: set when a pass writes it, it
-says whether the value leaves the segment (a branch not taken leaves the scope's variable
-as it was, as in the interpreter) and stops an op that reads it unset with an error.
+entry's rows, a DynamicRNN step's batch), their buffers reserved at the rows' bounds.
+
+A carried value that the sub-block writes before it reads, and that had no value before,
+gets a run-time flag: set when a pass writes it, it says whether the value leaves the
+segment (a branch not taken leaves the scope's variable as it was, as in the interpreter)
+and stops an op that reads it unset with an error.
 
 A loop or branch whose gradient op reads its step scopes is left to the interpreter (the
 compiled code keeps no scopes), as is one whose sub-block has an op without a compiled form.

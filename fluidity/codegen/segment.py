@@ -139,9 +139,6 @@ def segment_block(program, block_idx, keep, target):
         refused |= escaping          # made by the interpreter then: segment again
 
 
-INTERNAL_TYPES = (VarType.LOD_TENSOR_ARRAY, VarType.LOD_RANK_TABLE)
-
-
 def _escaping_internals(program, block, parts, keep):
     """The tensor arrays and rank tables a segment makes that something after it reads (or
     the caller keeps): they live only inside the segment function."""
@@ -401,8 +398,8 @@ class Segmenter:
             buf = self._new_input(name, k)
         elif isinstance(buf, (ArrayBuf, TableBuf)) and op is not None and \
                 op.type not in emit.INTERNAL_READERS:
-            raise NotCompilable(f"'{op.type}' reads '{name}', a compiled "
-                                f"{'tensor array' if isinstance(buf, ArrayBuf) else 'rank table'}")
+            what = "tensor array" if isinstance(buf, ArrayBuf) else "rank table"
+            raise NotCompilable(f"'{op.type}' reads '{name}', a compiled {what}")
         buf.last = k
         if buf.rows is not None:
             buf.rows.last = k
