@@ -72,8 +72,10 @@ def dyn_rnn():
     return [out, L.sequence_pool(out, "last")]
 
 
-@pytest.mark.parametrize("lengths", [[3, 1, 4, 2], [5], [2, 0, 3], [1, 1, 1]],
-                         ids=["ragged", "one", "an empty sequence", "all one step"])
+@pytest.mark.parametrize("lengths", [
+    [3, 1, 4, 2], [5], [2, 0, 3], [1, 1, 1],
+    np.random.default_rng(5).integers(0, 6, 30).tolist()],
+    ids=["ragged", "one", "an empty sequence", "all one step", "30 with ties"])
 def test_dynamic_rnn_compiles_whole_with_the_interpreters_results(lengths, caplog):
     main, startup, outs = build(dyn_rnn)
     segs, python = segments(main)

@@ -7,6 +7,7 @@
 // the list as Fluid's write_to_array does. A rank table is an int64 [2, n] arena buffer: row
 // 0 the sequences' original indices, longest first (a stable sort), row 1 their lengths.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -75,13 +76,10 @@ inline void rank_table(const int64_t* lod, int64_t n, int64_t* table) {
     int64_t* idx = table;
     int64_t* len = table + n;
     for (int64_t j = 0; j < n; ++j) idx[j] = j;
-    // insertion sort keeps equal lengths in order (numpy's stable argsort of -lengths)
-    for (int64_t j = 1; j < n; ++j) {
-        const int64_t v = idx[j], lv = lod[v + 1] - lod[v];
-        int64_t p = j;
-        while (p > 0 && lod[idx[p - 1] + 1] - lod[idx[p - 1]] < lv) { idx[p] = idx[p - 1]; --p; }
-        idx[p] = v;
-    }
+    // a stable sort keeps equal lengths in order (numpy's stable argsort of -lengths)
+    std::stable_sort(idx, idx + n, [lod](int64_t a, int64_t b) {
+        return lod[a + 1] - lod[a] > lod[b + 1] - lod[b];
+    });
     for (int64_t j = 0; j < n; ++j) len[j] = lod[idx[j] + 1] - lod[idx[j]];
 }
 
