@@ -17,7 +17,7 @@ def plan_buffers(seg, later, keep, block):
     leaves too)."""
     seg.outputs = _outputs(seg, later, keep, block)
     arena = [b for b in seg.bufs if b.kind in ARENA_KINDS]
-    sizes = {b.name: b.nbytes() for b in arena}
+    sizes = {b.name: b.alloc_nbytes() for b in arena}
     life = {b.name: (b.first, b.last) for b in arena}
     slots, seg.inplace, seg.n_slots = colour_by_lifetime(sizes, life)
     for b in arena:

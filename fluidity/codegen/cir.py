@@ -122,7 +122,8 @@ class Buf:
     generated code knows it holds (a shape op's dims as C expressions, a small constant),
     flat, or None (emit/known_values.py)."""
     __slots__ = ("name", "var", "ctype", "dims", "lod", "lod_len", "lod_src", "rows",
-                 "height", "kind", "first", "last", "slot", "persistable", "written", "known")
+                 "height", "kind", "first", "last", "slot", "persistable", "written", "known",
+                 "cap")
 
     def __init__(self, name, var, ctype, shape, kind):
         self.name, self.var, self.ctype, self.dims, self.kind = name, var, ctype, \
@@ -133,6 +134,7 @@ class Buf:
         self.persistable = False
         self.written = None      # C flag set when a branch writes it (None: always written)
         self.known = None
+        self.cap = None          # dims to reserve when `dims` change while the segment runs
 
     @property
     def ndim(self):
@@ -144,6 +146,11 @@ class Buf:
     def nbytes(self):
         return mul(self.numel(), SIZEOF[self.ctype])
 
+    def alloc_nbytes(self):
+        """The bytes its arena slot reserves: `nbytes` at the bounds of dims that change
+        while the segment runs (a loop pass's rows)."""
+        return self.nbytes() if self.cap is None else mul(prod(self.cap), SIZEOF[self.ctype])
+
     def dim(self, k):
         return self.dims[k]
 
@@ -152,6 +159,41 @@ class Buf:
 
     def __repr__(self):
         return f"Buf({self.name}: {self.var} {self.ctype}{self.dims})"
+
+
+class ArrayBuf(Buf):
+    """A LoDTensorArray the segment makes (runtime/arrays.h's `TensorArray`, owned by the
+    segment function, never in the arena and never leaving the segment): its elements'
+    C type `elem`, their row dims `row_dims` (fixed) and `bound`, the most rows an element
+    may have (a Dim the segment knows on entry; None until the first write is compiled):
+    what reads of it reserve."""
+    __slots__ = ("elem", "row_dims", "bound")
+
+    def __init__(self, name, var):
+        super().__init__(name, var, "fl::TensorArray", [], "array")
+        self.elem = self.row_dims = self.bound = None
+
+    def numel(self):
+        raise NotCompilable(f"tensor array '{self.var}' has no size of its own")
+
+    nbytes = alloc_nbytes = numel
+
+    def row_bytes(self):
+        return mul(prod(self.row_dims), SIZEOF[self.elem])
+
+    def __repr__(self):
+        return f"ArrayBuf({self.name}: {self.var} {self.elem}[?, {self.row_dims}])"
+
+
+class TableBuf(Buf):
+    """A LoDRankTable the segment makes: int64 [2, n] in the arena (row 0 the sequences'
+    indices, longest first; row 1 their lengths, runtime/arrays.h), with the LoD it was made
+    from (`lod`...) and that LoD's rows (`total`)."""
+    __slots__ = ("total",)
+
+    @property
+    def n(self):
+        return self.dims[1]
 
 
 class CheckedAttrs(Mapping):
@@ -349,6 +391,34 @@ class Emit:
             self.outputs.setdefault(slot, []).append(got[2])
             self._touch(got[2])
         return got
+
+    def array_output(self, slot, elem, row_dims):
+        """The ArrayBuf of tensor-array output `slot`: the one the segment holds for it (a
+        write changes an array in place), else a new empty one; its elements are
+        `elem`[rows, *row_dims] (NotCompilable when it holds others)."""
+        name = self.output_var(slot)
+        if name is None or name == EMPTY_VAR_NAME:
+            raise NotCompilable(f"output {slot} is absent")
+        return self._touch(self._low.write_array(name, elem, row_dims, self.op, self.k))
+
+    def table_output(self, slot, src):
+        """The TableBuf of rank-table output `slot`, made from the level-0 LoD of `src`."""
+        name = self.output_var(slot)
+        if name is None or name == EMPTY_VAR_NAME:
+            raise NotCompilable(f"output {slot} is absent")
+        return self._touch(self._low.write_table(name, src, self.op, self.k))
+
+    def runtime_dim(self, bound, setter):
+        """A dim known only when this op runs (the rows of an array's entry, of a loop
+        pass), at most `bound` (a Dim the segment knows on entry: the arena reserves that).
+        `setter(v)` is the C call that sets C variable `v` before the op's code runs, in the
+        segment function (buffers there are `name_`), returning 0 or the op's error code."""
+        return self._low.runtime_dim(bound, setter, self.k)
+
+    def bound_of(self, d):
+        """The most `d` may be while the segment runs (itself unless it depends on a dim
+        known only when an op runs)."""
+        return self._low.bound_of(d)
 
     def scratch(self, dims, ctype="float"):
         """A buffer of `dims` for this op's own use (arena bytes free after the op)."""

@@ -7,10 +7,15 @@ own, every other name it writes is the parent's variable. Here the parent's vari
 sub-block writes are *carried*: each has one arena buffer for the whole loop or branch, that
 the ops read at the start of a pass, and that the pass's final value is copied back into at
 its end (so a value may not change shape from pass to pass: such a program stays
-interpreted, and explain() says why). A carried value that the sub-block writes before it
-reads, and that had no value before, gets a run-time flag: set when a pass writes it, it
-says whether the value leaves the segment (a branch not taken leaves the scope's variable
-as it was, as in the interpreter) and stops an op that reads it unset with an error.
+interpreted, and explain() says why). A tensor array the sub-block writes is one
+segment-owned object (runtime/arrays.h) changed in place, so it is carried without copies;
+values inside the body may have rows known only per pass (Emit.runtime_dim: an array
+entry's rows, a DynamicRNN step's batch), their buffers reserved at the rows' bounds.
+
+A carried value that the sub-block writes before it reads, and that had no value before,
+gets a run-time flag: set when a pass writes it, it says whether the value leaves the
+segment (a branch not taken leaves the scope's variable as it was, as in the interpreter)
+and stops an op that reads it unset with an error.
 
 A loop or branch whose gradient op reads its step scopes is left to the interpreter (the
 compiled code keeps no scopes), as is one whose sub-block has an op without a compiled form.
@@ -19,7 +24,7 @@ from collections import namedtuple
 
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
-from .cir import NotCompilable
+from .cir import ArrayBuf, NotCompilable
 
 
 # --- the statements a segment function runs around its op calls (render.py writes them)
@@ -46,6 +51,11 @@ class SetWritten(namedtuple("SetWritten", "flag")):
 
 class IfWritten(namedtuple("IfWritten", "flag")):
     """Opens a body run when a "was written" flag is set."""
+
+
+class SetDim(namedtuple("SetDim", "call")):
+    """A C call that sets a dim known only as the segment runs (Emit.runtime_dim) and
+    returns 0 or an op's error code."""
 
 
 def lower_while(low, op, block_idx, i):
@@ -165,6 +175,15 @@ def _carry_in(low, op, sub):
         v = parent.find_var_recursive(n)
         if v is None:
             raise NotCompilable(f"block {sub.idx} writes '{n}' that no block declares")
+        if v.type == VarType.LOD_TENSOR_ARRAY:   # changed in place: one object all along
+            carry = low.value(n)
+            if carry is None:
+                carry = low.new_array(n, k)
+            elif not isinstance(carry, ArrayBuf):
+                raise NotCompilable(f"'{n}' holds no compiled tensor array")
+            carry.last = max(carry.last, k)
+            carried[n] = carry
+            continue
         if v.type != VarType.LOD_TENSOR:
             raise NotCompilable(f"block {sub.idx} writes '{n}', a "
                                 f"{VarType.Type.Name(v.type)}")

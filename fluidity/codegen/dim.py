@@ -210,3 +210,23 @@ def symbols(*ds):
         if d is not None:
             out |= dim(d).symbols
     return out
+
+
+def bounded(d, bounds):
+    """`d` with each run-time symbol of `bounds` ({name: Dim}, dims that change while the
+    segment runs, such as a loop pass's rows) replaced by its bound: the size to reserve.
+    Only sums, products and divisions by a fixed dim keep a bound a bound; any other use of
+    such a symbol is NotCompilable."""
+    d = dim(d)
+    if not d.symbols & bounds.keys():
+        return d
+    if d.op == "sym":
+        return bounds[d.args[0]]
+    if d.op in ("*", "+"):
+        a, b = d.args
+        return bounded(a, bounds) * bounded(b, bounds) if d.op == "*" else \
+            bounded(a, bounds) + bounded(b, bounds)
+    if d.op in ("/", "-") and not d.args[1].symbols & bounds.keys():
+        a, b = d.args
+        return bounded(a, bounds) // b if d.op == "/" else bounded(a, bounds) - b
+    raise NotCompilable(f"size {d} depends on a loop pass's rows in a way that has no bound")

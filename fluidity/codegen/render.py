@@ -15,9 +15,9 @@ target uses is its registry entry (emit.TARGETS).
 """
 from . import abi
 from .buffers import slot_members
-from .cir import c_string, checked_source, is_lit
+from .cir import ArrayBuf, c_string, checked_source, is_lit
 from .dim import Dim, symbols
-from .control import Branch, Copy, End, IfWritten, Loop, SetWritten
+from .control import Branch, Copy, End, IfWritten, Loop, SetDim, SetWritten
 from .segment import OpUnit
 from .writer import Writer
 
@@ -148,7 +148,8 @@ def _arena(w, seg, d):
     members = slot_members(seg)
     w.line("int sizes_ok = 1;")
     for s in range(seg.n_slots):
-        sizes = [f"(int64_t){b.nbytes().checked('sizes_ok')}" for b in members.get(s, [])]
+        sizes = [f"(int64_t){b.alloc_nbytes().checked('sizes_ok')}"
+                 for b in members.get(s, [])]
         w.line(f"const int64_t sz{s} = fl_align_checked({d.max_of(sizes)}, {d.align_bytes}, "
                f"&sizes_ok);")
     off = "0"
@@ -162,6 +163,11 @@ def _arena(w, seg, d):
         if b.slot is not None:
             w.line(f"{b.ctype}* const {b.name}_ = ({b.ctype}*)(arena + off{b.slot});")
     w.extend(f"bool {f} = false;" for f in seg.flags)
+    for b in seg.bufs:                     # tensor arrays: the function's own, freed at return
+        if isinstance(b, ArrayBuf):
+            w.line(f"fl::TensorArray {b.name}_obj; fl::TensorArray* const {b.name}_ = "
+                   f"&{b.name}_obj;")
+    w.extend(f"int64_t {v} = 0;" for v in seg.varying)
 
 
 ARENA_OVERFLOW = "the sizes of this segment's values overflow int64 (inputs too large)"
@@ -177,6 +183,8 @@ def _body(w, seg, d):
         block_idx, i, op = seg.sites[unit.k]
         for buf, msg in unit.guards:
             w.line(f"if (!{buf.written}) return {d.fail(unit.k, msg)};")
+        for cond, msg in unit.checks:
+            w.line(f"if ({cond}) return {d.fail(unit.k, msg)};")
         args = ", ".join([f"{b.name}_" for b in unit.touched] + op_symbols(unit) + ["err"])
         w.line(f"{d.call_op(f'{seg.name}_op{unit.k}({args})')}  "
                f"// block {block_idx} #{i} {op.type}")
@@ -198,6 +206,8 @@ def _control(item, d):
         return f"{item.flag} = true;"
     if isinstance(item, IfWritten):
         return f"if ({item.flag}) {{"
+    if isinstance(item, SetDim):
+        return d.call_op(item.call)
     raise TypeError(f"not a control statement: {item!r}")
 
 

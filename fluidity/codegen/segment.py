@@ -10,6 +10,7 @@ block in order (`PythonOp`, `FusedOp`, `Segment`), each segment with its ops' co
 (buffers.py) and rendering (render.py) come after.
 """
 import math
+import re
 
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
@@ -17,9 +18,9 @@ from ..ir.analysis import sub_block_vars
 from ..ops import registry
 from . import abi, emit
 from .arena import declared_fits
-from .cir import CTYPES, Buf, Emit, NotCompilable, is_lit
-from .dim import Dim
-from .control import CONTROL
+from .cir import CTYPES, ArrayBuf, Buf, Emit, NotCompilable, TableBuf, is_lit
+from .dim import Dim, bounded
+from .control import CONTROL, SetDim
 from .fusion import conv_epilogue, sgd_into_gradient
 
 
@@ -57,11 +58,14 @@ class FusedOp:
 class OpUnit:
     """An op's code in a segment: its position `k` (lifetimes, error code 2 + k), its C
     lines, the buffers it touches (its function's parameters), and guards checked before
-    it runs (a value a branch not taken left unset)."""
-    __slots__ = ("k", "lines", "touched", "guards")
+    it runs (a value a branch not taken left unset), and `checks` [(C condition, message)]
+    over dims known only as the segment runs (a loop pass's rows): when one holds, the op
+    fails there as the interpreter's would."""
+    __slots__ = ("k", "lines", "touched", "guards", "checks")
 
-    def __init__(self, k, lines, touched, guards):
+    def __init__(self, k, lines, touched, guards, checks=()):
         self.k, self.lines, self.touched, self.guards = k, lines, touched, guards
+        self.checks = list(checks)
 
 
 class ControlUnit:
@@ -80,8 +84,10 @@ class Segment:
     position there being its `k`; `units` the function body in order; `bufs` every buffer,
     `inputs` those read from outside in args order; `flags` the C names of "was written"
     flags (values a branch sets); `preconditions` [(C condition, message)] under which the
-    segment runs interpreted; `notes` {op index: what explain() says}. The buffer plan sets
-    `outputs`, `n_slots` and `inplace`."""
+    segment runs interpreted; `notes` {op index: what explain() says}; `varying` {C name:
+    bound} the dims known only as the segment runs (an array entry's rows, a loop pass's
+    batch: C variables set by SetDim statements, buffers sized by their bounds). The buffer
+    plan sets `outputs`, `n_slots` and `inplace`."""
 
     def __init__(self, index):
         self.index = index
@@ -90,6 +96,7 @@ class Segment:
         self.inputs, self.bufs, self.outputs = [], [], []
         self.flags, self.preconditions = [], []
         self.notes = {}
+        self.varying = {}
         self.values = {}           # name -> the Buf holding its value when the segment ends
         self.n_slots, self.inplace = 0, []
 
@@ -105,13 +112,15 @@ class Segment:
         """What `rollback` restores: the lengths of the lists an op appends to and the
         kind and lifetime of every buffer (an op may turn an input into an in-place one)."""
         return (len(self.inputs), len(self.bufs), len(self.sites), len(self.units),
-                len(self.preconditions), len(self.flags),
+                len(self.preconditions), len(self.flags), list(self.varying),
                 [(b, b.kind, b.last) for b in self.bufs])
 
     def rollback(self, mark):
-        n_in, n_bufs, n_sites, n_units, n_pre, n_flags, kinds = mark
+        n_in, n_bufs, n_sites, n_units, n_pre, n_flags, varying, kinds = mark
         del self.inputs[n_in:], self.bufs[n_bufs:], self.sites[n_sites:], self.units[n_units:]
         del self.preconditions[n_pre:], self.flags[n_flags:]
+        for name in list(self.varying)[len(varying):]:
+            del self.varying[name]
         for b, kind, last in kinds:
             b.kind, b.last = kind, last
 
@@ -120,17 +129,38 @@ def segment_block(program, block_idx, keep, target):
     """The parts of block `block_idx` for `target` (a targets.Target), and the names of persistables a CUDA
     segment creates (see Segmenter.write), and the fusions found ({pass name: what it
     found})."""
-    s = Segmenter(program, block_idx, keep, target)
-    s.run()
-    return s.parts, s.created, s.fusions
+    refused = set()
+    while True:
+        s = Segmenter(program, block_idx, keep, target, refused)
+        s.run()
+        escaping = _escaping_internals(program, s.block, s.parts, keep) - refused
+        if not escaping:
+            return s.parts, s.created, s.fusions
+        refused |= escaping          # made by the interpreter then: segment again
+
+
+def _escaping_internals(program, block, parts, keep):
+    """The tensor arrays and rank tables a segment makes that something after it reads (or
+    the caller keeps): they live only inside the segment function."""
+    after = later_reads(program, block.ops)
+    out = set()
+    for seg in parts:
+        if isinstance(seg, Segment):
+            for name, buf in seg.values.items():
+                if isinstance(buf, (ArrayBuf, TableBuf)) and \
+                        (name in after[seg.last] or name in keep):
+                    out.add(name)
+    return out
 
 
 class Segmenter:
     """Emits a block's ops into segments. Emit (cir.py) and control.py reach the segment
     being built through its methods: `read`, `write`, `temp`, `scratch`, `bind`, ..."""
 
-    def __init__(self, program, block_idx, keep, target):
+    def __init__(self, program, block_idx, keep, target, refused=()):
         self.program, self.target = program, target
+        self.refused = set(refused)      # arrays and tables ops outside the segments read
+        self._top = 0                    # the index of the block's op being emitted
         self.block = program.block(block_idx)
         self.block_idx = block_idx
         self.keep = set(keep)
@@ -158,6 +188,7 @@ class Segmenter:
         if self._seg is None:
             self._seg = Segment(sum(isinstance(p, Segment) for p in self.parts))
         seg = self._seg
+        self._top = i
         saved = (seg.mark(), dict(self._env), self._n, list(self._blocks))
         self._pending_fuse = []
         try:
@@ -209,9 +240,82 @@ class Segmenter:
         seg.sites.append((block_idx, i, op))
         guards = [(b, f"{b.var} has no value (the branch that sets it did not run)")
                   for b in e.unset_reads]
-        seg.units.append(OpUnit(e.k, e.lines, list(e.touched.values()), guards))
-        seg.preconditions += e.preconditions
+        late = [(c, m) for c, m in e.preconditions if self._mentions_varying(c)]
+        seg.units.append(OpUnit(e.k, e.lines, list(e.touched.values()), guards, late))
+        seg.preconditions += [p for p in e.preconditions if p not in late]
         return None
+
+    def _mentions_varying(self, cond):
+        return bool(self._seg.varying) and \
+            bool(set(_C_NAMES.findall(cond)) & self._seg.varying.keys())
+
+    def runtime_dim(self, bound, setter, k):
+        """A new dim known only when op k runs (Emit.runtime_dim)."""
+        seg = self._seg
+        name = f"v{len(seg.varying)}_{k}"
+        seg.varying[name] = self.bound_of(bound)
+        seg.units.append(ControlUnit([SetDim(setter(name))]))
+        return Dim.sym(name)
+
+    def bound_of(self, d):
+        return bounded(d, self._seg.varying)
+
+    def write_array(self, name, elem, row_dims, op, k):
+        """The ArrayBuf `name` is written into (Emit.array_output)."""
+        v = self._var(name)
+        if v.type != VarType.LOD_TENSOR_ARRAY:
+            raise NotCompilable(f"output '{name}' is a {VarType.Type.Name(v.type)}")
+        buf = self._env.get(name)
+        if buf is None:
+            buf = self.new_array(name, k)
+        elif not isinstance(buf, ArrayBuf):
+            raise NotCompilable(f"'{name}' holds no compiled tensor array")
+        row_dims = list(map(_as_dim, row_dims))
+        if any(d.symbols & self._seg.varying.keys() for d in row_dims):
+            raise NotCompilable(f"tensor array '{name}': its entries' row dims {row_dims} "
+                                "change while the segment runs")
+        if buf.elem is None:
+            buf.elem, buf.row_dims = elem, row_dims
+        elif buf.elem != elem or list(map(str, buf.row_dims)) != list(map(str, row_dims)):
+            raise NotCompilable(f"tensor array '{name}' holds {buf.elem}[?, {buf.row_dims}], "
+                                f"not {elem}[?, {row_dims}]")
+        buf.last = max(buf.last, k)
+        return buf
+
+    def new_array(self, name, k):
+        """An empty tensor array for `name`, which the program has not written before this
+        point (else its value is the scope's: NotCompilable)."""
+        v = self._var(name)
+        if name in self.refused:
+            raise NotCompilable(f"tensor array '{name}' is read outside the compiled code")
+        if v.persistable:
+            raise NotCompilable(f"tensor array '{name}' is persistable")
+        if any(name in _writes(self.program, o) for o in self.block.ops[:self._top]):
+            raise NotCompilable(f"tensor array '{name}' has a value from before the "
+                                "compiled code")
+        buf = ArrayBuf(f"a{self._n}", name)
+        self._n += 1
+        buf.first = buf.last = k
+        self._seg.bufs.append(buf)
+        self._env[name] = buf
+        return buf
+
+    def write_table(self, name, src, op, k):
+        """A rank table of `src`'s level-0 LoD (Emit.table_output)."""
+        v = self._var(name)
+        if v.type != VarType.LOD_RANK_TABLE:
+            raise NotCompilable(f"output '{name}' is a {VarType.Type.Name(v.type)}")
+        if name in self.refused:
+            raise NotCompilable(f"rank table '{name}' is read outside the compiled code")
+        n = src.lod_len - 1
+        buf = TableBuf(f"t{self._n}", name, "int64_t", [Dim.lit(2), n], "temp")
+        self._n += 1
+        buf.first = buf.last = k
+        buf.lod, buf.lod_len, buf.lod_src = src.lod, src.lod_len, src.lod_src
+        buf.total = src.dims[0]
+        self._seg.bufs.append(buf)
+        self._env[name] = buf
+        return buf
 
     def control(self, items):
         """Statements of the segment function itself (Loop, Branch, End, Copy, ...)."""
@@ -292,6 +396,10 @@ class Segmenter:
         buf = self._env.get(name)
         if buf is None:
             buf = self._new_input(name, k)
+        elif isinstance(buf, (ArrayBuf, TableBuf)) and op is not None and \
+                op.type not in emit.INTERNAL_READERS:
+            what = "tensor array" if isinstance(buf, ArrayBuf) else "rank table"
+            raise NotCompilable(f"'{op.type}' reads '{name}', a compiled {what}")
         buf.last = k
         if buf.rows is not None:
             buf.rows.last = k
@@ -361,6 +469,8 @@ class Segmenter:
 
     def _arena_buf(self, var, ctype, dims, kind, k):
         buf = Buf(f"t{self._n}", var, ctype, dims, kind)
+        if self._seg.varying and any(d.symbols & self._seg.varying.keys() for d in buf.dims):
+            buf.cap = [self.bound_of(d) for d in buf.dims]
         self._n += 1
         buf.first = buf.last = k
         self._seg.bufs.append(buf)
@@ -415,6 +525,23 @@ class Segmenter:
 
     def scratch(self, dims, ctype, k):
         return self._arena_buf(f"(scratch of op {k})", ctype, dims, "scratch", k)
+
+
+_C_NAMES = re.compile(r"[A-Za-z_]\w*")
+
+
+def _as_dim(d):
+    return d if isinstance(d, Dim) else Dim.lit(d) if is_lit(d) else Dim.sym(str(d))
+
+
+def _writes(program, op):
+    """The names `op` writes, its sub-blocks' ops' included."""
+    names = set(op.output_arg_names)
+    for b in op.sub_block_ids():
+        if 0 < b < program.num_blocks:
+            for o in program.block(b).ops:
+                names |= _writes(program, o)
+    return names
 
 
 class _InBlock:

@@ -33,7 +33,8 @@ def test_every_op_with_an_emitter_has_a_sample():
 
 def test_every_grad_op_with_an_emitter_belongs_to_a_forward_op_that_has_a_sample():
     grads = [t for t in _emitter_ops() if t.endswith(("_grad", "_grad2"))]
-    assert grads and all(_forward_of(t) in SAMPLES for t in grads)
+    assert grads and all(_forward_of(t) in SAMPLES or _forward_of(t) in ELSEWHERE
+                         for t in grads)
 
 
 UPDATES = ("sgd", "momentum", "adam", "adagrad")

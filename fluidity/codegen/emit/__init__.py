@@ -19,6 +19,12 @@ import importlib
 import pkgutil
 
 _RULES = {}            # (op type, target) -> emitter
+# the ops whose emitters take a compiled tensor array or rank table as an input (cir.ArrayBuf,
+# cir.TableBuf); any other op reading one is not compiled
+INTERNAL_READERS = frozenset({
+    "read_from_array", "write_to_array", "lod_array_length", "max_sequence_len",
+    "lod_tensor_to_array", "array_to_lod_tensor", "shrink_rnn_memory",
+    "reorder_lod_tensor_by_rank", "reorder_lod_tensor_by_rank_grad"})
 _LOADED = set()        # targets whose modules are imported
 TARGET_PACKAGES = {"cpu": "cpu", "cuda": "cuda", "c": "c"}
 

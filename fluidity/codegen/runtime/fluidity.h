@@ -184,3 +184,4 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 #include "seq.h"
 #include "philox.h"    // counter-based random numbers (core/philox.py's twin)
 #include "nce.h"        // nce's samplers, cost and gradient
+#include "arrays.h"     // tensor arrays and rank tables (DynamicRNN)

@@ -1,0 +1,80 @@
+"""C++ emitters of the tensor-array ops: write_to_array, read_from_array, lod_array_length.
+
+An array the segment makes is a runtime/arrays.h `TensorArray` the segment function owns
+(cir.ArrayBuf): entries of one row size, each its own heap block, so a loop appends to it
+pass by pass without a capacity fixed in advance. A read's rows are known only when it runs
+(`Emit.runtime_dim`), bounded by what the array's first compiled write holds: later writes
+are checked against that bound, reads of an entry never written or past the end fail with
+the interpreter's message.
+"""
+from ...cir import ArrayBuf
+from .. import register
+
+INDEX_TYPES = ("int64_t", "int32_t")
+
+
+def array_index(e, slot="I"):
+    """(the index as op-function C, as segment-function C) of one-integer input `slot`."""
+    i = e.input(slot)
+    if i is None:
+        e.fail(f"{slot} is absent")
+    if i.ctype not in INDEX_TYPES:
+        e.fail(f"{slot} '{i.var}' is {i.ctype}, not an integer")
+    n = i.numel()
+    if e.is_lit(n):
+        if int(n) != 1:
+            e.fail(f"{slot} '{i.var}' has {n} elements, not one")
+    else:
+        e.check(f"{n} != 1", f"{e.op.type}: {slot} does not hold one element")
+    return f"(int64_t){i}[0]", f"(int64_t){i.name}_[0]"
+
+
+def input_array(e, slot="X"):
+    """The ArrayBuf of input `slot` (an array this segment makes and has written)."""
+    a = e.input(slot)
+    if not isinstance(a, ArrayBuf):
+        e.fail(f"{slot} '{a.var}' is not a tensor array the compiled code makes")
+    if a.bound is None:
+        e.fail(f"tensor array '{a.var}' is read before the compiled code writes it")
+    return a
+
+
+@register("write_to_array", "cpu")
+def write_to_array(e):
+    """Out[I] = a copy of X (no LoD); the array grows to I + 1 entries."""
+    x = e.input("X")
+    if x.lod is not None:
+        e.fail("X carries LoD (compiled arrays hold entries without LoD)")
+    if x.ndim < 1:
+        e.fail("X has no rows")
+    idx, _ = array_index(e)
+    a = e.array_output("Out", x.ctype, x.dims[1:])
+    rows = x.dims[0]
+    if a.bound is None:
+        a.bound = e.bound_of(rows)
+    elif e.bound_of(rows) != a.bound:
+        e.check(f"{rows} > {a.bound}", f"write_to_array: X has {rows} rows, more than the "
+                f"entries of '{a.var}' its compiled readers hold ({a.bound})")
+    e.code(f"return fl::array_write({a}, {idx}, {x}, {rows}, {a.row_bytes()}, err, {e.k});")
+
+
+@register("read_from_array", "cpu")
+def read_from_array(e):
+    """Out = a copy of X[I]: its rows known when it runs."""
+    if e.op.input("X_W"):
+        e.fail("the gradient form (X_W) reads missing entries as zeros: not compiled")
+    a = input_array(e)
+    idx, idx_seg = array_index(e)
+    rows = e.runtime_dim(a.bound, lambda v: f"fl::array_read_rows({a.name}_, {idx_seg}, "
+                         f"&{v}, err, {e.k})")
+    out = e.output("Out", [rows] + list(a.row_dims), a.elem, lod_from=False)
+    e.code(f"fl::array_read({a}, {idx}, {out}, {a.row_bytes()});")
+
+
+@register("lod_array_length", "cpu")
+def lod_array_length(e):
+    a = e.input("X")
+    if not isinstance(a, ArrayBuf):
+        e.fail(f"X '{a.var}' is not a tensor array the compiled code makes")
+    out = e.output("Out", [1], "int64_t", lod_from=False)
+    e.code(f"{out}[0] = {a}->size();")

@@ -1,0 +1,149 @@
+// Tensor arrays and rank tables in generated code (codegen/emit/cpu/arrays.py, rank.py).
+//
+// A LoDTensorArray a compiled segment makes lives in a `TensorArray` the segment function
+// owns (declared after the arena, freed when the function returns): a list of elements,
+// each its own heap block of `rows` rows of one row size (the array's row dims are fixed
+// when it is compiled). An element never written has rows -1; writing past the end grows
+// the list as Fluid's write_to_array does. A rank table is an int64 [2, n] arena buffer: row
+// 0 the sequences' original indices, longest first (a stable sort), row 1 their lengths.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace fl {
+
+struct TensorArray {
+    struct Elem { char* data; int64_t rows; };
+    std::vector<Elem> el;
+    TensorArray() = default;
+    TensorArray(const TensorArray&) = delete;
+    TensorArray& operator=(const TensorArray&) = delete;
+    ~TensorArray() { clear(); }
+    void clear() {
+        for (auto& e : el) std::free(e.data);
+        el.clear();
+    }
+    int64_t size() const { return (int64_t)el.size(); }
+};
+
+// Out[i] = a copy of x's `rows` rows (of `row_bytes` each); the array grows to i + 1
+// entries (the compiled code has checked `rows` against what its readers reserve).
+inline int array_write(TensorArray* a, int64_t i, const void* x, int64_t rows,
+                       int64_t row_bytes, char* err, int k) {
+    if (i < 0) return fail(err, k, "write_to_array: array index I is negative");
+    if (i >= (int64_t)a->el.size()) {
+        if (i > (int64_t)1 << 40) return fail(err, k, "write_to_array: array index I is too large");
+        a->el.resize((size_t)i + 1, TensorArray::Elem{nullptr, -1});
+    }
+    TensorArray::Elem& e = a->el[(size_t)i];
+    const int64_t n = rows * row_bytes;
+    char* p = e.data;
+    if (e.rows < rows || p == nullptr) {
+        p = (char*)std::malloc(n > 0 ? (size_t)n : 1);
+        if (p == nullptr) return fail(err, k, "write_to_array: out of memory");
+        std::free(e.data);
+        e.data = p;
+    }
+    if (n > 0) std::memcpy(p, x, (size_t)n);
+    e.rows = rows == 0 ? -1 : rows;        // an empty value reads as never written
+    return 0;
+}
+
+// The rows of entry i, for the read that follows (Fluid's error when there is none).
+inline int array_read_rows(const TensorArray* a, int64_t i, int64_t* rows, char* err, int k) {
+    if (i < 0) return fail(err, k, "read_from_array: array index I is negative");
+    if (i >= a->size() || a->el[(size_t)i].rows < 0) {
+        std::snprintf(err, 512, "read_from_array: index %lld is out of range; the array has "
+                      "%lld entries", (long long)i, (long long)a->size());
+        return 2 + k;
+    }
+    *rows = a->el[(size_t)i].rows;
+    return 0;
+}
+
+inline void array_read(const TensorArray* a, int64_t i, void* out, int64_t row_bytes) {
+    const TensorArray::Elem& e = a->el[(size_t)i];
+    if (e.rows > 0) std::memcpy(out, e.data, (size_t)(e.rows * row_bytes));
+}
+
+// --- rank tables --------------------------------------------------------------------------
+// table[0..n): original indices, longest first (stable); table[n..2n): the lengths.
+inline void rank_table(const int64_t* lod, int64_t n, int64_t* table) {
+    int64_t* idx = table;
+    int64_t* len = table + n;
+    for (int64_t j = 0; j < n; ++j) idx[j] = j;
+    // a stable sort keeps equal lengths in order (numpy's stable argsort of -lengths)
+    std::stable_sort(idx, idx + n, [lod](int64_t a, int64_t b) {
+        return lod[a + 1] - lod[a] > lod[b + 1] - lod[b];
+    });
+    for (int64_t j = 0; j < n; ++j) len[j] = lod[idx[j] + 1] - lod[idx[j]];
+}
+
+// How many sequences have more than t steps (the batch at step t).
+inline int64_t rank_longer_than(const int64_t* table, int64_t n, int64_t t) {
+    const int64_t* len = table + n;
+    int64_t lo = 0, hi = n;          // lengths descend: the first index with len <= t
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (len[mid] > t) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+// shrink_rnn_memory's rows: the first (sequences longer than i) rows of X's x_rows.
+inline int shrink_rows(const int64_t* table, int64_t n, int64_t i, int64_t x_rows,
+                       int64_t* rows, char* err, int k) {
+    if (i < 0) return fail(err, k, "shrink_rnn_memory: array index I is negative");
+    const int64_t c = rank_longer_than(table, n, i);
+    *rows = c < x_rows ? c : x_rows;
+    return 0;
+}
+
+// lod_tensor_to_array: entry t holds step t of every sequence longer than t, in rank order.
+inline int lod_to_array(TensorArray* a, const int64_t* table, int64_t n, const int64_t* lod,
+                        const char* x, int64_t row_bytes, char* err, int k) {
+    a->clear();
+    const int64_t steps = n > 0 ? table[n] : 0;
+    for (int64_t t = 0; t < steps; ++t) {
+        const int64_t b = rank_longer_than(table, n, t);
+        char* p = (char*)std::malloc((size_t)(b * row_bytes > 0 ? b * row_bytes : 1));
+        if (p == nullptr) return fail(err, k, "lod_tensor_to_array: out of memory");
+        for (int64_t j = 0; j < b; ++j)
+            std::memcpy(p + j * row_bytes, x + (lod[table[j]] + t) * row_bytes, (size_t)row_bytes);
+        a->el.push_back(TensorArray::Elem{p, b});
+    }
+    return 0;
+}
+
+// array_to_lod_tensor: sequences back in their original order (out has lod's rows, zeros
+// where an entry is missing, as the kernel leaves them).
+inline int array_to_lod(const TensorArray* a, const int64_t* table, int64_t n,
+                        const int64_t* lod, char* out, int64_t out_rows, int64_t row_bytes,
+                        char* err, int k) {
+    const int64_t steps = n > 0 ? table[n] : 0;
+    if (out_rows > 0) std::memset(out, 0, (size_t)(out_rows * row_bytes));
+    bool any = false;
+    for (int64_t t = 0; t < steps && t < a->size(); ++t) {
+        const TensorArray::Elem& e = a->el[(size_t)t];
+        if (e.rows < 0) continue;
+        any = true;
+        const int64_t b = rank_longer_than(table, n, t);
+        if (e.rows < b) {
+            std::snprintf(err, 512, "array_to_lod_tensor: entry %lld of the array has %lld rows "
+                          "for %lld sequences longer than %lld steps", (long long)t,
+                          (long long)e.rows, (long long)b, (long long)t);
+            return 2 + k;
+        }
+        for (int64_t j = 0; j < b; ++j)
+            std::memcpy(out + (lod[table[j]] + t) * row_bytes, e.data + j * row_bytes,
+                        (size_t)row_bytes);
+    }
+    if (!any) return fail(err, k, "array_to_lod_tensor: the array has no entries");
+    return 0;
+}
+
+}  // namespace fl
