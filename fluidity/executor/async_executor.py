@@ -311,6 +311,7 @@ class _Worker:
                 send(("reports", self.wid, reports))
             batches, examples, sums = tally.totals()
             busy = {"busy": list(step.busy), "busy_s": step.busy_s,
+                    "cpu_s": step.state.cpu_ns * 1e-9,
                     "native_calls": int(step.state.calls)} if step is not None else {}
         finally:
             if step is not None:
@@ -615,7 +616,7 @@ class AsyncRunResult(list):
     `mode_reason`, `mode_rates` (what "auto" measured, {} if nothing), and `workers` (per
     worker: batches, examples, pid, start and end wall-clock times; for a thread running
     the compiled loop also `busy`, its calls' (start, end) in time.monotonic() seconds,
-    `busy_s` and `native_calls`)."""
+    `busy_s`, `cpu_s` (the thread's CPU time in those calls) and `native_calls`)."""
 
 
 class AsyncExecutor:

@@ -56,7 +56,8 @@ class _WorkerState(ctypes.Structure):
                 ("total_sums", _p), ("total_batches", _i64), ("total_examples", _i64),
                 ("n_reports", _i64), ("cap_reports", _i64), ("rep_counts", _p),
                 ("rep_means", _p),
-                ("status", _i64), ("calls", _i64), ("t_start", _i64), ("t_end", _i64)]
+                ("status", _i64), ("calls", _i64), ("t_start", _i64), ("t_end", _i64),
+                ("cpu_ns", _i64)]
 
 
 def cflags():
