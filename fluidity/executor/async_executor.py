@@ -34,6 +34,7 @@ on a terminal, the logger, TensorBoard scalars) is progress.py's: the run hands 
 report to its Reporter.
 """
 import contextlib
+import hashlib
 import itertools
 import logging
 import multiprocessing as mp
@@ -43,6 +44,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 
 import numpy as np
 
@@ -619,12 +621,27 @@ def _workers(program, desc, files, scope, fetch_names, n_workers, lowering, obse
     return pool, stop, board
 
 
+_LOWERED = weakref.WeakKeyDictionary()   # program -> (key, Lowering): its latest lowering
+
+
 def lower_step(program, fetch_names):
     """Block 0 of the training program lowered for native code (codegen.lower.Lowering),
     once per run: the choice of worker mode, the library build and the workers' compiled
-    loops all read this one lowering."""
+    loops all read this one lowering. Kept per program while its desc (bytes) and fetch
+    targets stay the same: a training loop calls run() once per epoch or per file list, and
+    lowering the same program again cost tens of ms of each run's start."""
     from ..codegen.lower import Lowering
-    return Lowering(program, 0, keep=fetch_names)
+    key = (tuple(fetch_names),
+           hashlib.sha256(program.desc.SerializeToString(deterministic=True)).digest())
+    try:
+        have = _LOWERED.get(program)
+    except TypeError:       # a program that cannot be weakly referenced: no caching
+        return Lowering(program, 0, keep=fetch_names)
+    if have is not None and have[0] == key:
+        return have[1]
+    low = Lowering(program, 0, keep=fetch_names)
+    _LOWERED[program] = (key, low)
+    return low
 
 
 def native_obstacles(lowering):
