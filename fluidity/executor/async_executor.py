@@ -61,6 +61,7 @@ from .worker_pool import (PROCESS_STOP_GRACE_S, THREAD_STOP_GRACE_S, PositionBoa
 
 logger = logging.getLogger("fluidity")
 REPORT_POLL_S = 0.1  # the parent's longest wait between looks at its workers
+HELP_POLL_S = 0.002  # a worker out of files, waiting for another's next chunk to help with
 DEFAULT_PRINT_PERIOD = 100   # batches between stdout lines when fetch_info asks for them
 
 
@@ -238,6 +239,7 @@ class _Worker:
         step.configure(stop=self.stop.a, position=row, report_every=self.report_every,
                        return_on_report=bool(self.id_watch))
         reader = None
+        self.shelf.reading(self.wid, True)
         while not self.stop.is_set():
             picked = self._pick_file()
             if picked is None:
@@ -255,11 +257,15 @@ class _Worker:
                 yield from self._chunk_steps(step, exe, wscope, reader, shared)
                 self.shelf.put(self.wid, None)
             yield "file", (path, reader.skipped_lines)
+        self.shelf.reading(self.wid, False)
         helper = reader or reader_cls(self.desc, [], **self.reader_args)
         while not self.stop.is_set() and not self.id_watch:
             shared = self.shelf.most_left(self.desc.batch_size)
             if shared is None:
-                return
+                if not self.shelf.anyone_reading():
+                    return
+                time.sleep(HELP_POLL_S)     # another worker parses its file's next chunk
+                continue
             row[0], row[1], row[2] = shared[0], -1, -1
             self.helped += 1
             yield from self._chunk_steps(step, exe, wscope, helper, shared)
@@ -482,10 +488,19 @@ class _ChunkShelf:
 
     def __init__(self, n):
         self._on = [None] * n
+        self._reading = [False] * n     # per worker: it may still publish chunks
 
     def put(self, wid, item):
         if self._on:
             self._on[wid] = item
+
+    def reading(self, wid, flag):
+        if self._on:
+            self._reading[wid] = flag
+
+    def anyone_reading(self):
+        """Whether a worker may still put a chunk here (it has a file it is reading)."""
+        return any(self._reading)
 
     def most_left(self, batch):
         """The chunk with the most lines unclaimed, if at least two batches' worth."""
