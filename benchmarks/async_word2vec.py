@@ -406,8 +406,9 @@ def issue_figures(runs, n):
     tails = [r["tail"] for k, r in runs.items() if k.split("#")[0] == f"async-{n}"
              and "tail" in r]
     if tails:
+        secs = [r["seconds"] for k, r in runs.items() if k.split("#")[0] == f"async-{n}"]
         print(f"  threads {n}: one worker alone at the runs' ends for a median "
-              f"{1e3 * np.median(tails):.0f} ms of {np.median([r['seconds'] for k, r in runs.items() if k.split('#')[0] == f'async-{n}']):.2f} s")
+              f"{1e3 * np.median(tails):.0f} ms of {np.median(secs):.2f} s")
 
 
 def report_quality(quality, keys, checked, base="sync"):

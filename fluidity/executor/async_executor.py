@@ -240,24 +240,27 @@ class _Worker:
                        return_on_report=bool(self.id_watch))
         reader = None
         self.shelf.reading(self.wid, True)
-        while not self.stop.is_set():
-            picked = self._pick_file()
-            if picked is None:
-                break
-            fi, path = picked
-            row[0], row[1], row[2] = fi, -1, -1
-            reader = reader_cls(self.desc, [path], **self.reader_args)
-            for chunk, dense_dim in reader.chunks():
-                if not step.fits(chunk, dense_dim):
-                    raise ExecutionError(f"{path}: its slots' types differ from those the "
-                                         f"compiled step reads")
-                shared = (fi, chunk, dense_dim, ChunkCursor())
-                if not self.id_watch:   # (an observer's ids are per worker: no sharing)
-                    self.shelf.put(self.wid, shared)    # others may help once out of files
-                yield from self._chunk_steps(step, exe, wscope, reader, shared)
-                self.shelf.put(self.wid, None)
-            yield "file", (path, reader.skipped_lines)
-        self.shelf.reading(self.wid, False)
+        try:
+            while not self.stop.is_set():
+                picked = self._pick_file()
+                if picked is None:
+                    break
+                fi, path = picked
+                row[0], row[1], row[2] = fi, -1, -1
+                reader = reader_cls(self.desc, [path], **self.reader_args)
+                for chunk, dense_dim in reader.chunks():
+                    if not step.fits(chunk, dense_dim):
+                        raise ExecutionError(f"{path}: its slots' types differ from those the "
+                                             f"compiled step reads")
+                    shared = (fi, chunk, dense_dim, ChunkCursor())
+                    if not self.id_watch:   # (an observer's ids are per worker: no sharing)
+                        self.shelf.put(self.wid, shared)    # others may help once out of files
+                    yield from self._chunk_steps(step, exe, wscope, reader, shared)
+                    self.shelf.put(self.wid, None)
+                yield "file", (path, reader.skipped_lines)
+        finally:     # (also when it fails: nobody waits for its next chunk)
+            self.shelf.put(self.wid, None)
+            self.shelf.reading(self.wid, False)
         helper = reader or reader_cls(self.desc, [], **self.reader_args)
         while not self.stop.is_set() and not self.id_watch:
             shared = self.shelf.most_left(self.desc.batch_size)
