@@ -18,7 +18,9 @@ sees the trained values when the run ends — no per-worker copy of a parameter.
 
 Each worker has its own reader, its own Executor and prepared plan, and its own kid scope of
 the root scope for temporaries (PyTorch's Hogwild recipe: share only the parameters). Files
-are handed out one at a time from a shared counter, so fast workers take more files. Every
+are handed out one at a time from a shared counter, so fast workers take more files; a
+worker thread that finds none left helps finish the chunks the others are on (their batches
+are claimed from a per-chunk cursor), so a run does not end with one worker alone. Every
 `report_every` batches a worker closes a report (the mean of its fetched values and its
 example count) and hands the parent its finished reports, several at a time from the
 compiled loop; the parent shows progress and examples/s and keeps the loss curve.
