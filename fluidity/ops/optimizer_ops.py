@@ -231,15 +231,14 @@ class Sgd(UpdateOp):
                 else:
                     _sgd_rows_of_rows(param, grad, one_value(lr, op, "LearningRate"), op)
                 return param, None
-            # sparse grad: each id's rows summed, then each touched row updated once in
-            # place (sparse_kernels.merge_axpy; Paddle's kernel adds the rows in turn: the
-            # same up to rounding, and a hot row is written once a batch, not per id)
+            # sparse grad: each row added in place, duplicates accumulating, no merge (as
+            # Paddle's SelectedRows SGD kernel); same result as merging first up to rounding
             if master is None and type(grad) is SelectedRows and type(param) is LoDTensor:
                 p = writable_array(param, op, "Param")
                 if grad.value is not None and grad.value.shape[1:] == p.shape[1:] and \
                         len(grad.rows) == grad.value.shape[0]:
-                    sparse_kernels.merge_axpy(p, grad.rows, grad.value,
-                                              -one_value(lr, op, "LearningRate"), op)
+                    sparse_kernels.rows_axpy(p, grad.rows, grad.value,
+                                             -one_value(lr, op, "LearningRate"), op)
                     return param, None
             return generic(param, lr, grad, master)
         return kernel

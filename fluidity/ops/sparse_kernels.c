@@ -109,10 +109,7 @@ int emb_pool_grad_f32(const float *dout, int64_t D, const int64_t *ids, const in
     return 0;
 }
 
-int64_t merge_rows_f32(const int64_t *rows, const float *V, int64_t n, int64_t D,
-                       int64_t *out_rows, float *out_V);
-
-/* P[rows[k]] += alpha * V[k] for k < n, duplicates accumulating in turn. */
+/* P[rows[k]] += alpha * V[k] for k < n, duplicates accumulating (Paddle's sparse SGD). */
 int rows_axpy_f32(float *P, int64_t H, int64_t D, const int64_t *rows, int64_t n,
                   const float *V, float alpha, int64_t *err) {
     int rc = check_ids(rows, n, H, err);
@@ -127,35 +124,6 @@ int rows_axpy_f32(float *P, int64_t H, int64_t D, const int64_t *rows, int64_t n
         }
     }
     return 0;
-}
-
-/* The sparse SGD with each id's rows summed first: the unique rows of rows[0:n] in first-seen
- * order, the rows of V of one id added in order (the first copied), then P[id] += alpha * sum
- * once per distinct id. Under Hogwild each touched row's cache line comes to this core once
- * per batch, not once per occurrence. The generated code's fl::RowSums (codegen/runtime/
- * sparse.h) does the same sums in the same order. Nothing is written on a bad row; -1 when
- * out of memory. */
-int merge_axpy_f32(float *P, int64_t H, int64_t D, const int64_t *rows, int64_t n,
-                   const float *V, float alpha, int64_t *err) {
-    int rc = check_ids(rows, n, H, err);
-    if (rc) return rc;
-    if (n == 0) return 0;
-    int64_t *urows = malloc(sizeof(int64_t) * (size_t)n);
-    float *U = malloc(sizeof(float) * (size_t)(n * D));
-    int64_t m = urows && U ? merge_rows_f32(rows, V, n, D, urows, U) : -1;
-    if (m >= 0)
-        for (int64_t a = 0; a < m; a += PF) {
-            int64_t b = a + PF < m ? a + PF : m;
-            for (int64_t k = a; k < b; k++) prefetch_row(P + urows[k] * D, D, 1);
-            for (int64_t k = a; k < b; k++) {
-                float *p = P + urows[k] * D;
-                const float *u = U + k * D;
-                for (int64_t d = 0; d < D; d++) p[d] += alpha * u[d];
-            }
-        }
-    free(urows);
-    free(U);
-    return m >= 0 ? 0 : -1;
 }
 
 /* Paddle's Adam step, in one pass per element, on P, M1, M2 (float32) from G: every element

@@ -37,8 +37,6 @@ def _native():
             lib.emb_pool_f32.argtypes = [p, i64, i64, p, p, p, i64, i64, i64, i64, p, p]
             lib.emb_pool_grad_f32.argtypes = [p, i64, p, p, p, i64, i64, i64, i64, p, p]
             lib.rows_axpy_f32.argtypes = [p, i64, i64, p, i64, p, ctypes.c_float, p]
-            lib.merge_axpy_f32.argtypes = [p, i64, i64, p, i64, p, ctypes.c_float, p]
-            lib.merge_axpy_f32.restype = ctypes.c_int
             f32, f64 = ctypes.c_float, ctypes.c_double
             lib.adam_f32.argtypes = [p, p, p, p, p, i64, i64, i64, f64, f32, f32, f32, f32, f64,
                                      p]
@@ -227,36 +225,6 @@ def rows_axpy(p, rows, value, alpha, op):
     if bad.size:
         raise ExecutionError(f"{op}: Grad has row {int(bad[0])} but Param has {H} rows")
     np.add.at(p.reshape(H, D), rows, (alpha * value).reshape(len(rows), D).astype(p.dtype))
-
-
-def merge_axpy(p, rows, value, alpha, op):
-    """The sparse SGD step: p[r] += alpha * (the sum of value's rows for r, in order) once per
-    distinct row r (first-seen order), so each touched row of p is written once; nothing is
-    written when a row is out of range. The compiled sgd (codegen runtime/sparse.h's RowSums)
-    sums in the same order, so the two agree bit for bit. Summing first rounds differently
-    from adding the rows in turn (Paddle 1.8's SelectedRows sgd): each element differs by at
-    most a few ulp of the sum of |alpha * row| over the id's occurrences."""
-    H, D = _rows_width(p)
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    lib = _native()
-    if lib and _c_ok(p) and value.dtype == np.float32:
-        value = np.ascontiguousarray(value)
-        err = np.zeros(2, np.int64)
-        rc = lib.merge_axpy_f32(p.ctypes.data, H, D, rows.ctypes.data, rows.size,
-                                value.ctypes.data, alpha, err.ctypes.data)
-        if rc < 0:
-            raise MemoryError(f"{op}: no memory to sum {rows.size} gradient rows")
-        _check_update(rc, err, op, H)
-        return
-    bad = rows[(rows < 0) | (rows >= H)]
-    if bad.size:
-        raise ExecutionError(f"{op}: Grad has row {int(bad[0])} but Param has {H} rows")
-    uniq, first, inv = np.unique(rows, return_index=True, return_inverse=True)
-    sums = np.zeros((uniq.size, D), p.dtype)
-    np.add.at(sums, inv.reshape(-1), value.reshape(len(rows), D).astype(p.dtype, copy=False))
-    order = np.argsort(first, kind="stable")       # first-seen order, as the C loop
-    p2 = p.reshape(H, D)
-    p2[uniq[order]] += (alpha * sums[order]).astype(p.dtype, copy=False)
 
 
 def _update_args(p, arrays, rows):

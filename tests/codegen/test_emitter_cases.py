@@ -105,11 +105,11 @@ def test_a_sparse_gradients_parts_sum_compiled_and_train_as_interpreted():
     np.testing.assert_allclose(got[1], got[0], rtol=1e-6, atol=1e-7)
 
 
-def test_a_sparse_sgd_fused_into_its_lookup_grad_sums_duplicates_as_the_interpreter():
+def test_a_sparse_sgd_fused_into_its_lookup_grad_adds_rows_as_the_interpreter():
     """A table looked up with repeated ids (and a padding id): compiled, the lookup's
-    gradient and its sgd are one loop that sums each id's rows and writes each touched row
-    once (runtime/sparse.h's RowSums); interpreted, the SelectedRows gradient and the sgd
-    op (sparse_kernels.merge_axpy) sum in the same order: the tables agree bit for bit."""
+    gradient and its sgd are one loop adding each occurrence's row in turn (Paddle's
+    SelectedRows sgd); interpreted, the SelectedRows gradient and the sgd op add the same
+    rows in the same order: the tables agree bit for bit."""
     from fluidity.codegen.explain import explain_rows
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = 3

@@ -89,37 +89,6 @@ def test_rows_axpy_accumulates_duplicates(backend):
     np.testing.assert_allclose(p, want, rtol=1e-6)
 
 
-def test_merge_axpy_sums_each_ids_rows_then_updates_the_row_once(backend):
-    """The sparse SGD step: each id's rows summed in the order they come, then p[id] +=
-    alpha * sum once (first-seen order); the compiled sgd does the same sums, so this is
-    exact. Paddle adds the rows in turn: the same up to rounding, within the bound the
-    two float32 orders allow (k rows: the sum's k - 1 roundings plus the update's, each
-    at most eps of the magnitudes involved)."""
-    p = rng.normal(size=(7, 5)).astype(np.float32)
-    rows = np.array([4, 1, 4, 4, 0, 1, 4, 6])
-    v = rng.normal(size=(8, 5)).astype(np.float32)
-    alpha = np.float32(-0.3)
-    want = p.copy()
-    for r in dict.fromkeys(rows.tolist()):
-        k = np.flatnonzero(rows == r)
-        s = v[k[0]].copy()
-        for j in k[1:]:
-            s = s + v[j]                       # float32, in order
-        want[r] = want[r] + alpha * s
-    in_turn = p.copy()
-    for r, x in zip(rows, v):
-        in_turn[r] = in_turn[r] + alpha * x
-    got = p.copy()
-    K.merge_axpy(got, rows, v, float(alpha), "t")
-    np.testing.assert_array_equal(got, want)
-    eps = np.finfo(np.float32).eps
-    k = np.bincount(rows, minlength=7)[:, None]
-    mag = np.abs(p) + np.abs(alpha) * np.abs(SelectedRows(rows, 7, np.abs(v)).to_dense())
-    assert np.all(np.abs(got - in_turn) <= 2 * (k + 1) * eps * mag)
-    untouched = [2, 3, 5]
-    np.testing.assert_array_equal(got[untouched], p[untouched])
-
-
 def test_bad_input_raises_and_writes_nothing(backend):
     w = rng.normal(size=(5, 2)).astype(np.float32)
     good, bad = _ids([1, 2], 5), LoDTensor(np.array([[1], [9], [0]], np.int64), [[0, 1, 3]])
@@ -139,9 +108,6 @@ def test_bad_input_raises_and_writes_nothing(backend):
     with pytest.raises(ExecutionError, match="Grad has row 5 but Param has 5 rows"):
         K.rows_axpy(w, np.array([0, 5]), np.ones((2, 2), np.float32), -1.0, "t")
     np.testing.assert_array_equal(w, before)  # row 0 was not updated either
-    with pytest.raises(ExecutionError, match="Grad has row -1 but Param has 5 rows"):
-        K.merge_axpy(w, np.array([0, -1, 0]), np.ones((3, 2), np.float32), -1.0, "t")
-    np.testing.assert_array_equal(w, before)
 
 
 def test_fused_embedding_seq_pool_concat_op():

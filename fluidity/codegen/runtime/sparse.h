@@ -107,100 +107,30 @@ inline void pool_grad(const float* dout, int64_t D, const Slots& sl, int64_t pad
     }
 }
 
-// A batch's sparse gradient summed per distinct id before the update: the rows of one id
-// added in the order they come (the first copied), the ids kept in first-seen order, by an
-// open-addressing table in caller-given scratch (per worker: the step's arena, sized to the
-// batch's rows, never to the table). The sparse sgd then writes each touched row of the
-// parameter once per batch instead of once per occurrence: under Hogwild a hot row's cache
-// line moves to this core once, not once per occurrence (issue 27: a third of the word2vec
-// batch's row writes were repeats). sparse_kernels.c's merge_axpy_f32 is the interpreter's.
-struct RowSums {
-    int64_t *slot, *rows;
-    float* U;
-    int64_t D, cap, m;
-    int shift;
-    // table: cap int64 (merge_cap(n)), rows: n int64, U: n * D floats, for n rows at most
-    RowSums(int64_t* table, int64_t cap_, int64_t* rows_, float* U_, int64_t D_)
-        : slot(table), rows(rows_), U(U_), D(D_), cap(cap_), m(0),
-          shift(64 - __builtin_ctzll((unsigned long long)cap_)) {
-        std::memset(slot, 0xff, sizeof(int64_t) * (size_t)cap);
-    }
-    // add row v (nullptr: a row of zeros, a padding id's) to id's sum
-    void add(int64_t id, const float* v) {
-        uint64_t h = ((uint64_t)id * 0x9E3779B97F4A7C15ULL) >> shift;
-        while (slot[h] >= 0 && rows[slot[h]] != id) h = (h + 1) & (uint64_t)(cap - 1);
-        if (slot[h] < 0) {
-            slot[h] = m;
-            rows[m] = id;
-            float* o = U + m * D;
-            if (v) std::memcpy(o, v, sizeof(float) * (size_t)D);
-            else std::memset(o, 0, sizeof(float) * (size_t)D);
-            ++m;
-        } else if (v) {
-            float* o = U + slot[h] * D;
-            for (int64_t d = 0; d < D; ++d) o[d] += v[d];
-        } else {   // + 0.0f, as a zero row adds (keeps -0.0 sums as the interpreter's)
-            float* o = U + slot[h] * D;
-            for (int64_t d = 0; d < D; ++d) o[d] += 0.0f;
-        }
-    }
-    // P[id] += alpha * sum, once per distinct id, first-seen order
-    void apply(float* P, float alpha) const {
-        for (int64_t a = 0; a < m; a += PF) {
-            const int64_t b = a + PF < m ? a + PF : m;
-            for (int64_t k = a; k < b; ++k) prefetch_row(P + rows[k] * D, D, true);
-            for (int64_t k = a; k < b; ++k) {
-                float* p = P + rows[k] * D;
-                const float* u = U + k * D;
-                for (int64_t d = 0; d < D; ++d) p[d] += alpha * u[d];
-            }
-        }
-    }
-};
-
-// pool_grad followed by the sparse sgd (rows summed per id, then P[id] += alpha * sum): the
-// same arithmetic as the SelectedRows gradient and the sgd op, without the gradient in memory.
-// Ids checked by the caller; scratch as RowSums's for n = all slots' ids.
+// pool_grad followed by the sparse sgd (P[id] += -lr * row, duplicates accumulating, in id
+// order): the same arithmetic without the gradient in memory. Ids checked by the caller.
 inline void pool_grad_sgd(const float* dout, int64_t D, const Slots& sl, int64_t pad, float* P,
-                          float alpha, RowSums&& sums) {
+                          float alpha) {
     const int64_t width = sl.S * D;
     for (int s = 0; s < sl.S; ++s) {
         const int64_t *o = sl.offs[s], *id = sl.ids[s];
-        for (int64_t i = 0; i < sl.B; ++i) {
-            const float* src = dout + i * width + s * D;
-            for (int64_t j = o[i]; j < o[i + 1]; ++j) sums.add(id[j], id[j] == pad ? nullptr : src);
-        }
-    }
-    sums.apply(P, alpha);
-}
-
-// The dense table gradient of a pooled lookup: G[id] += its sequence's slice of dout, in id
-// order (duplicates accumulating into G, which the caller zeroed).
-inline void pool_grad_dense(const float* dout, int64_t D, const Slots& sl, int64_t pad,
-                            float* G) {
-    const int64_t width = sl.S * D;
-    for (int s = 0; s < sl.S; ++s) {
-        const int64_t *o = sl.offs[s], *id = sl.ids[s];
+        const int64_t n = sl.n[s];
+        for (int64_t j = 0; j < PF && j < n; ++j) prefetch_row(P + id[j] * D, D, true);
         for (int64_t i = 0; i < sl.B; ++i) {
             const float* src = dout + i * width + s * D;
             for (int64_t j = o[i]; j < o[i + 1]; ++j) {
-                if (id[j] == pad) continue;
-                float* g = G + id[j] * D;
-                for (int64_t d = 0; d < D; ++d) g[d] += src[d];
+                if (j + PF < n) prefetch_row(P + id[j + PF] * D, D, true);
+                float* p = P + id[j] * D;
+                if (id[j] == pad)
+                    for (int64_t d = 0; d < D; ++d) p[d] += alpha * 0.0f;
+                else
+                    for (int64_t d = 0; d < D; ++d) p[d] += alpha * src[d];
             }
         }
     }
 }
 
-// The sparse sgd of a SelectedRows gradient: its rows summed per id (RowSums), then
-// P[id] += alpha * sum once per distinct id. Rows checked by the caller.
-inline void merge_axpy(float* P, int64_t D, const int64_t* rows, int64_t n, const float* V,
-                       float alpha, RowSums&& sums) {
-    for (int64_t k = 0; k < n; ++k) sums.add(rows[k], V + k * D);
-    sums.apply(P, alpha);
-}
-
-// P[rows[k]] += alpha * V[k], duplicates accumulating in turn.
+// P[rows[k]] += alpha * V[k], duplicates accumulating (Paddle's sparse SGD).
 inline void rows_axpy(float* P, int64_t D, const int64_t* rows, int64_t n, const float* V,
                       float alpha) {
     for (int64_t a = 0; a < n; a += PF) {

@@ -2,7 +2,6 @@
 and their gradients, dense or SelectedRows; an sgd update of the table may be fused in."""
 from .. import register
 from ..embedding import lookup_operands
-from .optimizer import row_sums
 
 
 def _emit_slots(e, ids, op):
@@ -33,13 +32,12 @@ def _emit_table_grad(e, w, ids, op, rows_code, dense_code, fused_code):
     in memory), a SelectedRows (is_sparse), or a dense table gradient."""
     e.require_float(w)
     n = sum((b.numel() for b in ids[1:]), ids[0].numel())
-    # a sparse gradient's sgd sums each id's rows, then writes each touched row once
-    # (runtime/sparse.h's RowSums): fused, the same sums in the same order without the
-    # gradient in memory; a dense gradient is not fused
+    # a sparse gradient's sgd adds row by row (no merge): fused, the same sums in the same
+    # order; a dense one sums duplicate ids first, so it is not fused
     update = e.fused_update("W@GRAD") if e.attr("is_sparse") else None
     if update is not None:
         _emit_check_ids(e, ids, w.dims[0], op)
-        e.code(fused_code(update[0], f"-{update[1]}[0]", row_sums(e, n, w.dims[1])))
+        e.code(fused_code(update[0], f"-{update[1]}[0]"))
     elif e.attr("is_sparse"):
         v = e.output_rows("W@GRAD", n, w.dims[1:], w.dims[0])
         e.code(rows_code(v, v.rows))
@@ -81,9 +79,8 @@ def _emit_pooled_lookup_grad(e, op):
         e, w, ids, op,
         rows_code=lambda v, r: f"fl::pool_grad({dout}, {d}, {sl}, {pad}, {v}, {r});",
         dense_code=lambda g: (f"std::memset({g}, 0, sizeof(float) * {g.numel()}); "
-                              f"fl::pool_grad_dense({dout}, {d}, {sl}, {pad}, {g});"),
-        fused_code=lambda p, alpha, sums: (f"fl::pool_grad_sgd({dout}, {d}, {sl}, {pad}, {p}, "
-                                           f"{alpha}, {sums});"))
+                              f"fl::pool_grad_sgd({dout}, {d}, {sl}, {pad}, {g}, 1.0f);"),
+        fused_code=lambda p, alpha: f"fl::pool_grad_sgd({dout}, {d}, {sl}, {pad}, {p}, {alpha});")
 
 
 @register("lookup_table", "cpu")
@@ -116,10 +113,9 @@ def lookup_table_grad(e):
         dense_code=lambda g: (f"std::memset({g}, 0, sizeof(float) * {g.numel()}); "
                               f"for (int64_t k = 0; k < {n}; ++k) for (int64_t j = 0; "
                               f"j < {d}; ++j) {g}[{ids}[k] * {d} + j] += {row};"),
-        fused_code=lambda p, alpha, sums: (
-            f"{{ fl::RowSums s_ = {sums}; for (int64_t k = 0; k < {n}; ++k) "
-            f"s_.add({ids}[k], {ids}[k] == {pad}LL ? nullptr : {dout} + k * {d}); "
-            f"s_.apply({p}, {alpha}); }}"))
+        fused_code=lambda p, alpha: (f"const float a = {alpha}; for (int64_t k = 0; "
+                                     f"k < {n}; ++k) for (int64_t j = 0; j < {d}; ++j) "
+                                     f"{p}[{ids}[k] * {d} + j] += a * {row};"))
 
 
 @register("fused_embedding_seq_pool", "cpu")

@@ -24,25 +24,14 @@ def _emit_merge(e, p, g):
     return rows, merged, d
 
 
-def row_sums(e, n, d):
-    """A C expression of an fl::RowSums (runtime/sparse.h) over scratch of this op for up to
-    `n` gradient rows of width `d`: the sparse sgd sums each id's rows, then writes each
-    touched parameter row once (sparse_kernels.merge_axpy, the interpreter's, does the same
-    sums in the same order)."""
-    table = e.scratch([e.mul(4, n) + 16], "int64_t")     # >= merge_cap(n)
-    rows = e.scratch([n], "int64_t")
-    sums = e.scratch([n, d])
-    return f"fl::RowSums({table}, fl::merge_cap({n}), {rows}, {sums}, {d})"
-
-
 @register("sgd", "cpu")
 def sgd(e):
     p, _, g, lr = update_operands(e)
-    if g.rows is not None:    # each id's rows summed, then each touched row written once
+    if g.rows is not None:    # each row added in place, duplicates accumulating
         n, d = g.dims[0], e.prod(p.dims[1:])
         e.code(f'if (fl::check_ids({g.rows}, {n}, {p.dims[0]}, "sgd", err)) '
                f"return {2 + e.k};")
-        e.code(f"fl::merge_axpy({p}, {d}, {g.rows}, {n}, {g}, -{lr}[0], {row_sums(e, n, d)});")
+        e.code(f"fl::rows_axpy({p}, {d}, {g.rows}, {n}, {g}, -{lr}[0]);")
         return
     e.code(f"const float r = {lr}[0]; for (int64_t i = 0; i < {p.numel()}; ++i) "
            f"{p}[i] = {p}[i] - r * {g}[i];")
