@@ -135,7 +135,7 @@ def run_async(build, desc, files, epochs, workers, mode="auto"):
     main, startup, test, v = build()
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
-    curve, n, secs, cpu = [], 0, 0.0, 0.0
+    curve, n, secs, cpu, tail, loop_cpu = [], 0, 0.0, 0.0, 0.0, 0.0
     name = v["loss"].name
     for _ in range(epochs):
         marks = []
@@ -148,8 +148,13 @@ def run_async(build, desc, files, epochs, workers, mode="auto"):
         curve += [(secs + t, n + seen, loss) for t, seen, loss in marks]
         n += res.examples
         secs += res.seconds
+        loop_cpu += sum(w.get("cpu_s", float("nan")) for w in res.workers)
+        ends = [w["busy"][-1][1] for w in res.workers if w.get("busy")]
+        if len(ends) > 1:   # one worker alone at the end of the run (threads' busy ends)
+            tail += max(ends) - min(ends)
     return ({"examples": n, "seconds": secs, "eps": n / secs, "cpu": cpu, "curve": curve,
-             "workers": workers, "mode": res.mode}, (exe, scope, test, v))
+             "workers": workers, "mode": res.mode, "tail": tail, "loop_cpu": loop_cpu},
+            (exe, scope, test, v))
 
 
 def rel_diff(x, base):
@@ -350,7 +355,60 @@ def report_runs(runs, n_workers):
               f"{', '.join(f'{c:.2f}x' for c, _ in controls)} the examples/s of async-1 "
               f"(what this machine gives {n_workers} concurrent copies); Hogwild async-"
               f"{n_workers} reached {', '.join(f'{h:.2f}' for _, h in controls)} of that")
+    issue_figures(runs, n_workers)
     return ratio
+
+
+def _per_round(runs, a, b):
+    """[runs[a#r].eps / runs[b#r].eps] over the rounds that have both."""
+    out = []
+    for name, r in runs.items():
+        base, _, tag = name.partition("#")
+        other = b + ("#" + tag if tag else "")
+        if base == a and other in runs:
+            out.append(r["eps"] / runs[other]["eps"])
+    return out
+
+
+def issue_figures(runs, n):
+    """Issue 27's figures, last: threads and processes at 1 and n workers and PyTorch
+    Hogwild at n processes (medians of the alternating rounds, examples/s), and the ratios
+    it sets targets for, each the median of the per-round ratios."""
+    kinds = {}
+    for name, r in runs.items():
+        kinds.setdefault(name.split("#")[0], []).append(r["eps"])
+    rows = [("threads, 1 worker", "async-1"), (f"threads, {n} workers", f"async-{n}"),
+            ("processes, 1 worker", "proc-1"), (f"processes, {n} workers", f"proc-{n}"),
+            (f"PyTorch Hogwild, {n} processes", f"torch-{n}")]
+    print(f"\nissue 27 figures (examples/s, median of {max(map(len, kinds.values()))} "
+          f"alternating round(s)):")
+    for label, k in rows:
+        if k in kinds:
+            print(f"  {label:32s} {np.median(kinds[k]):12,.0f}")
+    for label, a, b, target in (
+            (f"threads {n} / threads 1", f"async-{n}", "async-1", SCALING_TARGET),
+            (f"threads {n} / PyTorch {n}", f"async-{n}", f"torch-{n}", 1.5),
+            (f"processes {n} / processes 1", f"proc-{n}", "proc-1", None)):
+        per = _per_round(runs, a, b)
+        if per:
+            verdict = "" if target is None else \
+                f"  ({'meets' if np.median(per) >= target else 'MISSES'} {target}x)"
+            print(f"  {label:32s} {np.median(per):11.2f}x{verdict}  per round: "
+                  f"{', '.join(f'{x:.2f}' for x in per)}")
+    per_cpu = _per_round({k: dict(r, eps=r["examples"] / r["loop_cpu"])
+                          for k, r in runs.items() if r.get("loop_cpu", 0) > 0},
+                         f"async-{n}", "async-1")
+    if per_cpu and np.all(np.isfinite(per_cpu)):   # threads in the compiled loop only
+        print(f"  examples per CPU-second of a worker thread in the compiled loop, threads "
+              f"{n} / threads 1: {np.median(per_cpu):.2f}x (per round "
+              f"{', '.join(f'{x:.2f}' for x in per_cpu)}; 1.00: no cost of sharing; "
+              f"independent of the cores a loaded machine gives)")
+    tails = [r["tail"] for k, r in runs.items() if k.split("#")[0] == f"async-{n}"
+             and "tail" in r]
+    if tails:
+        secs = [r["seconds"] for k, r in runs.items() if k.split("#")[0] == f"async-{n}"]
+        print(f"  threads {n}: one worker alone at the runs' ends for a median "
+              f"{1e3 * np.median(tails):.0f} ms of {np.median(secs):.2f} s")
 
 
 def report_quality(quality, keys, checked, base="sync"):

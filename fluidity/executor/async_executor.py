@@ -18,7 +18,9 @@ sees the trained values when the run ends — no per-worker copy of a parameter.
 
 Each worker has its own reader, its own Executor and prepared plan, and its own kid scope of
 the root scope for temporaries (PyTorch's Hogwild recipe: share only the parameters). Files
-are handed out one at a time from a shared counter, so fast workers take more files. Every
+are handed out one at a time from a shared counter, so fast workers take more files; a
+worker thread that finds none left helps finish the chunks the others are on (their batches
+are claimed from a per-chunk cursor), so a run does not end with one worker alone. Every
 `report_every` batches a worker closes a report (the mean of its fetched values and its
 example count) and hands the parent its finished reports, several at a time from the
 compiled loop; the parent shows progress and examples/s and keeps the loss curve.
@@ -34,6 +36,7 @@ on a terminal, the logger, TensorBoard scalars) is progress.py's: the run hands 
 report to its Reporter.
 """
 import contextlib
+import hashlib
 import itertools
 import logging
 import multiprocessing as mp
@@ -43,6 +46,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 
 import numpy as np
 
@@ -59,6 +63,7 @@ from .worker_pool import (PROCESS_STOP_GRACE_S, THREAD_STOP_GRACE_S, PositionBoa
 
 logger = logging.getLogger("fluidity")
 REPORT_POLL_S = 0.1  # the parent's longest wait between looks at its workers
+HELP_POLL_S = 0.002  # a worker out of files, waiting for another's next chunk to help with
 DEFAULT_PRINT_PERIOD = 100   # batches between stdout lines when fetch_info asks for them
 
 
@@ -145,8 +150,12 @@ class _Worker:
     on the position board, so its failure — or its death — names the file and lines."""
 
     def __init__(self, wid, program, desc, files, next_file, stop, board, scope, fetch_names,
-                 report_every, shared, reader_args, read_ahead=False, lowering=None):
+                 report_every, shared, reader_args, read_ahead=False, lowering=None,
+                 shelf=None):
         self.wid, self.program, self.desc, self.files = wid, program, desc, files
+        # worker threads: the chunks each is on, for a worker out of files to help finish
+        self.shelf = shelf if shelf is not None else _ChunkShelf(0)
+        self.helped = 0     # other workers' chunks this one helped finish
         self.next_file, self.stop, self.board = next_file, stop, board
         self.scope, self.fetch_names, self.report_every = scope, fetch_names, report_every
         self.shared, self.reader_args, self.read_ahead = shared, reader_args, read_ahead
@@ -224,49 +233,77 @@ class _Worker:
         after each of its calls (its finished reports wait in the step) and the reader's
         ("file", ...) events. Python runs per call (a chunk, BUDGET_S of work, or one report
         when an observer wants each report's ids), never per batch; a batch the step was
-        not built for runs through the executor."""
-        bs = self.desc.batch_size
+        not built for runs through the executor. When no file is left, the worker helps
+        finish the chunks other workers are on (their batches are claimed from each chunk's
+        cursor), so a run does not end with one worker training its last file alone."""
+        from .native_loop import ChunkCursor
         row = self.board.row(self.wid)
         step.configure(stop=self.stop.a, position=row, report_every=self.report_every,
                        return_on_report=bool(self.id_watch))
+        reader = None
+        self.shelf.reading(self.wid, True)
+        try:
+            while not self.stop.is_set():
+                picked = self._pick_file()
+                if picked is None:
+                    break
+                fi, path = picked
+                row[0], row[1], row[2] = fi, -1, -1
+                reader = reader_cls(self.desc, [path], **self.reader_args)
+                for chunk, dense_dim in reader.chunks():
+                    if not step.fits(chunk, dense_dim):
+                        raise ExecutionError(f"{path}: its slots' types differ from those the "
+                                             f"compiled step reads")
+                    shared = (fi, chunk, dense_dim, ChunkCursor())
+                    if not self.id_watch:   # (an observer's ids are per worker: no sharing)
+                        self.shelf.put(self.wid, shared)    # others may help once out of files
+                    yield from self._chunk_steps(step, exe, wscope, reader, shared)
+                    self.shelf.put(self.wid, None)
+                yield "file", (path, reader.skipped_lines)
+        finally:     # (also when it fails: nobody waits for its next chunk)
+            self.shelf.put(self.wid, None)
+            self.shelf.reading(self.wid, False)
+        helper = reader or reader_cls(self.desc, [], **self.reader_args)
+        while not self.stop.is_set() and not self.id_watch:
+            shared = self.shelf.most_left(self.desc.batch_size)
+            if shared is None:
+                if not self.shelf.anyone_reading():
+                    return
+                time.sleep(HELP_POLL_S)     # another worker parses its file's next chunk
+                continue
+            row[0], row[1], row[2] = shared[0], -1, -1
+            self.helped += 1
+            yield from self._chunk_steps(step, exe, wscope, helper, shared)
+
+    def _chunk_steps(self, step, exe, wscope, reader, shared):
+        """The batches of one parsed chunk this worker claims from its cursor."""
+        _, chunk, dense_dim, cursor = shared
+        bs = self.desc.batch_size
+        step.bind(chunk, dense_dim, bs, cursor)
         while not self.stop.is_set():
-            picked = self._pick_file()
-            if picked is None:
-                return
-            fi, path = picked
-            row[0], row[1], row[2] = fi, -1, -1
-            reader = reader_cls(self.desc, [path], **self.reader_args)
-            for chunk, dense_dim in reader.chunks():
-                if not step.fits(chunk, dense_dim):
-                    raise ExecutionError(f"{path}: its slots' types differ from those the "
-                                         f"compiled step reads")
-                step.bind(chunk, dense_dim, bs)
-                a = 0
-                while a < chunk.n:
-                    if self.stop.is_set():
-                        return
-                    start = a
-                    a, status, msg = step.run(a, chunk.n)
-                    if self.id_watch and a > start:
-                        self._report_ids(-(-(a - start) // bs), chunk, start, a)
-                    yield "step", None
-                    if status == 0:
-                        continue
-                    b = min(chunk.n, a + bs)      # the batch the loop stopped at
-                    if status == -1:      # inputs of other shapes: this batch interpreted
-                        feed = reader.chunk_batch(chunk, a, b, dense_dim)
-                        res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names,
-                                      scope=wscope)
-                        if self.id_watch:
-                            self._report_ids(1, feed=feed)
-                        step.add_batch(b - a, [float(np.asarray(r).mean()) for r in res])
-                        yield "step", None
-                        a = b
-                    elif status == -2:
-                        raise MemoryError("AsyncExecutor: no memory for the compiled step")
-                    else:
-                        raise step.error(status, msg)
-            yield "file", (path, reader.skipped_lines)
+            start = cursor.value()
+            a, status, msg = step.run(chunk.n)
+            if self.id_watch and a > start:
+                self._report_ids(-(-(min(a, chunk.n) - start) // bs), chunk, start,
+                                 min(a, chunk.n))
+            yield "step", None
+            if status == 0:
+                if a >= chunk.n:
+                    return
+                continue
+            b = min(chunk.n, a + bs)      # the batch the loop stopped at (claimed by it)
+            if status == -1:      # inputs of other shapes: this batch interpreted
+                feed = reader.chunk_batch(chunk, a, b, dense_dim)
+                res = exe.run(self.program, feed=feed, fetch_list=self.fetch_names,
+                              scope=wscope)
+                if self.id_watch:
+                    self._report_ids(1, feed=feed)
+                step.add_batch(b - a, [float(np.asarray(r).mean()) for r in res])
+                yield "step", None
+            elif status == -2:
+                raise MemoryError("AsyncExecutor: no memory for the compiled step")
+            else:
+                raise step.error(status, msg)
 
     def _events(self, exe, wscope):
         from ..datafeed.multislot import MultiSlotReader
@@ -311,6 +348,7 @@ class _Worker:
                 send(("reports", self.wid, reports))
             batches, examples, sums = tally.totals()
             busy = {"busy": list(step.busy), "busy_s": step.busy_s,
+                    "cpu_s": step.state.cpu_ns * 1e-9, "helped": self.helped,
                     "native_calls": int(step.state.calls)} if step is not None else {}
         finally:
             if step is not None:
@@ -446,6 +484,40 @@ def batch_examples(feed):
     return t._array.shape[0]
 
 
+class _ChunkShelf:
+    """Per worker thread, the parsed chunk it trains on now, (file index, chunk, dense dims,
+    ChunkCursor) or None: written by its worker once per chunk (a list store, atomic under
+    the GIL), read by a worker that has no file left, which then claims the chunk's
+    remaining batches from its cursor alongside its owner. With n = 0 (worker processes,
+    which share no Python objects) nothing is kept and nobody helps."""
+
+    def __init__(self, n):
+        self._on = [None] * n
+        self._reading = [False] * n     # per worker: it may still publish chunks
+
+    def put(self, wid, item):
+        if self._on:
+            self._on[wid] = item
+
+    def reading(self, wid, flag):
+        if self._on:
+            self._reading[wid] = flag
+
+    def anyone_reading(self):
+        """Whether a worker may still put a chunk here (it has a file it is reading)."""
+        return any(self._reading)
+
+    def most_left(self, batch):
+        """The chunk with the most lines unclaimed, if at least two batches' worth."""
+        best, left = None, 2 * batch - 1
+        for item in list(self._on):
+            if item is not None:
+                n = item[1].n - item[3].value()
+                if n > left:
+                    best, left = item, n
+        return best
+
+
 class _ThreadFileCounter:
     """The next file's index for worker threads: one `next()` of an itertools.count, atomic
     under the GIL, taken once per file (no lock)."""
@@ -557,8 +629,10 @@ def _workers(program, desc, files, scope, fetch_names, n_workers, lowering, obse
         next_file = _ProcessFileCounter()
     stop = StopFlag(shared=not threads)
     board = PositionBoard(n_workers, files, shared=not threads)
+    shelf = _ChunkShelf(n_workers if threads else 0)
     runs = [_Worker(wid, program, desc, files, next_file, stop, board, scope, fetch_names,
-                    report_every, shared, reader_args, read_ahead, lowering=lowering)
+                    report_every, shared, reader_args, read_ahead, lowering=lowering,
+                    shelf=shelf)
             for wid in range(n_workers)]
     if threads:
         for w in runs:
@@ -567,12 +641,27 @@ def _workers(program, desc, files, scope, fetch_names, n_workers, lowering, obse
     return pool, stop, board
 
 
+_LOWERED = weakref.WeakKeyDictionary()   # program -> (key, Lowering): its latest lowering
+
+
 def lower_step(program, fetch_names):
     """Block 0 of the training program lowered for native code (codegen.lower.Lowering),
     once per run: the choice of worker mode, the library build and the workers' compiled
-    loops all read this one lowering."""
+    loops all read this one lowering. Kept per program while its desc (bytes) and fetch
+    targets stay the same: a training loop calls run() once per epoch or per file list, and
+    lowering the same program again cost tens of ms of each run's start."""
     from ..codegen.lower import Lowering
-    return Lowering(program, 0, keep=fetch_names)
+    key = (tuple(fetch_names),
+           hashlib.sha256(program.desc.SerializeToString(deterministic=True)).digest())
+    try:
+        have = _LOWERED.get(program)
+    except TypeError:       # a program that cannot be weakly referenced: no caching
+        return Lowering(program, 0, keep=fetch_names)
+    if have is not None and have[0] == key:
+        return have[1]
+    low = Lowering(program, 0, keep=fetch_names)
+    _LOWERED[program] = (key, low)
+    return low
 
 
 def native_obstacles(lowering):
@@ -615,7 +704,8 @@ class AsyncRunResult(list):
     `mode_reason`, `mode_rates` (what "auto" measured, {} if nothing), and `workers` (per
     worker: batches, examples, pid, start and end wall-clock times; for a thread running
     the compiled loop also `busy`, its calls' (start, end) in time.monotonic() seconds,
-    `busy_s` and `native_calls`)."""
+    `busy_s`, `cpu_s` (the thread's CPU time in those calls), `native_calls` and `helped`,
+    the chunks of other workers it helped finish once it had no file left)."""
 
 
 class AsyncExecutor:

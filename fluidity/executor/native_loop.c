@@ -14,7 +14,8 @@
  * a batch the step refuses: status -1 (inputs of shapes the step was not built for: the
  * caller runs that batch interpreted), >= 2 (an op failed: its code, the message in err),
  * -2 (out of memory). Each call records its start and end (CLOCK_MONOTONIC): the worker's
- * busy intervals.
+ * busy intervals; and adds the thread's CPU time it took (CLOCK_THREAD_CPUTIME_ID), so
+ * examples per worker CPU-second can be told apart from the cores the machine gave.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,6 +55,10 @@ typedef struct {
     int64_t stride;
     const int64_t *line_of;    /* example -> line of the chunk (from 0) */
     int64_t line_base;         /* lines of the file before the chunk */
+    int64_t *cursor;           /* the chunk's next unclaimed line: batches are claimed by an
+                                  atomic add, so a worker with no file left can help finish
+                                  another's chunk (on its own cache line; uncontended unless
+                                  two workers share the chunk at a run's end) */
     /* the open report period and the worker's totals */
     int64_t period_batches, period_examples;
     double *period_sums;       /* [n_fetch]: sum over the period of batch mean * lines */
@@ -67,11 +72,18 @@ typedef struct {
     int64_t status;
     int64_t calls;
     int64_t t_start, t_end;    /* CLOCK_MONOTONIC ns */
+    int64_t cpu_ns;            /* this thread's CPU time in the calls, summed */
 } fl_worker_t;
 
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
@@ -124,17 +136,29 @@ void fl_worker_flush(fl_worker_t *w) {
     if (w->period_batches && w->n_reports < w->cap_reports) finish_report(w);
 }
 
-/* Batches of `batch` lines of the bound chunk from line `first` to `last` (the last batch
- * may be short). Returns the chunk line the next call starts at; w->status says why it
- * returned (0: done, or returned early with nothing wrong; else as above, the batch that
- * failed starting at the returned line). */
-int64_t fl_worker_run(fl_worker_t *w, int64_t first, int64_t last) {
-    const int64_t t0 = now_ns(), batch = w->batch;
-    int64_t a = first;
+/* Batches of `batch` lines of the bound chunk, each claimed from the chunk's cursor (lines
+ * from the cursor's value up to `last`, the chunk's line count; the last batch may be short), until none is left or
+ * a reason to return. Returns the line of the batch it stopped at when w->status says one
+ * failed (that batch is this caller's: -1 asks it to run the batch interpreted), else
+ * `last` when the chunk has no batch left, or the cursor's value after an early return
+ * (nothing wrong). Batches start at multiples of `batch` from the chunk's first line, so
+ * they are the same whichever workers claim them. */
+int64_t fl_worker_run(fl_worker_t *w, int64_t last) {
+    const int64_t t0 = now_ns(), c0 = thread_cpu_ns(), batch = w->batch;
+    int64_t a, ret = last;
     w->status = 0;
     w->t_start = t0;
     w->calls++;
-    while (a < last && !*w->stop && w->n_reports < w->cap_reports) {
+    for (;;) {
+        if (*w->stop || w->n_reports >= w->cap_reports) {
+            ret = __atomic_load_n(w->cursor, __ATOMIC_RELAXED);
+            break;
+        }
+        a = __atomic_fetch_add(w->cursor, batch, __ATOMIC_RELAXED);
+        if (a >= last) {
+            ret = last;
+            break;
+        }
         const int64_t b = a + batch < last ? a + batch : last, n = b - a;
         w->position[1] = w->line_base + w->line_of[a] + 1;
         w->position[2] = w->line_base + w->line_of[b - 1] + 1;
@@ -165,6 +189,7 @@ int64_t fl_worker_run(fl_worker_t *w, int64_t first, int64_t last) {
             }
         if (rc != 0) {
             w->status = rc;
+            ret = a;
             break;
         }
         for (int64_t f = 0; f < w->n_fetch; ++f) {
@@ -180,13 +205,17 @@ int64_t fl_worker_run(fl_worker_t *w, int64_t first, int64_t last) {
         w->period_examples += n;
         w->total_batches++;
         w->total_examples += n;
-        a = b;
+        int early = 0;
         if (w->period_batches >= w->report_every) {
             finish_report(w);
-            if (w->return_on_report) break;
+            early = (int)w->return_on_report;
         }
-        if (w->budget_ns > 0 && now_ns() - t0 >= w->budget_ns) break;
+        if (early || (w->budget_ns > 0 && now_ns() - t0 >= w->budget_ns)) {
+            ret = __atomic_load_n(w->cursor, __ATOMIC_RELAXED);
+            break;
+        }
     }
     w->t_end = now_ns();
-    return a;
+    w->cpu_ns += thread_cpu_ns() - c0;
+    return ret < last ? ret : last;
 }

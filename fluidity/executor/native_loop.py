@@ -51,12 +51,13 @@ class _WorkerState(ctypes.Structure):
                 ("report_every", _i64), ("return_on_report", _i64), ("budget_ns", _i64),
                 ("stop", _p), ("position", _p),
                 ("width", _p), ("esize", _p), ("vals", _p), ("offs", _p), ("stride", _i64),
-                ("line_of", _p), ("line_base", _i64),
+                ("line_of", _p), ("line_base", _i64), ("cursor", _p),
                 ("period_batches", _i64), ("period_examples", _i64), ("period_sums", _p),
                 ("total_sums", _p), ("total_batches", _i64), ("total_examples", _i64),
                 ("n_reports", _i64), ("cap_reports", _i64), ("rep_counts", _p),
                 ("rep_means", _p),
-                ("status", _i64), ("calls", _i64), ("t_start", _i64), ("t_end", _i64)]
+                ("status", _i64), ("calls", _i64), ("t_start", _i64), ("t_end", _i64),
+                ("cpu_ns", _i64)]
 
 
 def cflags():
@@ -82,13 +83,30 @@ def _load():
         else:
             ptr = ctypes.POINTER(_WorkerState)
             lib.fl_worker_run.restype = ctypes.c_int64
-            lib.fl_worker_run.argtypes = [ptr, ctypes.c_int64, ctypes.c_int64]
+            lib.fl_worker_run.argtypes = [ptr, ctypes.c_int64]
             lib.fl_worker_free.argtypes = [ptr]
             lib.fl_worker_free.restype = None
             lib.fl_worker_flush.argtypes = [ptr]
             lib.fl_worker_flush.restype = None
             _lib = lib
     return _lib
+
+
+class ChunkCursor:
+    """The next unclaimed line of a parsed chunk, on a cache line of its own: the compiled
+    loops claim a batch at a time from it with an atomic add (native_loop.c), so the worker
+    that parsed the chunk and, at the end of a run, a worker with no file left share its
+    batches without a lock. Batches start at multiples of the batch size from the chunk's
+    first line whoever claims them: the same batches as one worker's."""
+
+    def __init__(self):
+        self._a = aligned_empty(CACHE_LINE // 8, np.int64)
+        self._a[:] = 0
+        self.address = self._a.ctypes.data
+
+    def value(self):
+        """Lines claimed so far (may exceed the chunk's lines once it is exhausted)."""
+        return int(self._a[0])
 
 
 class CompiledWorkerStep:
@@ -202,9 +220,10 @@ class CompiledWorkerStep:
                 return False
         return True
 
-    def bind(self, chunk, dense_dim, batch):
+    def bind(self, chunk, dense_dim, batch, cursor):
         """Point the loop at a parsed chunk (its values, offsets, widths, lines) for batches
-        of `batch` lines; the arrays are kept alive here until the next bind."""
+        of `batch` lines claimed from `cursor` (the chunk's ChunkCursor: other workers' loops
+        may claim from it too); the arrays are kept alive here until the next bind."""
         vals = [np.ascontiguousarray(v) if isinstance(v, np.ndarray) else np.zeros(0)
                 for v in chunk.vals]
         offs = np.ascontiguousarray(chunk.offs, np.int64)
@@ -218,13 +237,15 @@ class CompiledWorkerStep:
              "esize": np.array([v.itemsize for v in vals], np.int64),
              "width": np.array([int(d) for d in dense_dim], np.int64),
              "offs": offs,
-             "line_of": np.ascontiguousarray(chunk.line_of, np.int64)}
+             "line_of": np.ascontiguousarray(chunk.line_of, np.int64),
+             "cursor": cursor}
         self._bound = b
         w = self.state
         w.vals = ctypes.cast(b["ptrs"], _p).value
         w.esize, w.width = b["esize"].ctypes.data, b["width"].ctypes.data
         w.offs, w.stride = b["offs"].ctypes.data, b["offs"].shape[1]
         w.line_of, w.line_base = b["line_of"].ctypes.data, int(chunk.base)
+        w.cursor = cursor.address
         w.batch = int(batch)
         need = len(self.slots) * (int(batch) + 1)
         if self.lod_buf.size < need:
@@ -233,13 +254,15 @@ class CompiledWorkerStep:
         elif not w.lod_buf:
             w.lod_buf = self.lod_buf.ctypes.data
 
-    def run(self, first, last):
-        """Batches over lines [first, last) of the bound chunk, GIL released, until one of
-        the loop's reasons to return (native_loop.c). Returns (next line, status, message):
-        status 0: nothing wrong; -1: the batch at `next line` needs the executor; >= 2: it
-        failed in an op; -2: no memory for the step."""
+    def run(self, last):
+        """Batches of the bound chunk claimed from its cursor up to line `last` (the chunk's
+        line count), GIL released, until none is left or one of the loop's reasons to return
+        (native_loop.c). Returns (line, status, message): status 0: nothing wrong, `line`
+        is `last` when the chunk has no batch left; -1: the batch at `line` (claimed by
+        this call) needs the executor; >= 2: it failed in an op; -2: no memory for the
+        step."""
         self._bind_params()
-        a = self.lib.fl_worker_run(ctypes.byref(self.state), first, last)
+        a = self.lib.fl_worker_run(ctypes.byref(self.state), last)
         w = self.state
         self._record_busy(w.t_start, w.t_end)
         status = int(w.status)

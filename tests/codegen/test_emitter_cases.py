@@ -105,6 +105,36 @@ def test_a_sparse_gradients_parts_sum_compiled_and_train_as_interpreted():
     np.testing.assert_allclose(got[1], got[0], rtol=1e-6, atol=1e-7)
 
 
+def test_a_sparse_sgd_fused_into_its_lookup_grad_adds_rows_as_the_interpreter():
+    """A table looked up with repeated ids (and a padding id): compiled, the lookup's
+    gradient and its sgd are one loop adding each occurrence's row in turn (Paddle's
+    SelectedRows sgd); interpreted, the SelectedRows gradient and the sgd op add the same
+    rows in the same order: the tables agree bit for bit."""
+    from fluidity.codegen.explain import explain_rows
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 3
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        ids = fluid.layers.data("ids", shape=[4], dtype="int64")
+        e = fluid.layers.embedding(ids, size=[12, 5], is_sparse=True, padding_idx=2,
+                                   param_attr=fluid.ParamAttr(
+                                       name="tab",
+                                       initializer=fluid.initializer.Uniform(-1, 1)))
+        loss = fluid.layers.mean(fluid.layers.square(fluid.layers.reduce_sum(e, dim=1)))
+        fluid.optimizer.SGD(0.3).minimize(loss)
+    rows = explain_rows(main, 0, keep=[loss.name])
+    assert any(t == "sgd" and why.startswith("fused into") for _, t, _, why in rows)
+    feed = {"ids": np.array([[1, 5, 1, 1], [5, 2, 9, 1], [2, 2, 11, 5]], np.int64)}
+    got = []
+    for prog in (main, fluid.CompiledProgram(main).with_native_code(fetch_list=[loss])):
+        scope = fluid.Scope()
+        exe = fluid.Executor()
+        exe.run(startup, scope=scope)
+        for _ in range(3):
+            exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)
+        got.append(np.array(scope.find_var("tab").get_tensor()))
+    np.testing.assert_array_equal(got[1], got[0])
+
+
 def test_movers_compile_for_any_batch_size_only_when_they_keep_rows_apart():
     """With the batch dim unknown (-1), pixel_shuffle and pad2d (reflect) compile per row of
     the batch (their maps for 1 and 2 rows prove they never mix rows) and match the

@@ -444,3 +444,21 @@ def test_a_model_with_dropout_trains_on_the_compiled_worker_loop(ctr):
     batches = -(-res.examples // 100)
     # two threads advance one counter without a lock: a rare lost increment repeats a mask
     assert batches * 0.9 <= state[1] <= batches + 2
+
+
+def test_the_step_is_lowered_once_per_program_while_it_stays_the_same():
+    """run() per epoch reuses the program's lowering; a changed program or other fetch
+    targets are lowered anew."""
+    from fluidity.executor.async_executor import lower_step
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [4], dtype="float32")
+        y = fluid.layers.fc(x, 2)
+        loss = fluid.layers.mean(y)
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    first = lower_step(main, [loss.name])
+    assert lower_step(main, [loss.name]) is first
+    assert lower_step(main, [y.name]) is not first
+    with fluid.program_guard(main, startup):
+        fluid.layers.scale(loss, 2.0)
+    assert lower_step(main, [loss.name]) is not first

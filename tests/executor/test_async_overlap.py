@@ -63,7 +63,10 @@ def test_two_worker_threads_are_busy_at_the_same_time(skipgram, monkeypatch):
     w0, w1 = res.workers
     assert w0["batches"] + w1["batches"] == len(files) * -(-LINES // 32)
     # each file is one chunk, trained in one native call: Python per file, not per batch
-    assert w0["native_calls"] + w1["native_calls"] == len(files)
+    # (and per chunk of another worker's that one joined at the end, out of files)
+    helped = w0["helped"] + w1["helped"]
+    assert w0["native_calls"] + w1["native_calls"] == len(files) + helped
+    assert helped <= 2
     for w in (w0, w1):
         assert w["batches"] > 0 and len(w["busy"]) == w["native_calls"]
         assert all(s < e for s, e in w["busy"]) and w["busy_s"] > 0
@@ -91,3 +94,59 @@ def test_reports_from_the_loop_match_its_batches(skipgram):
     weighted = sum(c * m[0] for c, (_, m) in zip(counts, res.history)) / res.examples
     assert weighted == pytest.approx(res[0], rel=1e-12)
     assert seen == [n for n, _ in res.history]
+
+
+def test_two_loops_sharing_a_chunk_train_its_batches_once_each(skipgram):
+    """A worker out of files joins another's chunk: both loops claim batches from the
+    chunk's cursor. Claimed alternately, one batch a call, they train each batch exactly
+    once and the same batches as one loop alone, so the parameters are bit for bit one
+    worker's."""
+    from fluidity.datafeed import MultiSlotReader
+    from fluidity.executor.async_executor import lower_step
+    files, desc = skipgram
+    tables = []
+    for loops in (1, 2):
+        main, startup, test, v = build_word2vec(VOCAB, 8, NEG, lr=0.5)
+        exe, scope = fluid.Executor(), fluid.Scope()
+        exe.run(startup, scope=scope)
+        low = lower_step(main, [v["loss"].name])
+        reader = MultiSlotReader(desc, files[:1])
+        steps = [native_loop.CompiledWorkerStep.make(low, [v["loss"].name], reader.slots,
+                                                     scope)[0] for _ in range(loops)]
+        for s in steps:     # a report per batch, a call per report: one batch a call
+            s.configure(report_every=1, return_on_report=True, budget_s=0)
+        (chunk, dense), = list(reader.chunks())
+        cursor = native_loop.ChunkCursor()
+        for s in steps:
+            s.bind(chunk, dense, 32, cursor)
+        calls, k = 0, 0
+        while True:
+            a, status, _ = steps[k % loops].run(chunk.n)
+            steps[k % loops].take_reports()     # (a full report buffer ends each call)
+            assert status == 0
+            calls, k = calls + 1, k + 1
+            if a >= chunk.n:
+                break
+        batches = [s.totals()[0] for s in steps]
+        assert sum(batches) == -(-LINES // 32)
+        assert sum(s.totals()[1] for s in steps) == LINES
+        if loops == 2:
+            assert min(batches) >= sum(batches) // 2 - 1    # they took turns
+        tables.append(np.array(scope.find_var("w2v_out").get_tensor()))
+        for s in steps:
+            s.close()
+    np.testing.assert_array_equal(tables[1], tables[0])
+
+
+def test_a_worker_out_of_files_helps_finish_the_run(skipgram):
+    """One long file and one short one for two workers: every example is trained once,
+    and the counts add up whoever helped whom."""
+    files, desc = skipgram
+    main, startup, test, v = build_word2vec(VOCAB, 8, NEG, lr=0.5)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    res = fluid.AsyncExecutor().run(main, desc, [files[0], files[1]], 2, fetch=[v["loss"]],
+                                    scope=scope, progress=False, workers="threads")
+    assert res.examples == sum(w["examples"] for w in res.workers) == 2 * LINES
+    assert sum(w["batches"] for w in res.workers) == 2 * -(-LINES // 32)
+    assert res.history[-1][0] == 2 * LINES and np.isfinite(res[0])
