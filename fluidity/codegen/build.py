@@ -4,7 +4,9 @@ load it.
 `compile_cached(source, kind)` builds a shared library (`kind="shared"`) or an executable
 (`kind="exe"`) of the source with `$CXX` (default `g++`): `-O3 -march=native` (without
 `-march=native` where the compiler refuses it), no FMA contraction (so float results round as
-numpy's do), linked against the OpenBLAS of the `scipy-openblas32` package. It goes into the
+numpy's do), `-fno-trapping-math` (no code reads the floating-point exception flags, and
+without it GCC keeps a branch around a multiply in `cond ? d : d * 0` loops such as
+relu_grad's rather than vectorize them; the values computed are the same), linked against the OpenBLAS of the `scipy-openblas32` package. It goes into the
 one build cache (`core/build_cache.py`: the `codegen/` directory of `$FLUIDITY_CACHE_DIR`,
 default `~/.cache/fluidity`), beside its source `<name>-<key>.cc` for reading, under a key
 that covers the source, the runtime headers, the compiler's identity, the flags and the BLAS;
@@ -23,7 +25,7 @@ from . import precompiled
 
 RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
 CXXFLAGS = ("-O3", "-std=c++17", "-fPIC", "-fno-math-errno", "-ffp-contract=off",
-            "-fno-semantic-interposition", "-Wno-unused-variable", "-Wno-unused-but-set-variable")
+            "-fno-trapping-math", "-fno-semantic-interposition", "-Wno-unused-variable", "-Wno-unused-but-set-variable")
 NATIVE_ARCH = ("-march=native",)
 KIND = "codegen"
 
