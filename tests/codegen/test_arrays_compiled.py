@@ -223,7 +223,10 @@ def test_a_dynamic_rnn_model_runs_standalone_with_the_interpreters_outputs(tmp_p
     np.testing.assert_allclose(got, want, rtol=0, atol=10 * 6e-8 * max(lengths))
 
 
-def test_a_negative_write_index_fails_from_the_compiled_code():
+@pytest.mark.parametrize("k, message", [(-1, "array index I is negative"),
+                                        (2 ** 41, "array index I is too large")],
+                         ids=["negative", "past any memory"])
+def test_a_bad_write_index_fails_from_the_compiled_code(k, message):
     def fn():
         x = L.data("x", [3], dtype="float32", append_batch_size=False)
         k = L.data("k", [1], dtype="int64", append_batch_size=False)
@@ -233,8 +236,8 @@ def test_a_negative_write_index_fails_from_the_compiled_code():
     main, startup, outs = build(fn)
     assert len(segments(main)[0]) == 1
     exe = fluid.Executor()
-    feed = {"x": np.ones(3, "float32"), "k": np.array([-1], np.int64)}
-    with pytest.raises(ExecutionError, match="array index I is negative"):
+    feed = {"x": np.ones(3, "float32"), "k": np.array([k], np.int64)}
+    with pytest.raises(ExecutionError, match=message):
         exe.run(fluid.CompiledProgram(main).with_native_code(), feed=feed, fetch_list=outs,
                 scope=fluid.Scope())
 

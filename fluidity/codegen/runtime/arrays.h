@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
 
 namespace fl {
@@ -37,7 +38,11 @@ inline int array_write(TensorArray* a, int64_t i, const void* x, int64_t rows,
     if (i < 0) return fail(err, k, "write_to_array: array index I is negative");
     if (i >= (int64_t)a->el.size()) {
         if (i > (int64_t)1 << 40) return fail(err, k, "write_to_array: array index I is too large");
-        a->el.resize((size_t)i + 1, TensorArray::Elem{nullptr, -1});
+        try {       // no exception may leave generated code: a failure is a return code
+            a->el.resize((size_t)i + 1, TensorArray::Elem{nullptr, -1});
+        } catch (const std::bad_alloc&) {
+            return fail(err, k, "write_to_array: out of memory growing the array");
+        }
     }
     TensorArray::Elem& e = a->el[(size_t)i];
     const int64_t n = rows * row_bytes;
@@ -114,7 +119,12 @@ inline int lod_to_array(TensorArray* a, const int64_t* table, int64_t n, const i
         if (p == nullptr) return fail(err, k, "lod_tensor_to_array: out of memory");
         for (int64_t j = 0; j < b; ++j)
             std::memcpy(p + j * row_bytes, x + (lod[table[j]] + t) * row_bytes, (size_t)row_bytes);
-        a->el.push_back(TensorArray::Elem{p, b});
+        try {
+            a->el.push_back(TensorArray::Elem{p, b});
+        } catch (const std::bad_alloc&) {
+            std::free(p);
+            return fail(err, k, "lod_tensor_to_array: out of memory");
+        }
     }
     return 0;
 }
