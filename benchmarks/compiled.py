@@ -23,13 +23,22 @@ its own process (`--mode` runs one):
              against the same 12 sgemm calls timed alone (numpy, one thread).
   conv       inference CNNs (3x3 conv + bias -> batch_norm over running statistics -> relu
              blocks): an MNIST-style CNN (1x28x28, conv 16, pool, conv 32, pool, fc 10) at
-             batch 1, 64, 256 and a ResNet-style 3x3 stack (64 channels at 56x56 twice, a
-             stride-2 conv to 128 at 28x28, 128 at 28x28) at batch 1 and 8: compiled vs
-             interpreter vs PyTorch eager (one thread, when torch imports) and one sgemm per
-             conv of its im2col gemm's shape, the candidates taking turns round by round.
+             batch 1, 64, 256, a ResNet-style 3x3 stack (64 channels at 56x56 twice, a
+             stride-2 conv to 128 at 28x28, 128 at 28x28) at batch 1 and 8, and a
+             MobileNet-style depthwise-separable stack (MobileNet v1's first 13 layers at
+             3x224x224, to 512 channels at 14x14, pooled, fc 10) at batch 1 and 32: compiled vs
+             interpreter vs PyTorch eager (one thread, when torch imports) vs Paddle's
+             predictor on the same saved program (in its own process, when --paddle-python
+             exists) and one sgemm per non-depthwise conv of its im2col gemm's shape, the
+             candidates taking turns round by round (thread CPU time).
+  conv-train the same three models as training steps (batch statistics, softmax
+             cross-entropy, SGD 0.01): compiled vs interpreter vs PyTorch eager (the same net,
+             torch.optim.SGD, one thread) at MNIST batch 1 and 64, ResNet and MobileNet batch
+             1 and 8.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/compiled.py
-    PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv
+    PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv [--models mnist-cnn]
+    PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv-train
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode train-mlp
 """
 import argparse
