@@ -1,5 +1,5 @@
 """Compiled programs (`CompiledProgram(...).with_native_code()`) vs the interpreter, a numpy
-floor, PaddlePaddle's inference predictor and single-core sgemm. Six workloads, each run in
+floor, PaddlePaddle's inference predictor and single-core sgemm. Five workloads, each run in
 its own process (`--mode` runs one):
 
   train-mlp  MLP 784-256-128-10 (relu, relu, logits), softmax_with_cross_entropy + mean, SGD
