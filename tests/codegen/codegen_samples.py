@@ -279,6 +279,14 @@ EXTRA = {   # more forms of ops above: each compiled vs the kernel too
     "elementwise_mul int32 broadcast": ("elementwise_mul", lambda: (lambda x: (
         {"X": x, "Y": x[:, :1].reshape(-1).copy()}, {"axis": 0}, None))(
             ints(3, 4).astype(np.int32))),
+    # Y one value a channel of an NCHW X (a conv's bias): dY sums runs of H*W elements,
+    # 19 here (two full lanes of 8 and a tail of 3)
+    "elementwise_add channel": ("elementwise_add", lambda: (
+        {"X": f32(2, 3, 1, 19), "Y": f32(3)}, {"axis": 1}, ["X", "Y"])),
+    "elementwise_mul channel": ("elementwise_mul", lambda: (
+        {"X": f32(3, 2, 19), "Y": f32(2)}, {"axis": 1}, ["X", "Y"])),
+    "elementwise_sub channel": ("elementwise_sub", lambda: (
+        {"X": f32(2, 4, 5), "Y": f32(4)}, {"axis": 1}, ["X", "Y"])),
     "scale int64": ("scale", lambda: ({"X": ints(*dims(), hi=100)},
                                       {"scale": -1.7, "bias": 2.5}, None)),
     "scale float64 bias first": ("scale", lambda: (

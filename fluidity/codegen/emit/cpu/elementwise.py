@@ -52,9 +52,9 @@ def _broadcast_general(e, x, y, out_slot, out_type, body):
 
 def binary_grad(e, c_dx, c_dy):
     """dX, dY by the table's C forms; with Y broadcast over a contiguous run of X's dims,
-    dY sums over the others in order (rows first), as the kernel's reduction does; any
-    other broadcast walks Out@GRAD once, each gradient an operand broadcasts summed in
-    that order (float, as the kernel's sums)."""
+    dY sums over the others (in double over lanes where each element of Y covers a run of
+    X's, in float rows first where Y spans X's rows); any other broadcast walks Out@GRAD
+    once, each gradient an operand broadcasts summed in that order (float)."""
     x, y, d = e.input("X"), e.input("Y"), e.input("Out@GRAD")
     o = e.input("Out") if e.op.input("Out") else None
     e.require_float(x, y, d, o)
@@ -65,9 +65,12 @@ def binary_grad(e, c_dx, c_dy):
         return _binary_grad_general(e, x, y, o, d, c_dx, c_dy)
     pre, n, post = ("1", x.numel(), "1") if same else e.span(x, y)
     yi = "i" if same else "j"
-    load = (f"const int64_t i = (p * {n} + j) * {post} + q; const float x = {x}[i]; "
-            f"const float y = {y}[{yi}]; const float d = {d}[i];"
-            + (f" const float o = {o}[i];" if o is not None else ""))
+
+    def load_at(q):
+        return (f"const int64_t i = (p * {n} + j) * {post} + {q}; const float x = {x}[i]; "
+                f"const float y = {y}[{yi}]; const float d = {d}[i];"
+                + (f" const float o = {o}[i];" if o is not None else ""))
+    load = load_at("q")
     loops = (f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t j = 0; j < {n}; ++j) "
              f"for (int64_t q = 0; q < {post}; ++q)")
     if e.has_output("X@GRAD"):
@@ -77,9 +80,26 @@ def binary_grad(e, c_dx, c_dy):
         dy = e.output("Y@GRAD", y.dims, lod_from=y)
         if same:
             e.code(f"{loops} {{ {load} {dy}[i] = {c_dy}; }}")
-        else:
+        elif str(post) == "1":      # rows of Y's width: the adds across j vectorize
             e.code(f"for (int64_t j = 0; j < {n}; ++j) {dy}[j] = 0.0f;")
             e.code(f"{loops} {{ {load} {dy}[j] += {c_dy}; }}")
+        else:                       # a run of `post` elements a Y element: lanes
+            e.code(_lane_sums(dy, c_dy, load_at, pre, n, post))
+
+
+def _lane_sums(dy, c_dy, load_at, pre, n, post):
+    """dY[j] = the sum of `c_dy` over p < pre, q < post, in double over runtime/nn.h's
+    lanes (q in strides of kSumLanes, so that the compiler vectorizes the run: one float
+    accumulator is a chain of dependent adds, ~4 cycles an element), then rounded to float
+    once (`load_at(q)`: the C loads of element q of a run). A conv's bias gradient sums H*W
+    elements a channel for each sample."""
+    lanes = "fl::kSumLanes"
+    return (f"for (int64_t j = 0; j < {n}; ++j) {{ double a[{lanes}] = {{0}}; "
+            f"for (int64_t p = 0; p < {pre}; ++p) {{ int64_t q = 0; "
+            f"for (; q + {lanes} <= {post}; q += {lanes}) for (int l = 0; l < {lanes}; ++l) "
+            f"{{ {load_at('(q + l)')} a[l] += {c_dy}; }} "
+            f"for (; q < {post}; ++q) {{ {load_at('q')} a[0] += {c_dy}; }} }} "
+            f"{dy}[j] = (float)fl::lanes_total(a); }}")
 
 
 def _binary_grad_general(e, x, y, o, d, c_dx, c_dy):
