@@ -14,6 +14,7 @@ import pytest
 import fluidity as fluid
 from fluidity.datafeed import generate_text as gt
 from fluidity.executor import native_loop
+from fluidity.executor.async_executor import align_persistables
 
 from paths import EXAMPLES  # noqa: E402
 
@@ -150,3 +151,46 @@ def test_a_worker_out_of_files_helps_finish_the_run(skipgram):
     assert res.examples == sum(w["examples"] for w in res.workers) == 2 * LINES
     assert sum(w["batches"] for w in res.workers) == 2 * -(-LINES // 32)
     assert res.history[-1][0] == 2 * LINES and np.isfinite(res[0])
+
+
+
+def _misalign(scope, names):
+    """Move each table to memory 16 bytes into a cache line (where numpy often puts it);
+    returns copies of their values."""
+    before = {}
+    for n in names:
+        t = scope.find_var(n).get_tensor()
+        a = np.asarray(t)
+        raw = np.empty(a.nbytes + 64, np.uint8)
+        off = (16 - raw.ctypes.data) % 64
+        moved = raw[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
+        moved[...] = a
+        t._array = moved
+        before[n] = a.copy()
+        assert np.asarray(t).ctypes.data % 64 == 16
+    return before
+
+
+def test_worker_threads_train_tables_whose_rows_start_on_cache_lines(skipgram):
+    """The Hogwild threads write the tables in place: a table placed 16 bytes into a cache
+    line (rows of 8 floats straddling two, shared with their neighbours) is moved, values
+    unchanged, to memory that starts on one before the workers start."""
+    files, desc = skipgram
+    main, startup, test, v = build_word2vec(VOCAB, 8, NEG, lr=0.5)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    names = [p.name for p in main.global_block().all_parameters()]
+    before = _misalign(scope, names)
+    align_persistables(main, scope)
+    for n in names:
+        a = np.asarray(scope.find_var(n).get_tensor())
+        assert a.ctypes.data % 64 == 0, n
+        np.testing.assert_array_equal(a, before[n])
+    before = _misalign(scope, names)
+    res = fluid.AsyncExecutor().run(main, desc, files[:1], 2, fetch=[v["loss"]],
+                                    scope=scope, progress=False, workers="threads")
+    assert res.mode == "threads" and np.isfinite(res[0])
+    for n in names:
+        a = np.asarray(scope.find_var(n).get_tensor())
+        assert a.ctypes.data % 64 == 0, n
+        assert not np.array_equal(a, before[n]), n          # trained where it now is
