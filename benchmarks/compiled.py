@@ -62,45 +62,43 @@ TRAIN_BATCHES = (1, 64)
 
 
 class NativeClock:
-    """Times every native segment call while `on`: the compiled segment alone (through
-    direct_call.c's helper, which also writes the fed arrays' records, or through
-    SegmentStep.call where a run packs in Python), one entry of `times` per call, so a
-    run's cost outside the native call is the run's time minus this. Installed before the
-    program first runs (a prepared run takes its helper then) and left installed: while off,
-    its wrapper's own cost counts as outside."""
+    """Times the native segment call of each run: direct_call.c times every segment call it
+    makes (a prepared run's whole-run C path, or its packing helper) with the GIL released
+    and `direct.last_native_seconds()` reads this thread's last one, so a run's cost outside
+    the native call is the run's time minus this. Without direct_call.c (no Python
+    headers), the segment calls made from Python are timed by a wrapper instead."""
 
     def __init__(self):
         from fluidity.executor import direct
         from fluidity.executor.native import SegmentStep
         self.times, self.on = [], False
-        self.direct, self.helper = direct, direct.call_helper
+        self.direct = direct
         self.step_cls, self.step_call = SegmentStep, SegmentStep.call
-        clock, perf = self, time.perf_counter
-        helper = direct.call_helper()
+        self.c_timed = direct.call_helper() is not None
+        if not self.c_timed:
+            clock, perf = self, time.perf_counter
 
-        def timed(fn):
             def call(*args):
                 if not clock.on:
-                    return fn(*args)
+                    return self.step_call(*args)
                 t = perf()
-                rc = fn(*args)
+                rc = self.step_call(*args)
                 clock.times.append(perf() - t)
                 return rc
-            return call
-        timed_helper = timed(helper) if helper is not None else None
-        timed_call = timed(SegmentStep.call)
-        direct.call_helper = lambda: timed_helper
-        SegmentStep.call = timed_call
+            SegmentStep.call = call
 
     def close(self):
-        self.direct.call_helper, self.step_cls.call = self.helper, self.step_call
+        self.step_cls.call = self.step_call
 
     def timed(self, fn, steps):
         """The median native call over `steps` calls of `fn` (one run each)."""
         self.times.clear()
         self.on = True
         try:
-            median_time(fn, steps, warmup=0)
+            for _ in range(steps):
+                fn()
+                if self.c_timed:
+                    self.times.append(self.direct.last_native_seconds())
         finally:
             self.on = False
         return statistics.median(self.times)
