@@ -357,3 +357,33 @@ def test_an_armed_signature_runs_whole_in_c_and_leaves_it_for_anything_else(pack
     np.testing.assert_array_equal(np.array(get_fetch_variable(scope, "fetch", 0)), got)
     np.testing.assert_array_equal(np.array(scope.find_var("feed").get_feed_list()[0]),
                                   feeds[1]["x"])
+
+
+def test_the_last_runs_arguments_are_remembered_and_anything_else_looked_up_again():
+    """Executor.run remembers the arguments of its last prepared run (the fetched objects
+    themselves) to skip building the signature; runs that alternate fetch lists, feed
+    orders, return_numpy and two scopes each train as the full path does, bit for bit."""
+    main, startup, loss = _net()
+    rng = np.random.default_rng(12)
+    feeds = [_batch(rng) for _ in range(8)]
+    want = _both_ways(main, startup, loss, feeds)["full"][0]
+    exe, scope, prog = _start(main, startup)
+    other = fluid.Scope()
+    exe.run(startup, scope=other)
+    got, got_other = [], []
+    for k, f in enumerate(feeds):
+        kind = k % 4
+        if kind == 0:
+            out = exe.run(prog, feed=f, fetch_list=[loss], scope=scope)[0]
+        elif kind == 1:
+            out = exe.run(prog, feed=f, fetch_list=[loss.name], scope=scope)[0]
+        elif kind == 2:                              # the same names, in another order
+            out = exe.run(prog, feed={"label": f["label"], "x": f["x"]},
+                          fetch_list=[loss], scope=scope)[0]
+        else:
+            out = np.array(exe.run(prog, feed=f, fetch_list=[loss], scope=scope,
+                                   return_numpy=False)[0])
+        got.append(out)
+        got_other.append(exe.run(prog, feed=f, fetch_list=[loss], scope=other)[0])
+    np.testing.assert_array_equal(np.concatenate(got), want)
+    np.testing.assert_array_equal(np.concatenate(got_other), want)
