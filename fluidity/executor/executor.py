@@ -502,27 +502,15 @@ class Executor:
             program = defaults.main_program()
         key = known = None
         if create_local_scope and not use_prune and program is not None:
-            hot = self._hot
-            if hot is not None and hot[0] == id(program) and hot[1] == id(scope) and \
-                    type(feed) is dict and type(fetch_list) is list and \
-                    _same_items(fetch_list, hot[3]) and tuple(feed) == hot[2] and \
-                    hot[4] == (block_id, bool(return_numpy), feed_var_name, fetch_var_name):
-                key, known = hot[5], hot[6]
-            else:
-                key = _direct_key(program, feed, fetch_list, block_id, scope, return_numpy,
-                                  feed_var_name, fetch_var_name)
-                known = self._direct.get(key) if key is not None else None
-                hot = None
-            if known is not None and not known.valid_for(program, scope):
-                known = None
+            args = (block_id, bool(return_numpy), feed_var_name, fetch_var_name)
+            key, known, remembered = self._lookup_direct(program, feed, fetch_list, scope, args)
             if known is not None and profiling.active() is None and \
                     not flag("FLAGS_check_nan_inf"):
                 out = known.run(feed)
                 if out is not None:
-                    if hot is None and type(fetch_list) is list:
+                    if not remembered and type(fetch_list) is list:
                         self._hot = (id(program), id(scope), tuple(feed), tuple(fetch_list),
-                                     (block_id, bool(return_numpy), feed_var_name,
-                                      fetch_var_name), key, known)
+                                     args, key, known)
                     return out
         given = program
         program, feed, fetch_list = self._prune_for(program, feed, fetch_list, use_prune)
@@ -550,6 +538,24 @@ class Executor:
                 prep, view, given, scope, self, return_numpy, (feed_var_name, fetch_var_name),
                 forget))
         return results
+
+    def _lookup_direct(self, program, feed, fetch_list, scope, args):
+        """(the run's signature key, its DirectRun when one still holds for `program` in
+        `scope` or None, whether the last prepared run's remembered arguments gave them).
+        `args`: (block_id, return_numpy, feed_var_name, fetch_var_name)."""
+        hot = self._hot
+        if hot is not None and hot[0] == id(program) and hot[1] == id(scope) and \
+                type(feed) is dict and type(fetch_list) is list and \
+                _same_items(fetch_list, hot[3]) and tuple(feed) == hot[2] and hot[4] == args:
+            key, known, remembered = hot[5], hot[6], True
+        else:
+            key = _direct_key(program, feed, fetch_list, args[0], scope, args[1], args[2],
+                              args[3])
+            known = self._direct.get(key) if key is not None else None
+            remembered = False
+        if known is not None and not known.valid_for(program, scope):
+            known = None
+        return key, known, remembered
 
     def _remember_direct(self, key, d):
         """Keep the prepared run (or FullPath) of a signature; the oldest go past
