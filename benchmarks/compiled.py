@@ -8,7 +8,8 @@ its own process (`--mode` runs one):
              compiled vs interpreted vs PyTorch eager (the same net and SGD, one thread,
              when torch imports) vs the same step as one plain numpy function, in
              alternating rounds; and the compiled segment call timed alone, so that the
-             per-run cost of exe.run outside the native call is printed ("outside").
+             per-run cost of exe.run outside the native call is printed ("outside": each
+             run's time minus its own native call, the median over the runs).
   infer      the Paddle-saved inference models of tests/fixtures/paddle_zoo (mlp, cnn,
              ctr_dnn, lstm, gru) at batch 1 and 64 (the fixture's input rows drawn with
              replacement): median `exe.run` latency compiled vs interpreted, and vs Paddle's
@@ -71,48 +72,54 @@ TRAIN_BATCHES = (1, 64)
 
 
 class NativeClock:
-    """Times every native segment call while `on`: the compiled segment alone (through
-    direct_call.c's helper, which also writes the fed arrays' records, or through
-    SegmentStep.call where a run packs in Python), one entry of `times` per call, so a
-    run's cost outside the native call is the run's time minus this. Installed before the
-    program first runs (a prepared run takes its helper then) and left installed: while off,
-    its wrapper's own cost counts as outside."""
+    """Times the native segment call of each run: direct_call.c times every segment call it
+    makes (a prepared run's whole-run C path, or its packing helper) with the GIL released
+    and `direct.last_native_seconds()` reads this thread's last one, so a run's cost outside
+    the native call is the run's time minus this. Without direct_call.c (no Python
+    headers), the segment calls made from Python are timed by a wrapper instead."""
 
     def __init__(self):
         from fluidity.executor import direct
         from fluidity.executor.native import SegmentStep
         self.times, self.on = [], False
-        self.direct, self.helper = direct, direct.call_helper
+        self.direct = direct
         self.step_cls, self.step_call = SegmentStep, SegmentStep.call
-        clock, perf = self, time.perf_counter
-        helper = direct.call_helper()
+        self.c_timed = direct.call_helper() is not None
+        if not self.c_timed:
+            clock, perf = self, time.perf_counter
 
-        def timed(fn):
             def call(*args):
                 if not clock.on:
-                    return fn(*args)
+                    return self.step_call(*args)
                 t = perf()
-                rc = fn(*args)
+                rc = self.step_call(*args)
                 clock.times.append(perf() - t)
                 return rc
-            return call
-        timed_helper = timed(helper) if helper is not None else None
-        timed_call = timed(SegmentStep.call)
-        direct.call_helper = lambda: timed_helper
-        SegmentStep.call = timed_call
+            SegmentStep.call = call
 
     def close(self):
-        self.direct.call_helper, self.step_cls.call = self.helper, self.step_call
+        self.step_cls.call = self.step_call
 
     def timed(self, fn, steps):
-        """The median native call over `steps` calls of `fn` (one run each)."""
+        """(the median native call, the median of each run's time minus its own native
+        calls) over `steps` calls of `fn` (one run each)."""
         self.times.clear()
         self.on = True
+        native, outside, perf = [], [], time.perf_counter
         try:
-            median_time(fn, steps, warmup=0)
+            for _ in range(steps):
+                before = len(self.times)
+                t = perf()
+                fn()
+                t = perf() - t
+                if self.c_timed:
+                    self.times.append(self.direct.last_native_seconds())
+                inside = sum(self.times[before:])
+                native.append(inside)
+                outside.append(t - inside)
         finally:
             self.on = False
-        return statistics.median(self.times)
+        return statistics.median(native), statistics.median(outside)
 
 
 def torch_mlp_step(batches):
@@ -150,7 +157,8 @@ def train_mlp(steps, rounds=5):
     from train_mlp import bench_numpy, build, data
     print(f"train-mlp: MLP 784-256-128-10 SGD step, full exe.run calls; median of {rounds} "
           f"alternating rounds' medians; native = the compiled segment call alone, outside ="
-          f" compiled - native (the per-run cost of exe.run around the native call)")
+          f" a run's time minus its own native call, the median over the runs (the per-run"
+          f" cost of exe.run around the native call)")
     print(f"{'batch':>5} {'compiled':>10} {'native':>9} {'outside':>9} {'interp':>10} "
           f"{'torch':>10} {'numpy':>9} {'vs interp':>10} {'vs torch':>9}")
     for batch in TRAIN_BATCHES:
@@ -170,11 +178,13 @@ def train_mlp(steps, rounds=5):
                 exe.run(prog, feed={"x": x, "label": y}, fetch_list=[loss], scope=scope)
             runs[kind] = step
         runs["torch"] = torch_mlp_step(batches)
-        t = {k: [] for k in ("interpreter", "compiled", "native", "torch", "numpy")}
+        t = {k: [] for k in ("interpreter", "compiled", "native", "outside", "torch", "numpy")}
         for _ in range(rounds):
             t["interpreter"].append(median_time(runs["interpreter"], n))
             t["compiled"].append(median_time(runs["compiled"], n))
-            t["native"].append(clock.timed(runs["compiled"], n))
+            native, outside = clock.timed(runs["compiled"], n)
+            t["native"].append(native)
+            t["outside"].append(outside)
             if runs["torch"] is not None:
                 t["torch"].append(median_time(runs["torch"], n))
             t["numpy"].append(bench_numpy(batches, n))
@@ -183,7 +193,7 @@ def train_mlp(steps, rounds=5):
         tt = m["torch"]
         vs_torch = f"{tt / m['compiled']:.2f}x" if tt else "n/a"
         print(f"{batch:>5} {m['compiled'] * 1e6:>8.1f}us {m['native'] * 1e6:>7.1f}us "
-              f"{(m['compiled'] - m['native']) * 1e6:>7.1f}us "
+              f"{m['outside'] * 1e6:>7.1f}us "
               f"{m['interpreter'] * 1e6:>8.1f}us "
               f"{(f'{tt * 1e6:.1f}us') if tt else 'n/a':>10} {m['numpy'] * 1e6:>7.1f}us "
               f"{m['interpreter'] / m['compiled']:>9.2f}x {vs_torch:>9}")

@@ -45,35 +45,68 @@ from .native import Interpret, NativePlan, SegmentOp
 _DATA, _NDIM, _DIMS = abi.DATA, abi.NDIM, abi.DIMS
 _HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "direct_call.c")
 _NOT_PACKED = -100           # direct_call.c's FL_NOT_PACKED
-_helper = []                 # [the helper's function, or None], once per process
+_helper = []                 # [(helper, runner maker, ns getter), or None], once per process
+
+# direct_call.c's runner block: int64 slots, then per fed name (its record's slot or -1, the
+# accepted rank or -1, MAX_DIMS dims) and per fetch (its record's slot, the data offset,
+# rank and MAX_DIMS dims its view was made for)
+R_FN, R_ARGS, R_VIEW_ARENA, R_ERR, R_NFEED, R_NFETCH, R_DATA, R_NDIM, R_DIMS, R_MAXD, \
+    R_HEAD = range(11)
+_MAX_RUNNER_FEEDS = 64       # direct_call.c's FL_MAX_FEEDS
 
 
 def helper_cflags():
-    """The compiler flags direct_call.c builds with (the Python headers' directory added),
-    or None where this Python has no headers (python3-dev not installed)."""
+    """The compiler flags direct_call.c builds with (the Python headers' and numpy's
+    directories added), or None where this Python has no headers (python3-dev not
+    installed)."""
     include = sysconfig.get_paths().get("include")
     if include and os.path.exists(os.path.join(include, "Python.h")):
-        return native.CFLAGS + (f"-I{include}",)
+        return native.CFLAGS + (f"-I{include}", f"-I{np.get_include()}")
     return None
 
 
-def call_helper():
-    """direct_call.c's `fl_direct_call` (packs the fed arrays and calls the segment, in one
-    call from Python), or None where it cannot be built: no Python headers, no C compiler,
-    or FLUIDITY_NATIVE=0. Without it the same work is done in Python (a few microseconds
-    more a run)."""
+def _helpers():
+    """(fl_direct_call, fl_direct_runner, fl_last_native_ns) of direct_call.c, or None
+    where it cannot be built: no Python headers, no C compiler, or FLUIDITY_NATIVE=0."""
     if not _helper:
-        fn = None
+        got = None
         flags = helper_cflags()
         if os.environ.get("FLUIDITY_NATIVE", "1") != "0" and flags is not None:
             try:
                 lib = native.load(_HELPER, cflags=flags)
-                proto = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)
-                fn = proto(("fl_direct_call", lib))    # the GIL held: it reads the list
+                # the GIL held: they read Python objects
+                call = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)(
+                    ("fl_direct_call", lib))
+                runner = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(
+                    ("fl_direct_runner", lib))
+                ns = ctypes.CFUNCTYPE(ctypes.c_int64)(("fl_last_native_ns", lib))
+                got = (call, runner, ns)
             except (native.NativeBuildError, AttributeError, OSError):
-                fn = None
-        _helper.append(fn)
+                got = None
+        _helper.append(got)
     return _helper[0]
+
+
+def call_helper():
+    """direct_call.c's `fl_direct_call` (packs the fed arrays and calls the segment, in one
+    call from Python), or None where it cannot be built. Without it the same work is done
+    in Python (a few microseconds more a run)."""
+    h = _helpers()
+    return h[0] if h is not None else None
+
+
+def runner_maker():
+    """direct_call.c's `fl_direct_runner` (makes a run's builtin from its context), or
+    None where direct_call.c cannot be built."""
+    h = _helpers()
+    return h[1] if h is not None else None
+
+
+def last_native_seconds():
+    """The wall time of this thread's last segment call made by direct_call.c (the native
+    call alone, without what a run does around it), or None without direct_call.c."""
+    h = _helpers()
+    return h[2]() * 1e-9 if h is not None else None
 
 
 def _address(a, _char=ctypes.c_char, _addressof=ctypes.addressof):
@@ -264,23 +297,37 @@ class DirectRun(FullPath):
         feed_name, fetch_name = holders
         self.feed_holder = scope.var(feed_name) if feeds else None
         self.fetch_holder = scope.var(fetch_name) if fetches else None
+        self.fetch_wrappers = [None] * prep.n_fetch   # the fetch holder's, when return_numpy
+        # the whole run in C (direct_call.c's runner) where it does all a run does: fetches
+        # of the segment's outputs without LoD, returned as numpy, no fed LoD read
+        self.make_runner = runner_maker() if (
+            return_numpy and len(feeds) <= _MAX_RUNNER_FEEDS and
+            all(f.j is not None and f.lod_from is None for f in self.fetches) and
+            not any(f.lod for f in feeds)) else None
 
     def run(self, feed):
         """The fetched values of one run with `feed` (the caller's dict), or None when this
         call must take the executor's full path (nothing has run then)."""
+        runner = self.tls.__dict__.get("runner")
+        rc = runner(feed) if runner is not None else _NOT_PACKED
+        if type(rc) is list:           # the whole run went in C
+            return rc
         values = list(feed.values()) if feed else []
         if self.feed_pos is not None:
             values = [values[i] for i in self.feed_pos]
         step = self.step
         st = step.state()
-        rc = self._call_native(values, st) if self.helper is not None else None
-        if rc is not None:
+        if rc > _NOT_PACKED:           # the runner called the segment: rc is its code
             tensors = [None] * len(values)
-        else:                          # a value off the fast check: packed in Python
-            tensors = self._pack_feeds(values, st)
-            if tensors is None or not self._pack_params(st):
-                return None
-            rc = 1
+        else:
+            rc = self._call_native(values, st) if self.helper is not None else None
+            if rc is not None:
+                tensors = [None] * len(values)
+            else:                      # a value off the fast check: packed in Python
+                tensors = self._pack_feeds(values, st)
+                if tensors is None or not self._pack_params(st):
+                    return None
+                rc = 1
         try:
             if rc == 1:                # packed, not run yet (or the arena must grow)
                 rc = step.call(st)
@@ -291,7 +338,77 @@ class DirectRun(FullPath):
         if rc:
             raise step.op_failed(rc, st)
         self._hold_feed(values, tensors)
-        return self._fetched(st, tensors)
+        out = self._fetched(st, tensors)
+        if self.make_runner is not None:
+            self._arm(st)
+        return out
+
+    def _arm(self, st):
+        """After a run that went the Python way: this thread's runner (made once) brought up
+        to date with what that run accepted and made, so that the next run of the same
+        kind goes in C: each fed name's accepted shape, each fetch's view of the arena (its
+        `copy`, and the record head it was made for)."""
+        tls = self.tls.__dict__
+        parts = tls.get("runner_parts")
+        if parts is None or parts[0] is not st:
+            parts = self._runner_parts(st)
+            if parts is None:
+                return
+            tls["runner_parts"] = parts
+        st_, block, copiers, runner, dtypes = parts
+        maxd = abi.MAX_DIMS
+        for i, f in enumerate(self.feeds):
+            dtypes[i] = f.dtype
+            at = R_HEAD + i * (2 + maxd)
+            ok = f.shape is not None and len(f.shape) <= maxd
+            block[at + 1] = len(f.shape) if ok else -1
+            if ok:
+                block[at + 2:at + 2 + len(f.shape)] = f.shape
+        base = R_HEAD + len(self.feeds) * (2 + maxd)
+        for k, f in enumerate(self.fetches):
+            at = base + k * (3 + maxd)
+            arena, head, view = f.view
+            if arena is st.arena and head is not None and head[_NDIM] >= 0:
+                block[at + 1] = head[_DATA]
+                block[at + 2] = head[_NDIM]
+                block[at + 3:at + 3 + head[_NDIM]] = head[_DIMS:_DIMS + head[_NDIM]]
+                copiers[k] = view.copy
+            else:
+                copiers[k] = None
+        block[R_VIEW_ARENA] = st.arena_ptr
+        tls["runner"] = runner
+
+    def _runner_parts(self, st):
+        """(state, block, copiers, runner, dtypes) of this thread's runner, or None when one cannot
+        be made (direct_call.c's context check)."""
+        maxd, n_in = abi.MAX_DIMS, len(self.step.inputs)
+        feed_recs = [abi.input_slot(f.j) if f.j is not None else -1 for f in self.feeds]
+        block = np.zeros(R_HEAD + len(self.feeds) * (2 + maxd) +
+                         len(self.fetches) * (3 + maxd), np.int64)
+        block[[R_FN, R_ARGS, R_ERR, R_NFEED, R_NFETCH, R_DATA, R_NDIM, R_DIMS, R_MAXD]] = [
+            ctypes.cast(self.step.fn, ctypes.c_void_p).value, st.args.address,
+            ctypes.addressof(st.err), len(self.feeds), len(self.fetches), abi.DATA,
+            abi.NDIM, abi.DIMS, maxd]
+        for i, at in enumerate(feed_recs):
+            block[R_HEAD + i * (2 + maxd)] = at
+            block[R_HEAD + i * (2 + maxd) + 1] = -1          # no shape accepted yet
+        base = R_HEAD + len(self.feeds) * (2 + maxd)
+        for k, f in enumerate(self.fetches):
+            block[base + k * (3 + maxd)] = abi.input_slot(n_in + f.j)
+        copiers = [None] * len(self.fetches)
+        names = tuple(f.spec[0] for f in self.feeds)
+        dtypes = [f.dtype for f in self.feeds]     # _arm keeps them the accepted ones
+        ctx = (block.ctypes.data, names, dtypes, np.ndarray, LoDTensor,
+               tuple((var, j) for j, var, _ in self.params), st.seen,
+               self.feed_holder, self.wrappers, self.fetch_holder, self.fetch_wrappers,
+               copiers, tuple(f.j for f in self.feeds), st.shapes, st,
+               tuple(self.feed_cols), tuple(self.fetch_cols))
+        try:
+            runner = self.make_runner(ctx)
+        except ValueError:
+            return None
+        # the context keeps the block alive: ctx holds only its address, so keep it here
+        return st, block, copiers, runner, dtypes
 
     def _call_native(self, values, st):
         """The segment's return code after direct_call.c packed `values` and called it,
@@ -421,7 +538,14 @@ class DirectRun(FullPath):
                 if f.lod_from is not None:
                     t = tensors[f.lod_from]
                     lod = (t[0] if type(t) is tuple else t)._lod if t is not None else None
-                value = LoDTensor(arr, lod)
+                if self.return_numpy and lod is None:   # the holder's wrapper, refilled
+                    value = self.fetch_wrappers[col]
+                    if value is None:
+                        value = self.fetch_wrappers[col] = LoDTensor(arr)
+                    else:
+                        value._array = arr
+                else:
+                    value = LoDTensor(arr, lod)
                 results.append(arr if self.return_numpy else value)
             else:
                 value = f.var.value

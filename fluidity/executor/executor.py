@@ -74,6 +74,17 @@ def _direct_key(program, feed, fetch_list, block_id, scope, return_numpy, feed_v
             feed_var_name, fetch_var_name)
 
 
+def _same_items(a, b):
+    """Whether sequences a and b hold the same objects (identity, never `==`: a Variable's
+    comparison operators build ops)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is not y:
+            return False
+    return True
+
+
 def _feeds_and_fetches(feed, fetch_list):
     """(feed dict, feed names, fetch names) of `run`'s arguments as Fluid programs pass them:
     a dict, or one place's feed as a one-dict list (an iterable DataLoader's); a variable or
@@ -346,6 +357,9 @@ class Executor:
         self._pruned_cache = weakref.WeakKeyDictionary()   # program -> {signature: pruned}
         self.services = Services(self)    # run-time services of RPC ops (services.py)
         self._direct = {}    # signature (_direct_key) -> its DirectRun (executor/direct.py)
+        # the arguments of the last run a DirectRun took, with its key and the DirectRun:
+        # a run with the same ones (the fetched objects themselves) skips _direct_key
+        self._hot = None
 
     # -- preparing ----------------------------------------------------------------------
     def _prepare(self, program, block_id, feed_names, fetch_names, feed_var_name,
@@ -488,17 +502,16 @@ class Executor:
             program = defaults.main_program()
         key = known = None
         if create_local_scope and not use_prune and program is not None:
-            key = _direct_key(program, feed, fetch_list, block_id, scope, return_numpy,
-                              feed_var_name, fetch_var_name)
-            if key is not None:
-                known = self._direct.get(key)
-                if known is not None and not known.valid_for(program, scope):
-                    known = None
-                if known is not None and profiling.active() is None and \
-                        not flag("FLAGS_check_nan_inf"):
-                    out = known.run(feed)
-                    if out is not None:
-                        return out
+            args = (block_id, bool(return_numpy), feed_var_name, fetch_var_name)
+            key, known, remembered = self._lookup_direct(program, feed, fetch_list, scope, args)
+            if known is not None and profiling.active() is None and \
+                    not flag("FLAGS_check_nan_inf"):
+                out = known.run(feed)
+                if out is not None:
+                    if not remembered and type(fetch_list) is list:
+                        self._hot = (id(program), id(scope), tuple(feed), tuple(fetch_list),
+                                     args, key, known)
+                    return out
         given = program
         program, feed, fetch_list = self._prune_for(program, feed, fetch_list, use_prune)
         if isinstance(feed, (list, tuple)) and getattr(program, "_is_inference", False) \
@@ -526,11 +539,30 @@ class Executor:
                 forget))
         return results
 
+    def _lookup_direct(self, program, feed, fetch_list, scope, args):
+        """(the run's signature key, its DirectRun when one still holds for `program` in
+        `scope` or None, whether the last prepared run's remembered arguments gave them).
+        `args`: (block_id, return_numpy, feed_var_name, fetch_var_name)."""
+        hot = self._hot
+        if hot is not None and hot[0] == id(program) and hot[1] == id(scope) and \
+                type(feed) is dict and type(fetch_list) is list and \
+                _same_items(fetch_list, hot[3]) and tuple(feed) == hot[2] and hot[4] == args:
+            key, known, remembered = hot[5], hot[6], True
+        else:
+            key = _direct_key(program, feed, fetch_list, args[0], scope, args[1], args[2],
+                              args[3])
+            known = self._direct.get(key) if key is not None else None
+            remembered = False
+        if known is not None and not known.valid_for(program, scope):
+            known = None
+        return key, known, remembered
+
     def _remember_direct(self, key, d):
         """Keep the prepared run (or FullPath) of a signature; the oldest go past
         _DIRECT_RUNS kept (a run of a forgotten one prepares it again)."""
         self._direct.pop(key, None)
         self._direct[key] = d
+        self._hot = None
         if len(self._direct) > _DIRECT_RUNS:
             del self._direct[next(iter(self._direct))]
 
@@ -700,5 +732,6 @@ class Executor:
         self._raw_views.clear()
         self._pruned_cache.clear()
         self._direct.clear()
+        self._hot = None
         self._kinds.close()
 

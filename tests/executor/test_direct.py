@@ -315,3 +315,75 @@ def test_a_prepared_run_does_not_keep_its_scope_alive():
         del scope
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
+
+
+def test_an_armed_signature_runs_whole_in_c_and_leaves_it_for_anything_else(packing,
+                                                                            monkeypatch):
+    """Once a run of a signature went the Python way, the next ones are one call of
+    direct_call.c's runner (no Python fetch); a new shape, an arena that must grow, a
+    replaced parameter, a holder changed by the user each go back to Python for that run,
+    and every result is the full path's, bit for bit."""
+    if packing == "python":
+        pytest.skip("the runner is direct_call.c's")
+    main, startup, loss = _net()
+    rng = np.random.default_rng(11)
+    feeds = [_batch(rng) for _ in range(4)] + [_batch(rng, n=5000)] + \
+        [_batch(rng) for _ in range(3)] + [_batch(rng, n=5000) for _ in range(2)]
+    python_fetches = []
+    fetched = direct.DirectRun._fetched
+
+    def counting(self, st, tensors):
+        python_fetches.append(len(python_fetches))
+        return fetched(self, st, tensors)
+    monkeypatch.setattr(direct.DirectRun, "_fetched", counting)
+    _assert_same(_both_ways(main, startup, loss, feeds))
+    # run 1 prepares (the full path), 2 goes the Python way and arms the runner, 3 and 4
+    # run in C; each change of shape (5, 6, 9: checked, the arena grown, views of the
+    # new arena made) goes the Python way once, then C again
+    assert len(python_fetches) == 4
+
+    exe, scope, prog = _start(main, startup)
+    for f in feeds[:4]:
+        exe.run(prog, feed=f, fetch_list=[loss], scope=scope)
+    python_fetches.clear()
+    w = main.all_parameters()[0].name
+    t = scope.find_var(w).get_tensor()
+    t.set(np.array(t), fluid.CPUPlace())                       # the same values, a new array
+    scope.find_var("fetch").value = []                         # a holder the user emptied
+    for _ in range(2):
+        got = exe.run(prog, feed=feeds[1], fetch_list=[loss], scope=scope)[0]
+        assert isinstance(got, np.ndarray) and got.shape == (1,) and np.isfinite(float(got))
+    assert len(python_fetches) == 1                            # the first in Python, then C
+    np.testing.assert_array_equal(np.array(get_fetch_variable(scope, "fetch", 0)), got)
+    np.testing.assert_array_equal(np.array(scope.find_var("feed").get_feed_list()[0]),
+                                  feeds[1]["x"])
+
+
+def test_the_last_runs_arguments_are_remembered_and_anything_else_looked_up_again():
+    """Executor.run remembers the arguments of its last prepared run (the fetched objects
+    themselves) to skip building the signature; runs that alternate fetch lists, feed
+    orders, return_numpy and two scopes each train as the full path does, bit for bit."""
+    main, startup, loss = _net()
+    rng = np.random.default_rng(12)
+    feeds = [_batch(rng) for _ in range(8)]
+    want = _both_ways(main, startup, loss, feeds)["full"][0]
+    exe, scope, prog = _start(main, startup)
+    other = fluid.Scope()
+    exe.run(startup, scope=other)
+    got, got_other = [], []
+    for k, f in enumerate(feeds):
+        kind = k % 4
+        if kind == 0:
+            out = exe.run(prog, feed=f, fetch_list=[loss], scope=scope)[0]
+        elif kind == 1:
+            out = exe.run(prog, feed=f, fetch_list=[loss.name], scope=scope)[0]
+        elif kind == 2:                              # the same names, in another order
+            out = exe.run(prog, feed={"label": f["label"], "x": f["x"]},
+                          fetch_list=[loss], scope=scope)[0]
+        else:
+            out = np.array(exe.run(prog, feed=f, fetch_list=[loss], scope=scope,
+                                   return_numpy=False)[0])
+        got.append(out)
+        got_other.append(exe.run(prog, feed=f, fetch_list=[loss], scope=other)[0])
+    np.testing.assert_array_equal(np.concatenate(got), want)
+    np.testing.assert_array_equal(np.concatenate(got_other), want)

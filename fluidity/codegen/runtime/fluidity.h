@@ -31,12 +31,46 @@ struct Error {
 
 // --- BLAS ---------------------------------------------------------------------------------
 // C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major, leading dims given.
+//
+// One row (M == 1) or one column (N == 1) of C is a matrix-vector product and goes to sgemv,
+// as numpy's matmul sends it (so a batch-1 layer rounds as the interpreter's does): sgemm
+// would first copy the whole matrix into its packed panels, which at batch 1 costs more than
+// the product (measured: a third of a batch-1 MLP training step). With beta = 0 the output
+// is zeroed first, so what the arena held before (a NaN) is never scaled into it.
+inline void gemv_of_gemm(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A,
+                         i64 lda, const float* B, i64 ldb, float beta, float* C, i64 ldc) {
+    if (M == 1) {           // C[0,:] = alpha * op(B)^T a + beta C, a = op(A)'s one row
+        const i64 inca = ta ? lda : 1, incc = 1;
+        if (beta == 0.0f) for (i64 j = 0; j < N; ++j) C[j] = 0.0f;
+        if (tb)             // op(B) = B^T, B stored [N, K]: C = B a
+            scipy_cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)N, (blasint)K, alpha, B,
+                              (blasint)ldb, A, (blasint)inca, beta, C, (blasint)incc);
+        else                // B stored [K, N]: C = B^T a
+            scipy_cblas_sgemv(CblasRowMajor, CblasTrans, (blasint)K, (blasint)N, alpha, B,
+                              (blasint)ldb, A, (blasint)inca, beta, C, (blasint)incc);
+        return;
+    }
+    // N == 1: C[:,0] = alpha * op(A) b + beta C, b = op(B)'s one column
+    const i64 incb = tb ? 1 : ldb;
+    if (beta == 0.0f) for (i64 i = 0; i < M; ++i) C[i * ldc] = 0.0f;
+    if (ta)                 // op(A) = A^T, A stored [K, M]
+        scipy_cblas_sgemv(CblasRowMajor, CblasTrans, (blasint)K, (blasint)M, alpha, A,
+                          (blasint)lda, B, (blasint)incb, beta, C, (blasint)ldc);
+    else
+        scipy_cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)M, (blasint)K, alpha, A,
+                          (blasint)lda, B, (blasint)incb, beta, C, (blasint)ldc);
+}
+
 inline void gemm(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda,
                  const float* B, i64 ldb, float beta, float* C, i64 ldc) {
     if (M == 0 || N == 0) return;
     if (K == 0) {
         for (i64 i = 0; i < M; ++i)
             for (i64 j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        return;
+    }
+    if (M == 1 || N == 1) {
+        gemv_of_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     scipy_cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
