@@ -94,15 +94,21 @@ def test_a_sparse_gradients_parts_sum_compiled_and_train_as_interpreted():
     rows = [t for _, t, w, _ in explain_rows(main, 0, keep=[loss.name]) if w != "python"]
     assert "sum" in rows and "sgd" in rows
     feed = {"a": np.array([[1], [3], [1]], np.int64), "b": np.array([[3], [7], [2]], np.int64)}
+    got = _tables_trained_both_ways(main, startup, feed, loss, 2)
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-6, atol=1e-7)
+
+
+def _tables_trained_both_ways(main, startup, feed, loss, steps):
+    """The table "tab" after `steps` runs of `main` interpreted, then compiled."""
     got = []
     for prog in (main, fluid.CompiledProgram(main).with_native_code(fetch_list=[loss])):
         scope = fluid.Scope()
         exe = fluid.Executor()
         exe.run(startup, scope=scope)
-        for _ in range(2):
+        for _ in range(steps):
             exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)
         got.append(np.array(scope.find_var("tab").get_tensor()))
-    np.testing.assert_allclose(got[1], got[0], rtol=1e-6, atol=1e-7)
+    return got
 
 
 def test_a_sparse_sgd_fused_into_its_lookup_grad_adds_rows_as_the_interpreter():
@@ -124,14 +130,7 @@ def test_a_sparse_sgd_fused_into_its_lookup_grad_adds_rows_as_the_interpreter():
     rows = explain_rows(main, 0, keep=[loss.name])
     assert any(t == "sgd" and why.startswith("fused into") for _, t, _, why in rows)
     feed = {"ids": np.array([[1, 5, 1, 1], [5, 2, 9, 1], [2, 2, 11, 5]], np.int64)}
-    got = []
-    for prog in (main, fluid.CompiledProgram(main).with_native_code(fetch_list=[loss])):
-        scope = fluid.Scope()
-        exe = fluid.Executor()
-        exe.run(startup, scope=scope)
-        for _ in range(3):
-            exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)
-        got.append(np.array(scope.find_var("tab").get_tensor()))
+    got = _tables_trained_both_ways(main, startup, feed, loss, 3)
     np.testing.assert_array_equal(got[1], got[0])
 
 
