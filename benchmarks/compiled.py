@@ -438,11 +438,18 @@ def conv_flops(spec, batch):
     return total
 
 
+def train_layers(spec):
+    """The layers of a CONV_MODELS entry as trained: a model that ends without an fc (the
+    ResNet stack) gets a classifier head, a global average pool and a 10-way fc."""
+    layers = list(spec[1])
+    return layers if layers[-1][0] == "fc" else layers + [("gap",), ("fc", 10)]
+
+
 def build_conv_model(spec, training=False):
     """The model as a Fluid program: inference (batch_norm over running statistics) or a
     training step (batch statistics; softmax cross-entropy on a fed label, mean, SGD 0.01)."""
     import fluidity as fluid
-    (c, h, w), layers = spec[0], spec[1]
+    (c, h, w), layers = spec[0], (train_layers(spec) if training else spec[1])
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = 1
     with fluid.program_guard(main, startup):
@@ -473,7 +480,7 @@ def build_conv_model(spec, training=False):
 
 def build_torch_model(spec, training=False):
     import torch
-    (c, _, _), layers = spec[0], spec[1]
+    (c, _, _), layers = spec[0], (train_layers(spec) if training else spec[1])
     mods = []
     for layer in layers:
         kind = layer[0]
@@ -714,7 +721,7 @@ def conv_train(steps, models):
         exe, scope, main, compiled, loss = conv_setup(spec, True, rng)
         for batch in spec[3]:
             x = rng.random((batch, *spec[0]), dtype=np.float32)
-            y = rng.integers(0, spec[1][-1][1], (batch, 1)).astype(np.int64)
+            y = rng.integers(0, train_layers(spec)[-1][1], (batch, 1)).astype(np.int64)
             feed = {"img": x, "label": y}
             fns = {"compiled": lambda: exe.run(compiled, feed=feed, fetch_list=[loss],
                                                scope=scope),
@@ -734,7 +741,7 @@ def conv_train(steps, models):
             for fn in fns.values():
                 for _ in range(3):
                     fn()
-            flops = 3 * conv_flops(spec, batch)          # forward, and backward's two
+            flops = 3 * conv_flops((spec[0], train_layers(spec)), batch)  # fwd, 2 bwd
             per = max(3, min(30, int(steps * 2e7 / max(flops, 1)) // 10))
             t = alternating(fns, rounds=5, per_round=per)
             vs_t = f"{t['torch'] / t['compiled']:.2f}x" if t.get("torch") else "n/a"
