@@ -231,24 +231,33 @@ def infer_fluidity(name, batch, steps):
     return out
 
 
-PADDLE_INFER = r"""
+# Paddle's predictor over d["model"] (.pdmodel/.pdiparams), IR optimization on, one math
+# thread, its native kernels and then oneDNN's: the start of both scripts below.
+PADDLE_PREDICTORS = r"""
 import json, os, statistics, sys, time
 import numpy as np
 import paddle.inference as pi
 d = json.loads(sys.argv[1])
+
+
+def predictors():
+    for onednn in (False, True):
+        cfg = pi.Config(d["model"] + ".pdmodel", d["model"] + ".pdiparams")
+        cfg.disable_gpu()
+        cfg.switch_ir_optim(True)
+        cfg.set_cpu_math_library_num_threads(1)
+        cfg.disable_glog_info()
+        if onednn:
+            cfg.enable_mkldnn()
+        else:
+            cfg.disable_mkldnn()
+        yield onednn, pi.create_predictor(cfg)
+"""
+
+PADDLE_INFER = PADDLE_PREDICTORS + r"""
 feed = dict(np.load(d["feed"]))
 best = None
-for onednn in (False, True):
-    cfg = pi.Config(d["model"] + ".pdmodel", d["model"] + ".pdiparams")
-    cfg.disable_gpu()
-    cfg.switch_ir_optim(True)
-    cfg.set_cpu_math_library_num_threads(1)
-    cfg.disable_glog_info()
-    if onednn:
-        cfg.enable_mkldnn()
-    else:
-        cfg.disable_mkldnn()
-    p = pi.create_predictor(cfg)
+for onednn, p in predictors():
     ins = [(p.get_input_handle(n), feed[n]) for n in p.get_input_names()]
     outs = [p.get_output_handle(n) for n in p.get_output_names()]
     def run():
@@ -552,24 +561,10 @@ def gemm_flops(spec, batch):
     return conv_flops(spec, batch) - dw
 
 
-PADDLE_CONV = r"""
-import json, statistics, sys, time
-import numpy as np
-import paddle.inference as pi
-d = json.loads(sys.argv[1])
+PADDLE_CONV = PADDLE_PREDICTORS + r"""
 x = np.load(d["feed"])["img"]
 best = None
-for onednn in (False, True):
-    cfg = pi.Config(d["model"] + ".pdmodel", d["model"] + ".pdiparams")
-    cfg.disable_gpu()
-    cfg.switch_ir_optim(True)
-    cfg.set_cpu_math_library_num_threads(1)
-    cfg.disable_glog_info()
-    if onednn:
-        cfg.enable_mkldnn()
-    else:
-        cfg.disable_mkldnn()
-    p = pi.create_predictor(cfg)
+for onednn, p in predictors():
     h = p.get_input_handle(p.get_input_names()[0])
     o = p.get_output_handle(p.get_output_names()[0])
     def run():
