@@ -213,12 +213,20 @@ class Scope:
         return f"Scope({len(self._vars)} vars, {len(self._kids)} kids)"
 
 
-_global = threading.local()
+class _ThreadScope(threading.local):
+    """The scope a `scope_guard` made global on this thread (None outside any): a class
+    default, so that reading it outside a guard costs no AttributeError (global_scope is
+    on every `exe.run` without a scope)."""
+    scope = None
+
+
+_global = _ThreadScope()
 _global_scope = Scope()
 
 
 def global_scope():
-    return getattr(_global, "scope", None) or _global_scope
+    s = _global.scope
+    return _global_scope if s is None else s
 
 
 def switch_scope(scope):
@@ -234,7 +242,7 @@ def switch_scope(scope):
 @contextlib.contextmanager
 def scope_guard(scope):
     """Make `scope` the global scope inside the block (per thread)."""
-    prev = getattr(_global, "scope", None)
+    prev = _global.scope
     _global.scope = scope
     try:
         yield scope

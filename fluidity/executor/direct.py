@@ -66,8 +66,9 @@ def helper_cflags():
 
 
 def _helpers():
-    """(fl_direct_call, fl_direct_runner, fl_last_native_ns) of direct_call.c, or None
-    where it cannot be built: no Python headers, no C compiler, or FLUIDITY_NATIVE=0."""
+    """(fl_direct_call, fl_direct_runner, fl_last_native_ns, fl_direct_hot) of
+    direct_call.c, or None where it cannot be built: no Python headers, no C compiler, or
+    FLUIDITY_NATIVE=0."""
     if not _helper:
         got = None
         flags = helper_cflags()
@@ -80,7 +81,9 @@ def _helpers():
                 runner = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(
                     ("fl_direct_runner", lib))
                 ns = ctypes.CFUNCTYPE(ctypes.c_int64)(("fl_last_native_ns", lib))
-                got = (call, runner, ns)
+                hot = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(
+                    ("fl_direct_hot", lib))
+                got = (call, runner, ns, hot)
             except (native.NativeBuildError, AttributeError, OSError):
                 got = None
         _helper.append(got)
@@ -100,6 +103,36 @@ def runner_maker():
     None where direct_call.c cannot be built."""
     h = _helpers()
     return h[1] if h is not None else None
+
+
+def hot_call(known, feed, fetch_list, args):
+    """The signature check and run of `known` (a DirectRun whose run just went well) for
+    later calls with the same arguments: `hot(program, feed, fetch_list, scope, block_id,
+    return_numpy, feed_var_name, fetch_var_name)` returns None when a call is not that
+    signature or no longer valid (nothing ran), a list (the fetched values), or a code to
+    hand to `known.run(feed, code)`. In C (direct_call.c's `fl_direct_hot`) where it
+    builds, else the same checks in Python. `args`: (block_id, return_numpy,
+    feed_var_name, fetch_var_name) as Executor.run resolved them; `fetch_list`: a list."""
+    names, fetched = tuple(feed) if feed else (), tuple(fetch_list)
+    h = _helpers()
+    if h is not None:
+        return h[3]((known.tls, known.program_ref, known.scope_ref, names, fetched,
+                     args[0], bool(args[1]), args[2], args[3], known.view, known.revision,
+                     known.setup, tuple(known.chain)))
+    program_ref, scope_ref = known.program_ref, known.scope_ref
+
+    def hot(program, feed, fetch_list, scope, block_id, return_numpy, feed_var_name,
+            fetch_var_name):
+        if program_ref() is not program or scope_ref() is not scope or \
+                type(feed) is not dict or type(fetch_list) is not list or \
+                tuple(feed) != names or len(fetch_list) != len(fetched) or \
+                any(a is not b for a, b in zip(fetch_list, fetched)) or \
+                (block_id, bool(return_numpy), feed_var_name, fetch_var_name) != \
+                (args[0], bool(args[1]), args[2], args[3]) or \
+                not known.valid_for(program, scope):
+            return None
+        return _NOT_PACKED
+    return hot
 
 
 def last_native_seconds():
@@ -278,6 +311,12 @@ class FullPath:
         return None
 
 
+class _PerThread(threading.local):
+    """A DirectRun's per-thread state: this thread's runner (direct_call.c's, once a run
+    went the Python way), its parts, and its call block; None until made."""
+    runner = runner_parts = block = None
+
+
 class DirectRun(FullPath):
     """One prepared signature (see the module docstring). Shareable by threads: each has
     its own argument records and arena (the segment step's per-thread state)."""
@@ -293,7 +332,7 @@ class DirectRun(FullPath):
         self.fetch_cols = [c for c, _ in fetches]
         self.fetches = [f for _, f in fetches]
         self.return_numpy = return_numpy
-        self.helper, self.tls = call_helper(), threading.local()
+        self.helper, self.tls = call_helper(), _PerThread()
         feed_name, fetch_name = holders
         self.feed_holder = scope.var(feed_name) if feeds else None
         self.fetch_holder = scope.var(fetch_name) if fetches else None
@@ -305,13 +344,16 @@ class DirectRun(FullPath):
             all(f.j is not None and f.lod_from is None for f in self.fetches) and
             not any(f.lod for f in feeds)) else None
 
-    def run(self, feed):
+    def run(self, feed, rc=None):
         """The fetched values of one run with `feed` (the caller's dict), or None when this
-        call must take the executor's full path (nothing has run then)."""
-        runner = self.tls.__dict__.get("runner")
-        rc = runner(feed) if runner is not None else _NOT_PACKED
-        if type(rc) is list:           # the whole run went in C
-            return rc
+        call must take the executor's full path (nothing has run then). `rc`: what this
+        thread's runner returned for this call when the caller called it (its `hot_call`),
+        else None (called here)."""
+        if rc is None:
+            runner = self.tls.runner
+            rc = runner(feed) if runner is not None else _NOT_PACKED
+            if type(rc) is list:       # the whole run went in C
+                return rc
         values = list(feed.values()) if feed else []
         if self.feed_pos is not None:
             values = [values[i] for i in self.feed_pos]
@@ -348,13 +390,13 @@ class DirectRun(FullPath):
         to date with what that run accepted and made, so that the next run of the same
         kind goes in C: each fed name's accepted shape, each fetch's view of the arena (its
         `copy`, and the record head it was made for)."""
-        tls = self.tls.__dict__
-        parts = tls.get("runner_parts")
+        tls = self.tls
+        parts = tls.runner_parts
         if parts is None or parts[0] is not st:
             parts = self._runner_parts(st)
             if parts is None:
                 return
-            tls["runner_parts"] = parts
+            tls.runner_parts = parts
         st_, block, copiers, runner, dtypes = parts
         maxd = abi.MAX_DIMS
         for i, f in enumerate(self.feeds):
@@ -376,7 +418,7 @@ class DirectRun(FullPath):
             else:
                 copiers[k] = None
         block[R_VIEW_ARENA] = st.arena_ptr
-        tls["runner"] = runner
+        tls.runner = runner
 
     def _runner_parts(self, st):
         """(state, block, copiers, runner, dtypes) of this thread's runner, or None when one cannot
@@ -430,7 +472,7 @@ class DirectRun(FullPath):
     def _block(self, st):
         """This thread's call block for direct_call.c (its address as a c_void_p), the
         arena's address and size brought up to date."""
-        b = self.tls.__dict__.get("block")
+        b = self.tls.block
         if b is None or b[0] is not st:
             recs = [abi.input_slot(f.j) if f.j is not None else -1 for f in self.feeds]
             vec = np.array([ctypes.cast(self.step.fn, ctypes.c_void_p).value,

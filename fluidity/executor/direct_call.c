@@ -294,3 +294,137 @@ PyObject* fl_direct_runner(PyObject* ctx) {
     }
     return PyCFunction_New(&fl_run_def, ctx);
 }
+
+/* ---- the signature check in C: `fl_direct_hot(hctx)` makes a builtin
+   `hot(program, feed, fetch_list, scope, block_id, return_numpy, feed_var_name,
+   fetch_var_name)` -----------------------------------------------------------------------
+   Executor.run keeps one for the signature it last ran through a prepared run and calls it
+   first: it checks, as Executor._lookup_direct and FullPath.valid_for do in Python, that the
+   run's arguments are that signature's (the same program and scope objects, the fed names
+   in the same order, the same fetched objects, the same block, holders and return_numpy)
+   and that the program, its setup and the scope chain are at the revisions the run was
+   prepared at, then calls this thread's runner. Returns None when the call is not that
+   signature or no longer valid (nothing ran), FL_NOT_PACKED when it is but this thread has
+   no runner yet (nothing ran: direct.py's Python way takes it), else what the runner
+   returns (the fetched list, or a code for direct.py).
+
+   hctx: (the DirectRun's per-thread object (its `runner`), a weak reference to the program,
+   one to the scope, the fed names, the fetched objects, block_id, return_numpy (a bool),
+   feed_var_name, fetch_var_name, the program's view, the view's revision, the program's
+   setup revision (None without one), the scope chain's revisions (a tuple)). */
+enum { H_TLS, H_PROGRAM, H_SCOPE, H_NAMES, H_FETCH, H_BLOCK, H_NUMPY, H_FEED_VAR, H_FETCH_VAR,
+       H_VIEW, H_REVISION, H_SETUP, H_CHAIN, H_LEN };
+
+static PyObject* s_runner;
+static PyObject* s_revision;
+static PyObject* s_setup_revision;
+static PyObject* s_parent;
+
+/* Whether attribute `name` of `obj` equals `want` (a missing attribute reads as None). */
+static int attr_is(PyObject* obj, PyObject* name, PyObject* want) {
+    PyObject* v = PyObject_GetAttr(obj, name);
+    if (v == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) { PyErr_Clear(); return 0; }
+        PyErr_Clear();
+        v = Py_NewRef(Py_None);
+    }
+    const int same = v == want || PyObject_RichCompareBool(v, want, Py_EQ) == 1;
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_DECREF(v);
+    return same;
+}
+
+static int same_signature(PyObject* h, PyObject* const* a) {
+    PyObject *program = a[0], *feed = a[1], *fetch_list = a[2], *scope = a[3];
+    if (PyWeakref_GetObject(PyTuple_GET_ITEM(h, H_PROGRAM)) != program ||
+        PyWeakref_GetObject(PyTuple_GET_ITEM(h, H_SCOPE)) != scope)
+        return 0;
+    /* the fed names, in order */
+    PyObject* const names = PyTuple_GET_ITEM(h, H_NAMES);
+    if (!PyDict_CheckExact(feed) || PyDict_GET_SIZE(feed) != PyTuple_GET_SIZE(names))
+        return 0;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(feed, &pos, &key, &value)) {
+        PyObject* want = PyTuple_GET_ITEM(names, i++);
+        if (key != want && (!PyUnicode_CheckExact(key) || PyUnicode_Compare(key, want) != 0)) {
+            if (PyErr_Occurred()) PyErr_Clear();
+            return 0;
+        }
+    }
+    /* the fetched objects themselves (a Variable's == builds an op: identity only) */
+    PyObject* const fetch = PyTuple_GET_ITEM(h, H_FETCH);
+    if (!PyList_CheckExact(fetch_list) || PyList_GET_SIZE(fetch_list) != PyTuple_GET_SIZE(fetch))
+        return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(fetch); ++k)
+        if (PyList_GET_ITEM(fetch_list, k) != PyTuple_GET_ITEM(fetch, k)) return 0;
+    /* block, return_numpy, holders */
+    const int numpy = PyObject_IsTrue(a[5]);
+    if (numpy < 0) { PyErr_Clear(); return 0; }
+    if ((numpy != 0) != (PyTuple_GET_ITEM(h, H_NUMPY) == Py_True)) return 0;
+    static const int args_at[3] = {4, 6, 7}, ctx_at[3] = {H_BLOCK, H_FEED_VAR, H_FETCH_VAR};
+    for (int k = 0; k < 3; ++k) {
+        PyObject *got = a[args_at[k]], *want = PyTuple_GET_ITEM(h, ctx_at[k]);
+        const int eq = got == want || PyObject_RichCompareBool(got, want, Py_EQ) == 1;
+        if (PyErr_Occurred()) PyErr_Clear();
+        if (!eq) return 0;
+    }
+    /* the revisions: the program's view and setup, the scope and its ancestors */
+    if (!attr_is(PyTuple_GET_ITEM(h, H_VIEW), s_revision, PyTuple_GET_ITEM(h, H_REVISION)) ||
+        !attr_is(program, s_setup_revision, PyTuple_GET_ITEM(h, H_SETUP)))
+        return 0;
+    PyObject* const chain = PyTuple_GET_ITEM(h, H_CHAIN);
+    PyObject* s = Py_NewRef(scope);
+    int ok = 1;
+    for (Py_ssize_t k = 0; ok && k < PyTuple_GET_SIZE(chain); ++k) {
+        if (k > 0) {
+            PyObject* p = PyObject_GetAttr(s, s_parent);
+            Py_DECREF(s);
+            if (p == NULL) { PyErr_Clear(); return 0; }
+            s = p;
+        }
+        ok = s != Py_None && attr_is(s, s_revision, PyTuple_GET_ITEM(chain, k));
+    }
+    Py_DECREF(s);
+    return ok;
+}
+
+static PyObject* fl_direct_hot_call(PyObject* h, PyObject* const* a, Py_ssize_t n) {
+    if (n != 8) {
+        PyErr_SetString(PyExc_TypeError, "hot() takes 8 arguments");
+        return NULL;
+    }
+    if (!same_signature(h, a)) Py_RETURN_NONE;
+    PyObject* runner = PyObject_GetAttr(PyTuple_GET_ITEM(h, H_TLS), s_runner);
+    if (runner == NULL) { PyErr_Clear(); Py_RETURN_NONE; }
+    if (runner == Py_None) {
+        Py_DECREF(runner);
+        return PyLong_FromLong(FL_NOT_PACKED);
+    }
+    PyObject* out = PyObject_CallOneArg(runner, a[1]);
+    Py_DECREF(runner);
+    return out;
+}
+
+static PyMethodDef fl_hot_def = {"hot", (PyCFunction)(void (*)(void))fl_direct_hot_call,
+                                 METH_FASTCALL, "A prepared run's signature check and run."};
+
+PyObject* fl_direct_hot(PyObject* hctx) {
+    if (s_runner == NULL) {
+        s_runner = PyUnicode_InternFromString("runner");
+        s_revision = PyUnicode_InternFromString("revision");
+        s_setup_revision = PyUnicode_InternFromString("setup_revision");
+        s_parent = PyUnicode_InternFromString("parent");
+        if (!s_runner || !s_revision || !s_setup_revision || !s_parent) return NULL;
+    }
+    if (!PyTuple_CheckExact(hctx) || PyTuple_GET_SIZE(hctx) != H_LEN ||
+        !PyWeakref_Check(PyTuple_GET_ITEM(hctx, H_PROGRAM)) ||
+        !PyWeakref_Check(PyTuple_GET_ITEM(hctx, H_SCOPE)) ||
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(hctx, H_NAMES)) ||
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(hctx, H_FETCH)) ||
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(hctx, H_CHAIN))) {
+        PyErr_SetString(PyExc_ValueError, "fl_direct_hot: a bad context");
+        return NULL;
+    }
+    return PyCFunction_New(&fl_hot_def, hctx);
+}

@@ -74,17 +74,6 @@ def _direct_key(program, feed, fetch_list, block_id, scope, return_numpy, feed_v
             feed_var_name, fetch_var_name)
 
 
-def _same_items(a, b):
-    """Whether sequences a and b hold the same objects (identity, never `==`: a Variable's
-    comparison operators build ops)."""
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if x is not y:
-            return False
-    return True
-
-
 def _feeds_and_fetches(feed, fetch_list):
     """(feed dict, feed names, fetch names) of `run`'s arguments as Fluid programs pass them:
     a dict, or one place's feed as a one-dict list (an iterable DataLoader's); a variable or
@@ -357,8 +346,8 @@ class Executor:
         self._pruned_cache = weakref.WeakKeyDictionary()   # program -> {signature: pruned}
         self.services = Services(self)    # run-time services of RPC ops (services.py)
         self._direct = {}    # signature (_direct_key) -> its DirectRun (executor/direct.py)
-        # the arguments of the last run a DirectRun took, with its key and the DirectRun:
-        # a run with the same ones (the fetched objects themselves) skips _direct_key
+        # (direct.hot_call of the last run a DirectRun took, that DirectRun): a run with the
+        # same arguments (the fetched objects themselves) skips _direct_key
         self._hot = None
 
     # -- preparing ----------------------------------------------------------------------
@@ -503,14 +492,24 @@ class Executor:
         key = known = None
         if create_local_scope and not use_prune and program is not None:
             args = (block_id, bool(return_numpy), feed_var_name, fetch_var_name)
-            key, known, remembered = self._lookup_direct(program, feed, fetch_list, scope, args)
-            if known is not None and profiling.active() is None and \
-                    not flag("FLAGS_check_nan_inf"):
+            direct_ok = profiling.active() is None and not flag("FLAGS_check_nan_inf")
+            hot = self._hot
+            if hot is not None and direct_ok:  # the signature last run a prepared run
+                rc = hot[0](program, feed, fetch_list, scope, block_id, return_numpy,
+                            feed_var_name, fetch_var_name)
+                if type(rc) is list:
+                    return rc
+                if rc is not None:
+                    out = hot[1].run(feed, rc)
+                    if out is not None:
+                        return out
+                    direct_ok = False          # this call takes the full path
+            key, known = self._lookup_direct(program, feed, fetch_list, scope, args)
+            if known is not None and direct_ok:
                 out = known.run(feed)
                 if out is not None:
-                    if not remembered and type(fetch_list) is list:
-                        self._hot = (id(program), id(scope), tuple(feed), tuple(fetch_list),
-                                     args, key, known)
+                    if type(fetch_list) is list:
+                        self._hot = (direct.hot_call(known, feed, fetch_list, args), known)
                     return out
         given = program
         program, feed, fetch_list = self._prune_for(program, feed, fetch_list, use_prune)
@@ -541,21 +540,13 @@ class Executor:
 
     def _lookup_direct(self, program, feed, fetch_list, scope, args):
         """(the run's signature key, its DirectRun when one still holds for `program` in
-        `scope` or None, whether the last prepared run's remembered arguments gave them).
-        `args`: (block_id, return_numpy, feed_var_name, fetch_var_name)."""
-        hot = self._hot
-        if hot is not None and hot[0] == id(program) and hot[1] == id(scope) and \
-                type(feed) is dict and type(fetch_list) is list and \
-                _same_items(fetch_list, hot[3]) and tuple(feed) == hot[2] and hot[4] == args:
-            key, known, remembered = hot[5], hot[6], True
-        else:
-            key = _direct_key(program, feed, fetch_list, args[0], scope, args[1], args[2],
-                              args[3])
-            known = self._direct.get(key) if key is not None else None
-            remembered = False
+        `scope`, else None). `args`: (block_id, return_numpy, feed_var_name,
+        fetch_var_name)."""
+        key = _direct_key(program, feed, fetch_list, args[0], scope, args[1], args[2], args[3])
+        known = self._direct.get(key) if key is not None else None
         if known is not None and not known.valid_for(program, scope):
             known = None
-        return key, known, remembered
+        return key, known
 
     def _remember_direct(self, key, d):
         """Keep the prepared run (or FullPath) of a signature; the oldest go past
