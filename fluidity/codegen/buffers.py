@@ -3,7 +3,8 @@ outputs: read by a later op, kept for a fetch, or a variable of an outer block),
 every temporary, output and scratch buffer lives: slots of one arena, coloured by lifetime
 (`ir.memory_plan.colour_by_lifetime`: buffers whose lifetimes never overlap share a slot),
 sized at run time from their symbolic dims. Persistables are updated in their own memory
-and take no slot.
+and take no slot. A value an op only copies (Emit.copy_code) shares its source's slot when
+no later op reads the source: the copy is then left out.
 """
 from ..ir.memory_plan import colour_by_lifetime
 
@@ -19,10 +20,35 @@ def plan_buffers(seg, later, keep, block):
     arena = [b for b in seg.bufs if b.kind in ARENA_KINDS]
     sizes = {b.name: b.alloc_nbytes() for b in arena}
     life = {b.name: (b.first, b.last) for b in arena}
-    slots, seg.inplace, seg.n_slots = colour_by_lifetime(sizes, life)
+    copies = _copies(seg)
+    same = dict(sizes)
+    for dst, src in copies:        # of one size by copy_code's contract, however written
+        same[dst] = same[src]
+    slots, seg.inplace, seg.n_slots = colour_by_lifetime(same, life, copies)
     for b in arena:
         b.slot = slots[b.name]
     return seg
+
+
+def _copies(seg):
+    """[(dst, src) buffer names] of the copies (OpUnit.shares) whose source no op reads
+    after the copying one: arena values of one ctype, neither a SelectedRows nor sized by
+    a bound. colour_by_lifetime takes a pair when their sizes are also the same."""
+    pairs = []
+    for unit in seg.units:
+        for _, dst, src in getattr(unit, "shares", ()):
+            if src.kind == "temp" and dst.kind in ("temp", "output") and \
+                    src.last == unit.k and dst.first == unit.k and src.ctype == dst.ctype \
+                    and src.rows is None and dst.rows is None and \
+                    src.cap is None and dst.cap is None:
+                pairs.append((dst.name, src.name))
+    return pairs
+
+
+def shared_copy_lines(seg, unit):
+    """The indexes of `unit`'s lines left out: copies whose two buffers share a slot."""
+    taken = set(seg.inplace)
+    return {at for at, dst, src in unit.shares if (dst.name, src.name) in taken}
 
 
 def _outputs(seg, later, keep, block):

@@ -257,6 +257,7 @@ class Emit:
         self.touched = {}        # name -> Buf of every buffer the op's code names
         self.preconditions = []  # (C condition that must not hold, message)
         self.unset_reads = []    # Bufs read that a branch not taken leaves unset
+        self.shares = []         # (line index, dst Buf, src Buf): copy_code's copies
 
     # -- reading ------------------------------------------------------------------------
     def attr(self, name, nonfinite=False):
@@ -426,6 +427,15 @@ class Emit:
 
     def code(self, line):
         self.lines.append(line)
+
+    def copy_code(self, dst, src, line):
+        """`line`: C that makes `dst` (an output) an exact copy of `src` (an input of the
+        same ctype and size), and that is all it writes; no other line of the op writes
+        `dst` or `src`. When no op reads `src` after this one, the buffer plan gives `dst`
+        the memory of `src` and the line is left out (buffers.py): a gradient passed
+        through (elementwise_add_grad's dX), a reshape, cost no pass over memory."""
+        self.lines.append(line)
+        self.shares.append((len(self.lines) - 1, dst, src))
 
     def check(self, cond, message):
         """A shape precondition of this op's code: when C condition `cond` (over dims and

@@ -14,7 +14,7 @@ restrict keywords, the runtime's names for failing, aligning and copying); which
 target uses is its registry entry (emit.TARGETS).
 """
 from . import abi
-from .buffers import slot_members
+from .buffers import shared_copy_lines, slot_members
 from .cir import ArrayBuf, c_string, checked_source, is_lit
 from .dim import Dim, symbols
 from .control import Branch, Copy, End, IfWritten, Loop, SetDim, SetWritten
@@ -113,7 +113,8 @@ def _op_function(w, seg, unit, d):
     w.line(f"// block {block_idx} #{i} {op.type}")
     with w.block(f"static __attribute__((noinline)) int {seg.name}_op{unit.k}("
                  f"{', '.join(params + ['char* err'])}) {{"):
-        w.extend(unit.lines)
+        skip = shared_copy_lines(seg, unit)
+        w.extend(line for at, line in enumerate(unit.lines) if at not in skip)
         w.line("return 0;")
 
 

@@ -60,12 +60,14 @@ class OpUnit:
     lines, the buffers it touches (its function's parameters), and guards checked before
     it runs (a value a branch not taken left unset), and `checks` [(C condition, message)]
     over dims known only as the segment runs (a loop pass's rows): when one holds, the op
-    fails there as the interpreter's would."""
-    __slots__ = ("k", "lines", "touched", "guards", "checks")
+    fails there as the interpreter's would. `shares` [(line index, dst Buf, src Buf)]: lines
+    that only copy src into dst (Emit.copy_code), left out where the buffer plan gives dst
+    src's memory."""
+    __slots__ = ("k", "lines", "touched", "guards", "checks", "shares")
 
-    def __init__(self, k, lines, touched, guards, checks=()):
+    def __init__(self, k, lines, touched, guards, checks=(), shares=()):
         self.k, self.lines, self.touched, self.guards = k, lines, touched, guards
-        self.checks = list(checks)
+        self.checks, self.shares = list(checks), list(shares)
 
 
 class ControlUnit:
@@ -241,7 +243,9 @@ class Segmenter:
         guards = [(b, f"{b.var} has no value (the branch that sets it did not run)")
                   for b in e.unset_reads]
         late = [(c, m) for c, m in e.preconditions if self._mentions_varying(c)]
-        seg.units.append(OpUnit(e.k, e.lines, list(e.touched.values()), guards, late))
+        # a copy inside a loop or branch keeps its line: lifetimes there span passes
+        shares = e.shares if len(self._blocks) == 1 else ()
+        seg.units.append(OpUnit(e.k, e.lines, list(e.touched.values()), guards, late, shares))
         seg.preconditions += [p for p in e.preconditions if p not in late]
         return None
 

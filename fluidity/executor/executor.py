@@ -492,25 +492,10 @@ class Executor:
         key = known = None
         if create_local_scope and not use_prune and program is not None:
             args = (block_id, bool(return_numpy), feed_var_name, fetch_var_name)
-            direct_ok = profiling.active() is None and not flag("FLAGS_check_nan_inf")
-            hot = self._hot
-            if hot is not None and direct_ok:  # the signature last run a prepared run
-                rc = hot[0](program, feed, fetch_list, scope, block_id, return_numpy,
-                            feed_var_name, fetch_var_name)
-                if type(rc) is list:
-                    return rc
-                if rc is not None:
-                    out = hot[1].run(feed, rc)
-                    if out is not None:
-                        return out
-                    direct_ok = False          # this call takes the full path
-            key, known = self._lookup_direct(program, feed, fetch_list, scope, args)
-            if known is not None and direct_ok:
-                out = known.run(feed)
-                if out is not None:
-                    if type(fetch_list) is list:
-                        self._hot = (direct.hot_call(known, feed, fetch_list, args), known)
-                    return out
+            out, key, known = self._run_direct(program, feed, fetch_list, scope, args,
+                                               return_numpy)
+            if out is not None:
+                return out
         given = program
         program, feed, fetch_list = self._prune_for(program, feed, fetch_list, use_prune)
         if isinstance(feed, (list, tuple)) and getattr(program, "_is_inference", False) \
@@ -537,6 +522,31 @@ class Executor:
                 prep, view, given, scope, self, return_numpy, (feed_var_name, fetch_var_name),
                 forget))
         return results
+
+    def _run_direct(self, program, feed, fetch_list, scope, args, return_numpy):
+        """(the fetched values or None, the signature key, its DirectRun or None): the run
+        through its prepared run when there is one and it took the call (nothing ran
+        otherwise). The signature last run this way is checked first, in C (`_hot`)."""
+        direct_ok = profiling.active() is None and not flag("FLAGS_check_nan_inf")
+        hot = self._hot
+        if hot is not None and direct_ok:
+            rc = hot[0](program, feed, fetch_list, scope, args[0], return_numpy, args[2],
+                        args[3])
+            if type(rc) is list:
+                return rc, None, None
+            if rc is not None:                 # this signature: the DirectRun goes on
+                out = hot[1].run(feed, rc)
+                if out is not None:
+                    return out, None, None
+                direct_ok = False              # this call takes the full path
+        key, known = self._lookup_direct(program, feed, fetch_list, scope, args)
+        if known is not None and direct_ok:
+            out = known.run(feed)
+            if out is not None:
+                if type(fetch_list) is list:
+                    self._hot = (direct.hot_call(known, feed, fetch_list, args), known)
+                return out, key, known
+        return None, key, known
 
     def _lookup_direct(self, program, feed, fetch_list, scope, args):
         """(the run's signature key, its DirectRun when one still holds for `program` in

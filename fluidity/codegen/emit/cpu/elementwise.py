@@ -75,16 +75,26 @@ def binary_grad(e, c_dx, c_dy):
              f"for (int64_t q = 0; q < {post}; ++q)")
     if e.has_output("X@GRAD"):
         dx = e.output("X@GRAD", x.dims, lod_from=x)
-        e.code(f"{loops} {{ {load} {dx}[i] = {c_dx}; }}")
+        _each(e, dx, d, c_dx, f"{loops} {{ {load} {dx}[i] = {c_dx}; }}")
     if e.has_output("Y@GRAD"):
         dy = e.output("Y@GRAD", y.dims, lod_from=y)
         if same:
-            e.code(f"{loops} {{ {load} {dy}[i] = {c_dy}; }}")
+            _each(e, dy, d, c_dy, f"{loops} {{ {load} {dy}[i] = {c_dy}; }}")
         elif str(post) == "1":      # rows of Y's width: the adds across j vectorize
             e.code(f"for (int64_t j = 0; j < {n}; ++j) {dy}[j] = 0.0f;")
             e.code(f"{loops} {{ {load} {dy}[j] += {c_dy}; }}")
         else:                       # a run of `post` elements a Y element: lanes
             e.code(_lane_sums(dy, c_dy, load_at, pre, n, post))
+
+
+def _each(e, g, d, expr, line):
+    """A gradient `g` of Out's size written element by element by `line`: where its C form
+    is Out@GRAD itself (elementwise_add's and _sub's dX), a copy the buffer plan may leave
+    out (Emit.copy_code)."""
+    if expr.strip() == "d" and g.ctype == d.ctype:
+        e.copy_code(g, d, line)
+    else:
+        e.code(line)
 
 
 def _lane_sums(dy, c_dy, load_at, pre, n, post):

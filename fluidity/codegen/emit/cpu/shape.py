@@ -49,7 +49,7 @@ def shape_op(e):
     if e.op.type == "transpose2":
         _transpose(e, x, out, transpose_perm(e.attr("axis"), x.ndim))
     else:
-        e.code(f"std::memcpy({out}, {x}, sizeof(*{x}) * {x.numel()});")
+        e.copy_code(out, x, f"std::memcpy({out}, {x}, sizeof(*{x}) * {x.numel()});")
 
 
 def _transpose(e, x, out, perm):
@@ -66,7 +66,7 @@ def _transpose(e, x, out, perm):
 def shape_op_grad(e):
     xshape, d = e.input("XShape"), e.input("Out@GRAD")
     g = e.output("X@GRAD", xshape.dims[1:], d.ctype, lod_from=False)
-    e.code(f"std::memcpy({g}, {d}, sizeof(*{d}) * {d.numel()});")
+    e.copy_code(g, d, f"std::memcpy({g}, {d}, sizeof(*{d}) * {d.numel()});")
 
 
 @register("transpose2_grad", "cpu")
