@@ -393,6 +393,23 @@ class Emit:
             self._touch(got[2])
         return got
 
+    def fused_relu(self, slot, dims, lod_from=None):
+        """The Buf of the relu's Out, declared with `dims` (and `lod_from`'s LoD), when
+        output `slot` is read only by a relu this op may apply as it writes
+        (fusion.relu_into_batch_norm; `slot` is then never written); None otherwise: write
+        `slot` as usual."""
+        name = self.output_var(slot)
+        if name is None or not self.has_output(slot):
+            return None
+        got = self._low.fused_relu(name, dims, self.k)
+        if got is not None:
+            if lod_from is not None and lod_from.lod is not None:
+                got.lod, got.lod_len, got.lod_src = \
+                    lod_from.lod, lod_from.lod_len, lod_from.lod_src
+            self.outputs.setdefault(slot, []).append(got)
+            self._touch(got)
+        return got
+
     def array_output(self, slot, elem, row_dims):
         """The ArrayBuf of tensor-array output `slot`: the one the segment holds for it (a
         write changes an array in place), else a new empty one; its elements are

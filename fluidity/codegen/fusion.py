@@ -9,6 +9,10 @@ beside every op it fused.
   conv's result (a bias add, a batch_norm over running statistics, a relu) are computed by
   the conv in the pass that writes its output (Fluid's conv + batch_norm folding, and the
   activation fused into the conv's epilogue); those ops are then not emitted.
+* `relu_into_batch_norm`: a relu that is the only reader of a batch_norm's Y (training
+  too: Y itself is read by nothing else, the gradient reads X, the saved statistics and
+  relu's Out) is applied by the batch_norm as it writes, so Y never reaches memory; the
+  relu op is then not emitted.
 """
 import math
 
@@ -195,3 +199,35 @@ def conv_epilogue(program, block, keep):
 
 
 FUSIONS["conv_epilogue"] = conv_epilogue
+
+
+# --- relu_into_batch_norm ------------------------------------------------------------------
+def relu_into_batch_norm(program, block, keep):
+    """{batch_norm Y name: (relu op index, relu Out name)} where Y is read only by that relu,
+    written only by the batch_norm, kept by nobody and not persistable, and relu's Out is
+    written only by the relu: the batch_norm may write relu(Y) as relu's Out itself."""
+    ops = block.ops
+    readers, writers = _readers_writers(program, ops)
+    out = {}
+    for i, op in enumerate(ops):
+        if op.type != "batch_norm" or len(op.output("Y")) != 1:
+            continue
+        y = op.output("Y")[0]
+        v = block.find_var_recursive(y)
+        if v is None or v.persistable or y in keep or writers.get(y) != [i] or \
+                len(readers.get(y, [])) != 1:
+            continue
+        j = readers[y][0]
+        relu = ops[j]
+        if j <= i or relu.type != "relu" or relu.input("X") != [y] or \
+                len(relu.output("Out")) != 1:
+            continue
+        r = relu.output("Out")[0]
+        rv = block.find_var_recursive(r)
+        if rv is None or rv.persistable or writers.get(r) != [j]:
+            continue
+        out[y] = (j, r)
+    return out
+
+
+FUSIONS["relu_into_batch_norm"] = relu_into_batch_norm

@@ -21,7 +21,7 @@ from .arena import declared_fits
 from .cir import CTYPES, ArrayBuf, Buf, Emit, NotCompilable, TableBuf, is_lit
 from .dim import Dim, bounded
 from .control import CONTROL, SetDim
-from .fusion import conv_epilogue, sgd_into_gradient
+from .fusion import conv_epilogue, relu_into_batch_norm, sgd_into_gradient
 
 
 MAX_OP_SOURCE = 8 << 20    # an op's code larger than this runs interpreted (tables of huge dims)
@@ -170,7 +170,9 @@ class Segmenter:
         self._seg, self._env, self._n = None, {}, 0
         self._blocks = [self.block]       # the block whose ops are being emitted, innermost last
         self.fusions = {"sgd_into_gradient": sgd_into_gradient(program, self.block, self.keep),
-                        "conv_epilogue": conv_epilogue(program, self.block, self.keep)}
+                        "conv_epilogue": conv_epilogue(program, self.block, self.keep),
+                        "relu_into_batch_norm": relu_into_batch_norm(program, self.block,
+                                                                     self.keep)}
         self._fused, self._pending_fuse = {}, []   # op index -> (op fused into, pass name)
 
     def run(self):
@@ -384,6 +386,18 @@ class Segmenter:
         result = self.write(hit.out, dims, "float", None, k_op)
         self._pending_fuse += [(j, "conv_epilogue") for j in hit.ops]
         return hit, bufs, result
+
+    def fused_relu(self, out_name, dims, k_op):
+        """The Buf (declared with `dims`) of the relu's Out when the relu after the op
+        writing `out_name` may be applied by that op as it writes
+        (fusion.relu_into_batch_norm; the relu is then not emitted); else None."""
+        hit = self.fusions["relu_into_batch_norm"].get(out_name)
+        if hit is None or len(self._blocks) > 1:     # not from inside a loop or branch
+            return None
+        j, relu_out = hit
+        result = self.write(relu_out, dims, "float", None, k_op)
+        self._pending_fuse.append((j, "relu_into_batch_norm"))
+        return result
 
     # -- buffers --------------------------------------------------------------------------
     def _var(self, name):

@@ -37,7 +37,8 @@ def test_segmentation_cuts_at_an_op_without_an_emitter_and_says_why():
     assert kinds.count("Segment") == 2 and "PythonOp" in kinds
     py = [p for p in parts if isinstance(p, PythonOp)]
     assert any("'cumsum' has no C++ emitter" in p.reason for p in py)
-    assert created == set() and fusions == {"sgd_into_gradient": {}, "conv_epilogue": {}}
+    assert created == set() and fusions == {"sgd_into_gradient": {}, "conv_epilogue": {},
+                                            "relu_into_batch_norm": {}}
     seg = next(p for p in parts if isinstance(p, Segment))
     assert all(isinstance(u, OpUnit) for u in seg.units)
     assert [b.kind for b in seg.inputs] == ["input"] * len(seg.inputs)

@@ -129,10 +129,13 @@ def _emit_channel_norm_grad(e, groups, instance):
 def batch_norm(e):
     """NCHW-style [N, C, ...]: per channel, the statistics (the batch's, summed in
     double, or the running ones), inv_std = 1 / sqrt(var + eps) and
-    y = x * (scale * inv_std) + (bias - mean * scale * inv_std) in float as the kernel."""
+    y = x * (scale * inv_std) + (bias - mean * scale * inv_std) in float as the kernel; a
+    relu that alone reads Y applied as Y is written (fusion.relu_into_batch_norm)."""
     x, scale, bias, mean, var = bn_inputs(e)
     c, n, inner = x.dims[1], x.dims[0], e.prod(x.dims[2:])
-    y = e.output("Y", x.dims)
+    relu = e.fused_relu("Y", x.dims, lod_from=x)  # relu(Y) written, Y never stored
+    y = relu if relu is not None else e.output("Y", x.dims)
+    value = "fl::fmaxnp(r[i] * k + off, 0.0f)" if relu is not None else "r[i] * k + off"
     eps = e.literal(float(e.attr("epsilon")))
     e.code(f"const int64_t C = {c}, N = {n}, P = {inner};")
     if bn_global_stats(e.attrs):
@@ -161,7 +164,7 @@ def batch_norm(e):
            f"const float k = {scale}[ch] * {inv}[ch]; const float off = {bias}[ch] - "
            f"{m}[ch] * {scale}[ch] * {inv}[ch]; const float* r = {x} + (b * C + ch) * P; "
            f"float* o = {y} + (b * C + ch) * P; for (int64_t i = 0; i < P; ++i) "
-           f"o[i] = r[i] * k + off; }}")
+           f"o[i] = {value}; }}")
 
 
 @register("batch_norm_grad", "cpu")
