@@ -185,6 +185,24 @@ class ArrayBuf(Buf):
         return f"ArrayBuf({self.name}: {self.var} {self.elem}[?, {self.row_dims}])"
 
 
+class PassRecord(Buf):
+    """What a compiled `while` keeps of its passes for its `while_grad` (codegen/control.py),
+    bound to the loop's StepScopes variable: `count`, the int64 [1] arena Buf of the number
+    of passes; `tapes`, {variable: ArrayBuf with one entry per pass}: the body's values the
+    gradient block reads, as each pass left them. `used`: the while_grad was compiled in the
+    same segment (else the loop is segmented again, refused: the interpreter keeps scopes)."""
+    __slots__ = ("count", "tapes", "used")
+
+    def __init__(self, var, count, tapes, used=False):
+        super().__init__(f"rec_{count.name}", var, "void", [], "record")
+        self.count, self.tapes, self.used = count, tapes, used
+
+    def numel(self):
+        raise NotCompilable(f"'{self.var}' holds a loop's step scopes, not a tensor")
+
+    nbytes = alloc_nbytes = numel
+
+
 class TableBuf(Buf):
     """A LoDRankTable the segment makes: int64 [2, n] in the arena (row 0 the sequences'
     indices, longest first; row 1 their lengths, runtime/arrays.h), with the LoD it was made

@@ -23,8 +23,8 @@ compiled code keeps no scopes), as is one whose sub-block has an op without a co
 from collections import namedtuple
 
 from ..core.dtypes import VarType
-from ..core.names import EMPTY_VAR_NAME
-from .cir import ArrayBuf, NotCompilable
+from ..core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, grad_var_name
+from .cir import ArrayBuf, NotCompilable, PassRecord, prod
 
 
 # --- the statements a segment function runs around its op calls (render.py writes them)
@@ -58,21 +58,275 @@ class SetDim(namedtuple("SetDim", "call")):
     returns 0 or an op's error code."""
 
 
+class Call(namedtuple("Call", "call")):
+    """A runtime call of the segment function (a tape's push or read, a gradient summed
+    over passes) that returns 0 or an op's error code."""
+
+
+class CountPasses(namedtuple("CountPasses", "count")):
+    """Sets the int64 [1] Buf `count` to 0 (before a loop whose passes are kept)."""
+
+
+class NextPass(namedtuple("NextPass", "count")):
+    """Adds one to `count` (at the end of a pass)."""
+
+
+class Reverse(namedtuple("Reverse", "count")):
+    """Opens a body run for p = count - 1 down to 0 (C variable `pass_var(count)`)."""
+
+
+def pass_var(count):
+    """The C variable of a reverse loop over the passes counted in Buf `count`."""
+    return f"p_{count.name}"
+
+
 def lower_while(low, op, block_idx, i):
-    """`while (Condition) { block }`; returns the note explain() shows."""
+    """`while (Condition) { block }`; returns the note explain() shows. A loop whose
+    `while_grad` follows in the same block keeps what the gradient block reads of each pass
+    (`PassRecord`, bound to the StepScopes variable) instead of step scopes."""
     sub = _sub_block(low, op)
-    _refuse_scope_readers(low, op, SCOPE_SLOTS["while"])
+    grad_sub = _gradient_block(low, op)
     carried, lines = _carry_in(low, op, sub)
     kb = low.position
     (cond_name,) = op.input("Condition")
     cond = low.read(cond_name, op)
     _require_flag_value(low, cond, "Condition")
+    count = None
+    if grad_sub is not None:
+        count = low.temp(op.output("StepScopes")[0], [1], "int64_t", kb)
+        lines.append(CountPasses(count))
     low.control(lines + [Loop(cond)])
     n = _emit_block(low, sub)
     ke = max(low.position - 1, kb)
-    low.control(_carry_out(low, carried, sub, kb, ke) + [End()])
+    saves, tapes = [], {}
+    if grad_sub is not None:
+        saves, tapes = _save_pass(low, sub, grad_sub, carried, count, ke)
+    low.control(saves + _carry_out(low, carried, sub, kb, ke) + [End()])
     low.live_through(kb, ke)
-    return f"a loop over block {sub.idx} ({n} ops)"
+    if grad_sub is None:
+        return f"a loop over block {sub.idx} ({n} ops)"
+    count.last = max(count.last, ke)
+    (scopes,) = op.output("StepScopes")
+    low.bind(scopes, PassRecord(scopes, count, tapes))
+    return (f"a loop over block {sub.idx} ({n} ops), keeping {len(tapes)} values a pass "
+            f"for its gradient")
+
+
+def _gradient_block(low, op):
+    """The gradient block of the `while_grad` that reads this loop's step scopes (a later
+    op of the block being segmented), or None when nothing reads them; NotCompilable when
+    something else does, or the gradient is refused (it runs interpreted: it needs scopes)."""
+    (scopes,) = op.output("StepScopes") or [EMPTY_VAR_NAME]
+    if scopes == EMPTY_VAR_NAME:
+        return None
+    readers = [o for b in range(low.program.num_blocks) for o in low.program.block(b).ops
+               if scopes in o.input_arg_names]
+    if not readers:
+        return None
+    top = low.current_block.idx == low.block.idx
+    if len(readers) != 1 or readers[0].type != "while_grad" or not top or \
+            not any(o is readers[0] for o in low.block.ops):
+        raise NotCompilable(f"'{readers[0].type}' reads its StepScopes (only a while_grad of "
+                            "a loop at the top block compiles with it)")
+    if scopes in low.refused:
+        raise NotCompilable("its while_grad runs interpreted, which reads the step scopes")
+    return _sub_block(low, readers[0])
+
+
+def _save_pass(low, sub, grad_sub, carried, count, k):
+    """(The statements ending a forward pass: each body value the gradient block reads
+    pushed on its tape, the pass counted; {variable: tape}). A value the loop carries is
+    not kept (the gradient block reads its final value, or, for an in-place counter,
+    restores it itself)."""
+    program = low.program
+    if len(_subtree(program, sub)) > 1 or len(_subtree(program, grad_sub)) > 1:
+        raise NotCompilable("a loop with nested blocks compiles without its gradient only")
+    read = {n for o in grad_sub.ops for n in o.input_arg_names}
+    inplace = {n for o in sub.ops for n in set(o.input_arg_names) & set(o.output_arg_names)}
+    for n, carry in carried.items():
+        if n in read and not isinstance(carry, ArrayBuf) and n not in inplace:
+            raise NotCompilable(f"the gradient block reads '{n}', a tensor the loop carries "
+                                "(kept per pass: not compiled)")
+    lines, tapes = [], {}
+    for n in sorted(read & set(sub.vars)):
+        if sub.vars[n].type != VarType.LOD_TENSOR:
+            raise NotCompilable(f"the gradient block reads '{n}', a "
+                                f"{VarType.Type.Name(sub.vars[n].type)} of the loop body")
+        buf = low.value(n)
+        if buf is None:
+            continue                     # never written in the body: the gradient reads none
+        if buf.lod is not None or buf.written or buf.rows is not None:
+            raise NotCompilable(f"'{n}' of the loop body carries LoD, rows or a branch's "
+                                "flag (kept per pass: not compiled)")
+        rows, row_dims = (buf.dims[0], buf.dims[1:]) if buf.ndim else (1, [])
+        if any(str(low.bound_of(d)) != str(d) for d in row_dims):
+            raise NotCompilable(f"'{n}' changes its row dims from pass to pass")
+        tape = low.own_array(f"{n}@PASSES", k)
+        tape.elem, tape.row_dims, tape.bound = buf.ctype, list(row_dims), low.bound_of(rows)
+        tapes[n] = (tape, str(rows), buf.ndim)
+        lines.append(Call(f"fl::tape_push({tape.name}_, {buf.name}_, {rows}, "
+                          f"{tape.row_bytes()}, err, {k})"))
+        buf.last = max(buf.last, k)
+    return lines + [NextPass(count)], tapes
+
+
+def lower_while_grad(low, op, block_idx, i):
+    """The gradient of a compiled `while`: the gradient block run once per forward pass,
+    last first, over the values its `PassRecord` kept. As the interpreter's while_grad:
+    the gradient of an array the loop carries (a DynamicRNN memory's) is one array the
+    passes write into; that of a value the loop only reads (a parameter, an input array)
+    is each pass's own, summed over the passes (acc + g, in pass order); output gradients
+    nobody computed are empty arrays (missing entries read as zeros, read_from_array's
+    X_W form). Gradients of carried tensors are not compiled."""
+    (scopes,) = op.input("StepScopes")
+    rec = low.value(scopes)
+    if not isinstance(rec, PassRecord):
+        raise NotCompilable("its forward 'while' is not compiled in this segment")
+    sub = _sub_block(low, op)
+    if not sub.ops:
+        raise NotCompilable("its gradient block is empty")
+    block = low.current_block
+    k0 = low.position
+    og_outer = op.input("Out@GRAD")
+    og_inner = op.attr("original_output_grad") or og_outer
+    if len(og_inner) != len(og_outer):
+        raise NotCompilable("original_output_grad does not match Out@GRAD")
+    grads = {}
+    for outer, inner in zip(og_outer, og_inner):
+        grads[inner] = _outside_grad(low, block, outer, k0)
+    xs, gs = op.input("X"), op.output("X@GRAD")
+    if len(xs) != len(gs):
+        raise NotCompilable("X@GRAD is not aligned with X")
+    carried_fwd = set(op.input("Out"))
+    summed, lines = [], []
+    for x, g in zip(xs, gs):
+        if g == EMPTY_VAR_NAME:
+            continue
+        inner = grad_var_name(x)
+        xv = block.find_var_recursive(x)
+        if xv is None:
+            raise NotCompilable(f"X '{x}' is not declared")
+        if x in carried_fwd:
+            if xv.type != VarType.LOD_TENSOR_ARRAY:
+                raise NotCompilable(f"the gradient of '{x}', a tensor the loop carries, is "
+                                    "not compiled")
+            if inner not in grads:
+                grads[inner] = low.own_array(inner, k0)
+            continue
+        summed.append(_summed_grad(low, op, xv, x, g, inner, k0, lines))
+    carried, carry_lines = _carry_in(low, op, sub, shadowing=True)
+    for n, carry in carried.items():
+        if not isinstance(carry, ArrayBuf) and n in rec.tapes:
+            raise NotCompilable(f"the gradient block writes '{n}' that a pass kept")
+    kb = low.position
+    low.control(lines + carry_lines + [Reverse(rec.count)])
+    p = pass_var(rec.count)
+    for inner, buf in grads.items():
+        low.bind(inner, buf)
+    for s in summed:
+        if s["pass"] is not None:
+            low.control([Call(f"fl::array_clear({s['pass'].name}_)")])
+            low.bind(s["inner"], s["pass"])
+        else:
+            low.bind(s["inner"], None)
+    _restore_pass(low, rec, p, kb)
+    n = _emit_block(low, sub)
+    ke = max(low.position - 1, kb)
+    ends = []
+    for s in summed:
+        ends += _sum_pass(low, s, rec, p, ke)
+    ends += _carry_out(low, carried, sub, kb, ke)
+    low.control(ends + [End()])
+    low.live_through(kb, ke)
+    rec.count.last = max(rec.count.last, ke)
+    for name in rec.tapes:
+        low.bind(name, None)
+    for inner, buf in grads.items():
+        buf.last = max(buf.last, ke)
+    for x, g in zip(xs, gs):
+        if g != EMPTY_VAR_NAME and x in carried_fwd:
+            low.bind(g, grads[grad_var_name(x)])
+    for s in summed:
+        s["acc"].last = max(s["acc"].last, ke)
+        low.bind(s["outer"], s["acc"])
+    low.bind(scopes, PassRecord(scopes, rec.count, rec.tapes, used=True))
+    return f"the gradient of a loop: block {sub.idx} ({n} ops) per pass, last first"
+
+
+def _outside_grad(low, block, outer, k):
+    """The array an output gradient from outside the loop is: the segment's, or an empty one
+    where nobody computed it (zeros: missing entries read as zeros)."""
+    buf = low.value(outer)
+    if isinstance(buf, ArrayBuf):
+        return buf
+    if buf is not None:
+        raise NotCompilable(f"output gradient '{outer}' is a tensor (gradients of carried "
+                            "tensors are not compiled)")
+    v = block.find_var_recursive(outer)
+    fwd = block.find_var_recursive(outer.split(GRAD_SUFFIX)[0])
+    if fwd is None or fwd.type != VarType.LOD_TENSOR_ARRAY or \
+            (v is not None and v.type != VarType.LOD_TENSOR_ARRAY):
+        raise NotCompilable(f"output gradient '{outer}' has no value and is no tensor array")
+    return low.own_array(outer, k)
+
+
+def _summed_grad(low, op, xv, x, g, inner, k, lines):
+    """The accumulator of the gradient of `x`, a value the loop only reads: zeros (an empty
+    array) before the first pass, as the interpreter's zeros_like when no pass ran."""
+    if xv.type == VarType.LOD_TENSOR_ARRAY:
+        return {"outer": g, "inner": inner, "acc": low.own_array(g, k),
+                "pass": low.own_array(inner, k)}
+    if xv.type != VarType.LOD_TENSOR:
+        raise NotCompilable(f"X '{x}' is a {VarType.Type.Name(xv.type)}")
+    xb = low.read(x, op)
+    if xb.rows is not None or xb.ctype not in ("float", "double") or \
+            any(str(low.bound_of(d)) != str(d) for d in xb.dims):
+        raise NotCompilable(f"the gradient of '{x}' ({xb.ctype}{xb.dims}) is not summed "
+                            "in compiled code")
+    acc = low.temp(g, xb.dims, xb.ctype, k)
+    lines.append(Call(f"fl::zero_fill({acc.name}_, {acc.numel()})"))
+    return {"outer": g, "inner": inner, "acc": acc, "pass": None}
+
+
+def _restore_pass(low, rec, p, k):
+    """Binds each kept body value to a buffer read from its tape at pass `p`; values of
+    one forward row count share one run-time dim."""
+    rows_of = {}
+    for name, (tape, rows_key, ndim) in rec.tapes.items():
+        rows = rows_of.get(rows_key)
+        if rows is None:
+            rows = low.runtime_dim(tape.bound, lambda v, t=tape: (
+                f"fl::tape_rows({t.name}_, {p}, {t.bound}, &{v}, err, {k})"), k)
+            rows_of[rows_key] = rows
+        dims = [rows] + list(tape.row_dims) if ndim else []
+        buf = low.temp(name, dims, tape.elem, k)
+        low.control([Call(f"fl::tape_read({tape.name}_, {p}, {buf.name}_, "
+                          f"{tape.row_bytes()})")])
+        tape.last = max(tape.last, k)
+        low.bind(name, buf)
+
+
+def _sum_pass(low, s, rec, p, k):
+    """The statements adding this pass's gradient into the accumulator."""
+    if s["pass"] is not None:
+        a = s["pass"]
+        if a.elem is None:               # the gradient block never writes it
+            return []
+        acc = s["acc"]
+        if acc.elem is None:
+            acc.elem, acc.row_dims, acc.bound = a.elem, a.row_dims, a.bound
+        a.last = acc.last = max(a.last, k)
+        return [Call(f"fl::array_accumulate<{a.elem}>({acc.name}_, {a.name}_, "
+                     f"{prod(a.row_dims)}, err, {k})")]
+    got, acc = low.value(s["inner"]), s["acc"]
+    if got is None:
+        return []
+    if got.ctype != acc.ctype or list(map(str, got.dims)) != list(map(str, acc.dims)) or \
+            got.written or got.rows is not None:
+        raise NotCompilable(f"'{s['inner']}' is {_typed(got)}, its variable {_typed(acc)}")
+    got.last = max(got.last, k)
+    first = f"{p} == {rec.count.name}_[0] - 1"
+    return [Call(f"fl::accumulate({acc.name}_, {got.name}_, {acc.numel()}, {first})")]
 
 
 def lower_conditional_block(low, op, block_idx, i):
@@ -97,7 +351,8 @@ def lower_conditional_block(low, op, block_idx, i):
     return f"a branch over block {sub.idx} ({n} ops)"
 
 
-CONTROL = {"while": lower_while, "conditional_block": lower_conditional_block}
+CONTROL = {"while": lower_while, "while_grad": lower_while_grad,
+           "conditional_block": lower_conditional_block}
 
 
 def _sub_block(low, op):
@@ -153,15 +408,17 @@ def _events(program, block):
             yield n, True
 
 
-def _carry_in(low, op, sub):
+def _carry_in(low, op, sub, shadowing=False):
     """{name: the buffer a parent variable the sub-block writes lives in across passes, or
     None when that buffer is made after the body (a value it only writes)}, and the copies
-    that fill the buffers made here. Binds each carried name to its buffer."""
+    that fill the buffers made here. Binds each carried name to its buffer. `shadowing`: the
+    sub-block's own variables may have an outer variable's name (a gradient block's: each
+    pass's gradients are its own, as in the interpreter's step scope)."""
     program, parent = low.program, low.current_block
     blocks = _subtree(program, sub)
     local = {n for b in blocks for n in b.vars}
     for n in sorted(local):
-        if parent.find_var_recursive(n) is not None:
+        if not shadowing and parent.find_var_recursive(n) is not None:
             raise NotCompilable(f"block {sub.idx} declares '{n}' that an outer block declares "
                                 "too")
     first = {}

@@ -17,7 +17,8 @@ from . import abi
 from .buffers import slot_members
 from .cir import ArrayBuf, c_string, checked_source, is_lit
 from .dim import Dim, symbols
-from .control import Branch, Copy, End, IfWritten, Loop, SetDim, SetWritten
+from .control import (Branch, Call, Copy, CountPasses, End, IfWritten, Loop, NextPass,
+                      Reverse, SetDim, SetWritten, pass_var)
 from .segment import OpUnit
 from .writer import Writer
 
@@ -206,8 +207,15 @@ def _control(item, d):
         return f"{item.flag} = true;"
     if isinstance(item, IfWritten):
         return f"if ({item.flag}) {{"
-    if isinstance(item, SetDim):
+    if isinstance(item, (SetDim, Call)):
         return d.call_op(item.call)
+    if isinstance(item, CountPasses):
+        return f"{item.count.name}_[0] = 0;"
+    if isinstance(item, NextPass):
+        return f"++{item.count.name}_[0];"
+    if isinstance(item, Reverse):
+        p = pass_var(item.count)
+        return f"for (int64_t {p} = {item.count.name}_[0]; {p}-- > 0;) {{"
     raise TypeError(f"not a control statement: {item!r}")
 
 

@@ -18,7 +18,7 @@ from ..ir.analysis import sub_block_vars
 from ..ops import registry
 from . import abi, emit
 from .arena import declared_fits
-from .cir import CTYPES, ArrayBuf, Buf, Emit, NotCompilable, TableBuf, is_lit
+from .cir import CTYPES, ArrayBuf, Buf, Emit, NotCompilable, PassRecord, TableBuf, is_lit
 from .dim import Dim, bounded
 from .control import CONTROL, SetDim
 from .fusion import conv_epilogue, sgd_into_gradient
@@ -149,6 +149,8 @@ def _escaping_internals(program, block, parts, keep):
             for name, buf in seg.values.items():
                 if isinstance(buf, (ArrayBuf, TableBuf)) and \
                         (name in after[seg.last] or name in keep):
+                    out.add(name)
+                elif isinstance(buf, PassRecord) and not buf.used:   # while_grad interpreted
                     out.add(name)
     return out
 
@@ -298,6 +300,15 @@ class Segmenter:
         buf.first = buf.last = k
         self._seg.bufs.append(buf)
         self._env[name] = buf
+        return buf
+
+    def own_array(self, var, k):
+        """A tensor array the segment function owns that no program variable names (a loop's
+        per-pass values kept for its gradient, a gradient summed over passes)."""
+        buf = ArrayBuf(f"a{self._n}", var)
+        self._n += 1
+        buf.first = buf.last = k
+        self._seg.bufs.append(buf)
         return buf
 
     def write_table(self, name, src, op, k):
