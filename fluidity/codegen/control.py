@@ -129,7 +129,8 @@ def _gradient_block(low, op):
         raise NotCompilable(f"'{readers[0].type}' reads its StepScopes (only a while_grad of "
                             "a loop at the top block compiles with it)")
     if scopes in low.refused:
-        raise NotCompilable("its while_grad runs interpreted, which reads the step scopes")
+        raise NotCompilable("its while_grad runs interpreted: it reads the StepScopes the "
+                            "interpreter keeps")
     return _sub_block(low, readers[0])
 
 
