@@ -165,3 +165,37 @@ def test_a_loop_whose_gradient_does_not_compile_runs_interpreted_with_its_gradie
     got = run(main, startup, outs, feed, compiled=True)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_the_lod_seq2seq_example_trains_compiled_as_interpreted(caplog):
+    """examples/seq2seq.py --api lod's training program (two DynamicRNNs, the decoder's
+    memory an encoder state put in rank order, Adam) in one native segment: three steps
+    leave the parameters where the interpreter's leave them."""
+    import sys
+    from paths import EXAMPLES
+    sys.path.insert(0, EXAMPLES)
+    import seq2seq
+    with fluid.unique_name.guard():
+        main, startup, loss = seq2seq.build_train()
+    segs, python = python_steps(main, [loss.name])
+    assert len(segs) == 1 and not python, python
+    rng = np.random.default_rng(4)
+    batches = [seq2seq.make_batch(rng, 5)[:3] for _ in range(3)]
+    params = [p.name for p in main.global_block().all_parameters()]
+    result = []
+    for compiled in (False, True):
+        exe, scope = fluid.Executor(), fluid.Scope()
+        exe.run(startup, scope=scope)
+        prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
+        with caplog.at_level(logging.WARNING):
+            losses = [exe.run(prog, feed=dict(zip(["src", "dec_in", "label"], b)),
+                              fetch_list=[loss], scope=scope)[0] for b in batches]
+        result.append((losses, [np.array(scope.find_var(p).value._array) for p in params]))
+    assert "run interpreted" not in caplog.text
+    (want_l, want_p), (got_l, got_p) = result
+    # sigmoid/tanh an ulp apart per step; Adam's first steps move each weight by about lr
+    # (1e-2) whatever the gradient's size, so a gradient an ulp off moves a weight at most
+    # by a few ulps of lr
+    np.testing.assert_allclose(np.ravel(got_l), np.ravel(want_l), rtol=1e-5)
+    for name, g, w in zip(params, got_p, want_p):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-5, err_msg=name)
