@@ -6,6 +6,7 @@ sized at run time from their symbolic dims. Persistables are updated in their ow
 and take no slot.
 """
 from ..ir.memory_plan import colour_by_lifetime
+from .cir import ArrayBuf
 
 ARENA_KINDS = ("temp", "output", "scratch")
 
@@ -27,10 +28,14 @@ def plan_buffers(seg, later, keep, block):
 
 def _outputs(seg, later, keep, block):
     """The values that leave the segment; a temp that leaves becomes an output, alive to
-    the segment's end."""
+    the segment's end; a tensor array that leaves is handed back whole (its record: the
+    address of a block the caller copies and frees, abi.py)."""
     end, outs = len(seg.sites), []
     for name, buf in seg.values.items():
-        if buf.kind == "inout":
+        if isinstance(buf, ArrayBuf):
+            if name in later or name in keep:
+                outs.append(buf)
+        elif buf.kind == "inout":
             outs.append(buf)
         elif buf.kind == "temp":
             v = block.find_var_recursive(name)

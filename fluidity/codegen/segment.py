@@ -140,16 +140,20 @@ def segment_block(program, block_idx, keep, target):
 
 
 def _escaping_internals(program, block, parts, keep):
-    """The tensor arrays and rank tables a segment makes that something after it reads (or
-    the caller keeps): they live only inside the segment function."""
+    """The rank tables a segment makes that something after it reads (or the caller
+    keeps): they live only inside the segment function; so do tensor arrays it never
+    writes (a written one is handed back), and the passes a `while` keeps for a
+    `while_grad` that is not compiled with it (the interpreter's needs step scopes)."""
     after = later_reads(program, block.ops)
     out = set()
     for seg in parts:
         if isinstance(seg, Segment):
             for name, buf in seg.values.items():
-                if isinstance(buf, (ArrayBuf, TableBuf)) and \
-                        (name in after[seg.last] or name in keep):
+                leaves = name in after[seg.last] or name in keep
+                if isinstance(buf, TableBuf) and leaves:
                     out.add(name)
+                elif isinstance(buf, ArrayBuf) and leaves and buf.elem is None:
+                    out.add(name)            # never written here: no entry type to hand back
                 elif isinstance(buf, PassRecord) and not buf.used:   # while_grad interpreted
                     out.add(name)
     return out

@@ -147,11 +147,47 @@ def test_a_bad_read_fails_from_the_compiled_code_with_the_interpreters_message(
     assert message in str(info.value)
 
 
-def test_an_array_read_outside_the_compiled_code_stays_interpreted():
-    """An array a Python step or a fetch reads cannot live in the segment function."""
-    main, startup, outs = array_program(0)
-    low = Lowering(main, 0, keep=[main.global_block().ops[2].output("Out")[0]])
-    assert any(t == "write_to_array" and w == "python" for _, t, w, _ in low.explain())
+def test_an_array_a_fetch_takes_is_handed_back_by_the_compiled_code(caplog):
+    """An array the caller keeps leaves the segment whole (its entries copied out of the
+    block the segment hands back): the same entries as the interpreter's, a gap where an
+    index was never written, and a fetch of it after a run with fewer entries."""
+    main, startup, outs = array_program(0, write_at=(0, 2))
+    arr = main.global_block().ops[2].output("Out")[0]
+    rows = Lowering(main, 0, keep=[arr]).explain()
+    assert not [t for _, t, w, _ in rows if w == "python"]
+    feed = {"x": np.arange(3, dtype="float32")}
+    want, got = run_both(main, startup, [arr], feed, caplog)
+    assert len(got[0]) == len(want[0]) == 3
+    for g, w in zip(got[0], want[0]):
+        assert (g._array is None) == (w._array is None)
+        if w._array is not None:
+            np.testing.assert_array_equal(g._array, w._array)
+    assert got[0][1]._array is None                    # never written
+
+
+def test_the_lod_seq2seq_greedy_decoder_runs_in_one_native_call(caplog):
+    """examples/seq2seq.py --api lod's decoding While loop writes the tokens of each step
+    into an array the caller fetches: encoder, loop and array in one segment; the tokens
+    and the number of steps are the interpreter's, for batches of several and of one."""
+    import sys
+    from paths import EXAMPLES
+    sys.path.insert(0, EXAMPLES)
+    import seq2seq
+    with fluid.unique_name.guard():
+        _, startup, _ = seq2seq.build_train()
+        dec, tokens = seq2seq.build_decode(max_len=5)
+    rows = Lowering(dec, 0, keep=[tokens.name]).explain()
+    assert not [t for _, t, w, _ in rows if w == "python"]
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    native = fluid.CompiledProgram(dec).with_native_code()
+    rng = np.random.default_rng(3)
+    for n in (4, 1):
+        src = seq2seq.make_batch(rng, n)[0]
+        with caplog.at_level(logging.WARNING):
+            got = seq2seq.decode(exe, native, tokens, src, scope)
+        assert got == seq2seq.decode(exe, dec, tokens, src, scope)
+    assert "run interpreted" not in caplog.text
 
 
 def test_reorder_by_rank_and_its_gradient_compile_with_the_kernels_results(caplog):

@@ -183,6 +183,42 @@ inline int array_accumulate(TensorArray* acc, TensorArray* g, int64_t row_elems,
 
 inline int array_clear(TensorArray* a) { a->clear(); return 0; }
 
+// --- arrays that leave the segment (codegen/buffers.py: an output record of an array) ---
+// The array as one malloc'd block the caller owns: int64 n, int64 rows[n] (-1: never
+// written), then the entries' bytes back to back. The caller copies it into a
+// LoDTensorArray and frees it with fl_array_release (the library that allocated it frees).
+inline int array_export(const TensorArray* a, int64_t row_bytes, int64_t* addr, char* err,
+                        int k) {
+    const int64_t n = a->size();
+    int64_t bytes = (1 + n) * 8;
+    for (const auto& e : a->el)
+        if (e.rows > 0) bytes += e.rows * row_bytes;
+    char* p = (char*)std::malloc((size_t)bytes);
+    if (p == nullptr) return fail(err, k, "out of memory handing a tensor array back");
+    int64_t* head = (int64_t*)p;
+    head[0] = n;
+    char* q = p + (1 + n) * 8;
+    for (int64_t j = 0; j < n; ++j) {
+        const TensorArray::Elem& e = a->el[(size_t)j];
+        head[1 + j] = e.rows;
+        if (e.rows > 0) {
+            std::memcpy(q, e.data, (size_t)(e.rows * row_bytes));
+            q += e.rows * row_bytes;
+        }
+    }
+    *addr = (int64_t)(intptr_t)p;
+    return 0;
+}
+
+}  // namespace fl
+
+// weak: one definition however many translation units include this header
+extern "C" __attribute__((weak, visibility("default"))) void fl_array_release(void* p) {
+    std::free(p);
+}
+
+namespace fl {
+
 // --- rank tables --------------------------------------------------------------------------
 // table[0..n): original indices, longest first (stable); table[n..2n): the lengths.
 inline void rank_table(const int64_t* lod, int64_t n, int64_t* table) {
