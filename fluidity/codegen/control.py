@@ -128,6 +128,9 @@ def _gradient_block(low, op):
             not any(o is readers[0] for o in low.block.ops):
         raise NotCompilable(f"'{readers[0].type}' reads its StepScopes (only a while_grad of "
                             "a loop at the top block compiles with it)")
+    if low.target.name != "cpu":          # tapes are runtime/arrays.h's host arrays
+        raise NotCompilable(f"'while_grad' reads its StepScopes (a trained loop compiles for "
+                            f"C++ only, not {low.target.title})")
     if scopes in low.refused:
         raise NotCompilable("its while_grad runs interpreted: it reads the StepScopes the "
                             "interpreter keeps")

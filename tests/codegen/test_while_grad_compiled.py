@@ -199,3 +199,38 @@ def test_the_lod_seq2seq_example_trains_compiled_as_interpreted(caplog):
     np.testing.assert_allclose(np.ravel(got_l), np.ravel(want_l), rtol=1e-5)
     for name, g, w in zip(params, got_p, want_p):
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-5, err_msg=name)
+
+
+def test_the_sentiment_chapters_dyn_rnn_lstm_trains_compiled_as_interpreted(caplog):
+    """understand_sentiment's dyn_rnn_lstm training step (the chapter's own function,
+    Adagrad) in one native segment: the cost and every parameter's gradient are the
+    interpreter's (compared before Adagrad, whose first step moves a weight by about
+    lr * sign(g) and so turns an ulp of a near-zero gradient into a visible change)."""
+    import os
+    import sys
+    from paths import TESTS
+    sys.path.insert(0, os.path.join(TESTS, "fluid_book"))
+    import test_understand_sentiment as sentiment
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 3
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        words = L.data("words", [1], dtype="int64", lod_level=1)
+        label = L.data("label", [1], dtype="int64")
+        cost = sentiment.dyn_rnn_lstm(words, label, input_dim=sentiment.DICT_DIM)[0]
+        fluid.optimizer.Adagrad(0.1).minimize(cost)
+    segs, python = python_steps(main, [cost.name])
+    assert len(segs) == 1 and not python, python
+    samples = list(sentiment.imdb(8, 7)())
+    flat = np.array([t for w, _ in samples for t in w], np.int64).reshape(-1, 1)
+    feed = {"words": fluid.create_lod_tensor(flat, [[len(w) for w, _ in samples]],
+                                             fluid.CPUPlace()),
+            "label": np.array([[y] for _, y in samples], np.int64)}
+    params = [p.name for p in main.global_block().all_parameters()]
+    fetch = [cost.name] + [p + "@GRAD" for p in params]
+    want = run(main, startup, fetch, feed, compiled=False)
+    got = run(main, startup, fetch, feed, compiled=True, caplog=caplog)
+    # an ulp of sigmoid/tanh (6e-8, relative) per gate of up to 8 steps, through about
+    # thirty roundings a step, summed over 8 sentences: relative to the gradient's size
+    for name, g, w in zip(fetch, got, want):
+        tol = 30 * 6e-8 * 8 * 8 * float(np.abs(w).max())
+        np.testing.assert_allclose(g, w, rtol=0, atol=tol, err_msg=name)
