@@ -332,3 +332,40 @@ def test_an_array_written_in_a_branch_inside_a_loop(caplog):
     want, got = run_both(main, startup, outs, feed, caplog)
     np.testing.assert_array_equal(np.asarray(got[0]), np.arange(6).reshape(2, 3) * 4.0)
     assert np.asarray(got[1]).tolist() == [2] == np.asarray(want[1]).tolist()
+
+
+def xw_read_program():
+    """read_from_array's gradient form (X_W, as backward writes it): entry k of an array
+    written at 0 only, zeros shaped like X_W where there is none."""
+    def fn():
+        x = L.data("x", [2, 3], dtype="float32", append_batch_size=False)
+        w = L.data("w", [4, 3], dtype="float32", append_batch_size=False)
+        k = L.data("k", [1], dtype="int64", append_batch_size=False)
+        arr = L.create_array("float32")
+        L.array_write(x, L.fill_constant([1], "int64", 0), array=arr)
+        block = fluid.default_main_program().current_block()
+        out = block.create_var(name="read_or_zeros", dtype="float32")
+        block.append_op(type="read_from_array", inputs={"X": [arr], "I": [k], "X_W": [w]},
+                        outputs={"Out": [out]})
+        return [out]
+    return build(fn)
+
+
+@pytest.mark.parametrize("k, rows", [(0, 2), (3, 4)], ids=["written", "missing: zeros"])
+def test_the_gradient_form_of_read_from_array_compiles(k, rows, caplog):
+    main, startup, outs = xw_read_program()
+    assert len(segments(main)[0]) == 1 and not segments(main)[1]
+    feed = {"x": np.ones((2, 3), "float32"), "w": np.ones((4, 3), "float32"),
+            "k": np.array([k], np.int64)}
+    want, got = run_both(main, startup, outs, feed, caplog)
+    assert np.asarray(got[0]).shape == (rows, 3)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+
+
+def test_a_negative_index_of_the_gradient_form_fails_from_the_compiled_code():
+    main, startup, outs = xw_read_program()
+    feed = {"x": np.ones((2, 3), "float32"), "w": np.ones((4, 3), "float32"),
+            "k": np.array([-1], np.int64)}
+    for prog in (main, fluid.CompiledProgram(main).with_native_code()):
+        with pytest.raises(ExecutionError, match="array index I is negative"):
+            fluid.Executor().run(prog, feed=feed, fetch_list=outs, scope=fluid.Scope())

@@ -97,10 +97,12 @@ def _read_or_zeros(e):
         a.elem, a.row_dims = w.ctype, list(w.dims[1:])
     elif a.elem != w.ctype or list(map(str, a.row_dims)) != list(map(str, w.dims[1:])):
         e.fail(f"X holds {a.elem}[?, {a.row_dims}], X_W is {w.ctype}{w.dims}")
+    w_bound = e.bound_of(w.dims[0])
     if a.bound is None:
-        a.bound = e.bound_of(w.dims[0])
+        a.bound = w_bound
+    # an entry has at most the array's bound of rows, zeros X_W's: reserve for either
+    bound = a.bound if str(a.bound) == str(w_bound) else a.bound + w_bound
     idx, idx_seg = array_index(e)
-    bound = a.bound
     rows = e.runtime_dim(bound, lambda v: f"fl::array_read_rows_or({a.name}_, {idx_seg}, "
                          f"{w.dims[0]}, {bound}, &{v}, err, {e.k})")
     out = e.output("Out", [rows] + list(a.row_dims), a.elem, lod_from=False)
