@@ -91,16 +91,18 @@ def lower_while(low, op, block_idx, i):
     (cond_name,) = op.input("Condition")
     cond = low.read(cond_name, op)
     _require_flag_value(low, cond, "Condition")
-    count = None
+    count, tapes, starts = None, {}, []
     if grad_sub is not None:
         count = low.temp(op.output("StepScopes")[0], [1], "int64_t", kb)
         lines.append(CountPasses(count))
-    low.control(lines + [Loop(cond)])
+        before, after = _carried_snapshots(low, sub, grad_sub, carried)
+        starts = [_push(low, tapes, n, carried[n], kb) for n in before]
+    low.control(lines + [Loop(cond)] + starts)
     n = _emit_block(low, sub)
     ke = max(low.position - 1, kb)
-    saves, tapes = [], {}
+    saves = []
     if grad_sub is not None:
-        saves, tapes = _save_pass(low, sub, grad_sub, carried, count, ke)
+        saves = _save_pass(low, sub, grad_sub, after, tapes, count, ke)
     low.control(saves + _carry_out(low, carried, sub, kb, ke) + [End()])
     low.live_through(kb, ke)
     if grad_sub is None:
@@ -137,41 +139,63 @@ def _gradient_block(low, op):
     return _sub_block(low, readers[0])
 
 
-def _save_pass(low, sub, grad_sub, carried, count, k):
-    """(The statements ending a forward pass: each body value the gradient block reads
-    pushed on its tape, the pass counted; {variable: tape}). A value the loop carries is
-    not kept (the gradient block reads its final value, or, for an in-place counter,
-    restores it itself)."""
+def _carried_snapshots(low, sub, grad_sub, carried):
+    """(Names of the tensors the loop carries whose value at a pass's start the gradient
+    block reads, those whose value at its end it reads): the interpreter's snapshots in
+    its step scopes (a value the body reads first is kept as the pass found it, one it
+    writes first as the pass left it). A counter updated in place is not kept: the
+    gradient block restores it by its own decrement; a carried array is one object."""
     program = low.program
     if len(_subtree(program, sub)) > 1 or len(_subtree(program, grad_sub)) > 1:
         raise NotCompilable("a loop with nested blocks compiles without its gradient only")
     read = {n for o in grad_sub.ops for n in o.input_arg_names}
     inplace = {n for o in sub.ops for n in set(o.input_arg_names) & set(o.output_arg_names)}
+    first = {}
+    for n, is_write in _events(program, sub):
+        first.setdefault(n, is_write)
+    before, after = [], []
     for n, carry in carried.items():
         if n in read and not isinstance(carry, ArrayBuf) and n not in inplace:
-            raise NotCompilable(f"the gradient block reads '{n}', a tensor the loop carries "
-                                "(kept per pass: not compiled)")
-    lines, tapes = [], {}
+            (after if first.get(n, True) else before).append(n)
+    return before, after
+
+
+def _push(low, tapes, n, buf, k):
+    """The statement pushing Buf `buf` (the value of `n`) on its tape, made here."""
+    if buf.lod is not None or buf.written or buf.rows is not None:
+        raise NotCompilable(f"'{n}' carries LoD, rows or a branch's flag (kept per pass for "
+                            "the gradient: not compiled)")
+    rows, row_dims = (buf.dims[0], buf.dims[1:]) if buf.ndim else (1, [])
+    if any(str(low.bound_of(d)) != str(d) for d in row_dims):
+        raise NotCompilable(f"'{n}' changes its row dims from pass to pass")
+    tape = low.own_array(f"{n}@PASSES", k)
+    tape.elem, tape.row_dims, tape.bound = buf.ctype, list(row_dims), low.bound_of(rows)
+    fixed = list(buf.dims) if str(low.bound_of(rows)) == str(rows) else None
+    tapes[n] = (tape, str(rows), buf.ndim, fixed)
+    buf.last = max(buf.last, k)
+    return Call(f"fl::tape_push({tape.name}_, {buf.name}_, {rows}, {tape.row_bytes()}, err, "
+                f"{k})")
+
+
+def _save_pass(low, sub, grad_sub, after, tapes, count, k):
+    """The statements ending a forward pass: each body value the gradient block reads, and
+    each carried value it reads as the pass left it, pushed on its tape; the pass
+    counted."""
+    read = {n for o in grad_sub.ops for n in o.input_arg_names}
+    lines = []
     for n in sorted(read & set(sub.vars)):
         if sub.vars[n].type != VarType.LOD_TENSOR:
             raise NotCompilable(f"the gradient block reads '{n}', a "
                                 f"{VarType.Type.Name(sub.vars[n].type)} of the loop body")
         buf = low.value(n)
+        if buf is not None:              # else never written in the body: the gradient reads none
+            lines.append(_push(low, tapes, n, buf, k))
+    for n in after:
+        buf = low.value(n)
         if buf is None:
-            continue                     # never written in the body: the gradient reads none
-        if buf.lod is not None or buf.written or buf.rows is not None:
-            raise NotCompilable(f"'{n}' of the loop body carries LoD, rows or a branch's "
-                                "flag (kept per pass: not compiled)")
-        rows, row_dims = (buf.dims[0], buf.dims[1:]) if buf.ndim else (1, [])
-        if any(str(low.bound_of(d)) != str(d) for d in row_dims):
-            raise NotCompilable(f"'{n}' changes its row dims from pass to pass")
-        tape = low.own_array(f"{n}@PASSES", k)
-        tape.elem, tape.row_dims, tape.bound = buf.ctype, list(row_dims), low.bound_of(rows)
-        tapes[n] = (tape, str(rows), buf.ndim)
-        lines.append(Call(f"fl::tape_push({tape.name}_, {buf.name}_, {rows}, "
-                          f"{tape.row_bytes()}, err, {k})"))
-        buf.last = max(buf.last, k)
-    return lines + [NextPass(count)], tapes
+            raise NotCompilable(f"'{n}' has no value after a pass")
+        lines.append(_push(low, tapes, n, buf, k))
+    return lines + [NextPass(count)]
 
 
 def lower_while_grad(low, op, block_idx, i):
@@ -181,11 +205,17 @@ def lower_while_grad(low, op, block_idx, i):
     passes write into; that of a value the loop only reads (a parameter, an input array)
     is each pass's own, summed over the passes (acc + g, in pass order); output gradients
     nobody computed are empty arrays (missing entries read as zeros, read_from_array's
-    X_W form). Gradients of carried tensors are not compiled."""
+    X_W form). The gradient of a tensor the loop carries (h = f(h)) is carried from pass
+    to pass in a buffer of its own (from outside, or zeros; zeros again after a pass that
+    does not write it)."""
     (scopes,) = op.input("StepScopes")
     rec = low.value(scopes)
     if not isinstance(rec, PassRecord):
         raise NotCompilable("its forward 'while' is not compiled in this segment")
+    refused = low.refused & (set(op.input("Out@GRAD")) | set(op.output("X@GRAD")))
+    if refused:                      # an array gradient read outside that is never written
+        raise NotCompilable(f"tensor array '{sorted(refused)[0]}' is read outside the "
+                            "compiled code")
     sub = _sub_block(low, op)
     if not sub.ops:
         raise NotCompilable("its gradient block is empty")
@@ -195,14 +225,14 @@ def lower_while_grad(low, op, block_idx, i):
     og_inner = op.attr("original_output_grad") or og_outer
     if len(og_inner) != len(og_outer):
         raise NotCompilable("original_output_grad does not match Out@GRAD")
-    grads = {}
+    grads, lines = {}, []
     for outer, inner in zip(og_outer, og_inner):
-        grads[inner] = _outside_grad(low, block, outer, k0)
+        grads[inner] = _outside_grad(low, op, block, i, outer, inner, k0, lines)
     xs, gs = op.input("X"), op.output("X@GRAD")
     if len(xs) != len(gs):
         raise NotCompilable("X@GRAD is not aligned with X")
     carried_fwd = set(op.input("Out"))
-    summed, lines = [], []
+    summed = []
     for x, g in zip(xs, gs):
         if g == EMPTY_VAR_NAME:
             continue
@@ -211,11 +241,8 @@ def lower_while_grad(low, op, block_idx, i):
         if xv is None:
             raise NotCompilable(f"X '{x}' is not declared")
         if x in carried_fwd:
-            if xv.type != VarType.LOD_TENSOR_ARRAY:
-                raise NotCompilable(f"the gradient of '{x}', a tensor the loop carries, is "
-                                    "not compiled")
             if inner not in grads:
-                grads[inner] = low.own_array(inner, k0)
+                grads[inner] = _zero_grad(low, block, x, inner, k0, lines)
             continue
         summed.append(_summed_grad(low, op, xv, x, g, inner, k0, lines))
     carried, carry_lines = _carry_in(low, op, sub, shadowing=True)
@@ -233,18 +260,22 @@ def lower_while_grad(low, op, block_idx, i):
             low.bind(s["inner"], s["pass"])
         else:
             low.bind(s["inner"], None)
+    outer_before = {name: low.value(name) for name in rec.tapes}
     _restore_pass(low, rec, p, kb)
     n = _emit_block(low, sub)
     ke = max(low.position - 1, kb)
     ends = []
+    for inner, carry in grads.items():
+        if not isinstance(carry, ArrayBuf):
+            ends += _pass_grad(low, inner, carry, ke)
     for s in summed:
         ends += _sum_pass(low, s, rec, p, ke)
     ends += _carry_out(low, carried, sub, kb, ke)
     low.control(ends + [End()])
     low.live_through(kb, ke)
     rec.count.last = max(rec.count.last, ke)
-    for name in rec.tapes:
-        low.bind(name, None)
+    for name, buf in outer_before.items():     # a body's value: None; a carried one: its own
+        low.bind(name, buf)
     for inner, buf in grads.items():
         buf.last = max(buf.last, ke)
     for x, g in zip(xs, gs):
@@ -257,21 +288,60 @@ def lower_while_grad(low, op, block_idx, i):
     return f"the gradient of a loop: block {sub.idx} ({n} ops) per pass, last first"
 
 
-def _outside_grad(low, block, outer, k):
-    """The array an output gradient from outside the loop is: the segment's, or an empty one
-    where nobody computed it (zeros: missing entries read as zeros)."""
+def _outside_grad(low, op, block, i, outer, inner, k, lines):
+    """The buffer an output gradient from outside the loop starts in: the segment's array
+    (the passes write into it), an empty one where nobody computed it (missing entries
+    read as zeros), or for a tensor a buffer of its own (the passes replace its value) that
+    a copy of the gradient, or zeros, fills."""
     buf = low.value(outer)
+    if buf is None and any(outer in o.output_arg_names for o in low.block.ops[:i]):
+        buf = low.read(outer, op)        # made by a Python step before: the scope's
     if isinstance(buf, ArrayBuf):
         return buf
-    if buf is not None:
-        raise NotCompilable(f"output gradient '{outer}' is a tensor (gradients of carried "
-                            "tensors are not compiled)")
-    v = block.find_var_recursive(outer)
-    fwd = block.find_var_recursive(outer.split(GRAD_SUFFIX)[0])
-    if fwd is None or fwd.type != VarType.LOD_TENSOR_ARRAY or \
-            (v is not None and v.type != VarType.LOD_TENSOR_ARRAY):
-        raise NotCompilable(f"output gradient '{outer}' has no value and is no tensor array")
-    return low.own_array(outer, k)
+    fwd = outer.split(GRAD_SUFFIX)[0]
+    fv = block.find_var_recursive(fwd)
+    if buf is None:
+        if fv is not None and fv.type == VarType.LOD_TENSOR_ARRAY:
+            return low.own_array(outer, k)
+        return _zero_grad(low, block, fwd, inner, k, lines)
+    if buf.rows is not None or buf.written or buf.kind == "array":
+        raise NotCompilable(f"output gradient '{outer}' is not a dense tensor")
+    carry = low.temp(inner, buf.dims, buf.ctype, k)
+    lines.append(Copy(carry, buf))
+    buf.last = max(buf.last, k)
+    return carry
+
+
+def _zero_grad(low, block, x, inner, k, lines):
+    """The gradient of `x`, carried by the loop, that nobody computed outside: an empty
+    array, or zeros shaped like x's value."""
+    xv = block.find_var_recursive(x)
+    if xv is not None and xv.type == VarType.LOD_TENSOR_ARRAY:
+        return low.own_array(inner, k)
+    fb = low.value(x)
+    if fb is None or isinstance(fb, ArrayBuf) or fb.rows is not None or \
+            fb.ctype not in ("float", "double"):
+        raise NotCompilable(f"the gradient of '{x}' has no value to start from")
+    carry = low.temp(inner, fb.dims, fb.ctype, k)
+    lines.append(Call(f"fl::zero_fill({carry.name}_, {carry.numel()})"))
+    return carry
+
+
+def _pass_grad(low, inner, carry, k):
+    """The statements ending a gradient pass for a carried tensor's gradient: the pass's
+    value copied into its buffer, or zeros where the pass wrote none (the interpreter's
+    zeros_like)."""
+    got = low.value(inner)
+    if got is None:
+        return [Call(f"fl::zero_fill({carry.name}_, {carry.numel()})")]
+    if got is carry:
+        return []
+    if got.ctype != carry.ctype or list(map(str, got.dims)) != list(map(str, carry.dims)) \
+            or got.written or got.rows is not None:
+        raise NotCompilable(f"'{inner}' is {_typed(got)} after a pass, {_typed(carry)} "
+                            "before")
+    got.last = max(got.last, k)
+    return [Copy(carry, got)]
 
 
 def _summed_grad(low, op, xv, x, g, inner, k, lines):
@@ -293,10 +363,17 @@ def _summed_grad(low, op, xv, x, g, inner, k, lines):
 
 
 def _restore_pass(low, rec, p, k):
-    """Binds each kept body value to a buffer read from its tape at pass `p`; values of
-    one forward row count share one run-time dim."""
+    """Binds each kept value to a buffer read from its tape at pass `p`: of its forward dims
+    when they do not change from pass to pass, else with rows set per pass (values of one
+    forward row count share one run-time dim)."""
     rows_of = {}
-    for name, (tape, rows_key, ndim) in rec.tapes.items():
+    for name, (tape, rows_key, ndim, fixed) in rec.tapes.items():
+        if fixed is not None:
+            buf = low.temp(name, fixed, tape.elem, k)
+            low.control([Call(f"fl::tape_read({tape.name}_, {p}, {buf.name}_, "
+                              f"{tape.row_bytes()})")])
+            low.bind(name, buf)
+            continue
         rows = rows_of.get(rows_key)
         if rows is None:
             rows = low.runtime_dim(tape.bound, lambda v, t=tape: (

@@ -137,10 +137,9 @@ def test_a_training_step_of_the_compiled_loop_updates_as_the_interpreter(caplog)
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-6, err_msg=p)
 
 
-def test_a_loop_whose_gradient_does_not_compile_runs_interpreted_with_its_gradient():
-    """A While carrying a tensor (h = tanh(fc(h))): the gradient of a carried tensor is not
-    compiled, so the loop is not either (its while_grad reads the interpreter's step
-    scopes), and the compiled program's gradients are the interpreter's."""
+def plain_loop(body):
+    """A While of 3 passes over h (a copy of x, which wants a gradient), trained through:
+    the loss is mean(h); `body(h)` is one pass."""
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = 5
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
@@ -152,17 +151,48 @@ def test_a_loop_whose_gradient_does_not_compile_runs_interpreted_with_its_gradie
         cond = L.less_than(i, n)
         loop = L.While(cond)
         with loop.block():
-            L.assign(L.tanh(L.fc(h, HID, param_attr="w", bias_attr=False)), h)
+            body(h)
             L.increment(i, in_place=True)
             L.less_than(i, n, cond=cond)
         loss = L.mean(h)
         fluid.backward.append_backward(loss)
-    outs = [loss, "w@GRAD"]
+    return main, startup, [loss.name, "w@GRAD", "x@GRAD"]
+
+
+PLAIN_FEED = {"x": np.linspace(-1, 1, 2 * HID).reshape(2, HID).astype("float32")}
+
+
+def test_a_while_carrying_a_tensor_trains_compiled_as_interpreted(caplog):
+    """h = tanh(h @ w) three times: the gradient reads h as each pass found it (kept per
+    pass) and carries h's gradient from pass to pass in a buffer of its own; x's gradient
+    (through the carried h) and w's (summed over the passes) match the interpreter's."""
+    main, startup, outs = plain_loop(
+        lambda h: L.assign(L.tanh(L.fc(h, HID, param_attr="w", bias_attr=False)), h))
+    segs, python = python_steps(main, outs)
+    assert len(segs) == 1 and not python, python
+    want = run(main, startup, outs, PLAIN_FEED, compiled=False)
+    got = run(main, startup, outs, PLAIN_FEED, compiled=True, caplog=caplog)
+    # tanh an ulp (6e-8) apart per pass, through three passes and their gradients
+    for name, g, w in zip(outs, got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=3 * 30 * 6e-8 * np.abs(w).max(),
+                                   err_msg=name)
+
+
+def test_a_trained_loop_with_a_branch_inside_runs_interpreted_with_its_gradient():
+    """A branch (conditional_block) inside a trained loop: nested blocks are not taped, so
+    the loop and its while_grad run interpreted (the interpreter's step scopes), and the
+    compiled program's gradients are the interpreter's."""
+    def body(h):
+        w = L.create_parameter([HID, HID], "float32", name="w")
+        y = L.tanh(L.matmul(h, w))
+        big = L.reduce_sum(y) > L.fill_constant([1], "float32", 100.0)
+        L.assign(L.cond(big, lambda: y * 0.5, lambda: y), h)
+    main, startup, outs = plain_loop(body)
     rows = {t: (w, why) for _, t, w, why in Lowering(main, 0, keep=outs).explain()}
     assert rows["while"][0] == "python" and rows["while_grad"][0] == "python"
-    feed = {"x": np.linspace(-1, 1, 2 * HID).reshape(2, HID).astype("float32")}
-    want = run(main, startup, outs, feed, compiled=False)
-    got = run(main, startup, outs, feed, compiled=True)
+    assert "nested blocks" in rows["while"][1], rows["while"][1]
+    want = run(main, startup, outs, PLAIN_FEED, compiled=False)
+    got = run(main, startup, outs, PLAIN_FEED, compiled=True)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
 
