@@ -264,3 +264,18 @@ def test_the_sentiment_chapters_dyn_rnn_lstm_trains_compiled_as_interpreted(capl
     for name, g, w in zip(fetch, got, want):
         tol = 30 * 6e-8 * 8 * 8 * float(np.abs(w).max())
         np.testing.assert_allclose(g, w, rtol=0, atol=tol, err_msg=name)
+
+
+def test_a_python_step_between_the_loop_and_its_gradient_keeps_both_interpreted():
+    """A Print between the DynamicRNN and its while_grad cuts the segment: the loop is then
+    segmented again refused (its gradient needs the interpreter's step scopes) and the
+    gradients are the interpreter's, bit for bit."""
+    main, startup, outs = build(lambda last: L.mean(
+        L.Print(last, message="last", summarize=1, print_phase="forward")))
+    rows = {t: w for _, t, w, _ in Lowering(main, 0, keep=outs).explain()}
+    assert rows["while"] == rows["while_grad"] == "python"
+    feed = lod_feed([3, 1, 2])
+    want = run(main, startup, outs, feed, compiled=False)
+    got = run(main, startup, outs, feed, compiled=True)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
