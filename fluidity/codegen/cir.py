@@ -189,13 +189,15 @@ class PassRecord(Buf):
     """What a compiled `while` keeps of its passes for its `while_grad` (codegen/control.py),
     bound to the loop's StepScopes variable: `count`, the int64 [1] arena Buf of the number
     of passes; `tapes`, {variable: ArrayBuf with one entry per pass}: the body's values the
-    gradient block reads, as each pass left them. `used`: the while_grad was compiled in the
-    same segment (else the loop is segmented again, refused: the interpreter keeps scopes)."""
-    __slots__ = ("count", "tapes", "used")
+    gradient block reads, as each pass left them; `outer`, {variable: Buf} the values from
+    outside the loop it reads, as the loop saw them. `used`: the while_grad was compiled in
+    the same segment (else the loop is segmented again, refused: the interpreter keeps
+    scopes)."""
+    __slots__ = ("count", "tapes", "outer", "used")
 
-    def __init__(self, var, count, tapes, used=False):
+    def __init__(self, var, count, tapes, outer, used=False):
         super().__init__(f"rec_{count.name}", var, "void", [], "record")
-        self.count, self.tapes, self.used = count, tapes, used
+        self.count, self.tapes, self.outer, self.used = count, tapes, outer, used
 
     def numel(self):
         raise NotCompilable(f"'{self.var}' holds a loop's step scopes, not a tensor")

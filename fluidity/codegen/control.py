@@ -109,7 +109,10 @@ def lower_while(low, op, block_idx, i):
         return f"a loop over block {sub.idx} ({n} ops)"
     count.last = max(count.last, ke)
     (scopes,) = op.output("StepScopes")
-    low.bind(scopes, PassRecord(scopes, count, tapes))
+    read = {n for o in grad_sub.ops for n in o.input_arg_names}
+    outer = {n: low.value(n) for n in read - set(sub.vars) - set(carried)
+             if low.value(n) is not None}
+    low.bind(scopes, PassRecord(scopes, count, tapes, outer))
     return (f"a loop over block {sub.idx} ({n} ops), keeping {len(tapes)} values a pass "
             f"for its gradient")
 
@@ -212,6 +215,9 @@ def lower_while_grad(low, op, block_idx, i):
     rec = low.value(scopes)
     if not isinstance(rec, PassRecord):
         raise NotCompilable("its forward 'while' is not compiled in this segment")
+    for name, buf in rec.outer.items():  # the interpreter's step scopes hold the loop's
+        if low.value(name) is not buf:
+            raise NotCompilable(f"'{name}' changes between the loop and its gradient")
     refused = low.refused & (set(op.input("Out@GRAD")) | set(op.output("X@GRAD")))
     if refused:                      # an array gradient read outside that is never written
         raise NotCompilable(f"tensor array '{sorted(refused)[0]}' is read outside the "
@@ -284,7 +290,7 @@ def lower_while_grad(low, op, block_idx, i):
     for s in summed:
         s["acc"].last = max(s["acc"].last, ke)
         low.bind(s["outer"], s["acc"])
-    low.bind(scopes, PassRecord(scopes, rec.count, rec.tapes, used=True))
+    low.bind(scopes, PassRecord(scopes, rec.count, rec.tapes, rec.outer, used=True))
     return f"the gradient of a loop: block {sub.idx} ({n} ops) per pass, last first"
 
 
