@@ -212,45 +212,11 @@ def lower_while_grad(low, op, block_idx, i):
     to pass in a buffer of its own (from outside, or zeros; zeros again after a pass that
     does not write it)."""
     (scopes,) = op.input("StepScopes")
-    rec = low.value(scopes)
-    if not isinstance(rec, PassRecord):
-        raise NotCompilable("its forward 'while' is not compiled in this segment")
-    for name, buf in rec.outer.items():  # the interpreter's step scopes hold the loop's
-        if low.value(name) is not buf:
-            raise NotCompilable(f"'{name}' changes between the loop and its gradient")
-    refused = low.refused & (set(op.input("Out@GRAD")) | set(op.output("X@GRAD")))
-    if refused:                      # an array gradient read outside that is never written
-        raise NotCompilable(f"tensor array '{sorted(refused)[0]}' is read outside the "
-                            "compiled code")
+    rec = _pass_record(low, op, scopes)
     sub = _sub_block(low, op)
     if not sub.ops:
         raise NotCompilable("its gradient block is empty")
-    block = low.current_block
-    k0 = low.position
-    og_outer = op.input("Out@GRAD")
-    og_inner = op.attr("original_output_grad") or og_outer
-    if len(og_inner) != len(og_outer):
-        raise NotCompilable("original_output_grad does not match Out@GRAD")
-    grads, lines = {}, []
-    for outer, inner in zip(og_outer, og_inner):
-        grads[inner] = _outside_grad(low, op, block, i, outer, inner, k0, lines)
-    xs, gs = op.input("X"), op.output("X@GRAD")
-    if len(xs) != len(gs):
-        raise NotCompilable("X@GRAD is not aligned with X")
-    carried_fwd = set(op.input("Out"))
-    summed = []
-    for x, g in zip(xs, gs):
-        if g == EMPTY_VAR_NAME:
-            continue
-        inner = grad_var_name(x)
-        xv = block.find_var_recursive(x)
-        if xv is None:
-            raise NotCompilable(f"X '{x}' is not declared")
-        if x in carried_fwd:
-            if inner not in grads:
-                grads[inner] = _zero_grad(low, block, x, inner, k0, lines)
-            continue
-        summed.append(_summed_grad(low, op, xv, x, g, inner, k0, lines))
+    grads, summed, lines = _gradient_starts(low, op, i)
     carried, carry_lines = _carry_in(low, op, sub, shadowing=True)
     for n, carry in carried.items():
         if not isinstance(carry, ArrayBuf) and n in rec.tapes:
@@ -263,9 +229,7 @@ def lower_while_grad(low, op, block_idx, i):
     for s in summed:
         if s["pass"] is not None:
             low.control([Call(f"fl::array_clear({s['pass'].name}_)")])
-            low.bind(s["inner"], s["pass"])
-        else:
-            low.bind(s["inner"], None)
+        low.bind(s["inner"], s["pass"])
     outer_before = {name: low.value(name) for name in rec.tapes}
     _restore_pass(low, rec, p, kb)
     n = _emit_block(low, sub)
@@ -276,22 +240,71 @@ def lower_while_grad(low, op, block_idx, i):
             ends += _pass_grad(low, inner, carry, ke)
     for s in summed:
         ends += _sum_pass(low, s, rec, p, ke)
-    ends += _carry_out(low, carried, sub, kb, ke)
-    low.control(ends + [End()])
+    low.control(ends + _carry_out(low, carried, sub, kb, ke) + [End()])
     low.live_through(kb, ke)
     rec.count.last = max(rec.count.last, ke)
     for name, buf in outer_before.items():     # a body's value: None; a carried one: its own
         low.bind(name, buf)
-    for inner, buf in grads.items():
-        buf.last = max(buf.last, ke)
-    for x, g in zip(xs, gs):
-        if g != EMPTY_VAR_NAME and x in carried_fwd:
-            low.bind(g, grads[grad_var_name(x)])
-    for s in summed:
-        s["acc"].last = max(s["acc"].last, ke)
-        low.bind(s["outer"], s["acc"])
+    _bind_gradients(low, op, grads, summed, ke)
     low.bind(scopes, PassRecord(scopes, rec.count, rec.tapes, rec.outer, used=True))
     return f"the gradient of a loop: block {sub.idx} ({n} ops) per pass, last first"
+
+
+def _pass_record(low, op, scopes):
+    """The PassRecord of the forward loop, checked: compiled in this segment, the values
+    from outside it the gradient reads unchanged since (the interpreter's step scopes hold
+    the loop's), no gradient array read outside that nothing here writes."""
+    rec = low.value(scopes)
+    if not isinstance(rec, PassRecord):
+        raise NotCompilable("its forward 'while' is not compiled in this segment")
+    for name, buf in rec.outer.items():
+        if low.value(name) is not buf:
+            raise NotCompilable(f"'{name}' changes between the loop and its gradient")
+    refused = low.refused & (set(op.input("Out@GRAD")) | set(op.output("X@GRAD")))
+    if refused:
+        raise NotCompilable(f"tensor array '{sorted(refused)[0]}' is read outside the "
+                            "compiled code")
+    return rec
+
+
+def _gradient_starts(low, op, i):
+    """({inner name: the buffer a gradient carried from pass to pass lives in}, [the
+    gradients summed over the passes], the statements before the loop that fill them)."""
+    block, k0 = low.current_block, low.position
+    og_outer = op.input("Out@GRAD")
+    og_inner = op.attr("original_output_grad") or og_outer
+    if len(og_inner) != len(og_outer):
+        raise NotCompilable("original_output_grad does not match Out@GRAD")
+    grads, lines, summed = {}, [], []
+    for outer, inner in zip(og_outer, og_inner):
+        grads[inner] = _outside_grad(low, op, block, i, outer, inner, k0, lines)
+    xs, gs = op.input("X"), op.output("X@GRAD")
+    if len(xs) != len(gs):
+        raise NotCompilable("X@GRAD is not aligned with X")
+    for x, g in zip(xs, gs):
+        if g == EMPTY_VAR_NAME:
+            continue
+        inner, xv = grad_var_name(x), block.find_var_recursive(x)
+        if xv is None:
+            raise NotCompilable(f"X '{x}' is not declared")
+        if x in op.input("Out"):
+            if inner not in grads:
+                grads[inner] = _zero_grad(low, block, x, inner, k0, lines)
+        else:
+            summed.append(_summed_grad(low, op, xv, x, g, inner, k0, lines))
+    return grads, summed, lines
+
+
+def _bind_gradients(low, op, grads, summed, k):
+    """After the gradient loop: each X@GRAD name bound to its carried or summed buffer."""
+    for buf in grads.values():
+        buf.last = max(buf.last, k)
+    for x, g in zip(op.input("X"), op.output("X@GRAD")):
+        if g != EMPTY_VAR_NAME and x in op.input("Out"):
+            low.bind(g, grads[grad_var_name(x)])
+    for s in summed:
+        s["acc"].last = max(s["acc"].last, k)
+        low.bind(s["outer"], s["acc"])
 
 
 def _outside_grad(low, op, block, i, outer, inner, k, lines):
