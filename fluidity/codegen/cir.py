@@ -186,13 +186,13 @@ class ArrayBuf(Buf):
 
 
 class PassRecord(Buf):
-    """What a compiled `while` keeps of its passes for its `while_grad` (codegen/control.py),
-    bound to the loop's StepScopes variable: `count`, the int64 [1] arena Buf of the number
-    of passes; `tapes`, {variable: ArrayBuf with one entry per pass}: the body's values the
-    gradient block reads, as each pass left them; `outer`, {variable: Buf} the values from
-    outside the loop it reads, as the loop saw them. `used`: the while_grad was compiled in
-    the same segment (else the loop is segmented again, refused: the interpreter keeps
-    scopes)."""
+    """What a compiled `while` keeps of its passes for its `while_grad` (codegen/control.py,
+    loop_grad.py), bound to the loop's StepScopes variable: `count`, the int64 [1] arena Buf
+    of the number of passes; `tapes`, {variable: (ArrayBuf with one entry per pass, its
+    rows' key, rank, dims when fixed)}: the values the gradient block reads as each pass
+    found or left them; `outer`, {variable: Buf} the values from outside the loop it
+    reads, as the loop saw them. `used`: the while_grad was compiled in the same segment
+    (else the loop is segmented again, refused: the interpreter keeps step scopes)."""
     __slots__ = ("count", "tapes", "outer", "used")
 
     def __init__(self, var, count, tapes, outer, used=False):

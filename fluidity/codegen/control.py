@@ -17,14 +17,16 @@ gets a run-time flag: set when a pass writes it, it says whether the value leave
 segment (a branch not taken leaves the scope's variable as it was, as in the interpreter)
 and stops an op that reads it unset with an error.
 
-A loop or branch whose gradient op reads its step scopes is left to the interpreter (the
-compiled code keeps no scopes), as is one whose sub-block has an op without a compiled form.
+A loop whose `while_grad` follows in the same block keeps what the gradient block reads of
+each pass on tapes (runtime/arrays.h) for it (loop_grad.py compiles the while_grad); a loop
+or branch whose gradient op reads its step scopes otherwise is left to the interpreter, as is
+one whose sub-block has an op without a compiled form.
 """
 from collections import namedtuple
 
 from ..core.dtypes import VarType
-from ..core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, grad_var_name
-from .cir import ArrayBuf, NotCompilable, PassRecord, prod
+from ..core.names import EMPTY_VAR_NAME
+from .cir import ArrayBuf, NotCompilable, PassRecord
 
 
 # --- the statements a segment function runs around its op calls (render.py writes them)
@@ -84,9 +86,9 @@ def lower_while(low, op, block_idx, i):
     """`while (Condition) { block }`; returns the note explain() shows. A loop whose
     `while_grad` follows in the same block keeps what the gradient block reads of each pass
     (`PassRecord`, bound to the StepScopes variable) instead of step scopes."""
-    sub = _sub_block(low, op)
+    sub = sub_block(low, op)
     grad_sub = _gradient_block(low, op)
-    carried, lines = _carry_in(low, op, sub)
+    carried, lines = carry_in(low, op, sub)
     kb = low.position
     (cond_name,) = op.input("Condition")
     cond = low.read(cond_name, op)
@@ -98,12 +100,12 @@ def lower_while(low, op, block_idx, i):
         before, after = _carried_snapshots(low, sub, grad_sub, carried)
         starts = [_push(low, tapes, n, carried[n], kb) for n in before]
     low.control(lines + [Loop(cond)] + starts)
-    n = _emit_block(low, sub)
+    n = emit_block(low, sub)
     ke = max(low.position - 1, kb)
     saves = []
     if grad_sub is not None:
         saves = _save_pass(low, sub, grad_sub, after, tapes, count, ke)
-    low.control(saves + _carry_out(low, carried, sub, kb, ke) + [End()])
+    low.control(saves + carry_out(low, carried, sub, kb, ke) + [End()])
     low.live_through(kb, ke)
     if grad_sub is None:
         return f"a loop over block {sub.idx} ({n} ops)"
@@ -139,7 +141,7 @@ def _gradient_block(low, op):
     if scopes in low.refused:
         raise NotCompilable("its while_grad runs interpreted: it reads the StepScopes the "
                             "interpreter keeps")
-    return _sub_block(low, readers[0])
+    return sub_block(low, readers[0])
 
 
 def _carried_snapshots(low, sub, grad_sub, carried):
@@ -201,238 +203,10 @@ def _save_pass(low, sub, grad_sub, after, tapes, count, k):
     return lines + [NextPass(count)]
 
 
-def lower_while_grad(low, op, block_idx, i):
-    """The gradient of a compiled `while`: the gradient block run once per forward pass,
-    last first, over the values its `PassRecord` kept. As the interpreter's while_grad:
-    the gradient of an array the loop carries (a DynamicRNN memory's) is one array the
-    passes write into; that of a value the loop only reads (a parameter, an input array)
-    is each pass's own, summed over the passes (acc + g, in pass order); output gradients
-    nobody computed are empty arrays (missing entries read as zeros, read_from_array's
-    X_W form). The gradient of a tensor the loop carries (h = f(h)) is carried from pass
-    to pass in a buffer of its own (from outside, or zeros; zeros again after a pass that
-    does not write it)."""
-    (scopes,) = op.input("StepScopes")
-    rec = _pass_record(low, op, scopes)
-    sub = _sub_block(low, op)
-    if not sub.ops:
-        raise NotCompilable("its gradient block is empty")
-    grads, summed, lines = _gradient_starts(low, op, i)
-    carried, carry_lines = _carry_in(low, op, sub, shadowing=True)
-    for n, carry in carried.items():
-        if not isinstance(carry, ArrayBuf) and n in rec.tapes:
-            raise NotCompilable(f"the gradient block writes '{n}' that a pass kept")
-    kb = low.position
-    low.control(lines + carry_lines + [Reverse(rec.count)])
-    p = pass_var(rec.count)
-    for inner, buf in grads.items():
-        low.bind(inner, buf)
-    for s in summed:
-        if s["pass"] is not None:
-            low.control([Call(f"fl::array_clear({s['pass'].name}_)")])
-        low.bind(s["inner"], s["pass"])
-    outer_before = {name: low.value(name) for name in rec.tapes}
-    _restore_pass(low, rec, p, kb)
-    n = _emit_block(low, sub)
-    ke = max(low.position - 1, kb)
-    ends = []
-    for inner, carry in grads.items():
-        if not isinstance(carry, ArrayBuf):
-            ends += _pass_grad(low, inner, carry, ke)
-    for s in summed:
-        ends += _sum_pass(low, s, rec, p, ke)
-    low.control(ends + _carry_out(low, carried, sub, kb, ke) + [End()])
-    low.live_through(kb, ke)
-    rec.count.last = max(rec.count.last, ke)
-    for name, buf in outer_before.items():     # a body's value: None; a carried one: its own
-        low.bind(name, buf)
-    _bind_gradients(low, op, grads, summed, ke)
-    low.bind(scopes, PassRecord(scopes, rec.count, rec.tapes, rec.outer, used=True))
-    return f"the gradient of a loop: block {sub.idx} ({n} ops) per pass, last first"
-
-
-def _pass_record(low, op, scopes):
-    """The PassRecord of the forward loop, checked: compiled in this segment, the values
-    from outside it the gradient reads unchanged since (the interpreter's step scopes hold
-    the loop's), no gradient array read outside that nothing here writes."""
-    rec = low.value(scopes)
-    if not isinstance(rec, PassRecord):
-        raise NotCompilable("its forward 'while' is not compiled in this segment")
-    for name, buf in rec.outer.items():
-        if low.value(name) is not buf:
-            raise NotCompilable(f"'{name}' changes between the loop and its gradient")
-    refused = low.refused & (set(op.input("Out@GRAD")) | set(op.output("X@GRAD")))
-    if refused:
-        raise NotCompilable(f"tensor array '{sorted(refused)[0]}' is read outside the "
-                            "compiled code")
-    return rec
-
-
-def _gradient_starts(low, op, i):
-    """({inner name: the buffer a gradient carried from pass to pass lives in}, [the
-    gradients summed over the passes], the statements before the loop that fill them)."""
-    block, k0 = low.current_block, low.position
-    og_outer = op.input("Out@GRAD")
-    og_inner = op.attr("original_output_grad") or og_outer
-    if len(og_inner) != len(og_outer):
-        raise NotCompilable("original_output_grad does not match Out@GRAD")
-    grads, lines, summed = {}, [], []
-    for outer, inner in zip(og_outer, og_inner):
-        grads[inner] = _outside_grad(low, op, block, i, outer, inner, k0, lines)
-    xs, gs = op.input("X"), op.output("X@GRAD")
-    if len(xs) != len(gs):
-        raise NotCompilable("X@GRAD is not aligned with X")
-    for x, g in zip(xs, gs):
-        if g == EMPTY_VAR_NAME:
-            continue
-        inner, xv = grad_var_name(x), block.find_var_recursive(x)
-        if xv is None:
-            raise NotCompilable(f"X '{x}' is not declared")
-        if x in op.input("Out"):
-            if inner not in grads:
-                grads[inner] = _zero_grad(low, block, x, inner, k0, lines)
-        else:
-            summed.append(_summed_grad(low, op, xv, x, g, inner, k0, lines))
-    return grads, summed, lines
-
-
-def _bind_gradients(low, op, grads, summed, k):
-    """After the gradient loop: each X@GRAD name bound to its carried or summed buffer."""
-    for buf in grads.values():
-        buf.last = max(buf.last, k)
-    for x, g in zip(op.input("X"), op.output("X@GRAD")):
-        if g != EMPTY_VAR_NAME and x in op.input("Out"):
-            low.bind(g, grads[grad_var_name(x)])
-    for s in summed:
-        s["acc"].last = max(s["acc"].last, k)
-        low.bind(s["outer"], s["acc"])
-
-
-def _outside_grad(low, op, block, i, outer, inner, k, lines):
-    """The buffer an output gradient from outside the loop starts in: the segment's array
-    (the passes write into it), an empty one where nobody computed it (missing entries
-    read as zeros), or for a tensor a buffer of its own (the passes replace its value) that
-    a copy of the gradient, or zeros, fills."""
-    buf = low.value(outer)
-    if buf is None and any(outer in o.output_arg_names for o in low.block.ops[:i]):
-        buf = low.read(outer, op)        # made by a Python step before: the scope's
-    if isinstance(buf, ArrayBuf):
-        return buf
-    fwd = outer.split(GRAD_SUFFIX)[0]
-    fv = block.find_var_recursive(fwd)
-    if buf is None:
-        if fv is not None and fv.type == VarType.LOD_TENSOR_ARRAY:
-            return low.own_array(outer, k)
-        return _zero_grad(low, block, fwd, inner, k, lines)
-    if buf.rows is not None or buf.written or buf.kind == "array":
-        raise NotCompilable(f"output gradient '{outer}' is not a dense tensor")
-    carry = low.temp(inner, buf.dims, buf.ctype, k)
-    lines.append(Copy(carry, buf))
-    buf.last = max(buf.last, k)
-    return carry
-
-
-def _zero_grad(low, block, x, inner, k, lines):
-    """The gradient of `x`, carried by the loop, that nobody computed outside: an empty
-    array, or zeros shaped like x's value."""
-    xv = block.find_var_recursive(x)
-    if xv is not None and xv.type == VarType.LOD_TENSOR_ARRAY:
-        return low.own_array(inner, k)
-    fb = low.value(x)
-    if fb is None or isinstance(fb, ArrayBuf) or fb.rows is not None or \
-            fb.ctype not in ("float", "double"):
-        raise NotCompilable(f"the gradient of '{x}' has no value to start from")
-    carry = low.temp(inner, fb.dims, fb.ctype, k)
-    lines.append(Call(f"fl::zero_fill({carry.name}_, {carry.numel()})"))
-    return carry
-
-
-def _pass_grad(low, inner, carry, k):
-    """The statements ending a gradient pass for a carried tensor's gradient: the pass's
-    value copied into its buffer, or zeros where the pass wrote none (the interpreter's
-    zeros_like)."""
-    got = low.value(inner)
-    if got is None:
-        return [Call(f"fl::zero_fill({carry.name}_, {carry.numel()})")]
-    if got is carry:
-        return []
-    if got.ctype != carry.ctype or list(map(str, got.dims)) != list(map(str, carry.dims)) \
-            or got.written or got.rows is not None:
-        raise NotCompilable(f"'{inner}' is {_typed(got)} after a pass, {_typed(carry)} "
-                            "before")
-    got.last = max(got.last, k)
-    return [Copy(carry, got)]
-
-
-def _summed_grad(low, op, xv, x, g, inner, k, lines):
-    """The accumulator of the gradient of `x`, a value the loop only reads: zeros (an empty
-    array) before the first pass, as the interpreter's zeros_like when no pass ran."""
-    if xv.type == VarType.LOD_TENSOR_ARRAY:
-        return {"outer": g, "inner": inner, "acc": low.own_array(g, k),
-                "pass": low.own_array(inner, k)}
-    if xv.type != VarType.LOD_TENSOR:
-        raise NotCompilable(f"X '{x}' is a {VarType.Type.Name(xv.type)}")
-    xb = low.read(x, op)
-    if xb.rows is not None or xb.ctype not in ("float", "double") or \
-            any(str(low.bound_of(d)) != str(d) for d in xb.dims):
-        raise NotCompilable(f"the gradient of '{x}' ({xb.ctype}{xb.dims}) is not summed "
-                            "in compiled code")
-    acc = low.temp(g, xb.dims, xb.ctype, k)
-    lines.append(Call(f"fl::zero_fill({acc.name}_, {acc.numel()})"))
-    return {"outer": g, "inner": inner, "acc": acc, "pass": None}
-
-
-def _restore_pass(low, rec, p, k):
-    """Binds each kept value to a buffer read from its tape at pass `p`: of its forward dims
-    when they do not change from pass to pass, else with rows set per pass (values of one
-    forward row count share one run-time dim)."""
-    rows_of = {}
-    for name, (tape, rows_key, ndim, fixed) in rec.tapes.items():
-        if fixed is not None:
-            buf = low.temp(name, fixed, tape.elem, k)
-            low.control([Call(f"fl::tape_read({tape.name}_, {p}, {buf.name}_, "
-                              f"{tape.row_bytes()})")])
-            low.bind(name, buf)
-            continue
-        rows = rows_of.get(rows_key)
-        if rows is None:
-            rows = low.runtime_dim(tape.bound, lambda v, t=tape: (
-                f"fl::tape_rows({t.name}_, {p}, {t.bound}, &{v}, err, {k})"), k)
-            rows_of[rows_key] = rows
-        dims = [rows] + list(tape.row_dims) if ndim else []
-        buf = low.temp(name, dims, tape.elem, k)
-        low.control([Call(f"fl::tape_read({tape.name}_, {p}, {buf.name}_, "
-                          f"{tape.row_bytes()})")])
-        tape.last = max(tape.last, k)
-        low.bind(name, buf)
-
-
-def _sum_pass(low, s, rec, p, k):
-    """The statements adding this pass's gradient into the accumulator."""
-    if s["pass"] is not None:
-        a = s["pass"]
-        if a.elem is None:               # the gradient block never writes it
-            return []
-        acc = s["acc"]
-        if acc.elem is None:
-            acc.elem, acc.row_dims, acc.bound = a.elem, a.row_dims, a.bound
-        a.last = acc.last = max(a.last, k)
-        return [Call(f"fl::array_accumulate<{a.elem}>({acc.name}_, {a.name}_, "
-                     f"{prod(a.row_dims)}, err, {k})")]
-    got, acc = low.value(s["inner"]), s["acc"]
-    if got is None:
-        return []
-    if got.ctype != acc.ctype or list(map(str, got.dims)) != list(map(str, acc.dims)) or \
-            got.written or got.rows is not None:
-        raise NotCompilable(f"'{s['inner']}' is {_typed(got)}, its variable {_typed(acc)}")
-    got.last = max(got.last, k)
-    first = f"{p} == {rec.count.name}_[0] - 1"
-    return [Call(f"fl::accumulate({acc.name}_, {got.name}_, {acc.numel()}, {first})")]
-
-
 def lower_conditional_block(low, op, block_idx, i):
     """`if (Cond) { block }`: a scalar bool Cond (is_scalar_condition), else every Cond input
     non-empty (Paddle's rule)."""
-    sub = _sub_block(low, op)
+    sub = sub_block(low, op)
     _refuse_scope_readers(low, op, SCOPE_SLOTS["conditional_block"])
     conds = [low.read(n, op) for n in op.input("Cond")]
     if op.attr("is_scalar_condition"):
@@ -442,20 +216,19 @@ def lower_conditional_block(low, op, block_idx, i):
         test = Branch(conds[0], ())
     else:
         test = Branch(None, tuple(conds))
-    carried, lines = _carry_in(low, op, sub)
+    carried, lines = carry_in(low, op, sub)
     kb = low.position
     low.control(lines + [test])
-    n = _emit_block(low, sub)
+    n = emit_block(low, sub)
     ke = max(low.position - 1, kb)
-    low.control(_carry_out(low, carried, sub, kb, ke) + [End()])
+    low.control(carry_out(low, carried, sub, kb, ke) + [End()])
     return f"a branch over block {sub.idx} ({n} ops)"
 
 
-CONTROL = {"while": lower_while, "while_grad": lower_while_grad,
-           "conditional_block": lower_conditional_block}
+CONTROL = {"while": lower_while, "conditional_block": lower_conditional_block}
 
 
-def _sub_block(low, op):
+def sub_block(low, op):
     ids = op.sub_block_ids()
     if len(ids) != 1 or not 0 < ids[0] < low.program.num_blocks:
         raise NotCompilable(f"'{op.type}' names blocks {ids}")
@@ -508,7 +281,7 @@ def _events(program, block):
             yield n, True
 
 
-def _carry_in(low, op, sub, shadowing=False):
+def carry_in(low, op, sub, shadowing=False):
     """{name: the buffer a parent variable the sub-block writes lives in across passes, or
     None when that buffer is made after the body (a value it only writes)}, and the copies
     that fill the buffers made here. Binds each carried name to its buffer. `shadowing`: the
@@ -573,7 +346,7 @@ def _values_written(op):
     return [n for n in op.output_arg_names if n != EMPTY_VAR_NAME and n not in scopes]
 
 
-def _carry_out(low, carried, sub, kb, ke):
+def carry_out(low, carried, sub, kb, ke):
     """The statements that copy each pass's final values into the carried buffers; binds the
     parent's names to them again and forgets the sub-block's own names."""
     lines = []
@@ -587,7 +360,7 @@ def _carry_out(low, carried, sub, kb, ke):
             low.flag(carry)
         elif final is not carry:
             if final.ctype != carry.ctype or final.dims != carry.dims:
-                raise NotCompilable(f"'{n}' changes from {_typed(carry)} to {_typed(final)} "
+                raise NotCompilable(f"'{n}' changes from {typed(carry)} to {typed(final)} "
                                     f"in block {sub.idx}")
             if final.lod_src != carry.lod_src:
                 raise NotCompilable(f"'{n}' changes its LoD in block {sub.idx}")
@@ -607,11 +380,11 @@ def _carry_out(low, carried, sub, kb, ke):
     return lines
 
 
-def _typed(buf):
+def typed(buf):
     return f"{buf.ctype}[{', '.join(map(str, buf.dims))}]"
 
 
-def _emit_block(low, sub):
+def emit_block(low, sub):
     with low.in_block(sub):
         for j, op in enumerate(sub.ops):
             try:

@@ -21,10 +21,13 @@ from .arena import declared_fits
 from .cir import CTYPES, ArrayBuf, Buf, Emit, NotCompilable, PassRecord, TableBuf, is_lit
 from .dim import Dim, bounded
 from .control import CONTROL, SetDim
+from .loop_grad import lower_while_grad
 from .fusion import conv_epilogue, sgd_into_gradient
 
 
 MAX_OP_SOURCE = 8 << 20    # an op's code larger than this runs interpreted (tables of huge dims)
+# the ops lowered as C control flow around their blocks (control.py, loop_grad.py)
+LOWER_BLOCKS = {**CONTROL, "while_grad": lower_while_grad}
 
 
 def one_element_as_declared(dims, declared):
@@ -221,8 +224,9 @@ class Segmenter:
         opdef = registry.find(op.type)
         if opdef is None:
             raise NotCompilable(f"'{op.type}' is an unknown op")
-        if op.type in CONTROL:
-            return CONTROL[op.type](self, op, block_idx, i)
+        lower = LOWER_BLOCKS.get(op.type)
+        if lower is not None:
+            return lower(self, op, block_idx, i)
         rule = emit.lookup(op.type, self.target.name)
         if rule is None and opdef.kind == "ctx":
             raise NotCompilable(f"'{op.type}' acts on the run itself (feed, fetch, control "

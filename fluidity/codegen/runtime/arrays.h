@@ -97,7 +97,7 @@ inline void array_read_or_zeros(const TensorArray* a, int64_t i, void* out, int6
     else if (rows > 0) std::memset(out, 0, (size_t)(rows * row_bytes));
 }
 
-// --- a loop's passes saved for its gradient (codegen/control.py: while_grad) -------------
+// --- a loop's passes saved for its gradient (codegen/control.py, loop_grad.py) ---------
 // A tape is a TensorArray of one entry per forward pass (entry p: the value at pass p, with
 // its rows); the gradient loop reads them back last pass first.
 inline int tape_push(TensorArray* t, const void* x, int64_t rows, int64_t row_bytes, char* err,
