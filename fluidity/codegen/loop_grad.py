@@ -4,11 +4,19 @@ tapes (control.py's lower_while; docs/architecture.md, "`while_grad`: training t
 loop"). No step scopes: each pass's gradients are bound to buffers of their own, carried
 or summed across the passes as the interpreter's while_grad does (ops/control_flow.py).
 """
+from collections import namedtuple
+
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME, GRAD_SUFFIX, grad_var_name
 from .cir import ArrayBuf, NotCompilable, PassRecord, prod
 from .control import (Call, Copy, End, Reverse, carry_in, carry_out, emit_block, pass_var,
                       sub_block, typed)
+
+
+class SummedGrad(namedtuple("SummedGrad", "outer inner acc per_pass")):
+    """The gradient of a value the loop only reads, summed over the passes: its X@GRAD name
+    `outer`, the gradient block's name `inner`, the accumulator `acc`, and for an array the
+    array each pass writes (`per_pass`; None for a tensor)."""
 
 
 def lower_while_grad(low, op, block_idx, i):
@@ -37,9 +45,9 @@ def lower_while_grad(low, op, block_idx, i):
     for inner, buf in grads.items():
         low.bind(inner, buf)
     for s in summed:
-        if s["pass"] is not None:
-            low.control([Call(f"fl::array_clear({s['pass'].name}_)")])
-        low.bind(s["inner"], s["pass"])
+        if s.per_pass is not None:
+            low.control([Call(f"fl::array_clear({s.per_pass.name}_)")])
+        low.bind(s.inner, s.per_pass)
     outer_before = {name: low.value(name) for name in rec.tapes}
     _restore_pass(low, rec, p, kb)
     n = emit_block(low, sub)
@@ -113,8 +121,8 @@ def _bind_gradients(low, op, grads, summed, k):
         if g != EMPTY_VAR_NAME and x in op.input("Out"):
             low.bind(g, grads[grad_var_name(x)])
     for s in summed:
-        s["acc"].last = max(s["acc"].last, k)
-        low.bind(s["outer"], s["acc"])
+        s.acc.last = max(s.acc.last, k)
+        low.bind(s.outer, s.acc)
 
 
 def _outside_grad(low, op, block, i, outer, inner, k, lines):
@@ -177,8 +185,7 @@ def _summed_grad(low, op, xv, x, g, inner, k, lines):
     """The accumulator of the gradient of `x`, a value the loop only reads: zeros (an empty
     array) before the first pass, as the interpreter's zeros_like when no pass ran."""
     if xv.type == VarType.LOD_TENSOR_ARRAY:
-        return {"outer": g, "inner": inner, "acc": low.own_array(g, k),
-                "pass": low.own_array(inner, k)}
+        return SummedGrad(g, inner, low.own_array(g, k), low.own_array(inner, k))
     if xv.type != VarType.LOD_TENSOR:
         raise NotCompilable(f"X '{x}' is a {VarType.Type.Name(xv.type)}")
     xb = low.read(x, op)
@@ -188,7 +195,7 @@ def _summed_grad(low, op, xv, x, g, inner, k, lines):
                             "in compiled code")
     acc = low.temp(g, xb.dims, xb.ctype, k)
     lines.append(Call(f"fl::zero_fill({acc.name}_, {acc.numel()})"))
-    return {"outer": g, "inner": inner, "acc": acc, "pass": None}
+    return SummedGrad(g, inner, acc, None)
 
 
 def _restore_pass(low, rec, p, k):
@@ -218,22 +225,21 @@ def _restore_pass(low, rec, p, k):
 
 def _sum_pass(low, s, rec, p, k):
     """The statements adding this pass's gradient into the accumulator."""
-    if s["pass"] is not None:
-        a = s["pass"]
+    if s.per_pass is not None:
+        a, acc = s.per_pass, s.acc
         if a.elem is None:               # the gradient block never writes it
             return []
-        acc = s["acc"]
         if acc.elem is None:
             acc.elem, acc.row_dims, acc.bound = a.elem, a.row_dims, a.bound
         a.last = acc.last = max(a.last, k)
         return [Call(f"fl::array_accumulate<{a.elem}>({acc.name}_, {a.name}_, "
                      f"{prod(a.row_dims)}, err, {k})")]
-    got, acc = low.value(s["inner"]), s["acc"]
+    got, acc = low.value(s.inner), s.acc
     if got is None:
         return []
     if got.ctype != acc.ctype or list(map(str, got.dims)) != list(map(str, acc.dims)) or \
             got.written or got.rows is not None:
-        raise NotCompilable(f"'{s['inner']}' is {typed(got)}, its variable {typed(acc)}")
+        raise NotCompilable(f"'{s.inner}' is {typed(got)}, its variable {typed(acc)}")
     got.last = max(got.last, k)
     first = f"{p} == {rec.count.name}_[0] - 1"
     return [Call(f"fl::accumulate({acc.name}_, {got.name}_, {acc.numel()}, {first})")]
