@@ -19,7 +19,8 @@ between them; `--interpreted` runs everything in Python, with the same results).
 **LoD sequences (`--api lod`)**, Fluid 1.x's older way: an encoder and a decoder, each a GRU
 cell (fc layers) run by a DynamicRNN over LoDTensors (no padding), teacher forcing as above;
 greedy decoding is a `While` loop that feeds back the arg max until every sequence has
-produced </s> or after `max_len` steps.
+produced </s> or after `max_len` steps. Compiled, a training step (both loops and their
+gradients) and a batch's decoding (the loop and its token array) are one native call each.
 
     .venv/bin/python examples/seq2seq.py [--steps 300] [--beam-size 4]
     .venv/bin/python examples/seq2seq.py --api lod [--steps 600]
@@ -149,19 +150,22 @@ def decode(exe, program, tokens, src, scope):
     return out, len(steps)
 
 
-def train(steps=600, batch=64, seed=0, verbose=True, eval_n=200, tensorboard=""):
-    """The LoD model: train, then decode held-out sequences greedily. (losses, exact-match
-    accuracy)."""
+def train(steps=600, batch=64, seed=0, verbose=True, eval_n=200, tensorboard="",
+          native=True):
+    """The LoD model: train, then decode held-out sequences greedily (compiled unless
+    native=False: each a single native call per batch). (losses, exact-match accuracy)."""
     rng = np.random.default_rng(seed)
     main, startup, loss = build_train()
     decoder, tokens = build_decode()
+    program = compiled(main, native, ["src", "dec_in", "label"], [loss])
+    decoding = compiled(decoder, native, ["src"], [tokens])
     exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
     exe.run(startup, scope=scope)
     losses, t0 = [], time.perf_counter()
     writer = ScalarWriter(tensorboard) if tensorboard else None
     for k in range(steps):
         src, dec_in, label, _ = make_batch(rng, batch)
-        (l,) = exe.run(main, feed={"src": src, "dec_in": dec_in, "label": label},
+        (l,) = exe.run(program, feed={"src": src, "dec_in": dec_in, "label": label},
                        fetch_list=[loss], scope=scope)
         losses.append(float(np.asarray(l).reshape(-1)[0]))
         if writer:
@@ -170,7 +174,7 @@ def train(steps=600, batch=64, seed=0, verbose=True, eval_n=200, tensorboard="")
             print(f"step {k + 1:4d}  loss {np.mean(losses[-100:]):.4f}  "
                   f"({time.perf_counter() - t0:.1f}s)")
     src, _, _, srcs = make_batch(np.random.default_rng(seed + 1000), eval_n)
-    got, _ = decode(exe, decoder, tokens, src, scope)
+    got, _ = decode(exe, decoding, tokens, src, scope)
     exact = np.mean([g == s[::-1] for g, s in zip(got, srcs)])
     if writer:
         writer.add_scalar("held_out_exact_match", exact, steps)
@@ -344,7 +348,7 @@ if __name__ == "__main__":
     ap.add_argument("--batch", type=int, default=64, help="sequences per step")
     ap.add_argument("--beam-size", type=int, default=4, help="beam width (cell)")
     ap.add_argument("--interpreted", action="store_true",
-                    help="train the cell model without native code")
+                    help="train and decode without native code")
     ap.add_argument("--seed", type=int, default=0, help="the data's and the model's seed")
     ap.add_argument("--tensorboard", default="", metavar="DIR",
                     help="write TensorBoard scalars (loss) to DIR (lod; pip install "
@@ -355,4 +359,4 @@ if __name__ == "__main__":
                     beam_size=args.beam_size, native=not args.interpreted)
     else:
         train(args.steps or 600, batch=args.batch, seed=args.seed,
-              tensorboard=args.tensorboard)
+              tensorboard=args.tensorboard, native=not args.interpreted)

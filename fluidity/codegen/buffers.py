@@ -7,6 +7,7 @@ and take no slot. A value an op only copies (Emit.copy_code) shares its source's
 no later op reads the source: the copy is then left out.
 """
 from ..ir.memory_plan import colour_by_lifetime
+from .cir import ArrayBuf
 
 ARENA_KINDS = ("temp", "output", "scratch")
 
@@ -53,10 +54,14 @@ def shared_copy_lines(seg, unit):
 
 def _outputs(seg, later, keep, block):
     """The values that leave the segment; a temp that leaves becomes an output, alive to
-    the segment's end."""
+    the segment's end; a tensor array that leaves is handed back whole (its record: the
+    address of a block the caller copies and frees, abi.py)."""
     end, outs = len(seg.sites), []
     for name, buf in seg.values.items():
-        if buf.kind == "inout":
+        if isinstance(buf, ArrayBuf):
+            if name in later or name in keep:
+                outs.append(buf)
+        elif buf.kind == "inout":
             outs.append(buf)
         elif buf.kind == "temp":
             v = block.find_var_recursive(name)

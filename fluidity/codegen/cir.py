@@ -185,6 +185,26 @@ class ArrayBuf(Buf):
         return f"ArrayBuf({self.name}: {self.var} {self.elem}[?, {self.row_dims}])"
 
 
+class PassRecord(Buf):
+    """What a compiled `while` keeps of its passes for its `while_grad` (codegen/control.py,
+    loop_grad.py), bound to the loop's StepScopes variable: `count`, the int64 [1] arena Buf
+    of the number of passes; `tapes`, {variable: (ArrayBuf with one entry per pass, its
+    rows' key, rank, dims when fixed)}: the values the gradient block reads as each pass
+    found or left them; `outer`, {variable: Buf} the values from outside the loop it
+    reads, as the loop saw them. `used`: the while_grad was compiled in the same segment
+    (else the loop is segmented again, refused: the interpreter keeps step scopes)."""
+    __slots__ = ("count", "tapes", "outer", "used")
+
+    def __init__(self, var, count, tapes, outer, used=False):
+        super().__init__(f"rec_{count.name}", var, "void", [], "record")
+        self.count, self.tapes, self.outer, self.used = count, tapes, outer, used
+
+    def numel(self):
+        raise NotCompilable(f"'{self.var}' holds a loop's step scopes, not a tensor")
+
+    nbytes = alloc_nbytes = numel
+
+
 class TableBuf(Buf):
     """A LoDRankTable the segment makes: int64 [2, n] in the arena (row 0 the sequences'
     indices, longest first; row 1 their lengths, runtime/arrays.h), with the LoD it was made

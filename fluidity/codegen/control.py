@@ -17,14 +17,16 @@ gets a run-time flag: set when a pass writes it, it says whether the value leave
 segment (a branch not taken leaves the scope's variable as it was, as in the interpreter)
 and stops an op that reads it unset with an error.
 
-A loop or branch whose gradient op reads its step scopes is left to the interpreter (the
-compiled code keeps no scopes), as is one whose sub-block has an op without a compiled form.
+A loop whose `while_grad` follows in the same block keeps what the gradient block reads of
+each pass on tapes (runtime/arrays.h) for it (loop_grad.py compiles the while_grad); a loop
+or branch whose gradient op reads its step scopes otherwise is left to the interpreter, as is
+one whose sub-block has an op without a compiled form.
 """
 from collections import namedtuple
 
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
-from .cir import ArrayBuf, NotCompilable
+from .cir import ArrayBuf, NotCompilable, PassRecord
 
 
 # --- the statements a segment function runs around its op calls (render.py writes them)
@@ -58,27 +60,153 @@ class SetDim(namedtuple("SetDim", "call")):
     returns 0 or an op's error code."""
 
 
+class Call(namedtuple("Call", "call")):
+    """A runtime call of the segment function (a tape's push or read, a gradient summed
+    over passes) that returns 0 or an op's error code."""
+
+
+class CountPasses(namedtuple("CountPasses", "count")):
+    """Sets the int64 [1] Buf `count` to 0 (before a loop whose passes are kept)."""
+
+
+class NextPass(namedtuple("NextPass", "count")):
+    """Adds one to `count` (at the end of a pass)."""
+
+
+class Reverse(namedtuple("Reverse", "count")):
+    """Opens a body run for p = count - 1 down to 0 (C variable `pass_var(count)`)."""
+
+
+def pass_var(count):
+    """The C variable of a reverse loop over the passes counted in Buf `count`."""
+    return f"p_{count.name}"
+
+
 def lower_while(low, op, block_idx, i):
-    """`while (Condition) { block }`; returns the note explain() shows."""
-    sub = _sub_block(low, op)
-    _refuse_scope_readers(low, op, SCOPE_SLOTS["while"])
-    carried, lines = _carry_in(low, op, sub)
+    """`while (Condition) { block }`; returns the note explain() shows. A loop whose
+    `while_grad` follows in the same block keeps what the gradient block reads of each pass
+    (`PassRecord`, bound to the StepScopes variable) instead of step scopes."""
+    sub = sub_block(low, op)
+    grad_sub = _gradient_block(low, op)
+    carried, lines = carry_in(low, op, sub)
     kb = low.position
     (cond_name,) = op.input("Condition")
     cond = low.read(cond_name, op)
     _require_flag_value(low, cond, "Condition")
-    low.control(lines + [Loop(cond)])
-    n = _emit_block(low, sub)
+    count, tapes, starts = None, {}, []
+    if grad_sub is not None:
+        count = low.temp(op.output("StepScopes")[0], [1], "int64_t", kb)
+        lines.append(CountPasses(count))
+        before, after = _carried_snapshots(low, sub, grad_sub, carried)
+        starts = [_push(low, tapes, n, carried[n], kb) for n in before]
+    low.control(lines + [Loop(cond)] + starts)
+    n = emit_block(low, sub)
     ke = max(low.position - 1, kb)
-    low.control(_carry_out(low, carried, sub, kb, ke) + [End()])
+    saves = []
+    if grad_sub is not None:
+        saves = _save_pass(low, sub, grad_sub, after, tapes, count, ke)
+    low.control(saves + carry_out(low, carried, sub, kb, ke) + [End()])
     low.live_through(kb, ke)
-    return f"a loop over block {sub.idx} ({n} ops)"
+    if grad_sub is None:
+        return f"a loop over block {sub.idx} ({n} ops)"
+    count.last = max(count.last, ke)
+    (scopes,) = op.output("StepScopes")
+    read = {n for o in grad_sub.ops for n in o.input_arg_names}
+    outer = {n: low.value(n) for n in read - set(sub.vars) - set(carried)
+             if low.value(n) is not None}
+    low.bind(scopes, PassRecord(scopes, count, tapes, outer))
+    return (f"a loop over block {sub.idx} ({n} ops), keeping {len(tapes)} values a pass "
+            f"for its gradient")
+
+
+def _gradient_block(low, op):
+    """The gradient block of the `while_grad` that reads this loop's step scopes (a later
+    op of the block being segmented), or None when nothing reads them; NotCompilable when
+    something else does, or the gradient is refused (it runs interpreted: it needs scopes)."""
+    (scopes,) = op.output("StepScopes") or [EMPTY_VAR_NAME]
+    if scopes == EMPTY_VAR_NAME:
+        return None
+    readers = [o for b in range(low.program.num_blocks) for o in low.program.block(b).ops
+               if scopes in o.input_arg_names]
+    if not readers:
+        return None
+    top = low.current_block.idx == low.block.idx
+    if len(readers) != 1 or readers[0].type != "while_grad" or not top or \
+            not any(o is readers[0] for o in low.block.ops):
+        raise NotCompilable(f"'{readers[0].type}' reads its StepScopes (only a while_grad of "
+                            "a loop at the top block compiles with it)")
+    if low.target.name != "cpu":          # tapes are runtime/arrays.h's host arrays
+        raise NotCompilable(f"'while_grad' reads its StepScopes (a trained loop compiles for "
+                            f"C++ only, not {low.target.title})")
+    if scopes in low.refused:
+        raise NotCompilable("its while_grad runs interpreted: it reads the StepScopes the "
+                            "interpreter keeps")
+    return sub_block(low, readers[0])
+
+
+def _carried_snapshots(low, sub, grad_sub, carried):
+    """(Names of the tensors the loop carries whose value at a pass's start the gradient
+    block reads, those whose value at its end it reads): the interpreter's snapshots in
+    its step scopes (a value the body reads first is kept as the pass found it, one it
+    writes first as the pass left it). A counter updated in place is not kept: the
+    gradient block restores it by its own decrement; a carried array is one object."""
+    program = low.program
+    if len(_subtree(program, sub)) > 1 or len(_subtree(program, grad_sub)) > 1:
+        raise NotCompilable("a loop with nested blocks compiles without its gradient only")
+    read = {n for o in grad_sub.ops for n in o.input_arg_names}
+    inplace = {n for o in sub.ops for n in set(o.input_arg_names) & set(o.output_arg_names)}
+    first = {}
+    for n, is_write in _events(program, sub):
+        first.setdefault(n, is_write)
+    before, after = [], []
+    for n, carry in carried.items():
+        if n in read and not isinstance(carry, ArrayBuf) and n not in inplace:
+            (after if first.get(n, True) else before).append(n)
+    return before, after
+
+
+def _push(low, tapes, n, buf, k):
+    """The statement pushing Buf `buf` (the value of `n`) on its tape, made here."""
+    if buf.lod is not None or buf.written or buf.rows is not None:
+        raise NotCompilable(f"'{n}' carries LoD, rows or a branch's flag (kept per pass for "
+                            "the gradient: not compiled)")
+    rows, row_dims = (buf.dims[0], buf.dims[1:]) if buf.ndim else (1, [])
+    if any(str(low.bound_of(d)) != str(d) for d in row_dims):
+        raise NotCompilable(f"'{n}' changes its row dims from pass to pass")
+    tape = low.own_array(f"{n}@PASSES", k)
+    tape.elem, tape.row_dims, tape.bound = buf.ctype, list(row_dims), low.bound_of(rows)
+    fixed = list(buf.dims) if str(low.bound_of(rows)) == str(rows) else None
+    tapes[n] = (tape, str(rows), buf.ndim, fixed)
+    buf.last = max(buf.last, k)
+    return Call(f"fl::tape_push({tape.name}_, {buf.name}_, {rows}, {tape.row_bytes()}, err, "
+                f"{k})")
+
+
+def _save_pass(low, sub, grad_sub, after, tapes, count, k):
+    """The statements ending a forward pass: each body value the gradient block reads, and
+    each carried value it reads as the pass left it, pushed on its tape; the pass
+    counted."""
+    read = {n for o in grad_sub.ops for n in o.input_arg_names}
+    lines = []
+    for n in sorted(read & set(sub.vars)):
+        if sub.vars[n].type != VarType.LOD_TENSOR:
+            raise NotCompilable(f"the gradient block reads '{n}', a "
+                                f"{VarType.Type.Name(sub.vars[n].type)} of the loop body")
+        buf = low.value(n)
+        if buf is not None:              # else never written in the body: the gradient reads none
+            lines.append(_push(low, tapes, n, buf, k))
+    for n in after:
+        buf = low.value(n)
+        if buf is None:
+            raise NotCompilable(f"'{n}' has no value after a pass")
+        lines.append(_push(low, tapes, n, buf, k))
+    return lines + [NextPass(count)]
 
 
 def lower_conditional_block(low, op, block_idx, i):
     """`if (Cond) { block }`: a scalar bool Cond (is_scalar_condition), else every Cond input
     non-empty (Paddle's rule)."""
-    sub = _sub_block(low, op)
+    sub = sub_block(low, op)
     _refuse_scope_readers(low, op, SCOPE_SLOTS["conditional_block"])
     conds = [low.read(n, op) for n in op.input("Cond")]
     if op.attr("is_scalar_condition"):
@@ -88,19 +216,19 @@ def lower_conditional_block(low, op, block_idx, i):
         test = Branch(conds[0], ())
     else:
         test = Branch(None, tuple(conds))
-    carried, lines = _carry_in(low, op, sub)
+    carried, lines = carry_in(low, op, sub)
     kb = low.position
     low.control(lines + [test])
-    n = _emit_block(low, sub)
+    n = emit_block(low, sub)
     ke = max(low.position - 1, kb)
-    low.control(_carry_out(low, carried, sub, kb, ke) + [End()])
+    low.control(carry_out(low, carried, sub, kb, ke) + [End()])
     return f"a branch over block {sub.idx} ({n} ops)"
 
 
 CONTROL = {"while": lower_while, "conditional_block": lower_conditional_block}
 
 
-def _sub_block(low, op):
+def sub_block(low, op):
     ids = op.sub_block_ids()
     if len(ids) != 1 or not 0 < ids[0] < low.program.num_blocks:
         raise NotCompilable(f"'{op.type}' names blocks {ids}")
@@ -153,15 +281,17 @@ def _events(program, block):
             yield n, True
 
 
-def _carry_in(low, op, sub):
+def carry_in(low, op, sub, shadowing=False):
     """{name: the buffer a parent variable the sub-block writes lives in across passes, or
     None when that buffer is made after the body (a value it only writes)}, and the copies
-    that fill the buffers made here. Binds each carried name to its buffer."""
+    that fill the buffers made here. Binds each carried name to its buffer. `shadowing`: the
+    sub-block's own variables may have an outer variable's name (a gradient block's: each
+    pass's gradients are its own, as in the interpreter's step scope)."""
     program, parent = low.program, low.current_block
     blocks = _subtree(program, sub)
     local = {n for b in blocks for n in b.vars}
     for n in sorted(local):
-        if parent.find_var_recursive(n) is not None:
+        if not shadowing and parent.find_var_recursive(n) is not None:
             raise NotCompilable(f"block {sub.idx} declares '{n}' that an outer block declares "
                                 "too")
     first = {}
@@ -216,7 +346,7 @@ def _values_written(op):
     return [n for n in op.output_arg_names if n != EMPTY_VAR_NAME and n not in scopes]
 
 
-def _carry_out(low, carried, sub, kb, ke):
+def carry_out(low, carried, sub, kb, ke):
     """The statements that copy each pass's final values into the carried buffers; binds the
     parent's names to them again and forgets the sub-block's own names."""
     lines = []
@@ -230,7 +360,7 @@ def _carry_out(low, carried, sub, kb, ke):
             low.flag(carry)
         elif final is not carry:
             if final.ctype != carry.ctype or final.dims != carry.dims:
-                raise NotCompilable(f"'{n}' changes from {_typed(carry)} to {_typed(final)} "
+                raise NotCompilable(f"'{n}' changes from {typed(carry)} to {typed(final)} "
                                     f"in block {sub.idx}")
             if final.lod_src != carry.lod_src:
                 raise NotCompilable(f"'{n}' changes its LoD in block {sub.idx}")
@@ -250,11 +380,11 @@ def _carry_out(low, carried, sub, kb, ke):
     return lines
 
 
-def _typed(buf):
+def typed(buf):
     return f"{buf.ctype}[{', '.join(map(str, buf.dims))}]"
 
 
-def _emit_block(low, sub):
+def emit_block(low, sub):
     with low.in_block(sub):
         for j, op in enumerate(sub.ops):
             try:

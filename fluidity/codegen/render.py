@@ -17,7 +17,8 @@ from . import abi
 from .buffers import shared_copy_lines, slot_members
 from .cir import ArrayBuf, c_string, checked_source, is_lit
 from .dim import Dim, symbols
-from .control import Branch, Copy, End, IfWritten, Loop, SetDim, SetWritten
+from .control import (Branch, Call, Copy, CountPasses, End, IfWritten, Loop, NextPass,
+                      Reverse, SetDim, SetWritten, pass_var)
 from .segment import OpUnit
 from .writer import Writer
 
@@ -207,8 +208,15 @@ def _control(item, d):
         return f"{item.flag} = true;"
     if isinstance(item, IfWritten):
         return f"if ({item.flag}) {{"
-    if isinstance(item, SetDim):
+    if isinstance(item, (SetDim, Call)):
         return d.call_op(item.call)
+    if isinstance(item, CountPasses):
+        return f"{item.count.name}_[0] = 0;"
+    if isinstance(item, NextPass):
+        return f"++{item.count.name}_[0];"
+    if isinstance(item, Reverse):
+        p = pass_var(item.count)
+        return f"for (int64_t {p} = {item.count.name}_[0]; {p}-- > 0;) {{"
     raise TypeError(f"not a control statement: {item!r}")
 
 
@@ -219,6 +227,9 @@ def _write_outputs(w, seg):
     for j, b in enumerate(seg.outputs):
         def field(f, i=None, j=j):
             return abi.c_field("outs", j, f, i)
+        if isinstance(b, ArrayBuf):
+            _write_array_output(w, seg, b, field)
+            continue
         w.line(f"{field('data')} = {f'off{b.slot}' if b.slot is not None else abi.IN_PLACE};")
         rank = f"{b.written} ? {b.ndim} : {abi.NOT_WRITTEN}" if b.written else f"{b.ndim}"
         w.line(f"{field('ndim')} = {rank};")
@@ -227,6 +238,18 @@ def _write_outputs(w, seg):
         if b.rows is not None:
             w.line(f"{field('aux')} = off{b.rows.slot};")
             w.line(f"{field('aux_len')} = {b.height};")
+
+
+def _write_array_output(w, seg, b, field):
+    """A tensor array's record: data the address of the block runtime/arrays.h's
+    array_export makes (the caller frees it), dims [entries, *row dims]."""
+    k = max(len(seg.sites) - 1, 0)
+    w.line(f"if (int rc = fl::array_export({b.name}_, {b.row_bytes()}, &{field('data')}, err, "
+           f"{k})) return rc;")
+    w.line(f"{field('ndim')} = {1 + len(b.row_dims)};")
+    w.line(f"{field('dims', 0)} = {b.name}_->size();")
+    for a, dim in enumerate(b.row_dims):
+        w.line(f"{field('dims', a + 1)} = {dim};")
 
 
 def op_symbols(unit):

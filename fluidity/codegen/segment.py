@@ -18,13 +18,16 @@ from ..ir.analysis import sub_block_vars
 from ..ops import registry
 from . import abi, emit
 from .arena import declared_fits
-from .cir import CTYPES, ArrayBuf, Buf, Emit, NotCompilable, TableBuf, is_lit
+from .cir import CTYPES, ArrayBuf, Buf, Emit, NotCompilable, PassRecord, TableBuf, is_lit
 from .dim import Dim, bounded
 from .control import CONTROL, SetDim
+from .loop_grad import lower_while_grad
 from .fusion import conv_epilogue, relu_into_batch_norm, sgd_into_gradient
 
 
 MAX_OP_SOURCE = 8 << 20    # an op's code larger than this runs interpreted (tables of huge dims)
+# the ops lowered as C control flow around their blocks (control.py, loop_grad.py)
+LOWER_BLOCKS = {**CONTROL, "while_grad": lower_while_grad}
 
 
 def one_element_as_declared(dims, declared):
@@ -142,15 +145,21 @@ def segment_block(program, block_idx, keep, target):
 
 
 def _escaping_internals(program, block, parts, keep):
-    """The tensor arrays and rank tables a segment makes that something after it reads (or
-    the caller keeps): they live only inside the segment function."""
+    """The rank tables a segment makes that something after it reads (or the caller
+    keeps): they live only inside the segment function; so do tensor arrays it never
+    writes (a written one is handed back), and the passes a `while` keeps for a
+    `while_grad` that is not compiled with it (the interpreter's needs step scopes)."""
     after = later_reads(program, block.ops)
     out = set()
     for seg in parts:
         if isinstance(seg, Segment):
             for name, buf in seg.values.items():
-                if isinstance(buf, (ArrayBuf, TableBuf)) and \
-                        (name in after[seg.last] or name in keep):
+                leaves = name in after[seg.last] or name in keep
+                if isinstance(buf, TableBuf) and leaves:
+                    out.add(name)
+                elif isinstance(buf, ArrayBuf) and leaves and buf.elem is None:
+                    out.add(name)            # never written here: no entry type to hand back
+                elif isinstance(buf, PassRecord) and not buf.used:   # while_grad interpreted
                     out.add(name)
     return out
 
@@ -219,8 +228,9 @@ class Segmenter:
         opdef = registry.find(op.type)
         if opdef is None:
             raise NotCompilable(f"'{op.type}' is an unknown op")
-        if op.type in CONTROL:
-            return CONTROL[op.type](self, op, block_idx, i)
+        lower = LOWER_BLOCKS.get(op.type)
+        if lower is not None:
+            return lower(self, op, block_idx, i)
         rule = emit.lookup(op.type, self.target.name)
         if rule is None and opdef.kind == "ctx":
             raise NotCompilable(f"'{op.type}' acts on the run itself (feed, fetch, control "
@@ -304,6 +314,15 @@ class Segmenter:
         buf.first = buf.last = k
         self._seg.bufs.append(buf)
         self._env[name] = buf
+        return buf
+
+    def own_array(self, var, k):
+        """A tensor array the segment function owns that no program variable names (a loop's
+        per-pass values kept for its gradient, a gradient summed over passes)."""
+        buf = ArrayBuf(f"a{self._n}", var)
+        self._n += 1
+        buf.first = buf.last = k
+        self._seg.bufs.append(buf)
         return buf
 
     def write_table(self, name, src, op, k):

@@ -39,7 +39,7 @@ from ..core.dtypes import CODE_OF_C_TYPE, VarType
 from ..core.tensor import LoDTensor
 from . import abi
 from .build import RUNTIME_DIR, CompileError, blas, compile_files
-from .cir import c_string, checked_source
+from .cir import ArrayBuf, c_string, checked_source
 from .explain import format_explain
 from .lower import Lowering
 
@@ -214,6 +214,9 @@ class _Tables:
                     made.add(b.var)
                 self.ctype.setdefault(b.var, b.ctype)
             for b in seg.outputs:
+                if isinstance(b, ArrayBuf):
+                    raise CompileError(f"'{b.var}' is a tensor array: a standalone model "
+                                       f"hands back tensors")
                 if b.rows is not None:
                     raise CompileError(f"'{b.var}' is SelectedRows: a standalone model "
                                        f"makes dense tensors")

@@ -19,12 +19,13 @@ import numpy as np
 
 from ..codegen import build
 from ..codegen import abi
+from ..codegen.cir import ArrayBuf
 from ..codegen.lower import Lowering
 from ..codegen.segment import FusedOp, PythonOp
 from ..core.dtypes import numpy_of_ctype
 from ..core.limits import max_tensor_bytes
 from ..core.lod import offsets_problem
-from ..core.tensor import LoDTensor, SelectedRows
+from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError
 from .plan import Plan
 
@@ -60,15 +61,22 @@ class InputSpec:
 class OutputSpec:
     """What a segment step knows of output j: its frame slot, variable, dtype, rank, the
     frame slot of the input whose LoD it carries, whether a fetch takes it (then copied out
-    of the arena), whether it was updated in its own memory, whether it is SelectedRows."""
+    of the arena), whether it was updated in its own memory, whether it is SelectedRows,
+    whether it is a tensor array (handed back as a block the step copies and frees: `ndim`
+    is then its entries' rank)."""
     __slots__ = ("j", "slot", "name", "dtype", "ndim", "lod_slot", "fetched", "in_place",
-                 "sparse")
+                 "sparse", "array")
 
     def __init__(self, plan, j, buf, in_slots, fetched):
         self.j, self.slot, self.name = j, plan.slot_of(buf.var), buf.var
-        self.dtype, self.ndim = numpy_of_ctype(buf.ctype), buf.ndim
+        self.array = isinstance(buf, ArrayBuf)
+        if self.array:
+            self.dtype, self.ndim = numpy_of_ctype(buf.elem), 1 + len(buf.row_dims)
+        else:
+            self.dtype, self.ndim = numpy_of_ctype(buf.ctype), buf.ndim
         self.lod_slot = in_slots.get(buf.lod_src)
-        self.fetched, self.in_place = buf.var in fetched, buf.slot is None
+        self.fetched = buf.var in fetched
+        self.in_place = buf.slot is None and not self.array
         self.sparse = buf.rows is not None
 
 
@@ -116,6 +124,10 @@ class SegmentStep:
         in_slots = {s.name: s.slot for s in self.inputs}
         self.outputs = [OutputSpec(plan, j, b, in_slots, fetched)
                         for j, b in enumerate(seg.outputs)]
+        self.release = None
+        if any(o.array for o in self.outputs):
+            self.release = plan.library.fl_array_release
+            self.release.argtypes, self.release.restype = [ctypes.c_void_p], None
         self._tls = threading.local()
 
     def new_state(self):
@@ -233,6 +245,12 @@ class HostSegmentStep(SegmentStep):
         abi.put_aux(record, lod.__array_interface__["data"][0], lod.shape[0])
         return lod
 
+    def _take_array(self, spec, record):
+        try:
+            return _array_of_block(spec, record)
+        finally:
+            self.release(abi.output_offset(record))
+
     def unpack(self, frame, st):
         """Bind each output the segment wrote to a view of the arena (a copy if fetched)."""
         arena, records = st.arena, st.args.outputs
@@ -240,6 +258,9 @@ class HostSegmentStep(SegmentStep):
             if spec.in_place:
                 continue
             record = records[spec.j]
+            if spec.array:
+                frame[spec.slot].value = self._take_array(spec, record)
+                continue
             shape = abi.output_shape(record, spec.ndim)
             if shape is None:          # a branch that sets it did not run: keep the scope's
                 continue
@@ -257,6 +278,29 @@ class HostSegmentStep(SegmentStep):
                 continue
             lod = frame[spec.lod_slot].value._lod if spec.lod_slot is not None else None
             frame[spec.slot].value = LoDTensor(arr, lod)
+
+
+def _array_of_block(spec, record):
+    """The LoDTensorArray in a block runtime/arrays.h's array_export made: int64 n, int64
+    rows[n] (-1: never written: an empty entry, as the interpreter's write leaves a gap),
+    then the entries' bytes."""
+    addr = abi.output_offset(record)
+    shape = abi.output_shape(record, spec.ndim)
+    n, row_dims = shape[0], tuple(shape[1:])
+    rows = np.ctypeslib.as_array((ctypes.c_int64 * (1 + n)).from_address(addr))[1:]
+    row_bytes = spec.dtype.itemsize * int(np.prod(row_dims, dtype=np.int64))
+    out, at = LoDTensorArray(), addr + 8 * (1 + n)
+    for r in rows.tolist():
+        if r < 0:
+            list.append(out, LoDTensor())
+            continue
+        nbytes = r * row_bytes
+        data = np.empty((r,) + row_dims, spec.dtype)
+        if nbytes:
+            ctypes.memmove(data.ctypes.data, at, nbytes)
+        at += nbytes
+        list.append(out, LoDTensor(data))
+    return out
 
 
 class NativePlan(Plan):

@@ -187,6 +187,8 @@ class CompiledWorkerStep:
             if a is None or b.rows is not None or b.lod is not None:
                 return None, f"the step reads '{b.var}', neither a slot nor a dense parameter"
             params.append((j, var, b.ctype))
+        if any(b.kind == "array" for b in seg.outputs):    # a block to copy and free per call
+            return None, "the step hands back a tensor array"
         fetch_idx, fetch_dtypes = [], []
         outs = {b.var: k for k, b in enumerate(seg.outputs)}
         for n in fetch_names:

@@ -147,11 +147,47 @@ def test_a_bad_read_fails_from_the_compiled_code_with_the_interpreters_message(
     assert message in str(info.value)
 
 
-def test_an_array_read_outside_the_compiled_code_stays_interpreted():
-    """An array a Python step or a fetch reads cannot live in the segment function."""
-    main, startup, outs = array_program(0)
-    low = Lowering(main, 0, keep=[main.global_block().ops[2].output("Out")[0]])
-    assert any(t == "write_to_array" and w == "python" for _, t, w, _ in low.explain())
+def test_an_array_a_fetch_takes_is_handed_back_by_the_compiled_code(caplog):
+    """An array the caller keeps leaves the segment whole (its entries copied out of the
+    block the segment hands back): the same entries as the interpreter's, a gap where an
+    index was never written, and a fetch of it after a run with fewer entries."""
+    main, startup, outs = array_program(0, write_at=(0, 2))
+    arr = main.global_block().ops[2].output("Out")[0]
+    rows = Lowering(main, 0, keep=[arr]).explain()
+    assert not [t for _, t, w, _ in rows if w == "python"]
+    feed = {"x": np.arange(3, dtype="float32")}
+    want, got = run_both(main, startup, [arr], feed, caplog)
+    assert len(got[0]) == len(want[0]) == 3
+    for g, w in zip(got[0], want[0]):
+        assert (g._array is None) == (w._array is None)
+        if w._array is not None:
+            np.testing.assert_array_equal(g._array, w._array)
+    assert got[0][1]._array is None                    # never written
+
+
+def test_the_lod_seq2seq_greedy_decoder_runs_in_one_native_call(caplog):
+    """examples/seq2seq.py --api lod's decoding While loop writes the tokens of each step
+    into an array the caller fetches: encoder, loop and array in one segment; the tokens
+    and the number of steps are the interpreter's, for batches of several and of one."""
+    import sys
+    from paths import EXAMPLES
+    sys.path.insert(0, EXAMPLES)
+    import seq2seq
+    with fluid.unique_name.guard():
+        _, startup, _ = seq2seq.build_train()
+        dec, tokens = seq2seq.build_decode(max_len=5)
+    rows = Lowering(dec, 0, keep=[tokens.name]).explain()
+    assert not [t for _, t, w, _ in rows if w == "python"]
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    native = fluid.CompiledProgram(dec).with_native_code()
+    rng = np.random.default_rng(3)
+    for n in (4, 1):
+        src = seq2seq.make_batch(rng, n)[0]
+        with caplog.at_level(logging.WARNING):
+            got = seq2seq.decode(exe, native, tokens, src, scope)
+        assert got == seq2seq.decode(exe, dec, tokens, src, scope)
+    assert "run interpreted" not in caplog.text
 
 
 def test_reorder_by_rank_and_its_gradient_compile_with_the_kernels_results(caplog):
@@ -296,3 +332,40 @@ def test_an_array_written_in_a_branch_inside_a_loop(caplog):
     want, got = run_both(main, startup, outs, feed, caplog)
     np.testing.assert_array_equal(np.asarray(got[0]), np.arange(6).reshape(2, 3) * 4.0)
     assert np.asarray(got[1]).tolist() == [2] == np.asarray(want[1]).tolist()
+
+
+def xw_read_program():
+    """read_from_array's gradient form (X_W, as backward writes it): entry k of an array
+    written at 0 only, zeros shaped like X_W where there is none."""
+    def fn():
+        x = L.data("x", [2, 3], dtype="float32", append_batch_size=False)
+        w = L.data("w", [4, 3], dtype="float32", append_batch_size=False)
+        k = L.data("k", [1], dtype="int64", append_batch_size=False)
+        arr = L.create_array("float32")
+        L.array_write(x, L.fill_constant([1], "int64", 0), array=arr)
+        block = fluid.default_main_program().current_block()
+        out = block.create_var(name="read_or_zeros", dtype="float32")
+        block.append_op(type="read_from_array", inputs={"X": [arr], "I": [k], "X_W": [w]},
+                        outputs={"Out": [out]})
+        return [out]
+    return build(fn)
+
+
+@pytest.mark.parametrize("k, rows", [(0, 2), (3, 4)], ids=["written", "missing: zeros"])
+def test_the_gradient_form_of_read_from_array_compiles(k, rows, caplog):
+    main, startup, outs = xw_read_program()
+    assert len(segments(main)[0]) == 1 and not segments(main)[1]
+    feed = {"x": np.ones((2, 3), "float32"), "w": np.ones((4, 3), "float32"),
+            "k": np.array([k], np.int64)}
+    want, got = run_both(main, startup, outs, feed, caplog)
+    assert np.asarray(got[0]).shape == (rows, 3)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+
+
+def test_a_negative_index_of_the_gradient_form_fails_from_the_compiled_code():
+    main, startup, outs = xw_read_program()
+    feed = {"x": np.ones((2, 3), "float32"), "w": np.ones((4, 3), "float32"),
+            "k": np.array([-1], np.int64)}
+    for prog in (main, fluid.CompiledProgram(main).with_native_code()):
+        with pytest.raises(ExecutionError, match="array index I is negative"):
+            fluid.Executor().run(prog, feed=feed, fetch_list=outs, scope=fluid.Scope())

@@ -153,7 +153,7 @@ def test_a_carried_value_that_changes_shape_stays_interpreted():
     assert_same(got, want)
 
 
-def test_a_loop_trained_through_stays_interpreted_and_trains_the_same():
+def test_a_loop_trained_through_compiles_and_trains_the_same():
     def fn():
         x = L.data("x", [4], dtype="float32")
         w = L.create_parameter([4, 4], "float32", name="w",
@@ -165,7 +165,7 @@ def test_a_loop_trained_through_stays_interpreted_and_trains_the_same():
         return [loss, w]
     main, startup, outs = build(fn)
     [(w, why)] = where(main, "while")
-    assert w == "python" and "StepScopes" in why
+    assert w.startswith("segment") and "for its gradient" in why, why
     feed = {"x": np.ones((2, 4), "float32")}
     want, got = run_both(main, startup, outs, feed)
     assert_same(got, want, exact=False)

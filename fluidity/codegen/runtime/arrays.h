@@ -75,6 +75,150 @@ inline void array_read(const TensorArray* a, int64_t i, void* out, int64_t row_b
     if (e.rows > 0) std::memcpy(out, e.data, (size_t)(e.rows * row_bytes));
 }
 
+// read_from_array's gradient form (X_W): a missing entry reads as `absent_rows` rows of
+// zeros (X_W's shape); `cap` is what the compiled reader reserves.
+inline int array_read_rows_or(const TensorArray* a, int64_t i, int64_t absent_rows, int64_t cap,
+                              int64_t* rows, char* err, int k) {
+    if (i < 0) return fail(err, k, "read_from_array: array index I is negative");
+    const bool has = i < a->size() && a->el[(size_t)i].rows >= 0;
+    *rows = has ? a->el[(size_t)i].rows : absent_rows;
+    if (*rows > cap) {
+        std::snprintf(err, 512, "read_from_array: entry %lld has %lld rows, more than the %lld "
+                      "its compiled reader reserves", (long long)i, (long long)*rows,
+                      (long long)cap);
+        return 2 + k;
+    }
+    return 0;
+}
+
+inline void array_read_or_zeros(const TensorArray* a, int64_t i, void* out, int64_t rows,
+                                int64_t row_bytes) {
+    if (i < a->size() && a->el[(size_t)i].rows >= 0) array_read(a, i, out, row_bytes);
+    else if (rows > 0) std::memset(out, 0, (size_t)(rows * row_bytes));
+}
+
+// --- a loop's passes saved for its gradient (codegen/control.py, loop_grad.py) ---------
+// A tape is a TensorArray of one entry per forward pass (entry p: the value at pass p, with
+// its rows); the gradient loop reads them back last pass first.
+inline int tape_push(TensorArray* t, const void* x, int64_t rows, int64_t row_bytes, char* err,
+                     int k) {
+    const int64_t n = rows * row_bytes;
+    char* p = (char*)std::malloc(n > 0 ? (size_t)n : 1);
+    if (p == nullptr) return fail(err, k, "while: out of memory saving a pass for the gradient");
+    if (n > 0) std::memcpy(p, x, (size_t)n);
+    try {
+        t->el.push_back(TensorArray::Elem{p, rows});
+    } catch (const std::bad_alloc&) {
+        std::free(p);
+        return fail(err, k, "while: out of memory saving a pass for the gradient");
+    }
+    return 0;
+}
+
+inline int tape_rows(const TensorArray* t, int64_t p, int64_t cap, int64_t* rows, char* err,
+                     int k) {
+    if (p < 0 || p >= t->size())
+        return fail(err, k, "while_grad: no values saved for this pass of the forward loop");
+    *rows = t->el[(size_t)p].rows;
+    if (*rows > cap) return fail(err, k, "while_grad: a saved value has more rows than reserved");
+    return 0;
+}
+
+inline int tape_read(const TensorArray* t, int64_t p, void* out, int64_t row_bytes) {
+    const TensorArray::Elem& e = t->el[(size_t)p];
+    if (e.rows > 0) std::memcpy(out, e.data, (size_t)(e.rows * row_bytes));
+    return 0;
+}
+
+// A gradient summed over the passes (a parameter's): the first pass's copied, later ones
+// added in pass order (acc + g, the interpreter's add_grads order).
+template <typename T>
+inline int accumulate(T* acc, const T* g, int64_t n, bool first) {
+    if (first) { if (n > 0) std::memcpy(acc, g, (size_t)n * sizeof(T)); return 0; }
+    for (int64_t j = 0; j < n; ++j) acc[j] = acc[j] + g[j];
+    return 0;
+}
+
+template <typename T>
+inline int zero_fill(T* acc, int64_t n) {
+    if (n > 0) std::memset(acc, 0, (size_t)n * sizeof(T));
+    return 0;
+}
+
+// An array gradient summed over the passes: each entry of g that is written moves into acc
+// (where acc has none) or is added to acc's (add_grads over arrays); g ends empty.
+template <typename T>
+inline int array_accumulate(TensorArray* acc, TensorArray* g, int64_t row_elems, char* err,
+                            int k) {
+    for (int64_t j = 0; j < g->size(); ++j) {
+        TensorArray::Elem& e = g->el[(size_t)j];
+        if (e.rows < 0) continue;
+        if (j >= acc->size()) {
+            try {
+                acc->el.resize((size_t)j + 1, TensorArray::Elem{nullptr, -1});
+            } catch (const std::bad_alloc&) {
+                return fail(err, k, "while_grad: out of memory summing an array's gradient");
+            }
+        }
+        TensorArray::Elem& a = acc->el[(size_t)j];
+        if (a.rows < 0) {
+            std::free(a.data);
+            a = e;
+            e = TensorArray::Elem{nullptr, -1};
+            continue;
+        }
+        if (a.rows != e.rows) {
+            std::snprintf(err, 512, "while_grad: entry %lld of an array's gradient has %lld rows "
+                          "in one pass and %lld in another", (long long)j, (long long)a.rows,
+                          (long long)e.rows);
+            return 2 + k;
+        }
+        T* x = (T*)a.data;
+        const T* y = (const T*)e.data;
+        for (int64_t q = 0; q < a.rows * row_elems; ++q) x[q] = x[q] + y[q];
+    }
+    g->clear();
+    return 0;
+}
+
+inline int array_clear(TensorArray* a) { a->clear(); return 0; }
+
+// --- arrays that leave the segment (codegen/buffers.py: an output record of an array) ---
+// The array as one malloc'd block the caller owns: int64 n, int64 rows[n] (-1: never
+// written), then the entries' bytes back to back. The caller copies it into a
+// LoDTensorArray and frees it with fl_array_release (the library that allocated it frees).
+inline int array_export(const TensorArray* a, int64_t row_bytes, int64_t* addr, char* err,
+                        int k) {
+    const int64_t n = a->size();
+    int64_t bytes = (1 + n) * 8;
+    for (const auto& e : a->el)
+        if (e.rows > 0) bytes += e.rows * row_bytes;
+    char* p = (char*)std::malloc((size_t)bytes);
+    if (p == nullptr) return fail(err, k, "out of memory handing a tensor array back");
+    int64_t* head = (int64_t*)p;
+    head[0] = n;
+    char* q = p + (1 + n) * 8;
+    for (int64_t j = 0; j < n; ++j) {
+        const TensorArray::Elem& e = a->el[(size_t)j];
+        head[1 + j] = e.rows;
+        if (e.rows > 0) {
+            std::memcpy(q, e.data, (size_t)(e.rows * row_bytes));
+            q += e.rows * row_bytes;
+        }
+    }
+    *addr = (int64_t)(intptr_t)p;
+    return 0;
+}
+
+}  // namespace fl
+
+// weak: one definition however many translation units include this header
+extern "C" __attribute__((weak, visibility("default"))) void fl_array_release(void* p) {
+    std::free(p);
+}
+
+namespace fl {
+
 // --- rank tables --------------------------------------------------------------------------
 // table[0..n): original indices, longest first (stable); table[n..2n): the lengths.
 inline void rank_table(const int64_t* lod, int64_t n, int64_t* table) {

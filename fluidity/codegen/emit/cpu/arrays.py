@@ -62,7 +62,7 @@ def write_to_array(e):
 def read_from_array(e):
     """Out = a copy of X[I]: its rows known when it runs."""
     if e.op.input("X_W"):
-        e.fail("the gradient form (X_W) reads missing entries as zeros: not compiled")
+        return _read_or_zeros(e)
     a = input_array(e)
     idx, idx_seg = array_index(e)
     rows = e.runtime_dim(a.bound, lambda v: f"fl::array_read_rows({a.name}_, {idx_seg}, "
@@ -78,3 +78,32 @@ def lod_array_length(e):
         e.fail(f"X '{a.var}' is not a tensor array the compiled code makes")
     out = e.output("Out", [1], "int64_t", lod_from=False)
     e.code(f"{out}[0] = {a}->size();")
+
+
+def _read_or_zeros(e):
+    """read_from_array's gradient form (write_to_array's gradient): a missing entry of X
+    (never written, or past the end: a gradient nobody computed) reads as zeros shaped like
+    X_W. An array the compiled code has not written yet takes X_W's row shape and bound."""
+    a, w = e.input("X"), e.input("X_W")
+    if not isinstance(a, ArrayBuf):
+        e.fail(f"X '{a.var}' is not a tensor array the compiled code makes")
+    if w.lod is not None:
+        e.fail("X_W carries LoD (compiled arrays hold entries without LoD)")
+    if w.ndim < 1:
+        e.fail("X_W has no rows")
+    if a.elem is None:
+        if any(str(e.bound_of(d)) != str(d) for d in w.dims[1:]):
+            e.fail("X_W's row dims change while the segment runs")
+        a.elem, a.row_dims = w.ctype, list(w.dims[1:])
+    elif a.elem != w.ctype or list(map(str, a.row_dims)) != list(map(str, w.dims[1:])):
+        e.fail(f"X holds {a.elem}[?, {a.row_dims}], X_W is {w.ctype}{w.dims}")
+    w_bound = e.bound_of(w.dims[0])
+    if a.bound is None:
+        a.bound = w_bound
+    # an entry has at most the array's bound of rows, zeros X_W's: reserve for either
+    bound = a.bound if str(a.bound) == str(w_bound) else a.bound + w_bound
+    idx, idx_seg = array_index(e)
+    rows = e.runtime_dim(bound, lambda v: f"fl::array_read_rows_or({a.name}_, {idx_seg}, "
+                         f"{w.dims[0]}, {bound}, &{v}, err, {e.k})")
+    out = e.output("Out", [rows] + list(a.row_dims), a.elem, lod_from=False)
+    e.code(f"fl::array_read_or_zeros({a}, {idx}, {out}, {rows}, {a.row_bytes()});")

@@ -106,9 +106,10 @@ def _emit_matmul_grad(e, tx, ty, alpha):
 
 def _emit_rows_concat(e, xs):
     """sum of SelectedRows (a sparse gradient's parts): Out's row ids and values are the
-    inputs', concatenated in order, as the kernel; a mix with dense inputs is not compiled."""
+    inputs', concatenated in order, as the kernel; a mix with dense inputs is compiled when
+    one SelectedRows comes first (_emit_rows_then_dense)."""
     if any(b.rows is None for b in xs):
-        e.fail("SelectedRows and dense inputs mixed")
+        return _emit_rows_then_dense(e, xs)
     e.require_float(*xs)
     for b in xs[1:]:
         if b.ndim != xs[0].ndim:
@@ -126,6 +127,38 @@ def _emit_rows_concat(e, xs):
         e.code(f"std::memcpy({out.rows} + at, {b.rows}, sizeof(int64_t) * {b.dims[0]}); "
                f"std::memcpy({out} + at * {width}, {b}, sizeof(float) * {b.numel()}); "
                f"at += {b.dims[0]};")
+
+
+def _emit_rows_then_dense(e, xs):
+    """sum(SelectedRows, dense, ...), a sparse gradient and its L2 decay: Out dense, the
+    rows added into zeros in order (the kernel's to_dense, np.add.at), then each dense input
+    added left to right. Another order (a second SelectedRows, added as the kernel's
+    _add_rows decides from its data) is not compiled."""
+    sr, dense = xs[0], xs[1:]
+    if sr.rows is None or any(b.rows is not None for b in dense):
+        e.fail("SelectedRows and dense inputs mixed (compiled: one SelectedRows first)")
+    e.require_float(*xs)
+    for b in dense[1:]:
+        e.same_dims(dense[0], b)
+    d = dense[0]
+    if d.ndim != sr.ndim:
+        e.fail(f"the dense inputs are {d.ndim}-D, the SelectedRows' rows {sr.ndim}-D")
+    e.check(f"{sr.height} != {d.dims[0]}", "sum: the SelectedRows' height is not the dense "
+            "inputs' rows")
+    for a, c in zip(sr.dims[1:], d.dims[1:]):
+        if e.is_lit(a) and e.is_lit(c) and int(a) != int(c):
+            e.fail(f"inputs' rows differ ({a} vs {c})")
+        e.check(f"{a} != {c}", "sum: the inputs' rows differ in shape")
+    out = e.output("Out", d.dims, lod_from=False)
+    width, n = e.prod(d.dims[1:]), d.numel()
+    e.code(f"std::memset({out}, 0, {out.nbytes()});")
+    e.code(f"for (int64_t r = 0; r < {sr.dims[0]}; ++r) {{ const int64_t id = {sr.rows}[r]; "
+           f"if (id < 0 || id >= {d.dims[0]}) return fl::fail(err, {e.k}, \"sum: a row id "
+           f"of the SelectedRows input is out of range of its height\"); "
+           f"for (int64_t j = 0; j < {width}; ++j) {out}[id * {width} + j] += "
+           f"{sr}[r * {width} + j]; }}")
+    terms = " + ".join(f"{b}[i]" for b in dense)
+    e.code(f"for (int64_t i = 0; i < {n}; ++i) {out}[i] = {out}[i] + {terms};")
 
 
 @register("scale", "cpu")

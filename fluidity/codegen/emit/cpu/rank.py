@@ -1,5 +1,5 @@
 """C++ emitters of DynamicRNN's rank-table ops: lod_rank_table, max_sequence_len,
-lod_tensor_to_array, array_to_lod_tensor, shrink_rnn_memory.
+lod_tensor_to_array, array_to_lod_tensor, shrink_rnn_memory(+grad).
 
 A rank table is an int64 [2, n] arena buffer (cir.TableBuf: indices longest first, then
 lengths; runtime/arrays.h) made from a value's level-0 LoD, which it remembers, so that
@@ -81,6 +81,27 @@ def shrink_rnn_memory(e):
                          f"{x.dims[0]}, &{v}, err, {e.k})")
     out = e.output("Out", [rows] + list(x.dims[1:]), x.ctype, lod_from=False)
     e.code(f"std::memcpy({out}, {x}, {out.nbytes()});")
+
+
+@register("shrink_rnn_memory_grad", "cpu")
+def shrink_rnn_memory_grad(e):
+    """X@GRAD = zeros shaped like X, its first rows Out@GRAD's (the sequences still running
+    at that step)."""
+    x, g = e.input("X"), e.input("Out@GRAD")
+    if x.lod is not None:
+        e.fail("X carries LoD (compiled for a memory of one row per sequence)")
+    if x.ndim < 1:
+        e.fail("X has no rows")
+    out = e.output("X@GRAD", x.dims, x.ctype, lod_from=False)
+    if g is None:
+        e.code(f"std::memset({out}, 0, {out.nbytes()});")
+        return
+    if g.ctype != x.ctype or list(map(str, g.dims[1:])) != list(map(str, x.dims[1:])):
+        e.fail(f"Out@GRAD is {g.ctype}{g.dims}, X is {x.ctype}{x.dims}")
+    e.check(f"{g.dims[0]} > {x.dims[0]}", "shrink_rnn_memory_grad: Out@GRAD has more rows "
+            "than X")
+    e.code(f"std::memcpy({out}, {g}, {g.nbytes()});")
+    e.code(f"std::memset({out} + {g.numel()}, 0, {out.nbytes()} - {g.nbytes()});")
 
 
 def _reorder(e, inverse):
