@@ -108,10 +108,21 @@ enum { C_BLOCK, C_NAMES, C_DTYPES, C_NDARRAY, C_LODTENSOR, C_PARAMS, C_SEEN, C_F
 
 #include <string.h>
 
-static PyObject* s_value;   /* "value", "_array", "arena_ptr", "cap": interned once */
-static PyObject* s_array;
-static PyObject* s_arena_ptr;
-static PyObject* s_cap;
+/* attribute names, interned once (intern_names) */
+static PyObject *s_value, *s_array, *s_arena_ptr, *s_cap;             /* the runner's */
+static PyObject *s_runner, *s_revision, *s_setup_revision, *s_parent; /* the hot call's */
+
+static int intern_names(void) {
+    if (s_parent != NULL) return 0;
+    static const char* const names[] = {"value", "_array", "arena_ptr", "cap", "runner",
+                                        "revision", "setup_revision", "parent"};
+    PyObject** const slots[] = {&s_value, &s_array, &s_arena_ptr, &s_cap, &s_runner,
+                                &s_revision, &s_setup_revision, &s_parent};
+    for (int i = 0; i < 8; ++i)
+        if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
+            return -1;
+    return 0;
+}
 
 /* `holder.value` (a new reference) when it is a list with an item at each of `cols`, as a
    run leaves it; NULL otherwise (no holder: None). */
@@ -281,13 +292,7 @@ static PyMethodDef fl_run_def = {"run", (PyCFunction)fl_direct_run, METH_O,
                                  "One prepared compiled run (executor/direct.py)."};
 
 PyObject* fl_direct_runner(PyObject* ctx) {
-    if (s_value == NULL) {
-        s_value = PyUnicode_InternFromString("value");
-        s_array = PyUnicode_InternFromString("_array");
-        s_arena_ptr = PyUnicode_InternFromString("arena_ptr");
-        s_cap = PyUnicode_InternFromString("cap");
-        if (!s_value || !s_array || !s_arena_ptr || !s_cap) return NULL;
-    }
+    if (intern_names() != 0) return NULL;
     if (!PyTuple_CheckExact(ctx) || PyTuple_GET_SIZE(ctx) != C_LEN) {
         PyErr_SetString(PyExc_ValueError, "fl_direct_runner: a bad context");
         return NULL;
@@ -315,10 +320,6 @@ PyObject* fl_direct_runner(PyObject* ctx) {
 enum { H_TLS, H_PROGRAM, H_SCOPE, H_NAMES, H_FETCH, H_BLOCK, H_NUMPY, H_FEED_VAR, H_FETCH_VAR,
        H_VIEW, H_REVISION, H_SETUP, H_CHAIN, H_LEN };
 
-static PyObject* s_runner;
-static PyObject* s_revision;
-static PyObject* s_setup_revision;
-static PyObject* s_parent;
 
 /* Whether attribute `name` of `obj` equals `want` (a missing attribute reads as None). */
 static int attr_is(PyObject* obj, PyObject* name, PyObject* want) {
@@ -410,13 +411,7 @@ static PyMethodDef fl_hot_def = {"hot", (PyCFunction)(void (*)(void))fl_direct_h
                                  METH_FASTCALL, "A prepared run's signature check and run."};
 
 PyObject* fl_direct_hot(PyObject* hctx) {
-    if (s_runner == NULL) {
-        s_runner = PyUnicode_InternFromString("runner");
-        s_revision = PyUnicode_InternFromString("revision");
-        s_setup_revision = PyUnicode_InternFromString("setup_revision");
-        s_parent = PyUnicode_InternFromString("parent");
-        if (!s_runner || !s_revision || !s_setup_revision || !s_parent) return NULL;
-    }
+    if (intern_names() != 0) return NULL;
     if (!PyTuple_CheckExact(hctx) || PyTuple_GET_SIZE(hctx) != H_LEN ||
         !PyWeakref_Check(PyTuple_GET_ITEM(hctx, H_PROGRAM)) ||
         !PyWeakref_Check(PyTuple_GET_ITEM(hctx, H_SCOPE)) ||
