@@ -134,6 +134,34 @@ def test_a_sparse_sgd_fused_into_its_lookup_grad_adds_rows_as_the_interpreter():
     np.testing.assert_array_equal(got[1], got[0])
 
 
+def test_lookups_longer_than_the_prefetch_distance_train_as_the_interpreter():
+    """The compiled lookup and its fused sgd ask for rows ahead of the one they copy or
+    update (sparse.h's lookup_rows, lookup_grad_sgd): with more ids than that distance, rows
+    wider than the lines it prefetches, repeated ids and a padding id, the looked-up rows
+    and the table match the interpreter's bit for bit."""
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 4
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        ids = fluid.layers.data("ids", shape=[8], dtype="int64")
+        e = fluid.layers.embedding(ids, size=[50, 150], is_sparse=True, padding_idx=7,
+                                   param_attr=fluid.ParamAttr(
+                                       name="tab",
+                                       initializer=fluid.initializer.Uniform(-1, 1)))
+        loss = fluid.layers.mean(fluid.layers.square(fluid.layers.reduce_sum(e, dim=1)))
+        fluid.optimizer.SGD(0.05).minimize(loss)
+    feed = {"ids": np.random.default_rng(0).integers(0, 50, (40, 8)).astype(np.int64)}
+    got = _tables_trained_both_ways(main, startup, feed, loss, 2)
+    np.testing.assert_array_equal(got[1], got[0])
+    rows = []
+    for prog in (main, fluid.CompiledProgram(main).with_native_code(fetch_list=[e])):
+        scope = fluid.Scope()
+        exe = fluid.Executor()
+        exe.run(startup, scope=scope)
+        rows.append(np.asarray(exe.run(prog, feed=feed, fetch_list=[e], scope=scope)[0]))
+    np.testing.assert_array_equal(rows[1], rows[0])
+    assert not rows[0][feed["ids"] == 7].any()
+
+
 def test_movers_compile_for_any_batch_size_only_when_they_keep_rows_apart():
     """With the batch dim unknown (-1), pixel_shuffle and pad2d (reflect) compile per row of
     the batch (their maps for 1 and 2 rows prove they never mix rows) and match the
