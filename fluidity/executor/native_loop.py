@@ -21,6 +21,7 @@ batches through the executor's native plan, as before).
 import ctypes
 import hashlib
 import os
+import weakref
 
 import numpy as np
 
@@ -90,6 +91,23 @@ def _load():
             lib.fl_worker_flush.restype = None
             _lib = lib
     return _lib
+
+
+_LIBRARIES = weakref.WeakKeyDictionary()    # lowering -> its loaded library
+
+
+def step_library(low):
+    """The loaded library of a lowering's source (codegen.build: compiled unless a verified
+    one is cached), looked up once per lowering: each run asked the build cache again for
+    the prebuild, the choice of worker mode and every worker (hashing the source and the
+    runtime headers, ~1.5 ms each, all before the first batch)."""
+    try:
+        lib = _LIBRARIES.get(low)
+    except TypeError:       # a lowering that cannot be weakly referenced
+        return build.load(build.compile_cached(low.source))
+    if lib is None:
+        lib = _LIBRARIES[low] = build.load(build.compile_cached(low.source))
+    return lib
 
 
 class ChunkCursor:
@@ -196,7 +214,7 @@ class CompiledWorkerStep:
                 return None, f"fetch target '{n}' is not a value the step makes"
             fetch_idx.append(k)
             fetch_dtypes.append(CODE_OF_C_TYPE[seg.outputs[k].ctype])
-        library = build.load(build.compile_cached(low.source))
+        library = step_library(low)
         fn = ctypes.cast(getattr(library, seg.name), ctypes.c_void_p).value
         return cls(lib, fn, seg, list(slots), slot_inputs, params, fetch_idx, fetch_dtypes,
                    0), None
