@@ -50,6 +50,9 @@ inline void prefetch_row_lines(const float* row, int64_t D, bool write) {
         if (write) __builtin_prefetch(row + o, 1, 3);
         else __builtin_prefetch(row + o, 0, 3);
     }
+    // a row narrower than a line may straddle two (10 floats of a 1e6 x 10 CTR table)
+    if (write) __builtin_prefetch(row + n - 1, 1, 3);
+    else __builtin_prefetch(row + n - 1, 0, 3);
 }
 
 // out[k] = W[ids[k]] (zeros where ids[k] == pad): lookup_table's rows, prefetched ahead.
