@@ -35,9 +35,10 @@ inline void prefetch_row(const float* row, int64_t D, bool write) {
 // Rows looked up by id are asked for LOOKUP_PF_LINES cache lines ahead (at least 4 rows),
 // every line of a row (up to 8): under Hogwild the hot rows of a shared table are often in
 // the other core's cache, just written there, and a lookup that waits for each row in turn
-// pays that transfer row after row. Measured on the real-text word2vec (3,881 x 64 tables,
-// 600 output-table rows a batch of 100): 8-10% less CPU a batch with two worker threads,
-// 3% with one (benchmarks/RESULTS.md, issue 27); 8, 16 and 64 rows ahead measured alike.
+// pays that transfer (or a lone thread's L3 miss) row after row. Measured on the word2vec
+// workloads (real text, 3,881 x 64 tables; synthetic, 5,000 x 32): 5-13% less CPU a batch,
+// with one worker thread and with two (benchmarks/RESULTS.md, issue 27); 8, 16 and 64 rows
+// ahead measured alike.
 constexpr int64_t LOOKUP_PF_LINES = 64;
 inline int64_t lookup_pf_rows(int64_t D) {
     const int64_t lines = (D * (int64_t)sizeof(float) + 63) / 64;
