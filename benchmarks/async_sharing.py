@@ -12,7 +12,13 @@ shared VM) falls on every mode alike; runs done one after another do not compare
 duo / solo is the cost of the second thread to the first (sharing, caches, memory), private
 / solo the part that is not the tables' sharing. Worker 0's CPU time is counted
 (CLOCK_THREAD_CPUTIME_ID in the loop), so a loaded machine that deschedules it does not count.
-The files of the other modes are the same; the parameters keep training across turns.
+The modes train the same chunks in turn; the parameters keep training across turns.
+
+On a loaded machine the two threads seldom run at once, which dilutes duo and private
+towards solo; so the loop also logs each batch's wall and CPU times (native_loop's batch
+log), and the script reports worker 0's median CPU a batch over its batches that ran
+undisturbed (wall time within 3% of CPU time) while worker 1 ran undisturbed batches the
+whole time: two cores at once, as on an idle machine.
 
     PYTHONPATH=. .venv/bin/python benchmarks/async_sharing.py --workload text --rounds 3
 
@@ -40,6 +46,29 @@ from fluidity.executor.native_loop import ChunkCursor, CompiledWorkerStep  # noq
 from fluidity.executor.shared_memory import aligned_empty  # noqa: E402
 
 MODES = ("solo", "duo", "private")
+UNDISTURBED = 1.03      # a batch whose wall time is within 3% (+ 1.5 us) of its CPU time
+
+
+def undisturbed(log):
+    """Which of a batch log's batches ran on a core from start to end."""
+    return log[:, 1] - log[:, 0] <= (log[:, 3] - log[:, 2]) * UNDISTURBED + 1500
+
+
+def corun_cpu(a, b):
+    """CPU ns of the batches of log `a` that ran undisturbed while undisturbed batches of
+    log `b` (3 us apart at most) covered their whole wall interval."""
+    ok_b = undisturbed(b)
+    starts, ends = b[ok_b, 0], b[ok_b, 1]
+    out = []
+    for k in np.flatnonzero(undisturbed(a)):
+        j = np.searchsorted(starts, a[k, 0], side="right") - 1
+        if j < 0 or ends[j] < a[k, 0]:
+            continue
+        while ends[j] < a[k, 1] and j + 1 < len(starts) and starts[j + 1] - ends[j] < 3000:
+            j += 1
+        if ends[j] >= a[k, 1]:
+            out.append(a[k, 3] - a[k, 2])
+    return out
 
 
 def workload(name, data_dir):
@@ -84,6 +113,7 @@ def main():
         if step is None:
             sys.exit(f"no compiled worker loop: {why}")
         step.configure(stop=np.zeros(1, np.int8), budget_s=0, report_every=1 << 40)
+        step.log_batches(1 << 16)
         steps.append(step)
     chunks = [[c for f in files[w::2] for c in MultiSlotReader(desc, [f]).chunks()]
               for w in range(2)]
@@ -93,7 +123,7 @@ def main():
         for k, t in copy.items():
             t[...] = tables[k]
     barrier = threading.Barrier(2)
-    spent = {}
+    spent, logs = {}, {}
 
     def worker(w):
         step = steps[w]
@@ -104,6 +134,7 @@ def main():
                     for j, var, _ in step.params:
                         t = private[w][var.name] if mode == "private" else tables[var.name]
                         abi.put_tensor(step.args.inputs[j], t.ctypes.data, t.shape)
+                    step.batch_log()
                     barrier.wait()
                     if mode == "solo" and w == 1:
                         continue
@@ -112,6 +143,7 @@ def main():
                     ns, nb = spent.get((w, mode), (0, 0))
                     spent[(w, mode)] = (ns + step.state.cpu_ns - c0,
                                         nb + step.state.total_batches - b0)
+                    logs[(w, mode, i)] = step.batch_log()
         except threading.BrokenBarrierError:
             pass
         except BaseException:
@@ -121,8 +153,10 @@ def main():
     print(f"workload: {a.workload} word2vec, batch {batch}, {len(files)} files, machine: "
           f"{os.cpu_count()} cores")
     per = {m: [] for m in MODES}
+    corun = {m: [] for m in MODES}
     for r in range(a.rounds):
         spent.clear()
+        logs.clear()
         threads = [threading.Thread(target=worker, args=(w,)) for w in range(2)]
         for t in threads:
             t.start()
@@ -131,6 +165,11 @@ def main():
         for m in MODES:
             ns, nb = spent[(0, m)]
             per[m].append(ns / nb / 1e3)
+            for (w, mode, i), log in logs.items():
+                if w == 0 and mode == m:
+                    corun[m] += [int(x) for x in (log[undisturbed(log), 3] -
+                                                  log[undisturbed(log), 2])] if m == "solo" \
+                        else corun_cpu(log, logs.get((1, m, i), np.zeros((0, 4), np.int64)))
         print(f"round {r + 1}: worker 0's CPU us a batch: " +
               ", ".join(f"{m} {per[m][-1]:.1f}" for m in MODES) +
               f" (load average {os.getloadavg()[0]:.2f})", flush=True)
@@ -138,6 +177,12 @@ def main():
         ratio = np.array(per[m]) / np.array(per["solo"])
         print(f"{m} / solo: {np.median(ratio):.3f} (per round "
               f"{', '.join(f'{x:.3f}' for x in ratio)})")
+    print("worker 0's batches that ran undisturbed (solo) / undisturbed while worker 1 ran "
+          "too (duo, private): median CPU us a batch")
+    for m in MODES:
+        print(f"  {m:8s} {len(corun[m]):7,d} batches  " +
+              (f"{np.median(corun[m]) / 1e3:.1f} us  ({np.median(corun[m]) / np.median(corun['solo']):.3f}x solo)"
+               if corun[m] and corun["solo"] else "none"))
     for s in steps:
         s.close()
 

@@ -58,7 +58,8 @@ class _WorkerState(ctypes.Structure):
                 ("n_reports", _i64), ("cap_reports", _i64), ("rep_counts", _p),
                 ("rep_means", _p),
                 ("status", _i64), ("calls", _i64), ("t_start", _i64), ("t_end", _i64),
-                ("cpu_ns", _i64)]
+                ("cpu_ns", _i64), ("batch_log", _p), ("batch_log_cap", _i64),
+                ("batch_log_n", _i64)]
 
 
 def cflags():
@@ -285,6 +286,24 @@ class CompiledWorkerStep:
         self._record_busy(w.t_start, w.t_end)
         status = int(w.status)
         return int(a), status, self.err.value.decode(errors="replace") if status >= 2 else ""
+
+    def log_batches(self, cap):
+        """Log the wall and CPU times of this worker's next `cap` batches (0: stop)."""
+        w = self.state
+        self._batch_log = aligned_empty((max(int(cap), 1), 4), np.int64) if cap else None
+        w.batch_log = self._batch_log.ctypes.data if cap else None
+        w.batch_log_cap, w.batch_log_n = (int(cap), 0)
+
+    def batch_log(self):
+        """The logged batches since the last call, [n, 4] int64 ns: wall start, wall end
+        (CLOCK_MONOTONIC: time.monotonic_ns()'s clock), thread CPU start, CPU end; the log
+        is emptied."""
+        w = self.state
+        if not w.batch_log:
+            return np.zeros((0, 4), np.int64)
+        out = self._batch_log[:int(w.batch_log_n)].copy()
+        w.batch_log_n = 0
+        return out
 
     def _record_busy(self, t0, t1):
         self.busy_s += (t1 - t0) * 1e-9
