@@ -188,13 +188,18 @@ class _Chunk:
 
 
 def _line_end(buf, n):
-    """The offset just past the n-th newline of buf, or 0 when it has fewer."""
-    at = 0
-    for _ in range(n):
-        at = buf.find(b"\n", at) + 1
-        if at == 0:
-            return 0
-    return at
+    """The offset just past the n-th newline of buf, or 0 when it has fewer; the bytes are
+    searched in growing windows from the start, so the cost is that of the n lines."""
+    if n <= 0:
+        return 0
+    view = np.frombuffer(buf, np.uint8)
+    pos, seen, window = 0, 0, 1 << 16
+    while pos < view.size:
+        nl = np.flatnonzero(view[pos:pos + window] == 10)
+        if seen + nl.size >= n:
+            return pos + int(nl[n - seen - 1]) + 1
+        seen, pos, window = seen + nl.size, pos + window, window * 2
+    return 0
 
 
 class _Err(ctypes.Structure):

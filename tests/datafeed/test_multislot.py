@@ -196,6 +196,10 @@ def test_first_lines_parse_apart_and_the_rest_as_before(tmp_path, desc, backend)
         _assert_same(_plain([r.chunk_batch(c1, 0, c1.n, dd)]),
                      _plain([r.chunk_batch(c0, a, a + c1.n, dd)]))
         assert c1.origin(0, c1.n) == c0.origin(a, a + c1.n)
+    long_first = "20000 " + " ".join(["12345"] * 20000) + " 2 1 2 0 1 1"   # > 64 KiB
+    c = _write(tmp_path, "c.txt", "\n".join([long_first] + [GOOD] * 20) + "\n")
+    r = MultiSlotReader(desc, [c], backend=backend)
+    assert _chunk_lines(r, first_lines=16) == [(16, 0), (5, 16)]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
