@@ -187,6 +187,21 @@ class _Chunk:
                       self.base + int(self.line_of[b - 1]) + 1)
 
 
+def _line_end(buf, n):
+    """The offset just past the n-th newline of buf, or 0 when it has fewer; the bytes are
+    searched in growing windows from the start, so the cost is that of the n lines."""
+    if n <= 0:
+        return 0
+    view = np.frombuffer(buf, np.uint8)
+    pos, seen, window = 0, 0, 1 << 16
+    while pos < view.size:
+        nl = np.flatnonzero(view[pos:pos + window] == 10)
+        if seen + nl.size >= n:
+            return pos + int(nl[n - seen - 1]) + 1
+        seen, pos, window = seen + nl.size, pos + window, window * 2
+    return 0
+
+
 class _Err(ctypes.Structure):
     _fields_ = [(f, ctypes.c_int64) for f in
                 ("line", "slot", "code", "tok_start", "tok_len", "found", "expected")]
@@ -442,13 +457,17 @@ class MultiSlotReader:
             self.examples += avail
             yield self._take(pending, avail, dense_dim)
 
-    def chunks(self):
+    def chunks(self, first_lines=0):
         """(parsed chunk, dense dims) for every non-empty chunk of every file, as parsed:
         the chunk's `n` lines, `vals` (per used slot, its values) and `offs` ([used slots,
         n + 1] per-line offsets into them); `dense_dim` per used slot (0 for a sparse one).
         For a consumer that walks batches itself (AsyncExecutor's compiled worker loop;
         `chunk_batch` makes one as iteration does). Bad lines raise or are skipped and
-        counted (`skipped_lines`) as in iteration, blank lines counted (`blank_lines`)."""
+        counted (`skipped_lines`) as in iteration, blank lines counted (`blank_lines`).
+        first_lines > 0: each file's first chunk is its first `first_lines` lines when they
+        parse to that many examples (no blank or bad line among them), so a consumer starts
+        on them without waiting for the whole chunk's parse; otherwise chunks are as
+        without it."""
         L = self._layout
         parser = (_PyParser(L, self.skip_bad_lines, self.allow_nonfinite) if self._fn is None
                   else _CParser(self._fn, L, self.skip_bad_lines, self.allow_nonfinite))
@@ -456,7 +475,7 @@ class MultiSlotReader:
         self.skipped_lines = self.blank_lines = self.examples = 0
         first_bad = first_blank = None
         for path in self.files:
-            for chunk, base in self._chunks(path, parser, dense_dim):
+            for chunk, base in self._chunks(path, parser, dense_dim, int(first_lines)):
                 if chunk.bad is not None:
                     error = self._error(as_source(path), base, chunk.bad, dense_dim)
                     if not self.skip_bad_lines:
@@ -487,14 +506,15 @@ class MultiSlotReader:
         `chunk.origin(a, b)` alone says where they came from)."""
         return self._take(collections.deque([[chunk, a]]), b - a, dense_dim)
 
-    def _chunks(self, path, parser, dense_dim):
+    def _chunks(self, path, parser, dense_dim, first_lines=0):
         """(parsed chunk, number of lines of the source before it) for each chunk of a file
-        or other source (sources.py: a pipe command's output, records in memory)."""
+        or other source (sources.py: a pipe command's output, records in memory); the
+        first `first_lines` lines apart when they are that many examples (chunks())."""
         source = as_source(path)
         name = str(source)
         pieces = source.chunks(self.chunk_size)
         try:
-            base, carry = 0, b""
+            base, carry, head = 0, b"", first_lines
             while True:
                 data = next(pieces, b"")
                 if data:
@@ -508,6 +528,15 @@ class MultiSlotReader:
                     buf, carry = carry, b""
                     if not buf:
                         return
+                if head:
+                    cut, head = _line_end(buf, head), 0
+                    first = parser.parse(buf[:cut], dense_dim) if 0 < cut < len(buf) else None
+                    if first is not None and first.n == first_lines and first.bad is None \
+                            and not first.blank:
+                        first.path, first.base = name, base
+                        yield first, base
+                        base += first.lines
+                        buf = buf[cut:]
                 chunk = parser.parse(buf, dense_dim)
                 chunk.path, chunk.base = name, base
                 yield chunk, base

@@ -15,7 +15,10 @@
  * caller runs that batch interpreted), >= 2 (an op failed: its code, the message in err),
  * -2 (out of memory). Each call records its start and end (CLOCK_MONOTONIC): the worker's
  * busy intervals; and adds the thread's CPU time it took (CLOCK_THREAD_CPUTIME_ID), so
- * examples per worker CPU-second can be told apart from the cores the machine gave.
+ * examples per worker CPU-second can be told apart from the cores the machine gave. Given
+ * a batch log, each batch's wall and CPU times go to it too (benchmarks/async_sharing.py:
+ * a batch whose wall time is its CPU time ran undisturbed; two workers' such batches that
+ * overlap ran on two cores at once).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -73,6 +76,10 @@ typedef struct {
     int64_t calls;
     int64_t t_start, t_end;    /* CLOCK_MONOTONIC ns */
     int64_t cpu_ns;            /* this thread's CPU time in the calls, summed */
+    /* an optional log of each batch's (wall start, wall end, CPU start, CPU end) in ns
+       (CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID): NULL (the default) logs nothing */
+    int64_t *batch_log;
+    int64_t batch_log_cap, batch_log_n;
 } fl_worker_t;
 
 static int64_t now_ns(void) {
@@ -182,11 +189,21 @@ int64_t fl_worker_run(fl_worker_t *w, int64_t last) {
             }
         }
         int rc;
+        int64_t *log = w->batch_log && w->batch_log_n < w->batch_log_cap ?
+            w->batch_log + 4 * w->batch_log_n++ : NULL;
+        if (log) {
+            log[2] = thread_cpu_ns();
+            log[0] = now_ns();
+        }
         while ((rc = w->fn(w->args, w->arena, w->cap, w->err)) == 1)
             if (!grow(w, w->args[FL_ARG_NEED])) {
                 rc = -2;
                 break;
             }
+        if (log) {
+            log[1] = now_ns();
+            log[3] = thread_cpu_ns();
+        }
         if (rc != 0) {
             w->status = rc;
             ret = a;

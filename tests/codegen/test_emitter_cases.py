@@ -111,27 +111,53 @@ def _tables_trained_both_ways(main, startup, feed, loss, steps):
     return got
 
 
+def _lookup_sgd_program(width, size, padding_idx, lr, seed):
+    """(main, startup, looked-up rows, loss): `width` int64 ids a row looked up in table
+    "tab" (is_sparse, uniform in [-1, 1]), the squared row sums' mean, plain SGD."""
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = seed
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        ids = fluid.layers.data("ids", shape=[width], dtype="int64")
+        e = fluid.layers.embedding(ids, size=size, is_sparse=True, padding_idx=padding_idx,
+                                   param_attr=fluid.ParamAttr(
+                                       name="tab",
+                                       initializer=fluid.initializer.Uniform(-1, 1)))
+        loss = fluid.layers.mean(fluid.layers.square(fluid.layers.reduce_sum(e, dim=1)))
+        fluid.optimizer.SGD(lr).minimize(loss)
+    return main, startup, e, loss
+
+
 def test_a_sparse_sgd_fused_into_its_lookup_grad_adds_rows_as_the_interpreter():
     """A table looked up with repeated ids (and a padding id): compiled, the lookup's
     gradient and its sgd are one loop adding each occurrence's row in turn (Paddle's
     SelectedRows sgd); interpreted, the SelectedRows gradient and the sgd op add the same
     rows in the same order: the tables agree bit for bit."""
     from fluidity.codegen.explain import explain_rows
-    main, startup = fluid.Program(), fluid.Program()
-    main.random_seed = startup.random_seed = 3
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        ids = fluid.layers.data("ids", shape=[4], dtype="int64")
-        e = fluid.layers.embedding(ids, size=[12, 5], is_sparse=True, padding_idx=2,
-                                   param_attr=fluid.ParamAttr(
-                                       name="tab",
-                                       initializer=fluid.initializer.Uniform(-1, 1)))
-        loss = fluid.layers.mean(fluid.layers.square(fluid.layers.reduce_sum(e, dim=1)))
-        fluid.optimizer.SGD(0.3).minimize(loss)
+    main, startup, e, loss = _lookup_sgd_program(4, [12, 5], 2, 0.3, seed=3)
     rows = explain_rows(main, 0, keep=[loss.name])
     assert any(t == "sgd" and why.startswith("fused into") for _, t, _, why in rows)
     feed = {"ids": np.array([[1, 5, 1, 1], [5, 2, 9, 1], [2, 2, 11, 5]], np.int64)}
     got = _tables_trained_both_ways(main, startup, feed, loss, 3)
     np.testing.assert_array_equal(got[1], got[0])
+
+
+def test_lookups_longer_than_the_prefetch_distance_train_as_the_interpreter():
+    """The compiled lookup and its fused sgd ask for rows ahead of the one they copy or
+    update (sparse.h's lookup_rows, lookup_grad_sgd): with more ids than that distance, rows
+    wider than the lines it prefetches, repeated ids and a padding id, the looked-up rows
+    and the table match the interpreter's bit for bit."""
+    main, startup, e, loss = _lookup_sgd_program(8, [50, 150], 7, 0.05, seed=4)
+    feed = {"ids": np.random.default_rng(0).integers(0, 50, (40, 8)).astype(np.int64)}
+    got = _tables_trained_both_ways(main, startup, feed, loss, 2)
+    np.testing.assert_array_equal(got[1], got[0])
+    rows = []
+    for prog in (main, fluid.CompiledProgram(main).with_native_code(fetch_list=[e])):
+        scope = fluid.Scope()
+        exe = fluid.Executor()
+        exe.run(startup, scope=scope)
+        rows.append(np.asarray(exe.run(prog, feed=feed, fetch_list=[e], scope=scope)[0]))
+    np.testing.assert_array_equal(rows[1], rows[0])
+    assert not rows[0][feed["ids"] == 7].any()
 
 
 def test_movers_compile_for_any_batch_size_only_when_they_keep_rows_apart():

@@ -171,6 +171,59 @@ def test_file_bigger_than_the_chunk(tmp_path, desc, backend):
     assert sum(len(b["label"][0]) for b in small) == len(lines)
 
 
+def _chunk_lines(reader, **kw):
+    """[(lines, first line of the file in the chunk)] of reader.chunks(**kw)."""
+    return [(c.n, c.base) for c, _ in reader.chunks(**kw)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_first_lines_parse_apart_and_the_rest_as_before(tmp_path, desc, backend):
+    """chunks(first_lines=k): each file's first k lines are a chunk of their own (the
+    compiled worker loop starts on them before the rest is parsed); the lines, their values
+    and their places in the file are those of the plain chunks."""
+    rng = np.random.default_rng(5)
+    lines = [ln for ln in _random_lines(rng, 90) if "garbage" not in ln]
+    a = _write(tmp_path, "a.txt", "\n".join(lines) + "\n")
+    b = _write(tmp_path, "b.txt", "\n".join(lines[:30]) + "\n")
+    r = MultiSlotReader(desc, [a, b], backend=backend, allow_nonfinite=True)
+    assert _chunk_lines(r) == [(len(lines), 0), (30, 0)]
+    assert _chunk_lines(r, first_lines=16) == [(16, 0), (len(lines) - 16, 16), (16, 0),
+                                               (14, 16)]
+    assert _chunk_lines(r, first_lines=30) == [(30, 0), (len(lines) - 30, 30), (30, 0)]
+    plain, apart = list(r.chunks()), list(r.chunks(first_lines=16))
+    for (c1, dd), (c0, _), a in zip(apart, [plain[0], plain[0], plain[1], plain[1]],
+                                    [0, 16, 0, 16]):
+        _assert_same(_plain([r.chunk_batch(c1, 0, c1.n, dd)]),
+                     _plain([r.chunk_batch(c0, a, a + c1.n, dd)]))
+        assert c1.origin(0, c1.n) == c0.origin(a, a + c1.n)
+    long_first = "20000 " + " ".join(["12345"] * 20000) + " 2 1 2 0 1 1"   # > 64 KiB
+    c = _write(tmp_path, "c.txt", "\n".join([long_first] + [GOOD] * 20) + "\n")
+    r = MultiSlotReader(desc, [c], backend=backend)
+    assert _chunk_lines(r, first_lines=16) == [(16, 0), (5, 16)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_first_lines_with_a_blank_or_bad_line_among_them_are_not_apart(tmp_path, desc,
+                                                                       backend):
+    """A blank or skipped line among the first k would make that chunk fewer than k
+    examples (a short batch where iteration has none): the file is chunked as without
+    first_lines, and the lines are counted once."""
+    blank = _write(tmp_path, "blank.txt", "\n".join([GOOD] * 5 + [""] + [GOOD] * 20) + "\n")
+    bad = _write(tmp_path, "bad.txt", "\n".join([GOOD] * 3 + ["1 5 2 oops 0.5 0 1 1"] +
+                                                [GOOD] * 20) + "\n")
+    r = MultiSlotReader(desc, [blank], backend=backend)
+    with pytest.warns(DataWarning):
+        assert _chunk_lines(r, first_lines=8) == [(25, 0)]
+    assert r.blank_lines == 1
+    r = MultiSlotReader(desc, [bad], backend=backend, skip_bad_lines=True)
+    with pytest.warns(DataWarning):
+        assert _chunk_lines(r, first_lines=8) == [(23, 0)]
+    assert r.skipped_lines == 1
+    r = MultiSlotReader(desc, [bad], backend=backend)
+    with pytest.raises(DataError, match=r"bad.txt:4: slot 'dense': value 'oops'"):
+        _chunk_lines(r, first_lines=8)
+
+
 MALFORMED = [  # (line, fault); DESC slots: words (uint64), dense (float, 2), unused, label
     ("1 5 2 0.5 0.5", r"slot 'unused': count missing \(the line ends after 2 of 4 slots\)"),
     ("1 5 2 0.5 0.5 0", r"slot 'label': count missing"),

@@ -64,9 +64,10 @@ def test_two_worker_threads_are_busy_at_the_same_time(skipgram, monkeypatch):
     w0, w1 = res.workers
     assert w0["batches"] + w1["batches"] == len(files) * -(-LINES // 32)
     # each file is one chunk, trained in one native call: Python per file, not per batch
-    # (and per chunk of another worker's that one joined at the end, out of files)
+    # (and per chunk of another worker's that one joined at the end, out of files); a
+    # worker's first file is two, its first FIRST_BATCHES batches parsed apart
     helped = w0["helped"] + w1["helped"]
-    assert w0["native_calls"] + w1["native_calls"] == len(files) + helped
+    assert w0["native_calls"] + w1["native_calls"] == len(files) + 2 + helped
     assert helped <= 2
     for w in (w0, w1):
         assert w["batches"] > 0 and len(w["busy"]) == w["native_calls"]
@@ -137,6 +138,35 @@ def test_two_loops_sharing_a_chunk_train_its_batches_once_each(skipgram):
         for s in steps:
             s.close()
     np.testing.assert_array_equal(tables[1], tables[0])
+
+
+def test_the_batch_log_holds_each_batchs_wall_and_cpu_times(skipgram):
+    """Asked to (benchmarks/async_sharing.py), the loop logs each batch's wall and CPU
+    start and end, up to the log's size and in the order trained; unasked, nothing."""
+    import time
+    from fluidity.datafeed import MultiSlotReader
+    from fluidity.executor.async_executor import lower_step
+    files, desc = skipgram
+    main, startup, test, v = build_word2vec(VOCAB, 8, NEG, lr=0.5)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    reader = MultiSlotReader(desc, files[:1])
+    step, _ = native_loop.CompiledWorkerStep.make(lower_step(main, [v["loss"].name]),
+                                                  [v["loss"].name], reader.slots, scope)
+    step.configure(report_every=10**6, budget_s=0)
+    (chunk, dense), = list(reader.chunks())
+    assert step.batch_log().shape == (0, 4)         # not asked: no log
+    step.log_batches(100)
+    before = time.monotonic_ns()
+    step.bind(chunk, dense, 32, native_loop.ChunkCursor())
+    a, status, _ = step.run(chunk.n)
+    assert status == 0 and a == chunk.n
+    log = step.batch_log()
+    assert log.shape == (100, 4) and step.totals()[0] == -(-LINES // 32)
+    assert (log[:, 1] >= log[:, 0]).all() and (log[:, 3] >= log[:, 2]).all()
+    assert (log[1:, 0] >= log[:-1, 1]).all() and log[0, 0] >= before
+    assert step.batch_log().shape == (0, 4)         # emptied by reading it
+    step.close()
 
 
 def test_a_worker_out_of_files_helps_finish_the_run(skipgram):

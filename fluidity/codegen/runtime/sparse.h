@@ -32,6 +32,62 @@ inline void prefetch_row(const float* row, int64_t D, bool write) {
     }
 }
 
+// Rows looked up by id are asked for LOOKUP_PF_LINES cache lines ahead (at least 4 rows),
+// every line of a row (up to 8): under Hogwild the hot rows of a shared table are often in
+// the other core's cache, just written there, and a lookup that waits for each row in turn
+// pays that transfer (or a lone thread's L3 miss) row after row. Measured on the word2vec
+// workloads (real text, 3,881 x 64 tables; synthetic, 5,000 x 32): 5-13% less CPU a batch,
+// with one worker thread and with two (benchmarks/RESULTS.md, issue 27); 8, 16 and 64 rows
+// ahead measured alike.
+constexpr int64_t LOOKUP_PF_LINES = 64;
+inline int64_t lookup_pf_rows(int64_t D) {
+    const int64_t lines = (D * (int64_t)sizeof(float) + 63) / 64;
+    const int64_t rows = LOOKUP_PF_LINES / (lines > 0 ? lines : 1);
+    return rows > 4 ? rows : 4;
+}
+inline void prefetch_row_lines(const float* row, int64_t D, bool write) {
+    const int64_t n = D < 8 * 16 ? D : 8 * 16;
+    for (int64_t o = 0; o < n; o += 16) {
+        if (write) __builtin_prefetch(row + o, 1, 3);
+        else __builtin_prefetch(row + o, 0, 3);
+    }
+    // a row narrower than a line may straddle two (10 floats of a 1e6 x 10 CTR table)
+    if (write) __builtin_prefetch(row + n - 1, 1, 3);
+    else __builtin_prefetch(row + n - 1, 0, 3);
+}
+
+// out[k] = W[ids[k]] (zeros where ids[k] == pad): lookup_table's rows, prefetched ahead.
+// Ids checked by the caller (0 <= id < rows, or pad).
+inline void lookup_rows(const float* W, int64_t D, const int64_t* ids, int64_t n, int64_t pad,
+                        float* out) {
+    const int64_t A = lookup_pf_rows(D);
+    for (int64_t k = 0; k < A && k < n; ++k)
+        if (ids[k] != pad) prefetch_row_lines(W + ids[k] * D, D, false);
+    for (int64_t k = 0; k < n; ++k) {
+        if (k + A < n && ids[k + A] != pad) prefetch_row_lines(W + ids[k + A] * D, D, false);
+        const int64_t r = ids[k];
+        if (r == pad) std::memset(out + k * D, 0, sizeof(float) * (size_t)D);
+        else std::memcpy(out + k * D, W + r * D, sizeof(float) * (size_t)D);
+    }
+}
+
+// lookup_table_grad fused into its sparse sgd: P[ids[k]] += alpha * dout[k] (a pad id's
+// row adds alpha * 0), in id order, duplicates accumulating; the rows prefetched for write
+// as lookup_rows does. Ids checked by the caller.
+inline void lookup_grad_sgd(float* P, int64_t D, const int64_t* ids, int64_t n, int64_t pad,
+                            const float* dout, float alpha) {
+    const int64_t A = lookup_pf_rows(D);
+    for (int64_t k = 0; k < A && k < n; ++k)
+        if (ids[k] != pad) prefetch_row_lines(P + ids[k] * D, D, true);
+    for (int64_t k = 0; k < n; ++k) {
+        if (k + A < n && ids[k + A] != pad) prefetch_row_lines(P + ids[k + A] * D, D, true);
+        float* p = P + ids[k] * D;
+        const float* g = dout + k * D;
+        const bool is_pad = ids[k] == pad;
+        for (int64_t j = 0; j < D; ++j) p[j] += alpha * (is_pad ? 0.0f : g[j]);
+    }
+}
+
 // 0, or -1 with a message: each slot's offsets start at 0, never decrease and end at its
 // number of ids; every slot holds B sequences (n_offs[s] == B + 1).
 inline int check_slots(const Slots& sl, const int64_t* n_offs, const char* op, char* err) {

@@ -91,9 +91,7 @@ def lookup_table(e):
     w, ids, out = lookup_operands(e)
     d, pad = w.dims[1], e.attr("padding_idx")
     _emit_check_ids(e, [ids], w.dims[0], e.opdef.type)
-    e.code(f"for (int64_t k = 0; k < {ids.numel()}; ++k) {{ const int64_t r = {ids}[k]; "
-           f"if (r == {pad}LL) std::memset({out} + k * {d}, 0, sizeof(float) * {d}); "
-           f"else std::memcpy({out} + k * {d}, {w} + r * {d}, sizeof(float) * {d}); }}")
+    e.code(f"fl::lookup_rows({w}, {d}, {ids}, {ids.numel()}, {pad}LL, {out});")
 
 
 @register("lookup_table_grad", "cpu")
@@ -113,9 +111,8 @@ def lookup_table_grad(e):
         dense_code=lambda g: (f"std::memset({g}, 0, sizeof(float) * {g.numel()}); "
                               f"for (int64_t k = 0; k < {n}; ++k) for (int64_t j = 0; "
                               f"j < {d}; ++j) {g}[{ids}[k] * {d} + j] += {row};"),
-        fused_code=lambda p, alpha: (f"const float a = {alpha}; for (int64_t k = 0; "
-                                     f"k < {n}; ++k) for (int64_t j = 0; j < {d}; ++j) "
-                                     f"{p}[{ids}[k] * {d} + j] += a * {row};"))
+        fused_code=lambda p, alpha: (f"fl::lookup_grad_sgd({p}, {d}, {ids}, {n}, {pad}LL, "
+                                     f"{dout}, {alpha});"))
 
 
 @register("fused_embedding_seq_pool", "cpu")
