@@ -122,12 +122,38 @@ DEPTHWISE = {
 }
 
 
+# the direct kernel (runtime/conv.h direct_conv_s1): one group, stride 1, dilation 1,
+# C*kh*kw <= DIRECT_MAX_K; the others above and below fall back to im2col
+DIRECT = {
+    "one channel, 5 filters (a block of 8 lanes), batch of one": (
+        (1, 1, 7, 9), (5, 1, 3, 3), {"paddings": [1, 1]}),
+    "20 filters (16 + 8 lanes), 3x4 kernel, padding past it, 10 columns (8 + 2)": (
+        (2, 2, 5, 11), (20, 2, 3, 4), {"paddings": [2, 1]}),
+    "asymmetric padding (top 0, bottom 2, left 1, right 0), 1 output column": (
+        (2, 3, 6, 2), (8, 3, 3, 2), {"paddings": [0, 2, 1, 0]}),
+    "no padding, 16 filters, one output row": ((3, 1, 3, 12), (16, 1, 3, 3), {}),
+}
+FALLBACK = {            # a shape the direct kernel does not take: the im2col path
+    "C*kh*kw = 36 > DIRECT_MAX_K": ((2, 4, 6, 6), (5, 4, 3, 3), {"paddings": [1, 1]}),
+    "one channel, stride 2": ((2, 1, 7, 7), (4, 1, 3, 3), {"strides": [2, 2],
+                                                          "paddings": [1, 1]}),
+    "one channel, dilation 2": ((1, 1, 8, 8), (3, 1, 3, 3), {"dilations": [2, 2],
+                                                            "paddings": [2, 2]}),
+}
+
+
+def _direct_kernel_runs(main):
+    """Whether the compiled program's source calls the direct conv kernel."""
+    from fluidity.codegen.lower import Lowering
+    return "fl::direct_conv_s1(" in Lowering(main, 0).source
+
+
 def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():
     from fluidity.codegen.emit.cpu.conv import chunk_samples
     assert chunk_samples(16 * 9 * 24 * 24) == 1
 
 
-def _conv_case(op_type, case, table):
+def _conv_case(op_type, case, table, direct=None):
     """Values in [-2, 2], the loss's weights in [0.5, 1.5] over the mean: each gradient
     element of Output is at most 1.5 / its size. A sum of n terms of at most t each is
     off by at most about n * eps * n * t in either order."""
@@ -143,6 +169,8 @@ def _conv_case(op_type, case, table):
 
     def tol(n, t):
         return 2 * n * EPS * n * t
+    if direct is not None:
+        assert _direct_kernel_runs(main) == direct
     _check(op_type, {"Input": x, "Filter": w}, attrs, ["Input", "Filter"], "Output",
            [tol(taps, 4.0), tol(dx_terms, 2 * d), tol(dw_terms, 2 * d)])
 
@@ -152,18 +180,35 @@ def test_conv2d_matches_the_kernel(case):
     _conv_case("conv2d", case, CONVS)
 
 
+@pytest.mark.parametrize("case", sorted(DIRECT))
+def test_direct_kernel_matches_the_kernel(case):
+    _conv_case("conv2d", case, DIRECT, direct=True)
+
+
+@pytest.mark.parametrize("case", sorted(FALLBACK))
+def test_a_conv_the_direct_kernel_does_not_take_runs_im2col(case):
+    _conv_case("conv2d", case, FALLBACK, direct=False)
+
+
+def test_a_one_channel_depthwise_conv_runs_the_direct_kernel():
+    """Fluid makes a conv over one input channel a depthwise_conv2d of one group (the
+    MNIST CNN's first conv): the direct kernel computes it."""
+    table = {"one": ((2, 1, 6, 5), (6, 1, 3, 3), {"paddings": [1, 1]})}
+    _conv_case("depthwise_conv2d", "one", table, direct=True)
+
+
 @pytest.mark.parametrize("case", sorted(DEPTHWISE))
 def test_depthwise_direct_kernel_matches_the_kernel(case):
     _conv_case("depthwise_conv2d", case, DEPTHWISE)
 
 
 # --- conv_epilogue ----------------------------------------------------------------------------
-def _cnn(is_test, groups=1):
+def _cnn(is_test, groups=1, channels=4, stride=2):
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = 11           # the same filters each time it is built
     with fluid.program_guard(main, startup):
-        img = fluid.data("img", [None, 4, 9, 9], "float32")
-        h = fluid.layers.conv2d(img, 8, 3, padding=1, stride=2, groups=groups)
+        img = fluid.data("img", [None, channels, 9, 9], "float32")
+        h = fluid.layers.conv2d(img, 8, 3, padding=1, stride=stride, groups=groups)
         h = fluid.layers.batch_norm(h, act="relu", is_test=is_test)
         out = fluid.layers.pool2d(h, 2, pool_stride=2)
     return main, startup, out
@@ -198,11 +243,27 @@ def test_inference_conv_computes_bias_batch_norm_and_relu_in_its_epilogue(groups
     np.testing.assert_allclose(got, want, rtol=4 * taps * EPS, atol=4 * taps * EPS * 4)
 
 
-def test_the_epilogue_rounds_as_the_unfused_ops():
+def test_the_direct_kernels_epilogue_computes_bias_batch_norm_and_relu():
+    """A 3-channel stride-1 conv (K = 27: the direct kernel) fused with its bias, frozen
+    batch_norm and relu, the epilogue a vector of 8 positions at a time."""
+    main, startup, out = _cnn(True, channels=3, stride=1)
+    x = f32(2, 3, 9, 9)
+    x[1, 0, 4, 4] = np.nan              # relu keeps a NaN lane by lane, as fmaxnp does
+    _, (want,) = _run_cnn(main, startup, [out], False, x)
+    prog, (got,) = _run_cnn(main, startup, [out], True, x)
+    assert _direct_kernel_runs(main)
+    assert [line.split()[1] for line in _fused(prog)] == ["elementwise_add", "batch_norm", "relu"]
+    assert np.isnan(got[1]).any() and np.array_equal(np.isnan(got), np.isnan(want))
+    taps = 27
+    np.testing.assert_allclose(got, want, rtol=4 * taps * EPS, atol=4 * taps * EPS * 4)
+
+
+@pytest.mark.parametrize("channels, stride", [(4, 2), (3, 1)])
+def test_the_epilogue_rounds_as_the_unfused_ops(channels, stride):
     """Fusing changes no bit: fetching the conv's own output (kept, so nothing fuses)
-    gives the same result bit for bit."""
-    main, startup, out = _cnn(True)
-    x = f32(2, 4, 9, 9)
+    gives the same result bit for bit (the im2col path, and the direct kernel's)."""
+    main, startup, out = _cnn(True, channels=channels, stride=stride)
+    x = f32(2, channels, 9, 9)
     prog, (fused,) = _run_cnn(main, startup, [out], True, x)
     assert len(_fused(prog)) == 3
     conv_out = main.global_block().ops[0].output("Output")[0]

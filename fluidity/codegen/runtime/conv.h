@@ -88,6 +88,159 @@ inline void col2im(const float* __restrict dcols, const ConvGeom& g, float* __re
         }
 }
 
+// Direct convolution of one sample for stride 1, dilation 1, one group (any kernel size and
+// padding), without im2col's columns. The sample is first copied into `xp`, its planes
+// padded to HP = OH + KH - 1 rows of WP = OW + KW - 1 columns (the zero border stays from
+// the first sample of a call: `fresh` zeroes it). Output position q = oh * WP + ow of that
+// padded grid then reads tap (c, i, j) at xp[c][q + i * WP + j]: a run of consecutive
+// positions reads consecutive floats of every tap, so the columns past OW (KW - 1 of each
+// row, computed and never read) cost less than cutting the rows. The filter is packed
+// (dconv_pack) as blocks of 16 output channels (8 for the last block when M is not a
+// multiple of 16), tap-major; the micro-kernel holds DCONV_R positions x 16 channels in
+// registers and, per tap, loads the tap's 16 weights (two vectors) and broadcasts each
+// position's input: the multiply-adds of a gemm with its operands straight from the
+// image. The result is tmp [Q rounded up to DCONV_R][Mp] (Mp = M rounded up to 8), which
+// the conv's epilogue writes out in NCHW. Each output sums its C*KH*KW products in tap
+// order (not a gemm's order; the tests' tolerance covers any order).
+constexpr int64_t DCONV_R = 6;
+
+typedef float dconv_v8 __attribute__((vector_size(32), aligned(4)));
+
+inline int64_t dconv_mp(int64_t M) { return (M + 7) / 8 * 8; }
+
+// Floats of the padded sample (with the slack the last tile reads past the grid) and of tmp.
+inline int64_t dconv_xp_floats(const ConvGeom& g) {
+    return g.C * (g.OH + g.KH - 1) * (g.OW + g.KW - 1) + g.KW + DCONV_R + 8;
+}
+inline int64_t dconv_tmp_floats(const ConvGeom& g, int64_t M) {
+    return (g.OH * (g.OW + g.KW - 1) + DCONV_R + 8) * dconv_mp(M);
+}
+
+// w [M, K] -> wp: per block of 16 channels (or the last 8) [K][16 or 8], zeros past M.
+inline void dconv_pack(const float* __restrict w, int64_t M, int64_t K, float* __restrict wp) {
+    const int64_t Mp = dconv_mp(M);
+    for (int64_t m0 = 0; m0 < Mp; m0 += 16) {
+        const int64_t nb = Mp - m0 >= 16 ? 16 : 8;
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t mb = 0; mb < nb; ++mb)
+                wp[m0 * K + k * nb + mb] = m0 + mb < M ? w[(m0 + mb) * K + k] : 0.0f;
+    }
+}
+
+template <int MV>
+__attribute__((optimize("fp-contract=fast"), always_inline))
+inline void dconv_tile(const float* __restrict xq, const float* __restrict wb, int64_t C,
+                       int64_t KH, int64_t KW, int64_t HPWP, int64_t WP, float* __restrict o,
+                       int64_t Mp) {
+    dconv_v8 a[DCONV_R][MV];
+    for (int r = 0; r < DCONV_R; ++r)
+        for (int v = 0; v < MV; ++v) a[r][v] = dconv_v8{};
+    for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < KH; ++i) {
+            const float* row = xq + c * HPWP + i * WP;
+            for (int64_t j = 0; j < KW; ++j, wb += 8 * MV) {
+                dconv_v8 w[MV];
+                for (int v = 0; v < MV; ++v) w[v] = *(const dconv_v8*)(wb + 8 * v);
+                for (int r = 0; r < DCONV_R; ++r) {
+                    const float t = row[j + r];
+                    for (int v = 0; v < MV; ++v) a[r][v] += w[v] * t;
+                }
+            }
+        }
+    for (int r = 0; r < DCONV_R; ++r)
+        for (int v = 0; v < MV; ++v) *(dconv_v8*)(o + r * Mp + 8 * v) = a[r][v];
+}
+
+// One sample: x [C, H, W] -> tmp [q][Mp] (q = oh * (OW + KW - 1) + ow); wp from dconv_pack;
+// xp of dconv_xp_floats, zeroed when `fresh` (then only the image's positions are written).
+__attribute__((optimize("fp-contract=fast", "no-tree-loop-distribute-patterns")))
+inline void direct_conv_s1(const float* __restrict x, const float* __restrict wp,
+                           const ConvGeom& g, int64_t M, float* __restrict xp, bool fresh,
+                           float* __restrict tmp) {
+    const int64_t HP = g.OH + g.KH - 1, WP = g.OW + g.KW - 1, K = g.C * g.KH * g.KW;
+    const int64_t Mp = dconv_mp(M), Q = g.OH * WP;
+    if (fresh) std::memset(xp, 0, sizeof(float) * (size_t)dconv_xp_floats(g));
+    const int64_t h_hi = g.H < HP - g.PT ? g.H : HP - g.PT;
+    const int64_t w_hi = g.W < WP - g.PL ? g.W : WP - g.PL;
+    for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t h = 0; h < h_hi; ++h) {
+            const float* src = x + (c * g.H + h) * g.W;
+            float* dst = xp + (c * HP + h + g.PT) * WP + g.PL;
+            for (int64_t w = 0; w < w_hi; ++w) dst[w] = src[w];
+        }
+    for (int64_t m0 = 0; m0 < Mp; m0 += 16) {
+        const float* wb = wp + m0 * K;
+        if (Mp - m0 >= 16)
+            for (int64_t q = 0; q < Q; q += DCONV_R)
+                dconv_tile<2>(xp + q, wb, g.C, g.KH, g.KW, HP * WP, WP, tmp + q * Mp + m0, Mp);
+        else
+            for (int64_t q = 0; q < Q; q += DCONV_R)
+                dconv_tile<1>(xp + q, wb, g.C, g.KH, g.KW, HP * WP, WP, tmp + q * Mp + m0, Mp);
+    }
+}
+
+// The epilogue's access to tmp [q][Mp]: the 8 x 8 block of positions p .. p + 7 (rows
+// `stride` floats apart) and channels c0 .. c0 + 7 as 8 vectors, one a channel
+// (dconv_load_t: an in-register transpose), and a vector's first n (<= 8) values stored.
+typedef int dconv_i8 __attribute__((vector_size(32)));
+
+#if defined(__clang__)     // GCC's two-vector shuffle with a mask vector, lane by lane
+inline dconv_v8 dconv_shuffle(dconv_v8 a, dconv_v8 b, dconv_i8 mask) {
+    dconv_v8 r;
+    for (int k = 0; k < 8; ++k) r[k] = mask[k] < 8 ? a[mask[k]] : b[mask[k] - 8];
+    return r;
+}
+#define DCONV_SHUFFLE dconv_shuffle
+#else
+#define DCONV_SHUFFLE __builtin_shuffle
+#endif
+
+inline void dconv_load_t(const float* __restrict p, int64_t stride, dconv_v8* r) {
+    dconv_v8 a[8], t[8], u[8];
+    for (int k = 0; k < 8; ++k) a[k] = *(const dconv_v8*)(p + k * stride);
+    const dconv_i8 lo{0, 8, 1, 9, 4, 12, 5, 13}, hi{2, 10, 3, 11, 6, 14, 7, 15};
+    const dconv_i8 l2{0, 1, 8, 9, 4, 5, 12, 13}, h2{2, 3, 10, 11, 6, 7, 14, 15};
+    const dconv_i8 l4{0, 1, 2, 3, 8, 9, 10, 11}, h4{4, 5, 6, 7, 12, 13, 14, 15};
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = DCONV_SHUFFLE(a[k], a[k + 1], lo);
+        t[k + 1] = DCONV_SHUFFLE(a[k], a[k + 1], hi);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = DCONV_SHUFFLE(t[k], t[k + 2], l2);
+        u[k + 1] = DCONV_SHUFFLE(t[k], t[k + 2], h2);
+        u[k + 2] = DCONV_SHUFFLE(t[k + 1], t[k + 3], l2);
+        u[k + 3] = DCONV_SHUFFLE(t[k + 1], t[k + 3], h2);
+    }
+    for (int k = 0; k < 4; ++k) {
+        r[k] = DCONV_SHUFFLE(u[k], u[k + 4], l4);
+        r[k + 4] = DCONV_SHUFFLE(u[k], u[k + 4], h4);
+    }
+}
+
+inline void dconv_store(float* __restrict dst, dconv_v8 v, int64_t n) {
+    if (n >= 8) {
+        *(dconv_v8*)dst = v;
+        return;
+    }
+    float t[8];
+    *(dconv_v8*)t = v;
+    int64_t k = 0;                  // fixed-size copies: no loop for GCC to make a call of
+    if (n & 4) { std::memcpy(dst, t, 16); k = 4; }
+    if (n & 2) { std::memcpy(dst + k, t + k, 8); k += 2; }
+    if (n & 1) dst[k] = t[k];
+}
+
+// fmaxnp lane by lane (a NaN in a wins, as the scalar's).
+inline dconv_v8 fmaxnp(dconv_v8 a, float b) {
+#if defined(__clang__)
+    for (int k = 0; k < 8; ++k) a[k] = fmaxnp(a[k], b);
+    return a;
+#else
+    const dconv_v8 bv = dconv_v8{} + b;
+    return (a >= bv || a != a) ? a : bv;
+#endif
+}
+
 // Depthwise convolution (groups = C, one input channel a group, `mult` output channels a
 // group), direct: out[m, n] (planes in the gemm layout [M, N, OH*OW]) = the sum over taps
 // (i, j) of w[m, i, j] * x[n, m / mult] shifted, each tap added along an output row over its
@@ -174,6 +327,15 @@ inline void max_pool_plane(const float* __restrict img, float* __restrict o, con
     for (int64_t a = 0; a < g.OH; ++a) {
         const float* base = img + (a * g.SH + g.R0) * g.W + g.C0;
         float* orow = o + a * g.OS;
+        if (g.SW == 2) {          // the common 2-stride: a constant stride GCC vectorizes
+            for (int64_t b = 0; b < g.OW; ++b) orow[b] = base[2 * b];
+            for (int64_t i = 0; i < g.KH; ++i)
+                for (int64_t j = (i == 0 ? 1 : 0); j < g.KW; ++j) {
+                    const float* r = base + i * g.W + j;
+                    for (int64_t b = 0; b < g.OW; ++b) orow[b] = fmaxnp(orow[b], r[2 * b]);
+                }
+            continue;
+        }
         for (int64_t b = 0; b < g.OW; ++b) orow[b] = base[b * g.SW];
         for (int64_t i = 0; i < g.KH; ++i)
             for (int64_t j = (i == 0 ? 1 : 0); j < g.KW; ++j) {

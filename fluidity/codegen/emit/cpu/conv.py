@@ -1,6 +1,7 @@
 """C++ emitters of conv2d, depthwise_conv2d, conv2d_transpose, pool2d, max_pool2d_with_index
 and their gradients: im2col and one gemm per group over a cache-sized chunk of the batch (the
-numpy kernels' BLAS calls), a direct kernel for depthwise convs, direct loops for pooling."""
+numpy kernels' BLAS calls), a direct register-tiled kernel for stride-1 convs with few taps
+(C*kh*kw <= DIRECT_MAX_K), a direct kernel for depthwise convs, direct loops for pooling."""
 import numpy as np
 
 from ....errors import ShapeError
@@ -88,6 +89,26 @@ def conv2d(e):
     ckk, hw, n = int(e.prod(w.dims[1:])), oh * ow, x.dims[0]
     mg = m // groups
     e.code(geom)
+    if _direct(e, x, w, groups):
+        c, kh, kw = int(x.dims[1]), int(w.dims[2]), int(w.dims[3])
+        k, mp, wp = c * kh * kw, -(-m // 8) * 8, ow + kw - 1
+        packed = e.scratch([str(mp * k)])
+        xp = e.scratch([str(c * (oh + kh - 1) * wp + kw + DIRECT_R + 8)])
+        tmp = e.scratch([str((oh * wp + DIRECT_R + 8) * mp)])
+        chw = c * int(x.dims[2]) * int(x.dims[3])
+        sample = f"({out} + n0 * {m * hw})"
+        per_channel, per_value, names = _epilogue_steps(bias, fused)
+        consts = []
+        if names:                      # the per-channel constants, computed once a call
+            arrs = [e.scratch([str(m)]) for _ in names]
+            consts = list(zip(names, arrs))
+            e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ {per_channel} " +
+                   " ".join(f"{a}[c] = {nm};" for nm, a in consts) + " }")
+        e.code(f"fl::dconv_pack({w}, {m}, {k}, {packed});")
+        e.code(f"for (int64_t n0 = 0; n0 < {n}; ++n0) {{ fl::direct_conv_s1({x} + n0 * {chw}, "
+               f"{packed}, g, {m}, {xp}, n0 == 0, {tmp}); "
+               + _direct_epilogue(tmp, sample, m, (oh, ow, wp, mp), consts, per_value) + " }")
+        return
     if _depthwise(x, w, groups):
         tmp = e.scratch([str(m), e.mul(n, hw)])
         e.code(f"fl::depthwise_conv({x}, {w}, g, {mg}, {tmp});")
@@ -118,6 +139,36 @@ def chunk_samples(col_floats_per_sample):
     return max(1, CHUNK_BYTES // (4 * col_floats_per_sample))
 
 
+# runtime/conv.h's direct kernel (direct_conv_s1): the output positions its micro-kernel
+# holds (DCONV_R); its scratch sizes are dconv_xp_floats and dconv_tmp_floats there.
+DIRECT_R = 6
+
+
+# The largest C*kh*kw a conv runs the direct kernel with. A gemm this shallow runs far
+# under its peak (the MNIST CNN's first conv, K = 9: 17 GFLOP/s with its im2col, 1.14x
+# slower than the direct kernel in alternating rounds), and the direct kernel's tile reads
+# all its taps from a few rows of L1. Deeper convs stay with im2col + sgemm: there the
+# direct kernel (no channel blocking: a tile reads C rows of the padded planes) was no
+# faster on the MNIST CNN's second conv and the ResNet stack, and 2x slower on MobileNet's
+# pointwise convs (C planes of 112 x 112 a tile).
+DIRECT_MAX_K = 32
+
+
+def _geometry(e, x, w):
+    hw, khw = [int(d) for d in x.dims[2:]], [int(d) for d in w.dims[2:]]
+    strides, pads, dil, _ = conv_geometry(e.attrs, hw, khw)
+    return strides, pads, list(dil)
+
+
+def _direct(e, x, w, groups):
+    """Whether a conv runs conv.h's direct kernel (direct_conv_s1): one group, stride 1,
+    dilation 1, padding not negative, C*kh*kw at most DIRECT_MAX_K; each sample's output
+    then comes straight from the padded image, without im2col's columns."""
+    strides, pads, dil = _geometry(e, x, w)
+    return (groups == 1 and strides == [1, 1] and dil == [1, 1] and min(pads) >= 0
+            and int(e.prod(w.dims[1:])) <= DIRECT_MAX_K)
+
+
 def _depthwise(x, w, groups):
     """Whether a conv is depthwise (one input channel a group, more than one group): then
     it runs conv.h's direct kernel, since each output channel's gemm would have K = kh*kw
@@ -125,12 +176,12 @@ def _depthwise(x, w, groups):
     return groups > 1 and int(x.dims[1]) == groups and int(w.dims[1]) == 1
 
 
-def _epilogue(tmp, out, m, n, hw, bias, fused):
-    """C++ writing `out` [N, M, hw] from the gemm's [M, N, hw]: per element the conv's
-    bias, then the fused steps, in the unfused ops' float arithmetic (elementwise_add's
-    x + y, batch_norm's x * k + off with its k and off, relu's fmaxnp), so fusing
-    changes no bit."""
-    per_channel, per_value = [], []
+def _epilogue_steps(bias, fused):
+    """C++ of the conv's epilogue per output value v of channel c: (statements once per
+    channel, statements per value): the conv's bias, then the fused steps, in the unfused
+    ops' float arithmetic (elementwise_add's x + y, batch_norm's x * k + off with its k and
+    off, relu's fmaxnp), so fusing changes no bit."""
+    per_channel, per_value, names = [], [], []
     if bias is not None:
         per_value.append(f"v = v + {bias}[c];")
     epi, bufs = (fused[0], fused[1]) if fused else (None, {})
@@ -145,12 +196,35 @@ def _epilogue(tmp, out, m, n, hw, bias, fused):
                 f"const float k = {b['Scale']}[c] * inv; const float off = {b['Bias']}[c] - "
                 f"{b['Mean']}[c] * {b['Scale']}[c] * inv;")
             per_value.append("v = v * k + off;")
+            names += ["k", "off"]
         else:
             per_value.append("v = fl::fmaxnp(v, 0.0f);")
-    return (f"for (int64_t c = 0; c < {m}; ++c) {{ {' '.join(per_channel)} "
+    return " ".join(per_channel), " ".join(per_value), names
+
+
+def _epilogue(tmp, out, m, n, hw, bias, fused):
+    """C++ writing `out` [N, M, hw] from the gemm's [M, N, hw] (_epilogue_steps per value)."""
+    per_channel, per_value, _ = _epilogue_steps(bias, fused)
+    return (f"for (int64_t c = 0; c < {m}; ++c) {{ {per_channel} "
             f"for (int64_t b = 0; b < {n}; ++b) {{ const float* src = {tmp} + (c * {n} + b) * "
             f"{hw}; float* dst = {out} + (b * {m} + c) * {hw}; for (int64_t i = 0; i < {hw}; "
-            f"++i) {{ float v = src[i]; {' '.join(per_value)} dst[i] = v; }} }} }}")
+            f"++i) {{ float v = src[i]; {per_value} dst[i] = v; }} }} }}")
+
+
+def _direct_epilogue(tmp, out, m, grid, consts, per_value):
+    """C++ writing one sample's `out` [M, oh, ow] from the direct kernel's tmp [oh * wp +
+    ow][mp]: per row of the grid and block of 8 positions and 8 channels, a transposed
+    load (fl::dconv_load_t), then each channel's 8 values as one vector through the
+    per-value steps (_epilogue_steps: the same float operations lane by lane) and stored
+    into its NCHW row. `consts` are the per-channel constants' arrays."""
+    oh, ow, wp, mp = grid
+    fetch = " ".join(f"const float {name} = {arr}[c];" for name, arr in consts)
+    return (f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t c0 = 0; c0 < {m}; c0 += 8) "
+            f"for (int64_t i0 = 0; i0 < {ow}; i0 += 8) {{ fl::dconv_v8 r[8]; "
+            f"fl::dconv_load_t({tmp} + (a * {wp} + i0) * {mp} + c0, {mp}, r); "
+            f"for (int64_t cc = 0; cc < 8 && c0 + cc < {m}; ++cc) {{ const int64_t c = c0 + cc; "
+            f"{fetch} fl::dconv_v8 v = r[cc]; {per_value} fl::dconv_store({out} + c * "
+            f"{oh * ow} + a * {ow} + i0, v, {ow} - i0); }} }}")
 
 
 @register("conv2d_grad", "cpu")
