@@ -113,9 +113,19 @@ CONVS = {
     "a batch in chunks of one sample, groups 2": ((3, 16, 24, 24), (4, 8, 3, 3),
                                                   {"paddings": [1, 1], "groups": 2}),
 }
-DEPTHWISE = {
+DEPTHWISE = {            # dilation 1, column stride 1 or 2: the register-tiled form
     "multiplier 1, stride 2, padding 1": ((2, 3, 7, 6), (3, 1, 3, 3),
                                           {"strides": [2, 2], "paddings": [1, 1]}),
+    "multiplier 1, stride 1, padding 1, 19 columns (8 + 8 + 3)": (
+        (2, 2, 5, 19), (2, 1, 3, 3), {"paddings": [1, 1]}),
+    "multiplier 3, stride (3, 2), padding (2, 0), 3x4 kernel, batch of one": (
+        (1, 2, 9, 13), (6, 1, 3, 4), {"strides": [3, 2], "paddings": [2, 0]}),
+    "stride 2 over an odd width, padding past the kernel": (
+        (2, 2, 6, 9), (2, 1, 2, 2), {"strides": [2, 2], "paddings": [3, 3]}),
+    # column stride 3: the row-by-row kernel
+    "column stride 3": ((2, 2, 7, 11), (2, 1, 3, 3), {"strides": [1, 3],
+                                                       "paddings": [1, 1]}),
+    # dilation 2: the row-by-row kernel
     "multiplier 2, dilation 2, stride (1, 2)": ((1, 2, 8, 9), (4, 1, 3, 2),
                                                 {"strides": [1, 2], "paddings": [2, 1],
                                                  "dilations": [2, 2]}),
@@ -135,6 +145,7 @@ DIRECT = {
 }
 FALLBACK = {            # a shape the direct kernel does not take: the im2col path
     "C*kh*kw = 36 > DIRECT_MAX_K": ((2, 4, 6, 6), (5, 4, 3, 3), {"paddings": [1, 1]}),
+    "a 1x1 conv over 8 > DIRECT_MAX_C channels": ((2, 8, 5, 5), (6, 8, 1, 1), {}),
     "one channel, stride 2": ((2, 1, 7, 7), (4, 1, 3, 3), {"strides": [2, 2],
                                                           "paddings": [1, 1]}),
     "one channel, dilation 2": ((1, 1, 8, 8), (3, 1, 3, 3), {"dilations": [2, 2],

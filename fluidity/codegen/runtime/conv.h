@@ -273,6 +273,87 @@ inline void depthwise_conv(const float* __restrict x, const float* __restrict w,
         }
 }
 
+// The depthwise kernel's register-tiled form for dilation 1 and column stride 1 or 2 (the
+// others run depthwise_conv): each plane is copied once into `xp` with its padding (the
+// border zeroed on the first plane only: every plane's border is at the same places), for
+// stride 2 split into its even and odd columns, so that every tap of a run of 8 output
+// columns reads 8 consecutive floats; the 8 outputs sum their KH*KW taps in a register
+// (fused multiply-adds, in tap order) and are stored once, where depthwise_conv adds each
+// tap along the output row in memory. xp holds dwconv_xp_floats(g) floats.
+inline int64_t dwconv_xp_floats(const ConvGeom& g) {
+    return 2 * ((g.OH - 1) * g.SH + g.KH) * (g.OW + g.KW + 32);
+}
+
+// NV vectors of 8 output columns (independent sums, so the multiply-adds overlap), the
+// first n (<= 8 * NV) stored.
+template <int NV>
+__attribute__((optimize("fp-contract=fast"), always_inline))
+inline void dwconv_tile(const float* __restrict row0, const float* __restrict wm, int64_t KH,
+                        int64_t KW, int64_t SW, int64_t WS, int64_t half, int64_t rstride,
+                        float* __restrict o, int64_t n) {
+    dconv_v8 acc[NV];
+    for (int v = 0; v < NV; ++v) acc[v] = dconv_v8{};
+    for (int64_t i = 0; i < KH; ++i) {
+        const float* row = row0 + i * WS;
+        for (int64_t j = 0; j < KW; ++j) {
+            const float* at = SW == 1 ? row + j : row + (j & 1) * half + j / 2;
+            const float t = wm[i * KW + j];
+            for (int v = 0; v < NV; ++v) acc[v] += *(const dconv_v8*)(at + 8 * v) * t;
+        }
+    }
+    for (int v = 0; v < NV; ++v)
+        if (n > 8 * v) dconv_store(o + 8 * v, acc[v], n - 8 * v);
+}
+
+__attribute__((optimize("fp-contract=fast", "no-tree-loop-distribute-patterns")))
+inline void depthwise_conv_tiled(const float* __restrict x, const float* __restrict w,
+                                 const ConvGeom& g, int64_t mult, float* __restrict xp,
+                                 float* __restrict out) {
+    const int64_t M = g.C * mult, P = g.OH * g.OW, HP = (g.OH - 1) * g.SH + g.KH;
+    const int64_t WS = g.OW + g.KW + 32;            // one phase's row
+    const int64_t half = HP * WS;                   // the odd columns' phase (stride 2)
+    std::memset(xp, 0, sizeof(float) * (size_t)dwconv_xp_floats(g));
+    const int64_t h_hi = g.H < HP - g.PT ? g.H : HP - g.PT;
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < g.N; ++n) {
+            const float* img = x + (n * g.C + m / mult) * g.H * g.W;
+            for (int64_t h = 0; h < h_hi; ++h) {
+                const float* src = img + h * g.W;
+                float* row = xp + (h + g.PT) * WS;
+                if (g.SW == 1) {
+                    const int64_t w_hi = g.W < WS - g.PL ? g.W : WS - g.PL;
+                    for (int64_t c = 0; c < w_hi; ++c) row[c + g.PL] = src[c];
+                } else {          // padded column 2k + p is phase p's k-th: image column
+                    for (int64_t p = 0; p < 2; ++p) {         // 2k + p - PL, where in [0, W)
+                        const int64_t off = p - g.PL;
+                        int64_t k0 = off >= 0 ? 0 : (-off + 1) / 2;
+                        int64_t k1 = (g.W - off + 1) / 2;
+                        if (k1 > WS) k1 = WS;
+                        float* dst = row + p * half;
+                        const float* s2 = src + off;
+                        for (int64_t k = k0; k < k1; ++k) dst[k] = s2[2 * k];
+                    }
+                }
+            }
+            const float* wm = w + m * g.KH * g.KW;
+            float* o = out + (m * g.N + n) * P;
+            for (int64_t oh = 0; oh < g.OH; ++oh)
+                for (int64_t o0 = 0; o0 < g.OW; o0 += 32) {
+                    const float* row0 = xp + oh * g.SH * WS + o0;
+                    float* orow = o + oh * g.OW + o0;
+                    const int64_t n = g.OW - o0;
+                    if (n > 24)
+                        dwconv_tile<4>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+                    else if (n > 16)
+                        dwconv_tile<3>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+                    else if (n > 8)
+                        dwconv_tile<2>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+                    else
+                        dwconv_tile<1>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+                }
+        }
+}
+
 // Its gradients from d = Output@GRAD in NCHW: dx (zeroed first; each tap's contribution added
 // along the rows) and dw[m, i, j] = the sum over the batch and positions of d * x, in double.
 // Either may be null.

@@ -1,7 +1,7 @@
 """C++ emitters of conv2d, depthwise_conv2d, conv2d_transpose, pool2d, max_pool2d_with_index
 and their gradients: im2col and one gemm per group over a cache-sized chunk of the batch (the
 numpy kernels' BLAS calls), a direct register-tiled kernel for stride-1 convs with few taps
-(C*kh*kw <= DIRECT_MAX_K), a direct kernel for depthwise convs, direct loops for pooling."""
+(C*kh*kw <= DIRECT_MAX_K, C <= DIRECT_MAX_C), a direct kernel for depthwise convs, direct loops for pooling."""
 import numpy as np
 
 from ....errors import ShapeError
@@ -111,7 +111,13 @@ def conv2d(e):
         return
     if _depthwise(x, w, groups):
         tmp = e.scratch([str(m), e.mul(n, hw)])
-        e.code(f"fl::depthwise_conv({x}, {w}, g, {mg}, {tmp});")
+        strides, pads, dil = _geometry(e, x, w)
+        if dil == [1, 1] and strides[1] in (1, 2) and min(pads) >= 0:
+            kh, kw = int(w.dims[2]), int(w.dims[3])
+            xp = e.scratch([str(2 * ((oh - 1) * strides[0] + kh) * (ow + kw + 32))])
+            e.code(f"fl::depthwise_conv_tiled({x}, {w}, g, {mg}, {xp}, {tmp});")
+        else:
+            e.code(f"fl::depthwise_conv({x}, {w}, g, {mg}, {tmp});")
         e.code(_epilogue(tmp, out, m, n, hw, bias, fused))
         return
     nb = chunk_samples(groups * ckk * hw)
@@ -150,8 +156,10 @@ DIRECT_R = 6
 # all its taps from a few rows of L1. Deeper convs stay with im2col + sgemm: there the
 # direct kernel (no channel blocking: a tile reads C rows of the padded planes) was no
 # faster on the MNIST CNN's second conv and the ResNet stack, and 2x slower on MobileNet's
-# pointwise convs (C planes of 112 x 112 a tile).
+# pointwise convs (C planes of 112 x 112 a tile): so also at most DIRECT_MAX_C input
+# channels (MobileNet's 32 -> 64 pointwise conv has K = 32).
 DIRECT_MAX_K = 32
+DIRECT_MAX_C = 4
 
 
 def _geometry(e, x, w):
@@ -162,11 +170,12 @@ def _geometry(e, x, w):
 
 def _direct(e, x, w, groups):
     """Whether a conv runs conv.h's direct kernel (direct_conv_s1): one group, stride 1,
-    dilation 1, padding not negative, C*kh*kw at most DIRECT_MAX_K; each sample's output
-    then comes straight from the padded image, without im2col's columns."""
+    dilation 1, padding not negative, C*kh*kw at most DIRECT_MAX_K and C at most
+    DIRECT_MAX_C; each sample's output then comes straight from the padded image, without
+    im2col's columns."""
     strides, pads, dil = _geometry(e, x, w)
     return (groups == 1 and strides == [1, 1] and dil == [1, 1] and min(pads) >= 0
-            and int(e.prod(w.dims[1:])) <= DIRECT_MAX_K)
+            and int(e.prod(w.dims[1:])) <= DIRECT_MAX_K and int(x.dims[1]) <= DIRECT_MAX_C)
 
 
 def _depthwise(x, w, groups):
