@@ -106,6 +106,10 @@ constexpr int64_t DCONV_R = 6;
 
 typedef float dconv_v8 __attribute__((vector_size(32), aligned(4)));
 
+// The 8-float vectors pass by value between inline functions of one translation unit: the
+// ABI note GCC gives for that without AVX (a portable build) concerns no caller elsewhere.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 inline int64_t dconv_mp(int64_t M) { return (M + 7) / 8 * 8; }
 
 // Floats of the padded sample (with the slack the last tile reads past the grid) and of tmp.
@@ -185,7 +189,7 @@ inline void direct_conv_s1(const float* __restrict x, const float* __restrict wp
 typedef int dconv_i8 __attribute__((vector_size(32)));
 
 #if defined(__clang__)     // GCC's two-vector shuffle with a mask vector, lane by lane
-inline dconv_v8 dconv_shuffle(dconv_v8 a, dconv_v8 b, dconv_i8 mask) {
+inline dconv_v8 dconv_shuffle(const dconv_v8& a, const dconv_v8& b, const dconv_i8& mask) {
     dconv_v8 r;
     for (int k = 0; k < 8; ++k) r[k] = mask[k] < 8 ? a[mask[k]] : b[mask[k] - 8];
     return r;
@@ -217,7 +221,7 @@ inline void dconv_load_t(const float* __restrict p, int64_t stride, dconv_v8* r)
     }
 }
 
-inline void dconv_store(float* __restrict dst, dconv_v8 v, int64_t n) {
+inline void dconv_store(float* __restrict dst, const dconv_v8& v, int64_t n) {
     if (n >= 8) {
         *(dconv_v8*)dst = v;
         return;
@@ -231,10 +235,11 @@ inline void dconv_store(float* __restrict dst, dconv_v8 v, int64_t n) {
 }
 
 // fmaxnp lane by lane (a NaN in a wins, as the scalar's).
-inline dconv_v8 fmaxnp(dconv_v8 a, float b) {
+inline dconv_v8 fmaxnp(const dconv_v8& a, float b) {
 #if defined(__clang__)
-    for (int k = 0; k < 8; ++k) a[k] = fmaxnp(a[k], b);
-    return a;
+    dconv_v8 r;
+    for (int k = 0; k < 8; ++k) r[k] = fmaxnp(a[k], b);
+    return r;
 #else
     const dconv_v8 bv = dconv_v8{} + b;
     return (a >= bv || a != a) ? a : bv;
