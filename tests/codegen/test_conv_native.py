@@ -143,6 +143,26 @@ DIRECT = {
         (2, 3, 6, 2), (8, 3, 3, 2), {"paddings": [0, 2, 1, 0]}),
     "no padding, 16 filters, one output row": ((3, 1, 3, 12), (16, 1, 3, 3), {}),
 }
+# Winograd F(2x2, 3x3): 3x3, stride 1, one group, at least WINOGRAD_MIN_C = 64 channels
+WINOGRAD = {
+    "odd output (a clipped last tile row and column), padding 1, batch of one": (
+        (1, 64, 5, 7), (6, 64, 3, 3), {"paddings": [1, 1]}),
+    "no padding, blocks of tiles across samples": ((3, 64, 8, 6), (5, 64, 3, 3), {}),
+    "asymmetric padding past the kernel (top 2, bottom 0, left 0, right 3)": (
+        (2, 64, 4, 5), (3, 64, 3, 3), {"paddings": [2, 0, 0, 3]}),
+    # rows of 8 and 9 tiles: a whole vector of tiles, its last column clipped (15 columns),
+    # and a vector past the row's end (17 columns)
+    "15 output columns (8 tiles a row, the last column clipped)": ((2, 64, 3, 15), (2, 64, 3, 3),
+                                                       {"paddings": [1, 1]}),
+    # 3 x 5 x 9 = 135 tiles: two blocks, the second from the middle of a row of tiles
+    "135 tiles in two blocks, rows of 9 tiles (17 columns)": ((3, 64, 12, 19), (3, 64, 3, 3),
+                                                             {}),
+}
+
+
+def test_the_winograd_cases_cover_a_second_block_of_tiles():
+    from fluidity.codegen.emit.cpu.conv import winograd_block
+    assert 45 * 2 < winograd_block(64, 3) < 135 and winograd_block(64, 3) % 9
 FALLBACK = {            # a shape the direct kernel does not take: the im2col path
     "C*kh*kw = 36 > DIRECT_MAX_K": ((2, 4, 6, 6), (5, 4, 3, 3), {"paddings": [1, 1]}),
     "a 1x1 conv over 8 > DIRECT_MAX_C channels": ((2, 8, 5, 5), (6, 8, 1, 1), {}),
@@ -150,13 +170,20 @@ FALLBACK = {            # a shape the direct kernel does not take: the im2col pa
                                                           "paddings": [1, 1]}),
     "one channel, dilation 2": ((1, 1, 8, 8), (3, 1, 3, 3), {"dilations": [2, 2],
                                                             "paddings": [2, 2]}),
+    "64 channels, stride 2 (not Winograd)": ((1, 64, 5, 5), (4, 64, 3, 3),
+                                             {"strides": [2, 2], "paddings": [1, 1]}),
+    "64 channels, 2x2 filter (not Winograd)": ((1, 64, 4, 4), (4, 64, 2, 2), {}),
 }
+
+
+def _source(main):
+    from fluidity.codegen.lower import Lowering
+    return Lowering(main, 0).source
 
 
 def _direct_kernel_runs(main):
     """Whether the compiled program's source calls the direct conv kernel."""
-    from fluidity.codegen.lower import Lowering
-    return "fl::direct_conv_s1(" in Lowering(main, 0).source
+    return "fl::direct_conv_s1(" in _source(main)
 
 
 def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():
@@ -164,7 +191,7 @@ def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():
     assert chunk_samples(16 * 9 * 24 * 24) == 1
 
 
-def _conv_case(op_type, case, table, direct=None):
+def _conv_case(op_type, case, table, direct=None, winograd=None):
     """Values in [-2, 2], the loss's weights in [0.5, 1.5] over the mean: each gradient
     element of Output is at most 1.5 / its size. A sum of n terms of at most t each is
     off by at most about n * eps * n * t in either order."""
@@ -182,6 +209,11 @@ def _conv_case(op_type, case, table, direct=None):
         return 2 * n * EPS * n * t
     if direct is not None:
         assert _direct_kernel_runs(main) == direct
+    if winograd is not None:
+        assert ("fl::wino_input(" in _source(main)) == winograd
+        # the transforms scale a tile's values by up to 4 (input) and 9/4 (filter) before
+        # the products are summed, and the output transform adds 9 of the sums
+        taps = taps * 4 * 9
     _check(op_type, {"Input": x, "Filter": w}, attrs, ["Input", "Filter"], "Output",
            [tol(taps, 4.0), tol(dx_terms, 2 * d), tol(dw_terms, 2 * d)])
 
@@ -196,9 +228,14 @@ def test_direct_kernel_matches_the_kernel(case):
     _conv_case("conv2d", case, DIRECT, direct=True)
 
 
+@pytest.mark.parametrize("case", sorted(WINOGRAD))
+def test_winograd_matches_the_kernel(case):
+    _conv_case("conv2d", case, WINOGRAD, winograd=True)
+
+
 @pytest.mark.parametrize("case", sorted(FALLBACK))
 def test_a_conv_the_direct_kernel_does_not_take_runs_im2col(case):
-    _conv_case("conv2d", case, FALLBACK, direct=False)
+    _conv_case("conv2d", case, FALLBACK, direct=False, winograd=False)
 
 
 def test_a_one_channel_depthwise_conv_runs_the_direct_kernel():

@@ -359,6 +359,158 @@ inline void depthwise_conv_tiled(const float* __restrict x, const float* __restr
         }
 }
 
+// Winograd F(2x2, 3x3) for 3x3 convs with stride 1, dilation 1, one group (the emitter
+// takes it for deep convs): each 2x2 block of outputs ("tile") is A^T [(G g G^T) . (B^T d
+// B)] A over the 4x4 input patch d, 16 products a tile and input channel where the direct
+// form has 36; summed over the channels, the 16 elementwise products are 16 gemms U_k
+// [M, C] @ V_k [C, tiles], the conv's multiply-adds / 2.25. The generated code runs them
+// per block of tiles (the block's V and gemm results stay in L2): wino_filter once a
+// call, then per block wino_input, 16 fl::gemm, wino_output (which applies the conv's
+// epilogue per value). Tiles are numbered over the batch (n, th, tw); the input is read
+// from a padded copy of its sample split into even and odd columns (wino_pad), so a run
+// of tiles along a row reads consecutive floats.
+struct WinoGeom {
+    int64_t TH, TW, HP, WS;       // tiles down and across; the padded copy's rows, phase row
+};
+
+inline WinoGeom wino_geom(const ConvGeom& g) {
+    const int64_t TH = (g.OH + 1) / 2, TW = (g.OW + 1) / 2;
+    return WinoGeom{TH, TW, 2 * TH + 2, TW + 1};
+}
+
+inline int64_t wino_xp_floats(const ConvGeom& g) {
+    const WinoGeom q = wino_geom(g);
+    return g.C * q.HP * 2 * q.WS + 16;     // + what the last vector of tiles reads past
+}
+
+// U [16][M][C] = G g G^T of each filter w [M][C][3][3].
+inline void wino_filter(const float* __restrict w, int64_t M, int64_t C, float* __restrict U) {
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t c = 0; c < C; ++c) {
+            const float* g = w + (m * C + c) * 9;
+            float t[4][3], u[4][4];
+            for (int j = 0; j < 3; ++j) {
+                t[0][j] = g[j];
+                t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+                t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+                t[3][j] = g[6 + j];
+            }
+            for (int i = 0; i < 4; ++i) {
+                u[i][0] = t[i][0];
+                u[i][1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+                u[i][2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+                u[i][3] = t[i][2];
+            }
+            for (int k = 0; k < 16; ++k) U[(k * M + m) * C + c] = u[k / 4][k % 4];
+        }
+}
+
+// Sample n of x into xp [C][HP][2][WS]: padded row r, padded column pc at [r][pc & 1][pc / 2].
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+inline void wino_pad(const float* __restrict x, const ConvGeom& g, int64_t n,
+                     float* __restrict xp) {
+    const WinoGeom q = wino_geom(g);
+    std::memset(xp, 0, sizeof(float) * (size_t)wino_xp_floats(g));
+    for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t h = 0; h < g.H && h + g.PT < q.HP; ++h) {
+            const float* src = x + ((n * g.C + c) * g.H + h) * g.W;
+            float* row = xp + (c * q.HP + h + g.PT) * 2 * q.WS;
+            for (int64_t p = 0; p < 2; ++p) {            // image column 2k + p - PL
+                const int64_t off = p - g.PL;
+                const int64_t k0 = off >= 0 ? 0 : (-off + 1) / 2;
+                int64_t k1 = (g.W - off + 1) / 2;
+                if (k1 > q.WS) k1 = q.WS;
+                float* dst = row + p * q.WS;
+                for (int64_t k = k0; k < k1; ++k) dst[k] = src[off + 2 * k];
+            }
+        }
+}
+
+// V [16][C][ld] = B^T d B of tiles t0 .. t0 + tb - 1 (*padded: the sample xp holds, -1 for
+// none; a new sample is padded when the tiles reach it). Runs of tiles along a row go 8 a
+// vector, the last vector of a run past its end: those lanes land in the next run's slots
+// (written again after) or in the ld - tb >= 8 floats past the block.
+inline void wino_input(const float* __restrict x, const ConvGeom& g, int64_t t0, int64_t tb,
+                       int64_t ld, float* __restrict xp, int64_t* padded, float* __restrict V) {
+    const WinoGeom q = wino_geom(g);
+    const int64_t TT = q.TH * q.TW, CT = g.C * ld;
+    for (int64_t t = t0; t < t0 + tb;) {
+        const int64_t n = t / TT, th = t % TT / q.TW, tw0 = t % TT % q.TW;
+        const int64_t len = q.TW - tw0 < t0 + tb - t ? q.TW - tw0 : t0 + tb - t;
+        if (*padded != n) {
+            wino_pad(x, g, n, xp);
+            *padded = n;
+        }
+        for (int64_t c = 0; c < g.C; ++c) {
+            const float* base = xp + (c * q.HP + 2 * th) * 2 * q.WS + tw0;
+            float* v = V + c * ld + (t - t0);
+            for (int64_t k = 0; k < len; k += 8) {    // 8 tiles a vector
+                dconv_v8 d[4][4], s[4][4];
+                for (int r = 0; r < 4; ++r) {
+                    const float* ev = base + r * 2 * q.WS + k;
+                    const float* od = ev + q.WS;
+                    d[r][0] = *(const dconv_v8*)ev; d[r][1] = *(const dconv_v8*)od;
+                    d[r][2] = *(const dconv_v8*)(ev + 1); d[r][3] = *(const dconv_v8*)(od + 1);
+                }
+                for (int j = 0; j < 4; ++j) {
+                    s[0][j] = d[0][j] - d[2][j];
+                    s[1][j] = d[1][j] + d[2][j];
+                    s[2][j] = d[2][j] - d[1][j];
+                    s[3][j] = d[1][j] - d[3][j];
+                }
+                for (int i = 0; i < 4; ++i) {
+                    *(dconv_v8*)(v + (i * 4 + 0) * CT + k) = s[i][0] - s[i][2];
+                    *(dconv_v8*)(v + (i * 4 + 1) * CT + k) = s[i][1] + s[i][2];
+                    *(dconv_v8*)(v + (i * 4 + 2) * CT + k) = s[i][2] - s[i][1];
+                    *(dconv_v8*)(v + (i * 4 + 3) * CT + k) = s[i][1] - s[i][3];
+                }
+            }
+        }
+        t += len;
+    }
+}
+
+// out (NCHW) of tiles t0 .. t0 + tb - 1 from the gemms' R [16][M][ld]: A^T r A per tile and
+// channel, 8 tiles a vector, each value through epi(channel, values) (the conv's bias and
+// fused epilogue); lanes past a run of tiles fall on columns past OW and are not stored.
+template <typename Epi>
+inline void wino_output(const float* __restrict R, const ConvGeom& g, int64_t M, int64_t t0,
+                        int64_t tb, int64_t ld, float* __restrict out, Epi epi) {
+    const WinoGeom q = wino_geom(g);
+    const int64_t TT = q.TH * q.TW, MT = M * ld;
+    for (int64_t t = t0; t < t0 + tb;) {
+        const int64_t n = t / TT, th = t % TT / q.TW, tw0 = t % TT % q.TW;
+        const int64_t len = q.TW - tw0 < t0 + tb - t ? q.TW - tw0 : t0 + tb - t;
+        const bool two_rows = 2 * th + 1 < g.OH;
+        for (int64_t m = 0; m < M; ++m) {
+            const float* r = R + m * ld + (t - t0);
+            float* o = out + ((n * M + m) * g.OH + 2 * th) * g.OW;
+            for (int64_t k = 0; k < len; k += 8) {    // 8 tiles a vector
+                dconv_v8 a[2][4];
+                for (int j = 0; j < 4; ++j) {
+                    const dconv_v8 m0 = *(const dconv_v8*)(r + (0 + j) * MT + k);
+                    const dconv_v8 m1 = *(const dconv_v8*)(r + (4 + j) * MT + k);
+                    const dconv_v8 m2 = *(const dconv_v8*)(r + (8 + j) * MT + k);
+                    const dconv_v8 m3 = *(const dconv_v8*)(r + (12 + j) * MT + k);
+                    a[0][j] = m0 + m1 + m2;
+                    a[1][j] = m1 - m2 - m3;
+                }
+                const int64_t col = 2 * (tw0 + k), n_out = g.OW - col;   // columns left
+                for (int rr = 0; rr < 2; ++rr) {
+                    if (rr == 1 && !two_rows) break;
+                    const dconv_v8 y0 = epi(m, a[rr][0] + a[rr][1] + a[rr][2]);
+                    const dconv_v8 y1 = epi(m, a[rr][1] - a[rr][2] - a[rr][3]);
+                    const dconv_i8 lo{0, 8, 1, 9, 2, 10, 3, 11}, hi{4, 12, 5, 13, 6, 14, 7, 15};
+                    float* orow = o + rr * g.OW + col;
+                    dconv_store(orow, DCONV_SHUFFLE(y0, y1, lo), n_out);
+                    if (n_out > 8) dconv_store(orow + 8, DCONV_SHUFFLE(y0, y1, hi), n_out - 8);
+                }
+            }
+        }
+        t += len;
+    }
+}
+
 // Its gradients from d = Output@GRAD in NCHW: dx (zeroed first; each tap's contribution added
 // along the rows) and dw[m, i, j] = the sum over the batch and positions of d * x, in double.
 // Either may be null.

@@ -109,6 +109,9 @@ def conv2d(e):
                f"{packed}, g, {m}, {xp}, n0 == 0, {tmp}); "
                + _direct_epilogue(tmp, sample, m, (oh, ow, wp, mp), consts, per_value) + " }")
         return
+    if _winograd(e, x, w, groups):
+        _emit_winograd(e, x, (out, m, oh, ow), n, bias, fused)
+        return
     if _depthwise(x, w, groups):
         tmp = e.scratch([str(m), e.mul(n, hw)])
         strides, pads, dil = _geometry(e, x, w)
@@ -176,6 +179,62 @@ def _direct(e, x, w, groups):
     strides, pads, dil = _geometry(e, x, w)
     return (groups == 1 and strides == [1, 1] and dil == [1, 1] and min(pads) >= 0
             and int(e.prod(w.dims[1:])) <= DIRECT_MAX_K and int(x.dims[1]) <= DIRECT_MAX_C)
+
+
+# Winograd F(2x2, 3x3) (runtime/conv.h wino_*): the fewest input channels a 3x3 stride-1
+# conv takes it with (the 16 gemms are [M, C] @ [C, tiles]: shallower ones run under
+# sgemm's peak, and the transforms' cost per multiply-add saved grows), and the bytes a
+# block of tiles' transformed input and gemm results take (they stay in L2 from the
+# input transform through the gemms to the output transform).
+WINOGRAD_MIN_C = 64
+WINOGRAD_BLOCK_BYTES = 512 << 10
+
+
+def _winograd(e, x, w, groups):
+    """Whether a conv runs Winograd F(2x2, 3x3): a 3x3 filter, one group, stride 1,
+    dilation 1, padding not negative, at least WINOGRAD_MIN_C input channels."""
+    strides, pads, dil = _geometry(e, x, w)
+    return (groups == 1 and [int(d) for d in w.dims[2:]] == [3, 3] and strides == [1, 1]
+            and dil == [1, 1] and min(pads) >= 0 and int(x.dims[1]) >= WINOGRAD_MIN_C)
+
+
+def winograd_block(c, m):
+    """Tiles a block of Winograd's gemms takes: its V [16, C, block] and results [16, M,
+    block] within WINOGRAD_BLOCK_BYTES, a multiple of 16, at least 16."""
+    return max(16, WINOGRAD_BLOCK_BYTES // (4 * 16 * (c + m)) // 16 * 16)
+
+
+def _emit_winograd(e, x, output, n, bias, fused):
+    """The filter transformed once a call; then per block of tiles (numbered over the
+    batch) the input transform, 16 gemms U_k [M, C] @ V_k [C, block] and the output
+    transform, which applies the conv's epilogue (_epilogue_steps, the same float operations
+    on a value or lane by lane on 8 tiles' values) as it writes NCHW."""
+    c = int(x.dims[1])
+    out, m, oh, ow = output
+    w = e.input("Filter")
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    blk = winograd_block(c, m)
+    u = e.scratch([str(16 * m * c)])
+    xp = e.scratch([str(c * (2 * th + 2) * 2 * (tw + 1) + 16)])     # wino_xp_floats
+    v = e.scratch([str(16 * c * (blk + 8))])        # rows of ld = the block's tiles + 8
+    r = e.scratch([str(16 * m * (blk + 8))])
+    per_channel, per_value, names = _epilogue_steps(bias, fused)
+    consts = []
+    if names:
+        arrs = [e.scratch([str(m)]) for _ in names]
+        consts = list(zip(names, arrs))
+        e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ {per_channel} " +
+               " ".join(f"{a}[c] = {nm};" for nm, a in consts) + " }")
+    fetch = " ".join(f"const float {name} = {arr}[c];" for name, arr in consts)
+    tiles = e.mul(n, th * tw)
+    e.code(f"fl::wino_filter({w}, {m}, {c}, {u});")
+    e.code(f"{{ int64_t wpad = -1; auto wepi = [&](int64_t c, auto v) {{ {fetch} {per_value} "
+           f"return v; }}; for (int64_t wt0 = 0; wt0 < {tiles}; wt0 += {blk}) {{ "
+           f"const int64_t wtb = {tiles} - wt0 < {blk} ? {tiles} - wt0 : {blk}; "
+           f"const int64_t wld = wtb + 8; fl::wino_input({x}, g, wt0, wtb, wld, {xp}, &wpad, {v}); "
+           f"for (int64_t wk = 0; wk < 16; ++wk) fl::gemm(false, false, {m}, wtb, {c}, 1.0f, "
+           f"{u} + wk * {m * c}, {c}, {v} + wk * {c} * wld, wld, 0.0f, {r} + wk * {m} * wld, "
+           f"wld); fl::wino_output({r}, g, {m}, wt0, wtb, wld, {out}, wepi); }} }}")
 
 
 def _depthwise(x, w, groups):
