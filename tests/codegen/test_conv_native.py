@@ -191,7 +191,7 @@ def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():
     assert chunk_samples(16 * 9 * 24 * 24) == 1
 
 
-def _conv_case(op_type, case, table, direct=None, winograd=None):
+def _conv_case(op_type, case, table, direct=None, winograd=None, source_check=None):
     """Values in [-2, 2], the loss's weights in [0.5, 1.5] over the mean: each gradient
     element of Output is at most 1.5 / its size. A sum of n terms of at most t each is
     off by at most about n * eps * n * t in either order."""
@@ -209,6 +209,8 @@ def _conv_case(op_type, case, table, direct=None, winograd=None):
         return 2 * n * EPS * n * t
     if direct is not None:
         assert _direct_kernel_runs(main) == direct
+    if source_check is not None:
+        assert source_check(_source(main))
     if winograd is not None:
         assert ("fl::wino_input(" in _source(main)) == winograd
         # the transforms scale a tile's values by up to 4 (input) and 9/4 (filter) before
@@ -226,6 +228,14 @@ def test_conv2d_matches_the_kernel(case):
 @pytest.mark.parametrize("case", sorted(DIRECT))
 def test_direct_kernel_matches_the_kernel(case):
     _conv_case("conv2d", case, DIRECT, direct=True)
+
+
+def test_a_1x1_conv_whose_sample_fills_a_chunk_hands_the_gemm_the_input():
+    """Its columns would be a copy of the sample: no im2col (groups 2: each group's rows
+    of the sample, as im2col lays them)."""
+    table = {"1x1": ((2, 16, 64, 64), (4, 8, 1, 1), {"groups": 2})}
+    _conv_case("conv2d", "1x1", table, source_check=lambda src: "fl::im2col(" not in
+               src.split("conv2d_grad")[0])
 
 
 @pytest.mark.parametrize("case", sorted(WINOGRAD))

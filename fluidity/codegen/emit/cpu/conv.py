@@ -124,12 +124,16 @@ def conv2d(e):
         e.code(_epilogue(tmp, out, m, n, hw, bias, fused))
         return
     nb = chunk_samples(groups * ckk * hw)
-    cols = e.scratch([str(groups * ckk * nb * hw)])
     tmp = e.scratch([str(m * nb * hw)])
     chw = int(x.dims[1]) * int(x.dims[2]) * int(x.dims[3])
+    if nb == 1 and _identity_columns(e, x, w):
+        cols, im2col = f"({x} + n0 * {chw})", ""     # the sample is its own columns
+    else:
+        cols = e.scratch([str(groups * ckk * nb * hw)])
+        im2col = f"fl::im2col({x} + n0 * {chw}, gc, {cols}); "
     e.code(f"for (int64_t n0 = 0; n0 < {n}; n0 += {nb}) {{ fl::ConvGeom gc = g; "
            f"gc.N = {n} - n0 < {nb} ? {n} - n0 : {nb}; const int64_t nc = gc.N * {hw}; "
-           f"fl::im2col({x} + n0 * {chw}, gc, {cols}); " +
+           + im2col +
            grouped_gemm("fl::gemm", groups, False, False, mg, "nc", ckk, w, ckk, cols, "nc",
                         tmp, "nc") + " " +
            _epilogue(tmp, f"({out} + n0 * {m * hw})", m, "gc.N", hw, bias, fused) + " }")
@@ -235,6 +239,14 @@ def _emit_winograd(e, x, output, n, bias, fused):
            f"for (int64_t wk = 0; wk < 16; ++wk) fl::gemm(false, false, {m}, wtb, {c}, 1.0f, "
            f"{u} + wk * {m * c}, {c}, {v} + wk * {c} * wld, wld, 0.0f, {r} + wk * {m} * wld, "
            f"wld); fl::wino_output({r}, g, {m}, wt0, wtb, wld, {out}, wepi); }} }}")
+
+
+def _identity_columns(e, x, w):
+    """Whether im2col of one sample is a copy of it: a 1x1 filter, stride 1, dilation 1,
+    no padding (then a chunk of one sample hands the gemm the input itself)."""
+    strides, pads, dil = _geometry(e, x, w)
+    return ([int(d) for d in w.dims[2:]] == [1, 1] and strides == [1, 1] and dil == [1, 1]
+            and not any(pads))
 
 
 def _depthwise(x, w, groups):
