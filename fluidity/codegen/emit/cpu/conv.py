@@ -74,10 +74,13 @@ def _emit_pool_tables(e, attrs, h, w):
 @register("conv2d", "cpu")
 @register("depthwise_conv2d", "cpu")
 def conv2d(e):
-    """Per chunk of the batch (chunk_samples: its columns stay in cache): im2col, one gemm
-    per group ([M, C*kh*kw] @ [C*kh*kw, n*oh*ow], the kernel's matmul over those samples),
-    then one pass writing NCHW: the bias, and the per-channel ops a fused epilogue
-    (fusion.conv_epilogue) computes in their place. Depthwise convs: a direct kernel."""
+    """Per chunk of the batch (chunk_samples: its columns stay in cache): im2col (none for
+    a 1x1 conv's one-sample chunk: the sample is its columns), one gemm per group ([M,
+    C*kh*kw] @ [C*kh*kw, n*oh*ow], the kernel's matmul over those samples), then one pass
+    writing NCHW: the bias, and the per-channel ops a fused epilogue
+    (fusion.conv_epilogue) computes in their place. Instead, by shape: stride-1 convs over
+    few channels run the direct kernel (_direct), deep 3x3 stride-1 convs Winograd
+    (_winograd), depthwise convs a direct depthwise kernel; all apply the same epilogue."""
     x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
     if e.op.input("ResidualData"):
         e.fail("ResidualData")
@@ -90,24 +93,7 @@ def conv2d(e):
     mg = m // groups
     e.code(geom)
     if _direct(e, x, w, groups):
-        c, kh, kw = int(x.dims[1]), int(w.dims[2]), int(w.dims[3])
-        k, mp, wp = c * kh * kw, -(-m // 8) * 8, ow + kw - 1
-        packed = e.scratch([str(mp * k)])
-        xp = e.scratch([str(c * (oh + kh - 1) * wp + kw + DIRECT_R + 8)])
-        tmp = e.scratch([str((oh * wp + DIRECT_R + 8) * mp)])
-        chw = c * int(x.dims[2]) * int(x.dims[3])
-        sample = f"({out} + n0 * {m * hw})"
-        per_channel, per_value, names = _epilogue_steps(bias, fused)
-        consts = []
-        if names:                      # the per-channel constants, computed once a call
-            arrs = [e.scratch([str(m)]) for _ in names]
-            consts = list(zip(names, arrs))
-            e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ {per_channel} " +
-                   " ".join(f"{a}[c] = {nm};" for nm, a in consts) + " }")
-        e.code(f"fl::dconv_pack({w}, {m}, {k}, {packed});")
-        e.code(f"for (int64_t n0 = 0; n0 < {n}; ++n0) {{ fl::direct_conv_s1({x} + n0 * {chw}, "
-               f"{packed}, g, {m}, {xp}, n0 == 0, {tmp}); "
-               + _direct_epilogue(tmp, sample, m, (oh, ow, wp, mp), consts, per_value) + " }")
+        _emit_direct(e, x, w, (out, m, oh, ow), n, bias, fused)
         return
     if _winograd(e, x, w, groups):
         _emit_winograd(e, x, (out, m, oh, ow), n, bias, fused)
@@ -222,13 +208,7 @@ def _emit_winograd(e, x, output, n, bias, fused):
     xp = e.scratch([str(c * (2 * th + 2) * 2 * (tw + 1) + 16)])     # wino_xp_floats
     v = e.scratch([str(16 * c * (blk + 8))])        # rows of ld = the block's tiles + 8
     r = e.scratch([str(16 * m * (blk + 8))])
-    per_channel, per_value, names = _epilogue_steps(bias, fused)
-    consts = []
-    if names:
-        arrs = [e.scratch([str(m)]) for _ in names]
-        consts = list(zip(names, arrs))
-        e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ {per_channel} " +
-               " ".join(f"{a}[c] = {nm};" for nm, a in consts) + " }")
+    consts, per_value = _channel_consts(e, m, bias, fused)
     fetch = " ".join(f"const float {name} = {arr}[c];" for name, arr in consts)
     tiles = e.mul(n, th * tw)
     e.code(f"fl::wino_filter({w}, {m}, {c}, {u});")
@@ -289,6 +269,37 @@ def _epilogue(tmp, out, m, n, hw, bias, fused):
             f"for (int64_t b = 0; b < {n}; ++b) {{ const float* src = {tmp} + (c * {n} + b) * "
             f"{hw}; float* dst = {out} + (b * {m} + c) * {hw}; for (int64_t i = 0; i < {hw}; "
             f"++i) {{ float v = src[i]; {per_value} dst[i] = v; }} }} }}")
+
+
+def _channel_consts(e, m, bias, fused):
+    """(the per-channel constants' (name, array) pairs, the per-value steps) of an epilogue
+    run over a whole sample at a time: the constants (_epilogue_steps' per-channel
+    statements) are computed into arrays once a call, before the sample loop."""
+    per_channel, per_value, names = _epilogue_steps(bias, fused)
+    if not names:
+        return [], per_value
+    consts = [(name, e.scratch([str(m)])) for name in names]
+    e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ {per_channel} " +
+           " ".join(f"{arr}[c] = {name};" for name, arr in consts) + " }")
+    return consts, per_value
+
+
+def _emit_direct(e, x, w, output, n, bias, fused):
+    """conv.h's direct kernel a sample at a time (the filter packed once a call), each
+    sample's [position][channel] result written out in NCHW by _direct_epilogue."""
+    out, m, oh, ow = output
+    c, kh, kw = int(x.dims[1]), int(w.dims[2]), int(w.dims[3])
+    k, mp, wp = c * kh * kw, -(-m // 8) * 8, ow + kw - 1
+    packed = e.scratch([str(mp * k)])
+    xp = e.scratch([str(c * (oh + kh - 1) * wp + kw + DIRECT_R + 8)])    # dconv_xp_floats
+    tmp = e.scratch([str((oh * wp + DIRECT_R + 8) * mp)])               # dconv_tmp_floats
+    chw = c * int(x.dims[2]) * int(x.dims[3])
+    sample = f"({out} + n0 * {m * oh * ow})"
+    consts, per_value = _channel_consts(e, m, bias, fused)
+    e.code(f"fl::dconv_pack({w}, {m}, {k}, {packed});")
+    e.code(f"for (int64_t n0 = 0; n0 < {n}; ++n0) {{ fl::direct_conv_s1({x} + n0 * {chw}, "
+           f"{packed}, g, {m}, {xp}, n0 == 0, {tmp}); "
+           + _direct_epilogue(tmp, sample, m, (oh, ow, wp, mp), consts, per_value) + " }")
 
 
 def _direct_epilogue(tmp, out, m, grid, consts, per_value):
