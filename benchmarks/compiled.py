@@ -39,6 +39,7 @@ its own process (`--mode` runs one):
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/compiled.py
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv [--models mnist-cnn]
+        [--batches 256]
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv-train
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode train-mlp
 """
@@ -632,7 +633,12 @@ def conv_setup(spec, training, rng):
     return exe, scope, main, compiled, out
 
 
-def conv_bench(steps, models, paddle_python):
+def _batches(sizes, only):
+    """A model's batch sizes, those in `only` when given."""
+    return [b for b in sizes if not only or b in only]
+
+
+def conv_bench(steps, models, paddle_python, only_batches=None):
     """Inference: compiled vs interpreter vs PyTorch eager vs Paddle's predictor vs sgemm."""
     import tempfile
     import numpy as np
@@ -654,7 +660,7 @@ def conv_bench(steps, models, paddle_python):
         exe, scope, main, compiled, out = conv_setup(spec, False, rng)
         net = build_torch_model(spec) if torch is not None else None
         with tempfile.TemporaryDirectory() as tmp:
-            for batch in spec[2]:
+            for batch in _batches(spec[2], only_batches):
                 x = rng.random((batch, *spec[0]), dtype=np.float32)
                 fns = {"compiled": lambda: exe.run(compiled, feed={"img": x},
                                                    fetch_list=[out], scope=scope),
@@ -696,7 +702,7 @@ def conv_bench(steps, models, paddle_python):
           f"{os.getloadavg()[0]:.2f})")
 
 
-def conv_train(steps, models):
+def conv_train(steps, models, only_batches=None):
     """Training steps: compiled vs interpreter vs PyTorch eager (the same net, batch
     statistics, softmax cross-entropy, SGD 0.01; one thread)."""
     import numpy as np
@@ -714,7 +720,7 @@ def conv_train(steps, models):
     for name in models:
         spec = CONV_MODELS[name]
         exe, scope, main, compiled, loss = conv_setup(spec, True, rng)
-        for batch in spec[3]:
+        for batch in _batches(spec[3], only_batches):
             x = rng.random((batch, *spec[0]), dtype=np.float32)
             y = rng.integers(0, train_layers(spec)[-1][1], (batch, 1)).astype(np.int64)
             feed = {"img": x, "label": y}
@@ -754,8 +760,9 @@ MODES = {"train-mlp": lambda a: train_mlp(a.steps),
          "infer": lambda a: infer(a.steps, a.paddle_python),
          "ctr-train": lambda a: ctr_train(max(30, a.steps // 10)),
          "conv": lambda a: conv_bench(a.steps, a.models or list(CONV_MODELS),
-                                      a.paddle_python),
-         "conv-train": lambda a: conv_train(a.steps, a.models or list(CONV_MODELS))}
+                                      a.paddle_python, a.batches),
+         "conv-train": lambda a: conv_train(a.steps, a.models or list(CONV_MODELS),
+                                            a.batches)}
 
 
 def main():
@@ -765,7 +772,9 @@ def main():
     ap.add_argument("--steps", type=int, default=300, help="timed steps (fewer at large "
                     "batches)")
     ap.add_argument("--models", nargs="*", choices=sorted(CONV_MODELS),
-                    help="conv mode: which models (default all)")
+                    help="conv modes: which models (default all)")
+    ap.add_argument("--batches", nargs="*", type=int,
+                    help="conv modes: only these of each model's batch sizes (default all)")
     ap.add_argument("--paddle-python", default=os.path.join(ROOT, ".venv-paddle", "bin",
                                                             "python"))
     a = ap.parse_args()

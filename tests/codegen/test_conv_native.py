@@ -113,13 +113,77 @@ CONVS = {
     "a batch in chunks of one sample, groups 2": ((3, 16, 24, 24), (4, 8, 3, 3),
                                                   {"paddings": [1, 1], "groups": 2}),
 }
-DEPTHWISE = {
+DEPTHWISE = {            # dilation 1, column stride 1 or 2: the register-tiled form
     "multiplier 1, stride 2, padding 1": ((2, 3, 7, 6), (3, 1, 3, 3),
                                           {"strides": [2, 2], "paddings": [1, 1]}),
+    "multiplier 1, stride 1, padding 1, 19 columns (8 + 8 + 3)": (
+        (2, 2, 5, 19), (2, 1, 3, 3), {"paddings": [1, 1]}),
+    "multiplier 3, stride (3, 2), padding (2, 0), 3x4 kernel, batch of one": (
+        (1, 2, 9, 13), (6, 1, 3, 4), {"strides": [3, 2], "paddings": [2, 0]}),
+    "stride 2 over an odd width, padding past the kernel": (
+        (2, 2, 6, 9), (2, 1, 2, 2), {"strides": [2, 2], "paddings": [3, 3]}),
+    # column stride 3: the row-by-row kernel
+    "column stride 3": ((2, 2, 7, 11), (2, 1, 3, 3), {"strides": [1, 3],
+                                                       "paddings": [1, 1]}),
+    # dilation 2: the row-by-row kernel
     "multiplier 2, dilation 2, stride (1, 2)": ((1, 2, 8, 9), (4, 1, 3, 2),
                                                 {"strides": [1, 2], "paddings": [2, 1],
                                                  "dilations": [2, 2]}),
 }
+
+
+# the direct kernel (runtime/conv.h direct_conv_s1): one group, stride 1, dilation 1,
+# C*kh*kw <= DIRECT_MAX_K; the others above and below fall back to im2col
+DIRECT = {
+    "one channel, 5 filters (a block of 8 lanes), batch of one": (
+        (1, 1, 7, 9), (5, 1, 3, 3), {"paddings": [1, 1]}),
+    "20 filters (16 + 8 lanes), 3x4 kernel, padding past it, 10 columns (8 + 2)": (
+        (2, 2, 5, 11), (20, 2, 3, 4), {"paddings": [2, 1]}),
+    "asymmetric padding (top 0, bottom 2, left 1, right 0), 1 output column": (
+        (2, 3, 6, 2), (8, 3, 3, 2), {"paddings": [0, 2, 1, 0]}),
+    "no padding, 16 filters, one output row": ((3, 1, 3, 12), (16, 1, 3, 3), {}),
+}
+# Winograd F(2x2, 3x3): 3x3, stride 1, one group, at least WINOGRAD_MIN_C = 64 channels
+WINOGRAD = {
+    "odd output (a clipped last tile row and column), padding 1, batch of one": (
+        (1, 64, 5, 7), (6, 64, 3, 3), {"paddings": [1, 1]}),
+    "no padding, blocks of tiles across samples": ((3, 64, 8, 6), (5, 64, 3, 3), {}),
+    "asymmetric padding past the kernel (top 2, bottom 0, left 0, right 3)": (
+        (2, 64, 4, 5), (3, 64, 3, 3), {"paddings": [2, 0, 0, 3]}),
+    # rows of 8 and 9 tiles: a whole vector of tiles, its last column clipped (15 columns),
+    # and a vector past the row's end (17 columns)
+    "15 output columns (8 tiles a row, the last column clipped)": ((2, 64, 3, 15), (2, 64, 3, 3),
+                                                       {"paddings": [1, 1]}),
+    # 3 x 5 x 9 = 135 tiles: two blocks, the second from the middle of a row of tiles
+    "135 tiles in two blocks, rows of 9 tiles (17 columns)": ((3, 64, 12, 19), (3, 64, 3, 3),
+                                                             {}),
+}
+
+
+def test_the_winograd_cases_cover_a_second_block_of_tiles():
+    from fluidity.codegen.emit.cpu.conv import winograd_block
+    assert 45 * 2 < winograd_block(64, 3) < 135 and winograd_block(64, 3) % 9
+FALLBACK = {            # a shape the direct kernel does not take: the im2col path
+    "C*kh*kw = 36 > DIRECT_MAX_K": ((2, 4, 6, 6), (5, 4, 3, 3), {"paddings": [1, 1]}),
+    "a 1x1 conv over 8 > DIRECT_MAX_C channels": ((2, 8, 5, 5), (6, 8, 1, 1), {}),
+    "one channel, stride 2": ((2, 1, 7, 7), (4, 1, 3, 3), {"strides": [2, 2],
+                                                          "paddings": [1, 1]}),
+    "one channel, dilation 2": ((1, 1, 8, 8), (3, 1, 3, 3), {"dilations": [2, 2],
+                                                            "paddings": [2, 2]}),
+    "64 channels, stride 2 (not Winograd)": ((1, 64, 5, 5), (4, 64, 3, 3),
+                                             {"strides": [2, 2], "paddings": [1, 1]}),
+    "64 channels, 2x2 filter (not Winograd)": ((1, 64, 4, 4), (4, 64, 2, 2), {}),
+}
+
+
+def _source(main):
+    from fluidity.codegen.lower import Lowering
+    return Lowering(main, 0).source
+
+
+def _direct_kernel_runs(main):
+    """Whether the compiled program's source calls the direct conv kernel."""
+    return "fl::direct_conv_s1(" in _source(main)
 
 
 def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():
@@ -127,7 +191,7 @@ def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():
     assert chunk_samples(16 * 9 * 24 * 24) == 1
 
 
-def _conv_case(op_type, case, table):
+def _conv_case(op_type, case, table, direct=None, winograd=None, source_check=None):
     """Values in [-2, 2], the loss's weights in [0.5, 1.5] over the mean: each gradient
     element of Output is at most 1.5 / its size. A sum of n terms of at most t each is
     off by at most about n * eps * n * t in either order."""
@@ -143,6 +207,16 @@ def _conv_case(op_type, case, table):
 
     def tol(n, t):
         return 2 * n * EPS * n * t
+    if direct is not None:
+        assert _direct_kernel_runs(main) == direct
+    if source_check is not None:
+        assert source_check(_source(main))
+    if winograd is not None:
+        # Winograd's transforms scale a tile's inputs by up to 4 and its filter taps by up
+        # to 9/4, and its output adds 9 of the channel sums: each output passes through
+        # about C + 16 roundings of values up to 81 * C * max|x| * max|w|, within the
+        # 2 * (9C)^2 * eps * max|x| * max|w| below
+        assert ("fl::wino_input(" in _source(main)) == winograd
     _check(op_type, {"Input": x, "Filter": w}, attrs, ["Input", "Filter"], "Output",
            [tol(taps, 4.0), tol(dx_terms, 2 * d), tol(dw_terms, 2 * d)])
 
@@ -152,18 +226,48 @@ def test_conv2d_matches_the_kernel(case):
     _conv_case("conv2d", case, CONVS)
 
 
+@pytest.mark.parametrize("case", sorted(DIRECT))
+def test_direct_kernel_matches_the_kernel(case):
+    _conv_case("conv2d", case, DIRECT, direct=True)
+
+
+def test_a_1x1_conv_whose_sample_fills_a_chunk_hands_the_gemm_the_input():
+    """Its columns would be a copy of the sample: no im2col (groups 2: each group's rows
+    of the sample, as im2col lays them)."""
+    table = {"1x1": ((2, 16, 64, 64), (4, 8, 1, 1), {"groups": 2})}
+    _conv_case("conv2d", "1x1", table, source_check=lambda src: "fl::im2col(" not in
+               src.split("conv2d_grad")[0])
+
+
+@pytest.mark.parametrize("case", sorted(WINOGRAD))
+def test_winograd_matches_the_kernel(case):
+    _conv_case("conv2d", case, WINOGRAD, winograd=True)
+
+
+@pytest.mark.parametrize("case", sorted(FALLBACK))
+def test_a_conv_the_direct_kernel_does_not_take_runs_im2col(case):
+    _conv_case("conv2d", case, FALLBACK, direct=False, winograd=False)
+
+
+def test_a_one_channel_depthwise_conv_runs_the_direct_kernel():
+    """Fluid makes a conv over one input channel a depthwise_conv2d of one group (the
+    MNIST CNN's first conv): the direct kernel computes it."""
+    table = {"one": ((2, 1, 6, 5), (6, 1, 3, 3), {"paddings": [1, 1]})}
+    _conv_case("depthwise_conv2d", "one", table, direct=True)
+
+
 @pytest.mark.parametrize("case", sorted(DEPTHWISE))
 def test_depthwise_direct_kernel_matches_the_kernel(case):
     _conv_case("depthwise_conv2d", case, DEPTHWISE)
 
 
 # --- conv_epilogue ----------------------------------------------------------------------------
-def _cnn(is_test, groups=1):
+def _cnn(is_test, groups=1, channels=4, stride=2):
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = 11           # the same filters each time it is built
     with fluid.program_guard(main, startup):
-        img = fluid.data("img", [None, 4, 9, 9], "float32")
-        h = fluid.layers.conv2d(img, 8, 3, padding=1, stride=2, groups=groups)
+        img = fluid.data("img", [None, channels, 9, 9], "float32")
+        h = fluid.layers.conv2d(img, 8, 3, padding=1, stride=stride, groups=groups)
         h = fluid.layers.batch_norm(h, act="relu", is_test=is_test)
         out = fluid.layers.pool2d(h, 2, pool_stride=2)
     return main, startup, out
@@ -198,11 +302,27 @@ def test_inference_conv_computes_bias_batch_norm_and_relu_in_its_epilogue(groups
     np.testing.assert_allclose(got, want, rtol=4 * taps * EPS, atol=4 * taps * EPS * 4)
 
 
-def test_the_epilogue_rounds_as_the_unfused_ops():
+def test_the_direct_kernels_epilogue_computes_bias_batch_norm_and_relu():
+    """A 3-channel stride-1 conv (K = 27: the direct kernel) fused with its bias, frozen
+    batch_norm and relu, the epilogue a vector of 8 positions at a time."""
+    main, startup, out = _cnn(True, channels=3, stride=1)
+    x = f32(2, 3, 9, 9)
+    x[1, 0, 4, 4] = np.nan              # relu keeps a NaN lane by lane, as fmaxnp does
+    _, (want,) = _run_cnn(main, startup, [out], False, x)
+    prog, (got,) = _run_cnn(main, startup, [out], True, x)
+    assert _direct_kernel_runs(main)
+    assert [line.split()[1] for line in _fused(prog)] == ["elementwise_add", "batch_norm", "relu"]
+    assert np.isnan(got[1]).any() and np.array_equal(np.isnan(got), np.isnan(want))
+    taps = 27
+    np.testing.assert_allclose(got, want, rtol=4 * taps * EPS, atol=4 * taps * EPS * 4)
+
+
+@pytest.mark.parametrize("channels, stride", [(4, 2), (3, 1)])
+def test_the_epilogue_rounds_as_the_unfused_ops(channels, stride):
     """Fusing changes no bit: fetching the conv's own output (kept, so nothing fuses)
-    gives the same result bit for bit."""
-    main, startup, out = _cnn(True)
-    x = f32(2, 4, 9, 9)
+    gives the same result bit for bit (the im2col path, and the direct kernel's)."""
+    main, startup, out = _cnn(True, channels=channels, stride=stride)
+    x = f32(2, channels, 9, 9)
     prog, (fused,) = _run_cnn(main, startup, [out], True, x)
     assert len(_fused(prog)) == 3
     conv_out = main.global_block().ops[0].output("Output")[0]

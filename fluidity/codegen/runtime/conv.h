@@ -88,6 +88,164 @@ inline void col2im(const float* __restrict dcols, const ConvGeom& g, float* __re
         }
 }
 
+// Direct convolution of one sample for stride 1, dilation 1, one group (any kernel size and
+// padding), without im2col's columns. The sample is first copied into `xp`, its planes
+// padded to HP = OH + KH - 1 rows of WP = OW + KW - 1 columns (the zero border stays from
+// the first sample of a call: `fresh` zeroes it). Output position q = oh * WP + ow of that
+// padded grid then reads tap (c, i, j) at xp[c][q + i * WP + j]: a run of consecutive
+// positions reads consecutive floats of every tap, so the columns past OW (KW - 1 of each
+// row, computed and never read) cost less than cutting the rows. The filter is packed
+// (dconv_pack) as blocks of 16 output channels (8 for the last block when M is not a
+// multiple of 16), tap-major; the micro-kernel holds DCONV_R positions x 16 channels in
+// registers and, per tap, loads the tap's 16 weights (two vectors) and broadcasts each
+// position's input: the multiply-adds of a gemm with its operands straight from the
+// image. The result is tmp [Q rounded up to DCONV_R][Mp] (Mp = M rounded up to 8), which
+// the conv's epilogue writes out in NCHW. Each output sums its C*KH*KW products in tap
+// order (not a gemm's order; the tests' tolerance covers any order).
+constexpr int64_t DCONV_R = 6;
+
+typedef float dconv_v8 __attribute__((vector_size(32), aligned(4)));
+
+// The 8-float vectors pass by value between inline functions of one translation unit: the
+// ABI note GCC gives for that without AVX (a portable build) concerns no caller elsewhere.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+inline int64_t dconv_mp(int64_t M) { return (M + 7) / 8 * 8; }
+
+// Floats of the padded sample (with the slack the last tile reads past the grid) and of tmp.
+inline int64_t dconv_xp_floats(const ConvGeom& g) {
+    return g.C * (g.OH + g.KH - 1) * (g.OW + g.KW - 1) + g.KW + DCONV_R + 8;
+}
+inline int64_t dconv_tmp_floats(const ConvGeom& g, int64_t M) {
+    return (g.OH * (g.OW + g.KW - 1) + DCONV_R + 8) * dconv_mp(M);
+}
+
+// w [M, K] -> wp: per block of 16 channels (or the last 8) [K][16 or 8], zeros past M.
+inline void dconv_pack(const float* __restrict w, int64_t M, int64_t K, float* __restrict wp) {
+    const int64_t Mp = dconv_mp(M);
+    for (int64_t m0 = 0; m0 < Mp; m0 += 16) {
+        const int64_t nb = Mp - m0 >= 16 ? 16 : 8;
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t mb = 0; mb < nb; ++mb)
+                wp[m0 * K + k * nb + mb] = m0 + mb < M ? w[(m0 + mb) * K + k] : 0.0f;
+    }
+}
+
+template <int MV>
+__attribute__((optimize("fp-contract=fast"), always_inline))
+inline void dconv_tile(const float* __restrict xq, const float* __restrict wb, int64_t C,
+                       int64_t KH, int64_t KW, int64_t HPWP, int64_t WP, float* __restrict o,
+                       int64_t Mp) {
+    dconv_v8 a[DCONV_R][MV];
+    for (int r = 0; r < DCONV_R; ++r)
+        for (int v = 0; v < MV; ++v) a[r][v] = dconv_v8{};
+    for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < KH; ++i) {
+            const float* row = xq + c * HPWP + i * WP;
+            for (int64_t j = 0; j < KW; ++j, wb += 8 * MV) {
+                dconv_v8 w[MV];
+                for (int v = 0; v < MV; ++v) w[v] = *(const dconv_v8*)(wb + 8 * v);
+                for (int r = 0; r < DCONV_R; ++r) {
+                    const float t = row[j + r];
+                    for (int v = 0; v < MV; ++v) a[r][v] += w[v] * t;
+                }
+            }
+        }
+    for (int r = 0; r < DCONV_R; ++r)
+        for (int v = 0; v < MV; ++v) *(dconv_v8*)(o + r * Mp + 8 * v) = a[r][v];
+}
+
+// One sample: x [C, H, W] -> tmp [q][Mp] (q = oh * (OW + KW - 1) + ow); wp from dconv_pack;
+// xp of dconv_xp_floats, zeroed when `fresh` (then only the image's positions are written).
+__attribute__((optimize("fp-contract=fast", "no-tree-loop-distribute-patterns")))
+inline void direct_conv_s1(const float* __restrict x, const float* __restrict wp,
+                           const ConvGeom& g, int64_t M, float* __restrict xp, bool fresh,
+                           float* __restrict tmp) {
+    const int64_t HP = g.OH + g.KH - 1, WP = g.OW + g.KW - 1, K = g.C * g.KH * g.KW;
+    const int64_t Mp = dconv_mp(M), Q = g.OH * WP;
+    if (fresh) std::memset(xp, 0, sizeof(float) * (size_t)dconv_xp_floats(g));
+    const int64_t h_hi = g.H < HP - g.PT ? g.H : HP - g.PT;
+    const int64_t w_hi = g.W < WP - g.PL ? g.W : WP - g.PL;
+    for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t h = 0; h < h_hi; ++h) {
+            const float* src = x + (c * g.H + h) * g.W;
+            float* dst = xp + (c * HP + h + g.PT) * WP + g.PL;
+            for (int64_t w = 0; w < w_hi; ++w) dst[w] = src[w];
+        }
+    for (int64_t m0 = 0; m0 < Mp; m0 += 16) {
+        const float* wb = wp + m0 * K;
+        if (Mp - m0 >= 16)
+            for (int64_t q = 0; q < Q; q += DCONV_R)
+                dconv_tile<2>(xp + q, wb, g.C, g.KH, g.KW, HP * WP, WP, tmp + q * Mp + m0, Mp);
+        else
+            for (int64_t q = 0; q < Q; q += DCONV_R)
+                dconv_tile<1>(xp + q, wb, g.C, g.KH, g.KW, HP * WP, WP, tmp + q * Mp + m0, Mp);
+    }
+}
+
+// The epilogue's access to tmp [q][Mp]: the 8 x 8 block of positions p .. p + 7 (rows
+// `stride` floats apart) and channels c0 .. c0 + 7 as 8 vectors, one a channel
+// (dconv_load_t: an in-register transpose), and a vector's first n (<= 8) values stored.
+typedef int dconv_i8 __attribute__((vector_size(32)));
+
+#if defined(__clang__)     // GCC's two-vector shuffle with a mask vector, lane by lane
+inline dconv_v8 dconv_shuffle(const dconv_v8& a, const dconv_v8& b, const dconv_i8& mask) {
+    dconv_v8 r;
+    for (int k = 0; k < 8; ++k) r[k] = mask[k] < 8 ? a[mask[k]] : b[mask[k] - 8];
+    return r;
+}
+#define DCONV_SHUFFLE dconv_shuffle
+#else
+#define DCONV_SHUFFLE __builtin_shuffle
+#endif
+
+inline void dconv_load_t(const float* __restrict p, int64_t stride, dconv_v8* r) {
+    dconv_v8 a[8], t[8], u[8];
+    for (int k = 0; k < 8; ++k) a[k] = *(const dconv_v8*)(p + k * stride);
+    const dconv_i8 lo{0, 8, 1, 9, 4, 12, 5, 13}, hi{2, 10, 3, 11, 6, 14, 7, 15};
+    const dconv_i8 l2{0, 1, 8, 9, 4, 5, 12, 13}, h2{2, 3, 10, 11, 6, 7, 14, 15};
+    const dconv_i8 l4{0, 1, 2, 3, 8, 9, 10, 11}, h4{4, 5, 6, 7, 12, 13, 14, 15};
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = DCONV_SHUFFLE(a[k], a[k + 1], lo);
+        t[k + 1] = DCONV_SHUFFLE(a[k], a[k + 1], hi);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = DCONV_SHUFFLE(t[k], t[k + 2], l2);
+        u[k + 1] = DCONV_SHUFFLE(t[k], t[k + 2], h2);
+        u[k + 2] = DCONV_SHUFFLE(t[k + 1], t[k + 3], l2);
+        u[k + 3] = DCONV_SHUFFLE(t[k + 1], t[k + 3], h2);
+    }
+    for (int k = 0; k < 4; ++k) {
+        r[k] = DCONV_SHUFFLE(u[k], u[k + 4], l4);
+        r[k + 4] = DCONV_SHUFFLE(u[k], u[k + 4], h4);
+    }
+}
+
+inline void dconv_store(float* __restrict dst, const dconv_v8& v, int64_t n) {
+    if (n >= 8) {
+        *(dconv_v8*)dst = v;
+        return;
+    }
+    float t[8];
+    *(dconv_v8*)t = v;
+    int64_t k = 0;                  // fixed-size copies: no loop for GCC to make a call of
+    if (n & 4) { std::memcpy(dst, t, 16); k = 4; }
+    if (n & 2) { std::memcpy(dst + k, t + k, 8); k += 2; }
+    if (n & 1) dst[k] = t[k];
+}
+
+// fmaxnp lane by lane (a NaN in a wins, as the scalar's).
+inline dconv_v8 fmaxnp(const dconv_v8& a, float b) {
+#if defined(__clang__)
+    dconv_v8 r;
+    for (int k = 0; k < 8; ++k) r[k] = fmaxnp(a[k], b);
+    return r;
+#else
+    const dconv_v8 bv = dconv_v8{} + b;
+    return (a >= bv || a != a) ? a : bv;
+#endif
+}
+
 // Depthwise convolution (groups = C, one input channel a group, `mult` output channels a
 // group), direct: out[m, n] (planes in the gemm layout [M, N, OH*OW]) = the sum over taps
 // (i, j) of w[m, i, j] * x[n, m / mult] shifted, each tap added along an output row over its
@@ -118,6 +276,239 @@ inline void depthwise_conv(const float* __restrict x, const float* __restrict w,
                     }
                 }
         }
+}
+
+// The depthwise kernel's register-tiled form for dilation 1 and column stride 1 or 2 (the
+// others run depthwise_conv): each plane is copied once into `xp` with its padding (the
+// border zeroed on the first plane only: every plane's border is at the same places), for
+// stride 2 split into its even and odd columns, so that every tap of a run of 8 output
+// columns reads 8 consecutive floats; the 8 outputs sum their KH*KW taps in a register
+// (fused multiply-adds, in tap order) and are stored once, where depthwise_conv adds each
+// tap along the output row in memory. xp holds dwconv_xp_floats(g) floats.
+inline int64_t dwconv_xp_floats(const ConvGeom& g) {
+    return 2 * ((g.OH - 1) * g.SH + g.KH) * (g.OW + g.KW + 32);
+}
+
+// NV vectors of 8 output columns (independent sums, so the multiply-adds overlap), the
+// first n (<= 8 * NV) stored.
+template <int NV>
+__attribute__((optimize("fp-contract=fast"), always_inline))
+inline void dwconv_tile(const float* __restrict row0, const float* __restrict wm, int64_t KH,
+                        int64_t KW, int64_t SW, int64_t WS, int64_t half, int64_t rstride,
+                        float* __restrict o, int64_t n) {
+    dconv_v8 acc[NV];
+    for (int v = 0; v < NV; ++v) acc[v] = dconv_v8{};
+    for (int64_t i = 0; i < KH; ++i) {
+        const float* row = row0 + i * WS;
+        for (int64_t j = 0; j < KW; ++j) {
+            const float* at = SW == 1 ? row + j : row + (j & 1) * half + j / 2;
+            const float t = wm[i * KW + j];
+            for (int v = 0; v < NV; ++v) acc[v] += *(const dconv_v8*)(at + 8 * v) * t;
+        }
+    }
+    for (int v = 0; v < NV; ++v)
+        if (n > 8 * v) dconv_store(o + 8 * v, acc[v], n - 8 * v);
+}
+
+__attribute__((optimize("fp-contract=fast", "no-tree-loop-distribute-patterns")))
+inline void depthwise_conv_tiled(const float* __restrict x, const float* __restrict w,
+                                 const ConvGeom& g, int64_t mult, float* __restrict xp,
+                                 float* __restrict out) {
+    const int64_t M = g.C * mult, P = g.OH * g.OW, HP = (g.OH - 1) * g.SH + g.KH;
+    const int64_t WS = g.OW + g.KW + 32;            // one phase's row
+    const int64_t half = HP * WS;                   // the odd columns' phase (stride 2)
+    std::memset(xp, 0, sizeof(float) * (size_t)dwconv_xp_floats(g));
+    const int64_t h_hi = g.H < HP - g.PT ? g.H : HP - g.PT;
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < g.N; ++n) {
+            const float* img = x + (n * g.C + m / mult) * g.H * g.W;
+            for (int64_t h = 0; h < h_hi; ++h) {
+                const float* src = img + h * g.W;
+                float* row = xp + (h + g.PT) * WS;
+                if (g.SW == 1) {
+                    const int64_t w_hi = g.W < WS - g.PL ? g.W : WS - g.PL;
+                    for (int64_t c = 0; c < w_hi; ++c) row[c + g.PL] = src[c];
+                } else {          // padded column 2k + p is phase p's k-th: image column
+                    for (int64_t p = 0; p < 2; ++p) {         // 2k + p - PL, where in [0, W)
+                        const int64_t off = p - g.PL;
+                        int64_t k0 = off >= 0 ? 0 : (-off + 1) / 2;
+                        int64_t k1 = (g.W - off + 1) / 2;
+                        if (k1 > WS) k1 = WS;
+                        float* dst = row + p * half;
+                        const float* s2 = src + off;
+                        for (int64_t k = k0; k < k1; ++k) dst[k] = s2[2 * k];
+                    }
+                }
+            }
+            const float* wm = w + m * g.KH * g.KW;
+            float* o = out + (m * g.N + n) * P;
+            for (int64_t oh = 0; oh < g.OH; ++oh)
+                for (int64_t o0 = 0; o0 < g.OW; o0 += 32) {
+                    const float* row0 = xp + oh * g.SH * WS + o0;
+                    float* orow = o + oh * g.OW + o0;
+                    const int64_t n = g.OW - o0;
+                    if (n > 24)
+                        dwconv_tile<4>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+                    else if (n > 16)
+                        dwconv_tile<3>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+                    else if (n > 8)
+                        dwconv_tile<2>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+                    else
+                        dwconv_tile<1>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+                }
+        }
+}
+
+// Winograd F(2x2, 3x3) for 3x3 convs with stride 1, dilation 1, one group (the emitter
+// takes it for deep convs): each 2x2 block of outputs ("tile") is A^T [(G g G^T) . (B^T d
+// B)] A over the 4x4 input patch d, 16 products a tile and input channel where the direct
+// form has 36; summed over the channels, the 16 elementwise products are 16 gemms U_k
+// [M, C] @ V_k [C, tiles], the conv's multiply-adds / 2.25. The generated code runs them
+// per block of tiles (the block's V and gemm results stay in L2): wino_filter once a
+// call, then per block wino_input, 16 fl::gemm, wino_output (which applies the conv's
+// epilogue per value). Tiles are numbered over the batch (n, th, tw); the input is read
+// from a padded copy of its sample split into even and odd columns (wino_pad), so a run
+// of tiles along a row reads consecutive floats.
+struct WinoGeom {
+    int64_t TH, TW, HP, WS;       // tiles down and across; the padded copy's rows, phase row
+};
+
+inline WinoGeom wino_geom(const ConvGeom& g) {
+    const int64_t TH = (g.OH + 1) / 2, TW = (g.OW + 1) / 2;
+    return WinoGeom{TH, TW, 2 * TH + 2, TW + 1};
+}
+
+inline int64_t wino_xp_floats(const ConvGeom& g) {
+    const WinoGeom q = wino_geom(g);
+    return g.C * q.HP * 2 * q.WS + 16;     // + what the last vector of tiles reads past
+}
+
+// U [16][M][C] = G g G^T of each filter w [M][C][3][3].
+inline void wino_filter(const float* __restrict w, int64_t M, int64_t C, float* __restrict U) {
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t c = 0; c < C; ++c) {
+            const float* g = w + (m * C + c) * 9;
+            float t[4][3], u[4][4];
+            for (int j = 0; j < 3; ++j) {
+                t[0][j] = g[j];
+                t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+                t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+                t[3][j] = g[6 + j];
+            }
+            for (int i = 0; i < 4; ++i) {
+                u[i][0] = t[i][0];
+                u[i][1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+                u[i][2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+                u[i][3] = t[i][2];
+            }
+            for (int k = 0; k < 16; ++k) U[(k * M + m) * C + c] = u[k / 4][k % 4];
+        }
+}
+
+// Sample n of x into xp [C][HP][2][WS]: padded row r, padded column pc at [r][pc & 1][pc / 2].
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+inline void wino_pad(const float* __restrict x, const ConvGeom& g, int64_t n,
+                     float* __restrict xp) {
+    const WinoGeom q = wino_geom(g);
+    std::memset(xp, 0, sizeof(float) * (size_t)wino_xp_floats(g));
+    for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t h = 0; h < g.H && h + g.PT < q.HP; ++h) {
+            const float* src = x + ((n * g.C + c) * g.H + h) * g.W;
+            float* row = xp + (c * q.HP + h + g.PT) * 2 * q.WS;
+            for (int64_t p = 0; p < 2; ++p) {            // image column 2k + p - PL
+                const int64_t off = p - g.PL;
+                const int64_t k0 = off >= 0 ? 0 : (-off + 1) / 2;
+                int64_t k1 = (g.W - off + 1) / 2;
+                if (k1 > q.WS) k1 = q.WS;
+                float* dst = row + p * q.WS;
+                for (int64_t k = k0; k < k1; ++k) dst[k] = src[off + 2 * k];
+            }
+        }
+}
+
+// V [16][C][ld] = B^T d B of tiles t0 .. t0 + tb - 1 (*padded: the sample xp holds, -1 for
+// none; a new sample is padded when the tiles reach it). Runs of tiles along a row go 8 a
+// vector, the last vector of a run past its end: those lanes land in the next run's slots
+// (written again after) or in the ld - tb >= 8 floats past the block.
+inline void wino_input(const float* __restrict x, const ConvGeom& g, int64_t t0, int64_t tb,
+                       int64_t ld, float* __restrict xp, int64_t* padded, float* __restrict V) {
+    const WinoGeom q = wino_geom(g);
+    const int64_t TT = q.TH * q.TW, CT = g.C * ld;
+    for (int64_t t = t0; t < t0 + tb;) {
+        const int64_t n = t / TT, th = t % TT / q.TW, tw0 = t % TT % q.TW;
+        const int64_t len = q.TW - tw0 < t0 + tb - t ? q.TW - tw0 : t0 + tb - t;
+        if (*padded != n) {
+            wino_pad(x, g, n, xp);
+            *padded = n;
+        }
+        for (int64_t c = 0; c < g.C; ++c) {
+            const float* base = xp + (c * q.HP + 2 * th) * 2 * q.WS + tw0;
+            float* v = V + c * ld + (t - t0);
+            for (int64_t k = 0; k < len; k += 8) {    // 8 tiles a vector
+                dconv_v8 d[4][4], s[4][4];
+                for (int r = 0; r < 4; ++r) {
+                    const float* ev = base + r * 2 * q.WS + k;
+                    const float* od = ev + q.WS;
+                    d[r][0] = *(const dconv_v8*)ev; d[r][1] = *(const dconv_v8*)od;
+                    d[r][2] = *(const dconv_v8*)(ev + 1); d[r][3] = *(const dconv_v8*)(od + 1);
+                }
+                for (int j = 0; j < 4; ++j) {
+                    s[0][j] = d[0][j] - d[2][j];
+                    s[1][j] = d[1][j] + d[2][j];
+                    s[2][j] = d[2][j] - d[1][j];
+                    s[3][j] = d[1][j] - d[3][j];
+                }
+                for (int i = 0; i < 4; ++i) {
+                    *(dconv_v8*)(v + (i * 4 + 0) * CT + k) = s[i][0] - s[i][2];
+                    *(dconv_v8*)(v + (i * 4 + 1) * CT + k) = s[i][1] + s[i][2];
+                    *(dconv_v8*)(v + (i * 4 + 2) * CT + k) = s[i][2] - s[i][1];
+                    *(dconv_v8*)(v + (i * 4 + 3) * CT + k) = s[i][1] - s[i][3];
+                }
+            }
+        }
+        t += len;
+    }
+}
+
+// out (NCHW) of tiles t0 .. t0 + tb - 1 from the gemms' R [16][M][ld]: A^T r A per tile and
+// channel, 8 tiles a vector, each value through epi(channel, values) (the conv's bias and
+// fused epilogue); lanes past a run of tiles fall on columns past OW and are not stored.
+template <typename Epi>
+inline void wino_output(const float* __restrict R, const ConvGeom& g, int64_t M, int64_t t0,
+                        int64_t tb, int64_t ld, float* __restrict out, Epi epi) {
+    const WinoGeom q = wino_geom(g);
+    const int64_t TT = q.TH * q.TW, MT = M * ld;
+    for (int64_t t = t0; t < t0 + tb;) {
+        const int64_t n = t / TT, th = t % TT / q.TW, tw0 = t % TT % q.TW;
+        const int64_t len = q.TW - tw0 < t0 + tb - t ? q.TW - tw0 : t0 + tb - t;
+        const bool two_rows = 2 * th + 1 < g.OH;
+        for (int64_t m = 0; m < M; ++m) {
+            const float* r = R + m * ld + (t - t0);
+            float* o = out + ((n * M + m) * g.OH + 2 * th) * g.OW;
+            for (int64_t k = 0; k < len; k += 8) {    // 8 tiles a vector
+                dconv_v8 a[2][4];
+                for (int j = 0; j < 4; ++j) {
+                    const dconv_v8 m0 = *(const dconv_v8*)(r + (0 + j) * MT + k);
+                    const dconv_v8 m1 = *(const dconv_v8*)(r + (4 + j) * MT + k);
+                    const dconv_v8 m2 = *(const dconv_v8*)(r + (8 + j) * MT + k);
+                    const dconv_v8 m3 = *(const dconv_v8*)(r + (12 + j) * MT + k);
+                    a[0][j] = m0 + m1 + m2;
+                    a[1][j] = m1 - m2 - m3;
+                }
+                const int64_t col = 2 * (tw0 + k), n_out = g.OW - col;   // columns left
+                for (int rr = 0; rr < 2; ++rr) {
+                    if (rr == 1 && !two_rows) break;
+                    const dconv_v8 y0 = epi(m, a[rr][0] + a[rr][1] + a[rr][2]);
+                    const dconv_v8 y1 = epi(m, a[rr][1] - a[rr][2] - a[rr][3]);
+                    const dconv_i8 lo{0, 8, 1, 9, 2, 10, 3, 11}, hi{4, 12, 5, 13, 6, 14, 7, 15};
+                    float* orow = o + rr * g.OW + col;
+                    dconv_store(orow, DCONV_SHUFFLE(y0, y1, lo), n_out);
+                    if (n_out > 8) dconv_store(orow + 8, DCONV_SHUFFLE(y0, y1, hi), n_out - 8);
+                }
+            }
+        }
+        t += len;
+    }
 }
 
 // Its gradients from d = Output@GRAD in NCHW: dx (zeroed first; each tap's contribution added
@@ -174,6 +565,15 @@ inline void max_pool_plane(const float* __restrict img, float* __restrict o, con
     for (int64_t a = 0; a < g.OH; ++a) {
         const float* base = img + (a * g.SH + g.R0) * g.W + g.C0;
         float* orow = o + a * g.OS;
+        if (g.SW == 2) {          // the common 2-stride: a constant stride GCC vectorizes
+            for (int64_t b = 0; b < g.OW; ++b) orow[b] = base[2 * b];
+            for (int64_t i = 0; i < g.KH; ++i)
+                for (int64_t j = (i == 0 ? 1 : 0); j < g.KW; ++j) {
+                    const float* r = base + i * g.W + j;
+                    for (int64_t b = 0; b < g.OW; ++b) orow[b] = fmaxnp(orow[b], r[2 * b]);
+                }
+            continue;
+        }
         for (int64_t b = 0; b < g.OW; ++b) orow[b] = base[b * g.SW];
         for (int64_t i = 0; i < g.KH; ++i)
             for (int64_t j = (i == 0 ? 1 : 0); j < g.KW; ++j) {

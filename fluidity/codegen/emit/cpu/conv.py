@@ -1,6 +1,7 @@
 """C++ emitters of conv2d, depthwise_conv2d, conv2d_transpose, pool2d, max_pool2d_with_index
 and their gradients: im2col and one gemm per group over a cache-sized chunk of the batch (the
-numpy kernels' BLAS calls), a direct kernel for depthwise convs, direct loops for pooling."""
+numpy kernels' BLAS calls), a direct register-tiled kernel for stride-1 convs with few taps
+(C*kh*kw <= DIRECT_MAX_K, C <= DIRECT_MAX_C), a direct kernel for depthwise convs, direct loops for pooling."""
 import numpy as np
 
 from ....errors import ShapeError
@@ -73,10 +74,13 @@ def _emit_pool_tables(e, attrs, h, w):
 @register("conv2d", "cpu")
 @register("depthwise_conv2d", "cpu")
 def conv2d(e):
-    """Per chunk of the batch (chunk_samples: its columns stay in cache): im2col, one gemm
-    per group ([M, C*kh*kw] @ [C*kh*kw, n*oh*ow], the kernel's matmul over those samples),
-    then one pass writing NCHW: the bias, and the per-channel ops a fused epilogue
-    (fusion.conv_epilogue) computes in their place. Depthwise convs: a direct kernel."""
+    """Per chunk of the batch (chunk_samples: its columns stay in cache): im2col (none for
+    a 1x1 conv's one-sample chunk: the sample is its columns), one gemm per group ([M,
+    C*kh*kw] @ [C*kh*kw, n*oh*ow], the kernel's matmul over those samples), then one pass
+    writing NCHW: the bias, and the per-channel ops a fused epilogue
+    (fusion.conv_epilogue) computes in their place. Instead, by shape: stride-1 convs over
+    few channels run the direct kernel (_direct), deep 3x3 stride-1 convs Winograd
+    (_winograd), depthwise convs a direct depthwise kernel; all apply the same epilogue."""
     x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
     if e.op.input("ResidualData"):
         e.fail("ResidualData")
@@ -88,18 +92,34 @@ def conv2d(e):
     ckk, hw, n = int(e.prod(w.dims[1:])), oh * ow, x.dims[0]
     mg = m // groups
     e.code(geom)
+    if _direct(e, x, w, groups):
+        _emit_direct(e, x, w, (out, m, oh, ow), n, bias, fused)
+        return
+    if _winograd(e, x, w, groups):
+        _emit_winograd(e, x, (out, m, oh, ow), n, bias, fused)
+        return
     if _depthwise(x, w, groups):
         tmp = e.scratch([str(m), e.mul(n, hw)])
-        e.code(f"fl::depthwise_conv({x}, {w}, g, {mg}, {tmp});")
+        strides, pads, dil = _geometry(e, x, w)
+        if dil == [1, 1] and strides[1] in (1, 2) and min(pads) >= 0:
+            kh, kw = int(w.dims[2]), int(w.dims[3])
+            xp = e.scratch([str(2 * ((oh - 1) * strides[0] + kh) * (ow + kw + 32))])
+            e.code(f"fl::depthwise_conv_tiled({x}, {w}, g, {mg}, {xp}, {tmp});")
+        else:
+            e.code(f"fl::depthwise_conv({x}, {w}, g, {mg}, {tmp});")
         e.code(_epilogue(tmp, out, m, n, hw, bias, fused))
         return
     nb = chunk_samples(groups * ckk * hw)
-    cols = e.scratch([str(groups * ckk * nb * hw)])
     tmp = e.scratch([str(m * nb * hw)])
     chw = int(x.dims[1]) * int(x.dims[2]) * int(x.dims[3])
+    if nb == 1 and _identity_columns(e, x, w):
+        cols, im2col = f"({x} + n0 * {chw})", ""     # the sample is its own columns
+    else:
+        cols = e.scratch([str(groups * ckk * nb * hw)])
+        im2col = f"fl::im2col({x} + n0 * {chw}, gc, {cols}); "
     e.code(f"for (int64_t n0 = 0; n0 < {n}; n0 += {nb}) {{ fl::ConvGeom gc = g; "
            f"gc.N = {n} - n0 < {nb} ? {n} - n0 : {nb}; const int64_t nc = gc.N * {hw}; "
-           f"fl::im2col({x} + n0 * {chw}, gc, {cols}); " +
+           + im2col +
            grouped_gemm("fl::gemm", groups, False, False, mg, "nc", ckk, w, ckk, cols, "nc",
                         tmp, "nc") + " " +
            _epilogue(tmp, f"({out} + n0 * {m * hw})", m, "gc.N", hw, bias, fused) + " }")
@@ -118,6 +138,97 @@ def chunk_samples(col_floats_per_sample):
     return max(1, CHUNK_BYTES // (4 * col_floats_per_sample))
 
 
+# runtime/conv.h's direct kernel (direct_conv_s1): the output positions its micro-kernel
+# holds (DCONV_R); its scratch sizes are dconv_xp_floats and dconv_tmp_floats there.
+DIRECT_R = 6
+
+
+# The largest C*kh*kw a conv runs the direct kernel with. A gemm this shallow runs far
+# under its peak (the MNIST CNN's first conv, K = 9: 17 GFLOP/s with its im2col, 1.14x
+# slower than the direct kernel in alternating rounds), and the direct kernel's tile reads
+# all its taps from a few rows of L1. Deeper convs stay with im2col + sgemm: there the
+# direct kernel (no channel blocking: a tile reads C rows of the padded planes) was no
+# faster on the MNIST CNN's second conv and the ResNet stack, and 2x slower on MobileNet's
+# pointwise convs (C planes of 112 x 112 a tile): so also at most DIRECT_MAX_C input
+# channels (MobileNet's 32 -> 64 pointwise conv has K = 32).
+DIRECT_MAX_K = 32
+DIRECT_MAX_C = 4
+
+
+def _geometry(e, x, w):
+    hw, khw = [int(d) for d in x.dims[2:]], [int(d) for d in w.dims[2:]]
+    strides, pads, dil, _ = conv_geometry(e.attrs, hw, khw)
+    return strides, pads, list(dil)
+
+
+def _direct(e, x, w, groups):
+    """Whether a conv runs conv.h's direct kernel (direct_conv_s1): one group, stride 1,
+    dilation 1, padding not negative, C*kh*kw at most DIRECT_MAX_K and C at most
+    DIRECT_MAX_C; each sample's output then comes straight from the padded image, without
+    im2col's columns."""
+    strides, pads, dil = _geometry(e, x, w)
+    return (groups == 1 and strides == [1, 1] and dil == [1, 1] and min(pads) >= 0
+            and int(e.prod(w.dims[1:])) <= DIRECT_MAX_K and int(x.dims[1]) <= DIRECT_MAX_C)
+
+
+# Winograd F(2x2, 3x3) (runtime/conv.h wino_*): the fewest input channels a 3x3 stride-1
+# conv takes it with (the 16 gemms are [M, C] @ [C, tiles]: shallower ones run under
+# sgemm's peak, and the transforms' cost per multiply-add saved grows), and the bytes a
+# block of tiles' transformed input and gemm results take (they stay in L2 from the
+# input transform through the gemms to the output transform).
+WINOGRAD_MIN_C = 64
+WINOGRAD_BLOCK_BYTES = 512 << 10
+
+
+def _winograd(e, x, w, groups):
+    """Whether a conv runs Winograd F(2x2, 3x3): a 3x3 filter, one group, stride 1,
+    dilation 1, padding not negative, at least WINOGRAD_MIN_C input channels."""
+    strides, pads, dil = _geometry(e, x, w)
+    return (groups == 1 and [int(d) for d in w.dims[2:]] == [3, 3] and strides == [1, 1]
+            and dil == [1, 1] and min(pads) >= 0 and int(x.dims[1]) >= WINOGRAD_MIN_C)
+
+
+def winograd_block(c, m):
+    """Tiles a block of Winograd's gemms takes: its V [16, C, block] and results [16, M,
+    block] within WINOGRAD_BLOCK_BYTES, a multiple of 16, at least 16."""
+    return max(16, WINOGRAD_BLOCK_BYTES // (4 * 16 * (c + m)) // 16 * 16)
+
+
+def _emit_winograd(e, x, output, n, bias, fused):
+    """The filter transformed once a call; then per block of tiles (numbered over the
+    batch) the input transform, 16 gemms U_k [M, C] @ V_k [C, block] and the output
+    transform, which applies the conv's epilogue (_epilogue_steps, the same float operations
+    on a value or lane by lane on 8 tiles' values) as it writes NCHW."""
+    c = int(x.dims[1])
+    out, m, oh, ow = output
+    w = e.input("Filter")
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    blk = winograd_block(c, m)
+    u = e.scratch([str(16 * m * c)])
+    xp = e.scratch([str(c * (2 * th + 2) * 2 * (tw + 1) + 16)])     # wino_xp_floats
+    v = e.scratch([str(16 * c * (blk + 8))])        # rows of ld = the block's tiles + 8
+    r = e.scratch([str(16 * m * (blk + 8))])
+    consts, per_value = _channel_consts(e, m, bias, fused)
+    fetch = " ".join(f"const float {name} = {arr}[c];" for name, arr in consts)
+    tiles = e.mul(n, th * tw)
+    e.code(f"fl::wino_filter({w}, {m}, {c}, {u});")
+    e.code(f"{{ int64_t wpad = -1; auto wepi = [&](int64_t c, auto v) {{ {fetch} {per_value} "
+           f"return v; }}; for (int64_t wt0 = 0; wt0 < {tiles}; wt0 += {blk}) {{ "
+           f"const int64_t wtb = {tiles} - wt0 < {blk} ? {tiles} - wt0 : {blk}; "
+           f"const int64_t wld = wtb + 8; fl::wino_input({x}, g, wt0, wtb, wld, {xp}, &wpad, {v}); "
+           f"for (int64_t wk = 0; wk < 16; ++wk) fl::gemm(false, false, {m}, wtb, {c}, 1.0f, "
+           f"{u} + wk * {m * c}, {c}, {v} + wk * {c} * wld, wld, 0.0f, {r} + wk * {m} * wld, "
+           f"wld); fl::wino_output({r}, g, {m}, wt0, wtb, wld, {out}, wepi); }} }}")
+
+
+def _identity_columns(e, x, w):
+    """Whether im2col of one sample is a copy of it: a 1x1 filter, stride 1, dilation 1,
+    no padding (then a chunk of one sample hands the gemm the input itself)."""
+    strides, pads, dil = _geometry(e, x, w)
+    return ([int(d) for d in w.dims[2:]] == [1, 1] and strides == [1, 1] and dil == [1, 1]
+            and not any(pads))
+
+
 def _depthwise(x, w, groups):
     """Whether a conv is depthwise (one input channel a group, more than one group): then
     it runs conv.h's direct kernel, since each output channel's gemm would have K = kh*kw
@@ -125,12 +236,12 @@ def _depthwise(x, w, groups):
     return groups > 1 and int(x.dims[1]) == groups and int(w.dims[1]) == 1
 
 
-def _epilogue(tmp, out, m, n, hw, bias, fused):
-    """C++ writing `out` [N, M, hw] from the gemm's [M, N, hw]: per element the conv's
-    bias, then the fused steps, in the unfused ops' float arithmetic (elementwise_add's
-    x + y, batch_norm's x * k + off with its k and off, relu's fmaxnp), so fusing
-    changes no bit."""
-    per_channel, per_value = [], []
+def _epilogue_steps(bias, fused):
+    """C++ of the conv's epilogue per output value v of channel c: (statements once per
+    channel, statements per value): the conv's bias, then the fused steps, in the unfused
+    ops' float arithmetic (elementwise_add's x + y, batch_norm's x * k + off with its k and
+    off, relu's fmaxnp), so fusing changes no bit."""
+    per_channel, per_value, names = [], [], []
     if bias is not None:
         per_value.append(f"v = v + {bias}[c];")
     epi, bufs = (fused[0], fused[1]) if fused else (None, {})
@@ -145,12 +256,66 @@ def _epilogue(tmp, out, m, n, hw, bias, fused):
                 f"const float k = {b['Scale']}[c] * inv; const float off = {b['Bias']}[c] - "
                 f"{b['Mean']}[c] * {b['Scale']}[c] * inv;")
             per_value.append("v = v * k + off;")
+            names += ["k", "off"]
         else:
             per_value.append("v = fl::fmaxnp(v, 0.0f);")
-    return (f"for (int64_t c = 0; c < {m}; ++c) {{ {' '.join(per_channel)} "
+    return " ".join(per_channel), " ".join(per_value), names
+
+
+def _epilogue(tmp, out, m, n, hw, bias, fused):
+    """C++ writing `out` [N, M, hw] from the gemm's [M, N, hw] (_epilogue_steps per value)."""
+    per_channel, per_value, _ = _epilogue_steps(bias, fused)
+    return (f"for (int64_t c = 0; c < {m}; ++c) {{ {per_channel} "
             f"for (int64_t b = 0; b < {n}; ++b) {{ const float* src = {tmp} + (c * {n} + b) * "
             f"{hw}; float* dst = {out} + (b * {m} + c) * {hw}; for (int64_t i = 0; i < {hw}; "
-            f"++i) {{ float v = src[i]; {' '.join(per_value)} dst[i] = v; }} }} }}")
+            f"++i) {{ float v = src[i]; {per_value} dst[i] = v; }} }} }}")
+
+
+def _channel_consts(e, m, bias, fused):
+    """(the per-channel constants' (name, array) pairs, the per-value steps) of an epilogue
+    run over a whole sample at a time: the constants (_epilogue_steps' per-channel
+    statements) are computed into arrays once a call, before the sample loop."""
+    per_channel, per_value, names = _epilogue_steps(bias, fused)
+    if not names:
+        return [], per_value
+    consts = [(name, e.scratch([str(m)])) for name in names]
+    e.code(f"for (int64_t c = 0; c < {m}; ++c) {{ {per_channel} " +
+           " ".join(f"{arr}[c] = {name};" for name, arr in consts) + " }")
+    return consts, per_value
+
+
+def _emit_direct(e, x, w, output, n, bias, fused):
+    """conv.h's direct kernel a sample at a time (the filter packed once a call), each
+    sample's [position][channel] result written out in NCHW by _direct_epilogue."""
+    out, m, oh, ow = output
+    c, kh, kw = int(x.dims[1]), int(w.dims[2]), int(w.dims[3])
+    k, mp, wp = c * kh * kw, -(-m // 8) * 8, ow + kw - 1
+    packed = e.scratch([str(mp * k)])
+    xp = e.scratch([str(c * (oh + kh - 1) * wp + kw + DIRECT_R + 8)])    # dconv_xp_floats
+    tmp = e.scratch([str((oh * wp + DIRECT_R + 8) * mp)])               # dconv_tmp_floats
+    chw = c * int(x.dims[2]) * int(x.dims[3])
+    sample = f"({out} + n0 * {m * oh * ow})"
+    consts, per_value = _channel_consts(e, m, bias, fused)
+    e.code(f"fl::dconv_pack({w}, {m}, {k}, {packed});")
+    e.code(f"for (int64_t n0 = 0; n0 < {n}; ++n0) {{ fl::direct_conv_s1({x} + n0 * {chw}, "
+           f"{packed}, g, {m}, {xp}, n0 == 0, {tmp}); "
+           + _direct_epilogue(tmp, sample, m, (oh, ow, wp, mp), consts, per_value) + " }")
+
+
+def _direct_epilogue(tmp, out, m, grid, consts, per_value):
+    """C++ writing one sample's `out` [M, oh, ow] from the direct kernel's tmp [oh * wp +
+    ow][mp]: per row of the grid and block of 8 positions and 8 channels, a transposed
+    load (fl::dconv_load_t), then each channel's 8 values as one vector through the
+    per-value steps (_epilogue_steps: the same float operations lane by lane) and stored
+    into its NCHW row. `consts` are the per-channel constants' arrays."""
+    oh, ow, wp, mp = grid
+    fetch = " ".join(f"const float {name} = {arr}[c];" for name, arr in consts)
+    return (f"for (int64_t a = 0; a < {oh}; ++a) for (int64_t c0 = 0; c0 < {m}; c0 += 8) "
+            f"for (int64_t i0 = 0; i0 < {ow}; i0 += 8) {{ fl::dconv_v8 r[8]; "
+            f"fl::dconv_load_t({tmp} + (a * {wp} + i0) * {mp} + c0, {mp}, r); "
+            f"for (int64_t cc = 0; cc < 8 && c0 + cc < {m}; ++cc) {{ const int64_t c = c0 + cc; "
+            f"{fetch} fl::dconv_v8 v = r[cc]; {per_value} fl::dconv_store({out} + c * "
+            f"{oh * ow} + a * {ow} + i0, v, {ow} - i0); }} }}")
 
 
 @register("conv2d_grad", "cpu")
