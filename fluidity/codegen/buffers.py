@@ -37,7 +37,7 @@ def _copies(seg):
     a bound. colour_by_lifetime takes a pair when their sizes are also the same."""
     pairs = []
     for unit in seg.units:
-        for _, dst, src in getattr(unit, "shares", ()):
+        for _, dst, src in unit.shares:
             if src.kind == "temp" and dst.kind in ("temp", "output") and \
                     src.last == unit.k and dst.first == unit.k and src.ctype == dst.ctype \
                     and src.rows is None and dst.rows is None and \
@@ -48,8 +48,7 @@ def _copies(seg):
 
 def shared_copy_lines(seg, unit):
     """The indexes of `unit`'s lines left out: copies whose two buffers share a slot."""
-    taken = set(seg.inplace)
-    return {at for at, dst, src in unit.shares if (dst.name, src.name) in taken}
+    return {at for at, dst, src in unit.shares if (dst.name, src.name) in seg.inplace}
 
 
 def _outputs(seg, later, keep, block):

@@ -75,8 +75,10 @@ class OpUnit:
 
 class ControlUnit:
     """Statements of the segment function itself around op calls: `items`, each one of
-    control.py's statements (Loop, Branch, End, Copy, SetWritten, IfWritten)."""
+    control.py's statements (Loop, Branch, End, Copy, SetWritten, IfWritten). It has no
+    copy lines for the buffer plan to leave out."""
     __slots__ = ("items",)
+    shares = ()
 
     def __init__(self, items):
         self.items = items

@@ -13,6 +13,8 @@ import fluidity as fluid
 from fluidity.codegen.lower import Lowering
 from fluidity.errors import ExecutionError
 
+from compiled_runs import step_both
+
 L = fluid.layers
 HID = 4
 
@@ -30,21 +32,6 @@ def segments(main):
     rows = Lowering(main, 0).explain()
     return ({w for _, _, w, _ in rows if w != "python"},
             [(t, why) for _, t, w, why in rows if w == "python"])
-
-
-def run_both(main, startup, outs, feed, caplog):
-    """(interpreted, compiled) fetches from the same parameters; the compiled run must not
-    fall back to the interpreter."""
-    got = []
-    for compiled in (False, True):
-        exe, scope = fluid.Executor(), fluid.Scope()
-        exe.run(startup, scope=scope)
-        prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
-        with caplog.at_level(logging.WARNING):
-            got.append(exe.run(prog, feed=feed, fetch_list=outs, scope=scope,
-                               return_numpy=False))
-    assert "run interpreted" not in caplog.text
-    return got
 
 
 def lod_feed(lengths, seed=0):
@@ -80,7 +67,7 @@ def test_dynamic_rnn_compiles_whole_with_the_interpreters_results(lengths, caplo
     main, startup, outs = build(dyn_rnn)
     segs, python = segments(main)
     assert len(segs) == 1 and not python, python
-    want, got = run_both(main, startup, outs, lod_feed(lengths), caplog)
+    want, got = step_both(main, startup, outs, lod_feed(lengths), caplog, return_numpy=False)
     # the compiled sigmoid and tanh may round an ulp (6e-8 at these magnitudes) away from
     # numpy's; about ten roundings a step, each damped by a gate below 1, for max(len) steps
     tol = 10 * 6e-8 * max(lengths)
@@ -123,7 +110,7 @@ def test_array_write_read_and_length_compile(caplog):
     main, startup, outs = array_program(2, write_at=(0, 2, 1), length=True)
     assert len(segments(main)[0]) == 1
     feed = {"x": np.arange(3, dtype="float32")}
-    want, got = run_both(main, startup, outs, feed, caplog)
+    want, got = step_both(main, startup, outs, feed, caplog, return_numpy=False)
     np.testing.assert_array_equal(np.asarray(got[0]), np.arange(3) * 3.0)
     assert np.asarray(got[1]).tolist() == [3] == np.asarray(want[1]).tolist()
 
@@ -156,7 +143,7 @@ def test_an_array_a_fetch_takes_is_handed_back_by_the_compiled_code(caplog):
     rows = Lowering(main, 0, keep=[arr]).explain()
     assert not [t for _, t, w, _ in rows if w == "python"]
     feed = {"x": np.arange(3, dtype="float32")}
-    want, got = run_both(main, startup, [arr], feed, caplog)
+    want, got = step_both(main, startup, [arr], feed, caplog, return_numpy=False)
     assert len(got[0]) == len(want[0]) == 3
     for g, w in zip(got[0], want[0]):
         assert (g._array is None) == (w._array is None)
@@ -205,7 +192,8 @@ def test_reorder_by_rank_and_its_gradient_compile_with_the_kernels_results(caplo
     main, startup, outs = build(fn)
     types = {t for _, t, w, _ in Lowering(main, 0, keep=outs[2:]).explain() if w != "python"}
     assert {"reorder_lod_tensor_by_rank", "reorder_lod_tensor_by_rank_grad"} <= types
-    want, got = run_both(main, startup, outs, lod_feed([2, 4, 1, 3]), caplog)
+    want, got = step_both(main, startup, outs, lod_feed([2, 4, 1, 3]), caplog,
+                          return_numpy=False)
     for g, w in zip(got, want):     # the same sgemm shapes and sums in the same order
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
@@ -230,7 +218,7 @@ def test_the_sentiment_chapters_dyn_rnn_lstm_classifies_compiled_as_interpreted(
     flat = np.array([t for w, _ in samples for t in w], np.int64).reshape(-1, 1)
     feed = {"words": fluid.create_lod_tensor(flat, [[len(w) for w, _ in samples]],
                                              fluid.CPUPlace())}
-    want, got = run_both(main, startup, outs, feed, caplog)
+    want, got = step_both(main, startup, outs, feed, caplog, return_numpy=False)
     # up to 8 steps of about ten float32 roundings (an ulp of sigmoid/tanh apart), softmax'd
     np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), rtol=0, atol=1e-5)
 
@@ -329,7 +317,7 @@ def test_an_array_written_in_a_branch_inside_a_loop(caplog):
     main, startup, outs = build(fn)
     assert len(segments(main)[0]) == 1 and not segments(main)[1]
     feed = {"x": np.arange(6, dtype="float32").reshape(2, 3)}
-    want, got = run_both(main, startup, outs, feed, caplog)
+    want, got = step_both(main, startup, outs, feed, caplog, return_numpy=False)
     np.testing.assert_array_equal(np.asarray(got[0]), np.arange(6).reshape(2, 3) * 4.0)
     assert np.asarray(got[1]).tolist() == [2] == np.asarray(want[1]).tolist()
 
@@ -357,7 +345,7 @@ def test_the_gradient_form_of_read_from_array_compiles(k, rows, caplog):
     assert len(segments(main)[0]) == 1 and not segments(main)[1]
     feed = {"x": np.ones((2, 3), "float32"), "w": np.ones((4, 3), "float32"),
             "k": np.array([k], np.int64)}
-    want, got = run_both(main, startup, outs, feed, caplog)
+    want, got = step_both(main, startup, outs, feed, caplog, return_numpy=False)
     assert np.asarray(got[0]).shape == (rows, 3)
     np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
 

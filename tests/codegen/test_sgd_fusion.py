@@ -11,6 +11,8 @@ import pytest
 import fluidity as fluid
 from fluidity.codegen.lower import Lowering
 
+from compiled_runs import train_both
+
 FUSED = "(sgd_into_gradient)"
 
 
@@ -50,20 +52,11 @@ def _fused_updates(main, fetch):
     return {ops[i].input("Param")[0]: FUSED in why for i, t, _, why in rows if t == "sgd"}
 
 
-def _train(main, startup, fetch, compiled, steps=3):
-    exe, scope = fluid.Executor(), fluid.Scope()
-    exe.run(startup, scope=scope)
-    prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
+def _feeds():
+    """Three steps: batch 1 (the rank-1 update) and larger."""
     r = np.random.default_rng(1)
-    out = []
-    for k in range(steps):
-        n = (1, 4, 3)[k]                   # batch 1 (the rank-1 update) and larger
-        feed = {"x": r.normal(size=(n, 5)).astype("float32"),
-                "label": r.integers(0, 3, (n, 1)).astype("int64")}
-        out.append([np.array(v) for v in exe.run(prog, feed=feed, fetch_list=fetch,
-                                                 scope=scope)])
-    return out, {p.name: np.array(scope.find_var(p.name).get_tensor())
-                 for p in main.all_parameters()}
+    return [{"x": r.normal(size=(n, 5)).astype("float32"),
+             "label": r.integers(0, 3, (n, 1)).astype("int64")} for n in (1, 4, 3)]
 
 
 @pytest.mark.parametrize("case, fused", [
@@ -80,8 +73,7 @@ def test_the_update_is_fused_only_where_safe_and_trains_as_the_interpreter(case,
     else:
         assert all(got[w] is fused for w in weights), got
         assert not any(v for p, v in got.items() if p not in weights)   # biases: not gemms
-    want_out, want_p = _train(main, startup, fetch, False)
-    got_out, got_p = _train(main, startup, fetch, True)
+    (want_out, want_p), (got_out, got_p) = train_both(main, startup, fetch, _feeds())
     for a, b in zip(got_out, want_out):
         for u, v in zip(a, b):
             np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)

@@ -11,6 +11,8 @@ import fluidity as fluid
 from fluidity.codegen import buffers
 from fluidity.codegen.lower import Lowering
 
+from compiled_runs import train
+
 
 def _net(reuse_source=False, train=True):
     """fc 6 (mul + bias add) -> reshape2 to [-1, 2, 3] -> relu -> reshape2 back -> fc 3 ->
@@ -45,30 +47,21 @@ def _shared_vars(seg):
     return {(by_name[d], by_name[s]) for d, s in seg.inplace}
 
 
-def _train(main, startup, fetch, compiled, steps=3):
-    exe, scope = fluid.Executor(), fluid.Scope()
-    exe.run(startup, scope=scope)
-    prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
+def _feeds():
+    """Three steps of batches 1, 5 and 2."""
     rng = np.random.default_rng(3)
-    out = []
-    for k in range(steps):
-        n = (1, 5, 2)[k]
-        feed = {"x": rng.normal(size=(n, 4)).astype("float32"),
-                "label": rng.integers(0, 3, (n, 1)).astype("int64")}
-        out.append(exe.run(prog, feed=feed, fetch_list=fetch, scope=scope))
-    params = {p.name: np.array(scope.find_var(p.name).get_tensor())
-              for p in main.all_parameters()}
-    return out, params
+    return [{"x": rng.normal(size=(n, 4)).astype("float32"),
+             "label": rng.integers(0, 3, (n, 1)).astype("int64")} for n in (1, 5, 2)]
 
 
 def _as_with_every_copy(main, startup, fetch, monkeypatch):
     """The compiled step's values, and those of the same step compiled with no copy left
     out (each pair of arrays equal)."""
-    shared = _train(main, startup, fetch, True)
+    shared = train(main, startup, fetch, _feeds(), True)
     with monkeypatch.context() as m:
         m.setattr(buffers, "_copies", lambda seg: [])
         assert _lowered(main, fetch)[1].inplace == []
-        copied = _train(main, startup, fetch, True)
+        copied = train(main, startup, fetch, _feeds(), True)
     _same(shared, copied)
 
 

@@ -2,12 +2,12 @@
 L2 decay (machine_translation's training with is_sparse=True) in one native segment, with
 the interpreter's bits: the rows added into zeros in order (repeated ids included), then
 the decay."""
-import logging
-
 import numpy as np
 
 import fluidity as fluid
 from fluidity.codegen.lower import Lowering
+
+from compiled_runs import train_both
 
 L = fluid.layers
 
@@ -25,14 +25,5 @@ def test_a_sparse_gradient_with_l2_decay_sums_compiled_as_interpreted(caplog):
     assert not [t for _, t, w, _ in rows if w == "python"]
     assert any(t == "sum" for _, t, _, _ in rows)
     feed = {"ids": np.array([[1], [4], [1], [0], [1]], np.int64)}     # 1 three times
-    got = []
-    for compiled in (False, True):
-        exe, scope = fluid.Executor(), fluid.Scope()
-        exe.run(startup, scope=scope)
-        prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
-        with caplog.at_level(logging.WARNING):
-            for _ in range(2):
-                exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)
-        got.append(np.array(scope.find_var("emb").value._array))
-    assert "run interpreted" not in caplog.text
-    np.testing.assert_array_equal(got[1], got[0])
+    want, got = train_both(main, startup, [loss], [feed, feed], caplog)
+    np.testing.assert_array_equal(got.params["emb"], want.params["emb"])

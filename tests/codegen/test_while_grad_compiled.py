@@ -4,13 +4,13 @@ segment owns); the gradient loop runs the gradient block over them last pass fir
 memories' gradients passed through arrays, the parameters' summed over the passes. Checked
 against the interpreter's gradients on ragged LoD batches, a batch of one and an empty
 sequence, and against central differences on a tiny DynamicRNN."""
-import logging
-
 import numpy as np
 import pytest
 
 import fluidity as fluid
 from fluidity.codegen.lower import Lowering
+
+from compiled_runs import step_both, train_both
 
 L = fluid.layers
 HID = 3
@@ -53,18 +53,6 @@ def lod_feed(lengths, seed=0):
     return {"x": fluid.create_lod_tensor(x, [list(lengths)], fluid.CPUPlace())}
 
 
-def run(main, startup, outs, feed, compiled, caplog=None):
-    exe, scope = fluid.Executor(), fluid.Scope()
-    exe.run(startup, scope=scope)
-    prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
-    if caplog is None:
-        return exe.run(prog, feed=feed, fetch_list=outs, scope=scope)
-    with caplog.at_level(logging.WARNING):
-        got = exe.run(prog, feed=feed, fetch_list=outs, scope=scope)
-    assert "run interpreted" not in caplog.text
-    return got
-
-
 @pytest.mark.parametrize("lengths", [[3, 1, 4, 2], [5], [2, 0, 3], [1, 1, 1],
                                      [4, 4, 2, 4, 1, 3, 3]],
                          ids=["ragged", "one", "an empty sequence", "all one step", "ties"])
@@ -74,8 +62,7 @@ def test_the_gradients_of_a_dynamic_rnn_compile_whole_with_the_interpreters_valu
     segs, python = python_steps(main, outs)
     assert len(segs) == 1 and not python, python
     feed = lod_feed(lengths)
-    want = run(main, startup, outs, feed, compiled=False)
-    got = run(main, startup, outs, feed, compiled=True, caplog=caplog)
+    want, got = step_both(main, startup, outs, feed, caplog)
     # the compiled sigmoid and tanh may round an ulp (6e-8 at these magnitudes) away from
     # numpy's; the gradient of each of max(len) steps goes through about thirty roundings
     # whose errors the gates (below 1) damp, and sums over the steps and rows (a few units)
@@ -123,18 +110,10 @@ def test_a_training_step_of_the_compiled_loop_updates_as_the_interpreter(caplog)
             [(block.var(p), block.var(p + "@GRAD")) for p in PARAMS])
     assert len(python_steps(main, outs[:1])[0]) == 1
     feed = lod_feed([2, 3, 1], seed=1)
-    result = []
-    for compiled in (False, True):
-        exe, scope = fluid.Executor(), fluid.Scope()
-        exe.run(startup, scope=scope)
-        prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
-        with caplog.at_level(logging.WARNING):
-            for _ in range(2):
-                exe.run(prog, feed=feed, fetch_list=outs[:1], scope=scope)
-        result.append([np.array(scope.find_var(p).value._array) for p in PARAMS])
-    assert "run interpreted" not in caplog.text
-    for p, g, w in zip(PARAMS, *result):
-        np.testing.assert_allclose(g, w, rtol=0, atol=1e-6, err_msg=p)
+    want, got = train_both(main, startup, outs[:1], [feed, feed], caplog)
+    for p in PARAMS:
+        np.testing.assert_allclose(got.params[p], want.params[p], rtol=0, atol=1e-6,
+                                   err_msg=p)
 
 
 def plain_loop(body):
@@ -170,8 +149,7 @@ def test_a_while_carrying_a_tensor_trains_compiled_as_interpreted(caplog):
         lambda h: L.assign(L.tanh(L.fc(h, HID, param_attr="w", bias_attr=False)), h))
     segs, python = python_steps(main, outs)
     assert len(segs) == 1 and not python, python
-    want = run(main, startup, outs, PLAIN_FEED, compiled=False)
-    got = run(main, startup, outs, PLAIN_FEED, compiled=True, caplog=caplog)
+    want, got = step_both(main, startup, outs, PLAIN_FEED, caplog)
     # tanh an ulp (6e-8) apart per pass, through three passes and their gradients
     for name, g, w in zip(outs, got, want):
         np.testing.assert_allclose(g, w, rtol=0, atol=3 * 30 * 6e-8 * np.abs(w).max(),
@@ -191,8 +169,7 @@ def test_a_trained_loop_with_a_branch_inside_runs_interpreted_with_its_gradient(
     rows = {t: (w, why) for _, t, w, why in Lowering(main, 0, keep=outs).explain()}
     assert rows["while"][0] == "python" and rows["while_grad"][0] == "python"
     assert "nested blocks" in rows["while"][1], rows["while"][1]
-    want = run(main, startup, outs, PLAIN_FEED, compiled=False)
-    got = run(main, startup, outs, PLAIN_FEED, compiled=True)
+    want, got = step_both(main, startup, outs, PLAIN_FEED)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
 
@@ -211,24 +188,14 @@ def test_the_lod_seq2seq_example_trains_compiled_as_interpreted(caplog):
     assert len(segs) == 1 and not python, python
     rng = np.random.default_rng(4)
     batches = [seq2seq.make_batch(rng, 5)[:3] for _ in range(3)]
-    params = [p.name for p in main.global_block().all_parameters()]
-    result = []
-    for compiled in (False, True):
-        exe, scope = fluid.Executor(), fluid.Scope()
-        exe.run(startup, scope=scope)
-        prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
-        with caplog.at_level(logging.WARNING):
-            losses = [exe.run(prog, feed=dict(zip(["src", "dec_in", "label"], b)),
-                              fetch_list=[loss], scope=scope)[0] for b in batches]
-        result.append((losses, [np.array(scope.find_var(p).value._array) for p in params]))
-    assert "run interpreted" not in caplog.text
-    (want_l, want_p), (got_l, got_p) = result
+    feeds = [dict(zip(["src", "dec_in", "label"], b)) for b in batches]
+    want, got = train_both(main, startup, [loss], feeds, caplog)
     # sigmoid/tanh an ulp apart per step; Adam's first steps move each weight by about lr
     # (1e-2) whatever the gradient's size, so a gradient an ulp off moves a weight at most
     # by a few ulps of lr
-    np.testing.assert_allclose(np.ravel(got_l), np.ravel(want_l), rtol=1e-5)
-    for name, g, w in zip(params, got_p, want_p):
-        np.testing.assert_allclose(g, w, rtol=0, atol=1e-5, err_msg=name)
+    np.testing.assert_allclose(np.ravel(got.outs), np.ravel(want.outs), rtol=1e-5)
+    for name, w in want.params.items():
+        np.testing.assert_allclose(got.params[name], w, rtol=0, atol=1e-5, err_msg=name)
 
 
 def test_the_sentiment_chapters_dyn_rnn_lstm_trains_compiled_as_interpreted(caplog):
@@ -257,8 +224,7 @@ def test_the_sentiment_chapters_dyn_rnn_lstm_trains_compiled_as_interpreted(capl
             "label": np.array([[y] for _, y in samples], np.int64)}
     params = [p.name for p in main.global_block().all_parameters()]
     fetch = [cost.name] + [p + "@GRAD" for p in params]
-    want = run(main, startup, fetch, feed, compiled=False)
-    got = run(main, startup, fetch, feed, compiled=True, caplog=caplog)
+    want, got = step_both(main, startup, fetch, feed, caplog)
     # an ulp of sigmoid/tanh (6e-8, relative) per gate of up to 8 steps, through about
     # thirty roundings a step, summed over 8 sentences: relative to the gradient's size
     for name, g, w in zip(fetch, got, want):
@@ -275,7 +241,6 @@ def test_a_python_step_between_the_loop_and_its_gradient_keeps_both_interpreted(
     rows = {t: w for _, t, w, _ in Lowering(main, 0, keep=outs).explain()}
     assert rows["while"] == rows["while_grad"] == "python"
     feed = lod_feed([3, 1, 2])
-    want = run(main, startup, outs, feed, compiled=False)
-    got = run(main, startup, outs, feed, compiled=True)
+    want, got = step_both(main, startup, outs, feed)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)

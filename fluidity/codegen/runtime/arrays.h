@@ -97,21 +97,33 @@ inline void array_read_or_zeros(const TensorArray* a, int64_t i, void* out, int6
     else if (rows > 0) std::memset(out, 0, (size_t)(rows * row_bytes));
 }
 
+// Appends an entry of `rows` rows to t and gives its storage in *data for the caller to
+// fill; out of memory is the op's error (`oom`), with nothing appended or leaked.
+inline int push_entry(TensorArray* t, int64_t rows, int64_t row_bytes, char** data,
+                      const char* oom, char* err, int k) {
+    const int64_t n = rows * row_bytes;
+    char* p = (char*)std::malloc(n > 0 ? (size_t)n : 1);
+    if (p == nullptr) return fail(err, k, oom);
+    try {       // no exception may leave generated code: a failure is a return code
+        t->el.push_back(TensorArray::Elem{p, rows});
+    } catch (const std::bad_alloc&) {
+        std::free(p);
+        return fail(err, k, oom);
+    }
+    *data = p;
+    return 0;
+}
+
 // --- a loop's passes saved for its gradient (codegen/control.py, loop_grad.py) ---------
 // A tape is a TensorArray of one entry per forward pass (entry p: the value at pass p, with
 // its rows); the gradient loop reads them back last pass first.
 inline int tape_push(TensorArray* t, const void* x, int64_t rows, int64_t row_bytes, char* err,
                      int k) {
-    const int64_t n = rows * row_bytes;
-    char* p = (char*)std::malloc(n > 0 ? (size_t)n : 1);
-    if (p == nullptr) return fail(err, k, "while: out of memory saving a pass for the gradient");
-    if (n > 0) std::memcpy(p, x, (size_t)n);
-    try {
-        t->el.push_back(TensorArray::Elem{p, rows});
-    } catch (const std::bad_alloc&) {
-        std::free(p);
-        return fail(err, k, "while: out of memory saving a pass for the gradient");
-    }
+    char* p = nullptr;
+    if (int rc = push_entry(t, rows, row_bytes, &p,
+                            "while: out of memory saving a pass for the gradient", err, k))
+        return rc;
+    if (rows * row_bytes > 0) std::memcpy(p, x, (size_t)(rows * row_bytes));
     return 0;
 }
 
@@ -259,16 +271,12 @@ inline int lod_to_array(TensorArray* a, const int64_t* table, int64_t n, const i
     const int64_t steps = n > 0 ? table[n] : 0;
     for (int64_t t = 0; t < steps; ++t) {
         const int64_t b = rank_longer_than(table, n, t);
-        char* p = (char*)std::malloc((size_t)(b * row_bytes > 0 ? b * row_bytes : 1));
-        if (p == nullptr) return fail(err, k, "lod_tensor_to_array: out of memory");
+        char* p = nullptr;
+        if (int rc = push_entry(a, b, row_bytes, &p, "lod_tensor_to_array: out of memory",
+                                err, k))
+            return rc;
         for (int64_t j = 0; j < b; ++j)
             std::memcpy(p + j * row_bytes, x + (lod[table[j]] + t) * row_bytes, (size_t)row_bytes);
-        try {
-            a->el.push_back(TensorArray::Elem{p, b});
-        } catch (const std::bad_alloc&) {
-            std::free(p);
-            return fail(err, k, "lod_tensor_to_array: out of memory");
-        }
     }
     return 0;
 }
