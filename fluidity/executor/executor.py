@@ -490,10 +490,19 @@ class Executor:
         if program is None:
             program = defaults.main_program()
         key = known = None
-        if create_local_scope and not use_prune and program is not None:
+        if create_local_scope and not use_prune:
+            direct_ok = profiling.active() is None and not flag("FLAGS_check_nan_inf")
+            hot = self._hot
+            if hot is not None and direct_ok:      # the signature last run: checked in C
+                rc = hot[0](program, feed, fetch_list, scope, block_id, return_numpy,
+                            feed_var_name, fetch_var_name)
+                if type(rc) is list:
+                    return rc
+            else:
+                rc = None
             args = (block_id, bool(return_numpy), feed_var_name, fetch_var_name)
             out, key, known = self._run_direct(program, feed, fetch_list, scope, args,
-                                               return_numpy)
+                                               direct_ok, hot, rc)
             if out is not None:
                 return out
         given = program
@@ -523,22 +532,18 @@ class Executor:
                 forget))
         return results
 
-    def _run_direct(self, program, feed, fetch_list, scope, args, return_numpy):
+    def _run_direct(self, program, feed, fetch_list, scope, args, direct_ok, hot, hot_rc):
         """(the fetched values or None, the signature key, its DirectRun or None): the run
         through its prepared run when there is one and it took the call (nothing ran
-        otherwise). The signature last run this way is checked first, in C (`_hot`)."""
-        direct_ok = profiling.active() is None and not flag("FLAGS_check_nan_inf")
-        hot = self._hot
-        if hot is not None and direct_ok:
-            rc = hot[0](program, feed, fetch_list, scope, args[0], return_numpy, args[2],
-                        args[3])
-            if type(rc) is list:
-                return rc, None, None
-            if rc is not None:                 # this signature: the DirectRun goes on
-                out = hot[1].run(feed, rc)
-                if out is not None:
-                    return out, None, None
-                direct_ok = False              # this call takes the full path
+        otherwise). `hot_rc`: what the C check of the signature last run this way (`hot`,
+        the executor's `_hot` when the run began) returned, when it was not the fetched
+        list: None (not that signature: nothing ran), or the code its runner left for the
+        DirectRun's Python way."""
+        if hot_rc is not None:                 # that signature: the DirectRun goes on
+            out = hot[1].run(feed, hot_rc)
+            if out is not None:
+                return out, None, None
+            direct_ok = False                  # this call takes the full path
         key, known = self._lookup_direct(program, feed, fetch_list, scope, args)
         if known is not None and direct_ok:
             out = known.run(feed)
