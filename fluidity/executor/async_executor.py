@@ -54,6 +54,7 @@ from ..core.scope import global_scope
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, FluidityError
 from ..ir.views import ProgramView, VarView
+from . import hot_rows
 from .executor import Executor
 from .parallel import blas_limit
 from .shared_memory import (CACHE_LINE, aligned_empty, is_shared,  # noqa: F401 - is_shared: public
@@ -183,7 +184,7 @@ class _Worker:
 
     def __init__(self, wid, program, desc, files, next_file, stop, board, scope, fetch_names,
                  report_every, shared, reader_args, read_ahead=False, lowering=None,
-                 shelf=None):
+                 shelf=None, hot=None):
         self.wid, self.program, self.desc, self.files = wid, program, desc, files
         # worker threads: the chunks each is on, for a worker out of files to help finish
         self.shelf = shelf if shelf is not None else _ChunkShelf(0)
@@ -194,6 +195,9 @@ class _Worker:
         # worker threads: the run's lowering (their steps are native calls that release the
         # GIL); worker processes: None (the interpreter)
         self.lowering = lowering
+        # worker threads of a run of several: (rows, batches between merges) of the private
+        # copies of hot table rows its compiled loop keeps (hot_rows.py), or None
+        self.hot = hot
         self.plan_kind = "interpreter" if lowering is None else "native"
         self.id_watch = []   # [(observer, [(slot name, used-slot index)])], threads only
 
@@ -350,6 +354,12 @@ class _Worker:
             if step is None and self.wid == 0:
                 logger.info("AsyncExecutor: worker threads run batches through the executor "
                             "(no compiled worker loop: %s)", why)
+            if step is not None and self.hot is not None:
+                kept = step.keep_hot_rows(*self.hot)
+                if kept and self.wid == 0:
+                    logger.info("AsyncExecutor: each worker keeps copies of the %d hottest "
+                                "rows of %s, merged every %d of its batches", self.hot[0],
+                                ", ".join(kept), self.hot[1])
         if step is not None:
             return step, self._compiled_steps(step, exe, wscope, MultiSlotReader)
         items = self._read(MultiSlotReader)
@@ -665,9 +675,10 @@ def _workers(program, desc, files, scope, fetch_names, n_workers, lowering, obse
     stop = StopFlag(shared=not threads)
     board = PositionBoard(n_workers, files, shared=not threads)
     shelf = _ChunkShelf(n_workers if threads else 0)
+    hot = hot_rows.settings(n_workers) if threads else None
     runs = [_Worker(wid, program, desc, files, next_file, stop, board, scope, fetch_names,
                     report_every, shared, reader_args, read_ahead, lowering=lowering,
-                    shelf=shelf)
+                    shelf=shelf, hot=hot)
             for wid in range(n_workers)]
     if threads:
         for w in runs:

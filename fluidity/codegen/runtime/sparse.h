@@ -8,7 +8,22 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "hot_rows.h"   // a Hogwild worker's private copies of a table's hottest rows
+
 namespace fl {
+
+// The hot-row copies bound to this thread (executor/native_loop.c binds a worker's set for
+// each of its loop calls through fl_hot_bind below; nothing is bound anywhere else).
+static thread_local fl_hot_set* hot_bound_ = nullptr;
+
+// The bound copies of table W's hottest rows, or nullptr (none bound: the plain kernels).
+inline fl_hot_table* hot_for(const float* W) {
+    fl_hot_set* s = hot_bound_;
+    if (s == nullptr) return nullptr;
+    for (int64_t i = 0; i < s->n; ++i)
+        if (s->t[i].table == W) return &s->t[i];
+    return nullptr;
+}
 
 // S slots of int64 ids, each a LoD tensor with the same B sequences: ids[s][0..n[s]) and its
 // level-0 offsets offs[s][0..B], as generated code hands them over.
@@ -56,10 +71,35 @@ inline void prefetch_row_lines(const float* row, int64_t D, bool write) {
     else __builtin_prefetch(row + n - 1, 0, 3);
 }
 
+// lookup_rows with the worker's copies of the kept hot rows read instead of the shared ones.
+inline void lookup_rows_hot(const fl_hot_table* h, const float* W, int64_t D,
+                            const int64_t* ids, int64_t n, int64_t pad, float* out) {
+    // (a kept row's shared lines are not prefetched: asking for them is the transfer the
+    // copies are there to avoid)
+    const int64_t A = lookup_pf_rows(D);
+    for (int64_t k = 0; k < A && k < n; ++k)
+        if (ids[k] != pad && !fl_hot_row(h, ids[k])) prefetch_row_lines(W + ids[k] * D, D, false);
+    for (int64_t k = 0; k < n; ++k) {
+        const int64_t* a = ids + k + A;
+        if (k + A < n && *a != pad && !fl_hot_row(h, *a)) prefetch_row_lines(W + *a * D, D, false);
+        const int64_t r = ids[k];
+        if (r == pad) {
+            std::memset(out + k * D, 0, sizeof(float) * (size_t)D);
+            continue;
+        }
+        const float* src = fl_hot_row(h, r);
+        std::memcpy(out + k * D, src ? src : W + r * D, sizeof(float) * (size_t)D);
+    }
+}
+
 // out[k] = W[ids[k]] (zeros where ids[k] == pad): lookup_table's rows, prefetched ahead.
-// Ids checked by the caller (0 <= id < rows, or pad).
+// Ids checked by the caller (0 <= id < rows, or pad). In a Hogwild worker keeping copies of
+// W's hot rows (hot_rows.h), those rows are read from its copies.
 inline void lookup_rows(const float* W, int64_t D, const int64_t* ids, int64_t n, int64_t pad,
                         float* out) {
+    const fl_hot_table* h = hot_for(W);
+    if (h != nullptr && h->phase == FL_HOT_KEPT)
+        return lookup_rows_hot(h, W, D, ids, n, pad, out);
     const int64_t A = lookup_pf_rows(D);
     for (int64_t k = 0; k < A && k < n; ++k)
         if (ids[k] != pad) prefetch_row_lines(W + ids[k] * D, D, false);
@@ -71,11 +111,37 @@ inline void lookup_rows(const float* W, int64_t D, const int64_t* ids, int64_t n
     }
 }
 
+// lookup_grad_sgd with the worker's copies of the kept hot rows updated instead of the
+// shared ones (the same arithmetic on them).
+inline void lookup_grad_sgd_hot(const fl_hot_table* h, float* P, int64_t D, const int64_t* ids,
+                                int64_t n, int64_t pad, const float* dout, float alpha) {
+    const int64_t A = lookup_pf_rows(D);
+    for (int64_t k = 0; k < A && k < n; ++k)
+        if (ids[k] != pad && !fl_hot_row(h, ids[k])) prefetch_row_lines(P + ids[k] * D, D, true);
+    for (int64_t k = 0; k < n; ++k) {
+        const int64_t* a = ids + k + A;
+        if (k + A < n && *a != pad && !fl_hot_row(h, *a)) prefetch_row_lines(P + *a * D, D, true);
+        float* hot = fl_hot_row(h, ids[k]);
+        float* p = hot ? hot : P + ids[k] * D;
+        const float* g = dout + k * D;
+        const bool is_pad = ids[k] == pad;
+        for (int64_t j = 0; j < D; ++j) p[j] += alpha * (is_pad ? 0.0f : g[j]);
+    }
+}
+
 // lookup_table_grad fused into its sparse sgd: P[ids[k]] += alpha * dout[k] (a pad id's
 // row adds alpha * 0), in id order, duplicates accumulating; the rows prefetched for write
-// as lookup_rows does. Ids checked by the caller.
+// as lookup_rows does. Ids checked by the caller. In a Hogwild worker keeping copies of P's
+// hot rows (hot_rows.h), the ids are counted while it chooses them, and the kept rows are
+// updated in its copies.
 inline void lookup_grad_sgd(float* P, int64_t D, const int64_t* ids, int64_t n, int64_t pad,
                             const float* dout, float alpha) {
+    if (fl_hot_table* h = hot_for(P)) {
+        if (h->phase == FL_HOT_KEPT)
+            return lookup_grad_sgd_hot(h, P, D, ids, n, pad, dout, alpha);
+        for (int64_t k = 0; k < n; ++k)
+            if (ids[k] != pad) fl_hot_count(h, ids[k]);
+    }
     const int64_t A = lookup_pf_rows(D);
     for (int64_t k = 0; k < A && k < n; ++k)
         if (ids[k] != pad) prefetch_row_lines(P + ids[k] * D, D, true);
@@ -264,3 +330,10 @@ inline void adagrad_rows(float* P, float* M, const float* G, const int64_t* rows
 }
 
 }  // namespace fl
+
+// Bind a Hogwild worker's hot-row copies to the calling thread (NULL unbinds): exported by
+// each step library for executor/native_loop.c; weak, as every translation unit that
+// includes this header defines it.
+extern "C" __attribute__((weak, visibility("default"))) void fl_hot_bind(fl_hot_set* s) {
+    fl::hot_bound_ = s;
+}
