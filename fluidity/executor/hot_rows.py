@@ -28,7 +28,9 @@ from .shared_memory import aligned_empty
 LOOKUPS = ("lookup_table", "lookup_table_v2")
 LOOKUP_GRADS = ("lookup_table_grad", "lookup_table_v2_grad")
 WARMUP_BATCHES = 64       # a worker's batches counted before it chooses its hot ids
+MIN_SHARE = 0.0          # copies kept only where the rows chosen took this share of writes
 COUNT_SLOTS_PER_ROW = 8   # count table slots per row kept (ids counted: half of them)
+MAP_SLOTS_PER_ROW = 4     # id -> copy map slots per row kept
 
 
 _P, _I64 = ctypes.c_void_p, ctypes.c_int64
@@ -37,9 +39,11 @@ _P, _I64 = ctypes.c_void_p, ctypes.c_int64
 class HotTable(ctypes.Structure):
     """hot_rows.h's fl_hot_table, field for field."""
     _fields_ = [("table", _P), ("width", _I64), ("k_max", _I64), ("k", _I64), ("cap", _I64),
-                ("shift", _I64), ("key", _P), ("val", _P), ("ids", _P), ("copy", _P),
+                ("shift", _I64), ("key", _P), ("val", _P), ("mcap", _I64), ("mshift", _I64),
+                ("map", _P), ("ids", _P), ("copy", _P),
                 ("snap", _P), ("phase", _I64), ("warmup", _I64), ("sync_every", _I64),
-                ("batches", _I64), ("distinct", _I64), ("merges", _I64)]
+                ("batches", _I64), ("distinct", _I64), ("merges", _I64), ("counted", _I64),
+                ("kept_writes", _I64), ("min_share", ctypes.c_double)]
 
 
 class HotSet(ctypes.Structure):
@@ -96,7 +100,7 @@ class HotRows:
     """One worker's copies of the hot rows of its qualifying tables (hot_rows.h's
     fl_hot_set, with every array it points to owned here, each on cache lines of its own)."""
 
-    def __init__(self, tables, k, sync_every, warmup=WARMUP_BATCHES):
+    def __init__(self, tables, k, sync_every, warmup=WARMUP_BATCHES, min_share=MIN_SHARE):
         """tables: [(name, float32 [rows, width] array)]."""
         self.names = [n for n, _ in tables]
         self._keep = []
@@ -110,6 +114,13 @@ class HotRows:
             key, val = aligned_empty(cap, np.int64), aligned_empty(cap, np.int64)
             key[:] = -1
             val[:] = 0
+            mcap = 16
+            while mcap < MAP_SLOTS_PER_ROW * k_max:
+                mcap <<= 1
+            slots = aligned_empty((mcap, 2), np.int64)
+            slots[:, 0], slots[:, 1] = -1, 0
+            self._keep.append(slots)
+            t.mcap, t.mshift, t.map = mcap, 64 - (mcap.bit_length() - 1), slots.ctypes.data
             ids = aligned_empty(k_max, np.int64)
             copy = aligned_empty((k_max, width), np.float32)
             snap = aligned_empty((k_max, width), np.float32)
@@ -120,6 +131,7 @@ class HotRows:
             t.key, t.val, t.ids = key.ctypes.data, val.ctypes.data, ids.ctypes.data
             t.copy, t.snap = copy.ctypes.data, snap.ctypes.data
             t.phase, t.warmup, t.sync_every = 0, max(1, int(warmup)), max(1, int(sync_every))
+            t.min_share = float(min_share)
         self.set = HotSet(len(tables), ctypes.addressof(self._raw))
 
     @property
@@ -142,5 +154,9 @@ class HotRows:
         return out
 
     def stats(self):
-        """{table name: (rows kept, merges done)}."""
-        return {n: (int(t.k), int(t.merges)) for n, t in zip(self.names, self._raw)}
+        """{table name: {phase, rows kept, merges done, share of the counted writes the
+        rows chosen took}}."""
+        return {n: {"phase": ("counting", "kept", "off")[t.phase], "rows": int(t.k),
+                    "merges": int(t.merges),
+                    "share": round(t.kept_writes / t.counted, 3) if t.counted else None}
+                for n, t in zip(self.names, self._raw)}

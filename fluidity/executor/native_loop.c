@@ -138,8 +138,10 @@ static int hottest_first(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* End the counting: keep the k_max most written ids (ties: the smaller id), copy their
- * rows. Returns 0 when out of memory (the table then stays counting, which is only slower). */
+/* End the counting: keep the k_max most written ids (ties: the smaller id; one whose home
+ * slot of the direct-mapped map a hotter id took is skipped for the next), copy their
+ * rows; or, when they took less than min_share of the writes counted, keep none (OFF).
+ * Returns 0 when out of memory (the table then stays counting, which is only slower). */
 static int hot_choose(fl_hot_table *h) {
     hot_entry *e = (hot_entry *)malloc(sizeof(hot_entry) * (size_t)(h->distinct + 1));
     if (e == NULL) return 0;
@@ -151,20 +153,35 @@ static int hot_choose(fl_hot_table *h) {
         }
     qsort(e, (size_t)m, sizeof(hot_entry), hottest_first);
     const int64_t k = m < h->k_max ? m : h->k_max;
-    const uint64_t mask = (uint64_t)h->cap - 1;
-    memset(h->key, 0xff, sizeof(int64_t) * (size_t)h->cap);
-    for (int64_t r = 0; r < k; ++r) {
-        uint64_t s = fl_hot_hash(h, e[r].id);
-        while (h->key[s] >= 0) s = (s + 1) & mask;
-        h->key[s] = e[r].id;
-        h->val[s] = r;
-        h->ids[r] = e[r].id;
-        memcpy(h->copy + r * h->width, h->table + e[r].id * h->width,
+    int64_t kept_writes = 0;
+    for (int64_t i = 0; i < k; ++i) kept_writes += e[i].count;
+    if ((double)kept_writes < h->min_share * (double)h->counted) {
+        free(e);
+        h->kept_writes = kept_writes;
+        h->phase = FL_HOT_OFF;
+        return 1;
+    }
+    kept_writes = 0;
+    for (int64_t s = 0; s < h->mcap; ++s) {
+        h->map[2 * s] = -1;
+        h->map[2 * s + 1] = 0;
+    }
+    int64_t r = 0;
+    for (int64_t i = 0; i < m && r < k; ++i) {   /* hottest first; a taken slot: skipped */
+        const uint64_t s = fl_hot_hash(e[i].id, h->mshift);
+        if (h->map[2 * s] >= 0) continue;
+        h->map[2 * s] = e[i].id;
+        h->map[2 * s + 1] = r;
+        h->ids[r] = e[i].id;
+        memcpy(h->copy + r * h->width, h->table + e[i].id * h->width,
                sizeof(float) * (size_t)h->width);
         memcpy(h->snap + r * h->width, h->copy + r * h->width, sizeof(float) * (size_t)h->width);
+        kept_writes += e[i].count;
+        ++r;
     }
     free(e);
-    h->k = k;
+    h->kept_writes = kept_writes;
+    h->k = r;
     h->phase = FL_HOT_KEPT;
     return 1;
 }
@@ -176,8 +193,8 @@ static void hot_after_batch(fl_hot_set *hs) {
         fl_hot_table *h = &hs->t[i];
         h->batches++;
         if (h->phase == FL_HOT_COUNTING) {
-            if (h->batches >= h->warmup && hot_choose(h)) h->batches = 0;
-        } else if (h->batches >= h->sync_every) {
+            if (h->batches >= h->warmup && h->distinct > 0 && hot_choose(h)) h->batches = 0;
+        } else if (h->phase == FL_HOT_KEPT && h->batches >= h->sync_every) {
             hot_merge_table(h);
             h->batches = 0;
         }

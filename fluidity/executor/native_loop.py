@@ -238,14 +238,20 @@ class CompiledWorkerStep:
                 hot_rows.qualifies(seg.sites, var.name)]
         return step, None
 
-    def keep_hot_rows(self, k, sync_every, warmup=hot_rows.WARMUP_BATCHES):
+    def keep_hot_rows(self, k, sync_every, warmup=hot_rows.WARMUP_BATCHES,
+                      min_share=hot_rows.MIN_SHARE, only=None):
         """Keep private copies of the `k` hottest rows of each qualifying table
         (hot_rows.py), merged every `sync_every` of this worker's batches and at close();
-        the ids counted over its first `warmup` batches. Returns the names of the tables."""
+        the ids counted over its first `warmup` batches; a table whose chosen rows took less
+        than `min_share` of the writes counted keeps none. `only`: the names of the tables
+        to consider (None: every qualifying one). Returns the names of the tables."""
         if not self.hot_candidates or self.hot is not None:
             return []
-        tables = [(v.name, v.value.array) for v in self.hot_candidates]
-        self.hot = hot_rows.HotRows(tables, k, sync_every, warmup)
+        tables = [(v.name, v.value.array) for v in self.hot_candidates
+                  if only is None or v.name in only]
+        if not tables:
+            return []
+        self.hot = hot_rows.HotRows(tables, k, sync_every, warmup, min_share)
         self.state.hot, self.state.hot_bind = self.hot.address, self.hot_bind
         return [n for n, _ in tables]
 

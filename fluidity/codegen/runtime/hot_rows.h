@@ -28,17 +28,22 @@
 #define FLUIDITY_HOT_ROWS_H
 #include <stdint.h>
 
-enum { FL_HOT_COUNTING = 0, FL_HOT_KEPT = 1 };
+/* COUNTING: ids' writes counted; KEPT: copies in use; OFF: the hottest rows took too small a
+ * share of the writes counted for copies to pay (min_share): the table stays shared. */
+enum { FL_HOT_COUNTING = 0, FL_HOT_KEPT = 1, FL_HOT_OFF = 2 };
 
 typedef struct fl_hot_table {
     float *table;        /* the shared table's data (what kernels match W against) */
     int64_t width;       /* floats a row */
     int64_t k_max;       /* rows to keep */
     int64_t k;           /* rows kept: ids[0..k) (0 while counting) */
-    int64_t cap;         /* slots of key / val, a power of two >= 2 * k_max */
-    int64_t shift;       /* 64 - log2(cap): the hash's top bits */
+    int64_t cap;         /* slots of key / val (the count table), a power of two */
+    int64_t shift;       /* 64 - log2(cap): the count table's hash */
     int64_t *key;        /* [cap] an id, or -1 */
-    int64_t *val;        /* [cap] counting: the id's writes; kept: its row in copy */
+    int64_t *val;        /* [cap] the id's writes counted */
+    int64_t mcap;        /* slots of map, a power of two >= 4 * k_max (probes stay short) */
+    int64_t mshift;      /* 64 - log2(mcap) */
+    int64_t *map;        /* [mcap, 2] (id or -1, its row in copy or 0), direct-mapped */
     int64_t *ids;        /* [k_max] */
     float *copy;         /* [k_max, width] the worker's rows */
     float *snap;         /* [k_max, width] the shared rows as last copied */
@@ -48,6 +53,9 @@ typedef struct fl_hot_table {
     int64_t batches;     /* batches since counting began / since the last merge */
     int64_t distinct;    /* ids in the count table (counting stops adding at cap / 2) */
     int64_t merges;      /* merges done (statistics) */
+    int64_t counted;     /* writes counted (all ids, counted or not) */
+    int64_t kept_writes; /* of them, writes of the ids chosen */
+    double min_share;    /* keep copies only if kept_writes >= min_share * counted */
 } fl_hot_table;
 
 typedef struct fl_hot_set {
@@ -55,26 +63,27 @@ typedef struct fl_hot_set {
     fl_hot_table *t;
 } fl_hot_set;
 
-static inline uint64_t fl_hot_hash(const fl_hot_table *h, int64_t id) {
-    return ((uint64_t)id * 0x9E3779B97F4A7C15ULL) >> h->shift;
+static inline uint64_t fl_hot_hash(int64_t id, int64_t shift) {
+    return ((uint64_t)id * 0x9E3779B97F4A7C15ULL) >> shift;
 }
 
-/* The worker's copy of row `id`, or NULL when the id is not kept. */
-static inline float *fl_hot_row(const fl_hot_table *h, int64_t id) {
-    uint64_t s = fl_hot_hash(h, id);
-    const uint64_t mask = (uint64_t)h->cap - 1;
-    for (;;) {
-        const int64_t k = h->key[s];
-        if (k == id) return h->copy + h->val[s] * h->width;
-        if (k < 0) return 0;
-        s = (s + 1) & mask;
-    }
+/* Where row `id` of the table at `base` is read and written: the worker's copy when the id
+ * is kept, else the shared row. The map is direct-mapped (an id is kept only in its home
+ * slot: hot_choose skips an id whose slot is taken), so this is one load and a select, no
+ * loop and no branch to mispredict (half the ids of a batch may be kept, half not: a
+ * probing loop's branches cost more than the sharing the copies save). */
+static inline float *fl_hot_dest(const fl_hot_table *h, float *base, int64_t id) {
+    const int64_t *e = h->map + 2 * fl_hot_hash(id, h->mshift);
+    float *kept = h->copy + e[1] * h->width;
+    float *shared = base + id * h->width;
+    return e[0] == id ? kept : shared;
 }
 
 /* Count a write of row `id` (counting phase); a new id once the table is half full is
  * not counted (the hottest ids come early under a skewed distribution). */
 static inline void fl_hot_count(fl_hot_table *h, int64_t id) {
-    uint64_t s = fl_hot_hash(h, id);
+    uint64_t s = fl_hot_hash(id, h->shift);
+    h->counted++;
     const uint64_t mask = (uint64_t)h->cap - 1;
     for (;;) {
         const int64_t k = h->key[s];

@@ -74,21 +74,22 @@ inline void prefetch_row_lines(const float* row, int64_t D, bool write) {
 // lookup_rows with the worker's copies of the kept hot rows read instead of the shared ones.
 inline void lookup_rows_hot(const fl_hot_table* h, const float* W, int64_t D,
                             const int64_t* ids, int64_t n, int64_t pad, float* out) {
-    // (a kept row's shared lines are not prefetched: asking for them is the transfer the
-    // copies are there to avoid)
+    // (every row's shared lines prefetched, a kept one's too: its copy is in cache, and
+    // asking for the copy's address measured slower; with every worker keeping the same
+    // hot rows, their shared lines change only at merges, so this costs no transfer)
+    float* const Wm = const_cast<float*>(W);    // (fl_hot_dest serves reads and writes)
     const int64_t A = lookup_pf_rows(D);
     for (int64_t k = 0; k < A && k < n; ++k)
-        if (ids[k] != pad && !fl_hot_row(h, ids[k])) prefetch_row_lines(W + ids[k] * D, D, false);
+        if (ids[k] != pad) prefetch_row_lines(W + ids[k] * D, D, false);
     for (int64_t k = 0; k < n; ++k) {
-        const int64_t* a = ids + k + A;
-        if (k + A < n && *a != pad && !fl_hot_row(h, *a)) prefetch_row_lines(W + *a * D, D, false);
+        if (k + A < n && ids[k + A] != pad) prefetch_row_lines(W + ids[k + A] * D, D, false);
         const int64_t r = ids[k];
         if (r == pad) {
             std::memset(out + k * D, 0, sizeof(float) * (size_t)D);
             continue;
         }
-        const float* src = fl_hot_row(h, r);
-        std::memcpy(out + k * D, src ? src : W + r * D, sizeof(float) * (size_t)D);
+        const float* src = fl_hot_dest(h, Wm, r);
+        std::memcpy(out + k * D, src, sizeof(float) * (size_t)D);
     }
 }
 
@@ -117,12 +118,10 @@ inline void lookup_grad_sgd_hot(const fl_hot_table* h, float* P, int64_t D, cons
                                 int64_t n, int64_t pad, const float* dout, float alpha) {
     const int64_t A = lookup_pf_rows(D);
     for (int64_t k = 0; k < A && k < n; ++k)
-        if (ids[k] != pad && !fl_hot_row(h, ids[k])) prefetch_row_lines(P + ids[k] * D, D, true);
+        if (ids[k] != pad) prefetch_row_lines(P + ids[k] * D, D, true);
     for (int64_t k = 0; k < n; ++k) {
-        const int64_t* a = ids + k + A;
-        if (k + A < n && *a != pad && !fl_hot_row(h, *a)) prefetch_row_lines(P + *a * D, D, true);
-        float* hot = fl_hot_row(h, ids[k]);
-        float* p = hot ? hot : P + ids[k] * D;
+        if (k + A < n && ids[k + A] != pad) prefetch_row_lines(P + ids[k + A] * D, D, true);
+        float* p = fl_hot_dest(h, P, ids[k]);
         const float* g = dout + k * D;
         const bool is_pad = ids[k] == pad;
         for (int64_t j = 0; j < D; ++j) p[j] += alpha * (is_pad ? 0.0f : g[j]);
@@ -139,8 +138,9 @@ inline void lookup_grad_sgd(float* P, int64_t D, const int64_t* ids, int64_t n, 
     if (fl_hot_table* h = hot_for(P)) {
         if (h->phase == FL_HOT_KEPT)
             return lookup_grad_sgd_hot(h, P, D, ids, n, pad, dout, alpha);
-        for (int64_t k = 0; k < n; ++k)
-            if (ids[k] != pad) fl_hot_count(h, ids[k]);
+        if (h->phase == FL_HOT_COUNTING)
+            for (int64_t k = 0; k < n; ++k)
+                if (ids[k] != pad) fl_hot_count(h, ids[k]);
     }
     const int64_t A = lookup_pf_rows(D);
     for (int64_t k = 0; k < A && k < n; ++k)
@@ -252,9 +252,31 @@ inline void pool_grad_sgd(const float* dout, int64_t D, const Slots& sl, int64_t
     }
 }
 
-// P[rows[k]] += alpha * V[k], duplicates accumulating (Paddle's sparse SGD).
+// rows_axpy with the worker's copies of the kept hot rows updated instead of the shared
+// ones (the same arithmetic on them).
+inline void rows_axpy_hot(const fl_hot_table* h, float* P, int64_t D, const int64_t* rows,
+                          int64_t n, const float* V, float alpha) {
+    for (int64_t a = 0; a < n; a += PF) {
+        const int64_t b = a + PF < n ? a + PF : n;
+        for (int64_t k = a; k < b; ++k) prefetch_row(P + rows[k] * D, D, true);
+        for (int64_t k = a; k < b; ++k) {
+            float* p = fl_hot_dest(h, P, rows[k]);
+            const float* v = V + k * D;
+            for (int64_t d = 0; d < D; ++d) p[d] += alpha * v[d];
+        }
+    }
+}
+
+// P[rows[k]] += alpha * V[k], duplicates accumulating (Paddle's sparse SGD). In a Hogwild
+// worker keeping copies of P's hot rows (hot_rows.h), the rows are counted while it chooses
+// them, and the kept rows are updated in its copies.
 inline void rows_axpy(float* P, int64_t D, const int64_t* rows, int64_t n, const float* V,
                       float alpha) {
+    if (fl_hot_table* h = hot_for(P)) {
+        if (h->phase == FL_HOT_KEPT) return rows_axpy_hot(h, P, D, rows, n, V, alpha);
+        if (h->phase == FL_HOT_COUNTING)
+            for (int64_t k = 0; k < n; ++k) fl_hot_count(h, rows[k]);
+    }
     for (int64_t a = 0; a < n; a += PF) {
         const int64_t b = a + PF < n ? a + PF : n;
         for (int64_t k = a; k < b; ++k) prefetch_row(P + rows[k] * D, D, true);
