@@ -30,7 +30,7 @@ LOOKUP_GRADS = ("lookup_table_grad", "lookup_table_v2_grad")
 WARMUP_BATCHES = 64       # a worker's batches counted before it chooses its hot ids
 MIN_SHARE = 0.0          # copies kept only where the rows chosen took this share of writes
 COUNT_SLOTS_PER_ROW = 8   # count table slots per row kept (ids counted: half of them)
-MAP_SLOTS_PER_ROW = 4     # id -> copy map slots per row kept
+MAP_SLOTS_PER_ROW = 2     # slots of the direct-mapped id map (and copy rows) per row kept
 
 
 _P, _I64 = ctypes.c_void_p, ctypes.c_int64
@@ -117,13 +117,13 @@ class HotRows:
             mcap = 16
             while mcap < MAP_SLOTS_PER_ROW * k_max:
                 mcap <<= 1
-            slots = aligned_empty((mcap, 2), np.int64)
-            slots[:, 0], slots[:, 1] = -1, 0
+            slots = aligned_empty(mcap, np.int64)
+            slots[:] = -1
             self._keep.append(slots)
             t.mcap, t.mshift, t.map = mcap, 64 - (mcap.bit_length() - 1), slots.ctypes.data
             ids = aligned_empty(k_max, np.int64)
-            copy = aligned_empty((k_max, width), np.float32)
-            snap = aligned_empty((k_max, width), np.float32)
+            copy = aligned_empty((mcap, width), np.float32)
+            snap = aligned_empty((mcap, width), np.float32)
             self._keep += [key, val, ids, copy, snap]
             t.table = a.ctypes.data
             t.width, t.k_max, t.k, t.cap = width, k_max, 0, cap

@@ -123,7 +123,8 @@ void fl_worker_free(fl_worker_t *w) {
 static void hot_merge_table(fl_hot_table *h) {
     const int64_t D = h->width;
     for (int64_t s = 0; s < h->k; ++s) {
-        float *row = h->table + h->ids[s] * D, *c = h->copy + s * D, *p = h->snap + s * D;
+        const int64_t at = (int64_t)fl_hot_hash(h->ids[s], h->mshift) * D;
+        float *row = h->table + h->ids[s] * D, *c = h->copy + at, *p = h->snap + at;
         for (int64_t j = 0; j < D; ++j) row[j] += c[j] - p[j];
         for (int64_t j = 0; j < D; ++j) c[j] = p[j] = row[j];
     }
@@ -162,20 +163,16 @@ static int hot_choose(fl_hot_table *h) {
         return 1;
     }
     kept_writes = 0;
-    for (int64_t s = 0; s < h->mcap; ++s) {
-        h->map[2 * s] = -1;
-        h->map[2 * s + 1] = 0;
-    }
+    for (int64_t s = 0; s < h->mcap; ++s) h->map[s] = -1;
     int64_t r = 0;
     for (int64_t i = 0; i < m && r < k; ++i) {   /* hottest first; a taken slot: skipped */
         const uint64_t s = fl_hot_hash(e[i].id, h->mshift);
-        if (h->map[2 * s] >= 0) continue;
-        h->map[2 * s] = e[i].id;
-        h->map[2 * s + 1] = r;
+        if (h->map[s] >= 0) continue;
+        h->map[s] = e[i].id;
         h->ids[r] = e[i].id;
-        memcpy(h->copy + r * h->width, h->table + e[i].id * h->width,
-               sizeof(float) * (size_t)h->width);
-        memcpy(h->snap + r * h->width, h->copy + r * h->width, sizeof(float) * (size_t)h->width);
+        const size_t row_bytes = sizeof(float) * (size_t)h->width;
+        memcpy(h->copy + (int64_t)s * h->width, h->table + e[i].id * h->width, row_bytes);
+        memcpy(h->snap + (int64_t)s * h->width, h->table + e[i].id * h->width, row_bytes);
         kept_writes += e[i].count;
         ++r;
     }

@@ -41,12 +41,13 @@ typedef struct fl_hot_table {
     int64_t shift;       /* 64 - log2(cap): the count table's hash */
     int64_t *key;        /* [cap] an id, or -1 */
     int64_t *val;        /* [cap] the id's writes counted */
-    int64_t mcap;        /* slots of map, a power of two >= 4 * k_max (probes stay short) */
+    int64_t mcap;        /* slots of map, a power of two >= 2 * k_max */
     int64_t mshift;      /* 64 - log2(mcap) */
-    int64_t *map;        /* [mcap, 2] (id or -1, its row in copy or 0), direct-mapped */
+    int64_t *map;        /* [mcap] the id kept in each slot, or -1 (direct-mapped: an id
+                            is kept in its home slot or not at all) */
     int64_t *ids;        /* [k_max] */
-    float *copy;         /* [k_max, width] the worker's rows */
-    float *snap;         /* [k_max, width] the shared rows as last copied */
+    float *copy;         /* [mcap, width] the worker's rows, by slot */
+    float *snap;         /* [mcap, width] the shared rows as last copied */
     int64_t phase;       /* FL_HOT_COUNTING or FL_HOT_KEPT */
     int64_t warmup;      /* batches counted before the ids are chosen */
     int64_t sync_every;  /* batches between merges */
@@ -69,16 +70,17 @@ static inline uint64_t fl_hot_hash(int64_t id, int64_t shift) {
 
 /* Where row `id` of the table at `base` is read and written: the worker's copy when the id
  * is kept, else the shared row. The map is direct-mapped (an id is kept only in its home
- * slot: hot_choose skips an id whose slot is taken), so this is one load and a select, no
- * loop and no branch to mispredict (half the ids of a batch may be kept, half not: a
- * probing loop's branches cost more than the sharing the copies save). */
+ * slot, its copy at that slot: hot_choose skips an id whose slot is taken), so this is one
+ * load of a small map and a select, no loop and no branch to mispredict (half the ids of a
+ * batch may be kept, half not: a probing loop's branches, and a map of (id, row) pairs too
+ * large for L1, cost more than the sharing the copies save). */
 static inline float *fl_hot_dest(const fl_hot_table *h, float *base, int64_t id) {
-    const int64_t *e = h->map + 2 * fl_hot_hash(id, h->mshift);
-    const uintptr_t kept = (uintptr_t)(h->copy + e[1] * h->width);
+    const uint64_t s = fl_hot_hash(id, h->mshift);
+    const uintptr_t kept = (uintptr_t)(h->copy + (int64_t)s * h->width);
     const uintptr_t shared = (uintptr_t)(base + id * h->width);
     /* a mask, not `?:`: compilers turn the select into a branch (measured: mispredicted
      * for half the ids, it cost more than the copies saved) */
-    const uintptr_t hit = (uintptr_t)0 - (uintptr_t)(e[0] == id);
+    const uintptr_t hit = (uintptr_t)0 - (uintptr_t)(h->map[s] == id);
     return (float *)(shared ^ ((kept ^ shared) & hit));
 }
 

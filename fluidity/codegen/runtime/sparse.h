@@ -74,15 +74,15 @@ inline void prefetch_row_lines(const float* row, int64_t D, bool write) {
 // lookup_rows with the worker's copies of the kept hot rows read instead of the shared ones.
 inline void lookup_rows_hot(const fl_hot_table* h, const float* W, int64_t D,
                             const int64_t* ids, int64_t n, int64_t pad, float* out) {
-    // (every row's shared lines prefetched, a kept one's too: its copy is in cache, and
-    // asking for the copy's address measured slower; with every worker keeping the same
-    // hot rows, their shared lines change only at merges, so this costs no transfer)
+    // (each row prefetched where it is read: a kept one's copy; prefetching the shared
+    // lines of kept rows too doubled their cache footprint)
     float* const Wm = const_cast<float*>(W);    // (fl_hot_dest serves reads and writes)
     const int64_t A = lookup_pf_rows(D);
     for (int64_t k = 0; k < A && k < n; ++k)
-        if (ids[k] != pad) prefetch_row_lines(W + ids[k] * D, D, false);
+        if (ids[k] != pad) prefetch_row_lines(fl_hot_dest(h, Wm, ids[k]), D, false);
     for (int64_t k = 0; k < n; ++k) {
-        if (k + A < n && ids[k + A] != pad) prefetch_row_lines(W + ids[k + A] * D, D, false);
+        if (k + A < n && ids[k + A] != pad)
+            prefetch_row_lines(fl_hot_dest(h, Wm, ids[k + A]), D, false);
         const int64_t r = ids[k];
         if (r == pad) {
             std::memset(out + k * D, 0, sizeof(float) * (size_t)D);
@@ -118,9 +118,10 @@ inline void lookup_grad_sgd_hot(const fl_hot_table* h, float* P, int64_t D, cons
                                 int64_t n, int64_t pad, const float* dout, float alpha) {
     const int64_t A = lookup_pf_rows(D);
     for (int64_t k = 0; k < A && k < n; ++k)
-        if (ids[k] != pad) prefetch_row_lines(P + ids[k] * D, D, true);
+        if (ids[k] != pad) prefetch_row_lines(fl_hot_dest(h, P, ids[k]), D, true);
     for (int64_t k = 0; k < n; ++k) {
-        if (k + A < n && ids[k + A] != pad) prefetch_row_lines(P + ids[k + A] * D, D, true);
+        if (k + A < n && ids[k + A] != pad)
+            prefetch_row_lines(fl_hot_dest(h, P, ids[k + A]), D, true);
         float* p = fl_hot_dest(h, P, ids[k]);
         const float* g = dout + k * D;
         const bool is_pad = ids[k] == pad;
@@ -258,7 +259,7 @@ inline void rows_axpy_hot(const fl_hot_table* h, float* P, int64_t D, const int6
                           int64_t n, const float* V, float alpha) {
     for (int64_t a = 0; a < n; a += PF) {
         const int64_t b = a + PF < n ? a + PF : n;
-        for (int64_t k = a; k < b; ++k) prefetch_row(P + rows[k] * D, D, true);
+        for (int64_t k = a; k < b; ++k) prefetch_row(fl_hot_dest(h, P, rows[k]), D, true);
         for (int64_t k = a; k < b; ++k) {
             float* p = fl_hot_dest(h, P, rows[k]);
             const float* v = V + k * D;
