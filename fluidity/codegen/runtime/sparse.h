@@ -55,7 +55,7 @@ inline void prefetch_row(const float* row, int64_t D, bool write) {
 // with one worker thread and with two (benchmarks/RESULTS.md, issue 27); 8, 16 and 64 rows
 // ahead measured alike.
 constexpr int64_t LOOKUP_PF_LINES = 64;
-inline int64_t lookup_pf_rows(int64_t D) {
+inline int64_t lookup_pf_rows(int64_t D) {   // (<= 64: hot kernels' rings hold 128)
     const int64_t lines = (D * (int64_t)sizeof(float) + 63) / 64;
     const int64_t rows = LOOKUP_PF_LINES / (lines > 0 ? lines : 1);
     return rows > 4 ? rows : 4;
@@ -71,25 +71,27 @@ inline void prefetch_row_lines(const float* row, int64_t D, bool write) {
     else __builtin_prefetch(row + n - 1, 0, 3);
 }
 
+// Where the hot kernels keep the rows they prefetched (each id's row found once, when
+// prefetched: the look-up is most of what the copies cost a batch); > lookup_pf_rows.
+constexpr int64_t HOT_RING = 128;
+
 // lookup_rows with the worker's copies of the kept hot rows read instead of the shared ones.
 inline void lookup_rows_hot(const fl_hot_table* h, const float* W, int64_t D,
                             const int64_t* ids, int64_t n, int64_t pad, float* out) {
-    // (each row prefetched where it is read: a kept one's copy; prefetching the shared
-    // lines of kept rows too doubled their cache footprint)
     float* const Wm = const_cast<float*>(W);    // (fl_hot_dest serves reads and writes)
+    float* at[HOT_RING];
     const int64_t A = lookup_pf_rows(D);
-    for (int64_t k = 0; k < A && k < n; ++k)
-        if (ids[k] != pad) prefetch_row_lines(fl_hot_dest(h, Wm, ids[k]), D, false);
+    for (int64_t k = 0; k < A && k < n; ++k) {
+        at[k] = fl_hot_dest(h, Wm, ids[k]);
+        if (ids[k] != pad) prefetch_row_lines(at[k], D, false);
+    }
     for (int64_t k = 0; k < n; ++k) {
-        if (k + A < n && ids[k + A] != pad)
-            prefetch_row_lines(fl_hot_dest(h, Wm, ids[k + A]), D, false);
-        const int64_t r = ids[k];
-        if (r == pad) {
-            std::memset(out + k * D, 0, sizeof(float) * (size_t)D);
-            continue;
+        if (k + A < n) {
+            float* q = at[(k + A) & (HOT_RING - 1)] = fl_hot_dest(h, Wm, ids[k + A]);
+            if (ids[k + A] != pad) prefetch_row_lines(q, D, false);
         }
-        const float* src = fl_hot_dest(h, Wm, r);
-        std::memcpy(out + k * D, src, sizeof(float) * (size_t)D);
+        if (ids[k] == pad) std::memset(out + k * D, 0, sizeof(float) * (size_t)D);
+        else std::memcpy(out + k * D, at[k & (HOT_RING - 1)], sizeof(float) * (size_t)D);
     }
 }
 
@@ -116,13 +118,18 @@ inline void lookup_rows(const float* W, int64_t D, const int64_t* ids, int64_t n
 // shared ones (the same arithmetic on them).
 inline void lookup_grad_sgd_hot(const fl_hot_table* h, float* P, int64_t D, const int64_t* ids,
                                 int64_t n, int64_t pad, const float* dout, float alpha) {
+    float* at[HOT_RING];
     const int64_t A = lookup_pf_rows(D);
-    for (int64_t k = 0; k < A && k < n; ++k)
-        if (ids[k] != pad) prefetch_row_lines(fl_hot_dest(h, P, ids[k]), D, true);
+    for (int64_t k = 0; k < A && k < n; ++k) {
+        at[k] = fl_hot_dest(h, P, ids[k]);
+        if (ids[k] != pad) prefetch_row_lines(at[k], D, true);
+    }
     for (int64_t k = 0; k < n; ++k) {
-        if (k + A < n && ids[k + A] != pad)
-            prefetch_row_lines(fl_hot_dest(h, P, ids[k + A]), D, true);
-        float* p = fl_hot_dest(h, P, ids[k]);
+        if (k + A < n) {
+            float* q = at[(k + A) & (HOT_RING - 1)] = fl_hot_dest(h, P, ids[k + A]);
+            if (ids[k + A] != pad) prefetch_row_lines(q, D, true);
+        }
+        float* p = at[k & (HOT_RING - 1)];
         const float* g = dout + k * D;
         const bool is_pad = ids[k] == pad;
         for (int64_t j = 0; j < D; ++j) p[j] += alpha * (is_pad ? 0.0f : g[j]);
@@ -257,11 +264,13 @@ inline void pool_grad_sgd(const float* dout, int64_t D, const Slots& sl, int64_t
 // ones (the same arithmetic on them).
 inline void rows_axpy_hot(const fl_hot_table* h, float* P, int64_t D, const int64_t* rows,
                           int64_t n, const float* V, float alpha) {
+    float* at[PF];
     for (int64_t a = 0; a < n; a += PF) {
         const int64_t b = a + PF < n ? a + PF : n;
-        for (int64_t k = a; k < b; ++k) prefetch_row(fl_hot_dest(h, P, rows[k]), D, true);
+        for (int64_t k = a; k < b; ++k)
+            prefetch_row(at[k - a] = fl_hot_dest(h, P, rows[k]), D, true);
         for (int64_t k = a; k < b; ++k) {
-            float* p = fl_hot_dest(h, P, rows[k]);
+            float* p = at[k - a];
             const float* v = V + k * D;
             for (int64_t d = 0; d < D; ++d) p[d] += alpha * v[d];
         }
