@@ -393,7 +393,9 @@ class _Worker:
             batches, examples, sums = tally.totals()
             busy = {"busy": list(step.busy), "busy_s": step.busy_s,
                     "cpu_s": step.state.cpu_ns * 1e-9, "helped": self.helped,
-                    "native_calls": int(step.state.calls)} if step is not None else {}
+                    "native_calls": int(step.state.calls),
+                    "hot_rows": step.hot.stats() if step.hot is not None else {}} \
+                if step is not None else {}
         finally:
             if step is not None:
                 step.close()
