@@ -25,6 +25,27 @@ are claimed from a per-chunk cursor), so a run does not end with one worker alon
 example count) and hands the parent its finished reports, several at a time from the
 compiled loop; the parent shows progress and examples/s and keeps the loss curve.
 
+Hot rows (opt-in, worker threads). With `fluid.set_flags({"FLAGS_async_hot_rows": K})`
+(or the environment variable of that name) and two or more worker threads, each worker
+keeps private copies of the K most written rows of every table it trains sparsely: a table
+that the step touches only through `embedding` lookups with `is_sparse=True`, their
+gradients and a plain `SGD` of it (a table also read by another op, or trained by an
+optimizer with state of its own, such as Adam, stays shared). A worker counts the ids it
+writes over its first 64 batches, then reads and updates its copies of the K hottest rows
+and the shared rows for the rest; every `FLAGS_async_hot_rows_sync_every` (M, default 64)
+of its batches it adds what it changed in its copies to the shared rows and copies them
+afresh, and when it finishes it merges whatever is left, so no update is lost (beyond
+what Hogwild's lock-free adds lose anyway). The price is staleness, bounded: a worker's
+updates of a hot row reach the others at most M of its batches late, and it sees theirs at
+most M of its batches late (cold rows: at once, as without copies). Memory: O(K) per table
+and worker, whatever the table's height. A run of one worker keeps no copies (it trains
+exactly as the synchronous Executor does), nor does a run with the flag at 0 (the default).
+Each worker's figures are in the run's result: `res.workers[i]["hot_rows"]`
+({table: phase, rows kept, merges, share of the counted writes the kept rows took}). The
+copies remove the cross-core transfers of the hottest rows, which cost a word2vec batch
+trained beside a second thread up to 1.5x its lone CPU time, at a price of 6-13% more CPU
+a batch (benchmarks/async_sharing.py measures both; benchmarks/RESULTS.md).
+
 If a worker fails (malformed data, a kernel error on a batch) or dies (a signal, the OOM
 killer), the parent notices within a tenth of a second (worker_pool.py says how), stops the
 others and raises an ExecutionError naming the worker and the file lines of the batch it
