@@ -9,6 +9,7 @@ workloads of async_word2vec.py: its CPU time a batch in the compiled worker loop
            of the sparse-trained tables (what AsyncExecutor's threads do by default;
            FLAGS_async_hot_rows rows, merged every FLAGS_async_hot_rows_sync_every batches:
            --hot-rows / --sync-every here),
+  solo-hot worker 0 alone with its copies (solo-hot / solo: what the copies cost a batch),
 
 taking turns chunk by chunk in one process (two loops, each on its own files' chunks, a
 barrier before each chunk), so that the machine's drift in speed (+-20% over seconds on a
@@ -50,7 +51,8 @@ from fluidity.executor.async_executor import align_persistables, lower_step  # n
 from fluidity.executor.native_loop import ChunkCursor, CompiledWorkerStep  # noqa: E402
 from fluidity.executor.shared_memory import aligned_empty  # noqa: E402
 
-MODES = ("solo", "duo", "private", "hot")
+MODES = ("solo", "duo", "private", "hot", "solo-hot")
+HOT_MODES = ("hot", "solo-hot")
 UNDISTURBED = 1.03      # a batch whose wall time is within 3% (+ 1.5 us) of its CPU time
 
 
@@ -106,7 +108,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="passes over the files")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--hot-rows", type=int, default=None,
-                    help="hot mode: rows kept per table (default: FLAGS_async_hot_rows)")
+                    help="hot modes: rows kept per table (default: FLAGS_async_hot_rows, "
+                         "or 512 when it is 0)")
     ap.add_argument("--sync-every", type=int, default=None,
                     help="hot mode: batches between merges (default: the flag's)")
     ap.add_argument("--min-share", type=float, default=hot_rows.MIN_SHARE,
@@ -115,9 +118,10 @@ def main():
     ap.add_argument("--hot-tables", default=None,
                     help="hot mode: comma-separated names of the tables to keep rows of")
     a = ap.parse_args()
-    hot = hot_rows.settings(2)
-    hot = (a.hot_rows if a.hot_rows is not None else hot[0] if hot else 512,
-           a.sync_every if a.sync_every is not None else hot[1] if hot else 16)
+    hot = (a.hot_rows if a.hot_rows is not None else fluid.get_flags(hot_rows.FLAG_ROWS)[
+               hot_rows.FLAG_ROWS] or 512,
+           a.sync_every if a.sync_every is not None else fluid.get_flags(hot_rows.FLAG_SYNC)[
+               hot_rows.FLAG_SYNC])
     main_prog, startup, loss, desc, batch, files = workload(a.workload, a.data_dir)
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
@@ -156,12 +160,13 @@ def main():
                         abi.put_tensor(step.args.inputs[j], t.ctypes.data, t.shape)
                     step.batch_log()
                     barrier.wait()
-                    if mode == "solo" and w == 1:
+                    if mode in ("solo", "solo-hot") and w == 1:
                         continue
                     c0, b0 = step.state.cpu_ns, step.state.total_batches
-                    step.state.hot = step.hot.address if mode == "hot" and step.hot else None
+                    step.state.hot = step.hot.address if mode in HOT_MODES and step.hot \
+                        else None
                     step.lib.fl_worker_run(ctypes.byref(step.state), chunk.n)
-                    if mode == "hot":     # the turn's end: every change into the tables
+                    if mode in HOT_MODES:     # the turn's end: every change into the tables
                         step.merge_hot_rows()
                     step.state.hot = None
                     ns, nb = spent.get((w, mode), (0, 0))
@@ -194,7 +199,8 @@ def main():
             for (w, mode, i), log in logs.items():
                 if w == 0 and mode == m:
                     corun[m] += [int(x) for x in (log[undisturbed(log), 3] -
-                                                  log[undisturbed(log), 2])] if m == "solo" \
+                                                  log[undisturbed(log), 2])] \
+                        if m in ("solo", "solo-hot") \
                         else corun_cpu(log, logs.get((1, m, i), np.zeros((0, 4), np.int64)))
         print(f"round {r + 1}: worker 0's CPU us a batch: " +
               ", ".join(f"{m} {per[m][-1]:.1f}" for m in MODES) +
@@ -203,8 +209,8 @@ def main():
         ratio = np.array(per[m]) / np.array(per["solo"])
         print(f"{m} / solo: {np.median(ratio):.3f} (per round "
               f"{', '.join(f'{x:.3f}' for x in ratio)})")
-    print("worker 0's batches that ran undisturbed (solo) / undisturbed while worker 1 ran "
-          "too (duo, private): median CPU us a batch")
+    print("worker 0's batches that ran undisturbed (solo, solo-hot) / undisturbed while "
+          "worker 1 ran too (duo, private, hot): median CPU us a batch")
     for m in MODES:
         print(f"  {m:8s} {len(corun[m]):7,d} batches  " +
               (f"{np.median(corun[m]) / 1e3:.1f} us  ({np.median(corun[m]) / np.median(corun['solo']):.3f}x solo)"
