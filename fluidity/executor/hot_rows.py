@@ -14,8 +14,9 @@ of it: then every read and write of its rows goes through the two kernels that k
 copies (`fl::lookup_rows`, `fl::lookup_grad_sgd`). A table read by any other op (a matmul,
 a pooled lookup, an optimizer with row state) is left shared.
 
-Memory per table and worker: O(K) (ids counted in a table of 8K slots, two [K, width]
-copies), whatever the table's height.
+Memory per table and worker: O(K) (ids counted in a table of 8K slots; a direct-mapped map
+of 2K slots, and the copies and their snapshot by slot, two [2K, width] arrays), whatever
+the table's height.
 """
 import ctypes
 

@@ -165,6 +165,7 @@ class CompiledWorkerStep:
         self.busy = []          # (start, end) of each call, time.monotonic() seconds
         self.busy_s = 0.0
         self.hot_bind, self.hot_candidates, self.hot = None, [], None   # keep_hot_rows
+        self._hot_vars = []
         w.fn, w.args, w.n_inputs = fn, self.args.address, len(seg.inputs)
         w.err = ctypes.cast(self.err, _p).value
         w.n_slots, w.in_idx = len(slots), self.in_idx.ctypes.data
@@ -247,8 +248,8 @@ class CompiledWorkerStep:
         to consider (None: every qualifying one). Returns the names of the tables."""
         if not self.hot_candidates or self.hot is not None:
             return []
-        tables = [(v.name, v.value.array) for v in self.hot_candidates
-                  if only is None or v.name in only]
+        self._hot_vars = [v for v in self.hot_candidates if only is None or v.name in only]
+        tables = [(v.name, v.value.array) for v in self._hot_vars]
         if not tables:
             return []
         self.hot = hot_rows.HotRows(tables, k, sync_every, warmup, min_share)
@@ -323,7 +324,7 @@ class CompiledWorkerStep:
         step."""
         self._bind_params()
         if self.hot is not None:
-            self.hot.rebind([(v.name, v.value.array) for v in self.hot_candidates])
+            self.hot.rebind([(v.name, v.value.array) for v in self._hot_vars])
         a = self.lib.fl_worker_run(ctypes.byref(self.state), last)
         w = self.state
         self._record_busy(w.t_start, w.t_end)

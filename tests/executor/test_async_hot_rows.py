@@ -75,7 +75,7 @@ def test_which_tables_keep_hot_rows(case, expected):
     assert hot_rows.qualifies(seg.sites, "table") is expected
 
 
-def _two_steps(desc_path, main, startup, loss, k, sync_every, warmup):
+def _two_steps(desc_path, main, startup, loss, k, sync_every, warmup, min_share=0.0):
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
     align_persistables(main, scope)
@@ -86,7 +86,8 @@ def _two_steps(desc_path, main, startup, loss, k, sync_every, warmup):
         step, why = CompiledWorkerStep.make(low, [loss.name], slots, scope)
         assert step is not None, why
         step.configure(stop=np.zeros(1, np.int8), budget_s=0)
-        assert step.keep_hot_rows(k, sync_every, warmup=warmup) == ["table"]
+        assert step.keep_hot_rows(k, sync_every, warmup=warmup,
+                                  min_share=min_share) == ["table"]
         steps.append(step)
     return scope, steps
 
@@ -119,6 +120,24 @@ def test_merges_add_every_workers_deltas_under_a_fixed_schedule(tmp_path, desc_p
     for s in steps:
         s.close()                       # a worker's end: its copies merged
     np.testing.assert_array_equal(table, -LR * counts[:, None] * np.ones(DIM))
+
+
+def test_a_table_whose_hottest_rows_take_too_few_writes_stays_shared(tmp_path, desc_path):
+    main, startup, loss = _linear_model()
+    files, counts = _files(tmp_path, 2, 100)
+    scope, steps = _two_steps(desc_path, main, startup, loss, k=2, sync_every=5, warmup=3,
+                              min_share=0.99)
+    step, desc = steps[0], DataFeedDesc(desc_path)
+    for chunk, dense_dim in (c for f in files for c in MultiSlotReader(desc, [f]).chunks()):
+        step.bind(chunk, dense_dim, BATCH, ChunkCursor())
+        assert step.run(chunk.n)[:2] == (chunk.n, 0)
+    st = step.hot.stats()["table"]
+    assert st["phase"] == "off" and st["rows"] == 0 and st["share"] < 0.99, st
+    # every update went to the shared rows at once
+    np.testing.assert_array_equal(scope.find_var("table").value.array,
+                                  -LR * counts[:, None] * np.ones(DIM))
+    for s in steps:
+        s.close()
 
 
 def test_a_lone_worker_and_the_flag_at_zero_keep_no_copies():
