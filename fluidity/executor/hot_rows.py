@@ -10,9 +10,14 @@ codegen/runtime/hot_rows.h has the mechanism, native_loop.c drives it).
 
 A table qualifies when the compiled step touches it only through sparse lookups
 (`lookup_table` / `lookup_table_v2` with is_sparse=True, their gradients) and a plain `sgd`
-of it: then every read and write of its rows goes through the two kernels that know the
-copies (`fl::lookup_rows`, `fl::lookup_grad_sgd`). A table read by any other op (a matmul,
-a pooled lookup, an optimizer with row state) is left shared.
+of it: then every read and write of its rows goes through the three kernels that know the
+copies (`fl::lookup_rows`, `fl::lookup_grad_sgd`, and `fl::rows_axpy` for the sgd of a
+summed sparse gradient). A table read by any other op (a matmul, a pooled lookup, an
+optimizer with row state) is left shared.
+
+Off by default (FLAGS_async_hot_rows = 0): measured on a loaded 2-core machine the copies'
+own cost (6-8% CPU a lone batch: the look-up per id, the merges) outweighed what they save
+when threads seldom run at once (benchmarks/RESULTS.md).
 
 Memory per table and worker: O(K) (ids counted in a table of 8K slots; a direct-mapped map
 of 2K slots, and the copies and their snapshot by slot, two [2K, width] arrays), whatever
@@ -29,10 +34,9 @@ from .shared_memory import aligned_empty
 LOOKUPS = ("lookup_table", "lookup_table_v2")
 LOOKUP_GRADS = ("lookup_table_grad", "lookup_table_v2_grad")
 WARMUP_BATCHES = 64       # a worker's batches counted before it chooses its hot ids
-MIN_SHARE = 0.0          # copies kept only where the rows chosen took this share of writes
+MIN_SHARE = 0.0           # copies kept only where the rows chosen took this share of writes
 COUNT_SLOTS_PER_ROW = 8   # count table slots per row kept (ids counted: half of them)
 MAP_SLOTS_PER_ROW = 2     # slots of the direct-mapped id map (and copy rows) per row kept
-
 
 _P, _I64 = ctypes.c_void_p, ctypes.c_int64
 
