@@ -177,8 +177,9 @@ def test_async_executor_threads_with_hot_row_copies_lose_no_update(tmp_path, des
     old = fluid.get_flags([hot_rows.FLAG_ROWS, hot_rows.FLAG_SYNC])
     try:
         fluid.set_flags({hot_rows.FLAG_ROWS: 8, hot_rows.FLAG_SYNC: 4})
-        res = fluid.AsyncExecutor().run(main, DataFeedDesc(desc_path), files, 2, fetch=[loss], scope=scope,
-                                        progress=False, workers="threads")
+        res = fluid.AsyncExecutor().run(main, DataFeedDesc(desc_path), files, 2,
+                                        fetch=[loss], scope=scope, progress=False,
+                                        workers="threads")
     finally:
         fluid.set_flags(old)
     assert res.mode == "threads" and res.examples == 6 * 300
