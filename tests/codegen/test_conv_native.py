@@ -239,6 +239,40 @@ def test_a_1x1_conv_whose_sample_fills_a_chunk_hands_the_gemm_the_input():
                src.split("conv2d_grad")[0])
 
 
+POINTWISE = {          # 1x1, stride 1, no padding, one group: blocked gemms from the input
+    "blocks of 48 positions and a remainder, batch 2": ((2, 5, 10, 11), (7, 5, 1, 1), {}),
+    "one block a sample, batch 1": ((1, 6, 4, 5), (3, 6, 1, 1), {}),
+}
+POINTWISE_FALLBACK = {  # 1x1 convs that are not the sample's own columns: im2col
+    "stride 2": ((2, 5, 7, 6), (4, 5, 1, 1), {"strides": [2, 2]}),
+    "padding 1": ((1, 5, 4, 5), (4, 5, 1, 1), {"paddings": [1, 1]}),
+    "dilation 2 (taken as not the sample's own columns)": ((1, 5, 4, 5), (4, 5, 1, 1),
+                                                           {"dilations": [2, 2]}),
+}
+
+
+def _pointwise_runs(src):
+    return "auto pepi = " in src.split("conv2d_grad")[0]
+
+
+@pytest.mark.parametrize("case", sorted(POINTWISE))
+def test_a_1x1_conv_runs_gemms_over_blocks_of_positions(case, monkeypatch):
+    """Blocks small enough that a sample takes several (12 channels in and out, 48
+    positions a block): each block's gemm writes into the output in place (ldb = ldc =
+    H*W) and the epilogue follows it."""
+    from fluidity.codegen.emit.cpu import conv
+    monkeypatch.setattr(conv, "PW_BLOCK_BYTES", 4 * 12 * 48)
+    monkeypatch.setattr(conv, "PW_MIN_BLOCK", 16)
+    assert conv.pointwise_block(5, 7, 110) == 48
+    _conv_case("conv2d", case, POINTWISE, source_check=_pointwise_runs)
+
+
+@pytest.mark.parametrize("case", sorted(POINTWISE_FALLBACK))
+def test_a_1x1_conv_with_stride_or_padding_runs_im2col(case):
+    _conv_case("conv2d", case, POINTWISE_FALLBACK,
+               source_check=lambda src: not _pointwise_runs(src))
+
+
 @pytest.mark.parametrize("case", sorted(WINOGRAD))
 def test_winograd_matches_the_kernel(case):
     _conv_case("conv2d", case, WINOGRAD, winograd=True)
@@ -258,16 +292,22 @@ def test_a_one_channel_depthwise_conv_runs_the_direct_kernel():
 
 @pytest.mark.parametrize("case", sorted(DEPTHWISE))
 def test_depthwise_direct_kernel_matches_the_kernel(case):
-    _conv_case("depthwise_conv2d", case, DEPTHWISE)
+    """The tiled kernel where it applies; column stride 3 and dilation 2 fall back to the
+    row-by-row kernel (and its separate epilogue pass)."""
+    tiled = "stride 3" not in case and "dilation" not in case
+    _conv_case("depthwise_conv2d", case, DEPTHWISE,
+               source_check=lambda src: ("fl::depthwise_conv_tiled(" in src) == tiled
+               and ("fl::depthwise_conv(" in src) != tiled)
 
 
 # --- conv_epilogue ----------------------------------------------------------------------------
-def _cnn(is_test, groups=1, channels=4, stride=2):
+def _cnn(is_test, groups=1, channels=4, stride=2, ksize=3):
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = 11           # the same filters each time it is built
     with fluid.program_guard(main, startup):
         img = fluid.data("img", [None, channels, 9, 9], "float32")
-        h = fluid.layers.conv2d(img, 8, 3, padding=1, stride=stride, groups=groups)
+        h = fluid.layers.conv2d(img, 8, ksize, padding=ksize // 2, stride=stride,
+                                groups=groups)
         h = fluid.layers.batch_norm(h, act="relu", is_test=is_test)
         out = fluid.layers.pool2d(h, 2, pool_stride=2)
     return main, startup, out
@@ -317,11 +357,15 @@ def test_the_direct_kernels_epilogue_computes_bias_batch_norm_and_relu():
     np.testing.assert_allclose(got, want, rtol=4 * taps * EPS, atol=4 * taps * EPS * 4)
 
 
-@pytest.mark.parametrize("channels, stride", [(4, 2), (3, 1)])
-def test_the_epilogue_rounds_as_the_unfused_ops(channels, stride):
+@pytest.mark.parametrize("channels, stride, groups, ksize", [
+    (4, 2, 1, 3), (3, 1, 1, 3), (4, 1, 4, 3), (4, 2, 4, 3), (6, 1, 1, 1)])
+def test_the_epilogue_rounds_as_the_unfused_ops(channels, stride, groups, ksize):
     """Fusing changes no bit: fetching the conv's own output (kept, so nothing fuses)
-    gives the same result bit for bit (the im2col path, and the direct kernel's)."""
-    main, startup, out = _cnn(True, channels=channels, stride=stride)
+    gives the same result bit for bit (the im2col path, the direct kernel's, the tiled
+    depthwise kernel's, which applies it to each plane as it is computed, and the 1x1
+    conv's, which applies it to each block of positions after its gemm)."""
+    main, startup, out = _cnn(True, channels=channels, stride=stride, groups=groups,
+                              ksize=ksize)
     x = f32(2, channels, 9, 9)
     prog, (fused,) = _run_cnn(main, startup, [out], True, x)
     assert len(_fused(prog)) == 3

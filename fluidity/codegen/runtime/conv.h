@@ -310,52 +310,66 @@ inline void dwconv_tile(const float* __restrict row0, const float* __restrict wm
         if (n > 8 * v) dconv_store(o + 8 * v, acc[v], n - 8 * v);
 }
 
-__attribute__((optimize("fp-contract=fast", "no-tree-loop-distribute-patterns")))
-inline void depthwise_conv_tiled(const float* __restrict x, const float* __restrict w,
-                                 const ConvGeom& g, int64_t mult, float* __restrict xp,
-                                 float* __restrict out) {
-    const int64_t M = g.C * mult, P = g.OH * g.OW, HP = (g.OH - 1) * g.SH + g.KH;
+// One plane of depthwise_conv_tiled: plane `img` of the input copied into xp (whose
+// border the caller zeroed), the output plane `o` [OH, OW] computed tile by tile. Not
+// inlined: its callers' per-plane epilogues are compiled without its fp-contract=fast (they
+// must round as the unfused ops do).
+__attribute__((optimize("fp-contract=fast", "no-tree-loop-distribute-patterns"), noinline))
+inline void dwconv_plane_tiled(const float* __restrict img, const float* __restrict wm,
+                               const ConvGeom& g, float* __restrict xp, float* __restrict o) {
+    const int64_t HP = (g.OH - 1) * g.SH + g.KH;
     const int64_t WS = g.OW + g.KW + 32;            // one phase's row
     const int64_t half = HP * WS;                   // the odd columns' phase (stride 2)
-    std::memset(xp, 0, sizeof(float) * (size_t)dwconv_xp_floats(g));
     const int64_t h_hi = g.H < HP - g.PT ? g.H : HP - g.PT;
-    for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < g.N; ++n) {
-            const float* img = x + (n * g.C + m / mult) * g.H * g.W;
-            for (int64_t h = 0; h < h_hi; ++h) {
-                const float* src = img + h * g.W;
-                float* row = xp + (h + g.PT) * WS;
-                if (g.SW == 1) {
-                    const int64_t w_hi = g.W < WS - g.PL ? g.W : WS - g.PL;
-                    for (int64_t c = 0; c < w_hi; ++c) row[c + g.PL] = src[c];
-                } else {          // padded column 2k + p is phase p's k-th: image column
-                    for (int64_t p = 0; p < 2; ++p) {         // 2k + p - PL, where in [0, W)
-                        const int64_t off = p - g.PL;
-                        int64_t k0 = off >= 0 ? 0 : (-off + 1) / 2;
-                        int64_t k1 = (g.W - off + 1) / 2;
-                        if (k1 > WS) k1 = WS;
-                        float* dst = row + p * half;
-                        const float* s2 = src + off;
-                        for (int64_t k = k0; k < k1; ++k) dst[k] = s2[2 * k];
-                    }
-                }
+    for (int64_t h = 0; h < h_hi; ++h) {
+        const float* src = img + h * g.W;
+        float* row = xp + (h + g.PT) * WS;
+        if (g.SW == 1) {
+            const int64_t w_hi = g.W < WS - g.PL ? g.W : WS - g.PL;
+            for (int64_t c = 0; c < w_hi; ++c) row[c + g.PL] = src[c];
+        } else {          // padded column 2k + p is phase p's k-th: image column
+            for (int64_t p = 0; p < 2; ++p) {         // 2k + p - PL, where in [0, W)
+                const int64_t off = p - g.PL;
+                int64_t k0 = off >= 0 ? 0 : (-off + 1) / 2;
+                int64_t k1 = (g.W - off + 1) / 2;
+                if (k1 > WS) k1 = WS;
+                float* dst = row + p * half;
+                const float* s2 = src + off;
+                for (int64_t k = k0; k < k1; ++k) dst[k] = s2[2 * k];
             }
-            const float* wm = w + m * g.KH * g.KW;
-            float* o = out + (m * g.N + n) * P;
-            for (int64_t oh = 0; oh < g.OH; ++oh)
-                for (int64_t o0 = 0; o0 < g.OW; o0 += 32) {
-                    const float* row0 = xp + oh * g.SH * WS + o0;
-                    float* orow = o + oh * g.OW + o0;
-                    const int64_t n = g.OW - o0;
-                    if (n > 24)
-                        dwconv_tile<4>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
-                    else if (n > 16)
-                        dwconv_tile<3>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
-                    else if (n > 8)
-                        dwconv_tile<2>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
-                    else
-                        dwconv_tile<1>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
-                }
+        }
+    }
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t o0 = 0; o0 < g.OW; o0 += 32) {
+            const float* row0 = xp + oh * g.SH * WS + o0;
+            float* orow = o + oh * g.OW + o0;
+            const int64_t n = g.OW - o0;
+            if (n > 24)
+                dwconv_tile<4>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+            else if (n > 16)
+                dwconv_tile<3>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+            else if (n > 8)
+                dwconv_tile<2>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+            else
+                dwconv_tile<1>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+        }
+}
+
+// The tiled depthwise conv writing NCHW: each output plane (n, m) computed, then
+// epi(m, plane, OH*OW) applied to it while it is still in cache (the conv's bias and fused
+// epilogue, in place), instead of a second sweep over the whole output.
+template <typename Epi>
+inline void depthwise_conv_tiled(const float* __restrict x, const float* __restrict w,
+                                 const ConvGeom& g, int64_t mult, float* __restrict xp,
+                                 float* __restrict out, Epi epi) {
+    const int64_t M = g.C * mult, P = g.OH * g.OW;
+    std::memset(xp, 0, sizeof(float) * (size_t)dwconv_xp_floats(g));
+    for (int64_t n = 0; n < g.N; ++n)
+        for (int64_t m = 0; m < M; ++m) {
+            float* o = out + (n * M + m) * P;
+            dwconv_plane_tiled(x + (n * g.C + m / mult) * g.H * g.W, w + m * g.KH * g.KW, g,
+                               xp, o);
+            epi(m, o, P);
         }
 }
 

@@ -99,15 +99,19 @@ def conv2d(e):
         _emit_winograd(e, x, (out, m, oh, ow), n, bias, fused)
         return
     if _depthwise(x, w, groups):
-        tmp = e.scratch([str(m), e.mul(n, hw)])
         strides, pads, dil = _geometry(e, x, w)
         if dil == [1, 1] and strides[1] in (1, 2) and min(pads) >= 0:
             kh, kw = int(w.dims[2]), int(w.dims[3])
             xp = e.scratch([str(2 * ((oh - 1) * strides[0] + kh) * (ow + kw + 32))])
-            e.code(f"fl::depthwise_conv_tiled({x}, {w}, g, {mg}, {xp}, {tmp});")
+            e.code(f"{{ auto depi = {_plane_epilogue(bias, fused)}; "
+                   f"fl::depthwise_conv_tiled({x}, {w}, g, {mg}, {xp}, {out}, depi); }}")
         else:
+            tmp = e.scratch([str(m), e.mul(n, hw)])
             e.code(f"fl::depthwise_conv({x}, {w}, g, {mg}, {tmp});")
-        e.code(_epilogue(tmp, out, m, n, hw, bias, fused))
+            e.code(_epilogue(tmp, out, m, n, hw, bias, fused))
+        return
+    if groups == 1 and PW_BLOCK_BYTES and _identity_columns(e, x, w):
+        _emit_pointwise(e, x, w, (out, m, hw), n, bias, fused)
         return
     nb = chunk_samples(groups * ckk * hw)
     tmp = e.scratch([str(m * nb * hw)])
@@ -221,6 +225,41 @@ def _emit_winograd(e, x, output, n, bias, fused):
            f"wld); fl::wino_output({r}, g, {m}, wt0, wtb, wld, {out}, wepi); }} }}")
 
 
+# A 1x1 conv (stride 1, no padding, one group) is [M, C] @ the sample [C, H*W] with no
+# columns to build: the generated code runs one gemm per block of the sample's positions,
+# straight from the input into the output (ldb = ldc = H*W), and applies the epilogue to
+# the block right after, while its [M, block] results are in L2, instead of a gemm into
+# scratch and a second sweep over memory. PW_BLOCK_BYTES bounds a block's input and output
+# columns; 0 turns the blocked form off (the im2col path's no-copy chunks then run it).
+PW_BLOCK_BYTES = 256 << 10
+PW_MIN_BLOCK = 256
+
+
+def pointwise_block(c, m, hw):
+    """Positions a block of a 1x1 conv's gemm takes: its [C + M, block] floats within
+    PW_BLOCK_BYTES, at least PW_MIN_BLOCK (a narrower gemm repacks [M, C] too often for
+    its work), the sample's positions split into blocks of equal size (a multiple of 16)."""
+    blk = max(PW_MIN_BLOCK, PW_BLOCK_BYTES // (4 * (c + m)))
+    if blk >= hw:
+        return hw
+    nblk = -(-hw // blk)
+    return -(-(-(-hw // nblk)) // 16) * 16
+
+
+def _emit_pointwise(e, x, w, output, n, bias, fused):
+    """A 1x1 conv a block of positions at a time: the gemm writes the block's [M, block]
+    outputs in place in NCHW, then _plane_epilogue runs over each channel's row of it."""
+    out, m, hw = output
+    c = int(x.dims[1])
+    blk = pointwise_block(c, m, hw)
+    e.code(f"{{ auto pepi = {_plane_epilogue(bias, fused)}; "
+           f"for (int64_t n0 = 0; n0 < {n}; ++n0) for (int64_t j0 = 0; j0 < {hw}; "
+           f"j0 += {blk}) {{ const int64_t jb = {hw} - j0 < {blk} ? {hw} - j0 : {blk}; "
+           f"float* o = {out} + n0 * {m * hw} + j0; fl::gemm(false, false, {m}, jb, {c}, "
+           f"1.0f, {w}, {c}, {x} + n0 * {c * hw} + j0, {hw}, 0.0f, o, {hw}); "
+           f"for (int64_t c = 0; c < {m}; ++c) pepi(c, o + c * {hw}, jb); }} }}")
+
+
 def _identity_columns(e, x, w):
     """Whether im2col of one sample is a copy of it: a 1x1 filter, stride 1, dilation 1,
     no padding (then a chunk of one sample hands the gemm the input itself)."""
@@ -269,6 +308,17 @@ def _epilogue(tmp, out, m, n, hw, bias, fused):
             f"for (int64_t b = 0; b < {n}; ++b) {{ const float* src = {tmp} + (c * {n} + b) * "
             f"{hw}; float* dst = {out} + (b * {m} + c) * {hw}; for (int64_t i = 0; i < {hw}; "
             f"++i) {{ float v = src[i]; {per_value} dst[i] = v; }} }} }}")
+
+
+def _plane_epilogue(bias, fused):
+    """A C++ lambda (c, plane, n) applying the conv's epilogue in place to n values of
+    output channel c (_epilogue_steps: the unfused ops' float arithmetic), for kernels
+    that hand it each plane or block while it is in cache."""
+    per_channel, per_value, _ = _epilogue_steps(bias, fused)
+    if not per_value:
+        return "[](int64_t, float*, int64_t) {}"
+    return (f"[&](int64_t c, float* __restrict o, int64_t np_) {{ {per_channel} "
+            f"for (int64_t i = 0; i < np_; ++i) {{ float v = o[i]; {per_value} o[i] = v; }} }}")
 
 
 def _channel_consts(e, m, bias, fused):
