@@ -132,9 +132,17 @@ DEPTHWISE = {            # dilation 1, column stride 1 or 2: the register-tiled 
 }
 
 
-# the direct kernel (runtime/conv.h direct_conv_s1): one group, stride 1, dilation 1,
+# the direct kernel (runtime/conv.h direct_conv): one group, stride 1 or 2, dilation 1,
 # C*kh*kw <= DIRECT_MAX_K; the others above and below fall back to im2col
 DIRECT = {
+    "3 channels, stride 2, padding 1 (MobileNet's first conv), odd plane, batch of one": (
+        (1, 3, 9, 11), (10, 3, 3, 3), {"strides": [2, 2], "paddings": [1, 1]}),
+    "stride (2, 1), asymmetric padding, 2x4 kernel": (
+        (2, 2, 7, 6), (8, 2, 2, 4), {"strides": [2, 1], "paddings": [1, 0, 2, 1]}),
+    "stride (1, 2), no padding, even plane": ((2, 1, 6, 8), (17, 1, 3, 3),
+                                              {"strides": [1, 2]}),
+    "one channel, stride 2, padding 1": ((2, 1, 7, 7), (4, 1, 3, 3), {"strides": [2, 2],
+                                                                     "paddings": [1, 1]}),
     "one channel, 5 filters (a block of 8 lanes), batch of one": (
         (1, 1, 7, 9), (5, 1, 3, 3), {"paddings": [1, 1]}),
     "20 filters (16 + 8 lanes), 3x4 kernel, padding past it, 10 columns (8 + 2)": (
@@ -166,7 +174,7 @@ def test_the_winograd_cases_cover_a_second_block_of_tiles():
 FALLBACK = {            # a shape the direct kernel does not take: the im2col path
     "C*kh*kw = 36 > DIRECT_MAX_K": ((2, 4, 6, 6), (5, 4, 3, 3), {"paddings": [1, 1]}),
     "a 1x1 conv over 8 > DIRECT_MAX_C channels": ((2, 8, 5, 5), (6, 8, 1, 1), {}),
-    "one channel, stride 2": ((2, 1, 7, 7), (4, 1, 3, 3), {"strides": [2, 2],
+    "one channel, stride 3": ((2, 1, 7, 7), (4, 1, 3, 3), {"strides": [3, 3],
                                                           "paddings": [1, 1]}),
     "one channel, dilation 2": ((1, 1, 8, 8), (3, 1, 3, 3), {"dilations": [2, 2],
                                                             "paddings": [2, 2]}),
@@ -183,7 +191,7 @@ def _source(main):
 
 def _direct_kernel_runs(main):
     """Whether the compiled program's source calls the direct conv kernel."""
-    return "fl::direct_conv_s1(" in _source(main)
+    return "fl::direct_conv(" in _source(main)
 
 
 def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():

@@ -1,6 +1,6 @@
 """C++ emitters of conv2d, depthwise_conv2d, conv2d_transpose, pool2d, max_pool2d_with_index
 and their gradients: im2col and one gemm per group over a cache-sized chunk of the batch (the
-numpy kernels' BLAS calls), a direct register-tiled kernel for stride-1 convs with few taps
+numpy kernels' BLAS calls), a direct register-tiled kernel for stride-1 or -2 convs with few taps
 (C*kh*kw <= DIRECT_MAX_K, C <= DIRECT_MAX_C), a direct kernel for depthwise convs, direct loops for pooling."""
 import numpy as np
 
@@ -142,7 +142,7 @@ def chunk_samples(col_floats_per_sample):
     return max(1, CHUNK_BYTES // (4 * col_floats_per_sample))
 
 
-# runtime/conv.h's direct kernel (direct_conv_s1): the output positions its micro-kernel
+# runtime/conv.h's direct kernel (direct_conv): the output positions its micro-kernel
 # holds (DCONV_R); its scratch sizes are dconv_xp_floats and dconv_tmp_floats there.
 DIRECT_R = 6
 
@@ -166,12 +166,12 @@ def _geometry(e, x, w):
 
 
 def _direct(e, x, w, groups):
-    """Whether a conv runs conv.h's direct kernel (direct_conv_s1): one group, stride 1,
+    """Whether a conv runs conv.h's direct kernel (direct_conv): one group, stride 1 or 2,
     dilation 1, padding not negative, C*kh*kw at most DIRECT_MAX_K and C at most
-    DIRECT_MAX_C; each sample's output then comes straight from the padded image, without
-    im2col's columns."""
+    DIRECT_MAX_C; each sample's output then comes straight from the padded image (split
+    into its stride's phases), without im2col's columns."""
     strides, pads, dil = _geometry(e, x, w)
-    return (groups == 1 and strides == [1, 1] and dil == [1, 1] and min(pads) >= 0
+    return (groups == 1 and set(strides) <= {1, 2} and dil == [1, 1] and min(pads) >= 0
             and int(e.prod(w.dims[1:])) <= DIRECT_MAX_K and int(x.dims[1]) <= DIRECT_MAX_C)
 
 
@@ -339,16 +339,19 @@ def _emit_direct(e, x, w, output, n, bias, fused):
     sample's [position][channel] result written out in NCHW by _direct_epilogue."""
     out, m, oh, ow = output
     c, kh, kw = int(x.dims[1]), int(w.dims[2]), int(w.dims[3])
-    k, mp, wp = c * kh * kw, -(-m // 8) * 8, ow + kw - 1
+    sh, sw = _geometry(e, x, w)[0]
+    k, mp = c * kh * kw, -(-m // 8) * 8
+    rh, wp = oh + (kh - 1) // sh, ow + (kw - 1) // sw               # dconv_rh, dconv_ws
     packed = e.scratch([str(mp * k)])
-    xp = e.scratch([str(c * (oh + kh - 1) * wp + kw + DIRECT_R + 8)])    # dconv_xp_floats
+    offsets = e.scratch([str(k)], "int64_t")
+    xp = e.scratch([str(c * sh * sw * rh * wp + wp + DIRECT_R + 8)])    # dconv_xp_floats
     tmp = e.scratch([str((oh * wp + DIRECT_R + 8) * mp)])               # dconv_tmp_floats
     chw = c * int(x.dims[2]) * int(x.dims[3])
     sample = f"({out} + n0 * {m * oh * ow})"
     consts, per_value = _channel_consts(e, m, bias, fused)
-    e.code(f"fl::dconv_pack({w}, {m}, {k}, {packed});")
-    e.code(f"for (int64_t n0 = 0; n0 < {n}; ++n0) {{ fl::direct_conv_s1({x} + n0 * {chw}, "
-           f"{packed}, g, {m}, {xp}, n0 == 0, {tmp}); "
+    e.code(f"fl::dconv_pack({w}, {m}, {k}, {packed}); fl::dconv_offsets(g, {offsets});")
+    e.code(f"for (int64_t n0 = 0; n0 < {n}; ++n0) {{ fl::direct_conv({x} + n0 * {chw}, "
+           f"{packed}, {offsets}, g, {m}, {xp}, n0 == 0, {tmp}); "
            + _direct_epilogue(tmp, sample, m, (oh, ow, wp, mp), consts, per_value) + " }")
 
 
