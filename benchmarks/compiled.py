@@ -1,6 +1,6 @@
 """Compiled programs (`CompiledProgram(...).with_native_code()`) vs the interpreter, a numpy
 floor, PaddlePaddle's inference predictor and single-core sgemm. Five workloads, each run in
-its own process (`--mode` runs one):
+its own process (`--mode` runs one), and a per-layer view of the conv models:
 
   train-mlp  MLP 784-256-128-10 (relu, relu, logits), softmax_with_cross_entropy + mean, SGD
              lr 0.01 (benchmarks/train_mlp.py's workload and numpy floor), batch 1 and 64:
@@ -32,6 +32,11 @@ its own process (`--mode` runs one):
              predictor on the same saved program (in its own process, when --paddle-python
              exists) and one sgemm per non-depthwise conv of its im2col gemm's shape, the
              candidates taking turns round by round (thread CPU time).
+  conv-layers (not in the default run) each conv layer of a conv model (conv -> batch_norm
+             -> relu, over the input it gets in the whole model) as a model of its own:
+             compiled vs Paddle's predictor, thread CPU time. Paddle's one-layer models pay
+             oneDNN's layout reorders every run, so its column overstates the layer's share
+             of Paddle's whole model (ONEDNN_VERBOSE=1 shows those).
   conv-train the same three models as training steps (batch statistics, softmax
              cross-entropy, SGD 0.01): compiled vs interpreter vs PyTorch eager (the same net,
              torch.optim.SGD, one thread) at MNIST batch 1 and 64, ResNet and MobileNet batch
@@ -40,6 +45,8 @@ its own process (`--mode` runs one):
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/compiled.py
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv [--models mnist-cnn]
         [--batches 256]
+    PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv-layers
+        --models mobilenet-dw --batches 1 --paddle-python <venv with paddle>/bin/python
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv-train
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode train-mlp
 """

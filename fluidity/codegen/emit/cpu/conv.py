@@ -1,7 +1,9 @@
 """C++ emitters of conv2d, depthwise_conv2d, conv2d_transpose, pool2d, max_pool2d_with_index
 and their gradients: im2col and one gemm per group over a cache-sized chunk of the batch (the
-numpy kernels' BLAS calls), a direct register-tiled kernel for stride-1 or -2 convs with few taps
-(C*kh*kw <= DIRECT_MAX_K, C <= DIRECT_MAX_C), a direct kernel for depthwise convs, direct loops for pooling."""
+numpy kernels' BLAS calls), a direct register-tiled kernel for stride-1 or -2 convs with few
+taps (C*kh*kw <= DIRECT_MAX_K, C <= DIRECT_MAX_C), Winograd for deep 3x3 stride-1 convs, 1x1
+convs as gemms over blocks of positions straight from the input, a direct kernel for
+depthwise convs, direct loops for pooling."""
 import numpy as np
 
 from ....errors import ShapeError
@@ -78,9 +80,11 @@ def conv2d(e):
     a 1x1 conv's one-sample chunk: the sample is its columns), one gemm per group ([M,
     C*kh*kw] @ [C*kh*kw, n*oh*ow], the kernel's matmul over those samples), then one pass
     writing NCHW: the bias, and the per-channel ops a fused epilogue
-    (fusion.conv_epilogue) computes in their place. Instead, by shape: stride-1 convs over
-    few channels run the direct kernel (_direct), deep 3x3 stride-1 convs Winograd
-    (_winograd), depthwise convs a direct depthwise kernel; all apply the same epilogue."""
+    (fusion.conv_epilogue) computes in their place. Instead, by shape: stride-1 or -2 convs
+    over few channels run the direct kernel (_direct), deep 3x3 stride-1 convs Winograd
+    (_winograd), 1x1 stride-1 convs of one group gemms over blocks of positions
+    (_emit_pointwise), depthwise convs a direct depthwise kernel that applies the epilogue
+    to each plane; all apply the same epilogue."""
     x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
     if e.op.input("ResidualData"):
         e.fail("ResidualData")
