@@ -383,6 +383,26 @@ def test_the_epilogue_rounds_as_the_unfused_ops(channels, stride, groups, ksize)
     np.testing.assert_array_equal(fused, plain)
 
 
+def test_a_1x1_convs_epilogue_follows_each_block_of_positions(monkeypatch):
+    """81 positions in blocks of 32, 32 and 17: bias, batch_norm and relu applied to each
+    block's channel rows (fused) give the unfused ops' bits and the interpreter's values
+    within the rounding of a 6-term sum."""
+    from fluidity.codegen.emit.cpu import conv
+    monkeypatch.setattr(conv, "PW_BLOCK_BYTES", 4 * 14 * 32)
+    monkeypatch.setattr(conv, "PW_MIN_BLOCK", 16)
+    assert conv.pointwise_block(6, 8, 81) == 32
+    main, startup, out = _cnn(True, channels=6, stride=1, ksize=1)
+    x = f32(2, 6, 9, 9)
+    _, (want,) = _run_cnn(main, startup, [out], False, x)
+    prog, (fused,) = _run_cnn(main, startup, [out], True, x)
+    assert len(_fused(prog)) == 3 and _pointwise_runs(_source(main))
+    conv_out = main.global_block().ops[0].output("Output")[0]
+    _, (_, plain) = _run_cnn(main, startup, [conv_out, out], True, x)
+    np.testing.assert_array_equal(fused, plain)
+    taps = 6
+    np.testing.assert_allclose(fused, want, rtol=4 * taps * EPS, atol=4 * taps * EPS * 4)
+
+
 def test_training_batch_norm_and_a_fetched_intermediate_are_not_fused():
     main, startup, out = _cnn(False)
     prog, _ = _run_cnn(main, startup, [out], True, f32(2, 4, 9, 9))
