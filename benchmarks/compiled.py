@@ -1,6 +1,6 @@
 """Compiled programs (`CompiledProgram(...).with_native_code()`) vs the interpreter, a numpy
 floor, PaddlePaddle's inference predictor and single-core sgemm. Five workloads, each run in
-its own process (`--mode` runs one):
+its own process (`--mode` runs one), and a per-layer view of the conv models:
 
   train-mlp  MLP 784-256-128-10 (relu, relu, logits), softmax_with_cross_entropy + mean, SGD
              lr 0.01 (benchmarks/train_mlp.py's workload and numpy floor), batch 1 and 64:
@@ -32,6 +32,11 @@ its own process (`--mode` runs one):
              predictor on the same saved program (in its own process, when --paddle-python
              exists) and one sgemm per non-depthwise conv of its im2col gemm's shape, the
              candidates taking turns round by round (thread CPU time).
+  conv-layers (not in the default run) each conv layer of a conv model (conv -> batch_norm
+             -> relu, over the input it gets in the whole model) as a model of its own:
+             compiled vs Paddle's predictor, thread CPU time. Paddle's one-layer models pay
+             oneDNN's layout reorders every run, so its column overstates the layer's share
+             of Paddle's whole model (ONEDNN_VERBOSE=1 shows those).
   conv-train the same three models as training steps (batch statistics, softmax
              cross-entropy, SGD 0.01): compiled vs interpreter vs PyTorch eager (the same net,
              torch.optim.SGD, one thread) at MNIST batch 1 and 64, ResNet and MobileNet batch
@@ -40,6 +45,8 @@ its own process (`--mode` runs one):
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/compiled.py
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv [--models mnist-cnn]
         [--batches 256]
+    PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv-layers
+        --models mobilenet-dw --batches 1 --paddle-python <venv with paddle>/bin/python
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv-train
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode train-mlp
 """
@@ -702,6 +709,58 @@ def conv_bench(steps, models, paddle_python, only_batches=None):
           f"{os.getloadavg()[0]:.2f})")
 
 
+def conv_per_layer(steps, models, paddle_python, only_batches=None):
+    """Inference a layer at a time: each conv layer of the model (conv -> batch_norm ->
+    relu) as a model of its own over the input it gets in the whole model, compiled vs
+    Paddle's predictor (the faster of native and oneDNN), thread CPU time: where the
+    model's time goes on both sides."""
+    import tempfile
+    import numpy as np
+    rng = np.random.default_rng(0)
+    print(f"conv per layer: inference, one thread, thread CPU time (compiled: medians of "
+          f"rounds; paddle: its predictor in its own process); load average at start "
+          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"{'model':>12} {'batch':>5} {'layer':>18} {'MFLOP':>8} {'compiled':>10} "
+          f"{'GFLOP/s':>8} {'paddle':>10} {'GFLOP/s':>8} {'vs paddle':>9}")
+    for name in models:
+        spec = CONV_MODELS[name]
+        (c, h, w), layers = spec[0], spec[1]
+        for batch in _batches(spec[2], only_batches):
+            tot = {"compiled": 0.0, "paddle": 0.0}
+            for (kind, f), layer in zip(conv_layers(spec), layers):
+                one = ((f.get("c", c), h, w), [layer], spec[2], spec[3])
+                if kind in ("conv", "dw", "pw"):
+                    exe, scope, main, compiled, out = conv_setup(one, False, rng)
+                    x = rng.random((batch, *one[0]), dtype=np.float32)
+
+                    def run():
+                        exe.run(compiled, feed={"img": x}, fetch_list=[out], scope=scope)
+                    for _ in range(3):
+                        run()
+                    flops = conv_flops(one, batch)
+                    per = max(3, min(50, int(steps * 2e7 / max(flops, 1)) // 10))
+                    t = alternating({"compiled": run}, rounds=3, per_round=per)["compiled"]
+                    with tempfile.TemporaryDirectory() as tmp:
+                        tp, kernels = conv_paddle(paddle_python, main, out, exe, scope, x, 3,
+                                                  per, tmp)
+                    tot["compiled"] += t
+                    tot["paddle"] += tp or 0.0
+                    label = f"{kind} {f['c']}->{f['m']} s{f['stride']} {h}"
+                    ptxt = f"{tp * 1e3:.3f}ms" if tp else "n/a"
+                    pg = f"{flops / tp / 1e9:.1f}" if tp else "n/a"
+                    vs = f"{tp / t:.2f}x" if tp else "n/a"
+                    print(f"{name:>12} {batch:>5} {label:>18} {flops / 1e6:>8.1f} "
+                          f"{t * 1e3:>8.3f}ms {flops / t / 1e9:>8.1f} {ptxt:>10} {pg:>8} "
+                          f"{vs:>9}  {kernels if tp else ''}")
+                    sys.stdout.flush()
+                    c, h, w = f["m"], f["oh"], f["ow"]
+                elif kind == "pool":
+                    h, w = h // 2, w // 2
+            print(f"{name:>12} {batch:>5} {'sum of convs':>18} {'':>8} "
+                  f"{tot['compiled'] * 1e3:>8.3f}ms {'':>8} {tot['paddle'] * 1e3:>8.3f}ms")
+    print(f"(load average at end {os.getloadavg()[0]:.2f})")
+
+
 def conv_train(steps, models, only_batches=None):
     """Training steps: compiled vs interpreter vs PyTorch eager (the same net, batch
     statistics, softmax cross-entropy, SGD 0.01; one thread)."""
@@ -761,6 +820,8 @@ MODES = {"train-mlp": lambda a: train_mlp(a.steps),
          "ctr-train": lambda a: ctr_train(max(30, a.steps // 10)),
          "conv": lambda a: conv_bench(a.steps, a.models or list(CONV_MODELS),
                                       a.paddle_python, a.batches),
+         "conv-layers": lambda a: conv_per_layer(a.steps, a.models or list(CONV_MODELS),
+                                                 a.paddle_python, a.batches),
          "conv-train": lambda a: conv_train(a.steps, a.models or list(CONV_MODELS),
                                             a.batches)}
 

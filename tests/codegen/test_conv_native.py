@@ -132,9 +132,17 @@ DEPTHWISE = {            # dilation 1, column stride 1 or 2: the register-tiled 
 }
 
 
-# the direct kernel (runtime/conv.h direct_conv_s1): one group, stride 1, dilation 1,
+# the direct kernel (runtime/conv.h direct_conv): one group, stride 1 or 2, dilation 1,
 # C*kh*kw <= DIRECT_MAX_K; the others above and below fall back to im2col
 DIRECT = {
+    "3 channels, stride 2, padding 1 (MobileNet's first conv), odd plane, batch of one": (
+        (1, 3, 9, 11), (10, 3, 3, 3), {"strides": [2, 2], "paddings": [1, 1]}),
+    "stride (2, 1), asymmetric padding, 2x4 kernel": (
+        (2, 2, 7, 6), (8, 2, 2, 4), {"strides": [2, 1], "paddings": [1, 0, 2, 1]}),
+    "stride (1, 2), no padding, even plane": ((2, 1, 6, 8), (17, 1, 3, 3),
+                                              {"strides": [1, 2]}),
+    "one channel, stride 2, padding 1": ((2, 1, 7, 7), (4, 1, 3, 3), {"strides": [2, 2],
+                                                                     "paddings": [1, 1]}),
     "one channel, 5 filters (a block of 8 lanes), batch of one": (
         (1, 1, 7, 9), (5, 1, 3, 3), {"paddings": [1, 1]}),
     "20 filters (16 + 8 lanes), 3x4 kernel, padding past it, 10 columns (8 + 2)": (
@@ -166,7 +174,7 @@ def test_the_winograd_cases_cover_a_second_block_of_tiles():
 FALLBACK = {            # a shape the direct kernel does not take: the im2col path
     "C*kh*kw = 36 > DIRECT_MAX_K": ((2, 4, 6, 6), (5, 4, 3, 3), {"paddings": [1, 1]}),
     "a 1x1 conv over 8 > DIRECT_MAX_C channels": ((2, 8, 5, 5), (6, 8, 1, 1), {}),
-    "one channel, stride 2": ((2, 1, 7, 7), (4, 1, 3, 3), {"strides": [2, 2],
+    "one channel, stride 3": ((2, 1, 7, 7), (4, 1, 3, 3), {"strides": [3, 3],
                                                           "paddings": [1, 1]}),
     "one channel, dilation 2": ((1, 1, 8, 8), (3, 1, 3, 3), {"dilations": [2, 2],
                                                             "paddings": [2, 2]}),
@@ -183,7 +191,7 @@ def _source(main):
 
 def _direct_kernel_runs(main):
     """Whether the compiled program's source calls the direct conv kernel."""
-    return "fl::direct_conv_s1(" in _source(main)
+    return "fl::direct_conv(" in _source(main)
 
 
 def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():
@@ -239,6 +247,40 @@ def test_a_1x1_conv_whose_sample_fills_a_chunk_hands_the_gemm_the_input():
                src.split("conv2d_grad")[0])
 
 
+POINTWISE = {          # 1x1, stride 1, no padding, one group: blocked gemms from the input
+    "blocks of 48 positions and a remainder, batch 2": ((2, 5, 10, 11), (7, 5, 1, 1), {}),
+    "one block a sample, batch 1": ((1, 6, 4, 5), (3, 6, 1, 1), {}),
+}
+POINTWISE_FALLBACK = {  # 1x1 convs that are not the sample's own columns: im2col
+    "stride 2": ((2, 5, 7, 6), (4, 5, 1, 1), {"strides": [2, 2]}),
+    "padding 1": ((1, 5, 4, 5), (4, 5, 1, 1), {"paddings": [1, 1]}),
+    "dilation 2 (taken as not the sample's own columns)": ((1, 5, 4, 5), (4, 5, 1, 1),
+                                                           {"dilations": [2, 2]}),
+}
+
+
+def _pointwise_runs(src):
+    return "auto pepi = " in src.split("conv2d_grad")[0]
+
+
+@pytest.mark.parametrize("case", sorted(POINTWISE))
+def test_a_1x1_conv_runs_gemms_over_blocks_of_positions(case, monkeypatch):
+    """Blocks small enough that a sample takes several (12 channels in and out, 48
+    positions a block): each block's gemm writes into the output in place (ldb = ldc =
+    H*W) and the epilogue follows it."""
+    from fluidity.codegen.emit.cpu import conv
+    monkeypatch.setattr(conv, "PW_BLOCK_BYTES", 4 * 12 * 48)
+    monkeypatch.setattr(conv, "PW_MIN_BLOCK", 16)
+    assert conv.pointwise_block(5, 7, 110) == 48
+    _conv_case("conv2d", case, POINTWISE, source_check=_pointwise_runs)
+
+
+@pytest.mark.parametrize("case", sorted(POINTWISE_FALLBACK))
+def test_a_1x1_conv_with_stride_or_padding_runs_im2col(case):
+    _conv_case("conv2d", case, POINTWISE_FALLBACK,
+               source_check=lambda src: not _pointwise_runs(src))
+
+
 @pytest.mark.parametrize("case", sorted(WINOGRAD))
 def test_winograd_matches_the_kernel(case):
     _conv_case("conv2d", case, WINOGRAD, winograd=True)
@@ -258,16 +300,22 @@ def test_a_one_channel_depthwise_conv_runs_the_direct_kernel():
 
 @pytest.mark.parametrize("case", sorted(DEPTHWISE))
 def test_depthwise_direct_kernel_matches_the_kernel(case):
-    _conv_case("depthwise_conv2d", case, DEPTHWISE)
+    """The tiled kernel where it applies; column stride 3 and dilation 2 fall back to the
+    row-by-row kernel (and its separate epilogue pass)."""
+    tiled = "stride 3" not in case and "dilation" not in case
+    _conv_case("depthwise_conv2d", case, DEPTHWISE,
+               source_check=lambda src: ("fl::depthwise_conv_tiled(" in src) == tiled
+               and ("fl::depthwise_conv(" in src) != tiled)
 
 
 # --- conv_epilogue ----------------------------------------------------------------------------
-def _cnn(is_test, groups=1, channels=4, stride=2):
+def _cnn(is_test, groups=1, channels=4, stride=2, ksize=3):
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = 11           # the same filters each time it is built
     with fluid.program_guard(main, startup):
         img = fluid.data("img", [None, channels, 9, 9], "float32")
-        h = fluid.layers.conv2d(img, 8, 3, padding=1, stride=stride, groups=groups)
+        h = fluid.layers.conv2d(img, 8, ksize, padding=ksize // 2, stride=stride,
+                                groups=groups)
         h = fluid.layers.batch_norm(h, act="relu", is_test=is_test)
         out = fluid.layers.pool2d(h, 2, pool_stride=2)
     return main, startup, out
@@ -317,11 +365,15 @@ def test_the_direct_kernels_epilogue_computes_bias_batch_norm_and_relu():
     np.testing.assert_allclose(got, want, rtol=4 * taps * EPS, atol=4 * taps * EPS * 4)
 
 
-@pytest.mark.parametrize("channels, stride", [(4, 2), (3, 1)])
-def test_the_epilogue_rounds_as_the_unfused_ops(channels, stride):
+@pytest.mark.parametrize("channels, stride, groups, ksize", [
+    (4, 2, 1, 3), (3, 1, 1, 3), (4, 1, 4, 3), (4, 2, 4, 3), (6, 1, 1, 1)])
+def test_the_epilogue_rounds_as_the_unfused_ops(channels, stride, groups, ksize):
     """Fusing changes no bit: fetching the conv's own output (kept, so nothing fuses)
-    gives the same result bit for bit (the im2col path, and the direct kernel's)."""
-    main, startup, out = _cnn(True, channels=channels, stride=stride)
+    gives the same result bit for bit (the im2col path, the direct kernel's, the tiled
+    depthwise kernel's, which applies it to each plane as it is computed, and the 1x1
+    conv's, which applies it to each block of positions after its gemm)."""
+    main, startup, out = _cnn(True, channels=channels, stride=stride, groups=groups,
+                              ksize=ksize)
     x = f32(2, channels, 9, 9)
     prog, (fused,) = _run_cnn(main, startup, [out], True, x)
     assert len(_fused(prog)) == 3
@@ -329,6 +381,26 @@ def test_the_epilogue_rounds_as_the_unfused_ops(channels, stride):
     prog, (_, plain) = _run_cnn(main, startup, [conv_out, out], True, x)
     assert not _fused(prog)
     np.testing.assert_array_equal(fused, plain)
+
+
+def test_a_1x1_convs_epilogue_follows_each_block_of_positions(monkeypatch):
+    """81 positions in blocks of 32, 32 and 17: bias, batch_norm and relu applied to each
+    block's channel rows (fused) give the unfused ops' bits and the interpreter's values
+    within the rounding of a 6-term sum."""
+    from fluidity.codegen.emit.cpu import conv
+    monkeypatch.setattr(conv, "PW_BLOCK_BYTES", 4 * 14 * 32)
+    monkeypatch.setattr(conv, "PW_MIN_BLOCK", 16)
+    assert conv.pointwise_block(6, 8, 81) == 32
+    main, startup, out = _cnn(True, channels=6, stride=1, ksize=1)
+    x = f32(2, 6, 9, 9)
+    _, (want,) = _run_cnn(main, startup, [out], False, x)
+    prog, (fused,) = _run_cnn(main, startup, [out], True, x)
+    assert len(_fused(prog)) == 3 and _pointwise_runs(_source(main))
+    conv_out = main.global_block().ops[0].output("Output")[0]
+    _, (_, plain) = _run_cnn(main, startup, [conv_out, out], True, x)
+    np.testing.assert_array_equal(fused, plain)
+    taps = 6
+    np.testing.assert_allclose(fused, want, rtol=4 * taps * EPS, atol=4 * taps * EPS * 4)
 
 
 def test_training_batch_norm_and_a_fetched_intermediate_are_not_fused():

@@ -88,13 +88,16 @@ inline void col2im(const float* __restrict dcols, const ConvGeom& g, float* __re
         }
 }
 
-// Direct convolution of one sample for stride 1, dilation 1, one group (any kernel size and
-// padding), without im2col's columns. The sample is first copied into `xp`, its planes
-// padded to HP = OH + KH - 1 rows of WP = OW + KW - 1 columns (the zero border stays from
-// the first sample of a call: `fresh` zeroes it). Output position q = oh * WP + ow of that
-// padded grid then reads tap (c, i, j) at xp[c][q + i * WP + j]: a run of consecutive
-// positions reads consecutive floats of every tap, so the columns past OW (KW - 1 of each
-// row, computed and never read) cost less than cutting the rows. The filter is packed
+// Direct convolution of one sample for dilation 1, one group (any kernel size, stride and
+// padding), without im2col's columns. The sample is first copied into `xp`, each padded
+// plane split into its SH x SW phases (padded row SH * r + pi, column SW * s + pj is row r,
+// column s of phase (pi, pj); one phase for stride 1), each phase RH = OH + (KH - 1) / SH
+// rows of WS = OW + (KW - 1) / SW columns (the zero border stays from the first sample of
+// a call: `fresh` zeroes it). Output position q = oh * WS + ow then reads tap (c, i, j) at
+// xp + q + off[c, i, j], off = the offset of phase (i % SH, j % SW) of plane c plus
+// (i / SH) * WS + j / SW (dconv_offsets): a run of consecutive positions reads consecutive
+// floats of every tap, so the columns past OW ((KW - 1) / SW of each row, computed and
+// never read) cost less than cutting the rows. The filter is packed
 // (dconv_pack) as blocks of 16 output channels (8 for the last block when M is not a
 // multiple of 16), tap-major; the micro-kernel holds DCONV_R positions x 16 channels in
 // registers and, per tap, loads the tap's 16 weights (two vectors) and broadcasts each
@@ -112,12 +115,25 @@ typedef float dconv_v8 __attribute__((vector_size(32), aligned(4)));
 
 inline int64_t dconv_mp(int64_t M) { return (M + 7) / 8 * 8; }
 
-// Floats of the padded sample (with the slack the last tile reads past the grid) and of tmp.
+// The phases' rows and columns (RH, WS), floats of the padded sample (with the slack the
+// last tile reads past the grid) and of tmp.
+inline int64_t dconv_rh(const ConvGeom& g) { return g.OH + (g.KH - 1) / g.SH; }
+inline int64_t dconv_ws(const ConvGeom& g) { return g.OW + (g.KW - 1) / g.SW; }
 inline int64_t dconv_xp_floats(const ConvGeom& g) {
-    return g.C * (g.OH + g.KH - 1) * (g.OW + g.KW - 1) + g.KW + DCONV_R + 8;
+    return g.C * g.SH * g.SW * dconv_rh(g) * dconv_ws(g) + dconv_ws(g) + DCONV_R + 8;
 }
 inline int64_t dconv_tmp_floats(const ConvGeom& g, int64_t M) {
-    return (g.OH * (g.OW + g.KW - 1) + DCONV_R + 8) * dconv_mp(M);
+    return (g.OH * dconv_ws(g) + DCONV_R + 8) * dconv_mp(M);
+}
+
+// off[(c * KH + i) * KW + j]: where tap (c, i, j) of output position 0 is in xp.
+inline void dconv_offsets(const ConvGeom& g, int64_t* off) {
+    const int64_t RH = dconv_rh(g), WS = dconv_ws(g), PH = RH * WS;
+    for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t i = 0; i < g.KH; ++i)
+            for (int64_t j = 0; j < g.KW; ++j)
+                off[(c * g.KH + i) * g.KW + j] = ((c * g.SH + i % g.SH) * g.SW + j % g.SW) * PH
+                                                 + i / g.SH * WS + j / g.SW;
 }
 
 // w [M, K] -> wp: per block of 16 channels (or the last 8) [K][16 or 8], zeros past M.
@@ -131,55 +147,78 @@ inline void dconv_pack(const float* __restrict w, int64_t M, int64_t K, float* _
     }
 }
 
-template <int MV>
+// The tile's taps: rows (c, i) at off[(c * KH + i) * KW] (KH rows of each of the CI = C
+// planes), KW taps along each, at row + j (SW1: column stride 1) or at the row's offsets
+// off[... + j] - off[...] (colo).
+template <int MV, bool SW1>
 __attribute__((optimize("fp-contract=fast"), always_inline))
-inline void dconv_tile(const float* __restrict xq, const float* __restrict wb, int64_t C,
-                       int64_t KH, int64_t KW, int64_t HPWP, int64_t WP, float* __restrict o,
-                       int64_t Mp) {
+inline void dconv_tile(const float* __restrict xq, const float* __restrict wb,
+                       const int64_t* __restrict off, const int64_t* __restrict colo,
+                       int64_t CI, int64_t KW, float* __restrict o, int64_t Mp) {
     dconv_v8 a[DCONV_R][MV];
     for (int r = 0; r < DCONV_R; ++r)
         for (int v = 0; v < MV; ++v) a[r][v] = dconv_v8{};
-    for (int64_t c = 0; c < C; ++c)
-        for (int64_t i = 0; i < KH; ++i) {
-            const float* row = xq + c * HPWP + i * WP;
-            for (int64_t j = 0; j < KW; ++j, wb += 8 * MV) {
-                dconv_v8 w[MV];
-                for (int v = 0; v < MV; ++v) w[v] = *(const dconv_v8*)(wb + 8 * v);
-                for (int r = 0; r < DCONV_R; ++r) {
-                    const float t = row[j + r];
-                    for (int v = 0; v < MV; ++v) a[r][v] += w[v] * t;
-                }
+    for (int64_t ci = 0; ci < CI; ++ci) {
+        const float* row = xq + off[ci * KW];
+        for (int64_t j = 0; j < KW; ++j, wb += 8 * MV) {
+            const float* at = SW1 ? row + j : row + colo[j];
+            dconv_v8 w[MV];
+            for (int v = 0; v < MV; ++v) w[v] = *(const dconv_v8*)(wb + 8 * v);
+            for (int r = 0; r < DCONV_R; ++r) {
+                const float t = at[r];
+                for (int v = 0; v < MV; ++v) a[r][v] += w[v] * t;
             }
         }
+    }
     for (int r = 0; r < DCONV_R; ++r)
         for (int v = 0; v < MV; ++v) *(dconv_v8*)(o + r * Mp + 8 * v) = a[r][v];
 }
 
-// One sample: x [C, H, W] -> tmp [q][Mp] (q = oh * (OW + KW - 1) + ow); wp from dconv_pack;
-// xp of dconv_xp_floats, zeroed when `fresh` (then only the image's positions are written).
+// One sample: x [C, H, W] -> tmp [q][Mp] (q = oh * WS + ow); wp from dconv_pack, off from
+// dconv_offsets; xp of dconv_xp_floats, zeroed when `fresh` (then only the image's
+// positions are written).
 __attribute__((optimize("fp-contract=fast", "no-tree-loop-distribute-patterns")))
-inline void direct_conv_s1(const float* __restrict x, const float* __restrict wp,
-                           const ConvGeom& g, int64_t M, float* __restrict xp, bool fresh,
-                           float* __restrict tmp) {
-    const int64_t HP = g.OH + g.KH - 1, WP = g.OW + g.KW - 1, K = g.C * g.KH * g.KW;
-    const int64_t Mp = dconv_mp(M), Q = g.OH * WP;
+inline void direct_conv(const float* __restrict x, const float* __restrict wp,
+                        const int64_t* __restrict off, const ConvGeom& g, int64_t M,
+                        float* __restrict xp, bool fresh, float* __restrict tmp) {
+    const int64_t RH = dconv_rh(g), WS = dconv_ws(g), K = g.C * g.KH * g.KW;
+    const int64_t Mp = dconv_mp(M), Q = g.OH * WS, PH = RH * WS;
     if (fresh) std::memset(xp, 0, sizeof(float) * (size_t)dconv_xp_floats(g));
-    const int64_t h_hi = g.H < HP - g.PT ? g.H : HP - g.PT;
-    const int64_t w_hi = g.W < WP - g.PL ? g.W : WP - g.PL;
     for (int64_t c = 0; c < g.C; ++c)
-        for (int64_t h = 0; h < h_hi; ++h) {
+        for (int64_t h = 0; h < g.H; ++h) {
+            const int64_t ph = h + g.PT, r = ph / g.SH;
+            if (r >= RH) break;
             const float* src = x + (c * g.H + h) * g.W;
-            float* dst = xp + (c * HP + h + g.PT) * WP + g.PL;
-            for (int64_t w = 0; w < w_hi; ++w) dst[w] = src[w];
+            for (int64_t pj = 0; pj < g.SW; ++pj) {       // padded column SW * s + pj
+                float* dst = xp + ((c * g.SH + ph % g.SH) * g.SW + pj) * PH + r * WS;
+                const int64_t w0 = pj - g.PL;            // its image column: SW * s + w0
+                int64_t s0 = w0 >= 0 ? 0 : (-w0 + g.SW - 1) / g.SW;
+                int64_t s1 = (g.W - w0 + g.SW - 1) / g.SW;
+                if (s1 > WS) s1 = WS;
+                if (g.SW == 1)
+                    for (int64_t s = s0; s < s1; ++s) dst[s] = src[s + w0];
+                else
+                    for (int64_t s = s0; s < s1; ++s) dst[s] = src[s * g.SW + w0];
+            }
         }
+    int64_t colo[64];                              // DIRECT_MAX_K bounds KW
+    for (int64_t j = 0; j < g.KW && j < 64; ++j) colo[j] = off[j] - off[0];
+    const int64_t CI = g.C * g.KH;
     for (int64_t m0 = 0; m0 < Mp; m0 += 16) {
         const float* wb = wp + m0 * K;
-        if (Mp - m0 >= 16)
+        float* t0 = tmp + m0;
+        if (Mp - m0 >= 16 && g.SW == 1)
             for (int64_t q = 0; q < Q; q += DCONV_R)
-                dconv_tile<2>(xp + q, wb, g.C, g.KH, g.KW, HP * WP, WP, tmp + q * Mp + m0, Mp);
+                dconv_tile<2, true>(xp + q, wb, off, colo, CI, g.KW, t0 + q * Mp, Mp);
+        else if (Mp - m0 >= 16)
+            for (int64_t q = 0; q < Q; q += DCONV_R)
+                dconv_tile<2, false>(xp + q, wb, off, colo, CI, g.KW, t0 + q * Mp, Mp);
+        else if (g.SW == 1)
+            for (int64_t q = 0; q < Q; q += DCONV_R)
+                dconv_tile<1, true>(xp + q, wb, off, colo, CI, g.KW, t0 + q * Mp, Mp);
         else
             for (int64_t q = 0; q < Q; q += DCONV_R)
-                dconv_tile<1>(xp + q, wb, g.C, g.KH, g.KW, HP * WP, WP, tmp + q * Mp + m0, Mp);
+                dconv_tile<1, false>(xp + q, wb, off, colo, CI, g.KW, t0 + q * Mp, Mp);
     }
 }
 
@@ -310,52 +349,66 @@ inline void dwconv_tile(const float* __restrict row0, const float* __restrict wm
         if (n > 8 * v) dconv_store(o + 8 * v, acc[v], n - 8 * v);
 }
 
-__attribute__((optimize("fp-contract=fast", "no-tree-loop-distribute-patterns")))
-inline void depthwise_conv_tiled(const float* __restrict x, const float* __restrict w,
-                                 const ConvGeom& g, int64_t mult, float* __restrict xp,
-                                 float* __restrict out) {
-    const int64_t M = g.C * mult, P = g.OH * g.OW, HP = (g.OH - 1) * g.SH + g.KH;
+// One plane of depthwise_conv_tiled: plane `img` of the input copied into xp (whose
+// border the caller zeroed), the output plane `o` [OH, OW] computed tile by tile. Not
+// inlined: its callers' per-plane epilogues are compiled without its fp-contract=fast (they
+// must round as the unfused ops do).
+__attribute__((optimize("fp-contract=fast", "no-tree-loop-distribute-patterns"), noinline))
+inline void dwconv_plane_tiled(const float* __restrict img, const float* __restrict wm,
+                               const ConvGeom& g, float* __restrict xp, float* __restrict o) {
+    const int64_t HP = (g.OH - 1) * g.SH + g.KH;
     const int64_t WS = g.OW + g.KW + 32;            // one phase's row
     const int64_t half = HP * WS;                   // the odd columns' phase (stride 2)
-    std::memset(xp, 0, sizeof(float) * (size_t)dwconv_xp_floats(g));
     const int64_t h_hi = g.H < HP - g.PT ? g.H : HP - g.PT;
-    for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < g.N; ++n) {
-            const float* img = x + (n * g.C + m / mult) * g.H * g.W;
-            for (int64_t h = 0; h < h_hi; ++h) {
-                const float* src = img + h * g.W;
-                float* row = xp + (h + g.PT) * WS;
-                if (g.SW == 1) {
-                    const int64_t w_hi = g.W < WS - g.PL ? g.W : WS - g.PL;
-                    for (int64_t c = 0; c < w_hi; ++c) row[c + g.PL] = src[c];
-                } else {          // padded column 2k + p is phase p's k-th: image column
-                    for (int64_t p = 0; p < 2; ++p) {         // 2k + p - PL, where in [0, W)
-                        const int64_t off = p - g.PL;
-                        int64_t k0 = off >= 0 ? 0 : (-off + 1) / 2;
-                        int64_t k1 = (g.W - off + 1) / 2;
-                        if (k1 > WS) k1 = WS;
-                        float* dst = row + p * half;
-                        const float* s2 = src + off;
-                        for (int64_t k = k0; k < k1; ++k) dst[k] = s2[2 * k];
-                    }
-                }
+    for (int64_t h = 0; h < h_hi; ++h) {
+        const float* src = img + h * g.W;
+        float* row = xp + (h + g.PT) * WS;
+        if (g.SW == 1) {
+            const int64_t w_hi = g.W < WS - g.PL ? g.W : WS - g.PL;
+            for (int64_t c = 0; c < w_hi; ++c) row[c + g.PL] = src[c];
+        } else {          // padded column 2k + p is phase p's k-th: image column
+            for (int64_t p = 0; p < 2; ++p) {         // 2k + p - PL, where in [0, W)
+                const int64_t off = p - g.PL;
+                int64_t k0 = off >= 0 ? 0 : (-off + 1) / 2;
+                int64_t k1 = (g.W - off + 1) / 2;
+                if (k1 > WS) k1 = WS;
+                float* dst = row + p * half;
+                const float* s2 = src + off;
+                for (int64_t k = k0; k < k1; ++k) dst[k] = s2[2 * k];
             }
-            const float* wm = w + m * g.KH * g.KW;
-            float* o = out + (m * g.N + n) * P;
-            for (int64_t oh = 0; oh < g.OH; ++oh)
-                for (int64_t o0 = 0; o0 < g.OW; o0 += 32) {
-                    const float* row0 = xp + oh * g.SH * WS + o0;
-                    float* orow = o + oh * g.OW + o0;
-                    const int64_t n = g.OW - o0;
-                    if (n > 24)
-                        dwconv_tile<4>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
-                    else if (n > 16)
-                        dwconv_tile<3>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
-                    else if (n > 8)
-                        dwconv_tile<2>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
-                    else
-                        dwconv_tile<1>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
-                }
+        }
+    }
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t o0 = 0; o0 < g.OW; o0 += 32) {
+            const float* row0 = xp + oh * g.SH * WS + o0;
+            float* orow = o + oh * g.OW + o0;
+            const int64_t n = g.OW - o0;
+            if (n > 24)
+                dwconv_tile<4>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+            else if (n > 16)
+                dwconv_tile<3>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+            else if (n > 8)
+                dwconv_tile<2>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+            else
+                dwconv_tile<1>(row0, wm, g.KH, g.KW, g.SW, WS, half, WS, orow, n);
+        }
+}
+
+// The tiled depthwise conv writing NCHW: each output plane (n, m) computed, then
+// epi(m, plane, OH*OW) applied to it while it is still in cache (the conv's bias and fused
+// epilogue, in place), instead of a second sweep over the whole output.
+template <typename Epi>
+inline void depthwise_conv_tiled(const float* __restrict x, const float* __restrict w,
+                                 const ConvGeom& g, int64_t mult, float* __restrict xp,
+                                 float* __restrict out, Epi epi) {
+    const int64_t M = g.C * mult, P = g.OH * g.OW;
+    std::memset(xp, 0, sizeof(float) * (size_t)dwconv_xp_floats(g));
+    for (int64_t n = 0; n < g.N; ++n)
+        for (int64_t m = 0; m < M; ++m) {
+            float* o = out + (n * M + m) * P;
+            dwconv_plane_tiled(x + (n * g.C + m / mult) * g.H * g.W, w + m * g.KH * g.KW, g,
+                               xp, o);
+            epi(m, o, P);
         }
 }
 

@@ -1,7 +1,9 @@
 """C++ emitters of conv2d, depthwise_conv2d, conv2d_transpose, pool2d, max_pool2d_with_index
 and their gradients: im2col and one gemm per group over a cache-sized chunk of the batch (the
-numpy kernels' BLAS calls), a direct register-tiled kernel for stride-1 convs with few taps
-(C*kh*kw <= DIRECT_MAX_K, C <= DIRECT_MAX_C), a direct kernel for depthwise convs, direct loops for pooling."""
+numpy kernels' BLAS calls), a direct register-tiled kernel for stride-1 or -2 convs with few
+taps (C*kh*kw <= DIRECT_MAX_K, C <= DIRECT_MAX_C), Winograd for deep 3x3 stride-1 convs, 1x1
+convs as gemms over blocks of positions straight from the input, a direct kernel for
+depthwise convs, direct loops for pooling."""
 import numpy as np
 
 from ....errors import ShapeError
@@ -78,9 +80,11 @@ def conv2d(e):
     a 1x1 conv's one-sample chunk: the sample is its columns), one gemm per group ([M,
     C*kh*kw] @ [C*kh*kw, n*oh*ow], the kernel's matmul over those samples), then one pass
     writing NCHW: the bias, and the per-channel ops a fused epilogue
-    (fusion.conv_epilogue) computes in their place. Instead, by shape: stride-1 convs over
-    few channels run the direct kernel (_direct), deep 3x3 stride-1 convs Winograd
-    (_winograd), depthwise convs a direct depthwise kernel; all apply the same epilogue."""
+    (fusion.conv_epilogue) computes in their place. Instead, by shape: stride-1 or -2 convs
+    over few channels run the direct kernel (_direct), deep 3x3 stride-1 convs Winograd
+    (_winograd), 1x1 stride-1 convs of one group gemms over blocks of positions
+    (_emit_pointwise), depthwise convs a direct depthwise kernel that applies the epilogue
+    to each plane; all apply the same epilogue."""
     x, w, bias = e.input("Input"), e.input("Filter"), e.input("Bias")
     if e.op.input("ResidualData"):
         e.fail("ResidualData")
@@ -99,15 +103,19 @@ def conv2d(e):
         _emit_winograd(e, x, (out, m, oh, ow), n, bias, fused)
         return
     if _depthwise(x, w, groups):
-        tmp = e.scratch([str(m), e.mul(n, hw)])
         strides, pads, dil = _geometry(e, x, w)
         if dil == [1, 1] and strides[1] in (1, 2) and min(pads) >= 0:
             kh, kw = int(w.dims[2]), int(w.dims[3])
             xp = e.scratch([str(2 * ((oh - 1) * strides[0] + kh) * (ow + kw + 32))])
-            e.code(f"fl::depthwise_conv_tiled({x}, {w}, g, {mg}, {xp}, {tmp});")
+            e.code(f"{{ auto depi = {_plane_epilogue(bias, fused)}; "
+                   f"fl::depthwise_conv_tiled({x}, {w}, g, {mg}, {xp}, {out}, depi); }}")
         else:
+            tmp = e.scratch([str(m), e.mul(n, hw)])
             e.code(f"fl::depthwise_conv({x}, {w}, g, {mg}, {tmp});")
-        e.code(_epilogue(tmp, out, m, n, hw, bias, fused))
+            e.code(_epilogue(tmp, out, m, n, hw, bias, fused))
+        return
+    if groups == 1 and PW_BLOCK_BYTES and _identity_columns(e, x, w):
+        _emit_pointwise(e, x, w, (out, m, hw), n, bias, fused)
         return
     nb = chunk_samples(groups * ckk * hw)
     tmp = e.scratch([str(m * nb * hw)])
@@ -138,7 +146,7 @@ def chunk_samples(col_floats_per_sample):
     return max(1, CHUNK_BYTES // (4 * col_floats_per_sample))
 
 
-# runtime/conv.h's direct kernel (direct_conv_s1): the output positions its micro-kernel
+# runtime/conv.h's direct kernel (direct_conv): the output positions its micro-kernel
 # holds (DCONV_R); its scratch sizes are dconv_xp_floats and dconv_tmp_floats there.
 DIRECT_R = 6
 
@@ -162,12 +170,12 @@ def _geometry(e, x, w):
 
 
 def _direct(e, x, w, groups):
-    """Whether a conv runs conv.h's direct kernel (direct_conv_s1): one group, stride 1,
+    """Whether a conv runs conv.h's direct kernel (direct_conv): one group, stride 1 or 2,
     dilation 1, padding not negative, C*kh*kw at most DIRECT_MAX_K and C at most
-    DIRECT_MAX_C; each sample's output then comes straight from the padded image, without
-    im2col's columns."""
+    DIRECT_MAX_C; each sample's output then comes straight from the padded image (split
+    into its stride's phases), without im2col's columns."""
     strides, pads, dil = _geometry(e, x, w)
-    return (groups == 1 and strides == [1, 1] and dil == [1, 1] and min(pads) >= 0
+    return (groups == 1 and set(strides) <= {1, 2} and dil == [1, 1] and min(pads) >= 0
             and int(e.prod(w.dims[1:])) <= DIRECT_MAX_K and int(x.dims[1]) <= DIRECT_MAX_C)
 
 
@@ -221,6 +229,41 @@ def _emit_winograd(e, x, output, n, bias, fused):
            f"wld); fl::wino_output({r}, g, {m}, wt0, wtb, wld, {out}, wepi); }} }}")
 
 
+# A 1x1 conv (stride 1, no padding, one group) is [M, C] @ the sample [C, H*W] with no
+# columns to build: the generated code runs one gemm per block of the sample's positions,
+# straight from the input into the output (ldb = ldc = H*W), and applies the epilogue to
+# the block right after, while its [M, block] results are in L2, instead of a gemm into
+# scratch and a second sweep over memory. PW_BLOCK_BYTES bounds a block's input and output
+# columns; 0 turns the blocked form off (the im2col path's no-copy chunks then run it).
+PW_BLOCK_BYTES = 256 << 10
+PW_MIN_BLOCK = 256
+
+
+def pointwise_block(c, m, hw):
+    """Positions a block of a 1x1 conv's gemm takes: its [C + M, block] floats within
+    PW_BLOCK_BYTES, at least PW_MIN_BLOCK (a narrower gemm repacks [M, C] too often for
+    its work), the sample's positions split into blocks of equal size (a multiple of 16)."""
+    blk = max(PW_MIN_BLOCK, PW_BLOCK_BYTES // (4 * (c + m)))
+    if blk >= hw:
+        return hw
+    nblk = -(-hw // blk)
+    return -(-(-(-hw // nblk)) // 16) * 16
+
+
+def _emit_pointwise(e, x, w, output, n, bias, fused):
+    """A 1x1 conv a block of positions at a time: the gemm writes the block's [M, block]
+    outputs in place in NCHW, then _plane_epilogue runs over each channel's row of it."""
+    out, m, hw = output
+    c = int(x.dims[1])
+    blk = pointwise_block(c, m, hw)
+    e.code(f"{{ auto pepi = {_plane_epilogue(bias, fused)}; "
+           f"for (int64_t n0 = 0; n0 < {n}; ++n0) for (int64_t j0 = 0; j0 < {hw}; "
+           f"j0 += {blk}) {{ const int64_t jb = {hw} - j0 < {blk} ? {hw} - j0 : {blk}; "
+           f"float* o = {out} + n0 * {m * hw} + j0; fl::gemm(false, false, {m}, jb, {c}, "
+           f"1.0f, {w}, {c}, {x} + n0 * {c * hw} + j0, {hw}, 0.0f, o, {hw}); "
+           f"for (int64_t c = 0; c < {m}; ++c) pepi(c, o + c * {hw}, jb); }} }}")
+
+
 def _identity_columns(e, x, w):
     """Whether im2col of one sample is a copy of it: a 1x1 filter, stride 1, dilation 1,
     no padding (then a chunk of one sample hands the gemm the input itself)."""
@@ -271,6 +314,17 @@ def _epilogue(tmp, out, m, n, hw, bias, fused):
             f"++i) {{ float v = src[i]; {per_value} dst[i] = v; }} }} }}")
 
 
+def _plane_epilogue(bias, fused):
+    """A C++ lambda (c, plane, n) applying the conv's epilogue in place to n values of
+    output channel c (_epilogue_steps: the unfused ops' float arithmetic), for kernels
+    that hand it each plane or block while it is in cache."""
+    per_channel, per_value, _ = _epilogue_steps(bias, fused)
+    if not per_value:
+        return "[](int64_t, float*, int64_t) {}"
+    return (f"[&](int64_t c, float* __restrict o, int64_t np_) {{ {per_channel} "
+            f"for (int64_t i = 0; i < np_; ++i) {{ float v = o[i]; {per_value} o[i] = v; }} }}")
+
+
 def _channel_consts(e, m, bias, fused):
     """(the per-channel constants' (name, array) pairs, the per-value steps) of an epilogue
     run over a whole sample at a time: the constants (_epilogue_steps' per-channel
@@ -289,16 +343,19 @@ def _emit_direct(e, x, w, output, n, bias, fused):
     sample's [position][channel] result written out in NCHW by _direct_epilogue."""
     out, m, oh, ow = output
     c, kh, kw = int(x.dims[1]), int(w.dims[2]), int(w.dims[3])
-    k, mp, wp = c * kh * kw, -(-m // 8) * 8, ow + kw - 1
+    sh, sw = _geometry(e, x, w)[0]
+    k, mp = c * kh * kw, -(-m // 8) * 8
+    rh, wp = oh + (kh - 1) // sh, ow + (kw - 1) // sw               # dconv_rh, dconv_ws
     packed = e.scratch([str(mp * k)])
-    xp = e.scratch([str(c * (oh + kh - 1) * wp + kw + DIRECT_R + 8)])    # dconv_xp_floats
+    offsets = e.scratch([str(k)], "int64_t")
+    xp = e.scratch([str(c * sh * sw * rh * wp + wp + DIRECT_R + 8)])    # dconv_xp_floats
     tmp = e.scratch([str((oh * wp + DIRECT_R + 8) * mp)])               # dconv_tmp_floats
     chw = c * int(x.dims[2]) * int(x.dims[3])
     sample = f"({out} + n0 * {m * oh * ow})"
     consts, per_value = _channel_consts(e, m, bias, fused)
-    e.code(f"fl::dconv_pack({w}, {m}, {k}, {packed});")
-    e.code(f"for (int64_t n0 = 0; n0 < {n}; ++n0) {{ fl::direct_conv_s1({x} + n0 * {chw}, "
-           f"{packed}, g, {m}, {xp}, n0 == 0, {tmp}); "
+    e.code(f"fl::dconv_pack({w}, {m}, {k}, {packed}); fl::dconv_offsets(g, {offsets});")
+    e.code(f"for (int64_t n0 = 0; n0 < {n}; ++n0) {{ fl::direct_conv({x} + n0 * {chw}, "
+           f"{packed}, {offsets}, g, {m}, {xp}, n0 == 0, {tmp}); "
            + _direct_epilogue(tmp, sample, m, (oh, ow, wp, mp), consts, per_value) + " }")
 
 
