@@ -112,6 +112,10 @@ CONVS = {
     # one sample's columns (16*9 x 24*24 floats) fill a chunk: the batch runs in 3 chunks
     "a batch in chunks of one sample, groups 2": ((3, 16, 24, 24), (4, 8, 3, 3),
                                                   {"paddings": [1, 1], "groups": 2}),
+    # 36 x 576 floats of columns a sample: chunks of 3 samples, the second one short
+    "a batch of 4 in chunks of 3": ((4, 4, 24, 24), (3, 4, 3, 3), {"paddings": [1, 1]}),
+    "batch of one, stride 2, padding 1": ((1, 3, 7, 8), (4, 3, 3, 3), {"strides": [2, 2],
+                                                                     "paddings": [1, 1]}),
 }
 DEPTHWISE = {            # dilation 1, column stride 1 or 2: the register-tiled form
     "multiplier 1, stride 2, padding 1": ((2, 3, 7, 6), (3, 1, 3, 3),
@@ -189,6 +193,7 @@ def _direct_kernel_runs(main):
 def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():
     from fluidity.codegen.emit.cpu.conv import chunk_samples
     assert chunk_samples(16 * 9 * 24 * 24) == 1
+    assert chunk_samples(4 * 9 * 24 * 24) == 3
 
 
 def _conv_case(op_type, case, table, direct=None, winograd=None, source_check=None):

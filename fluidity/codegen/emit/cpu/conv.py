@@ -325,8 +325,7 @@ def conv2d_grad(e):
         e.input("Output@GRAD")
     e.require_float(x, w, bias, dout)
     geom, groups, m, (oh, ow) = _emit_conv_geometry(e, x, w)
-    ckk, mg = e.prod(w.dims[1:]), m // groups
-    ncol = e.mul(x.dims[0], oh * ow)
+    mg = m // groups
     e.code(geom)
     if _depthwise(x, w, groups):
         dx = e.output("Input@GRAD", x.dims) if e.has_output("Input@GRAD") else None
@@ -335,21 +334,45 @@ def conv2d_grad(e):
                f"{dw or 'nullptr'});")
         _bias_grad(e, bias, dout, x.dims[0], m, oh * ow)
         return
-    d = e.scratch([str(m), ncol])      # Output@GRAD as [M, N*oh*ow]
-    e.code(f"fl::swap01({dout}, {d}, {x.dims[0]}, {m}, {oh * ow});")
-    if e.has_output("Filter@GRAD"):
-        cols = e.scratch([e.mul(groups, ckk), ncol])
-        dw = e.output("Filter@GRAD", w.dims)
-        e.code(f"fl::im2col({x}, g, {cols});")
-        e.code(grouped_gemm("fl::gemm", groups, False, True, mg, ckk, ncol, d, ncol,
-                             cols, ncol, dw, ckk))
-    if e.has_output("Input@GRAD"):
-        dcols = e.scratch([e.mul(groups, ckk), ncol])
-        dx = e.output("Input@GRAD", x.dims)
-        e.code(grouped_gemm("fl::gemm", groups, True, False, ckk, ncol, mg, w, ckk, d,
-                             ncol, dcols, ncol))
-        e.code(f"fl::col2im({dcols}, g, {dx});")
+    want_dw, want_dx = e.has_output("Filter@GRAD"), e.has_output("Input@GRAD")
+    dw = e.output("Filter@GRAD", w.dims) if want_dw else None
+    dx = e.output("Input@GRAD", x.dims) if want_dx else None
+    if want_dw or want_dx:
+        _emit_gemm_grad(e, x, w, dout, (groups, m, oh * ow), dw, dx)
     _bias_grad(e, bias, dout, x.dims[0], m, oh * ow)
+
+
+def _emit_gemm_grad(e, x, w, dout, shape, dw, dx):
+    """conv2d_grad's gemms per chunk of the batch (chunk_samples of its columns), so that
+    the chunk's Output@GRAD in gemm layout [M, nb*oh*ow], its columns and their gradient
+    stay in L2 from one step to the next: per group dW_g (+)= dY_g @ cols_g^T (the first
+    chunk's gemm sets dW, the later ones add to it) and dcols_g = W_g^T @ dY_g, then
+    col2im into the chunk's samples of dX. The whole batch's [M, N*oh*ow] swap and
+    columns (7 MB each for the MNIST CNN's second conv at batch 64) went through memory
+    between these steps."""
+    groups, m, hw = shape
+    n, mg = x.dims[0], m // groups
+    ckk = int(e.prod(w.dims[1:]))
+    chw = int(e.prod(x.dims[1:]))
+    nb = chunk_samples(groups * ckk * hw)
+    d = e.scratch([str(m * nb * hw)])
+    cols = e.scratch([str(groups * ckk * nb * hw)])
+    steps = [f"fl::swap01({dout} + n0 * {m * hw}, {d}, gc.N, {m}, {hw});"]
+    if dw is not None:
+        steps.append(f"fl::im2col({x} + n0 * {chw}, gc, {cols}); for (int64_t gi = 0; "
+                     f"gi < {groups}; ++gi) fl::gemm(false, true, {mg}, {ckk}, nc, 1.0f, "
+                     f"{d} + gi * {mg} * nc, nc, {cols} + gi * {ckk} * nc, nc, n0 ? 1.0f : "
+                     f"0.0f, {dw} + gi * {mg * ckk}, {ckk});")
+    if dx is not None:
+        steps.append(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(true, false, {ckk}, "
+                     f"nc, {mg}, 1.0f, {w} + gi * {mg * ckk}, {ckk}, {d} + gi * {mg} * nc, nc, "
+                     f"0.0f, {cols} + gi * {ckk} * nc, nc); fl::col2im({cols}, gc, {dx} + "
+                     f"n0 * {chw});")
+    e.code(f"for (int64_t n0 = 0; n0 < {n}; n0 += {nb}) {{ fl::ConvGeom gc = g; "
+           f"gc.N = {n} - n0 < {nb} ? {n} - n0 : {nb}; const int64_t nc = gc.N * {hw}; "
+           + " ".join(steps) + " }")
+    if dw is not None:               # an empty batch: no chunk set dW
+        e.code(f"if ({n} == 0) std::memset({dw}, 0, sizeof(float) * {dw.numel()});")
 
 
 def _bias_grad(e, bias, dout, n, m, hw):
