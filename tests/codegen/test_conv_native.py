@@ -60,6 +60,9 @@ def _check(op_type, inputs, attrs, wrt, out_slot, atol):
 POOLS = {
     "max 2x2 stride 2": ("max", (2, 3, 8, 6), [2, 2], [2, 2], {}),
     "max 3x3 stride 2, odd plane": ("max", (1, 2, 9, 7), [3, 3], [2, 2], {}),
+    # 9 x 10 windows: a row is 8 windows in vectors and 2 past them; the last row and column
+    # of the plane in no window
+    "max 2x2 stride 2, 19 x 21 plane": ("max", (2, 2, 19, 21), [2, 2], [2, 2], {}),
     "max 3x2 stride 1 (overlapping)": ("max", (2, 2, 5, 6), [3, 2], [1, 1], {}),
     "avg 3x3 stride 1": ("avg", (2, 2, 6, 5), [3, 3], [1, 1], {}),
     "avg 2x2 stride 2, not exclusive": ("avg", (1, 3, 4, 6), [2, 2], [2, 2],
@@ -98,6 +101,17 @@ def test_pool_over_whole_windows_matches_the_kernel(case):
         k = x.shape[2] * x.shape[3] if extra.get("global_pooling") else ksize[0] * ksize[1]
         np.testing.assert_allclose(got[0], want[0], rtol=0, atol=2 * k * EPS * 2)
         np.testing.assert_allclose(got[1], want[1], rtol=2 * k * EPS)
+
+
+def test_max_pool_2x2_gradient_goes_to_the_first_of_tied_maxima():
+    """Values from {-1, 0, 1}: most windows hold ties, each in another pattern of taps."""
+    x = rng.integers(-1, 2, (2, 3, 6, 20)).astype(np.float32)
+    attrs = {"pooling_type": "max", "ksize": [2, 2], "strides": [2, 2], "paddings": [0, 0]}
+    main, feed, fetch = _with_grads("pool2d", {"X": x}, attrs, ["X"], "Out")
+    assert "pool2d_grad" in compiled_ops(main)
+    want, got = _run(main, feed, fetch, False), _run(main, feed, fetch, True)
+    for v, g, w in zip(fetch, got, want):
+        np.testing.assert_array_equal(g, w, err_msg=v.name)
 
 
 # --- convolutions ---------------------------------------------------------------------------

@@ -609,11 +609,98 @@ inline void avg_pool_plane(const float* __restrict img, float* __restrict o, con
     }
 }
 
+// The 2x2 stride-2 case of max_pool_plane_grad_disjoint: the same strictly-greater scan of
+// the taps (0,0), (0,1), (1,0), (1,1), each window's d written to its winner and 0 to its
+// other three taps, 8 windows of a row at a time (even and odd columns split by shuffles,
+// the four results interleaved back), so nothing is zeroed first but the rows and columns
+// no window covers. The branchy scalar form cost 12 ns a window (mispredicted branches).
+inline void pool_grad_2x2_scalar(const float* r0, const float* r1, const float* dr, float* o0,
+                                 float* o1, int64_t n) {
+    for (int64_t b = 0; b < n; ++b) {
+        const float v00 = r0[2 * b], v01 = r0[2 * b + 1], v10 = r1[2 * b], v11 = r1[2 * b + 1];
+        const bool p01 = v01 > v00;
+        const float m1 = p01 ? v01 : v00;
+        const bool p10 = v10 > m1;
+        const bool p11 = v11 > (p10 ? v10 : m1);
+        const float dv = dr[b];
+        o1[2 * b + 1] = p11 ? dv : 0.0f;
+        o1[2 * b] = p10 && !p11 ? dv : 0.0f;
+        o0[2 * b + 1] = p01 && !p10 && !p11 ? dv : 0.0f;
+        o0[2 * b] = !p01 && !p10 && !p11 ? dv : 0.0f;
+    }
+}
+
+#if defined(__clang__)
+inline void pool_grad_2x2_row(const float* r0, const float* r1, const float* dr, float* o0,
+                              float* o1, int64_t n) {
+    pool_grad_2x2_scalar(r0, r1, dr, o0, o1, n);
+}
+#else
+inline void pool_grad_2x2_v8(const float* r0, const float* r1, const float* dr, float* o0,
+                             float* o1) {
+    const dconv_i8 ev{0, 2, 4, 6, 8, 10, 12, 14}, od{1, 3, 5, 7, 9, 11, 13, 15};
+    const dconv_i8 lo{0, 8, 1, 9, 2, 10, 3, 11}, hi{4, 12, 5, 13, 6, 14, 7, 15};
+    const dconv_v8 a0 = *(const dconv_v8*)r0, a1 = *(const dconv_v8*)(r0 + 8);
+    const dconv_v8 b0 = *(const dconv_v8*)r1, b1 = *(const dconv_v8*)(r1 + 8);
+    const dconv_v8 v00 = __builtin_shuffle(a0, a1, ev), v01 = __builtin_shuffle(a0, a1, od);
+    const dconv_v8 v10 = __builtin_shuffle(b0, b1, ev), v11 = __builtin_shuffle(b0, b1, od);
+    const dconv_i8 p01 = v01 > v00;
+    const dconv_v8 m1 = p01 ? v01 : v00;
+    const dconv_i8 p10 = v10 > m1;
+    const dconv_i8 p11 = v11 > (p10 ? v10 : m1);
+    const dconv_v8 dv = *(const dconv_v8*)dr, z{};
+    const dconv_v8 g11 = p11 ? dv : z, g10 = (p10 & ~p11) ? dv : z;
+    const dconv_v8 g01 = (p01 & ~p10 & ~p11) ? dv : z, g00 = (p01 | p10 | p11) ? z : dv;
+    *(dconv_v8*)o0 = __builtin_shuffle(g00, g01, lo);
+    *(dconv_v8*)(o0 + 8) = __builtin_shuffle(g00, g01, hi);
+    *(dconv_v8*)o1 = __builtin_shuffle(g10, g11, lo);
+    *(dconv_v8*)(o1 + 8) = __builtin_shuffle(g10, g11, hi);
+}
+
+inline void pool_grad_2x2_row(const float* r0, const float* r1, const float* dr, float* o0,
+                              float* o1, int64_t n) {
+    int64_t b = 0;
+    for (; b + 8 <= n; b += 8)
+        pool_grad_2x2_v8(r0 + 2 * b, r1 + 2 * b, dr + b, o0 + 2 * b, o1 + 2 * b);
+    if (b == n) return;
+    float t0[16] = {}, t1[16] = {}, td[8] = {}, u0[16], u1[16];   // the last n - b windows
+    const int64_t k = n - b;
+    std::memcpy(t0, r0 + 2 * b, sizeof(float) * (size_t)(2 * k));
+    std::memcpy(t1, r1 + 2 * b, sizeof(float) * (size_t)(2 * k));
+    std::memcpy(td, dr + b, sizeof(float) * (size_t)k);
+    pool_grad_2x2_v8(t0, t1, td, u0, u1);
+    std::memcpy(o0 + 2 * b, u0, sizeof(float) * (size_t)(2 * k));
+    std::memcpy(o1 + 2 * b, u1, sizeof(float) * (size_t)(2 * k));
+}
+#endif
+
+inline void max_pool_plane_grad_2x2(const float* __restrict img, const float* __restrict d,
+                                    float* __restrict gx, const PoolGeom& g) {
+    const int64_t W = g.W, c1 = g.C0 + 2 * g.OW;
+    for (int64_t h = 0; h < g.H; ++h) {
+        const int64_t a2 = h - g.R0;
+        if (a2 < 0 || a2 >= 2 * g.OH) {
+            for (int64_t w = 0; w < W; ++w) gx[h * W + w] = 0.0f;
+            continue;
+        }
+        for (int64_t w = 0; w < g.C0; ++w) gx[h * W + w] = 0.0f;
+        for (int64_t w = c1; w < W; ++w) gx[h * W + w] = 0.0f;
+    }
+    for (int64_t a = 0; a < g.OH; ++a) {
+        const int64_t at = (2 * a + g.R0) * W + g.C0;
+        pool_grad_2x2_row(img + at, img + at + W, d + a * g.OS, gx + at, gx + at + W, g.OW);
+    }
+}
+
 // max's gradient where windows do not overlap (SH >= KH, SW >= KW): each window's d goes to
 // its first maximum (strictly greater replaces), the only contribution that position gets;
 // gx is zeroed first.
 inline void max_pool_plane_grad_disjoint(const float* __restrict img, const float* __restrict d,
                                          float* __restrict gx, const PoolGeom& g) {
+    if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2) {
+        max_pool_plane_grad_2x2(img, d, gx, g);
+        return;
+    }
     std::memset(gx, 0, sizeof(float) * (size_t)(g.H * g.W));
     for (int64_t a = 0; a < g.OH; ++a)
         for (int64_t b = 0; b < g.OW; ++b) {
