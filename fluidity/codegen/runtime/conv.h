@@ -657,20 +657,27 @@ inline void pool_grad_2x2_v8(const float* r0, const float* r1, const float* dr, 
     *(dconv_v8*)(o1 + 8) = __builtin_shuffle(g10, g11, hi);
 }
 
+// The row's windows 8 at a time; the last n % 8 through zero-padded copies (element loops:
+// GCC's memcpy calls for these few floats cost more than the windows).
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
 inline void pool_grad_2x2_row(const float* r0, const float* r1, const float* dr, float* o0,
                               float* o1, int64_t n) {
     int64_t b = 0;
     for (; b + 8 <= n; b += 8)
         pool_grad_2x2_v8(r0 + 2 * b, r1 + 2 * b, dr + b, o0 + 2 * b, o1 + 2 * b);
     if (b == n) return;
-    float t0[16] = {}, t1[16] = {}, td[8] = {}, u0[16], u1[16];   // the last n - b windows
+    float t0[16] = {}, t1[16] = {}, td[8] = {}, u0[16], u1[16];
     const int64_t k = n - b;
-    std::memcpy(t0, r0 + 2 * b, sizeof(float) * (size_t)(2 * k));
-    std::memcpy(t1, r1 + 2 * b, sizeof(float) * (size_t)(2 * k));
-    std::memcpy(td, dr + b, sizeof(float) * (size_t)k);
+    for (int64_t i = 0; i < 2 * k; ++i) {
+        t0[i] = r0[2 * b + i];
+        t1[i] = r1[2 * b + i];
+    }
+    for (int64_t i = 0; i < k; ++i) td[i] = dr[b + i];
     pool_grad_2x2_v8(t0, t1, td, u0, u1);
-    std::memcpy(o0 + 2 * b, u0, sizeof(float) * (size_t)(2 * k));
-    std::memcpy(o1 + 2 * b, u1, sizeof(float) * (size_t)(2 * k));
+    for (int64_t i = 0; i < 2 * k; ++i) {
+        o0[2 * b + i] = u0[i];
+        o1[2 * b + i] = u1[i];
+    }
 }
 #endif
 
