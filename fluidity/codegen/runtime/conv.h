@@ -8,6 +8,10 @@
 
 #include "numerics.h"   // fmaxnp
 
+#if defined(__AVX__) && !defined(__clang__)
+#include <immintrin.h>   // masked loads and stores: max_pool_plane_grad_2x2
+#endif
+
 namespace fl {
 
 struct ConvGeom {
@@ -613,73 +617,64 @@ inline void avg_pool_plane(const float* __restrict img, float* __restrict o, con
 // the taps (0,0), (0,1), (1,0), (1,1), each window's d written to its winner and 0 to its
 // other three taps, 8 windows of a row at a time (even and odd columns split by shuffles,
 // the four results interleaved back), so nothing is zeroed first but the rows and columns
-// no window covers. The branchy scalar form cost 12 ns a window (mispredicted branches).
-inline void pool_grad_2x2_scalar(const float* r0, const float* r1, const float* dr, float* o0,
-                                 float* o1, int64_t n) {
-    for (int64_t b = 0; b < n; ++b) {
-        const float v00 = r0[2 * b], v01 = r0[2 * b + 1], v10 = r1[2 * b], v11 = r1[2 * b + 1];
-        const bool p01 = v01 > v00;
-        const float m1 = p01 ? v01 : v00;
-        const bool p10 = v10 > m1;
-        const bool p11 = v11 > (p10 ? v10 : m1);
-        const float dv = dr[b];
-        o1[2 * b + 1] = p11 ? dv : 0.0f;
-        o1[2 * b] = p10 && !p11 ? dv : 0.0f;
-        o0[2 * b + 1] = p01 && !p10 && !p11 ? dv : 0.0f;
-        o0[2 * b] = !p01 && !p10 && !p11 ? dv : 0.0f;
-    }
-}
-
-#if defined(__clang__)
-inline void pool_grad_2x2_row(const float* r0, const float* r1, const float* dr, float* o0,
-                              float* o1, int64_t n) {
-    pool_grad_2x2_scalar(r0, r1, dr, o0, o1, n);
-}
-#else
-inline void pool_grad_2x2_v8(const float* r0, const float* r1, const float* dr, float* o0,
-                             float* o1) {
+// no window covers; the row's last n % 8 windows through AVX's masked loads and stores.
+// 3x the scalar scan below on the MNIST CNN's 28x28 planes (its branches mispredict on
+// random data); builds without AVX keep that scan.
+#if defined(__AVX__) && !defined(__clang__)
+#define FL_POOL_GRAD_2X2 1
+// Windows b .. b + 7 from the row pair's 16 + 16 floats a0 a1 / b0 b1 and their d: the
+// gradient of the two rows' 16 floats each (o[0], o[1]: the upper row; o[2], o[3]).
+inline void pool_grad_2x2_v8(const dconv_v8& a0, const dconv_v8& a1, const dconv_v8& b0,
+                             const dconv_v8& b1, const dconv_v8& dv, dconv_v8* o) {
     const dconv_i8 ev{0, 2, 4, 6, 8, 10, 12, 14}, od{1, 3, 5, 7, 9, 11, 13, 15};
     const dconv_i8 lo{0, 8, 1, 9, 2, 10, 3, 11}, hi{4, 12, 5, 13, 6, 14, 7, 15};
-    const dconv_v8 a0 = *(const dconv_v8*)r0, a1 = *(const dconv_v8*)(r0 + 8);
-    const dconv_v8 b0 = *(const dconv_v8*)r1, b1 = *(const dconv_v8*)(r1 + 8);
     const dconv_v8 v00 = __builtin_shuffle(a0, a1, ev), v01 = __builtin_shuffle(a0, a1, od);
     const dconv_v8 v10 = __builtin_shuffle(b0, b1, ev), v11 = __builtin_shuffle(b0, b1, od);
     const dconv_i8 p01 = v01 > v00;
     const dconv_v8 m1 = p01 ? v01 : v00;
     const dconv_i8 p10 = v10 > m1;
     const dconv_i8 p11 = v11 > (p10 ? v10 : m1);
-    const dconv_v8 dv = *(const dconv_v8*)dr, z{};
+    const dconv_v8 z{};
     const dconv_v8 g11 = p11 ? dv : z, g10 = (p10 & ~p11) ? dv : z;
     const dconv_v8 g01 = (p01 & ~p10 & ~p11) ? dv : z, g00 = (p01 | p10 | p11) ? z : dv;
-    *(dconv_v8*)o0 = __builtin_shuffle(g00, g01, lo);
-    *(dconv_v8*)(o0 + 8) = __builtin_shuffle(g00, g01, hi);
-    *(dconv_v8*)o1 = __builtin_shuffle(g10, g11, lo);
-    *(dconv_v8*)(o1 + 8) = __builtin_shuffle(g10, g11, hi);
+    o[0] = __builtin_shuffle(g00, g01, lo);
+    o[1] = __builtin_shuffle(g00, g01, hi);
+    o[2] = __builtin_shuffle(g10, g11, lo);
+    o[3] = __builtin_shuffle(g10, g11, hi);
 }
 
-// The row's windows 8 at a time; the last n % 8 through zero-padded copies (element loops:
-// GCC's memcpy calls for these few floats cost more than the windows).
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
+// Lanes [0, n) of a mask for _mm256_maskload_ps / maskstore (n may be <= 0 or >= 8).
+inline __m256i pool_lanes(int64_t n) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), idx);
+}
+
+// The row's windows 8 at a time; the last n % 8 through masked loads and stores.
 inline void pool_grad_2x2_row(const float* r0, const float* r1, const float* dr, float* o0,
                               float* o1, int64_t n) {
     int64_t b = 0;
-    for (; b + 8 <= n; b += 8)
-        pool_grad_2x2_v8(r0 + 2 * b, r1 + 2 * b, dr + b, o0 + 2 * b, o1 + 2 * b);
+    dconv_v8 o[4];
+    for (; b + 8 <= n; b += 8) {
+        const float *p0 = r0 + 2 * b, *p1 = r1 + 2 * b;
+        pool_grad_2x2_v8(*(const dconv_v8*)p0, *(const dconv_v8*)(p0 + 8), *(const dconv_v8*)p1,
+                         *(const dconv_v8*)(p1 + 8), *(const dconv_v8*)(dr + b), o);
+        *(dconv_v8*)(o0 + 2 * b) = o[0];
+        *(dconv_v8*)(o0 + 2 * b + 8) = o[1];
+        *(dconv_v8*)(o1 + 2 * b) = o[2];
+        *(dconv_v8*)(o1 + 2 * b + 8) = o[3];
+    }
     if (b == n) return;
-    float t0[16] = {}, t1[16] = {}, td[8] = {}, u0[16], u1[16];
     const int64_t k = n - b;
-    for (int64_t i = 0; i < 2 * k; ++i) {
-        t0[i] = r0[2 * b + i];
-        t1[i] = r1[2 * b + i];
-    }
-    for (int64_t i = 0; i < k; ++i) td[i] = dr[b + i];
-    pool_grad_2x2_v8(t0, t1, td, u0, u1);
-    for (int64_t i = 0; i < 2 * k; ++i) {
-        o0[2 * b + i] = u0[i];
-        o1[2 * b + i] = u1[i];
-    }
+    const __m256i lo = pool_lanes(2 * k), hi = pool_lanes(2 * k - 8), dk = pool_lanes(k);
+    const float *p0 = r0 + 2 * b, *p1 = r1 + 2 * b;
+    pool_grad_2x2_v8((dconv_v8)_mm256_maskload_ps(p0, lo), (dconv_v8)_mm256_maskload_ps(p0 + 8, hi),
+                     (dconv_v8)_mm256_maskload_ps(p1, lo), (dconv_v8)_mm256_maskload_ps(p1 + 8, hi),
+                     (dconv_v8)_mm256_maskload_ps(dr + b, dk), o);
+    _mm256_maskstore_ps(o0 + 2 * b, lo, (__m256)o[0]);
+    _mm256_maskstore_ps(o0 + 2 * b + 8, hi, (__m256)o[1]);
+    _mm256_maskstore_ps(o1 + 2 * b, lo, (__m256)o[2]);
+    _mm256_maskstore_ps(o1 + 2 * b + 8, hi, (__m256)o[3]);
 }
-#endif
 
 inline void max_pool_plane_grad_2x2(const float* __restrict img, const float* __restrict d,
                                     float* __restrict gx, const PoolGeom& g) {
@@ -698,16 +693,19 @@ inline void max_pool_plane_grad_2x2(const float* __restrict img, const float* __
         pool_grad_2x2_row(img + at, img + at + W, d + a * g.OS, gx + at, gx + at + W, g.OW);
     }
 }
+#endif  // FL_POOL_GRAD_2X2
 
 // max's gradient where windows do not overlap (SH >= KH, SW >= KW): each window's d goes to
 // its first maximum (strictly greater replaces), the only contribution that position gets;
 // gx is zeroed first.
 inline void max_pool_plane_grad_disjoint(const float* __restrict img, const float* __restrict d,
                                          float* __restrict gx, const PoolGeom& g) {
+#if defined(FL_POOL_GRAD_2X2)
     if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2) {
         max_pool_plane_grad_2x2(img, d, gx, g);
         return;
     }
+#endif
     std::memset(gx, 0, sizeof(float) * (size_t)(g.H * g.W));
     for (int64_t a = 0; a < g.OH; ++a)
         for (int64_t b = 0; b < g.OW; ++b) {
