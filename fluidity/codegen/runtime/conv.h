@@ -623,9 +623,10 @@ inline void avg_pool_plane(const float* __restrict img, float* __restrict o, con
 #if defined(__AVX__) && !defined(__clang__)
 #define FL_POOL_GRAD_2X2 1
 // Windows b .. b + 7 from the row pair's 16 + 16 floats a0 a1 / b0 b1 and their d: the
-// gradient of the two rows' 16 floats each (o[0], o[1]: the upper row; o[2], o[3]).
+// gradient of the two rows' 16 floats each (o[0], o[1]: the upper row; o[2], o[3]); with
+// `relu`, relu_grad's of it (X is relu's Out: fusion.relu_grad_into_gradient).
 inline void pool_grad_2x2_v8(const dconv_v8& a0, const dconv_v8& a1, const dconv_v8& b0,
-                             const dconv_v8& b1, const dconv_v8& dv, dconv_v8* o) {
+                             const dconv_v8& b1, const dconv_v8& d, bool relu, dconv_v8* o) {
     const dconv_i8 ev{0, 2, 4, 6, 8, 10, 12, 14}, od{1, 3, 5, 7, 9, 11, 13, 15};
     const dconv_i8 lo{0, 8, 1, 9, 2, 10, 3, 11}, hi{4, 12, 5, 13, 6, 14, 7, 15};
     const dconv_v8 v00 = __builtin_shuffle(a0, a1, ev), v01 = __builtin_shuffle(a0, a1, od);
@@ -633,8 +634,11 @@ inline void pool_grad_2x2_v8(const dconv_v8& a0, const dconv_v8& a1, const dconv
     const dconv_i8 p01 = v01 > v00;
     const dconv_v8 m1 = p01 ? v01 : v00;
     const dconv_i8 p10 = v10 > m1;
-    const dconv_i8 p11 = v11 > (p10 ? v10 : m1);
-    const dconv_v8 z{};
+    const dconv_v8 m2 = p10 ? v10 : m1;
+    const dconv_i8 p11 = v11 > m2;
+    const dconv_v8 z{}, one = z + 1.0f;
+    // relu_grad's d * (Out > 0 ? 1 : 0) at the winner, Out = the window's maximum
+    const dconv_v8 dv = relu ? d * ((p11 ? v11 : m2) > z ? one : z) : d;
     const dconv_v8 g11 = p11 ? dv : z, g10 = (p10 & ~p11) ? dv : z;
     const dconv_v8 g01 = (p01 & ~p10 & ~p11) ? dv : z, g00 = (p01 | p10 | p11) ? z : dv;
     o[0] = __builtin_shuffle(g00, g01, lo);
@@ -651,13 +655,13 @@ inline __m256i pool_lanes(int64_t n) {
 
 // The row's windows 8 at a time; the last n % 8 through masked loads and stores.
 inline void pool_grad_2x2_row(const float* r0, const float* r1, const float* dr, float* o0,
-                              float* o1, int64_t n) {
+                              float* o1, int64_t n, bool relu) {
     int64_t b = 0;
     dconv_v8 o[4];
     for (; b + 8 <= n; b += 8) {
         const float *p0 = r0 + 2 * b, *p1 = r1 + 2 * b;
         pool_grad_2x2_v8(*(const dconv_v8*)p0, *(const dconv_v8*)(p0 + 8), *(const dconv_v8*)p1,
-                         *(const dconv_v8*)(p1 + 8), *(const dconv_v8*)(dr + b), o);
+                         *(const dconv_v8*)(p1 + 8), *(const dconv_v8*)(dr + b), relu, o);
         *(dconv_v8*)(o0 + 2 * b) = o[0];
         *(dconv_v8*)(o0 + 2 * b + 8) = o[1];
         *(dconv_v8*)(o1 + 2 * b) = o[2];
@@ -669,7 +673,7 @@ inline void pool_grad_2x2_row(const float* r0, const float* r1, const float* dr,
     const float *p0 = r0 + 2 * b, *p1 = r1 + 2 * b;
     pool_grad_2x2_v8((dconv_v8)_mm256_maskload_ps(p0, lo), (dconv_v8)_mm256_maskload_ps(p0 + 8, hi),
                      (dconv_v8)_mm256_maskload_ps(p1, lo), (dconv_v8)_mm256_maskload_ps(p1 + 8, hi),
-                     (dconv_v8)_mm256_maskload_ps(dr + b, dk), o);
+                     (dconv_v8)_mm256_maskload_ps(dr + b, dk), relu, o);
     _mm256_maskstore_ps(o0 + 2 * b, lo, (__m256)o[0]);
     _mm256_maskstore_ps(o0 + 2 * b + 8, hi, (__m256)o[1]);
     _mm256_maskstore_ps(o1 + 2 * b, lo, (__m256)o[2]);
@@ -677,7 +681,7 @@ inline void pool_grad_2x2_row(const float* r0, const float* r1, const float* dr,
 }
 
 inline void max_pool_plane_grad_2x2(const float* __restrict img, const float* __restrict d,
-                                    float* __restrict gx, const PoolGeom& g) {
+                                    float* __restrict gx, const PoolGeom& g, bool relu) {
     const int64_t W = g.W, c1 = g.C0 + 2 * g.OW;
     for (int64_t h = 0; h < g.H; ++h) {
         const int64_t a2 = h - g.R0;
@@ -690,19 +694,22 @@ inline void max_pool_plane_grad_2x2(const float* __restrict img, const float* __
     }
     for (int64_t a = 0; a < g.OH; ++a) {
         const int64_t at = (2 * a + g.R0) * W + g.C0;
-        pool_grad_2x2_row(img + at, img + at + W, d + a * g.OS, gx + at, gx + at + W, g.OW);
+        pool_grad_2x2_row(img + at, img + at + W, d + a * g.OS, gx + at, gx + at + W, g.OW,
+                          relu);
     }
 }
 #endif  // FL_POOL_GRAD_2X2
 
 // max's gradient where windows do not overlap (SH >= KH, SW >= KW): each window's d goes to
 // its first maximum (strictly greater replaces), the only contribution that position gets;
-// gx is zeroed first.
+// gx is zeroed first. With `relu` (img is a relu's Out), relu_grad's of that: d * (the
+// maximum > 0 ? 1 : 0), the others 0 as relu_grad makes them.
 inline void max_pool_plane_grad_disjoint(const float* __restrict img, const float* __restrict d,
-                                         float* __restrict gx, const PoolGeom& g) {
+                                         float* __restrict gx, const PoolGeom& g,
+                                         bool relu = false) {
 #if defined(FL_POOL_GRAD_2X2)
     if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2) {
-        max_pool_plane_grad_2x2(img, d, gx, g);
+        max_pool_plane_grad_2x2(img, d, gx, g, relu);
         return;
     }
 #endif
@@ -717,7 +724,8 @@ inline void max_pool_plane_grad_disjoint(const float* __restrict img, const floa
                     const float t = img[at0 + i * g.W + j];
                     if (t > v) { v = t; at = at0 + i * g.W + j; }
                 }
-            gx[at] = d[a * g.OS + b];
+            const float dv = d[a * g.OS + b];
+            gx[at] = relu ? dv * (v > 0 ? 1.0f : 0.0f) : dv;
         }
 }
 

@@ -496,19 +496,26 @@ def _direct_pool(e, x, out, lay, ohw, at, area):
 @register("pool2d_grad", "cpu")
 def pool2d_grad(e):
     """max: each window's gradient to its first maximum, summed per position in double
-    (the kernel's bincount); avg: spread over the window divided as the forward."""
+    (the kernel's bincount); avg: spread over the window divided as the forward. Max over
+    disjoint whole windows (conv.h's max_pool_plane_grad_disjoint) may write the relu_grad
+    after it in its place (fusion.relu_grad_into_gradient)."""
     x, dout = e.input("X"), e.input("Out@GRAD")
     e.require_float(x, dout)
     lay = PoolLayout(e, x, e.attrs)
     tables, (oh, ow) = _emit_pool_tables(e, e.attrs, lay.h, lay.w)
-    dx = e.output("X@GRAD", x.dims)
     hw = lay.h * lay.w
     regular = None if lay.last else regular_pool(e.attrs, lay.h, lay.w)
     if e.attr("pooling_type") == "max" and regular is not None and regular[2]:
-        e.code(regular[0])           # disjoint whole windows: one contribution a position
+        # disjoint whole windows: one contribution a position; a relu_grad over X (the
+        # relu's Out) that alone reads X@GRAD applied at the window's maximum
+        relu = e.fused_relu_grad("X@GRAD", x.dims, e.op.input("X")[0])
+        dx = relu if relu is not None else e.output("X@GRAD", x.dims)
+        e.code(regular[0])
         e.code(f"for (int64_t p = 0; p < {lay.n_planes}; ++p) fl::max_pool_plane_grad_"
-               f"disjoint({x} + p * {hw}, {dout} + p * {oh * ow}, {dx} + p * {hw}, pg);")
+               f"disjoint({x} + p * {hw}, {dout} + p * {oh * ow}, {dx} + p * {hw}, pg, "
+               f"{'true' if relu is not None else 'false'});")
         return
+    dx = e.output("X@GRAD", x.dims)
     e.code(tables)
     if e.attr("pooling_type") == "max":
         # the kernel starts each window at its first tap, padding (-inf) or not, and takes
