@@ -28,10 +28,10 @@ def _run(main, feed, fetch, compiled):
     return [np.asarray(v) for v in exe.run(prog, feed=feed, fetch_list=fetch, scope=scope)]
 
 
-def _with_grads(op_type, inputs, attrs, wrt, out_slot):
-    """The op, a weighted mean of its `out_slot` as the loss, and the gradients of `wrt`:
-    (main, feed, [output, gradients...])."""
-    main, startup, feed, outs, ins = build_op(op_type, inputs, attrs, [out_slot])
+def _with_grads(op_type, inputs, attrs, wrt, out_slot, outputs=None):
+    """The op (declaring `outputs`, default `out_slot`), a weighted mean of its `out_slot`
+    as the loss, and the gradients of `wrt`: (main, feed, [output, gradients...])."""
+    main, startup, feed, outs, ins = build_op(op_type, inputs, attrs, outputs or [out_slot])
     out = outs[out_slot][0]
     with fluid.program_guard(main, startup):
         block = main.global_block()
@@ -400,3 +400,31 @@ def test_an_nhwc_lrn_is_not_compiled_and_keeps_the_interpreters_numbers():
         prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
         got.append(exe.run(prog, feed={"x": x0}, fetch_list=[y])[0])
     np.testing.assert_array_equal(got[0], got[1])
+
+
+def test_training_batch_norm_gradient_over_planes_of_float_blocks():
+    """Planes of 135 values: bn_grad_sums_d's two 64-value float blocks and its tail. Its
+    sums add 8 terms in float, then in double; numpy's pairwise sums round about log2(n)
+    times: each sum of n terms is off by at most (8 + log2 n) * eps * the sum of their
+    magnitudes, here n * |g| * (1 + max|xh|) at most. dX = k * (g - (sum g + xh * sum
+    g*xh) / n) with k <= max scale / std: off by k * (1 + max|xh|) / n times that, plus a
+    few roundings of its own."""
+    x = f32(3, 2, 9, 15)
+    c = x.shape[1]
+    ins = {"X": x, "Scale": rng.uniform(0.5, 1.5, c).astype(np.float32),
+           "Bias": f32(c), "Mean": np.zeros(c, np.float32),
+           "Variance": np.ones(c, np.float32)}
+    main, feed, fetch = _with_grads("batch_norm", ins, {"is_test": False, "epsilon": 1e-5},
+                                    ["X", "Scale", "Bias"], "Y",
+                                    ["Y", "MeanOut", "VarianceOut", "SavedMean",
+                                     "SavedVariance"])
+    assert {"batch_norm", "batch_norm_grad"} <= compiled_ops(main)
+    want, got = _run(main, feed, fetch, False), _run(main, feed, fetch, True)
+    n = x.size // c
+    g = 1.5 / x.size                              # the loss's weights over the mean
+    std = x.std((0, 2, 3))
+    xh = np.abs((x - x.mean((0, 2, 3), keepdims=True)) / std[None, :, None, None]).max()
+    sums = 2 * (8 + np.log2(n)) * EPS * n * g * (1 + xh)
+    dx = 1.5 / std.min() * (1 + xh) / n * sums + 8 * EPS * np.abs(want[1]).max()
+    for v, a, b, tol in zip(fetch, got, want, [8 * EPS * 4.0, dx, sums, sums]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=tol, err_msg=v.name)
