@@ -128,6 +128,10 @@ CONVS = {
                                                   {"paddings": [1, 1], "groups": 2}),
     # 36 x 576 floats of columns a sample: chunks of 3 samples, the second one short
     "a batch of 4 in chunks of 3": ((4, 4, 24, 24), (3, 4, 3, 3), {"paddings": [1, 1]}),
+    # as wide as the input (col2im_flat), the top padding past the kernel: the first rows
+    # of output read only padding for some taps
+    "padding (top 3, bottom 0, left 2, right 0), output as wide as the input": (
+        (2, 2, 5, 6), (3, 2, 3, 3), {"paddings": [3, 0, 2, 0]}),
     "batch of one, stride 2, padding 1": ((1, 3, 7, 8), (4, 3, 3, 3), {"strides": [2, 2],
                                                                      "paddings": [1, 1]}),
 }

@@ -338,7 +338,7 @@ def conv2d_grad(e):
     dw = e.output("Filter@GRAD", w.dims) if want_dw else None
     dx = e.output("Input@GRAD", x.dims) if want_dx else None
     if want_dw or want_dx:
-        _emit_gemm_grad(e, x, w, dout, (groups, m, oh * ow), dw, dx)
+        _emit_gemm_grad(e, x, w, dout, (groups, m, oh, ow), dw, dx)
     _bias_grad(e, bias, dout, x.dims[0], m, oh * ow)
 
 
@@ -347,11 +347,12 @@ def _emit_gemm_grad(e, x, w, dout, shape, dw, dx):
     the chunk's Output@GRAD in gemm layout [M, nb*oh*ow], its columns and their gradient
     stay in L2 from one step to the next: per group dW_g (+)= dY_g @ cols_g^T (the first
     chunk's gemm sets dW, the later ones add to it) and dcols_g = W_g^T @ dY_g, then
-    col2im into the chunk's samples of dX. The whole batch's [M, N*oh*ow] swap and
-    columns (7 MB each for the MNIST CNN's second conv at batch 64) went through memory
-    between these steps."""
-    groups, m, hw = shape
-    n, mg = x.dims[0], m // groups
+    col2im into the chunk's samples of dX (conv.h's col2im_flat, a run of the plane a tap,
+    where the stride is 1 and the output as wide as the input). The whole batch's
+    [M, N*oh*ow] swap and columns (7 MB each for the MNIST CNN's second conv at batch 64)
+    went through memory between these steps."""
+    groups, m, oh, ow = shape
+    n, mg, hw = x.dims[0], m // groups, oh * ow
     ckk = int(e.prod(w.dims[1:]))
     chw = int(e.prod(x.dims[1:]))
     nb = chunk_samples(groups * ckk * hw)
@@ -364,10 +365,12 @@ def _emit_gemm_grad(e, x, w, dout, shape, dw, dx):
                      f"{d} + gi * {mg} * nc, nc, {cols} + gi * {ckk} * nc, nc, n0 ? 1.0f : "
                      f"0.0f, {dw} + gi * {mg * ckk}, {ckk});")
     if dx is not None:
+        strides, _, _ = _geometry(e, x, w)
+        flat = strides == [1, 1] and int(x.dims[3]) == ow
         steps.append(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(true, false, {ckk}, "
                      f"nc, {mg}, 1.0f, {w} + gi * {mg * ckk}, {ckk}, {d} + gi * {mg} * nc, nc, "
-                     f"0.0f, {cols} + gi * {ckk} * nc, nc); fl::col2im({cols}, gc, {dx} + "
-                     f"n0 * {chw});")
+                     f"0.0f, {cols} + gi * {ckk} * nc, nc); fl::"
+                     f"{'col2im_flat' if flat else 'col2im'}({cols}, gc, {dx} + n0 * {chw});")
     e.code(f"for (int64_t n0 = 0; n0 < {n}; n0 += {nb}) {{ fl::ConvGeom gc = g; "
            f"gc.N = {n} - n0 < {nb} ? {n} - n0 : {nb}; const int64_t nc = gc.N * {hw}; "
            + " ".join(steps) + " }")
