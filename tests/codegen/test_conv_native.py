@@ -251,7 +251,31 @@ def test_conv2d_matches_the_kernel(case):
 
 @pytest.mark.parametrize("case", sorted(DIRECT))
 def test_direct_kernel_matches_the_kernel(case):
+    """The forward and the filter gradient (direct_conv_s1_wgrad: up to 24 taps, two
+    blocks of them) of the direct kernel's convs."""
     _conv_case("conv2d", case, DIRECT, direct=True)
+    xs, ws, attrs = DIRECT[case]
+    main, _, _ = _with_grads("conv2d", {"Input": f32(*xs), "Filter": f32(*ws)},
+                             {"groups": 1, **attrs}, ["Input", "Filter"], "Output")
+    assert "fl::direct_conv_s1_wgrad(" in _source(main)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")     # the interpreter's inf - inf
+def test_the_direct_filter_gradient_of_a_sample_holding_inf_and_nan():
+    """Its padded grid's extra columns would multiply the inf by 0: that sample takes the
+    real positions only, and each tap gets inf or NaN only where the kernel's does."""
+    x, w = f32(2, 1, 5, 9), f32(4, 1, 3, 3)
+    x[0, 0, 2, 0] = np.inf
+    x[0, 0, 4, 8] = np.nan
+    main, feed, fetch = _with_grads("conv2d", {"Input": x, "Filter": w},
+                                    {"paddings": [1, 1], "groups": 1}, ["Filter"], "Output")
+    assert "fl::direct_conv_s1_wgrad(" in _source(main)
+    want, got = _run(main, feed, fetch, False), _run(main, feed, fetch, True)
+    dw_want, dw_got = want[1], got[1]
+    np.testing.assert_array_equal(np.isfinite(dw_got), np.isfinite(dw_want))
+    assert np.isfinite(dw_want).any() and not np.isfinite(dw_want).all()
+    ok = np.isfinite(dw_want)
+    np.testing.assert_allclose(dw_got[ok], dw_want[ok], rtol=1e-5, atol=1e-6)
 
 
 def test_a_1x1_conv_whose_sample_fills_a_chunk_hands_the_gemm_the_input():

@@ -247,6 +247,105 @@ inline void direct_conv_s1(const float* __restrict x, const float* __restrict wp
     }
 }
 
+// The filter gradient of a conv direct_conv_s1 computes (stride 1, dilation 1, one group,
+// few taps): dw[m, t] = the sum over the batch and positions of dy[n, m, p] * x at tap t
+// from p, without im2col's columns or the [M, N*OH*OW] swap of dy. Each sample is padded
+// into xp as direct_conv_s1 pads it; on that padded grid (rows of WP = OW + KW - 1) tap
+// t = (c, i, j) of position q = oh * WP + ow reads xp[q + off_t], off_t = c*HP*WP + i*WP + j,
+// so with each plane of dy copied into dp on the same grid (zeros in the KW - 1 columns
+// past OW and past the last row's end), dw[m, t] is the dot product of dp with xp shifted
+// by off_t: a block of up to DWGRAD_TB taps keeps its sums in vector registers while dp
+// streams once. A sample's dot products are float (8 lanes, added up at the end), the
+// batch's sums of them double. A sample holding an inf or NaN takes the real positions
+// only (the grid's extra columns would add inf * 0). dp needs dwgrad_dp_floats(g), xp
+// dconv_xp_floats(g).
+constexpr int DWGRAD_TB = 12;
+
+inline int64_t dwgrad_dp_floats(const ConvGeom& g) {
+    return (g.OH * (g.OW + g.KW - 1) + 7) / 8 * 8;
+}
+
+template <int TB>
+__attribute__((optimize("fp-contract=fast"), always_inline))
+inline void dwgrad_block(const float* __restrict dp, const float* __restrict xp,
+                         const int64_t* off, int64_t Q8, double* __restrict acc) {
+    dconv_v8 a[TB];
+    for (int k = 0; k < TB; ++k) a[k] = dconv_v8{};
+    for (int64_t q = 0; q < Q8; q += 8) {
+        const dconv_v8 d = *(const dconv_v8*)(dp + q);
+        for (int k = 0; k < TB; ++k) a[k] += d * *(const dconv_v8*)(xp + off[k] + q);
+    }
+    for (int k = 0; k < TB; ++k) {
+        float s = 0.0f;
+        for (int l = 0; l < 8; ++l) s += a[k][l];
+        acc[k] += (double)s;
+    }
+}
+
+inline void dwgrad_taps(const float* dp, const float* xp, const int64_t* off, int64_t nt,
+                        int64_t Q8, double* acc) {
+    switch (nt) {
+#define FL_DWGRAD_CASE(n) case n: dwgrad_block<n>(dp, xp, off, Q8, acc); break;
+        FL_DWGRAD_CASE(1) FL_DWGRAD_CASE(2) FL_DWGRAD_CASE(3) FL_DWGRAD_CASE(4)
+        FL_DWGRAD_CASE(5) FL_DWGRAD_CASE(6) FL_DWGRAD_CASE(7) FL_DWGRAD_CASE(8)
+        FL_DWGRAD_CASE(9) FL_DWGRAD_CASE(10) FL_DWGRAD_CASE(11) FL_DWGRAD_CASE(12)
+#undef FL_DWGRAD_CASE
+        default: break;
+    }
+}
+
+// acc: M * C*KH*KW doubles of scratch.
+inline void direct_conv_s1_wgrad(const float* __restrict x, const float* __restrict dy,
+                                 const ConvGeom& g, int64_t M, float* __restrict xp,
+                                 float* __restrict dp, double* __restrict acc,
+                                 float* __restrict dw) {
+    const int64_t HP = g.OH + g.KH - 1, WP = g.OW + g.KW - 1, T = g.C * g.KH * g.KW;
+    const int64_t Q8 = dwgrad_dp_floats(g), P = g.OH * g.OW;
+    std::memset(xp, 0, sizeof(float) * (size_t)dconv_xp_floats(g));
+    std::memset(dp, 0, sizeof(float) * (size_t)Q8);
+    for (int64_t k = 0; k < M * T; ++k) acc[k] = 0.0;
+    int64_t off[64];
+    for (int64_t t = 0; t < T && t < 64; ++t) {
+        const int64_t c = t / (g.KH * g.KW), i = t / g.KW % g.KH, j = t % g.KW;
+        off[t] = c * HP * WP + i * WP + j;
+    }
+    const int64_t h_hi = g.H < HP - g.PT ? g.H : HP - g.PT;
+    const int64_t w_hi = g.W < WP - g.PL ? g.W : WP - g.PL;
+    for (int64_t n = 0; n < g.N; ++n) {
+        float finite = 0.0f;              // x * 0 summed: NaN iff the sample holds inf or NaN
+        for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t h = 0; h < h_hi; ++h) {
+                const float* src = x + ((n * g.C + c) * g.H + h) * g.W;
+                float* dst = xp + (c * HP + h + g.PT) * WP + g.PL;
+                for (int64_t w = 0; w < w_hi; ++w) {
+                    dst[w] = src[w];
+                    finite += src[w] * 0.0f;
+                }
+            }
+        for (int64_t m = 0; m < M; ++m) {
+            const float* d = dy + (n * M + m) * P;
+            if (finite != 0.0f || finite != finite) {
+                // the padded grid's extra columns would multiply an inf by dp's 0: only
+                // the real positions, one by one
+                for (int64_t t = 0; t < T; ++t) {
+                    float sum = 0.0f;
+                    for (int64_t oh = 0; oh < g.OH; ++oh)
+                        for (int64_t ow = 0; ow < g.OW; ++ow)
+                            sum += d[oh * g.OW + ow] * xp[oh * WP + ow + off[t]];
+                    acc[m * T + t] += (double)sum;
+                }
+                continue;
+            }
+            for (int64_t oh = 0; oh < g.OH; ++oh)
+                for (int64_t ow = 0; ow < g.OW; ++ow) dp[oh * WP + ow] = d[oh * g.OW + ow];
+            for (int64_t t0 = 0; t0 < T; t0 += DWGRAD_TB)
+                dwgrad_taps(dp, xp, off + t0, T - t0 < DWGRAD_TB ? T - t0 : DWGRAD_TB, Q8,
+                            acc + m * T + t0);
+        }
+    }
+    for (int64_t k = 0; k < M * T; ++k) dw[k] = (float)acc[k];
+}
+
 // The epilogue's access to tmp [q][Mp]: the 8 x 8 block of positions p .. p + 7 (rows
 // `stride` floats apart) and channels c0 .. c0 + 7 as 8 vectors, one a channel
 // (dconv_load_t: an in-register transpose), and a vector's first n (<= 8) values stored.

@@ -337,7 +337,16 @@ def conv2d_grad(e):
     want_dw, want_dx = e.has_output("Filter@GRAD"), e.has_output("Input@GRAD")
     dw = e.output("Filter@GRAD", w.dims) if want_dw else None
     dx = e.output("Input@GRAD", x.dims) if want_dx else None
-    if want_dw or want_dx:
+    if dw is not None and _direct(e, x, w, groups):
+        # the direct kernel's convs: dW from the padded samples, no columns (conv.h)
+        c, kh, kw = (int(d) for d in w.dims[1:])
+        wp = ow + kw - 1
+        xp = e.scratch([str(c * (oh + kh - 1) * wp + kw + DIRECT_R + 8)])  # dconv_xp_floats
+        dp = e.scratch([str((oh * wp + 7) // 8 * 8)])                    # dwgrad_dp_floats
+        acc = e.scratch([str(m * c * kh * kw)], "double")
+        e.code(f"fl::direct_conv_s1_wgrad({x}, {dout}, g, {m}, {xp}, {dp}, {acc}, {dw});")
+        dw = None
+    if dw is not None or dx is not None:
         _emit_gemm_grad(e, x, w, dout, (groups, m, oh, ow), dw, dx)
     _bias_grad(e, bias, dout, x.dims[0], m, oh * ow)
 
