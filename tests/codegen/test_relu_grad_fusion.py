@@ -7,6 +7,9 @@ X@GRAD (a fetch)."""
 import numpy as np
 import pytest
 
+from test_bn_relu_fusion import _fused as fused_ops
+from test_bn_relu_fusion import _run as run_steps
+
 import fluidity as fluid
 from fluidity.codegen import segment
 
@@ -35,25 +38,16 @@ def _net(bn, fetch_dx=False):
     return main, startup, fetch
 
 
+def _ties(x):
+    x[0, :, :4, :6] = 0.0           # equal windows after the conv: ties at the relu's 0
+
+
 def _run(main, startup, fetch, compiled):
-    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
-    exe.run(startup, scope=scope)
-    prog = fluid.CompiledProgram(main).with_native_code(
-        feed=["img", "label"], fetch_list=fetch) if compiled else main
-    rng = np.random.default_rng(6)
-    out = []
-    for n in (3, 1):
-        x = rng.normal(size=(n, 2, 8, 20)).astype("float32")
-        x[0, :, :4, :6] = 0.0           # equal windows after the conv: ties at the relu's 0
-        feed = {"img": x, "label": rng.integers(0, 3, (n, 1)).astype("int64")}
-        out.append([np.asarray(v) for v in exe.run(prog, feed=feed, fetch_list=fetch,
-                                                    scope=scope)])
-    params = [np.array(scope.find_var(p.name).get_tensor()) for p in main.all_parameters()]
-    return out, params, prog
+    return run_steps(main, startup, fetch, compiled, image=(2, 8, 20), edit=_ties)
 
 
 def _fused(prog):
-    return [line.split()[1] for line in prog.explain().splitlines() if FUSED in line]
+    return fused_ops(prog, FUSED)
 
 
 @pytest.mark.parametrize("bn", [False, True])
