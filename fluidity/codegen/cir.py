@@ -430,6 +430,20 @@ class Emit:
             self._touch(got)
         return got
 
+    def fused_relu_grad(self, slot, dims, relu_out):
+        """The Buf of relu_grad's X@GRAD, declared with `dims`, when gradient output `slot`
+        is read only by a relu_grad over relu's Out `relu_out` (a variable name) that this
+        op may apply as it writes (fusion.relu_grad_into_gradient; `slot` is then never
+        written); None otherwise: write `slot` as usual."""
+        name = self.output_var(slot)
+        if name is None or not self.has_output(slot):
+            return None
+        got = self._low.fused_relu_grad(name, relu_out, dims, self.k)
+        if got is not None:
+            self.outputs.setdefault(slot, []).append(got)
+            self._touch(got)
+        return got
+
     def array_output(self, slot, elem, row_dims):
         """The ArrayBuf of tensor-array output `slot`: the one the segment holds for it (a
         write changes an array in place), else a new empty one; its elements are

@@ -13,6 +13,12 @@ beside every op it fused.
   too: Y itself is read by nothing else, the gradient reads X, the saved statistics and
   relu's Out) is applied by the batch_norm as it writes, so Y never reaches memory; the
   relu op is then not emitted.
+* `relu_grad_into_gradient`: a relu_grad whose Out@GRAD only it reads (made by one op
+  before it, kept by nobody) is applied by the op that makes that gradient, as it writes:
+  relu_grad's X@GRAD = the gradient * (relu's Out > 0), in the unfused arithmetic, so the
+  gradient never reaches memory; the relu_grad op is then not emitted. The maker says
+  whether it can (max pool2d_grad whose X is relu's Out: the window's maximum is the Out
+  the relu_grad would read at the one position that gets a gradient).
 """
 import math
 
@@ -231,3 +237,33 @@ def relu_into_batch_norm(program, block, keep):
 
 
 FUSIONS["relu_into_batch_norm"] = relu_into_batch_norm
+
+
+# --- relu_grad_into_gradient ---------------------------------------------------------------
+def relu_grad_into_gradient(program, block, keep):
+    """{gradient name: (relu_grad op index, relu's Out name, relu_grad's X@GRAD name)} where
+    the gradient is a relu_grad's Out@GRAD written by one op before it, read only by that
+    relu_grad, kept by nobody and not persistable, no op between them writes relu's Out,
+    and X@GRAD is written only by the relu_grad: the gradient's maker may write X@GRAD
+    itself."""
+    ops = block.ops
+    readers, writers = _readers_writers(program, ops)
+    out = {}
+    for j, op in enumerate(ops):
+        if op.type != "relu_grad" or len(op.input("Out@GRAD")) != 1 or \
+                len(op.input("Out")) != 1 or len(op.output("X@GRAD")) != 1:
+            continue
+        (g,), (o,), (dx,) = op.input("Out@GRAD"), op.input("Out"), op.output("X@GRAD")
+        v, dv = block.find_var_recursive(g), block.find_var_recursive(dx)
+        makers = writers.get(g, [])
+        if v is None or dv is None or v.persistable or dv.persistable or g in keep or \
+                readers.get(g) != [j] or len(makers) != 1 or makers[0] >= j or \
+                writers.get(dx) != [j] or g == dx or o in (g, dx):
+            continue
+        if any(makers[0] < w < j for w in writers.get(o, [])):
+            continue
+        out[g] = (j, o, dx)
+    return out
+
+
+FUSIONS["relu_grad_into_gradient"] = relu_grad_into_gradient

@@ -22,7 +22,8 @@ from .cir import CTYPES, ArrayBuf, Buf, Emit, NotCompilable, PassRecord, TableBu
 from .dim import Dim, bounded
 from .control import CONTROL, SetDim
 from .loop_grad import lower_while_grad
-from .fusion import conv_epilogue, relu_into_batch_norm, sgd_into_gradient
+from .fusion import (conv_epilogue, relu_grad_into_gradient, relu_into_batch_norm,
+                     sgd_into_gradient)
 
 
 MAX_OP_SOURCE = 8 << 20    # an op's code larger than this runs interpreted (tables of huge dims)
@@ -183,7 +184,9 @@ class Segmenter:
         self.fusions = {"sgd_into_gradient": sgd_into_gradient(program, self.block, self.keep),
                         "conv_epilogue": conv_epilogue(program, self.block, self.keep),
                         "relu_into_batch_norm": relu_into_batch_norm(program, self.block,
-                                                                     self.keep)}
+                                                                     self.keep),
+                        "relu_grad_into_gradient": relu_grad_into_gradient(
+                            program, self.block, self.keep)}
         self._fused, self._pending_fuse = {}, []   # op index -> (op fused into, pass name)
 
     def run(self):
@@ -418,6 +421,19 @@ class Segmenter:
         j, relu_out = hit
         result = self.write(relu_out, dims, "float", None, k_op)
         self._pending_fuse.append((j, "relu_into_batch_norm"))
+        return result
+
+    def fused_relu_grad(self, grad_name, relu_out, dims, k_op):
+        """The Buf (declared with `dims`) of relu_grad's X@GRAD when the relu_grad reading
+        the gradient `grad_name` (and relu's Out `relu_out`) may be applied by the op
+        making that gradient (fusion.relu_grad_into_gradient; the relu_grad is then not
+        emitted); else None."""
+        hit = self.fusions["relu_grad_into_gradient"].get(grad_name)
+        if hit is None or hit[1] != relu_out or len(self._blocks) > 1:
+            return None
+        j, _, dx = hit
+        result = self.write(dx, dims, "float", None, k_op)
+        self._pending_fuse.append((j, "relu_grad_into_gradient"))
         return result
 
     # -- buffers --------------------------------------------------------------------------

@@ -37,7 +37,9 @@ def _net(train, fetch_y=False, second_reader=False, first="conv"):
     return main, startup, [loss] + ([y] if fetch_y else [])
 
 
-def _run(main, startup, fetch, compiled, steps=2):
+def _run(main, startup, fetch, compiled, steps=2, image=(2, 6, 6), edit=None):
+    """([fetched values a step], parameters after the steps, the program run) of `steps`
+    SGD steps on batches of 3, 1, 2 images; `edit(x)` may change a batch first."""
     exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
     exe.run(startup, scope=scope)
     prog = fluid.CompiledProgram(main).with_native_code(
@@ -45,16 +47,19 @@ def _run(main, startup, fetch, compiled, steps=2):
     rng = np.random.default_rng(4)
     out = []
     for n in (3, 1, 2)[:steps]:
-        feed = {"img": rng.normal(size=(n, 2, 6, 6)).astype("float32"),
-                "label": rng.integers(0, 3, (n, 1)).astype("int64")}
+        x = rng.normal(size=(n, *image)).astype("float32")
+        if edit is not None:
+            edit(x)
+        feed = {"img": x, "label": rng.integers(0, 3, (n, 1)).astype("int64")}
         out.append([np.asarray(v) for v in exe.run(prog, feed=feed, fetch_list=fetch,
                                                     scope=scope)])
     params = [np.array(scope.find_var(p.name).get_tensor()) for p in main.all_parameters()]
     return out, params, prog
 
 
-def _fused(prog):
-    return [line.split()[1] for line in prog.explain().splitlines() if FUSED in line]
+def _fused(prog, mark=FUSED):
+    """The types of the ops explain() says the pass named `mark` fused."""
+    return [line.split()[1] for line in prog.explain().splitlines() if mark in line]
 
 
 def _equal(a, b):

@@ -28,10 +28,10 @@ def _run(main, feed, fetch, compiled):
     return [np.asarray(v) for v in exe.run(prog, feed=feed, fetch_list=fetch, scope=scope)]
 
 
-def _with_grads(op_type, inputs, attrs, wrt, out_slot):
-    """The op, a weighted mean of its `out_slot` as the loss, and the gradients of `wrt`:
-    (main, feed, [output, gradients...])."""
-    main, startup, feed, outs, ins = build_op(op_type, inputs, attrs, [out_slot])
+def _with_grads(op_type, inputs, attrs, wrt, out_slot, outputs=None):
+    """The op (declaring `outputs`, default `out_slot`), a weighted mean of its `out_slot`
+    as the loss, and the gradients of `wrt`: (main, feed, [output, gradients...])."""
+    main, startup, feed, outs, ins = build_op(op_type, inputs, attrs, outputs or [out_slot])
     out = outs[out_slot][0]
     with fluid.program_guard(main, startup):
         block = main.global_block()
@@ -60,6 +60,9 @@ def _check(op_type, inputs, attrs, wrt, out_slot, atol):
 POOLS = {
     "max 2x2 stride 2": ("max", (2, 3, 8, 6), [2, 2], [2, 2], {}),
     "max 3x3 stride 2, odd plane": ("max", (1, 2, 9, 7), [3, 3], [2, 2], {}),
+    # 9 x 10 windows: a row is 8 windows in vectors and 2 past them; the last row and column
+    # of the plane in no window
+    "max 2x2 stride 2, 19 x 21 plane": ("max", (2, 2, 19, 21), [2, 2], [2, 2], {}),
     "max 3x2 stride 1 (overlapping)": ("max", (2, 2, 5, 6), [3, 2], [1, 1], {}),
     "avg 3x3 stride 1": ("avg", (2, 2, 6, 5), [3, 3], [1, 1], {}),
     "avg 2x2 stride 2, not exclusive": ("avg", (1, 3, 4, 6), [2, 2], [2, 2],
@@ -100,6 +103,17 @@ def test_pool_over_whole_windows_matches_the_kernel(case):
         np.testing.assert_allclose(got[1], want[1], rtol=2 * k * EPS)
 
 
+def test_max_pool_2x2_gradient_goes_to_the_first_of_tied_maxima():
+    """Values from {-1, 0, 1}: most windows hold ties, each in another pattern of taps."""
+    x = rng.integers(-1, 2, (2, 3, 6, 20)).astype(np.float32)
+    attrs = {"pooling_type": "max", "ksize": [2, 2], "strides": [2, 2], "paddings": [0, 0]}
+    main, feed, fetch = _with_grads("pool2d", {"X": x}, attrs, ["X"], "Out")
+    assert "pool2d_grad" in compiled_ops(main)
+    want, got = _run(main, feed, fetch, False), _run(main, feed, fetch, True)
+    for v, g, w in zip(fetch, got, want):
+        np.testing.assert_array_equal(g, w, err_msg=v.name)
+
+
 # --- convolutions ---------------------------------------------------------------------------
 CONVS = {
     "stride 2, padding 1": ((2, 3, 7, 8), (4, 3, 3, 3), {"strides": [2, 2],
@@ -112,6 +126,14 @@ CONVS = {
     # one sample's columns (16*9 x 24*24 floats) fill a chunk: the batch runs in 3 chunks
     "a batch in chunks of one sample, groups 2": ((3, 16, 24, 24), (4, 8, 3, 3),
                                                   {"paddings": [1, 1], "groups": 2}),
+    # 36 x 576 floats of columns a sample: chunks of 3 samples, the second one short
+    "a batch of 4 in chunks of 3": ((4, 4, 24, 24), (3, 4, 3, 3), {"paddings": [1, 1]}),
+    # as wide as the input (col2im_flat), the top padding past the kernel: the first rows
+    # of output read only padding for some taps
+    "padding (top 3, bottom 0, left 2, right 0), output as wide as the input": (
+        (2, 2, 5, 6), (3, 2, 3, 3), {"paddings": [3, 0, 2, 0]}),
+    "batch of one, stride 2, padding 1": ((1, 3, 7, 8), (4, 3, 3, 3), {"strides": [2, 2],
+                                                                     "paddings": [1, 1]}),
 }
 DEPTHWISE = {            # dilation 1, column stride 1 or 2: the register-tiled form
     "multiplier 1, stride 2, padding 1": ((2, 3, 7, 6), (3, 1, 3, 3),
@@ -197,6 +219,7 @@ def _direct_kernel_runs(main):
 def test_a_conv_whose_sample_fills_a_chunk_runs_the_batch_in_chunks():
     from fluidity.codegen.emit.cpu.conv import chunk_samples
     assert chunk_samples(16 * 9 * 24 * 24) == 1
+    assert chunk_samples(4 * 9 * 24 * 24) == 3
 
 
 def _conv_case(op_type, case, table, direct=None, winograd=None, source_check=None):
@@ -236,7 +259,33 @@ def test_conv2d_matches_the_kernel(case):
 
 @pytest.mark.parametrize("case", sorted(DIRECT))
 def test_direct_kernel_matches_the_kernel(case):
+    """The forward and the filter gradient of the direct kernel's convs: at stride 1 the
+    direct one (direct_conv_s1_wgrad: up to 24 taps, two blocks of them), at stride 2 the
+    gemm's."""
     _conv_case("conv2d", case, DIRECT, direct=True)
+    xs, ws, attrs = DIRECT[case]
+    main, _, _ = _with_grads("conv2d", {"Input": f32(*xs), "Filter": f32(*ws)},
+                             {"groups": 1, **attrs}, ["Input", "Filter"], "Output")
+    stride_1 = list(attrs.get("strides", [1, 1])) == [1, 1]
+    assert ("fl::direct_conv_s1_wgrad(" in _source(main)) == stride_1
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")     # the interpreter's inf - inf
+def test_the_direct_filter_gradient_of_a_sample_holding_inf_and_nan():
+    """Its padded grid's extra columns would multiply the inf by 0: that sample takes the
+    real positions only, and each tap gets inf or NaN only where the kernel's does."""
+    x, w = f32(2, 1, 5, 9), f32(4, 1, 3, 3)
+    x[0, 0, 2, 0] = np.inf
+    x[0, 0, 4, 8] = np.nan
+    main, feed, fetch = _with_grads("conv2d", {"Input": x, "Filter": w},
+                                    {"paddings": [1, 1], "groups": 1}, ["Filter"], "Output")
+    assert "fl::direct_conv_s1_wgrad(" in _source(main)
+    want, got = _run(main, feed, fetch, False), _run(main, feed, fetch, True)
+    dw_want, dw_got = want[1], got[1]
+    np.testing.assert_array_equal(np.isfinite(dw_got), np.isfinite(dw_want))
+    assert np.isfinite(dw_want).any() and not np.isfinite(dw_want).all()
+    ok = np.isfinite(dw_want)
+    np.testing.assert_allclose(dw_got[ok], dw_want[ok], rtol=1e-5, atol=1e-6)
 
 
 def test_a_1x1_conv_whose_sample_fills_a_chunk_hands_the_gemm_the_input():
@@ -453,3 +502,31 @@ def test_an_nhwc_lrn_is_not_compiled_and_keeps_the_interpreters_numbers():
         prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
         got.append(exe.run(prog, feed={"x": x0}, fetch_list=[y])[0])
     np.testing.assert_array_equal(got[0], got[1])
+
+
+def test_training_batch_norm_gradient_over_planes_of_float_blocks():
+    """Planes of 135 values: bn_grad_sums_d's two 64-value float blocks and its tail. Its
+    sums add 8 terms in float, then in double; numpy's pairwise sums round about log2(n)
+    times: each sum of n terms is off by at most (8 + log2 n) * eps * the sum of their
+    magnitudes, here n * |g| * (1 + max|xh|) at most. dX = k * (g - (sum g + xh * sum
+    g*xh) / n) with k <= max scale / std: off by k * (1 + max|xh|) / n times that, plus a
+    few roundings of its own."""
+    x = f32(3, 2, 9, 15)
+    c = x.shape[1]
+    ins = {"X": x, "Scale": rng.uniform(0.5, 1.5, c).astype(np.float32),
+           "Bias": f32(c), "Mean": np.zeros(c, np.float32),
+           "Variance": np.ones(c, np.float32)}
+    main, feed, fetch = _with_grads("batch_norm", ins, {"is_test": False, "epsilon": 1e-5},
+                                    ["X", "Scale", "Bias"], "Y",
+                                    ["Y", "MeanOut", "VarianceOut", "SavedMean",
+                                     "SavedVariance"])
+    assert {"batch_norm", "batch_norm_grad"} <= compiled_ops(main)
+    want, got = _run(main, feed, fetch, False), _run(main, feed, fetch, True)
+    n = x.size // c
+    g = 1.5 / x.size                              # the loss's weights over the mean
+    std = x.std((0, 2, 3))
+    xh = np.abs((x - x.mean((0, 2, 3), keepdims=True)) / std[None, :, None, None]).max()
+    sums = 2 * (8 + np.log2(n)) * EPS * n * g * (1 + xh)
+    dx = 1.5 / std.min() * (1 + xh) / n * sums + 8 * EPS * np.abs(want[1]).max()
+    for v, a, b, tol in zip(fetch, got, want, [8 * EPS * 4.0, dx, sums, sums]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=tol, err_msg=v.name)

@@ -38,7 +38,8 @@ def test_segmentation_cuts_at_an_op_without_an_emitter_and_says_why():
     py = [p for p in parts if isinstance(p, PythonOp)]
     assert any("'cumsum' has no C++ emitter" in p.reason for p in py)
     assert created == set() and fusions == {"sgd_into_gradient": {}, "conv_epilogue": {},
-                                            "relu_into_batch_norm": {}}
+                                            "relu_into_batch_norm": {},
+                                            "relu_grad_into_gradient": {}}
     seg = next(p for p in parts if isinstance(p, Segment))
     assert all(isinstance(u, OpUnit) for u in seg.units)
     assert [b.kind for b in seg.inputs] == ["input"] * len(seg.inputs)

@@ -8,6 +8,10 @@
 
 #include "numerics.h"   // fmaxnp
 
+#if defined(__AVX__) && !defined(__clang__)
+#include <immintrin.h>   // masked loads and stores: max_pool_plane_grad_2x2
+#endif
+
 namespace fl {
 
 struct ConvGeom {
@@ -85,6 +89,66 @@ inline void col2im(const float* __restrict dcols, const ConvGeom& g, float* __re
                     }
                 }
             }
+        }
+}
+
+// Stride 1 with OW == W (a "same" padding): output position k = oh * OW + ow of a plane
+// reads tap (i, j) at input position k + shift, shift = (i*DH - PT) * W + j*DW - PL, so a
+// tap's columns are the plane shifted by a constant, added into dx as one run of the plane
+// instead of OH short rows (col2im_flat: 1.5x col2im on the MNIST CNN's 14-float rows in
+// a C harness; the same run for im2col was slower than its rows, so im2col keeps them).
+// The run starts at the first valid output row's first valid column and ends at the last
+// valid row's last valid column, so every position it reads or writes lies in the plane;
+// inside it the positions whose column lies outside [lo, hi) (valid_cols) are the ones a
+// shift carries into the next or previous row: col2im_flat zeroes them in dcols before the
+// add (adding +0 changes no sum: dx starts at +0 and so never holds -0). Each dx element
+// gets its taps' values in col2im's order.
+inline bool conv_flat_taps(const ConvGeom& g) {
+    return g.SH == 1 && g.SW == 1 && g.OW == g.W;
+}
+
+struct FlatTap {
+    int64_t lo, hi, oh_lo, oh_hi, shift, k0, k1;
+    bool any;
+};
+
+inline FlatTap flat_tap(const ConvGeom& g, int64_t i, int64_t j) {
+    FlatTap t;
+    valid_cols(g, j, &t.lo, &t.hi);
+    const int64_t dh = i * g.DH - g.PT;          // input row of output row 0
+    t.oh_lo = dh >= 0 ? 0 : -dh;
+    t.oh_hi = g.H - dh < g.OH ? g.H - dh : g.OH;
+    t.any = t.oh_lo < t.oh_hi && t.lo < t.hi;
+    t.shift = dh * g.W + j * g.DW - g.PL;
+    t.k0 = t.oh_lo * g.OW + t.lo;
+    t.k1 = (t.oh_hi - 1) * g.OW + t.hi;
+    return t;
+}
+
+// Zero the positions of rows [oh_lo, oh_hi) whose column is outside [lo, hi).
+inline void flat_zero_wrapped(float* __restrict p, const ConvGeom& g, const FlatTap& t) {
+    if (t.lo == 0 && t.hi == g.OW) return;
+    for (int64_t oh = t.oh_lo; oh < t.oh_hi; ++oh) {
+        for (int64_t ow = 0; ow < t.lo; ++ow) p[oh * g.OW + ow] = 0.0f;
+        for (int64_t ow = t.hi; ow < g.OW; ++ow) p[oh * g.OW + ow] = 0.0f;
+    }
+}
+
+// col2im (the same sums, the same order) where conv_flat_taps(g); dcols is clobbered.
+inline void col2im_flat(float* __restrict dcols, const ConvGeom& g, float* __restrict dx) {
+    const int64_t P = g.OH * g.OW, ncol = g.N * P;
+    std::memset(dx, 0, sizeof(float) * (size_t)(g.N * g.C * g.H * g.W));
+    for (int64_t i = 0; i < g.KH; ++i)
+        for (int64_t j = 0; j < g.KW; ++j) {
+            const FlatTap t = flat_tap(g, i, j);
+            if (!t.any) continue;
+            for (int64_t c = 0; c < g.C; ++c)
+                for (int64_t n = 0; n < g.N; ++n) {
+                    float* src = dcols + ((c * g.KH + i) * g.KW + j) * ncol + n * P;
+                    flat_zero_wrapped(src, g, t);
+                    float* dst = dx + (n * g.C + c) * g.H * g.W + t.shift;
+                    for (int64_t k = t.k0; k < t.k1; ++k) dst[k] += src[k];
+                }
         }
 }
 
@@ -220,6 +284,105 @@ inline void direct_conv(const float* __restrict x, const float* __restrict wp,
             for (int64_t q = 0; q < Q; q += DCONV_R)
                 dconv_tile<1, false>(xp + q, wb, off, colo, CI, g.KW, t0 + q * Mp, Mp);
     }
+}
+
+// The filter gradient of a conv direct_conv computes at stride 1 (dilation 1, one group,
+// few taps): dw[m, t] = the sum over the batch and positions of dy[n, m, p] * x at tap t
+// from p, without im2col's columns or the [M, N*OH*OW] swap of dy. Each sample is padded
+// into xp as direct_conv pads it at stride 1 (one phase); on that padded grid (rows of WP = OW + KW - 1) tap
+// t = (c, i, j) of position q = oh * WP + ow reads xp[q + off_t], off_t = c*HP*WP + i*WP + j,
+// so with each plane of dy copied into dp on the same grid (zeros in the KW - 1 columns
+// past OW and past the last row's end), dw[m, t] is the dot product of dp with xp shifted
+// by off_t: a block of up to DWGRAD_TB taps keeps its sums in vector registers while dp
+// streams once. A sample's dot products are float (8 lanes, added up at the end), the
+// batch's sums of them double. A sample holding an inf or NaN takes the real positions
+// only (the grid's extra columns would add inf * 0). dp needs dwgrad_dp_floats(g), xp
+// dconv_xp_floats(g).
+constexpr int DWGRAD_TB = 12;
+
+inline int64_t dwgrad_dp_floats(const ConvGeom& g) {
+    return (g.OH * (g.OW + g.KW - 1) + 7) / 8 * 8;
+}
+
+template <int TB>
+__attribute__((optimize("fp-contract=fast"), always_inline))
+inline void dwgrad_block(const float* __restrict dp, const float* __restrict xp,
+                         const int64_t* off, int64_t Q8, double* __restrict acc) {
+    dconv_v8 a[TB];
+    for (int k = 0; k < TB; ++k) a[k] = dconv_v8{};
+    for (int64_t q = 0; q < Q8; q += 8) {
+        const dconv_v8 d = *(const dconv_v8*)(dp + q);
+        for (int k = 0; k < TB; ++k) a[k] += d * *(const dconv_v8*)(xp + off[k] + q);
+    }
+    for (int k = 0; k < TB; ++k) {
+        float s = 0.0f;
+        for (int l = 0; l < 8; ++l) s += a[k][l];
+        acc[k] += (double)s;
+    }
+}
+
+inline void dwgrad_taps(const float* dp, const float* xp, const int64_t* off, int64_t nt,
+                        int64_t Q8, double* acc) {
+    switch (nt) {
+#define FL_DWGRAD_CASE(n) case n: dwgrad_block<n>(dp, xp, off, Q8, acc); break;
+        FL_DWGRAD_CASE(1) FL_DWGRAD_CASE(2) FL_DWGRAD_CASE(3) FL_DWGRAD_CASE(4)
+        FL_DWGRAD_CASE(5) FL_DWGRAD_CASE(6) FL_DWGRAD_CASE(7) FL_DWGRAD_CASE(8)
+        FL_DWGRAD_CASE(9) FL_DWGRAD_CASE(10) FL_DWGRAD_CASE(11) FL_DWGRAD_CASE(12)
+#undef FL_DWGRAD_CASE
+        default: break;
+    }
+}
+
+// acc: M * C*KH*KW doubles of scratch.
+inline void direct_conv_s1_wgrad(const float* __restrict x, const float* __restrict dy,
+                                 const ConvGeom& g, int64_t M, float* __restrict xp,
+                                 float* __restrict dp, double* __restrict acc,
+                                 float* __restrict dw) {
+    const int64_t HP = g.OH + g.KH - 1, WP = g.OW + g.KW - 1, T = g.C * g.KH * g.KW;
+    const int64_t Q8 = dwgrad_dp_floats(g), P = g.OH * g.OW;
+    std::memset(xp, 0, sizeof(float) * (size_t)dconv_xp_floats(g));
+    std::memset(dp, 0, sizeof(float) * (size_t)Q8);
+    for (int64_t k = 0; k < M * T; ++k) acc[k] = 0.0;
+    int64_t off[64];
+    for (int64_t t = 0; t < T && t < 64; ++t) {
+        const int64_t c = t / (g.KH * g.KW), i = t / g.KW % g.KH, j = t % g.KW;
+        off[t] = c * HP * WP + i * WP + j;
+    }
+    const int64_t h_hi = g.H < HP - g.PT ? g.H : HP - g.PT;
+    const int64_t w_hi = g.W < WP - g.PL ? g.W : WP - g.PL;
+    for (int64_t n = 0; n < g.N; ++n) {
+        float finite = 0.0f;              // x * 0 summed: NaN iff the sample holds inf or NaN
+        for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t h = 0; h < h_hi; ++h) {
+                const float* src = x + ((n * g.C + c) * g.H + h) * g.W;
+                float* dst = xp + (c * HP + h + g.PT) * WP + g.PL;
+                for (int64_t w = 0; w < w_hi; ++w) {
+                    dst[w] = src[w];
+                    finite += src[w] * 0.0f;
+                }
+            }
+        for (int64_t m = 0; m < M; ++m) {
+            const float* d = dy + (n * M + m) * P;
+            if (finite != 0.0f || finite != finite) {
+                // the padded grid's extra columns would multiply an inf by dp's 0: only
+                // the real positions, one by one
+                for (int64_t t = 0; t < T; ++t) {
+                    float sum = 0.0f;
+                    for (int64_t oh = 0; oh < g.OH; ++oh)
+                        for (int64_t ow = 0; ow < g.OW; ++ow)
+                            sum += d[oh * g.OW + ow] * xp[oh * WP + ow + off[t]];
+                    acc[m * T + t] += (double)sum;
+                }
+                continue;
+            }
+            for (int64_t oh = 0; oh < g.OH; ++oh)
+                for (int64_t ow = 0; ow < g.OW; ++ow) dp[oh * WP + ow] = d[oh * g.OW + ow];
+            for (int64_t t0 = 0; t0 < T; t0 += DWGRAD_TB)
+                dwgrad_taps(dp, xp, off + t0, T - t0 < DWGRAD_TB ? T - t0 : DWGRAD_TB, Q8,
+                            acc + m * T + t0);
+        }
+    }
+    for (int64_t k = 0; k < M * T; ++k) dw[k] = (float)acc[k];
 }
 
 // The epilogue's access to tmp [q][Mp]: the 8 x 8 block of positions p .. p + 7 (rows
@@ -662,11 +825,106 @@ inline void avg_pool_plane(const float* __restrict img, float* __restrict o, con
     }
 }
 
+// The 2x2 stride-2 case of max_pool_plane_grad_disjoint: the same strictly-greater scan of
+// the taps (0,0), (0,1), (1,0), (1,1), each window's d written to its winner and 0 to its
+// other three taps, 8 windows of a row at a time (even and odd columns split by shuffles,
+// the four results interleaved back), so nothing is zeroed first but the rows and columns
+// no window covers; the row's last n % 8 windows through AVX's masked loads and stores.
+// 3x the scalar scan below on the MNIST CNN's 28x28 planes (its branches mispredict on
+// random data); builds without AVX keep that scan.
+#if defined(__AVX__) && !defined(__clang__)
+#define FL_POOL_GRAD_2X2 1
+// Windows b .. b + 7 from the row pair's 16 + 16 floats a0 a1 / b0 b1 and their d: the
+// gradient of the two rows' 16 floats each (o[0], o[1]: the upper row; o[2], o[3]); with
+// `relu`, relu_grad's of it (X is relu's Out: fusion.relu_grad_into_gradient).
+inline void pool_grad_2x2_v8(const dconv_v8& a0, const dconv_v8& a1, const dconv_v8& b0,
+                             const dconv_v8& b1, const dconv_v8& d, bool relu, dconv_v8* o) {
+    const dconv_i8 ev{0, 2, 4, 6, 8, 10, 12, 14}, od{1, 3, 5, 7, 9, 11, 13, 15};
+    const dconv_i8 lo{0, 8, 1, 9, 2, 10, 3, 11}, hi{4, 12, 5, 13, 6, 14, 7, 15};
+    const dconv_v8 v00 = __builtin_shuffle(a0, a1, ev), v01 = __builtin_shuffle(a0, a1, od);
+    const dconv_v8 v10 = __builtin_shuffle(b0, b1, ev), v11 = __builtin_shuffle(b0, b1, od);
+    const dconv_i8 p01 = v01 > v00;
+    const dconv_v8 m1 = p01 ? v01 : v00;
+    const dconv_i8 p10 = v10 > m1;
+    const dconv_v8 m2 = p10 ? v10 : m1;
+    const dconv_i8 p11 = v11 > m2;
+    const dconv_v8 z{}, one = z + 1.0f;
+    // relu_grad's d * (Out > 0 ? 1 : 0) at the winner, Out = the window's maximum
+    const dconv_v8 dv = relu ? d * ((p11 ? v11 : m2) > z ? one : z) : d;
+    const dconv_v8 g11 = p11 ? dv : z, g10 = (p10 & ~p11) ? dv : z;
+    const dconv_v8 g01 = (p01 & ~p10 & ~p11) ? dv : z, g00 = (p01 | p10 | p11) ? z : dv;
+    o[0] = __builtin_shuffle(g00, g01, lo);
+    o[1] = __builtin_shuffle(g00, g01, hi);
+    o[2] = __builtin_shuffle(g10, g11, lo);
+    o[3] = __builtin_shuffle(g10, g11, hi);
+}
+
+// Lanes [0, n) of a mask for _mm256_maskload_ps / maskstore (n may be <= 0 or >= 8).
+inline __m256i pool_lanes(int64_t n) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), idx);
+}
+
+// The row's windows 8 at a time; the last n % 8 through masked loads and stores.
+inline void pool_grad_2x2_row(const float* r0, const float* r1, const float* dr, float* o0,
+                              float* o1, int64_t n, bool relu) {
+    int64_t b = 0;
+    dconv_v8 o[4];
+    for (; b + 8 <= n; b += 8) {
+        const float *p0 = r0 + 2 * b, *p1 = r1 + 2 * b;
+        pool_grad_2x2_v8(*(const dconv_v8*)p0, *(const dconv_v8*)(p0 + 8), *(const dconv_v8*)p1,
+                         *(const dconv_v8*)(p1 + 8), *(const dconv_v8*)(dr + b), relu, o);
+        *(dconv_v8*)(o0 + 2 * b) = o[0];
+        *(dconv_v8*)(o0 + 2 * b + 8) = o[1];
+        *(dconv_v8*)(o1 + 2 * b) = o[2];
+        *(dconv_v8*)(o1 + 2 * b + 8) = o[3];
+    }
+    if (b == n) return;
+    const int64_t k = n - b;
+    const __m256i lo = pool_lanes(2 * k), hi = pool_lanes(2 * k - 8), dk = pool_lanes(k);
+    const float *p0 = r0 + 2 * b, *p1 = r1 + 2 * b;
+    pool_grad_2x2_v8((dconv_v8)_mm256_maskload_ps(p0, lo), (dconv_v8)_mm256_maskload_ps(p0 + 8, hi),
+                     (dconv_v8)_mm256_maskload_ps(p1, lo), (dconv_v8)_mm256_maskload_ps(p1 + 8, hi),
+                     (dconv_v8)_mm256_maskload_ps(dr + b, dk), relu, o);
+    _mm256_maskstore_ps(o0 + 2 * b, lo, (__m256)o[0]);
+    _mm256_maskstore_ps(o0 + 2 * b + 8, hi, (__m256)o[1]);
+    _mm256_maskstore_ps(o1 + 2 * b, lo, (__m256)o[2]);
+    _mm256_maskstore_ps(o1 + 2 * b + 8, hi, (__m256)o[3]);
+}
+
+inline void max_pool_plane_grad_2x2(const float* __restrict img, const float* __restrict d,
+                                    float* __restrict gx, const PoolGeom& g, bool relu) {
+    const int64_t W = g.W, c1 = g.C0 + 2 * g.OW;
+    for (int64_t h = 0; h < g.H; ++h) {
+        const int64_t a2 = h - g.R0;
+        if (a2 < 0 || a2 >= 2 * g.OH) {
+            for (int64_t w = 0; w < W; ++w) gx[h * W + w] = 0.0f;
+            continue;
+        }
+        for (int64_t w = 0; w < g.C0; ++w) gx[h * W + w] = 0.0f;
+        for (int64_t w = c1; w < W; ++w) gx[h * W + w] = 0.0f;
+    }
+    for (int64_t a = 0; a < g.OH; ++a) {
+        const int64_t at = (2 * a + g.R0) * W + g.C0;
+        pool_grad_2x2_row(img + at, img + at + W, d + a * g.OS, gx + at, gx + at + W, g.OW,
+                          relu);
+    }
+}
+#endif  // FL_POOL_GRAD_2X2
+
 // max's gradient where windows do not overlap (SH >= KH, SW >= KW): each window's d goes to
 // its first maximum (strictly greater replaces), the only contribution that position gets;
-// gx is zeroed first.
+// gx is zeroed first. With `relu` (img is a relu's Out), relu_grad's of that: d * (the
+// maximum > 0 ? 1 : 0), the others 0 as relu_grad makes them.
 inline void max_pool_plane_grad_disjoint(const float* __restrict img, const float* __restrict d,
-                                         float* __restrict gx, const PoolGeom& g) {
+                                         float* __restrict gx, const PoolGeom& g,
+                                         bool relu = false) {
+#if defined(FL_POOL_GRAD_2X2)
+    if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2) {
+        max_pool_plane_grad_2x2(img, d, gx, g, relu);
+        return;
+    }
+#endif
     std::memset(gx, 0, sizeof(float) * (size_t)(g.H * g.W));
     for (int64_t a = 0; a < g.OH; ++a)
         for (int64_t b = 0; b < g.OW; ++b) {
@@ -678,7 +936,8 @@ inline void max_pool_plane_grad_disjoint(const float* __restrict img, const floa
                     const float t = img[at0 + i * g.W + j];
                     if (t > v) { v = t; at = at0 + i * g.W + j; }
                 }
-            gx[at] = d[a * g.OS + b];
+            const float dv = d[a * g.OS + b];
+            gx[at] = relu ? dv * (v > 0 ? 1.0f : 0.0f) : dv;
         }
 }
 

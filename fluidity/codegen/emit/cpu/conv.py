@@ -382,8 +382,7 @@ def conv2d_grad(e):
         e.input("Output@GRAD")
     e.require_float(x, w, bias, dout)
     geom, groups, m, (oh, ow) = _emit_conv_geometry(e, x, w)
-    ckk, mg = e.prod(w.dims[1:]), m // groups
-    ncol = e.mul(x.dims[0], oh * ow)
+    mg = m // groups
     e.code(geom)
     if _depthwise(x, w, groups):
         dx = e.output("Input@GRAD", x.dims) if e.has_output("Input@GRAD") else None
@@ -392,21 +391,57 @@ def conv2d_grad(e):
                f"{dw or 'nullptr'});")
         _bias_grad(e, bias, dout, x.dims[0], m, oh * ow)
         return
-    d = e.scratch([str(m), ncol])      # Output@GRAD as [M, N*oh*ow]
-    e.code(f"fl::swap01({dout}, {d}, {x.dims[0]}, {m}, {oh * ow});")
-    if e.has_output("Filter@GRAD"):
-        cols = e.scratch([e.mul(groups, ckk), ncol])
-        dw = e.output("Filter@GRAD", w.dims)
-        e.code(f"fl::im2col({x}, g, {cols});")
-        e.code(grouped_gemm("fl::gemm", groups, False, True, mg, ckk, ncol, d, ncol,
-                             cols, ncol, dw, ckk))
-    if e.has_output("Input@GRAD"):
-        dcols = e.scratch([e.mul(groups, ckk), ncol])
-        dx = e.output("Input@GRAD", x.dims)
-        e.code(grouped_gemm("fl::gemm", groups, True, False, ckk, ncol, mg, w, ckk, d,
-                             ncol, dcols, ncol))
-        e.code(f"fl::col2im({dcols}, g, {dx});")
+    want_dw, want_dx = e.has_output("Filter@GRAD"), e.has_output("Input@GRAD")
+    dw = e.output("Filter@GRAD", w.dims) if want_dw else None
+    dx = e.output("Input@GRAD", x.dims) if want_dx else None
+    if dw is not None and _direct(e, x, w, groups) and _geometry(e, x, w)[0] == [1, 1]:
+        # the direct kernel's stride-1 convs: dW from the padded samples, no columns (conv.h)
+        c, kh, kw = (int(d) for d in w.dims[1:])
+        wp = ow + kw - 1
+        xp = e.scratch([str(c * (oh + kh - 1) * wp + wp + DIRECT_R + 8)])  # dconv_xp_floats
+        dp = e.scratch([str((oh * wp + 7) // 8 * 8)])                    # dwgrad_dp_floats
+        acc = e.scratch([str(m * c * kh * kw)], "double")
+        e.code(f"fl::direct_conv_s1_wgrad({x}, {dout}, g, {m}, {xp}, {dp}, {acc}, {dw});")
+        dw = None
+    if dw is not None or dx is not None:
+        _emit_gemm_grad(e, x, w, dout, (groups, m, oh, ow), dw, dx)
     _bias_grad(e, bias, dout, x.dims[0], m, oh * ow)
+
+
+def _emit_gemm_grad(e, x, w, dout, shape, dw, dx):
+    """conv2d_grad's gemms per chunk of the batch (chunk_samples of its columns), so that
+    the chunk's Output@GRAD in gemm layout [M, nb*oh*ow], its columns and their gradient
+    stay in L2 from one step to the next: per group dW_g (+)= dY_g @ cols_g^T (the first
+    chunk's gemm sets dW, the later ones add to it) and dcols_g = W_g^T @ dY_g, then
+    col2im into the chunk's samples of dX (conv.h's col2im_flat, a run of the plane a tap,
+    where the stride is 1 and the output as wide as the input). The whole batch's
+    [M, N*oh*ow] swap and columns (7 MB each for the MNIST CNN's second conv at batch 64)
+    went through memory between these steps."""
+    groups, m, oh, ow = shape
+    n, mg, hw = x.dims[0], m // groups, oh * ow
+    ckk = int(e.prod(w.dims[1:]))
+    chw = int(e.prod(x.dims[1:]))
+    nb = chunk_samples(groups * ckk * hw)
+    d = e.scratch([str(m * nb * hw)])
+    cols = e.scratch([str(groups * ckk * nb * hw)])
+    steps = [f"fl::swap01({dout} + n0 * {m * hw}, {d}, gc.N, {m}, {hw});"]
+    if dw is not None:
+        steps.append(f"fl::im2col({x} + n0 * {chw}, gc, {cols}); for (int64_t gi = 0; "
+                     f"gi < {groups}; ++gi) fl::gemm(false, true, {mg}, {ckk}, nc, 1.0f, "
+                     f"{d} + gi * {mg} * nc, nc, {cols} + gi * {ckk} * nc, nc, n0 ? 1.0f : "
+                     f"0.0f, {dw} + gi * {mg * ckk}, {ckk});")
+    if dx is not None:
+        strides, _, _ = _geometry(e, x, w)
+        flat = strides == [1, 1] and int(x.dims[3]) == ow
+        steps.append(f"for (int64_t gi = 0; gi < {groups}; ++gi) fl::gemm(true, false, {ckk}, "
+                     f"nc, {mg}, 1.0f, {w} + gi * {mg * ckk}, {ckk}, {d} + gi * {mg} * nc, nc, "
+                     f"0.0f, {cols} + gi * {ckk} * nc, nc); fl::"
+                     f"{'col2im_flat' if flat else 'col2im'}({cols}, gc, {dx} + n0 * {chw});")
+    e.code(f"for (int64_t n0 = 0; n0 < {n}; n0 += {nb}) {{ fl::ConvGeom gc = g; "
+           f"gc.N = {n} - n0 < {nb} ? {n} - n0 : {nb}; const int64_t nc = gc.N * {hw}; "
+           + " ".join(steps) + " }")
+    if dw is not None:               # an empty batch: no chunk set dW
+        e.code(f"if ({n} == 0) std::memset({dw}, 0, sizeof(float) * {dw.numel()});")
 
 
 def _bias_grad(e, bias, dout, n, m, hw):
@@ -530,19 +565,26 @@ def _direct_pool(e, x, out, lay, ohw, at, area):
 @register("pool2d_grad", "cpu")
 def pool2d_grad(e):
     """max: each window's gradient to its first maximum, summed per position in double
-    (the kernel's bincount); avg: spread over the window divided as the forward."""
+    (the kernel's bincount); avg: spread over the window divided as the forward. Max over
+    disjoint whole windows (conv.h's max_pool_plane_grad_disjoint) may write the relu_grad
+    after it in its place (fusion.relu_grad_into_gradient)."""
     x, dout = e.input("X"), e.input("Out@GRAD")
     e.require_float(x, dout)
     lay = PoolLayout(e, x, e.attrs)
     tables, (oh, ow) = _emit_pool_tables(e, e.attrs, lay.h, lay.w)
-    dx = e.output("X@GRAD", x.dims)
     hw = lay.h * lay.w
     regular = None if lay.last else regular_pool(e.attrs, lay.h, lay.w)
     if e.attr("pooling_type") == "max" and regular is not None and regular[2]:
-        e.code(regular[0])           # disjoint whole windows: one contribution a position
+        # disjoint whole windows: one contribution a position; a relu_grad over X (the
+        # relu's Out) that alone reads X@GRAD applied at the window's maximum
+        relu = e.fused_relu_grad("X@GRAD", x.dims, e.op.input("X")[0])
+        dx = relu if relu is not None else e.output("X@GRAD", x.dims)
+        e.code(regular[0])
         e.code(f"for (int64_t p = 0; p < {lay.n_planes}; ++p) fl::max_pool_plane_grad_"
-               f"disjoint({x} + p * {hw}, {dout} + p * {oh * ow}, {dx} + p * {hw}, pg);")
+               f"disjoint({x} + p * {hw}, {dout} + p * {oh * ow}, {dx} + p * {hw}, pg, "
+               f"{'true' if relu is not None else 'false'});")
         return
+    dx = e.output("X@GRAD", x.dims)
     e.code(tables)
     if e.attr("pooling_type") == "max":
         # the kernel starts each window at its first tap, padding (-inf) or not, and takes
