@@ -1,0 +1,233 @@
+// Beam search over LoD values in generated code: the twins of ops/beam.py's kernels
+// (beam_search, beam_search_decode), bit for bit on ids and LoD; scores are the same
+// float64 arithmetic rounded to the scores' type once, as numpy's.
+//
+// A 2-level LoD here is two offset arrays, level 0 the outer: level 0 offsets into level 1's
+// entries (sources -> prefixes), level 1 offsets into rows (prefixes -> rows). beam_search
+// takes the sources as absolute row offsets (`abs_level`: Paddle's ToAbsOffset of the level
+// it groups by) and writes selected rows in prefix order with their level-1 offsets; its
+// output's level 0 is those absolute offsets (one level-1 entry per input row).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <new>
+#include <vector>
+
+#include "status.h"
+
+namespace fl {
+
+// An offsets array is well formed: n >= 1 entries, starting at 0, non-decreasing, ending at
+// or below `limit` (the entries or rows it indexes; -1: no limit). The message names `what`.
+inline int check_offsets(const int64_t* off, int64_t n, int64_t limit, const char* what,
+                         char* err, int k) {
+    if (n < 1 || off[0] != 0) {
+        std::snprintf(err, 512, "%s: its LoD offsets must start at 0", what);
+        return 2 + k;
+    }
+    for (int64_t j = 1; j < n; ++j)
+        if (off[j] < off[j - 1]) {
+            std::snprintf(err, 512, "%s: its LoD offsets decrease at %lld", what, (long long)j);
+            return 2 + k;
+        }
+    if (limit >= 0 && off[n - 1] > limit) {
+        std::snprintf(err, 512, "%s: its LoD ends at %lld, past its %lld rows", what,
+                      (long long)off[n - 1], (long long)limit);
+        return 2 + k;
+    }
+    return 0;
+}
+
+// out[0..n0) = level 0 as absolute offsets into rows: out[j] = lod1[lod0[j]] (lod0 indexes
+// lod1's n1 entries; both checked).
+inline int abs_level(const int64_t* lod0, int64_t n0, const int64_t* lod1, int64_t n1,
+                     int64_t rows, int64_t* out, const char* what, char* err, int k) {
+    if (int rc = check_offsets(lod1, n1, rows, what, err, k)) return rc;
+    if (int rc = check_offsets(lod0, n0, n1 - 1, what, err, k)) return rc;
+    for (int64_t j = 0; j < n0; ++j) out[j] = lod1[lod0[j]];
+    return 0;
+}
+
+// The most rows beam_search selects from `n` prefix rows of `width` candidates grouped in
+// `n_src` sources: each source keeps at most `beam`, each row gives at most min(width, beam).
+inline int64_t beam_search_bound(int64_t n, int64_t width, int64_t n_src, int64_t beam) {
+    const int64_t per_row = width < beam ? width : beam;
+    const int64_t a = n * (per_row > 1 ? per_row : 1), b = n_src * beam;
+    return a < b ? a : b;
+}
+
+struct BeamCand {
+    int64_t row, id, ord;
+    double score;
+};
+
+// numpy's lexsort of (order, -row, -score): the higher score first (NaN last), then the
+// later row, then the earlier candidate.
+inline bool beam_before(const BeamCand& a, const BeamCand& b) {
+    const bool an = std::isnan(a.score), bn = std::isnan(b.score);
+    if (an != bn) return bn;
+    if (!an && a.score != b.score) return a.score > b.score;
+    if (a.row != b.row) return a.row > b.row;
+    return a.ord < b.ord;
+}
+
+// One step of beam search (ops/beam.py BeamSearch). Inputs: `n` prefix rows, pre_ids[n],
+// pre_scores[n], scores[n * width] and ids[n * width] (nullptr: candidate c is id c);
+// `high[0..n_high)` the sources as absolute row offsets. Outputs (at most
+// beam_search_bound rows): sel_ids, sel_scores, parent (the prefix row of each), low (the
+// level-1 offsets, high[n_high - 1] + 1 entries) and *n_sel. A prefix that ended (its id is
+// end_id) is one candidate with its score unchanged; a source whose every kept row is an
+// end_id of an ended prefix keeps none.
+template <typename P, typename C, typename T>
+inline int beam_search(const P* pre_ids, const T* pre_scores, const C* ids, const T* scores,
+                       int64_t n, int64_t width, const int64_t* high, int64_t n_high,
+                       int64_t beam, int64_t end_id, bool accumulated, int64_t* sel_ids,
+                       T* sel_scores, int32_t* parent, int64_t* low, int64_t* n_sel, char* err,
+                       int k) {
+    if (int rc = check_offsets(high, n_high, n, "beam_search: scores", err, k)) return rc;
+    if (beam < 0) return fail(err, k, "beam_search: beam_size is negative");
+    std::vector<BeamCand> cand, keep;
+    int64_t out = 0;
+    low[0] = 0;
+    try {       // no exception may leave generated code: a failure is a return code
+        for (int64_t s = 0; s + 1 < n_high; ++s) {
+            cand.clear();
+            for (int64_t r = high[s]; r < high[s + 1]; ++r) {
+                if ((int64_t)pre_ids[r] == end_id) {
+                    cand.push_back(BeamCand{r, end_id, (int64_t)cand.size(),
+                                            (double)pre_scores[r]});
+                    continue;
+                }
+                for (int64_t c = 0; c < width; ++c) {
+                    const double v = (double)scores[r * width + c];
+                    const double sc = accumulated ? v : (double)pre_scores[r] + std::log(v);
+                    cand.push_back(BeamCand{r, ids ? (int64_t)ids[r * width + c] : c,
+                                            (int64_t)cand.size(), sc});
+                }
+            }
+            const int64_t m = std::min<int64_t>(beam, (int64_t)cand.size());
+            std::partial_sort(cand.begin(), cand.begin() + m, cand.end(), beam_before);
+            keep.assign(cand.begin(), cand.begin() + m);
+            // by row, each row's in rank order (a stable sort of the ranked)
+            std::stable_sort(keep.begin(), keep.end(),
+                             [](const BeamCand& a, const BeamCand& b) { return a.row < b.row; });
+            bool ended = true;
+            for (const BeamCand& c : keep)
+                ended = ended && c.id == end_id && (int64_t)pre_ids[c.row] == end_id;
+            if (ended) keep.clear();
+            size_t q = 0;
+            for (int64_t r = high[s]; r < high[s + 1]; ++r) {
+                for (; q < keep.size() && keep[q].row == r; ++q, ++out) {
+                    sel_ids[out] = keep[q].id;
+                    sel_scores[out] = (T)keep[q].score;
+                    parent[out] = (int32_t)r;
+                }
+                low[r + 1] = out;
+            }
+        }
+    } catch (const std::bad_alloc&) {
+        return fail(err, k, "beam_search: out of memory");
+    }
+    *n_sel = out;
+    return 0;
+}
+
+// One step of the selections beam_search_decode walks back: `rows` ids and scores, and the
+// step's 2-level LoD (src: n_src offsets into sent's entries; sent: n_sent offsets into
+// rows). A step never written has rows < 0.
+template <typename I, typename T>
+struct BeamStep {
+    const I* ids;
+    const T* scores;
+    int64_t rows;
+    const int64_t* src;
+    int64_t n_src;
+    const int64_t* sent;
+    int64_t n_sent;
+};
+
+// The sentences of beam_search_decode (ops/beam.py BeamSearchDecode): walked back from each
+// source's last step with rows, each sentence's words in time order (an end_id repeated by
+// an ended prefix kept once), each source's sentences by final score, best first (stable).
+// Appends to words, word_scores and the offsets src_lod (sources -> sentences, starts
+// {0}) and sent_lod (sentences -> words, starts {0}).
+template <typename I, typename T>
+inline int beam_search_decode(const BeamStep<I, T>* steps, int64_t n_steps, int64_t end_id,
+                              std::vector<int64_t>& words, std::vector<T>& word_scores,
+                              std::vector<int64_t>& src_lod, std::vector<int64_t>& sent_lod,
+                              char* err, int k) {
+    struct Sent { std::vector<int64_t> w; std::vector<T> s; int64_t at; };
+    int64_t first = -1;
+    for (int64_t t = 0; t < n_steps && first < 0; ++t)
+        if (steps[t].rows >= 0) first = t;
+    if (first < 0)
+        return fail(err, k, "beam_search_decode: Ids and Scores must be non-empty arrays of "
+                            "the same length");
+    for (int64_t t = first; t < n_steps; ++t) {
+        const BeamStep<I, T>& st = steps[t];
+        if (st.rows < 0) continue;
+        if (st.src == nullptr || st.sent == nullptr) {
+            std::snprintf(err, 512, "beam_search_decode: step %lld of Ids has no 2-level LoD; "
+                          "beam_search's outputs have 2 levels", (long long)(t - first));
+            return 2 + k;
+        }
+        if (int rc = check_offsets(st.sent, st.n_sent, st.rows, "beam_search_decode: Ids",
+                                   err, k)) return rc;
+        if (int rc = check_offsets(st.src, st.n_src, st.n_sent - 1, "beam_search_decode: Ids",
+                                   err, k)) return rc;
+    }
+    const int64_t n_src = steps[first].n_src - 1;
+    try {
+        std::vector<std::vector<Sent>> per((size_t)n_src);
+        for (int64_t t = n_steps - 1; t >= first; --t) {
+            const BeamStep<I, T>& st = steps[t];
+            if (st.rows < 0) continue;
+            const int64_t m = std::min(n_src, st.n_src - 1);
+            for (int64_t q = 0; q < m; ++q) {
+                std::vector<Sent>& ss = per[(size_t)q];
+                if (ss.empty()) {        // the source's last step (it ended or the loop did)
+                    for (int64_t p = st.src[q]; p < st.src[q + 1]; ++p)
+                        for (int64_t c = st.sent[p]; c < st.sent[p + 1]; ++c)
+                            ss.push_back(Sent{{(int64_t)st.ids[c]}, {st.scores[c]}, p});
+                    continue;
+                }
+                for (Sent& s : ss) {
+                    const int64_t c = s.at;
+                    if (c < 0 || c >= st.rows) {
+                        std::snprintf(err, 512, "beam_search_decode: step %lld selects from "
+                                      "row %lld of a step with %lld rows", (long long)(t + 1 - first),
+                                      (long long)c, (long long)st.rows);
+                        return 2 + k;
+                    }
+                    if ((int64_t)st.ids[c] != end_id || s.w.empty()) {
+                        s.w.push_back((int64_t)st.ids[c]);
+                        s.s.push_back(st.scores[c]);
+                    }
+                    s.at = (int64_t)(std::upper_bound(st.sent, st.sent + st.n_sent, c) -
+                                     st.sent) - 1;
+                }
+            }
+        }
+        for (std::vector<Sent>& ss : per) {
+            // by the final (accumulated) score, best first; the walk stored it first
+            std::stable_sort(ss.begin(), ss.end(), [](const Sent& a, const Sent& b) {
+                return a.s.front() > b.s.front();
+            });
+            for (const Sent& s : ss) {
+                for (size_t j = s.w.size(); j-- > 0;) {
+                    words.push_back(s.w[j]);
+                    word_scores.push_back(s.s[j]);
+                }
+                sent_lod.push_back((int64_t)words.size());
+            }
+            src_lod.push_back(src_lod.back() + (int64_t)ss.size());
+        }
+    } catch (const std::bad_alloc&) {
+        return fail(err, k, "beam_search_decode: out of memory");
+    }
+    return 0;
+}
+
+}  // namespace fl
