@@ -338,7 +338,7 @@ class Segmenter:
         buf = TableBuf(f"t{self._n}", name, "int64_t", [Dim.lit(2), n], "temp")
         self._n += 1
         buf.first = buf.last = k
-        buf.lod, buf.lod_len, buf.lod_src = src.lod, src.lod_len, src.lod_src
+        buf.levels, buf.lod_src = [(src.lod, src.lod_len)], src.lod_src   # one level only
         buf.total = src.dims[0]
         self._seg.bufs.append(buf)
         self._env[name] = buf
@@ -373,6 +373,10 @@ class Segmenter:
         if seg is None:
             return
         self._seg = None
+        end = len(seg.sites)
+        for buf in self._env.values():      # a LoD computed here leaves with its value
+            for lod in buf.computed_lod:
+                lod.last = max(lod.last, end)
         seg.values = self._env
         self.parts.append(seg)
         self._env = {}
@@ -442,7 +446,13 @@ class Segmenter:
         buf.last = k
         if buf.rows is not None:
             buf.rows.last = k
+        for lod in buf.computed_lod:
+            lod.last = max(lod.last, k)
         return buf
+
+    def lod_buf(self, what, count, k):
+        """An int64 arena buffer of `count` LoD offsets an op computes (Buf.levels)."""
+        return self._arena_buf(what, "int64_t", [count], "temp", k)
 
     def _new_input(self, name, k):
         v = self._var(name)
@@ -467,9 +477,7 @@ class Segmenter:
             buf.rows.first = k
             buf.height = Dim.sym(f"in{j}_h")
         elif v.lod_level:
-            if v.lod_level > 1:
-                raise NotCompilable(f"input '{name}' has {v.lod_level} LoD levels")
-            buf.lod, buf.lod_len = Dim.sym(f"in{j}_lod"), Dim.sym(f"in{j}_nlod")
+            buf.levels = input_levels(j, v.lod_level, name, self.target)
             buf.lod_src = name
         self._seg.inputs.append(buf)
         self._seg.bufs.append(buf)
@@ -567,6 +575,22 @@ class Segmenter:
 
 
 _C_NAMES = re.compile(r"[A-Za-z_]\w*")
+
+
+def input_levels(j, n_levels, name, target):
+    """The LoD levels of segment input j as its C names [(offsets, count)], outer first:
+    the finest `in{j}_lod`/`in{j}_nlod` as with one level, an outer level k
+    `in{j}_l{k}_lod`/`in{j}_l{k}_nlod` (render.py reads them from the input's record as
+    abi.packed_lod lays them out). Two levels at most (beam search's), on the CPU target."""
+    if n_levels > abi.MAX_LOD_LEVELS:
+        raise NotCompilable(f"input '{name}' has {n_levels} LoD levels (compiled code takes "
+                            f"at most {abi.MAX_LOD_LEVELS})")
+    if n_levels > 1 and target.name != "cpu":
+        raise NotCompilable(f"input '{name}' has {n_levels} LoD levels ({target.title} "
+                            "code takes one)")
+    outer = [(Dim.sym(f"in{j}_l{k}_lod"), Dim.sym(f"in{j}_l{k}_nlod"))
+             for k in range(n_levels - 1)]
+    return outer + [(Dim.sym(f"in{j}_lod"), Dim.sym(f"in{j}_nlod"))]
 
 
 def _as_dim(d):

@@ -262,7 +262,7 @@ class _Tables:
         segs = []
         for s, seg in enumerate(self.low.segments):
             ins = [self.index[b.var] for b in seg.inputs]
-            in_lod = [int(b.lod is not None) for b in seg.inputs]
+            in_lod = [int(b.lod is not None) for b in seg.inputs]   # one level (model.h)
             outs = [self.index[b.var] for b in seg.outputs]
             out_lod = [self.index.get(b.lod_src, -1) if b.lod_src else -1 for b in seg.outputs]
             inplace = [int(b.slot is None) for b in seg.outputs]

@@ -24,7 +24,6 @@ from ..codegen.lower import Lowering
 from ..codegen.segment import FusedOp, PythonOp
 from ..core.dtypes import numpy_of_ctype
 from ..core.limits import max_tensor_bytes
-from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError
 from .plan import Plan
@@ -55,7 +54,7 @@ class InputSpec:
     def __init__(self, plan, j, buf):
         self.j, self.slot, self.name = j, plan.slot_of(buf.var), buf.var
         self.dtype, self.ndim = numpy_of_ctype(buf.ctype), buf.ndim
-        self.lod, self.sparse = buf.lod is not None, buf.rows is not None
+        self.lod, self.sparse = len(buf.levels), buf.rows is not None   # LoD levels read
 
 
 class OutputSpec:
@@ -65,7 +64,7 @@ class OutputSpec:
     whether it is a tensor array (handed back as a block the step copies and frees: `ndim`
     is then its entries' rank)."""
     __slots__ = ("j", "slot", "name", "dtype", "ndim", "lod_slot", "fetched", "in_place",
-                 "sparse", "array")
+                 "sparse", "array", "lod_block")
 
     def __init__(self, plan, j, buf, in_slots, fetched):
         self.j, self.slot, self.name = j, plan.slot_of(buf.var), buf.var
@@ -75,6 +74,8 @@ class OutputSpec:
         else:
             self.dtype, self.ndim = numpy_of_ctype(buf.ctype), buf.ndim
         self.lod_slot = in_slots.get(buf.lod_src)
+        # a LoD the segment computed: handed back as a block (abi.lod_of_block) to free
+        self.lod_block = not self.array and bool(buf.computed_lod)
         self.fetched = buf.var in fetched
         self.in_place = buf.slot is None and not self.array
         self.sparse = buf.rows is not None
@@ -125,7 +126,7 @@ class SegmentStep:
         self.outputs = [OutputSpec(plan, j, b, in_slots, fetched)
                         for j, b in enumerate(seg.outputs)]
         self.release = None
-        if any(o.array for o in self.outputs):
+        if any(o.array or o.lod_block for o in self.outputs):
             self.release = plan.library.fl_array_release
             self.release.argtypes, self.release.restype = [ctypes.c_void_p], None
         self._tls = threading.local()
@@ -237,12 +238,11 @@ class HostSegmentStep(SegmentStep):
     def _pack_lod(self, record, spec, t, a):
         if not t._lod:
             raise self.input_error(spec.name, "has no LoD")
-        lod = np.asarray(t._lod[-1], np.int64)
-        bad = offsets_problem(lod, a.shape[0] if a.ndim else None)
-        if bad is not None:        # generated code indexes rows with it
-            raise self.input_error(spec.name, f"has a LoD that is not offsets of its rows: "
-                                              f"{bad}")
-        abi.put_aux(record, lod.__array_interface__["data"][0], lod.shape[0])
+        packed = abi.packed_lod(t._lod, spec.lod, a.shape[0] if a.ndim else None)
+        if isinstance(packed, str):        # generated code indexes rows with it
+            raise self.input_error(spec.name, packed)
+        lod, count = packed
+        abi.put_aux(record, lod.__array_interface__["data"][0], count)
         return lod
 
     def _take_array(self, spec, record):
@@ -250,6 +250,12 @@ class HostSegmentStep(SegmentStep):
             return _array_of_block(spec, record)
         finally:
             self.release(abi.output_offset(record))
+
+    def _take_lod(self, record):
+        try:
+            return abi.lod_of_block(record)
+        finally:
+            self.release(int(record[abi.AUX]))
 
     def unpack(self, frame, st):
         """Bind each output the segment wrote to a view of the arena (a copy if fetched)."""
@@ -276,7 +282,10 @@ class HostSegmentStep(SegmentStep):
                 frame[spec.slot].value = SelectedRows(rows.copy() if spec.fetched else rows,
                                                       height, arr)
                 continue
-            lod = frame[spec.lod_slot].value._lod if spec.lod_slot is not None else None
+            if spec.lod_block:
+                lod = self._take_lod(record)
+            else:
+                lod = frame[spec.lod_slot].value._lod if spec.lod_slot is not None else None
             frame[spec.slot].value = LoDTensor(arr, lod)
 
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <vector>
 
@@ -77,7 +78,8 @@ inline bool beam_before(const BeamCand& a, const BeamCand& b) {
 // pre_scores[n], scores[n * width] and ids[n * width] (nullptr: candidate c is id c);
 // `high[0..n_high)` the sources as absolute row offsets. Outputs (at most
 // beam_search_bound rows): sel_ids, sel_scores, parent (the prefix row of each), low (the
-// level-1 offsets, high[n_high - 1] + 1 entries) and *n_sel. A prefix that ended (its id is
+// level-1 offsets, high[n_high - 1] + 1 entries) and *n_sel; with sel_ids nullptr only
+// *n_sel (the compiled op's rows, known before its outputs are written). A prefix that ended (its id is
 // end_id) is one candidate with its score unchanged; a source whose every kept row is an
 // end_id of an ended prefix keeps none.
 template <typename P, typename C, typename T>
@@ -90,7 +92,8 @@ inline int beam_search(const P* pre_ids, const T* pre_scores, const C* ids, cons
     if (beam < 0) return fail(err, k, "beam_search: beam_size is negative");
     std::vector<BeamCand> cand, keep;
     int64_t out = 0;
-    low[0] = 0;
+    const bool fill = sel_ids != nullptr;
+    if (fill) low[0] = 0;
     try {       // no exception may leave generated code: a failure is a return code
         for (int64_t s = 0; s + 1 < n_high; ++s) {
             cand.clear();
@@ -117,6 +120,10 @@ inline int beam_search(const P* pre_ids, const T* pre_scores, const C* ids, cons
             for (const BeamCand& c : keep)
                 ended = ended && c.id == end_id && (int64_t)pre_ids[c.row] == end_id;
             if (ended) keep.clear();
+            if (!fill) {
+                out += (int64_t)keep.size();
+                continue;
+            }
             size_t q = 0;
             for (int64_t r = high[s]; r < high[s + 1]; ++r) {
                 for (; q < keep.size() && keep[q].row == r; ++q, ++out) {
@@ -227,6 +234,58 @@ inline int beam_search_decode(const BeamStep<I, T>* steps, int64_t n_steps, int6
     } catch (const std::bad_alloc&) {
         return fail(err, k, "beam_search_decode: out of memory");
     }
+    return 0;
+}
+
+// The sources beam_search groups by, as absolute row offsets into high[0..n_high): level
+// `level` of a LoD of `n_levels` (1 or 2) levels lod0/lod1 (lod1 unused with one level).
+inline int beam_sources(const int64_t* lod0, int64_t n0, const int64_t* lod1, int64_t n1,
+                        int64_t n_levels, int64_t level, int64_t rows, int64_t* high,
+                        char* err, int k) {
+    if (n_levels == 2 && level == 0)
+        return abs_level(lod0, n0, lod1, n1, rows, high, "beam_search: scores", err, k);
+    const int64_t* src = n_levels == 2 ? lod1 : lod0;
+    const int64_t n = n_levels == 2 ? n1 : n0;
+    for (int64_t j = 0; j < n; ++j) high[j] = src[j];
+    return check_offsets(high, n, rows, "beam_search: scores", err, k);
+}
+
+// The compiled op's first half, before its outputs are sized: the sources into high (as
+// beam_sources) and the rows beam_search will select into *rows.
+template <typename P, typename C, typename T>
+inline int beam_search_rows(const P* pre_ids, const T* pre_scores, const C* ids, const T* scores,
+                            int64_t n, int64_t width, const int64_t* lod0, int64_t n0,
+                            const int64_t* lod1, int64_t n1, int64_t n_levels, int64_t level,
+                            int64_t* high, int64_t beam, int64_t end_id, bool accumulated,
+                            int64_t* rows, char* err, int k) {
+    if (int rc = beam_sources(lod0, n0, lod1, n1, n_levels, level, n, high, err, k)) return rc;
+    const int64_t n_high = n_levels == 2 && level == 0 ? n0 : n_levels == 2 ? n1 : n0;
+    if (high[n_high - 1] != n) {
+        std::snprintf(err, 512, "beam_search: the LoD of scores ends at %lld, not at its %lld "
+                      "rows", (long long)high[n_high - 1], (long long)n);
+        return 2 + k;
+    }
+    return beam_search<P, C, T>(pre_ids, pre_scores, ids, scores, n, width, high, n_high, beam,
+                                end_id, accumulated, nullptr, nullptr, nullptr, nullptr, rows,
+                                err, k);
+}
+
+// A LoD the segment computed, handed back (codegen/render.py): one malloc'd block the
+// caller copies and frees with fl_array_release: int64 n_levels, count[n_levels], then
+// each level's offsets, outer first.
+inline int lod_export(const int64_t* const* levels, const int64_t* counts, int64_t n_levels,
+                      int64_t* addr, char* err, int k) {
+    int64_t words = 1 + n_levels;
+    for (int64_t j = 0; j < n_levels; ++j) words += counts[j];
+    int64_t* p = (int64_t*)std::malloc((size_t)words * 8);
+    if (p == nullptr) return fail(err, k, "out of memory handing a LoD back");
+    p[0] = n_levels;
+    int64_t* q = p + 1 + n_levels;
+    for (int64_t j = 0; j < n_levels; ++j) {
+        p[1 + j] = counts[j];
+        for (int64_t i = 0; i < counts[j]; ++i) *q++ = levels[j][i];
+    }
+    *addr = (int64_t)(intptr_t)p;
     return 0;
 }
 

@@ -1,0 +1,75 @@
+"""C++ emitters of beam search: beam_search (runtime/beam.h, ops/beam.py's twin).
+
+beam_search's outputs carry a LoD it computes (sources -> prefixes -> selected rows): two
+int64 arena buffers of offsets (`Emit.lod_output`), level 0 the sources as absolute row
+offsets of its input (as many as the grouping level of scores' LoD has), level 1 one entry
+per input row (its rows + 1). How many rows it selects is known only when it runs: a first
+pass over the candidates counts them (`beam_search_rows`, the op's run-time dim), the op's
+code then selects into outputs reserved at the bound - each source keeps at most beam_size
+rows and each input row gives at most min(width, beam_size), so at most
+rows * min(width, beam_size) (rows * beam_size where the width is known only at run time).
+"""
+from ...cir import mul
+from .. import register
+
+ID_TYPES = ("int64_t", "int32_t")
+SCORE_TYPES = ("float", "double")
+
+
+def _ptr(p, in_segment):
+    """The C name of LoD offsets `p` (a segment input's name, or an arena Buf)."""
+    name = getattr(p, "name", None)
+    if name is None:
+        return str(p)
+    return f"{name}_" if in_segment else name
+
+
+@register("beam_search", "cpu")
+def beam_search(e):
+    pre_ids, pre_scores = e.input("pre_ids"), e.input("pre_scores")
+    ids, scores = e.input("ids"), e.input("scores")
+    level, beam = int(e.attr("level")), int(e.attr("beam_size"))
+    end_id, acc = int(e.attr("end_id")), bool(e.attr("is_accumulated"))
+    if pre_ids.ctype not in ID_TYPES or (ids is not None and ids.ctype not in ID_TYPES):
+        e.fail("pre_ids and ids must be integers")
+    if scores.ctype not in SCORE_TYPES or pre_scores.ctype != scores.ctype:
+        e.fail(f"scores ({scores.ctype}) and pre_scores ({pre_scores.ctype}) must be one "
+               "float type")
+    n_levels = len(scores.levels)
+    if not 1 <= n_levels <= 2 or not 0 <= level < n_levels:
+        e.fail(f"scores carries {n_levels} LoD levels; compiled beam_search groups by level "
+               f"{level} of one or two")
+    if beam < 0:
+        e.fail(f"beam_size is {beam}")
+    if scores.ndim not in (1, 2):
+        e.fail(f"scores is {scores.ndim}-D, not [prefixes, candidates]")
+    n = scores.dims[0]
+    width = scores.dims[1] if scores.ndim == 2 else 1
+    for buf, what in ((pre_ids, "pre_ids"), (pre_scores, "pre_scores")):
+        e.check(f"{buf.numel()} != {n}", f"beam_search: {what} needs one row per prefix")
+    if ids is not None:
+        e.check(f"{ids.numel()} != {scores.numel()}",
+                "beam_search: ids and scores must have the same shape")
+    (lod0, n0), (lod1, n1) = scores.levels[0], scores.levels[-1]
+    n_high = scores.levels[level][1] if n_levels == 1 else (n0 if level == 0 else n1)
+    high = e.lod_output("sources", n_high)
+    ids_seg = f"{ids.name}_" if ids is not None else "(const int64_t*)nullptr"
+    ids_op = f"{ids}" if ids is not None else "(const int64_t*)nullptr"
+    per_row = min(beam, int(str(width))) if e.is_lit(width) else beam
+    bound = mul(e.bound_of(n), max(per_row, 0))
+    rows = e.runtime_dim(bound, lambda v: (
+        f"fl::beam_search_rows({pre_ids.name}_, {pre_scores.name}_, {ids_seg}, "
+        f"{scores.name}_, {n}, {width}, {_ptr(lod0, True)}, {n0}, {_ptr(lod1, True)}, {n1}, "
+        f"{n_levels}, {level}, {high.name}_, {beam}, {end_id}, {str(acc).lower()}, &{v}, "
+        f"err, {e.k})"))
+    low = e.lod_output("prefixes", n + 1)
+    sel_ids = e.output("selected_ids", [rows, 1], "int64_t", lod_from=False)
+    sel_scores = e.output("selected_scores", [rows, 1], scores.ctype, lod_from=False)
+    for out in (sel_ids, sel_scores):
+        out.levels, out.lod_src = [(high, n_high), (low, n + 1)], None
+    parent = e.output("parent_idx", [rows], "int32_t", lod_from=False) \
+        if e.has_output("parent_idx") else e.scratch([rows], "int32_t")
+    e.code("int64_t got = 0;")
+    e.code(f"return fl::beam_search({pre_ids}, {pre_scores}, {ids_op}, {scores}, {n}, "
+           f"{width}, {high}, {n_high}, {beam}, {end_id}, {str(acc).lower()}, {sel_ids}, "
+           f"{sel_scores}, {parent}, {low}, &got, err, {e.k});")
