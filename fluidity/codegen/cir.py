@@ -201,12 +201,13 @@ class ArrayBuf(Buf):
     segment function, never in the arena and never leaving the segment): its elements'
     C type `elem`, their row dims `row_dims` (fixed) and `bound`, the most rows an element
     may have (a Dim the segment knows on entry; None until the first write is compiled):
-    what reads of it reserve."""
-    __slots__ = ("elem", "row_dims", "bound")
+    what reads of it reserve; `lod_bounds`, its entries' LoD: the most offsets each level
+    has, outer first ([]: entries without LoD; None until the first write is compiled)."""
+    __slots__ = ("elem", "row_dims", "bound", "lod_bounds")
 
     def __init__(self, name, var):
         super().__init__(name, var, "fl::TensorArray", [], "array")
-        self.elem = self.row_dims = self.bound = None
+        self.elem = self.row_dims = self.bound = self.lod_bounds = None
 
     def numel(self):
         raise NotCompilable(f"tensor array '{self.var}' has no size of its own")
@@ -481,6 +482,10 @@ class Emit:
         if name is None or name == EMPTY_VAR_NAME:
             raise NotCompilable(f"output {slot} is absent")
         return self._touch(self._low.write_table(name, src, self.op, self.k))
+
+    def entry_bound(self, array, key, bound, current=None):
+        """What the entries of tensor array `array` reserve for `key` (Segmenter.entry_bound)."""
+        return self._low.entry_bound(array, key, bound, current)
 
     def lod_output(self, what, count):
         """An int64 arena buffer for `count` LoD offsets this op computes: a level of an

@@ -136,10 +136,12 @@ def segment_block(program, block_idx, keep, target):
     """The parts of block `block_idx` for `target` (a targets.Target), and the names of persistables a CUDA
     segment creates (see Segmenter.write), and the fusions found ({pass name: what it
     found})."""
-    refused = set()
+    refused, hints = set(), {}
     while True:
-        s = Segmenter(program, block_idx, keep, target, refused)
+        s = Segmenter(program, block_idx, keep, target, refused, hints)
         s.run()
+        if s.widened:                # an array's entries outgrew what its reads reserved
+            continue
         escaping = _escaping_internals(program, s.block, s.parts, keep) - refused
         if not escaping:
             return s.parts, s.created, s.fusions
@@ -159,8 +161,9 @@ def _escaping_internals(program, block, parts, keep):
                 leaves = name in after[seg.last] or name in keep
                 if isinstance(buf, TableBuf) and leaves:
                     out.add(name)
-                elif isinstance(buf, ArrayBuf) and leaves and buf.elem is None:
-                    out.add(name)            # never written here: no entry type to hand back
+                elif isinstance(buf, ArrayBuf) and leaves and (buf.elem is None or
+                                                               buf.lod_bounds):
+                    out.add(name)    # never written here, or entries with LoD: not handed back
                 elif isinstance(buf, PassRecord) and not buf.used:   # while_grad interpreted
                     out.add(name)
     return out
@@ -170,9 +173,15 @@ class Segmenter:
     """Emits a block's ops into segments. Emit (cir.py) and control.py reach the segment
     being built through its methods: `read`, `write`, `temp`, `scratch`, `bind`, ..."""
 
-    def __init__(self, program, block_idx, keep, target, refused=()):
+    MAX_WIDENINGS = 4                    # per array and key: bounds that keep growing stop
+
+    def __init__(self, program, block_idx, keep, target, refused=(), hints=None):
         self.program, self.target = program, target
         self.refused = set(refused)      # arrays and tables ops outside the segments read
+        # {(array variable, key): (bound, {its summands})}: what an array's entries reserve,
+        # widened by a later write (entry_bound); `widened`: segment again with them
+        self.hints = hints if hints is not None else {}
+        self.widened = False
         self._top = 0                    # the index of the block's op being emitted
         self.block = program.block(block_idx)
         self.block_idx = block_idx
@@ -299,6 +308,27 @@ class Segmenter:
                                 f"not {elem}[?, {row_dims}]")
         buf.last = max(buf.last, k)
         return buf
+
+    def entry_bound(self, array, key, bound, current=None):
+        """The bound on `key` ("rows", or a LoD level's count) that the entries of ArrayBuf
+        `array` keep, its reads reserve it. A first write (`current` None) takes the one a
+        previous segmentation found, else `bound`; a later write whose `bound` is not among
+        the summands of `current` widens it to their sum for the next segmentation (the
+        reads compiled before it reserved too little) - a loop's writes and reads reach a
+        fixed point when a write's bound does not grow with what it reads (beam_search's:
+        beam_size rows a source). The write checks its value against `current` anyway."""
+        hint = self.hints.get((array.var, key))
+        if current is None:
+            return hint[0] if hint is not None else bound
+        summands = hint[1] if hint is not None else {str(current)}
+        if str(bound) in summands or str(bound) == str(current):
+            return current
+        if len(summands) > self.MAX_WIDENINGS:
+            raise NotCompilable(f"tensor array '{array.var}': its entries' {key} keep "
+                                "growing from write to write")
+        self.hints[(array.var, key)] = (current + bound, summands | {str(bound)})
+        self.widened = True
+        return current
 
     def new_array(self, name, k):
         """An empty tensor array for `name`, which the program has not written before this

@@ -109,3 +109,40 @@ def test_a_lod_short_of_the_rows_fails_with_a_message():
     f["scores"] = bad
     with pytest.raises(FluidityError):
         exe.run(prog, feed=f, fetch_list=fetch, scope=scope)
+
+
+def arrays_program(width, beam):
+    """A decoder's two steps unrolled: the 2-level init beams written to arrays, read back,
+    one beam_search step, its selections written and read back (their LoD kept)."""
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start):
+        init_ids = pd.data(name="pre_ids", shape=[1], dtype="int64", lod_level=2)
+        init_scores = pd.data(name="pre_scores", shape=[1], dtype="float32", lod_level=2)
+        ids = pd.data(name="ids", shape=[width], dtype="int64", lod_level=2)
+        scores = pd.data(name="scores", shape=[width], dtype="float32", lod_level=2)
+        i, j = pd.fill_constant([1], "int64", 0), pd.fill_constant([1], "int64", 1)
+        ids_array, scores_array = pd.create_array("int64"), pd.create_array("float32")
+        pd.array_write(init_ids, i, array=ids_array)
+        pd.array_write(init_scores, i, array=scores_array)
+        pre_ids, pre_scores = pd.array_read(ids_array, i), pd.array_read(scores_array, i)
+        sel_ids, sel_scores = pd.beam_search(pre_ids, pre_scores, ids, scores, beam,
+                                             end_id=END)
+        pd.array_write(sel_ids, j, array=ids_array)     # more rows than the first entry
+        pd.array_write(sel_scores, j, array=scores_array)
+        back = pd.array_read(ids_array, j)
+        out = pd.scale(pd.cast(back, "float32"), scale=2.0)
+        back_scores = pd.array_read(scores_array, j)
+    return main, start, [out, back_scores, pre_ids]
+
+
+def test_array_entries_keep_their_lod(caplog):
+    rng = np.random.default_rng(5)
+    main, start, fetch = arrays_program(3, 3)
+    text = fluid.CompiledProgram(main).with_native_code(
+        ["pre_ids", "pre_scores", "ids", "scores"], fetch).explain()
+    assert "1 native segment(s), 0 as Python steps" in text
+    for lens in ([[1], [1]], [[1, 1, 1], [1, 1, 1]], [[2, 1], [1, 1, 1]]):
+        want, got = step_both(main, start, fetch, feed(rng, lens, 3, ended=0.2), caplog,
+                              return_numpy=False)
+        assert_same(want, got)
+        assert len(got[0].lod()) == 2

@@ -55,8 +55,9 @@ def beam_search(e):
     high = e.lod_output("sources", n_high)
     ids_seg = f"{ids.name}_" if ids is not None else "(const int64_t*)nullptr"
     ids_op = f"{ids}" if ids is not None else "(const int64_t*)nullptr"
-    per_row = min(beam, int(str(width))) if e.is_lit(width) else beam
-    bound = mul(e.bound_of(n), max(per_row, 0))
+    # at most beam_size rows a source: a bound that does not grow with the rows it reads
+    # (a decoder loop's arrays reach a fixed point, Segmenter.entry_bound)
+    bound = mul(e.bound_of(n_high), beam)
     rows = e.runtime_dim(bound, lambda v: (
         f"fl::beam_search_rows({pre_ids.name}_, {pre_scores.name}_, {ids_seg}, "
         f"{scores.name}_, {n}, {width}, {_ptr(lod0, True)}, {n0}, {_ptr(lod1, True)}, {n1}, "
