@@ -139,6 +139,29 @@ def lod_of_block(record):
     return out
 
 
+def held_of_block(addr, dtype):
+    """(array, LoD) of the block runtime/beam.h's held_export made at `addr`: int64 ndim,
+    dims, n_levels, counts, the levels' offsets, then the bytes. The caller frees it."""
+    def words(at, n):
+        return np.ctypeslib.as_array((ctypes.c_int64 * n).from_address(at)).tolist() \
+            if n else []
+    at = addr
+    (ndim,) = words(at, 1)
+    dims = words(at + 8, ndim)
+    at += 8 * (1 + ndim)
+    (n_levels,) = words(at, 1)
+    counts = words(at + 8, n_levels)
+    at += 8 * (1 + n_levels)
+    lod = []
+    for c in counts:
+        lod.append(words(at, c))
+        at += 8 * c
+    out = np.empty(dims, dtype)
+    if out.nbytes:
+        ctypes.memmove(out.ctypes.data, at, out.nbytes)
+    return out, lod
+
+
 def c_field(records, j, field, index=None):
     """C text naming `field` of record j of the fl_tensor_arg array `records` (the
     renderers' one way to read or write the convention)."""

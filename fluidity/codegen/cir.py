@@ -12,6 +12,7 @@ Dims arithmetic (`mul`, `prod`) folds literals, so a program whose shapes the de
 compiles to constant trip counts. Attribute values are checked against the op's schema
 (`CheckedAttrs`), and text from a desc reaches the source only through `c_string`.
 """
+import copy
 import math
 import re
 from collections.abc import Mapping
@@ -170,6 +171,16 @@ class Buf:
         """Its LoD's offsets that live in arena Bufs (computed in the segment), in order."""
         return [p for p, _ in self.levels if isinstance(p, Buf)]
 
+    def finest(self):
+        """This value seen with its finest LoD level only, the one that indexes rows (for an
+        emitter that reads that level of a value of more, e.g. sequence_expand's ref_level
+        -1): a shallow copy, the same C buffer."""
+        if len(self.levels) < 2:
+            return self
+        view = copy.copy(self)
+        view.levels = self.levels[-1:]
+        return view
+
     def share_lod(self, src):
         """Carry `src`'s LoD, every level of it (None: none)."""
         self.levels = list(src.levels) if src is not None else []
@@ -219,6 +230,25 @@ class ArrayBuf(Buf):
 
     def __repr__(self):
         return f"ArrayBuf({self.name}: {self.var} {self.elem}[?, {self.row_dims}])"
+
+
+class HeldBuf(Buf):
+    """A value an op makes in memory the segment function owns (runtime/beam.h's `Held`:
+    bytes, dims, LoD), for a size no bound known on entry covers (beam_search_decode's
+    sentences: as many steps as the loop ran). It is handed back whole as one block (the
+    caller copies and frees it) and no later op of the segment reads it."""
+
+    def __init__(self, name, var, ctype, ndim):
+        super().__init__(name, var, "fl::Held", [], "held")
+        self.elem, self.held_ndim = ctype, ndim
+
+    def numel(self):
+        raise NotCompilable(f"'{self.var}' has a size known only when it is made")
+
+    nbytes = alloc_nbytes = numel
+
+    def __repr__(self):
+        return f"HeldBuf({self.name}: {self.var} {self.elem}, {self.held_ndim}-D)"
 
 
 class PassRecord(Buf):
@@ -486,6 +516,16 @@ class Emit:
     def entry_bound(self, array, key, bound, current=None):
         """What the entries of tensor array `array` reserve for `key` (Segmenter.entry_bound)."""
         return self._low.entry_bound(array, key, bound, current)
+
+    def held_output(self, slot, ctype, ndim):
+        """Output `slot` as a HeldBuf of `ctype` and rank `ndim` (its size and LoD set by
+        the op's runtime call)."""
+        name = self.output_var(slot)
+        if name is None or name == EMPTY_VAR_NAME:
+            raise NotCompilable(f"output {slot} is absent")
+        buf = self._low.write_held(name, ctype, ndim, self.k)
+        self.outputs.setdefault(slot, []).append(buf)
+        return self._touch(buf)
 
     def lod_output(self, what, count):
         """An int64 arena buffer for `count` LoD offsets this op computes: a level of an

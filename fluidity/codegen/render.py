@@ -15,7 +15,7 @@ target uses is its registry entry (emit.TARGETS).
 """
 from . import abi
 from .buffers import shared_copy_lines, slot_members
-from .cir import ArrayBuf, Buf, c_string, checked_source, is_lit
+from .cir import ArrayBuf, Buf, HeldBuf, c_string, checked_source, is_lit
 from .dim import Dim, symbols
 from .control import (Branch, Call, Copy, CountPasses, End, IfWritten, Loop, NextPass,
                       Reverse, SetDim, SetWritten, pass_var)
@@ -168,11 +168,16 @@ def _arena(w, seg, d):
     for b in seg.bufs:
         if b.slot is not None:
             w.line(f"{b.ctype}* const {b.name}_ = ({b.ctype}*)(arena + off{b.slot});")
+    # a LoD computed here, by the name an op's check reads it by (checked right before the op)
+    for name in sorted({p.name for b in seg.bufs for p in b.computed_lod}):
+        w.line(f"const int64_t* const {name} = {name}_;")
     w.extend(f"bool {f} = false;" for f in seg.flags)
     for b in seg.bufs:                     # tensor arrays: the function's own, freed at return
         if isinstance(b, ArrayBuf):
             w.line(f"fl::TensorArray {b.name}_obj; fl::TensorArray* const {b.name}_ = "
                    f"&{b.name}_obj;")
+        elif isinstance(b, HeldBuf):       # values of their own size: likewise
+            w.line(f"fl::Held {b.name}_obj; fl::Held* const {b.name}_ = &{b.name}_obj;")
     w.extend(f"int64_t {v} = 0;" for v in seg.varying)
 
 
@@ -233,6 +238,12 @@ def _write_outputs(w, seg):
             return abi.c_field("outs", j, f, i)
         if isinstance(b, ArrayBuf):
             _write_array_output(w, seg, b, field)
+            continue
+        if isinstance(b, HeldBuf):
+            k = max(len(seg.sites) - 1, 0)
+            w.line(f"if (int rc = fl::held_export({b.name}_, {b.held_ndim}, &{field('data')}, "
+                   f"err, {k})) return rc;")
+            w.line(f"{field('ndim')} = {b.held_ndim};")
             continue
         w.line(f"{field('data')} = {f'off{b.slot}' if b.slot is not None else abi.IN_PLACE};")
         rank = f"{b.written} ? {b.ndim} : {abi.NOT_WRITTEN}" if b.written else f"{b.ndim}"

@@ -18,7 +18,8 @@ from ..ir.analysis import sub_block_vars
 from ..ops import registry
 from . import abi, emit
 from .arena import declared_fits
-from .cir import CTYPES, ArrayBuf, Buf, Emit, NotCompilable, PassRecord, TableBuf, is_lit
+from .cir import (CTYPES, ArrayBuf, Buf, Emit, HeldBuf, NotCompilable, PassRecord, TableBuf,
+                  is_lit)
 from .dim import Dim, bounded
 from .control import CONTROL, SetDim
 from .loop_grad import lower_while_grad
@@ -265,7 +266,9 @@ class Segmenter:
         seg.sites.append((block_idx, i, op))
         guards = [(b, f"{b.var} has no value (the branch that sets it did not run)")
                   for b in e.unset_reads]
-        late = [(c, m) for c, m in e.preconditions if self._mentions_varying(c)]
+        computed = {p.name for b in e.touched.values() for p in b.computed_lod}
+        late = [(c, m) for c, m in e.preconditions
+                if self._mentions_varying(c) or set(_C_NAMES.findall(c)) & computed]
         # a copy inside a loop or branch keeps its line: lifetimes there span passes
         shares = e.shares if len(self._blocks) == 1 else ()
         seg.units.append(OpUnit(e.k, e.lines, list(e.touched.values()), guards, late, shares))
@@ -469,6 +472,9 @@ class Segmenter:
         buf = self._env.get(name)
         if buf is None:
             buf = self._new_input(name, k)
+        elif isinstance(buf, HeldBuf):
+            raise NotCompilable(f"'{name}' is made in memory of its own size (handed back "
+                                "whole, not read by compiled ops)")
         elif isinstance(buf, (ArrayBuf, TableBuf)) and op is not None and \
                 op.type not in emit.INTERNAL_READERS:
             what = "tensor array" if isinstance(buf, ArrayBuf) else "rank table"
@@ -478,6 +484,18 @@ class Segmenter:
             buf.rows.last = k
         for lod in buf.computed_lod:
             lod.last = max(lod.last, k)
+        return buf
+
+    def write_held(self, name, ctype, ndim, k):
+        """A HeldBuf for `name` (Emit.held_output)."""
+        v = self._var(name)
+        if v.type != VarType.LOD_TENSOR or v.persistable:
+            raise NotCompilable(f"output '{name}' is not a LoDTensor of the run")
+        buf = HeldBuf(f"h{self._n}", name, ctype, ndim)
+        self._n += 1
+        buf.first = buf.last = k
+        self._seg.bufs.append(buf)
+        self._env[name] = buf
         return buf
 
     def lod_buf(self, what, count, k):

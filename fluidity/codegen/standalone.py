@@ -220,6 +220,9 @@ class _Tables:
                 if isinstance(b, ArrayBuf):
                     raise CompileError(f"'{b.var}' is a tensor array: a standalone model "
                                        f"hands back tensors")
+                if b.kind == "held":
+                    raise CompileError(f"'{b.var}' has a size known only when it is made: "
+                                       f"a standalone model hands back arena tensors")
                 if b.rows is not None:
                     raise CompileError(f"'{b.var}' is SelectedRows: a standalone model "
                                        f"makes dense tensors")

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..codegen import build
 from ..codegen import abi
-from ..codegen.cir import ArrayBuf
+from ..codegen.cir import ArrayBuf, HeldBuf
 from ..codegen.lower import Lowering
 from ..codegen.segment import FusedOp, PythonOp
 from ..core.dtypes import numpy_of_ctype
@@ -64,20 +64,23 @@ class OutputSpec:
     whether it is a tensor array (handed back as a block the step copies and frees: `ndim`
     is then its entries' rank)."""
     __slots__ = ("j", "slot", "name", "dtype", "ndim", "lod_slot", "fetched", "in_place",
-                 "sparse", "array", "lod_block")
+                 "sparse", "array", "lod_block", "held")
 
     def __init__(self, plan, j, buf, in_slots, fetched):
         self.j, self.slot, self.name = j, plan.slot_of(buf.var), buf.var
         self.array = isinstance(buf, ArrayBuf)
+        self.held = isinstance(buf, HeldBuf)     # a value handed back whole as a block
         if self.array:
             self.dtype, self.ndim = numpy_of_ctype(buf.elem), 1 + len(buf.row_dims)
+        elif self.held:
+            self.dtype, self.ndim = numpy_of_ctype(buf.elem), buf.held_ndim
         else:
             self.dtype, self.ndim = numpy_of_ctype(buf.ctype), buf.ndim
         self.lod_slot = in_slots.get(buf.lod_src)
         # a LoD the segment computed: handed back as a block (abi.lod_of_block) to free
         self.lod_block = not self.array and bool(buf.computed_lod)
         self.fetched = buf.var in fetched
-        self.in_place = buf.slot is None and not self.array
+        self.in_place = buf.slot is None and not (self.array or self.held)
         self.sparse = buf.rows is not None
 
 
@@ -126,7 +129,7 @@ class SegmentStep:
         self.outputs = [OutputSpec(plan, j, b, in_slots, fetched)
                         for j, b in enumerate(seg.outputs)]
         self.release = None
-        if any(o.array or o.lod_block for o in self.outputs):
+        if any(o.array or o.lod_block or o.held for o in self.outputs):
             self.release = plan.library.fl_array_release
             self.release.argtypes, self.release.restype = [ctypes.c_void_p], None
         self._tls = threading.local()
@@ -251,6 +254,13 @@ class HostSegmentStep(SegmentStep):
         finally:
             self.release(abi.output_offset(record))
 
+    def _take_held(self, spec, record):
+        addr = abi.output_offset(record)
+        try:
+            return LoDTensor(*abi.held_of_block(addr, spec.dtype))
+        finally:
+            self.release(addr)
+
     def _take_lod(self, record):
         try:
             return abi.lod_of_block(record)
@@ -266,6 +276,9 @@ class HostSegmentStep(SegmentStep):
             record = records[spec.j]
             if spec.array:
                 frame[spec.slot].value = self._take_array(spec, record)
+                continue
+            if spec.held:
+                frame[spec.slot].value = self._take_held(spec, record)
                 continue
             shape = abi.output_shape(record, spec.ndim)
             if shape is None:          # a branch that sets it did not run: keep the scope's

@@ -206,7 +206,7 @@ class CompiledWorkerStep:
             if a is None or b.rows is not None or b.has_lod:
                 return None, f"the step reads '{b.var}', neither a slot nor a dense parameter"
             params.append((j, var, b.ctype))
-        if any(b.kind == "array" or b.computed_lod for b in seg.outputs):   # a block to free
+        if any(b.kind in ("array", "held") or b.computed_lod for b in seg.outputs):  # blocks
             return None, "the step hands back a tensor array or a LoD it computed"
         fetch_idx, fetch_dtypes = [], []
         outs = {b.var: k for k, b in enumerate(seg.outputs)}

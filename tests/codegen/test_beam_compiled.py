@@ -146,3 +146,47 @@ def test_array_entries_keep_their_lod(caplog):
                               return_numpy=False)
         assert_same(want, got)
         assert len(got[0].lod()) == 2
+
+
+def chapter(monkeypatch):
+    """tests/fluid_book/test_machine_translation.py, the chapter's program as written."""
+    import importlib.util
+    import os
+    book = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "fluid_book")
+    monkeypatch.syspath_prepend(book)                 # its book_util
+    spec = importlib.util.spec_from_file_location(
+        "machine_translation_chapter", os.path.join(book, "test_machine_translation.py"))
+    mt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mt)
+    return mt
+
+
+def test_the_chapters_decoder_compiles_whole(caplog, monkeypatch):
+    """machine_translation's beam-search decoder (While over tensor arrays, beam_search,
+    beam_search_decode) is one native segment with no Python step, and decodes as the
+    interpreter does: sentence ids and LoD bit for bit (sentences that end early at end_id
+    among them), scores within the float32 rounding of the softmax and log before."""
+    import fluidity
+    mt = chapter(monkeypatch)
+    main, start = fluid.Program(), fluid.Program()
+    start.random_seed = main.random_seed = 7
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        ids, scores = mt.decoder_decode(mt.encoder(False), False)
+    fed = ["src_word_id", "init_ids", "init_scores"]
+    text = fluid.CompiledProgram(main).with_native_code(fed, [ids, scores]).explain()
+    assert "1 native segment(s), 0 as Python steps" in text
+    place = fluid.CPUPlace()
+    feeder = fluid.DataFeeder([main.global_block().var("src_word_id")], place)
+    ended = False
+    for n in (3, 1):                                  # a batch of one too
+        data = next(fluidity.batch(mt.wmt14(n, 3), batch_size=n)())
+        f = feeder.feed([[x[0]] for x in data])
+        f["init_ids"], f["init_scores"] = mt.init_beams(n, place)
+        want, got = step_both(main, start, [ids, scores], f, caplog, return_numpy=False)
+        assert got[0].lod() == want[0].lod() == got[1].lod() == want[1].lod()
+        np.testing.assert_array_equal(np.array(got[0]), np.array(want[0]))
+        np.testing.assert_allclose(np.array(got[1]), np.array(want[1]), rtol=1e-6,
+                                   atol=1e-5)
+        ended = ended or mt.END in np.array(want[0]).tolist()
+    assert ended

@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <vector>
 
 #include "status.h"
+#include "arrays.h"     // TensorArray: beam_search_decode reads two
 
 namespace fl {
 
@@ -286,6 +288,83 @@ inline int lod_export(const int64_t* const* levels, const int64_t* counts, int64
         for (int64_t i = 0; i < counts[j]; ++i) *q++ = levels[j][i];
     }
     *addr = (int64_t)(intptr_t)p;
+    return 0;
+}
+
+// A value of a size known only when it is made (codegen/cir.py HeldBuf), owned by the
+// segment function and handed back as one block (held_export).
+struct Held {
+    std::vector<char> data;
+    std::vector<int64_t> dims;
+    std::vector<std::vector<int64_t>> lod;
+};
+
+// The block the caller copies and frees with fl_array_release: int64 ndim, dims[ndim],
+// n_levels, counts[n_levels], the levels' offsets, then the bytes. A value never made
+// (its op did not run) is an empty block of rank `ndim` with no LoD.
+inline int held_export(const Held* h, int64_t ndim, int64_t* addr, char* err, int k) {
+    int64_t words = 2 + ndim + (int64_t)h->lod.size();
+    for (const auto& l : h->lod) words += (int64_t)l.size();
+    const int64_t bytes = words * 8 + (int64_t)h->data.size();
+    int64_t* p = (int64_t*)std::malloc((size_t)bytes);
+    if (p == nullptr) return fail(err, k, "out of memory handing a value back");
+    int64_t* q = p;
+    *q++ = ndim;
+    for (int64_t a = 0; a < ndim; ++a) *q++ = a < (int64_t)h->dims.size() ? h->dims[(size_t)a] : 0;
+    *q++ = (int64_t)h->lod.size();
+    for (const auto& l : h->lod) *q++ = (int64_t)l.size();
+    for (const auto& l : h->lod)
+        for (int64_t v : l) *q++ = v;
+    if (!h->data.empty()) std::memcpy(q, h->data.data(), h->data.size());
+    *addr = (int64_t)(intptr_t)p;
+    return 0;
+}
+
+// beam_search_decode over two arrays the segment wrote (entries with a 2-level LoD, as
+// beam_search makes them): the sentences into out_ids (int64 [words]) and out_scores
+// (T [words]), both with the LoD [sources -> sentences, sentences -> words].
+template <typename I, typename T>
+inline int beam_decode_arrays(const TensorArray* ids, const TensorArray* scores,
+                              int64_t end_id, Held* out_ids, Held* out_scores, char* err,
+                              int k) {
+    if (ids->size() != scores->size())
+        return fail(err, k, "beam_search_decode: Ids and Scores must be non-empty arrays of "
+                            "the same length");
+    try {
+        std::vector<BeamStep<I, T>> steps;
+        for (int64_t t = 0; t < ids->size(); ++t) {
+            const TensorArray::Elem& e = ids->el[(size_t)t];
+            const TensorArray::Elem& s = scores->el[(size_t)t];
+            BeamStep<I, T> st{(const I*)e.data, (const T*)s.data, e.rows, nullptr, 0, nullptr, 0};
+            if (e.rows >= 0 && s.rows != e.rows) {
+                std::snprintf(err, 512, "beam_search_decode: step %lld of Ids has %lld rows, "
+                              "of Scores %lld", (long long)t, (long long)e.rows,
+                              (long long)s.rows);
+                return 2 + k;
+            }
+            if (e.rows >= 0 && e.lod != nullptr) {
+                st.src = e.lod;
+                st.n_src = e.nlod[0];
+                st.sent = e.lod + e.nlod[0];
+                st.n_sent = e.nlod[1];
+            }
+            steps.push_back(st);
+        }
+        std::vector<int64_t> words, src{0}, sent{0};
+        std::vector<T> word_scores;
+        if (int rc = beam_search_decode<I, T>(steps.data(), (int64_t)steps.size(), end_id, words,
+                                              word_scores, src, sent, err, k))
+            return rc;
+        const int64_t n = (int64_t)words.size();
+        out_ids->data.resize((size_t)n * sizeof(int64_t));
+        if (n) std::memcpy(out_ids->data.data(), words.data(), (size_t)n * sizeof(int64_t));
+        out_scores->data.resize((size_t)n * sizeof(T));
+        if (n) std::memcpy(out_scores->data.data(), word_scores.data(), (size_t)n * sizeof(T));
+        out_ids->dims = out_scores->dims = {n};
+        out_ids->lod = out_scores->lod = {src, sent};
+    } catch (const std::bad_alloc&) {
+        return fail(err, k, "beam_search_decode: out of memory");
+    }
     return 0;
 }
 

@@ -1,4 +1,5 @@
-"""C++ emitters of beam search: beam_search (runtime/beam.h, ops/beam.py's twin).
+"""C++ emitters of beam search: beam_search and beam_search_decode (runtime/beam.h,
+ops/beam.py's twins).
 
 beam_search's outputs carry a LoD it computes (sources -> prefixes -> selected rows): two
 int64 arena buffers of offsets (`Emit.lod_output`), level 0 the sources as absolute row
@@ -9,7 +10,7 @@ code then selects into outputs reserved at the bound - each source keeps at most
 rows and each input row gives at most min(width, beam_size), so at most
 rows * min(width, beam_size) (rows * beam_size where the width is known only at run time).
 """
-from ...cir import mul
+from ...cir import ArrayBuf, mul
 from .. import register
 
 ID_TYPES = ("int64_t", "int32_t")
@@ -74,3 +75,22 @@ def beam_search(e):
     e.code(f"return fl::beam_search({pre_ids}, {pre_scores}, {ids_op}, {scores}, {n}, "
            f"{width}, {high}, {n_high}, {beam}, {end_id}, {str(acc).lower()}, {sel_ids}, "
            f"{sel_scores}, {parent}, {low}, &got, err, {e.k});")
+
+
+@register("beam_search_decode", "cpu")
+def beam_search_decode(e):
+    """The sentences walked back over the Ids and Scores arrays the segment wrote (entries
+    with beam_search's 2-level LoD). Their number and length are data (as many steps as the
+    loop ran), so the outputs are HeldBufs: made at their own size, handed back whole."""
+    ids, scores = e.input("Ids"), e.input("Scores")
+    for a, slot in ((ids, "Ids"), (scores, "Scores")):
+        if not isinstance(a, ArrayBuf) or a.elem is None:
+            e.fail(f"{slot} '{a.var}' is not a tensor array the compiled code writes")
+        if a.lod_bounds is None or len(a.lod_bounds) != 2:
+            e.fail(f"{slot} '{a.var}' holds entries without beam_search's 2-level LoD")
+    if ids.elem not in ID_TYPES or scores.elem not in SCORE_TYPES:
+        e.fail(f"Ids hold {ids.elem}, Scores {scores.elem}")
+    out_ids = e.held_output("SentenceIds", "int64_t", 1)
+    out_scores = e.held_output("SentenceScores", scores.elem, 1)
+    e.code(f"return fl::beam_decode_arrays<{ids.elem}, {scores.elem}>({ids}, {scores}, "
+           f"{int(e.attr('end_id'))}, {out_ids}, {out_scores}, err, {e.k});")
