@@ -190,3 +190,27 @@ def test_the_chapters_decoder_compiles_whole(caplog, monkeypatch):
                                    atol=1e-5)
         ended = ended or mt.END in np.array(want[0]).tolist()
     assert ended
+
+
+def test_an_op_reading_the_decoded_sentences_runs_as_a_python_step(monkeypatch):
+    """The decoder's outputs are handed back whole (their size is known only when they are
+    made): an op after it that reads them is a Python step, with the same result."""
+    import fluidity
+    mt = chapter(monkeypatch)
+    main, start = fluid.Program(), fluid.Program()
+    start.random_seed = main.random_seed = 3
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        ids, scores = mt.decoder_decode(mt.encoder(False), False)
+        doubled = pd.scale(scores, scale=2.0)
+    text = fluid.CompiledProgram(main).with_native_code(
+        ["src_word_id", "init_ids", "init_scores"], [ids, doubled]).explain()
+    assert "made in memory of its own size" in text
+    place = fluid.CPUPlace()
+    feeder = fluid.DataFeeder([main.global_block().var("src_word_id")], place)
+    data = next(fluidity.batch(mt.wmt14(2, 5), batch_size=2)())
+    f = feeder.feed([[x[0]] for x in data])
+    f["init_ids"], f["init_scores"] = mt.init_beams(2, place)
+    want, got = step_both(main, start, [ids, doubled], f, return_numpy=False)
+    assert got[1].lod() == want[1].lod()
+    np.testing.assert_array_equal(np.array(got[0]), np.array(want[0]))
+    np.testing.assert_allclose(np.array(got[1]), np.array(want[1]), rtol=1e-6, atol=1e-5)
