@@ -491,6 +491,9 @@ class Segmenter:
         v = self._var(name)
         if v.type != VarType.LOD_TENSOR or v.persistable:
             raise NotCompilable(f"output '{name}' is not a LoDTensor of the run")
+        if len(self._blocks) > 1:
+            raise NotCompilable(f"output '{name}' has a size known only when it is made "
+                                "(compiled outside loops and branches only)")
         buf = HeldBuf(f"h{self._n}", name, ctype, ndim)
         self._n += 1
         buf.first = buf.last = k
