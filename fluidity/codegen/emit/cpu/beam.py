@@ -7,10 +7,15 @@ offsets of its input (as many as the grouping level of scores' LoD has), level 1
 per input row (its rows + 1). How many rows it selects is known only when it runs: a first
 pass over the candidates counts them (`beam_search_rows`, the op's run-time dim), the op's
 code then selects into outputs reserved at the bound - each source keeps at most beam_size
-rows and each input row gives at most min(width, beam_size), so at most
-rows * min(width, beam_size) (rows * beam_size where the width is known only at run time).
+rows, so at most (sources + 1) * beam_size: the count of its grouping level's offsets times
+beam_size, a bound that does not grow with its input's rows (a decoder loop's arrays reach
+a fixed point: Segmenter.entry_bound).
+
+beam_search_decode's sentences are as many as the steps the loop ran make them: no bound
+known on entry covers them, so its outputs are HeldBufs (made at their own size in memory
+the segment function owns, handed back whole).
 """
-from ...cir import ArrayBuf, mul
+from ...cir import ArrayBuf, Buf, mul
 from .. import register
 
 ID_TYPES = ("int64_t", "int32_t")
@@ -19,10 +24,9 @@ SCORE_TYPES = ("float", "double")
 
 def _ptr(p, in_segment):
     """The C name of LoD offsets `p` (a segment input's name, or an arena Buf)."""
-    name = getattr(p, "name", None)
-    if name is None:
+    if not isinstance(p, Buf):
         return str(p)
-    return f"{name}_" if in_segment else name
+    return f"{p.name}_" if in_segment else p.name
 
 
 @register("beam_search", "cpu")
