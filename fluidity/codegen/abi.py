@@ -13,6 +13,8 @@ import ctypes
 
 import numpy as np
 
+from ..core.lod import offsets_problem
+
 HEADER = "segment_args.h"      # in codegen/runtime/
 MAX_DIMS = 8
 ARGS_HEAD = 1
@@ -79,6 +81,31 @@ def put_aux(record, address, count):
     record[AUX_LEN] = count
 
 
+MAX_LOD_LEVELS = 2             # the most LoD levels a segment input may carry
+
+
+def packed_lod(lod, n_levels, rows):
+    """(int64 offsets, count) for an input record's aux fields: the `n_levels` finest levels
+    of LoD `lod` back to back, outer first, and the count of the outermost (each next
+    level's count is the last offset before it plus one: render.py's reading); or a str
+    saying what is wrong (a level that is not offsets of the next level's entries, the
+    last of its `rows` rows; None: not known). One level is the finest, whatever `lod`
+    holds above it (the LoD the caller gets back is the fed value's own)."""
+    if len(lod) < n_levels:
+        return f"has {len(lod)} LoD levels, compiled for {n_levels}"
+    levels = [np.asarray(level, np.int64) for level in lod[len(lod) - n_levels:]]
+    for k, level in enumerate(levels):
+        limit = rows if k == n_levels - 1 else levels[k + 1].shape[0] - 1
+        bad = offsets_problem(level, limit)
+        if bad is not None and k == n_levels - 1:
+            return f"has a LoD that is not offsets of its rows: {bad}"
+        if bad is not None:
+            return (f"has a LoD whose level {len(lod) - n_levels + k} is not offsets of the "
+                    f"next level's entries: {bad}")
+    packed = levels[0] if n_levels == 1 else np.concatenate(levels)
+    return packed, levels[0].shape[0]
+
+
 def output_shape(record, ndim):
     """An output's dims as a tuple, or None when it was not written."""
     if record[NDIM] == NOT_WRITTEN:
@@ -94,6 +121,45 @@ def output_offset(record):
 def output_aux(record):
     """(arena offset of a SelectedRows output's row ids, its height)."""
     return int(record[AUX]), int(record[AUX_LEN])
+
+
+def lod_of_block(record):
+    """The LoD (levels of offsets, outer first) in the block runtime/beam.h's lod_export
+    made for an output's record (its aux; aux_len its levels): int64 n_levels,
+    count[n_levels], then the levels' offsets. The caller frees the block."""
+    addr, n = int(record[AUX]), int(record[AUX_LEN])
+    head = np.ctypeslib.as_array((ctypes.c_int64 * (1 + n)).from_address(addr))
+    counts = head[1:].tolist()
+    flat = np.ctypeslib.as_array((ctypes.c_int64 * sum(counts)).from_address(
+        addr + 8 * (1 + n))) if sum(counts) else np.zeros(0, np.int64)
+    out, at = [], 0
+    for c in counts:
+        out.append(flat[at:at + c].tolist())
+        at += c
+    return out
+
+
+def held_of_block(addr, dtype):
+    """(array, LoD) of the block runtime/beam.h's held_export made at `addr`: int64 ndim,
+    dims, n_levels, counts, the levels' offsets, then the bytes. The caller frees it."""
+    def words(at, n):
+        return np.ctypeslib.as_array((ctypes.c_int64 * n).from_address(at)).tolist() \
+            if n else []
+    at = addr
+    (ndim,) = words(at, 1)
+    dims = words(at + 8, ndim)
+    at += 8 * (1 + ndim)
+    (n_levels,) = words(at, 1)
+    counts = words(at + 8, n_levels)
+    at += 8 * (1 + n_levels)
+    lod = []
+    for c in counts:
+        lod.append(words(at, c))
+        at += 8 * c
+    out = np.empty(dims, dtype)
+    if out.nbytes:
+        ctypes.memmove(out.ctypes.data, at, out.nbytes)
+    return out, lod
 
 
 def c_field(records, j, field, index=None):

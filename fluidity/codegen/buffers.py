@@ -7,7 +7,7 @@ and take no slot. A value an op only copies (Emit.copy_code) shares its source's
 no later op reads the source: the copy is then left out.
 """
 from ..ir.memory_plan import colour_by_lifetime
-from .cir import ArrayBuf
+from .cir import ArrayBuf, HeldBuf
 
 ARENA_KINDS = ("temp", "output", "scratch")
 
@@ -57,7 +57,7 @@ def _outputs(seg, later, keep, block):
     address of a block the caller copies and frees, abi.py)."""
     end, outs = len(seg.sites), []
     for name, buf in seg.values.items():
-        if isinstance(buf, ArrayBuf):
+        if isinstance(buf, (ArrayBuf, HeldBuf)):     # handed back as blocks
             if name in later or name in keep:
                 outs.append(buf)
         elif buf.kind == "inout":

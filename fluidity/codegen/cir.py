@@ -12,6 +12,7 @@ Dims arithmetic (`mul`, `prod`) folds literals, so a program whose shapes the de
 compiles to constant trip counts. Attribute values are checked against the op's schema
 (`CheckedAttrs`), and text from a desc reaches the source only through `c_string`.
 """
+import copy
 import math
 import re
 from collections.abc import Mapping
@@ -116,19 +117,24 @@ def aligned(x_dims, y_dims, axis):
 
 class Buf:
     """A tensor in generated code. `name` is the C pointer; `var` the program variable;
-    `dims` C expressions; `lod`/`lod_len` name the level-0 offsets and their count (None
-    without LoD); `lod_src` the segment input whose LoD the value carries; `rows`/`height`
+    `dims` C expressions; `levels` its LoD as [(offsets, their count)], level 0 the outer,
+    the last indexing rows ([] without LoD), the offsets a C name (a segment input's) or an
+    int64 arena Buf (a LoD an op computed, `computed_lod`); `lod`/`lod_len` name the one level
+    of a value with one (None without LoD; NotCompilable for a value of more levels, so an
+    emitter that reads one level refuses the others: level-aware code reads `levels`);
+    `lod_src` the segment input whose LoD the value carries; `rows`/`height`
     are set for SelectedRows (the row ids and the table height); `known` the values the
     generated code knows it holds (a shape op's dims as C expressions, a small constant),
     flat, or None (emit/known_values.py)."""
-    __slots__ = ("name", "var", "ctype", "dims", "lod", "lod_len", "lod_src", "rows",
+    __slots__ = ("name", "var", "ctype", "dims", "levels", "lod_src", "rows",
                  "height", "kind", "first", "last", "slot", "persistable", "written", "known",
                  "cap")
 
     def __init__(self, name, var, ctype, shape, kind):
         self.name, self.var, self.ctype, self.dims, self.kind = name, var, ctype, \
             dims(shape), kind
-        self.lod = self.lod_len = self.lod_src = self.rows = self.height = None
+        self.levels = []
+        self.lod_src = self.rows = self.height = None
         self.first = self.last = None
         self.slot = None
         self.persistable = False
@@ -139,6 +145,46 @@ class Buf:
     @property
     def ndim(self):
         return len(self.dims)
+
+    @property
+    def has_lod(self):
+        return bool(self.levels)
+
+    def _one_level(self, k):
+        if len(self.levels) > 1:
+            raise NotCompilable(f"'{self.var}' has {len(self.levels)} LoD levels (this op's "
+                                "compiled form reads one)")
+        return self.levels[0][k] if self.levels else None
+
+    @property
+    def lod(self):
+        """The C name of the offsets of a one-level LoD (None without LoD)."""
+        return self._one_level(0)
+
+    @property
+    def lod_len(self):
+        """Their count, a C expression."""
+        return self._one_level(1)
+
+    @property
+    def computed_lod(self):
+        """Its LoD's offsets that live in arena Bufs (computed in the segment), in order."""
+        return [p for p, _ in self.levels if isinstance(p, Buf)]
+
+    def finest(self):
+        """This value seen with its finest LoD level only, the one that indexes rows (for an
+        emitter that reads that level of a value of more, e.g. sequence_expand's ref_level
+        -1): a shallow copy, the same C buffer."""
+        if len(self.levels) < 2:
+            return self
+        view = copy.copy(self)
+        view.levels = self.levels[-1:]
+        return view
+
+    def share_lod(self, src):
+        """Carry `src`'s LoD, every level of it (None: none)."""
+        self.levels = list(src.levels) if src is not None else []
+        self.lod_src = src.lod_src if src is not None else None
 
     def numel(self):
         return prod(self.dims)
@@ -166,12 +212,13 @@ class ArrayBuf(Buf):
     segment function, never in the arena and never leaving the segment): its elements'
     C type `elem`, their row dims `row_dims` (fixed) and `bound`, the most rows an element
     may have (a Dim the segment knows on entry; None until the first write is compiled):
-    what reads of it reserve."""
-    __slots__ = ("elem", "row_dims", "bound")
+    what reads of it reserve; `lod_bounds`, its entries' LoD: the most offsets each level
+    has, outer first ([]: entries without LoD; None until the first write is compiled)."""
+    __slots__ = ("elem", "row_dims", "bound", "lod_bounds")
 
     def __init__(self, name, var):
         super().__init__(name, var, "fl::TensorArray", [], "array")
-        self.elem = self.row_dims = self.bound = None
+        self.elem = self.row_dims = self.bound = self.lod_bounds = None
 
     def numel(self):
         raise NotCompilable(f"tensor array '{self.var}' has no size of its own")
@@ -183,6 +230,25 @@ class ArrayBuf(Buf):
 
     def __repr__(self):
         return f"ArrayBuf({self.name}: {self.var} {self.elem}[?, {self.row_dims}])"
+
+
+class HeldBuf(Buf):
+    """A value an op makes in memory the segment function owns (runtime/beam.h's `Held`:
+    bytes, dims, LoD), for a size no bound known on entry covers (beam_search_decode's
+    sentences: as many steps as the loop ran). It is handed back whole as one block (the
+    caller copies and frees it) and no later op of the segment reads it."""
+
+    def __init__(self, name, var, ctype, ndim):
+        super().__init__(name, var, "fl::Held", [], "held")
+        self.elem, self.held_ndim = ctype, ndim
+
+    def numel(self):
+        raise NotCompilable(f"'{self.var}' has a size known only when it is made")
+
+    nbytes = alloc_nbytes = numel
+
+    def __repr__(self):
+        return f"HeldBuf({self.name}: {self.var} {self.elem}, {self.held_ndim}-D)"
 
 
 class PassRecord(Buf):
@@ -293,6 +359,8 @@ class Emit:
             self.touched[buf.name] = buf
             if buf.rows is not None:
                 self.touched[buf.rows.name] = buf.rows
+            for lod in buf.computed_lod:
+                self.touched[lod.name] = lod
         return buf
 
     def _read(self, name, maybe_unset):
@@ -361,10 +429,10 @@ class Emit:
             src = self.input(source) if source is not None and self.op.input(source) \
                 else None
         buf = self._low.write(name, dims, ctype or "float", self.op, self.k)
-        if src is not None and src.lod is not None and lod_from is None:
+        if src is not None and src.has_lod and lod_from is None:
             src = self._same_rows(buf, src)
-        if src is not None and src.lod is not None:
-            buf.lod, buf.lod_len, buf.lod_src = src.lod, src.lod_len, src.lod_src
+        if src is not None and src.has_lod:
+            buf.share_lod(src)
         self.outputs.setdefault(slot, []).append(buf)
         return self._touch(buf)
 
@@ -423,9 +491,8 @@ class Emit:
             return None
         got = self._low.fused_relu(name, dims, self.k)
         if got is not None:
-            if lod_from is not None and lod_from.lod is not None:
-                got.lod, got.lod_len, got.lod_src = \
-                    lod_from.lod, lod_from.lod_len, lod_from.lod_src
+            if lod_from is not None and lod_from.has_lod:
+                got.share_lod(lod_from)
             self.outputs.setdefault(slot, []).append(got)
             self._touch(got)
         return got
@@ -459,6 +526,25 @@ class Emit:
         if name is None or name == EMPTY_VAR_NAME:
             raise NotCompilable(f"output {slot} is absent")
         return self._touch(self._low.write_table(name, src, self.op, self.k))
+
+    def entry_bound(self, array, key, bound, current=None):
+        """What the entries of tensor array `array` reserve for `key` (Segmenter.entry_bound)."""
+        return self._low.entry_bound(array, key, bound, current)
+
+    def held_output(self, slot, ctype, ndim):
+        """Output `slot` as a HeldBuf of `ctype` and rank `ndim` (its size and LoD set by
+        the op's runtime call)."""
+        name = self.output_var(slot)
+        if name is None or name == EMPTY_VAR_NAME:
+            raise NotCompilable(f"output {slot} is absent")
+        buf = self._low.write_held(name, ctype, ndim, self.k)
+        self.outputs.setdefault(slot, []).append(buf)
+        return self._touch(buf)
+
+    def lod_output(self, what, count):
+        """An int64 arena buffer for `count` LoD offsets this op computes: a level of an
+        output's LoD (`Buf.levels`), alive as long as a value carries it."""
+        return self._touch(self._low.lod_buf(f"({what} of op {self.k})", count, self.k))
 
     def runtime_dim(self, bound, setter):
         """A dim known only when this op runs (the rows of an array's entry, of a loop

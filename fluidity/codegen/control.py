@@ -167,7 +167,7 @@ def _carried_snapshots(low, sub, grad_sub, carried):
 
 def _push(low, tapes, n, buf, k):
     """The statement pushing Buf `buf` (the value of `n`) on its tape, made here."""
-    if buf.lod is not None or buf.written or buf.rows is not None:
+    if buf.has_lod or buf.written or buf.rows is not None:
         raise NotCompilable(f"'{n}' carries LoD, rows or a branch's flag (kept per pass for "
                             "the gradient: not compiled)")
     rows, row_dims = (buf.dims[0], buf.dims[1:]) if buf.ndim else (1, [])
@@ -327,7 +327,7 @@ def carry_in(low, op, sub, shadowing=False):
             raise NotCompilable(f"block {sub.idx} writes SelectedRows '{n}'")
         if prior.kind == "input" and not prior.persistable:    # the caller's memory: copy
             carry = low.temp(n, prior.dims, prior.ctype, k)
-            carry.lod, carry.lod_len, carry.lod_src = prior.lod, prior.lod_len, prior.lod_src
+            carry.share_lod(prior)
             lines.append(Copy(carry, prior))
             low.bind(n, carry)
         else:                                   # an arena value, or a parameter in place
@@ -356,13 +356,15 @@ def carry_out(low, carried, sub, kb, ke):
             raise NotCompilable(f"'{n}' has no value after block {sub.idx}")
         if carry is None:                      # only written inside: made now, flagged
             carry = low.temp(n, final.dims, final.ctype, kb)
-            carry.lod, carry.lod_len, carry.lod_src = final.lod, final.lod_len, final.lod_src
+            carry.share_lod(final)
             low.flag(carry)
         elif final is not carry:
             if final.ctype != carry.ctype or final.dims != carry.dims:
                 raise NotCompilable(f"'{n}' changes from {typed(carry)} to {typed(final)} "
                                     f"in block {sub.idx}")
-            if final.lod_src != carry.lod_src:
+            if final.lod_src != carry.lod_src or \
+                    [tuple(map(str, lv)) for lv in final.levels] != \
+                    [tuple(map(str, lv)) for lv in carry.levels]:
                 raise NotCompilable(f"'{n}' changes its LoD in block {sub.idx}")
         if final is not carry:
             copy = [Copy(carry, final)]

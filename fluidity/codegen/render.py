@@ -15,7 +15,7 @@ target uses is its registry entry (emit.TARGETS).
 """
 from . import abi
 from .buffers import shared_copy_lines, slot_members
-from .cir import ArrayBuf, c_string, checked_source, is_lit
+from .cir import ArrayBuf, Buf, HeldBuf, c_string, checked_source, is_lit
 from .dim import Dim, symbols
 from .control import (Branch, Call, Copy, CountPasses, End, IfWritten, Loop, NextPass,
                       Reverse, SetDim, SetWritten, pass_var)
@@ -135,9 +135,13 @@ def _read_inputs(w, seg, d):
                        f"{d.mismatch(f'{b.var}: dim {a} is not {dim}')};")
             else:
                 w.line(f"const int64_t {dim} = {field('dims', a)};")
-        if b.lod is not None:
-            w.line(f"const int64_t* {b.lod} = (const int64_t*){field('aux')};")
-            w.line(f"const int64_t {b.lod_len} = {field('aux_len')};")
+        if b.levels:      # abi.packed_lod: the levels back to back, the outermost's count
+            (ptr, count), prev = b.levels[0], None
+            w.line(f"const int64_t* {ptr} = (const int64_t*){field('aux')};")
+            w.line(f"const int64_t {count} = {field('aux_len')};")
+            for prev, (ptr, count) in zip(b.levels, b.levels[1:]):
+                w.line(f"const int64_t* {ptr} = {prev[0]} + {prev[1]};")
+                w.line(f"const int64_t {count} = {prev[0]}[{prev[1]} - 1] + 1;")
         if b.rows is not None:
             w.line(f"int64_t* const {b.rows.name}_ = (int64_t*){field('aux')};")
             w.line(f"const int64_t {b.height} = {field('aux_len')};")
@@ -164,11 +168,16 @@ def _arena(w, seg, d):
     for b in seg.bufs:
         if b.slot is not None:
             w.line(f"{b.ctype}* const {b.name}_ = ({b.ctype}*)(arena + off{b.slot});")
+    # a LoD computed here, by the name an op's check reads it by (checked right before the op)
+    for name in sorted({p.name for b in seg.bufs for p in b.computed_lod}):
+        w.line(f"const int64_t* const {name} = {name}_;")
     w.extend(f"bool {f} = false;" for f in seg.flags)
     for b in seg.bufs:                     # tensor arrays: the function's own, freed at return
         if isinstance(b, ArrayBuf):
             w.line(f"fl::TensorArray {b.name}_obj; fl::TensorArray* const {b.name}_ = "
                    f"&{b.name}_obj;")
+        elif isinstance(b, HeldBuf):       # values of their own size: likewise
+            w.line(f"fl::Held {b.name}_obj; fl::Held* const {b.name}_ = &{b.name}_obj;")
     w.extend(f"int64_t {v} = 0;" for v in seg.varying)
 
 
@@ -230,6 +239,12 @@ def _write_outputs(w, seg):
         if isinstance(b, ArrayBuf):
             _write_array_output(w, seg, b, field)
             continue
+        if isinstance(b, HeldBuf):
+            k = max(len(seg.sites) - 1, 0)
+            w.line(f"if (int rc = fl::held_export({b.name}_, {b.held_ndim}, &{field('data')}, "
+                   f"err, {k})) return rc;")
+            w.line(f"{field('ndim')} = {b.held_ndim};")
+            continue
         w.line(f"{field('data')} = {f'off{b.slot}' if b.slot is not None else abi.IN_PLACE};")
         rank = f"{b.written} ? {b.ndim} : {abi.NOT_WRITTEN}" if b.written else f"{b.ndim}"
         w.line(f"{field('ndim')} = {rank};")
@@ -238,6 +253,22 @@ def _write_outputs(w, seg):
         if b.rows is not None:
             w.line(f"{field('aux')} = off{b.rows.slot};")
             w.line(f"{field('aux_len')} = {b.height};")
+        elif b.computed_lod:
+            _write_lod_output(w, seg, b, field)
+
+
+def _write_lod_output(w, seg, b, field):
+    """A LoD the segment computed: aux the address of the block runtime/beam.h's
+    lod_export makes (the caller copies and frees it), aux_len its levels."""
+    k = max(len(seg.sites) - 1, 0)
+    ptrs = ", ".join(f"{p.name}_" if isinstance(p, Buf) else str(p) for p, _ in b.levels)
+    counts = ", ".join(f"(int64_t)({c})" for _, c in b.levels)
+    with w.block(f"if ({b.written}) {{" if b.written else "{"):
+        w.line(f"const int64_t* const lv[] = {{{ptrs}}};")
+        w.line(f"const int64_t nlv[] = {{{counts}}};")
+        w.line(f"if (int rc = fl::lod_export(lv, nlv, {len(b.levels)}, &{field('aux')}, err, "
+               f"{k})) return rc;")
+    w.line(f"{field('aux_len')} = {len(b.levels)};")
 
 
 def _write_array_output(w, seg, b, field):
@@ -258,7 +289,8 @@ def op_symbols(unit):
     parameters of the op's function."""
     out = set()
     for b in unit.touched:
-        out |= symbols(*b.dims, b.lod, b.lod_len, b.height)
+        out |= symbols(*b.dims, *(d for level in b.levels for d in level
+                                  if not isinstance(d, Buf)), b.height)
         for v in b.known or ():
             if isinstance(v, Dim):
                 out |= v.symbols

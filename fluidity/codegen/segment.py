@@ -18,7 +18,8 @@ from ..ir.analysis import sub_block_vars
 from ..ops import registry
 from . import abi, emit
 from .arena import declared_fits
-from .cir import CTYPES, ArrayBuf, Buf, Emit, NotCompilable, PassRecord, TableBuf, is_lit
+from .cir import (CTYPES, ArrayBuf, Buf, Emit, HeldBuf, NotCompilable, PassRecord, TableBuf,
+                  is_lit)
 from .dim import Dim, bounded
 from .control import CONTROL, SetDim
 from .loop_grad import lower_while_grad
@@ -137,10 +138,12 @@ def segment_block(program, block_idx, keep, target):
     """The parts of block `block_idx` for `target` (a targets.Target), and the names of persistables a CUDA
     segment creates (see Segmenter.write), and the fusions found ({pass name: what it
     found})."""
-    refused = set()
+    refused, hints = set(), {}
     while True:
-        s = Segmenter(program, block_idx, keep, target, refused)
+        s = Segmenter(program, block_idx, keep, target, refused, hints)
         s.run()
+        if s.widened:                # an array's entries outgrew what its reads reserved
+            continue
         escaping = _escaping_internals(program, s.block, s.parts, keep) - refused
         if not escaping:
             return s.parts, s.created, s.fusions
@@ -160,8 +163,9 @@ def _escaping_internals(program, block, parts, keep):
                 leaves = name in after[seg.last] or name in keep
                 if isinstance(buf, TableBuf) and leaves:
                     out.add(name)
-                elif isinstance(buf, ArrayBuf) and leaves and buf.elem is None:
-                    out.add(name)            # never written here: no entry type to hand back
+                elif isinstance(buf, ArrayBuf) and leaves and (buf.elem is None or
+                                                               buf.lod_bounds):
+                    out.add(name)    # never written here, or entries with LoD: not handed back
                 elif isinstance(buf, PassRecord) and not buf.used:   # while_grad interpreted
                     out.add(name)
     return out
@@ -171,9 +175,15 @@ class Segmenter:
     """Emits a block's ops into segments. Emit (cir.py) and control.py reach the segment
     being built through its methods: `read`, `write`, `temp`, `scratch`, `bind`, ..."""
 
-    def __init__(self, program, block_idx, keep, target, refused=()):
+    MAX_WIDENINGS = 4                    # per array and key: bounds that keep growing stop
+
+    def __init__(self, program, block_idx, keep, target, refused=(), hints=None):
         self.program, self.target = program, target
         self.refused = set(refused)      # arrays and tables ops outside the segments read
+        # {(array variable, key): (bound, {its summands})}: what an array's entries reserve,
+        # widened by a later write (entry_bound); `widened`: segment again with them
+        self.hints = hints if hints is not None else {}
+        self.widened = False
         self._top = 0                    # the index of the block's op being emitted
         self.block = program.block(block_idx)
         self.block_idx = block_idx
@@ -259,7 +269,9 @@ class Segmenter:
         seg.sites.append((block_idx, i, op))
         guards = [(b, f"{b.var} has no value (the branch that sets it did not run)")
                   for b in e.unset_reads]
-        late = [(c, m) for c, m in e.preconditions if self._mentions_varying(c)]
+        computed = {p.name for b in e.touched.values() for p in b.computed_lod}
+        late = [(c, m) for c, m in e.preconditions
+                if self._mentions_varying(c) or set(_C_NAMES.findall(c)) & computed]
         # a copy inside a loop or branch keeps its line: lifetimes there span passes
         shares = e.shares if len(self._blocks) == 1 else ()
         seg.units.append(OpUnit(e.k, e.lines, list(e.touched.values()), guards, late, shares))
@@ -303,6 +315,27 @@ class Segmenter:
         buf.last = max(buf.last, k)
         return buf
 
+    def entry_bound(self, array, key, bound, current=None):
+        """The bound on `key` ("rows", or a LoD level's count) that the entries of ArrayBuf
+        `array` keep, its reads reserve it. A first write (`current` None) takes the one a
+        previous segmentation found, else `bound`; a later write whose `bound` is not among
+        the summands of `current` widens it to their sum for the next segmentation (the
+        reads compiled before it reserved too little) - a loop's writes and reads reach a
+        fixed point when a write's bound does not grow with what it reads (beam_search's:
+        beam_size rows a source). The write checks its value against `current` anyway."""
+        hint = self.hints.get((array.var, key))
+        if current is None:
+            return hint[0] if hint is not None else bound
+        summands = hint[1] if hint is not None else {str(current)}
+        if str(bound) in summands or str(bound) == str(current):
+            return current
+        if len(summands) > self.MAX_WIDENINGS:
+            raise NotCompilable(f"tensor array '{array.var}': its entries' {key} keep "
+                                "growing from write to write")
+        self.hints[(array.var, key)] = (current + bound, summands | {str(bound)})
+        self.widened = True
+        return current
+
     def new_array(self, name, k):
         """An empty tensor array for `name`, which the program has not written before this
         point (else its value is the scope's: NotCompilable)."""
@@ -341,7 +374,7 @@ class Segmenter:
         buf = TableBuf(f"t{self._n}", name, "int64_t", [Dim.lit(2), n], "temp")
         self._n += 1
         buf.first = buf.last = k
-        buf.lod, buf.lod_len, buf.lod_src = src.lod, src.lod_len, src.lod_src
+        buf.levels, buf.lod_src = [(src.lod, src.lod_len)], src.lod_src   # one level only
         buf.total = src.dims[0]
         self._seg.bufs.append(buf)
         self._env[name] = buf
@@ -376,6 +409,10 @@ class Segmenter:
         if seg is None:
             return
         self._seg = None
+        end = len(seg.sites)
+        for buf in self._env.values():      # a LoD computed here leaves with its value
+            for lod in buf.computed_lod:
+                lod.last = max(lod.last, end)
         seg.values = self._env
         self.parts.append(seg)
         self._env = {}
@@ -451,6 +488,9 @@ class Segmenter:
         buf = self._env.get(name)
         if buf is None:
             buf = self._new_input(name, k)
+        elif isinstance(buf, HeldBuf):
+            raise NotCompilable(f"'{name}' is made in memory of its own size (handed back "
+                                "whole, not read by compiled ops)")
         elif isinstance(buf, (ArrayBuf, TableBuf)) and op is not None and \
                 op.type not in emit.INTERNAL_READERS:
             what = "tensor array" if isinstance(buf, ArrayBuf) else "rank table"
@@ -458,7 +498,28 @@ class Segmenter:
         buf.last = k
         if buf.rows is not None:
             buf.rows.last = k
+        for lod in buf.computed_lod:
+            lod.last = max(lod.last, k)
         return buf
+
+    def write_held(self, name, ctype, ndim, k):
+        """A HeldBuf for `name` (Emit.held_output)."""
+        v = self._var(name)
+        if v.type != VarType.LOD_TENSOR or v.persistable:
+            raise NotCompilable(f"output '{name}' is not a LoDTensor of the run")
+        if len(self._blocks) > 1:
+            raise NotCompilable(f"output '{name}' has a size known only when it is made "
+                                "(compiled outside loops and branches only)")
+        buf = HeldBuf(f"h{self._n}", name, ctype, ndim)
+        self._n += 1
+        buf.first = buf.last = k
+        self._seg.bufs.append(buf)
+        self._env[name] = buf
+        return buf
+
+    def lod_buf(self, what, count, k):
+        """An int64 arena buffer of `count` LoD offsets an op computes (Buf.levels)."""
+        return self._arena_buf(what, "int64_t", [count], "temp", k)
 
     def _new_input(self, name, k):
         v = self._var(name)
@@ -483,9 +544,7 @@ class Segmenter:
             buf.rows.first = k
             buf.height = Dim.sym(f"in{j}_h")
         elif v.lod_level:
-            if v.lod_level > 1:
-                raise NotCompilable(f"input '{name}' has {v.lod_level} LoD levels")
-            buf.lod, buf.lod_len = Dim.sym(f"in{j}_lod"), Dim.sym(f"in{j}_nlod")
+            buf.levels = input_levels(j, v.lod_level, name, self.target)
             buf.lod_src = name
         self._seg.inputs.append(buf)
         self._seg.bufs.append(buf)
@@ -583,6 +642,22 @@ class Segmenter:
 
 
 _C_NAMES = re.compile(r"[A-Za-z_]\w*")
+
+
+def input_levels(j, n_levels, name, target):
+    """The LoD levels of segment input j as its C names [(offsets, count)], outer first:
+    the finest `in{j}_lod`/`in{j}_nlod` as with one level, an outer level k
+    `in{j}_l{k}_lod`/`in{j}_l{k}_nlod` (render.py reads them from the input's record as
+    abi.packed_lod lays them out). Two levels at most (beam search's), on the CPU target."""
+    if n_levels > abi.MAX_LOD_LEVELS:
+        raise NotCompilable(f"input '{name}' has {n_levels} LoD levels (compiled code takes "
+                            f"at most {abi.MAX_LOD_LEVELS})")
+    if n_levels > 1 and target.name != "cpu":
+        raise NotCompilable(f"input '{name}' has {n_levels} LoD levels ({target.title} "
+                            "code takes one)")
+    outer = [(Dim.sym(f"in{j}_l{k}_lod"), Dim.sym(f"in{j}_l{k}_nlod"))
+             for k in range(n_levels - 1)]
+    return outer + [(Dim.sym(f"in{j}_lod"), Dim.sym(f"in{j}_nlod"))]
 
 
 def _as_dim(d):

@@ -206,6 +206,9 @@ class _Tables:
                 if b.rows is not None:
                     raise CompileError(f"'{b.var}' is a SelectedRows input: a standalone model "
                                        f"takes dense tensors")
+                if len(b.levels) > 1:
+                    raise CompileError(f"'{b.var}' has {len(b.levels)} LoD levels: a "
+                                       f"standalone model takes one")
                 if b.var not in made:
                     if not self._persistable(b.var):
                         raise CompileError(f"'{b.var}' is read by the model but neither fed, "
@@ -217,9 +220,15 @@ class _Tables:
                 if isinstance(b, ArrayBuf):
                     raise CompileError(f"'{b.var}' is a tensor array: a standalone model "
                                        f"hands back tensors")
+                if b.kind == "held":
+                    raise CompileError(f"'{b.var}' has a size known only when it is made: "
+                                       f"a standalone model hands back arena tensors")
                 if b.rows is not None:
                     raise CompileError(f"'{b.var}' is SelectedRows: a standalone model "
                                        f"makes dense tensors")
+                if b.computed_lod:
+                    raise CompileError(f"'{b.var}' carries a LoD the model computes: a "
+                                       f"standalone model hands back its inputs' LoD")
                 self._add(b.var, "value", b.ctype)
                 made.add(b.var)
         for n in fetches:
@@ -262,7 +271,7 @@ class _Tables:
         segs = []
         for s, seg in enumerate(self.low.segments):
             ins = [self.index[b.var] for b in seg.inputs]
-            in_lod = [int(b.lod is not None) for b in seg.inputs]
+            in_lod = [int(b.has_lod) for b in seg.inputs]   # one level (model.h)
             outs = [self.index[b.var] for b in seg.outputs]
             out_lod = [self.index.get(b.lod_src, -1) if b.lod_src else -1 for b in seg.outputs]
             inplace = [int(b.slot is None) for b in seg.outputs]

@@ -38,7 +38,6 @@ import numpy as np
 from ..codegen import abi
 from ..core import native
 from ..core.tensor import LoDTensor, as_fetched
-from ..core.lod import offsets_problem
 from ..errors import FetchError
 from .native import Interpret, NativePlan, SegmentOp
 
@@ -227,7 +226,7 @@ def _direct_run(prep, view, program, scope, executor, return_numpy, holders):
             return None
     if step is None or not hasattr(step, "pack"):
         return None
-    if any(o.array for o in step.outputs):
+    if any(o.array or o.lod_block or o.held for o in step.outputs):
         return None                  # a tensor array handed back: the step's unpack makes it
     persist = {n for _, n in plan.persist}
     fed_at = {spec[0]: k for k, spec in enumerate(prep.feed_specs)}
@@ -516,10 +515,11 @@ class DirectRun(FullPath):
                 shapes[j] = a.shape
             seen[j] = a
             if f.lod:
-                lod = self._lod(t, a)
-                if lod is None:
+                packed = self._lod(t, a, f.lod)
+                if packed is None:
                     return None
-                abi.put_aux(rec, _address(lod), lod.shape[0])
+                lod, count = packed
+                abi.put_aux(rec, _address(lod), count)
                 tensors[-1] = (t, lod)             # alive through the call
         return tensors
 
@@ -541,15 +541,13 @@ class DirectRun(FullPath):
         return True
 
     @staticmethod
-    def _lod(t, a):
-        """The offsets the segment reads of a fed LoDTensor, checked, or None (the full
-        path then says what is wrong)."""
+    def _lod(t, a, n_levels):
+        """(offsets, count) the segment reads of a fed LoDTensor's `n_levels` finest levels,
+        checked (abi.packed_lod), or None (the full path then says what is wrong)."""
         if t is None or not t._lod:
             return None
-        lod = np.asarray(t._lod[-1], np.int64)
-        if offsets_problem(lod, a.shape[0] if a.ndim else None) is not None:
-            return None
-        return lod
+        packed = abi.packed_lod(t._lod, n_levels, a.shape[0] if a.ndim else None)
+        return None if isinstance(packed, str) else packed
 
     def _hold_feed(self, values, tensors):
         """The feed holder's columns, as the full path leaves them: the fed tensors (an

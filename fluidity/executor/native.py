@@ -19,12 +19,11 @@ import numpy as np
 
 from ..codegen import build
 from ..codegen import abi
-from ..codegen.cir import ArrayBuf
+from ..codegen.cir import ArrayBuf, HeldBuf
 from ..codegen.lower import Lowering
 from ..codegen.segment import FusedOp, PythonOp
 from ..core.dtypes import numpy_of_ctype
 from ..core.limits import max_tensor_bytes
-from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor, LoDTensorArray, SelectedRows
 from ..errors import ExecutionError
 from .plan import Plan
@@ -55,7 +54,7 @@ class InputSpec:
     def __init__(self, plan, j, buf):
         self.j, self.slot, self.name = j, plan.slot_of(buf.var), buf.var
         self.dtype, self.ndim = numpy_of_ctype(buf.ctype), buf.ndim
-        self.lod, self.sparse = buf.lod is not None, buf.rows is not None
+        self.lod, self.sparse = len(buf.levels), buf.rows is not None   # LoD levels read
 
 
 class OutputSpec:
@@ -65,18 +64,23 @@ class OutputSpec:
     whether it is a tensor array (handed back as a block the step copies and frees: `ndim`
     is then its entries' rank)."""
     __slots__ = ("j", "slot", "name", "dtype", "ndim", "lod_slot", "fetched", "in_place",
-                 "sparse", "array")
+                 "sparse", "array", "lod_block", "held")
 
     def __init__(self, plan, j, buf, in_slots, fetched):
         self.j, self.slot, self.name = j, plan.slot_of(buf.var), buf.var
         self.array = isinstance(buf, ArrayBuf)
+        self.held = isinstance(buf, HeldBuf)     # a value handed back whole as a block
         if self.array:
             self.dtype, self.ndim = numpy_of_ctype(buf.elem), 1 + len(buf.row_dims)
+        elif self.held:
+            self.dtype, self.ndim = numpy_of_ctype(buf.elem), buf.held_ndim
         else:
             self.dtype, self.ndim = numpy_of_ctype(buf.ctype), buf.ndim
         self.lod_slot = in_slots.get(buf.lod_src)
+        # a LoD the segment computed: handed back as a block (abi.lod_of_block) to free
+        self.lod_block = not self.array and bool(buf.computed_lod)
         self.fetched = buf.var in fetched
-        self.in_place = buf.slot is None and not self.array
+        self.in_place = buf.slot is None and not (self.array or self.held)
         self.sparse = buf.rows is not None
 
 
@@ -125,7 +129,7 @@ class SegmentStep:
         self.outputs = [OutputSpec(plan, j, b, in_slots, fetched)
                         for j, b in enumerate(seg.outputs)]
         self.release = None
-        if any(o.array for o in self.outputs):
+        if any(o.array or o.lod_block or o.held for o in self.outputs):
             self.release = plan.library.fl_array_release
             self.release.argtypes, self.release.restype = [ctypes.c_void_p], None
         self._tls = threading.local()
@@ -237,12 +241,11 @@ class HostSegmentStep(SegmentStep):
     def _pack_lod(self, record, spec, t, a):
         if not t._lod:
             raise self.input_error(spec.name, "has no LoD")
-        lod = np.asarray(t._lod[-1], np.int64)
-        bad = offsets_problem(lod, a.shape[0] if a.ndim else None)
-        if bad is not None:        # generated code indexes rows with it
-            raise self.input_error(spec.name, f"has a LoD that is not offsets of its rows: "
-                                              f"{bad}")
-        abi.put_aux(record, lod.__array_interface__["data"][0], lod.shape[0])
+        packed = abi.packed_lod(t._lod, spec.lod, a.shape[0] if a.ndim else None)
+        if isinstance(packed, str):        # generated code indexes rows with it
+            raise self.input_error(spec.name, packed)
+        lod, count = packed
+        abi.put_aux(record, lod.__array_interface__["data"][0], count)
         return lod
 
     def _take_array(self, spec, record):
@@ -250,6 +253,19 @@ class HostSegmentStep(SegmentStep):
             return _array_of_block(spec, record)
         finally:
             self.release(abi.output_offset(record))
+
+    def _take_held(self, spec, record):
+        addr = abi.output_offset(record)
+        try:
+            return LoDTensor(*abi.held_of_block(addr, spec.dtype))
+        finally:
+            self.release(addr)
+
+    def _take_lod(self, record):
+        try:
+            return abi.lod_of_block(record)
+        finally:
+            self.release(int(record[abi.AUX]))
 
     def unpack(self, frame, st):
         """Bind each output the segment wrote to a view of the arena (a copy if fetched)."""
@@ -260,6 +276,9 @@ class HostSegmentStep(SegmentStep):
             record = records[spec.j]
             if spec.array:
                 frame[spec.slot].value = self._take_array(spec, record)
+                continue
+            if spec.held:
+                frame[spec.slot].value = self._take_held(spec, record)
                 continue
             shape = abi.output_shape(record, spec.ndim)
             if shape is None:          # a branch that sets it did not run: keep the scope's
@@ -276,7 +295,10 @@ class HostSegmentStep(SegmentStep):
                 frame[spec.slot].value = SelectedRows(rows.copy() if spec.fetched else rows,
                                                       height, arr)
                 continue
-            lod = frame[spec.lod_slot].value._lod if spec.lod_slot is not None else None
+            if spec.lod_block:
+                lod = self._take_lod(record)
+            else:
+                lod = frame[spec.lod_slot].value._lod if spec.lod_slot is not None else None
             frame[spec.slot].value = LoDTensor(arr, lod)
 
 

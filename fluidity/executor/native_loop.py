@@ -213,11 +213,11 @@ class CompiledWorkerStep:
                 else scope.find_var(b.var)          # a random op's [key, run], advanced in C
             t = var.value if var is not None else None
             a = t.array if type(t) is LoDTensor else None
-            if a is None or b.rows is not None or b.lod is not None:
+            if a is None or b.rows is not None or b.has_lod:
                 return None, f"the step reads '{b.var}', neither a slot nor a dense parameter"
             params.append((j, var, b.ctype))
-        if any(b.kind == "array" for b in seg.outputs):    # a block to copy and free per call
-            return None, "the step hands back a tensor array"
+        if any(b.kind in ("array", "held") or b.computed_lod for b in seg.outputs):  # blocks
+            return None, "the step hands back a tensor array or a LoD it computed"
         fetch_idx, fetch_dtypes = [], []
         outs = {b.var: k for k, b in enumerate(seg.outputs)}
         for n in fetch_names:

@@ -18,14 +18,16 @@
 namespace fl {
 
 struct TensorArray {
-    struct Elem { char* data; int64_t rows; };
+    // lod: the entry's LoD levels back to back, outer first (nullptr: none); nlod: each
+    // level's count (beam search's entries: sources -> prefixes -> rows)
+    struct Elem { char* data; int64_t rows; int64_t* lod; int64_t nlod[2]; };
     std::vector<Elem> el;
     TensorArray() = default;
     TensorArray(const TensorArray&) = delete;
     TensorArray& operator=(const TensorArray&) = delete;
     ~TensorArray() { clear(); }
     void clear() {
-        for (auto& e : el) std::free(e.data);
+        for (auto& e : el) { std::free(e.data); std::free(e.lod); }
         el.clear();
     }
     int64_t size() const { return (int64_t)el.size(); }
@@ -55,7 +57,55 @@ inline int array_write(TensorArray* a, int64_t i, const void* x, int64_t rows,
     }
     if (n > 0) std::memcpy(p, x, (size_t)n);
     e.rows = rows == 0 ? -1 : rows;        // an empty value reads as never written
+    std::free(e.lod);                      // array_write_lod gives a LoD value's
+    e.lod = nullptr;
     return 0;
+}
+
+// Entry i (just written by array_write) keeps a copy of the written value's LoD:
+// `n_levels` (1 or 2) levels `levels[l]` of `counts[l]` offsets. A LoD value of no rows is
+// still written (a beam that ended everywhere: its LoD says so), unlike a plain one.
+inline int array_write_lod(TensorArray* a, int64_t i, const int64_t* const* levels,
+                           const int64_t* counts, int64_t n_levels, int64_t rows, char* err,
+                           int k) {
+    TensorArray::Elem& e = a->el[(size_t)i];
+    int64_t words = 0;
+    for (int64_t l = 0; l < n_levels; ++l) words += counts[l];
+    int64_t* p = (int64_t*)std::malloc((size_t)(words > 0 ? words : 1) * 8);
+    if (p == nullptr) return fail(err, k, "write_to_array: out of memory");
+    int64_t* q = p;
+    for (int64_t l = 0; l < n_levels; ++l) {
+        if (counts[l] > 0) std::memcpy(q, levels[l], (size_t)counts[l] * 8);
+        q += counts[l];
+        e.nlod[l] = counts[l];
+    }
+    std::free(e.lod);
+    e.lod = p;
+    if (rows == 0) e.rows = 0;
+    return 0;
+}
+
+// The count of level l of entry i's LoD (checked against what the reader reserves).
+inline int array_lod_count(const TensorArray* a, int64_t i, int64_t l, int64_t cap,
+                           int64_t* count, char* err, int k) {
+    const TensorArray::Elem& e = a->el[(size_t)i];
+    if (e.lod == nullptr)
+        return fail(err, k, "read_from_array: the entry was written without LoD");
+    *count = e.nlod[l];
+    if (*count > cap) {
+        std::snprintf(err, 512, "read_from_array: level %lld of entry %lld's LoD has %lld "
+                      "offsets, more than the %lld its compiled reader reserves", (long long)l,
+                      (long long)i, (long long)*count, (long long)cap);
+        return 2 + k;
+    }
+    return 0;
+}
+
+inline void array_read_lod(const TensorArray* a, int64_t i, int64_t l, int64_t* out) {
+    const TensorArray::Elem& e = a->el[(size_t)i];
+    const int64_t* p = e.lod;
+    for (int64_t m = 0; m < l; ++m) p += e.nlod[m];
+    if (e.nlod[l] > 0) std::memcpy(out, p, (size_t)e.nlod[l] * 8);
 }
 
 // The rows of entry i, for the read that follows (Fluid's error when there is none).
@@ -175,6 +225,7 @@ inline int array_accumulate(TensorArray* acc, TensorArray* g, int64_t row_elems,
         TensorArray::Elem& a = acc->el[(size_t)j];
         if (a.rows < 0) {
             std::free(a.data);
+            std::free(a.lod);
             a = e;
             e = TensorArray::Elem{nullptr, -1};
             continue;

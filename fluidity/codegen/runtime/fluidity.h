@@ -219,3 +219,4 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 #include "philox.h"    // counter-based random numbers (core/philox.py's twin)
 #include "nce.h"        // nce's samplers, cost and gradient
 #include "arrays.h"     // tensor arrays and rank tables (DynamicRNN)
+#include "beam.h"       // beam_search, beam_search_decode, a computed LoD handed back

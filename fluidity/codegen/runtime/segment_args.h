@@ -32,8 +32,13 @@ typedef struct fl_tensor_arg {
     int64_t data;               /* input: address; output: arena offset, or -1 */
     int64_t ndim;               /* output: -1 when not written */
     int64_t dims[FL_MAX_DIMS];
-    int64_t aux;                /* LoD offsets' address, or the row ids (address / offset) */
-    int64_t aux_len;            /* number of LoD offsets, or a SelectedRows' height */
+    int64_t aux;                /* LoD offsets' address (an input's levels back to back,
+                                   outer first; an output's computed LoD: the address of
+                                   a block beam.h's lod_export makes), or the row ids
+                                   (address / offset) */
+    int64_t aux_len;            /* offsets of the outermost level (each next level's count:
+                                   the previous level's last offset + 1); an output's LoD
+                                   levels; or a SelectedRows' height */
 } fl_tensor_arg;
 
 #define FL_ARG_SLOTS ((int64_t)(sizeof(fl_tensor_arg) / sizeof(int64_t)))

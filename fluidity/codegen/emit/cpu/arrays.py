@@ -41,21 +41,42 @@ def input_array(e, slot="X"):
 
 @register("write_to_array", "cpu")
 def write_to_array(e):
-    """Out[I] = a copy of X (no LoD); the array grows to I + 1 entries."""
+    """Out[I] = a copy of X and of its LoD; the array grows to I + 1 entries."""
     x = e.input("X")
-    if x.lod is not None:
-        e.fail("X carries LoD (compiled arrays hold entries without LoD)")
     if x.ndim < 1:
         e.fail("X has no rows")
     idx, _ = array_index(e)
     a = e.array_output("Out", x.ctype, x.dims[1:])
     rows = x.dims[0]
     if a.bound is None:
-        a.bound = e.bound_of(rows)
+        a.bound = e.entry_bound(a, "rows", e.bound_of(rows))
     elif e.bound_of(rows) != a.bound:
+        e.entry_bound(a, "rows", e.bound_of(rows), a.bound)
         e.check(f"{rows} > {a.bound}", f"write_to_array: X has {rows} rows, more than the "
                 f"entries of '{a.var}' its compiled readers hold ({a.bound})")
-    e.code(f"return fl::array_write({a}, {idx}, {x}, {rows}, {a.row_bytes()}, err, {e.k});")
+    counts = [c for _, c in x.levels]
+    if a.lod_bounds is None:
+        a.lod_bounds = [e.entry_bound(a, f"LoD level {level}", e.bound_of(c))
+                        for level, c in enumerate(counts)]
+    elif len(a.lod_bounds) != len(counts):
+        e.fail(f"X has {len(counts)} LoD levels, the entries of '{a.var}' written before "
+               f"{len(a.lod_bounds)}")
+    else:
+        for level, (c, bound) in enumerate(zip(counts, a.lod_bounds)):
+            if str(e.bound_of(c)) != str(bound):
+                e.entry_bound(a, f"LoD level {level}", e.bound_of(c), bound)
+                e.check(f"{c} > {bound}", f"write_to_array: level {level} of X's LoD has "
+                        f"{c} offsets, more than the entries of '{a.var}' its compiled "
+                        f"readers hold ({bound})")
+    write = f"fl::array_write({a}, {idx}, {x}, {rows}, {a.row_bytes()}, err, {e.k})"
+    if not counts:
+        e.code(f"return {write};")
+        return
+    e.code(f"if (int rc = {write}) return rc;")
+    e.code(f"const int64_t* const lv[] = {{{', '.join(str(p) for p, _ in x.levels)}}};")
+    e.code(f"const int64_t nlv[] = {{{', '.join(f'(int64_t)({c})' for c in counts)}}};")
+    e.code(f"return fl::array_write_lod({a}, {idx}, lv, nlv, {len(counts)}, {rows}, err, "
+           f"{e.k});")
 
 
 @register("read_from_array", "cpu")
@@ -67,8 +88,16 @@ def read_from_array(e):
     idx, idx_seg = array_index(e)
     rows = e.runtime_dim(a.bound, lambda v: f"fl::array_read_rows({a.name}_, {idx_seg}, "
                          f"&{v}, err, {e.k})")
+    levels = []
+    for level, bound in enumerate(a.lod_bounds or ()):    # the entry's LoD, into the arena
+        count = e.runtime_dim(bound, lambda v, lv=level, b=bound: (
+            f"fl::array_lod_count({a.name}_, {idx_seg}, {lv}, {b}, &{v}, err, {e.k})"))
+        levels.append((e.lod_output(f"level {level}", count), count))
     out = e.output("Out", [rows] + list(a.row_dims), a.elem, lod_from=False)
+    out.levels, out.lod_src = levels, None
     e.code(f"fl::array_read({a}, {idx}, {out}, {a.row_bytes()});")
+    for level, (buf, _) in enumerate(levels):
+        e.code(f"fl::array_read_lod({a}, {idx}, {level}, {buf});")
 
 
 @register("lod_array_length", "cpu")
@@ -87,6 +116,8 @@ def _read_or_zeros(e):
     a, w = e.input("X"), e.input("X_W")
     if not isinstance(a, ArrayBuf):
         e.fail(f"X '{a.var}' is not a tensor array the compiled code makes")
+    if a.lod_bounds:
+        e.fail(f"tensor array '{a.var}' holds entries with LoD")
     if w.lod is not None:
         e.fail("X_W carries LoD (compiled arrays hold entries without LoD)")
     if w.ndim < 1:

@@ -1,5 +1,5 @@
-"""C++ emitters of increment, clip (and its gradient), arg_max and arg_min (comparisons and
-logical ops are rows of the elementwise table)."""
+"""C++ emitters of increment, clip (and its gradient), arg_max, arg_min and is_empty
+(comparisons and logical ops are rows of the elementwise table)."""
 from ....errors import ShapeError
 from ....ops.logic import arg_out_shape
 from .. import register
@@ -107,3 +107,12 @@ def arg_min_max(e):
            f"bool nan = v != v; for (int64_t j = 1; j < {m} && !nan; ++j) {{ const {t} c = "
            f"xs[j * {post}]; if (c != c) {{ b = j; nan = true; }} else if (c {better} v) {{ "
            f"v = c; b = j; }} }} {out}[p * {post} + q] = ({ct})b; }}")
+
+
+@register("is_empty", "cpu")
+def is_empty(e):
+    """Out = [X has no elements] (its size only: a beam search's "every source ended")."""
+    x = e.input("X")
+    dense_only(e, x)
+    out = e.output("Out", [1], "bool", lod_from=False)
+    e.code(f"{out}[0] = ({x.numel()}) == 0;")

@@ -49,6 +49,9 @@ def lod_tensor_to_array(e):
     if x.ndim < 1:
         e.fail("X has no rows")
     a = e.array_output("Out", x.ctype, x.dims[1:])
+    if a.lod_bounds:
+        e.fail(f"tensor array '{a.var}' holds entries with LoD")
+    a.lod_bounds = []
     if a.bound is None:
         a.bound = t.n
     elif a.bound != t.n:

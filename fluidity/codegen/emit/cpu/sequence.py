@@ -156,10 +156,12 @@ def sequence_pool_grad(e):
 
 @register("sequence_expand", "cpu")
 def sequence_expand(e):
-    """X without LoD (Out then has none): its row i repeated per row of Y's sequence i."""
-    if e.attr("ref_level") not in (-1, 0):
-        e.fail("ref_level past Y's one level")
-    _emit_repeat(e, e.input("X"), e.input("Y"), False)
+    """X without LoD (Out then has none): its row i repeated per row of Y's sequence i
+    (ref_level Y's finest level, -1: the level that indexes rows)."""
+    y = e.input("Y")
+    if e.attr("ref_level") not in (-1, max(len(y.levels) - 1, 0)):
+        e.fail("ref_level is not Y's finest level")
+    _emit_repeat(e, e.input("X"), y.finest(), False)
 
 
 
@@ -267,10 +269,10 @@ def sequence_reshape_grad(e):
 
 @register("lod_reset", "cpu")
 def lod_reset(e):
-    """Only Y's own LoD (Out takes it; a LoD from Y's values or target_lod would be
-    made here): a copy of X."""
+    """Only Y's own LoD (Out takes it, every level; a LoD from Y's values or target_lod
+    would be made here): a copy of X."""
     x, y = e.input("X"), e.input("Y")
-    if y is None or y.lod is None or e.attr("append"):
+    if y is None or not y.has_lod or e.attr("append"):
         e.fail("a new LoD (target_lod, Y's values or append)")
     out = e.output("Out", x.dims, x.ctype, lod_from=y)
     e.code(f"std::memcpy({out}, {x}, {x.nbytes()});")

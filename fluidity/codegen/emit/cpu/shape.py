@@ -37,7 +37,7 @@ def shape_op(e):
         dims[shape.index(-1)] = x.numel() // rest
     # the LoD stays when the rows do (the kernel's rule); where only run time can say,
     # a run that keeps them runs interpreted
-    keep_lod = e.opdef.keeps_lod and x.lod is not None and x.ndim > 0 and len(dims) > 0
+    keep_lod = e.opdef.keeps_lod and x.has_lod and x.ndim > 0 and len(dims) > 0
     if keep_lod and dims[0] != x.dims[0]:
         if not (e.is_lit(dims[0]) and e.is_lit(x.dims[0])):
             e.check(f"{dims[0]} == {x.dims[0]}",
