@@ -7,10 +7,11 @@ of batch_norm's statistics."""
 import numpy as np
 import pytest
 
-import fluidity as fluid
-from fluidity.codegen import segment
+from fusion_runs import fused_as_unfused, fused_ops, run_steps
 
-FUSED = "(relu_into_batch_norm)"
+import fluidity as fluid
+
+PASS = "relu_into_batch_norm"
 
 
 def _net(train, fetch_y=False, second_reader=False, first="conv"):
@@ -37,50 +38,12 @@ def _net(train, fetch_y=False, second_reader=False, first="conv"):
     return main, startup, [loss] + ([y] if fetch_y else [])
 
 
-def _run(main, startup, fetch, compiled, steps=2, image=(2, 6, 6), edit=None):
-    """([fetched values a step], parameters after the steps, the program run) of `steps`
-    SGD steps on batches of 3, 1, 2 images; `edit(x)` may change a batch first."""
-    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
-    exe.run(startup, scope=scope)
-    prog = fluid.CompiledProgram(main).with_native_code(
-        feed=["img", "label"], fetch_list=fetch) if compiled else main
-    rng = np.random.default_rng(4)
-    out = []
-    for n in (3, 1, 2)[:steps]:
-        x = rng.normal(size=(n, *image)).astype("float32")
-        if edit is not None:
-            edit(x)
-        feed = {"img": x, "label": rng.integers(0, 3, (n, 1)).astype("int64")}
-        out.append([np.asarray(v) for v in exe.run(prog, feed=feed, fetch_list=fetch,
-                                                    scope=scope)])
-    params = [np.array(scope.find_var(p.name).get_tensor()) for p in main.all_parameters()]
-    return out, params, prog
-
-
-def _fused(prog, mark=FUSED):
-    """The types of the ops explain() says the pass named `mark` fused."""
-    return [line.split()[1] for line in prog.explain().splitlines() if mark in line]
-
-
-def _equal(a, b):
-    for ra, rb in zip(a[0], b[0]):
-        for va, vb in zip(ra, rb):
-            np.testing.assert_array_equal(va, vb)
-    for pa, pb in zip(a[1], b[1]):
-        np.testing.assert_array_equal(pa, pb)
-
-
 @pytest.mark.parametrize("train, first", [(True, "conv"), (True, "fc"), (False, "fc")])
 def test_the_relu_after_a_batch_norm_is_fused_and_changes_no_bit(train, first, monkeypatch):
     main, startup, fetch = _net(train, first=first)
-    fused = _run(main, startup, fetch, True)
-    assert _fused(fused[2]) == ["relu"]
-    with monkeypatch.context() as m:
-        m.setattr(segment, "relu_into_batch_norm", lambda *a: {})
-        plain = _run(main, startup, fetch, True)
-        assert _fused(plain[2]) == []
-    _equal(fused, plain)
-    interp = _run(main, startup, fetch, False)
+    fused = fused_as_unfused(lambda compiled: run_steps(main, startup, fetch, compiled),
+                             PASS, "relu", monkeypatch)
+    interp = run_steps(main, startup, fetch, False)
     # batch statistics summed in double (compiled) vs numpy's float pairwise sums: the
     # loss agrees to a few float roundings of each step
     for got, want in zip(fused[0], interp[0]):
@@ -90,9 +53,9 @@ def test_the_relu_after_a_batch_norm_is_fused_and_changes_no_bit(train, first, m
 @pytest.mark.parametrize("case", ["fetch_y", "second_reader"])
 def test_a_batch_norm_output_read_elsewhere_is_not_fused(case):
     main, startup, fetch = _net(True, **{case: True})
-    got = _run(main, startup, fetch, True)
-    assert _fused(got[2]) == []
-    want = _run(main, startup, fetch, False)
+    got = run_steps(main, startup, fetch, True)
+    assert fused_ops(got[2], PASS) == []
+    want = run_steps(main, startup, fetch, False)
     for g, w in zip(got[0], want[0]):
         for a, b in zip(g, w):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

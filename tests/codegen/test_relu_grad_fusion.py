@@ -7,13 +7,11 @@ X@GRAD (a fetch)."""
 import numpy as np
 import pytest
 
-from test_bn_relu_fusion import _fused as fused_ops
-from test_bn_relu_fusion import _run as run_steps
+from fusion_runs import fused_as_unfused, fused_ops, run_steps
 
 import fluidity as fluid
-from fluidity.codegen import segment
 
-FUSED = "(relu_grad_into_gradient)"
+PASS = "relu_grad_into_gradient"
 
 
 def _net(bn, fetch_dx=False):
@@ -46,22 +44,11 @@ def _run(main, startup, fetch, compiled):
     return run_steps(main, startup, fetch, compiled, image=(2, 8, 20), edit=_ties)
 
 
-def _fused(prog):
-    return fused_ops(prog, FUSED)
-
-
 @pytest.mark.parametrize("bn", [False, True])
 def test_the_relu_grad_after_a_max_pool_grad_is_fused_and_changes_no_bit(bn, monkeypatch):
     main, startup, fetch = _net(bn)
-    fused = _run(main, startup, fetch, True)
-    assert _fused(fused[2]) == ["relu_grad"]
-    with monkeypatch.context() as m:
-        m.setattr(segment, "relu_grad_into_gradient", lambda *a: {})
-        plain = _run(main, startup, fetch, True)
-        assert _fused(plain[2]) == []
-    for a, b in zip(fused[0] + [fused[1]], plain[0] + [plain[1]]):
-        for va, vb in zip(a, b):
-            np.testing.assert_array_equal(va, vb)
+    fused = fused_as_unfused(lambda compiled: _run(main, startup, fetch, compiled), PASS,
+                             "relu_grad", monkeypatch)
     interp = _run(main, startup, fetch, False)
     for (got,), (want,) in zip(fused[0], interp[0]):    # batch_norm's sums: a few roundings
         np.testing.assert_allclose(got, want, rtol=1e-5)
@@ -70,7 +57,7 @@ def test_the_relu_grad_after_a_max_pool_grad_is_fused_and_changes_no_bit(bn, mon
 def test_a_pool_gradient_read_elsewhere_is_not_fused():
     main, startup, fetch = _net(False, fetch_dx=True)
     got = _run(main, startup, fetch, True)
-    assert _fused(got[2]) == []
+    assert fused_ops(got[2], PASS) == []
     want = _run(main, startup, fetch, False)
     for g, w in zip(got[0], want[0]):
         for a, b in zip(g, w):
