@@ -49,3 +49,14 @@ def fused_as_unfused(run, pass_name, fused_type, monkeypatch):
     for pa, pb in zip(fused[1], plain[1]):
         np.testing.assert_array_equal(pa, pb)
     return fused
+
+
+def unfused_as_interpreted(run, pass_name, atol):
+    """`run(compiled)` where the fusion pass `pass_name` must fuse nothing: its fetches
+    those of the interpreter, within a few float roundings (rtol 1e-5) or `atol`."""
+    got = run(True)
+    assert fused_ops(got[2], pass_name) == []
+    want = run(False)
+    for g, w in zip(got[0], want[0]):
+        for a, b in zip(g, w):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=atol)
