@@ -105,7 +105,7 @@ def example_programs():
     from ctr_dnn import build_ctr_dnn
     from digits import build, cnn, mlp
     from sentiment_lstm import build_model
-    from seq2seq import build_decode, build_train
+    from seq2seq import CellSeq2Seq, build_decode, build_train
     from textcls import build_textcls
     from word2vec import build_word2vec
     out = []
@@ -125,7 +125,14 @@ def example_programs():
         add("examples/sentiment_lstm", main, test, [loss, acc])
         main, _, loss = build_train()
         dec, tokens = build_decode()
-        add("examples/seq2seq", main, dec, [loss], [tokens])
+        add("examples/seq2seq --api lod", main, dec, [loss], [tokens])
+        cells = CellSeq2Seq()                  # the example's default API
+        main, _, loss = cells.build_train()
+        add("examples/seq2seq --api cell", main, None, [loss])
+        for beam in (None, 4):
+            dec, ids = cells.build_decode(beam_size=beam)
+            name = "greedy" if beam is None else f"beam {beam}"
+            add(f"examples/seq2seq --api cell, {name}", dec, None, [ids])
         main, _, test, v = build_textcls(3000)
         add("examples/textcls", main, test, [v["loss"]])
         main, _, test, v = build_word2vec(3000)
