@@ -5,11 +5,6 @@ workloads of async_word2vec.py: its CPU time a batch in the compiled worker loop
   duo      both train, on the shared tables (AsyncExecutor's threads),
   private  both train, each on a private copy of the tables (nothing shared: the most any
            scheme that keeps hot rows per worker could recover),
-  hot      both train on the shared tables, each keeping private copies of the hottest rows
-           of the sparse-trained tables (what AsyncExecutor's threads do by default;
-           FLAGS_async_hot_rows rows, merged every FLAGS_async_hot_rows_sync_every batches:
-           --hot-rows / --sync-every here),
-  solo-hot worker 0 alone with its copies (solo-hot / solo: what the copies cost a batch),
 
 taking turns chunk by chunk in one process (two loops, each on its own files' chunks, a
 barrier before each chunk), so that the machine's drift in speed (+-20% over seconds on a
@@ -46,13 +41,11 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 import fluidity as fluid  # noqa: E402
 from fluidity.codegen import abi  # noqa: E402
 from fluidity.datafeed import DataFeedDesc, MultiSlotReader  # noqa: E402
-from fluidity.executor import hot_rows  # noqa: E402
 from fluidity.executor.async_executor import align_persistables, lower_step  # noqa: E402
 from fluidity.executor.native_loop import ChunkCursor, CompiledWorkerStep  # noqa: E402
 from fluidity.executor.shared_memory import aligned_empty  # noqa: E402
 
-MODES = ("solo", "duo", "private", "hot", "solo-hot")
-HOT_MODES = ("hot", "solo-hot")
+MODES = ("solo", "duo", "private")
 UNDISTURBED = 1.03      # a batch whose wall time is within 3% (+ 1.5 us) of its CPU time
 
 
@@ -107,21 +100,7 @@ def main():
     ap.add_argument("--workload", choices=("text", "synthetic"), default="text")
     ap.add_argument("--rounds", type=int, default=3, help="passes over the files")
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--hot-rows", type=int, default=None,
-                    help="hot modes: rows kept per table (default: FLAGS_async_hot_rows, "
-                         "or 512 when it is 0)")
-    ap.add_argument("--sync-every", type=int, default=None,
-                    help="hot mode: batches between merges (default: the flag's)")
-    ap.add_argument("--min-share", type=float, default=hot_rows.MIN_SHARE,
-                    help="hot mode: keep a table's copies only if its chosen rows took this "
-                         "share of the writes counted")
-    ap.add_argument("--hot-tables", default=None,
-                    help="hot mode: comma-separated names of the tables to keep rows of")
     a = ap.parse_args()
-    hot = (a.hot_rows if a.hot_rows is not None else fluid.get_flags(hot_rows.FLAG_ROWS)[
-               hot_rows.FLAG_ROWS] or 512,
-           a.sync_every if a.sync_every is not None else fluid.get_flags(hot_rows.FLAG_SYNC)[
-               hot_rows.FLAG_SYNC])
     main_prog, startup, loss, desc, batch, files = workload(a.workload, a.data_dir)
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
@@ -135,9 +114,6 @@ def main():
             sys.exit(f"no compiled worker loop: {why}")
         step.configure(stop=np.zeros(1, np.int8), budget_s=0, report_every=1 << 40)
         step.log_batches(1 << 16)
-        kept = step.keep_hot_rows(*hot, min_share=a.min_share,
-                                  only=a.hot_tables.split(",") if a.hot_tables else None)
-        step.state.hot = None        # bound in the hot mode's turns only
         steps.append(step)
     chunks = [[c for f in files[w::2] for c in MultiSlotReader(desc, [f]).chunks()]
               for w in range(2)]
@@ -160,15 +136,10 @@ def main():
                         abi.put_tensor(step.args.inputs[j], t.ctypes.data, t.shape)
                     step.batch_log()
                     barrier.wait()
-                    if mode in ("solo", "solo-hot") and w == 1:
+                    if mode == "solo" and w == 1:
                         continue
                     c0, b0 = step.state.cpu_ns, step.state.total_batches
-                    step.state.hot = step.hot.address if mode in HOT_MODES and step.hot \
-                        else None
                     step.lib.fl_worker_run(ctypes.byref(step.state), chunk.n)
-                    if mode in HOT_MODES:     # the turn's end: every change into the tables
-                        step.merge_hot_rows()
-                    step.state.hot = None
                     ns, nb = spent.get((w, mode), (0, 0))
                     spent[(w, mode)] = (ns + step.state.cpu_ns - c0,
                                         nb + step.state.total_batches - b0)
@@ -181,8 +152,6 @@ def main():
 
     print(f"workload: {a.workload} word2vec, batch {batch}, {len(files)} files, machine: "
           f"{os.cpu_count()} cores")
-    print(f"hot mode: {hot[0]} rows of {', '.join(kept) or 'no table'} kept per worker, "
-          f"merged every {hot[1]} batches")
     per = {m: [] for m in MODES}
     corun = {m: [] for m in MODES}
     for r in range(a.rounds):
@@ -199,8 +168,7 @@ def main():
             for (w, mode, i), log in logs.items():
                 if w == 0 and mode == m:
                     corun[m] += [int(x) for x in (log[undisturbed(log), 3] -
-                                                  log[undisturbed(log), 2])] \
-                        if m in ("solo", "solo-hot") \
+                                                  log[undisturbed(log), 2])] if m == "solo" \
                         else corun_cpu(log, logs.get((1, m, i), np.zeros((0, 4), np.int64)))
         print(f"round {r + 1}: worker 0's CPU us a batch: " +
               ", ".join(f"{m} {per[m][-1]:.1f}" for m in MODES) +
@@ -209,14 +177,13 @@ def main():
         ratio = np.array(per[m]) / np.array(per["solo"])
         print(f"{m} / solo: {np.median(ratio):.3f} (per round "
               f"{', '.join(f'{x:.3f}' for x in ratio)})")
-    print("worker 0's batches that ran undisturbed (solo, solo-hot) / undisturbed while "
-          "worker 1 ran too (duo, private, hot): median CPU us a batch")
+    print("worker 0's batches that ran undisturbed (solo) / undisturbed while worker 1 ran "
+          "too (duo, private): median CPU us a batch")
     for m in MODES:
         print(f"  {m:8s} {len(corun[m]):7,d} batches  " +
               (f"{np.median(corun[m]) / 1e3:.1f} us  ({np.median(corun[m]) / np.median(corun['solo']):.3f}x solo)"
                if corun[m] and corun["solo"] else "none"))
     for s in steps:
-        print(f"worker {steps.index(s)}: hot rows kept, merges: {s.hot.stats() if s.hot else None}")
         s.close()
 
 

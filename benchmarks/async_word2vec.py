@@ -152,11 +152,6 @@ def run_async(build, desc, files, epochs, workers, mode="auto"):
         ends = [w["busy"][-1][1] for w in res.workers if w.get("busy")]
         if len(ends) > 1:   # one worker alone at the end of the run (threads' busy ends)
             tail += max(ends) - min(ends)
-    hot = [w["hot_rows"] for w in res.workers if w.get("hot_rows")]
-    if hot:     # FLAGS_async_hot_rows set: what each worker kept (its last run)
-        print("  hot-row copies (last epoch, per worker): " + "; ".join(
-            ", ".join(f"{t} {st['phase']} {st['rows']} rows, {st['merges']} merges"
-                      for t, st in h.items()) for h in hot))
     return ({"examples": n, "seconds": secs, "eps": n / secs, "cpu": cpu, "curve": curve,
              "workers": workers, "mode": res.mode, "tail": tail, "loop_cpu": loop_cpu},
             (exe, scope, test, v))

@@ -22,11 +22,7 @@ from ..errors import ArgumentTypeError, FlagError, FluidityError
 # name -> (type, default)
 _KNOWN = {"FLAGS_check_nan_inf": (bool, False),
           "FLAGS_use_system_allocator": (bool, False),
-          "FLAGS_use_mkldnn": (bool, False),
-          # AsyncExecutor's worker threads: rows of each sparse-trained table a worker keeps
-          # private copies of (0: none, the default), its batches between merges (hot_rows.py)
-          "FLAGS_async_hot_rows": (int, 0),
-          "FLAGS_async_hot_rows_sync_every": (int, 64)}
+          "FLAGS_use_mkldnn": (bool, False)}
 # Paddle 1.8's public flags that tune what Fluidity does its one way; kept as set, with
 # Paddle's defaults, and changing nothing but where said: garbage collection (the executors
 # here free a value after its last reader whatever the threshold; FLAGS_eager_delete_tensor_gb

@@ -25,27 +25,6 @@ are claimed from a per-chunk cursor), so a run does not end with one worker alon
 example count) and hands the parent its finished reports, several at a time from the
 compiled loop; the parent shows progress and examples/s and keeps the loss curve.
 
-Hot rows (opt-in, worker threads). With `fluid.set_flags({"FLAGS_async_hot_rows": K})`
-(or the environment variable of that name) and two or more worker threads, each worker
-keeps private copies of the K most written rows of every table it trains sparsely: a table
-that the step touches only through `embedding` lookups with `is_sparse=True`, their
-gradients and a plain `SGD` of it (a table also read by another op, or trained by an
-optimizer with state of its own, such as Adam, stays shared). A worker counts the ids it
-writes over its first 64 batches, then reads and updates its copies of the K hottest rows
-and the shared rows for the rest; every `FLAGS_async_hot_rows_sync_every` (M, default 64)
-of its batches it adds what it changed in its copies to the shared rows and copies them
-afresh, and when it finishes it merges whatever is left, so no update is lost (beyond
-what Hogwild's lock-free adds lose anyway). The price is staleness, bounded: a worker's
-updates of a hot row reach the others at most M of its batches late, and it sees theirs at
-most M of its batches late (cold rows: at once, as without copies). Memory: O(K) per table
-and worker, whatever the table's height. A run of one worker keeps no copies (it trains
-exactly as the synchronous Executor does), nor does a run with the flag at 0 (the default).
-Each worker's figures are in the run's result: `res.workers[i]["hot_rows"]`
-({table: phase, rows kept, merges, share of the counted writes the kept rows took}). The
-copies remove the cross-core transfers of the hottest rows, which cost a word2vec batch
-trained beside a second thread up to 1.5x its lone CPU time, at a price of 6-13% more CPU
-a batch (benchmarks/async_sharing.py measures both; benchmarks/RESULTS.md).
-
 If a worker fails (malformed data, a kernel error on a batch) or dies (a signal, the OOM
 killer), the parent notices within a tenth of a second (worker_pool.py says how), stops the
 others and raises an ExecutionError naming the worker and the file lines of the batch it
@@ -75,7 +54,6 @@ from ..core.scope import global_scope
 from ..core.tensor import LoDTensor
 from ..errors import ExecutionError, FluidityError
 from ..ir.views import ProgramView, VarView
-from . import hot_rows
 from .executor import Executor
 from .parallel import blas_limit
 from .shared_memory import (CACHE_LINE, aligned_empty, is_shared,  # noqa: F401 - is_shared: public
@@ -205,7 +183,7 @@ class _Worker:
 
     def __init__(self, wid, program, desc, files, next_file, stop, board, scope, fetch_names,
                  report_every, shared, reader_args, read_ahead=False, lowering=None,
-                 shelf=None, hot=None):
+                 shelf=None):
         self.wid, self.program, self.desc, self.files = wid, program, desc, files
         # worker threads: the chunks each is on, for a worker out of files to help finish
         self.shelf = shelf if shelf is not None else _ChunkShelf(0)
@@ -216,9 +194,6 @@ class _Worker:
         # worker threads: the run's lowering (their steps are native calls that release the
         # GIL); worker processes: None (the interpreter)
         self.lowering = lowering
-        # worker threads of a run of several: (rows, batches between merges) of the private
-        # copies of hot table rows its compiled loop keeps (hot_rows.py), or None
-        self.hot = hot
         self.plan_kind = "interpreter" if lowering is None else "native"
         self.id_watch = []   # [(observer, [(slot name, used-slot index)])], threads only
 
@@ -375,12 +350,6 @@ class _Worker:
             if step is None and self.wid == 0:
                 logger.info("AsyncExecutor: worker threads run batches through the executor "
                             "(no compiled worker loop: %s)", why)
-            if step is not None and self.hot is not None:
-                kept = step.keep_hot_rows(*self.hot)
-                if kept and self.wid == 0:
-                    logger.info("AsyncExecutor: each worker keeps copies of the %d hottest "
-                                "rows of %s, merged every %d of its batches", self.hot[0],
-                                ", ".join(kept), self.hot[1])
         if step is not None:
             return step, self._compiled_steps(step, exe, wscope, MultiSlotReader)
         items = self._read(MultiSlotReader)
@@ -414,9 +383,7 @@ class _Worker:
             batches, examples, sums = tally.totals()
             busy = {"busy": list(step.busy), "busy_s": step.busy_s,
                     "cpu_s": step.state.cpu_ns * 1e-9, "helped": self.helped,
-                    "native_calls": int(step.state.calls),
-                    "hot_rows": step.hot.stats() if step.hot is not None else {}} \
-                if step is not None else {}
+                    "native_calls": int(step.state.calls)} if step is not None else {}
         finally:
             if step is not None:
                 step.close()
@@ -698,10 +665,9 @@ def _workers(program, desc, files, scope, fetch_names, n_workers, lowering, obse
     stop = StopFlag(shared=not threads)
     board = PositionBoard(n_workers, files, shared=not threads)
     shelf = _ChunkShelf(n_workers if threads else 0)
-    hot = hot_rows.settings(n_workers) if threads else None
     runs = [_Worker(wid, program, desc, files, next_file, stop, board, scope, fetch_names,
                     report_every, shared, reader_args, read_ahead, lowering=lowering,
-                    shelf=shelf, hot=hot)
+                    shelf=shelf)
             for wid in range(n_workers)]
     if threads:
         for w in runs:

@@ -26,10 +26,8 @@
 #include <time.h>
 
 #include "segment_args.h"   /* the segment's argument records (fluidity/codegen/runtime) */
-#include "hot_rows.h"       /* a worker's copies of a table's hottest rows (ditto) */
 
 typedef int (*seg_fn)(int64_t *args, char *arena, int64_t cap, char *err);
-typedef void (*hot_bind_fn)(fl_hot_set *s);
 
 /* Mirrored field by field by native_loop.py's _WorkerState (ctypes). */
 typedef struct {
@@ -82,11 +80,6 @@ typedef struct {
        (CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID): NULL (the default) logs nothing */
     int64_t *batch_log;
     int64_t batch_log_cap, batch_log_n;
-    /* this worker's copies of the hottest rows of the tables it updates sparsely (NULL:
-       none, the default and always so for a lone worker), bound to the thread for each call
-       through the step library's fl_hot_bind */
-    fl_hot_set *hot;
-    hot_bind_fn hot_bind;
 } fl_worker_t;
 
 static int64_t now_ns(void) {
@@ -115,97 +108,6 @@ void fl_worker_free(fl_worker_t *w) {
     free(w->arena);
     w->arena = NULL;
     w->cap = 0;
-}
-
-/* Add what the worker changed in each kept row (copy - snapshot) to the shared row, then
- * copy the shared row afresh (Hogwild: plain adds, no lock; another worker's write that
- * lands between the two is seen now or at the next merge, never lost by this one). */
-static void hot_merge_table(fl_hot_table *h) {
-    const int64_t D = h->width;
-    for (int64_t s = 0; s < h->k; ++s) {
-        const int64_t at = (int64_t)fl_hot_hash(h->ids[s], h->mshift) * D;
-        float *row = h->table + h->ids[s] * D, *c = h->copy + at, *p = h->snap + at;
-        for (int64_t j = 0; j < D; ++j) row[j] += c[j] - p[j];
-        for (int64_t j = 0; j < D; ++j) c[j] = p[j] = row[j];
-    }
-    h->merges++;
-}
-
-typedef struct { int64_t count, id; } hot_entry;
-
-static int hottest_first(const void *a, const void *b) {
-    const hot_entry *x = (const hot_entry *)a, *y = (const hot_entry *)b;
-    if (x->count != y->count) return x->count > y->count ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* End the counting: keep the k_max most written ids (ties: the smaller id; one whose home
- * slot of the direct-mapped map a hotter id took is skipped for the next), copy their
- * rows; or, when they took less than min_share of the writes counted, keep none (OFF).
- * Returns 0 when out of memory (the table then stays counting, which is only slower). */
-static int hot_choose(fl_hot_table *h) {
-    hot_entry *e = (hot_entry *)malloc(sizeof(hot_entry) * (size_t)(h->distinct + 1));
-    if (e == NULL) return 0;
-    int64_t m = 0;
-    for (int64_t s = 0; s < h->cap; ++s)
-        if (h->key[s] >= 0) {
-            e[m].count = h->val[s];
-            e[m++].id = h->key[s];
-        }
-    qsort(e, (size_t)m, sizeof(hot_entry), hottest_first);
-    const int64_t k = m < h->k_max ? m : h->k_max;
-    int64_t kept_writes = 0;
-    for (int64_t i = 0; i < k; ++i) kept_writes += e[i].count;
-    if ((double)kept_writes < h->min_share * (double)h->counted) {
-        free(e);
-        h->kept_writes = kept_writes;
-        h->phase = FL_HOT_OFF;
-        return 1;
-    }
-    kept_writes = 0;
-    for (int64_t s = 0; s < h->mcap; ++s) h->map[s] = -1;
-    int64_t r = 0;
-    for (int64_t i = 0; i < m && r < k; ++i) {   /* hottest first; a taken slot: skipped */
-        const uint64_t s = fl_hot_hash(e[i].id, h->mshift);
-        if (h->map[s] >= 0) continue;
-        h->map[s] = e[i].id;
-        h->ids[r] = e[i].id;
-        const size_t row_bytes = sizeof(float) * (size_t)h->width;
-        memcpy(h->copy + (int64_t)s * h->width, h->table + e[i].id * h->width, row_bytes);
-        memcpy(h->snap + (int64_t)s * h->width, h->table + e[i].id * h->width, row_bytes);
-        kept_writes += e[i].count;
-        ++r;
-    }
-    free(e);
-    h->kept_writes = kept_writes;
-    h->k = r;
-    h->phase = FL_HOT_KEPT;
-    return 1;
-}
-
-/* After each batch the loop trained: count it; choose the ids once warmed up; merge every
- * sync_every batches. */
-static void hot_after_batch(fl_hot_set *hs) {
-    for (int64_t i = 0; i < hs->n; ++i) {
-        fl_hot_table *h = &hs->t[i];
-        h->batches++;
-        if (h->phase == FL_HOT_COUNTING) {
-            if (h->batches >= h->warmup && h->distinct > 0 && hot_choose(h)) h->batches = 0;
-        } else if (h->phase == FL_HOT_KEPT && h->batches >= h->sync_every) {
-            hot_merge_table(h);
-            h->batches = 0;
-        }
-    }
-}
-
-/* Merge every kept table's changes into the shared rows (a run's end: nothing the worker
- * changed stays in its copies), the copies refreshed. */
-void fl_hot_merge(fl_hot_set *hs) {
-    for (int64_t i = 0; i < hs->n; ++i)
-        if (hs->t[i].phase == FL_HOT_KEPT) {
-            hot_merge_table(&hs->t[i]);
-            hs->t[i].batches = 0;
-        }
 }
 
 /* mean of n values of a fetch output of dtype code (5 float32, 6 float64, 3 int64, 2 int32) */
@@ -254,7 +156,6 @@ int64_t fl_worker_run(fl_worker_t *w, int64_t last) {
     w->status = 0;
     w->t_start = t0;
     w->calls++;
-    if (w->hot) w->hot_bind(w->hot);
     for (;;) {
         if (*w->stop || w->n_reports >= w->cap_reports) {
             ret = __atomic_load_n(w->cursor, __ATOMIC_RELAXED);
@@ -317,7 +218,6 @@ int64_t fl_worker_run(fl_worker_t *w, int64_t last) {
             w->period_sums[f] += m * (double)n;
             w->total_sums[f] += m * (double)n;
         }
-        if (w->hot) hot_after_batch(w->hot);
         w->period_batches++;
         w->period_examples += n;
         w->total_batches++;
@@ -332,7 +232,6 @@ int64_t fl_worker_run(fl_worker_t *w, int64_t last) {
             break;
         }
     }
-    if (w->hot) w->hot_bind(NULL);
     w->t_end = now_ns();
     w->cpu_ns += thread_cpu_ns() - c0;
     return ret < last ? ret : last;

@@ -31,7 +31,6 @@ from ..core import native as core_native, philox
 from ..core.dtypes import CODE_OF_C_TYPE, numpy_of_ctype
 from ..core.lod import offsets_problem
 from ..core.tensor import LoDTensor
-from . import hot_rows
 from .native import ERR_BYTES, op_error
 from .shared_memory import CACHE_LINE, aligned_empty
 
@@ -60,22 +59,17 @@ class _WorkerState(ctypes.Structure):
                 ("rep_means", _p),
                 ("status", _i64), ("calls", _i64), ("t_start", _i64), ("t_end", _i64),
                 ("cpu_ns", _i64), ("batch_log", _p), ("batch_log_cap", _i64),
-                ("batch_log_n", _i64), ("hot", _p), ("hot_bind", _p)]
-
-
-HOT_HEADER = "hot_rows.h"
+                ("batch_log_n", _i64)]
 
 
 def cflags():
     """The build flags of the loop (native_loop.c): the runtime headers on the include path,
-    and the digest of the runtime headers it includes (the build cache keys on source and
+    and the digest of the argument header it includes (the build cache keys on source and
     flags)."""
-    h = hashlib.sha256()
-    for name in (abi.HEADER, HOT_HEADER):
-        with open(os.path.join(build.RUNTIME_DIR, name), "rb") as f:
-            h.update(f.read())
-    return (*core_native.CFLAGS, f"-I{build.RUNTIME_DIR}",
-            f"-DFL_SEGMENT_ARGS_SHA={h.hexdigest()[:16]}")
+    header = os.path.join(build.RUNTIME_DIR, abi.HEADER)
+    with open(header, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    return (*core_native.CFLAGS, f"-I{build.RUNTIME_DIR}", f"-DFL_SEGMENT_ARGS_SHA={digest}")
 
 
 def _load():
@@ -96,8 +90,6 @@ def _load():
             lib.fl_worker_free.restype = None
             lib.fl_worker_flush.argtypes = [ptr]
             lib.fl_worker_flush.restype = None
-            lib.fl_hot_merge.argtypes = [ctypes.POINTER(hot_rows.HotSet)]
-            lib.fl_hot_merge.restype = None
             _lib = lib
     return _lib
 
@@ -164,8 +156,6 @@ class CompiledWorkerStep:
         self.lod_buf = aligned_empty(1, np.int64)
         self.busy = []          # (start, end) of each call, time.monotonic() seconds
         self.busy_s = 0.0
-        self.hot_bind, self.hot_candidates, self.hot = None, [], None   # keep_hot_rows
-        self._hot_vars = []
         w.fn, w.args, w.n_inputs = fn, self.args.address, len(seg.inputs)
         w.err = ctypes.cast(self.err, _p).value
         w.n_slots, w.in_idx = len(slots), self.in_idx.ctypes.data
@@ -229,38 +219,8 @@ class CompiledWorkerStep:
             fetch_dtypes.append(CODE_OF_C_TYPE[seg.outputs[k].ctype])
         library = step_library(low)
         fn = ctypes.cast(getattr(library, seg.name), ctypes.c_void_p).value
-        step = cls(lib, fn, seg, list(slots), slot_inputs, params, fetch_idx, fetch_dtypes, 0)
-        bind = getattr(library, "fl_hot_bind", None)   # (a step with no sparse kernel: none)
-        if bind is not None:
-            step.hot_bind = ctypes.cast(bind, ctypes.c_void_p).value
-            step.hot_candidates = [
-                var for _, var, ctype in params
-                if ctype == "float" and var.value.array.ndim == 2 and
-                hot_rows.qualifies(seg.sites, var.name)]
-        return step, None
-
-    def keep_hot_rows(self, k, sync_every, warmup=hot_rows.WARMUP_BATCHES,
-                      min_share=hot_rows.MIN_SHARE, only=None):
-        """Keep private copies of the `k` hottest rows of each qualifying table
-        (hot_rows.py), merged every `sync_every` of this worker's batches and at close();
-        the ids counted over its first `warmup` batches; a table whose chosen rows took less
-        than `min_share` of the writes counted keeps none. `only`: the names of the tables
-        to consider (None: every qualifying one). Returns the names of the tables."""
-        if not self.hot_candidates or self.hot is not None:
-            return []
-        self._hot_vars = [v for v in self.hot_candidates if only is None or v.name in only]
-        tables = [(v.name, v.value.array) for v in self._hot_vars]
-        if not tables:
-            return []
-        self.hot = hot_rows.HotRows(tables, k, sync_every, warmup, min_share)
-        self.state.hot, self.state.hot_bind = self.hot.address, self.hot_bind
-        return [n for n, _ in tables]
-
-    def merge_hot_rows(self):
-        """Add what this worker changed in its hot-row copies to the shared tables (the
-        copies refreshed); a no-op without copies."""
-        if self.hot is not None:
-            self.lib.fl_hot_merge(ctypes.byref(self.hot.set))
+        return cls(lib, fn, seg, list(slots), slot_inputs, params, fetch_idx, fetch_dtypes,
+                   0), None
 
     def _bind_params(self):
         for j, var, ctype in self.params:
@@ -323,8 +283,6 @@ class CompiledWorkerStep:
         this call) needs the executor; >= 2: it failed in an op; -2: no memory for the
         step."""
         self._bind_params()
-        if self.hot is not None:
-            self.hot.rebind([(v.name, v.value.array) for v in self._hot_vars])
         a = self.lib.fl_worker_run(ctypes.byref(self.state), last)
         w = self.state
         self._record_busy(w.t_start, w.t_end)
@@ -393,7 +351,4 @@ class CompiledWorkerStep:
         return op_error(op, i, message, b)
 
     def close(self):
-        """Merge the hot-row copies (nothing this worker trained stays private), free the
-        arena."""
-        self.merge_hot_rows()
         self.lib.fl_worker_free(ctypes.byref(self.state))

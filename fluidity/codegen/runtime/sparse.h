@@ -8,22 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "hot_rows.h"   // a Hogwild worker's private copies of a table's hottest rows
-
 namespace fl {
-
-// The hot-row copies bound to this thread (executor/native_loop.c binds a worker's set for
-// each of its loop calls through fl_hot_bind below; nothing is bound anywhere else).
-static thread_local fl_hot_set* hot_bound_ = nullptr;
-
-// The bound copies of table W's hottest rows, or nullptr (none bound: the plain kernels).
-inline fl_hot_table* hot_for(const float* W) {
-    fl_hot_set* s = hot_bound_;
-    if (s == nullptr) return nullptr;
-    for (int64_t i = 0; i < s->n; ++i)
-        if (s->t[i].table == W) return &s->t[i];
-    return nullptr;
-}
 
 // S slots of int64 ids, each a LoD tensor with the same B sequences: ids[s][0..n[s]) and its
 // level-0 offsets offs[s][0..B], as generated code hands them over.
@@ -55,7 +40,7 @@ inline void prefetch_row(const float* row, int64_t D, bool write) {
 // with one worker thread and with two (benchmarks/RESULTS.md, issue 27); 8, 16 and 64 rows
 // ahead measured alike.
 constexpr int64_t LOOKUP_PF_LINES = 64;
-inline int64_t lookup_pf_rows(int64_t D) {   // (<= 64: hot kernels' rings hold 128)
+inline int64_t lookup_pf_rows(int64_t D) {
     const int64_t lines = (D * (int64_t)sizeof(float) + 63) / 64;
     const int64_t rows = LOOKUP_PF_LINES / (lines > 0 ? lines : 1);
     return rows > 4 ? rows : 4;
@@ -71,38 +56,10 @@ inline void prefetch_row_lines(const float* row, int64_t D, bool write) {
     else __builtin_prefetch(row + n - 1, 0, 3);
 }
 
-// Where the hot kernels keep the rows they prefetched (each id's row found once, when
-// prefetched: the look-up is most of what the copies cost a batch); > lookup_pf_rows.
-constexpr int64_t HOT_RING = 128;
-
-// lookup_rows with the worker's copies of the kept hot rows read instead of the shared ones.
-inline void lookup_rows_hot(const fl_hot_table* h, const float* W, int64_t D,
-                            const int64_t* ids, int64_t n, int64_t pad, float* out) {
-    float* const Wm = const_cast<float*>(W);    // (fl_hot_dest serves reads and writes)
-    float* at[HOT_RING];
-    const int64_t A = lookup_pf_rows(D);
-    for (int64_t k = 0; k < A && k < n; ++k) {
-        at[k] = fl_hot_dest(h, Wm, ids[k]);
-        if (ids[k] != pad) prefetch_row_lines(at[k], D, false);
-    }
-    for (int64_t k = 0; k < n; ++k) {
-        if (k + A < n) {
-            float* q = at[(k + A) & (HOT_RING - 1)] = fl_hot_dest(h, Wm, ids[k + A]);
-            if (ids[k + A] != pad) prefetch_row_lines(q, D, false);
-        }
-        if (ids[k] == pad) std::memset(out + k * D, 0, sizeof(float) * (size_t)D);
-        else std::memcpy(out + k * D, at[k & (HOT_RING - 1)], sizeof(float) * (size_t)D);
-    }
-}
-
 // out[k] = W[ids[k]] (zeros where ids[k] == pad): lookup_table's rows, prefetched ahead.
-// Ids checked by the caller (0 <= id < rows, or pad). In a Hogwild worker keeping copies of
-// W's hot rows (hot_rows.h), those rows are read from its copies.
+// Ids checked by the caller (0 <= id < rows, or pad).
 inline void lookup_rows(const float* W, int64_t D, const int64_t* ids, int64_t n, int64_t pad,
                         float* out) {
-    const fl_hot_table* h = hot_for(W);
-    if (h != nullptr && h->phase == FL_HOT_KEPT)
-        return lookup_rows_hot(h, W, D, ids, n, pad, out);
     const int64_t A = lookup_pf_rows(D);
     for (int64_t k = 0; k < A && k < n; ++k)
         if (ids[k] != pad) prefetch_row_lines(W + ids[k] * D, D, false);
@@ -114,42 +71,11 @@ inline void lookup_rows(const float* W, int64_t D, const int64_t* ids, int64_t n
     }
 }
 
-// lookup_grad_sgd with the worker's copies of the kept hot rows updated instead of the
-// shared ones (the same arithmetic on them).
-inline void lookup_grad_sgd_hot(const fl_hot_table* h, float* P, int64_t D, const int64_t* ids,
-                                int64_t n, int64_t pad, const float* dout, float alpha) {
-    float* at[HOT_RING];
-    const int64_t A = lookup_pf_rows(D);
-    for (int64_t k = 0; k < A && k < n; ++k) {
-        at[k] = fl_hot_dest(h, P, ids[k]);
-        if (ids[k] != pad) prefetch_row_lines(at[k], D, true);
-    }
-    for (int64_t k = 0; k < n; ++k) {
-        if (k + A < n) {
-            float* q = at[(k + A) & (HOT_RING - 1)] = fl_hot_dest(h, P, ids[k + A]);
-            if (ids[k + A] != pad) prefetch_row_lines(q, D, true);
-        }
-        float* p = at[k & (HOT_RING - 1)];
-        const float* g = dout + k * D;
-        const bool is_pad = ids[k] == pad;
-        for (int64_t j = 0; j < D; ++j) p[j] += alpha * (is_pad ? 0.0f : g[j]);
-    }
-}
-
 // lookup_table_grad fused into its sparse sgd: P[ids[k]] += alpha * dout[k] (a pad id's
 // row adds alpha * 0), in id order, duplicates accumulating; the rows prefetched for write
-// as lookup_rows does. Ids checked by the caller. In a Hogwild worker keeping copies of P's
-// hot rows (hot_rows.h), the ids are counted while it chooses them, and the kept rows are
-// updated in its copies.
+// as lookup_rows does. Ids checked by the caller.
 inline void lookup_grad_sgd(float* P, int64_t D, const int64_t* ids, int64_t n, int64_t pad,
                             const float* dout, float alpha) {
-    if (fl_hot_table* h = hot_for(P)) {
-        if (h->phase == FL_HOT_KEPT)
-            return lookup_grad_sgd_hot(h, P, D, ids, n, pad, dout, alpha);
-        if (h->phase == FL_HOT_COUNTING)
-            for (int64_t k = 0; k < n; ++k)
-                if (ids[k] != pad) fl_hot_count(h, ids[k]);
-    }
     const int64_t A = lookup_pf_rows(D);
     for (int64_t k = 0; k < A && k < n; ++k)
         if (ids[k] != pad) prefetch_row_lines(P + ids[k] * D, D, true);
@@ -260,33 +186,9 @@ inline void pool_grad_sgd(const float* dout, int64_t D, const Slots& sl, int64_t
     }
 }
 
-// rows_axpy with the worker's copies of the kept hot rows updated instead of the shared
-// ones (the same arithmetic on them).
-inline void rows_axpy_hot(const fl_hot_table* h, float* P, int64_t D, const int64_t* rows,
-                          int64_t n, const float* V, float alpha) {
-    float* at[PF];
-    for (int64_t a = 0; a < n; a += PF) {
-        const int64_t b = a + PF < n ? a + PF : n;
-        for (int64_t k = a; k < b; ++k)
-            prefetch_row(at[k - a] = fl_hot_dest(h, P, rows[k]), D, true);
-        for (int64_t k = a; k < b; ++k) {
-            float* p = at[k - a];
-            const float* v = V + k * D;
-            for (int64_t d = 0; d < D; ++d) p[d] += alpha * v[d];
-        }
-    }
-}
-
-// P[rows[k]] += alpha * V[k], duplicates accumulating (Paddle's sparse SGD). In a Hogwild
-// worker keeping copies of P's hot rows (hot_rows.h), the rows are counted while it chooses
-// them, and the kept rows are updated in its copies.
+// P[rows[k]] += alpha * V[k], duplicates accumulating (Paddle's sparse SGD).
 inline void rows_axpy(float* P, int64_t D, const int64_t* rows, int64_t n, const float* V,
                       float alpha) {
-    if (fl_hot_table* h = hot_for(P)) {
-        if (h->phase == FL_HOT_KEPT) return rows_axpy_hot(h, P, D, rows, n, V, alpha);
-        if (h->phase == FL_HOT_COUNTING)
-            for (int64_t k = 0; k < n; ++k) fl_hot_count(h, rows[k]);
-    }
     for (int64_t a = 0; a < n; a += PF) {
         const int64_t b = a + PF < n ? a + PF : n;
         for (int64_t k = a; k < b; ++k) prefetch_row(P + rows[k] * D, D, true);
@@ -362,10 +264,3 @@ inline void adagrad_rows(float* P, float* M, const float* G, const int64_t* rows
 }
 
 }  // namespace fl
-
-// Bind a Hogwild worker's hot-row copies to the calling thread (NULL unbinds): exported by
-// each step library for executor/native_loop.c; weak, as every translation unit that
-// includes this header defines it.
-extern "C" __attribute__((weak, visibility("default"))) void fl_hot_bind(fl_hot_set* s) {
-    fl::hot_bound_ = s;
-}
