@@ -237,6 +237,7 @@ class HeldBuf(Buf):
     bytes, dims, LoD), for a size no bound known on entry covers (beam_search_decode's
     sentences: as many steps as the loop ran). It is handed back whole as one block (the
     caller copies and frees it) and no later op of the segment reads it."""
+    __slots__ = ("elem", "held_ndim")
 
     def __init__(self, name, var, ctype, ndim):
         super().__init__(name, var, "fl::Held", [], "held")

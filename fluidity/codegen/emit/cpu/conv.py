@@ -179,6 +179,13 @@ def _direct(e, x, w, groups):
             and int(e.prod(w.dims[1:])) <= DIRECT_MAX_K and int(x.dims[1]) <= DIRECT_MAX_C)
 
 
+def _direct_wgrad(e, x, w, groups):
+    """Whether a conv's filter gradient runs conv.h's direct_conv_s1_wgrad: the direct
+    kernel's convs at stride 1 (its padded grid is the stride-1 one; stride 2 takes the
+    gemm gradient)."""
+    return _direct(e, x, w, groups) and _geometry(e, x, w)[0] == [1, 1]
+
+
 # Winograd F(2x2, 3x3) (runtime/conv.h wino_*): the fewest input channels a 3x3 stride-1
 # conv takes it with (the 16 gemms are [M, C] @ [C, tiles]: shallower ones run under
 # sgemm's peak, and the transforms' cost per multiply-add saved grows), and the bytes a
@@ -394,7 +401,7 @@ def conv2d_grad(e):
     want_dw, want_dx = e.has_output("Filter@GRAD"), e.has_output("Input@GRAD")
     dw = e.output("Filter@GRAD", w.dims) if want_dw else None
     dx = e.output("Input@GRAD", x.dims) if want_dx else None
-    if dw is not None and _direct(e, x, w, groups) and _geometry(e, x, w)[0] == [1, 1]:
+    if dw is not None and _direct_wgrad(e, x, w, groups):
         # the direct kernel's stride-1 convs: dW from the padded samples, no columns (conv.h)
         c, kh, kw = (int(d) for d in w.dims[1:])
         wp = ow + kw - 1
