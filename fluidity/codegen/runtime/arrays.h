@@ -277,9 +277,10 @@ class Exports {
     ~Exports() {
         for (int i = 0; i < n_; ++i) release_block(made_[i]);
     }
-    // A block of `bytes` the caller will own once handed; nullptr when out of memory.
+    // A block of `bytes` the caller will own once handed; nullptr when out of memory (a
+    // size past int64, negative here, is too).
     void* alloc(int64_t bytes) {
-        if (n_ == cap_) return nullptr;    // never: render.py sizes it by the outputs
+        if (n_ == cap_ || bytes < 0) return nullptr;   // n_ == cap_ never: render.py sizes it
 #ifdef FL_EXPORT_FAULTS
         if (export_faults::fail_at > 0 && --export_faults::fail_at == 0) return nullptr;
 #endif
