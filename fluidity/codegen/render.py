@@ -231,8 +231,13 @@ def _control(item, d):
 
 def _write_outputs(w, seg):
     """Each output's record: arena offset (or in place), rank (or not written), dims, and
-    a SelectedRows' row ids and height."""
+    a SelectedRows' row ids and height. The blocks handed back whole (arrays, held values,
+    computed LoD) are made through one fl::Exports, which frees those already made should a
+    later one fail (runtime/arrays.h); the last statement hands them to the caller."""
     w.line(f"{abi.C_STRUCT}* const outs = fl_outputs(args, {len(seg.inputs)});")
+    n_blocks = sum(map(exports_block, seg.outputs))
+    if n_blocks:
+        w.line(f"fl::ExportsOf<{n_blocks}> exports;")
     for j, b in enumerate(seg.outputs):
         def field(f, i=None, j=j):
             return abi.c_field("outs", j, f, i)
@@ -241,8 +246,8 @@ def _write_outputs(w, seg):
             continue
         if isinstance(b, HeldBuf):
             k = max(len(seg.sites) - 1, 0)
-            w.line(f"if (int rc = fl::held_export({b.name}_, {b.held_ndim}, &{field('data')}, "
-                   f"err, {k})) return rc;")
+            w.line(f"if (int rc = fl::held_export({b.name}_, {b.held_ndim}, &exports, "
+                   f"&{field('data')}, err, {k})) return rc;")
             w.line(f"{field('ndim')} = {b.held_ndim};")
             continue
         w.line(f"{field('data')} = {f'off{b.slot}' if b.slot is not None else abi.IN_PLACE};")
@@ -255,6 +260,15 @@ def _write_outputs(w, seg):
             w.line(f"{field('aux_len')} = {b.height};")
         elif b.computed_lod:
             _write_lod_output(w, seg, b, field)
+    if n_blocks:
+        w.line("exports.handed();")
+
+
+def exports_block(b):
+    """Whether output `b` is handed back as a block the caller adopts and frees (an array,
+    a held value, a LoD the segment computed): executor/native.py's OutputSpec.block says
+    the same of the record."""
+    return isinstance(b, (ArrayBuf, HeldBuf)) or (b.rows is None and bool(b.computed_lod))
 
 
 def _write_lod_output(w, seg, b, field):
@@ -266,8 +280,8 @@ def _write_lod_output(w, seg, b, field):
     with w.block(f"if ({b.written}) {{" if b.written else "{"):
         w.line(f"const int64_t* const lv[] = {{{ptrs}}};")
         w.line(f"const int64_t nlv[] = {{{counts}}};")
-        w.line(f"if (int rc = fl::lod_export(lv, nlv, {len(b.levels)}, &{field('aux')}, err, "
-               f"{k})) return rc;")
+        w.line(f"if (int rc = fl::lod_export(lv, nlv, {len(b.levels)}, &exports, "
+               f"&{field('aux')}, err, {k})) return rc;")
     w.line(f"{field('aux_len')} = {len(b.levels)};")
 
 
@@ -275,8 +289,8 @@ def _write_array_output(w, seg, b, field):
     """A tensor array's record: data the address of the block runtime/arrays.h's
     array_export makes (the caller frees it), dims [entries, *row dims]."""
     k = max(len(seg.sites) - 1, 0)
-    w.line(f"if (int rc = fl::array_export({b.name}_, {b.row_bytes()}, &{field('data')}, err, "
-           f"{k})) return rc;")
+    w.line(f"if (int rc = fl::array_export({b.name}_, {b.row_bytes()}, &exports, "
+           f"&{field('data')}, err, {k})) return rc;")
     w.line(f"{field('ndim')} = {1 + len(b.row_dims)};")
     w.line(f"{field('dims', 0)} = {b.name}_->size();")
     for a, dim in enumerate(b.row_dims):

@@ -226,8 +226,8 @@ def _direct_run(prep, view, program, scope, executor, return_numpy, holders):
             return None
     if step is None or not hasattr(step, "pack"):
         return None
-    if any(o.array or o.lod_block or o.held for o in step.outputs):
-        return None                  # a tensor array handed back: the step's unpack makes it
+    if step.blocks:
+        return None                  # values handed back as blocks: the step's unpack adopts
     persist = {n for _, n in plan.persist}
     fed_at = {spec[0]: k for k, spec in enumerate(prep.feed_specs)}
     if persist & set(fed_at):

@@ -62,9 +62,10 @@ class OutputSpec:
     frame slot of the input whose LoD it carries, whether a fetch takes it (then copied out
     of the arena), whether it was updated in its own memory, whether it is SelectedRows,
     whether it is a tensor array (handed back as a block the step copies and frees: `ndim`
-    is then its entries' rank)."""
+    is then its entries' rank), and which record field holds the address of the block it
+    is handed back in, if any (`block`: codegen/render.py's exports_block)."""
     __slots__ = ("j", "slot", "name", "dtype", "ndim", "lod_slot", "fetched", "in_place",
-                 "sparse", "array", "lod_block", "held")
+                 "sparse", "array", "lod_block", "held", "block")
 
     def __init__(self, plan, j, buf, in_slots, fetched):
         self.j, self.slot, self.name = j, plan.slot_of(buf.var), buf.var
@@ -78,10 +79,13 @@ class OutputSpec:
             self.dtype, self.ndim = numpy_of_ctype(buf.ctype), buf.ndim
         self.lod_slot = in_slots.get(buf.lod_src)
         # a LoD the segment computed: handed back as a block (abi.lod_of_block) to free
-        self.lod_block = not self.array and bool(buf.computed_lod)
+        self.lod_block = not (self.array or self.held) and buf.rows is None and \
+            bool(buf.computed_lod)
         self.fetched = buf.var in fetched
         self.in_place = buf.slot is None and not (self.array or self.held)
         self.sparse = buf.rows is not None
+        self.block = abi.DATA if self.array or self.held else \
+            abi.AUX if self.lod_block else None
 
 
 class CallState:
@@ -129,7 +133,8 @@ class SegmentStep:
         self.outputs = [OutputSpec(plan, j, b, in_slots, fetched)
                         for j, b in enumerate(seg.outputs)]
         self.release = None
-        if any(o.array or o.lod_block or o.held for o in self.outputs):
+        self.blocks = [o for o in self.outputs if o.block is not None]
+        if self.blocks:
             self.release = plan.library.fl_array_release
             self.release.argtypes, self.release.restype = [ctypes.c_void_p], None
         self._tls = threading.local()
@@ -248,37 +253,35 @@ class HostSegmentStep(SegmentStep):
         abi.put_aux(record, lod.__array_interface__["data"][0], count)
         return lod
 
-    def _take_array(self, spec, record):
-        try:
-            return _array_of_block(spec, record)
-        finally:
-            self.release(abi.output_offset(record))
-
-    def _take_held(self, spec, record):
-        addr = abi.output_offset(record)
-        try:
-            return LoDTensor(*abi.held_of_block(addr, spec.dtype))
-        finally:
-            self.release(addr)
-
-    def _take_lod(self, record):
-        try:
-            return abi.lod_of_block(record)
-        finally:
-            self.release(int(record[abi.AUX]))
-
     def unpack(self, frame, st):
-        """Bind each output the segment wrote to a view of the arena (a copy if fetched)."""
+        """Bind each output the segment wrote to a view of the arena (a copy if fetched) or
+        a copy of the block it was handed back in. Every block of the call is freed once
+        its outputs are bound, or should binding fail (out of memory copying one): the
+        call handed them all over when it returned 0."""
+        if self.release is None:
+            return self.bind(frame, st)
+        records = st.args.outputs            # a LoD's block only where its value was written
+        made = [int(records[o.j][o.block]) for o in self.blocks
+                if o.block == abi.DATA or abi.output_shape(records[o.j], o.ndim) is not None]
+        try:
+            self.bind(frame, st)
+        finally:
+            for addr in made:
+                self.release(addr)
+
+    def bind(self, frame, st):
+        """unpack's binding: blocks are copied here, and freed by unpack."""
         arena, records = st.arena, st.args.outputs
         for spec in self.outputs:
             if spec.in_place:
                 continue
             record = records[spec.j]
             if spec.array:
-                frame[spec.slot].value = self._take_array(spec, record)
+                frame[spec.slot].value = _array_of_block(spec, record)
                 continue
             if spec.held:
-                frame[spec.slot].value = self._take_held(spec, record)
+                frame[spec.slot].value = LoDTensor(*abi.held_of_block(
+                    abi.output_offset(record), spec.dtype))
                 continue
             shape = abi.output_shape(record, spec.ndim)
             if shape is None:          # a branch that sets it did not run: keep the scope's
@@ -296,7 +299,7 @@ class HostSegmentStep(SegmentStep):
                                                       height, arr)
                 continue
             if spec.lod_block:
-                lod = self._take_lod(record)
+                lod = abi.lod_of_block(record)
             else:
                 lod = frame[spec.lod_slot].value._lod if spec.lod_slot is not None else None
             frame[spec.slot].value = LoDTensor(arr, lod)

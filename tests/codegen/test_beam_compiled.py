@@ -9,7 +9,8 @@ import pytest
 
 import fluidity as fluid
 from fluidity import layers as pd
-from fluidity.errors import FluidityError
+from fluidity.codegen.lower import Lowering
+from fluidity.errors import ExecutionError, FluidityError
 from tests.compiled_runs import step_both
 
 END = 0
@@ -214,3 +215,27 @@ def test_an_op_reading_the_decoded_sentences_runs_as_a_python_step(monkeypatch):
     assert got[1].lod() == want[1].lod()
     np.testing.assert_array_equal(np.array(got[0]), np.array(want[0]))
     np.testing.assert_allclose(np.array(got[1]), np.array(want[1]), rtol=1e-6, atol=1e-5)
+
+
+def test_a_decode_over_rows_of_no_values_runs_interpreted():
+    """beam_search_decode reads value r of an entry for its row r: Ids entries of shape
+    [rows, 0] (a hostile program's) would be read past their end by the compiled walk, so
+    the op runs interpreted and fails as the interpreter does."""
+    main, start = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, start), fluid.unique_name.guard():
+        ids = pd.data(name="ids", shape=[0], dtype="int64", lod_level=2)
+        scores = pd.data(name="scores", shape=[1], dtype="float32", lod_level=2)
+        i = pd.fill_constant([1], "int64", 0)
+        ids_array, scores_array = pd.create_array("int64"), pd.create_array("float32")
+        pd.array_write(ids, i, array=ids_array)
+        pd.array_write(scores, i, array=scores_array)
+        fetch = pd.beam_search_decode(ids_array, scores_array, 2, END)
+    rows = Lowering(main, 0, keep=[v.name for v in fetch]).explain()
+    assert [w for _, t, w, _ in rows if t == "beam_search_decode"] == ["python"]
+    place, lens = fluid.CPUPlace(), [[1], [3]]
+    f = {"ids": fluid.create_lod_tensor(np.zeros((3, 0), np.int64), lens, place),
+         "scores": fluid.create_lod_tensor(np.ones((3, 1), np.float32), lens, place)}
+    exe = fluid.Executor()
+    for prog in (main, fluid.CompiledProgram(main).with_native_code()):
+        with pytest.raises(ExecutionError, match="beam_search_decode"):
+            exe.run(prog, feed=f, fetch_list=fetch, scope=fluid.Scope())

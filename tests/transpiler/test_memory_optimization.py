@@ -7,7 +7,8 @@ import fluidity as fluid
 from fluidity.executor import add_feed_fetch_ops
 from fluidity.ir.analysis import op_uses
 from fluidity.transpiler.memory_optimization import memory_optimize, release_memory
-from test_executors import MODELS, assert_same, mlp, reference, train
+
+from executor_runs import MODELS, assert_same, mlp, reference, train
 
 
 def _memopt(main, loss):

@@ -246,17 +246,82 @@ inline int array_accumulate(TensorArray* acc, TensorArray* g, int64_t row_elems,
 
 inline int array_clear(TensorArray* a) { a->clear(); return 0; }
 
-// --- arrays that leave the segment (codegen/buffers.py: an output record of an array) ---
-// The array as one malloc'd block the caller owns: int64 n, int64 rows[n] (-1: never
-// written), then the entries' bytes back to back. The caller copies it into a
-// LoDTensorArray and frees it with fl_array_release (the library that allocated it frees).
-inline int array_export(const TensorArray* a, int64_t row_bytes, int64_t* addr, char* err,
-                        int k) {
+// --- blocks that leave the segment (codegen/render.py) -----------------------------------
+// The values a segment hands back whole (array_export here, lod_export and held_export in
+// beam.h) are blocks made one after another as its output records are written, each
+// through the one `Exports` the segment function owns. Should one not be made (out of
+// memory), the function returns its error and the Exports frees the blocks made before it:
+// the caller adopts a call's blocks only when it returns 0, so a failed call orphans none.
+// `handed()`, the function's last statement, gives them up to the caller, which copies each
+// and frees it with fl_array_release (the library that allocated it frees).
+#ifdef FL_EXPORT_FAULTS
+// Tests only (tests/codegen/test_export_faults.py builds a library with this defined):
+// the Nth block made from now on fails as if memory ran out; the blocks alive are counted.
+namespace export_faults {
+inline int64_t fail_at = 0;
+inline int64_t live = 0;
+}  // namespace export_faults
+#endif
+
+inline void release_block(void* p) {
+#ifdef FL_EXPORT_FAULTS
+    if (p != nullptr) --export_faults::live;
+#endif
+    std::free(p);
+}
+
+class Exports {
+  public:
+    Exports(const Exports&) = delete;
+    Exports& operator=(const Exports&) = delete;
+    ~Exports() {
+        for (int i = 0; i < n_; ++i) release_block(made_[i]);
+    }
+    // A block of `bytes` the caller will own once handed; nullptr when out of memory (a
+    // size past int64, negative here, is too).
+    void* alloc(int64_t bytes) {
+        if (n_ == cap_ || bytes < 0) return nullptr;   // n_ == cap_ never: render.py sizes it
+#ifdef FL_EXPORT_FAULTS
+        if (export_faults::fail_at > 0 && --export_faults::fail_at == 0) return nullptr;
+#endif
+        void* p = std::malloc(bytes > 0 ? (size_t)bytes : 1);
+        if (p == nullptr) return nullptr;
+#ifdef FL_EXPORT_FAULTS
+        ++export_faults::live;
+#endif
+        made_[n_++] = p;
+        return p;
+    }
+    void handed() { n_ = 0; }
+
+  protected:
+    Exports(void** made, int cap) : made_(made), cap_(cap) {}
+
+  private:
+    void** made_;
+    int cap_;
+    int n_ = 0;
+};
+
+// The Exports of a segment that hands back N blocks (its slots on the function's stack).
+template <int N>
+class ExportsOf final : public Exports {
+  public:
+    ExportsOf() : Exports(slots_, N) {}
+
+  private:
+    void* slots_[N];
+};
+
+// The array as one block the caller owns: int64 n, int64 rows[n] (-1: never written), then
+// the entries' bytes back to back. The caller copies it into a LoDTensorArray.
+inline int array_export(const TensorArray* a, int64_t row_bytes, Exports* ex, int64_t* addr,
+                        char* err, int k) {
     const int64_t n = a->size();
     int64_t bytes = (1 + n) * 8;
     for (const auto& e : a->el)
         if (e.rows > 0) bytes += e.rows * row_bytes;
-    char* p = (char*)std::malloc((size_t)bytes);
+    char* p = (char*)ex->alloc(bytes);
     if (p == nullptr) return fail(err, k, "out of memory handing a tensor array back");
     int64_t* head = (int64_t*)p;
     head[0] = n;
@@ -277,8 +342,18 @@ inline int array_export(const TensorArray* a, int64_t row_bytes, int64_t* addr, 
 
 // weak: one definition however many translation units include this header
 extern "C" __attribute__((weak, visibility("default"))) void fl_array_release(void* p) {
-    std::free(p);
+    fl::release_block(p);
 }
+
+#ifdef FL_EXPORT_FAULTS
+extern "C" __attribute__((weak, visibility("default"))) void fl_export_fail_at(int64_t n) {
+    fl::export_faults::fail_at = n;
+}
+
+extern "C" __attribute__((weak, visibility("default"))) int64_t fl_export_live() {
+    return fl::export_faults::live;
+}
+#endif
 
 namespace fl {
 

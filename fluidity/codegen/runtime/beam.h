@@ -272,14 +272,14 @@ inline int beam_search_rows(const P* pre_ids, const T* pre_scores, const C* ids,
                                 err, k);
 }
 
-// A LoD the segment computed, handed back (codegen/render.py): one malloc'd block the
-// caller copies and frees with fl_array_release: int64 n_levels, count[n_levels], then
-// each level's offsets, outer first.
+// A LoD the segment computed, handed back (codegen/render.py) as one block of `ex` (see
+// Exports in arrays.h) the caller copies: int64 n_levels, count[n_levels], then each
+// level's offsets, outer first.
 inline int lod_export(const int64_t* const* levels, const int64_t* counts, int64_t n_levels,
-                      int64_t* addr, char* err, int k) {
+                      Exports* ex, int64_t* addr, char* err, int k) {
     int64_t words = 1 + n_levels;
     for (int64_t j = 0; j < n_levels; ++j) words += counts[j];
-    int64_t* p = (int64_t*)std::malloc((size_t)words * 8);
+    int64_t* p = (int64_t*)ex->alloc(words * 8);
     if (p == nullptr) return fail(err, k, "out of memory handing a LoD back");
     p[0] = n_levels;
     int64_t* q = p + 1 + n_levels;
@@ -299,14 +299,15 @@ struct Held {
     std::vector<std::vector<int64_t>> lod;
 };
 
-// The block the caller copies and frees with fl_array_release: int64 ndim, dims[ndim],
+// The block of `ex` (see Exports in arrays.h) the caller copies: int64 ndim, dims[ndim],
 // n_levels, counts[n_levels], the levels' offsets, then the bytes. A value never made
 // (its op did not run) is an empty block of rank `ndim` with no LoD.
-inline int held_export(const Held* h, int64_t ndim, int64_t* addr, char* err, int k) {
+inline int held_export(const Held* h, int64_t ndim, Exports* ex, int64_t* addr, char* err,
+                       int k) {
     int64_t words = 2 + ndim + (int64_t)h->lod.size();
     for (const auto& l : h->lod) words += (int64_t)l.size();
     const int64_t bytes = words * 8 + (int64_t)h->data.size();
-    int64_t* p = (int64_t*)std::malloc((size_t)bytes);
+    int64_t* p = (int64_t*)ex->alloc(bytes);
     if (p == nullptr) return fail(err, k, "out of memory handing a value back");
     int64_t* q = p;
     *q++ = ndim;

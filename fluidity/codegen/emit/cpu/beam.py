@@ -92,6 +92,10 @@ def beam_search_decode(e):
             e.fail(f"{slot} '{a.var}' is not a tensor array the compiled code writes")
         if a.lod_bounds is None or len(a.lod_bounds) != 2:
             e.fail(f"{slot} '{a.var}' holds entries without beam_search's 2-level LoD")
+        if not all(d.value is not None and d.value >= 1 for d in a.row_dims):
+            # the walk reads value r of an entry for its row r: a row of no values (or of a
+            # size known only at run time) would read past the entry
+            e.fail(f"{slot} '{a.var}' holds rows of {a.row_dims} values, not one or more")
     if ids.elem not in ID_TYPES or scores.elem not in SCORE_TYPES:
         e.fail(f"Ids hold {ids.elem}, Scores {scores.elem}")
     out_ids = e.held_output("SentenceIds", "int64_t", 1)
