@@ -39,6 +39,10 @@ its own process (`--mode` runs one), and a per-layer view of the conv models:
              time. Paddle's one-layer models pay oneDNN's layout reorders every run, so its
              column overstates the layer's share of Paddle's whole model (ONEDNN_VERBOSE=1
              shows those).
+  conv-per-sample (not in the default run) each conv layer as conv-layers builds it, at
+             batch 1 and at the model's largest inference batch, the time a sample, the two
+             alternating in one process: whether batching makes a layer cheaper or dearer
+             a sample.
   conv-train the same three models as training steps (batch statistics, softmax
              cross-entropy, SGD 0.01): compiled vs interpreter vs PyTorch eager (the same net,
              torch.optim.SGD, one thread) at MNIST batch 1 and 64, ResNet and MobileNet batch
@@ -49,6 +53,8 @@ its own process (`--mode` runs one), and a per-layer view of the conv models:
         [--batches 256]
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv-layers
         --models mobilenet-dw --batches 1 --paddle-python <venv with paddle>/bin/python
+    PYTHONPATH=. .venv/bin/python benchmarks/compiled.py --mode conv-per-sample
+        --models mobilenet-dw
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv-train
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode train-mlp
 """
@@ -824,6 +830,50 @@ def conv_per_layer(steps, models, paddle_python, only_batches=None):
     print(f"(load average at end {os.getloadavg()[0]:.2f})")
 
 
+def conv_per_sample(steps, models, only_batches=None):
+    """Each conv layer of a model (as conv-layers builds it) at batch 1 and at the model's
+    largest inference batch (or the largest of --batches), the time per sample, the two
+    batches alternating in one process: whether a layer costs more or less a sample when
+    batched."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    print(f"conv per sample: inference, one thread, thread CPU time, medians of alternating "
+          f"rounds of batch 1 and batch B; load average at start {os.getloadavg()[0]:.2f} "
+          f"on {os.cpu_count()} cores")
+    print(f"{'model':>12} {'layer':>18} {'batch 1':>10} {'B':>4} {'B / sample':>10} "
+          f"{'ratio':>6}")
+    for name in models:
+        spec = CONV_MODELS[name]
+        big = max(only_batches or spec[2])
+        (c, h, w), tot = spec[0], {"b1": 0.0, "bB": 0.0}
+        for (kind, f), layer in zip(conv_layers(spec), spec[1]):
+            if kind in ("conv", "dw", "pw"):
+                one = ((f["c"], h, w), [layer], spec[2], spec[3])
+                exe, scope, _, compiled, out = conv_setup(one, False, rng)
+                fns = {}
+                for key, batch in (("b1", 1), ("bB", big)):
+                    x = rng.random((batch, *one[0]), dtype=np.float32)
+                    fns[key] = (lambda x=x: exe.run(compiled, feed={"img": x},
+                                                    fetch_list=[out], scope=scope))
+                    for _ in range(3):
+                        fns[key]()
+                per = max(3, min(20, int(steps * 2e7 / max(conv_flops(one, big), 1)) // 10))
+                t = alternating(fns, rounds=3, per_round=per)
+                tot["b1"] += t["b1"]
+                tot["bB"] += t["bB"] / big
+                label = f"{kind} {f['c']}->{f['m']} s{f['stride']} {h}"
+                print(f"{name:>12} {label:>18} {t['b1'] * 1e3:>8.3f}ms {big:>4} "
+                      f"{t['bB'] / big * 1e3:>8.3f}ms {t['bB'] / big / t['b1']:>5.2f}x")
+                sys.stdout.flush()
+                c, h, w = f["m"], f["oh"], f["ow"]
+            elif kind == "pool":
+                h, w = h // 2, w // 2
+        print(f"{name:>12} {'sum of convs':>18} {tot['b1'] * 1e3:>8.3f}ms {big:>4} "
+              f"{tot['bB'] * 1e3:>8.3f}ms {tot['bB'] / tot['b1']:>5.2f}x")
+    print(f"(ratio: batch B's time a sample / batch 1's; load average at end "
+          f"{os.getloadavg()[0]:.2f})")
+
+
 def conv_train(steps, models, only_batches=None):
     """Training steps: compiled vs interpreter vs PyTorch eager (the same net, batch
     statistics, softmax cross-entropy, SGD 0.01; one thread)."""
@@ -885,6 +935,8 @@ MODES = {"train-mlp": lambda a: train_mlp(a.steps),
                                       a.paddle_python, a.batches),
          "conv-layers": lambda a: conv_per_layer(a.steps, a.models or list(CONV_MODELS),
                                                  a.paddle_python, a.batches),
+         "conv-per-sample": lambda a: conv_per_sample(a.steps, a.models or list(CONV_MODELS),
+                                                     a.batches),
          "conv-train": lambda a: conv_train(a.steps, a.models or list(CONV_MODELS),
                                             a.batches)}
 
