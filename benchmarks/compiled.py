@@ -29,14 +29,20 @@ its own process (`--mode` runs one), and a per-layer view of the conv models:
              MobileNet-style depthwise-separable stack (MobileNet v1's first 13 layers at
              3x224x224, to 512 channels at 14x14, pooled, fc 10) at batch 1 and 32: compiled vs
              interpreter vs PyTorch eager (one thread, when torch imports) vs Paddle's
-             predictor on the same saved program (in its own process, when --paddle-python
-             exists) and one sgemm per non-depthwise conv of its im2col gemm's shape, the
-             candidates taking turns round by round (thread CPU time).
+             predictor on the same saved program (in a long-lived process of its own that
+             times one round per request, when --paddle-python exists) and one sgemm per
+             non-depthwise conv of its im2col gemm's shape, all of them taking turns round by
+             round (thread CPU time, medians of the rounds).
   conv-layers (not in the default run) each conv layer of a conv model (conv -> batch_norm
              -> relu, over the input it gets in the whole model) as a model of its own:
-             compiled vs Paddle's predictor, thread CPU time. Paddle's one-layer models pay
-             oneDNN's layout reorders every run, so its column overstates the layer's share
-             of Paddle's whole model (ONEDNN_VERBOSE=1 shows those).
+             compiled vs Paddle's predictor taking turns round by round, thread CPU
+             time. Paddle's one-layer models pay oneDNN's layout reorders every run, so its
+             column overstates the layer's share of Paddle's whole model (ONEDNN_VERBOSE=1
+             shows those).
+  conv-per-sample (not in the default run) each conv layer as conv-layers builds it, at
+             batch 1 and at the model's largest inference batch, the time a sample, the two
+             alternating in one process: whether batching makes a layer cheaper or dearer
+             a sample.
   conv-train the same three models as training steps (batch statistics, softmax
              cross-entropy, SGD 0.01): compiled vs interpreter vs PyTorch eager (the same net,
              torch.optim.SGD, one thread) at MNIST batch 1 and 64, ResNet and MobileNet batch
@@ -47,6 +53,8 @@ its own process (`--mode` runs one), and a per-layer view of the conv models:
         [--batches 256]
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv-layers
         --models mobilenet-dw --batches 1 --paddle-python <venv with paddle>/bin/python
+    PYTHONPATH=. .venv/bin/python benchmarks/compiled.py --mode conv-per-sample
+        --models mobilenet-dw
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode conv-train
     PYTHONPATH=. <a python with torch> benchmarks/compiled.py --mode train-mlp
 """
@@ -520,12 +528,14 @@ def build_torch_model(spec, training=False):
     return net.train() if training else net.eval()
 
 
-def alternating(fns, rounds, per_round, clock=time.thread_time):
+def alternating(fns, rounds, per_round, clock=time.thread_time, remote=None):
     """{name: median over rounds of each round's median time by `clock`}, the candidates
     taking turns round by round so that a change in the machine's load falls on all of them.
     The default clock is the thread's CPU time: everything measured runs on the calling
     thread (one BLAS and one torch thread), and on a machine shared with other work it
-    leaves out the time the thread waited for a core."""
+    leaves out the time the thread waited for a core. `remote` {name: fn(per_round) ->
+    {label: that round's median}} takes its turn in each round too, timed where it runs
+    (another process: PaddleRounds.round); its entries come back as "name label"."""
     import numpy as np
     meds = {k: [] for k in fns}
     for _ in range(rounds):
@@ -536,7 +546,17 @@ def alternating(fns, rounds, per_round, clock=time.thread_time):
                 fn()
                 ts.append(clock() - t)
             meds[k].append(statistics.median(ts))
+        for k, fn in (remote or {}).items():
+            for label, t in fn(per_round).items():
+                meds.setdefault(f"{k} {label}", []).append(t)
     return {k: float(np.median(v)) for k, v in meds.items()}
+
+
+def fastest(times, name):
+    """(time, label) of the fastest of `alternating`'s "name label" entries, or (None,
+    None) when there are none."""
+    found = [(t, k[len(name) + 1:]) for k, t in times.items() if k.startswith(name + " ")]
+    return min(found) if found else (None, None)
 
 
 def sgemm_equivalent(spec, batch, rng):
@@ -569,55 +589,90 @@ def gemm_flops(spec, batch):
     return conv_flops(spec, batch) - dw
 
 
-PADDLE_CONV = PADDLE_PREDICTORS + r"""
+# Paddle's predictors on one model, kept alive between rounds: after warming both up it
+# answers each line on stdin (a number of runs) with one JSON line, each predictor's median
+# thread CPU time over that many runs, so that Paddle's rounds take turns with the others'.
+PADDLE_ROUNDS = PADDLE_PREDICTORS + r"""
 x = np.load(d["feed"])["img"]
-best = None
+runs = []
 for onednn, p in predictors():
     h = p.get_input_handle(p.get_input_names()[0])
     o = p.get_output_handle(p.get_output_names()[0])
-    def run():
+    def run(h=h, o=o, p=p):
         h.copy_from_cpu(x)
         p.run()
         return o.copy_to_cpu()
     for _ in range(3):
         run()
-    meds = []
-    for _ in range(d["rounds"]):
+    runs.append(("oneDNN" if onednn else "native", run))
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    per = int(line)
+    res = {}
+    for name, run in runs:
         ts = []
-        for _ in range(d["per"]):
+        for _ in range(per):
             t = time.thread_time(); run(); ts.append(time.thread_time() - t)
-        meds.append(statistics.median(ts))
-    m = statistics.median(meds)
-    if best is None or m < best[0]:
-        best = (m, "oneDNN" if onednn else "native")
-print(json.dumps({"time": best[0], "kernels": best[1]}))
+        res[name] = statistics.median(ts)
+    print(json.dumps(res), flush=True)
 """
 
 
-def conv_paddle(python, main, out, exe, scope, x, rounds, per, tmp):
-    """Paddle's predictor on the same program and parameters (saved as .pdmodel/.pdiparams),
-    one math thread, the faster of its native and oneDNN kernels: (thread CPU time, kernels)
-    or (None, why not). It runs in its own process, so not in the alternation."""
-    import numpy as np
-    import fluidity as fluid
-    if not python or not os.path.exists(python):
-        return None, "no paddle python"
-    prefix = os.path.join(tmp, "model")
-    if not os.path.exists(prefix + ".pdmodel"):
-        from fluidity.io.inference import save_inference_model_v2
-        with fluid.scope_guard(scope):
-            save_inference_model_v2(prefix, [main.global_block().var("img")], [out], exe,
-                                    program=main)
-    feed = os.path.join(tmp, "x.npz")
-    np.savez(feed, img=x)
-    arg = json.dumps({"model": prefix, "feed": feed, "rounds": rounds,
-                      "per": per})
-    r = subprocess.run([python, "-c", PADDLE_CONV, arg], capture_output=True, text=True,
-                       env={**os.environ, "GLOG_minloglevel": "3", "OMP_NUM_THREADS": "1"})
-    if r.returncode != 0:
-        return None, (r.stderr.strip().splitlines() or ["failed"])[-1][:60]
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    return res["time"], res["kernels"]
+class PaddleRounds:
+    """Paddle's predictor (native and oneDNN kernels, one math thread) on the same program
+    and parameters (saved as .pdmodel/.pdiparams) in a process of its own that stays up:
+    `round(per)` times one round there ({kernels: median thread CPU time}), so it can
+    take its turn in `alternating` between ours. `why` says why not when it cannot start
+    (then `round` is None)."""
+
+    def __init__(self, python, main, out, exe, scope, x, tmp):
+        import numpy as np
+        import fluidity as fluid
+        self.proc, self.why, self.round = None, None, None
+        if not python or not os.path.exists(python):
+            self.why = "no paddle python"
+            return
+        prefix = os.path.join(tmp, "model")
+        if not os.path.exists(prefix + ".pdmodel"):
+            from fluidity.io.inference import save_inference_model_v2
+            with fluid.scope_guard(scope):
+                save_inference_model_v2(prefix, [main.global_block().var("img")], [out], exe,
+                                        program=main)
+        feed = os.path.join(tmp, f"x{x.shape[0]}.npz")
+        np.savez(feed, img=x)
+        arg = json.dumps({"model": prefix, "feed": feed})
+        self.err = open(os.path.join(tmp, "paddle.err"), "w+")
+        self.proc = subprocess.Popen(
+            [python, "-c", PADDLE_ROUNDS, arg], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.err, text=True,
+            env={**os.environ, "GLOG_minloglevel": "3", "OMP_NUM_THREADS": "1"})
+        if self._answer() is None:
+            return
+        self.round = self._round
+
+    def _answer(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            self.err.seek(0)
+            self.why = (self.err.read().strip().splitlines() or ["failed"])[-1][:60]
+            self.close()
+            return None
+        return json.loads(line)
+
+    def _round(self, per):
+        self.proc.stdin.write(f"{per}\n")
+        self.proc.stdin.flush()
+        res = self._answer()
+        if res is None:
+            raise RuntimeError(f"paddle: {self.why}")
+        return res
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait()
+            self.proc = None
+            self.err.close()
 
 
 def conv_setup(spec, training, rng):
@@ -657,7 +712,8 @@ def conv_bench(steps, models, paddle_python, only_batches=None):
     rng = np.random.default_rng(0)
     print(f"conv: inference (batch_norm over running statistics), one thread; thread CPU "
           f"time, medians of alternating rounds (wall: compiled's wall-clock time; paddle: "
-          f"its predictor in its own process, the faster of native and oneDNN); load "
+          f"its predictor in a process of its own taking its turn in each round, its thread "
+          f"CPU time there, the faster of native and oneDNN); load "
           f"average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"{'model':>12} {'batch':>5} {'compiled':>10} {'interp':>10} {'torch':>10} "
           f"{'paddle':>10} {'sgemm':>10} {'GFLOP/s':>8} {'of sgemm':>9} {'vs interp':>9} "
@@ -686,9 +742,14 @@ def conv_bench(steps, models, paddle_python, only_batches=None):
                         fn()
                 flops = conv_flops(spec, batch)
                 per = max(3, min(50, int(steps * 2e7 / max(flops, 1)) // 10))
-                t = alternating(fns, rounds=5, per_round=per)
+                paddle = PaddleRounds(paddle_python, main, out, exe, scope, x, tmp)
+                try:
+                    t = alternating(fns, rounds=5, per_round=per,
+                                    remote={"paddle": paddle.round} if paddle.round else None)
+                finally:
+                    paddle.close()
                 wall = alternating({"compiled": fns["compiled"]}, 3, per, time.perf_counter)
-                tp, kernels = conv_paddle(paddle_python, main, out, exe, scope, x, 5, per, tmp)
+                tp, kernels = fastest(t, "paddle")
                 gemm_part = gemm_flops(spec, batch) / flops    # compiled's time on it: pro rata
                 cells = {k: (f"{t[k] * 1e3:.3f}ms" if t.get(k) else "n/a")
                          for k in ("compiled", "interp", "torch", "sgemm")}
@@ -700,7 +761,7 @@ def conv_bench(steps, models, paddle_python, only_batches=None):
                       f"{flops / t['compiled'] / 1e9:>8.1f} "
                       f"{t['sgemm'] / (t['compiled'] * gemm_part):>9.1%} "
                       f"{t['interp'] / t['compiled']:>8.2f}x {vs_t:>8} {vs_p:>9} "
-                      f"{wall['compiled'] * 1e3:>7.3f}ms  {kernels if tp else ''}")
+                      f"{wall['compiled'] * 1e3:>7.3f}ms  {kernels if tp else paddle.why}")
                 sys.stdout.flush()
     print(f"(GFLOP/s: the convs' and fc's multiply-adds x 2 / time; sgemm: one sgemm per "
           f"non-depthwise conv of its gemm shape [M, C*k*k] @ [C*k*k, N*oh*ow] and the fc's, "
@@ -717,15 +778,17 @@ def conv_per_layer(steps, models, paddle_python, only_batches=None):
     import tempfile
     import numpy as np
     rng = np.random.default_rng(0)
-    print(f"conv per layer: inference, one thread, thread CPU time (compiled: medians of "
-          f"rounds; paddle: its predictor in its own process); load average at start "
+    print(f"conv per layer: inference, one thread, thread CPU time, medians of alternating "
+          f"rounds (paddle: its predictor in a process of its own taking its turn in each "
+          f"round); load average at start "
           f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"{'model':>12} {'batch':>5} {'layer':>18} {'MFLOP':>8} {'compiled':>10} "
           f"{'GFLOP/s':>8} {'paddle':>10} {'GFLOP/s':>8} {'vs paddle':>9}")
     for name in models:
         spec = CONV_MODELS[name]
-        (c, h, w), layers = spec[0], spec[1]
+        layers = spec[1]
         for batch in _batches(spec[2], only_batches):
+            (c, h, w) = spec[0]              # each batch walks the model from its input
             tot = {"compiled": 0.0, "paddle": 0.0}
             for (kind, f), layer in zip(conv_layers(spec), layers):
                 one = ((f.get("c", c), h, w), [layer], spec[2], spec[3])
@@ -739,10 +802,16 @@ def conv_per_layer(steps, models, paddle_python, only_batches=None):
                         run()
                     flops = conv_flops(one, batch)
                     per = max(3, min(50, int(steps * 2e7 / max(flops, 1)) // 10))
-                    t = alternating({"compiled": run}, rounds=3, per_round=per)["compiled"]
                     with tempfile.TemporaryDirectory() as tmp:
-                        tp, kernels = conv_paddle(paddle_python, main, out, exe, scope, x, 3,
-                                                  per, tmp)
+                        paddle = PaddleRounds(paddle_python, main, out, exe, scope, x, tmp)
+                        try:
+                            ts = alternating({"compiled": run}, rounds=3, per_round=per,
+                                             remote={"paddle": paddle.round}
+                                             if paddle.round else None)
+                        finally:
+                            paddle.close()
+                    t = ts["compiled"]
+                    tp, kernels = fastest(ts, "paddle")
                     tot["compiled"] += t
                     tot["paddle"] += tp or 0.0
                     label = f"{kind} {f['c']}->{f['m']} s{f['stride']} {h}"
@@ -751,7 +820,7 @@ def conv_per_layer(steps, models, paddle_python, only_batches=None):
                     vs = f"{tp / t:.2f}x" if tp else "n/a"
                     print(f"{name:>12} {batch:>5} {label:>18} {flops / 1e6:>8.1f} "
                           f"{t * 1e3:>8.3f}ms {flops / t / 1e9:>8.1f} {ptxt:>10} {pg:>8} "
-                          f"{vs:>9}  {kernels if tp else ''}")
+                          f"{vs:>9}  {kernels if tp else paddle.why}")
                     sys.stdout.flush()
                     c, h, w = f["m"], f["oh"], f["ow"]
                 elif kind == "pool":
@@ -759,6 +828,50 @@ def conv_per_layer(steps, models, paddle_python, only_batches=None):
             print(f"{name:>12} {batch:>5} {'sum of convs':>18} {'':>8} "
                   f"{tot['compiled'] * 1e3:>8.3f}ms {'':>8} {tot['paddle'] * 1e3:>8.3f}ms")
     print(f"(load average at end {os.getloadavg()[0]:.2f})")
+
+
+def conv_per_sample(steps, models, only_batches=None):
+    """Each conv layer of a model (as conv-layers builds it) at batch 1 and at the model's
+    largest inference batch (or the largest of --batches), the time per sample, the two
+    batches alternating in one process: whether a layer costs more or less a sample when
+    batched."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    print(f"conv per sample: inference, one thread, thread CPU time, medians of alternating "
+          f"rounds of batch 1 and batch B; load average at start {os.getloadavg()[0]:.2f} "
+          f"on {os.cpu_count()} cores")
+    print(f"{'model':>12} {'layer':>18} {'batch 1':>10} {'B':>4} {'B / sample':>10} "
+          f"{'ratio':>6}")
+    for name in models:
+        spec = CONV_MODELS[name]
+        big = max(only_batches or spec[2])
+        (c, h, w), tot = spec[0], {"b1": 0.0, "bB": 0.0}
+        for (kind, f), layer in zip(conv_layers(spec), spec[1]):
+            if kind in ("conv", "dw", "pw"):
+                one = ((f["c"], h, w), [layer], spec[2], spec[3])
+                exe, scope, _, compiled, out = conv_setup(one, False, rng)
+                fns = {}
+                for key, batch in (("b1", 1), ("bB", big)):
+                    x = rng.random((batch, *one[0]), dtype=np.float32)
+                    fns[key] = (lambda x=x: exe.run(compiled, feed={"img": x},
+                                                    fetch_list=[out], scope=scope))
+                    for _ in range(3):
+                        fns[key]()
+                per = max(3, min(20, int(steps * 2e7 / max(conv_flops(one, big), 1)) // 10))
+                t = alternating(fns, rounds=3, per_round=per)
+                tot["b1"] += t["b1"]
+                tot["bB"] += t["bB"] / big
+                label = f"{kind} {f['c']}->{f['m']} s{f['stride']} {h}"
+                print(f"{name:>12} {label:>18} {t['b1'] * 1e3:>8.3f}ms {big:>4} "
+                      f"{t['bB'] / big * 1e3:>8.3f}ms {t['bB'] / big / t['b1']:>5.2f}x")
+                sys.stdout.flush()
+                c, h, w = f["m"], f["oh"], f["ow"]
+            elif kind == "pool":
+                h, w = h // 2, w // 2
+        print(f"{name:>12} {'sum of convs':>18} {tot['b1'] * 1e3:>8.3f}ms {big:>4} "
+              f"{tot['bB'] * 1e3:>8.3f}ms {tot['bB'] / tot['b1']:>5.2f}x")
+    print(f"(ratio: batch B's time a sample / batch 1's; load average at end "
+          f"{os.getloadavg()[0]:.2f})")
 
 
 def conv_train(steps, models, only_batches=None):
@@ -822,6 +935,8 @@ MODES = {"train-mlp": lambda a: train_mlp(a.steps),
                                       a.paddle_python, a.batches),
          "conv-layers": lambda a: conv_per_layer(a.steps, a.models or list(CONV_MODELS),
                                                  a.paddle_python, a.batches),
+         "conv-per-sample": lambda a: conv_per_sample(a.steps, a.models or list(CONV_MODELS),
+                                                     a.batches),
          "conv-train": lambda a: conv_train(a.steps, a.models or list(CONV_MODELS),
                                             a.batches)}
 
