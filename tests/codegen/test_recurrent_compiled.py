@@ -227,3 +227,27 @@ def test_an_interpreted_gradient_leaves_the_forward_interpreted_too():
     main, _, fetch = build()
     rows = Lowering(main, 0, keep=fetch, target="c").explain()
     assert {t for _, t, w, _ in rows if w == "python"} >= {"recurrent", "recurrent_grad"}
+
+
+def test_an_lstm_cell_through_layers_rnn_trains_compiled_as_the_interpreter(caplog):
+    """`layers.rnn(LSTMCell)` time-major, as the seq2seq example's cell API builds it
+    (concat, matmul, split and the gates in the step block; concat_grad and sums of the
+    gradients in the gradient block; the final states sliced from the stacked outputs):
+    one segment, three SGD steps, losses and parameters as the interpreter's."""
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 3
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [None, None, D], "float32")
+        out, (h, c) = L.rnn(L.LSTMCell(H, name="enc"), x, time_major=True)
+        loss = L.mean(out) + L.mean(c * c)
+        fluid.optimizer.SGD(0.5).minimize(loss)
+    segs, python = where(main, [loss.name])
+    assert len(segs) == 1 and not python, python
+    feeds = [{"x": feed(steps, seed=steps)["x"]} for steps in (4, 1, 6)]
+    want, got = train_both(main, startup, [loss.name, h.name], feeds, caplog)
+    for w, g in zip(want.outs, got.outs):
+        for a, b in zip(w, g):
+            np.testing.assert_allclose(b, a, rtol=0, atol=tol(6))
+    for p in want.params:
+        np.testing.assert_allclose(got.params[p], want.params[p], rtol=0, atol=tol(6),
+                                   err_msg=p)
