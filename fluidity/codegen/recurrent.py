@@ -34,13 +34,13 @@ def lower_recurrent(low, op, block_idx, i):
     """The time steps as one loop over the step block; returns explain()'s note."""
     sub = sub_block(low, op)
     check_step_block(low, op, sub, set(op.input("inputs")) | set(op.attr("ex_states")))
+    scopes = _one_name(op.output("step_scopes"))
     grad_sub = gradient_block(low, op, "step_scopes", "recurrent_grad")
     if grad_sub is not None and not op.attr("is_train"):
         raise NotCompilable("is_train is off but a recurrent_grad reads its step scopes")
     seqs = [low.read(n, op) for n in op.input("inputs")]
     n = _steps_of(low, op, seqs)
     kb, names = low.position, set(sub.vars) | set(op.input("inputs"))
-    (scopes,) = op.output("step_scopes")
     count = low.temp(scopes, [1], "int64_t", kb)
     t = f"({n}) - 1 - {count.name}_[0]" if op.attr("reverse") else f"{count.name}_[0]"
     mems, lines = _memories(low, op, kb)
@@ -68,6 +68,13 @@ def lower_recurrent(low, op, block_idx, i):
     low.bind(scopes, PassRecord(scopes, count, tapes, outer))
     return (f"a loop over the {n} time steps of block {sub.idx} ({len(sub.ops)} ops), "
             f"keeping {len(tapes)} values a step for its gradient")
+
+
+def _one_name(names):
+    """The one step_scopes name of a desc (a hostile one may give none or several)."""
+    if len(names) != 1 or names[0] == EMPTY_VAR_NAME:
+        raise NotCompilable(f"step_scopes names {len(names)} variables, not one")
+    return names[0]
 
 
 def check_step_block(low, op, sub, given):
@@ -154,6 +161,7 @@ def _next_memories(low, op, mems, k):
     lines = []
     for ex, name in zip(op.attr("ex_states"), op.attr("states")):
         mem, final = mems[ex], low.value(name)
+        mem.last = max(mem.last, k)              # carried: alive through every pass
         if final is None or isinstance(final, (ArrayBuf, TableBuf, HeldBuf, PassRecord)) \
                 or final.rows is not None:
             raise NotCompilable(f"state '{name}' has no dense value after a step")
@@ -161,7 +169,6 @@ def _next_memories(low, op, mems, k):
             continue
         _same_dims(low, final, mem, f"state '{name}' differs in shape from its memory")
         final.last = max(final.last, k)
-        mem.last = max(mem.last, k)
         lines.append(Copy(mem, final))
     return lines
 
@@ -221,7 +228,7 @@ def _keep_step(low, sub, grad_sub, tapes, k):
 
 def lower_recurrent_grad(low, op, block_idx, i):
     """The gradient block once per kept step, last first (the module's docstring)."""
-    (scopes,) = op.input("step_scopes")
+    scopes = _one_name(op.input("step_scopes"))
     rec = _step_record(low, op, scopes)
     sub = sub_block(low, op)
     og_inner = [grad_var_name(n) for n in op.input("outputs")]
@@ -256,7 +263,8 @@ def lower_recurrent_grad(low, op, block_idx, i):
         low.bind(name, shadowed[name])
     _bind_grads(low, op, dstates, x_accs, summed)
     low.bind(scopes, PassRecord(scopes, rec.count, rec.tapes, rec.outer, used=True))
-    return f"the gradient of a StaticRNN: block {sub.idx} ({len(sub.ops)} ops) per step, last first"
+    return (f"the gradient of a StaticRNN: block {sub.idx} ({len(sub.ops)} ops) per step, "
+            "last first")
 
 
 def _step_record(low, op, scopes):
@@ -264,7 +272,8 @@ def _step_record(low, op, scopes):
     outside it that the gradient reads unchanged since (the step scopes hold those)."""
     rec = low.value(scopes)
     if not isinstance(rec, PassRecord):
-        raise NotCompilable("its forward 'recurrent' is not compiled in this segment")
+        raise NotCompilable("its forward 'recurrent' is not compiled in this segment (an "
+                            "op between them runs interpreted, or the forward is refused)")
     for name, buf in rec.outer.items():
         if low.value(name) is not buf:
             raise NotCompilable(f"'{name}' changes between the recurrent and its gradient")

@@ -112,7 +112,8 @@ def test_the_gradients_of_a_static_rnn_compile_whole_with_the_interpreters_value
 def test_training_with_sgd_through_the_compiled_rnn_updates_as_the_interpreter(caplog):
     """StaticRNN + fc + mean + SGD, four steps: one segment, nothing interpreted, the
     losses and the parameters after each agree."""
-    main, startup, fetch = build(memories=2, loss_of=lambda o: L.mean(L.fc(o, 1, num_flatten_dims=2)))
+    main, startup, fetch = build(memories=2,
+                                 loss_of=lambda o: L.mean(L.fc(o, 1, num_flatten_dims=2)))
     with fluid.program_guard(main, startup):
         fluid.optimizer.SGD(0.5).minimize(main.global_block().var(fetch[0]))
     segs, python = where(main, fetch[:1])
@@ -251,3 +252,18 @@ def test_an_lstm_cell_through_layers_rnn_trains_compiled_as_the_interpreter(capl
     for p in want.params:
         np.testing.assert_allclose(got.params[p], want.params[p], rtol=0, atol=tol(6),
                                    err_msg=p)
+
+
+@pytest.mark.parametrize("names", [[], ["s1", "s2"]], ids=["none", "two"])
+def test_a_desc_with_other_than_one_step_scopes_name_is_refused_not_a_crash(names):
+    """A model file is data: a recurrent whose step_scopes slot names no variable or
+    several is refused with the reason (it runs interpreted, which judges it)."""
+    main, _, fetch = build(train=False)
+    block = main.global_block()
+    for n in names:
+        block.create_var(name=n, type=fluid.core.VarDesc.VarType.STEP_SCOPES)
+    rnn_op = [o for o in block.ops if o.type == "recurrent"][0]
+    rnn_op.set_output("step_scopes", names)
+    rows = Lowering(main, 0, keep=fetch).explain()
+    (why,) = [why for _, t, w, why in rows if t == "recurrent"]
+    assert f"step_scopes names {len(names)} variables, not one" in why
