@@ -145,8 +145,8 @@ def gradient_block(low, op, slot="StepScopes", grad_type="while_grad"):
         raise NotCompilable(f"'{grad_type}' reads its {slot} (a trained loop compiles for "
                             f"C++ only, not {low.target.title})")
     if scopes in low.refused:
-        raise NotCompilable(f"its {grad_type} runs interpreted: it reads the {slot} the "
-                            "interpreter keeps")
+        raise NotCompilable(f"its {grad_type} runs interpreted (not compiled in this "
+                            f"segment): it reads the {slot} the interpreter keeps")
     return sub_block(low, readers[0])
 
 
