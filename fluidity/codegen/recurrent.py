@@ -40,7 +40,8 @@ def lower_recurrent(low, op, block_idx, i):
         raise NotCompilable("is_train is off but a recurrent_grad reads its step scopes")
     seqs = [low.read(n, op) for n in op.input("inputs")]
     n = _steps_of(low, op, seqs)
-    kb, names = low.position, set(sub.vars) | set(op.input("inputs"))
+    kb = low.position
+    names = set(sub.vars) | set(op.input("inputs")) | set(op.attr("ex_states"))
     count = low.temp(scopes, [1], "int64_t", kb)
     t = f"({n}) - 1 - {count.name}_[0]" if op.attr("reverse") else f"{count.name}_[0]"
     mems, lines = _memories(low, op, kb)
@@ -241,7 +242,7 @@ def lower_recurrent_grad(low, op, block_idx, i):
     ogs, og_lines, starts = _output_grads(low, op, i, t, kb)
     dstates, lines = _state_grads(low, op, kb)
     x_accs, summed = _input_grads(low, op, kb, lines)
-    names = set(sub.vars) | set(rec.tapes)
+    names = set(sub.vars) | set(rec.tapes) | set(og_inner) | set(st_inner)
     shadowed = {name: low.value(name) for name in names}
     for name in sub.vars:
         low.bind(name, None)
