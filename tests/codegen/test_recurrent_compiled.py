@@ -267,3 +267,38 @@ def test_a_desc_with_other_than_one_step_scopes_name_is_refused_not_a_crash(name
     rows = Lowering(main, 0, keep=fetch).explain()
     (why,) = [why for _, t, w, why in rows if t == "recurrent"]
     assert f"step_scopes names {len(names)} variables, not one" in why
+
+
+def test_an_output_gradient_nobody_computed_reads_as_zeros_as_in_the_interpreter(caplog):
+    """Two step outputs, the loss on the first: the second's gradient (its
+    fill_zeros_like dropped, the slot @EMPTY@) is zeros at every step in both paths."""
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 3
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = L.data("x", [-1, -1, D], dtype="float32", append_batch_size=False)
+        h0 = L.data("h0", [-1, H], dtype="float32", append_batch_size=False)
+        rnn = L.StaticRNN()
+        with rnn.step():
+            xt = rnn.step_input(x)
+            h = rnn.memory(init=h0)
+            hn = L.tanh(L.fc(xt, H, param_attr="wx", bias_attr="b") +
+                        L.fc(h, H, param_attr="wh", bias_attr=False))
+            rnn.update_memory(h, hn)
+            rnn.step_output(hn)
+            rnn.step_output(L.sigmoid(hn))
+        first, _ = rnn()
+        loss = L.mean(first)
+        fluid.backward.append_backward(loss)
+    block = main.global_block()
+    grad_op = [o for o in block.ops if o.type == "recurrent_grad"][0]
+    zeros = [j for j, o in enumerate(block.ops) if o.type == "fill_zeros_like"]
+    assert len(zeros) == 1
+    block._remove_op(zeros[0])
+    grad_op.set_input("outputs@GRAD", [grad_op.input("outputs@GRAD")[0], "@EMPTY@"])
+    fetch = [loss.name] + [p + "@GRAD" for p in PARAMS]
+    segs, python = where(main, fetch)
+    assert len(segs) == 1 and not python, python
+    data = {k: v for k, v in feed(4, seed=4).items() if k != "y"}
+    want, got = step_both(main, startup, fetch, data, caplog)
+    for name, w, g in zip(fetch, want, got):
+        np.testing.assert_allclose(g, w, rtol=0, atol=tol(4), err_msg=name)
