@@ -18,8 +18,12 @@ over the steps (acc + g, last step first), the inputs' gradients written into ro
 zeros, the initial states' gradients the first step's ex_state gradients.
 
 Refused (the ops then run interpreted): a step block with nested blocks or that writes a
-name it does not declare, reads of its own names before they are written, memories of
-another shape than their states, LoD on a memory, targets other than C++.
+name it does not declare, reads of its own names before they are written, LoD on a memory,
+a memory or state of a literally other shape, targets other than C++; the forward without
+its gradient in the same segment when one follows (the interpreter's needs step scopes).
+Checked before the segment runs (else its ops run interpreted): one step at least where
+there are outputs, no input with fewer steps than the first, states of their memories'
+shapes.
 """
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME, grad_var_name
