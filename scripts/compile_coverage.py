@@ -157,6 +157,7 @@ def lower(rec):
 
 def report(runs, verbose=False):
     from fluidity.codegen import emit
+    from fluidity.codegen.segment import LOWER_BLOCKS     # control flow: loops, branches
     print(f"{'model':44s} {'prog':5s} {'ops':>4s} {'segs':>4s} {'py':>4s}  ops that cut "
           f"(* has an emitter but not for this use)")
     totals = collections.Counter()
@@ -166,7 +167,8 @@ def report(runs, verbose=False):
         n = sum(1 for _, t, _, _ in rows if t not in NOT_CUTTERS)
         names = []
         for t in cutters:
-            names.append(t + ("*" if emit.lookup(t, "cpu") is not None else ""))
+            compiles = emit.lookup(t, "cpu") is not None or t in LOWER_BLOCKS
+            names.append(t + ("*" if compiles else ""))
             totals[t] += 1
         print(f"{rec.model:44s} {rec.kind:5s} {n:4d} {segs:4d} {py:4d}  {' '.join(names)}")
         if verbose:

@@ -73,6 +73,11 @@ class NextPass(namedtuple("NextPass", "count")):
     """Adds one to `count` (at the end of a pass)."""
 
 
+class Steps(namedtuple("Steps", "count n")):
+    """`while` the int64 [1] Buf `count` is below the C expression `n`: opens a body that
+    ends with NextPass(count) (a StaticRNN's time steps, recurrent.py)."""
+
+
 class Reverse(namedtuple("Reverse", "count")):
     """Opens a body run for p = count - 1 down to 0 (C variable `pass_var(count)`)."""
 
@@ -87,7 +92,7 @@ def lower_while(low, op, block_idx, i):
     `while_grad` follows in the same block keeps what the gradient block reads of each pass
     (`PassRecord`, bound to the StepScopes variable) instead of step scopes."""
     sub = sub_block(low, op)
-    grad_sub = _gradient_block(low, op)
+    grad_sub = gradient_block(low, op)
     carried, lines = carry_in(low, op, sub)
     kb = low.position
     (cond_name,) = op.input("Condition")
@@ -98,7 +103,7 @@ def lower_while(low, op, block_idx, i):
         count = low.temp(op.output("StepScopes")[0], [1], "int64_t", kb)
         lines.append(CountPasses(count))
         before, after = _carried_snapshots(low, sub, grad_sub, carried)
-        starts = [_push(low, tapes, n, carried[n], kb) for n in before]
+        starts = [push_tape(low, tapes, n, carried[n], kb) for n in before]
     low.control(lines + [Loop(cond)] + starts)
     n = emit_block(low, sub)
     ke = max(low.position - 1, kb)
@@ -119,11 +124,12 @@ def lower_while(low, op, block_idx, i):
             f"for its gradient")
 
 
-def _gradient_block(low, op):
-    """The gradient block of the `while_grad` that reads this loop's step scopes (a later
-    op of the block being segmented), or None when nothing reads them; NotCompilable when
-    something else does, or the gradient is refused (it runs interpreted: it needs scopes)."""
-    (scopes,) = op.output("StepScopes") or [EMPTY_VAR_NAME]
+def gradient_block(low, op, slot="StepScopes", grad_type="while_grad"):
+    """The gradient block of the `grad_type` op that reads this loop's step scopes (output
+    `slot`; a later op of the block being segmented), or None when nothing reads them;
+    NotCompilable when something else does, or the gradient is refused (it runs
+    interpreted: it needs scopes)."""
+    (scopes,) = op.output(slot) or [EMPTY_VAR_NAME]
     if scopes == EMPTY_VAR_NAME:
         return None
     readers = [o for b in range(low.program.num_blocks) for o in low.program.block(b).ops
@@ -131,16 +137,16 @@ def _gradient_block(low, op):
     if not readers:
         return None
     top = low.current_block.idx == low.block.idx
-    if len(readers) != 1 or readers[0].type != "while_grad" or not top or \
+    if len(readers) != 1 or readers[0].type != grad_type or not top or \
             not any(o is readers[0] for o in low.block.ops):
-        raise NotCompilable(f"'{readers[0].type}' reads its StepScopes (only a while_grad of "
+        raise NotCompilable(f"'{readers[0].type}' reads its {slot} (only a {grad_type} of "
                             "a loop at the top block compiles with it)")
     if low.target.name != "cpu":          # tapes are runtime/arrays.h's host arrays
-        raise NotCompilable(f"'while_grad' reads its StepScopes (a trained loop compiles for "
+        raise NotCompilable(f"'{grad_type}' reads its {slot} (a trained loop compiles for "
                             f"C++ only, not {low.target.title})")
     if scopes in low.refused:
-        raise NotCompilable("its while_grad runs interpreted: it reads the StepScopes the "
-                            "interpreter keeps")
+        raise NotCompilable(f"its {grad_type} runs interpreted (not compiled in this "
+                            f"segment): it reads the {slot} the interpreter keeps")
     return sub_block(low, readers[0])
 
 
@@ -151,12 +157,12 @@ def _carried_snapshots(low, sub, grad_sub, carried):
     writes first as the pass left it). A counter updated in place is not kept: the
     gradient block restores it by its own decrement; a carried array is one object."""
     program = low.program
-    if len(_subtree(program, sub)) > 1 or len(_subtree(program, grad_sub)) > 1:
+    if len(subtree(program, sub)) > 1 or len(subtree(program, grad_sub)) > 1:
         raise NotCompilable("a loop with nested blocks compiles without its gradient only")
     read = {n for o in grad_sub.ops for n in o.input_arg_names}
     inplace = {n for o in sub.ops for n in set(o.input_arg_names) & set(o.output_arg_names)}
     first = {}
-    for n, is_write in _events(program, sub):
+    for n, is_write in events(program, sub):
         first.setdefault(n, is_write)
     before, after = [], []
     for n, carry in carried.items():
@@ -165,7 +171,7 @@ def _carried_snapshots(low, sub, grad_sub, carried):
     return before, after
 
 
-def _push(low, tapes, n, buf, k):
+def push_tape(low, tapes, n, buf, k):
     """The statement pushing Buf `buf` (the value of `n`) on its tape, made here."""
     if buf.has_lod or buf.written or buf.rows is not None:
         raise NotCompilable(f"'{n}' carries LoD, rows or a branch's flag (kept per pass for "
@@ -194,12 +200,12 @@ def _save_pass(low, sub, grad_sub, after, tapes, count, k):
                                 f"{VarType.Type.Name(sub.vars[n].type)} of the loop body")
         buf = low.value(n)
         if buf is not None:              # else never written in the body: the gradient reads none
-            lines.append(_push(low, tapes, n, buf, k))
+            lines.append(push_tape(low, tapes, n, buf, k))
     for n in after:
         buf = low.value(n)
         if buf is None:
             raise NotCompilable(f"'{n}' has no value after a pass")
-        lines.append(_push(low, tapes, n, buf, k))
+        lines.append(push_tape(low, tapes, n, buf, k))
     return lines + [NextPass(count)]
 
 
@@ -257,7 +263,7 @@ def _require_flag_value(low, buf, slot):
         low.precondition(f"{n} != 1", f"{slot} '{buf.var}' does not hold one element")
 
 
-def _subtree(program, block):
+def subtree(program, block):
     """The blocks of `block` and of every control op nested in it."""
     out, todo = [], [block.idx]
     while todo:
@@ -268,7 +274,7 @@ def _subtree(program, block):
     return out
 
 
-def _events(program, block):
+def events(program, block):
     """(name, is_write) in the order the block's ops touch them; a nested control op
     reads its inputs and then touches what its own blocks touch."""
     for op in block.ops:
@@ -276,7 +282,7 @@ def _events(program, block):
             yield n, False
         for k in op.sub_block_ids():
             if 0 < k < program.num_blocks:
-                yield from _events(program, program.block(k))
+                yield from events(program, program.block(k))
         for n in op.output_arg_names:
             yield n, True
 
@@ -288,14 +294,14 @@ def carry_in(low, op, sub, shadowing=False):
     sub-block's own variables may have an outer variable's name (a gradient block's: each
     pass's gradients are its own, as in the interpreter's step scope)."""
     program, parent = low.program, low.current_block
-    blocks = _subtree(program, sub)
+    blocks = subtree(program, sub)
     local = {n for b in blocks for n in b.vars}
     for n in sorted(local):
         if not shadowing and parent.find_var_recursive(n) is not None:
             raise NotCompilable(f"block {sub.idx} declares '{n}' that an outer block declares "
                                 "too")
     first = {}
-    for n, is_write in _events(program, sub):
+    for n, is_write in events(program, sub):
         if n != EMPTY_VAR_NAME and n not in local:
             first.setdefault(n, is_write)
     written = [n for b in blocks for o in b.ops for n in _values_written(o)
@@ -376,7 +382,7 @@ def carry_out(low, carried, sub, kb, ke):
             final.last = max(final.last, ke)
         carry.last = max(carry.last, ke)
         low.bind(n, carry)
-    for b in _subtree(low.program, sub):
+    for b in subtree(low.program, sub):
         for n in b.vars:
             low.bind(n, None)
     return lines

@@ -49,7 +49,7 @@ def lower_while_grad(low, op, block_idx, i):
             low.control([Call(f"fl::array_clear({s.per_pass.name}_)")])
         low.bind(s.inner, s.per_pass)
     outer_before = {name: low.value(name) for name in rec.tapes}
-    _restore_pass(low, rec, p, kb)
+    restore_pass(low, rec, p, kb)
     n = emit_block(low, sub)
     ke = max(low.position - 1, kb)
     ends = []
@@ -57,7 +57,7 @@ def lower_while_grad(low, op, block_idx, i):
         if not isinstance(carry, ArrayBuf):
             ends += _pass_grad(low, inner, carry, ke)
     for s in summed:
-        ends += _sum_pass(low, s, rec, p, ke)
+        ends += sum_pass(low, s, rec, p, ke)
     low.control(ends + carry_out(low, carried, sub, kb, ke) + [End()])
     low.live_through(kb, ke)
     rec.count.last = max(rec.count.last, ke)
@@ -109,7 +109,7 @@ def _gradient_starts(low, op, i):
             if inner not in grads:
                 grads[inner] = _zero_grad(low, block, x, inner, k0, lines)
         else:
-            summed.append(_summed_grad(low, op, xv, x, g, inner, k0, lines))
+            summed.append(summed_grad(low, op, xv, x, g, inner, k0, lines))
     return grads, summed, lines
 
 
@@ -181,7 +181,7 @@ def _pass_grad(low, inner, carry, k):
     return [Copy(carry, got)]
 
 
-def _summed_grad(low, op, xv, x, g, inner, k, lines):
+def summed_grad(low, op, xv, x, g, inner, k, lines):
     """The accumulator of the gradient of `x`, a value the loop only reads: zeros (an empty
     array) before the first pass, as the interpreter's zeros_like when no pass ran."""
     if xv.type == VarType.LOD_TENSOR_ARRAY:
@@ -198,7 +198,7 @@ def _summed_grad(low, op, xv, x, g, inner, k, lines):
     return SummedGrad(g, inner, acc, None)
 
 
-def _restore_pass(low, rec, p, k):
+def restore_pass(low, rec, p, k):
     """Binds each kept value to a buffer read from its tape at pass `p`: of its forward dims
     when they do not change from pass to pass, else with rows set per pass (values of one
     forward row count share one run-time dim)."""
@@ -223,7 +223,7 @@ def _restore_pass(low, rec, p, k):
         low.bind(name, buf)
 
 
-def _sum_pass(low, s, rec, p, k):
+def sum_pass(low, s, rec, p, k):
     """The statements adding this pass's gradient into the accumulator."""
     if s.per_pass is not None:
         a, acc = s.per_pass, s.acc

@@ -18,7 +18,7 @@ from .buffers import shared_copy_lines, slot_members
 from .cir import ArrayBuf, Buf, HeldBuf, c_string, checked_source, is_lit
 from .dim import Dim, symbols
 from .control import (Branch, Call, Copy, CountPasses, End, IfWritten, Loop, NextPass,
-                      Reverse, SetDim, SetWritten, pass_var)
+                      Reverse, SetDim, SetWritten, Steps, pass_var)
 from .segment import OpUnit
 from .writer import Writer
 
@@ -223,6 +223,8 @@ def _control(item, d):
         return f"{item.count.name}_[0] = 0;"
     if isinstance(item, NextPass):
         return f"++{item.count.name}_[0];"
+    if isinstance(item, Steps):
+        return f"while ({item.count.name}_[0] < {item.n}) {{"
     if isinstance(item, Reverse):
         p = pass_var(item.count)
         return f"for (int64_t {p} = {item.count.name}_[0]; {p}-- > 0;) {{"

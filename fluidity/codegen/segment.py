@@ -23,13 +23,15 @@ from .cir import (CTYPES, ArrayBuf, Buf, Emit, HeldBuf, NotCompilable, PassRecor
 from .dim import Dim, bounded
 from .control import CONTROL, SetDim
 from .loop_grad import lower_while_grad
+from .recurrent import lower_recurrent, lower_recurrent_grad
 from .fusion import (conv_epilogue, relu_grad_into_gradient, relu_into_batch_norm,
                      sgd_into_gradient)
 
 
 MAX_OP_SOURCE = 8 << 20    # an op's code larger than this runs interpreted (tables of huge dims)
 # the ops lowered as C control flow around their blocks (control.py, loop_grad.py)
-LOWER_BLOCKS = {**CONTROL, "while_grad": lower_while_grad}
+LOWER_BLOCKS = {**CONTROL, "while_grad": lower_while_grad, "recurrent": lower_recurrent,
+                "recurrent_grad": lower_recurrent_grad}
 
 
 def one_element_as_declared(dims, declared):

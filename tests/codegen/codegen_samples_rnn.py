@@ -98,6 +98,9 @@ SAMPLES = {
     "lstm": lstm(),
     "gru": gru(),
     "gru_unit": gru_unit(),
+    # StaticRNN's hand-off (a copy), its gradient a copy of Out@GRAD; the recurrent ops
+    # around them: tests/codegen/test_recurrent_compiled.py
+    "rnn_memory_helper": lambda: ({"X": f32(3, 4)}, {}, ["X"]),
     "lstm_unit": lstm_unit,
 }
 

@@ -192,6 +192,24 @@ inline int tape_read(const TensorArray* t, int64_t p, void* out, int64_t row_byt
     return 0;
 }
 
+// --- a StaticRNN's time steps (codegen/recurrent.py): row t of a time-major tensor ------
+// (rows: how many the tensor has; a row past them is the interpreter's IndexError)
+inline int row_read(void* step, const void* seq, int64_t t, int64_t rows, int64_t row_bytes,
+                    char* err, int k) {
+    if (t < 0 || t >= rows) return fail(err, k, "recurrent: a time step past the rows given");
+    if (row_bytes > 0)
+        std::memcpy(step, (const char*)seq + t * row_bytes, (size_t)row_bytes);
+    return 0;
+}
+
+inline int row_write(void* seq, const void* step, int64_t t, int64_t rows, int64_t row_bytes,
+                     char* err, int k) {
+    if (t < 0 || t >= rows) return fail(err, k, "recurrent: a time step past the rows kept");
+    if (row_bytes > 0)
+        std::memcpy((char*)seq + t * row_bytes, step, (size_t)row_bytes);
+    return 0;
+}
+
 // A gradient summed over the passes (a parameter's): the first pass's copied, later ones
 // added in pass order (acc + g, the interpreter's add_grads order).
 template <typename T>
