@@ -56,3 +56,40 @@ def test_squeezing_a_run_time_dim_still_runs_interpreted():
     main, _, _ = build(prog)
     _, python = segments(main)
     assert [t for t, _ in python] == ["squeeze2"]
+
+
+def masked_mean():
+    """The cell API's masked loss: sequence_mask(len, maxlen=shape(x)[1]) over a padded
+    batch, and a mask as wide as a fill_constant says."""
+    x = L.data("x", [-1, -1, 3], dtype="float32", append_batch_size=False)
+    n = L.data("n", [-1], dtype="int64", append_batch_size=False)
+    mask = L.sequence_mask(n, maxlen=L.shape(x)[1], dtype="float32")
+    wide = L.sequence_mask(n, maxlen=L.fill_constant([1], "int32", 4), dtype="int64")
+    loss = L.reduce_sum(L.reduce_sum(x, dim=2) * mask) / L.reduce_sum(mask)
+    return [mask, wide, loss]
+
+
+@pytest.mark.parametrize("lengths,time", [([3, 0, 5, 1], 5), ([2], 7), ([9, 2], 4)],
+                         ids=["ragged", "one shorter than the batch", "longer than maxlen"])
+def test_sequence_mask_with_its_maxlen_from_a_shape_compiles(lengths, time, caplog):
+    main, startup, fetch = build(masked_mean)
+    segs, python = segments(main)
+    assert len(segs) == 1 and not python, python
+    feed = {**padded(len(lengths), time), "n": np.array(lengths, "int64")}
+    want, got = train_both(main, startup, fetch, [feed], caplog)
+    for w, g in zip(want.outs[0], got.outs[0]):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["X's values", "a fed tensor"])
+def test_sequence_mask_sized_by_data_runs_interpreted(how):
+    def prog():
+        n = L.data("n", [-1], dtype="int64", append_batch_size=False)
+        m = L.data("m", [1], dtype="int32", append_batch_size=False)
+        return [L.sequence_mask(n, maxlen=None if how == "X's values" else m)]
+    main, _, _ = build(prog)
+    _, python = segments(main)
+    assert [t for t, _ in python] == ["sequence_mask"]
+    why = python[0][1]
+    assert ("X's values" in why) if how == "X's values" else ("only at run time" in why)
