@@ -93,3 +93,89 @@ def test_sequence_mask_sized_by_data_runs_interpreted(how):
     assert [t for t, _ in python] == ["sequence_mask"]
     why = python[0][1]
     assert ("X's values" in why) if how == "X's values" else ("only at run time" in why)
+
+
+# --- expand ---------------------------------------------------------------------------------
+def expanded():
+    """The beam decoder's expand: a [batch, 1, 3] state tiled to every beam (times from the
+    attribute), and a row tiled to the batch (times from shape(x)[0], known only at run
+    time), trained through expand_grad."""
+    x = L.data("x", [-1, 1, 3], dtype="float32", append_batch_size=False)
+    x.stop_gradient = False
+    tiled = L.expand(x, [1, 4, 1])
+    row = L.create_parameter([1, 3], "float32", name="row")
+    per_batch = L.expand(row, [L.shape(x)[0], L.fill_constant([1], "int32", 1)])
+    loss = L.mean(L.reduce_sum(tiled, dim=1) * per_batch)
+    fluid.optimizer.SGD(0.5).minimize(loss)
+    return [tiled, per_batch, loss]
+
+
+@pytest.mark.parametrize("batch", [3, 1])
+def test_expand_with_times_from_a_shape_compiles_and_trains(batch, caplog):
+    main, startup, fetch = build(expanded)
+    segs, python = segments(main)
+    assert len(segs) == 1 and not python, python
+    r = np.random.default_rng(batch)
+    feed = {"x": r.uniform(-1, 1, (batch, 1, 3)).astype("float32")}
+    want, got = train_both(main, startup, fetch, [feed, feed], caplog)
+    for w_step, g_step in zip(want.outs, got.outs):
+        for w, g in zip(w_step, g_step):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got.params["row"], want.params["row"], rtol=1e-6)
+
+
+def test_expand_gradient_is_the_numeric_one():
+    from op_test import check_grad
+    x = np.random.default_rng(1).uniform(-1, 1, (2, 1, 3))
+    check_grad("expand", {"X": x}, ["X"], {"expand_times": [2, 3, 1]})
+
+
+# --- assign_value: its values are literal data in the code ----------------------------------
+def _assign_value_program(attrs):
+    main = fluid.Program()
+    block = main.global_block()
+    out = block.create_var(name="out", dtype="float32")
+    op = block.append_op("assign_value", {}, {"Out": [out]}, attrs)
+    return main, op, out
+
+
+def _refusal(main):
+    _, python = segments(main)
+    return dict(python).get("assign_value")
+
+
+def test_assign_value_count_that_does_not_fill_its_shape_is_refused_and_named():
+    main, _, out = _assign_value_program({"shape": [2, 3], "dtype": 5,
+                                          "fp32_values": [1.0, 2.0]})
+    assert "do not make a tensor" in _refusal(main)
+    with pytest.raises(Exception, match="reshape"):
+        fluid.Executor().run(main, fetch_list=[out], scope=fluid.Scope())
+
+
+def test_assign_value_beyond_the_literal_limit_runs_interpreted():
+    from fluidity.codegen.emit.literals import MAX_LITERAL_ELEMENTS
+    n = MAX_LITERAL_ELEMENTS + 1
+    main, _, out = _assign_value_program({"shape": [n], "dtype": 5,
+                                          "fp32_values": [0.5] * n})
+    assert "literal values" in _refusal(main)
+    got = fluid.Executor().run(fluid.CompiledProgram(main).with_native_code(),
+                               fetch_list=[out], scope=fluid.Scope())[0]
+    assert got.shape == (n,) and (got == 0.5).all()
+
+
+def test_assign_value_with_a_payload_in_its_values_never_reaches_the_source(tmp_path):
+    """A crafted desc: text where the numbers go, in the list the dtype reads and in one it
+    does not. Refused as the attribute's type check says; nothing of it in any source."""
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "security"))
+    from hostile import set_raw_attr
+    from fluidity.proto import framework_pb2 as pb
+    payload = [f'1}}; fopen("{tmp_path}/CANARY", "w"); float pwn[] = {{1']
+    for name in ("fp32_values", "int64_values"):
+        main, op, _ = _assign_value_program({"shape": [1], "dtype": 5,
+                                             "fp32_values": [1.0]})
+        set_raw_attr(op.desc, name, pb.AttrType.STRINGS, payload)
+        why = _refusal(main)
+        assert why and f"attribute '{name}'" in why, why
+    assert not (tmp_path / "CANARY").exists()

@@ -77,4 +77,32 @@ inline i64 arange_len(i64 start, i64 end, i64 step) {
     return n > 0 ? n : 0;
 }
 
+// --- expand (np.tile) --------------------------------------------------------------------------
+// Out = np.tile(X, times) for X [dims] with one time per dim (nd >= 1): X's rows at dim k
+// placed, then the finished block of dim k copied times[k] - 1 more times after itself.
+// in_inner[k] / out_inner[k]: the elements one index of dim k spans in X / in Out.
+template <class T>
+inline void tile_dim(const T* x, T* out, int k, int nd, const i64* dims, const i64* times,
+                     const i64* in_inner, const i64* out_inner) {
+    if (k == nd - 1) std::memcpy(out, x, sizeof(T) * dims[k]);
+    else
+        for (i64 i = 0; i < dims[k]; ++i)
+            tile_dim(x + i * in_inner[k], out + i * out_inner[k], k + 1, nd, dims, times,
+                     in_inner, out_inner);
+    const i64 block = dims[k] * out_inner[k];
+    for (i64 t = 1; t < times[k]; ++t) std::memcpy(out + t * block, out, sizeof(T) * block);
+}
+template <class T>
+inline void tile(const T* x, T* out, int nd, const i64* dims, const i64* times) {
+    i64 in_inner[REDUCE_MAX_DIMS], out_inner[REDUCE_MAX_DIMS], a = 1, b = 1;
+    for (int k = nd - 1; k >= 0; --k) {
+        in_inner[k] = a;
+        out_inner[k] = b;
+        a *= dims[k];
+        b *= dims[k] * times[k];
+    }
+    if (b == 0) return;
+    tile_dim(x, out, 0, nd, dims, times, in_inner, out_inner);
+}
+
 }  // namespace fl

@@ -1,10 +1,12 @@
-"""C++ emitters of cast, concat (and its gradient), one_hot and range."""
+"""C++ emitters of cast, concat (and its gradient), one_hot, range and expand (and its
+gradient)."""
 import numpy as np
 
 from ...dim import Dim, dim
 from .. import register
-from ..known_values import known_values, set_known_values
-from ..literals import lit_int, NUMPY_OF_CTYPE
+from ..checks import dense_only, same_dim
+from ..known_values import known_ints, known_values, set_known_values
+from ..literals import c_ints, lit_int, NUMPY_OF_CTYPE
 from ..tensor import emit_concat, emit_concat_grad
 
 
@@ -113,3 +115,66 @@ def _c_item(e, v, ctype):
     if ctype == "double":
         return repr(float(v))
     return f"{int(v)}LL"
+
+
+# --- expand (np.tile) and its gradient -----------------------------------------------------
+MAX_TILE_DIMS = 4      # expand_grad walks dOut as [t0, d0, t1, d1, ...]: fl::reduce's 8 dims
+
+
+def expand_times(e, x):
+    """expand's times as Dims: expand_times_tensor / ExpandTimes where compiled code knows
+    their values (the kernel's ints_from: the list first), else the attribute; one per dim
+    of X. A time known only at run time is checked positive there (the kernel's ShapeError,
+    interpreted, where it is not)."""
+    times = known_ints(e, "ExpandTimes", "expand_times_tensor")
+    if times is None:
+        times = [dim(t) for t in e.attr("expand_times")]
+    if len(times) != x.ndim or not 1 <= x.ndim <= MAX_TILE_DIMS:
+        e.fail(f"expand_times {times} for X{x.dims} (one per dim, 1 to {MAX_TILE_DIMS} dims)")
+    for t in times:
+        if t.is_literal and int(t) < 1:
+            e.fail(f"expand_times {times} must be positive")
+        if not t.is_literal:
+            e.check(f"{t} < 1", f"{e.op.type}: expand_times must be positive")
+    if x.has_lod and times[0] != 1:
+        # the kernel keeps X's LoD only where the rows stay: a batch of no rows would too
+        e.fail("X has LoD and its rows are expanded")
+    return times
+
+
+def _tile_arrays(x, times):
+    return (f"const int64_t dims[] = {c_ints(x.dims)}; "
+            f"const int64_t times[] = {c_ints(times)};")
+
+
+@register("expand", "cpu")
+def expand(e):
+    """Out = np.tile(X, times): fl::tile copies X's rows into place, then each finished
+    block after itself (runtime/indexing.h)."""
+    x = e.input("X")
+    dense_only(e, x)
+    times = expand_times(e, x)
+    out = e.output("Out", [d * t for d, t in zip(x.dims, times)], x.ctype,
+                   lod_from=x if x.has_lod else False)
+    e.code(f"{_tile_arrays(x, times)} fl::tile({x}, {out}, {x.ndim}, dims, times);")
+
+
+@register("expand_grad", "cpu")
+def expand_grad(e):
+    """X@GRAD = the sum of dOut's tiles (ops.common.untile): dOut viewed as
+    [t0, d0, t1, d1, ...] reduced over the t axes by fl::reduce, which walks it as numpy's
+    sum does, so the float sums are numpy's."""
+    x, d = e.input("X"), e.input("Out@GRAD")
+    dense_only(e, d)
+    if d.ctype not in ("float", "double"):
+        e.fail(f"Out@GRAD is {d.ctype}")
+    times = expand_times(e, x)
+    if d.ndim != x.ndim:
+        e.fail(f"Out@GRAD{d.dims} for X{x.dims}")
+    for have, a, t in zip(d.dims, x.dims, times):
+        same_dim(e, have, a * t, "Out@GRAD is X tiled expand_times")
+    split = [n for t, a in zip(times, x.dims) for n in (t, a)]
+    red = ", ".join("true" if k % 2 == 0 else "false" for k in range(len(split)))
+    g = e.output("X@GRAD", x.dims, d.ctype, lod_from=x if x.has_lod else False)
+    e.code(f"const int64_t dims[] = {c_ints(split)}; const bool red[] = {{{red}}}; "
+           f"fl::reduce<fl::R_SUM>({d}, {g}, nullptr, {len(split)}, dims, red);")
