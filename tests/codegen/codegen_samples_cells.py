@@ -1,6 +1,6 @@
 """Samples of the compiled forms the seq2seq cell API needs (issue 29), compiled vs the numpy
-kernel by test_emitters.py: expand (and its gradient) and assign_value in each dtype it
-holds; their run-time forms (expand_times from a shape, several unknown dims) are checked
+kernel by test_emitters.py: expand (and its gradient), assign_value in each dtype it holds
+and gather_tree; their run-time forms (expand_times from a shape, several unknown dims) are checked
 in whole programs by test_cell_ops_compiled.py."""
 import numpy as np
 
@@ -10,6 +10,9 @@ SAMPLES = {
     "expand": lambda: ({"X": f32(2, 1, 3)}, {"expand_times": [2, 4, 1]}, ["X"]),
     "assign_value": lambda: ({}, {"shape": [2, 3], "dtype": 5,
                                   "fp32_values": f32(6).tolist()}, None),
+    "gather_tree": lambda: ({"Ids": rng.integers(0, 9, (5, 3, 4)).astype(np.int64),
+                             "Parents": rng.integers(0, 4, (5, 3, 4)).astype(np.int64)},
+                            {}, None),
 }
 EXTRA = {
     "expand of one dim, three times": ("expand", lambda: (
@@ -31,4 +34,10 @@ EXTRA = {
                                                        -3.4e38]}, None)),
     "assign_value by Paddle 3 (values)": ("assign_value", lambda: (
         {}, {"shape": [1, 4], "dtype": 5, "values": [0.0, -1e9, 2.5, 7]}, None)),
+    "gather_tree int32, one step": ("gather_tree", lambda: (
+        {"Ids": rng.integers(0, 9, (1, 2, 3)).astype(np.int32),
+         "Parents": rng.integers(0, 3, (1, 2, 3)).astype(np.int32)}, {}, None)),
+    "gather_tree of beam 1": ("gather_tree", lambda: (
+        {"Ids": rng.integers(0, 9, (4, 2, 1)).astype(np.int64),
+         "Parents": np.zeros((4, 2, 1), np.int64)}, {}, None)),
 }

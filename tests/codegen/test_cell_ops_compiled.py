@@ -179,3 +179,25 @@ def test_assign_value_with_a_payload_in_its_values_never_reaches_the_source(tmp_
         why = _refusal(main)
         assert why and f"attribute '{name}'" in why, why
     assert not (tmp_path / "CANARY").exists()
+
+
+# --- gather_tree ----------------------------------------------------------------------------
+def test_gather_tree_follows_a_known_tree():
+    """Two steps, beam 2: the last step's beams came from beams 1 and 0 of the first."""
+    from op_test import check_output
+    ids = np.array([[[5, 6]], [[7, 8]]], np.int64)
+    parents = np.array([[[0, 0]], [[1, 0]]], np.int64)
+    check_output("gather_tree", {"Ids": ids, "Parents": parents},
+                 {"Out": np.array([[[6, 5]], [[7, 8]]], np.int64)})
+
+
+def test_a_parent_out_of_the_beam_stops_the_compiled_run_naming_it():
+    from op_test import build_op
+    from fluidity.errors import ExecutionError
+    ids = np.zeros((2, 1, 3), np.int64)
+    parents = np.array([[[0, 1, 2]], [[0, 3, -1]]], np.int64)
+    main, _, feed, outs, _ = build_op("gather_tree", {"Ids": ids, "Parents": parents})
+    compiled = fluid.CompiledProgram(main).with_native_code()
+    with pytest.raises(ExecutionError,
+                       match=r"'gather_tree'.*beam indices in \[0, 3\), got values in \[-1, 3\]"):
+        fluid.Executor().run(compiled, feed=feed, fetch_list=outs["Out"], scope=fluid.Scope())

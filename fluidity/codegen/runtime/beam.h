@@ -368,4 +368,37 @@ inline int beam_decode_arrays(const TensorArray* ids, const TensorArray* scores,
     return 0;
 }
 
+// gather_tree (ops/beam.py GatherTree): ids and parents [steps, batch, beam]; out[t, b, k]
+// the id at step t of the beam that ends at k of the last step, found by following parents
+// back from the last step. Every parent is checked to be a beam index first (the kernel
+// fails before it writes, naming the range it found).
+template <typename I, typename P>
+inline int gather_tree(const I* ids, const P* parents, I* out, int64_t steps, int64_t batch,
+                       int64_t beam, char* err, int k) {
+    const int64_t n = steps * batch * beam;
+    if (n == 0) return 0;
+    P lo = parents[0], hi = parents[0];
+    for (int64_t i = 1; i < n; ++i) {
+        lo = parents[i] < lo ? parents[i] : lo;
+        hi = parents[i] > hi ? parents[i] : hi;
+    }
+    if (lo < 0 || (int64_t)hi >= beam) {
+        std::snprintf(err, 512, "gather_tree: Parents must be beam indices in [0, %lld), got "
+                      "values in [%lld, %lld]", (long long)beam, (long long)lo, (long long)hi);
+        return 2 + k;
+    }
+    const int64_t last = (steps - 1) * batch * beam;
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t j = 0; j < beam; ++j) {
+            int64_t p = (int64_t)parents[last + b * beam + j];
+            out[last + b * beam + j] = ids[last + b * beam + j];
+            for (int64_t t = steps - 2; t >= 0; --t) {
+                const int64_t row = (t * batch + b) * beam;
+                out[row + j] = ids[row + p];
+                p = (int64_t)parents[row + p];
+            }
+        }
+    return 0;
+}
+
 }  // namespace fl
