@@ -1,15 +1,26 @@
 """Samples of the compiled forms the seq2seq cell API needs (issue 29), compiled vs the numpy
-kernel by test_emitters.py: expand (and its gradient), assign_value in each dtype it holds
-and gather_tree; their run-time forms (expand_times from a shape, several unknown dims) are checked
-in whole programs by test_cell_ops_compiled.py."""
+kernel by test_emitters.py: expand (and its gradient), assign_value in each dtype it holds,
+integer elementwise_floordiv and elementwise_mod, and gather_tree; their run-time forms
+(expand_times from a shape, several unknown dims) are checked in whole programs by
+test_cell_ops_compiled.py."""
 import numpy as np
 
 from codegen_samples import f32, rng
+
+def divisions(dtype):
+    """Every sign pair, exact and inexact quotients, zero divisors (numpy: 0) and the
+    type's minimum over -1 (numpy wraps)."""
+    x = np.array([7, -7, 7, -7, 6, -6, 5, 0, np.iinfo(dtype).min, 3], dtype)
+    y = np.array([2, 2, -2, -2, 3, 3, 0, 4, -1, -3], dtype)
+    return {"X": x, "Y": y}, {}, None
+
 
 SAMPLES = {
     "expand": lambda: ({"X": f32(2, 1, 3)}, {"expand_times": [2, 4, 1]}, ["X"]),
     "assign_value": lambda: ({}, {"shape": [2, 3], "dtype": 5,
                                   "fp32_values": f32(6).tolist()}, None),
+    "elementwise_floordiv": lambda: divisions(np.int64),
+    "elementwise_mod": lambda: divisions(np.int64),
     "gather_tree": lambda: ({"Ids": rng.integers(0, 9, (5, 3, 4)).astype(np.int64),
                              "Parents": rng.integers(0, 4, (5, 3, 4)).astype(np.int64)},
                             {}, None),
@@ -34,6 +45,11 @@ EXTRA = {
                                                        -3.4e38]}, None)),
     "assign_value by Paddle 3 (values)": ("assign_value", lambda: (
         {}, {"shape": [1, 4], "dtype": 5, "values": [0.0, -1e9, 2.5, 7]}, None)),
+    "elementwise_floordiv int32": ("elementwise_floordiv", lambda: divisions(np.int32)),
+    "elementwise_mod int32": ("elementwise_mod", lambda: divisions(np.int32)),
+    "elementwise_floordiv by a broadcast beam width": ("elementwise_floordiv", lambda: (
+        {"X": rng.integers(0, 40, (3, 4)).astype(np.int64), "Y": np.array([10], np.int64)},
+        {}, None)),
     "gather_tree int32, one step": ("gather_tree", lambda: (
         {"Ids": rng.integers(0, 9, (1, 2, 3)).astype(np.int32),
          "Parents": rng.integers(0, 3, (1, 2, 3)).astype(np.int32)}, {}, None)),

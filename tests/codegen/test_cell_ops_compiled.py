@@ -201,3 +201,19 @@ def test_a_parent_out_of_the_beam_stops_the_compiled_run_naming_it():
     with pytest.raises(ExecutionError,
                        match=r"'gather_tree'.*beam indices in \[0, 3\), got values in \[-1, 3\]"):
         fluid.Executor().run(compiled, feed=feed, fetch_list=outs["Out"], scope=fluid.Scope())
+
+
+def test_a_range_to_a_cast_batch_size_compiles():
+    """The beam decoder's batch index: range(0, cast(shape(x)[0], int64)), its end a cast of
+    a dim, which compiled code knows (cast passes known values on)."""
+    def prog():
+        x = L.data("x", [-1, 3], dtype="float32", append_batch_size=False)
+        n = L.cast(L.shape(x)[0], "int64")
+        idx = L.range(L.fill_constant([1], "int64", 0), n, L.fill_constant([1], "int64", 1),
+                      "int64")
+        return [idx]
+    main, startup, fetch = build(prog)
+    segs, python = segments(main)
+    assert len(segs) == 1 and not python, python
+    want, got = train_both(main, startup, fetch, [{"x": np.zeros((5, 3), "float32")}])
+    assert got.outs[0][0].tolist() == want.outs[0][0].tolist() == list(range(5))

@@ -17,6 +17,27 @@ def cast(e):
     x = e.input("X")
     out = e.output("Out", x.dims, e.ctype_of(e.attr("out_dtype")))
     e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = ({out.ctype}){x}[i];")
+    known = cast_known(e, x, out.ctype)
+    if known is not None:
+        set_known_values(e, out, known)
+
+
+# integer C types, narrowest first: a cast to one at least as wide keeps every value
+_WIDTHS = {"int32_t": 0, "int64_t": 1}
+
+
+def cast_known(e, x, ctype):
+    """The values a cast of `x` to `ctype` holds where compiled code knows them (a shape's
+    dims cast to the int64 a range takes): constants converted as numpy's astype, dims
+    (known only at run time) only into an integer type at least as wide as X's. None
+    otherwise."""
+    vals = known_values(e, x)
+    if vals is None or ctype not in _WIDTHS or x.ctype not in _WIDTHS:
+        return None
+    if any(isinstance(v, Dim) for v in vals) and _WIDTHS[ctype] < _WIDTHS[x.ctype]:
+        return None
+    want = NUMPY_OF_CTYPE[ctype]
+    return [v if isinstance(v, Dim) else np.asarray(v).astype(want)[()] for v in vals]
 
 
 @register("concat", "cpu")
