@@ -1,6 +1,6 @@
 """Samples of the compiled forms the seq2seq cell API needs (issue 29), compiled vs the numpy
 kernel by test_emitters.py: expand (and its gradient), assign_value in each dtype it holds,
-integer elementwise_floordiv and elementwise_mod, and gather_tree; their run-time forms
+integer elementwise_floordiv and elementwise_mod, stack, gather_nd and gather_tree; their run-time forms
 (expand_times from a shape, several unknown dims) are checked in whole programs by
 test_cell_ops_compiled.py."""
 import numpy as np
@@ -21,6 +21,10 @@ SAMPLES = {
                                   "fp32_values": f32(6).tolist()}, None),
     "elementwise_floordiv": lambda: divisions(np.int64),
     "elementwise_mod": lambda: divisions(np.int64),
+    "stack": lambda: ({"X": [("s0", f32(2, 3)), ("s1", f32(2, 3)), ("s2", f32(2, 3))]},
+                      {"axis": 1}, None),
+    "gather_nd": lambda: ({"X": f32(3, 4, 2), "Index": np.array(
+        [[[0, 1], [2, -1]], [[-3, 0], [1, 3]]], np.int64)}, {}, None),
     "gather_tree": lambda: ({"Ids": rng.integers(0, 9, (5, 3, 4)).astype(np.int64),
                              "Parents": rng.integers(0, 4, (5, 3, 4)).astype(np.int64)},
                             {}, None),
@@ -50,6 +54,18 @@ EXTRA = {
     "elementwise_floordiv by a broadcast beam width": ("elementwise_floordiv", lambda: (
         {"X": rng.integers(0, 40, (3, 4)).astype(np.int64), "Y": np.array([10], np.int64)},
         {}, None)),
+    "stack int64 on a last new axis": ("stack", lambda: (
+        {"X": [("s0", rng.integers(-9, 9, (3,)).astype(np.int64)),
+               ("s1", rng.integers(-9, 9, (3,)).astype(np.int64))]}, {"axis": -1}, None)),
+    "stack of one, first axis": ("stack", lambda: ({"X": [("s0", f32(2, 2))]}, {"axis": 0},
+                                                   None)),
+    "gather_nd of whole rows by int32": ("gather_nd", lambda: (
+        {"X": f32(4, 3), "Index": np.array([[3], [0], [3]], np.int32)}, {}, None)),
+    "gather_nd of every dim": ("gather_nd", lambda: (
+        {"X": rng.integers(0, 9, (2, 3)).astype(np.int64),
+         "Index": np.array([[1, 2], [0, 0]], np.int64)}, {}, None)),
+    "gather_nd with an empty last dim": ("gather_nd", lambda: (
+        {"X": f32(2, 2), "Index": np.zeros((3, 0), np.int64)}, {}, None)),
     "gather_tree int32, one step": ("gather_tree", lambda: (
         {"Ids": rng.integers(0, 9, (1, 2, 3)).astype(np.int32),
          "Parents": rng.integers(0, 3, (1, 2, 3)).astype(np.int32)}, {}, None)),

@@ -217,3 +217,15 @@ def test_a_range_to_a_cast_batch_size_compiles():
     assert len(segs) == 1 and not python, python
     want, got = train_both(main, startup, fetch, [{"x": np.zeros((5, 3), "float32")}])
     assert got.outs[0][0].tolist() == want.outs[0][0].tolist() == list(range(5))
+
+
+def test_a_gather_nd_index_out_of_range_stops_the_compiled_run_naming_it():
+    from op_test import build_op
+    from fluidity.errors import ExecutionError
+    x = np.zeros((3, 4), np.float32)
+    index = np.array([[0, 1], [2, -5], [3, 0]], np.int64)
+    main, _, feed, outs, _ = build_op("gather_nd", {"X": x, "Index": index})
+    compiled = fluid.CompiledProgram(main).with_native_code()
+    with pytest.raises(ExecutionError,
+                       match=r"'gather_nd'.*index 3 is out of range for dim 0 of size 3"):
+        fluid.Executor().run(compiled, feed=feed, fetch_list=outs["Out"], scope=fluid.Scope())

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -103,6 +104,40 @@ inline void tile(const T* x, T* out, int nd, const i64* dims, const i64* times) 
     }
     if (b == 0) return;
     tile_dim(x, out, 0, nd, dims, times, in_inner, out_inner);
+}
+
+// --- gather_nd ---------------------------------------------------------------------------------
+// Out[r] = the slice of X (`slice` elements) that row r of Index [rows, k] addresses through
+// X's first k dims (xdims; a negative entry counts from the end; k = 0: the whole X). Every
+// entry is checked first, column by column as the kernel checks them, and the first out of
+// range named.
+template <class T, class I>
+inline int gather_nd(const T* x, const I* index, T* out, int64_t rows, int k,
+                     const i64* xdims, i64 slice, char* err, int op) {
+    i64 stride[REDUCE_MAX_DIMS];
+    i64 s = slice;
+    for (int j = k - 1; j >= 0; --j) {
+        stride[j] = s;
+        s *= xdims[j];
+    }
+    for (int j = 0; j < k; ++j)
+        for (i64 r = 0; r < rows; ++r) {
+            const i64 c = (i64)index[r * k + j];
+            if (c < -xdims[j] || c >= xdims[j]) {
+                std::snprintf(err, 512, "gather_nd: index %lld is out of range for dim %d of "
+                              "size %lld", (long long)c, j, (long long)xdims[j]);
+                return 2 + op;
+            }
+        }
+    for (i64 r = 0; r < rows; ++r) {
+        i64 off = 0;
+        for (int j = 0; j < k; ++j) {
+            const i64 c = (i64)index[r * k + j];
+            off += (c < 0 ? c + xdims[j] : c) * stride[j];
+        }
+        if (slice > 0) std::memcpy(out + r * slice, x + off, sizeof(T) * (size_t)slice);
+    }
+    return 0;
 }
 
 }  // namespace fl

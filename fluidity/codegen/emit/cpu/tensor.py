@@ -1,7 +1,9 @@
-"""C++ emitters of cast, concat (and its gradient), one_hot, range and expand (and its
-gradient)."""
+"""C++ emitters of cast, concat (and its gradient), one_hot, range, expand (and its
+gradient) and stack."""
 import numpy as np
 
+from ....errors import ShapeError
+from ....ops.common import norm_axis
 from ...dim import Dim, dim
 from .. import register
 from ..checks import dense_only, same_dim
@@ -199,3 +201,28 @@ def expand_grad(e):
     g = e.output("X@GRAD", x.dims, d.ctype, lod_from=x if x.has_lod else False)
     e.code(f"const int64_t dims[] = {c_ints(split)}; const bool red[] = {{{red}}}; "
            f"fl::reduce<fl::R_SUM>({d}, {g}, nullptr, {len(split)}, dims, red);")
+
+
+@register("stack", "cpu")
+def stack(e):
+    """Y = the inputs (one shape, one type) stacked along a new dim `axis`: each input's
+    runs of prod(dims[axis:]) elements interleaved."""
+    xs = e.inputs("X")
+    if not xs:
+        e.fail("no input")
+    x0 = xs[0]
+    for b in xs[1:]:
+        if b.ctype != x0.ctype:
+            e.fail(f"inputs of types {x0.ctype} and {b.ctype}")
+        e.same_dims(x0, b)
+    try:
+        axis = norm_axis(e.attr("axis"), x0.ndim + 1)
+    except ShapeError as exc:
+        e.fail(str(exc))
+    n, pre, post = len(xs), e.prod(x0.dims[:axis]), e.prod(x0.dims[axis:])
+    y = e.output("Y", list(x0.dims[:axis]) + [n] + list(x0.dims[axis:]), x0.ctype)
+    srcs = ", ".join(str(b) for b in xs)
+    e.code(f"const {x0.ctype}* const xs[] = {{{srcs}}}; "
+           f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t i = 0; i < {n}; ++i) "
+           f"std::memcpy({y} + (p * {n} + i) * {post}, xs[i] + p * {post}, "
+           f"sizeof({x0.ctype}) * {post});")
