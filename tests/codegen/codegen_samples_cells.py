@@ -73,3 +73,4 @@ EXTRA = {
         {"Ids": rng.integers(0, 9, (4, 2, 1)).astype(np.int64),
          "Parents": np.zeros((4, 2, 1), np.int64)}, {}, None)),
 }
+ELSEWHERE = {"tensor_array_to_tensor"}   # reads a compiled array: test_cell_ops_compiled.py

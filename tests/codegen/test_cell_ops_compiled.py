@@ -229,3 +229,45 @@ def test_a_gather_nd_index_out_of_range_stops_the_compiled_run_naming_it():
     with pytest.raises(ExecutionError,
                        match=r"'gather_nd'.*index 3 is out of range for dim 0 of size 3"):
         fluid.Executor().run(compiled, feed=feed, fetch_list=outs["Out"], scope=fluid.Scope())
+
+
+# --- tensor_array_to_tensor -----------------------------------------------------------------
+def arrays_joined(axis, stack, gap=False):
+    """Entries x, y (and x again) written to an array (at 0, 1, 2; at 0, 2, 3 with a gap
+    the kernel skips), joined, and the result read by a later op: one segment makes the
+    array and its HeldBufs, the next reads them, no Python step between."""
+    def prog():
+        x = L.data("x", [-1, 3], dtype="float32", append_batch_size=False)
+        y = L.data("y", [-1, 3], dtype="float32", append_batch_size=False)
+        arr = None
+        for k, v in zip((0, 2, 3) if gap else (0, 1, 2), (x, y, x)):
+            arr = L.array_write(v, L.fill_constant([1], "int64", k), array=arr)
+        out, index = L.tensor_array_to_tensor(arr, axis=axis, use_stack=stack)
+        return [L.scale(out, 2.0), index]
+    return prog
+
+
+@pytest.mark.parametrize("axis,stack,rows,gap", [
+    (0, True, (2, 2), False), (1, True, (3, 3), False), (2, True, (1, 1), True),
+    (0, False, (2, 4), False), (1, False, (3, 3), True), (-1, True, (2, 2), False)],
+    ids=["stack 0", "stack 1", "stack last, a gap", "concat rows", "concat 1, a gap",
+         "stack -1"])
+def test_tensor_array_to_tensor_compiles_as_the_kernel(axis, stack, rows, gap, caplog):
+    main, startup, fetch = build(arrays_joined(axis, stack, gap))
+    segs, python = segments(main)
+    assert len(segs) == 2 and not python, python
+    r = np.random.default_rng(3)
+    feed = {"x": r.uniform(-1, 1, (rows[0], 3)).astype("float32"),
+            "y": r.uniform(-1, 1, (rows[1], 3)).astype("float32")}
+    want, got = train_both(main, startup, fetch, [feed], caplog)
+    for w, g in zip(want.outs[0], got.outs[0]):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def test_entries_that_do_not_stack_stop_the_compiled_run_as_numpy_does():
+    main, _, fetch = build(arrays_joined(0, True))
+    feed = {"x": np.ones((2, 3), "float32"), "y": np.ones((3, 3), "float32")}
+    for prog in (main, fluid.CompiledProgram(main).with_native_code()):
+        with pytest.raises(Exception, match="must have the same shape"):
+            fluid.Executor().run(prog, feed=feed, fetch_list=fetch, scope=fluid.Scope())
