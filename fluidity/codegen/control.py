@@ -365,9 +365,7 @@ def carry_out(low, carried, sub, kb, ke):
             carry.share_lod(final)
             low.flag(carry)
         elif final is not carry:
-            if final.ctype != carry.ctype or final.dims != carry.dims:
-                raise NotCompilable(f"'{n}' changes from {typed(carry)} to {typed(final)} "
-                                    f"in block {sub.idx}")
+            same_shape_on_entry(low, n, carry, final, sub)
             if final.lod_src != carry.lod_src or \
                     [tuple(map(str, lv)) for lv in final.levels] != \
                     [tuple(map(str, lv)) for lv in carry.levels]:
@@ -386,6 +384,27 @@ def carry_out(low, carried, sub, kb, ke):
         for n in b.vars:
             low.bind(n, None)
     return lines
+
+
+def same_shape_on_entry(low, n, carry, final, sub):
+    """A carried value's final Buf has the carried buffer's type and dims: proven, or, for
+    dims that are different expressions over dims the segment knows on entry (seq2seq's
+    `finished` flags: the source's rows outside, the encoder state's rows inside; equal at
+    run time, not provably so), checked there: the segment runs interpreted where they
+    differ, as before. A dim that changes while the segment runs (a loop pass's rows) is
+    not fixed by an entry check: refused."""
+    if final.ctype != carry.ctype or final.ndim != carry.ndim:
+        raise NotCompilable(f"'{n}' changes from {typed(carry)} to {typed(final)} in block "
+                            f"{sub.idx}")
+    for a, b in zip(carry.dims, final.dims):
+        if a == b:
+            continue
+        if (a.is_literal and b.is_literal) or any(str(low.bound_of(d)) != str(d)
+                                                  for d in (a, b)):
+            raise NotCompilable(f"'{n}' changes from {typed(carry)} to {typed(final)} in "
+                                f"block {sub.idx}")
+        low.precondition(f"{a} != {b}", f"'{n}' would change from {typed(carry)} to "
+                         f"{typed(final)} in block {sub.idx}")
 
 
 def typed(buf):

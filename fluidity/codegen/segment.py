@@ -207,12 +207,21 @@ class Segmenter:
                 self.parts.append(FusedOp(i, *self._fused[i]))
                 continue
             reason = self._try(i, op)
+            if reason is not None and self._reads_held(op):
+                # a value the open segment makes at its own size leaves it whole: a new
+                # segment reads it as an input, with no Python step between them
+                self._close()
+                reason = self._try(i, op)
             if reason is not None:
                 self._close()
                 self.parts.append(PythonOp(i, reason))
         self._close()
 
     # -- which ops compile ---------------------------------------------------------------
+    def _reads_held(self, op):
+        """Whether `op` reads a value of the open segment made in memory of its own size."""
+        return any(isinstance(self._env.get(n), HeldBuf) for n in op.input_arg_names)
+
     def _try(self, i, op):
         """Emit op i into the open segment; the reason it cannot be compiled, or None."""
         if self._seg is None:

@@ -193,9 +193,10 @@ def test_the_chapters_decoder_compiles_whole(caplog, monkeypatch):
     assert ended
 
 
-def test_an_op_reading_the_decoded_sentences_runs_as_a_python_step(monkeypatch):
+def test_an_op_reading_the_decoded_sentences_starts_the_next_segment(monkeypatch):
     """The decoder's outputs are handed back whole (their size is known only when they are
-    made): an op after it that reads them is a Python step, with the same result."""
+    made): an op after it that reads them runs in the next segment, which reads them as
+    inputs (no Python step), with the same result."""
     import fluidity
     mt = chapter(monkeypatch)
     main, start = fluid.Program(), fluid.Program()
@@ -205,7 +206,9 @@ def test_an_op_reading_the_decoded_sentences_runs_as_a_python_step(monkeypatch):
         doubled = pd.scale(scores, scale=2.0)
     text = fluid.CompiledProgram(main).with_native_code(
         ["src_word_id", "init_ids", "init_scores"], [ids, doubled]).explain()
-    assert "made in memory of its own size" in text
+    assert "0 as Python steps" in text and "2 native segment(s)" in text, text
+    rows = [line for line in text.splitlines() if " scale " in line]
+    assert len(rows) == 1 and "segment 1" in rows[0], rows
     place = fluid.CPUPlace()
     feeder = fluid.DataFeeder([main.global_block().var("src_word_id")], place)
     data = next(fluidity.batch(mt.wmt14(2, 5), batch_size=2)())

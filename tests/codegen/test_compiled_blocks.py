@@ -153,6 +153,38 @@ def test_a_carried_value_that_changes_shape_stays_interpreted():
     assert_same(got, want)
 
 
+def _carried_over_two_batches():
+    """h starts as x (x's rows) and each pass makes it y + h (y's rows): two dims the
+    segment reads on entry, equal only when the feeds are."""
+    x = L.data("x", [-1, 3], dtype="float32", append_batch_size=False)
+    y = L.data("y", [-1, 3], dtype="float32", append_batch_size=False)
+    h = L.assign(x)
+    loop(3, lambda i: L.assign(L.elementwise_add(y, h), h))
+    return [h]
+
+
+def test_a_carried_value_whose_rows_are_equal_only_at_run_time_is_checked_on_entry():
+    main, startup, outs = build(_carried_over_two_batches)
+    [(w, _)] = where(main, "while")
+    assert w.startswith("segment")
+    r = np.random.default_rng(0)
+    x, y = r.uniform(-1, 1, (4, 3)).astype("float32"), r.uniform(-1, 1, (4, 3)).astype("float32")
+    want, got = run_both(main, startup, outs, {"x": x, "y": y})
+    assert_same(got, want)
+    np.testing.assert_allclose(got[0], x + 3 * y, rtol=1e-6)
+
+
+def test_a_carried_value_whose_rows_differ_at_run_time_gets_the_interpreters_error(caplog):
+    main, startup, outs = build(_carried_over_two_batches)
+    feed = {"x": np.ones((4, 3), "float32"), "y": np.ones((2, 3), "float32")}
+    errors = []
+    for prog in (main, fluid.CompiledProgram(main).with_native_code()):
+        with pytest.raises(Exception) as e:
+            fluid.Executor().run(prog, feed=feed, fetch_list=outs, scope=fluid.Scope())
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1]
+
+
 def test_a_loop_trained_through_compiles_and_trains_the_same():
     def fn():
         x = L.data("x", [4], dtype="float32")

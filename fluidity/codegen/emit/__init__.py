@@ -24,7 +24,8 @@ _RULES = {}            # (op type, target) -> emitter
 INTERNAL_READERS = frozenset({
     "read_from_array", "write_to_array", "lod_array_length", "max_sequence_len",
     "lod_tensor_to_array", "array_to_lod_tensor", "shrink_rnn_memory",
-    "reorder_lod_tensor_by_rank", "reorder_lod_tensor_by_rank_grad", "beam_search_decode"})
+    "reorder_lod_tensor_by_rank", "reorder_lod_tensor_by_rank_grad", "beam_search_decode",
+    "tensor_array_to_tensor"})
 _LOADED = set()        # targets whose modules are imported
 TARGET_PACKAGES = {"cpu": "cpu", "cuda": "cuda", "c": "c"}
 

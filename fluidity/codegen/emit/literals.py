@@ -80,3 +80,37 @@ def lit_int(x):
     if s.startswith("(") and s.endswith(")") and s.count("(") == 1:
         s = s[1:-1].strip()
     return int(s) if s.lstrip("-").isdigit() else None
+
+
+# the most elements an op's attributes may put into generated code as literal data
+# (assign_value's values): more runs interpreted
+MAX_LITERAL_ELEMENTS = 1 << 14
+
+_INT_CTYPES = {"int64_t": np.int64, "int32_t": np.int32, "uint8_t": np.uint8,
+               "int8_t": np.int8}
+
+
+def _element_literal(v, ctype):
+    """One numpy value of `ctype`'s dtype as C text: formatted from the number itself, so
+    no text of a model reaches the source."""
+    if ctype == "bool":
+        return "true" if bool(v) else "false"
+    if ctype in ("float", "double"):
+        return double_literal(float(v))     # a float32's double is exact: (float) keeps it
+    n = int(v)
+    if n == np.iinfo(np.int64).min:         # -9223372036854775808LL is no C literal
+        return "(-9223372036854775807LL - 1)"
+    return f"{n}LL" if ctype == "int64_t" else str(n)
+
+
+def array_literal(e, values, ctype):
+    """C initializer list of numpy array `values` as C type `ctype` holds them: refused
+    (NotCompilable) unless `values` already has ctype's dtype (the caller converts as the
+    kernel does) and at most MAX_LITERAL_ELEMENTS elements."""
+    want = NUMPY_OF_CTYPE.get(ctype)
+    values = np.asarray(values)
+    if want is None or values.dtype != np.dtype(want):
+        e.fail(f"literal data of dtype {values.dtype} for {ctype}")
+    if values.size > MAX_LITERAL_ELEMENTS:
+        e.fail(f"{values.size} literal values (at most {MAX_LITERAL_ELEMENTS} compile)")
+    return "{" + ", ".join(_element_literal(v, ctype) for v in values.reshape(-1)) + "}"

@@ -369,4 +369,106 @@ inline int beam_decode_arrays(const TensorArray* ids, const TensorArray* scores,
     return 0;
 }
 
+// gather_tree (ops/beam.py GatherTree): ids and parents [steps, batch, beam]; out[t, b, k]
+// the id at step t of the beam that ends at k of the last step, found by following parents
+// back from the last step. Every parent is checked to be a beam index first (the kernel
+// fails before it writes, naming the range it found).
+template <typename I, typename P>
+inline int gather_tree(const I* ids, const P* parents, I* out, int64_t steps, int64_t batch,
+                       int64_t beam, char* err, int k) {
+    const int64_t n = steps * batch * beam;
+    if (n == 0) return 0;
+    P lo = parents[0], hi = parents[0];
+    for (int64_t i = 1; i < n; ++i) {
+        lo = parents[i] < lo ? parents[i] : lo;
+        hi = parents[i] > hi ? parents[i] : hi;
+    }
+    if (lo < 0 || (int64_t)hi >= beam) {
+        std::snprintf(err, 512, "gather_tree: Parents must be beam indices in [0, %lld), got "
+                      "values in [%lld, %lld]", (long long)beam, (long long)lo, (long long)hi);
+        return 2 + k;
+    }
+    const int64_t last = (steps - 1) * batch * beam;
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t j = 0; j < beam; ++j) {
+            int64_t p = (int64_t)parents[last + b * beam + j];
+            out[last + b * beam + j] = ids[last + b * beam + j];
+            for (int64_t t = steps - 2; t >= 0; --t) {
+                const int64_t row = (t * batch + b) * beam;
+                out[row + j] = ids[row + p];
+                p = (int64_t)parents[row + p];
+            }
+        }
+    return 0;
+}
+
+// tensor_array_to_tensor (ops/tensor_array.py): the entries of `a` that hold a value (a
+// written entry, its rows 0 included; a gap never written is skipped, as the kernel skips
+// an empty LoDTensor), each [rows, row_dims...] of `elem_bytes`-byte elements, stacked along
+// a new dim `axis` (stack) or concatenated along `axis` into `out`; each entry's size along
+// axis (1 when stacked) into int32 `index` (null: not wanted). Entries that do not line up
+// stop the run, as numpy's stack and concatenate refuse them.
+inline int array_to_held(const TensorArray* a, int64_t elem_bytes, int nrow,
+                         const int64_t* row_dims, int axis, bool stack, Held* out,
+                         Held* index, char* err, int k) {
+    if (a->size() == 0)
+        return fail(err, k, "tensor_array_to_tensor: X must be a non-empty tensor array");
+    const int nd = 1 + nrow;
+    std::vector<const TensorArray::Elem*> parts;
+    for (const auto& e : a->el)
+        if (e.data != nullptr) parts.push_back(&e);
+    if (parts.empty())
+        return fail(err, k, stack ? "tensor_array_to_tensor: need at least one array to stack"
+                                  : "tensor_array_to_tensor: need at least one array to "
+                                    "concatenate");
+    auto rows = [](const TensorArray::Elem* e) { return e->rows < 0 ? (int64_t)0 : e->rows; };
+    auto dim = [&](const TensorArray::Elem* e, int d) { return d == 0 ? rows(e) : row_dims[d - 1]; };
+    const int64_t first = rows(parts[0]);
+    for (const auto* p : parts)
+        if (rows(p) != first && (stack || axis != 0))
+            return fail(err, k, stack ? "tensor_array_to_tensor: all input arrays must have "
+                                        "the same shape"
+                                      : "tensor_array_to_tensor: all the input array "
+                                        "dimensions except for the concatenation axis must "
+                                        "match exactly");
+    int64_t outer = 1, along = 0, total = 0;
+    for (int d = 0; d < axis && d < nd; ++d) outer *= dim(parts[0], d);
+    std::vector<int64_t> inner(parts.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
+        int64_t n = 1;
+        for (int d = axis; d < nd; ++d) n *= dim(parts[i], d);
+        inner[i] = n;
+        total += n;
+        along += stack ? 1 : dim(parts[i], axis);
+    }
+    try {       // no exception may leave generated code: a failure is a return code
+        out->dims.clear();
+        for (int d = 0; d < nd; ++d) {
+            if (d == axis) out->dims.push_back(stack ? (int64_t)parts.size() : along);
+            if (d != axis || stack) out->dims.push_back(dim(parts[0], d));
+        }
+        if (stack && axis == nd) out->dims.push_back((int64_t)parts.size());
+        out->lod.clear();
+        out->data.resize((size_t)(outer * total * elem_bytes));
+        if (index != nullptr) {
+            index->dims.assign(1, (int64_t)parts.size());
+            index->lod.clear();
+            index->data.resize(parts.size() * sizeof(int32_t));
+            int32_t* q = (int32_t*)index->data.data();
+            for (size_t i = 0; i < parts.size(); ++i)
+                q[i] = stack ? 1 : (int32_t)dim(parts[i], axis);
+        }
+    } catch (const std::bad_alloc&) {
+        return fail(err, k, "tensor_array_to_tensor: out of memory");
+    }
+    char* o = out->data.data();
+    for (int64_t r = 0; r < outer; ++r)
+        for (size_t i = 0; i < parts.size(); ++i) {
+            const int64_t n = inner[i] * elem_bytes;
+            if (n > 0) std::memcpy(o, parts[i]->data + r * n, (size_t)n);
+            o += n;
+        }
+    return 0;
+}
+
 }  // namespace fl

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -75,6 +76,68 @@ inline i64 arange_len(i64 start, i64 end, i64 step) {
     const i64 span = end - start;
     const i64 n = step > 0 ? (span + step - 1) / step : (span + step + 1) / step;
     return n > 0 ? n : 0;
+}
+
+// --- expand (np.tile) --------------------------------------------------------------------------
+// Out = np.tile(X, times) for X [dims] with one time per dim (nd >= 1): X's rows at dim k
+// placed, then the finished block of dim k copied times[k] - 1 more times after itself.
+// in_inner[k] / out_inner[k]: the elements one index of dim k spans in X / in Out.
+template <class T>
+inline void tile_dim(const T* x, T* out, int k, int nd, const i64* dims, const i64* times,
+                     const i64* in_inner, const i64* out_inner) {
+    if (k == nd - 1) std::memcpy(out, x, sizeof(T) * dims[k]);
+    else
+        for (i64 i = 0; i < dims[k]; ++i)
+            tile_dim(x + i * in_inner[k], out + i * out_inner[k], k + 1, nd, dims, times,
+                     in_inner, out_inner);
+    const i64 block = dims[k] * out_inner[k];
+    for (i64 t = 1; t < times[k]; ++t) std::memcpy(out + t * block, out, sizeof(T) * block);
+}
+template <class T>
+inline void tile(const T* x, T* out, int nd, const i64* dims, const i64* times) {
+    i64 in_inner[REDUCE_MAX_DIMS], out_inner[REDUCE_MAX_DIMS], a = 1, b = 1;
+    for (int k = nd - 1; k >= 0; --k) {
+        in_inner[k] = a;
+        out_inner[k] = b;
+        a *= dims[k];
+        b *= dims[k] * times[k];
+    }
+    if (b == 0) return;
+    tile_dim(x, out, 0, nd, dims, times, in_inner, out_inner);
+}
+
+// --- gather_nd ---------------------------------------------------------------------------------
+// Out[r] = the slice of X (`slice` elements) that row r of Index [rows, k] addresses through
+// X's first k dims (xdims; a negative entry counts from the end; k = 0: the whole X). Every
+// entry is checked first, column by column as the kernel checks them, and the first out of
+// range named.
+template <class T, class I>
+inline int gather_nd(const T* x, const I* index, T* out, int64_t rows, int k,
+                     const i64* xdims, i64 slice, char* err, int op) {
+    i64 stride[REDUCE_MAX_DIMS];
+    i64 s = slice;
+    for (int j = k - 1; j >= 0; --j) {
+        stride[j] = s;
+        s *= xdims[j];
+    }
+    for (int j = 0; j < k; ++j)
+        for (i64 r = 0; r < rows; ++r) {
+            const i64 c = (i64)index[r * k + j];
+            if (c < -xdims[j] || c >= xdims[j]) {
+                std::snprintf(err, 512, "gather_nd: index %lld is out of range for dim %d of "
+                              "size %lld", (long long)c, j, (long long)xdims[j]);
+                return 2 + op;
+            }
+        }
+    for (i64 r = 0; r < rows; ++r) {
+        i64 off = 0;
+        for (int j = 0; j < k; ++j) {
+            const i64 c = (i64)index[r * k + j];
+            off += (c < 0 ? c + xdims[j] : c) * stride[j];
+        }
+        if (slice > 0) std::memcpy(out + r * slice, x + off, sizeof(T) * (size_t)slice);
+    }
+    return 0;
 }
 
 }  // namespace fl

@@ -9,6 +9,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #ifndef FL_HD
 #define FL_HD
@@ -91,6 +92,21 @@ FL_HD inline float gelu_grad(float x, float d, bool approximate) {
     const double cdf = 0.5 * (1.0 + erf((double)(x / 1.4142135623730951f)));
     const float pdf = x * expf(-x * x / 2.0f) / 2.5066282746310002f;   // sqrt(2 * pi)
     return (float)((double)d * (cdf + (double)pdf));
+}
+
+// numpy's integer floor_divide and mod (int32, int64): the quotient rounded toward minus
+// infinity, the remainder with the divisor's sign; a zero divisor gives 0 (numpy warns), and
+// MIN // -1 wraps to MIN (numpy's result), computed without C's undefined overflow.
+template <class T> FL_HD inline T floordiv_np(T a, T b) {
+    if (b == 0) return 0;
+    if (b == -1) return (T)(0 - (std::make_unsigned_t<T>)a);
+    const T q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? (T)(q - 1) : q;
+}
+template <class T> FL_HD inline T mod_np(T a, T b) {
+    if (b == 0 || b == -1) return 0;
+    const T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
 }
 
 }  // namespace fl

@@ -1,4 +1,5 @@
-"""C++ emitters of the tensor-array ops: write_to_array, read_from_array, lod_array_length.
+"""C++ emitters of the tensor-array ops: write_to_array, read_from_array, lod_array_length,
+tensor_array_to_tensor.
 
 An array the segment makes is a runtime/arrays.h `TensorArray` the segment function owns
 (cir.ArrayBuf): entries of one row size, each its own heap block, so a loop appends to it
@@ -7,8 +8,11 @@ pass by pass without a capacity fixed in advance. A read's rows are known only w
 are checked against that bound, reads of an entry never written or past the end fail with
 the interpreter's message.
 """
+from ....errors import ShapeError
+from ....ops.common import norm_axis
 from ...cir import ArrayBuf
 from .. import register
+from ..literals import c_ints
 
 INDEX_TYPES = ("int64_t", "int32_t")
 
@@ -138,3 +142,26 @@ def _read_or_zeros(e):
                          f"{w.dims[0]}, {bound}, &{v}, err, {e.k})")
     out = e.output("Out", [rows] + list(a.row_dims), a.elem, lod_from=False)
     e.code(f"fl::array_read_or_zeros({a}, {idx}, {out}, {rows}, {a.row_bytes()});")
+
+
+@register("tensor_array_to_tensor", "cpu")
+def tensor_array_to_tensor(e):
+    """Out = the array's entries stacked (use_stack) or concatenated along `axis`; OutIndex
+    their sizes along it (fl::array_to_held). Out's size is as many entries as the segment
+    wrote (a decoder's steps: no bound known on entry), so both are HeldBufs, handed back
+    whole; an op that reads them runs in the next segment (Segmenter.run)."""
+    a = input_array(e)
+    if a.lod_bounds:
+        e.fail(f"tensor array '{a.var}' holds entries with LoD")
+    stack = bool(e.attr("use_stack"))
+    nd = 1 + len(a.row_dims)
+    try:
+        axis = norm_axis(e.attr("axis"), nd + (1 if stack else 0))
+    except ShapeError as exc:
+        e.fail(str(exc))
+    out = e.held_output("Out", a.elem, nd + (1 if stack else 0))
+    index = e.held_output("OutIndex", "int32_t", 1) if e.has_output("OutIndex") else None
+    e.code(f"const int64_t row_dims[] = {c_ints(list(a.row_dims) or [0])}; "
+           f"return fl::array_to_held({a}, sizeof({a.elem}), {len(a.row_dims)}, row_dims, "
+           f"{axis}, {'true' if stack else 'false'}, {out}, {index or 'nullptr'}, err, "
+           f"{e.k});")

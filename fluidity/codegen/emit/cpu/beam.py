@@ -1,5 +1,5 @@
-"""C++ emitters of beam search: beam_search and beam_search_decode (runtime/beam.h,
-ops/beam.py's twins).
+"""C++ emitters of beam search: beam_search, beam_search_decode and gather_tree
+(runtime/beam.h, ops/beam.py's twins).
 
 beam_search's outputs carry a LoD it computes (sources -> prefixes -> selected rows): two
 int64 arena buffers of offsets (`Emit.lod_output`), level 0 the sources as absolute row
@@ -102,3 +102,20 @@ def beam_search_decode(e):
     out_scores = e.held_output("SentenceScores", scores.elem, 1)
     e.code(f"return fl::beam_decode_arrays<{ids.elem}, {scores.elem}>({ids}, {scores}, "
            f"{int(e.attr('end_id'))}, {out_ids}, {out_scores}, err, {e.k});")
+
+
+@register("gather_tree", "cpu")
+def gather_tree(e):
+    """Out = the full paths of fixed-width beam search, followed back from each beam of the
+    last step through Parents (fl::gather_tree; Parents out of [0, beam) stops the run
+    with the kernel's message)."""
+    ids, parents = e.input("Ids"), e.input("Parents")
+    if ids.ctype not in ID_TYPES or parents.ctype not in ID_TYPES:
+        e.fail(f"Ids is {ids.ctype} and Parents {parents.ctype}: integers only")
+    if ids.ndim != 3:
+        e.fail(f"Ids{ids.dims} is not [max_time, batch, beam]")
+    e.same_dims(ids, parents)
+    steps, batch, beam = ids.dims
+    out = e.output("Out", ids.dims, ids.ctype, lod_from=False)
+    e.code(f"if (int rc = fl::gather_tree({ids}, {parents}, {out}, {steps}, {batch}, {beam}, "
+           f"err, {e.k})) return rc;")

@@ -1,12 +1,14 @@
-"""C++ emitters of fill_constant, assign, fill_zeros_like, fill_any_like and
-fill_constant_batch_size_like (their values known to later ops: known_values.py)."""
+"""C++ emitters of fill_constant, assign, fill_zeros_like, fill_any_like,
+fill_constant_batch_size_like and assign_value (their values known to later ops:
+known_values.py)."""
 import numpy as np
 
 from ....ops.creation import batch_shape
 from .. import register
 from ..checks import dense_only
 from ..known_values import known_ints, set_known_values
-from ..literals import double_literal, fill_value, lit_int, NUMPY_OF_CTYPE, value_literal
+from ..literals import (array_literal, double_literal, fill_value, lit_int, NUMPY_OF_CTYPE,
+                        value_literal)
 
 
 @register("fill_constant", "cpu")
@@ -144,3 +146,26 @@ def random_batch_size_like(e):
     out = e.output("Out", batch_shape([str(d) for d in shape], x.dims[i], o), "float",
                    lod_from=False)
     _random_fill(e, out, e.attr("seed"))
+
+
+@register("assign_value", "cpu")
+def assign_value(e):
+    """Out = the values in the op's attributes, as the kernel makes them (run here, at
+    generation time, on the checked attributes: its list choice, dtype conversion and
+    reshape), written out as literal data: array_literal formats each number of the
+    result in Out's C type, so no attribute text reaches the source; its dtype must be the
+    declared one and its count at most MAX_LITERAL_ELEMENTS. Small integer values are
+    known to later ops (known_values.py)."""
+    ctype = e.ctype_of(e.attr("dtype"))
+    attrs = {n: e.attr(n, nonfinite=True) for n in e.opdef.attrs}
+    try:
+        values = np.asarray(e.opdef.kernel(**attrs))
+    except (ValueError, TypeError, OverflowError) as exc:
+        e.fail(f"its values do not make a tensor: {exc}")
+    data = array_literal(e, values, ctype)
+    out = e.output("Out", [str(d) for d in values.shape], ctype, lod_from=False)
+    if values.size:
+        e.code(f"static const {ctype} vals[] = {data}; "
+               f"std::memcpy({out}, vals, sizeof(vals));")
+    if values.size <= 64 and ctype not in ("float", "double"):
+        set_known_values(e, out, list(values.reshape(-1)))

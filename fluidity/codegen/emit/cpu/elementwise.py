@@ -5,7 +5,7 @@ from .. import register
 from ..broadcast import broadcast_code, broadcast_plan, spans_contiguously
 from ..checks import check_dims
 from ..elementwise import (BINARY_GRADS, operands, PADDLE_ACTIVATIONS, paddle_expression, reads,
-                           ROWS)
+                           Row, ROWS)
 from ..loops import elementwise as elementwise_loop
 
 
@@ -156,3 +156,22 @@ for _type, (_dx, _dy) in BINARY_GRADS.items():
 for _type in PADDLE_ACTIVATIONS:
     register(_type, "cpu")(lambda e: paddle_activation(e, False))
     register(_type + "_grad", "cpu")(lambda e: paddle_activation(e, True))
+
+
+# numpy's integer floor_divide and mod (runtime/numerics.h), for int32 and int64 operands of
+# one type (beam search's token and beam of a flat top_k index); the float forms round as
+# numpy's divmod does, not as one C expression: interpreted
+INTEGER_BINARY = {"elementwise_floordiv": "fl::floordiv_np(x, y)",
+                  "elementwise_mod": "fl::mod_np(x, y)"}
+
+
+def integer_elementwise(e, row):
+    for slot in ("X", "Y"):
+        b = e.input(slot)
+        if b is not None and b.ctype not in ("int64_t", "int32_t"):
+            e.fail(f"{slot} is {b.ctype}: compiled for integers only")
+    return elementwise(e, row)
+
+
+for _type, _expr in INTEGER_BINARY.items():
+    register(_type, "cpu")(lambda e, row=Row(_expr, True): integer_elementwise(e, row))

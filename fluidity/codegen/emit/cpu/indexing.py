@@ -1,5 +1,5 @@
 """C++ emitters of slice and strided_slice and their gradients (fl::strided_box), with
-bounds known when compiling or from known values."""
+bounds known when compiling or from known values, and gather_nd."""
 from ....errors import ShapeError
 from ....ops.common import norm_axis
 from ....ops.indexing import slice_plan, strided_plan
@@ -130,3 +130,23 @@ def _bounds_of(e, strided):
         given = known_ints(e, f"{t}Tensor", f"{t}TensorList")
         out.append(given or [str(v) for v in e.attr(key)])
     return out
+
+
+@register("gather_nd", "cpu")
+def gather_nd(e):
+    """Out = the slices of X that Index's rows address (fl::gather_nd: an index out of
+    range stops the run with the kernel's message). Index's last dim must be known here."""
+    x, index = e.input("X"), e.input("Index")
+    dense_only(e, x)
+    if index.ctype not in ("int64_t", "int32_t"):
+        e.fail(f"Index is {index.ctype}")
+    if index.ndim < 1 or not index.dims[-1].is_literal:
+        e.fail(f"Index{index.dims}: its last dim must be known when compiling")
+    k = int(index.dims[-1])
+    if k > x.ndim or x.ndim > 8:
+        e.fail(f"Index's last dim {k} for X{x.dims}")
+    rows, slice_ = e.prod(index.dims[:-1]), e.prod(x.dims[k:])
+    out = e.output("Out", list(index.dims[:-1]) + list(x.dims[k:]), x.ctype)
+    xdims = c_ints(x.dims[:k] or [0])
+    e.code(f"const int64_t xdims[] = {xdims}; if (int rc = fl::gather_nd({x}, {index}, {out}, "
+           f"{rows}, {k}, xdims, {slice_}, err, {e.k})) return rc;")

@@ -1,8 +1,9 @@
 """C++ emitters of the sequence ops: sequence_pool, _expand, _expand_as, _reverse, _pad,
 _softmax, _reshape, _mask, _enumerate, _conv, _scatter, lod_reset and their gradients."""
-from ...dim import Dim
+from ...dim import Dim, dim
 from .. import register
 from ..checks import same_dim, sequences
+from ..known_values import known_ints
 from ..sequence import pool_grad_operands, pool_operands
 
 
@@ -287,18 +288,34 @@ def lod_reset_grad(e):
 
 @register("sequence_mask", "cpu")
 def sequence_mask(e):
-    """With a maxlen attribute (a maxlen from X's values or a tensor would size Out from
-    data): Y[..., j] = j < X[...]."""
+    """Y[..., j] = j < X[...] for j < maxlen, maxlen the attribute or MaxLenTensor's first
+    value where compiled code knows it (a `shape` op's dim, as the cell API's
+    `sequence_mask(len, maxlen=shape(x)[1])`: known_values.py). A maxlen from X's values
+    (maxlen < 0) would size Y by data no bound known on entry covers: interpreted."""
     x = e.input("X")
-    maxlen = int(e.attr("maxlen"))
-    if e.op.input("MaxLenTensor") or maxlen < 0:
-        e.fail("maxlen from X's values or MaxLenTensor")
+    maxlen = mask_maxlen(e)
     if x.ctype not in ("int64_t", "int32_t", "float", "double"):
         e.fail(f"X is {x.ctype}")
     ct = e.ctype_of(e.attr("out_dtype"))
-    y = e.output("Y", x.dims + [str(maxlen)], ct, lod_from=False)
+    y = e.output("Y", x.dims + [maxlen], ct, lod_from=False)
     e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) for (int64_t j = 0; j < {maxlen}; "
            f"++j) {y}[i * {maxlen} + j] = ({ct})(j < {x}[i]);")
+
+
+def mask_maxlen(e):
+    """sequence_mask's maxlen as a Dim: MaxLenTensor's first value (the kernel's rule: the
+    tensor over the attribute), else the attribute; NotCompilable where it comes from X's
+    values (a negative one) or from a tensor whose values only the run knows."""
+    maxlen = e.attr("maxlen")
+    if e.op.input("MaxLenTensor"):
+        vals = known_ints(e, "MaxLenTensor", None)
+        if not vals:
+            e.fail("MaxLenTensor is empty")
+        maxlen = vals[0]
+    maxlen = dim(maxlen)
+    if maxlen.is_literal and int(maxlen) < 0:
+        e.fail("maxlen from X's values (Y's width is data no bound known on entry covers)")
+    return maxlen
 
 
 @register("sequence_enumerate", "cpu")

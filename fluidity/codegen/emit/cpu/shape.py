@@ -10,31 +10,23 @@ from ..checks import dense_only
 from ..known_values import set_known_values
 
 
+# the ops whose shape rule only picks, permutes and inserts literal 1s (squeeze2 once its
+# emitter has made sure each dim it may drop is a literal): applied to X's Dims themselves
+# it is exact for run-time dims too, however many
+REARRANGING = frozenset({"transpose2", "squeeze2", "unsqueeze2"})
+
+
 @register("flatten2", "cpu")
 @register("flatten_contiguous_range", "cpu")
 @register("reshape2", "cpu")
 @register("transpose2", "cpu")
 @register("unsqueeze2", "cpu")
 def shape_op(e):
-    """A copy into Out's dims: the shape rule applied to X's dims with the symbolic ones
-    as -1, the one -1 left (if any) being numel(X) / the product of the others."""
+    """A copy into Out's dims (out_dims)."""
     if any(e.op.input(s.name) for s in e.opdef.inputs[1:]):
         e.fail("the shape comes from a tensor")
     x = e.input("X")
-    known = [int(d) if e.is_lit(d) else -1 for d in x.dims]
-    try:
-        shape = e.opdef.out_shape(known, e.attrs.__getitem__)
-    except (ShapeError, ProgramError) as exc:
-        e.fail(str(exc))
-    dims = [str(d) for d in shape]
-    if shape.count(-1) > 1:
-        e.fail("more than one unknown dim")
-    if -1 in shape:
-        rest = e.prod([d for d in dims if d != "-1"])
-        # a size the rule cannot split: interpreted, where the kernel names the shapes
-        e.check(f"{rest} == 0 || {x.numel()} % {rest} != 0",
-                f"{e.op.type}: X's size does not split into {shape}")
-        dims[shape.index(-1)] = x.numel() // rest
+    dims = out_dims(e, x)
     # the LoD stays when the rows do (the kernel's rule); where only run time can say,
     # a run that keeps them runs interpreted
     keep_lod = e.opdef.keeps_lod and x.has_lod and x.ndim > 0 and len(dims) > 0
@@ -50,6 +42,29 @@ def shape_op(e):
         _transpose(e, x, out, transpose_perm(e.attr("axis"), x.ndim))
     else:
         e.copy_code(out, x, f"std::memcpy({out}, {x}, sizeof(*{x}) * {x.numel()});")
+
+
+def out_dims(e, x):
+    """Out's dims: the shape rule applied to X's dims with the symbolic ones as -1 (which
+    also checks the attributes), then either to the Dims themselves (a REARRANGING op) or
+    the one -1 left (if any) taken as numel(X) / the product of the others."""
+    known = [int(d) if e.is_lit(d) else -1 for d in x.dims]
+    try:
+        shape = e.opdef.out_shape(known, e.attrs.__getitem__)
+        if e.op.type in REARRANGING:
+            return list(e.opdef.out_shape(list(x.dims), e.attrs.__getitem__))
+    except (ShapeError, ProgramError) as exc:
+        e.fail(str(exc))
+    dims = [str(d) for d in shape]
+    if shape.count(-1) > 1:
+        e.fail("more than one unknown dim")
+    if -1 in shape:
+        rest = e.prod([d for d in dims if d != "-1"])
+        # a size the rule cannot split: interpreted, where the kernel names the shapes
+        e.check(f"{rest} == 0 || {x.numel()} % {rest} != 0",
+                f"{e.op.type}: X's size does not split into {shape}")
+        dims[shape.index(-1)] = x.numel() // rest
+    return dims
 
 
 def _transpose(e, x, out, perm):

@@ -1,10 +1,14 @@
-"""C++ emitters of cast, concat (and its gradient), one_hot and range."""
+"""C++ emitters of cast, concat (and its gradient), one_hot, range, expand (and its
+gradient) and stack."""
 import numpy as np
 
+from ....errors import ShapeError
+from ....ops.common import norm_axis
 from ...dim import Dim, dim
 from .. import register
-from ..known_values import known_values, set_known_values
-from ..literals import lit_int, NUMPY_OF_CTYPE
+from ..checks import dense_only, same_dim
+from ..known_values import known_ints, known_values, set_known_values
+from ..literals import c_ints, lit_int, NUMPY_OF_CTYPE
 from ..tensor import emit_concat, emit_concat_grad
 
 
@@ -15,6 +19,27 @@ def cast(e):
     x = e.input("X")
     out = e.output("Out", x.dims, e.ctype_of(e.attr("out_dtype")))
     e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = ({out.ctype}){x}[i];")
+    known = cast_known(e, x, out.ctype)
+    if known is not None:
+        set_known_values(e, out, known)
+
+
+# integer C types, narrowest first: a cast to one at least as wide keeps every value
+_WIDTHS = {"int32_t": 0, "int64_t": 1}
+
+
+def cast_known(e, x, ctype):
+    """The values a cast of `x` to `ctype` holds where compiled code knows them (a shape's
+    dims cast to the int64 a range takes): constants converted as numpy's astype, dims
+    (known only at run time) only into an integer type at least as wide as X's. None
+    otherwise."""
+    vals = known_values(e, x)
+    if vals is None or ctype not in _WIDTHS or x.ctype not in _WIDTHS:
+        return None
+    if any(isinstance(v, Dim) for v in vals) and _WIDTHS[ctype] < _WIDTHS[x.ctype]:
+        return None
+    want = NUMPY_OF_CTYPE[ctype]
+    return [v if isinstance(v, Dim) else np.asarray(v).astype(want)[()] for v in vals]
 
 
 @register("concat", "cpu")
@@ -113,3 +138,91 @@ def _c_item(e, v, ctype):
     if ctype == "double":
         return repr(float(v))
     return f"{int(v)}LL"
+
+
+# --- expand (np.tile) and its gradient -----------------------------------------------------
+MAX_TILE_DIMS = 4      # expand_grad walks dOut as [t0, d0, t1, d1, ...]: fl::reduce's 8 dims
+
+
+def expand_times(e, x):
+    """expand's times as Dims: expand_times_tensor / ExpandTimes where compiled code knows
+    their values (the kernel's ints_from: the list first), else the attribute; one per dim
+    of X. A time known only at run time is checked positive there (the kernel's ShapeError,
+    interpreted, where it is not)."""
+    times = known_ints(e, "ExpandTimes", "expand_times_tensor")
+    if times is None:
+        times = [dim(t) for t in e.attr("expand_times")]
+    if len(times) != x.ndim or not 1 <= x.ndim <= MAX_TILE_DIMS:
+        e.fail(f"expand_times {times} for X{x.dims} (one per dim, 1 to {MAX_TILE_DIMS} dims)")
+    for t in times:
+        if t.is_literal and int(t) < 1:
+            e.fail(f"expand_times {times} must be positive")
+        if not t.is_literal:
+            e.check(f"{t} < 1", f"{e.op.type}: expand_times must be positive")
+    if x.has_lod and times[0] != 1:
+        # the kernel keeps X's LoD only where the rows stay: a batch of no rows would too
+        e.fail("X has LoD and its rows are expanded")
+    return times
+
+
+def _tile_arrays(x, times):
+    return (f"const int64_t dims[] = {c_ints(x.dims)}; "
+            f"const int64_t times[] = {c_ints(times)};")
+
+
+@register("expand", "cpu")
+def expand(e):
+    """Out = np.tile(X, times): fl::tile copies X's rows into place, then each finished
+    block after itself (runtime/indexing.h)."""
+    x = e.input("X")
+    dense_only(e, x)
+    times = expand_times(e, x)
+    out = e.output("Out", [d * t for d, t in zip(x.dims, times)], x.ctype,
+                   lod_from=x if x.has_lod else False)
+    e.code(f"{_tile_arrays(x, times)} fl::tile({x}, {out}, {x.ndim}, dims, times);")
+
+
+@register("expand_grad", "cpu")
+def expand_grad(e):
+    """X@GRAD = the sum of dOut's tiles (ops.common.untile): dOut viewed as
+    [t0, d0, t1, d1, ...] reduced over the t axes by fl::reduce, which walks it as numpy's
+    sum does, so the float sums are numpy's."""
+    x, d = e.input("X"), e.input("Out@GRAD")
+    dense_only(e, d)
+    if d.ctype not in ("float", "double"):
+        e.fail(f"Out@GRAD is {d.ctype}")
+    times = expand_times(e, x)
+    if d.ndim != x.ndim:
+        e.fail(f"Out@GRAD{d.dims} for X{x.dims}")
+    for have, a, t in zip(d.dims, x.dims, times):
+        same_dim(e, have, a * t, "Out@GRAD is X tiled expand_times")
+    split = [n for t, a in zip(times, x.dims) for n in (t, a)]
+    red = ", ".join("true" if k % 2 == 0 else "false" for k in range(len(split)))
+    g = e.output("X@GRAD", x.dims, d.ctype, lod_from=x if x.has_lod else False)
+    e.code(f"const int64_t dims[] = {c_ints(split)}; const bool red[] = {{{red}}}; "
+           f"fl::reduce<fl::R_SUM>({d}, {g}, nullptr, {len(split)}, dims, red);")
+
+
+@register("stack", "cpu")
+def stack(e):
+    """Y = the inputs (one shape, one type) stacked along a new dim `axis`: each input's
+    runs of prod(dims[axis:]) elements interleaved."""
+    xs = e.inputs("X")
+    if not xs:
+        e.fail("no input")
+    x0 = xs[0]
+    for b in xs[1:]:
+        if b.ctype != x0.ctype:
+            e.fail(f"inputs of types {x0.ctype} and {b.ctype}")
+        e.same_dims(x0, b)
+    try:
+        axis = norm_axis(e.attr("axis"), x0.ndim + 1)
+    except ShapeError as exc:
+        e.fail(str(exc))
+    n, pre, post = len(xs), e.prod(x0.dims[:axis]), e.prod(x0.dims[axis:])
+    y = e.output("Y", list(x0.dims[:axis]) + [n] + list(x0.dims[axis:]), x0.ctype)
+    srcs = ", ".join(str(b) for b in xs)
+    e.code(f"const {x0.ctype}* const xs[] = {{{srcs}}}; "
+           f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t i = 0; i < {n}; ++i) "
+           f"std::memcpy({y} + (p * {n} + i) * {post}, xs[i] + p * {post}, "
+           f"sizeof({x0.ctype}) * {post});")
