@@ -42,3 +42,33 @@ def step_both(main, startup, fetch, feed, caplog=None, return_numpy=True):
     """(interpreted, compiled) fetches of one step of `train_both`."""
     want, got = train_both(main, startup, fetch, [feed], caplog, return_numpy)
     return want.outs[0], got.outs[0]
+
+
+def central_differences(f, x, eps):
+    """(f(x + e) - f(x - e)) / 2e for each element of x: f takes an array like x and
+    returns a float."""
+    x = np.asarray(x)
+    out = np.zeros_like(x)
+    for j in range(x.size):
+        f2 = []
+        for sign in (1, -1):
+            p = x.copy()
+            p.flat[j] += sign * eps
+            f2.append(f(p))
+        out.flat[j] = (f2[0] - f2[1]) / (2 * eps)
+    return out
+
+
+def param_differences(scope, name, loss, eps):
+    """central_differences of loss() over the values of parameter `name` in `scope`,
+    which are put back afterwards."""
+    value = scope.find_var(name).value
+    base = np.array(value._array)
+
+    def f(p):
+        value._array = p
+        return loss()
+    try:
+        return central_differences(f, base, eps)
+    finally:
+        value._array = base

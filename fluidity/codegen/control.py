@@ -188,19 +188,32 @@ def push_tape(low, tapes, n, buf, k):
                 f"{k})")
 
 
+def push_block_values(low, sub, read, tapes, k, block, unset=None):
+    """The tape pushes of each value of block `sub` in `read` as the pass left it (only
+    LoDTensors: a gradient block reading another kind of value is refused). `block` names
+    the block in the refusal; `unset` is the refusal of a value no pass sets (its name
+    formatted in), or None to push none for it."""
+    lines = []
+    for n in sorted(read & set(sub.vars)):
+        if sub.vars[n].type != VarType.LOD_TENSOR:
+            raise NotCompilable(f"the gradient block reads '{n}', a "
+                                f"{VarType.Type.Name(sub.vars[n].type)} of {block}")
+        buf = low.value(n)
+        if buf is None:
+            if unset is not None:
+                raise NotCompilable(unset.format(n))
+            continue
+        lines.append(push_tape(low, tapes, n, buf, k))
+    return lines
+
+
 def _save_pass(low, sub, grad_sub, after, tapes, count, k):
     """The statements ending a forward pass: each body value the gradient block reads, and
     each carried value it reads as the pass left it, pushed on its tape; the pass
     counted."""
     read = {n for o in grad_sub.ops for n in o.input_arg_names}
-    lines = []
-    for n in sorted(read & set(sub.vars)):
-        if sub.vars[n].type != VarType.LOD_TENSOR:
-            raise NotCompilable(f"the gradient block reads '{n}', a "
-                                f"{VarType.Type.Name(sub.vars[n].type)} of the loop body")
-        buf = low.value(n)
-        if buf is not None:              # else never written in the body: the gradient reads none
-            lines.append(push_tape(low, tapes, n, buf, k))
+    # a value never written in the body: the gradient reads none
+    lines = push_block_values(low, sub, read, tapes, k, "the loop body")
     for n in after:
         buf = low.value(n)
         if buf is None:

@@ -29,8 +29,8 @@ from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME, grad_var_name
 from .cir import ArrayBuf, HeldBuf, NotCompilable, PassRecord, TableBuf, is_lit
 from .control import (Call, Copy, CountPasses, End, NextPass, Reverse, Steps, emit_block,
-                      events, gradient_block, pass_var, push_tape, sub_block, subtree,
-                      typed)
+                      events, gradient_block, pass_var, push_block_values, sub_block,
+                      subtree, typed)
 from .loop_grad import restore_pass, sum_pass, summed_grad
 
 
@@ -217,15 +217,8 @@ def _keep_step(low, sub, grad_sub, tapes, k):
     it (the interpreter's step scope after the step), {name: Buf} of the values from
     outside it reads)."""
     read = {n for o in grad_sub.ops for n in o.input_arg_names} - {EMPTY_VAR_NAME}
-    lines = []
-    for n in sorted(read & set(sub.vars)):
-        if sub.vars[n].type != VarType.LOD_TENSOR:
-            raise NotCompilable(f"the gradient block reads '{n}', a "
-                                f"{VarType.Type.Name(sub.vars[n].type)} of the step block")
-        buf = low.value(n)
-        if buf is None:
-            raise NotCompilable(f"the gradient block reads '{n}' that no step sets")
-        lines.append(push_tape(low, tapes, n, buf, k))
+    lines = push_block_values(low, sub, read, tapes, k, "the step block",
+                              unset="the gradient block reads '{}' that no step sets")
     outer = {n: low.value(n) for n in read - set(sub.vars) - set(grad_sub.vars)
              if low.value(n) is not None}
     return lines, outer

@@ -9,7 +9,7 @@ import pytest
 import fluidity as fluid
 from fluidity.codegen.lower import Lowering
 
-from compiled_runs import step_both, train_both
+from compiled_runs import central_differences, param_differences, step_both, train_both
 
 L = fluid.layers
 B, D, H = 3, 2, 4
@@ -148,30 +148,12 @@ def test_the_compiled_gradients_match_central_differences():
 
     eps = 3e-3
     for name in PARAMS:
-        value = scope.find_var(name).value
-        base = np.array(value._array)
-        numeric = np.zeros_like(base)
-        for j in range(base.size):
-            f = []
-            for sign in (1, -1):
-                p = base.copy()
-                p.flat[j] += sign * eps
-                value._array = p
-                f.append(loss(data))
-            numeric.flat[j] = (f[0] - f[1]) / (2 * eps)
-        value._array = base
+        numeric = param_differences(scope, name, lambda: loss(data), eps)
         np.testing.assert_allclose(got[name + "@GRAD"], numeric, rtol=0, atol=1e-4,
                                    err_msg=name)
     for name in ("x", "h0"):
-        numeric = np.zeros_like(data[name])
-        for j in range(numeric.size):
-            f = []
-            for sign in (1, -1):
-                d = dict(data)
-                d[name] = data[name].copy()
-                d[name].flat[j] += sign * eps
-                f.append(loss(d))
-            numeric.flat[j] = (f[0] - f[1]) / (2 * eps)
+        numeric = central_differences(lambda v, name=name: loss({**data, name: v}),
+                                      data[name], eps)
         np.testing.assert_allclose(got[name + "@GRAD"], numeric, rtol=0, atol=1e-4,
                                    err_msg=name)
 

@@ -10,7 +10,7 @@ import pytest
 import fluidity as fluid
 from fluidity.codegen.lower import Lowering
 
-from compiled_runs import step_both, train_both
+from compiled_runs import param_differences, step_both, train_both
 
 L = fluid.layers
 HID = 3
@@ -85,19 +85,9 @@ def test_the_compiled_gradients_match_central_differences():
     test = main.clone(for_test=True)._prune([outs[0]])
     eps = 1e-2
     for name, grad in zip(PARAMS, got[1:]):
-        value = scope.find_var(name).value
-        base = np.array(value._array)
-        numeric = np.zeros_like(base)
-        for j in range(base.size):
-            f = []
-            for sign in (1, -1):
-                p = base.copy()
-                p.flat[j] += sign * eps
-                value._array = p
-                f.append(float(exe.run(test, feed=feed, fetch_list=[outs[0]],
-                                       scope=scope)[0].reshape(-1)[0]))
-            numeric.flat[j] = (f[0] - f[1]) / (2 * eps)
-        value._array = base
+        numeric = param_differences(
+            scope, name, lambda: float(exe.run(test, feed=feed, fetch_list=[outs[0]],
+                                               scope=scope)[0].reshape(-1)[0]), eps)
         np.testing.assert_allclose(grad, numeric, rtol=0, atol=5e-4, err_msg=name)
 
 
