@@ -409,6 +409,7 @@ class Emit:
             raise NotCompilable(f"output {slot} is absent")
         buf = self._low.write(name, [n_rows] + list(row_dims), ctype, self.op, self.k,
                               rows=True)
+        buf.nbytes()    # as output()'s
         buf.height = str(height)
         self.outputs.setdefault(slot, []).append(buf)
         self._touch(buf.rows)
@@ -430,6 +431,7 @@ class Emit:
             src = self.input(source) if source is not None and self.op.input(source) \
                 else None
         buf = self._low.write(name, dims, ctype or "float", self.op, self.k)
+        buf.nbytes()    # a literal size past int64 refuses the op here, not the buffer plan
         if src is not None and src.has_lod and lod_from is None:
             src = self._same_rows(buf, src)
         if src is not None and src.has_lod:
