@@ -165,26 +165,19 @@ def run_compiled(main, startup, fetch, data):
                    fetch_list=fetch, scope=scope)
 
 
-def test_a_memory_of_another_batch_than_its_state_runs_interpreted_as_the_interpreter():
-    """h0 of 2 rows, the step's state of 3: checked before the segment runs, so the ops run
-    interpreted and fail as the interpreter does."""
+@pytest.mark.parametrize("bad", [dict(h0_batch=2), dict(steps=0)],
+                         ids=["a memory of another batch than its state", "no time steps"])
+def test_a_run_the_segment_cannot_take_runs_interpreted_and_fails_as_the_interpreter(bad):
+    """h0 of 2 rows against the step's state of 3, or no time steps: checked before the
+    segment runs, so the ops run interpreted and raise the interpreter's error."""
     main, startup, fetch = build(train=False)
     with pytest.raises(Exception) as want:
         exe, scope = fluid.Executor(), fluid.Scope()
         exe.run(startup, scope=scope)
-        exe.run(main, feed=feed(h0_batch=2), fetch_list=fetch, scope=scope)
-    with pytest.raises(type(want.value)):
-        run_compiled(main, startup, fetch, feed(h0_batch=2))
-
-
-def test_no_time_steps_runs_interpreted_and_fails_as_the_interpreter():
-    main, startup, fetch = build(train=False)
-    with pytest.raises(Exception) as want:
-        exe, scope = fluid.Executor(), fluid.Scope()
-        exe.run(startup, scope=scope)
-        exe.run(main, feed=feed(steps=0), fetch_list=fetch, scope=scope)
-    with pytest.raises(type(want.value)):
-        run_compiled(main, startup, fetch, feed(steps=0))
+        exe.run(main, feed=feed(**bad), fetch_list=fetch, scope=scope)
+    with pytest.raises(type(want.value)) as got:
+        run_compiled(main, startup, fetch, feed(**bad))
+    assert str(got.value) == str(want.value)
 
 
 def test_other_targets_refuse_it_with_the_reason():
