@@ -283,6 +283,13 @@ class TableBuf(Buf):
         return self.dims[1]
 
 
+def dense_tensor(buf):
+    """Whether `buf` holds a dense tensor the segment can index: a Buf present, not a tensor
+    array, rank table, held value or loop record, and not SelectedRows."""
+    return buf is not None and not isinstance(buf, (ArrayBuf, TableBuf, HeldBuf, PassRecord)) \
+        and buf.rows is None
+
+
 class CheckedAttrs(Mapping):
     """An op's attributes as its emitter reads them: each value checked against the op's
     schema and given the schema's Python type (registry.coerce_attr) before any emitter

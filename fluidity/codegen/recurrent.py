@@ -27,7 +27,7 @@ shapes.
 """
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME, grad_var_name
-from .cir import ArrayBuf, HeldBuf, NotCompilable, PassRecord, TableBuf, is_lit
+from .cir import NotCompilable, PassRecord, dense_tensor, is_lit
 from .control import (Call, Copy, CountPasses, End, NextPass, Reverse, Steps, emit_block,
                       events, gradient_block, pass_var, push_block_values, sub_block,
                       subtree, typed)
@@ -115,8 +115,7 @@ def _steps_of(low, op, seqs):
     if not seqs:
         raise NotCompilable("no input sequence (the interpreter's error)")
     for name, seq in zip(op.input("inputs"), seqs):
-        if isinstance(seq, (ArrayBuf, TableBuf, HeldBuf, PassRecord)) or \
-                seq.rows is not None or seq.written or seq.ndim == 0:
+        if not dense_tensor(seq) or seq.written or seq.ndim == 0:
             raise NotCompilable(f"input '{name}' is not a dense tensor with time steps")
     n = seqs[0].dims[0]
     if str(low.bound_of(n)) != str(n):
@@ -151,8 +150,7 @@ def _memories(low, op, k):
     mems, lines = {}, []
     for ex, name in zip(op.attr("ex_states"), op.input("initial_states")):
         init = low.read(name, op)
-        if isinstance(init, (ArrayBuf, TableBuf, HeldBuf, PassRecord)) or \
-                init.rows is not None or init.written or init.has_lod:
+        if not dense_tensor(init) or init.written or init.has_lod:
             raise NotCompilable(f"initial state '{name}' is not a dense tensor without LoD")
         mem = low.temp(ex, list(init.dims), init.ctype, k)
         lines.append(Copy(mem, init))
@@ -167,8 +165,7 @@ def _next_memories(low, op, mems, k):
     for ex, name in zip(op.attr("ex_states"), op.attr("states")):
         mem, final = mems[ex], low.value(name)
         mem.last = max(mem.last, k)              # carried: alive through every pass
-        if final is None or isinstance(final, (ArrayBuf, TableBuf, HeldBuf, PassRecord)) \
-                or final.rows is not None:
+        if not dense_tensor(final):
             raise NotCompilable(f"state '{name}' has no dense value after a step")
         if final is mem:
             continue
@@ -198,8 +195,7 @@ def _stack_outputs(low, op, n, t, kb, ke):
     stacked, lines = {}, []
     for name in op.output("outputs"):
         step = low.value(name)
-        if step is None or isinstance(step, (ArrayBuf, TableBuf, HeldBuf, PassRecord)) or \
-                step.rows is not None or step.written:
+        if not dense_tensor(step) or step.written:
             raise NotCompilable(f"output '{name}' has no dense value after a step")
         if any(str(low.bound_of(d)) != str(d) for d in step.dims):
             raise NotCompilable(f"output '{name}' changes its dims from step to step")
@@ -308,8 +304,7 @@ def _output_grads(low, op, i, t, k):
             row = low.temp(grad_var_name(out), list(ob.dims[1:]), ob.ctype, k)
             before.append(Call(f"fl::zero_fill({row.name}_, {row.numel()})"))
         else:
-            if isinstance(g, (ArrayBuf, TableBuf, HeldBuf, PassRecord)) or \
-                    g.rows is not None or g.written or g.ndim == 0:
+            if not dense_tensor(g) or g.written or g.ndim == 0:
                 raise NotCompilable(f"output gradient '{name}' is not a dense tensor")
             row = low.temp(grad_var_name(out), list(g.dims[1:]), g.ctype, k)
             g.last = max(g.last, k)
