@@ -50,17 +50,21 @@ class LoopBound(namedtuple("LoopBound", "counter passes entries")):
 
 def loop_bound(program, block, i):
     """The LoopBound of the `while` op #i of `block`, or None when its shape is not the one
-    recognised (see the module docstring)."""
+    recognised (see the module docstring). Of several comparison terms, the one bounding
+    the fewest passes."""
     op = block.ops[i]
     ids = op.sub_block_ids()
     if op.type != "while" or len(ids) != 1 or not 0 < ids[0] < program.num_blocks:
         return None
-    body = program.block(ids[0])
-    writers = _writers(program, body)
-    found = _comparison(writers, op.input("Condition"))
-    if found is None:
-        return None
-    cmp_at, cmp_op, inc_at, step = found
+    writers = _writers(program, program.block(ids[0]))
+    bounds = [b for b in (_term_bound(program, block, i, writers, *term)
+                          for term in _comparisons(writers, op.input("Condition")))
+              if b is not None]
+    return min(bounds, key=lambda b: b.passes) if bounds else None
+
+
+def _term_bound(program, block, i, writers, cmp_at, cmp_op, inc_at, step):
+    """The LoopBound one comparison term gives (None when its values are not known)."""
     counter, limit = cmp_op.input("X")[0], cmp_op.input("Y")[0]
     if writers.get(limit) or not _same_int_type(block, counter, limit):
         return None
@@ -115,16 +119,14 @@ def _only_top_writer(writers, name, before=None):
     return at, o
 
 
-def _comparison(writers, cond):
-    """(position, comparison op, increment position, step) of a `counter < / <= limit`
-    term of the conjunction the body's end writes into the Condition, the counter written
-    only by a top-level increment; else None."""
+def _comparisons(writers, cond):
+    """(position, comparison op, increment position, step) of each `counter < / <= limit`
+    term of the conjunction the body writes into the Condition, its counter written only
+    by a top-level increment."""
     if len(cond) != 1:
-        return None
+        return
     top = _only_top_writer(writers, cond[0])
-    if top is None:
-        return None
-    todo = [top]
+    todo = [top] if top is not None else []
     while todo:
         at, o = todo.pop()
         if o.type == "logical_and":
@@ -133,11 +135,11 @@ def _comparison(writers, cond):
                     w = _only_top_writer(writers, n, before=at)
                     if w is not None:
                         todo.append(w)
-        elif o.type in COMPARISONS and len(o.input("X")) == 1 and len(o.input("Y")) == 1:
+        elif o.type in COMPARISONS and len(o.input("X")) == 1 and len(o.input("Y")) == 1 \
+                and o.input("X") != o.input("Y"):
             inc = _increment(writers, o.input("X")[0])
-            if inc is not None and o.input("X")[0] != o.input("Y")[0]:
-                return (at,) + (o,) + inc
-    return None
+            if inc is not None:
+                yield (at, o) + inc
 
 
 def _increment(writers, counter):
