@@ -206,3 +206,24 @@ def test_the_cell_decoders_decode_in_one_native_call_as_the_interpreter(beam, ca
             np.testing.assert_array_equal(got, want)
             lengths.add(want.shape[1])
     assert 11 in lengths and min(lengths) < 11, lengths    # max_len reached, and not
+
+
+@pytest.mark.parametrize("beam", [None, 4], ids=["greedy", "beam 4"])
+def test_one_feed_decoded_to_other_lengths_run_after_run(beam):
+    """The joined dims are set per run: the same feed shape whose decoding ends at other
+    steps (parameters changed in place between runs) fetches each run's own shape."""
+    main, ids, exe, scope = decoder(beam, seed=2)
+    compiled = fluid.CompiledProgram(main).with_native_code(feed=["src", "src_len"],
+                                                            fetch_list=[ids])
+    bias = scope.find_var("out_b").get_tensor()._array
+    f = seq2seq.padded_batch(seq2seq.random_sources(np.random.default_rng(1), 2))
+    f = {"src": f["src"], "src_len": f["src_len"]}
+    shapes = set()
+    for end_bias in (0.0, 0.0, 8.0, 8.0, 2.0, 0.0):
+        bias[seq2seq.END] = end_bias
+        want, = exe.run(main, feed=f, fetch_list=[ids], scope=scope)
+        got, = exe.run(compiled, feed=f, fetch_list=[ids], scope=scope)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        shapes.add(want.shape)
+    assert len(shapes) > 1
