@@ -177,8 +177,8 @@ def _dtype(block, name):
 
 def _value_on_entry(program, block, i, name):
     """The one value of `name` when op #i of `block` starts: the last op before it that
-    writes the name (nested blocks included) is a one-element fill_constant of an
-    integral value in its dtype's range; else None."""
+    writes the name (nested blocks included) is a one-element fill_constant of the
+    name's declared dtype and an integral value in its range; else None."""
     for op in reversed(block.ops[:i]):
         if not any(name in o.output_arg_names for _, o in _subtree_ops(program, op)):
             continue
@@ -189,6 +189,8 @@ def _value_on_entry(program, block, i, name):
         shape = op.attr("shape")
         if not isinstance(shape, (list, tuple)) or math.prod(shape) != 1 or \
                 any(not isinstance(d, int) or d != 1 for d in shape):
+            return None
+        if op.attr("dtype") != _dtype(block, name):    # made as another type than declared
             return None
         lo, hi = INT_RANGES.get(op.attr("dtype"), (1, 0))
         text = op.attr("str_value")

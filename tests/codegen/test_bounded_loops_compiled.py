@@ -125,6 +125,23 @@ def test_no_bound_for_any_other_shape(form, kw):
     assert bound_of(main) is None
 
 
+@pytest.mark.parametrize("attrs", [
+    {"str_value": "", "value": float("nan")}, {"str_value": "", "value": 4.5},
+    {"str_value": "four"}, {"str_value": "", "value": 1e300}, {"dtype": 2},
+    {"shape": [2]}],
+    ids=["nan", "fractional", "not a number", "1e300", "int32 made, int64 declared",
+         "two elements"])
+def test_a_hostile_limit_constant_gives_no_bound(attrs):
+    """The limit's fill_constant as a model file may hold it: its value is used only when
+    it is one integral number in range of the declared dtype."""
+    main, _, _ = build(counted())
+    (limit,) = [op for op in main.global_block().ops if op.type == "fill_constant"
+                and op.attr("str_value") == "4"]
+    for name, value in attrs.items():
+        limit._set_attr(name, value)
+    assert bound_of(main) is None
+
+
 @pytest.mark.parametrize("steps", [0, 2, 5, 9], ids=["no pass", "early", "max", "past max"])
 def test_a_bounded_join_runs_in_the_loops_segment_as_the_interpreter(steps, caplog):
     main, _, fetch = build(counted())
