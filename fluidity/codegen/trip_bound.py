@@ -24,8 +24,8 @@ The shape recognised, and nothing else (any doubt: no bound, today's behaviour):
   the loop.
 The first pass is assumed to run whatever the initial Condition says; pass p + 1 runs only
 if the comparison held after pass p. An array's entries are bounded only when every op of
-the loop that writes it is a `write_to_array` whose index I is the counter (its value at
-any point of pass p is init + p * step, or + step after the increment); whether it held
+the loop that writes it is a top-level `write_to_array` whose index I is the counter (its
+value in pass p is init + p * step, or + step after the increment); whether it held
 entries before the loop is the caller's to check (an array the loop starts empty).
 This module reads descs only; it is a separate module because control.py lowers, this
 decides nothing but a number (and is tested on its own).
@@ -98,13 +98,14 @@ def _writers(program, body):
     return out
 
 
-def _subtree_ops(program, op, depth=0):
-    """(depth, op) of `op` and of every op of the blocks nested in it."""
+def _subtree_ops(program, op, depth=0, seen=frozenset()):
+    """(depth, op) of `op` and of every op of the blocks nested in it (a block naming
+    itself again, as a hostile file may, is not walked twice)."""
     yield depth, op
     for k in op.sub_block_ids():
-        if 0 < k < program.num_blocks:
+        if 0 < k < program.num_blocks and k not in seen:
             for o in program.block(k).ops:
-                yield from _subtree_ops(program, o, depth + 1)
+                yield from _subtree_ops(program, o, depth + 1, seen | {k})
 
 
 def _only_top_writer(writers, name, before=None):
@@ -204,8 +205,9 @@ def _value_on_entry(program, block, i, name):
 
 def _entries(ws, counter, inc_at, init, step, passes):
     """The most entries an array the loop writes through `ws` holds after `passes` passes
-    (when it started empty): every write a top-level write_to_array or one nested in a
-    top-level op, its index the counter; else None."""
+    (when it started empty): every op writing it a write_to_array whose index is the
+    counter (a control op around a nested write names the array among its outputs too,
+    so a write in a nested block gives no bound); else None."""
     most = -1
     for at, o, _ in ws:
         if o.type != "write_to_array" or o.input("I") != [counter]:

@@ -44,7 +44,12 @@ def counted(form="and", init=0, limit=4, step=1.0, cmp="less_equal"):
         with loop.block():
             h2 = L.scale(h, 2.0, bias=1.0)
             L.assign(h2, h)
-            L.array_write(h2, i, array=arr)
+            if form == "write in a branch":
+                branch = L.ConditionalBlock([L.less_than(i, steps)], is_scalar_condition=True)
+                with branch.block():
+                    L.array_write(h2, i, array=arr)
+            else:
+                L.array_write(h2, i, array=arr)
             if form == "nested":
                 branch = L.ConditionalBlock([L.less_than(i, steps)], is_scalar_condition=True)
                 with branch.block():
@@ -122,6 +127,24 @@ def test_the_decoders_loops_are_bounded_by_max_step_num():
          "limit int64 max", "negative start"])
 def test_no_bound_for_any_other_shape(form, kw):
     main, _, _ = build(counted(form, **kw))
+    assert bound_of(main) is None
+
+
+def test_a_write_in_a_nested_block_bounds_the_passes_not_the_entries():
+    main, _, _ = build(counted("write in a branch"))
+    bound = bound_of(main)
+    assert bound.passes == 5 and bound.entries == {}
+
+
+def test_a_block_that_names_itself_again_ends_the_analysis():
+    """A hostile file whose branch in the loop body runs the body again: the walk over
+    nested blocks visits each once (no bound for the counter the cycle writes twice)."""
+    main, _, _ = build(counted("nested"))
+    block = main.global_block()
+    (loop,) = [op for op in block.ops if op.type == "while"]
+    body = main.block(loop.sub_block_ids()[0])
+    (branch,) = [op for op in body.ops if op.type == "conditional_block"]
+    branch._set_attr("sub_block", body)
     assert bound_of(main) is None
 
 
