@@ -12,9 +12,10 @@ theirs in every program they are used in) and run `layers.dynamic_decode`:
 * beam search: `BeamSearchDecoder(cell, beam_size=k)` keeps the k best hypotheses per
   sequence (beam 1 gives the greedy result).
 
-Training and decoding run compiled (`CompiledProgram(...).with_native_code()`: the ops that
-compile run as generated C++, the rest, such as the RNN loops themselves, as Python steps
-between them; `--interpreted` runs everything in Python, with the same results).
+Training and decoding run compiled (`CompiledProgram(...).with_native_code()`: a training
+step, and a batch's greedy or beam-search decoding, are one native call each, the decoding
+loop bounded by max_step_num; `--interpreted` runs everything in Python, with the same
+results).
 
 **LoD sequences (`--api lod`)**, Fluid 1.x's older way: an encoder and a decoder, each a GRU
 cell (fc layers) run by a DynamicRNN over LoDTensors (no padding), teacher forcing as above;

@@ -213,12 +213,15 @@ class ArrayBuf(Buf):
     C type `elem`, their row dims `row_dims` (fixed) and `bound`, the most rows an element
     may have (a Dim the segment knows on entry; None until the first write is compiled):
     what reads of it reserve; `lod_bounds`, its entries' LoD: the most offsets each level
-    has, outer first ([]: entries without LoD; None until the first write is compiled)."""
-    __slots__ = ("elem", "row_dims", "bound", "lod_bounds")
+    has, outer first ([]: entries without LoD; None until the first write is compiled);
+    `max_entries`, an int: at most that many entries, when the loop that wrote it bounds
+    them on entry (trip_bound.py; any other write forgets it), else None."""
+    __slots__ = ("elem", "row_dims", "bound", "lod_bounds", "max_entries")
 
     def __init__(self, name, var):
         super().__init__(name, var, "fl::TensorArray", [], "array")
         self.elem = self.row_dims = self.bound = self.lod_bounds = None
+        self.max_entries = None
 
     def numel(self):
         raise NotCompilable(f"tensor array '{self.var}' has no size of its own")
@@ -399,6 +402,12 @@ class Emit:
         """Whether every input of `slot` is a value this compiled code makes (not read from
         the scope, where it may have none)."""
         return all(self._low.made_here(n) for n in self.op.input(slot))
+
+    @property
+    def at_top_level(self):
+        """Whether the op is emitted at the segment's top level (not inside a loop or
+        branch it compiles)."""
+        return self._low.at_top_level
 
     def has_output(self, slot):
         return any(n != EMPTY_VAR_NAME for n in self.op.output(slot))

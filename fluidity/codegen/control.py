@@ -27,6 +27,7 @@ from collections import namedtuple
 from ..core.dtypes import VarType
 from ..core.names import EMPTY_VAR_NAME
 from .cir import ArrayBuf, NotCompilable, PassRecord
+from .trip_bound import loop_bound
 
 
 # --- the statements a segment function runs around its op calls (render.py writes them)
@@ -93,6 +94,7 @@ def lower_while(low, op, block_idx, i):
     (`PassRecord`, bound to the StepScopes variable) instead of step scopes."""
     sub = sub_block(low, op)
     grad_sub = gradient_block(low, op)
+    bound, fresh = _entry_bounds(low, op, block_idx, i)
     carried, lines = carry_in(low, op, sub)
     kb = low.position
     (cond_name,) = op.input("Condition")
@@ -112,16 +114,33 @@ def lower_while(low, op, block_idx, i):
         saves = _save_pass(low, sub, grad_sub, after, tapes, count, ke)
     low.control(saves + carry_out(low, carried, sub, kb, ke) + [End()])
     low.live_through(kb, ke)
+    for name in fresh:
+        if isinstance(low.value(name), ArrayBuf):
+            low.value(name).max_entries = bound.entries[name]
+    what = f"a loop over block {sub.idx} ({n} ops)" + \
+        (f", at most {bound.passes} passes" if bound is not None else "")
     if grad_sub is None:
-        return f"a loop over block {sub.idx} ({n} ops)"
+        return what
     count.last = max(count.last, ke)
     (scopes,) = op.output("StepScopes")
     read = {n for o in grad_sub.ops for n in o.input_arg_names}
     outer = {n: low.value(n) for n in read - set(sub.vars) - set(carried)
              if low.value(n) is not None}
     low.bind(scopes, PassRecord(scopes, count, tapes, outer))
-    return (f"a loop over block {sub.idx} ({n} ops), keeping {len(tapes)} values a pass "
-            f"for its gradient")
+    return f"{what}, keeping {len(tapes)} values a pass for its gradient"
+
+
+def _entry_bounds(low, op, block_idx, i):
+    """(The loop's trip_bound.LoopBound or None, the names of the arrays whose entries it
+    bounds that the segment has not made before the loop: only those start empty). Only
+    a loop at the segment's top level: one nested in another runs again with the arrays
+    it left."""
+    if not low.at_top_level:
+        return None, []
+    bound = loop_bound(low.program, low.program.block(block_idx), i)
+    if bound is None:
+        return None, []
+    return bound, [n for n in bound.entries if low.value(n) is None]
 
 
 def gradient_block(low, op, slot="StepScopes", grad_type="while_grad"):

@@ -318,6 +318,7 @@ class Segmenter:
         if any(d.symbols & self._seg.varying.keys() for d in row_dims):
             raise NotCompilable(f"tensor array '{name}': its entries' row dims {row_dims} "
                                 "change while the segment runs")
+        buf.max_entries = None       # a bound from the loop that wrote it no longer holds
         if buf.elem is None:
             buf.elem, buf.row_dims = elem, row_dims
         elif buf.elem != elem or list(map(str, buf.row_dims)) != list(map(str, row_dims)):
@@ -394,6 +395,12 @@ class Segmenter:
     def control(self, items):
         """Statements of the segment function itself (Loop, Branch, End, Copy, ...)."""
         self._seg.units.append(ControlUnit(list(items)))
+
+    @property
+    def at_top_level(self):
+        """Whether ops are being emitted at the segment's top level (outside its loops and
+        branches)."""
+        return len(self._blocks) == 1
 
     @property
     def current_block(self):

@@ -63,7 +63,7 @@ def test_a_counting_while_compiles_to_one_loop_with_the_interpreters_results():
         return [h, total, i]
     main, startup, outs = build(fn)
     [(w, why)] = where(main, "while")
-    assert w.startswith("segment") and why == "a loop over block 1 (8 ops)"
+    assert w.startswith("segment") and why == "a loop over block 1 (8 ops), at most 5 passes"
     want, got = run_both(main, startup, outs, {"x": np.linspace(-1, 1, 12).reshape(3, 4)
                                               .astype("float32")})
     assert got[1].tolist() == [10] and got[2].tolist() == [5]

@@ -402,6 +402,22 @@ inline int gather_tree(const I* ids, const P* parents, I* out, int64_t steps, in
     return 0;
 }
 
+// The entries of `a` that hold a value joined into `o` (tensor_array_to_tensor's copy):
+// for each of the `outer` runs before `axis`, each entry's run along axis and after it.
+inline void join_entries(const TensorArray* a, int64_t elem_bytes, int nrow,
+                         const int64_t* row_dims, int axis, int64_t outer, char* o) {
+    int64_t tail = 1;                        // the elements of one entry after axis's rows
+    for (int d = axis > 1 ? axis : 1; d <= nrow; ++d) tail *= row_dims[d - 1];
+    for (int64_t r = 0; r < outer; ++r)
+        for (const auto& e : a->el) {
+            if (e.data == nullptr) continue;
+            const int64_t rows = e.rows < 0 ? 0 : e.rows;
+            const int64_t n = (axis == 0 ? rows * tail : tail) * elem_bytes;
+            if (n > 0) std::memcpy(o, e.data + r * n, (size_t)n);
+            o += n;
+        }
+}
+
 // tensor_array_to_tensor (ops/tensor_array.py): the entries of `a` that hold a value (a
 // written entry, its rows 0 included; a gap never written is skipped, as the kernel skips
 // an empty LoDTensor), each [rows, row_dims...] of `elem_bytes`-byte elements, stacked along
@@ -461,14 +477,67 @@ inline int array_to_held(const TensorArray* a, int64_t elem_bytes, int nrow,
     } catch (const std::bad_alloc&) {
         return fail(err, k, "tensor_array_to_tensor: out of memory");
     }
-    char* o = out->data.data();
-    for (int64_t r = 0; r < outer; ++r)
-        for (size_t i = 0; i < parts.size(); ++i) {
-            const int64_t n = inner[i] * elem_bytes;
-            if (n > 0) std::memcpy(o, parts[i]->data + r * n, (size_t)n);
-            o += n;
-        }
+    join_entries(a, elem_bytes, nrow, row_dims, axis, outer, out->data.data());
     return 0;
+}
+
+// tensor_array_to_tensor into arena values (its entries bounded before the loop that
+// wrote them: trip_bound.py): `n` the entries that hold a value. An array of more entries
+// than `most`, the bound the outputs reserve, stops the run with an error (never a write
+// past them); none that holds a value fails as array_to_held does.
+inline int array_join_count(const TensorArray* a, int64_t most, bool stack, int64_t* n,
+                            char* err, int k) {
+    if (a->size() > most) {
+        std::snprintf(err, 512, "tensor_array_to_tensor: the array has %lld entries, more "
+                      "than the %lld its loop's bound allows", (long long)a->size(),
+                      (long long)most);
+        return 2 + k;
+    }
+    if (a->size() == 0)
+        return fail(err, k, "tensor_array_to_tensor: X must be a non-empty tensor array");
+    int64_t parts = 0;
+    for (const auto& e : a->el) parts += e.data != nullptr;
+    if (parts == 0)
+        return fail(err, k, stack ? "tensor_array_to_tensor: need at least one array to stack"
+                                  : "tensor_array_to_tensor: need at least one array to "
+                                    "concatenate");
+    *n = parts;
+    return 0;
+}
+
+// The rows of the joined entries: each entry's, all the same (`sum`: concatenated along
+// axis 0, their sum); at most `most` (what the outputs reserve). Entries that do not line
+// up stop the run as array_to_held's do.
+inline int array_join_rows(const TensorArray* a, bool stack, bool sum, int64_t most,
+                           int64_t* rows, char* err, int k) {
+    int64_t first = -1, total = 0;
+    for (const auto& e : a->el) {
+        if (e.data == nullptr) continue;
+        const int64_t r = e.rows < 0 ? 0 : e.rows;
+        if (first >= 0 && r != first && !sum)
+            return fail(err, k, stack ? "tensor_array_to_tensor: all input arrays must have "
+                                        "the same shape"
+                                      : "tensor_array_to_tensor: all the input array "
+                                        "dimensions except for the concatenation axis must "
+                                        "match exactly");
+        if (first < 0) first = r;
+        total += r;
+    }
+    *rows = sum ? total : first;
+    if (*rows > most)
+        return fail(err, k, "tensor_array_to_tensor: the entries have more rows than the "
+                            "compiled code reserved");
+    return 0;
+}
+
+// OutIndex of the joined entries: 1 each when stacked, else each one's size along axis.
+inline void join_index(const TensorArray* a, bool stack, int axis, const int64_t* row_dims,
+                       int32_t* index) {
+    for (const auto& e : a->el) {
+        if (e.data == nullptr) continue;
+        *index++ = stack ? 1 : (int32_t)(axis == 0 ? (e.rows < 0 ? 0 : e.rows)
+                                                   : row_dims[axis - 1]);
+    }
 }
 
 }  // namespace fl

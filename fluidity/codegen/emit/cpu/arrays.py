@@ -10,7 +10,8 @@ the interpreter's message.
 """
 from ....errors import ShapeError
 from ....ops.common import norm_axis
-from ...cir import ArrayBuf
+from ...cir import ArrayBuf, mul, prod
+from ...dim import Dim, is_lit
 from .. import register
 from ..literals import c_ints
 
@@ -147,9 +148,12 @@ def _read_or_zeros(e):
 @register("tensor_array_to_tensor", "cpu")
 def tensor_array_to_tensor(e):
     """Out = the array's entries stacked (use_stack) or concatenated along `axis`; OutIndex
-    their sizes along it (fl::array_to_held). Out's size is as many entries as the segment
-    wrote (a decoder's steps: no bound known on entry), so both are HeldBufs, handed back
-    whole; an op that reads them runs in the next segment (Segmenter.run)."""
+    their sizes along it. When the loop that filled the array bounds its entries on entry
+    (trip_bound.py: a decoder's `step <= max_step_num`), Out and OutIndex are arena values
+    whose joined dim is set as the segment runs (`_joined_in_arena`), so later ops read
+    them in the same segment. Otherwise Out's size is as many entries as the segment wrote,
+    with no bound known on entry: both are HeldBufs, handed back whole (fl::array_to_held),
+    and an op that reads them runs in the next segment (Segmenter.run)."""
     a = input_array(e)
     if a.lod_bounds:
         e.fail(f"tensor array '{a.var}' holds entries with LoD")
@@ -159,9 +163,61 @@ def tensor_array_to_tensor(e):
         axis = norm_axis(e.attr("axis"), nd + (1 if stack else 0))
     except ShapeError as exc:
         e.fail(str(exc))
+    if _bounded_join(e, a):
+        _joined_in_arena(e, a, axis, stack)
+        return
     out = e.held_output("Out", a.elem, nd + (1 if stack else 0))
     index = e.held_output("OutIndex", "int32_t", 1) if e.has_output("OutIndex") else None
     e.code(f"const int64_t row_dims[] = {c_ints(list(a.row_dims) or [0])}; "
            f"return fl::array_to_held({a}, sizeof({a.elem}), {len(a.row_dims)}, row_dims, "
            f"{axis}, {'true' if stack else 'false'}, {out}, {index or 'nullptr'}, err, "
            f"{e.k});")
+
+
+# the most bytes a bounded join may reserve when its size is a literal (else its arena
+# size is checked as the segment starts: overflow-checked, and against the tensor limit)
+MAX_JOIN_BYTES = 1 << 31
+
+
+def _bounded_join(e, a):
+    """Whether the join of ArrayBuf `a` may be an arena value: its entries have a bound
+    known on entry (ArrayBuf.max_entries), the op is at the segment's top level (a later
+    loop may write the array again) and a literal reservation stays within
+    MAX_JOIN_BYTES."""
+    if a.max_entries is None or not e.at_top_level:
+        return False
+    most = mul(mul(Dim.lit(a.max_entries), a.bound), a.row_bytes())
+    return not is_lit(most) or int(most) <= MAX_JOIN_BYTES
+
+
+def _joined_in_arena(e, a, axis, stack):
+    """Out (and OutIndex) of a bounded join as arena values: `n`, the entries that hold a
+    value, and their rows (their sum, concatenated along axis 0) are run-time dims set
+    before the op (fl::array_join_count, which stops the run when the array holds more
+    entries than its bound, and fl::array_join_rows); the op copies the entries
+    (fl::join_entries)."""
+    most = Dim.lit(a.max_entries)
+    flag = "true" if stack else "false"
+    n = e.runtime_dim(most, lambda v: f"fl::array_join_count({a.name}_, {most}, {flag}, "
+                      f"&{v}, err, {e.k})")
+    total = not stack and axis == 0
+    rows_most = mul(most, a.bound) if total else a.bound
+    rows = e.runtime_dim(rows_most, lambda v: (
+        f"fl::array_join_rows({a.name}_, {flag}, {'true' if total else 'false'}, "
+        f"{rows_most}, &{v}, err, {e.k})"))
+    entry = [rows] + list(a.row_dims)
+    if stack:
+        dims = entry[:axis] + [n] + entry[axis:]
+    else:
+        dims = list(entry)
+        if axis > 0:
+            dims[axis] = mul(n, entry[axis])
+    out = e.output("Out", dims, a.elem, lod_from=False)
+    outer = prod(entry[:axis]) if axis > 0 else Dim.lit(1)
+    row_dims = c_ints(list(a.row_dims) or [0])
+    e.code(f"const int64_t row_dims[] = {row_dims};")
+    e.code(f"fl::join_entries({a}, sizeof({a.elem}), {len(a.row_dims)}, row_dims, {axis}, "
+           f"{outer}, (char*){out});")
+    if e.has_output("OutIndex"):
+        index = e.output("OutIndex", [n], "int32_t", lod_from=False)
+        e.code(f"fl::join_index({a}, {flag}, {axis}, row_dims, {index});")
