@@ -1,10 +1,10 @@
 """C++ emitters of the update ops, dense and SelectedRows, in place: sgd, momentum, adam and
 adagrad in the C kernels' arithmetic (ops/sparse_kernels.c); rmsprop, ftrl and Fluid 1.x's
 other optimizers (ops/optimizer_variants.py) in their numpy rules' arithmetic, float32 where
-numpy computes in float32 (a Python float attribute rounded to float32: `f32`), double where
-it computes in double."""
+numpy computes in float32 (a Python float attribute rounded to float32: literals.f32),
+double where it computes in double."""
 from .. import register
-from ...cir import literal
+from ..literals import double_literal, f32
 from ..optimizer import adam_eps_scaled, adam_operands, update_operands
 
 
@@ -122,19 +122,6 @@ def adagrad(e):
 
 
 # --- rmsprop, ftrl and optimizer_variants.py's ops: their numpy rules, element by element -----
-def f32(x):
-    """Python float `x` as numpy rounds it to meet a float32 array: the double, then float
-    (a decimal literal with an f suffix would round once, and may differ)."""
-    lit = literal(float(x))
-    return f"(float){lit[:-1]}" if lit.endswith("f") else lit
-
-
-def f64(x):
-    """Python float `x` as a C double literal (the rules' scalar arithmetic is in double)."""
-    lit = literal(float(x))
-    return lit[:-1] if lit.endswith("f") else lit
-
-
 def _each(e, p, g, lazy, body):
     """Emit C statements `body` for every element `i` of Param and its states, with
     `const float g` its gradient (and `r`, where `_learning_rate` defined it). A SelectedRows
@@ -265,14 +252,14 @@ def lars_momentum(e):
     """The layer's learning rate in double from numpy's norms of Param and the (dense)
     gradient, rounded to float32 for the float32 velocity step."""
     p, (v,), g, lr = update_operands(e, ("Velocity",))
-    coeff, wd = f64(e.attr("lars_coeff")), float(e.attr("lars_weight_decay"))
+    coeff, wd = double_literal(e.attr("lars_coeff")), float(e.attr("lars_weight_decay"))
     n = p.numel()
     src = g if g.rows is None else _dense_grad(e, p, g)
     _norm(e, p, n, "pn")
     _norm(e, src, n, "gn")
     e.code(f"const double lr0 = (double){lr}[0]; const float local = (float)("
-           f"pn > 0.0 && gn > 0.0 ? lr0 * {coeff} * pn / (gn + {f64(wd)} * pn + "
-           f"{f64(e.attr('epsilon'))}) : lr0);")
+           f"pn > 0.0 && gn > 0.0 ? lr0 * {coeff} * pn / (gn + {double_literal(wd)} * pn + "
+           f"{double_literal(e.attr('epsilon'))}) : lr0);")
     e.code(f"for (int64_t i = 0; i < {n}; ++i) {{ const float vi = {f32(e.attr('mu'))} * "
            f"{v}[i] + local * ({src}[i] + {f32(wd)} * {p}[i]); {v}[i] = vi; "
            f"{p}[i] = {p}[i] - vi; }}")
