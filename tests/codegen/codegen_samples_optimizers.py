@@ -1,6 +1,7 @@
 """Samples of the update ops beyond sgd/momentum/adam/adagrad (rmsprop, ftrl and
 ops/optimizer_variants.py's): test_emitters.py runs each as an optimizer appends it (Param and
-accumulators updated in place) and compares the compiled bits with the kernel's."""
+accumulators updated in place) and compares the compiled bits with the kernel's; and of the
+ops gradient clipping appends (squared_l2_norm, clip_by_norm)."""
 import numpy as np
 from codegen_samples import adam_extra, dims, f32, update
 
@@ -35,6 +36,9 @@ SAMPLES = {
     "adadelta": update(("AvgSquaredGrad", "AvgSquaredUpdate")),
     "lamb": update(("Moment1", "Moment2"), extra=adam_extra),
     "lars_momentum": update(("Velocity",), {"mu": 0.9}),
+    "squared_l2_norm": lambda: ({"X": f32(*dims())}, {}, ["X"]),
+    # max_norm below the norm of a [n, m] tensor of values in [-2, 2]: X is scaled
+    "clip_by_norm": lambda: ({"X": f32(*dims(), lo=1.0, hi=2.0)}, {"max_norm": 0.5}, None),
 }
 EXTRA = {
     "rmsprop centered": ("rmsprop", centered_rmsprop),
@@ -44,4 +48,6 @@ EXTRA = {
         "adadelta", without_learning_rate(update(("AvgSquaredGrad", "AvgSquaredUpdate")))),
     "lars_momentum epsilon, no decay": ("lars_momentum", update(
         ("Velocity",), {"mu": 0.5, "lars_weight_decay": 0.0, "epsilon": 1e-3})),
+    "clip_by_norm within max_norm (copied)": ("clip_by_norm", lambda: (
+        {"X": f32(*dims(), lo=-0.1, hi=0.1)}, {"max_norm": 10.0}, None)),
 }

@@ -143,9 +143,9 @@ def _learning_rate(e, lr):
     e.code(f"const float r = {lr}[0];" if lr is not None else "const float r = 1.0f;")
 
 
-def _norm(e, x, n, name):
+def l2_norm(e, x, n, name):
     """C defining `const double name`: the L2 norm of float buffer `x` (`n` elements) as
-    optimizer_variants._norm computes it: squares in double, numpy's pairwise sum."""
+    optimizer_variants._norm and clip_by_norm compute it: squares in double, numpy's pairwise sum."""
     sq = e.scratch([n], "double")
     e.code(f"for (int64_t i = 0; i < {n}; ++i) {sq}[i] = (double){x}[i] * (double){x}[i]; "
            f"const double {name} = std::sqrt(fl::pairwise_sum({sq}, {n}, 1));")
@@ -240,8 +240,8 @@ def lamb(e):
           f"const float b = {f32(b2)} * {m2}[i] + {f32(1.0 - b2)} * g * g; "
           f"{m1}[i] = a; {m2}[i] = b; {r}[i] = a / (std::sqrt(b) + "
           f"{f32(e.attr('epsilon'))}) + {f32(e.attr('weight_decay'))} * {p}[i];")
-    _norm(e, p, n, "pn")
-    _norm(e, r, n, "rn")
+    l2_norm(e, p, n, "pn")
+    l2_norm(e, r, n, "rn")
     e.code(f"const float step = (float)((double){lr}[0] * "
            f"(pn > 0.0 && rn > 0.0 ? pn / rn : 1.0)); "
            f"for (int64_t i = 0; i < {n}; ++i) {p}[i] = {p}[i] - step * {r}[i];")
@@ -255,8 +255,8 @@ def lars_momentum(e):
     coeff, wd = double_literal(e.attr("lars_coeff")), float(e.attr("lars_weight_decay"))
     n = p.numel()
     src = g if g.rows is None else _dense_grad(e, p, g)
-    _norm(e, p, n, "pn")
-    _norm(e, src, n, "gn")
+    l2_norm(e, p, n, "pn")
+    l2_norm(e, src, n, "gn")
     e.code(f"const double lr0 = (double){lr}[0]; const float local = (float)("
            f"pn > 0.0 && gn > 0.0 ? lr0 * {coeff} * pn / (gn + {double_literal(wd)} * pn + "
            f"{double_literal(e.attr('epsilon'))}) : lr0);")
