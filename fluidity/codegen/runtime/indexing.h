@@ -140,4 +140,45 @@ inline int gather_nd(const T* x, const I* index, T* out, int64_t rows, int k,
     return 0;
 }
 
+// --- gather, index_select, index_sample, scatter --------------------------------------------------
+// The first of `n` indices outside [lo, hi) named in err as the kernels name it
+// ("<op>: index I is out of range for a dim of size D", or the message `fmt` gives with the
+// index and the bound); the op's error code, or 0 when every index is in range.
+template <class I>
+inline int check_index(const I* idx, i64 n, i64 lo, i64 hi, const char* fmt, char* err,
+                       int code) {
+    for (i64 j = 0; j < n; ++j) {
+        const i64 c = (i64)idx[j];
+        if (c < lo || c >= hi) {
+            std::snprintf(err, 512, fmt, (long long)c, (long long)hi);
+            return code;
+        }
+    }
+    return 0;
+}
+
+// Out[p, j, q] = X[p, idx[j], q]: X as [pre, n, post], m indices in [-n, n) (checked by the
+// caller), a negative one counting from the end (np.take).
+template <class T, class I>
+inline void take_axis(const T* x, const I* idx, T* out, i64 pre, i64 n, i64 post, i64 m) {
+    for (i64 p = 0; p < pre; ++p)
+        for (i64 j = 0; j < m; ++j) {
+            const i64 c = (i64)idx[j] < 0 ? (i64)idx[j] + n : (i64)idx[j];
+            std::memcpy(out + (p * m + j) * post, x + (p * n + c) * post, sizeof(T) * post);
+        }
+}
+
+// take_axis's gradient: dX = 0, then dX[p, idx[j], q] += dOut[p, j, q] in j's order (np.add.at's).
+template <class T, class I>
+inline void take_axis_grad(const T* dout, const I* idx, T* dx, i64 pre, i64 n, i64 post, i64 m) {
+    std::memset(dx, 0, sizeof(T) * (size_t)(pre * n * post));
+    for (i64 p = 0; p < pre; ++p)
+        for (i64 j = 0; j < m; ++j) {
+            const i64 c = (i64)idx[j] < 0 ? (i64)idx[j] + n : (i64)idx[j];
+            T* d = dx + (p * n + c) * post;
+            const T* g = dout + (p * m + j) * post;
+            for (i64 q = 0; q < post; ++q) d[q] += g[q];
+        }
+}
+
 }  // namespace fl
