@@ -22,6 +22,10 @@ CASES = {   # op: (inputs, attrs, the message both paths give)
     "index_sample negative": ({"X": f32(2, 3), "Index": np.array([[0, -1], [1, 0]],
                                                                 np.int32)}, {},
                               r"index_sample: Index holds -1, outside \[0, 3\)"),
+    "scatter": ({"X": f32(3, 2), "Ids": np.array([0, 3], np.int64), "Updates": f32(2, 2)},
+                {}, r"scatter: id 3 is out of range for 3 rows"),
+    "scatter adding": ({"X": f32(3, 2), "Ids": np.array([-4], np.int32), "Updates": f32(1, 2)},
+                       {"overwrite": False}, r"scatter: id -4 is out of range for 3 rows"),
 }
 
 

@@ -269,3 +269,77 @@ def index_sample_grad(e):
     e.code(f"std::memset({dx}, 0, {dx.nbytes()}); "
            f"for (int64_t i = 0; i < {n}; ++i) for (int64_t j = 0; j < {k}; ++j) "
            f"{dx}[i * {c} + (int64_t){idx}[i * {k} + j]] += {d}[i * {k} + j];")
+
+
+# --- scatter: Ids checked in C, a negative one counting from the end -------------------------
+def _scatter_rows(e, ids, n):
+    """C defining `row(j)`, the row Ids[j] addresses among `n` (every id checked in
+    [-n, n) first, named as the kernel names it)."""
+    emit_index_check(e, ids, ids.numel(), f"-({n})", n,
+                     f"{e.op.type}: id %lld is out of range for %lld rows")
+    e.code(f"auto row = [&](int64_t j) {{ const int64_t c = (int64_t){ids}[j]; "
+           f"return c < 0 ? c + ({n}) : c; }};")
+
+
+@register("scatter", "cpu")
+def scatter(e):
+    """Out = X with the rows Ids address set to Updates' rows: the last duplicate wins
+    (overwrite), or the sum of their rows from zero (overwrite=False, in Ids' order)."""
+    x, ids, upd = e.input("X"), _index_input(e, "Ids"), e.input("Updates")
+    dense_only(e, x, upd)
+    if upd.ctype != x.ctype or x.ndim < 1:
+        e.fail(f"X {x.ctype}{x.dims} and Updates {upd.ctype}")
+    m, d = ids.numel(), e.prod(x.dims[1:])
+    if upd.ndim != x.ndim:
+        e.fail(f"Updates{upd.dims} are not rows of X{x.dims}")
+    same_dim(e, upd.dims[0], m, "Updates has one row per id")
+    for a, b in zip(upd.dims[1:], x.dims[1:]):
+        same_dim(e, a, b, "Updates' rows are not X's")
+    out = e.output("Out", x.dims, x.ctype)
+    _scatter_rows(e, ids, x.dims[0])
+    size = f"sizeof({x.ctype}) * {d}"
+    e.code(f"std::memcpy({out}, {x}, {out.nbytes()});")
+    if e.attr("overwrite"):
+        e.code(f"for (int64_t j = 0; j < {m}; ++j) "
+               f"std::memcpy({out} + row(j) * {d}, {upd} + j * {d}, {size});")
+        return
+    e.code(f"for (int64_t j = 0; j < {m}; ++j) std::memset({out} + row(j) * {d}, 0, {size}); "
+           f"for (int64_t j = 0; j < {m}; ++j) for (int64_t q = 0; q < {d}; ++q) "
+           f"{out}[row(j) * {d} + q] += {upd}[j * {d} + q];")
+
+
+@register("scatter_grad", "cpu")
+def scatter_grad(e):
+    """X@GRAD = Out@GRAD with the scattered rows zeroed; Updates@GRAD = the Out@GRAD rows
+    its rows reached: each id's (overwrite=False), or the last duplicate's only (zeros for
+    the others)."""
+    ids, upd, dout = _index_input(e, "Ids"), e.input("Updates"), e.input("Out@GRAD")
+    dense_only(e, upd, dout)
+    e.require_float(upd, dout)
+    if dout.ndim < 1 or upd.ndim != dout.ndim:
+        e.fail(f"Updates{upd.dims} are not rows of Out@GRAD{dout.dims}")
+    m, n, d = ids.numel(), dout.dims[0], e.prod(dout.dims[1:])
+    same_dim(e, upd.dims[0], m, "Updates has one row per id")
+    for a, b in zip(upd.dims[1:], dout.dims[1:]):
+        same_dim(e, a, b, "Updates' rows are not Out@GRAD's")
+    size = f"sizeof(float) * {d}"
+    dx = e.output("X@GRAD", dout.dims, lod_from=False) if e.has_output("X@GRAD") else None
+    du = e.output("Updates@GRAD", upd.dims, lod_from=False) \
+        if e.has_output("Updates@GRAD") else None
+    if dx is None and du is None:
+        e.fail("no output")
+    _scatter_rows(e, ids, n)
+    if dx is not None:
+        e.code(f"std::memcpy({dx}, {dout}, {dx.nbytes()}); for (int64_t j = 0; j < {m}; ++j) "
+               f"std::memset({dx} + row(j) * {d}, 0, {size});")
+    if du is None:
+        return
+    if not e.attr("overwrite"):
+        e.code(f"for (int64_t j = 0; j < {m}; ++j) "
+               f"std::memcpy({du} + j * {d}, {dout} + row(j) * {d}, {size});")
+        return
+    last = e.scratch([n], "int64_t")
+    e.code(f"for (int64_t j = 0; j < {m}; ++j) {last}[row(j)] = j; "
+           f"for (int64_t j = 0; j < {m}; ++j) {{ if ({last}[row(j)] == j) "
+           f"std::memcpy({du} + j * {d}, {dout} + row(j) * {d}, {size}); "
+           f"else std::memset({du} + j * {d}, 0, {size}); }}")
