@@ -1,5 +1,5 @@
-"""C++ emitters of cast, concat (and its gradient), one_hot, range, expand (and its
-gradient) and stack."""
+"""C++ emitters of cast, concat (and its gradient), one_hot, range, expand, tile and expand_as
+(and their gradients) and stack."""
 import numpy as np
 
 from ....errors import ShapeError
@@ -165,42 +165,123 @@ def expand_times(e, x):
     return times
 
 
-def _tile_arrays(x, times):
-    return (f"const int64_t dims[] = {c_ints(x.dims)}; "
+def _tile_arrays(xdims, times):
+    return (f"const int64_t dims[] = {c_ints(xdims)}; "
             f"const int64_t times[] = {c_ints(times)};")
+
+
+def emit_tile(e, x, xdims, times, lod_from):
+    """Out = np.tile(X viewed as `xdims`, `times`): fl::tile copies X's rows into place,
+    then each finished block after itself (runtime/indexing.h). expand, tile and expand_as
+    are this with their own times."""
+    out = e.output("Out", [d * t for d, t in zip(xdims, times)], x.ctype, lod_from=lod_from)
+    e.code(f"{_tile_arrays(xdims, times)} fl::tile({x}, {out}, {len(xdims)}, dims, times);")
+
+
+def emit_untile(e, x, xdims, times, lod_from):
+    """X@GRAD = the sum of Out@GRAD's tiles (ops.common.untile) for X viewed as `xdims`:
+    Out@GRAD as [t0, d0, t1, d1, ...] reduced over the t axes by fl::reduce, which walks it
+    as numpy's sum does, so the float sums are numpy's."""
+    d = e.input("Out@GRAD")
+    dense_only(e, d)
+    if d.ctype not in ("float", "double"):
+        e.fail(f"Out@GRAD is {d.ctype}")
+    if d.ndim != len(xdims):
+        e.fail(f"Out@GRAD{d.dims} for X{list(xdims)}")
+    for have, a, t in zip(d.dims, xdims, times):
+        same_dim(e, have, a * t, "Out@GRAD is not X tiled")
+    split = [n for t, a in zip(times, xdims) for n in (t, a)]
+    red = ", ".join("true" if k % 2 == 0 else "false" for k in range(len(split)))
+    g = e.output("X@GRAD", x.dims, d.ctype, lod_from=lod_from)
+    e.code(f"const int64_t dims[] = {c_ints(split)}; const bool red[] = {{{red}}}; "
+           f"fl::reduce<fl::R_SUM>({d}, {g}, nullptr, {len(split)}, dims, red);")
+
+
+def _kept_lod(x):
+    return x if x.has_lod else False
 
 
 @register("expand", "cpu")
 def expand(e):
-    """Out = np.tile(X, times): fl::tile copies X's rows into place, then each finished
-    block after itself (runtime/indexing.h)."""
     x = e.input("X")
     dense_only(e, x)
-    times = expand_times(e, x)
-    out = e.output("Out", [d * t for d, t in zip(x.dims, times)], x.ctype,
-                   lod_from=x if x.has_lod else False)
-    e.code(f"{_tile_arrays(x, times)} fl::tile({x}, {out}, {x.ndim}, dims, times);")
+    emit_tile(e, x, x.dims, expand_times(e, x), _kept_lod(x))
 
 
 @register("expand_grad", "cpu")
 def expand_grad(e):
-    """X@GRAD = the sum of dOut's tiles (ops.common.untile): dOut viewed as
-    [t0, d0, t1, d1, ...] reduced over the t axes by fl::reduce, which walks it as numpy's
-    sum does, so the float sums are numpy's."""
-    x, d = e.input("X"), e.input("Out@GRAD")
-    dense_only(e, d)
-    if d.ctype not in ("float", "double"):
-        e.fail(f"Out@GRAD is {d.ctype}")
-    times = expand_times(e, x)
-    if d.ndim != x.ndim:
-        e.fail(f"Out@GRAD{d.dims} for X{x.dims}")
-    for have, a, t in zip(d.dims, x.dims, times):
-        same_dim(e, have, a * t, "Out@GRAD is X tiled expand_times")
-    split = [n for t, a in zip(times, x.dims) for n in (t, a)]
-    red = ", ".join("true" if k % 2 == 0 else "false" for k in range(len(split)))
-    g = e.output("X@GRAD", x.dims, d.ctype, lod_from=x if x.has_lod else False)
-    e.code(f"const int64_t dims[] = {c_ints(split)}; const bool red[] = {{{red}}}; "
-           f"fl::reduce<fl::R_SUM>({d}, {g}, nullptr, {len(split)}, dims, red);")
+    x = e.input("X")
+    emit_untile(e, x, x.dims, expand_times(e, x), _kept_lod(x))
+
+
+def tile_plan(e, x):
+    """(X's dims padded with leading 1s, times) of tile (ops/tensor.py _tile_plan): times
+    from RepeatTimes / repeat_times_tensor where compiled code knows them (the kernel's
+    ints_from), else the attribute, padded alike; each checked positive."""
+    times = known_ints(e, "RepeatTimes", "repeat_times_tensor") or \
+        [dim(t) for t in e.attr("repeat_times")]
+    times = [dim(t) for t in times]
+    rank = max(x.ndim, len(times))
+    if not 1 <= rank <= MAX_TILE_DIMS:
+        e.fail(f"repeat_times {times} for X{x.dims} (1 to {MAX_TILE_DIMS} dims)")
+    for t in times:
+        if t.is_literal and int(t) < 1:
+            e.fail(f"repeat_times {times} must be positive")
+        if not t.is_literal:
+            e.check(f"{t} < 1", f"{e.op.type}: repeat_times must be positive")
+    return ["1"] * (rank - x.ndim) + list(x.dims), [dim(1)] * (rank - len(times)) + times
+
+
+@register("tile", "cpu")
+def tile(e):
+    x = e.input("X")
+    dense_only(e, x)
+    xdims, times = tile_plan(e, x)
+    emit_tile(e, x, xdims, times, False)
+
+
+@register("tile_grad", "cpu")
+def tile_grad(e):
+    x = e.input("X")
+    xdims, times = tile_plan(e, x)
+    emit_untile(e, x, xdims, times, False)
+
+
+def ratio_times(e, x, target):
+    """expand_as's times: target's dims over X's, each a whole multiple (the kernel's
+    rule). A literal ratio is worked out here; over a literal dim of X, checked at run time
+    (the kernel, interpreted, names a dim that does not divide); X's dims must otherwise
+    equal target's."""
+    if x.ndim != target.ndim or not 1 <= x.ndim <= MAX_TILE_DIMS:
+        e.fail(f"X{x.dims} and {target.var}{target.dims} (one rank, 1 to {MAX_TILE_DIMS} dims)")
+    times = []
+    for a, b in zip(x.dims, target.dims):
+        a, b = dim(a), dim(b)
+        if a == b and not (a.is_literal and int(a) == 0):
+            times.append(dim(1))
+        elif a.is_literal and int(a) > 0:
+            if b.is_literal and int(b) % int(a):
+                e.fail(f"{target.var}{target.dims} is not a multiple of X{x.dims}")
+            if not b.is_literal:
+                e.check(f"{b} % {a} != 0", f"{e.op.type}: target dims are not multiples of X's")
+            times.append(b // a)
+        else:
+            e.fail(f"X{x.dims} to {target.var}{target.dims}: a ratio known only at run time")
+    return times
+
+
+@register("expand_as", "cpu")
+def expand_as(e):
+    x, target = e.input("X"), e.input("target_tensor")
+    dense_only(e, x)
+    emit_tile(e, x, x.dims, ratio_times(e, x, target), False)
+
+
+@register("expand_as_grad", "cpu")
+def expand_as_grad(e):
+    """The kernel's times are Out@GRAD's dims over X's (target_tensor is not read)."""
+    x = e.input("X")
+    emit_untile(e, x, x.dims, ratio_times(e, x, e.input("Out@GRAD")), False)
 
 
 @register("stack", "cpu")
