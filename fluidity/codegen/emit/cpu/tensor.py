@@ -1,7 +1,8 @@
 """C++ emitters of cast, concat (and its gradient), one_hot, range, expand, tile and expand_as
-(and their gradients) and stack."""
+(and their gradients), stack and unstack (and their gradients)."""
 import numpy as np
 
+from ....core.names import EMPTY_VAR_NAME
 from ....errors import ShapeError
 from ....ops.common import norm_axis
 from ...dim import Dim, dim
@@ -284,11 +285,9 @@ def expand_as_grad(e):
     emit_untile(e, x, x.dims, ratio_times(e, x, e.input("Out@GRAD")), False)
 
 
-@register("stack", "cpu")
-def stack(e):
-    """Y = the inputs (one shape, one type) stacked along a new dim `axis`: each input's
-    runs of prod(dims[axis:]) elements interleaved."""
-    xs = e.inputs("X")
+def emit_stack(e, xs, out_slot, lod_from=None):
+    """`out_slot` = Bufs `xs` (one shape, one type) stacked along a new dim `axis`: each
+    input's runs of prod(dims[axis:]) elements interleaved."""
     if not xs:
         e.fail("no input")
     x0 = xs[0]
@@ -301,9 +300,50 @@ def stack(e):
     except ShapeError as exc:
         e.fail(str(exc))
     n, pre, post = len(xs), e.prod(x0.dims[:axis]), e.prod(x0.dims[axis:])
-    y = e.output("Y", list(x0.dims[:axis]) + [n] + list(x0.dims[axis:]), x0.ctype)
+    y = e.output(out_slot, list(x0.dims[:axis]) + [n] + list(x0.dims[axis:]), x0.ctype,
+                 lod_from=lod_from)
     srcs = ", ".join(str(b) for b in xs)
     e.code(f"const {x0.ctype}* const xs[] = {{{srcs}}}; "
            f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t i = 0; i < {n}; ++i) "
            f"std::memcpy({y} + (p * {n} + i) * {post}, xs[i] + p * {post}, "
            f"sizeof({x0.ctype}) * {post});")
+
+
+def emit_unstack(e, x, out_slot):
+    """Each output of `out_slot` (one per slice of X along `axis`; an empty name skipped) =
+    that slice, the dim removed: stack's inverse."""
+    dense_only(e, x)
+    try:
+        axis = norm_axis(e.attr("axis"), x.ndim)
+    except ShapeError as exc:
+        e.fail(str(exc))
+    names = e.op.output(out_slot)
+    n, pre, post = len(names), e.prod(x.dims[:axis]), e.prod(x.dims[axis + 1:])
+    same_dim(e, x.dims[axis], n, f"one {out_slot} a slice along axis {axis}")
+    dims = list(x.dims[:axis]) + list(x.dims[axis + 1:])
+    for i, name in enumerate(names):
+        if name == EMPTY_VAR_NAME:
+            continue
+        y = e.output(out_slot, dims, x.ctype, i=i, lod_from=False)
+        e.code(f"for (int64_t p = 0; p < {pre}; ++p) std::memcpy({y} + p * {post}, "
+               f"{x} + (p * {n} + {i}) * {post}, sizeof({x.ctype}) * {post});")
+
+
+@register("stack", "cpu")
+def stack(e):
+    emit_stack(e, e.inputs("X"), "Y")
+
+
+@register("stack_grad", "cpu")
+def stack_grad(e):
+    emit_unstack(e, e.input("Y@GRAD"), "X@GRAD")
+
+
+@register("unstack", "cpu")
+def unstack(e):
+    emit_unstack(e, e.input("X"), "Y")
+
+
+@register("unstack_grad", "cpu")
+def unstack_grad(e):
+    emit_stack(e, e.inputs("Y@GRAD"), "X@GRAD", lod_from=False)
