@@ -140,6 +140,45 @@ inline int gather_nd(const T* x, const I* index, T* out, int64_t rows, int k,
     return 0;
 }
 
+// --- flip, reverse ---------------------------------------------------------------------------------
+// Out = X (nd dims) reversed along each dim k with rev[k] (np.flip): Out walked in C order, an
+// odometer of its index giving X's.
+template <class T>
+inline void flip(const T* x, T* out, int nd, const i64* dims, const bool* rev) {
+    i64 stride[REDUCE_MAX_DIMS], idx[REDUCE_MAX_DIMS], total = 1;
+    for (int k = nd - 1; k >= 0; --k) {
+        stride[k] = total;
+        total *= dims[k];
+        idx[k] = 0;
+    }
+    for (i64 o = 0; o < total; ++o) {
+        i64 src = 0;
+        for (int k = 0; k < nd; ++k) src += (rev[k] ? dims[k] - 1 - idx[k] : idx[k]) * stride[k];
+        out[o] = x[src];
+        for (int k = nd - 1; k >= 0; --k) {
+            if (++idx[k] < dims[k]) break;
+            idx[k] = 0;
+        }
+    }
+}
+
+// --- cumsum ---------------------------------------------------------------------------------------
+// Running sums of X as [pre, n, post] along n, in order (np.cumsum: no pairing), from the end when
+// `reverse`; `exclusive` leaves each element out of its own sum (the first is 0). Integers wrap.
+template <class T>
+inline void cumsum(const T* x, T* out, i64 pre, i64 n, i64 post, bool exclusive, bool reverse) {
+    for (i64 p = 0; p < pre; ++p)
+        for (i64 q = 0; q < post; ++q) {
+            T acc = (T)0;
+            for (i64 t = 0; t < n; ++t) {
+                const i64 at = (p * n + (reverse ? n - 1 - t : t)) * post + q;
+                if (exclusive) out[at] = acc;
+                acc = t == 0 ? x[at] : add_wrap(acc, x[at]);
+                if (!exclusive) out[at] = acc;
+            }
+        }
+}
+
 // --- gather, index_select, index_sample, scatter --------------------------------------------------
 // The first of `n` indices outside [lo, hi) named in err as the kernels name it
 // ("<op>: index I is out of range for a dim of size D", or the message `fmt` gives with the
