@@ -145,7 +145,8 @@ def _learning_rate(e, lr):
 
 def l2_norm(e, x, n, name):
     """C defining `const double name`: the L2 norm of float buffer `x` (`n` elements) as
-    optimizer_variants._norm and clip_by_norm compute it: squares in double, numpy's pairwise sum."""
+    optimizer_variants._norm and clip_by_norm compute it: squares in double, numpy's
+    pairwise sum."""
     sq = e.scratch([n], "double")
     e.code(f"for (int64_t i = 0; i < {n}; ++i) {sq}[i] = (double){x}[i] * (double){x}[i]; "
            f"const double {name} = std::sqrt(fl::pairwise_sum({sq}, {n}, 1));")
