@@ -113,6 +113,7 @@ BINARY_GRADS = {
     "elementwise_div": ("d / y", "-d * o / y"),
     "elementwise_max": ("d * (x > y ? 1.0f : 0.0f)", "d * (x <= y ? 1.0f : 0.0f)"),
     "elementwise_min": ("d * (x < y ? 1.0f : 0.0f)", "d * (x >= y ? 1.0f : 0.0f)"),
+    "elementwise_pow": ("d * y * std::pow(x, y - 1.0f)", "d * o * std::log(x > 0 ? x : 1.0f)"),
 }
 
 # comparisons and logical ops (ops/logic.py): any type in, bool out
