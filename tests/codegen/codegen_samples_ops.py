@@ -30,6 +30,13 @@ def with_nan(*shape):
     return x
 
 
+def with_zeros(shape, at):
+    """Floats of `shape` with zeros at the flat positions `at`."""
+    x = f32(*shape)
+    x.reshape(-1)[at] = 0.0
+    return x
+
+
 def ties(*shape):
     """Floats with repeated extremes (every element equal to the max gets the gradient)."""
     return rng.integers(-2, 3, size=shape).astype(np.float32)
@@ -84,6 +91,9 @@ EXTRA = {
     "reduce_prod int64 wraps": ("reduce_prod", reduce((3, 30), False, lambda *s: ints(
         *s, hi=1000), dim=[1])),
     "reduce_prod empty dim": ("reduce_prod", reduce((0, 3), False, dim=[0])),
+    # the gradient over non-adjacent dims, groups holding one zero and two
+    "reduce_prod dims 0 and 2 with zeros, keep_dim": ("reduce_prod", reduce(
+        (3, 2, 4), make=lambda *s: with_zeros(s, [0, 5, 7]), dim=[0, 2], keep_dim=True)),
     "reduce_all reduce_all": ("reduce_all", reduce(three, False, bools, reduce_all=True)),
     "reduce_any negative dim": ("reduce_any", reduce(three, False, bools, dim=[-1, -3])),
 }
@@ -194,6 +204,9 @@ SAMPLES.update({
         {"X": f32(n, 2, m), "Scale": f32(2 * m), "Bias": f32(2 * m)},
         {"begin_norm_axis": 1, "epsilon": 1e-5}, ["X", "Scale", "Bias"]))(*dims()),
     "clip": lambda: ({"X": f32(*dims())}, {"min": -0.5, "max": 1.25}, ["X"]),
+    # sqrt's gradient op, whose own gradient is sqrt_grad_grad
+    "sqrt_grad": lambda: (lambda s: ({"Out": f32(*s, lo=0.5, hi=2.0), "Out@GRAD": f32(*s)},
+                                     {}, ["Out", "Out@GRAD"]))(dims()),
     # Fluid 1.x's activations
     "atan": act(-3, 3),
     "asin": act(-0.95, 0.95),

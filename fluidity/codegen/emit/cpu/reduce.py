@@ -110,6 +110,24 @@ def _emit_reduce_grad(e):
            f"{nd}, dims, red);")
 
 
+@register("reduce_prod_grad", "cpu")
+def reduce_prod_grad(e):
+    """dX = Out@GRAD times the product of the other elements of each reduced group
+    (fl::reduce_prod_grad: prefix and suffix products, exact where a group holds zeros)."""
+    x, d = e.input("X"), e.input("Out@GRAD")
+    dense_only(e, x, d)
+    if x.ctype not in _FLOATS or d.ctype != x.ctype:
+        e.fail("compiled for float X and Out@GRAD of one type")
+    arrays, nd, _, count, kept = _plan(e, x)
+    if str(d.numel()) != str(kept):
+        if e.is_lit(d.numel()) and e.is_lit(kept):
+            e.fail(f"Out@GRAD has {d.numel()} elements, not {kept}")
+        e.check(f"{d.numel()} != {kept}", f"{e.op.type}: Out@GRAD is not Out's size")
+    dx = e.output("X@GRAD", x.dims, x.ctype)
+    before, roff = e.scratch([count], x.ctype), e.scratch([count], "int64_t")
+    e.code(f"{arrays} fl::reduce_prod_grad({x}, {d}, {dx}, {nd}, dims, red, {before}, {roff});")
+
+
 register("reduce_all", "cpu")(_emit_reduce)
 
 
