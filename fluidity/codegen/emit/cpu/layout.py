@@ -259,8 +259,8 @@ def flip(e):
         e.fail(f"X{x.dims}: 1 to 8 dims")
     rev = [False] * x.ndim
     for a in e.attr("axis"):
-        if not -x.ndim <= a < x.ndim:
-            e.fail(f"axis {a} for X{x.dims}")
+        if not -x.ndim <= a < x.ndim or rev[a % x.ndim]:   # numpy refuses a repeated axis
+            e.fail(f"axis {list(e.attr('axis'))} for X{x.dims}")
         rev[a % x.ndim] = True
     out = e.output("Out", x.dims, x.ctype)
     flags = ", ".join("true" if r else "false" for r in rev)

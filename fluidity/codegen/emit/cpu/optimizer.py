@@ -124,10 +124,9 @@ def adagrad(e):
 # --- rmsprop, ftrl and optimizer_variants.py's ops: their numpy rules, element by element -----
 def _each(e, p, g, lazy, body):
     """Emit C statements `body` for every element `i` of Param and its states, with
-    `const float g` its gradient (and `r`, where `_learning_rate` defined it). A SelectedRows
-    Grad:
-    a `lazy` rule steps the elements of its merged rows only, any other every element, g = 0
-    where the Grad has no row (optimizer_ops.UpdateOp's rule)."""
+    `const float g` its gradient (and `r`, where `_learning_rate` defined it). With a
+    SelectedRows Grad a `lazy` rule steps the elements of its merged rows only, any other
+    every element, g = 0 where the Grad has no row (optimizer_ops.UpdateOp's rule)."""
     if g.rows is not None and lazy:
         rows, merged, d = _emit_merge(e, p, g)
         e.code(f"for (int64_t k = 0; k < m; ++k) for (int64_t j = 0; j < {d}; ++j) {{ "
