@@ -392,7 +392,7 @@ PADDLE_ACTIVATIONS = {
              "Out = scale * (X if X > 0 else alpha * (exp(X) - 1))."),
     "log1p": ({}, lambda x: np.log1p(x), lambda x, o: 1 / (1 + x), "Out = log(1 + X)."),
     "erf": ({}, _erf, lambda x, o: 2 / np.sqrt(np.pi) * np.exp(-x * x), "Out = erf(X)."),
-    # Fluid 1.x activations without a compiled form (they run interpreted)
+    # Fluid 1.x activations
     "atan": ({}, np.arctan, lambda x, o: 1 / (1 + x * x), "Out = atan(X)."),
     "asin": ({}, np.arcsin, lambda x, o: 1 / np.sqrt(1 - x * x), "Out = asin(X)."),
     "acos": ({}, np.arccos, lambda x, o: -1 / np.sqrt(1 - x * x), "Out = acos(X)."),

@@ -22,7 +22,7 @@ SAMPLES = {
     "elementwise_floordiv": lambda: divisions(np.int64),
     "elementwise_mod": lambda: divisions(np.int64),
     "stack": lambda: ({"X": [("s0", f32(2, 3)), ("s1", f32(2, 3)), ("s2", f32(2, 3))]},
-                      {"axis": 1}, None),
+                      {"axis": 1}, [("X", 0), ("X", 2)]),
     "gather_nd": lambda: ({"X": f32(3, 4, 2), "Index": np.array(
         [[[0, 1], [2, -1]], [[-3, 0], [1, 3]]], np.int64)}, {}, None),
     "gather_tree": lambda: ({"Ids": rng.integers(0, 9, (5, 3, 4)).astype(np.int64),

@@ -1,6 +1,7 @@
 """Samples of the compiled forms of reductions (ops/reduce.py), creation and shape ops
 (fill_any_like, fill_constant from tensors, shape, size, range), slicing (slice,
-strided_slice), the Paddle 2.x activations, gelu, log_softmax, layer_norm and clip: each op
+strided_slice), the Paddle 2.x activations and Fluid 1.x's (atan, asin, acos, tanh_shrink,
+hard_shrink, thresholded_relu, stanh, soft_relu), gelu, log_softmax, layer_norm and clip: each op
 compiled vs its numpy kernel by test_emitters.py, forward and gradient. Edge forms: negative
 axes, keep_dim, reduce_all, empty dims, NaN for max/min, integer and bool dtypes, slices
 with out-of-range and negative bounds and decrease_axis."""
@@ -26,6 +27,13 @@ def three():
 def with_nan(*shape):
     x = f32(*shape)
     x.reshape(-1)[::5] = np.nan
+    return x
+
+
+def with_zeros(shape, at):
+    """Floats of `shape` with zeros at the flat positions `at`."""
+    x = f32(*shape)
+    x.reshape(-1)[at] = 0.0
     return x
 
 
@@ -83,6 +91,9 @@ EXTRA = {
     "reduce_prod int64 wraps": ("reduce_prod", reduce((3, 30), False, lambda *s: ints(
         *s, hi=1000), dim=[1])),
     "reduce_prod empty dim": ("reduce_prod", reduce((0, 3), False, dim=[0])),
+    # the gradient over non-adjacent dims, groups holding one zero and two
+    "reduce_prod dims 0 and 2 with zeros, keep_dim": ("reduce_prod", reduce(
+        (3, 2, 4), make=lambda *s: with_zeros(s, [0, 5, 7]), dim=[0, 2], keep_dim=True)),
     "reduce_all reduce_all": ("reduce_all", reduce(three, False, bools, reduce_all=True)),
     "reduce_any negative dim": ("reduce_any", reduce(three, False, bools, dim=[-1, -3])),
 }
@@ -193,6 +204,18 @@ SAMPLES.update({
         {"X": f32(n, 2, m), "Scale": f32(2 * m), "Bias": f32(2 * m)},
         {"begin_norm_axis": 1, "epsilon": 1e-5}, ["X", "Scale", "Bias"]))(*dims()),
     "clip": lambda: ({"X": f32(*dims())}, {"min": -0.5, "max": 1.25}, ["X"]),
+    # sqrt's gradient op, whose own gradient is sqrt_grad_grad
+    "sqrt_grad": lambda: (lambda s: ({"Out": f32(*s, lo=0.5, hi=2.0), "Out@GRAD": f32(*s)},
+                                     {}, ["Out", "Out@GRAD"]))(dims()),
+    # Fluid 1.x's activations
+    "atan": act(-3, 3),
+    "asin": act(-0.95, 0.95),
+    "acos": act(-0.95, 0.95),
+    "tanh_shrink": act(),
+    "hard_shrink": act(threshold=0.7),
+    "thresholded_relu": act(threshold=0.5),
+    "stanh": act(scale_a=0.5, scale_b=1.5),
+    "soft_relu": act(-30, 30, threshold=20.0),
 })
 EXTRA.update({
     "gelu approximate": ("gelu", act(approximate=True)),
@@ -200,6 +223,8 @@ EXTRA.update({
     "hard_swish kinks and NaN": ("hard_swish", special(-3.0, 3.0, 0.0, np.nan)),
     "hard_sigmoid other slope": ("hard_sigmoid", act(slope=0.1666667, offset=0.5)),
     "elu NaN and infinities": ("elu", special(np.nan, np.inf, -np.inf, 0.0, -0.0)),
+    "hard_shrink kinks and NaN": ("hard_shrink", special(0.5, -0.5, 0.0, np.nan, np.inf)),
+    "soft_relu at its threshold, NaN": ("soft_relu", special(40.0, -40.0, 0.0, np.nan)),
     "softshrink kinks and NaN": ("softshrink", lambda: _own_draws(
         -8, 8, 0.5, (0.5, -0.5, 0.0, -0.0, np.nan, np.inf))),
     "log_softmax last axis, long rows": ("log_softmax", lambda: (

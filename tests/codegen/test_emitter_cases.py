@@ -184,3 +184,16 @@ def test_movers_compile_for_any_batch_size_only_when_they_keep_rows_apart():
         got = exe.run(compiled, feed=feed, fetch_list=[z, t], scope=fluid.Scope())
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("op_type", ["flip", "reverse"])
+def test_a_repeated_flip_axis_runs_interpreted_and_fails_as_numpy(op_type):
+    """np.flip refuses a repeated axis: the compiled path refuses the op, never flipping
+    twice (or once) where the interpreter stops."""
+    main, startup, feed, out_vars, _ = build_op(op_type, {"X": f32(2, 3)}, {"axis": [0, -2]},
+                                                ["Out"])
+    assert op_type not in compiled_ops(main)
+    fetch = [v for vs in out_vars.values() for v in vs]
+    with pytest.raises(Exception, match="repeated axis"):
+        fluid.Executor().run(fluid.CompiledProgram(main).with_native_code(), feed=feed,
+                             fetch_list=fetch, scope=fluid.Scope())

@@ -12,6 +12,7 @@ import fluidity as fluid
 from fluidity.codegen import emit
 from fluidity.core.tensor import SelectedRows
 from fluidity.ops import registry
+from fluidity.ops.optimizer_ops import UpdateOp
 
 SAMPLES, EXTRA, ELSEWHERE = all_samples()
 
@@ -37,7 +38,10 @@ def test_every_grad_op_with_an_emitter_belongs_to_a_forward_op_that_has_a_sample
                          for t in grads)
 
 
-UPDATES = ("sgd", "momentum", "adam", "adagrad")
+def _is_update(op_type):
+    """Whether `op_type` is an update op (Param and its accumulators updated in place)."""
+    opdef = registry.get(op_type)
+    return isinstance(opdef, type) and issubclass(opdef, UpdateOp)
 
 
 def _update_program(op_type, inputs, attrs):
@@ -66,7 +70,7 @@ def _run_update(program, values, compiled):
 def test_compiled_matches_the_numpy_kernel(case):
     op_type, sample = EXTRA.get(case, (case, SAMPLES.get(case)))
     inputs, attrs, wrt, *outputs = sample()    # outputs: the slots to make, when not all
-    if op_type in UPDATES:
+    if _is_update(op_type):
         main, values = _update_program(op_type, inputs, attrs)
         assert op_type in compiled_ops(main), f"{op_type} did not compile"
         want, got = _run_update(main, values, False), _run_update(main, values, True)
@@ -107,17 +111,25 @@ def test_every_sequence_pool_type_compiles_as_the_kernel(ptype):
     ("adam", ("Moment1", "Moment2"), {"lazy_mode": False}),
     # an adam op Paddle >= 2.1 wrote (it carries use_global_beta_pow): the scaled epsilon
     ("adam", ("Moment1", "Moment2"), {"lazy_mode": False, "use_global_beta_pow": False}),
-    ("adam", ("Moment1", "Moment2"), {"lazy_mode": True, "use_global_beta_pow": False})])
+    ("adam", ("Moment1", "Moment2"), {"lazy_mode": True, "use_global_beta_pow": False}),
+    # the rules stepping only the Grad's rows
+    ("ftrl", ("SquaredAccumulator", "LinearAccumulator"), {"l1": 0.1}),
+    ("adamax", ("Moment", "InfNorm"), {}), ("decayed_adagrad", ("Moment",), {}),
+    ("adadelta", ("AvgSquaredGrad", "AvgSquaredUpdate"), {}),
+    # the rules stepping every row
+    ("rmsprop", ("MeanSquare", "Moment"), {"momentum": 0.5}),
+    ("lamb", ("Moment1", "Moment2"), {}), ("lars_momentum", ("Velocity",), {"mu": 0.9})])
 def test_sparse_updates_compile_bit_for_bit(op_type, states, attrs):
-    """A SelectedRows Grad with duplicate rows: sgd adds row by row, adam and adagrad
-    merge the duplicates first (the kernels' semantics, and their bits); adam without
-    lazy_mode steps every row, with g = 0 where the Grad has none."""
+    """A SelectedRows Grad with duplicate rows: sgd adds row by row, the others merge the
+    duplicates first (the kernels' semantics, and their bits); adam without lazy_mode,
+    rmsprop, lamb and lars_momentum step every row, with g = 0 where the Grad has none."""
     h, d = 6, 3
     rows = np.array([4, 1, 4, 0, 4], np.int64)
     values = {"Param": f32(h, d), "LearningRate": np.array([0.1], np.float32)}
     values.update({s: f32(h, d, lo=0.0, hi=1.0) for s in states})
-    if op_type == "adam":
-        values.update(adam_extra())
+    values.update({"adam": adam_extra, "lamb": adam_extra,
+                   "adamax": lambda: {"Beta1Pow": np.array([0.5], np.float32)}}.get(
+                       op_type, dict)())
     opdef = registry.get(op_type)
     main = fluid.Program()
     block = main.global_block()

@@ -14,7 +14,7 @@ import re
 from collections import namedtuple
 
 from ..cir import literal, NotCompilable
-from .literals import double_literal
+from .literals import double_literal, f32
 
 Row = namedtuple("Row", "expr any_type out_type", defaults=(False, None))
 
@@ -76,6 +76,19 @@ PADDLE_ACTIVATIONS = {
     "log1p": ("std::log1p(x)", "d * (1.0f / (1.0f + x))"),
     "erf": ("(float)std::erf((double)x)",         # scipy's erf: double, rounded to float
             "(float)((double)d * ({two_over_sqrt_pi_d} * (double)std::exp(-x * x)))"),
+    # Fluid 1.x's (float32 throughout; `** 2` is numpy's square)
+    "atan": ("std::atan(x)", "d * (1.0f / (1.0f + x * x))"),
+    "asin": ("std::asin(x)", "d * (1.0f / std::sqrt(1.0f - x * x))"),
+    "acos": ("std::acos(x)", "d * (-1.0f / std::sqrt(1.0f - x * x))"),
+    "tanh_shrink": ("x - std::tanh(x)", "d * (std::tanh(x) * std::tanh(x))"),
+    "hard_shrink": ("std::fabs(x) > {threshold} ? x : 0.0f",
+                    "d * (std::fabs(x) > {threshold} ? 1.0f : 0.0f)"),
+    "thresholded_relu": ("x > {threshold} ? x : 0.0f", "d * (x > {threshold} ? 1.0f : 0.0f)"),
+    "stanh": ("{scale_b} * std::tanh({scale_a} * x)",
+              "d * ({scale_a_times_b} * (1.0f - std::tanh({scale_a} * x) * "
+              "std::tanh({scale_a} * x)))"),
+    "soft_relu": ("fl::logaddexp0(fl::fminnp(fl::fmaxnp(x, -{threshold}), {threshold}))",
+                  "d * (std::fabs(x) < {threshold} ? fl::sigmoid(x) : 0.0f)"),
 }
 
 # elementwise_* (ops/math.py): Out over x and y
@@ -100,6 +113,7 @@ BINARY_GRADS = {
     "elementwise_div": ("d / y", "-d * o / y"),
     "elementwise_max": ("d * (x > y ? 1.0f : 0.0f)", "d * (x <= y ? 1.0f : 0.0f)"),
     "elementwise_min": ("d * (x < y ? 1.0f : 0.0f)", "d * (x >= y ? 1.0f : 0.0f)"),
+    "elementwise_pow": ("d * y * std::pow(x, y - 1.0f)", "d * o * std::log(x > 0 ? x : 1.0f)"),
 }
 
 # comparisons and logical ops (ops/logic.py): any type in, bool out
@@ -175,6 +189,8 @@ def paddle_literals(e):
     if "threshold" in lits and "scale" in lits and e.attr("scale") != 0:
         lits["threshold_over_scale"] = e.literal(e.attr("threshold") / e.attr("scale"))
     lits["two_over_sqrt_pi_d"] = double_literal(2 / np.sqrt(np.pi))
+    if "scale_a" in lits and "scale_b" in lits:     # stanh's: a Python product, then float32
+        lits["scale_a_times_b"] = f32(float(e.attr("scale_a")) * float(e.attr("scale_b")))
     return lits
 
 

@@ -140,4 +140,84 @@ inline int gather_nd(const T* x, const I* index, T* out, int64_t rows, int k,
     return 0;
 }
 
+// --- flip, reverse ---------------------------------------------------------------------------------
+// Out = X (nd dims) reversed along each dim k with rev[k] (np.flip): Out walked in C order, an
+// odometer of its index giving X's.
+template <class T>
+inline void flip(const T* x, T* out, int nd, const i64* dims, const bool* rev) {
+    i64 stride[REDUCE_MAX_DIMS], idx[REDUCE_MAX_DIMS], total = 1;
+    for (int k = nd - 1; k >= 0; --k) {
+        stride[k] = total;
+        total *= dims[k];
+        idx[k] = 0;
+    }
+    for (i64 o = 0; o < total; ++o) {
+        i64 src = 0;
+        for (int k = 0; k < nd; ++k) src += (rev[k] ? dims[k] - 1 - idx[k] : idx[k]) * stride[k];
+        out[o] = x[src];
+        for (int k = nd - 1; k >= 0; --k) {
+            if (++idx[k] < dims[k]) break;
+            idx[k] = 0;
+        }
+    }
+}
+
+// --- cumsum ---------------------------------------------------------------------------------------
+// Running sums of X as [pre, n, post] along n, in order (np.cumsum: no pairing), from the end when
+// `reverse`; `exclusive` leaves each element out of its own sum (the first is 0). Integers wrap.
+template <class T>
+inline void cumsum(const T* x, T* out, i64 pre, i64 n, i64 post, bool exclusive, bool reverse) {
+    for (i64 p = 0; p < pre; ++p)
+        for (i64 q = 0; q < post; ++q) {
+            T acc = (T)0;
+            for (i64 t = 0; t < n; ++t) {
+                const i64 at = (p * n + (reverse ? n - 1 - t : t)) * post + q;
+                if (exclusive) out[at] = acc;
+                acc = t == 0 ? x[at] : add_wrap(acc, x[at]);
+                if (!exclusive) out[at] = acc;
+            }
+        }
+}
+
+// --- gather, index_select, index_sample, scatter --------------------------------------------------
+// The first of `n` indices outside [lo, hi) named in err as the kernels name it
+// ("<op>: index I is out of range for a dim of size D", or the message `fmt` gives with the
+// index and the bound); the op's error code, or 0 when every index is in range.
+template <class I>
+inline int check_index(const I* idx, i64 n, i64 lo, i64 hi, const char* fmt, char* err,
+                       int code) {
+    for (i64 j = 0; j < n; ++j) {
+        const i64 c = (i64)idx[j];
+        if (c < lo || c >= hi) {
+            std::snprintf(err, 512, fmt, (long long)c, (long long)hi);
+            return code;
+        }
+    }
+    return 0;
+}
+
+// Out[p, j, q] = X[p, idx[j], q]: X as [pre, n, post], m indices in [-n, n) (checked by the
+// caller), a negative one counting from the end (np.take).
+template <class T, class I>
+inline void take_axis(const T* x, const I* idx, T* out, i64 pre, i64 n, i64 post, i64 m) {
+    for (i64 p = 0; p < pre; ++p)
+        for (i64 j = 0; j < m; ++j) {
+            const i64 c = (i64)idx[j] < 0 ? (i64)idx[j] + n : (i64)idx[j];
+            std::memcpy(out + (p * m + j) * post, x + (p * n + c) * post, sizeof(T) * post);
+        }
+}
+
+// take_axis's gradient: dX = 0, then dX[p, idx[j], q] += dOut[p, j, q] in j's order (np.add.at's).
+template <class T, class I>
+inline void take_axis_grad(const T* dout, const I* idx, T* dx, i64 pre, i64 n, i64 post, i64 m) {
+    std::memset(dx, 0, sizeof(T) * (size_t)(pre * n * post));
+    for (i64 p = 0; p < pre; ++p)
+        for (i64 j = 0; j < m; ++j) {
+            const i64 c = (i64)idx[j] < 0 ? (i64)idx[j] + n : (i64)idx[j];
+            T* d = dx + (p * n + c) * post;
+            const T* g = dout + (p * m + j) * post;
+            for (i64 q = 0; q < post; ++q) d[q] += g[q];
+        }
+}
+
 }  // namespace fl

@@ -229,4 +229,54 @@ inline void reduce_grad(const T* x, const T* o, const T* d, T* dx, int nd, const
     });
 }
 
+// dX of reduce_prod (ops/reduce.py _prod_of_others): each element's Out@GRAD times the product of
+// the other elements of its reduced group, the group in C order of the reduced dims, as prefix
+// products from the front times suffix products from the back (each a running product in
+// order, numpy's cumprod), so a group holding zeros is exact. `before` (count values) and `roff`
+// (count offsets) are the caller's scratch.
+template <class T>
+inline void reduce_prod_grad(const T* x, const T* d, T* dx, int nd, const i64* dims,
+                             const bool* red, T* before, i64* roff) {
+    i64 stride[REDUCE_MAX_DIMS], s = 1, count = 1, nout = 1;
+    for (int k = nd - 1; k >= 0; --k) {
+        stride[k] = s;
+        s *= dims[k];
+        if (red[k]) count *= dims[k];
+        else nout *= dims[k];
+    }
+    if (s == 0) return;
+    i64 idx[REDUCE_MAX_DIMS];
+    for (int k = 0; k < nd; ++k) idx[k] = 0;
+    for (i64 r = 0; r < count; ++r) {            // the reduced dims' offsets, C order
+        i64 off = 0;
+        for (int k = 0; k < nd; ++k) if (red[k]) off += idx[k] * stride[k];
+        roff[r] = off;
+        for (int k = nd - 1; k >= 0; --k) {
+            if (!red[k]) continue;
+            if (++idx[k] < dims[k]) break;
+            idx[k] = 0;
+        }
+    }
+    for (int k = 0; k < nd; ++k) idx[k] = 0;
+    for (i64 o = 0; o < nout; ++o) {             // the kept dims, C order: Out's
+        i64 base = 0;
+        for (int k = 0; k < nd; ++k) if (!red[k]) base += idx[k] * stride[k];
+        T acc = (T)1;
+        for (i64 r = 0; r < count; ++r) {
+            before[r] = acc;
+            acc = acc * x[base + roff[r]];
+        }
+        acc = (T)1;
+        for (i64 r = count - 1; r >= 0; --r) {
+            dx[base + roff[r]] = d[o] * (before[r] * acc);
+            acc = acc * x[base + roff[r]];
+        }
+        for (int k = nd - 1; k >= 0; --k) {
+            if (red[k]) continue;
+            if (++idx[k] < dims[k]) break;
+            idx[k] = 0;
+        }
+    }
+}
+
 }  // namespace fl

@@ -1,5 +1,5 @@
-"""C++ emitters of softmax, log_softmax and round (the other activations are rows of the
-elementwise table)."""
+"""C++ emitters of softmax, log_softmax, round, softshrink and sqrt_grad_grad (the other
+activations are rows of the elementwise table)."""
 from .. import register
 from ..activation import softmax_grad_operands, softmax_operands
 from ..checks import dense_only
@@ -84,3 +84,22 @@ def softshrink(e):
     out = e.output("Out", x.dims, lod_from=x)
     e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const float v = {x}[i]; "
            f"{out}[i] = v > {lam} ? v - {lam} : (v < -{lam} ? v + {lam} : 0.0f); }}")
+
+
+# the gradient of sqrt_grad (ops/activation.py SqrtGradGrad): output slot -> its element, in
+# float32 in the kernel's order
+SQRT_GRAD_GRAD = {"DOut": "-dx * ddx / o", "DDOut": "0.5f * ddx / o"}
+
+
+@register("sqrt_grad_grad", "cpu")
+def sqrt_grad_grad(e):
+    o, dx, ddx = e.input("Out"), e.input("DX"), e.input("DDX")
+    dense_only(e, o, dx, ddx)
+    e.require_float(o, dx, ddx)
+    e.same_dims(o, dx)
+    e.same_dims(o, ddx)
+    for slot, expr in SQRT_GRAD_GRAD.items():
+        if e.has_output(slot):
+            g = e.output(slot, o.dims)
+            e.code(f"for (int64_t i = 0; i < {o.numel()}; ++i) {{ const float o = {o}[i], "
+                   f"dx = {dx}[i], ddx = {ddx}[i]; {g}[i] = {expr}; }}")

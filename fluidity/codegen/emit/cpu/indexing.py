@@ -5,7 +5,7 @@ from ....ops.common import norm_axis
 from ....ops.indexing import slice_plan, strided_plan
 from ...dim import Dim
 from .. import register
-from ..checks import dense_only
+from ..checks import dense_only, same_dim
 from ..known_values import known_ints, known_values, set_known_values
 from ..literals import c_ints, lit_int
 
@@ -150,3 +150,196 @@ def gather_nd(e):
     xdims = c_ints(x.dims[:k] or [0])
     e.code(f"const int64_t xdims[] = {xdims}; if (int rc = fl::gather_nd({x}, {index}, {out}, "
            f"{rows}, {k}, xdims, {slice_}, err, {e.k})) return rc;")
+
+
+# --- gather, index_select, index_sample: indices checked in C before any is used -------------
+_INDEX_CTYPES = ("int64_t", "int32_t")
+
+
+def _index_input(e, slot):
+    """Index input `slot`: an int32/int64 dense tensor (NotCompilable otherwise)."""
+    idx = e.input(slot)
+    dense_only(e, idx)
+    if idx.ctype not in _INDEX_CTYPES:
+        e.fail(f"{slot} is {idx.ctype}")
+    return idx
+
+
+def emit_index_check(e, idx, n, lo, bound, message):
+    """C stopping the run with the op's error code when one of `n` entries of index Buf
+    `idx` is outside [lo, bound): `message` (a printf format taking the index and the bound
+    as long longs) names the first, as the kernel does."""
+    e.code(f"if (int rc = fl::check_index({idx}, {n}, {lo}, {bound}, "
+           f"{e.c_string(message)}, err, {2 + e.k})) return rc;")
+
+
+def _take_plan(e, x, axis, idx):
+    """(pre, n, post, m, Out's dims) of np.take(X, Index, axis): Index 1-D or [N, 1], or
+    0-D (one slice, the axis dropped); its entries checked in [-n, n) with the kernels'
+    message."""
+    try:
+        a = norm_axis(axis, x.ndim)
+    except ShapeError as exc:
+        e.fail(str(exc))
+    if idx.ndim > 2 or idx.ndim == 2 and str(idx.dims[1]) != "1":
+        e.fail(f"Index{idx.dims} is not 1-D or [N, 1]")
+    m = idx.numel()
+    n = x.dims[a]
+    out = list(x.dims[:a]) + ([idx.dims[0]] if idx.ndim else []) + list(x.dims[a + 1:])
+    emit_index_check(e, idx, m, f"-{n}" if e.is_lit(n) else f"-({n})", n,
+                     f"{e.op.type}: index %lld is out of range for a dim of size %lld")
+    return e.prod(x.dims[:a]), n, e.prod(x.dims[a + 1:]), m, out
+
+
+def _gather_axis(e):
+    if e.op.input("Axis"):
+        e.fail("an Axis tensor")
+    return e.attr("axis")
+
+
+def _take(e, axis):
+    x, idx = e.input("X"), _index_input(e, "Index")
+    dense_only(e, x)
+    pre, n, post, m, dims = _take_plan(e, x, axis, idx)
+    out = e.output("Out", dims, x.ctype)
+    e.code(f"fl::take_axis({x}, {idx}, {out}, {pre}, {n}, {post}, {m});")
+
+
+def _take_grad(e, axis):
+    """X@GRAD: zeros, Out@GRAD's slices added where Index took them."""
+    x, idx, d = e.input("X"), _index_input(e, "Index"), e.input("Out@GRAD")
+    dense_only(e, x, d)
+    e.require_float(d)
+    pre, n, post, m, dims = _take_plan(e, x, axis, idx)
+    same_dim(e, d.numel(), e.prod(dims), "Out@GRAD is not Out's size")
+    dx = e.output("X@GRAD", x.dims, d.ctype, lod_from=False)
+    e.code(f"fl::take_axis_grad({d}, {idx}, {dx}, {pre}, {n}, {post}, {m});")
+
+
+@register("gather", "cpu")
+def gather(e):
+    _take(e, _gather_axis(e))
+
+
+@register("gather_grad", "cpu")
+def gather_grad(e):
+    _take_grad(e, _gather_axis(e))
+
+
+@register("index_select", "cpu")
+def index_select(e):
+    _take(e, e.attr("dim"))
+
+
+@register("index_select_grad", "cpu")
+def index_select_grad(e):
+    _take_grad(e, e.attr("dim"))
+
+
+def _sample_operands(e):
+    """X [N, C] and Index [N, K] (same rows, checked), Index's entries checked in [0, C)."""
+    x, idx = e.input("X"), _index_input(e, "Index")
+    dense_only(e, x)
+    if x.ndim != 2 or idx.ndim != 2:
+        e.fail(f"X{x.dims} and Index{idx.dims} are not both 2-D")
+    same_dim(e, x.dims[0], idx.dims[0], "X and Index differ in rows")
+    emit_index_check(e, idx, idx.numel(), 0, x.dims[1],
+                     "index_sample: Index holds %lld, outside [0, %lld) (X's columns)")
+    return x, idx, x.dims[0], x.dims[1], idx.dims[1]
+
+
+@register("index_sample", "cpu")
+def index_sample(e):
+    """Out[i, j] = X[i, Index[i, j]]."""
+    x, idx, n, c, k = _sample_operands(e)
+    out = e.output("Out", idx.dims, x.ctype)
+    e.code(f"for (int64_t i = 0; i < {n}; ++i) for (int64_t j = 0; j < {k}; ++j) "
+           f"{out}[i * {k} + j] = {x}[i * {c} + (int64_t){idx}[i * {k} + j]];")
+
+
+@register("index_sample_grad", "cpu")
+def index_sample_grad(e):
+    """X@GRAD: zeros, each Out@GRAD added at its column (repeats sum, in row order)."""
+    x, idx, n, c, k = _sample_operands(e)
+    d = e.input("Out@GRAD")
+    dense_only(e, d)
+    e.require_float(d)
+    e.same_dims(d, idx)
+    dx = e.output("X@GRAD", x.dims, d.ctype, lod_from=False)
+    e.code(f"std::memset({dx}, 0, {dx.nbytes()}); "
+           f"for (int64_t i = 0; i < {n}; ++i) for (int64_t j = 0; j < {k}; ++j) "
+           f"{dx}[i * {c} + (int64_t){idx}[i * {k} + j]] += {d}[i * {k} + j];")
+
+
+# --- scatter: Ids checked in C, a negative one counting from the end -------------------------
+def _scatter_rows(e, ids, n):
+    """C defining `row(j)`, the row Ids[j] addresses among `n` (every id checked in
+    [-n, n) first, named as the kernel names it)."""
+    emit_index_check(e, ids, ids.numel(), f"-({n})", n,
+                     f"{e.op.type}: id %lld is out of range for %lld rows")
+    e.code(f"auto row = [&](int64_t j) {{ const int64_t c = (int64_t){ids}[j]; "
+           f"return c < 0 ? c + ({n}) : c; }};")
+
+
+@register("scatter", "cpu")
+def scatter(e):
+    """Out = X with the rows Ids address set to Updates' rows: the last duplicate wins
+    (overwrite), or the sum of their rows from zero (overwrite=False, in Ids' order)."""
+    x, ids, upd = e.input("X"), _index_input(e, "Ids"), e.input("Updates")
+    dense_only(e, x, upd)
+    if upd.ctype != x.ctype or x.ndim < 1:
+        e.fail(f"X {x.ctype}{x.dims} and Updates {upd.ctype}")
+    m, d = ids.numel(), e.prod(x.dims[1:])
+    if upd.ndim != x.ndim:
+        e.fail(f"Updates{upd.dims} are not rows of X{x.dims}")
+    same_dim(e, upd.dims[0], m, "Updates has one row per id")
+    for a, b in zip(upd.dims[1:], x.dims[1:]):
+        same_dim(e, a, b, "Updates' rows are not X's")
+    out = e.output("Out", x.dims, x.ctype)
+    _scatter_rows(e, ids, x.dims[0])
+    size = f"sizeof({x.ctype}) * {d}"
+    e.code(f"std::memcpy({out}, {x}, {out.nbytes()});")
+    if e.attr("overwrite"):
+        e.code(f"for (int64_t j = 0; j < {m}; ++j) "
+               f"std::memcpy({out} + row(j) * {d}, {upd} + j * {d}, {size});")
+        return
+    e.code(f"for (int64_t j = 0; j < {m}; ++j) std::memset({out} + row(j) * {d}, 0, {size}); "
+           f"for (int64_t j = 0; j < {m}; ++j) for (int64_t q = 0; q < {d}; ++q) "
+           f"{out}[row(j) * {d} + q] += {upd}[j * {d} + q];")
+
+
+@register("scatter_grad", "cpu")
+def scatter_grad(e):
+    """X@GRAD = Out@GRAD with the scattered rows zeroed; Updates@GRAD = the Out@GRAD rows
+    its rows reached: each id's (overwrite=False), or the last duplicate's only (zeros for
+    the others)."""
+    ids, upd, dout = _index_input(e, "Ids"), e.input("Updates"), e.input("Out@GRAD")
+    dense_only(e, upd, dout)
+    e.require_float(upd, dout)
+    if dout.ndim < 1 or upd.ndim != dout.ndim:
+        e.fail(f"Updates{upd.dims} are not rows of Out@GRAD{dout.dims}")
+    m, n, d = ids.numel(), dout.dims[0], e.prod(dout.dims[1:])
+    same_dim(e, upd.dims[0], m, "Updates has one row per id")
+    for a, b in zip(upd.dims[1:], dout.dims[1:]):
+        same_dim(e, a, b, "Updates' rows are not Out@GRAD's")
+    size = f"sizeof(float) * {d}"
+    dx = e.output("X@GRAD", dout.dims, lod_from=False) if e.has_output("X@GRAD") else None
+    du = e.output("Updates@GRAD", upd.dims, lod_from=False) \
+        if e.has_output("Updates@GRAD") else None
+    if dx is None and du is None:
+        e.fail("no output")
+    _scatter_rows(e, ids, n)
+    if dx is not None:
+        e.code(f"std::memcpy({dx}, {dout}, {dx.nbytes()}); for (int64_t j = 0; j < {m}; ++j) "
+               f"std::memset({dx} + row(j) * {d}, 0, {size});")
+    if du is None:
+        return
+    if not e.attr("overwrite"):
+        e.code(f"for (int64_t j = 0; j < {m}; ++j) "
+               f"std::memcpy({du} + j * {d}, {dout} + row(j) * {d}, {size});")
+        return
+    last = e.scratch([n], "int64_t")
+    e.code(f"for (int64_t j = 0; j < {m}; ++j) {last}[row(j)] = j; "
+           f"for (int64_t j = 0; j < {m}; ++j) {{ if ({last}[row(j)] == j) "
+           f"std::memcpy({du} + j * {d}, {dout} + row(j) * {d}, {size}); "
+           f"else std::memset({du} + j * {d}, 0, {size}); }}")

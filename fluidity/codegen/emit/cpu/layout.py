@@ -1,6 +1,6 @@
 """C++ emitters of the layout ops: the movers (pads, crops, channel shuffles: Out gathers X
-through an index map compiled in as a table) and their gradients, maxout, affine_channel
-and lrn."""
+through an index map compiled in as a table) and their gradients, maxout, affine_channel,
+lrn, flip and reverse."""
 import numpy as np
 
 from ....errors import ExecutionError, ShapeError
@@ -8,7 +8,7 @@ from ....ops import registry
 from ....ops.common import channel_last
 from .. import register
 from ..checks import same_dim
-from ..literals import f32, value_literal
+from ..literals import c_ints, f32, value_literal
 
 
 # --- maxout, affine_channel, lrn --------------------------------------------------------------
@@ -245,3 +245,24 @@ def lrn_grad(e):
            f"{{ const int64_t k = base + ch * {hw}; float back = 0.0f; for (int64_t i = 0; "
            f"i < {n}; ++i) back = back + {t}[ch + i]; {dx}[k] = {d}[k] * std::pow({mid}[k], "
            f"{f32(-beta)}) - {f32(2 * alpha * beta)} * {x}[k] * back; }} }}")
+
+
+# --- flip, reverse ------------------------------------------------------------------------------
+@register("flip", "cpu")
+@register("reverse", "cpu")
+def flip(e):
+    """Out = X reversed along each dim in `axis` (fl::flip); each op is its own gradient."""
+    x = e.input("X")
+    if x.rows is not None:
+        e.fail("X is SelectedRows")
+    if not 1 <= x.ndim <= 8:
+        e.fail(f"X{x.dims}: 1 to 8 dims")
+    rev = [False] * x.ndim
+    for a in e.attr("axis"):
+        if not -x.ndim <= a < x.ndim or rev[a % x.ndim]:   # numpy refuses a repeated axis
+            e.fail(f"axis {list(e.attr('axis'))} for X{x.dims}")
+        rev[a % x.ndim] = True
+    out = e.output("Out", x.dims, x.ctype)
+    flags = ", ".join("true" if r else "false" for r in rev)
+    e.code(f"const int64_t dims[] = {c_ints(x.dims)}; const bool rev[] = {{{flags}}}; "
+           f"fl::flip({x}, {out}, {x.ndim}, dims, rev);")

@@ -1,5 +1,5 @@
-"""C++ emitters of increment, clip (and its gradient), arg_max, arg_min and is_empty
-(comparisons and logical ops are rows of the elementwise table)."""
+"""C++ emitters of increment, clip (and its gradient), arg_max, arg_min, is_empty and where
+(and its gradient) (comparisons and logical ops are rows of the elementwise table)."""
 from ....errors import ShapeError
 from ....ops.logic import arg_out_shape
 from .. import register
@@ -116,3 +116,40 @@ def is_empty(e):
     dense_only(e, x)
     out = e.output("Out", [1], "bool", lod_from=False)
     e.code(f"{out}[0] = ({x.numel()}) == 0;")
+
+
+# --- where (ops/logic.py Where) -------------------------------------------------------------------
+def _where_operands(e):
+    """Condition (bool), X and Y (one type) of one shape (checked)."""
+    cond, x, y = e.input("Condition"), e.input("X"), e.input("Y")
+    dense_only(e, cond, x, y)
+    if cond.ctype != "bool":
+        e.fail(f"Condition is {cond.ctype}")
+    if x.ctype != y.ctype:
+        e.fail(f"X is {x.ctype}, Y {y.ctype}")
+    e.same_dims(cond, x)
+    e.same_dims(x, y)
+    return cond, x, y
+
+
+@register("where", "cpu")
+def where(e):
+    """Out = X where Condition else Y."""
+    cond, x, y = _where_operands(e)
+    out = e.output("Out", x.dims, x.ctype)
+    e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = {cond}[i] ? {x}[i] : {y}[i];")
+
+
+@register("where_grad", "cpu")
+def where_grad(e):
+    """X@GRAD = Out@GRAD where Condition, else 0; Y@GRAD the other way."""
+    cond, x, _ = _where_operands(e)
+    d = e.input("Out@GRAD")
+    dense_only(e, d)
+    e.same_dims(x, d)
+    for slot, pick in (("X@GRAD", "{c} ? {d} : zero"), ("Y@GRAD", "{c} ? zero : {d}")):
+        if e.has_output(slot):
+            g = e.output(slot, x.dims, d.ctype)
+            val = pick.format(c=f"{cond}[i]", d=f"{d}[i]")
+            e.code(f"{{ const {d.ctype} zero = 0; for (int64_t i = 0; i < {x.numel()}; ++i) "
+                   f"{g}[i] = {val}; }}")

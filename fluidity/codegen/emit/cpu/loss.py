@@ -1,6 +1,7 @@
 """C++ emitters of the losses and their gradients: cross_entropy(2),
 softmax_with_cross_entropy, sigmoid_cross_entropy_with_logits, huber, smooth_l1, log, bce,
-rank, margin_rank, bpr, kldiv, teacher_student_sigmoid, label_smooth, cos_sim and norm."""
+rank, margin_rank, bpr, kldiv, teacher_student_sigmoid, label_smooth, cos_sim, norm, hinge
+and modified_huber."""
 from .. import register
 from ..checks import same_dim
 from ..literals import f32
@@ -496,3 +497,66 @@ def norm_grad(e):
            f"for (int64_t j = 0; j < "
            f"{m}; ++j) {{ const int64_t i = base + j * {post}; {dx}[i] = {d}[i] / r - "
            f"{x}[i] * dot / r3; }} }}")
+
+
+# --- hinge_loss, modified_huber_loss: a score and a 0/1 label, [N, 1] each -------------------
+def _score_and_label(e, score_slot, label_slot, label_any=False):
+    """The score (float32, [N, 1]) and the label of its shape: float32, or (label_any)
+    any number type, taken as float (modified_huber's astype)."""
+    x, y = e.input(score_slot), e.input(label_slot)
+    e.require_float(x)
+    if not label_any or y.ctype not in ("int32_t", "int64_t"):
+        e.require_float(y)
+    if x.ndim != 2:
+        e.fail(f"{score_slot}{x.dims} is not [N, 1]")
+    same_dim(e, x.dims[1], 1, f"{score_slot} is [N, 1]")
+    e.same_dims(x, y)
+    return x, y
+
+
+@register("hinge_loss", "cpu")
+def hinge_loss(e):
+    """Loss = max(1 - Logits (2 Labels - 1), 0), float32 as the kernel computes it."""
+    x, y = _score_and_label(e, "Logits", "Labels")
+    out = e.output("Loss", x.dims)
+    e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {out}[i] = "
+           f"fl::fmaxnp(1.0f - {x}[i] * (2.0f * {y}[i] - 1.0f), 0.0f);")
+
+
+@register("hinge_loss_grad", "cpu")
+def hinge_loss_grad(e):
+    x, y = _score_and_label(e, "Logits", "Labels")
+    d = e.input("Loss@GRAD")
+    e.require_float(d)
+    e.same_dims(x, d)
+    g = e.output("Logits@GRAD", x.dims, lod_from=False)
+    e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const float alt = 2.0f * {y}[i] - 1.0f; "
+           f"{g}[i] = {d}[i] * ({x}[i] * alt < 1.0f ? 1.0f : 0.0f) * -alt; }}")
+
+
+# modified_huber_loss's pieces over z = X (2Y - 1): the loss and its slope (ops/modified_huber.py)
+HUBER_LOSS = "z < -1.0f ? -4.0f * z : (z < 1.0f ? (1.0f - z) * (1.0f - z) : 0.0f)"
+HUBER_SLOPE = "z < -1.0f ? -4.0f : (z < 1.0f ? -2.0f * (1.0f - z) : 0.0f)"
+
+
+@register("modified_huber_loss", "cpu")
+def modified_huber_loss(e):
+    x, y = _score_and_label(e, "X", "Y", label_any=True)
+    out = e.output("Out", x.dims, lod_from=False)
+    z = e.output("IntermediateVal", x.dims, lod_from=False) \
+        if e.has_output("IntermediateVal") else e.scratch(x.dims)
+    e.code(f"for (int64_t i = 0; i < {x.numel()}; ++i) {{ const float z = {x}[i] * "
+           f"(2.0f * (float){y}[i] - 1.0f); {z}[i] = z; {out}[i] = {HUBER_LOSS}; }}")
+
+
+@register("modified_huber_loss_grad", "cpu")
+def modified_huber_loss_grad(e):
+    z, y, d = e.input("IntermediateVal"), e.input("Y"), e.input("Out@GRAD")
+    e.require_float(z, d)
+    if y.ctype not in ("int32_t", "int64_t"):
+        e.require_float(y)
+    e.same_dims(z, y)
+    same_dim(e, d.numel(), z.numel(), "Out@GRAD has one value per score")
+    g = e.output("X@GRAD", z.dims, lod_from=False)
+    e.code(f"for (int64_t i = 0; i < {z.numel()}; ++i) {{ const float z = {z}[i]; "
+           f"{g}[i] = {d}[i] * (2.0f * (float){y}[i] - 1.0f) * ({HUBER_SLOPE}); }}")

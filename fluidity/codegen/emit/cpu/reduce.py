@@ -1,5 +1,6 @@
 """C++ emitters of the reductions (reduce_sum, _mean, _max, _min, _prod, _all, _any) and
-their gradients: fl::reduce walks X as numpy's reduction does (runtime/reduce.h)."""
+their gradients: fl::reduce walks X as numpy's reduction does (runtime/reduce.h); and of
+cumsum (+ _grad), running sums in numpy's order (fl::cumsum)."""
 from ....errors import ShapeError
 from ....ops.reduce import reduced_axes
 from .. import register
@@ -109,7 +110,64 @@ def _emit_reduce_grad(e):
            f"{nd}, dims, red);")
 
 
+@register("reduce_prod_grad", "cpu")
+def reduce_prod_grad(e):
+    """dX = Out@GRAD times the product of the other elements of each reduced group
+    (fl::reduce_prod_grad: prefix and suffix products, exact where a group holds zeros)."""
+    x, d = e.input("X"), e.input("Out@GRAD")
+    dense_only(e, x, d)
+    if x.ctype not in _FLOATS or d.ctype != x.ctype:
+        e.fail("compiled for float X and Out@GRAD of one type")
+    arrays, nd, _, count, kept = _plan(e, x)
+    if str(d.numel()) != str(kept):
+        if e.is_lit(d.numel()) and e.is_lit(kept):
+            e.fail(f"Out@GRAD has {d.numel()} elements, not {kept}")
+        e.check(f"{d.numel()} != {kept}", f"{e.op.type}: Out@GRAD is not Out's size")
+    dx = e.output("X@GRAD", x.dims, x.ctype)
+    before, roff = e.scratch([count], x.ctype), e.scratch([count], "int64_t")
+    e.code(f"{arrays} fl::reduce_prod_grad({x}, {d}, {dx}, {nd}, dims, red, {before}, {roff});")
+
+
 register("reduce_all", "cpu")(_emit_reduce)
 
 
 register("reduce_any", "cpu")(_emit_reduce)
+
+
+# --- cumsum (ops/math.py _cumsum) -----------------------------------------------------------------
+_CUMSUM_CTYPES = ("float", "double", "int32_t", "int64_t")
+
+
+def _emit_cumsum(e, src, x, out_slot, reverse, lod_from):
+    """`out_slot` = the running sums of Buf `src` (laid out as X, or flattened) along the
+    op's axis (fl::cumsum), X's dims unless `flatten` (then [numel])."""
+    dense_only(e, src)
+    if src.ctype not in _CUMSUM_CTYPES:
+        e.fail(f"{src.var} is {src.ctype}")
+    if e.attr("flatten") or x.ndim == 0:
+        pre, n, post = "1", x.numel(), "1"
+    else:
+        axis = e.attr("axis")
+        if not -x.ndim <= axis < x.ndim:
+            e.fail(f"axis {axis} for X{x.dims}")
+        axis %= x.ndim
+        pre, n, post = e.prod(x.dims[:axis]), x.dims[axis], e.prod(x.dims[axis + 1:])
+    dims = [x.numel()] if e.attr("flatten") and out_slot == "Out" else x.dims
+    out = e.output(out_slot, dims, src.ctype, lod_from=lod_from)
+    e.code(f"fl::cumsum({src}, {out}, {pre}, {n}, {post}, "
+           f"{'true' if e.attr('exclusive') else 'false'}, {'true' if reverse else 'false'});")
+
+
+@register("cumsum", "cpu")
+def cumsum(e):
+    x = e.input("X")
+    _emit_cumsum(e, x, x, "Out", bool(e.attr("reverse")), None)
+
+
+@register("cumsum_grad", "cpu")
+def cumsum_grad(e):
+    """The running sums of Out@GRAD the other way (the kernel's rule), in X's dims."""
+    x, d = e.input("X"), e.input("Out@GRAD")
+    if str(d.numel()) != str(x.numel()):
+        e.check(f"{d.numel()} != {x.numel()}", "cumsum_grad: Out@GRAD is not X's size")
+    _emit_cumsum(e, d, x, "X@GRAD", not e.attr("reverse"), False)

@@ -1,12 +1,12 @@
 """C++ emitters of the shape ops (reshape2, transpose2, squeeze2, unsqueeze2, flatten2,
-flatten_contiguous_range: a copy into Out's dims, or fl::transpose) and of shape and size,
+flatten_contiguous_range, flatten: a copy into Out's dims, or fl::transpose) and of shape and size,
 whose outputs are values compiled code knows (known_values.py)."""
 import numpy as np
 
 from ....errors import ProgramError, ShapeError
 from ....ops.shape_ops import transpose_perm
 from .. import register
-from ..checks import dense_only
+from ..checks import dense_only, same_dim
 from ..known_values import set_known_values
 
 
@@ -119,3 +119,31 @@ def size(e):
     out = e.output("Out", [], "int64_t")
     e.code(f"{out}[0] = (int64_t)({x.numel()});")
     set_known_values(e, out, [x.numel()])
+
+
+@register("flatten", "cpu")
+def flatten(e):
+    """Out = X as [prod(dims[:axis]), prod(dims[axis:])], a copy; X's LoD kept where dim 0
+    is (the kernel's rule; where only run time can say, a run keeping it runs interpreted)."""
+    x = e.input("X")
+    dense_only(e, x)
+    axis = e.attr("axis")
+    if not 0 <= axis <= x.ndim:
+        e.fail(f"axis {axis} for X{x.dims}")
+    dims = [e.prod(x.dims[:axis]), e.prod(x.dims[axis:])]
+    keep = x.has_lod and x.ndim > 0
+    if keep and str(dims[0]) != str(x.dims[0]):
+        if not (e.is_lit(dims[0]) and e.is_lit(x.dims[0])):
+            e.check(f"{dims[0]} == {x.dims[0]}", "flatten: keeps X's rows and so its LoD")
+        keep = False
+    out = e.output("Out", dims, x.ctype, lod_from=x if keep else False)
+    e.copy_code(out, x, f"std::memcpy({out}, {x}, sizeof(*{x}) * {x.numel()});")
+
+
+@register("flatten_grad", "cpu")
+def flatten_grad(e):
+    x, d = e.input("X"), e.input("Out@GRAD")
+    dense_only(e, x, d)
+    same_dim(e, d.numel(), x.numel(), "Out@GRAD is not X's size")
+    g = e.output("X@GRAD", x.dims, d.ctype)
+    e.copy_code(g, d, f"std::memcpy({g}, {d}, sizeof(*{d}) * {d.numel()});")

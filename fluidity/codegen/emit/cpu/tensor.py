@@ -1,7 +1,8 @@
-"""C++ emitters of cast, concat (and its gradient), one_hot, range, expand (and its
-gradient) and stack."""
+"""C++ emitters of cast, concat (and its gradient), one_hot, range, expand, tile and expand_as
+(and their gradients), stack and unstack (and their gradients)."""
 import numpy as np
 
+from ....core.names import EMPTY_VAR_NAME
 from ....errors import ShapeError
 from ....ops.common import norm_axis
 from ...dim import Dim, dim
@@ -165,49 +166,128 @@ def expand_times(e, x):
     return times
 
 
-def _tile_arrays(x, times):
-    return (f"const int64_t dims[] = {c_ints(x.dims)}; "
+def _tile_arrays(xdims, times):
+    return (f"const int64_t dims[] = {c_ints(xdims)}; "
             f"const int64_t times[] = {c_ints(times)};")
 
 
-@register("expand", "cpu")
-def expand(e):
-    """Out = np.tile(X, times): fl::tile copies X's rows into place, then each finished
-    block after itself (runtime/indexing.h)."""
-    x = e.input("X")
-    dense_only(e, x)
-    times = expand_times(e, x)
-    out = e.output("Out", [d * t for d, t in zip(x.dims, times)], x.ctype,
-                   lod_from=x if x.has_lod else False)
-    e.code(f"{_tile_arrays(x, times)} fl::tile({x}, {out}, {x.ndim}, dims, times);")
+def emit_tile(e, x, xdims, times, lod_from):
+    """Out = np.tile(X viewed as `xdims`, `times`): fl::tile copies X's rows into place,
+    then each finished block after itself (runtime/indexing.h). expand, tile and expand_as
+    are this with their own times."""
+    out = e.output("Out", [d * t for d, t in zip(xdims, times)], x.ctype, lod_from=lod_from)
+    e.code(f"{_tile_arrays(xdims, times)} fl::tile({x}, {out}, {len(xdims)}, dims, times);")
 
 
-@register("expand_grad", "cpu")
-def expand_grad(e):
-    """X@GRAD = the sum of dOut's tiles (ops.common.untile): dOut viewed as
-    [t0, d0, t1, d1, ...] reduced over the t axes by fl::reduce, which walks it as numpy's
-    sum does, so the float sums are numpy's."""
-    x, d = e.input("X"), e.input("Out@GRAD")
+def emit_untile(e, x, xdims, times, lod_from):
+    """X@GRAD = the sum of Out@GRAD's tiles (ops.common.untile) for X viewed as `xdims`:
+    Out@GRAD as [t0, d0, t1, d1, ...] reduced over the t axes by fl::reduce, which walks it
+    as numpy's sum does, so the float sums are numpy's."""
+    d = e.input("Out@GRAD")
     dense_only(e, d)
     if d.ctype not in ("float", "double"):
         e.fail(f"Out@GRAD is {d.ctype}")
-    times = expand_times(e, x)
-    if d.ndim != x.ndim:
-        e.fail(f"Out@GRAD{d.dims} for X{x.dims}")
-    for have, a, t in zip(d.dims, x.dims, times):
-        same_dim(e, have, a * t, "Out@GRAD is X tiled expand_times")
-    split = [n for t, a in zip(times, x.dims) for n in (t, a)]
+    if d.ndim != len(xdims):
+        e.fail(f"Out@GRAD{d.dims} for X{list(xdims)}")
+    for have, a, t in zip(d.dims, xdims, times):
+        same_dim(e, have, a * t, "Out@GRAD is not X tiled")
+    split = [n for t, a in zip(times, xdims) for n in (t, a)]
     red = ", ".join("true" if k % 2 == 0 else "false" for k in range(len(split)))
-    g = e.output("X@GRAD", x.dims, d.ctype, lod_from=x if x.has_lod else False)
+    g = e.output("X@GRAD", x.dims, d.ctype, lod_from=lod_from)
     e.code(f"const int64_t dims[] = {c_ints(split)}; const bool red[] = {{{red}}}; "
            f"fl::reduce<fl::R_SUM>({d}, {g}, nullptr, {len(split)}, dims, red);")
 
 
-@register("stack", "cpu")
-def stack(e):
-    """Y = the inputs (one shape, one type) stacked along a new dim `axis`: each input's
-    runs of prod(dims[axis:]) elements interleaved."""
-    xs = e.inputs("X")
+def _kept_lod(x):
+    return x if x.has_lod else False
+
+
+@register("expand", "cpu")
+def expand(e):
+    x = e.input("X")
+    dense_only(e, x)
+    emit_tile(e, x, x.dims, expand_times(e, x), _kept_lod(x))
+
+
+@register("expand_grad", "cpu")
+def expand_grad(e):
+    x = e.input("X")
+    emit_untile(e, x, x.dims, expand_times(e, x), _kept_lod(x))
+
+
+def tile_plan(e, x):
+    """(X's dims padded with leading 1s, times) of tile (ops/tensor.py _tile_plan): times
+    from RepeatTimes / repeat_times_tensor where compiled code knows them (the kernel's
+    ints_from), else the attribute, padded alike; each checked positive."""
+    times = known_ints(e, "RepeatTimes", "repeat_times_tensor") or \
+        [dim(t) for t in e.attr("repeat_times")]
+    times = [dim(t) for t in times]
+    rank = max(x.ndim, len(times))
+    if not 1 <= rank <= MAX_TILE_DIMS:
+        e.fail(f"repeat_times {times} for X{x.dims} (1 to {MAX_TILE_DIMS} dims)")
+    for t in times:
+        if t.is_literal and int(t) < 1:
+            e.fail(f"repeat_times {times} must be positive")
+        if not t.is_literal:
+            e.check(f"{t} < 1", f"{e.op.type}: repeat_times must be positive")
+    return ["1"] * (rank - x.ndim) + list(x.dims), [dim(1)] * (rank - len(times)) + times
+
+
+@register("tile", "cpu")
+def tile(e):
+    x = e.input("X")
+    dense_only(e, x)
+    xdims, times = tile_plan(e, x)
+    emit_tile(e, x, xdims, times, False)
+
+
+@register("tile_grad", "cpu")
+def tile_grad(e):
+    x = e.input("X")
+    xdims, times = tile_plan(e, x)
+    emit_untile(e, x, xdims, times, False)
+
+
+def ratio_times(e, x, target):
+    """expand_as's times: target's dims over X's, each a whole multiple (the kernel's
+    rule). A literal ratio is worked out here; over a literal dim of X, checked at run time
+    (the kernel, interpreted, names a dim that does not divide); X's dims must otherwise
+    equal target's."""
+    if x.ndim != target.ndim or not 1 <= x.ndim <= MAX_TILE_DIMS:
+        e.fail(f"X{x.dims} and {target.var}{target.dims} (one rank, 1 to {MAX_TILE_DIMS} dims)")
+    times = []
+    for a, b in zip(x.dims, target.dims):
+        a, b = dim(a), dim(b)
+        if a == b and not (a.is_literal and int(a) == 0):
+            times.append(dim(1))
+        elif a.is_literal and int(a) > 0:
+            if b.is_literal and int(b) % int(a):
+                e.fail(f"{target.var}{target.dims} is not a multiple of X{x.dims}")
+            if not b.is_literal:
+                e.check(f"{b} % {a} != 0", f"{e.op.type}: target dims are not multiples of X's")
+            times.append(b // a)
+        else:
+            e.fail(f"X{x.dims} to {target.var}{target.dims}: a ratio known only at run time")
+    return times
+
+
+@register("expand_as", "cpu")
+def expand_as(e):
+    x, target = e.input("X"), e.input("target_tensor")
+    dense_only(e, x)
+    emit_tile(e, x, x.dims, ratio_times(e, x, target), False)
+
+
+@register("expand_as_grad", "cpu")
+def expand_as_grad(e):
+    """The kernel's times are Out@GRAD's dims over X's (target_tensor is not read)."""
+    x = e.input("X")
+    emit_untile(e, x, x.dims, ratio_times(e, x, e.input("Out@GRAD")), False)
+
+
+def emit_stack(e, xs, out_slot, lod_from=None):
+    """`out_slot` = Bufs `xs` (one shape, one type) stacked along a new dim `axis`: each
+    input's runs of prod(dims[axis:]) elements interleaved."""
     if not xs:
         e.fail("no input")
     x0 = xs[0]
@@ -220,9 +300,50 @@ def stack(e):
     except ShapeError as exc:
         e.fail(str(exc))
     n, pre, post = len(xs), e.prod(x0.dims[:axis]), e.prod(x0.dims[axis:])
-    y = e.output("Y", list(x0.dims[:axis]) + [n] + list(x0.dims[axis:]), x0.ctype)
+    y = e.output(out_slot, list(x0.dims[:axis]) + [n] + list(x0.dims[axis:]), x0.ctype,
+                 lod_from=lod_from)
     srcs = ", ".join(str(b) for b in xs)
     e.code(f"const {x0.ctype}* const xs[] = {{{srcs}}}; "
            f"for (int64_t p = 0; p < {pre}; ++p) for (int64_t i = 0; i < {n}; ++i) "
            f"std::memcpy({y} + (p * {n} + i) * {post}, xs[i] + p * {post}, "
            f"sizeof({x0.ctype}) * {post});")
+
+
+def emit_unstack(e, x, out_slot):
+    """Each output of `out_slot` (one per slice of X along `axis`; an empty name skipped) =
+    that slice, the dim removed: stack's inverse."""
+    dense_only(e, x)
+    try:
+        axis = norm_axis(e.attr("axis"), x.ndim)
+    except ShapeError as exc:
+        e.fail(str(exc))
+    names = e.op.output(out_slot)
+    n, pre, post = len(names), e.prod(x.dims[:axis]), e.prod(x.dims[axis + 1:])
+    same_dim(e, x.dims[axis], n, f"one {out_slot} a slice along axis {axis}")
+    dims = list(x.dims[:axis]) + list(x.dims[axis + 1:])
+    for i, name in enumerate(names):
+        if name == EMPTY_VAR_NAME:
+            continue
+        y = e.output(out_slot, dims, x.ctype, i=i, lod_from=False)
+        e.code(f"for (int64_t p = 0; p < {pre}; ++p) std::memcpy({y} + p * {post}, "
+               f"{x} + (p * {n} + {i}) * {post}, sizeof({x.ctype}) * {post});")
+
+
+@register("stack", "cpu")
+def stack(e):
+    emit_stack(e, e.inputs("X"), "Y")
+
+
+@register("stack_grad", "cpu")
+def stack_grad(e):
+    emit_unstack(e, e.input("Y@GRAD"), "X@GRAD")
+
+
+@register("unstack", "cpu")
+def unstack(e):
+    emit_unstack(e, e.input("X"), "Y")
+
+
+@register("unstack_grad", "cpu")
+def unstack_grad(e):
+    emit_stack(e, e.inputs("Y@GRAD"), "X@GRAD", lod_from=False)
