@@ -1,6 +1,8 @@
 """Samples of the compiled forms of Fluid 1.x ops that cut segments before (issue 29, the
-second list): the 1.x resize ops (bilinear_interp, nearest_interp, bicubic_interp), ...
+second list): the 1.x resize ops (bilinear_interp, nearest_interp, bicubic_interp), the CTR
+ops cvm and data_norm, ...
 Each compiled vs its numpy kernel by test_emitters.py, forward and gradient."""
+import numpy as np
 from codegen_samples import f32
 
 
@@ -33,3 +35,22 @@ EXTRA = {
     "bicubic_interp align_corners, NHWC": ("bicubic_interp", resize(
         "bicubic", (1, 4, 5, 2), out_h=9, out_w=3, data_layout="NHWC")),
 }
+
+
+# --- CTR ops -----------------------------------------------------------------------------------
+def cvm(shape, use_cvm=True, wrt=True):
+    """cvm over X `shape` (show and click counts >= 0 in columns 0, 1) and CVM [rows, 2]."""
+    def sample():
+        x = f32(*shape)
+        x[..., :2] = f32(*shape[:-1], 2, lo=0.0, hi=9.0)
+        rows = int(np.prod(shape[:-1]))
+        return {"X": x, "CVM": f32(rows, 2, lo=0.0, hi=5.0)}, {"use_cvm": use_cvm}, ["X"] if wrt else None
+    return sample
+
+
+SAMPLES.update({"cvm": cvm((5, 6))})
+EXTRA.update({
+    "cvm without use_cvm": ("cvm", cvm((4, 7), use_cvm=False)),
+    "cvm 3-D X, only the two columns": ("cvm", cvm((2, 3, 2))),
+    "cvm without use_cvm, nothing left": ("cvm", cvm((3, 2), False, False)),
+})
