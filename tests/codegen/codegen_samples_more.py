@@ -54,3 +54,34 @@ EXTRA.update({
     "cvm 3-D X, only the two columns": ("cvm", cvm((2, 3, 2))),
     "cvm without use_cvm, nothing left": ("cvm", cvm((3, 2), False, False)),
 })
+
+
+def data_norm(n=5, c=6, shift=False, slot_dim=-1, wrt=("X",), **attrs):
+    """data_norm over X [n, c] with positive statistics (and scale_w, bias with `shift`);
+    with slot_dim some slots unused (their first value 0)."""
+    def sample():
+        x = f32(n, c)
+        if slot_dim > 0 and n:
+            x[1::2, ::slot_dim] = 0.0            # every other row's slots unused ...
+            x[:, 0] = 0.0                        # ... and the first slot in no row
+        ins = {"X": x, "BatchSize": f32(c, lo=50.0, hi=200.0),
+               "BatchSum": f32(c, lo=-20.0, hi=20.0),
+               "BatchSquareSum": f32(c, lo=50.0, hi=200.0)}
+        if shift:
+            ins.update(scale_w=f32(c, lo=0.5, hi=1.5), bias=f32(c))
+        return ins, {"enable_scale_and_shift": shift, "slot_dim": slot_dim, **attrs}, \
+            list(wrt) if wrt else None
+    return sample
+
+
+STATS = ("BatchSize", "BatchSum", "BatchSquareSum")
+SAMPLES.update({"data_norm": data_norm(wrt=("X",) + STATS)})
+EXTRA.update({
+    "data_norm scale and shift": ("data_norm", data_norm(
+        shift=True, wrt=("X", "scale_w", "bias") + STATS)),
+    "data_norm slot_dim 2": ("data_norm", data_norm(6, 6, slot_dim=2, wrt=("X",) + STATS,
+                                                    epsilon=0.01)),
+    "data_norm slot_dim 3, scale and shift": ("data_norm", data_norm(
+        4, 6, True, 3, ("X", "scale_w", "bias") + STATS, summary_decay_rate=0.9)),
+    "data_norm one channel, many rows": ("data_norm", data_norm(40, 1, wrt=("X",) + STATS)),
+})
