@@ -1,9 +1,9 @@
 """Samples of the compiled forms of Fluid 1.x ops that cut segments before (issue 29, the
 second list): the 1.x resize ops (bilinear_interp, nearest_interp, bicubic_interp), the CTR
-ops cvm and data_norm, ...
+ops cvm and data_norm, the float checks isinf / isnan / isfinite / isfinite_v2, ...
 Each compiled vs its numpy kernel by test_emitters.py, forward and gradient."""
 import numpy as np
-from codegen_samples import f32
+from codegen_samples import f32, ints, rng
 
 
 def resize(method, shape=(2, 3, 5, 6), **attrs):
@@ -84,4 +84,40 @@ EXTRA.update({
     "data_norm slot_dim 3, scale and shift": ("data_norm", data_norm(
         4, 6, True, 3, ("X", "scale_w", "bias") + STATS, summary_decay_rate=0.9)),
     "data_norm one channel, many rows": ("data_norm", data_norm(40, 1, wrt=("X",) + STATS)),
+})
+
+
+# --- float checks ------------------------------------------------------------------------------
+def special(*shape, put=(), dtype=np.float32):
+    """X of `shape` with the values `put` (inf, nan) at random places."""
+    x = rng.uniform(-2, 2, size=shape).astype(dtype)
+    flat = x.reshape(-1)
+    for v in put:
+        flat[int(rng.integers(0, flat.size))] = v
+    return x
+
+
+def check(shape=(4, 5), put=(), make=None, **kw):
+    def sample():
+        return {"X": make(*shape) if make else special(*shape, put=put, **kw)}, {}, None
+    return sample
+
+
+INF, NAN = np.inf, np.nan
+SAMPLES.update({
+    "isinf": check(put=(-INF,)),
+    "isnan": check(put=(NAN,)),
+    "isfinite": check(),
+    "isfinite_v2": check(put=(INF, NAN, -INF)),
+})
+EXTRA.update({
+    "isinf none (nan is not inf)": ("isinf", check(put=(NAN,))),
+    "isnan none": ("isnan", check(put=(INF,))),
+    "isfinite nan": ("isfinite", check((3, 2, 4), put=(NAN,))),
+    "isfinite inf float64": ("isfinite", check(put=(INF,), dtype=np.float64)),
+    "isinf int64": ("isinf", check(make=ints)),
+    "isfinite int64": ("isfinite", check(make=ints)),
+    "isfinite empty": ("isfinite", check((0, 3))),
+    "isfinite_v2 float64": ("isfinite_v2", check(put=(NAN,), dtype=np.float64)),
+    "isfinite_v2 int64": ("isfinite_v2", check(make=ints)),
 })
