@@ -1,6 +1,7 @@
 """Samples of the compiled forms of Fluid 1.x ops that cut segments before (issue 29, the
 second list): the 1.x resize ops (bilinear_interp, nearest_interp, bicubic_interp), the CTR
-ops cvm and data_norm, the float checks isinf / isnan / isfinite / isfinite_v2, ...
+ops cvm and data_norm, the float checks isinf / isnan / isfinite / isfinite_v2, tril_triu, roll,
+eye, diag (linspace, whose inputs must be constants, in test_matrix_compiled.py), ...
 Each compiled vs its numpy kernel by test_emitters.py, forward and gradient."""
 import numpy as np
 from codegen_samples import f32, ints, rng
@@ -120,4 +121,35 @@ EXTRA.update({
     "isfinite empty": ("isfinite", check((0, 3))),
     "isfinite_v2 float64": ("isfinite_v2", check(put=(NAN,), dtype=np.float64)),
     "isfinite_v2 int64": ("isfinite_v2", check(make=ints)),
+})
+
+
+# --- tril_triu, roll, eye, linspace, diag ------------------------------------------------------
+def one_x(shape, wrt=True, make=f32, **attrs):
+    def sample():
+        return {"X": make(*shape)}, attrs, ["X"] if wrt else None
+    return sample
+
+
+F64, I32, I64 = 6, 2, 3      # VarType codes
+ELSEWHERE = {"linspace"}        # test_matrix_compiled.py: its inputs must be constants
+SAMPLES.update({
+    "tril_triu": one_x((2, 4, 5), lower=True, diagonal=1),
+    "roll": one_x((3, 4, 5), shifts=[2, -7], axis=[0, -1]),
+    "eye": lambda: ({}, {"num_rows": 4, "num_columns": 6}, None),
+    "diag": lambda: ({"Diagonal": f32(5)}, {}, None),
+})
+EXTRA.update({
+    "tril_triu upper, negative diagonal": ("tril_triu", one_x((5, 3), diagonal=-2)),
+    "tril_triu lower, diagonal past the matrix, int64": ("tril_triu", one_x(
+        (3, 4), False, ints, lower=True, diagonal=-9)),
+    "roll flattened (no axis), shifts summed": ("roll", one_x((3, 5), shifts=[4, 9])),
+    "roll one axis named twice, huge shift": ("roll", one_x((4, 6), shifts=[1, 10 ** 12 + 1],
+                                                            axis=[1, 1])),
+    "roll int64": ("roll", one_x((6,), False, ints, shifts=[-1], axis=[0])),
+    "roll empty": ("roll", one_x((0, 3), False, shifts=[2], axis=[1])),
+    "eye square int64": ("eye", lambda: ({}, {"num_rows": 3, "dtype": I64}, None)),
+    "eye empty float64": ("eye", lambda: ({}, {"num_rows": 0, "num_columns": 3,
+                                               "dtype": F64}, None)),
+    "diag int32": ("diag", lambda: ({"Diagonal": ints(4).astype(np.int32)}, {}, None)),
 })
