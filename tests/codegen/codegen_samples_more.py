@@ -1,7 +1,8 @@
 """Samples of the compiled forms of Fluid 1.x ops that cut segments before (issue 29, the
 second list): the 1.x resize ops (bilinear_interp, nearest_interp, bicubic_interp), the CTR
 ops cvm and data_norm, the float checks isinf / isnan / isfinite / isfinite_v2, tril_triu, roll,
-eye, diag (linspace, whose inputs must be constants, in test_matrix_compiled.py), ...
+eye, diag (linspace, whose inputs must be constants, in test_matrix_compiled.py), multiplex,
+pad_constant_like, ...
 Each compiled vs its numpy kernel by test_emitters.py, forward and gradient."""
 import numpy as np
 from codegen_samples import f32, ints, rng
@@ -152,4 +153,34 @@ EXTRA.update({
     "eye empty float64": ("eye", lambda: ({}, {"num_rows": 0, "num_columns": 3,
                                                "dtype": F64}, None)),
     "diag int32": ("diag", lambda: ({"Diagonal": ints(4).astype(np.int32)}, {}, None)),
+})
+
+
+# --- multiplex, pad_constant_like --------------------------------------------------------------
+def multiplex(k=3, shape=(5, 4), dtype=np.int32, wrt=True):
+    def sample():
+        ids = rng.integers(0, k, size=(shape[0], 1)).astype(dtype)
+        xs = [(f"x{i}", f32(*shape)) for i in range(k)]
+        return {"Ids": ids, "X": xs}, {}, [("X", i) for i in range(k)] if wrt else None
+    return sample
+
+
+def pad_like(x_shape, y_shape, wrt=True, **attrs):
+    def sample():
+        return {"X": f32(*x_shape), "Y": f32(*y_shape)}, attrs, ["Y"] if wrt else None
+    return sample
+
+
+SAMPLES.update({
+    "multiplex": multiplex(),
+    "pad_constant_like": pad_like((4, 5, 3), (2, 5, 1), pad_value=-1.5),
+})
+EXTRA.update({
+    "multiplex int64 Ids, 3-D rows, one candidate": ("multiplex", multiplex(
+        1, (3, 2, 2), np.int64)),
+    "pad_constant_like same shape": ("pad_constant_like", pad_like((3, 4), (3, 4))),
+    "pad_constant_like 0.1 (the float of the double)": ("pad_constant_like", pad_like(
+        (3, 4), (1, 2), pad_value=0.1)),
+    "pad_constant_like inf": ("pad_constant_like", pad_like(
+        (2, 3), (1, 3), False, pad_value=float("inf"))),
 })
