@@ -2,7 +2,7 @@
 second list): the 1.x resize ops (bilinear_interp, nearest_interp, bicubic_interp), the CTR
 ops cvm and data_norm, the float checks isinf / isnan / isfinite / isfinite_v2, tril_triu, roll,
 eye, diag (linspace, whose inputs must be constants, in test_matrix_compiled.py), multiplex,
-pad_constant_like, ...
+pad_constant_like, partial_concat, partial_sum, ...
 Each compiled vs its numpy kernel by test_emitters.py, forward and gradient."""
 import numpy as np
 from codegen_samples import f32, ints, rng
@@ -183,4 +183,27 @@ EXTRA.update({
         (3, 4), (1, 2), pad_value=0.1)),
     "pad_constant_like inf": ("pad_constant_like", pad_like(
         (2, 3), (1, 3), False, pad_value=float("inf"))),
+})
+
+
+# --- partial_concat, partial_sum ---------------------------------------------------------------
+def partial(k=3, shape=(4, 6), wrt=True, make=f32, **attrs):
+    def sample():
+        xs = [(f"x{i}", make(*shape)) for i in range(k)]
+        return {"X": xs}, attrs, [("X", i) for i in range(k)] if wrt else None
+    return sample
+
+
+SAMPLES.update({
+    "partial_concat": partial(start_index=1, length=3),
+    "partial_sum": partial(start_index=2, length=2),
+})
+EXTRA.update({
+    "partial_concat negative start, every column after": ("partial_concat", partial(
+        2, start_index=-4)),
+    "partial_concat one input, int64": ("partial_concat", partial(1, (3, 5), False, ints,
+                                                                  start_index=0, length=5)),
+    "partial_sum length -1": ("partial_sum", partial(4, (2, 5), start_index=1)),
+    "partial_sum int64": ("partial_sum", partial(2, (3, 4), False, ints, start_index=0,
+                                                 length=1)),
 })
