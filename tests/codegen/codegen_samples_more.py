@@ -2,7 +2,8 @@
 second list): the 1.x resize ops (bilinear_interp, nearest_interp, bicubic_interp), the CTR
 ops cvm and data_norm, the float checks isinf / isnan / isfinite / isfinite_v2, tril_triu, roll,
 eye, diag (linspace, whose inputs must be constants, in test_matrix_compiled.py), multiplex,
-pad_constant_like, partial_concat, partial_sum, ...
+pad_constant_like, partial_concat, partial_sum,
+bilinear_tensor_product, ...
 Each compiled vs its numpy kernel by test_emitters.py, forward and gradient."""
 import numpy as np
 from codegen_samples import f32, ints, rng
@@ -206,4 +207,22 @@ EXTRA.update({
     "partial_sum length -1": ("partial_sum", partial(4, (2, 5), start_index=1)),
     "partial_sum int64": ("partial_sum", partial(2, (3, 4), False, ints, start_index=0,
                                                  length=1)),
+})
+
+
+# --- bilinear_tensor_product -------------------------------------------------------------------
+def btp(b=4, m=3, n=5, k=2, bias=True):
+    def sample():
+        ins = {"X": f32(b, m), "Y": f32(b, n), "Weight": f32(k, m, n)}
+        if bias:
+            ins["Bias"] = f32(1, k)
+        return ins, {}, list(ins)
+    return sample
+
+
+SAMPLES.update({"bilinear_tensor_product": btp()})
+EXTRA.update({
+    "bilinear_tensor_product without Bias": ("bilinear_tensor_product", btp(3, 4, 2, 5,
+                                                                            False)),
+    "bilinear_tensor_product one row": ("bilinear_tensor_product", btp(1, 6, 6, 3)),
 })
