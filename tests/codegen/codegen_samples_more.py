@@ -3,7 +3,7 @@ second list): the 1.x resize ops (bilinear_interp, nearest_interp, bicubic_inter
 ops cvm and data_norm, the float checks isinf / isnan / isfinite / isfinite_v2, tril_triu, roll,
 eye, diag (linspace, whose inputs must be constants, in test_matrix_compiled.py), multiplex,
 pad_constant_like, partial_concat, partial_sum,
-bilinear_tensor_product, ...
+bilinear_tensor_product, argsort (ties and NaN in the kernel's stable order).
 Each compiled vs its numpy kernel by test_emitters.py, forward and gradient."""
 import numpy as np
 from codegen_samples import f32, ints, rng
@@ -225,4 +225,32 @@ EXTRA.update({
     "bilinear_tensor_product without Bias": ("bilinear_tensor_product", btp(3, 4, 2, 5,
                                                                             False)),
     "bilinear_tensor_product one row": ("bilinear_tensor_product", btp(1, 6, 6, 3)),
+})
+
+
+# --- argsort -----------------------------------------------------------------------------------
+def tied(*shape):
+    """Floats with many ties (the stable order shows) and a NaN or two."""
+    x = rng.integers(-3, 4, size=shape).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[int(rng.integers(0, flat.size))] = np.nan
+    flat[int(rng.integers(0, flat.size))] = np.nan
+    return x
+
+
+def argsort(shape, wrt=True, make=f32, **attrs):
+    def sample():
+        return {"X": make(*shape)}, attrs, ["X"] if wrt else None
+    return sample
+
+
+SAMPLES.update({"argsort": argsort((3, 7))})
+EXTRA.update({
+    "argsort descending, axis 0": ("argsort", argsort((9, 4), descending=True, axis=0)),
+    "argsort ties and NaN": ("argsort", argsort((4, 40), False, tied)),
+    "argsort ties and NaN descending, middle axis": ("argsort", argsort(
+        (2, 33, 3), False, tied, descending=True, axis=1)),
+    "argsort int64 ties": ("argsort", argsort((5, 6), False, lambda *s: rng.integers(
+        0, 3, size=s).astype(np.int64), descending=True)),
+    "argsort one element lines": ("argsort", argsort((4, 1))),
 })

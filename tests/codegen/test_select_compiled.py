@@ -1,6 +1,6 @@
-"""multiplex compiled: an id from a feed outside the candidates stops the compiled run with
-the op's error naming the position, the id and the bound (checked before any row is read),
-for the forward op and its gradient op; the interpreter refuses it too."""
+"""multiplex and argsort_grad compiled: an id or index from a feed outside its bound stops
+the compiled run with the op's error naming it and the bound (checked before anything is
+read or written), for multiplex's forward and gradient ops and argsort's gradient op."""
 import numpy as np
 import pytest
 from op_test import build_op
@@ -42,3 +42,18 @@ def test_a_multiplex_grad_id_out_of_range_stops_the_compiled_run_naming_it():
                                              r"\[0, 2\)"):
         fluid.Executor().run(compiled, feed=feed, fetch_list=["g0", "g1"],
                              scope=fluid.Scope())
+
+
+def test_an_argsort_grad_index_out_of_range_stops_the_compiled_run_naming_it():
+    main = fluid.Program()
+    block = main.global_block()
+    for n, dt in (("x", "float32"), ("ids", "int64"), ("d", "float32"), ("g", "float32")):
+        block.create_var(name=n, shape=[2, 3], dtype=dt)
+    block.append_op("argsort_grad", {"X": ["x"], "Indices": ["ids"], "Out@GRAD": ["d"]},
+                    {"X@GRAD": ["g"]}, {"axis": -1})
+    feed = {"x": np.zeros((2, 3), np.float32), "d": np.ones((2, 3), np.float32),
+            "ids": np.array([[2, 0, 1], [0, 3, 1]], np.int64)}
+    compiled = fluid.CompiledProgram(main).with_native_code()
+    with pytest.raises(ExecutionError, match=r"'argsort_grad'.*Indices holds 3, outside "
+                                             r"\[0, 3\)"):
+        fluid.Executor().run(compiled, feed=feed, fetch_list=["g"], scope=fluid.Scope())
