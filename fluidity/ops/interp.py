@@ -121,7 +121,9 @@ def _spatial(x_shape, last):
     return list(x_shape[1:-1]) if last else list(x_shape[2:])
 
 
-def _maps(attrs, in_sizes, out_sizes, dt):
+def maps(attrs, in_sizes, out_sizes, dt):
+    """The per-axis [out, in] matrices of the op's method (public: the compiled form,
+    codegen/emit/cpu/interp.py, tabulates the same taps)."""
     method = attrs["interp_method"]
     fn = _MATRIX[method]
     ac, am = attrs["align_corners"], attrs["align_mode"]
@@ -143,7 +145,7 @@ def _apply(x, mats, last, transpose=False):
     return np.moveaxis(out, 1, -1) if last else out
 
 
-def _check_method(method, rank, op_type):
+def check_method(method, rank, op_type):
     if method not in _MATRIX:
         raise ShapeError(f"{op_type}: interp_method {method!r} is none of {sorted(_MATRIX)}")
     if _RANK[method] != rank:
@@ -164,7 +166,7 @@ class _Interp(OpDef):
         xs = ctx.input_shape("X")
         method = ctx.attr("interp_method")
         try:
-            _check_method(method, len(xs), cls.type)
+            check_method(method, len(xs), cls.type)
         except ShapeError as e:
             ctx.fail(str(e))
         last = channel_last(ctx.attr("data_layout"))
@@ -189,12 +191,12 @@ class _Interp(OpDef):
         last = channel_last(attrs["data_layout"])
 
         def kernel(x, out_size_t, size_list, scale_t):
-            _check_method(attrs["interp_method"], x.ndim, cls.type)
+            check_method(attrs["interp_method"], x.ndim, cls.type)
             ins = _spatial(x.shape, last)
             outs = out_size(attrs, ins, out_size_t, size_list, scale_t)
             if outs == ins:
                 return x.copy()
-            out = _apply(x, _maps(attrs, ins, outs, x.dtype), last)
+            out = _apply(x, maps(attrs, ins, outs, x.dtype), last)
             return out.astype(x.dtype)   # integer X: the float result truncated, as Paddle
         return kernel
 
@@ -223,7 +225,7 @@ class _InterpGrad(OpDef):
             ins, outs = _spatial(x.shape, last), _spatial(dout.shape, last)
             if outs == ins:
                 return dout.astype(x.dtype, copy=True)
-            mats = _maps(attrs, ins, outs, x.dtype)
+            mats = maps(attrs, ins, outs, x.dtype)
             return _apply(dout, mats, last, transpose=True).astype(x.dtype)
         return kernel
 

@@ -10,7 +10,7 @@ from .common import grad_maker
 from .registry import In, OpDef, Out
 
 
-def _window(op, shapes, start, length, negative_start):
+def window(op, shapes, start, length, negative_start):
     """(start, length) of the column window for inputs of `shapes` (checked: 2-D, one
     shape); ShapeError naming the op otherwise. Unknown (-1) dims pass at build time."""
     if not shapes:
@@ -49,7 +49,7 @@ class _Partial(OpDef):
     def infer_shape(cls, ctx):
         shapes = ctx.input_shapes("X")
         try:
-            start, length = _window(cls.type, shapes, ctx.attr("start_index"),
+            start, length = window(cls.type, shapes, ctx.attr("start_index"),
                                     ctx.attr("length"), cls.negative_start)
         except ShapeError as e:
             ctx.fail(str(e))
@@ -61,7 +61,7 @@ class _Partial(OpDef):
         op, s0, n0, neg = cls.type, attrs["start_index"], attrs["length"], cls.negative_start
 
         def kernel(xs):
-            s, n = _window(op, [x.shape for x in xs], s0, n0, neg)
+            s, n = window(op, [x.shape for x in xs], s0, n0, neg)
             return cls.combine([x[:, s:s + n] for x in xs])
         return kernel
 
@@ -78,7 +78,7 @@ class _PartialGrad(OpDef):
         op, s0, n0, neg = cls.type, attrs["start_index"], attrs["length"], cls.negative_start
 
         def kernel(xs, dout):
-            s, n = _window(op, [x.shape for x in xs], s0, n0, neg)
+            s, n = window(op, [x.shape for x in xs], s0, n0, neg)
             grads = []
             for k, x in enumerate(xs):
                 d = np.zeros_like(x)

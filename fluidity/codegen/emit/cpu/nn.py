@@ -152,10 +152,21 @@ def pad3d_grad(e):
 @register("bilinear_interp_v2", "cpu")
 @register("nearest_interp_v2", "cpu")
 def interp_v2(e):
-    """Each output the float64 sum of its taps (the kernel's einsum is float64 over the
-    same weights), rounded to float."""
     x = e.input("X")
-    plan = _InterpPlan(e, e.opdef, x)
+    emit_resize(e, x, InterpPlan(e, e.opdef, x))
+
+
+@register("bilinear_interp_v2_grad", "cpu")
+@register("nearest_interp_v2_grad", "cpu")
+def interp_v2_grad(e):
+    x = e.input("X")
+    emit_resize_grad(e, x, InterpPlan(e, e.opdef.fwd, x))
+
+
+def emit_resize(e, x, plan):
+    """A resize's Out (every resize op's compiled form, `plan` its geometry): each output
+    the float64 sum of its taps (the kernels' einsum is float64 over the same weights),
+    rounded to float."""
     out = e.output("Out", plan.out_dims)
     e.code(plan.tables)
     e.code(plan.walk(x, out, "const float* src", "float* dst",
@@ -165,13 +176,10 @@ def interp_v2(e):
                      "(float)v;"))
 
 
-@register("bilinear_interp_v2_grad", "cpu")
-@register("nearest_interp_v2_grad", "cpu")
-def interp_v2_grad(e):
-    """The adjoint: each Out@GRAD element spread over its taps in float64, then rounded
-    to float."""
-    x, d = e.input("X"), e.input("Out@GRAD")
-    plan = _InterpPlan(e, e.opdef.fwd, x)
+def emit_resize_grad(e, x, plan):
+    """A resize's X@GRAD, the adjoint: each Out@GRAD element spread over its taps in
+    float64, then rounded to float."""
+    d = e.input("Out@GRAD")
     e.require_float(d)
     check_dims(e, d, plan.out_dims, "Out")
     dx = e.output("X@GRAD", x.dims)
@@ -310,15 +318,13 @@ class _Pad3DPlan(_Planes):
                 f"{ow} + w; {body} }} }}")
 
 
-class _InterpPlan(_Planes):
+class InterpPlan(_Planes):
     """A compiled resize's geometry (float X, literal H and W, the output size from the
     attributes): per axis the taps of the kernel's interpolation matrix, T per output row
     (index table and float64 weight table, unused taps weight 0), and X's plane layout
     (NCHW planes, or NHWC with elements C apart, as pooling's)."""
 
     def __init__(self, e, fwd, x):
-        if any(e.op.input(s) for s in ("OutSize", "SizeTensor", "Scale")):
-            e.fail("the output size comes from a tensor")
         e.require_float(x)
         if x.ndim != 4:
             e.fail(f"X is {x.ndim}-D")
@@ -329,7 +335,7 @@ class _InterpPlan(_Planes):
             e.fail("image size not known when compiling")
         self.h, self.w = int(h), int(w)
         try:
-            ah, aw = fwd._mats(e.attrs, self.h, self.w, None, None, None)
+            ah, aw = self.matrices(e, fwd)
         except ShapeError as err:
             e.fail(str(err))
         self.oh, self.ow = ah.shape[0], aw.shape[0]
@@ -338,6 +344,14 @@ class _InterpPlan(_Planes):
         oh, ow = str(self.oh), str(self.ow)
         self.out_dims = [n, oh, ow, self.c] if self.last else [n, self.c, oh, ow]
         self.planes = e.mul(n, self.c)
+
+    def matrices(self, e, fwd):
+        """The [out, in] interpolation matrices of H and W, as the kernel builds them;
+        an output size from a tensor refuses (the v2 rule reads its values at run time).
+        A subclass (interp.py, Fluid 1.x's resize) gives its own rule."""
+        if any(e.op.input(s) for s in ("OutSize", "SizeTensor", "Scale")):
+            e.fail("the output size comes from a tensor")
+        return fwd._mats(e.attrs, self.h, self.w, None, None, None)
 
     def _table(self, axis, a):
         idx, wt = [], []
