@@ -22,7 +22,7 @@ def _program(cut=False, train=False):
         x = fluid.layers.data("x", [6])
         h = fluid.layers.fc(x, 8, act="relu")
         if cut:
-            h = fluid.layers.argsort(h, axis=1)[0]   # no compiled form: cuts the segment
+            h = fluid.layers.Print(h, first_n=1)      # I/O: never compiled, cuts the segment
         y = fluid.layers.fc(h, 3)
         loss = fluid.layers.mean(y)
         if train:
@@ -30,13 +30,13 @@ def _program(cut=False, train=False):
     return main, loss
 
 
-def test_segmentation_cuts_at_an_op_without_an_emitter_and_says_why():
+def test_segmentation_cuts_at_an_op_with_no_compiled_form_and_says_why():
     main, _ = _program(cut=True)
     parts, created, fusions = segment_block(main, 0, set(), target("cpu"))
     kinds = [type(p).__name__ for p in parts]
     assert kinds.count("Segment") == 2 and "PythonOp" in kinds
     py = [p for p in parts if isinstance(p, PythonOp)]
-    assert any("'argsort' has no C++ emitter" in p.reason for p in py)
+    assert any("'print' acts on the run itself" in p.reason for p in py)
     assert created == set() and fusions == {"sgd_into_gradient": {}, "conv_epilogue": {},
                                             "relu_into_batch_norm": {},
                                             "relu_grad_into_gradient": {}}
@@ -128,7 +128,7 @@ def test_the_sgd_fusion_is_a_named_pass_explain_names():
 
 def test_the_registry_finds_emitters_per_target_and_refuses_a_second_one():
     assert emit.lookup("mul", "cpu") is not None and emit.lookup("mul", "cuda") is not None
-    assert emit.lookup("argsort", "cpu") is None           # cuts the segment
+    assert emit.lookup("print", "cpu") is None             # cuts the segment
     assert emit.lookup("elementwise_mod", "cuda") is None
     assert "relu" in emit.op_types("cpu") and emit.targets_of("relu")[:2] == ["cpu", "cuda"]
     with pytest.raises(ValueError, match="already has a cpu emitter"):
