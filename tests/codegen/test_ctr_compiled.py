@@ -7,6 +7,8 @@ import pytest
 import fluidity as fluid
 from fluidity.codegen.lower import Lowering
 
+from compiled_runs import train_both
+
 
 def _ctr_net(shift):
     main, startup = fluid.Program(), fluid.Program()
@@ -30,23 +32,17 @@ def _ctr_net(shift):
     return main, startup, loss
 
 
-def _train(main, startup, loss, compiled, steps=6):
-    exe, scope = fluid.Executor(), fluid.Scope()
-    exe.run(startup, scope=scope)
-    prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
+def _feeds(steps=6):
     r = np.random.default_rng(4)
-    losses = []
+    feeds = []
     for _ in range(steps):
         n = int(r.integers(1, 6))
         emb = r.normal(size=(n, 6)).astype("float32")
         emb[r.integers(0, n), 2] = 0.0               # a slot unused in one row
-        feed = {"counts": r.integers(0, 9, (n, 2)).astype("float32"), "emb": emb,
-                "cvm": r.uniform(0, 3, (n, 2)).astype("float32"),
-                "label": r.normal(size=(n, 1)).astype("float32")}
-        losses.append(float(exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)[0]))
-    params = {q.name: np.array(scope.find_var(q.name).get_tensor())
-              for q in main.all_parameters()}
-    return np.array(losses), params
+        feeds.append({"counts": r.integers(0, 9, (n, 2)).astype("float32"), "emb": emb,
+                      "cvm": r.uniform(0, 3, (n, 2)).astype("float32"),
+                      "label": r.normal(size=(n, 1)).astype("float32")})
+    return feeds
 
 
 @pytest.mark.parametrize("shift", [False, True])
@@ -55,8 +51,9 @@ def test_a_ctr_net_trains_compiled_in_one_segment_as_interpreted(shift):
     rows = Lowering(main, 0).explain()
     assert {w for _, _, w, _ in rows} == {"segment 0"}, "the whole step is one native call"
     assert {"cvm", "cvm_grad", "data_norm", "data_norm_grad"} <= {t for _, t, _, _ in rows}
-    want_l, want_p = _train(main, startup, loss, False)
-    got_l, got_p = _train(main, startup, loss, True)
+    want, got = train_both(main, startup, [loss], _feeds())
+    want_l, want_p = np.array([o[0] for o in want.outs]).ravel(), want.params
+    got_l, got_p = np.array([o[0] for o in got.outs]).ravel(), got.params
     assert np.isfinite(want_l).all()
     np.testing.assert_allclose(got_l, want_l, rtol=1e-5, atol=1e-6)
     assert not np.allclose(want_p["dn.batch_size"], 1e4), "the statistics were folded"

@@ -8,6 +8,8 @@ import pytest
 import fluidity as fluid
 from fluidity.codegen.lower import Lowering
 
+from compiled_runs import train_both
+
 
 def _resize(x, op_type, ins=None, **attrs):
     """Append Fluid 1.x resize `op_type` over x (as Paddle 1.8's layers wrote it)."""
@@ -33,20 +35,14 @@ def _upsampler():
     return main, startup, loss
 
 
-def _train(main, startup, loss, compiled, steps=8):
-    exe, scope = fluid.Executor(), fluid.Scope()
-    exe.run(startup, scope=scope)
-    prog = fluid.CompiledProgram(main).with_native_code() if compiled else main
+def _feeds(steps=8):
     r = np.random.default_rng(1)
-    losses = []
+    feeds = []
     for _ in range(steps):
         n = int(r.integers(1, 4))
-        feed = {"x": r.normal(size=(n, 2, 4, 4)).astype("float32"),
-                "y": r.normal(size=(n, 1, 8, 8)).astype("float32")}
-        losses.append(float(exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)[0]))
-    params = {p.name: np.array(scope.find_var(p.name).get_tensor())
-              for p in main.all_parameters()}
-    return np.array(losses), params
+        feeds.append({"x": r.normal(size=(n, 2, 4, 4)).astype("float32"),
+                      "y": r.normal(size=(n, 1, 8, 8)).astype("float32")})
+    return feeds
 
 
 def test_an_upsampling_net_trains_compiled_in_one_segment_as_interpreted():
@@ -54,8 +50,9 @@ def test_an_upsampling_net_trains_compiled_in_one_segment_as_interpreted():
     rows = Lowering(main, 0).explain()
     assert {w for _, _, w, _ in rows} == {"segment 0"}, "the whole step is one native call"
     assert {"bilinear_interp", "bilinear_interp_grad"} <= {t for _, t, _, _ in rows}
-    want_l, want_p = _train(main, startup, loss, False)
-    got_l, got_p = _train(main, startup, loss, True)
+    want, got = train_both(main, startup, [loss], _feeds())
+    want_l, want_p = np.array([o[0] for o in want.outs]).ravel(), want.params
+    got_l, got_p = np.array([o[0] for o in got.outs]).ravel(), got.params
     np.testing.assert_allclose(got_l, want_l, rtol=1e-5, atol=1e-6)
     for name in want_p:
         np.testing.assert_allclose(got_p[name], want_p[name], rtol=1e-4, atol=1e-6,
