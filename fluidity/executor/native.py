@@ -101,6 +101,9 @@ class CallState:
         return self.err.value.decode(errors="replace")
 
 
+ARENA_ALIGN = 64        # bytes; render.CPP's align_bytes
+
+
 class HostState(CallState):
     """A host thread's state: the arena is numpy bytes (outputs are views of it), and the
     arrays last passed per input (a parameter's record is written once)."""
@@ -111,7 +114,13 @@ class HostState(CallState):
         self.grow(1 << 16)
 
     def grow(self, need):
-        self.arena = np.empty(max(int(need), 64), np.uint8)
+        # the arena's slots are 64-byte aligned from its start (render.py), so the start is
+        # too: numpy's own allocation is only 16-byte aligned, and a vector load that
+        # straddles two cache lines costs a kernel streaming through a plane up to 2x
+        n = max(int(need), 64)
+        raw = np.empty(n + ARENA_ALIGN, np.uint8)
+        skip = -raw.ctypes.data % ARENA_ALIGN
+        self.arena = raw[skip:skip + n]
         self.arena_ptr = self.arena.ctypes.data
         self.cap = self.arena.shape[0]
 
