@@ -500,6 +500,33 @@ class Emit:
             self._touch(got[2])
         return got
 
+    def fused_chain(self, slot):
+        """(Chain, links) when this conv's output `slot` starts a chain of 1x1 / depthwise
+        convs it may run whole (fusion.conv_chain; segment.fused_chain says what a link
+        holds), with each link's attributes checked as this op's are (CheckedAttrs);
+        None otherwise. The op then writes the chain's result with chain_output."""
+        name = self.output_var(slot)
+        if name is None or not self.has_output(slot):
+            return None
+        got = self._low.fused_chain(name)
+        if got is None:
+            return None
+        hit, links = got
+        checked = []
+        for op, bufs, epi in links:
+            for buf in [*bufs.values(), *epi.values()]:
+                self._touch(buf)
+            opdef = registry.find(op.type)
+            checked.append((op, CheckedAttrs(opdef, registry.attrs_of(opdef, op.all_attrs())),
+                            bufs, epi))
+        return hit, checked
+
+    def chain_output(self, slot, hit, dims):
+        """The Buf of the chain's result (segment.chain_output), as output `slot`."""
+        got = self._low.chain_output(hit, dims, self.k)
+        self.outputs.setdefault(slot, []).append(got)
+        return self._touch(got)
+
     def fused_relu(self, slot, dims, lod_from=None):
         """The Buf of the relu's Out, declared with `dims` (and `lod_from`'s LoD), when
         output `slot` is read only by a relu this op may apply as it writes

@@ -9,6 +9,11 @@ beside every op it fused.
   conv's result (a bias add, a batch_norm over running statistics, a relu) are computed by
   the conv in the pass that writes its output (Fluid's conv + batch_norm folding, and the
   activation fused into the conv's epilogue); those ops are then not emitted.
+* `conv_chain`: in an inference program, a run of two or more 1x1 and depthwise convs (with
+  their epilogues), each reading only the one before it, runs as one op a sample at a time
+  in channel-last layout (runtime/conv_chain.h): the values between them are never
+  written in NCHW, nor to the variables the program names for them, which nobody else
+  reads; the chain's later convs and their epilogues' ops are then not emitted.
 * `relu_into_batch_norm`: a relu that is the only reader of a batch_norm's Y (training
   too: Y itself is read by nothing else, the gradient reads X, the saved statistics and
   relu's Out) is applied by the batch_norm as it writes, so Y never reaches memory; the
@@ -205,6 +210,145 @@ def conv_epilogue(program, block, keep):
 
 
 FUSIONS["conv_epilogue"] = conv_epilogue
+
+
+# --- conv_chain ----------------------------------------------------------------------------
+CHAIN_CHANNELS = 8        # every channel count of a chain a multiple of this (one vector)
+
+
+class ChainLink:
+    """One conv of a Chain: its op index, "pw" (1x1) or "dw" (depthwise), its Epilogue (or
+    None) and the variable holding its result (the epilogue's, else the conv's Output)."""
+    __slots__ = ("conv", "kind", "epilogue", "out")
+
+    def __init__(self, conv, kind, epilogue, out):
+        self.conv, self.kind, self.epilogue, self.out = conv, kind, epilogue, out
+
+
+class Chain:
+    """A run of 1x1 / depthwise convs each reading only the result of the one before:
+    `links` [ChainLink] in program order; `out` the last link's result."""
+    __slots__ = ("links",)
+
+    def __init__(self, links):
+        self.links = links
+
+    @property
+    def out(self):
+        return self.links[-1].out
+
+    @property
+    def ops(self):
+        """The op indices the chain's first conv computes besides its own: the later convs
+        and every link's epilogue ops, as (index, the pass that fused it)."""
+        later = [(link.conv, "conv_chain") for link in self.links[1:]]
+        epis = [(j, "conv_epilogue") for link in self.links if link.epilogue
+                for j in link.epilogue.ops]
+        return later + epis
+
+
+def chain_kind(op, block):
+    """"pw" when `op` is a 1x1 conv (stride 1, no padding, one group), "dw" when a
+    depthwise conv (one input channel a group, as many outputs, dilation 1), both NCHW with
+    channel counts a multiple of CHAIN_CHANNELS and the filter's dims known; "head" when
+    another conv of one group whose output channels are (it may start a chain: its emitter
+    says whether it can write channel-last); else None. The emitter checks the geometry
+    again on the literal dims it compiles."""
+    a = _attrs(op)
+    if op.type not in CONVS or op.input("ResidualData") or len(op.input("Input")) != 1 or \
+            len(op.output("Output")) != 1 or channel_last(a.get("data_format", "NCHW")):
+        return None
+    w = block.find_var_recursive((op.input("Filter") or [""])[0])
+    x = block.find_var_recursive(op.input("Input")[0])
+    if w is None or x is None or len(w.shape) != 4 or len(x.shape) != 4 or \
+            any(d < 1 for d in w.shape):
+        return None
+    m, cg, kh, kw = (int(d) for d in w.shape)
+    c, groups = int(x.shape[1]), a.get("groups", 1)
+    if c < 1 or m % CHAIN_CHANNELS:
+        return None
+    strides, dil = list(a.get("strides", [1, 1])), list(a.get("dilations", [1, 1]))
+    if c % CHAIN_CHANNELS == 0 and groups == 1 and cg == c and kh == kw == 1 and \
+            strides == [1, 1] and not any(a.get("paddings", [0, 0])):
+        return "pw"
+    if c % CHAIN_CHANNELS == 0 and groups == c == m and cg == 1 and dil == [1, 1]:
+        return "dw"
+    return "head" if groups == 1 and cg == c else None
+
+
+def conv_chain(program, block, keep):
+    """{first conv's Output name: Chain} for each run of at least two inference 1x1 /
+    depthwise convs (chain_kind) where each conv's result (after its conv_epilogue, if
+    any) is read only by the next conv, as its Input, written once, kept by nobody and not
+    persistable; what each later conv and its epilogue read besides (filter, bias,
+    statistics) is written before the chain's first conv and not after it. A "head" conv
+    before such a run (or before one 1x1 / depthwise conv) gets the run with itself first,
+    under its own Output; the run's own entry stays."""
+    epis = {e.conv: e for e in conv_epilogue(program, block, keep).values()}
+    ops = block.ops
+    readers, writers = _readers_writers(program, ops)
+
+    def private(name, reader):
+        v = block.find_var_recursive(name)
+        return (v is not None and not v.persistable and name not in keep and
+                readers.get(name) == [reader] and len(writers.get(name, [])) == 1)
+
+    def ready(j, start):
+        """Whether everything conv j and its epilogue read besides its Input is written
+        before op `start` (by ops other than the epilogue's own)."""
+        op, epi = ops[j], epis.get(j)
+        names = [n for s in ("Filter", "Bias") for n in op.input(s)]
+        own = set(epi.ops) if epi else set()
+        names += [n for _, _, roles in (epi.steps if epi else []) for n in roles.values()]
+        return all(k < start for n in names for k in writers.get(n, []) if k not in own)
+
+    out, taken = {}, set()
+    for i, op in enumerate(ops):
+        kind = chain_kind(op, block) if i not in taken else None
+        if kind not in ("pw", "dw"):
+            continue
+        links = []
+        j = i
+        while True:
+            epi = epis.get(j)
+            result = epi.out if epi else ops[j].output("Output")[0]
+            links.append(ChainLink(j, kind, epi, result))
+            nxt = readers.get(result, [])
+            if len(nxt) != 1 or not private(result, nxt[0]):
+                break
+            k = nxt[0]
+            kind = chain_kind(ops[k], block)
+            if kind not in ("pw", "dw") or ops[k].input("Input") != [result] or \
+                    not ready(k, i):
+                break
+            j = k
+        if len(links) >= 2:
+            out[op.output("Output")[0]] = Chain(links)
+            taken.update(link.conv for link in links)
+    # a "head" conv whose result only a chain's first conv (or a lone 1x1 / depthwise
+    # conv) reads: the same chain started one conv earlier, under the head's Output; when
+    # the head's emitter cannot start it, the chain after it is still there
+    starts = {c.links[0].conv: c for c in out.values()}
+    for i, op in enumerate(ops):
+        if i in taken or chain_kind(op, block) != "head":
+            continue
+        epi = epis.get(i)
+        result = epi.out if epi else op.output("Output")[0]
+        nxt = readers.get(result, [])
+        if len(nxt) != 1 or not private(result, nxt[0]):
+            continue
+        k = nxt[0]
+        if chain_kind(ops[k], block) not in ("pw", "dw") or ops[k].input("Input") != [result]:
+            continue
+        rest = starts[k].links if k in starts else \
+            [ChainLink(k, chain_kind(ops[k], block), epis.get(k),
+                       epis[k].out if k in epis else ops[k].output("Output")[0])]
+        if all(ready(link.conv, i) for link in rest):
+            out[op.output("Output")[0]] = Chain([ChainLink(i, "head", epi, result), *rest])
+    return out
+
+
+FUSIONS["conv_chain"] = conv_chain
 
 
 # --- relu_into_batch_norm ------------------------------------------------------------------

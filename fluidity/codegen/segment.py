@@ -24,7 +24,7 @@ from .dim import Dim, bounded
 from .control import CONTROL, SetDim
 from .loop_grad import lower_while_grad
 from .recurrent import lower_recurrent, lower_recurrent_grad
-from .fusion import (conv_epilogue, relu_grad_into_gradient, relu_into_batch_norm,
+from .fusion import (conv_chain, conv_epilogue, relu_grad_into_gradient, relu_into_batch_norm,
                      sgd_into_gradient)
 
 
@@ -195,6 +195,7 @@ class Segmenter:
         self._blocks = [self.block]       # the block whose ops are being emitted, innermost last
         self.fusions = {"sgd_into_gradient": sgd_into_gradient(program, self.block, self.keep),
                         "conv_epilogue": conv_epilogue(program, self.block, self.keep),
+                        "conv_chain": conv_chain(program, self.block, self.keep),
                         "relu_into_batch_norm": relu_into_batch_norm(program, self.block,
                                                                      self.keep),
                         "relu_grad_into_gradient": relu_grad_into_gradient(
@@ -465,6 +466,35 @@ class Segmenter:
         result = self.write(hit.out, dims, "float", None, k_op)
         self._pending_fuse += [(j, "conv_epilogue") for j in hit.ops]
         return hit, bufs, result
+
+    def fused_chain(self, out_name):
+        """(Chain, [(its conv op, {"Filter", "Bias": Buf or None}, {variable: Buf} of what
+        its epilogue reads)] a link) when the conv writing `out_name` starts a chain of 1x1
+        / depthwise convs it may run whole (fusion.conv_chain); else None. Nothing is
+        fused until chain_output."""
+        hit = self.fusions["conv_chain"].get(out_name)
+        if hit is None or len(self._blocks) > 1:     # not from inside a loop or branch
+            return None
+        links = []
+        for link in hit.links:
+            op = self.block.ops[link.conv]
+            bias = op.input("Bias")
+            bufs = {"Filter": self.read(op.input("Filter")[0], None),
+                    "Bias": self.read(bias[0], None) if bias else None}
+            steps = link.epilogue.steps if link.epilogue else []
+            epi = {n: self.read(n, None) for _, _, roles in steps for n in roles.values()}
+            if any(b is not None and (b.ctype != "float" or not all(is_lit(d) for d in b.dims))
+                   for b in [*bufs.values(), *epi.values()]):
+                return None
+            links.append((op, bufs, epi))
+        return hit, links
+
+    def chain_output(self, hit, dims, k_op):
+        """The Buf (declared with `dims`) of a Chain's last result, written by the conv that
+        starts it; the chain's other convs and their epilogue ops are then not emitted."""
+        result = self.write(hit.out, dims, "float", None, k_op)
+        self._pending_fuse += hit.ops
+        return result
 
     def fused_relu(self, out_name, dims, k_op):
         """The Buf (declared with `dims`) of the relu's Out when the relu after the op

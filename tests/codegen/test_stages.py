@@ -38,7 +38,7 @@ def test_segmentation_cuts_at_an_op_with_no_compiled_form_and_says_why():
     py = [p for p in parts if isinstance(p, PythonOp)]
     assert any("'print' acts on the run itself" in p.reason for p in py)
     assert created == set() and fusions == {"sgd_into_gradient": {}, "conv_epilogue": {},
-                                            "relu_into_batch_norm": {},
+                                            "conv_chain": {}, "relu_into_batch_norm": {},
                                             "relu_grad_into_gradient": {}}
     seg = next(p for p in parts if isinstance(p, Segment))
     assert all(isinstance(u, OpUnit) for u in seg.units)

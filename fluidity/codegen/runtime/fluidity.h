@@ -209,6 +209,7 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 }  // namespace fl
 
 #include "conv.h"
+#include "conv_chain.h"   // 1x1 and depthwise conv chains in channel-last layout
 #include "sparse.h"
 #include "rnn.h"
 #include "reduce.h"     // reductions of any type

@@ -3,7 +3,8 @@ and their gradients: im2col and one gemm per group over a cache-sized chunk of t
 numpy kernels' BLAS calls), a direct register-tiled kernel for stride-1 or -2 convs with few
 taps (C*kh*kw <= DIRECT_MAX_K, C <= DIRECT_MAX_C), Winograd for deep 3x3 stride-1 convs, 1x1
 convs as gemms over blocks of positions straight from the input, a direct kernel for
-depthwise convs, direct loops for pooling."""
+depthwise convs, direct loops for pooling; a chain of 1x1 and depthwise convs
+(fusion.conv_chain) as one op a sample at a time in channel-last layout."""
 import numpy as np
 
 from ....errors import ShapeError
@@ -11,6 +12,8 @@ from ....ops.common import channel_last
 from ....ops.conv import (conv_geometry, conv_shape_error, convt_geometry, pool_windows,
                           pool_with_index_attrs)
 from ...cir import literal
+from ...dim import is_lit
+from ...fusion import CHAIN_CHANNELS
 from .. import register
 from ..checks import check_dims
 from ..conv import (contiguous, emit_literal_nchw, grouped_gemm, pool_interior, regular_pool,
@@ -90,6 +93,8 @@ def conv2d(e):
         e.fail("ResidualData")
     e.require_float(x, w, bias)
     geom, groups, m, (oh, ow) = _emit_conv_geometry(e, x, w)
+    if _emit_chain(e, x, w, geom):
+        return
     dims = [x.dims[0], str(m), str(oh), str(ow)]
     fused = e.fused_epilogue("Output", dims)
     out = fused[2] if fused else e.output("Output", dims)
@@ -131,6 +136,117 @@ def conv2d(e):
            grouped_gemm("fl::gemm", groups, False, False, mg, "nc", ckk, w, ckk, cols, "nc",
                         tmp, "nc") + " " +
            _epilogue(tmp, f"({out} + n0 * {m * hw})", m, "gc.N", hw, bias, fused) + " }")
+
+
+def _chain_geometry(kind, attrs, chw, filt):
+    """(M, oh, ow, the C++ fl::ConvGeom initializer of one sample) of a conv_chain link
+    reading [C, H, W] with filter dims `filt`, or None when its literal geometry is not the
+    kind the analysis named (a 1x1 conv keeping H x W; a depthwise conv of multiplier 1)
+    or a channel count is not a whole number of vectors (a head conv's input aside; its
+    geometry is the direct kernel's, declared by the caller)."""
+    c, h, w = chw
+    m, cg, kh, kw = filt
+    groups = attrs["groups"]
+    if conv_shape_error([1, c, h, w], [m, cg, kh, kw], groups) or m % CHAIN_CHANNELS or \
+            kind != "head" and c % CHAIN_CHANNELS:
+        return None
+    try:
+        strides, pads, dil, (oh, ow) = conv_geometry(attrs, (h, w), (kh, kw))
+    except ShapeError:
+        return None
+    if oh < 1 or ow < 1 or min(pads) < 0 or max(pads) > max(kh, kw) or min(strides) < 1:
+        return None
+    if kind == "pw" and not (groups == 1 and kh == kw == 1 and (oh, ow) == (h, w) and
+                             not any(pads) and strides == [1, 1]):
+        return None
+    if kind == "dw" and not (groups == c == m and cg == 1 and dil == [1, 1]):
+        return None
+    if kind == "head":                  # the direct kernel's own geometry (`g`)
+        return m, oh, ow, None
+    geom = (f"fl::ConvGeom{{1, {c}, {h}, {w}, {kh}, {kw}, {oh}, {ow}, {strides[0]}, "
+            f"{strides[1]}, {pads[0]}, {pads[2]}, 1, 1}}")
+    return m, oh, ow, geom
+
+
+def _chain_epilogue(e, m, bias, fused):
+    """The C++ fl::ChainEpi of a chain link: its conv's bias, its epilogue's bias add, its
+    frozen batch_norm as per-channel k and off (computed into scratch arrays once a call,
+    _epilogue_steps' own statements), its relu."""
+    epi, bufs = fused if fused else (None, {})
+    steps = {kind: roles for kind, _, roles in (epi.steps if epi else [])}
+    add = str(bufs[steps["add"]["Y"]]) if "add" in steps else "nullptr"
+    k = off = "nullptr"
+    if "bn" in steps:
+        consts = dict(_channel_consts(e, m, None, fused)[0])
+        k, off = str(consts["k"]), str(consts["off"])
+    b1 = str(bias) if bias is not None else "nullptr"
+    relu = "true" if "relu" in steps else "false"
+    return f"fl::ChainEpi{{{b1}, {add}, {k}, {off}, {relu}}}"
+
+
+def _emit_chain(e, x, w, geom):
+    """A chain of 1x1 and depthwise convs starting at this conv (fusion.conv_chain), when
+    there is one and every link's literal geometry is what the analysis named: a sample at
+    a time, its input transposed into channel-last scratch (or, for a head conv the direct
+    kernel runs, its [position][channel] result taken with its epilogue), each link's
+    runtime/conv_chain.h kernel from one scratch buffer into the other with its epilogue,
+    the last result transposed into the chain's NCHW output. Returns whether it emitted
+    the chain."""
+    got = e.fused_chain("Output")
+    if got is None or not all(is_lit(d) for d in x.dims[1:]):
+        return False
+    chain, links = got
+    chw = c0, h0, w0 = tuple(int(d) for d in x.dims[1:])
+    plan, biggest = [], c0 * h0 * w0
+    for link, (op, attrs, bufs, epi) in zip(chain.links, links):
+        filt = bufs["Filter"]
+        if len(filt.dims) != 4 or not all(is_lit(d) for d in filt.dims):
+            return False
+        b = bufs["Bias"]
+        geo = _chain_geometry(link.kind, attrs, chw, tuple(int(d) for d in filt.dims))
+        if geo is None or b is not None and int(e.prod(b.dims)) != geo[0]:
+            return False
+        plan.append((link, filt, b, epi, chw, geo))
+        chw = geo[:3]
+        biggest = max(biggest, chw[0] * chw[1] * chw[2])
+    if plan[0][0].kind == "head" and not _direct(e, x, w, 1):
+        return False                    # the chain after this conv starts there instead
+    out = e.chain_output("Output", chain, [x.dims[0], *(str(d) for d in chw)])
+    bufs_ab = [e.scratch([str(biggest)]), e.scratch([str(biggest)])]
+    body, j = [], 0
+    if plan[0][0].kind != "head":
+        body.append(f"fl::chain_to_nhwc({x} + n0 * {c0 * h0 * w0}, {c0}, {h0 * w0}, "
+                    f"{bufs_ab[0]});")
+    for i, (link, filt, b, epi, (c, h, wd), (m, oh, ow, lgeom)) in enumerate(plan):
+        src, dst = bufs_ab[j % 2], bufs_ab[(j + 1) % 2]
+        fused = (link.epilogue, epi) if link.epilogue else None
+        e.code(f"const fl::ChainEpi cepi{i} = {_chain_epilogue(e, m, b, fused)};")
+        if link.kind == "head":
+            packed, offsets, xp, tmp, ws = _direct_scratch(e, x, w, m)
+            e.code(geom)
+            e.code(f"fl::dconv_pack({w}, {m}, {int(e.prod(w.dims[1:]))}, {packed}); "
+                   f"fl::dconv_offsets(g, {offsets});")
+            body.append(f"fl::direct_conv({x} + n0 * {c0 * h0 * w0}, {packed}, {offsets}, g, "
+                        f"{m}, {xp}, n0 == 0, {tmp}); fl::chain_from_grid({tmp}, {oh}, {ow}, "
+                        f"{ws}, {m}, cepi{i}, {bufs_ab[0]});")
+            continue
+        if link.kind == "pw":
+            packed = e.scratch([str(-(-m // 16) * 16 * c)])     # chain_pw_packed_floats
+            e.code(f"fl::chain_pw_pack({filt}, {m}, {c}, {packed});")
+            body.append(f"fl::chain_pointwise({src}, {h * wd}, {c}, {packed}, {m}, {dst}, "
+                        f"cepi{i});")
+        else:
+            taps = int(filt.dims[2]) * int(filt.dims[3])
+            packed = e.scratch([str(c * taps)])
+            e.code(f"fl::chain_dw_pack({filt}, {c}, {taps}, {packed}); "
+                   f"const fl::ConvGeom cg{i} = {lgeom};")
+            body.append(f"fl::chain_depthwise({src}, {packed}, cg{i}, {dst}, cepi{i});")
+        j += 1
+    cl, hl, wl = chw
+    body.append(f"fl::chain_to_nchw({bufs_ab[j % 2]}, {cl}, {hl * wl}, "
+                f"{out} + n0 * {cl * hl * wl});")
+    e.code(f"for (int64_t n0 = 0; n0 < {x.dims[0]}; ++n0) {{ " + " ".join(body) + " }")
+    return True
 
 
 # Bytes of im2col columns a chunk of the batch may take: the chunk's columns and its gemm
@@ -345,18 +461,28 @@ def _channel_consts(e, m, bias, fused):
     return consts, per_value
 
 
-def _emit_direct(e, x, w, output, n, bias, fused):
-    """conv.h's direct kernel a sample at a time (the filter packed once a call), each
-    sample's [position][channel] result written out in NCHW by _direct_epilogue."""
-    out, m, oh, ow = output
+def _direct_scratch(e, x, w, m):
+    """The direct kernel's scratch for M output channels: (packed filter, tap offsets,
+    padded phases, the [position][channel] result grid, its row width WS)."""
     c, kh, kw = int(x.dims[1]), int(w.dims[2]), int(w.dims[3])
     sh, sw = _geometry(e, x, w)[0]
+    _, _, _, (oh, ow) = conv_geometry(e.attrs, [int(d) for d in x.dims[2:]], [kh, kw])
     k, mp = c * kh * kw, -(-m // 8) * 8
     rh, wp = oh + (kh - 1) // sh, ow + (kw - 1) // sw               # dconv_rh, dconv_ws
     packed = e.scratch([str(mp * k)])
     offsets = e.scratch([str(k)], "int64_t")
     xp = e.scratch([str(c * sh * sw * rh * wp + wp + DIRECT_R + 8)])    # dconv_xp_floats
     tmp = e.scratch([str((oh * wp + DIRECT_R + 8) * mp)])               # dconv_tmp_floats
+    return packed, offsets, xp, tmp, wp
+
+
+def _emit_direct(e, x, w, output, n, bias, fused):
+    """conv.h's direct kernel a sample at a time (the filter packed once a call), each
+    sample's [position][channel] result written out in NCHW by _direct_epilogue."""
+    out, m, oh, ow = output
+    c, kh, kw = int(x.dims[1]), int(w.dims[2]), int(w.dims[3])
+    k, mp = c * kh * kw, -(-m // 8) * 8
+    packed, offsets, xp, tmp, wp = _direct_scratch(e, x, w, m)
     chw = c * int(x.dims[2]) * int(x.dims[3])
     sample = f"({out} + n0 * {m * oh * ow})"
     consts, per_value = _channel_consts(e, m, bias, fused)
