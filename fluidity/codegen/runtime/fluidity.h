@@ -209,6 +209,7 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 }  // namespace fl
 
 #include "conv.h"
+#include "volume.h"     // conv3d, conv3d_transpose and 3-D pooling
 #include "sparse.h"
 #include "rnn.h"
 #include "reduce.h"     // reductions of any type
