@@ -1,7 +1,7 @@
 """Samples of the compiled 3-D sliding-window ops (emit/cpu/volume.py): conv3d (groups,
 bias, dilations, SAME padding), conv3d_transpose (groups, output_padding, output_size),
 depthwise_conv2d_transpose, pool3d (max and avg, exclusive or not, ceil_mode, global,
-adaptive), max_pool3d_with_index. Compiled vs the numpy kernels by test_emitters.py,
+adaptive), max_pool3d_with_index, trilinear_interp. Compiled vs the numpy kernels by test_emitters.py,
 forward and gradient."""
 import numpy as np
 from codegen_samples import f32, rng
@@ -57,7 +57,15 @@ def with_index(**attrs):
     return sample
 
 
+def trilinear(shape=(2, 3, 3, 4, 5), **attrs):
+    def sample():
+        return {"X": f32(*shape)}, {"interp_method": "trilinear", **attrs}, ["X"]
+    return sample
+
+
 SAMPLES = {
+    "trilinear_interp": trilinear(out_d=5, out_h=3, out_w=8, align_corners=False,
+                                  align_mode=0),
     "conv3d": conv3d(),
     "conv3d_transpose": conv3d_transpose(),
     "depthwise_conv2d_transpose": dw_transpose,
@@ -65,6 +73,12 @@ SAMPLES = {
     "max_pool3d_with_index": with_index(),
 }
 EXTRA = {
+    "trilinear_interp align_corners (default)": ("trilinear_interp", trilinear(
+        out_d=2, out_h=7, out_w=5)),
+    "trilinear_interp align_mode 1, scale 1.5": ("trilinear_interp", trilinear(
+        scale=1.5, align_corners=False, align_mode=1)),
+    "trilinear_interp same size (a copy)": ("trilinear_interp", trilinear(
+        out_d=3, out_h=4, out_w=5, align_corners=False)),
     "conv3d groups and bias": ("conv3d", conv3d(groups=2, bias=True)),
     "conv3d SAME padding": ("conv3d", conv3d(padding_algorithm="SAME", dilations=[1, 1, 1])),
     "conv3d 1x1x1": ("conv3d", conv3d(k=(1, 1, 1), strides=[1, 1, 1], paddings=[0, 0, 0],

@@ -1,7 +1,7 @@
 """The 3-D sliding-window ops compiled (codegen/emit/cpu/volume.py): a small 3-D conv net
 (conv3d -> pool3d -> fc, softmax cross-entropy, SGD) trains compiled in one segment as the
-interpreter trains it; so does one through adaptive max pooling (max_pool3d_with_index) and
-conv3d_transpose; a hostile Mask fed to max_pool3d_with_index_grad stops the compiled run
+interpreter trains it; so does one through conv3d_transpose, trilinear_interp and adaptive
+max pooling (max_pool3d_with_index); a hostile Mask fed to max_pool3d_with_index_grad stops the compiled run
 naming the entry; NDHWC runs interpreted."""
 import numpy as np
 import pytest
@@ -35,6 +35,7 @@ def _conv_pool(x):
 def _adaptive_transpose(x):
     h = fluid.layers.conv3d(x, 3, [2, 3, 2], stride=[1, 2, 1], groups=1, act="relu")
     h = fluid.layers.conv3d_transpose(h, 2, filter_size=2, stride=1)
+    h = fluid.layers.resize_trilinear(h, [5, 4, 6], align_corners=False, align_mode=0)
     h = fluid.layers.adaptive_pool3d(h, [2, 2, 3], "max")
     return fluid.layers.pool3d(h, 2, "avg", pool_stride=1, pool_padding=1, exclusive=False)
 
@@ -51,7 +52,8 @@ def _feeds(steps=6):
 
 @pytest.mark.parametrize("head,ops", [
     (_conv_pool, {"conv3d", "conv3d_grad", "pool3d", "pool3d_grad"}),
-    (_adaptive_transpose, {"conv3d_transpose", "conv3d_transpose_grad",
+    (_adaptive_transpose, {"conv3d_transpose", "conv3d_transpose_grad", "trilinear_interp",
+                           "trilinear_interp_grad",
                            "max_pool3d_with_index", "max_pool3d_with_index_grad",
                            "pool3d", "pool3d_grad"})])
 def test_a_3d_conv_net_trains_compiled_in_one_segment_as_interpreted(head, ops, caplog):

@@ -239,4 +239,58 @@ inline int max_pool3d_index_grad(const int32_t* __restrict mask, const float* __
     return 0;
 }
 
+// --- trilinear_interp -----------------------------------------------------------------------
+// A separable resize of D x H x W planes to OD x OH x OW: per axis a the taps of output row
+// k are i[a][k*T[a] + t] with float64 weights w[a][...] (unused taps weigh 0), the rows of
+// the kernel's interpolation matrices.
+struct Taps3 {
+    const int64_t* i[3];
+    const double* w[3];
+    int64_t T[3], D, H, W, OD, OH, OW;
+};
+
+// Each output the float64 sum of its taps (the kernel's einsum is float64), rounded to float.
+inline void resize3(const float* __restrict x, float* __restrict out, const Taps3& t,
+                    int64_t planes) {
+    const int64_t S = t.D * t.H * t.W, O = t.OD * t.OH * t.OW;
+    for (int64_t p = 0; p < planes; ++p)
+        for (int64_t a = 0; a < t.OD; ++a)
+            for (int64_t b = 0; b < t.OH; ++b)
+                for (int64_t c = 0; c < t.OW; ++c) {
+                    double v = 0.0;
+                    for (int64_t u = 0; u < t.T[0]; ++u)
+                        for (int64_t q = 0; q < t.T[1]; ++q)
+                            for (int64_t r = 0; r < t.T[2]; ++r)
+                                v += t.w[0][a * t.T[0] + u] * t.w[1][b * t.T[1] + q] *
+                                     (double)x[p * S + (t.i[0][a * t.T[0] + u] * t.H +
+                                                        t.i[1][b * t.T[1] + q]) * t.W +
+                                               t.i[2][c * t.T[2] + r]] *
+                                     t.w[2][c * t.T[2] + r];
+                    out[p * O + (a * t.OH + b) * t.OW + c] = (float)v;
+                }
+}
+
+// The adjoint: each output gradient spread over its taps in float64 (acc: planes * S
+// doubles), then rounded to float.
+inline void resize3_grad(const float* __restrict d, float* __restrict dx, double* __restrict acc,
+                         const Taps3& t, int64_t planes) {
+    const int64_t S = t.D * t.H * t.W, O = t.OD * t.OH * t.OW;
+    std::memset(acc, 0, sizeof(double) * (size_t)(planes * S));
+    for (int64_t p = 0; p < planes; ++p)
+        for (int64_t a = 0; a < t.OD; ++a)
+            for (int64_t b = 0; b < t.OH; ++b)
+                for (int64_t c = 0; c < t.OW; ++c) {
+                    const double v = (double)d[p * O + (a * t.OH + b) * t.OW + c];
+                    for (int64_t u = 0; u < t.T[0]; ++u)
+                        for (int64_t q = 0; q < t.T[1]; ++q)
+                            for (int64_t r = 0; r < t.T[2]; ++r)
+                                acc[p * S + (t.i[0][a * t.T[0] + u] * t.H +
+                                             t.i[1][b * t.T[1] + q]) * t.W +
+                                    t.i[2][c * t.T[2] + r]] +=
+                                    t.w[0][a * t.T[0] + u] * t.w[1][b * t.T[1] + q] * v *
+                                    t.w[2][c * t.T[2] + r];
+                }
+    for (int64_t i = 0; i < planes * S; ++i) dx[i] = (float)acc[i];
+}
+
 }  // namespace fl

@@ -1,5 +1,5 @@
 """C++ emitters of the 3-D sliding-window ops (ops/volume.py): conv3d, conv3d_transpose,
-pool3d, max_pool3d_with_index and their gradients, NCDHW float32 with C, D, H, W and the
+pool3d, max_pool3d_with_index, trilinear_interp (ops/interp.py) and their gradients, NCDHW float32 with C, D, H, W and the
 filter known when compiling (NDHWC, which the kernels also take, is refused: untested here).
 depthwise_conv2d_transpose (+ _grad) is conv2d_transpose by another name: its emitters are
 registered here under that name.
@@ -9,19 +9,22 @@ columns fit in cache (conv2d's chunk_samples), conv3d_transpose the adjoint (gem
 col2vol). Pooling reads per-axis tables of each window's input positions made here from the
 kernel's own patch maps (ops/volume.py patch_map / adaptive_map over one axis; the kernel's
 3-D map is their product), so global, adaptive, ceil_mode and SAME / VALID padding compile
-as the kernel reads them.
+as the kernel reads them. trilinear_interp tabulates the taps of the kernel's per-axis
+interpolation matrices (ops/interp.py's maps), as bilinear_interp's emitter does in 2-D.
 """
 import numpy as np
 
 from ....errors import ShapeError
 from ....ops.common import channel_last
 from ....ops.conv import out_size, pool_out_size
+from ....ops import interp as interp_ops
 from ....ops.volume import adaptive_map, conv_plan, patch_map, pool_pads, transpose_out_spatial
 from .. import register
 from ..checks import check_dims
 from ..conv import grouped_gemm
 from ..literals import c_ints
 from .conv import chunk_samples, conv2d_transpose, conv2d_transpose_grad
+from .interp import MAX_OUT, size_inputs
 
 # the most entries of one axis's window table (outputs x taps): a hostile ksize or output
 # size past it would make the generated source (and the compiler's memory) grow unbounded
@@ -394,3 +397,74 @@ def max_pool3d_with_index_grad(e):
     e.code(f"if (int rc = fl::max_pool3d_index_grad({mask}, {dout}, {dx}, {acc}, "
            f"{e.mul(x.dims[0], x.dims[1])}, {int(np.prod(outs))}, {int(np.prod(spatial))}, "
            f"err, {e.k})) return rc;")
+
+
+# --- trilinear_interp -------------------------------------------------------------------------
+def _tap_table(name, a):
+    """C tables of matrix a's rows as taps: (code, taps per row) with the column index
+    (i<name>) and float64 weight (w<name>) of each, unused taps index 0 weight 0."""
+    taps = max(int((a != 0).sum(1).max()), 1)
+    idx, wt = [], []
+    for row in a:
+        cols = np.nonzero(row)[0].tolist()
+        wt += [repr(float(row[c])) for c in cols] + ["0.0"] * (taps - len(cols))
+        idx += cols + [0] * (taps - len(cols))
+    return (f"static const int64_t i{name}[] = {c_ints(idx)}; "
+            f"static const double w{name}[] = {{{', '.join(wt)}}};"), taps
+
+
+def _trilinear_plan(e, x):
+    """(C++ declaring the fl::Taps3 `tt`, the output's volume, or None when the kernel
+    copies X) of a compiled trilinear_interp: NCDHW float X of literal volume, the output
+    size from the attributes or tensors whose values the segment knows."""
+    e.require_float(x)
+    if channel_last(e.attr("data_layout")):
+        e.fail("NDHWC layout")
+    if x.ndim != 5 or not all(e.is_lit(d) for d in x.dims[2:]):
+        e.fail(f"X{x.dims}: a 5-D X of volume known when compiling")
+    ins = [int(d) for d in x.dims[2:]]
+    try:
+        interp_ops.check_method(e.attr("interp_method"), 5, e.op.type)
+        outs = interp_ops.out_size(e.attrs, ins, *size_inputs(e))
+    except ShapeError as err:
+        e.fail(str(err))
+    if max(outs) > MAX_OUT:
+        e.fail(f"an output size {outs} past {MAX_OUT}")
+    if outs == ins:
+        return None, outs
+    mats = interp_ops.maps(e.attrs, ins, outs, np.dtype(np.float32))
+    tables, taps = zip(*(_tap_table(n, a) for n, a in zip("dhw", mats)))
+    vals = [*taps, *ins, *outs]
+    return (" ".join(tables) + f" const fl::Taps3 tt{{{{id, ih, iw}}, {{wd, wh, ww}}, "
+            f"{', '.join(map(str, vals))}}};"), outs
+
+
+@register("trilinear_interp", "cpu")
+def trilinear_interp(e):
+    """Each output the float64 sum of its taps' weighted inputs, rounded to float (the
+    kernel's float64 einsum over the same matrices); a copy when the size is unchanged."""
+    x = e.input("X")
+    plan, outs = _trilinear_plan(e, x)
+    out = e.output("Out", list(x.dims[:2]) + [str(v) for v in outs])
+    if plan is None:
+        e.code(f"std::memcpy({out}, {x}, sizeof(float) * {out.numel()});")
+        return
+    e.code(plan)
+    e.code(f"fl::resize3({x}, {out}, tt, {e.mul(x.dims[0], x.dims[1])});")
+
+
+@register("trilinear_interp_grad", "cpu")
+def trilinear_interp_grad(e):
+    """The adjoint: each Out@GRAD element spread over its taps in float64, rounded to
+    float at the end."""
+    x, d = e.input("X"), e.input("Out@GRAD")
+    e.require_float(d)
+    plan, outs = _trilinear_plan(e, x)
+    check_dims(e, d, list(x.dims[:2]) + [str(v) for v in outs], "Out")
+    dx = e.output("X@GRAD", x.dims)
+    if plan is None:
+        e.code(f"std::memcpy({dx}, {d}, sizeof(float) * {dx.numel()});")
+        return
+    acc = e.scratch(x.dims, "double")
+    e.code(plan)
+    e.code(f"fl::resize3_grad({d}, {dx}, {acc}, tt, {e.mul(x.dims[0], x.dims[1])});")
