@@ -1,6 +1,7 @@
-"""Samples of the compiled detection ops: sigmoid_focal_loss (emit/cpu/focal.py; gamma 2
-takes numpy's square, others float32 pow). Compiled vs the numpy kernels by
-test_emitters.py, forward and gradient."""
+"""Samples of the compiled detection ops: spp (emit/cpu/pyramid.py; levels with windows
+wholly in the padding too), sigmoid_focal_loss (emit/cpu/focal.py; gamma 2 takes numpy's
+square, others float32 pow). Compiled vs the numpy kernels by test_emitters.py, forward and
+gradient."""
 import numpy as np
 from codegen_samples import f32, rng
 
@@ -23,3 +24,18 @@ EXTRA = {
         {"X": f32(3, 2), "Label": np.array([[1], [0], [2]], np.int64),
          "FgNum": np.array([0], np.int32)}, {}, ["X"])),
 }
+
+
+def spp(shape, **attrs):
+    def sample():
+        return {"X": f32(*shape)}, attrs, ["X"]
+    return sample
+
+
+SAMPLES["spp"] = spp((2, 3, 5, 7), pyramid_height=3, pooling_type="max")
+EXTRA.update({
+    "spp avg": ("spp", spp((2, 2, 6, 5), pyramid_height=3, pooling_type="avg")),
+    "spp map smaller than its bins": ("spp", spp((1, 2, 3, 2), pyramid_height=3,
+                                                 pooling_type="avg")),
+    "spp max, one level": ("spp", spp((3, 2, 4, 4), pyramid_height=1, pooling_type="max")),
+})
