@@ -1,7 +1,7 @@
 """Samples of the compiled detection ops: spp (emit/cpu/pyramid.py; levels with windows
 wholly in the padding too), sigmoid_focal_loss (emit/cpu/focal.py; gamma 2 takes numpy's
-square, others float32 pow). Compiled vs the numpy kernels by test_emitters.py, forward and
-gradient."""
+square, others float32 pow), the box ops (emit/cpu/boxes.py) and yolo_box (emit/cpu/yolo.py).
+Compiled vs the numpy kernels by test_emitters.py, forward and gradient."""
 import numpy as np
 from codegen_samples import f32, rng
 
@@ -116,3 +116,19 @@ def clip_two_images():
 
 
 EXTRA["box_clip two images (LoD)"] = ("box_clip", clip_two_images)
+
+
+def yolo(classes=3, anchors=(10, 13, 16, 30), h=4, w=5, **attrs):
+    def sample():
+        an = len(anchors) // 2
+        a = {"class_num": classes, "anchors": list(anchors), "downsample_ratio": 8,
+             "conf_thresh": 0.3}
+        a.update(attrs)
+        return ({"X": f32(2, an * (5 + classes), h, w, lo=-3, hi=3),
+                 "ImgSize": np.array([[32, 40], [30, 50]], np.int32)}, a, None)
+    return sample
+
+
+SAMPLES["yolo_box"] = yolo()
+EXTRA["yolo_box no clip, 3 anchors"] = ("yolo_box", yolo(2, (10, 13, 16, 30, 33, 23),
+                                                         clip_bbox=False))
