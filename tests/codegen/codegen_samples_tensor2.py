@@ -1,5 +1,5 @@
 """Samples of emit/cpu/tensor_more.py's ops: fill_zeros_like2, unbind, expand_v2, unfold,
-gather_nd (its gradient), scatter_nd_add. Compiled vs the numpy kernels by test_emitters.py,
+im2sequence, gather_nd (its gradient), scatter_nd_add. Compiled vs the numpy kernels by test_emitters.py,
 forward and gradient."""
 import numpy as np
 from codegen_samples import f32, rng
@@ -54,3 +54,9 @@ EXTRA = {
          "Updates": f32(3)}, {}, ["X", "Updates"])),
     "scatter_nd_add k = 0": ("scatter_nd_add", scatter_nd_add((2, 3), (2,), 0)),
 }
+
+
+SAMPLES["im2sequence"] = lambda: ({"X": f32(2, 2, 5, 4)}, {
+    "kernels": [2, 3], "strides": [2, 1], "paddings": [1, 0, 0, 1]}, ["X"])
+EXTRA["im2sequence one image, stride 1"] = ("im2sequence", lambda: (
+    {"X": f32(1, 3, 4, 4)}, {"kernels": [2, 2], "strides": [1, 1]}, ["X"]))

@@ -1,6 +1,6 @@
 """C++ emitters of more Fluid 1.x tensor ops: fill_zeros_like2, unbind (its gradient is
-stack), expand_v2 (+ grad), unfold (+ grad: runtime/volume.h's vol2col / col2vol over one
-depth), gather_nd_grad and scatter_nd_add (+ grad), whose Index is checked in C before any
+stack), expand_v2 (+ grad), unfold and im2sequence without Y (+ grads: runtime/volume.h's
+vol2col / col2vol over one depth), gather_nd_grad and scatter_nd_add (+ grad), whose Index is checked in C before any
 entry is used (runtime/scatter_nd.h: out of range stops the run naming the op, the index,
 the dim and its size, as the kernel's message)."""
 import numpy as np
@@ -104,18 +104,17 @@ def expand_v2_grad(e):
 
 
 # --- unfold -----------------------------------------------------------------------------------
-def _unfold_geometry(e, x):
-    """(C++ declaring the fl::VolGeom `g` of unfold's windows over one depth, C*K, L, the
-    sample's C*H*W) for NCHW X of literal C, H, W."""
+def window_geometry(e, x, k, s, dil, p):
+    """(C++ declaring the fl::VolGeom `g` of kh x kw windows over one depth, C*K, L, the
+    sample's C*H*W) for NCHW X of literal C, H, W; paddings [top, left, bottom, right]."""
     if x.ndim != 4 or not all(e.is_lit(v) for v in x.dims[1:]):
         e.fail(f"X{x.dims}: a 4-D X of channels and image known when compiling")
     c, h, w = (int(v) for v in x.dims[1:])
-    k, s, dil = (list(e.attr(a)) for a in ("kernel_sizes", "strides", "dilations"))
-    p = list(e.attr("paddings"))
+    k, s, dil, p = (list(v) for v in (k, s, dil, p))
     if not (len(k) == len(s) == len(dil) == 2 and len(p) == 4):
-        e.fail(f"kernel_sizes {k}, strides {s}, dilations {dil}, paddings {p}")
+        e.fail(f"kernels {k}, strides {s}, dilations {dil}, paddings {p}")
     if min(k + s + dil) < 1:
-        e.fail(f"kernel_sizes {k}, strides {s}, dilations {dil} must be positive")
+        e.fail(f"kernels {k}, strides {s}, dilations {dil} must be positive")
     pads = tlbr_pads(p)
     outs = [out_size(n, kk, ss, *pp, dd) for n, kk, ss, pp, dd in zip((h, w), k, s, pads, dil)]
     if min(outs) < 1:
@@ -125,6 +124,11 @@ def _unfold_geometry(e, x):
         e.fail(f"{ck} x {ln} columns a sample")
     vals = [c, 1, h, w, 1, *k, 1, *outs, 1, *s, 0, pads[0][0], pads[1][0], 1, *dil]
     return f"const fl::VolGeom g{c_ints(vals)};", ck, ln, c * h * w
+
+
+def _unfold_geometry(e, x):
+    return window_geometry(e, x, e.attr("kernel_sizes"), e.attr("strides"),
+                           e.attr("dilations"), e.attr("paddings"))
 
 
 @register("unfold", "cpu")
@@ -217,3 +221,49 @@ def scatter_nd_add_grad(e):
     if e.has_output("Updates@GRAD"):
         du = e.output("Updates@GRAD", u.dims, u.ctype, lod_from=False)
         e.code(f"fl::gather_slices({du}, {d}, {off}, {rows}, {slice_});")
+
+
+# --- im2sequence ------------------------------------------------------------------------------
+def _im2sequence_geometry(e, x):
+    """window_geometry of im2sequence (dilation 1). With Y (the images' real sizes, read by
+    the kernel for a batch of several) the rows an image gives are known only from Y's
+    values: NotCompilable."""
+    if e.op.input("Y"):
+        e.fail("Y (real image sizes) makes the rows of each image data-dependent")
+    dense_only(e, x)
+    e.require_float(x)
+    return window_geometry(e, x, e.attr("kernels"), e.attr("strides"), [1, 1],
+                           e.attr("paddings"))
+
+
+@register("im2sequence", "cpu")
+def im2sequence(e):
+    """Out [N*L, C*kh*kw]: the patches of image n as rows n*L .. (n+1)*L - 1 (vol2col's
+    columns of the sample, transposed); LoD [0, L, 2L, ..., N*L], computed here."""
+    x = e.input("X")
+    geom, ck, ln, chw = _im2sequence_geometry(e, x)
+    n = x.dims[0]
+    lod = e.lod_output("rows", dim(n) + 1)
+    out = e.output("Out", [e.mul(n, ln), str(ck)], lod_from=False)
+    out.levels, out.lod_src = [(lod, dim(n) + 1)], None
+    cols = e.scratch([str(ck * ln)])
+    e.code(geom)
+    e.code(f"for (int64_t i = 0; i <= {n}; ++i) {lod}[i] = i * {ln};")
+    e.code(f"for (int64_t s = 0; s < {n}; ++s) {{ fl::vol2col({x} + s * {chw}, g, 1, {cols}); "
+           f"fl::swap01({cols}, {out} + s * {ln * ck}, {ck}, {ln}, 1); }}")
+
+
+@register("im2sequence_grad", "cpu")
+def im2sequence_grad(e):
+    """X@GRAD: each image's rows of Out@GRAD transposed back to columns and added where
+    they were read (col2vol)."""
+    x, d = e.input("X"), e.input("Out@GRAD")
+    geom, ck, ln, chw = _im2sequence_geometry(e, x)
+    e.require_float(d)
+    n = x.dims[0]
+    check_dims(e, d, [e.mul(n, ln), str(ck)], "Out")
+    dx = e.output("X@GRAD", x.dims, lod_from=False)
+    cols = e.scratch([str(ck * ln)])
+    e.code(geom)
+    e.code(f"for (int64_t s = 0; s < {n}; ++s) {{ fl::swap01({d} + s * {ln * ck}, {cols}, "
+           f"{ln}, {ck}, 1); fl::col2vol({cols}, g, 1, {dx} + s * {chw}); }}")
