@@ -1,6 +1,6 @@
 """Samples of emit/cpu/tensor_more.py's ops: fill_zeros_like2, unbind, expand_v2, unfold,
-im2sequence, gather_nd (its gradient), scatter_nd_add. Compiled vs the numpy kernels by test_emitters.py,
-forward and gradient."""
+im2sequence, gather_nd (its gradient), scatter_nd_add. Compiled vs the numpy kernels by
+test_emitters.py, forward and gradient."""
 import numpy as np
 from codegen_samples import f32, rng
 

@@ -1,7 +1,7 @@
-"""Samples of the compiled 3-D sliding-window ops (emit/cpu/volume.py): conv3d (groups,
-bias, dilations, SAME padding), conv3d_transpose (groups, output_padding, output_size),
-depthwise_conv2d_transpose, pool3d (max and avg, exclusive or not, ceil_mode, global,
-adaptive), max_pool3d_with_index, trilinear_interp. Compiled vs the numpy kernels by test_emitters.py,
+"""Samples of the compiled 3-D sliding-window ops (emit/cpu/volume.py): conv3d (groups, bias,
+dilations, SAME padding), conv3d_transpose (groups, output_padding, output_size),
+depthwise_conv2d_transpose, pool3d (max and avg, exclusive or not, ceil_mode, global, adaptive),
+max_pool3d_with_index, trilinear_interp. Compiled vs the numpy kernels by test_emitters.py,
 forward and gradient."""
 import numpy as np
 from codegen_samples import f32, rng

@@ -1,8 +1,8 @@
 """The 3-D sliding-window ops compiled (codegen/emit/cpu/volume.py): a small 3-D conv net
 (conv3d -> pool3d -> fc, softmax cross-entropy, SGD) trains compiled in one segment as the
-interpreter trains it; so does one through conv3d_transpose, trilinear_interp and adaptive
-max pooling (max_pool3d_with_index); a hostile Mask fed to max_pool3d_with_index_grad stops the compiled run
-naming the entry; NDHWC runs interpreted."""
+interpreter trains it; so does one through conv3d_transpose, trilinear_interp and adaptive max
+pooling (max_pool3d_with_index); a hostile Mask fed to max_pool3d_with_index_grad stops the
+compiled run naming the entry; NDHWC runs interpreted."""
 import numpy as np
 import pytest
 

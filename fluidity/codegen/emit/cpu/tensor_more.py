@@ -1,8 +1,8 @@
-"""C++ emitters of more Fluid 1.x tensor ops: fill_zeros_like2, unbind (its gradient is
-stack), expand_v2 (+ grad), unfold and im2sequence without Y (+ grads: runtime/volume.h's
-vol2col / col2vol over one depth), gather_nd_grad and scatter_nd_add (+ grad), whose Index is checked in C before any
-entry is used (runtime/scatter_nd.h: out of range stops the run naming the op, the index,
-the dim and its size, as the kernel's message)."""
+"""C++ emitters of more Fluid 1.x tensor ops: fill_zeros_like2, unbind (its gradient is stack),
+expand_v2 (+ grad), unfold and im2sequence without Y (+ grads: runtime/volume.h's vol2col /
+col2vol over one depth), gather_nd_grad and scatter_nd_add (+ grad), whose Index is checked in C
+before any entry is used (runtime/scatter_nd.h: out of range stops the run naming the op, the
+index, the dim and its size, as the kernel's message)."""
 import numpy as np
 
 from ....ops.conv import out_size

@@ -1,17 +1,16 @@
-"""C++ emitters of the 3-D sliding-window ops (ops/volume.py): conv3d, conv3d_transpose,
-pool3d, max_pool3d_with_index, trilinear_interp (ops/interp.py) and their gradients, NCDHW float32 with C, D, H, W and the
-filter known when compiling (NDHWC, which the kernels also take, is refused: untested here).
-depthwise_conv2d_transpose (+ _grad) is conv2d_transpose by another name: its emitters are
-registered here under that name.
+"""C++ emitters of the 3-D sliding-window ops (ops/volume.py): conv3d, conv3d_transpose, pool3d,
+max_pool3d_with_index, trilinear_interp (ops/interp.py) and their gradients, NCDHW float32 with
+C, D, H, W and the filter known when compiling (NDHWC, which the kernels also take, is refused:
+untested here). depthwise_conv2d_transpose (+ _grad) is conv2d_transpose by another name: its
+emitters are registered here under that name.
 
 A conv is runtime/volume.h's vol2col and one gemm per group over a chunk of the batch whose
 columns fit in cache (conv2d's chunk_samples), conv3d_transpose the adjoint (gemms, then
 col2vol). Pooling reads per-axis tables of each window's input positions made here from the
-kernel's own patch maps (ops/volume.py patch_map / adaptive_map over one axis; the kernel's
-3-D map is their product), so global, adaptive, ceil_mode and SAME / VALID padding compile
-as the kernel reads them. trilinear_interp tabulates the taps of the kernel's per-axis
-interpolation matrices (ops/interp.py's maps), as bilinear_interp's emitter does in 2-D.
-"""
+kernel's own patch maps (ops/volume.py patch_map / adaptive_map over one axis; the kernel's 3-D
+map is their product), so global, adaptive, ceil_mode and SAME / VALID padding compile as the
+kernel reads them. trilinear_interp tabulates the taps of the kernel's per-axis interpolation
+matrices (ops/interp.py's maps), as bilinear_interp's emitter does in 2-D."""
 import numpy as np
 
 from ....errors import ShapeError
