@@ -90,3 +90,20 @@ def test_ndhwc_runs_interpreted():
         {"pooling_type": "max", "ksize": [2, 2, 2], "strides": [1, 1, 1],
          "paddings": [0, 0, 0], "data_format": "NDHWC"}, ["Out"])
     assert "pool3d" not in compiled_ops(main)
+
+
+@pytest.mark.parametrize("op_type,inputs,attrs", [
+    ("conv3d", {"Input": np.zeros((1, 1, 2, 2, 2), np.float32),
+                "Filter": np.zeros((1, 1, 1, 1, 1), np.float32)},
+     {"paddings": [3000, 3000, 3000]}),
+    ("pool3d", {"X": np.zeros((1, 1, 2, 2, 2), np.float32)},
+     {"pooling_type": "avg", "ksize": [2, 2, 2], "strides": [1, 1, 1],
+      "paddings": [70000, 0, 0]}),
+    ("pool3d", {"X": np.zeros((1, 1, 200, 200, 200), np.float32)},
+     {"pooling_type": "avg", "ksize": [1, 1, 1], "global_pooling": True}),
+])
+def test_sizes_from_hostile_attributes_are_refused_before_any_table_is_made(op_type, inputs,
+                                                                           attrs):
+    main, _, _, _, _ = build_op(op_type, inputs, attrs, ["Output" if op_type == "conv3d"
+                                                         else "Out"])
+    assert op_type not in compiled_ops(main)

@@ -28,6 +28,8 @@ from .interp import MAX_OUT, size_inputs
 # the most entries of one axis's window table (outputs x taps): a hostile ksize or output
 # size past it would make the generated source (and the compiler's memory) grow unbounded
 MAX_AXIS_TABLE = 1 << 16
+# the most taps a pooling window has (its average gathers them into scratch)
+MAX_WINDOW = 1 << 20
 # the most floats a conv's output volume, columns or scratch may take per sample: sizes
 # from hostile attributes (paddings, strides) stop here, before any allocation
 MAX_SAMPLE_FLOATS = 1 << 32
@@ -276,6 +278,8 @@ def _axis_windows(e, attrs, spatial):
         e.fail(str(err))
     if any(m.size > MAX_AXIS_TABLE for m in maps):
         e.fail(f"window tables of {[m.shape for m in maps]} entries")
+    if int(np.prod([m.shape[1] for m in maps])) > MAX_WINDOW:
+        e.fail(f"windows of {[m.shape[1] for m in maps]} taps")
     return maps
 
 
