@@ -13,7 +13,9 @@ from ..errors import ShapeError
 from .registry import In, OpDef, Out, ints
 
 
-def _level(h, bins):
+def level_geometry(h, bins):
+    """(kernel = stride, padding before) of a level of `bins` bins over an extent `h`
+    (public: the code generator lays its windows out by it)."""
     k = -(-h // bins)
     return k, (k * bins - h + 1) // 2
 
@@ -22,7 +24,7 @@ def _windows(x, bins, fill):
     """x [N, C, H, W] padded into [N, C, bins, kh, bins, kw] windows, and the per-cell mask
     of real (not padded) cells [bins, kh, bins, kw]."""
     n, c, h, w = x.shape
-    (kh, ph), (kw, pw) = _level(h, bins), _level(w, bins)
+    (kh, ph), (kw, pw) = level_geometry(h, bins), level_geometry(w, bins)
     full = np.full((n, c, bins * kh, bins * kw), fill, x.dtype)
     hh, ww = min(h, bins * kh - ph), min(w, bins * kw - pw)
     full[:, :, ph:ph + hh, pw:pw + ww] = x[:, :, :hh, :ww]

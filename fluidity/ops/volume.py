@@ -199,6 +199,20 @@ class Conv3dGrad(OpDef):
         return kernel
 
 
+def transpose_out_spatial(xs, k, attrs):
+    """(output spatial size, strides, pads, dilations) of conv3d_transpose of spatial size
+    `xs` with window `k` (public: the code generator sizes its output by it)."""
+    st, pads, dil = conv_plan(attrs, xs, k)
+    sizes = [(n - 1) * s - p[0] - p[1] + d * (kk - 1) + 1 if n >= 0 else -1
+             for n, s, p, d, kk in zip(xs, st, pads, dil, k)]
+    if attrs.get("output_size"):
+        sizes = [int(v) for v in attrs["output_size"]]
+    elif attrs.get("output_padding"):
+        sizes = [n + int(op) if n >= 0 else -1
+                 for n, op in zip(sizes, attrs["output_padding"])]
+    return sizes, st, pads, dil
+
+
 # --- conv3d_transpose -------------------------------------------------------------------------
 class Conv3dTranspose(OpDef):
     type = "conv3d_transpose"
@@ -214,19 +228,6 @@ class Conv3dTranspose(OpDef):
            "NDHWC by data_format; padding_algorithm SAME / VALID as conv3d's.")
 
     @staticmethod
-    def _out_spatial(xs, k, attrs):
-        """(output spatial size, strides, pads, dilations) of the transpose of `xs`."""
-        st, pads, dil = conv_plan(attrs, xs, k)
-        sizes = [(n - 1) * s - p[0] - p[1] + d * (kk - 1) + 1 if n >= 0 else -1
-                 for n, s, p, d, kk in zip(xs, st, pads, dil, k)]
-        if attrs.get("output_size"):
-            sizes = [int(v) for v in attrs["output_size"]]
-        elif attrs.get("output_padding"):
-            sizes = [n + int(op) if n >= 0 else -1
-                     for n, op in zip(sizes, attrs["output_padding"])]
-        return sizes, st, pads, dil
-
-    @staticmethod
     def infer_shape(ctx):
         xs, ws = ctx.input_shape("Input"), ctx.input_shape("Filter")
         if len(xs) != 5 or len(ws) != 5:
@@ -234,7 +235,7 @@ class Conv3dTranspose(OpDef):
         try:
             last = _check_format("conv3d_transpose", ctx.attr("data_format"))
             xs = [xs[0], xs[4]] + xs[1:4] if last else xs
-            out, _, _, _ = Conv3dTranspose._out_spatial(xs[2:], ws[2:], _conv_attrs(ctx))
+            out, _, _, _ = transpose_out_spatial(xs[2:], ws[2:], _conv_attrs(ctx))
         except ShapeError as e:
             ctx.fail(str(e))
         if xs[1] >= 0 and ws[0] >= 0 and xs[1] != ws[0]:
@@ -249,7 +250,7 @@ class Conv3dTranspose(OpDef):
 
         def kernel(x, w, bias):
             x = _to_first(x, last)
-            spatial, st, pads, dil = cls._out_spatial(x.shape[2:], w.shape[2:], attrs)
+            spatial, st, pads, dil = transpose_out_spatial(x.shape[2:], w.shape[2:], attrs)
             m, outs = patch_map(spatial, w.shape[2:], st, pads, dil)
             if list(outs) != list(x.shape[2:]):
                 raise ExecutionError(f"conv3d_transpose: output size {spatial} does not give "
@@ -293,7 +294,7 @@ class Conv3dTransposeGrad(OpDef):
             # the transpose's input gradient is conv3d of dout; its filter gradient is
             # conv3d's filter gradient with the roles of input and output swapped
             x, dout = _to_first(x, last), _to_first(dout, last)
-            _, st, pads, dil = Conv3dTranspose._out_spatial(x.shape[2:], w.shape[2:], attrs)
+            _, st, pads, dil = transpose_out_spatial(x.shape[2:], w.shape[2:], attrs)
             m, _ = patch_map(dout.shape[2:], w.shape[2:], st, pads, dil)
             cg, fg = _grouped(groups, w.shape[0], w.shape[1] * groups)
             cols = gather_patches(dout, m)                         # [N, F, O=x's S, K]

@@ -103,14 +103,15 @@ def _element_literal(v, ctype):
     return f"{n}LL" if ctype == "int64_t" else str(n)
 
 
-def array_literal(e, values, ctype):
+def array_literal(e, values, ctype, limit=MAX_LITERAL_ELEMENTS):
     """C initializer list of numpy array `values` as C type `ctype` holds them: refused
     (NotCompilable) unless `values` already has ctype's dtype (the caller converts as the
-    kernel does) and at most MAX_LITERAL_ELEMENTS elements."""
+    kernel does) and at most `limit` elements (MAX_LITERAL_ELEMENTS unless the caller
+    bounds its data otherwise)."""
     want = NUMPY_OF_CTYPE.get(ctype)
     values = np.asarray(values)
     if want is None or values.dtype != np.dtype(want):
         e.fail(f"literal data of dtype {values.dtype} for {ctype}")
-    if values.size > MAX_LITERAL_ELEMENTS:
-        e.fail(f"{values.size} literal values (at most {MAX_LITERAL_ELEMENTS} compile)")
+    if values.size > limit:
+        e.fail(f"{values.size} literal values (at most {limit} compile)")
     return "{" + ", ".join(_element_literal(v, ctype) for v in values.reshape(-1)) + "}"

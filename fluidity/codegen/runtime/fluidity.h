@@ -210,6 +210,9 @@ inline void adam(float* p, float* m1, float* m2, const float* g, i64 n, double l
 
 #include "conv.h"
 #include "conv_chain.h"   // 1x1 and depthwise conv chains in channel-last layout
+#include "volume.h"     // conv3d, conv3d_transpose and 3-D pooling
+#include "pyramid.h"    // spp
+#include "scatter_nd.h" // gather_nd_grad, scatter_nd_add: checked offsets, ordered adds
 #include "sparse.h"
 #include "rnn.h"
 #include "reduce.h"     // reductions of any type

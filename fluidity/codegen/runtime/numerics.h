@@ -22,6 +22,9 @@ using i64 = int64_t;
 // numpy's maximum/minimum: a NaN in either operand is the result.
 FL_HD inline float fmaxnp(float a, float b) { return (a >= b || a != a) ? a : b; }
 FL_HD inline float fminnp(float a, float b) { return (a <= b || a != a) ? a : b; }
+// the same in double (a float64 np.maximum / np.minimum)
+FL_HD inline double fmaxnp_d(double a, double b) { return (a >= b || a != a) ? a : b; }
+FL_HD inline double fminnp_d(double a, double b) { return (a <= b || a != a) ? a : b; }
 
 FL_HD inline float sigmoid(float x) {   // the same branches as ops/activation.py's _sigmoid
     if (x >= 0) return 1.0f / (1.0f + expf(-x));

@@ -30,7 +30,7 @@ def _literal_values(e, buf, slot):
     return np.asarray(vals)
 
 
-def _size_inputs(e):
+def size_inputs(e):
     """(OutSize, SizeTensor list, Scale) as ops/interp.py's out_size takes them: None (or
     []) where the op has none, else their compile-time values."""
     out_size = e.input("OutSize")
@@ -51,7 +51,7 @@ class FluidInterpPlan(InterpPlan):
 
     def matrices(self, e, fwd):
         ins = [self.h, self.w]
-        outs = interp_ops.out_size(e.attrs, ins, *_size_inputs(e))
+        outs = interp_ops.out_size(e.attrs, ins, *size_inputs(e))
         if max(outs) > MAX_OUT:
             e.fail(f"an output size {outs} past {MAX_OUT}")
         return interp_ops.maps(e.attrs, ins, outs, np.dtype(np.float32))

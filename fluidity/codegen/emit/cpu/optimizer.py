@@ -91,11 +91,11 @@ def adam(e):
         e.code(f"if (m > 0) {{ fl::adam_rows({p}, {m1}, {m2}, {merged}, {rows}, m, {d}, "
                f"lr_t, {betas}); {pows} }}")
         return
-    dense = _dense_grad(e, p, g)
+    dense = dense_grad(e, p, g)
     e.code(f"fl::adam({p}, {m1}, {m2}, {dense}, {p.numel()}, lr_t, {betas}); {pows}")
 
 
-def _dense_grad(e, p, g):
+def dense_grad(e, p, g):
     """A scratch dense gradient of Param's shape from SelectedRows Grad `g`: its merged rows,
     0 where it has none (the kernels' dense grad of an update that steps every row). An
     empty Grad takes the interpreted path, as adam's kernel does."""
@@ -122,9 +122,9 @@ def adagrad(e):
 
 
 # --- rmsprop, ftrl and optimizer_variants.py's ops: their numpy rules, element by element -----
-def _each(e, p, g, lazy, body):
+def each_element(e, p, g, lazy, body):
     """Emit C statements `body` for every element `i` of Param and its states, with
-    `const float g` its gradient (and `r`, where `_learning_rate` defined it). With a
+    `const float g` its gradient (and `r`, where `learning_rate` defined it). With a
     SelectedRows Grad a `lazy` rule steps the elements of its merged rows only, any other
     every element, g = 0 where the Grad has no row (optimizer_ops.UpdateOp's rule)."""
     if g.rows is not None and lazy:
@@ -133,11 +133,11 @@ def _each(e, p, g, lazy, body):
                f"const int64_t i = {rows}[k] * {d} + j; const float g = {merged}[k * {d} + j]; "
                f"{body} }}")
         return
-    src = g if g.rows is None else _dense_grad(e, p, g)
+    src = g if g.rows is None else dense_grad(e, p, g)
     e.code(f"for (int64_t i = 0; i < {p.numel()}; ++i) {{ const float g = {src}[i]; {body} }}")
 
 
-def _learning_rate(e, lr):
+def learning_rate(e, lr):
     """`const float r`: the LearningRate's value, 1 without one (adadelta's rule)."""
     e.code(f"const float r = {lr}[0];" if lr is not None else "const float r = 1.0f;")
 
@@ -165,8 +165,8 @@ def rmsprop(e):
                  f"const float den = s - mg * mg;")
     else:
         denom = "const float den = s;"
-    _learning_rate(e, lr)
-    _each(e, p, g, False,
+    learning_rate(e, lr)
+    each_element(e, p, g, False,
           f"const float s = {decay} * {ms}[i] + {rest} * g * g; {ms}[i] = s; {denom} "
           f"const float v = {f32(e.attr('momentum'))} * {mom}[i] + r * g / "
           f"std::sqrt(den + {f32(e.attr('epsilon'))}); {mom}[i] = v; {p}[i] = {p}[i] - v;")
@@ -180,8 +180,8 @@ def ftrl(e):
 
     def acc_pow(a):
         return f"std::sqrt({a})" if power == -0.5 else f"std::pow({a}, {f32(-power)})"
-    _learning_rate(e, lr)
-    _each(e, p, g, True,
+    learning_rate(e, lr)
+    each_element(e, p, g, True,
           f"const float s0 = {sq}[i], s1 = s0 + g * g; "
           f"const float l = ({lin}[i] + g) - (({acc_pow('s1')} - {acc_pow('s0')}) / r) * {p}[i]; "
           f"const float sg = l > 0.0f ? 1.0f : l < 0.0f ? -1.0f : l == 0.0f ? 0.0f : l; "
@@ -198,7 +198,7 @@ def adamax(e):
     e.require_float(b1p)
     b1, b2 = float(e.attr("beta1")), float(e.attr("beta2"))
     e.code(f"const double lr_t = (double){lr}[0] / (1.0 - (double){b1p}[0]);")
-    _each(e, p, g, True,
+    each_element(e, p, g, True,
           f"const float mi = {f32(b1)} * {m}[i] + {f32(1.0 - b1)} * g; "
           f"const float ui = fl::maxnp({f32(b2)} * {u}[i] + {f32(e.attr('epsilon'))}, "
           f"std::fabs(g)); {m}[i] = mi; {u}[i] = ui; "
@@ -209,8 +209,8 @@ def adamax(e):
 def decayed_adagrad(e):
     p, (m,), g, lr = update_operands(e, ("Moment",))
     d = float(e.attr("decay"))
-    _learning_rate(e, lr)
-    _each(e, p, g, True,
+    learning_rate(e, lr)
+    each_element(e, p, g, True,
           f"const float v = {f32(d)} * {m}[i] + {f32(1.0 - d)} * g * g; {m}[i] = v; "
           f"{p}[i] = {p}[i] - r * g / (std::sqrt(v) + {f32(e.attr('epsilon'))});")
 
@@ -219,8 +219,8 @@ def decayed_adagrad(e):
 def adadelta(e):
     p, (asg, asu), g, lr = update_operands(e, ("AvgSquaredGrad", "AvgSquaredUpdate"))
     rho, eps = float(e.attr("rho")), f32(e.attr("epsilon"))
-    _learning_rate(e, lr)
-    _each(e, p, g, True,
+    learning_rate(e, lr)
+    each_element(e, p, g, True,
           f"const float a = {f32(rho)} * {asg}[i] + {f32(1.0 - rho)} * g * g; "
           f"const float dl = -std::sqrt(({asu}[i] + {eps}) / (a + {eps})) * g; "
           f"{asg}[i] = a; {asu}[i] = {f32(rho)} * {asu}[i] + {f32(1.0 - rho)} * dl * dl; "
@@ -235,7 +235,7 @@ def lamb(e):
     b1, b2 = float(e.attr("beta1")), float(e.attr("beta2"))
     n = p.numel()
     r = e.scratch(p.dims)
-    _each(e, p, g, False,
+    each_element(e, p, g, False,
           f"const float a = {f32(b1)} * {m1}[i] + {f32(1.0 - b1)} * g; "
           f"const float b = {f32(b2)} * {m2}[i] + {f32(1.0 - b2)} * g * g; "
           f"{m1}[i] = a; {m2}[i] = b; {r}[i] = a / (std::sqrt(b) + "
@@ -254,7 +254,7 @@ def lars_momentum(e):
     p, (v,), g, lr = update_operands(e, ("Velocity",))
     coeff, wd = double_literal(e.attr("lars_coeff")), float(e.attr("lars_weight_decay"))
     n = p.numel()
-    src = g if g.rows is None else _dense_grad(e, p, g)
+    src = g if g.rows is None else dense_grad(e, p, g)
     l2_norm(e, p, n, "pn")
     l2_norm(e, src, n, "gn")
     e.code(f"const double lr0 = (double){lr}[0]; const float local = (float)("

@@ -20,7 +20,7 @@ C_REDUCE = {"reduce_sum": "fl::R_SUM", "reduce_mean": "fl::R_MEAN", "reduce_max"
 _FLOATS = ("float", "double")
 
 
-def _plan(e, x):
+def reduce_axes_plan(e, x):
     """(C arrays `dims` and `red`: the dims the runtime walks and which it reduces, their
     number, Out's dims, the count of elements reduced into each output, Out's size) of the
     op's reduction of Buf x (C expressions)."""
@@ -64,7 +64,7 @@ def _emit_reduce(e):
     et = e.ctype_of(out_dtype) if out_dtype >= 0 else x.ctype
     if kind in ("fl::R_ALL", "fl::R_ANY") and (x.ctype, et) != ("bool", "bool"):
         e.fail("compiled for bool X only")
-    arrays, nd, out_dims, count, _ = _plan(e, x)
+    arrays, nd, out_dims, count, _ = reduce_axes_plan(e, x)
     if kind in ("fl::R_MAX", "fl::R_MIN"):
         _no_empty(e, count, "no element to take the extreme of")
     if kind == "fl::R_MEAN" and et not in _FLOATS:
@@ -97,7 +97,7 @@ def _emit_reduce_grad(e):
             e.fail("Out is absent")
     if x.ctype not in _FLOATS or any(b.ctype != x.ctype for b in (d, o) if b is not None):
         e.fail("compiled for float X, Out and Out@GRAD of one type")
-    arrays, nd, _, _, kept = _plan(e, x)
+    arrays, nd, _, _, kept = reduce_axes_plan(e, x)
     for b in (d, o):
         if b is not None:
             n = b.numel()
@@ -118,7 +118,7 @@ def reduce_prod_grad(e):
     dense_only(e, x, d)
     if x.ctype not in _FLOATS or d.ctype != x.ctype:
         e.fail("compiled for float X and Out@GRAD of one type")
-    arrays, nd, _, count, kept = _plan(e, x)
+    arrays, nd, _, count, kept = reduce_axes_plan(e, x)
     if str(d.numel()) != str(kept):
         if e.is_lit(d.numel()) and e.is_lit(kept):
             e.fail(f"Out@GRAD has {d.numel()} elements, not {kept}")
