@@ -276,6 +276,47 @@ def chain_kind(op, block):
     return "head" if groups == 1 and cg == c else None
 
 
+class _ChainScan:
+    """What conv_chain reads of a block: its ops, each conv's Epilogue, who reads and
+    writes each name."""
+
+    def __init__(self, program, block, keep):
+        self.block, self.keep, self.ops = block, keep, block.ops
+        self.epis = {e.conv: e for e in conv_epilogue(program, block, keep).values()}
+        self.readers, self.writers = _readers_writers(program, self.ops)
+
+    def link(self, j, kind):
+        """Conv j as a ChainLink of `kind`: its result is its epilogue's, else its Output."""
+        epi = self.epis.get(j)
+        return ChainLink(j, kind, epi, epi.out if epi else self.ops[j].output("Output")[0])
+
+    def next_link(self, link, start):
+        """The 1x1 / depthwise conv that alone reads `link`'s result as its Input, as a
+        ChainLink, when that result is private (one writer, one reader, not kept, not
+        persistable) and what the conv reads besides is ready before op `start`; else
+        None."""
+        name = link.out
+        v, nxt = self.block.find_var_recursive(name), self.readers.get(name, [])
+        if v is None or v.persistable or name in self.keep or len(nxt) != 1 or \
+                len(self.writers.get(name, [])) != 1:
+            return None
+        k = nxt[0]
+        kind = chain_kind(self.ops[k], self.block)
+        if kind not in ("pw", "dw") or self.ops[k].input("Input") != [name] or \
+                not self.ready(k, start):
+            return None
+        return self.link(k, kind)
+
+    def ready(self, j, start):
+        """Whether everything conv j and its epilogue read besides its Input is written
+        before op `start` (by ops other than the epilogue's own)."""
+        op, epi = self.ops[j], self.epis.get(j)
+        names = [n for s in ("Filter", "Bias") for n in op.input(s)]
+        own = set(epi.ops) if epi else set()
+        names += [n for _, _, roles in (epi.steps if epi else []) for n in roles.values()]
+        return all(k < start for n in names for k in self.writers.get(n, []) if k not in own)
+
+
 def conv_chain(program, block, keep):
     """{first conv's Output name: Chain} for each run of at least two inference 1x1 /
     depthwise convs (chain_kind) where each conv's result (after its conv_epilogue, if
@@ -283,68 +324,30 @@ def conv_chain(program, block, keep):
     persistable; what each later conv and its epilogue read besides (filter, bias,
     statistics) is written before the chain's first conv and not after it. A "head" conv
     before such a run (or before one 1x1 / depthwise conv) gets the run with itself first,
-    under its own Output; the run's own entry stays."""
-    epis = {e.conv: e for e in conv_epilogue(program, block, keep).values()}
-    ops = block.ops
-    readers, writers = _readers_writers(program, ops)
-
-    def private(name, reader):
-        v = block.find_var_recursive(name)
-        return (v is not None and not v.persistable and name not in keep and
-                readers.get(name) == [reader] and len(writers.get(name, [])) == 1)
-
-    def ready(j, start):
-        """Whether everything conv j and its epilogue read besides its Input is written
-        before op `start` (by ops other than the epilogue's own)."""
-        op, epi = ops[j], epis.get(j)
-        names = [n for s in ("Filter", "Bias") for n in op.input(s)]
-        own = set(epi.ops) if epi else set()
-        names += [n for _, _, roles in (epi.steps if epi else []) for n in roles.values()]
-        return all(k < start for n in names for k in writers.get(n, []) if k not in own)
-
+    under its own Output; the run's own entry stays (when the head's emitter cannot start
+    the chain, the run after it still can)."""
+    scan = _ChainScan(program, block, keep)
     out, taken = {}, set()
-    for i, op in enumerate(ops):
+    for i, op in enumerate(scan.ops):
         kind = chain_kind(op, block) if i not in taken else None
         if kind not in ("pw", "dw"):
             continue
-        links = []
-        j = i
-        while True:
-            epi = epis.get(j)
-            result = epi.out if epi else ops[j].output("Output")[0]
-            links.append(ChainLink(j, kind, epi, result))
-            nxt = readers.get(result, [])
-            if len(nxt) != 1 or not private(result, nxt[0]):
-                break
-            k = nxt[0]
-            kind = chain_kind(ops[k], block)
-            if kind not in ("pw", "dw") or ops[k].input("Input") != [result] or \
-                    not ready(k, i):
-                break
-            j = k
+        links = [scan.link(i, kind)]
+        while (nxt := scan.next_link(links[-1], i)) is not None:
+            links.append(nxt)
         if len(links) >= 2:
             out[op.output("Output")[0]] = Chain(links)
             taken.update(link.conv for link in links)
-    # a "head" conv whose result only a chain's first conv (or a lone 1x1 / depthwise
-    # conv) reads: the same chain started one conv earlier, under the head's Output; when
-    # the head's emitter cannot start it, the chain after it is still there
     starts = {c.links[0].conv: c for c in out.values()}
-    for i, op in enumerate(ops):
+    for i, op in enumerate(scan.ops):
         if i in taken or chain_kind(op, block) != "head":
             continue
-        epi = epis.get(i)
-        result = epi.out if epi else op.output("Output")[0]
-        nxt = readers.get(result, [])
-        if len(nxt) != 1 or not private(result, nxt[0]):
-            continue
-        k = nxt[0]
-        if chain_kind(ops[k], block) not in ("pw", "dw") or ops[k].input("Input") != [result]:
-            continue
-        rest = starts[k].links if k in starts else \
-            [ChainLink(k, chain_kind(ops[k], block), epis.get(k),
-                       epis[k].out if k in epis else ops[k].output("Output")[0])]
-        if all(ready(link.conv, i) for link in rest):
-            out[op.output("Output")[0]] = Chain([ChainLink(i, "head", epi, result), *rest])
+        head = scan.link(i, "head")
+        first = scan.next_link(head, i)
+        if first is not None:
+            rest = starts[first.conv].links if first.conv in starts else [first]
+            if all(scan.ready(link.conv, i) for link in rest):
+                out[op.output("Output")[0]] = Chain([head, *rest])
     return out
 
 

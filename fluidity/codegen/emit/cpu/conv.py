@@ -217,36 +217,50 @@ def _emit_chain(e, x, w, geom):
     if plan[0][0].kind != "head":
         body.append(f"fl::chain_to_nhwc({x} + n0 * {c0 * h0 * w0}, {c0}, {h0 * w0}, "
                     f"{bufs_ab[0]});")
-    for i, (link, filt, b, epi, (c, h, wd), (m, oh, ow, lgeom)) in enumerate(plan):
-        src, dst = bufs_ab[j % 2], bufs_ab[(j + 1) % 2]
-        fused = (link.epilogue, epi) if link.epilogue else None
-        e.code(f"const fl::ChainEpi cepi{i} = {_chain_epilogue(e, m, b, fused)};")
-        if link.kind == "head":
-            packed, offsets, xp, tmp, ws = _direct_scratch(e, x, w, m)
-            e.code(geom)
-            e.code(f"fl::dconv_pack({w}, {m}, {int(e.prod(w.dims[1:]))}, {packed}); "
-                   f"fl::dconv_offsets(g, {offsets});")
-            body.append(f"fl::direct_conv({x} + n0 * {c0 * h0 * w0}, {packed}, {offsets}, g, "
-                        f"{m}, {xp}, n0 == 0, {tmp}); fl::chain_from_grid({tmp}, {oh}, {ow}, "
-                        f"{ws}, {m}, cepi{i}, {bufs_ab[0]});")
-            continue
-        if link.kind == "pw":
-            packed = e.scratch([str(-(-m // 16) * 16 * c)])     # chain_pw_packed_floats
-            e.code(f"fl::chain_pw_pack({filt}, {m}, {c}, {packed});")
-            body.append(f"fl::chain_pointwise({src}, {h * wd}, {c}, {packed}, {m}, {dst}, "
-                        f"cepi{i});")
+    for i, step in enumerate(plan):
+        if step[0].kind == "head":
+            body.append(_emit_chain_head(e, x, w, geom, step, bufs_ab[0]))
         else:
-            taps = int(filt.dims[2]) * int(filt.dims[3])
-            packed = e.scratch([str(c * taps)])
-            e.code(f"fl::chain_dw_pack({filt}, {c}, {taps}, {packed}); "
-                   f"const fl::ConvGeom cg{i} = {lgeom};")
-            body.append(f"fl::chain_depthwise({src}, {packed}, cg{i}, {dst}, cepi{i});")
-        j += 1
+            body.append(_emit_chain_link(e, i, step, bufs_ab[j % 2], bufs_ab[(j + 1) % 2]))
+            j += 1
     cl, hl, wl = chw
     body.append(f"fl::chain_to_nchw({bufs_ab[j % 2]}, {cl}, {hl * wl}, "
                 f"{out} + n0 * {cl * hl * wl});")
     e.code(f"for (int64_t n0 = 0; n0 < {x.dims[0]}; ++n0) {{ " + " ".join(body) + " }")
     return True
+
+
+def _emit_chain_head(e, x, w, geom, step, dst):
+    """The head conv of a chain (the direct kernel's; its geometry `geom` declares `g`):
+    filter packed once a call; a sample's line: direct_conv, then its grid with the head's
+    epilogue into channel-last `dst`."""
+    link, _, b, epi, (c, h, wd), (m, oh, ow, _) = step
+    fused = (link.epilogue, epi) if link.epilogue else None
+    e.code(f"const fl::ChainEpi cepi0 = {_chain_epilogue(e, m, b, fused)};")
+    packed, offsets, xp, tmp, ws = _direct_scratch(e, x, w, m)
+    e.code(geom)
+    e.code(f"fl::dconv_pack({w}, {m}, {int(e.prod(w.dims[1:]))}, {packed}); "
+           f"fl::dconv_offsets(g, {offsets});")
+    return (f"fl::direct_conv({x} + n0 * {c * h * wd}, {packed}, {offsets}, g, {m}, {xp}, "
+            f"n0 == 0, {tmp}); fl::chain_from_grid({tmp}, {oh}, {ow}, {ws}, {m}, cepi0, "
+            f"{dst});")
+
+
+def _emit_chain_link(e, i, step, src, dst):
+    """Link i of a chain (a 1x1 or depthwise conv): its epilogue and packed filter once a
+    call; a sample's line from channel-last `src` into `dst`."""
+    link, filt, b, epi, (c, h, wd), (m, _, _, lgeom) = step
+    fused = (link.epilogue, epi) if link.epilogue else None
+    e.code(f"const fl::ChainEpi cepi{i} = {_chain_epilogue(e, m, b, fused)};")
+    if link.kind == "pw":
+        packed = e.scratch([str(-(-m // 16) * 16 * c)])     # chain_pw_packed_floats
+        e.code(f"fl::chain_pw_pack({filt}, {m}, {c}, {packed});")
+        return f"fl::chain_pointwise({src}, {h * wd}, {c}, {packed}, {m}, {dst}, cepi{i});"
+    taps = int(filt.dims[2]) * int(filt.dims[3])
+    packed = e.scratch([str(c * taps)])
+    e.code(f"fl::chain_dw_pack({filt}, {c}, {taps}, {packed}); "
+           f"const fl::ConvGeom cg{i} = {lgeom};")
+    return f"fl::chain_depthwise({src}, {packed}, cg{i}, {dst}, cepi{i});"
 
 
 # Bytes of im2col columns a chunk of the batch may take: the chunk's columns and its gemm
